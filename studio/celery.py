@@ -1,0 +1,10 @@
+"""Celery application for Axiom Studio (workers on Redis when REDIS_URL is set)."""
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "studio.settings")
+
+app = Celery("studio")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()

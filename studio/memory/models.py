@@ -1,0 +1,250 @@
+"""Living-memory tables (facts, beliefs, mental models) and the bookkeeping around them.
+
+Field names follow the engine API (`axiom.facts.Fact`, `axiom.observations.Observation`,
+`axiom.mental_models.MentalModel`); every row is keyed by save + turn ids so a rewind is a
+set of deletes and updates in one transaction. The engine's dataclasses of the same names
+live in `facts.py`, `observations.py` and `mental_models.py` and convert to and from these.
+"""
+from __future__ import annotations
+
+from django.db import models
+
+ENTITY_SEPARATOR = "\x1f"
+
+
+def entity_index_for(entities: list[str]) -> str:
+    """Return the searchable form of an entities list: casefolded names between separators.
+
+    `get_facts(entity=...)` needs a case-insensitive exact match on a JSON list, which no
+    portable SQL offers; a `contains` on this column does it on SQLite and PostgreSQL alike.
+    """
+    names = [str(e).strip().casefold() for e in entities or [] if str(e).strip()]
+    if not names:
+        return ""
+    return ENTITY_SEPARATOR + ENTITY_SEPARATOR.join(names) + ENTITY_SEPARATOR
+
+
+def subject_key_for(subject: str) -> str:
+    return (subject or "").strip().casefold()
+
+
+class Fact(models.Model):
+    game_save = models.ForeignKey("saves.Save", on_delete=models.CASCADE, related_name="facts")
+    turn_id = models.PositiveIntegerField()
+    statement = models.TextField()
+    fact_type = models.CharField(max_length=40, default="world")
+    who = models.TextField(blank=True)
+    what = models.TextField(blank=True)
+    when = models.TextField(blank=True)
+    where = models.TextField(blank=True)
+    why = models.TextField(blank=True)
+    entities = models.JSONField(default=list, blank=True)
+    entity_index = models.TextField(blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-turn_id", "-id"]
+        indexes = [
+            models.Index(fields=["game_save", "turn_id"]),
+            models.Index(fields=["game_save", "fact_type"]),
+        ]
+
+    def __str__(self) -> str:
+        return self.statement[:80]
+
+    def save(self, *args, **kwargs):
+        self.entity_index = entity_index_for(self.entities)
+        super().save(*args, **kwargs)
+
+
+class Observation(models.Model):
+    """A consolidated belief; `sources` is a list of {"fact_id", "turn_id"} (the rollback key)."""
+
+    game_save = models.ForeignKey("saves.Save", on_delete=models.CASCADE, related_name="observations")
+    statement = models.TextField()
+    subject = models.CharField(max_length=200, blank=True)
+    subject_key = models.CharField(max_length=200, blank=True, editable=False)
+    proof_count = models.PositiveIntegerField(default=0)
+    sources = models.JSONField(default=list, blank=True)
+    history = models.JSONField(default=list, blank=True)
+    created_turn_id = models.PositiveIntegerField(default=0)
+    updated_turn_id = models.PositiveIntegerField(default=0)
+    last_source_turn = models.PositiveIntegerField(
+        default=0, editable=False, help_text="Highest turn among the sources (finds rewind work in SQL)."
+    )
+    stale = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["-updated_turn_id", "-id"]
+        indexes = [
+            models.Index(fields=["game_save", "subject_key"]),
+            models.Index(fields=["game_save", "created_turn_id"]),
+            models.Index(fields=["game_save", "updated_turn_id"]),
+            models.Index(fields=["game_save", "last_source_turn"]),
+        ]
+        verbose_name = "belief (observation)"
+        verbose_name_plural = "beliefs (observations)"
+
+    def __str__(self) -> str:
+        return self.statement[:80]
+
+    def save(self, *args, **kwargs):
+        self.subject_key = subject_key_for(self.subject)
+        self.proof_count = len(self.sources or [])
+        self.last_source_turn = max((int(s.get("turn_id") or 0) for s in self.sources or []), default=0)
+        super().save(*args, **kwargs)
+
+
+class MentalModel(models.Model):
+    """One curated profile per (save, subject); `versions` keeps each summary with its turn."""
+
+    game_save = models.ForeignKey("saves.Save", on_delete=models.CASCADE, related_name="mental_models")
+    subject = models.CharField(max_length=200, blank=True)
+    subject_key = models.CharField(max_length=200, blank=True, editable=False)
+    summary = models.TextField()
+    sources = models.JSONField(default=list, blank=True)
+    versions = models.JSONField(default=list, blank=True)
+    created_turn_id = models.PositiveIntegerField(default=0)
+    updated_turn_id = models.PositiveIntegerField(default=0)
+    stale = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["-updated_turn_id", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["game_save", "subject_key"], name="mental_model_one_per_subject")
+        ]
+        indexes = [
+            models.Index(fields=["game_save", "created_turn_id"]),
+            models.Index(fields=["game_save", "stale", "updated_turn_id"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject or '(world)'}: {self.summary[:60]}"
+
+    def save(self, *args, **kwargs):
+        self.subject_key = subject_key_for(self.subject)
+        super().save(*args, **kwargs)
+
+
+class VectorCorpusVersion(models.Model):
+    """A per-scope counter bumped on every change to the vector chunks of that scope.
+
+    A scope is a VectorMemory `save_id` (a save, or a universe's own Lore Book). Each
+    process caches its BM25 index per scope and rebuilds it only when this number moved, so
+    a change made by a worker process invalidates the web process's cache too.
+    """
+
+    scope_id = models.CharField(max_length=120, unique=True)
+    version = models.PositiveBigIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.scope_id} v{self.version}"
+
+
+class JobKind(models.TextChoices):
+    SYNC_LORE = "sync_lore", "Sync lore embeddings"
+    EMBED_TURN = "embed_turn", "Embed turn"
+    LIVING_TURN = "living_turn", "Living memory (extract, consolidate, reflect)"
+    REFRESH_MODELS = "refresh_models", "Refresh stale mental models"
+    VECTOR_ROLLBACK = "vector_rollback", "Delete rewound vector chunks"
+    FORK_VECTORS = "fork_vectors", "Copy vector chunks to a fork"
+
+
+class JobStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+    SKIPPED = "skipped", "Skipped"
+    PAUSED = "paused", "Paused"
+
+
+class Job(models.Model):
+    kind = models.CharField(max_length=20, choices=JobKind.choices)
+    universe = models.ForeignKey(
+        "universes.Universe", null=True, blank=True, on_delete=models.CASCADE, related_name="jobs"
+    )
+    game_save = models.ForeignKey(
+        "saves.Save", null=True, blank=True, on_delete=models.CASCADE, related_name="jobs"
+    )
+    turn_id = models.PositiveIntegerField(null=True, blank=True)
+    timeline_generation = models.PositiveIntegerField(default=0)
+    status = models.CharField(max_length=10, choices=JobStatus.choices, default=JobStatus.QUEUED)
+    progress = models.CharField(max_length=200, blank=True)
+    error = models.TextField(blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    payload = models.JSONField(default=dict, blank=True)
+    result = models.JSONField(default=dict, blank=True)
+    llm_calls = models.PositiveIntegerField(default=0)
+    llm_tokens = models.PositiveIntegerField(default=0)
+    task_id = models.CharField(max_length=64, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["game_save", "status"]),
+            models.Index(fields=["game_save", "turn_id"]),
+            models.Index(fields=["universe", "status"]),
+            models.Index(fields=["status", "created_at"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} #{self.pk} ({self.status})"
+
+    @property
+    def duration_seconds(self) -> float | None:
+        if self.started_at and self.finished_at:
+            return (self.finished_at - self.started_at).total_seconds()
+        return None
+
+
+class LLMCall(models.Model):
+    """One call to the LLM endpoint, for the spend guard and for admins."""
+
+    game_save = models.ForeignKey(
+        "saves.Save", null=True, blank=True, on_delete=models.SET_NULL, related_name="llm_calls"
+    )
+    job = models.ForeignKey(
+        Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="llm_call_log"
+    )
+    operation = models.CharField(max_length=20)
+    model = models.CharField(max_length=200, blank=True)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    latency_ms = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["game_save", "created_at"])]
+        verbose_name = "LLM call"
+
+    def __str__(self) -> str:
+        return f"{self.operation} {self.model} ({self.prompt_tokens}+{self.completion_tokens} tokens)"
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class RecordedQuery(models.Model):
+    """A memory query made during play, kept so a lore edit can be replayed against it."""
+
+    game_save = models.ForeignKey("saves.Save", on_delete=models.CASCADE, related_name="recorded_queries")
+    turn_id = models.PositiveIntegerField()
+    query_text = models.TextField()
+    params = models.JSONField(default=dict, blank=True)
+    result_ids = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-turn_id", "-id"]
+        indexes = [models.Index(fields=["game_save", "turn_id"])]
+
+    def __str__(self) -> str:
+        return f"{self.game_save_id}@{self.turn_id}: {self.query_text[:40]}"

@@ -1,0 +1,202 @@
+"""Settings for Axiom Studio.
+
+Every setting that differs between machines comes from an environment variable, read here
+and nowhere else (see README, "Environment variables"). The defaults give the embedded,
+one-machine set-up: SQLite under var/, a local Chroma store, jobs in-process, no LLM.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    value = os.environ.get(name)
+    if value is None or value.strip() == "":
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_int(name: str, default: int) -> int:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        return int(value)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be an integer, got {value!r}") from exc
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    value = os.environ.get(name)
+    if value is None or not value.strip():
+        return default
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+DEBUG = env_bool("DEBUG", False)
+VAR_DIR = Path(os.environ.get("AXIOM_VAR_DIR", BASE_DIR / "var"))
+
+SECRET_KEY = os.environ.get("SECRET_KEY", "")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "SECRET_KEY is required when DEBUG is off. Set SECRET_KEY in the environment, "
+            "or DEBUG=1 for a development machine."
+        )
+    SECRET_KEY = "django-insecure-development-only-key-do-not-use-in-production"
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost"] if DEBUG else [])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "template_partials",
+    "studio.universes",
+    "studio.saves",
+    "studio.memory",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "studio.urls"
+WSGI_APPLICATION = "studio.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'studio.sqlite3'}",
+        conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 0),
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # WAL lets the studio read while a job writes; the timeout waits out short write locks
+    # instead of failing at once with "database is locked".
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "timeout": env_int("SQLITE_TIMEOUT", 20),
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+    )
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("AXIOM_MAX_REQUEST_BYTES", 5 * 1024 * 1024)
+FILE_UPLOAD_MAX_MEMORY_SIZE = DATA_UPLOAD_MAX_MEMORY_SIZE
+
+# --- Vector store (ChromaDB) -------------------------------------------------------------
+# CHROMA_HOST set: a Chroma server (HttpClient), safe for any number of processes.
+# Otherwise an embedded store at CHROMA_PATH, which exactly one process may open.
+CHROMA_HOST = os.environ.get("CHROMA_HOST", "").strip()
+CHROMA_PORT = env_int("CHROMA_PORT", 8000)
+CHROMA_PATH = os.environ.get("CHROMA_PATH", "").strip() or str(VAR_DIR / "chroma")
+# Cross-encoder: off unless a model name or local path is configured (nothing downloads).
+AXIOM_RERANKER_MODEL = os.environ.get("AXIOM_RERANKER_MODEL", "").strip()
+AXIOM_RERANK_POOL = env_int("AXIOM_RERANK_POOL", 50)
+
+# --- Background jobs ---------------------------------------------------------------------
+# REDIS_URL unset: jobs run in-process on a small thread pool. Set: Celery workers on Redis.
+REDIS_URL = os.environ.get("REDIS_URL", "").strip()
+AXIOM_INPROCESS_WORKERS = env_int("AXIOM_INPROCESS_WORKERS", 2)
+CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_ALWAYS_EAGER = False
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_TIME_LIMIT = env_int("AXIOM_TASK_TIME_LIMIT", 300)
+CELERY_TASK_SOFT_TIME_LIMIT = env_int("AXIOM_TASK_SOFT_TIME_LIMIT", 240)
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+
+# --- LLM (living memory) -----------------------------------------------------------------
+# Any OpenAI-compatible chat endpoint. Unset base URL: living-mode jobs end as skipped.
+AXIOM_LLM_BASE_URL = os.environ.get("AXIOM_LLM_BASE_URL", "").strip()
+AXIOM_LLM_MODEL = os.environ.get("AXIOM_LLM_MODEL", "").strip()
+AXIOM_LLM_API_KEY = os.environ.get("AXIOM_LLM_API_KEY", "").strip()
+AXIOM_LLM_MODEL_EXTRACT = os.environ.get("AXIOM_LLM_MODEL_EXTRACT", "").strip()
+AXIOM_LLM_MODEL_CONSOLIDATE = os.environ.get("AXIOM_LLM_MODEL_CONSOLIDATE", "").strip()
+AXIOM_LLM_MODEL_REFLECT = os.environ.get("AXIOM_LLM_MODEL_REFLECT", "").strip()
+AXIOM_LLM_TIMEOUT = float(os.environ.get("AXIOM_LLM_TIMEOUT", "60") or 60)
+AXIOM_LLM_MAX_RETRIES = env_int("AXIOM_LLM_MAX_RETRIES", 3)
+AXIOM_LLM_MAX_TOKENS = env_int("AXIOM_LLM_MAX_TOKENS", 1024)
+AXIOM_LLM_CALLS_PER_HOUR = env_int("AXIOM_LLM_CALLS_PER_HOUR", 600)
+AXIOM_LLM_TOKENS_PER_HOUR = env_int("AXIOM_LLM_TOKENS_PER_HOUR", 500_000)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "loggers": {"chromadb": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
+}
+
+# --- Production hardening (active when DEBUG is off) --------------------------------------
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+SECURE_REFERRER_POLICY = "same-origin"
+SESSION_COOKIE_HTTPONLY = True
+if not DEBUG:
+    SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", True)
+    CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", True)
+    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
+    SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

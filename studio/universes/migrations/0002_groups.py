@@ -1,0 +1,23 @@
+"""Create the studio's groups: Authors edit universes; Playtesters view saves and rewind."""
+from django.db import migrations
+
+GROUPS = ("Authors", "Playtesters")
+
+
+def create_groups(apps, schema_editor):
+    Group = apps.get_model("auth", "Group")
+    for name in GROUPS:
+        Group.objects.get_or_create(name=name)
+
+
+def remove_groups(apps, schema_editor):
+    apps.get_model("auth", "Group").objects.filter(name__in=GROUPS).delete()
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("universes", "0001_initial"),
+        ("auth", "0012_alter_user_first_name_max_length"),
+    ]
+
+    operations = [migrations.RunPython(create_groups, remove_groups)]
