@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Run the whole suite: on SQLite, then on PostgreSQL. Exit non-zero when a test fails or
+# when no test ran. Called by `make test` (after the venv is set up) and by .ci/run.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+source scripts/services.sh
+
+PY=${PY:-.venv/bin/python}
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 ANONYMIZED_TELEMETRY=False
+export DJANGO_ALLOW_ASYNC_UNSAFE=true
+mkdir -p test-artifacts
+
+# Browser tests drive Debian's chromium (never a downloaded browser build).
+if [ ! -x /usr/bin/chromium ]; then
+  _apt_install chromium || echo "warning: no /usr/bin/chromium; browser tests will fail" >&2
+fi
+
+services_start || exit 1
+trap services_stop EXIT
+
+PG_URL=${TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/axiom}
+
+run_suite() {
+  local label=$1; shift
+  local report="test-artifacts/junit-$label.xml"
+  echo "=== test suite on $label ==="
+  "$PY" -m pytest -p no:cacheprovider --junitxml="$report" "$@"
+  local rc=$?
+  if [ $rc -eq 5 ]; then echo "no tests ran on $label: failing" >&2; return 1; fi
+  if [ $rc -ne 0 ]; then return $rc; fi
+  # Guard against a run that "passed" with nothing executed (all skipped or deselected).
+  "$PY" - "$report" <<'PYEOF' || return 1
+import sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+suites = [root] if root.tag == "testsuite" else list(root)
+ran = sum(int(s.get("tests", 0)) - int(s.get("skipped", 0)) for s in suites)
+if ran <= 0:
+    sys.exit(f"no tests executed in {sys.argv[1]}")
+print(f"{ran} tests executed")
+PYEOF
+}
+
+status=0
+DATABASE_URL="sqlite:///$(pwd)/var/test-sqlite.sqlite3" run_suite sqlite "$@" || status=1
+DATABASE_URL="$PG_URL" run_suite postgresql "$@" || status=1
+echo
+if [ $status -eq 0 ]; then echo "ALL SUITES PASSED"; else echo "SOME SUITES FAILED"; fi
+exit $status

@@ -1,0 +1,103 @@
+"""Settings come from environment variables only."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+PROBE = """
+import json
+from django.conf import settings
+print(json.dumps({
+    "DEBUG": settings.DEBUG,
+    "SECRET_KEY": settings.SECRET_KEY,
+    "ALLOWED_HOSTS": settings.ALLOWED_HOSTS,
+    "DB_ENGINE": settings.DATABASES["default"]["ENGINE"],
+    "DB_NAME": str(settings.DATABASES["default"]["NAME"]),
+    "DB_HOST": settings.DATABASES["default"].get("HOST", ""),
+    "CHROMA_PATH": settings.CHROMA_PATH,
+    "CHROMA_HOST": settings.CHROMA_HOST,
+    "CHROMA_PORT": settings.CHROMA_PORT,
+    "REDIS_URL": settings.REDIS_URL,
+    "BROKER": settings.CELERY_BROKER_URL,
+    "LLM": [settings.AXIOM_LLM_BASE_URL, settings.AXIOM_LLM_MODEL, settings.AXIOM_LLM_API_KEY],
+}))
+"""
+
+
+def load_settings(env: dict[str, str]) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_URL", "CHROMA_", "REDIS_URL", "AXIOM_", "SECRET_KEY", "DEBUG", "ALLOWED_HOSTS"))}
+    base.update({"DJANGO_SETTINGS_MODULE": "studio.settings"})
+    base.update(env)
+    code = "import django; django.setup();" + PROBE
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=base, capture_output=True, text=True, timeout=60)
+
+
+def test_defaults_give_the_embedded_setup(tmp_path):
+    proc = load_settings({"DEBUG": "1", "AXIOM_VAR_DIR": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr
+    values = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert values["DEBUG"] is True
+    assert values["DB_ENGINE"] == "django.db.backends.sqlite3"
+    assert values["DB_NAME"] == str(tmp_path / "studio.sqlite3")
+    assert values["CHROMA_PATH"] == str(tmp_path / "chroma")
+    assert values["CHROMA_HOST"] == ""
+    assert values["REDIS_URL"] == ""
+    assert values["BROKER"] == "memory://"
+    assert values["LLM"] == ["", "", ""]
+    assert values["SECRET_KEY"].startswith("django-insecure")
+
+
+def test_every_variable_is_read():
+    proc = load_settings(
+        {
+            "DEBUG": "0",
+            "SECRET_KEY": "s3cret-from-env",
+            "ALLOWED_HOSTS": "studio.example.org, api.example.org",
+            "DATABASE_URL": "postgres://axiom:pw@db.internal:5432/axiomdb",
+            "CHROMA_HOST": "chroma.internal",
+            "CHROMA_PORT": "9000",
+            "REDIS_URL": "redis://redis.internal:6379/2",
+            "AXIOM_LLM_BASE_URL": "http://llm.internal:11434/v1",
+            "AXIOM_LLM_MODEL": "qwen2.5:7b",
+            "AXIOM_LLM_API_KEY": "key-123",
+        }
+    )
+    assert proc.returncode == 0, proc.stderr
+    values = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert values["DEBUG"] is False
+    assert values["SECRET_KEY"] == "s3cret-from-env"
+    assert values["ALLOWED_HOSTS"] == ["studio.example.org", "api.example.org"]
+    assert values["DB_ENGINE"] == "django.db.backends.postgresql"
+    assert values["DB_NAME"] == "axiomdb"
+    assert values["DB_HOST"] == "db.internal"
+    assert values["CHROMA_HOST"] == "chroma.internal"
+    assert values["CHROMA_PORT"] == 9000
+    assert values["REDIS_URL"] == "redis://redis.internal:6379/2"
+    assert values["BROKER"] == "redis://redis.internal:6379/2"
+    assert values["LLM"] == ["http://llm.internal:11434/v1", "qwen2.5:7b", "key-123"]
+
+
+def test_chroma_path_override(tmp_path):
+    proc = load_settings({"DEBUG": "1", "CHROMA_PATH": str(tmp_path / "vectors")})
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["CHROMA_PATH"] == str(tmp_path / "vectors")
+
+
+def test_secret_key_required_without_debug():
+    proc = load_settings({"DEBUG": "0"})
+    assert proc.returncode != 0
+    assert "SECRET_KEY is required" in proc.stderr
+
+
+@pytest.mark.parametrize("value", ["abc", "1.5"])
+def test_bad_integer_is_a_clear_error(value):
+    proc = load_settings({"DEBUG": "1", "CHROMA_PORT": value})
+    assert proc.returncode != 0
+    assert "CHROMA_PORT must be an integer" in proc.stderr
