@@ -91,6 +91,13 @@ class LoreEntry(models.Model):
         max_length=10, choices=EmbeddingState.choices, default=EmbeddingState.PENDING
     )
     embedding_error = models.TextField(blank=True)
+    word_count = models.PositiveIntegerField(
+        null=True, blank=True, editable=False, help_text="Words in the text; set by the lore services."
+    )
+    token_count = models.PositiveIntegerField(
+        null=True, blank=True, editable=False,
+        help_text="Embedding-model tokens in the text; set by the lore services.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
