@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Run every benchmark in bench/ (not part of the test suite). Each prints ratios against
+# the raw libraries measured in the same run; see docs/benchmarks.md.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 ANONYMIZED_TELEMETRY=False DJANGO_SETTINGS_MODULE=${DJANGO_SETTINGS_MODULE:-tests.settings}
+status=0
+for script in bench/*.py; do
+  case "$(basename "$script")" in _*) continue;; esac
+  echo "=== $script ==="
+  .venv/bin/python "$script" || status=1
+done
+exit $status
