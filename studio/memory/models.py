@@ -57,6 +57,13 @@ class Fact(models.Model):
         super().save(*args, **kwargs)
 
 
+class LiveObservationManager(models.Manager):
+    """Beliefs that are held now: a DELETE keeps the row as a tombstone so a rewind can undo it."""
+
+    def get_queryset(self):
+        return super().get_queryset().filter(deleted_turn_id__isnull=True)
+
+
 class Observation(models.Model):
     """A consolidated belief; `sources` is a list of {"fact_id", "turn_id"} (the rollback key)."""
 
@@ -73,9 +80,18 @@ class Observation(models.Model):
         default=0, editable=False, help_text="Highest turn among the sources (finds rewind work in SQL)."
     )
     stale = models.BooleanField(default=False)
+    deleted_turn_id = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Set when a consolidation DELETE retired the belief; a rewind before it restores it.",
+    )
+
+    objects = LiveObservationManager()
+    all_objects = models.Manager()
 
     class Meta:
         ordering = ["-updated_turn_id", "-id"]
+        base_manager_name = "all_objects"
         indexes = [
             models.Index(fields=["game_save", "subject_key"]),
             models.Index(fields=["game_save", "created_turn_id"]),
