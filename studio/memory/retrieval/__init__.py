@@ -1,0 +1,1 @@
+"""Hybrid retrieval building blocks: BM25 arm (lexical), rank fusion (fusion), reranking."""

@@ -1,0 +1,265 @@
+"""Lexical (BM25) retrieval arm.
+
+The semantic arm (sentence-transformer embeddings) is good at meaning but can miss an exact
+token the player typed: a proper noun ("Kael"), an item name, a coined word, because such
+tokens carry little distributed meaning. BM25 is the classic lexical complement: it rewards
+rare exact-term overlap. The two arms are fused with Reciprocal Rank Fusion (fusion.py).
+
+Graceful degradation: without rank_bm25 the lexical arm is simply absent and search falls
+back to the semantic arm alone (no crash), like VectorMemory without an embedding runtime.
+
+Algorithm reference: Hindsight (MIT) runs BM25 in Postgres (tsvector); that SQL is not
+portable, so the idea is reimplemented with the rank_bm25 library over the in-memory corpus
+of a save's chunks. `build_bm25` returns a `rank_bm25.BM25Okapi` whose `get_scores` walks
+per-term postings with numpy instead of every document's term dictionary: the same
+arithmetic in the same order, so the scores are identical, in a fraction of the time.
+
+Indexing terms (`index_terms`) are `tokenize` minus stop words (English and the other
+common game languages), with a light English plural/verb-suffix folding on Latin words; see
+docs/retrieval.md for what each step bought on the LoCoMo benchmark.
+"""
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Iterable
+
+import numpy as np
+
+try:  # the `regex` module knows Unicode scripts and mark categories; `re` does not
+    import regex as _re
+
+    _TOKEN = _re.compile(r"[\p{L}\p{N}\p{M}]+")
+    _CJK = _re.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}]")
+    _CJK_RUN = _re.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}]|[^\p{Han}\p{Hiragana}\p{Katakana}]+")
+except ImportError:  # pragma: no cover - regex ships with transformers
+    import re as _re
+
+    _TOKEN = _re.compile(r"[^\W_]+")
+    _CJK = _re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+    _CJK_RUN = _re.compile(
+        r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]|[^\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+"
+    )
+
+try:
+    from rank_bm25 import BM25Okapi as _BM25Okapi
+except ImportError:  # pragma: no cover - exercised by monkeypatching in tests
+    _BM25Okapi = None
+
+
+def is_available() -> bool:
+    """Return True when the BM25 backend (rank_bm25) can be used."""
+    return _BM25Okapi is not None
+
+
+def tokenize(text: str) -> list[str]:
+    """Split `text` into lowercased words, deterministically and Unicode-aware.
+
+    Anything that is not a letter, digit or combining mark separates words, so punctuation
+    and underscores act as separators. Accented letters and non-Latin scripts are kept
+    ("Kaël" is one token, and so is a Devanagari word with its vowel signs); text is
+    NFKC-normalised first so a decomposed "e" + diaeresis equals the precomposed letter.
+    Chinese and Japanese characters, written without spaces, become one token each (as in
+    Lucene's standard analyzer) so that BM25 can still match them.
+    """
+    if not text:
+        return []
+    text = unicodedata.normalize("NFKC", text).lower()
+    tokens = _TOKEN.findall(text)
+    if not _CJK.search(text):
+        return tokens
+    out: list[str] = []
+    for token in tokens:
+        if _CJK.search(token):
+            out.extend(_CJK_RUN.findall(token))
+        else:
+            out.append(token)
+    return out
+
+
+# Function words that match almost every chunk: they add noise to BM25 and, worse, let a
+# question word ("what", "did") decide rankings. Kept short and per language; content words
+# are never listed.
+STOP_WORDS: frozenset[str] = frozenset(
+    """
+    a about above after again against all am an and any are aren as at be because been before
+    being below between both but by can cannot could couldn d did didn do does doesn doing don
+    down during each few for from further had hadn has hasn have haven having he her here hers
+    herself him himself his how i if in into is isn it its itself just ll m me might more most
+    must mustn my myself no nor not now o of off on once only or other ought our ours ourselves
+    out over own re s same shall shan she should shouldn so some such t than that the their
+    theirs them themselves then there these they this those through to too under until up upon
+    us ve very was wasn we were weren what when where which while who whom why will with won
+    would wouldn y you your yours yourself yourselves also yes yeah oh ok okay hey hi lol
+    le la les un une des du de et ou est en au aux ce ces il elle ils elles je tu nous vous on
+    que qui dans pour par sur pas ne se sa son ses leur leurs mais avec
+    el los las una unos unas del y o es en al lo que por para con se su sus no
+    der die das ein eine einer eines und oder ist im zu den dem des mit von nicht sich auf
+    il lo gli le uno una di da per con su non che è
+    o os as um uma do da dos das em no na nos nas por com que não
+    и в во не что он на я с со как а то все она так его но да ты к у же вы за бы по ее мне
+    """.split()
+)
+
+
+def _fold_english_suffix(token: str) -> str:
+    """Fold common English inflections so "paints", "painted" and "painting" meet.
+
+    Only plain ASCII words of four letters or more are touched (short words, names with
+    accents and other scripts stay as written); the rules are deliberately few.
+    """
+    if len(token) < 4 or not token.isascii() or not token.isalpha():
+        return token
+    if token.endswith("ies") and len(token) > 4:
+        token = token[:-3] + "y"
+    elif token.endswith(("sses", "xes", "zes", "ches", "shes")):
+        token = token[:-2]
+    elif token.endswith("s") and not token.endswith(("ss", "us", "is")):
+        token = token[:-1]
+    elif token.endswith("ing") and len(token) > 5:
+        token = _undouble(token[:-3])
+    elif token.endswith("eed") and len(token) > 5:
+        token = token[:-1]
+    elif token.endswith("ed") and len(token) > 4:
+        token = token[:-2]
+        token = token[:-1] + "y" if token.endswith("i") else _undouble(token)
+    if token.endswith("e") and len(token) > 3:
+        token = token[:-1]
+    return token
+
+
+def _undouble(stem: str) -> str:
+    if len(stem) > 2 and stem[-1] == stem[-2] and stem[-1] not in "lsz":
+        return stem[:-1]
+    return stem
+
+
+def index_terms(text: str) -> list[str]:
+    """Return the BM25 terms of `text`: its tokens minus stop words, inflections folded."""
+    return [_fold_english_suffix(t) for t in tokenize(text) if t not in STOP_WORDS]
+
+
+if _BM25Okapi is not None:
+
+    class PostingsBM25(_BM25Okapi):
+        """BM25Okapi whose scoring walks per-term postings instead of every document.
+
+        `rank_bm25.BM25Okapi.get_scores` builds, for each query term, a Python list over
+        every document's term dictionary: O(corpus) Python work per term. Here each term
+        keeps the numpy arrays of the documents that contain it and their term counts, and
+        the per-term contribution is computed with the very same expression, added in the
+        same query-term order, so the scores equal BM25Okapi's exactly.
+        """
+
+        def __init__(self, corpus: list[list[str]], **kwargs):
+            super().__init__(corpus, **kwargs)
+            postings: dict[str, tuple[list[int], list[int]]] = {}
+            for doc_index, frequencies in enumerate(self.doc_freqs):
+                for term, count in frequencies.items():
+                    entry = postings.get(term)
+                    if entry is None:
+                        postings[term] = entry = ([], [])
+                    entry[0].append(doc_index)
+                    entry[1].append(count)
+            self.postings = {
+                term: (np.asarray(docs, dtype=np.int64), np.asarray(counts, dtype=np.int64))
+                for term, (docs, counts) in postings.items()
+            }
+            self.doc_len_array = np.asarray(self.doc_len)
+            # The per-document dictionaries are what makes the index big; scoring no longer
+            # needs them, so they are dropped (get_batch_scores is re-implemented below).
+            self.doc_freqs = None
+
+        def _term_weights(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
+            entry = self.postings.get(term)
+            if entry is None:
+                return None
+            docs, q_freq = entry
+            doc_len = self.doc_len_array[docs]
+            weights = (self.idf.get(term) or 0) * (
+                q_freq * (self.k1 + 1) / (q_freq + self.k1 * (1 - self.b + self.b * doc_len / self.avgdl))
+            )
+            return docs, weights
+
+        def get_scores(self, query: Iterable[str]) -> np.ndarray:
+            score = np.zeros(self.corpus_size)
+            for term in query:
+                found = self._term_weights(term)
+                if found is not None:
+                    docs, weights = found
+                    score[docs] += weights
+            return score
+
+        def get_batch_scores(self, query: Iterable[str], doc_ids: list[int]) -> list[float]:
+            return self.get_scores(query)[np.asarray(doc_ids, dtype=np.int64)].tolist()
+
+else:  # pragma: no cover
+    PostingsBM25 = None
+
+
+def build_bm25(corpus_texts: list[str]):
+    """Build a BM25 index over `corpus_texts`, or return None when BM25 is unavailable.
+
+    Split out from `rank_by_bm25` so callers can cache the index while the corpus is
+    unchanged (building tokenises the whole corpus and computes IDF, the expensive part)
+    and score many queries against it cheaply. An empty corpus has no index (None).
+    """
+    if not is_available() or not corpus_texts:
+        return None
+    return PostingsBM25([index_terms(text) for text in corpus_texts])
+
+
+def _ranked_indices(scores: np.ndarray, top_n: int | None) -> np.ndarray:
+    """Return indices of non-zero scores, best first, ties in input order."""
+    nonzero = np.flatnonzero(scores)
+    if nonzero.size == 0:
+        return nonzero
+    values = scores[nonzero]
+    if top_n is not None and 0 < top_n < nonzero.size:
+        # Keep every document tied with the n-th score so the stable sort still decides ties.
+        threshold = np.partition(values, nonzero.size - top_n)[nonzero.size - top_n]
+        keep = values >= threshold
+        nonzero, values = nonzero[keep], values[keep]
+    order = np.argsort(-values, kind="stable")
+    ranked = nonzero[order]
+    if top_n is not None and top_n > 0:
+        ranked = ranked[:top_n]
+    return ranked
+
+
+def score_with_bm25(bm25, query_text: str) -> np.ndarray | None:
+    """Return the BM25 score of every indexed document for `query_text` (None: no signal)."""
+    if bm25 is None:
+        return None
+    terms = index_terms(query_text)
+    if not terms:
+        return None
+    return bm25.get_scores(terms)
+
+
+def rank_with_bm25(bm25, query_text: str, corpus_ids: list[str], top_n: int | None = None) -> list[str]:
+    """Rank `corpus_ids` against a pre-built `bm25` index, best first.
+
+    `corpus_ids` are aligned 1:1 with the texts the index was built from. Return an empty
+    list when the index is None or the query has no usable tokens; drop zero-score
+    documents (no lexical signal). Ties keep input order. `top_n` (optional) returns only
+    the best n, without sorting the whole corpus.
+    """
+    scores = score_with_bm25(bm25, query_text)
+    if scores is None:
+        return []
+    return [corpus_ids[i] for i in _ranked_indices(scores, top_n)]
+
+
+def rank_by_bm25(query_text: str, corpus_ids: list[str], corpus_texts: list[str]) -> list[str]:
+    """Rank `corpus_ids` by BM25 relevance to `query_text`, best first.
+
+    Convenience wrapper that builds a one-shot index, then scores; hot paths with a stable
+    corpus cache `build_bm25()` and call `rank_with_bm25()`. Return the ids by descending
+    score, without zero-score documents; an empty list when BM25 is unavailable or the
+    query has no usable tokens. Ties keep the input order.
+    """
+    if len(corpus_ids) != len(corpus_texts):
+        raise ValueError("corpus_ids and corpus_texts must be aligned 1:1")
+    if not index_terms(query_text):
+        return []
+    return rank_with_bm25(build_bm25(corpus_texts), query_text, corpus_ids)
