@@ -164,6 +164,12 @@ CELERY_TASK_TIME_LIMIT = env_int("AXIOM_TASK_TIME_LIMIT", 300)
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("AXIOM_TASK_SOFT_TIME_LIMIT", 240)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+# Job runner (studio/memory/jobs.py): attempts and backoff for failed jobs, the Celery queue
+# jobs are sent to, and an eager mode that runs a job inline when its transaction commits.
+AXIOM_JOB_MAX_ATTEMPTS = env_int("AXIOM_JOB_MAX_ATTEMPTS", 3)
+AXIOM_JOB_RETRY_BACKOFF = float(os.environ.get("AXIOM_JOB_RETRY_BACKOFF", "5") or 5)
+AXIOM_JOB_QUEUE = os.environ.get("AXIOM_JOB_QUEUE", "").strip() or "celery"
+AXIOM_JOBS_EAGER = env_bool("AXIOM_JOBS_EAGER", False)
 
 # --- LLM (living memory) -----------------------------------------------------------------
 # Any OpenAI-compatible chat endpoint. Unset base URL: living-mode jobs end as skipped.

@@ -20,3 +20,10 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 from studio.settings import *  # noqa: E402,F401,F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+# A file-based SQLite test database (not Django's in-memory default), so a Celery worker
+# subprocess started by tests/memory/test_pipeline_celery.py can open the same database.
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
+    DATABASES["default"].setdefault("TEST", {})["NAME"] = os.path.join(  # noqa: F405
+        os.environ["AXIOM_VAR_DIR"], "test-db.sqlite3"
+    )
