@@ -1,0 +1,51 @@
+"""Map failures of what the API stands on (vector store, database) to JSON errors.
+
+Called from `api_view` inside an `except` block; returns None for anything it does not
+recognise, which then becomes a logged 500.
+"""
+from __future__ import annotations
+
+import sys
+
+from django.db import IntegrityError, OperationalError
+
+from studio.api.errors import ApiError
+
+RETRY_AFTER_SECONDS = "5"
+
+
+def _is_vector_store_failure(exc: BaseException) -> bool:
+    try:
+        from studio.memory import vector
+    except ImportError:  # the vector module is not there: nothing of it can have failed
+        return False
+    unavailable = getattr(vector, "VectorStoreUnavailable", None)
+    return unavailable is not None and isinstance(exc, unavailable)
+
+
+def translate_exception(exc: BaseException | None = None) -> ApiError | None:
+    exc = exc or sys.exc_info()[1]
+    if exc is None:
+        return None
+    from studio.saves.checkpoints import RewindError
+
+    if isinstance(exc, RewindError):
+        return ApiError(400, "validation_error", str(exc), {"turn_id": [str(exc)]})
+    if _is_vector_store_failure(exc):
+        return ApiError(
+            503,
+            "vector_store_unavailable",
+            "The vector store is not reachable; retry shortly.",
+            {"reason": str(exc)[:300]},
+            headers={"Retry-After": RETRY_AFTER_SECONDS},
+        )
+    if isinstance(exc, OperationalError) and "locked" in str(exc).lower():
+        return ApiError(
+            503,
+            "database_busy",
+            "The database is busy; retry shortly.",
+            headers={"Retry-After": RETRY_AFTER_SECONDS},
+        )
+    if isinstance(exc, IntegrityError):
+        return ApiError(409, "conflict", "The request conflicts with a concurrent change; read the save again and retry.")
+    return None

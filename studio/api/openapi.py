@@ -1,0 +1,453 @@
+"""The OpenAPI 3.1 description of the JSON API, written by hand next to the views.
+
+tests/api/test_openapi.py checks that every route in `studio.api.urls` is described here
+(with the methods its view answers) and that nothing is described that does not exist.
+"""
+from __future__ import annotations
+
+from copy import deepcopy
+from typing import Any
+
+API_VERSION = "1.0.0"
+
+STRING = {"type": "string"}
+INTEGER = {"type": "integer"}
+BOOLEAN = {"type": "boolean"}
+NULLABLE_STRING = {"type": ["string", "null"]}
+NULLABLE_INTEGER = {"type": ["integer", "null"]}
+DATETIME = {"type": ["string", "null"], "format": "date-time"}
+
+
+def ref(name: str) -> dict:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def obj(properties: dict, required: list[str] | None = None, *, additional: bool | dict = True) -> dict:
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    if additional is not True:
+        schema["additionalProperties"] = additional
+    return schema
+
+
+def paged(item: str) -> dict:
+    return obj(
+        {
+            "items": {"type": "array", "items": ref(item)},
+            "limit": INTEGER,
+            "offset": INTEGER,
+            "next_offset": {**NULLABLE_INTEGER, "description": "Offset of the next page; null on the last page."},
+        },
+        ["items", "limit", "offset", "next_offset"],
+    )
+
+
+def json_response(description: str, schema: dict) -> dict:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def error(description: str) -> dict:
+    return {"$ref": f"#/components/responses/{description}"}
+
+
+def json_body(schema: dict, *, required: bool = True) -> dict:
+    return {"required": required, "content": {"application/json": {"schema": schema}}}
+
+
+def query(name: str, schema: dict, description: str, *, required: bool = False) -> dict:
+    return {"name": name, "in": "query", "required": required, "schema": schema, "description": description}
+
+
+SAVE_ID = {"name": "save_id", "in": "path", "required": True, "schema": STRING, "description": "The save's public id."}
+PAGE = [
+    query("limit", {"type": "integer", "minimum": 1, "maximum": 200, "default": 50}, "Page size."),
+    query("offset", {"type": "integer", "minimum": 0, "default": 0}, "Rows to skip."),
+]
+MAX_TURN = query("max_turn_id", {"type": "integer", "minimum": 0}, "Only rows from turns <= this (the history window).")
+
+READ_ERRORS = {"400": error("ValidationError"), "401": error("Unauthenticated"), "404": error("NotFound")}
+WRITE_ERRORS = {
+    **READ_ERRORS,
+    "403": error("Forbidden"),
+    "409": error("Conflict"),
+    "413": error("BodyTooLarge"),
+    "415": error("UnsupportedMediaType"),
+}
+
+
+def operation(operation_id: str, summary: str, responses: dict, *, tag: str, parameters=None, body=None,
+              errors=None, description: str | None = None) -> dict:
+    op: dict[str, Any] = {"operationId": operation_id, "summary": summary, "tags": [tag], "responses": {}}
+    if description:
+        op["description"] = description
+    if parameters:
+        op["parameters"] = parameters
+    if body:
+        op["requestBody"] = body
+    op["responses"].update(responses)
+    op["responses"].update(errors if errors is not None else READ_ERRORS)
+    return op
+
+
+SCHEMAS: dict[str, Any] = {
+    "Error": obj(
+        {
+            "error": obj(
+                {
+                    "code": {**STRING, "description": "Stable machine-readable code, e.g. validation_error."},
+                    "message": {**STRING, "description": "What went wrong, for a person."},
+                    "details": {
+                        "type": "object",
+                        "description": "For validation errors: {field: [messages]}; otherwise extra context.",
+                    },
+                },
+                ["code", "message", "details"],
+            )
+        },
+        ["error"],
+    ),
+    "Me": obj(
+        {
+            "username": STRING,
+            "roles": obj({"staff": BOOLEAN, "author": BOOLEAN, "playtester": BOOLEAN}),
+            "authenticated_by": {"type": "string", "enum": ["token", "session"]},
+            "token": {"oneOf": [ref("Token"), {"type": "null"}]},
+        },
+        ["username", "roles", "authenticated_by"],
+    ),
+    "Token": obj({"name": STRING, "prefix": STRING, "created_at": DATETIME, "last_used_at": DATETIME}),
+    "Universe": obj(
+        {"slug": STRING, "name": STRING, "description": STRING, "created_at": DATETIME, "updated_at": DATETIME},
+        ["slug", "name"],
+    ),
+    "Save": obj(
+        {
+            "save_id": STRING,
+            "name": STRING,
+            "universe": {**STRING, "description": "The universe's slug."},
+            "memory_mode": {"type": "string", "enum": ["classic", "living"]},
+            "beliefs_enabled": BOOLEAN,
+            "current_turn": INTEGER,
+            "timeline_generation": {**INTEGER, "description": "Incremented by every rewind."},
+            "forked_from": NULLABLE_STRING,
+            "fork_turn": NULLABLE_INTEGER,
+            "created_at": DATETIME,
+            "last_activity_at": DATETIME,
+        },
+        ["save_id", "name", "universe", "memory_mode", "current_turn", "timeline_generation"],
+    ),
+    "SaveCreate": obj(
+        {
+            "universe": {**STRING, "description": "Slug of a universe you belong to."},
+            "name": {"type": "string", "minLength": 1, "maxLength": 200},
+            "memory_mode": {"type": "string", "enum": ["classic", "living"], "default": "classic"},
+            "beliefs_enabled": {"type": "boolean", "default": True},
+        },
+        ["universe", "name"],
+        additional=False,
+    ),
+    "Turn": obj(
+        {
+            "turn_id": INTEGER,
+            "player_input": STRING,
+            "narrative": STRING,
+            "created_at": DATETIME,
+            "state": {"type": "object", "description": "Only when asked for (include_state) or just appended."},
+        },
+        ["turn_id", "player_input", "narrative"],
+    ),
+    "TurnAppend": obj(
+        {
+            "player_input": {"type": "string", "maxLength": 20000, "default": ""},
+            "narrative": {"type": "string", "maxLength": 200000},
+            "state": {"type": "object", "description": "The game state after the turn (State_Cache)."},
+            "turn_id": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "Optional: the turn this should become; 409 unless it is current_turn + 1.",
+            },
+        },
+        ["narrative"],
+        additional=False,
+    ),
+    "TurnAppended": obj({"turn": ref("Turn"), "save": ref("Save")}, ["turn", "save"]),
+    "Fact": obj(
+        {
+            "fact_id": INTEGER,
+            "turn_id": INTEGER,
+            "statement": STRING,
+            "fact_type": STRING,
+            "who": STRING,
+            "what": STRING,
+            "when": STRING,
+            "where": STRING,
+            "why": STRING,
+            "entities": {"type": "array", "items": STRING},
+        },
+        ["fact_id", "turn_id", "statement"],
+    ),
+    "Belief": obj(
+        {
+            "observation_id": INTEGER,
+            "statement": STRING,
+            "subject": {**STRING, "description": "Who the belief is about; '' for the world."},
+            "proof_count": INTEGER,
+            "sources": {"type": "array", "items": obj({"fact_id": INTEGER, "turn_id": INTEGER})},
+            "history": {"type": "array", "items": {"type": "object"}},
+            "created_turn_id": INTEGER,
+            "updated_turn_id": INTEGER,
+            "stale": BOOLEAN,
+            "trend": {"type": "string", "enum": ["new", "strengthening", "weakening", "stale", "stable"]},
+        },
+        ["observation_id", "statement", "subject", "proof_count", "trend"],
+    ),
+    "MentalModel": obj(
+        {
+            "model_id": INTEGER,
+            "subject": STRING,
+            "summary": STRING,
+            "sources": {"type": "array", "items": INTEGER},
+            "created_turn_id": INTEGER,
+            "updated_turn_id": INTEGER,
+            "stale": BOOLEAN,
+        },
+        ["model_id", "subject", "summary"],
+    ),
+    "RewindRequest": obj(
+        {
+            "turn_id": {"type": "integer", "minimum": 0, "description": "Rewind to the end of this turn."},
+            "expected_current_turn": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "Optional guard: 409 if the save is no longer at this turn.",
+            },
+        },
+        ["turn_id"],
+        additional=False,
+    ),
+    "RewindResult": obj(
+        {
+            "save_id": STRING,
+            "from_turn": INTEGER,
+            "target_turn": INTEGER,
+            "changed": {**BOOLEAN, "description": "False when the save already was at the target turn."},
+            "message": STRING,
+            "counts": {"type": "object", "additionalProperties": NULLABLE_INTEGER},
+            "timeline_generation": INTEGER,
+            "vector_pending": BOOLEAN,
+            "vector_error": STRING,
+            "save": ref("Save"),
+        },
+        ["save_id", "from_turn", "target_turn", "changed", "message", "counts", "save"],
+    ),
+    "RewindPreview": obj(
+        {
+            "save_id": STRING,
+            "from_turn": INTEGER,
+            "target_turn": INTEGER,
+            "changed": BOOLEAN,
+            "message": STRING,
+            "counts": {"type": "object", "additionalProperties": INTEGER},
+            "beliefs_deleted": {"type": "array", "items": ref("Belief")},
+            "beliefs_changed": {
+                "type": "array",
+                "items": obj({"before": ref("Belief"), "after": ref("Belief"), "restored": BOOLEAN}),
+            },
+            "mental_models_deleted": {"type": "array", "items": ref("MentalModel")},
+            "mental_models_changed": {
+                "type": "array",
+                "items": obj({"before": ref("MentalModel"), "after": ref("MentalModel")}),
+            },
+        },
+        ["save_id", "from_turn", "target_turn", "changed", "message", "counts"],
+    ),
+    "ForkRequest": obj(
+        {
+            "turn_id": {"type": "integer", "minimum": 0, "description": "Fork as of this turn (default: the current turn)."},
+            "name": {"type": "string", "maxLength": 200},
+        },
+        additional=False,
+    ),
+}
+
+
+def _error_response(description: str) -> dict:
+    return json_response(description, ref("Error"))
+
+
+RESPONSES = {
+    "ValidationError": _error_response("Invalid parameters or body (details lists each field), or invalid JSON."),
+    "Unauthenticated": {
+        **_error_response("No credentials, or an unknown or revoked token."),
+        "headers": {"WWW-Authenticate": {"schema": STRING}},
+    },
+    "Forbidden": _error_response("Authenticated, but the role does not allow this (or a session write without CSRF)."),
+    "NotFound": _error_response("No such object, or it belongs to a universe you are not a member of."),
+    "Conflict": _error_response("The save changed in the meantime, or the turn is not where the request expects."),
+    "BodyTooLarge": _error_response("The body is larger than AXIOM_API_MAX_BODY_BYTES."),
+    "UnsupportedMediaType": _error_response("The body is not application/json."),
+    "Unavailable": {
+        **_error_response("The vector store or the database is unavailable; retry after the given delay."),
+        "headers": {"Retry-After": {"schema": STRING}},
+    },
+}
+
+
+def _paths() -> dict[str, Any]:
+    saves = "Saves"
+    memory = "Memory"
+    return {
+        "/openapi.json": {
+            "get": operation(
+                "getOpenApi", "This document.", {"200": json_response("The OpenAPI description.", {"type": "object"})},
+                tag="Meta", errors={"401": error("Unauthenticated")},
+            )
+        },
+        "/me": {
+            "get": operation(
+                "getMe", "Who the credentials belong to, and their roles.", {"200": json_response("The caller.", ref("Me"))},
+                tag="Meta", errors={"401": error("Unauthenticated")},
+            )
+        },
+        "/universes": {
+            "get": operation(
+                "listUniverses", "Universes you own or are a member of (staff: all).",
+                {"200": json_response("A page of universes.", paged("Universe"))}, tag="Universes", parameters=PAGE,
+                errors={"400": error("ValidationError"), "401": error("Unauthenticated")},
+            )
+        },
+        "/saves": {
+            "get": operation(
+                "listSaves", "Saves of the universes you may see, most recently played first.",
+                {"200": json_response("A page of saves.", paged("Save"))}, tag=saves,
+                parameters=[query("universe", STRING, "Only saves of this universe (slug)."), *PAGE],
+                errors={"400": error("ValidationError"), "401": error("Unauthenticated")},
+            ),
+            "post": operation(
+                "createSave", "Start a new save (playthrough) of a universe; its meta is copied at creation.",
+                {"201": json_response("The new save.", ref("Save"))}, tag=saves, body=json_body(ref("SaveCreate")),
+                errors=WRITE_ERRORS,
+            ),
+        },
+        "/saves/{save_id}": {
+            "parameters": [SAVE_ID],
+            "get": operation("getSave", "One save.", {"200": json_response("The save.", ref("Save"))}, tag=saves),
+        },
+        "/saves/{save_id}/turns": {
+            "parameters": [SAVE_ID],
+            "get": operation(
+                "listTurns", "The save's turns (Event_Log), oldest first.",
+                {"200": json_response("A page of turns.", paged("Turn"))}, tag=saves,
+                parameters=[
+                    query("after_turn", {"type": "integer", "minimum": 0}, "Only turns after this one."),
+                    query("include_state", BOOLEAN, "Add each turn's state JSON."),
+                    *PAGE,
+                ],
+            ),
+            "post": operation(
+                "appendTurn", "Append the next turn: player input, narrative and state.",
+                {"201": json_response("The stored turn and the save after it.", ref("TurnAppended"))}, tag=saves,
+                body=json_body(ref("TurnAppend")), errors=WRITE_ERRORS,
+                description=(
+                    "The narrative is embedded in the background (see the save's jobs); in living mode the "
+                    "fact extraction, consolidation and reflection jobs follow."
+                ),
+            ),
+        },
+        "/saves/{save_id}/facts": {
+            "parameters": [SAVE_ID],
+            "get": operation(
+                "listFacts", "Facts extracted from the narrative, most recent first.",
+                {"200": json_response("A page of facts.", paged("Fact"))}, tag=memory,
+                parameters=[MAX_TURN, query("entity", STRING, "Only facts naming this entity (case-insensitive)."), *PAGE],
+            ),
+        },
+        "/saves/{save_id}/beliefs": {
+            "parameters": [SAVE_ID],
+            "get": operation(
+                "listBeliefs", "Beliefs (observations) with their trend, most recently updated first.",
+                {
+                    "200": json_response(
+                        "A page of beliefs; now_turn is the turn the trends are read at.",
+                        {
+                            "allOf": [
+                                paged("Belief"),
+                                obj({"now_turn": INTEGER}, ["now_turn"]),
+                            ]
+                        },
+                    )
+                },
+                tag=memory,
+                parameters=[
+                    MAX_TURN,
+                    query("subject", STRING, "Only beliefs about this subject (case-insensitive; empty = the world)."),
+                    query("trend", {"type": "string", "enum": ["new", "strengthening", "weakening", "stale", "stable"]}, "Only beliefs with this trend."),
+                    query("stale", BOOLEAN, "Only beliefs flagged stale (true) or not (false)."),
+                    *PAGE,
+                ],
+            ),
+        },
+        "/saves/{save_id}/mental-models": {
+            "parameters": [SAVE_ID],
+            "get": operation(
+                "listMentalModels", "Mental models (one profile per subject), most recently updated first.",
+                {"200": json_response("A page of mental models.", paged("MentalModel"))}, tag=memory,
+                parameters=[MAX_TURN, query("subject", STRING, "Only the model of this subject."), *PAGE],
+            ),
+        },
+        "/saves/{save_id}/rewind-preview": {
+            "parameters": [SAVE_ID],
+            "get": operation(
+                "previewRewind", "What a rewind to turn_id would delete or roll back; changes nothing.",
+                {"200": json_response("The preview.", ref("RewindPreview"))}, tag=saves,
+                parameters=[query("turn_id", {"type": "integer", "minimum": 0}, "The target turn.", required=True)],
+                errors={**READ_ERRORS, "409": error("Conflict")},
+            ),
+        },
+        "/saves/{save_id}/rewind": {
+            "parameters": [SAVE_ID],
+            "post": operation(
+                "rewindSave", "Rewind the save to the end of turn_id (idempotent: again at the same turn changes nothing).",
+                {"200": json_response("What the rewind did.", ref("RewindResult"))}, tag=saves,
+                body=json_body(ref("RewindRequest")), errors={**WRITE_ERRORS, "503": error("Unavailable")},
+            ),
+        },
+        "/saves/{save_id}/fork": {
+            "parameters": [SAVE_ID],
+            "post": operation(
+                "forkSave", "Copy the save as it stood at turn_id into a new save; the original is untouched.",
+                {"201": json_response("The new save.", ref("Save"))}, tag=saves,
+                body=json_body(ref("ForkRequest"), required=False), errors=WRITE_ERRORS,
+            ),
+        },
+    }
+
+
+def build_openapi(*, server_url: str = "/api/v1") -> dict[str, Any]:
+    """Return the OpenAPI 3.1 document (a fresh copy: callers may change it)."""
+    return deepcopy(
+        {
+            "openapi": "3.1.0",
+            "info": {
+                "title": "Axiom Studio engine API",
+                "version": API_VERSION,
+                "summary": "Append turns, query narrative memory, rewind and fork saves.",
+                "description": "See docs/api.md for authentication, errors and examples.",
+            },
+            "servers": [{"url": server_url}],
+            "security": [{"bearerAuth": []}],
+            "paths": _paths(),
+            "components": {
+                "schemas": SCHEMAS,
+                "responses": RESPONSES,
+                "securitySchemes": {
+                    "bearerAuth": {
+                        "type": "http",
+                        "scheme": "bearer",
+                        "description": "A token created at /accounts/tokens/ (sent as 'Authorization: Bearer axm_...').",
+                    }
+                },
+            },
+        }
+    )

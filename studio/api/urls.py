@@ -1,0 +1,23 @@
+"""The JSON API, version 1, mounted at /api/v1/ (every route is in openapi.py too)."""
+from django.urls import path, re_path
+
+from studio.api import views
+
+app_name = "api"
+
+urlpatterns = [
+    path("openapi.json", views.openapi_document, name="openapi"),
+    path("me", views.me, name="me"),
+    path("universes", views.universe_list, name="universe_list"),
+    path("saves", views.save_collection, name="save_collection"),
+    path("saves/<str:save_id>", views.save_detail, name="save_detail"),
+    path("saves/<str:save_id>/turns", views.turn_collection, name="turn_collection"),
+    path("saves/<str:save_id>/facts", views.fact_list, name="fact_list"),
+    path("saves/<str:save_id>/beliefs", views.belief_list, name="belief_list"),
+    path("saves/<str:save_id>/mental-models", views.mental_model_list, name="mental_model_list"),
+    path("saves/<str:save_id>/rewind-preview", views.rewind_preview, name="rewind_preview"),
+    path("saves/<str:save_id>/rewind", views.rewind, name="rewind"),
+    path("saves/<str:save_id>/fork", views.fork, name="fork"),
+    # Anything else under /api/v1/ answers a JSON 404 (after authentication), not an HTML page.
+    re_path(r"^.*$", views.unknown_endpoint, name="unknown"),
+]

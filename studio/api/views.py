@@ -1,0 +1,266 @@
+"""The engine's JSON API, version 1 (see docs/api.md and `openapi.json`).
+
+Every view is wrapped by `api_view`, which authenticates (bearer token or session), checks
+the method and CSRF, and turns errors into {"error": {...}} JSON. Views stay thin: they
+validate parameters, check access (`studio.api.access`), call the services and selectors
+the studio pages use, and serialize.
+"""
+from __future__ import annotations
+
+from django.http import HttpRequest, JsonResponse
+
+from studio.api import serializers
+from studio.api.access import require_writer, save_for, universe_for
+from studio.api.errors import ApiError, conflict, not_found
+from studio.api.http import Params, api_view, json_body, page, page_params
+from studio.api.openapi import build_openapi
+from studio.memory.facts import get_facts
+from studio.memory.mental_models import get_mental_models
+from studio.memory.observations import TRENDS, get_observations
+from studio.roles import is_author, is_playtester
+from studio.saves.models import Event, MemoryMode, Save, StateCache
+from studio.saves.selectors import save_list_for_user
+from studio.universes.selectors import universe_list_for_user
+
+
+def _created(body: dict) -> JsonResponse:
+    return JsonResponse(body, status=201)
+
+
+# -- about the caller and the API ----------------------------------------------------------
+
+
+@api_view("GET")
+def openapi_document(request: HttpRequest) -> JsonResponse:
+    return JsonResponse(build_openapi(server_url=request.build_absolute_uri("/api/v1")))
+
+
+@api_view("GET")
+def me(request: HttpRequest) -> JsonResponse:
+    user = request.user
+    token = request.api_token
+    return JsonResponse(
+        {
+            "username": user.get_username(),
+            "roles": {
+                "staff": bool(user.is_staff),
+                "author": is_author(user),
+                "playtester": is_playtester(user),
+            },
+            "authenticated_by": "token" if token is not None else "session",
+            "token": serializers.token_json(token) if token is not None else None,
+        }
+    )
+
+
+# -- universes and saves -------------------------------------------------------------------
+
+
+@api_view("GET")
+def universe_list(request: HttpRequest) -> JsonResponse:
+    params, limit, offset = page_params(request)
+    params.done()
+    rows = list(universe_list_for_user(user=request.user).order_by("name", "pk")[offset : offset + limit + 1])
+    return JsonResponse(page([serializers.universe_json(u) for u in rows], limit=limit, offset=offset))
+
+
+@api_view("GET", "POST")
+def save_collection(request: HttpRequest) -> JsonResponse:
+    if request.method == "POST":
+        return _save_create(request)
+    params, limit, offset = page_params(request)
+    universe_slug = params.string("universe", max_length=80)
+    params.done()
+    qs = save_list_for_user(user=request.user).select_related("forked_from")
+    if universe_slug:
+        qs = qs.filter(universe__slug=universe_slug)
+    rows = list(qs.order_by("-last_activity_at", "-pk")[offset : offset + limit + 1])
+    return JsonResponse(page([serializers.save_json(s) for s in rows], limit=limit, offset=offset))
+
+
+def _save_create(request: HttpRequest) -> JsonResponse:
+    from studio.saves.services import save_create
+
+    data = json_body(request)
+    params = Params(data)
+    universe_slug = params.string("universe", required=True, max_length=80, allow_blank=False)
+    name = params.string("name", required=True, max_length=200, allow_blank=False)
+    memory_mode = params.string("memory_mode", default=MemoryMode.CLASSIC, choices=list(MemoryMode.values))
+    beliefs_enabled = params.boolean("beliefs_enabled", default=True)
+    params.done()
+    universe = universe_for(request.user, universe_slug)
+    if universe is None:
+        raise not_found("universe")
+    require_writer(request.user)
+    save = save_create(
+        universe=universe, name=name.strip(), memory_mode=memory_mode, beliefs_enabled=beliefs_enabled, user=request.user
+    )
+    return _created(serializers.save_json(save))
+
+
+@api_view("GET")
+def save_detail(request: HttpRequest, save_id: str) -> JsonResponse:
+    return JsonResponse(serializers.save_json(save_for(request.user, save_id)))
+
+
+# -- turns ---------------------------------------------------------------------------------
+
+
+@api_view("GET", "POST")
+def turn_collection(request: HttpRequest, save_id: str) -> JsonResponse:
+    if request.method == "POST":
+        return _turn_append(request, save_id)
+    save = save_for(request.user, save_id)
+    params, limit, offset = page_params(request)
+    since = params.integer("after_turn", minimum=0)
+    include_state = params.boolean("include_state", default=False)
+    params.done()
+    events = Event.objects.filter(game_save=save).order_by("turn_id")
+    if since is not None:
+        events = events.filter(turn_id__gt=since)
+    rows = list(events[offset : offset + limit + 1])
+    states = {}
+    if include_state and rows:
+        states = dict(
+            StateCache.objects.filter(game_save=save, turn_id__in=[e.turn_id for e in rows]).values_list("turn_id", "state")
+        )
+    items = [serializers.event_json(e, states.get(e.turn_id) if include_state else None) for e in rows]
+    return JsonResponse(page(items, limit=limit, offset=offset))
+
+
+def _turn_append(request: HttpRequest, save_id: str) -> JsonResponse:
+    from studio.saves.services import turn_append
+
+    save = save_for(request.user, save_id, write=True)
+    data = json_body(request)
+    params = Params(data)
+    player_input = params.string("player_input", default="", max_length=20_000)
+    narrative = params.string("narrative", required=True, max_length=200_000)
+    state = params.json_object("state")
+    turn_id = params.integer("turn_id", minimum=1)
+    params.done()
+    if turn_id is not None and turn_id != save.current_turn + 1:
+        raise conflict(
+            f"Save {save.save_id} is at turn {save.current_turn}; the next turn is {save.current_turn + 1}, not {turn_id}.",
+            {"current_turn": save.current_turn},
+        )
+    event = turn_append(game_save=save, player_input=player_input, narrative=narrative, state=state)
+    save.refresh_from_db()
+    return _created({"turn": serializers.event_json(event, state), "save": serializers.save_json(save)})
+
+
+# -- living memory reads -------------------------------------------------------------------
+
+
+def _horizon(params: Params) -> int | None:
+    return params.integer("max_turn_id", minimum=0)
+
+
+@api_view("GET")
+def fact_list(request: HttpRequest, save_id: str) -> JsonResponse:
+    save = save_for(request.user, save_id)
+    params, limit, offset = page_params(request)
+    max_turn_id = _horizon(params)
+    entity = params.string("entity", max_length=200)
+    params.done()
+    facts = get_facts(save.save_id, max_turn_id=max_turn_id, entity=entity or None, limit=offset + limit + 1)
+    items = [serializers.fact_json(f) for f in facts[offset:]]
+    return JsonResponse(page(items, limit=limit, offset=offset))
+
+
+@api_view("GET")
+def belief_list(request: HttpRequest, save_id: str) -> JsonResponse:
+    save = save_for(request.user, save_id)
+    params, limit, offset = page_params(request)
+    max_turn_id = _horizon(params)
+    subject = params.string("subject", max_length=200)
+    trend = params.string("trend", choices=list(TRENDS))
+    stale = params.boolean("stale")
+    params.done()
+    now_turn = save.current_turn if max_turn_id is None else min(max_turn_id, save.current_turn)
+    # Trend and staleness are computed per belief, so those filters read every candidate.
+    filtered = trend is not None or stale is not None
+    beliefs = get_observations(
+        save.save_id, max_turn_id=max_turn_id, subject=subject, limit=None if filtered else offset + limit + 1
+    )
+    items = [serializers.belief_json(b, now_turn) for b in beliefs]
+    if trend is not None:
+        items = [b for b in items if b["trend"] == trend]
+    if stale is not None:
+        items = [b for b in items if b["stale"] == stale]
+    return JsonResponse(page(items[offset : offset + limit + 1], limit=limit, offset=offset) | {"now_turn": now_turn})
+
+
+@api_view("GET")
+def mental_model_list(request: HttpRequest, save_id: str) -> JsonResponse:
+    save = save_for(request.user, save_id)
+    params, limit, offset = page_params(request)
+    max_turn_id = _horizon(params)
+    subject = params.string("subject", max_length=200)
+    params.done()
+    models = get_mental_models(save.save_id, max_turn_id=max_turn_id, subject=subject, limit=offset + limit + 1)
+    items = [serializers.mental_model_json(m) for m in models[offset:]]
+    return JsonResponse(page(items, limit=limit, offset=offset))
+
+
+# -- rewind and fork -----------------------------------------------------------------------
+
+
+def _target_turn(params: Params, save: Save, *, name: str = "turn_id", required: bool = True) -> int | None:
+    turn = params.integer(name, required=required, minimum=0)
+    params.done()
+    if turn is not None and turn > save.current_turn:
+        raise conflict(
+            f"Save {save.save_id} is only at turn {save.current_turn}; turn {turn} is in its future.",
+            {"current_turn": save.current_turn},
+        )
+    return turn
+
+
+@api_view("GET")
+def rewind_preview(request: HttpRequest, save_id: str) -> JsonResponse:
+    save = save_for(request.user, save_id)
+    turn = _target_turn(Params(request.GET, from_query=True), save)
+    from studio.saves.checkpoints import CheckpointManager
+
+    preview = CheckpointManager().preview(save, turn)
+    return JsonResponse(serializers.rewind_preview_json(preview, save.current_turn))
+
+
+@api_view("POST")
+def rewind(request: HttpRequest, save_id: str) -> JsonResponse:
+    save = save_for(request.user, save_id, write=True)
+    params = Params(json_body(request))
+    expected = params.integer("expected_current_turn", minimum=0)
+    turn = _target_turn(params, save)
+    if expected is not None and expected != save.current_turn:
+        raise conflict(
+            f"Save {save.save_id} is at turn {save.current_turn}, not {expected}: it changed since you read it.",
+            {"current_turn": save.current_turn},
+        )
+    from studio.saves.checkpoints import CheckpointManager
+
+    result = CheckpointManager().rewind(save, turn)
+    save.refresh_from_db()
+    return JsonResponse(serializers.rewind_result_json(result) | {"save": serializers.save_json(save)})
+
+
+@api_view("POST")
+def fork(request: HttpRequest, save_id: str) -> JsonResponse:
+    save = save_for(request.user, save_id, write=True)
+    params = Params(json_body(request))
+    name = params.string("name", max_length=200)
+    turn = _target_turn(params, save, required=False)
+    from studio.saves.checkpoints import CheckpointManager
+
+    new_save = CheckpointManager().fork(save, save.current_turn if turn is None else turn, name=name)
+    new_save = Save.objects.select_related("universe", "forked_from").get(pk=new_save.pk)
+    return _created(serializers.save_json(new_save))
+
+
+# -- anything else under /api/ -------------------------------------------------------------
+
+
+@api_view("GET", "POST", "PUT", "PATCH", "DELETE")
+def unknown_endpoint(request: HttpRequest, rest: str = "") -> JsonResponse:
+    raise ApiError(404, "not_found", f"No API endpoint at {request.path}.")
