@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "studio.universes",
     "studio.saves",
     "studio.memory",
+    "studio.api",
 ]
 
 MIDDLEWARE = [
@@ -139,6 +140,8 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("AXIOM_MAX_REQUEST_BYTES", 5 * 1024 * 1024)
 FILE_UPLOAD_MAX_MEMORY_SIZE = DATA_UPLOAD_MAX_MEMORY_SIZE
+# The JSON API refuses larger request bodies with 413 before reading them.
+AXIOM_API_MAX_BODY_BYTES = env_int("AXIOM_API_MAX_BODY_BYTES", 1024 * 1024)
 
 # --- Vector store (ChromaDB) -------------------------------------------------------------
 # CHROMA_HOST set: a Chroma server (HttpClient), safe for any number of processes.

@@ -13,6 +13,8 @@ urlpatterns = [
     path("universes/", include("studio.universes.urls")),
     path("saves/", include("studio.saves.urls")),
     path("memory/", include("studio.memory.urls")),
+    path("accounts/tokens/", include("studio.api.account_urls")),
+    path("api/v1/", include("studio.api.urls")),
     path("admin/", admin.site.urls),
 ]
 
