@@ -1,0 +1,74 @@
+"""Writes for saves: create a save, append a turn, edit a turn's narrative.
+
+Each runs in one transaction; the background work it causes (lore and turn embedding, the
+living pipeline) is queued as Job rows in that transaction and handed to the runner when it
+commits (`studio.memory.jobs`). If the job queue is unreachable at that moment the turn is
+kept all the same and its jobs are marked failed with a retryable error.
+"""
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from studio.memory import jobs
+from studio.saves.models import Event, MemoryMode, Save, StateCache
+
+
+def save_create(
+    *, universe, name: str, memory_mode: str = MemoryMode.CLASSIC, beliefs_enabled: bool = True
+) -> Save:
+    """Create a save of `universe` with a copy of its Universe_Meta; queue its lore sync."""
+    if memory_mode not in MemoryMode.values:
+        raise ValueError(f"unknown memory mode {memory_mode!r}")
+    with transaction.atomic():
+        meta = dict(universe.meta.values_list("key", "value"))
+        save = Save.objects.create(
+            universe=universe,
+            name=name,
+            memory_mode=memory_mode,
+            beliefs_enabled=beliefs_enabled,
+            meta=meta,
+        )
+        jobs.enqueue_sync_lore(game_save=save)
+    return save
+
+
+def turn_append(*, game_save: Save, player_input: str, narrative: str, state: dict | None = None) -> Event:
+    """Append the next turn (current turn + 1) with its state; queue its memory jobs.
+
+    Updates `game_save.current_turn` and `last_activity_at` (also on the passed instance).
+    """
+    with transaction.atomic():
+        locked = Save.objects.select_for_update().get(pk=game_save.pk)
+        turn_id = locked.current_turn + 1
+        event = Event.objects.create(
+            game_save=locked, turn_id=turn_id, player_input=player_input or "", narrative=narrative or ""
+        )
+        StateCache.objects.create(game_save=locked, turn_id=turn_id, state=state if state is not None else {})
+        now = timezone.now()
+        Save.objects.filter(pk=locked.pk).update(current_turn=turn_id, last_activity_at=now, updated_at=now)
+        locked.current_turn = turn_id
+        locked.last_activity_at = now
+        jobs.enqueue_turn(game_save=locked, turn_id=turn_id)
+    game_save.current_turn = turn_id
+    game_save.last_activity_at = now
+    event.game_save = game_save
+    return event
+
+
+def turn_update_narrative(*, game_save: Save, turn_id: int, narrative: str) -> Event:
+    """Replace a turn's narrative; re-embed it and, in living mode, re-extract it.
+
+    The re-embedding goes through `VectorMemory.update_turn_narrative` (old chunks of the
+    turn deleted, the new text embedded); the re-extraction first removes what the old text
+    produced for that turn (see `studio.memory.pipeline.forget_turn_outputs`).
+    """
+    with transaction.atomic():
+        locked = Save.objects.select_for_update().get(pk=game_save.pk)
+        event = Event.objects.select_for_update().get(game_save=locked, turn_id=turn_id)
+        event.narrative = narrative or ""
+        event.save(update_fields=["narrative"])
+        Save.objects.filter(pk=locked.pk).update(updated_at=timezone.now())
+        jobs.enqueue_turn(game_save=locked, turn_id=turn_id, reextract=True)
+    event.game_save = game_save
+    return event
