@@ -59,6 +59,8 @@ def query(name: str, schema: dict, description: str, *, required: bool = False) 
     return {"name": name, "in": "query", "required": required, "schema": schema, "description": description}
 
 
+JOB_STATUSES = ["queued", "running", "done", "failed", "skipped", "paused"]
+JOB_ID = {"name": "job_id", "in": "path", "required": True, "schema": INTEGER, "description": "The job's id."}
 SAVE_ID = {"name": "save_id", "in": "path", "required": True, "schema": STRING, "description": "The save's public id."}
 PAGE = [
     query("limit", {"type": "integer", "minimum": 1, "maximum": 200, "default": 50}, "Page size."),
@@ -262,6 +264,25 @@ SCHEMAS: dict[str, Any] = {
         },
         ["save_id", "from_turn", "target_turn", "changed", "message", "counts"],
     ),
+    "Job": obj(
+        {
+            "id": INTEGER,
+            "kind": {"type": "string", "enum": ["sync_lore", "embed_turn", "living_turn", "refresh_models", "vector_rollback", "fork_vectors"]},
+            "status": {"type": "string", "enum": JOB_STATUSES},
+            "save_id": NULLABLE_STRING,
+            "turn_id": NULLABLE_INTEGER,
+            "timeline_generation": INTEGER,
+            "progress": STRING,
+            "error": STRING,
+            "attempts": INTEGER,
+            "result": {"type": "object"},
+            "created_at": DATETIME,
+            "started_at": DATETIME,
+            "finished_at": DATETIME,
+            "duration_seconds": {"type": ["number", "null"]},
+        },
+        ["id", "kind", "status"],
+    ),
     "ForkRequest": obj(
         {
             "turn_id": {"type": "integer", "minimum": 0, "description": "Fork as of this turn (default: the current turn)."},
@@ -419,6 +440,31 @@ def _paths() -> dict[str, Any]:
                 "forkSave", "Copy the save as it stood at turn_id into a new save; the original is untouched.",
                 {"201": json_response("The new save.", ref("Save"))}, tag=saves,
                 body=json_body(ref("ForkRequest"), required=False), errors=WRITE_ERRORS,
+            ),
+        },
+        "/saves/{save_id}/jobs": {
+            "parameters": [SAVE_ID],
+            "get": operation(
+                "listJobs", "The save's background jobs (embedding, living memory, vector rollback), newest first.",
+                {"200": json_response("A page of jobs.", paged("Job"))}, tag="Jobs",
+                parameters=[
+                    query("status", {"type": "string", "enum": JOB_STATUSES}, "Only jobs in this status."),
+                    query("kind", STRING, "Only jobs of this kind."),
+                    query("turn_id", {"type": "integer", "minimum": 0}, "Only jobs for this turn."),
+                    *PAGE,
+                ],
+            ),
+        },
+        "/saves/{save_id}/jobs/{job_id}": {
+            "parameters": [SAVE_ID, JOB_ID],
+            "get": operation("getJob", "One job.", {"200": json_response("The job.", ref("Job"))}, tag="Jobs"),
+        },
+        "/saves/{save_id}/jobs/{job_id}/retry": {
+            "parameters": [SAVE_ID, JOB_ID],
+            "post": operation(
+                "retryJob", "Queue a failed, skipped or paused job again.",
+                {"200": json_response("The job, queued.", ref("Job"))}, tag="Jobs",
+                errors={**READ_ERRORS, "403": error("Forbidden"), "409": error("Conflict")},
             ),
         },
     }

@@ -18,6 +18,9 @@ urlpatterns = [
     path("saves/<str:save_id>/rewind-preview", views.rewind_preview, name="rewind_preview"),
     path("saves/<str:save_id>/rewind", views.rewind, name="rewind"),
     path("saves/<str:save_id>/fork", views.fork, name="fork"),
+    path("saves/<str:save_id>/jobs", views.job_list, name="job_list"),
+    path("saves/<str:save_id>/jobs/<int:job_id>", views.job_detail, name="job_detail"),
+    path("saves/<str:save_id>/jobs/<int:job_id>/retry", views.job_retry, name="job_retry"),
     # Anything else under /api/v1/ answers a JSON 404 (after authentication), not an HTML page.
     re_path(r"^.*$", views.unknown_endpoint, name="unknown"),
 ]

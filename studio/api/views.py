@@ -258,6 +258,60 @@ def fork(request: HttpRequest, save_id: str) -> JsonResponse:
     return _created(serializers.save_json(new_save))
 
 
+# -- background jobs -----------------------------------------------------------------------
+
+RETRYABLE_JOB_STATUSES = ("failed", "skipped", "paused")
+
+
+def _job_for(save: Save, job_id: int):
+    from studio.memory.jobs import jobs_for_save
+
+    job = jobs_for_save(game_save=save).select_related("game_save").filter(pk=job_id).first()
+    if job is None:
+        raise not_found("job")
+    return job
+
+
+@api_view("GET")
+def job_list(request: HttpRequest, save_id: str) -> JsonResponse:
+    from studio.memory.jobs import jobs_for_save
+    from studio.memory.models import JobKind, JobStatus
+
+    save = save_for(request.user, save_id)
+    params, limit, offset = page_params(request)
+    status = params.string("status", choices=list(JobStatus.values))
+    kind = params.string("kind", choices=list(JobKind.values))
+    turn_id = params.integer("turn_id", minimum=0)
+    params.done()
+    jobs = jobs_for_save(game_save=save).select_related("game_save")
+    if status:
+        jobs = jobs.filter(status=status)
+    if kind:
+        jobs = jobs.filter(kind=kind)
+    if turn_id is not None:
+        jobs = jobs.filter(turn_id=turn_id)
+    rows = list(jobs[offset : offset + limit + 1])
+    return JsonResponse(page([serializers.job_json(j) for j in rows], limit=limit, offset=offset))
+
+
+@api_view("GET")
+def job_detail(request: HttpRequest, save_id: str, job_id: int) -> JsonResponse:
+    save = save_for(request.user, save_id)
+    return JsonResponse(serializers.job_json(_job_for(save, job_id)))
+
+
+@api_view("POST")
+def job_retry(request: HttpRequest, save_id: str, job_id: int) -> JsonResponse:
+    from studio.memory.jobs import job_retry as retry
+
+    save = save_for(request.user, save_id, write=True)
+    job = _job_for(save, job_id)
+    if job.status not in RETRYABLE_JOB_STATUSES:
+        raise conflict(f"Job {job.pk} is {job.status}; only failed, skipped or paused jobs can be retried.", {"status": job.status})
+    job = retry(job=job)
+    return JsonResponse(serializers.job_json(job))
+
+
 # -- anything else under /api/ -------------------------------------------------------------
 
 

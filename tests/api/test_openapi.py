@@ -1,0 +1,98 @@
+"""The OpenAPI document: valid 3.1, in step with the URL patterns, and true to real responses."""
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.urls import URLPattern, URLResolver
+from jsonschema import Draft202012Validator
+from openapi_spec_validator import validate
+
+from studio.api import urls as api_urls
+from studio.api.openapi import build_openapi
+
+from .conftest import error_code
+
+pytestmark = pytest.mark.django_db
+
+NOT_DESCRIBED = {"unknown"}  # the JSON 404 catch-all
+
+
+def routes():
+    """Yield (openapi path, methods) for every named API URL pattern."""
+    for entry in api_urls.urlpatterns:
+        assert isinstance(entry, URLPattern) and not isinstance(entry, URLResolver)
+        if entry.name in NOT_DESCRIBED:
+            continue
+        route = str(entry.pattern)
+        openapi_path = "/" + re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", route)
+        yield openapi_path, set(entry.callback.api_methods)
+
+
+def test_the_document_is_valid_openapi_3_1():
+    document = build_openapi()
+    assert document["openapi"] == "3.1.0"
+    validate(document)
+
+
+def test_every_route_is_described_and_nothing_else():
+    paths = build_openapi()["paths"]
+    described = {
+        path: {m.upper() for m in item if m in {"get", "post", "put", "patch", "delete"}}
+        for path, item in paths.items()
+    }
+    actual = dict(routes())
+    assert set(actual) == set(described)
+    for path, methods in actual.items():
+        assert methods == described[path], path
+
+
+def test_path_parameters_match_the_route():
+    for path, item in build_openapi()["paths"].items():
+        names = set(re.findall(r"{(\w+)}", path))
+        declared = {p["name"] for p in item.get("parameters", []) if p["in"] == "path"}
+        assert names == declared, path
+
+
+def test_every_operation_has_an_id_and_documents_401():
+    ids = []
+    for item in build_openapi()["paths"].values():
+        for method, op in item.items():
+            if method == "parameters":
+                continue
+            ids.append(op["operationId"])
+            assert "401" in op["responses"]
+    assert len(ids) == len(set(ids))
+
+
+def test_the_document_is_served(api):
+    response = api.get("/api/v1/openapi.json")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["servers"][0]["url"].endswith("/api/v1")
+    validate(body)
+
+
+def schema_validator(name: str) -> Draft202012Validator:
+    document = build_openapi()
+    return Draft202012Validator({**document, "$ref": f"#/components/schemas/{name}"})
+
+
+def test_real_responses_match_their_schemas(api, game_save):
+    base = f"/api/v1/saves/{game_save.save_id}"
+    schema_validator("Save").validate(api.get(base).json())
+    page = api.get(f"{base}/turns").json()
+    for turn in page["items"]:
+        schema_validator("Turn").validate(turn)
+    schema_validator("Me").validate(api.get("/api/v1/me").json())
+    schema_validator("RewindPreview").validate(api.get(f"{base}/rewind-preview", {"turn_id": 1}).json())
+    schema_validator("RewindResult").validate(api.post(f"{base}/rewind", {"turn_id": 2}).json())
+    error = api.get(f"{base}/facts", {"limit": "x"})
+    assert error_code(error) == "validation_error"
+    schema_validator("Error").validate(error.json())
+
+
+def test_a_wrong_response_would_fail_schema_validation():
+    # Guard against a schema so loose it accepts anything.
+    with pytest.raises(Exception):
+        schema_validator("Save").validate({"save_id": 1})
