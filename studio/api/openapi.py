@@ -61,6 +61,7 @@ def query(name: str, schema: dict, description: str, *, required: bool = False) 
 
 JOB_STATUSES = ["queued", "running", "done", "failed", "skipped", "paused"]
 JOB_ID = {"name": "job_id", "in": "path", "required": True, "schema": INTEGER, "description": "The job's id."}
+TURN_ID = {"name": "turn_id", "in": "path", "required": True, "schema": INTEGER, "description": "The turn."}
 SAVE_ID = {"name": "save_id", "in": "path", "required": True, "schema": STRING, "description": "The save's public id."}
 PAGE = [
     query("limit", {"type": "integer", "minimum": 1, "maximum": 200, "default": 50}, "Page size."),
@@ -68,7 +69,12 @@ PAGE = [
 ]
 MAX_TURN = query("max_turn_id", {"type": "integer", "minimum": 0}, "Only rows from turns <= this (the history window).")
 
-READ_ERRORS = {"400": error("ValidationError"), "401": error("Unauthenticated"), "404": error("NotFound")}
+READ_ERRORS = {
+    "400": error("ValidationError"),
+    "401": error("Unauthenticated"),
+    "404": error("NotFound"),
+    "503": error("Unavailable"),
+}
 WRITE_ERRORS = {
     **READ_ERRORS,
     "403": error("Forbidden"),
@@ -376,6 +382,16 @@ def _paths() -> dict[str, Any]:
                 ),
             ),
         },
+        "/saves/{save_id}/turns/{turn_id}": {
+            "parameters": [SAVE_ID, TURN_ID],
+            "get": operation("getTurn", "One turn with its state.", {"200": json_response("The turn.", ref("Turn"))}, tag=saves),
+            "patch": operation(
+                "updateTurnNarrative", "Replace a turn's narrative; it is re-embedded (and re-extracted in living mode).",
+                {"200": json_response("The turn.", ref("Turn"))}, tag=saves,
+                body=json_body(obj({"narrative": {"type": "string", "maxLength": 200000}}, ["narrative"], additional=False)),
+                errors=WRITE_ERRORS,
+            ),
+        },
         "/saves/{save_id}/facts": {
             "parameters": [SAVE_ID],
             "get": operation(
@@ -431,7 +447,7 @@ def _paths() -> dict[str, Any]:
             "post": operation(
                 "rewindSave", "Rewind the save to the end of turn_id (idempotent: again at the same turn changes nothing).",
                 {"200": json_response("What the rewind did.", ref("RewindResult"))}, tag=saves,
-                body=json_body(ref("RewindRequest")), errors={**WRITE_ERRORS, "503": error("Unavailable")},
+                body=json_body(ref("RewindRequest")), errors=WRITE_ERRORS,
             ),
         },
         "/saves/{save_id}/fork": {

@@ -12,6 +12,7 @@ urlpatterns = [
     path("saves", views.save_collection, name="save_collection"),
     path("saves/<str:save_id>", views.save_detail, name="save_detail"),
     path("saves/<str:save_id>/turns", views.turn_collection, name="turn_collection"),
+    path("saves/<str:save_id>/turns/<int:turn_id>", views.turn_detail, name="turn_detail"),
     path("saves/<str:save_id>/facts", views.fact_list, name="fact_list"),
     path("saves/<str:save_id>/beliefs", views.belief_list, name="belief_list"),
     path("saves/<str:save_id>/mental-models", views.mental_model_list, name="mental_model_list"),

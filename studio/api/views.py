@@ -7,6 +7,7 @@ the studio pages use, and serialize.
 """
 from __future__ import annotations
 
+from django.db import transaction
 from django.http import HttpRequest, JsonResponse
 
 from studio.api import serializers
@@ -92,9 +93,7 @@ def _save_create(request: HttpRequest) -> JsonResponse:
     if universe is None:
         raise not_found("universe")
     require_writer(request.user)
-    save = save_create(
-        universe=universe, name=name.strip(), memory_mode=memory_mode, beliefs_enabled=beliefs_enabled, user=request.user
-    )
+    save = save_create(universe=universe, name=name.strip(), memory_mode=memory_mode, beliefs_enabled=beliefs_enabled)
     return _created(serializers.save_json(save))
 
 
@@ -139,14 +138,48 @@ def _turn_append(request: HttpRequest, save_id: str) -> JsonResponse:
     state = params.json_object("state")
     turn_id = params.integer("turn_id", minimum=1)
     params.done()
-    if turn_id is not None and turn_id != save.current_turn + 1:
-        raise conflict(
-            f"Save {save.save_id} is at turn {save.current_turn}; the next turn is {save.current_turn + 1}, not {turn_id}.",
-            {"current_turn": save.current_turn},
-        )
-    event = turn_append(game_save=save, player_input=player_input, narrative=narrative, state=state)
+    with transaction.atomic():
+        # Lock the save so the expected-turn check and the append see the same current turn
+        # (two engines appending at once: one gets its turn, the other a 409).
+        locked = Save.objects.select_for_update().get(pk=save.pk)
+        if turn_id is not None and turn_id != locked.current_turn + 1:
+            raise conflict(
+                f"Save {locked.save_id} is at turn {locked.current_turn}; the next turn is "
+                f"{locked.current_turn + 1}, not {turn_id}.",
+                {"current_turn": locked.current_turn},
+            )
+        event = turn_append(game_save=save, player_input=player_input, narrative=narrative, state=state)
     save.refresh_from_db()
-    return _created({"turn": serializers.event_json(event, state), "save": serializers.save_json(save)})
+    return _created({"turn": serializers.event_json(event, state or {}), "save": serializers.save_json(save)})
+
+
+def _event_for(save: Save, turn_id: int) -> Event:
+    event = Event.objects.filter(game_save=save, turn_id=turn_id).first()
+    if event is None:
+        raise not_found("turn")
+    return event
+
+
+@api_view("GET", "PATCH")
+def turn_detail(request: HttpRequest, save_id: str, turn_id: int) -> JsonResponse:
+    if request.method == "PATCH":
+        return _turn_update(request, save_id, turn_id)
+    save = save_for(request.user, save_id)
+    event = _event_for(save, turn_id)
+    state = StateCache.objects.filter(game_save=save, turn_id=turn_id).values_list("state", flat=True).first()
+    return JsonResponse(serializers.event_json(event, state if state is not None else {}))
+
+
+def _turn_update(request: HttpRequest, save_id: str, turn_id: int) -> JsonResponse:
+    from studio.saves.services import turn_update_narrative
+
+    save = save_for(request.user, save_id, write=True)
+    params = Params(json_body(request))
+    narrative = params.string("narrative", required=True, max_length=200_000)
+    params.done()
+    _event_for(save, turn_id)
+    event = turn_update_narrative(game_save=save, turn_id=turn_id, narrative=narrative)
+    return JsonResponse(serializers.event_json(event))
 
 
 # -- living memory reads -------------------------------------------------------------------
