@@ -1,5 +1,17 @@
-from django.urls import path  # noqa: F401
+from django.urls import path
+
+from studio.memory.views import beliefs, context, facts, mental_models, playground, replay
 
 app_name = "memory"
 
-urlpatterns: list = []
+urlpatterns = [
+    path("<str:save_id>/search/", playground.playground, name="playground"),
+    path("<str:save_id>/search/why-not/", playground.why_not, name="why_not"),
+    path("<str:save_id>/facts/", facts.facts, name="facts"),
+    path("<str:save_id>/beliefs/", beliefs.beliefs, name="beliefs"),
+    path("<str:save_id>/beliefs/<int:observation_id>/", beliefs.belief_detail, name="belief_detail"),
+    path("<str:save_id>/models/", mental_models.mental_models, name="mental_models"),
+    path("<str:save_id>/models/refresh/", mental_models.mental_models_refresh, name="mental_models_refresh"),
+    path("<str:save_id>/context/", context.context_viewer, name="context"),
+    path("<str:save_id>/replay/", replay.replay, name="replay"),
+]

@@ -1,11 +1,220 @@
-"""Reads for saves: only those of universes the user may see."""
+"""Reads for saves: only those of universes the user may see, with the rows each page needs.
+
+Every list here is built so a page costs a fixed number of queries whatever its size:
+counts are correlated subqueries (one join per count would multiply the rows), and the
+rows hung under a page of turns (facts, jobs) are fetched in one query for the whole page.
+"""
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from collections import defaultdict
+from dataclasses import dataclass, field
 
-from studio.saves.models import Save
+from django.core.paginator import Page, Paginator
+from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery, Value
+from django.db.models.functions import Coalesce
+from django.http import Http404
+
+from studio.memory.models import Fact, Job, MentalModel, Observation
+from studio.saves.models import Event, Save
+from studio.universes.models import Universe
 from studio.universes.selectors import universe_list_for_user
+
+TIMELINE_TURNS_PER_PAGE = 20
 
 
 def save_list_for_user(*, user) -> QuerySet[Save]:
     return Save.objects.filter(universe__in=universe_list_for_user(user=user)).select_related("universe")
+
+
+def save_get_for_user(*, user, save_id: str) -> Save:
+    """Return the save `save_id` if `user` may see it; raise Http404 otherwise.
+
+    A save of a universe the user does not belong to answers 404, not 403, so its existence
+    is not revealed.
+    """
+    try:
+        return save_list_for_user(user=user).get(save_id=save_id)
+    except Save.DoesNotExist as exc:
+        raise Http404("No such save.") from exc
+
+
+def _count_subquery(model, *, manager=None) -> Coalesce:
+    rows = (manager or model.objects).filter(game_save=OuterRef("pk")).order_by()
+    counted = rows.values("game_save").annotate(n=Count("pk")).values("n")
+    return Coalesce(Subquery(counted, output_field=IntegerField()), Value(0))
+
+
+def save_list_with_counts(*, user, universe: Universe | None = None) -> QuerySet[Save]:
+    """Return the saves `user` may see, annotated with their turn, fact, belief and model counts.
+
+    `event_count`, `fact_count`, `belief_count` (live beliefs only) and `model_count` are
+    subqueries, so the list is one query however many saves and rows there are.
+    """
+    qs = save_list_for_user(user=user)
+    if universe is not None:
+        qs = qs.filter(universe=universe)
+    return qs.annotate(
+        event_count=_count_subquery(Event),
+        fact_count=_count_subquery(Fact),
+        belief_count=_count_subquery(Observation, manager=Observation.objects),
+        model_count=_count_subquery(MentalModel),
+    ).order_by("universe__name", "-last_activity_at", "-id")
+
+
+@dataclass
+class TimelineTurn:
+    event: Event
+    facts: list[Fact] = field(default_factory=list)
+    jobs: list[Job] = field(default_factory=list)
+
+    @property
+    def turn_id(self) -> int:
+        return self.event.turn_id
+
+    @property
+    def job_state(self) -> str:
+        """One word for the turn's jobs: the worst state among its latest job of each kind."""
+        latest: dict[str, Job] = {}
+        for job in self.jobs:  # newest first
+            latest.setdefault(job.kind, job)
+        states = {job.status for job in latest.values()}
+        for state in ("failed", "paused", "running", "queued", "skipped", "done"):
+            if state in states:
+                return state
+        return ""
+
+
+def timeline_page(*, game_save: Save, page_number=1, per_page: int = TIMELINE_TURNS_PER_PAGE) -> tuple[Page, list[TimelineTurn]]:
+    """Return one page of the save's turns (newest first) with each turn's facts and jobs.
+
+    Three queries whatever the page holds: the events, the facts of those turns, the jobs of
+    those turns (plus the paginator's count).
+    """
+    events = game_save.events.order_by("-turn_id")
+    page = Paginator(events, per_page).get_page(page_number)
+    turns = [TimelineTurn(event=e) for e in page.object_list]
+    turn_ids = [t.turn_id for t in turns]
+    if turn_ids:
+        facts_by_turn: dict[int, list[Fact]] = defaultdict(list)
+        for fact in Fact.objects.filter(game_save=game_save, turn_id__in=turn_ids).order_by("turn_id", "id"):
+            facts_by_turn[fact.turn_id].append(fact)
+        jobs_by_turn: dict[int, list[Job]] = defaultdict(list)
+        jobs = Job.objects.filter(game_save=game_save, turn_id__in=turn_ids).order_by("-created_at", "-id")
+        for job in jobs.only("id", "kind", "status", "turn_id", "error", "progress", "created_at", "timeline_generation"):
+            jobs_by_turn[job.turn_id].append(job)
+        for turn in turns:
+            turn.facts = facts_by_turn.get(turn.turn_id, [])
+            turn.jobs = jobs_by_turn.get(turn.turn_id, [])
+    return page, turns
+
+
+def event_get(*, game_save: Save, turn_id: int) -> Event:
+    try:
+        return game_save.events.get(turn_id=turn_id)
+    except Event.DoesNotExist as exc:
+        raise Http404("No such turn.") from exc
+
+
+def recent_events(*, game_save: Save, limit: int = 5) -> list[Event]:
+    """Return the save's last `limit` turns, oldest first (the console shows them as a story)."""
+    return list(reversed(game_save.events.order_by("-turn_id")[:limit]))
+
+
+def timeline_turn(*, game_save: Save, turn_id: int) -> TimelineTurn:
+    """Return one turn with its facts and jobs (the timeline's row, re-rendered after an edit)."""
+    event = event_get(game_save=game_save, turn_id=turn_id)
+    return TimelineTurn(
+        event=event,
+        facts=list(Fact.objects.filter(game_save=game_save, turn_id=turn_id).order_by("id")),
+        jobs=list(Job.objects.filter(game_save=game_save, turn_id=turn_id).order_by("-created_at", "-id")),
+    )
+
+
+# -- memory inspector reads ---------------------------------------------------------------
+
+FACTS_PER_PAGE = 50
+BELIEFS_PER_PAGE = 50
+
+
+def fact_list(
+    *,
+    game_save: Save,
+    turn_from: int | None = None,
+    turn_to: int | None = None,
+    entity: str = "",
+    fact_type: str = "",
+    search: str = "",
+) -> QuerySet[Fact]:
+    """Return the save's facts up to its current turn, most recent first, filtered.
+
+    `entity` is a case-insensitive exact match on a fact's entities (as `get_facts`);
+    `search` a case-insensitive substring of the statement.
+    """
+    from studio.memory.models import ENTITY_SEPARATOR
+
+    qs = Fact.objects.filter(game_save=game_save, turn_id__lte=game_save.current_turn)
+    if turn_from is not None:
+        qs = qs.filter(turn_id__gte=turn_from)
+    if turn_to is not None:
+        qs = qs.filter(turn_id__lte=turn_to)
+    if entity.strip():
+        qs = qs.filter(entity_index__contains=f"{ENTITY_SEPARATOR}{entity.strip().casefold()}{ENTITY_SEPARATOR}")
+    if fact_type:
+        qs = qs.filter(fact_type=fact_type)
+    if search.strip():
+        qs = qs.filter(statement__icontains=search.strip())
+    return qs.order_by("-turn_id", "-id")
+
+
+def fact_types(*, game_save: Save) -> list[str]:
+    return list(
+        Fact.objects.filter(game_save=game_save).order_by("fact_type").values_list("fact_type", flat=True).distinct()
+    )
+
+
+def belief_subjects(*, game_save: Save) -> list[dict]:
+    """Return each subject of the save's live beliefs with its belief and stale counts."""
+    from django.db.models import Max, Q
+
+    rows = (
+        Observation.objects.filter(game_save=game_save)
+        .order_by()
+        .values("subject_key")
+        .annotate(n=Count("pk"), stale_n=Count("pk", filter=Q(stale=True)), name=Max("subject"))
+        .order_by("subject_key")
+    )
+    return [{"key": r["subject_key"], "name": r["name"] or "", "count": r["n"], "stale": r["stale_n"]} for r in rows]
+
+
+def belief_list(*, game_save: Save, subject_key: str | None = None, search: str = "") -> QuerySet[Observation]:
+    """Return the save's live beliefs grouped by subject, strongest first within a subject."""
+    qs = Observation.objects.filter(game_save=game_save)
+    if subject_key is not None:
+        qs = qs.filter(subject_key=subject_key)
+    if search.strip():
+        qs = qs.filter(statement__icontains=search.strip())
+    return qs.order_by("subject_key", "-proof_count", "-updated_turn_id", "-id")
+
+
+def belief_get(*, game_save: Save, observation_id: int) -> Observation:
+    """Return one belief of the save, retired ones included (their page still explains them)."""
+    try:
+        return Observation.all_objects.get(game_save=game_save, pk=observation_id)
+    except Observation.DoesNotExist as exc:
+        raise Http404("No such belief.") from exc
+
+
+def facts_by_id(*, game_save: Save, fact_ids: list[int]) -> dict[int, Fact]:
+    if not fact_ids:
+        return {}
+    return {f.pk: f for f in Fact.objects.filter(game_save=game_save, pk__in=fact_ids)}
+
+
+def mental_model_list(*, game_save: Save) -> tuple[list[MentalModel], dict[int, Observation]]:
+    """Return the save's mental models and, in one more query, every belief they cite."""
+    models = list(MentalModel.objects.filter(game_save=game_save).order_by("subject_key"))
+    ids = {int(i) for m in models for i in m.sources or [] if str(i).lstrip("-").isdigit()}
+    beliefs = (
+        {o.pk: o for o in Observation.all_objects.filter(game_save=game_save, pk__in=ids)} if ids else {}
+    )
+    return models, beliefs

@@ -1,10 +1,22 @@
 from django.urls import path
 
-from studio.saves import views
+from studio.saves.views import imports, rewind, saves, timeline
 
 app_name = "saves"
 
 urlpatterns = [
-    path("", views.save_list, name="list"),
-    path("<str:save_id>/", views.save_detail, name="detail"),
+    path("", saves.save_list, name="list"),
+    path("new/", saves.save_create, name="create"),
+    path("import/transcript/", imports.import_transcript, name="import_transcript"),
+    path("import/locomo/", imports.import_locomo, name="import_locomo"),
+    path("<str:save_id>/", saves.save_detail, name="detail"),
+    path("<str:save_id>/turns/", saves.turn_append, name="turn_append"),
+    path("<str:save_id>/timeline/", timeline.timeline, name="timeline"),
+    path("<str:save_id>/turns/<int:turn_id>/", timeline.turn_detail, name="turn_detail"),
+    path("<str:save_id>/turns/<int:turn_id>/edit/", timeline.turn_edit, name="turn_edit"),
+    path("<str:save_id>/rewind/", rewind.rewind, name="rewind"),
+    path("<str:save_id>/rewind/preview/", rewind.rewind_preview, name="rewind_preview"),
+    path("<str:save_id>/rewind/confirm/", rewind.rewind_confirm, name="rewind_confirm"),
+    path("<str:save_id>/rewind/summary/", rewind.rewind_summary, name="rewind_summary"),
+    path("<str:save_id>/fork/", rewind.fork, name="fork"),
 ]

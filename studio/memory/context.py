@@ -1,0 +1,442 @@
+"""Assemble the memory context the narrator receives for the next turn, within a token budget.
+
+This is the one service that builds it: the context viewer page shows its result item by
+item, and the JSON API returns `MemoryContext.as_dict()`. The order is the seed's recall
+hierarchy (`axiom.mental_models`), most synthetic first:
+
+1. mental models of the characters in focus (then the world model),
+2. their beliefs (live ones, strongest first, with the trend at the current turn),
+3. facts naming them (`get_facts(entity=...)`, most recent first),
+4. narrative chunks (a hybrid `VectorMemory.query` that excludes lore),
+5. lore (a query restricted to lore) plus one hop of link expansion from the lore hits.
+
+Characters in focus are the focus terms given (on-scene names) plus every known subject
+named in the query. Items are taken in that order while they fit the budget; an item that
+does not fit is *cut* (kept in the result with the reason) and later, smaller items may
+still fit. Each item says why it is there: which layer, the focus term or query mention
+that pulled it in, the retrieval arm ranks for chunks, the link for expanded lore.
+
+Every vector query passes the save's current turn as `current_turn_id`, so a chunk a
+failed rewind left behind is never returned. With `record=True` the two vector queries are
+stored as `RecordedQuery` rows (see `studio.memory.replay`), which is how a lore edit can
+later be replayed against what play actually asked.
+"""
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from studio.memory.models import Fact, MentalModel, Observation, RecordedQuery, subject_key_for
+from studio.memory.observations import compute_trend
+
+DEFAULT_TOKEN_BUDGET = 1200
+DEFAULT_K_NARRATIVE = 6
+DEFAULT_K_LORE = 4
+MAX_BELIEFS_PER_SUBJECT = 6
+MAX_FACTS = 12
+LINK_EXPANSION_CAP = 3
+
+LAYERS = ("mental_model", "belief", "fact", "narrative", "lore")
+LAYER_TITLES = {
+    "mental_model": "Mental models",
+    "belief": "Beliefs",
+    "fact": "Facts",
+    "narrative": "Narrative memory",
+    "lore": "Lore",
+}
+
+
+def count_tokens(text: str) -> int:
+    """Return the token count of `text` (the embedding model's tokenizer when available)."""
+    try:
+        from studio.universes.counting import count_tokens as counter
+    except ImportError:  # pragma: no cover - the lore counting module ships with the studio
+        return len(re.findall(r"\w+|[^\w\s]", text or ""))
+    return counter(text or "")
+
+
+@dataclass
+class ContextItem:
+    layer: str
+    text: str
+    tokens: int
+    reason: str
+    why: dict[str, Any] = field(default_factory=dict)
+    ref: dict[str, Any] = field(default_factory=dict)
+    included: bool = True
+    cut: str = ""
+
+
+@dataclass
+class MemoryContext:
+    save_id: str
+    turn: int
+    query_text: str
+    focus_terms: list[str]
+    subjects: list[str]
+    token_budget: int
+    items: list[ContextItem] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def included(self) -> list[ContextItem]:
+        return [i for i in self.items if i.included]
+
+    @property
+    def cut(self) -> list[ContextItem]:
+        return [i for i in self.items if not i.included]
+
+    @property
+    def used_tokens(self) -> int:
+        return sum(i.tokens for i in self.included)
+
+    @property
+    def cut_tokens(self) -> int:
+        return sum(i.tokens for i in self.cut)
+
+    def sections(self) -> list[dict]:
+        """Return the items grouped by layer, in hierarchy order (for the viewer)."""
+        return [
+            {
+                "layer": layer,
+                "title": LAYER_TITLES[layer],
+                "items": [i for i in self.items if i.layer == layer],
+                "tokens": sum(i.tokens for i in self.items if i.layer == layer and i.included),
+            }
+            for layer in LAYERS
+        ]
+
+    def as_text(self) -> str:
+        """Return the included items as the text block a narrator prompt would carry."""
+        blocks = []
+        for section in self.sections():
+            lines = [f"- {i.text}" for i in section["items"] if i.included]
+            if lines:
+                blocks.append(f"## {section['title']}\n" + "\n".join(lines))
+        return "\n\n".join(blocks)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "save_id": self.save_id,
+            "turn": self.turn,
+            "query_text": self.query_text,
+            "focus_terms": self.focus_terms,
+            "subjects": self.subjects,
+            "token_budget": self.token_budget,
+            "used_tokens": self.used_tokens,
+            "cut_tokens": self.cut_tokens,
+            "items": [asdict(i) for i in self.items],
+            "text": self.as_text(),
+            "timings": self.timings,
+            "notes": self.notes,
+        }
+
+
+def result_key(result: dict) -> str:
+    """Return a key for a query result that survives re-embedding.
+
+    A lore chunk is re-created on every lore sync (new chunk id), so it is keyed by its
+    entry; a narrative chunk keeps its id until its turn is edited or rewound.
+    """
+    entry_id = result.get("entry_id") or (result.get("metadata") or {}).get("entry_id")
+    if result.get("chunk_type") == "lore" and entry_id:
+        return f"lore:{entry_id}"
+    return f"chunk:{result.get('id')}"
+
+
+def _word_in(term: str, text: str) -> bool:
+    return re.search(rf"(?<!\w){re.escape(term)}(?!\w)", text, flags=re.IGNORECASE) is not None
+
+
+def _explain_reason(result: dict) -> tuple[str, dict]:
+    """Return a one-line "why" for a retrieved chunk and its structured explain record."""
+    explain = dict(result.get("explain") or {})
+    bits = []
+    semantic_rank = explain.get("semantic_rank")
+    lexical_rank = explain.get("lexical_rank")
+    if semantic_rank is not None:
+        distance = explain.get("semantic_distance")
+        bits.append(f"semantic #{semantic_rank}" + (f" (distance {distance:.3f})" if isinstance(distance, (int, float)) else ""))
+    if lexical_rank is not None:
+        score = explain.get("lexical_score")
+        bits.append(f"lexical #{lexical_rank}" + (f" (BM25 {score:.2f})" if isinstance(score, (int, float)) else ""))
+    focus = explain.get("focus_terms_matched") or explain.get("focus_terms") or []
+    boost = explain.get("focus_boost")
+    if boost:
+        bits.append(f"focus boost +{boost:g}" + (f" ({', '.join(map(str, focus))})" if focus else ""))
+    if explain.get("rerank_score") is not None:
+        bits.append(f"rerank {explain['rerank_score']:.3f}")
+    if explain.get("expanded_from"):
+        bits.append(f"linked from {explain['expanded_from']}")
+    final_rank = explain.get("final_rank")
+    head = f"rank {final_rank}" if final_rank is not None else "retrieved"
+    return head + (": " + ", ".join(bits) if bits else ""), explain
+
+
+def _focus_subjects(game_save, query_text: str, focus_terms: list[str]) -> list[tuple[str, str]]:
+    """Return (subject_key, why) for the subjects in focus: focus terms, then names in the query."""
+    chosen: dict[str, str] = {}
+    for term in focus_terms:
+        key = subject_key_for(term)
+        if key:
+            chosen.setdefault(key, f"focus term “{term.strip()}”")
+    if query_text.strip():
+        known = set(
+            Observation.objects.filter(game_save=game_save).exclude(subject_key="").values_list("subject_key", flat=True).distinct()
+        ) | set(MentalModel.objects.filter(game_save=game_save).exclude(subject_key="").values_list("subject_key", flat=True))
+        for key in sorted(known):
+            if key not in chosen and _word_in(key, query_text):
+                chosen[key] = "named in the query"
+    return list(chosen.items())
+
+
+def build_memory_context(
+    *,
+    game_save,
+    query_text: str,
+    focus_terms: list[str] | None = None,
+    token_budget: int = DEFAULT_TOKEN_BUDGET,
+    k_narrative: int = DEFAULT_K_NARRATIVE,
+    k_lore: int = DEFAULT_K_LORE,
+    record: bool = False,
+    vector_memory=None,
+) -> MemoryContext:
+    """Return the memory context for the save's next turn, assembled within `token_budget`."""
+    started = time.perf_counter()
+    focus_terms = [t.strip() for t in focus_terms or [] if t and t.strip()]
+    turn = game_save.current_turn
+    subjects = _focus_subjects(game_save, query_text, focus_terms) if game_save.is_living else []
+    subject_keys = [key for key, _ in subjects]
+    subject_why = dict(subjects)
+    context = MemoryContext(
+        save_id=game_save.save_id,
+        turn=turn,
+        query_text=query_text,
+        focus_terms=focus_terms,
+        subjects=subject_keys,
+        token_budget=token_budget,
+    )
+    candidates: list[ContextItem] = []
+
+    if game_save.is_living:
+        t0 = time.perf_counter()
+        candidates += _mental_model_items(game_save, subject_keys, subject_why)
+        if game_save.beliefs_enabled:
+            candidates += _belief_items(game_save, subject_keys, subject_why, turn)
+        candidates += _fact_items(game_save, subject_keys, subject_why, turn)
+        context.timings["structured_ms"] = round((time.perf_counter() - t0) * 1000, 2)
+        if not subject_keys:
+            context.notes.append("No character in focus: name one in the query or give focus terms to bring in mental models, beliefs and facts.")
+    else:
+        context.notes.append("Classic memory mode: only narrative chunks and lore are recalled.")
+
+    if query_text.strip():
+        if vector_memory is None:
+            from studio.memory.vector import get_vector_memory
+
+            vector_memory = get_vector_memory()
+        narrative_params = {
+            "k": k_narrative,
+            "focus_terms": focus_terms or None,
+            "exclude_chunk_type": "lore",
+        }
+        lore_params = {"k": k_lore, "focus_terms": focus_terms or None, "chunk_type": "lore"}
+        t0 = time.perf_counter()
+        narrative = vector_memory.query(game_save.save_id, query_text, current_turn_id=turn, **narrative_params)
+        context.timings["narrative_query_ms"] = round((time.perf_counter() - t0) * 1000, 2)
+        t0 = time.perf_counter()
+        lore = vector_memory.query(game_save.save_id, query_text, current_turn_id=turn, **lore_params)
+        context.timings["lore_query_ms"] = round((time.perf_counter() - t0) * 1000, 2)
+        candidates += _narrative_items(narrative)
+        candidates += _lore_items(game_save, lore)
+        if record:
+            record_query(game_save=game_save, query_text=query_text, params={**narrative_params, "source": "context"}, results=narrative)
+            record_query(game_save=game_save, query_text=query_text, params={**lore_params, "source": "context"}, results=lore)
+    else:
+        context.notes.append("No query text: narrative memory and lore need one.")
+
+    remaining = token_budget
+    for item in candidates:
+        if item.tokens <= remaining:
+            remaining -= item.tokens
+        else:
+            item.included = False
+            item.cut = f"over budget: needs {item.tokens} tokens, {remaining} left"
+        context.items.append(item)
+    context.timings["total_ms"] = round((time.perf_counter() - started) * 1000, 2)
+    return context
+
+
+def _mental_model_items(game_save, subject_keys: list[str], subject_why: dict[str, str]) -> list[ContextItem]:
+    keys = subject_keys + [""]
+    models = {m.subject_key: m for m in MentalModel.objects.filter(game_save=game_save, subject_key__in=keys)}
+    items = []
+    for key in keys:
+        model = models.get(key)
+        if model is None:
+            continue
+        why = subject_why.get(key, "the world model (always considered)")
+        stale = " — stale: rolled back by a rewind, not refreshed yet" if model.stale else ""
+        text = f"{model.subject or 'The world'}: {model.summary}"
+        items.append(
+            ContextItem(
+                layer="mental_model",
+                text=text,
+                tokens=count_tokens(text),
+                reason=f"mental model of {model.subject or 'the world'}: {why}{stale}",
+                why={"subject": model.subject, "focus": why, "stale": model.stale, "updated_turn_id": model.updated_turn_id},
+                ref={"model_id": model.pk},
+            )
+        )
+    return items
+
+
+def _belief_items(game_save, subject_keys: list[str], subject_why: dict[str, str], turn: int) -> list[ContextItem]:
+    if not subject_keys:
+        return []
+    rows = Observation.objects.filter(game_save=game_save, subject_key__in=subject_keys).order_by(
+        "-proof_count", "-updated_turn_id", "-id"
+    )
+    per_subject: dict[str, int] = {}
+    items = []
+    for belief in rows[: MAX_BELIEFS_PER_SUBJECT * len(subject_keys) * 4]:
+        if per_subject.get(belief.subject_key, 0) >= MAX_BELIEFS_PER_SUBJECT:
+            continue
+        per_subject[belief.subject_key] = per_subject.get(belief.subject_key, 0) + 1
+        trend = compute_trend([s.get("turn_id") for s in belief.sources or []], turn)
+        text = belief.statement
+        items.append(
+            ContextItem(
+                layer="belief",
+                text=text,
+                tokens=count_tokens(text),
+                reason=(
+                    f"belief about {belief.subject} ({subject_why[belief.subject_key]}): "
+                    f"{belief.proof_count} proof{'s' if belief.proof_count != 1 else ''}, {trend.upper()}"
+                    + (", stale" if belief.stale else "")
+                ),
+                why={"subject": belief.subject, "focus": subject_why[belief.subject_key], "proof_count": belief.proof_count, "trend": trend, "stale": belief.stale},
+                ref={"observation_id": belief.pk},
+            )
+        )
+    # Keep the subjects in focus order: the first focus character's beliefs come first.
+    order = {key: index for index, key in enumerate(subject_keys)}
+    items.sort(key=lambda i: order[subject_key_for(i.why["subject"])])
+    return items
+
+
+def _fact_items(game_save, subject_keys: list[str], subject_why: dict[str, str], turn: int) -> list[ContextItem]:
+    from studio.memory.facts import get_facts
+
+    items = []
+    seen: set[int] = set()
+    for key in subject_keys:
+        for fact in get_facts(game_save.save_id, max_turn_id=turn, entity=key, limit=MAX_FACTS):
+            if fact.fact_id in seen:
+                continue
+            seen.add(fact.fact_id)
+            text = f"(turn {fact.turn_id}) {fact.statement}"
+            items.append(
+                ContextItem(
+                    layer="fact",
+                    text=text,
+                    tokens=count_tokens(text),
+                    reason=f"fact naming {key} ({subject_why[key]}), from turn {fact.turn_id}",
+                    why={"entity": key, "focus": subject_why[key], "turn_id": fact.turn_id, "fact_type": fact.fact_type},
+                    ref={"fact_id": fact.fact_id, "turn_id": fact.turn_id},
+                )
+            )
+    return items[: MAX_FACTS * max(len(subject_keys), 1)]
+
+
+def _narrative_items(results: list[dict]) -> list[ContextItem]:
+    items = []
+    for result in results:
+        reason, explain = _explain_reason(result)
+        text = f"(turn {result.get('turn_id')}) {result.get('text', '')}"
+        items.append(
+            ContextItem(
+                layer="narrative",
+                text=text,
+                tokens=count_tokens(text),
+                reason=f"narrative chunk, {reason}",
+                why=explain,
+                ref={"chunk_id": result.get("id"), "turn_id": result.get("turn_id"), "key": result_key(result)},
+            )
+        )
+    return items
+
+
+def _lore_items(game_save, results: list[dict]) -> list[ContextItem]:
+    """Lore hits, then one hop of their links (capped), each entry once."""
+    from studio.universes.models import LoreEntry
+
+    items = []
+    seen: set[str] = set()
+    hit_ids = []
+    for result in results:
+        entry_id = result.get("entry_id") or (result.get("metadata") or {}).get("entry_id")
+        if entry_id in seen:
+            continue
+        explain = result.get("explain") or {}
+        if explain.get("expanded_from"):
+            continue  # the service expands links itself below, from the database
+        if entry_id:
+            seen.add(entry_id)
+            hit_ids.append(entry_id)
+        reason, explain = _explain_reason(result)
+        text = result.get("text", "")
+        items.append(
+            ContextItem(
+                layer="lore",
+                text=text,
+                tokens=count_tokens(text),
+                reason=f"lore hit, {reason}",
+                why=explain,
+                ref={"entry_id": entry_id, "chunk_id": result.get("id"), "key": result_key(result)},
+            )
+        )
+    if hit_ids:
+        entries = (
+            LoreEntry.objects.filter(universe_id=game_save.universe_id, entry_id__in=hit_ids)
+            .prefetch_related("links")
+            .order_by()
+        )
+        by_id = {e.entry_id: e for e in entries}
+        expanded = 0
+        for source_id in hit_ids:
+            source = by_id.get(source_id)
+            if source is None:
+                continue
+            for linked in sorted(source.links.all(), key=lambda e: e.title):
+                if linked.entry_id in seen or expanded >= LINK_EXPANSION_CAP:
+                    continue
+                seen.add(linked.entry_id)
+                expanded += 1
+                text = f"{linked.title}: {linked.text}"
+                items.append(
+                    ContextItem(
+                        layer="lore",
+                        text=text,
+                        tokens=count_tokens(text),
+                        reason=f"linked from lore entry “{source.title}” (one hop of link expansion)",
+                        why={"expanded_from": source.entry_id, "link": f"{source.entry_id} → {linked.entry_id}"},
+                        ref={"entry_id": linked.entry_id, "key": f"lore:{linked.entry_id}"},
+                    )
+                )
+    return items
+
+
+def record_query(*, game_save, query_text: str, params: dict, results: list[dict]) -> RecordedQuery:
+    """Store a memory query made during play with the stable keys of its top results."""
+    clean = {k: v for k, v in params.items() if v is not None}
+    return RecordedQuery.objects.create(
+        game_save=game_save,
+        turn_id=game_save.current_turn,
+        query_text=query_text,
+        params={**clean, "labels": {result_key(r): (r.get("text") or "")[:160] for r in results}},
+        result_ids=[result_key(r) for r in results],
+    )

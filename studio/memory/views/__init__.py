@@ -1,0 +1,1 @@
+"""The memory inspector: search playground, facts, beliefs, mental models, context, replay."""

@@ -1,0 +1,50 @@
+"""Mental models per subject with their source beliefs, stale flags and "refresh now"."""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.db import transaction
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from studio.memory.models import MentalModel
+from studio.saves.selectors import mental_model_list
+from studio.saves.views.access import playtest_save, visible_save
+from studio.saves.views.saves import save_page_context
+
+
+def _context(request: HttpRequest, game_save, **extra) -> dict:
+    models, beliefs = mental_model_list(game_save=game_save)
+    for model in models:
+        model.source_beliefs = [beliefs[int(i)] for i in model.sources or [] if str(i).isdigit() and int(i) in beliefs]
+        model.missing_sources = len(model.sources or []) - len(model.source_beliefs)
+    context = save_page_context(request, game_save, "models")
+    context.update({"models": models, "stale_count": sum(1 for m in models if m.stale)})
+    context.update(extra)
+    return context
+
+
+@require_GET
+def mental_models(request: HttpRequest, save_id: str) -> HttpResponse:
+    game_save = visible_save(request, save_id)
+    template = "memory/mental_models.html#models" if request.htmx else "memory/mental_models.html"
+    return render(request, template, _context(request, game_save))
+
+
+@require_POST
+def mental_models_refresh(request: HttpRequest, save_id: str) -> HttpResponse:
+    """Queue a refresh of the save's stale mental models (flagging one model first if named)."""
+    from studio.memory.jobs import enqueue_refresh_models
+
+    game_save = playtest_save(request, save_id)
+    model_id = request.POST.get("model_id", "")
+    with transaction.atomic():
+        if model_id.isdigit():
+            # The refresh job regenerates the stale models; flagging one asks for it now.
+            MentalModel.objects.filter(game_save=game_save, pk=int(model_id)).update(stale=True)
+        job = enqueue_refresh_models(game_save=game_save)
+    note = f"Refresh queued (job {job.pk})."
+    if not request.htmx:
+        messages.success(request, note)
+        return redirect("memory:mental_models", save_id=game_save.save_id)
+    return render(request, "memory/mental_models.html#models", _context(request, game_save, note=note, job=job))

@@ -1,0 +1,38 @@
+"""Replay after a lore change: recorded queries of recent turns run again, before vs after."""
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from studio.memory.replay import DEFAULT_TURNS, lore_sync_pending, recorded_queries_for, replay_recorded_queries
+from studio.saves.views.access import visible_save
+from studio.saves.views.saves import save_page_context
+from studio.universes.models import LoreRevision
+
+
+@require_GET
+def replay(request: HttpRequest, save_id: str) -> HttpResponse:
+    game_save = visible_save(request, save_id)
+    turns_param = request.GET.get("turns", "")
+    turns = max(1, min(int(turns_param), 1000)) if turns_param.isdigit() else DEFAULT_TURNS
+    recorded = list(recorded_queries_for(game_save=game_save, turns=turns))
+    report = None
+    if request.GET.get("run"):
+        report = replay_recorded_queries(game_save=game_save, turns=turns)
+    oldest = min((r.created_at for r in recorded), default=None)
+    revisions = LoreRevision.objects.filter(universe_id=game_save.universe_id).select_related("author")
+    if oldest is not None:
+        revisions = revisions.filter(created_at__gte=oldest)
+    context = save_page_context(request, game_save, "replay")
+    context.update(
+        {
+            "turns": turns,
+            "recorded": recorded,
+            "report": report,
+            "revisions": revisions[:20],
+            "sync_pending": lore_sync_pending(game_save=game_save),
+        }
+    )
+    template = "memory/replay.html#replay-result" if request.htmx else "memory/replay.html"
+    return render(request, template, context)

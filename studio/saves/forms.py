@@ -1,0 +1,98 @@
+"""Forms for the playtesting pages: validation only, the writes live in services."""
+from __future__ import annotations
+
+from django import forms
+
+from studio.saves.models import MemoryMode
+from studio.universes.models import Universe
+
+MAX_IMPORT_BYTES = 5 * 1024 * 1024
+
+
+class UniverseChoiceField(forms.ModelChoiceField):
+    def label_from_instance(self, obj: Universe) -> str:
+        return obj.name
+
+
+class SaveCreateForm(forms.Form):
+    universe = UniverseChoiceField(queryset=Universe.objects.none())
+    name = forms.CharField(max_length=200)
+    memory_mode = forms.ChoiceField(choices=MemoryMode.choices, initial=MemoryMode.CLASSIC)
+    beliefs_enabled = forms.BooleanField(required=False, initial=True, label="Beliefs on")
+
+    def __init__(self, *args, universes=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if universes is not None:
+            self.fields["universe"].queryset = universes
+
+
+class TurnAppendForm(forms.Form):
+    player_input = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    narrative = forms.CharField(widget=forms.Textarea(attrs={"rows": 6}))
+
+    def clean_narrative(self) -> str:
+        text = self.cleaned_data["narrative"].strip()
+        if not text:
+            raise forms.ValidationError("A turn needs some narrative.")
+        return text
+
+
+class NarrativeEditForm(forms.Form):
+    narrative = forms.CharField(widget=forms.Textarea(attrs={"rows": 6}))
+
+    def clean_narrative(self) -> str:
+        text = self.cleaned_data["narrative"].strip()
+        if not text:
+            raise forms.ValidationError("The narrative cannot be empty.")
+        return text
+
+
+class RewindForm(forms.Form):
+    turn = forms.IntegerField(min_value=0, label="Rewind to turn")
+
+    def __init__(self, *args, current_turn: int = 0, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.current_turn = current_turn
+        self.fields["turn"].widget.attrs["max"] = max(current_turn - 1, 0)
+
+    def clean_turn(self) -> int:
+        turn = self.cleaned_data["turn"]
+        if turn >= self.current_turn:
+            raise forms.ValidationError(
+                f"The save is at turn {self.current_turn}; pick a turn before it to rewind."
+            )
+        return turn
+
+
+class ForkForm(forms.Form):
+    turn = forms.IntegerField(min_value=0, label="Fork at turn")
+    name = forms.CharField(max_length=200, required=False, help_text="Blank: “<save> (fork @N)”.")
+
+    def __init__(self, *args, current_turn: int = 0, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.current_turn = current_turn
+
+    def clean_turn(self) -> int:
+        turn = self.cleaned_data["turn"]
+        if turn > self.current_turn:
+            raise forms.ValidationError(f"The save only reaches turn {self.current_turn}.")
+        return turn
+
+
+class ImportForm(forms.Form):
+    universe = UniverseChoiceField(queryset=Universe.objects.none())
+    name = forms.CharField(max_length=200, required=False, help_text="Blank: taken from the file.")
+    memory_mode = forms.ChoiceField(choices=MemoryMode.choices, initial=MemoryMode.CLASSIC)
+    beliefs_enabled = forms.BooleanField(required=False, initial=True, label="Beliefs on")
+    file = forms.FileField()
+
+    def __init__(self, *args, universes=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if universes is not None:
+            self.fields["universe"].queryset = universes
+
+    def clean_file(self):
+        upload = self.cleaned_data["file"]
+        if upload.size > MAX_IMPORT_BYTES:
+            raise forms.ValidationError(f"The file is larger than {MAX_IMPORT_BYTES // (1024 * 1024)} MB.")
+        return upload

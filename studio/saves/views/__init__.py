@@ -1,0 +1,1 @@
+"""Playtesting pages: saves, the console, imports, the timeline, rewind and fork."""

@@ -1,0 +1,129 @@
+"""Rewind from the web (pick N -> preview -> confirm -> summary) and "fork from here"."""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from studio.saves.checkpoints import CheckpointManager, RewindError
+from studio.saves.forms import ForkForm, RewindForm
+from studio.saves.models import Save
+from studio.saves.views.access import playtest_save
+from studio.saves.views.saves import save_page_context
+
+SUMMARY_SESSION_KEY = "rewind_summary"
+
+
+def _rewind_context(request: HttpRequest, game_save: Save, **extra) -> dict:
+    context = save_page_context(request, game_save, "rewind")
+    turn = request.GET.get("turn", "")
+    initial = {"turn": turn} if turn.isdigit() else {}
+    context.update(
+        {
+            "rewind_form": RewindForm(initial=initial, current_turn=game_save.current_turn),
+            "fork_form": ForkForm(initial=initial or {"turn": game_save.current_turn}, current_turn=game_save.current_turn),
+        }
+    )
+    context.update(extra)
+    return context
+
+
+@require_GET
+def rewind(request: HttpRequest, save_id: str) -> HttpResponse:
+    """Step 1: pick the turn to rewind to (or to fork at)."""
+    game_save = playtest_save(request, save_id)
+    return render(request, "saves/rewind.html", _rewind_context(request, game_save))
+
+
+@require_GET
+def rewind_preview(request: HttpRequest, save_id: str) -> HttpResponse:
+    """Step 2: what a rewind to N would delete and which beliefs and mental models change."""
+    game_save = playtest_save(request, save_id)
+    form = RewindForm(request.GET, current_turn=game_save.current_turn)
+    preview = None
+    if form.is_valid():
+        preview = CheckpointManager().preview(game_save, form.cleaned_data["turn"])
+    context = _rewind_context(request, game_save, preview=preview)
+    context["rewind_form"] = form
+    template = "saves/rewind.html#preview" if request.htmx else "saves/rewind.html"
+    return render(request, template, context)
+
+
+@require_POST
+def rewind_confirm(request: HttpRequest, save_id: str) -> HttpResponse:
+    """Step 3: do the rewind the preview showed, unless the save moved on since."""
+    game_save = playtest_save(request, save_id)
+    form = RewindForm(request.POST, current_turn=game_save.current_turn)
+    from_turn = request.POST.get("from_turn", "")
+    stale = from_turn != str(game_save.current_turn)
+    if not form.is_valid() or stale or request.POST.get("confirm") != "yes":
+        if stale and form.is_valid():
+            form.add_error(None, "The save changed since the preview was made; check the preview again.")
+        elif request.POST.get("confirm") != "yes" and form.is_valid():
+            form.add_error(None, "Confirm the rewind to go on.")
+        context = _rewind_context(request, game_save)
+        context["rewind_form"] = form
+        if form.is_valid():
+            context["preview"] = CheckpointManager().preview(game_save, form.cleaned_data["turn"])
+        template = "saves/rewind.html#preview" if request.htmx else "saves/rewind.html"
+        return render(request, template, context)
+    result = CheckpointManager().rewind(game_save, form.cleaned_data["turn"])
+    summary = {
+        "save_id": result.save_id,
+        "from_turn": result.from_turn,
+        "target_turn": result.target_turn,
+        "changed": result.changed,
+        "message": result.message,
+        "counts": result.counts,
+        "vector_pending": result.vector_pending,
+        "vector_error": result.vector_error,
+        "db_ms": round(result.db_seconds * 1000, 1),
+        "vector_ms": round(result.vector_seconds * 1000, 1),
+    }
+    request.session[SUMMARY_SESSION_KEY] = summary
+    if request.htmx:
+        game_save.refresh_from_db()
+        return render(request, "saves/rewind.html#summary", _rewind_context(request, game_save, summary=summary))
+    return redirect("saves:rewind_summary", save_id=game_save.save_id)
+
+
+@require_GET
+def rewind_summary(request: HttpRequest, save_id: str) -> HttpResponse:
+    """Step 4: what the last rewind of this save did (kept in the session)."""
+    game_save = playtest_save(request, save_id)
+    summary = request.session.get(SUMMARY_SESSION_KEY)
+    if not summary or summary.get("save_id") != game_save.save_id:
+        summary = None
+    context = _rewind_context(request, game_save, summary=summary, show_summary=True)
+    template = "saves/rewind.html#summary" if request.htmx else "saves/rewind.html"
+    return render(request, template, context)
+
+
+@require_POST
+def fork(request: HttpRequest, save_id: str) -> HttpResponse:
+    """Copy the save as it stood at turn N into a new save; the original is untouched."""
+    game_save = playtest_save(request, save_id)
+    form = ForkForm(request.POST, current_turn=game_save.current_turn)
+    if form.is_valid():
+        try:
+            new_save = CheckpointManager().fork(
+                game_save, form.cleaned_data["turn"], name=form.cleaned_data["name"] or None
+            )
+        except RewindError as exc:
+            form.add_error("turn", str(exc))
+        else:
+            messages.success(
+                request, f"Forked “{game_save.name}” at turn {new_save.fork_turn} into “{new_save.name}”."
+            )
+            url = reverse("saves:detail", kwargs={"save_id": new_save.save_id})
+            if request.htmx:
+                response = HttpResponse(status=204)
+                response["HX-Redirect"] = url
+                return response
+            return redirect(url)
+    context = _rewind_context(request, game_save)
+    context["fork_form"] = form
+    template = "saves/rewind.html#fork" if request.htmx else "saves/rewind.html"
+    return render(request, template, context)

@@ -1,0 +1,109 @@
+"""Saves list, create, and the playtest console (append a turn)."""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from studio.roles import is_playtester
+from studio.saves.forms import SaveCreateForm, TurnAppendForm
+from studio.saves.models import Save
+from studio.saves.selectors import recent_events, save_list_with_counts
+from studio.saves.views.access import playtest_save, require_playtester, visible_save
+from studio.universes.selectors import universe_list_for_user
+
+CONSOLE_RECENT_TURNS = 5
+
+
+def save_page_context(request: HttpRequest, game_save: Save, tab: str) -> dict:
+    """Return what every page of a save shows in its header and tabs."""
+    return {"save": game_save, "tab": tab, "can_playtest": is_playtester(request.user)}
+
+
+@require_GET
+def save_list(request: HttpRequest) -> HttpResponse:
+    universes = universe_list_for_user(user=request.user).order_by("name")
+    universe = None
+    slug = request.GET.get("universe", "").strip()
+    if slug:
+        universe = universes.filter(slug=slug).first()
+    saves = save_list_with_counts(user=request.user, universe=universe)
+    context = {
+        "saves": saves,
+        "universes": universes,
+        "universe": universe,
+        "can_playtest": is_playtester(request.user),
+    }
+    template = "saves/list.html#save-table" if request.htmx else "saves/list.html"
+    return render(request, template, context)
+
+
+@require_http_methods(["GET", "POST"])
+def save_create(request: HttpRequest) -> HttpResponse:
+    require_playtester(request)
+    universes = universe_list_for_user(user=request.user).order_by("name")
+    if request.method == "POST":
+        form = SaveCreateForm(request.POST, universes=universes)
+        if form.is_valid():
+            from studio.saves.services import save_create as create
+
+            game_save = create(
+                universe=form.cleaned_data["universe"],
+                name=form.cleaned_data["name"],
+                memory_mode=form.cleaned_data["memory_mode"],
+                beliefs_enabled=form.cleaned_data["beliefs_enabled"],
+            )
+            messages.success(request, f"Save “{game_save.name}” created.")
+            return redirect("saves:detail", save_id=game_save.save_id)
+    else:
+        initial = {}
+        slug = request.GET.get("universe", "").strip()
+        if slug:
+            initial["universe"] = universes.filter(slug=slug).first()
+        form = SaveCreateForm(universes=universes, initial=initial)
+    template = "saves/create.html#create-form" if request.htmx else "saves/create.html"
+    return render(request, template, {"form": form})
+
+
+def _console_context(request: HttpRequest, game_save: Save, form: TurnAppendForm | None = None) -> dict:
+    context = save_page_context(request, game_save, "console")
+    context.update(
+        {
+            "form": form or TurnAppendForm(),
+            "recent": recent_events(game_save=game_save, limit=CONSOLE_RECENT_TURNS),
+        }
+    )
+    return context
+
+
+@require_GET
+def save_detail(request: HttpRequest, save_id: str) -> HttpResponse:
+    """The playtest console: the last turns, the append form and the save's jobs."""
+    game_save = visible_save(request, save_id)
+    template = "saves/console.html#console" if request.htmx else "saves/console.html"
+    return render(request, template, _console_context(request, game_save))
+
+
+@require_POST
+def turn_append(request: HttpRequest, save_id: str) -> HttpResponse:
+    game_save = playtest_save(request, save_id)
+    form = TurnAppendForm(request.POST)
+    if form.is_valid():
+        from studio.saves.services import turn_append as append
+
+        event = append(
+            game_save=game_save,
+            player_input=form.cleaned_data["player_input"],
+            narrative=form.cleaned_data["narrative"],
+        )
+        game_save.refresh_from_db()
+        if not request.htmx:
+            messages.success(request, f"Turn {event.turn_id} appended.")
+            return redirect("saves:detail", save_id=game_save.save_id)
+        context = _console_context(request, game_save)
+        context["appended"] = event
+        return render(request, "saves/console.html#console", context)
+    # Errors answer 200 so htmx swaps the form with its messages in (it ignores 4xx bodies).
+    template = "saves/console.html#console" if request.htmx else "saves/console.html"
+    return render(request, template, _console_context(request, game_save, form))

@@ -1,0 +1,68 @@
+"""The timeline: turns with the facts they produced and their jobs; editing a turn's narrative."""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods
+
+from studio.saves.forms import NarrativeEditForm
+from studio.saves.selectors import timeline_page, timeline_turn
+from studio.saves.views.access import playtest_save, visible_save
+from studio.saves.views.saves import save_page_context
+
+PENDING_JOB_STATES = ("queued", "running")
+
+
+@require_GET
+def timeline(request: HttpRequest, save_id: str) -> HttpResponse:
+    game_save = visible_save(request, save_id)
+    page, turns = timeline_page(game_save=game_save, page_number=request.GET.get("page", 1))
+    context = save_page_context(request, game_save, "timeline")
+    context.update({"page": page, "turns": turns})
+    template = "saves/timeline.html#turns" if request.htmx else "saves/timeline.html"
+    return render(request, template, context)
+
+
+@require_GET
+def turn_detail(request: HttpRequest, save_id: str, turn_id: int) -> HttpResponse:
+    """One turn of the timeline (the fragment an edit's Cancel swaps back in)."""
+    game_save = visible_save(request, save_id)
+    context = save_page_context(request, game_save, "timeline")
+    turn = timeline_turn(game_save=game_save, turn_id=turn_id)
+    context["turn"] = turn
+    if not request.htmx:
+        return render(request, "saves/turn.html", context)
+    # The row polls itself while its jobs run; 286 tells htmx to stop once they are settled.
+    status = 200 if turn.job_state in PENDING_JOB_STATES else 286
+    return render(request, "saves/timeline.html#turn", context, status=status)
+
+
+@require_http_methods(["GET", "POST"])
+def turn_edit(request: HttpRequest, save_id: str, turn_id: int) -> HttpResponse:
+    """Show the narrative editor (GET) or replace the turn's narrative (POST).
+
+    Saving re-embeds the turn and, in living mode, re-extracts its facts (the service does
+    both, after commit).
+    """
+    game_save = playtest_save(request, save_id)
+    turn = timeline_turn(game_save=game_save, turn_id=turn_id)
+    context = save_page_context(request, game_save, "timeline")
+    if request.method == "POST":
+        form = NarrativeEditForm(request.POST)
+        if form.is_valid():
+            from studio.saves.services import turn_update_narrative
+
+            turn_update_narrative(game_save=game_save, turn_id=turn_id, narrative=form.cleaned_data["narrative"])
+            if not request.htmx:
+                messages.success(request, f"Turn {turn_id} updated; its memory is being rebuilt.")
+                url = reverse("saves:timeline", kwargs={"save_id": game_save.save_id})
+                return redirect(f"{url}#turn-{turn_id}")
+            context.update({"turn": timeline_turn(game_save=game_save, turn_id=turn_id), "edited": True})
+            return render(request, "saves/timeline.html#turn", context)
+    else:
+        form = NarrativeEditForm(initial={"narrative": turn.event.narrative})
+    context.update({"turn": turn, "form": form})
+    template = "saves/timeline.html#turn-edit" if request.htmx else "saves/turn_edit.html"
+    return render(request, template, context)

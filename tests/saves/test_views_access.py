@@ -1,0 +1,115 @@
+"""Every save page and action refuses an anonymous visitor and a user of another group.
+
+The test walks the `saves:` and `memory:` URL patterns that take a `save_id`, so a page
+added later is covered the moment it is routed. A logged-in member of the universe without
+the Playtester or Author role may read, but is refused every playtest action (403).
+"""
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+
+from studio.memory.models import Job, Observation
+from studio.roles import PLAYTESTERS
+from studio.saves.models import Event, Save
+from studio.universes.models import Universe
+
+# Routes that change a save (POST) or belong to a playtest flow (rewind pages).
+PLAYTEST_ROUTES = {
+    "saves:turn_append": "post",
+    "saves:turn_edit": "post",
+    "saves:rewind": "get",
+    "saves:rewind_preview": "get",
+    "saves:rewind_confirm": "post",
+    "saves:rewind_summary": "get",
+    "saves:fork": "post",
+    "memory:mental_models_refresh": "post",
+}
+
+
+def save_routes():
+    """Yield (name, converters) for every saves:/memory: route that takes a save_id."""
+    for namespace in ("saves", "memory"):
+        resolver = get_resolver()
+        for entry in resolver.url_patterns:
+            if isinstance(entry, URLResolver) and entry.namespace == namespace:
+                for pattern in entry.url_patterns:
+                    if isinstance(pattern, URLPattern) and "save_id" in pattern.pattern.converters:
+                        yield f"{namespace}:{pattern.name}", set(pattern.pattern.converters)
+
+
+@pytest.fixture
+def belief(game_save):
+    return Observation.objects.create(
+        game_save=game_save, statement="Kaël owes Mira.", subject="Kaël", sources=[{"fact_id": 1, "turn_id": 1}]
+    )
+
+
+def url_for(name: str, converters: set[str], game_save: Save, belief: Observation) -> str:
+    kwargs = {"save_id": game_save.save_id}
+    if "turn_id" in converters:
+        kwargs["turn_id"] = 1
+    if "observation_id" in converters:
+        kwargs["observation_id"] = belief.pk
+    return reverse(name, kwargs=kwargs)
+
+
+def all_save_urls(game_save, belief):
+    routes = list(save_routes())
+    assert len(routes) >= 15, routes  # the walk found the playtesting pages
+    return [(name, url_for(name, conv, game_save, belief)) for name, conv in routes]
+
+
+@pytest.mark.django_db
+def test_anonymous_is_sent_to_login_for_every_save_url(client, game_save, belief):
+    for name, url in all_save_urls(game_save, belief):
+        for method in ("get", "post"):
+            response = getattr(client, method)(url, HTTP_HX_REQUEST="true")
+            assert response.status_code in (302, 405), f"{method} {name}: {response.status_code}"
+            if response.status_code == 302:
+                assert response["Location"].startswith("/accounts/login/"), name
+
+
+@pytest.mark.django_db
+def test_user_of_another_group_gets_404_for_every_save_url(client, game_save, belief):
+    other_universe = Universe.objects.create(name="Elsewhere", slug="elsewhere")
+    stranger = User.objects.create_user("stranger", password="pw")
+    stranger.groups.add(Group.objects.get(name=PLAYTESTERS))
+    other_universe.members.add(stranger)
+    client.force_login(stranger)
+    events_before = Event.objects.count()
+    for name, url in all_save_urls(game_save, belief):
+        for method in ("get", "post"):
+            data = {"turn": 1, "confirm": "yes", "from_turn": 3, "narrative": "x", "name": "f"} if method == "post" else None
+            response = getattr(client, method)(url, data)
+            assert response.status_code in (404, 405), f"{method} {name}: {response.status_code}"
+            response = getattr(client, method)(url, data, HTTP_HX_REQUEST="true")
+            assert response.status_code in (404, 405), f"htmx {method} {name}: {response.status_code}"
+    assert Event.objects.count() == events_before
+    assert Save.objects.count() == 1
+    game_save.refresh_from_db()
+    assert game_save.current_turn == 3
+
+
+@pytest.mark.django_db
+def test_member_without_role_may_read_but_not_act(client, universe, game_save, belief):
+    reader = User.objects.create_user("reader", password="pw")
+    universe.members.add(reader)
+    client.force_login(reader)
+    for name, url in all_save_urls(game_save, belief):
+        method = PLAYTEST_ROUTES.get(name)
+        if method is None:
+            response = client.get(url)
+            assert response.status_code == 200, f"{name}: {response.status_code}"
+            continue
+        data = {"turn": 1, "confirm": "yes", "from_turn": 3, "narrative": "new text", "name": "f"}
+        response = client.post(url, data) if method == "post" else client.get(url, {"turn": 1})
+        assert response.status_code == 403, f"{name}: {response.status_code}"
+    game_save.refresh_from_db()
+    assert game_save.current_turn == 3
+    assert Event.objects.get(game_save=game_save, turn_id=1).narrative == "Turn 1 text."
+    assert Job.objects.count() == 0
+    assert Save.objects.count() == 1
+    for name in ("saves:create", "saves:import_transcript", "saves:import_locomo"):
+        assert client.get(reverse(name)).status_code == 403, name
