@@ -1,0 +1,192 @@
+"""Forms for the authoring pages. They parse and validate input; services do the writing."""
+from __future__ import annotations
+
+from django import forms
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_slug
+
+from studio.universes.interchange import MAX_TEXT_CHARS
+from studio.universes.models import LoreKind
+from studio.universes.selectors import LORE_SORTS, lore_title_index
+from studio.universes.services import meta_validate
+
+
+class UniverseCreateForm(forms.Form):
+    name = forms.CharField(max_length=200)
+    slug = forms.SlugField(
+        max_length=80, required=False,
+        help_text="Used in URLs and exports. Leave empty to derive it from the name.",
+    )
+    description = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False)
+
+
+class UniverseRenameForm(forms.Form):
+    name = forms.CharField(max_length=200)
+    description = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
+
+
+class MetaForm(forms.Form):
+    key = forms.CharField(max_length=200)
+    value = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False, strip=False)
+
+    def clean(self):
+        cleaned = super().clean()
+        if "key" in cleaned:
+            cleaned["value"] = meta_validate(key=cleaned["key"].strip(), value=cleaned.get("value", ""))
+            cleaned["key"] = cleaned["key"].strip()
+        return cleaned
+
+
+def _split_keys(raw: str) -> list[str]:
+    return [part.strip() for part in raw.replace("\n", ",").split(",") if part.strip()]
+
+
+class LoreEntryForm(forms.Form):
+    """One lore entry. Links are typed as titles (one per line) and resolved to entries."""
+
+    title = forms.CharField(max_length=300)
+    kind = forms.ChoiceField(choices=LoreKind.choices, initial=LoreKind.CONCEPT)
+    entry_id = forms.CharField(
+        max_length=120, required=False, validators=[validate_slug],
+        help_text="Stable id used by links, exports and the engine. Leave empty to derive it from the title.",
+    )
+    keys = forms.CharField(
+        required=False, help_text="Aliases and trigger keys, separated by commas.",
+        widget=forms.TextInput(attrs={"placeholder": "alias, another alias"}),
+    )
+    text = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 5}), required=False, strip=False, max_length=MAX_TEXT_CHARS
+    )
+    links = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3, "list": "lore-titles"}), required=False,
+        help_text="Titles of entries this one links to, one per line (or an entry id).",
+    )
+
+    def __init__(self, *args, universe, entry=None, **kwargs):
+        self.universe = universe
+        self.entry = entry
+        if entry is not None:
+            kwargs.setdefault("initial", {}).update(
+                title=entry.title, kind=entry.kind, entry_id=entry.entry_id,
+                keys=", ".join(entry.keys or []), text=entry.text,
+                links="\n".join(link.title for link in entry.links.all()),
+            )
+        super().__init__(*args, **kwargs)
+        if entry is not None:
+            self.fields["entry_id"].disabled = True
+            self.fields["entry_id"].help_text = "The id stays fixed so links and saves keep pointing here."
+
+    def clean_keys(self) -> list[str]:
+        return _split_keys(self.cleaned_data.get("keys", ""))
+
+    def clean_entry_id(self) -> str:
+        entry_id = self.cleaned_data.get("entry_id", "")
+        if self.entry is None and entry_id and self.universe.lore_entries.filter(entry_id=entry_id).exists():
+            raise ValidationError(f"The id “{entry_id}” is already used in this Lore Book.")
+        return entry_id
+
+    def clean_links(self):
+        names = [line.strip() for line in self.cleaned_data.get("links", "").splitlines() if line.strip()]
+        if not names:
+            return []
+        index = lore_title_index(universe=self.universe)
+        by_title: dict[str, list[tuple[int, str, str]]] = {}
+        by_id = {}
+        for row in index:
+            by_title.setdefault(row[2].casefold(), []).append(row)
+            by_id[row[1]] = row
+        own_pk = self.entry.pk if self.entry is not None else None
+        chosen, errors = [], []
+        for name in names:
+            rows = by_title.get(name.casefold())
+            if rows is None and name in by_id:
+                rows = [by_id[name]]
+            if not rows:
+                errors.append(f"No entry is titled “{name}”.")
+            elif len(rows) > 1:
+                ids = ", ".join(r[1] for r in rows)
+                errors.append(f"Several entries are titled “{name}”; write one of their ids instead: {ids}.")
+            elif rows[0][0] == own_pk:
+                errors.append("An entry cannot link to itself.")
+            elif rows[0][0] not in chosen:
+                chosen.append(rows[0][0])
+        if errors:
+            raise ValidationError(errors)
+        return list(self.universe.lore_entries.filter(pk__in=chosen))
+
+
+class LoreFilterForm(forms.Form):
+    q = forms.CharField(required=False, label="Search")
+    mode = forms.ChoiceField(
+        choices=[("text", "Text"), ("semantic", "Meaning")], required=False, initial="text",
+    )
+    kind = forms.ChoiceField(choices=[("", "All kinds"), *LoreKind.choices], required=False)
+    sort = forms.ChoiceField(choices=[(k, v[0]) for k, v in LORE_SORTS.items()], required=False, initial="title")
+
+
+class BulkActionForm(forms.Form):
+    ACTIONS = [
+        ("delete", "Delete"), ("kind", "Change kind"), ("export", "Export"),
+    ]
+    EXPORT_FORMATS = [
+        ("toml", "Universe-as-Code TOML"), ("sillytavern", "SillyTavern world info"),
+        ("card", "Character Card V2 JSON"),
+    ]
+    entries = forms.MultipleChoiceField(choices=[], error_messages={"required": "Select at least one entry."})
+    action = forms.ChoiceField(choices=ACTIONS)
+    new_kind = forms.ChoiceField(choices=LoreKind.choices, required=False)
+    export_format = forms.ChoiceField(choices=EXPORT_FORMATS, required=False, initial="toml")
+
+    def __init__(self, *args, universe, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.universe = universe
+
+    def clean_entries(self):
+        # Only ids of this universe count; anything else is silently not there.
+        return list(self.data.getlist("entries"))
+
+    def clean(self):
+        cleaned = super().clean()
+        if cleaned.get("action") == "kind" and not cleaned.get("new_kind"):
+            self.add_error("new_kind", "Choose the new kind.")
+        return cleaned
+
+
+class UniverseMissionForm(forms.Form):
+    mission = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}), required=False, max_length=4000,
+        help_text="What every character tends to remember, unless a character has its own mission.",
+    )
+
+
+class MissionsTextForm(forms.Form):
+    text = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 8}), required=False,
+        help_text="One “Name: mission” per line. Lines without a colon are ignored.",
+    )
+
+
+class LoreImportForm(forms.Form):
+    FORMATS = [
+        ("auto", "Detect from the file"),
+        ("card", "Character Card V2/V3 (JSON or PNG)"),
+        ("sillytavern", "SillyTavern world info (JSON)"),
+    ]
+    file = forms.FileField()
+    format = forms.ChoiceField(choices=FORMATS, initial="auto")
+    default_kind = forms.ChoiceField(
+        choices=LoreKind.choices, initial=LoreKind.CONCEPT,
+        help_text="Kind given to new entries the file does not classify.",
+    )
+
+
+class TomlImportForm(forms.Form):
+    file = forms.FileField(required=False, help_text="A .toml file exported by this studio (or written by hand).")
+    source = forms.CharField(widget=forms.HiddenInput, required=False)
+    digest = forms.CharField(widget=forms.HiddenInput, required=False)
+
+    def clean(self):
+        cleaned = super().clean()
+        if not cleaned.get("file") and not cleaned.get("source"):
+            raise ValidationError("Choose a TOML file to import.")
+        return cleaned

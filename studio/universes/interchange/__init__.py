@@ -1,0 +1,96 @@
+"""Import and export of universes and Lore Books.
+
+- `toml_io`: Universe-as-Code, one TOML file per universe (the studio's own format).
+- `character_card`: Character Card V2/V3 `character_book` (JSON, or PNG with a `chara` /
+  `ccv3` text chunk).
+- `sillytavern`: SillyTavern world-info JSON.
+
+Parsers only read: they turn bytes into `IncomingEntry` lists (or a `UniverseDocument`) and
+raise `ImportFormatError` with a message naming where the problem is. Writing happens in
+`studio.universes.services`, in one transaction, so a bad file changes nothing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# Limits shared by every importer: anything bigger is refused before parsing.
+MAX_IMPORT_BYTES = 8 * 1024 * 1024
+MAX_ENTRIES = 20_000
+MAX_TITLE_CHARS = 300
+MAX_TEXT_CHARS = 200_000
+MAX_KEYS = 200
+MAX_KEY_CHARS = 500
+
+# Where each tool's unused fields are kept inside LoreEntry.extensions.
+AXIOM_EXTENSION = "axiom"
+
+
+class ImportFormatError(ValueError):
+    """The file cannot be imported; the message says where and why."""
+
+
+@dataclass
+class IncomingEntry:
+    """One lore entry read from a file, before it is matched against the Lore Book."""
+
+    label: str  # how the report names it, e.g. "entry uid 3"
+    title: str
+    text: str
+    keys: list[str] = field(default_factory=list)
+    entry_id: str = ""  # the studio id when the file carries one
+    kind: str = ""  # "" = keep the existing kind / use the import's default
+    links: list[str] | None = None  # entry ids; None = leave links alone
+    extensions: dict[str, Any] = field(default_factory=dict)  # merged into entry.extensions
+    identity: tuple[str, str, Any] | None = None  # (extension, field, value) to re-match
+    skip_reason: str = ""  # set by the parser for entries it will not import
+
+
+@dataclass
+class IncomingBook:
+    """What a lore file holds: entries plus file-level fields kept in Universe_Meta."""
+
+    source: str
+    entries: list[IncomingEntry]
+    meta: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def check_size(data: bytes, *, what: str = "file") -> None:
+    if len(data) > MAX_IMPORT_BYTES:
+        raise ImportFormatError(
+            f"The {what} is {len(data):,} bytes; the limit is {MAX_IMPORT_BYTES:,} bytes."
+        )
+    if not data:
+        raise ImportFormatError(f"The {what} is empty.")
+
+
+def require_text(value: Any, where: str, *, limit: int = MAX_TEXT_CHARS, allow_empty: bool = True) -> str:
+    if value is None:
+        value = ""
+    if not isinstance(value, str):
+        raise ImportFormatError(f"{where}: expected text, got {type(value).__name__}.")
+    if len(value) > limit:
+        raise ImportFormatError(f"{where}: {len(value):,} characters; the limit is {limit:,}.")
+    if not allow_empty and not value.strip():
+        raise ImportFormatError(f"{where}: must not be empty.")
+    return value
+
+
+def require_string_list(value: Any, where: str) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ImportFormatError(f"{where}: expected a list of strings, got {type(value).__name__}.")
+    if len(value) > MAX_KEYS:
+        raise ImportFormatError(f"{where}: {len(value)} items; the limit is {MAX_KEYS}.")
+    result = []
+    for index, item in enumerate(value):
+        if not isinstance(item, str):
+            raise ImportFormatError(
+                f"{where}[{index}]: expected a string, got {type(item).__name__}."
+            )
+        if len(item) > MAX_KEY_CHARS:
+            raise ImportFormatError(f"{where}[{index}]: longer than {MAX_KEY_CHARS} characters.")
+        result.append(item)
+    return result

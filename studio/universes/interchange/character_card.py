@@ -1,0 +1,320 @@
+"""Character Card V2 / V3 `character_book`, as JSON or inside a PNG card.
+
+A PNG card carries the card JSON, base64-encoded, in a `tEXt` chunk named `chara` (V2) or
+`ccv3` (V3; preferred when both are present). The chunks are read by walking the PNG
+structure directly: the image itself is never decoded, so a decompression bomb in the pixel
+data costs nothing; compressed text chunks (`zTXt`, compressed `iTXt`) are inflated with a
+hard output limit, and files over the import limit are refused before reading.
+
+Mapping (studio <- character_book entry): title <- `name` (else `comment`, else the first
+key, else "Entry <id>"), text <- `content`, keys <- `keys`. Every other field (`id`,
+`secondary_keys`, `enabled`, `insertion_order`, `case_sensitive`, `priority`, `selective`,
+`constant`, `position`, `use_regex`, `extensions`, ...) is kept verbatim in
+`LoreEntry.extensions["character_book"]`. The card's own fields and the book's fields other
+than `entries` go to the `character_card` / `character_book` meta keys. Export overlays the
+current title/text/keys, so re-export loses nothing; the studio's entry_id, kind and links
+travel in each entry's `extensions.axiom`.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import json
+import struct
+import zlib
+from typing import Any
+
+from studio.universes.interchange import (
+    AXIOM_EXTENSION,
+    MAX_ENTRIES,
+    MAX_IMPORT_BYTES,
+    MAX_TITLE_CHARS,
+    ImportFormatError,
+    IncomingBook,
+    IncomingEntry,
+    check_size,
+    require_string_list,
+    require_text,
+)
+from studio.universes.models import LoreKind
+
+EXTENSION = "character_book"
+CARD_META_KEY = "character_card"
+BOOK_META_KEY = "character_book"
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+CARD_CHUNK_KEYWORDS = ("ccv3", "chara")
+MAX_PNG_CHUNKS = 10_000
+
+
+# --- PNG ---------------------------------------------------------------------------------
+
+
+def _inflate(data: bytes, where: str) -> bytes:
+    inflater = zlib.decompressobj()
+    try:
+        out = inflater.decompress(data, MAX_IMPORT_BYTES + 1)
+    except zlib.error as exc:
+        raise ImportFormatError(f"{where}: the compressed text is corrupt ({exc}).") from exc
+    if len(out) > MAX_IMPORT_BYTES or inflater.unconsumed_tail:
+        raise ImportFormatError(f"{where}: the compressed text inflates past {MAX_IMPORT_BYTES:,} bytes; refused.")
+    return out
+
+
+def png_text_chunks(data: bytes) -> dict[str, bytes]:
+    """Return the PNG's text chunks by keyword (tEXt, zTXt, iTXt), without decoding the image."""
+    check_size(data, what="PNG file")
+    if not data.startswith(PNG_SIGNATURE):
+        raise ImportFormatError("Not a PNG file (the PNG signature is missing).")
+    chunks: dict[str, bytes] = {}
+    position, count = len(PNG_SIGNATURE), 0
+    while position < len(data):
+        if position + 8 > len(data):
+            raise ImportFormatError("The PNG is truncated (a chunk header is cut off).")
+        length, kind = struct.unpack(">I4s", data[position : position + 8])
+        body_start, body_end = position + 8, position + 8 + length
+        if body_end + 4 > len(data):
+            raise ImportFormatError(f"The PNG is truncated (chunk {kind!r} claims {length:,} bytes).")
+        body = data[body_start:body_end]
+        count += 1
+        if count > MAX_PNG_CHUNKS:
+            raise ImportFormatError("The PNG has too many chunks; refused.")
+        if kind in (b"tEXt", b"zTXt", b"iTXt"):
+            keyword, _, rest = body.partition(b"\x00")
+            name = keyword.decode("latin-1")
+            where = f"PNG chunk {kind.decode()} “{name}”"
+            if kind == b"tEXt":
+                chunks[name] = rest
+            elif kind == b"zTXt":
+                chunks[name] = _inflate(rest[1:], where)
+            else:
+                compressed, rest = rest[0:1], rest[2:]
+                _language, _, rest = rest.partition(b"\x00")
+                _translated, _, text = rest.partition(b"\x00")
+                chunks[name] = _inflate(text, where) if compressed == b"\x01" else text
+        if kind == b"IEND":
+            break
+        position = body_end + 4
+    return chunks
+
+
+def card_json_from_png(data: bytes) -> Any:
+    """Return the card JSON embedded in a PNG card (`ccv3` preferred over `chara`)."""
+    chunks = png_text_chunks(data)
+    for keyword in CARD_CHUNK_KEYWORDS:
+        if keyword in chunks:
+            raw = chunks[keyword]
+            try:
+                decoded = base64.b64decode(raw, validate=True)
+            except (binascii.Error, ValueError) as exc:
+                raise ImportFormatError(f"PNG chunk “{keyword}”: not base64 ({exc}).") from exc
+            try:
+                return json.loads(decoded.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+                raise ImportFormatError(f"PNG chunk “{keyword}”: the decoded text is not JSON ({exc}).") from exc
+    found = ", ".join(sorted(chunks)) or "none"
+    raise ImportFormatError(
+        f"This PNG has no character card: no “chara” or “ccv3” text chunk (text chunks found: {found})."
+    )
+
+
+# --- parsing -----------------------------------------------------------------------------
+
+
+def derived_title(entry: dict[str, Any], entry_index: Any) -> str:
+    for field_name in ("name", "comment"):
+        value = entry.get(field_name)
+        if isinstance(value, str) and value.strip():
+            return value.strip()[:MAX_TITLE_CHARS]
+    keys = [k for k in entry.get("keys") or [] if isinstance(k, str) and k.strip()]
+    return keys[0].strip()[:MAX_TITLE_CHARS] if keys else f"Entry {entry_index}"
+
+
+def parse_card(data: bytes, *, filename: str = "") -> IncomingBook:
+    """Read a Character Card (V2/V3 JSON or PNG) or a bare character_book JSON."""
+    check_size(data)
+    if data.startswith(PNG_SIGNATURE) or filename.lower().endswith(".png"):
+        doc = card_json_from_png(data)
+        source = "Character Card PNG"
+    else:
+        try:
+            doc = json.loads(data.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise ImportFormatError(f"The file is not UTF-8 text (byte {exc.start}).") from exc
+        except json.JSONDecodeError as exc:
+            raise ImportFormatError(f"Not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.") from exc
+        source = "Character Card JSON"
+    return book_from_card(doc, source=source)
+
+
+def book_from_card(doc: Any, *, source: str) -> IncomingBook:
+    if not isinstance(doc, dict):
+        raise ImportFormatError(f"Expected a JSON object (a card or a character_book), got {type(doc).__name__}.")
+    card_data: dict[str, Any] | None = None
+    if doc.get("spec") in ("chara_card_v2", "chara_card_v3"):
+        card_data = doc.get("data")
+        if not isinstance(card_data, dict):
+            raise ImportFormatError(f'{doc["spec"]}: "data" must be an object.')
+        book = card_data.get("character_book")
+        if book is None:
+            raise ImportFormatError(f'{doc["spec"]}: this card has no data.character_book (no lore to import).')
+        where = "data.character_book"
+        source = f"{source} ({'V3' if doc['spec'] == 'chara_card_v3' else 'V2'})"
+    elif "entries" in doc and isinstance(doc.get("entries"), list):
+        book, where = doc, "character_book"
+    elif "spec" in doc:
+        raise ImportFormatError(f"Unsupported card spec {doc.get('spec')!r}; expected chara_card_v2 or chara_card_v3.")
+    else:
+        raise ImportFormatError("Not a Character Card: expected spec chara_card_v2/v3 or a character_book with entries.")
+    if not isinstance(book, dict):
+        raise ImportFormatError(f"{where}: expected an object, got {type(book).__name__}.")
+    raw_entries = book.get("entries")
+    if not isinstance(raw_entries, list):
+        raise ImportFormatError(f"{where}.entries: expected a list, got {type(raw_entries).__name__}.")
+    if len(raw_entries) > MAX_ENTRIES:
+        raise ImportFormatError(f"{where}.entries: {len(raw_entries)} entries; the limit is {MAX_ENTRIES}.")
+    entries: list[IncomingEntry] = []
+    seen_ids: set[str] = set()
+    for index, raw in enumerate(raw_entries):
+        at = f"{where}.entries[{index}]"
+        if not isinstance(raw, dict):
+            raise ImportFormatError(f"{at}: expected an object, got {type(raw).__name__}.")
+        text = require_text(raw.get("content", ""), f"{at}.content")
+        keys = require_string_list(raw.get("keys", []), f"{at}.keys")
+        require_string_list(raw.get("secondary_keys", []), f"{at}.secondary_keys")
+        for name_field in ("name", "comment"):
+            require_text(raw.get(name_field, ""), f"{at}.{name_field}")
+        for flag in ("enabled", "constant", "selective", "case_sensitive", "use_regex"):
+            if flag in raw and raw[flag] is not None and not isinstance(raw[flag], bool):
+                raise ImportFormatError(f"{at}.{flag}: expected true or false, got {raw[flag]!r}.")
+        if "extensions" in raw and not isinstance(raw["extensions"], dict):
+            raise ImportFormatError(f"{at}.extensions: expected an object.")
+        entry_number = raw.get("id", index)
+        kept = {k: v for k, v in raw.items() if k not in ("content", "keys")}
+        axiom = {}
+        extensions = kept.get("extensions")
+        if isinstance(extensions, dict) and isinstance(extensions.get(AXIOM_EXTENSION), dict):
+            axiom = extensions[AXIOM_EXTENSION]
+            kept["extensions"] = {k: v for k, v in extensions.items() if k != AXIOM_EXTENSION}
+        identity = None
+        if "id" in raw and isinstance(raw["id"], (int, str)) and not isinstance(raw["id"], bool):
+            identity = (EXTENSION, "id", raw["id"])
+        incoming = IncomingEntry(
+            label=f"entry {index + 1} (id {entry_number})" if "id" in raw else f"entry {index + 1}",
+            title=derived_title(raw, entry_number),
+            text=text,
+            keys=keys,
+            entry_id=str(axiom.get("entry_id") or ""),
+            kind=axiom.get("kind") if axiom.get("kind") in LoreKind.values else "",
+            links=[str(x) for x in axiom["links"]] if isinstance(axiom.get("links"), list) else None,
+            extensions={EXTENSION: kept},
+            identity=identity,
+        )
+        if identity and str(raw["id"]) in seen_ids:
+            incoming.skip_reason = f"id {raw['id']} appears twice in the book; the first one was imported"
+        elif not text.strip() and not keys:
+            incoming.skip_reason = "no content and no keys"
+        if identity:
+            seen_ids.add(str(raw["id"]))
+        entries.append(incoming)
+    meta = {}
+    book_fields = {k: v for k, v in book.items() if k != "entries"}
+    meta[BOOK_META_KEY] = json.dumps(book_fields, ensure_ascii=False, sort_keys=True)
+    notes = []
+    if card_data is not None:
+        card_fields = {k: v for k, v in card_data.items() if k != "character_book"}
+        meta[CARD_META_KEY] = json.dumps(
+            {"spec": doc["spec"], "spec_version": doc.get("spec_version"), "data": card_fields},
+            ensure_ascii=False, sort_keys=True,
+        )
+        if card_fields.get("name"):
+            notes.append(
+                f"The card's own fields (character “{card_fields['name']}”) are kept in the "
+                f"{CARD_META_KEY} meta key for re-export; only its character_book became lore."
+            )
+    return IncomingBook(source=source, entries=entries, meta=meta, notes=notes)
+
+
+# --- export ------------------------------------------------------------------------------
+
+_V2_REQUIRED = {
+    "name": "", "description": "", "personality": "", "scenario": "", "first_mes": "",
+    "mes_example": "", "creator_notes": "", "system_prompt": "", "post_history_instructions": "",
+    "alternate_greetings": [], "tags": [], "creator": "", "character_version": "", "extensions": {},
+}
+_V3_EXTRA = {"group_only_greetings": [], "assets": [], "nickname": "", "creator_notes_multilingual": {}}
+
+
+def _meta_json(universe, key: str) -> dict[str, Any]:
+    raw = universe.meta.filter(key=key).values_list("value", flat=True).first()
+    try:
+        value = json.loads(raw) if raw else {}
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def export_book(universe, entries) -> dict[str, Any]:
+    """Return a character_book object for `entries`."""
+    from studio.universes.services import lore_extension
+
+    book = {"name": universe.name, "extensions": {}}
+    book.update(_meta_json(universe, BOOK_META_KEY))
+    out = []
+    for position, entry in enumerate(sorted(entries, key=lambda e: e.entry_id)):
+        kept = (entry.extensions or {}).get(EXTENSION)
+        if isinstance(kept, dict):
+            item = dict(kept)
+            if entry.title != derived_title({**kept, "keys": entry.keys}, kept.get("id", position)):
+                item["name"] = entry.title
+                if "comment" in item:
+                    item["comment"] = entry.title
+        else:
+            item = {
+                "id": position, "name": entry.title, "comment": entry.title, "secondary_keys": [],
+                "enabled": True, "insertion_order": 100, "case_sensitive": False, "priority": 10,
+                "selective": False, "constant": False, "position": "before_char", "use_regex": False,
+            }
+        item["keys"] = list(entry.keys or [])
+        item["content"] = entry.text
+        extensions = dict(item.get("extensions") or {})
+        extensions[AXIOM_EXTENSION] = lore_extension(entry)
+        item["extensions"] = extensions
+        out.append(item)
+    book["entries"] = out
+    return book
+
+
+def export_card(universe, entries, *, version: int = 2) -> dict[str, Any]:
+    """Return a Character Card (V2 or V3) carrying the Lore Book as its character_book."""
+    stored = _meta_json(universe, CARD_META_KEY).get("data")
+    data = dict(_V2_REQUIRED)
+    data.update({"name": universe.name, "description": universe.description})
+    if version == 3:
+        data.update(_V3_EXTRA)
+    if isinstance(stored, dict):
+        data.update(stored)
+    data["character_book"] = export_book(universe, entries)
+    if version == 3:
+        return {"spec": "chara_card_v3", "spec_version": "3.0", "data": data}
+    return {"spec": "chara_card_v2", "spec_version": "2.0", "data": data}
+
+
+def _png_text_chunk(keyword: str, text: bytes) -> bytes:
+    body = keyword.encode("latin-1") + b"\x00" + text
+    return struct.pack(">I", len(body)) + b"tEXt" + body + struct.pack(">I", zlib.crc32(b"tEXt" + body))
+
+
+def export_png(universe, entries) -> bytes:
+    """Return a PNG card holding the book in both a `chara` (V2) and a `ccv3` (V3) chunk."""
+    from PIL import Image, ImageDraw
+
+    image = Image.new("RGB", (400, 600), (29, 35, 48))
+    ImageDraw.Draw(image).text((24, 24), universe.name[:40], fill=(255, 255, 255))
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    png = buffer.getvalue()
+    v2 = base64.b64encode(json.dumps(export_card(universe, entries, version=2), ensure_ascii=False).encode())
+    v3 = base64.b64encode(json.dumps(export_card(universe, entries, version=3), ensure_ascii=False).encode())
+    iend = png.rindex(b"IEND") - 4
+    return png[:iend] + _png_text_chunk("chara", v2) + _png_text_chunk("ccv3", v3) + png[iend:]

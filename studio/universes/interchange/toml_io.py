@@ -1,0 +1,404 @@
+"""Universe-as-Code: a whole universe (meta, missions, Lore Book) as one TOML file.
+
+Layout (see docs/authoring.md)::
+
+    format = "axiom-universe"
+    version = 1
+
+    [universe]            slug, name, description
+    [missions]            universe = <belief_mission>
+    [missions.characters] "Name" = "mission"          (belief_missions)
+    [extra]               every other Universe_Meta key, verbatim
+    [[lore]]              entry_id, title, kind, keys, links, text, then
+                          [lore.extensions] or extensions_json (see below)
+
+Export is deterministic: meta keys sorted, entries sorted by `entry_id`, links sorted,
+extension objects sorted by key. Extensions TOML cannot hold (null, or integers beyond
+64 bits) are written as one JSON string, `extensions_json`, so nothing is lost.
+Reading uses `tomllib`; writing uses `tomli_w`. Errors name the line and the field.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import tomllib
+from dataclasses import dataclass, field
+from typing import Any
+
+import tomli_w
+from django.core.validators import validate_slug
+from django.core.exceptions import ValidationError
+
+from studio.universes.interchange import (
+    MAX_ENTRIES,
+    MAX_TEXT_CHARS,
+    MAX_TITLE_CHARS,
+    ImportFormatError,
+    check_size,
+    require_string_list,
+)
+from studio.universes.models import LoreEntry, LoreKind, Universe
+
+FORMAT = "axiom-universe"
+VERSION = 1
+BELIEF_MISSION = "belief_mission"
+BELIEF_MISSIONS = "belief_missions"
+LORE_FIELDS = ("entry_id", "title", "kind", "keys", "links", "text", "extensions", "extensions_json")
+
+
+@dataclass
+class LoreDocument:
+    entry_id: str
+    title: str
+    kind: str
+    text: str
+    keys: list[str]
+    links: list[str]
+    extensions: dict[str, Any]
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "entry_id": self.entry_id, "title": self.title, "kind": self.kind, "text": self.text,
+            "keys": self.keys, "links": sorted(self.links), "extensions": self.extensions,
+        }
+
+
+@dataclass
+class UniverseDocument:
+    slug: str
+    name: str
+    description: str
+    universe_mission: str | None
+    character_missions: dict[str, str] | None
+    extra: dict[str, str]
+    lore: list[LoreDocument] = field(default_factory=list)
+    source: str = ""
+
+    def meta_values(self) -> dict[str, str]:
+        """Return the Universe_Meta rows this document describes."""
+        values = dict(self.extra)
+        if self.universe_mission is not None:
+            values[BELIEF_MISSION] = self.universe_mission
+        if self.character_missions is not None:
+            values[BELIEF_MISSIONS] = json.dumps(self.character_missions, ensure_ascii=False)
+        return values
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(self.source.encode()).hexdigest()
+
+
+# --- export ------------------------------------------------------------------------------
+
+
+def _sorted_deep(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _sorted_deep(value[k]) for k in sorted(value, key=str)}
+    if isinstance(value, list):
+        return [_sorted_deep(v) for v in value]
+    return value
+
+
+def _toml_representable(value: dict[str, Any]) -> bool:
+    try:
+        return tomllib.loads(tomli_w.dumps({"x": value})) == {"x": value}
+    except (TypeError, ValueError, OverflowError):
+        return False
+
+
+def _character_missions(raw: str) -> dict[str, str] | None:
+    """Return belief_missions as a dict if it is a clean JSON object of strings, else None."""
+    try:
+        data = json.loads(raw)
+    except (TypeError, json.JSONDecodeError):
+        return None
+    if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+        return None
+    return data
+
+
+def _lore_table(entry: LoreEntry, links: list[str]) -> dict[str, Any]:
+    table: dict[str, Any] = {
+        "entry_id": entry.entry_id,
+        "title": entry.title,
+        "kind": entry.kind,
+        "keys": list(entry.keys or []),
+        "links": sorted(links),
+        "text": entry.text,
+    }
+    extensions = _sorted_deep(entry.extensions or {})
+    if extensions:
+        if _toml_representable(extensions):
+            table["extensions"] = extensions
+        else:
+            table["extensions_json"] = json.dumps(extensions, ensure_ascii=False, sort_keys=True)
+    return table
+
+
+def export_universe(universe: Universe, *, entries=None) -> str:
+    """Return the universe (or only `entries` of it) as Universe-as-Code TOML text."""
+    meta = {row.key: row.value for row in universe.meta.all()}
+    document: dict[str, Any] = {"format": FORMAT, "version": VERSION}
+    document["universe"] = {
+        "slug": universe.slug, "name": universe.name, "description": universe.description,
+    }
+    missions: dict[str, Any] = {}
+    if BELIEF_MISSION in meta:
+        missions["universe"] = meta.pop(BELIEF_MISSION)
+    if BELIEF_MISSIONS in meta:
+        parsed = _character_missions(meta[BELIEF_MISSIONS])
+        if parsed is not None:
+            meta.pop(BELIEF_MISSIONS)
+            missions["characters"] = parsed
+    if missions:
+        document["missions"] = missions
+    if meta:
+        document["extra"] = {key: meta[key] for key in sorted(meta)}
+    if entries is None:
+        entries = universe.lore_entries.all()
+    entries = sorted(entries.prefetch_related("links") if hasattr(entries, "prefetch_related") else entries,
+                     key=lambda e: e.entry_id)
+    document["lore"] = [_lore_table(e, [link.entry_id for link in e.links.all()]) for e in entries]
+    header = "# Axiom Studio Universe-as-Code. Edit, then import it back: the studio shows a diff first.\n"
+    return header + tomli_w.dumps(document, multiline_strings=True)
+
+
+# --- import ------------------------------------------------------------------------------
+
+_HEADER_RE = re.compile(r"^\s*(\[\[?)\s*([A-Za-z0-9_.\"' -]+?)\s*\]\]?\s*(#.*)?$")
+
+
+def _line_of(source: str, *, table: str = "", index: int | None = None, key: str | None = None) -> int | None:
+    """Find the line of `key` in `[table]` (or the `index`-th `[[table]]`); None if not found."""
+    section, seen, header_line = "", -1, None
+    key_re = re.compile(r'^\s*["\']?' + re.escape(key) + r'["\']?\s*=') if key else None
+    for number, line in enumerate(source.splitlines(), start=1):
+        match = _HEADER_RE.match(line)
+        if match:
+            section = match.group(2).replace('"', "").replace("'", "").strip()
+            if section == table:
+                if match.group(1) == "[[":
+                    seen += 1
+                if index is None or seen == index:
+                    header_line = number
+            continue
+        in_target = section == table and (index is None or seen == index)
+        if in_target and key_re and key_re.match(line):
+            return number
+    return header_line
+
+
+class _Reader:
+    def __init__(self, source: str):
+        self.source = source
+
+    def fail(self, message: str, *, table: str = "", index: int | None = None, key: str | None = None):
+        line = _line_of(self.source, table=table, index=index, key=key)
+        where = f"line {line}: " if line else ""
+        raise ImportFormatError(f"{where}{message}")
+
+    def text(self, data: dict, key: str, label: str, *, table: str = "", index: int | None = None,
+             required: bool = True, limit: int = MAX_TEXT_CHARS, allow_empty: bool = True) -> str | None:
+        if key not in data:
+            if required:
+                self.fail(f"{label}: missing (it is required).", table=table, index=index)
+            return None
+        value = data[key]
+        if not isinstance(value, str):
+            self.fail(f"{label}: expected a string, got {type(value).__name__}.", table=table, index=index, key=key)
+        if len(value) > limit:
+            self.fail(f"{label}: {len(value):,} characters; the limit is {limit:,}.", table=table, index=index, key=key)
+        if not allow_empty and not value.strip():
+            self.fail(f"{label}: must not be empty.", table=table, index=index, key=key)
+        return value
+
+
+def parse_document(data: bytes | str) -> UniverseDocument:
+    """Parse and validate Universe-as-Code TOML; raise ImportFormatError naming line and field."""
+    if isinstance(data, bytes):
+        check_size(data)
+        try:
+            source = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ImportFormatError(f"The file is not UTF-8 text (byte {exc.start}).") from exc
+    else:
+        source = data
+        check_size(source.encode("utf-8"))
+    try:
+        doc = tomllib.loads(source)
+    except tomllib.TOMLDecodeError as exc:
+        raise ImportFormatError(f"Not valid TOML: {exc}.") from exc
+    reader = _Reader(source)
+
+    unknown = sorted(set(doc) - {"format", "version", "universe", "missions", "extra", "lore"})
+    if unknown:
+        reader.fail(f"unknown top-level field “{unknown[0]}”.", key=unknown[0], table="")
+    if doc.get("format") != FORMAT:
+        reader.fail(f"format: expected \"{FORMAT}\", got {doc.get('format')!r}.", key="format")
+    if doc.get("version") != VERSION:
+        reader.fail(f"version: this studio reads version {VERSION}, got {doc.get('version')!r}.", key="version")
+
+    universe = doc.get("universe")
+    if not isinstance(universe, dict):
+        reader.fail("[universe]: missing table (slug, name, description).")
+    for key in sorted(set(universe) - {"slug", "name", "description"}):
+        reader.fail(f"universe.{key}: unknown field.", table="universe", key=key)
+    slug = reader.text(universe, "slug", "universe.slug", table="universe", limit=80, allow_empty=False)
+    try:
+        validate_slug(slug)
+    except ValidationError:
+        reader.fail(f"universe.slug: “{slug}” is not a slug (letters, digits, - and _).", table="universe", key="slug")
+    name = reader.text(universe, "name", "universe.name", table="universe", limit=200, allow_empty=False)
+    description = reader.text(universe, "description", "universe.description", table="universe", required=False) or ""
+
+    missions = doc.get("missions", {})
+    if not isinstance(missions, dict):
+        reader.fail("missions: expected a table.", key="missions")
+    for key in sorted(set(missions) - {"universe", "characters"}):
+        reader.fail(f"missions.{key}: unknown field (use universe or [missions.characters]).", table="missions", key=key)
+    universe_mission = reader.text(missions, "universe", "missions.universe", table="missions", required=False, limit=4000)
+    characters = missions.get("characters")
+    if characters is not None:
+        if not isinstance(characters, dict):
+            reader.fail("missions.characters: expected a table of \"Name\" = \"mission\".", table="missions", key="characters")
+        for character, mission in characters.items():
+            label = f"missions.characters.{character}"
+            if not character.strip() or ":" in character or "\n" in character:
+                reader.fail(f"{label}: a name must be non-empty, without colon or line break.",
+                            table="missions.characters", key=character)
+            if not isinstance(mission, str) or not mission.strip():
+                reader.fail(f"{label}: the mission must be non-empty text.", table="missions.characters", key=character)
+
+    extra = doc.get("extra", {})
+    if not isinstance(extra, dict):
+        reader.fail("extra: expected a table of meta key = \"value\".", key="extra")
+    for key, value in extra.items():
+        if key in (BELIEF_MISSION, BELIEF_MISSIONS) and not (key == BELIEF_MISSIONS and characters is None):
+            reader.fail(f"extra.{key}: belongs in [missions].", table="extra", key=key)
+        if not re.match(r"^[A-Za-z0-9_.\-]{1,200}$", key):
+            reader.fail(f"extra.{key}: a meta key uses letters, digits, dots, dashes, underscores.", table="extra", key=key)
+        if not isinstance(value, str):
+            reader.fail(f"extra.{key}: expected a string, got {type(value).__name__}.", table="extra", key=key)
+
+    lore_tables = doc.get("lore", [])
+    if not isinstance(lore_tables, list):
+        reader.fail("lore: expected [[lore]] tables.", key="lore")
+    if len(lore_tables) > MAX_ENTRIES:
+        reader.fail(f"lore: {len(lore_tables)} entries; the limit is {MAX_ENTRIES}.")
+    lore: list[LoreDocument] = []
+    ids: set[str] = set()
+    for index, table in enumerate(lore_tables):
+        loc = {"table": "lore", "index": index}
+        if not isinstance(table, dict):
+            reader.fail(f"lore[{index}]: expected a table.", key="lore")
+        for key in table:
+            if key not in LORE_FIELDS:
+                reader.fail(f"lore[{index}].{key}: unknown field.", key=key, **loc)
+        entry_id = reader.text(table, "entry_id", f"lore[{index}].entry_id", limit=120, allow_empty=False, **loc)
+        label = f"lore[{index}] ({entry_id})"
+        try:
+            validate_slug(entry_id)
+        except ValidationError:
+            reader.fail(f"{label}.entry_id: not a slug (letters, digits, - and _).", key="entry_id", **loc)
+        if entry_id in ("new", "bulk", "status", "deleted"):
+            reader.fail(f"{label}.entry_id: “{entry_id}” is reserved by the studio's pages.", key="entry_id", **loc)
+        if entry_id in ids:
+            reader.fail(f"{label}.entry_id: used twice in this file.", key="entry_id", **loc)
+        ids.add(entry_id)
+        title = reader.text(table, "title", f"{label}.title", limit=MAX_TITLE_CHARS, allow_empty=False, **loc)
+        kind = reader.text(table, "kind", f"{label}.kind", limit=20, **loc)
+        if kind not in LoreKind.values:
+            reader.fail(f"{label}.kind: “{kind}” is not one of {', '.join(LoreKind.values)}.", key="kind", **loc)
+        text = reader.text(table, "text", f"{label}.text", required=False, **loc) or ""
+        try:
+            keys = require_string_list(table.get("keys", []), f"{label}.keys")
+            links = require_string_list(table.get("links", []), f"{label}.links")
+        except ImportFormatError as exc:
+            reader.fail(str(exc), key="keys" if "keys" in str(exc) else "links", **loc)
+        extensions = table.get("extensions", {})
+        if "extensions_json" in table:
+            if "extensions" in table:
+                reader.fail(f"{label}: give extensions or extensions_json, not both.", key="extensions_json", **loc)
+            raw = reader.text(table, "extensions_json", f"{label}.extensions_json", **loc)
+            try:
+                extensions = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                reader.fail(f"{label}.extensions_json: not JSON ({exc.msg}).", key="extensions_json", **loc)
+        if not isinstance(extensions, dict):
+            reader.fail(f"{label}.extensions: expected a table.", key="extensions", **loc)
+        lore.append(LoreDocument(entry_id, title, kind, text, keys, links, extensions))
+    for index, entry in enumerate(lore):
+        for link in entry.links:
+            if link not in ids:
+                reader.fail(f"lore[{index}] ({entry.entry_id}).links: “{link}” is not an entry_id in this file.",
+                            table="lore", index=index, key="links")
+    return UniverseDocument(
+        slug=slug, name=name, description=description, universe_mission=universe_mission,
+        character_missions=dict(characters) if characters is not None else None,
+        extra=dict(extra), lore=lore, source=source,
+    )
+
+
+# --- diff preview ------------------------------------------------------------------------
+
+
+@dataclass
+class UniverseDiff:
+    universe_changes: list[tuple[str, str, str]] = field(default_factory=list)  # field, old, new
+    meta_added: list[tuple[str, str]] = field(default_factory=list)
+    meta_changed: list[tuple[str, str, str]] = field(default_factory=list)
+    meta_removed: list[tuple[str, str]] = field(default_factory=list)
+    lore_created: list[LoreDocument] = field(default_factory=list)
+    lore_changed: list[tuple[str, str, list[tuple[str, Any, Any]]]] = field(default_factory=list)
+    lore_deleted: list[tuple[str, str]] = field(default_factory=list)
+    lore_unchanged: int = 0
+
+    @property
+    def is_empty(self) -> bool:
+        return not (self.universe_changes or self.meta_added or self.meta_changed or self.meta_removed
+                    or self.lore_created or self.lore_changed or self.lore_deleted)
+
+    @property
+    def overwrites(self) -> bool:
+        return bool(self.universe_changes or self.meta_changed or self.meta_removed
+                    or self.lore_changed or self.lore_deleted)
+
+
+def diff_document(universe: Universe, document: UniverseDocument) -> UniverseDiff:
+    """Return what importing `document` would change in `universe`."""
+    from studio.universes.services import lore_entry_snapshot
+
+    diff = UniverseDiff()
+    for name in ("name", "description"):
+        old, new = getattr(universe, name), getattr(document, name)
+        if old != new:
+            diff.universe_changes.append((name, old, new))
+    current = {row.key: row.value for row in universe.meta.all()}
+    wanted = document.meta_values()
+    for key in sorted(set(current) | set(wanted)):
+        if key not in current:
+            diff.meta_added.append((key, wanted[key]))
+        elif key not in wanted:
+            diff.meta_removed.append((key, current[key]))
+        elif current[key] != wanted[key]:
+            if key == BELIEF_MISSIONS and _character_missions(current[key]) == document.character_missions:
+                continue  # same missions, only spelled differently
+            diff.meta_changed.append((key, current[key], wanted[key]))
+    existing = {e.entry_id: e for e in universe.lore_entries.prefetch_related("links")}
+    wanted_ids = set()
+    for lore in document.lore:
+        wanted_ids.add(lore.entry_id)
+        entry = existing.get(lore.entry_id)
+        if entry is None:
+            diff.lore_created.append(lore)
+            continue
+        before, after = lore_entry_snapshot(entry), lore.snapshot()
+        changes = [(k, before[k], after[k]) for k in before if before[k] != after[k]]
+        if changes:
+            diff.lore_changed.append((lore.entry_id, entry.title, changes))
+        else:
+            diff.lore_unchanged += 1
+    for entry_id in sorted(set(existing) - wanted_ids):
+        diff.lore_deleted.append((entry_id, existing[entry_id].title))
+    return diff

@@ -1,0 +1,181 @@
+"""Import and export: Universe-as-Code TOML, Character Card character_book, SillyTavern."""
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from studio.roles import is_author
+from studio.universes import services
+from studio.universes.forms import LoreImportForm, TomlImportForm
+from studio.universes.interchange import ImportFormatError, MAX_IMPORT_BYTES, character_card, sillytavern, toml_io
+from studio.universes.models import Universe
+from studio.universes.selectors import universe_list_for_user
+from studio.universes.views.common import require_author, universe_context, visible_universe, writable_universe
+
+
+def _attachment(content: bytes | str, filename: str, content_type: str) -> HttpResponse:
+    if isinstance(content, str):
+        content = content.encode("utf-8")
+    response = HttpResponse(content, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+def _json(data) -> bytes:
+    return json.dumps(data, ensure_ascii=False, indent=2).encode("utf-8")
+
+
+def selection_export_response(universe: Universe, entries, export_format: str) -> HttpResponse:
+    """Return a download of `entries` (a queryset) in the chosen format."""
+    entries = list(entries.prefetch_related("links"))
+    if export_format == "sillytavern":
+        return _attachment(_json(sillytavern.export_world_info(universe, entries)),
+                           f"{universe.slug}-selection-world-info.json", "application/json")
+    if export_format == "card":
+        return _attachment(_json(character_card.export_card(universe, entries, version=2)),
+                           f"{universe.slug}-selection-card.json", "application/json")
+    return _attachment(toml_io.export_universe(universe, entries=entries),
+                       f"{universe.slug}-selection.toml", "application/toml")
+
+
+@require_GET
+def exchange_page(request: HttpRequest, slug: str) -> HttpResponse:
+    universe = visible_universe(request, slug)
+    context = {**universe_context(request, universe, "exchange"), "import_form": LoreImportForm(),
+               "toml_form": TomlImportForm(), "max_bytes": MAX_IMPORT_BYTES}
+    template = "universes/exchange.html#import-panel" if request.htmx else "universes/exchange.html"
+    return render(request, template, context)
+
+
+@require_GET
+def export_toml(request: HttpRequest, slug: str) -> HttpResponse:
+    universe = visible_universe(request, slug)
+    return _attachment(toml_io.export_universe(universe), f"{universe.slug}.toml", "application/toml")
+
+
+@require_GET
+def export_sillytavern(request: HttpRequest, slug: str) -> HttpResponse:
+    universe = visible_universe(request, slug)
+    entries = list(universe.lore_entries.prefetch_related("links"))
+    return _attachment(_json(sillytavern.export_world_info(universe, entries)),
+                       f"{universe.slug}-world-info.json", "application/json")
+
+
+@require_GET
+def export_card(request: HttpRequest, slug: str) -> HttpResponse:
+    universe = visible_universe(request, slug)
+    version = 3 if request.GET.get("version") == "3" else 2
+    entries = list(universe.lore_entries.prefetch_related("links"))
+    return _attachment(_json(character_card.export_card(universe, entries, version=version)),
+                       f"{universe.slug}-card-v{version}.json", "application/json")
+
+
+@require_GET
+def export_card_png(request: HttpRequest, slug: str) -> HttpResponse:
+    universe = visible_universe(request, slug)
+    entries = list(universe.lore_entries.prefetch_related("links"))
+    return _attachment(character_card.export_png(universe, entries), f"{universe.slug}-card.png", "image/png")
+
+
+def _parse_lore_file(upload, chosen: str):
+    data = upload.read(MAX_IMPORT_BYTES + 1)
+    name = upload.name or ""
+    if chosen == "card":
+        return character_card.parse_card(data, filename=name)
+    if chosen == "sillytavern":
+        return sillytavern.parse_world_info(data)
+    if data.startswith(character_card.PNG_SIGNATURE) or name.lower().endswith(".png"):
+        return character_card.parse_card(data, filename=name)
+    try:
+        doc = json.loads(data.decode("utf-8")) if len(data) <= MAX_IMPORT_BYTES else None
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        doc = None
+    if isinstance(doc, dict) and "entries" in doc and isinstance(doc["entries"], dict):
+        return sillytavern.parse_world_info(data)
+    return character_card.parse_card(data, filename=name)
+
+
+@require_POST
+def lore_import(request: HttpRequest, slug: str) -> HttpResponse:
+    """Import a Character Card or SillyTavern file into this Lore Book and show the report."""
+    universe = writable_universe(request, slug)
+    form = LoreImportForm(request.POST, request.FILES)
+    context = {**universe_context(request, universe, "exchange"), "import_form": form,
+               "toml_form": TomlImportForm(), "max_bytes": MAX_IMPORT_BYTES}
+    if form.is_valid():
+        try:
+            book = _parse_lore_file(form.cleaned_data["file"], form.cleaned_data["format"])
+            report = services.lore_import(universe=universe, user=request.user, book=book,
+                                          default_kind=form.cleaned_data["default_kind"])
+        except (ImportFormatError, ValidationError) as exc:
+            message = str(exc) if isinstance(exc, ImportFormatError) else "; ".join(exc.messages)
+            form.add_error("file", f"Nothing was imported. {message}")
+        else:
+            context["report"] = report
+            context["filename"] = form.cleaned_data["file"].name
+            template = "universes/exchange.html#report" if request.htmx else "universes/import_report.html"
+            return render(request, template, context)
+    template = "universes/exchange.html#import-panel" if request.htmx else "universes/exchange.html"
+    return render(request, template, context, status=200 if request.htmx else 400)
+
+
+@require_http_methods(["GET", "POST"])
+def toml_import(request: HttpRequest) -> HttpResponse:
+    """Import Universe-as-Code: a new universe is created; an existing one is diffed first."""
+    require_author(request)
+    context = {"max_bytes": MAX_IMPORT_BYTES, "can_edit": is_author(request.user)}
+    if request.method == "GET":
+        context["form"] = TomlImportForm()
+        return render(request, "universes/toml_import.html", context)
+    form = TomlImportForm(request.POST, request.FILES)
+    context["form"] = form
+    if not form.is_valid():
+        return render(request, "universes/toml_import.html", context, status=400)
+    upload = form.cleaned_data.get("file")
+    try:
+        if upload:
+            raw = upload.read(MAX_IMPORT_BYTES + 1)
+        else:  # the preview's confirm form carries the file base64-encoded, so no byte changes
+            try:
+                raw = base64.b64decode(form.cleaned_data["source"], validate=True)
+            except (binascii.Error, ValueError) as exc:
+                raise ImportFormatError("The confirmed file was damaged in transit; upload it again.") from exc
+        document = toml_io.parse_document(raw)
+    except ImportFormatError as exc:
+        context["error"] = f"Nothing was imported. {exc}"
+        return render(request, "universes/toml_import.html", context, status=400)
+    existing = Universe.objects.filter(slug=document.slug).first()
+    if existing is not None and not universe_list_for_user(user=request.user).filter(pk=existing.pk).exists():
+        context["error"] = (f"Nothing was imported. universe.slug: “{document.slug}” belongs to a universe you "
+                            "cannot edit; change the slug to import a copy.")
+        return render(request, "universes/toml_import.html", context, status=400)
+    if existing is not None:
+        current = toml_io.export_universe(existing)
+        current_digest = hashlib.sha256(current.encode("utf-8")).hexdigest()
+        confirmed = request.POST.get("confirm") == "1" and form.cleaned_data.get("digest") == current_digest
+        if not confirmed:
+            context.update({
+                "universe": existing, "document": document, "diff": toml_io.diff_document(existing, document),
+                "digest": current_digest, "changed_meanwhile": request.POST.get("confirm") == "1",
+                "source_b64": base64.b64encode(raw).decode("ascii"),
+            })
+            return render(request, "universes/toml_preview.html", context)
+    try:
+        universe, counts = services.universe_import_document(user=request.user, document=document, universe=existing)
+    except ValidationError as exc:
+        context["error"] = "Nothing was imported. " + "; ".join(exc.messages)
+        return render(request, "universes/toml_import.html", context, status=400)
+    messages.success(
+        request,
+        f"Imported “{universe.name}”: {counts['created']} entries created, {counts['updated']} updated, "
+        f"{counts['deleted']} deleted, {counts['unchanged']} unchanged.",
+    )
+    return redirect(universe.get_absolute_url())

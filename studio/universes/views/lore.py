@@ -1,0 +1,301 @@
+"""The Lore Book: list and search, inline create/edit/delete, bulk actions, history."""
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseClientRedirect, retarget, reswap
+
+from studio.universes import services
+from studio.universes.counting import EMBEDDING_MAX_TOKENS, token_method
+from studio.universes.forms import BulkActionForm, LoreEntryForm, LoreFilterForm
+from studio.universes.models import EmbeddingState, LoreEntry, LoreKind, LoreRevision
+from studio.universes.selectors import (
+    fill_missing_counts,
+    lore_book_totals,
+    lore_deleted_entries,
+    lore_embedding_states,
+    lore_entry_get,
+    lore_entry_search,
+    lore_pending_count,
+    lore_revisions_for,
+    lore_rows,
+    lore_semantic_search,
+)
+from studio.universes.views.common import universe_context, visible_universe, writable_universe
+from studio.universes.views.interchange import selection_export_response
+
+PAGE_SIZE = 50
+STATUS_POLL_DONE = 286  # htmx stops polling on this status
+FILTER_FIELDS = ("q", "mode", "kind", "sort")
+
+
+def _filters(data) -> dict[str, str]:
+    form = LoreFilterForm(data)
+    form.is_valid()
+    cleaned = {name: form.cleaned_data.get(name) or "" for name in FILTER_FIELDS}
+    cleaned["mode"] = cleaned["mode"] or "text"
+    cleaned["sort"] = cleaned["sort"] or "title"
+    return cleaned
+
+
+def _list_context(request: HttpRequest, universe, filters: dict[str, str], page_number=None) -> dict:
+    semantic_note = ""
+    page_obj = None
+    entries: list[LoreEntry] | None = None
+    if filters["q"] and filters["mode"] == "semantic":
+        result = lore_semantic_search(universe=universe, q=filters["q"], kind=filters["kind"])
+        if result.error:
+            semantic_note = f"{result.error} Showing text matches instead."
+        else:
+            entries = result.entries
+            if not entries:
+                semantic_note = ("No entry is close in meaning yet; entries are searchable by meaning "
+                                 "once they show “embedded”.")
+    if entries is None:
+        qs = lore_rows(lore_entry_search(universe=universe, q=filters["q"], kind=filters["kind"], sort=filters["sort"]))
+        page_obj = Paginator(qs, PAGE_SIZE).get_page(page_number)
+        entries = list(page_obj.object_list)
+    fill_missing_counts(entries)
+    query = {k: v for k, v in filters.items() if v and not (k == "mode" and v == "text") and not (k == "sort" and v == "title")}
+    return {
+        **universe_context(request, universe, "lore"),
+        "entries": entries,
+        "page_obj": page_obj,
+        "filters": filters,
+        "filter_form": LoreFilterForm(initial=filters, data=filters),
+        "querystring": urlencode(query),
+        "semantic_note": semantic_note,
+        "totals": lore_book_totals(universe=universe),
+        "pending": lore_pending_count(universe=universe),
+        "token_method": token_method(),
+        "max_tokens": EMBEDDING_MAX_TOKENS,
+        "kinds": LoreKind.choices,
+        "create_form": LoreEntryForm(universe=universe, prefix="new"),
+        "export_formats": BulkActionForm.EXPORT_FORMATS,
+    }
+
+
+@require_GET
+def lore_list(request: HttpRequest, slug: str) -> HttpResponse:
+    universe = visible_universe(request, slug)
+    context = _list_context(request, universe, _filters(request.GET), request.GET.get("page"))
+    template = "universes/lore_list.html#results" if request.htmx else "universes/lore_list.html"
+    return render(request, template, context)
+
+
+def _row_context(request, universe, entry) -> dict:
+    fill_missing_counts([entry])
+    return {**universe_context(request, universe, "lore"), "entry": entry, "max_tokens": EMBEDDING_MAX_TOKENS,
+            "totals": lore_book_totals(universe=universe), "pending": lore_pending_count(universe=universe),
+            "oob": True}
+
+
+def _reload(universe, entry_id: str) -> LoreEntry:
+    return lore_entry_get(universe=universe, entry_id=entry_id)
+
+
+@require_http_methods(["GET", "POST"])
+def lore_create(request: HttpRequest, slug: str) -> HttpResponse:
+    universe = writable_universe(request, slug)
+    form = LoreEntryForm(request.POST or None, universe=universe, prefix="new")
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            entry = services.lore_entry_create(
+                universe=universe, user=request.user, title=data["title"], kind=data["kind"],
+                text=data["text"], keys=data["keys"], links=data["links"], entry_id=data["entry_id"],
+            )
+        except ValidationError as exc:
+            form.add_error(None, exc)
+        else:
+            if request.htmx:
+                context = _row_context(request, universe, _reload(universe, entry.entry_id))
+                context["create_form"] = LoreEntryForm(universe=universe, prefix="new")
+                context["created"] = True
+                return render(request, "universes/lore_list.html#created", context)
+            messages.success(request, f"Added “{entry.title}”.")
+            return redirect(entry.get_absolute_url())
+    context = {**universe_context(request, universe, "lore"), "form": form, "create_form": form}
+    if request.htmx:
+        response = render(request, "universes/lore_list.html#create-form", context)
+        return reswap(retarget(response, "#lore-create"), "outerHTML")
+    return render(request, "universes/lore_form.html", context, status=400 if form.is_bound else 200)
+
+
+@require_GET
+def lore_detail(request: HttpRequest, slug: str, entry_id: str) -> HttpResponse:
+    universe = visible_universe(request, slug)
+    entry = lore_entry_get(universe=universe, entry_id=entry_id)
+    fill_missing_counts([entry])
+    context = {
+        **universe_context(request, universe, "lore"), "entry": entry,
+        "max_tokens": EMBEDDING_MAX_TOKENS, "token_method": token_method(),
+        "pending": lore_pending_count(universe=universe),
+        "revision_count": universe.lore_revisions.filter(entry_id=entry.entry_id).count(),
+    }
+    return render(request, "universes/lore_detail.html", context)
+
+
+@require_GET
+def lore_row(request: HttpRequest, slug: str, entry_id: str) -> HttpResponse:
+    """The entry's row in the Lore Book table (what an inline edit's Cancel puts back)."""
+    universe = visible_universe(request, slug)
+    if not request.htmx:
+        return redirect("universes:lore_detail", slug=slug, entry_id=entry_id)
+    entry = lore_entry_get(universe=universe, entry_id=entry_id)
+    context = _row_context(request, universe, entry)
+    context["oob"] = False
+    return render(request, "universes/lore_list.html#row", context)
+
+
+@require_http_methods(["GET", "POST"])
+def lore_edit(request: HttpRequest, slug: str, entry_id: str) -> HttpResponse:
+    universe = writable_universe(request, slug)
+    entry = lore_entry_get(universe=universe, entry_id=entry_id)
+    form = LoreEntryForm(request.POST or None, universe=universe, entry=entry, auto_id=f"id_edit{entry.pk}_%s")
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            services.lore_entry_update(
+                entry=entry, user=request.user, title=data["title"], kind=data["kind"],
+                text=data["text"], keys=data["keys"], links=data["links"],
+            )
+        except ValidationError as exc:
+            form.add_error(None, exc)
+        else:
+            if request.htmx:
+                return render(request, "universes/lore_list.html#saved-row",
+                              _row_context(request, universe, _reload(universe, entry_id)))
+            messages.success(request, f"Saved “{entry.title}”.")
+            return redirect(entry.get_absolute_url())
+    context = {**universe_context(request, universe, "lore"), "entry": entry, "form": form}
+    if request.htmx:
+        return render(request, "universes/lore_list.html#edit-row", context)
+    return render(request, "universes/lore_form.html", context, status=400 if form.is_bound else 200)
+
+
+@require_http_methods(["GET", "POST"])
+def lore_delete(request: HttpRequest, slug: str, entry_id: str) -> HttpResponse:
+    universe = writable_universe(request, slug)
+    entry = lore_entry_get(universe=universe, entry_id=entry_id)
+    if request.method == "POST":
+        title = entry.title
+        services.lore_entry_delete(entry=entry, user=request.user)
+        if request.htmx:
+            context = {**universe_context(request, universe, "lore"), "oob": True,
+                       "totals": lore_book_totals(universe=universe)}
+            return render(request, "universes/lore_list.html#deleted", context)
+        messages.success(request, f"Deleted “{title}”. Its history keeps it: restore it from “Deleted entries”.")
+        return redirect("universes:lore_list", slug=universe.slug)
+    context = {**universe_context(request, universe, "lore"), "entry": entry}
+    return render(request, "universes/lore_delete.html", context)
+
+
+@require_POST
+def lore_bulk(request: HttpRequest, slug: str) -> HttpResponse:
+    universe = writable_universe(request, slug)
+    form = BulkActionForm(request.POST, universe=universe)
+    filters = _filters(request.POST)
+    if not form.is_valid():
+        errors = "; ".join(e for errs in form.errors.values() for e in errs)
+        if request.htmx:
+            context = _list_context(request, universe, filters, request.POST.get("page"))
+            context["bulk_error"] = errors
+            return render(request, "universes/lore_list.html#results", context)
+        messages.error(request, errors)
+        return redirect(_list_url(universe, filters))
+    action, entry_ids = form.cleaned_data["action"], form.cleaned_data["entries"]
+    if action == "export":
+        entries = universe.lore_entries.filter(entry_id__in=entry_ids)
+        return selection_export_response(universe, entries, form.cleaned_data["export_format"] or "toml")
+    if action == "delete":
+        count = services.lore_bulk_delete(universe=universe, user=request.user, entry_ids=entry_ids)
+        note = f"Deleted {count} entr{'y' if count == 1 else 'ies'}; each can be restored from “Deleted entries”."
+    else:
+        kind = form.cleaned_data["new_kind"]
+        count = services.lore_bulk_set_kind(universe=universe, user=request.user, entry_ids=entry_ids, kind=kind)
+        note = f"Changed {count} entr{'y' if count == 1 else 'ies'} to {LoreKind(kind).label}."
+    if request.htmx:
+        context = _list_context(request, universe, filters, request.POST.get("page"))
+        context["bulk_note"] = note
+        return render(request, "universes/lore_list.html#results", context)
+    messages.success(request, note)
+    return redirect(_list_url(universe, filters))
+
+
+def _list_url(universe, filters) -> str:
+    query = urlencode({k: v for k, v in filters.items() if v})
+    return reverse("universes:lore_list", kwargs={"slug": universe.slug}) + (f"?{query}" if query else "")
+
+
+@require_GET
+def lore_status(request: HttpRequest, slug: str) -> HttpResponse:
+    """Embedding states. htmx: badge updates for the listed rows; 286 stops the polling."""
+    universe = visible_universe(request, slug)
+    pending = lore_pending_count(universe=universe)
+    if request.htmx:
+        pks = [int(p) for p in request.GET.getlist("ids") if p.strip().isdigit()][:500]
+        context = {**universe_context(request, universe, "lore"), "pending": pending,
+                   "states": lore_embedding_states(universe=universe, pks=pks)}
+        response = render(request, "universes/lore_list.html#status", context)
+        if not pending:
+            response.status_code = STATUS_POLL_DONE
+        return response
+    failed = universe.lore_entries.filter(embedding_state=EmbeddingState.FAILED).only(
+        "entry_id", "title", "embedding_error")
+    counts = {state: universe.lore_entries.filter(embedding_state=state).count() for state in EmbeddingState.values}
+    context = {**universe_context(request, universe, "lore"), "pending": pending, "failed": failed, "counts": counts}
+    return render(request, "universes/lore_status.html", context)
+
+
+def _revision_changes(revision: LoreRevision) -> list[tuple[str, object, object]]:
+    before, after = revision.before or {}, revision.after or {}
+    names = ["title", "kind", "keys", "links", "text", "extensions"]
+    if not before or not after:
+        state = after or before
+        return [(name, before.get(name, ""), after.get(name, "")) for name in names if state.get(name) not in ("", [], {}, None)]
+    return [(name, before.get(name), after.get(name)) for name in names if before.get(name) != after.get(name)]
+
+
+@require_GET
+def lore_history(request: HttpRequest, slug: str, entry_id: str) -> HttpResponse:
+    universe = visible_universe(request, slug)
+    revisions = list(lore_revisions_for(universe=universe, entry_id=entry_id)[:200])
+    entry = universe.lore_entries.filter(entry_id=entry_id).first()
+    if entry is None and not revisions:
+        raise Http404("No such lore entry.")
+    for revision in revisions:
+        revision.changes = _revision_changes(revision)
+    context = {**universe_context(request, universe, "lore"), "entry": entry, "entry_id": entry_id,
+               "revisions": revisions, "title": entry.title if entry else (revisions[0].before or {}).get("title", entry_id)}
+    template = "universes/lore_history.html#revisions" if request.htmx else "universes/lore_history.html"
+    return render(request, template, context)
+
+
+@require_POST
+def lore_restore(request: HttpRequest, slug: str, entry_id: str, revision_id: int) -> HttpResponse:
+    universe = writable_universe(request, slug)
+    revision = get_object_or_404(universe.lore_revisions, pk=revision_id, entry_id=entry_id)
+    try:
+        entry = services.lore_entry_restore(revision=revision, user=request.user)
+    except ValidationError as exc:
+        messages.error(request, "; ".join(exc.messages))
+        return redirect("universes:lore_history", slug=slug, entry_id=entry_id)
+    messages.success(request, f"Restored “{entry.title}” as of {revision.created_at:%Y-%m-%d %H:%M:%S}.")
+    if request.htmx:
+        return HttpResponseClientRedirect(entry.get_absolute_url())
+    return redirect(entry.get_absolute_url())
+
+
+@require_GET
+def lore_deleted(request: HttpRequest, slug: str) -> HttpResponse:
+    universe = visible_universe(request, slug)
+    context = {**universe_context(request, universe, "lore"), "deleted": lore_deleted_entries(universe=universe)}
+    return render(request, "universes/lore_deleted.html", context)

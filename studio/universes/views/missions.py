@@ -1,0 +1,126 @@
+"""Belief missions: the universe-wide mission and per-character missions.
+
+Per-character missions are edited either as a table (a character picked from the Lore
+Book's characters, or any name) or as the "Name: mission" text block; both are views of
+the same `belief_missions` meta value, converted with the engine's `parse_missions_text`
+and `missions_to_text`, and every save re-renders both.
+"""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from studio.memory.missions import (
+    get_belief_missions_from_value,
+    missions_to_text,
+    parse_missions_text,
+)
+from studio.universes import services
+from studio.universes.forms import MissionsTextForm, UniverseMissionForm
+from studio.universes.selectors import character_names
+from studio.universes.views.common import universe_context, visible_universe, writable_universe
+
+EMPTY_TABLE_ROWS = 3
+
+
+def _current(universe) -> tuple[str, dict[str, str]]:
+    meta = dict(universe.meta.filter(key__in=[services.BELIEF_MISSION, services.BELIEF_MISSIONS])
+                .values_list("key", "value"))
+    return (meta.get(services.BELIEF_MISSION, ""),
+            get_belief_missions_from_value(meta.get(services.BELIEF_MISSIONS, "")))
+
+
+def _context(request, universe, **extra) -> dict:
+    universe_mission, missions = _current(universe)
+    rows = [{"name": name, "mission": mission} for name, mission in missions.items()]
+    if "rows_posted" in extra:  # a rejected save shows what was typed, not the stored rows
+        rows = [{"name": n, "mission": m} for n, m in extra.pop("rows_posted") if n.strip() or m.strip()]
+    rows += [{"name": "", "mission": ""} for _ in range(EMPTY_TABLE_ROWS)]
+    context = {
+        **universe_context(request, universe, "missions"),
+        "universe_form": UniverseMissionForm(initial={"mission": universe_mission}),
+        "text_form": MissionsTextForm(initial={"text": missions_to_text(missions)}),
+        "rows": rows,
+        "mission_count": len(missions),
+        "characters": character_names(universe=universe),
+        "characters_without_mission": [n for n in character_names(universe=universe) if n not in missions],
+    }
+    context.update(extra)
+    return context
+
+
+def _respond(request, universe, note: str, **extra) -> HttpResponse:
+    if request.htmx:
+        return render(request, "universes/missions.html#panel", _context(request, universe, note=note, **extra))
+    if extra.get("errors"):
+        return render(request, "universes/missions.html", _context(request, universe, **extra), status=400)
+    messages.success(request, note)
+    return redirect("universes:missions", slug=universe.slug)
+
+
+@require_GET
+def missions_page(request: HttpRequest, slug: str) -> HttpResponse:
+    universe = visible_universe(request, slug)
+    template = "universes/missions.html#panel" if request.htmx else "universes/missions.html"
+    return render(request, template, _context(request, universe))
+
+
+@require_POST
+def missions_universe(request: HttpRequest, slug: str) -> HttpResponse:
+    universe = writable_universe(request, slug)
+    form = UniverseMissionForm(request.POST)
+    if not form.is_valid():
+        return _respond(request, universe, "", errors=[e for errs in form.errors.values() for e in errs])
+    services.missions_set(universe=universe, universe_mission=form.cleaned_data["mission"])
+    return _respond(request, universe, "Saved the universe mission.")
+
+
+@require_POST
+def missions_table(request: HttpRequest, slug: str) -> HttpResponse:
+    """Save the per-character table: rows with a name; a row whose name is cleared is removed."""
+    universe = writable_universe(request, slug)
+    names, texts = request.POST.getlist("name"), request.POST.getlist("mission")
+    missions: dict[str, str] = {}
+    errors = []
+    for name, mission in zip(names, texts):
+        name, mission = name.strip(), mission.strip()
+        if not name and not mission:
+            continue
+        if not name:
+            errors.append(f"A mission has no character name: “{mission[:60]}”.")
+            continue
+        if name in missions:
+            errors.append(f"“{name}” appears twice.")
+            continue
+        missions[name] = mission
+    if not errors:
+        try:
+            services.missions_set(universe=universe, missions=missions)
+        except ValidationError as exc:
+            errors = exc.messages
+    if errors:
+        return _respond(request, universe, "", errors=errors, rows_posted=list(zip(names, texts)))
+    return _respond(request, universe, f"Saved {len(missions)} character mission{'s' if len(missions) != 1 else ''}.")
+
+
+@require_POST
+def missions_text(request: HttpRequest, slug: str) -> HttpResponse:
+    """Save the "Name: mission" block; lines without a colon are reported, not silently lost."""
+    universe = writable_universe(request, slug)
+    form = MissionsTextForm(request.POST)
+    form.is_valid()
+    text = form.cleaned_data.get("text", "")
+    ignored = [line.strip() for line in text.splitlines()
+               if line.strip() and (":" not in line or not all(p.strip() for p in line.split(":", 1)))]
+    missions = parse_missions_text(text)
+    try:
+        services.missions_set(universe=universe, missions=missions)
+    except ValidationError as exc:
+        return _respond(request, universe, "", errors=exc.messages)
+    note = f"Saved {len(missions)} character mission{'s' if len(missions) != 1 else ''}."
+    if ignored:
+        note += " Ignored lines without “Name: mission”: " + "; ".join(f"“{line[:60]}”" for line in ignored)
+    return _respond(request, universe, note)
