@@ -88,8 +88,8 @@ def enqueue_sync_lore(*, universe=None, game_save=None) -> Job:
 
     With `universe`: embed the universe's own Lore Book under `universe.lore_scope_id`, then
     re-sync the lore of each of its saves (one save-scoped job each, queued when this one
-    runs). With `game_save`: that save's lore only. The entries' `embedding_state` goes to
-    pending now and to embedded or failed when the job ends. A sync already queued and not
+    runs). With `game_save`: that save's lore only. For a universe, the entries'
+    `embedding_state` goes to pending now and to embedded or failed when the job ends. A sync already queued and not
     started for the same scope is reused instead of queueing another.
     """
     from studio.universes.models import EmbeddingState, LoreEntry
@@ -102,9 +102,11 @@ def enqueue_sync_lore(*, universe=None, game_save=None) -> Job:
     else:
         scope = {"universe_id": game_save.universe_id, "game_save": game_save}
         universe_id = game_save.universe_id
-    LoreEntry.objects.filter(universe_id=universe_id).exclude(embedding_state=EmbeddingState.PENDING).update(
-        embedding_state=EmbeddingState.PENDING
-    )
+    if universe is not None:
+        # The entries' state tracks the universe's own Lore Book embedding.
+        LoreEntry.objects.filter(universe_id=universe_id).exclude(embedding_state=EmbeddingState.PENDING).update(
+            embedding_state=EmbeddingState.PENDING
+        )
     existing = (
         Job.objects.filter(kind=JobKind.SYNC_LORE, status=JobStatus.QUEUED, started_at__isnull=True, **scope)
         .order_by("id")
