@@ -14,13 +14,19 @@ from studio.api.errors import ApiError
 RETRY_AFTER_SECONDS = "5"
 
 
+# A Chroma server that is down or restarting surfaces as an error of its HTTP client (or of
+# chromadb itself) from whichever collection call was running; no API request talks to
+# anything else over HTTP, so these all mean "the vector store is unavailable".
+VECTOR_CLIENT_MODULES = ("chromadb", "httpx", "httpcore")
+
+
 def _is_vector_store_failure(exc: BaseException) -> bool:
-    try:
-        from studio.memory import vector
-    except ImportError:  # the vector module is not there: nothing of it can have failed
-        return False
-    unavailable = getattr(vector, "VectorStoreUnavailable", None)
-    return unavailable is not None and isinstance(exc, unavailable)
+    from studio.memory.vector import VectorStoreError
+
+    if isinstance(exc, VectorStoreError):
+        return True
+    module = type(exc).__module__ or ""
+    return module.split(".")[0] in VECTOR_CLIENT_MODULES
 
 
 def translate_exception(exc: BaseException | None = None) -> ApiError | None:

@@ -5,6 +5,35 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
+from django.core.serializers.json import DjangoJSONEncoder
+
+
+class ApiJSONEncoder(DjangoJSONEncoder):
+    """DjangoJSONEncoder that also writes numpy scalars and arrays (scores from the retrieval arms)."""
+
+    def default(self, o):
+        item = getattr(o, "item", None)
+        if callable(item) and getattr(o, "shape", None) == ():
+            return item()
+        tolist = getattr(o, "tolist", None)
+        if callable(tolist):
+            return tolist()
+        return super().default(o)
+
+
+CHUNK_FIELDS = ("id", "text", "turn_id", "chunk_type", "entry_id", "score", "distance", "metadata", "explain")
+
+
+def chunk_result_json(result: dict) -> dict[str, Any]:
+    """Return one memory query result: the chunk id, text, tags and its explain record.
+
+    The known fields come first and always exist (None when the store did not give one);
+    anything else the retrieval adds is kept as is.
+    """
+    body = {name: result.get(name) for name in CHUNK_FIELDS}
+    body.update({k: v for k, v in result.items() if k not in body})
+    return body
+
 
 def _time(value: datetime | None) -> str | None:
     return value.isoformat() if value else None

@@ -236,6 +236,126 @@ def mental_model_list(request: HttpRequest, save_id: str) -> JsonResponse:
     return JsonResponse(page(items, limit=limit, offset=offset))
 
 
+# -- memory query and the assembled context ------------------------------------------------
+
+
+def _read_params(request: HttpRequest) -> Params:
+    """Parameters from the query string (GET) or the JSON body (POST)."""
+    if request.method == "POST":
+        return Params(json_body(request))
+    return Params(request.GET, from_query=True)
+
+
+def _json(body: dict, status: int = 200) -> JsonResponse:
+    return JsonResponse(body, status=status, encoder=serializers.ApiJSONEncoder)
+
+
+@api_view("GET", "POST")
+def memory_query(request: HttpRequest, save_id: str) -> JsonResponse:
+    """Run VectorMemory.query on the save with every engine parameter; return results with explain records.
+
+    A vector store that cannot be reached is a 503 (see faults.py); an embedding model that
+    cannot load leaves the lexical arms, and the answer says so in `warnings`.
+    """
+    from studio.memory.context import record_query
+    from studio.memory.vector import get_vector_memory
+
+    save = save_for(request.user, save_id)
+    params = _read_params(request)
+    query_text = params.string("query_text", required=True, max_length=4000, allow_blank=False)
+    k = params.integer("k", default=5, minimum=1, maximum=100)
+    current_turn_id = params.integer("current_turn_id", minimum=0)
+    max_turn_id = params.integer("max_turn_id", minimum=0)
+    focus_terms = params.string_list("focus_terms")
+    chunk_type = params.string("chunk_type", max_length=40)
+    exclude_chunk_type = params.string("exclude_chunk_type", max_length=40)
+    expand_links = params.boolean("expand_links", default=False)
+    record = params.boolean("record", default=False)
+    params.done()
+    if record:
+        require_writer(request.user)
+    # The save's current turn is always the horizon: a chunk a failed rewind left behind
+    # (turn > current) must never come back, whatever the client asks.
+    horizon = save.current_turn if current_turn_id is None else min(current_turn_id, save.current_turn)
+    outcome = get_vector_memory().query_explained(
+        save.save_id,
+        query_text,
+        k=k,
+        current_turn_id=horizon,
+        max_turn_id=max_turn_id,
+        focus_terms=focus_terms,
+        chunk_type=chunk_type or None,
+        exclude_chunk_type=exclude_chunk_type or None,
+        expand_links=expand_links,
+    )
+    if record:
+        record_query(
+            game_save=save,
+            query_text=query_text,
+            params={
+                "k": k,
+                "focus_terms": focus_terms,
+                "chunk_type": chunk_type,
+                "exclude_chunk_type": exclude_chunk_type,
+                "source": "api",
+            },
+            results=outcome.results,
+        )
+    return _json(
+        {
+            "save_id": save.save_id,
+            "query_text": query_text,
+            "current_turn_id": horizon,
+            "results": [serializers.chunk_result_json(r) for r in outcome.results],
+            "warnings": _query_warnings(outcome.stats),
+            "stats": outcome.stats.as_dict(),
+        }
+    )
+
+
+def _query_warnings(stats) -> list[str]:
+    """Say which retrieval arms were missing, so a degraded answer is never silent."""
+    warnings = []
+    if not stats.semantic_available:
+        warnings.append("The semantic arm was unavailable (no embedding model): results come from the lexical arms only.")
+    if not stats.lexical_available:
+        warnings.append("The lexical (BM25) arm was unavailable: results come from the semantic arm only.")
+    return warnings
+
+
+@api_view("GET", "POST")
+def memory_context(request: HttpRequest, save_id: str) -> JsonResponse:
+    """Return the memory context for the save's next turn (the context viewer's service)."""
+    from studio.memory.context import (
+        DEFAULT_K_LORE,
+        DEFAULT_K_NARRATIVE,
+        DEFAULT_TOKEN_BUDGET,
+        build_memory_context,
+    )
+
+    save = save_for(request.user, save_id)
+    params = _read_params(request)
+    query_text = params.string("query_text", default="", max_length=4000)
+    focus_terms = params.string_list("focus_terms")
+    token_budget = params.integer("token_budget", default=DEFAULT_TOKEN_BUDGET, minimum=1, maximum=100_000)
+    k_narrative = params.integer("k_narrative", default=DEFAULT_K_NARRATIVE, minimum=1, maximum=100)
+    k_lore = params.integer("k_lore", default=DEFAULT_K_LORE, minimum=1, maximum=100)
+    record = params.boolean("record", default=False)
+    params.done()
+    if record:
+        require_writer(request.user)
+    context = build_memory_context(
+        game_save=save,
+        query_text=query_text,
+        focus_terms=focus_terms,
+        token_budget=token_budget,
+        k_narrative=k_narrative,
+        k_lore=k_lore,
+        record=record,
+    )
+    return _json(context.as_dict())
+
+
 # -- rewind and fork -----------------------------------------------------------------------
 
 
