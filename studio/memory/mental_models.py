@@ -25,6 +25,7 @@ from django.db import IntegrityError, transaction
 from studio.memory.facts import save_pk
 from studio.memory.models import MentalModel as MentalModelRow
 from studio.memory.models import subject_key_for
+from studio.memory.observations import update_rows
 
 __all__ = [
     "MentalModel",
@@ -235,8 +236,7 @@ def rollback_models_for_pk(pk: int, target_turn_id: int) -> dict[str, int]:
         )
         for name, value in values.items():
             setattr(row, name, value)
-    if rows:
-        MentalModelRow.objects.bulk_update(rows, ROLLBACK_FIELDS, batch_size=500)
+    update_rows(MentalModelRow, rows, ROLLBACK_FIELDS)
     return {"deleted": deleted, "updated": len(rows)}
 
 
