@@ -58,14 +58,15 @@ def rewind_confirm(request: HttpRequest, save_id: str) -> HttpResponse:
     form = RewindForm(request.POST, current_turn=game_save.current_turn)
     from_turn = request.POST.get("from_turn", "")
     stale = from_turn != str(game_save.current_turn)
-    if not form.is_valid() or stale or request.POST.get("confirm") != "yes":
-        if stale and form.is_valid():
+    valid = form.is_valid()
+    if not valid or stale or request.POST.get("confirm") != "yes":
+        if valid and stale:
             form.add_error(None, "The save changed since the preview was made; check the preview again.")
-        elif request.POST.get("confirm") != "yes" and form.is_valid():
+        elif valid:
             form.add_error(None, "Confirm the rewind to go on.")
         context = _rewind_context(request, game_save)
         context["rewind_form"] = form
-        if form.is_valid():
+        if valid:
             context["preview"] = CheckpointManager().preview(game_save, form.cleaned_data["turn"])
         template = "saves/rewind.html#preview" if request.htmx else "saves/rewind.html"
         return render(request, template, context)

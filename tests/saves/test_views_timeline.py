@@ -1,0 +1,110 @@
+"""Timeline: turns with their facts and job state; editing a turn's narrative."""
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from studio.memory.models import Fact, Job, JobKind, JobStatus
+from studio.saves.models import Event, MemoryMode
+
+pytestmark = pytest.mark.django_db
+
+
+def timeline_url(game_save):
+    return reverse("saves:timeline", args=[game_save.save_id])
+
+
+def test_timeline_shows_facts_and_job_state_per_turn(client, playtester, game_save):
+    Fact.objects.create(game_save=game_save, turn_id=2, statement="Mira lends Kaël ten crowns.", entities=["Mira", "Kaël"])
+    Job.objects.create(kind=JobKind.EMBED_TURN, game_save=game_save, turn_id=2, status=JobStatus.DONE)
+    Job.objects.create(kind=JobKind.LIVING_TURN, game_save=game_save, turn_id=2, status=JobStatus.FAILED, error="LLM down")
+    Job.objects.create(kind=JobKind.EMBED_TURN, game_save=game_save, turn_id=3, status=JobStatus.RUNNING)
+    client.force_login(playtester)
+    html = client.get(timeline_url(game_save)).content.decode()
+    turn2 = html[html.index('id="turn-2"'):html.index('id="turn-1"')]
+    assert "Mira lends Kaël ten crowns." in turn2 and "jobs failed" in turn2 and "LLM down" in turn2
+    turn3 = html[html.index('id="turn-3"'):html.index('id="turn-2"')]
+    assert "jobs running" in turn3 and 'hx-trigger="every 2s"' in turn3  # polls while running
+    assert 'hx-trigger="every 2s"' not in turn2
+
+
+def test_timeline_fragment_and_pagination(client, playtester, game_save):
+    for turn in range(4, 46):
+        Event.objects.create(game_save=game_save, turn_id=turn, narrative=f"Turn {turn} text.")
+    game_save.current_turn = 45
+    game_save.save()
+    client.force_login(playtester)
+    first = client.get(timeline_url(game_save)).content.decode()
+    assert "Turn 45 text." in first and "Turn 25 text." not in first and "page 1 of 3" in first
+    fragment = client.get(timeline_url(game_save), {"page": 2}, HTTP_HX_REQUEST="true").content.decode()
+    assert fragment.lstrip().startswith('<div id="turns">') and "<html" not in fragment
+    assert "Turn 25 text." in fragment and "Turn 45 text." not in fragment
+
+
+def test_timeline_query_count_does_not_grow_with_facts_and_jobs(client, playtester, game_save):
+    client.force_login(playtester)
+    client.get(timeline_url(game_save))
+    with CaptureQueriesContext(connection) as few:
+        client.get(timeline_url(game_save))
+    for turn in (1, 2, 3):
+        for i in range(5):
+            Fact.objects.create(game_save=game_save, turn_id=turn, statement=f"fact {turn}.{i}")
+        Job.objects.create(kind=JobKind.EMBED_TURN, game_save=game_save, turn_id=turn, status=JobStatus.DONE)
+    with CaptureQueriesContext(connection) as many:
+        client.get(timeline_url(game_save))
+    assert len(many) == len(few)
+
+
+def test_turn_fragment_stops_polling_when_jobs_settle(client, playtester, game_save):
+    job = Job.objects.create(kind=JobKind.EMBED_TURN, game_save=game_save, turn_id=2, status=JobStatus.RUNNING)
+    client.force_login(playtester)
+    url = reverse("saves:turn_detail", args=[game_save.save_id, 2])
+    running = client.get(url, HTTP_HX_REQUEST="true")
+    assert running.status_code == 200 and "jobs running" in running.content.decode()
+    job.status = JobStatus.DONE
+    job.save()
+    done = client.get(url, HTTP_HX_REQUEST="true")
+    assert done.status_code == 286 and "jobs done" in done.content.decode()
+    page = client.get(url)
+    assert page.status_code == 200 and "<html" in page.content.decode() and "Turn 2 text." in page.content.decode()
+
+
+def test_edit_narrative_form_full_page_and_fragment(client, playtester, game_save):
+    client.force_login(playtester)
+    url = reverse("saves:turn_edit", args=[game_save.save_id, 2])
+    page = client.get(url)
+    assert page.status_code == 200 and "<html" in page.content.decode() and "Turn 2 text.</textarea>" in page.content.decode()
+    fragment = client.get(url, HTTP_HX_REQUEST="true").content.decode()
+    assert fragment.lstrip().startswith('<li id="turn-2"') and "<textarea" in fragment
+
+
+def test_edit_narrative_updates_the_turn_and_queues_reextraction(client, playtester, game_save):
+    game_save.memory_mode = MemoryMode.LIVING
+    game_save.save()
+    client.force_login(playtester)
+    url = reverse("saves:turn_edit", args=[game_save.save_id, 2])
+    response = client.post(url, {"narrative": "Kaël never paid."}, HTTP_HX_REQUEST="true")
+    html = response.content.decode()
+    assert response.status_code == 200 and "Kaël never paid." in html and "edited" in html and "<textarea" not in html
+    assert Event.objects.get(game_save=game_save, turn_id=2).narrative == "Kaël never paid."
+    living = Job.objects.get(game_save=game_save, turn_id=2, kind=JobKind.LIVING_TURN)
+    assert living.payload.get("reextract") is True
+    assert Job.objects.filter(game_save=game_save, turn_id=2, kind=JobKind.EMBED_TURN).exists()
+    redirect = client.post(url, {"narrative": "Again."})
+    assert redirect.status_code == 302 and redirect["Location"].endswith("#turn-2")
+
+
+def test_edit_narrative_rejects_empty_text(client, playtester, game_save):
+    client.force_login(playtester)
+    url = reverse("saves:turn_edit", args=[game_save.save_id, 2])
+    response = client.post(url, {"narrative": " "}, HTTP_HX_REQUEST="true")
+    assert "errorlist" in response.content.decode()
+    assert Event.objects.get(game_save=game_save, turn_id=2).narrative == "Turn 2 text."
+
+
+def test_unknown_turn_is_404(client, playtester, game_save):
+    client.force_login(playtester)
+    assert client.get(reverse("saves:turn_detail", args=[game_save.save_id, 99])).status_code == 404
+    assert client.post(reverse("saves:turn_edit", args=[game_save.save_id, 99]), {"narrative": "x"}).status_code == 404
