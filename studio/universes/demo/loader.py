@@ -145,6 +145,12 @@ class DemoLoadResult:
     def changed(self) -> bool:
         return bool(sum(self.created.values()) + sum(self.updated.values()) + sum(self.removed.values()))
 
+    @property
+    def embedded_text_changed(self) -> bool:
+        """Whether lore or narrative the vector store holds may now be out of date."""
+        kinds = ("lore entries", "lore links", "turns")
+        return any(counter[kind] for counter in (self.created, self.updated, self.removed) for kind in kinds)
+
     def summary_lines(self) -> list[str]:
         lines = []
         for kind in ("universe", "meta", "lore entries", "lore links", "save", "turns", "states"):
@@ -445,14 +451,47 @@ def _lore_payload(universe: Universe) -> list[dict[str, Any]]:
     ]
 
 
-def demo_embed(*, game_save: Save, universe: Universe, memory=None) -> DemoEmbedResult:
+def _scope_is_complete(memory, scope: str, lore_ids: set[str], turn_ids: set[int]) -> bool:
+    """Whether `scope` holds exactly one lore entry per id and the narrative of every turn.
+
+    With `get_chunks` the check is by entry id and turn id (a long text may be stored as
+    several chunks); a store without it is checked by its chunk count.
+    """
+    get_chunks = getattr(memory, "get_chunks", None)
+    if get_chunks is None:
+        return memory.count(scope) == len(lore_ids) + len(turn_ids)
+    chunks = get_chunks(scope)
+    lore = {chunk.get("entry_id") for chunk in chunks if chunk.get("chunk_type") == "lore"}
+    narrative = {chunk.get("turn_id") for chunk in chunks if chunk.get("chunk_type") != "lore"}
+    return lore == lore_ids and narrative == turn_ids
+
+
+def _embed_narrative(memory, save_id: str, events: list[Event]) -> int:
+    """Embed the turns' narrative (in batches when the store can); return how many stored."""
+    embed_chunks = getattr(memory, "embed_chunks", None)
+    if embed_chunks is not None:
+        ids = embed_chunks(
+            save_id,
+            [{"turn_id": event.turn_id, "text": event.narrative, "chunk_type": "narrative"} for event in events],
+        )
+        return sum(bool(chunk_id) for chunk_id in ids)
+    stored = 0
+    for event in events:
+        stored += bool(memory.embed_chunk(save_id, event.turn_id, event.narrative, chunk_type="narrative"))
+    return stored
+
+
+def demo_embed(
+    *, game_save: Save, universe: Universe, memory=None, force: bool = False
+) -> DemoEmbedResult:
     """Embed the demo save's turns and lore, and the universe's own Lore Book.
 
-    Run after the load has committed. A scope whose chunk count already equals the number
-    of texts it should hold is left alone; otherwise its narrative chunks are dropped
-    (`rollback(save_id, 0)`: lore is stored at turn 0 and survives) and everything is
-    embedded again. When the vector module or the embedding runtime is unavailable, say so
-    and return without raising: the data in the database is complete either way.
+    Run after the load has committed. A scope that already holds every lore entry and
+    every turn is left alone unless `force` (the load changed lore or turns); otherwise its
+    narrative chunks are dropped (`rollback(save_id, 0)`: lore is stored at turn 0 and is
+    replaced by `sync_lore`) and everything is embedded again. When the vector module or
+    the embedding runtime is unavailable, say so and return without raising: the rows in
+    the database are complete either way.
     """
     result = DemoEmbedResult(ok=False)
     if memory is None:
@@ -463,31 +502,35 @@ def demo_embed(*, game_save: Save, universe: Universe, memory=None) -> DemoEmbed
             return result
 
     lore = _lore_payload(universe)
-    events = list(Event.objects.filter(game_save=game_save).order_by("turn_id"))
-    narrative = [event for event in events if event.narrative.strip()]
+    lore_ids = {entry["entry_id"] for entry in lore}
+    events = [
+        event
+        for event in Event.objects.filter(game_save=game_save).order_by("turn_id")
+        if event.narrative.strip()
+    ]
+    turn_ids = {event.turn_id for event in events}
+    save_id = game_save.save_id
     try:
-        save_expected = len(lore) + len(narrative)
-        if memory.count(game_save.save_id) == save_expected:
-            result.notes.append(f"Save {game_save.save_id}: already embedded ({save_expected} chunks), skipped.")
+        if not force and _scope_is_complete(memory, save_id, lore_ids, turn_ids):
+            result.notes.append(f"Save {save_id}: already embedded, skipped.")
         else:
-            memory.rollback(game_save.save_id, 0)
-            result.lore_chunks += memory.sync_lore(game_save.save_id, lore)
+            memory.rollback(save_id, 0)
+            result.lore_chunks += memory.sync_lore(save_id, lore)
             if lore and result.lore_chunks == 0:
-                result.notes.append("Embedding skipped: the embedding runtime is unavailable (sync_lore embedded nothing).")
+                result.notes.append(
+                    "Embedding skipped: the embedding runtime is unavailable (sync_lore embedded nothing)."
+                )
                 return result
-            for event in narrative:
-                memory.embed_chunk(game_save.save_id, event.turn_id, event.narrative, chunk_type="narrative")
-                result.narrative_chunks += 1
-            stored = memory.count(game_save.save_id)
+            result.narrative_chunks = _embed_narrative(memory, save_id, events)
             result.notes.append(
-                f"Save {game_save.save_id}: embedded {result.narrative_chunks} turns and "
-                f"{result.lore_chunks} lore entries ({stored} chunks stored)."
+                f"Save {save_id}: embedded {result.narrative_chunks} turns and {len(lore)} lore "
+                f"entries ({memory.count(save_id)} chunks stored)."
             )
 
         scope = universe.lore_scope_id
         pending = LoreEntry.objects.filter(universe=universe).exclude(embedding_state=EmbeddingState.EMBEDDED)
-        if memory.count(scope) == len(lore) and not pending.exists():
-            result.notes.append(f"Lore Book ({scope}): already embedded ({len(lore)} entries), skipped.")
+        if not force and not pending.exists() and _scope_is_complete(memory, scope, lore_ids, set()):
+            result.notes.append(f"Lore Book ({scope}): already embedded, skipped.")
         else:
             embedded = memory.sync_lore(scope, lore)
             result.lore_chunks += embedded

@@ -63,6 +63,6 @@ class Command(BaseCommand):
         if no_embed:
             self.stdout.write("Embedding skipped (--no-embed).")
             return
-        embedded = demo_embed(game_save=game_save, universe=universe)
+        embedded = demo_embed(game_save=game_save, universe=universe, force=result.embedded_text_changed)
         for note in embedded.notes:
             self.stdout.write(note if embedded.ok else self.style.WARNING(note))
