@@ -1,0 +1,107 @@
+"""Who may call which API endpoint: every route and method is in the table below.
+
+The test walks `studio.api.urls`, so a new endpoint fails here until its access rule is
+written down (and then checked): anonymous 401 (also covered by tests/test_login_required),
+a user outside the universe 404, a member without the playtester role 403 on writes and
+allowed on reads, staff allowed on reads without membership, a playtester allowed on both.
+"""
+from __future__ import annotations
+
+import pytest
+from django.urls import URLPattern
+
+from studio.api import urls as api_urls
+from studio.memory.models import Job, JobKind, JobStatus
+
+pytestmark = pytest.mark.django_db
+
+# (url name, method) -> (kind, query params or JSON body, status for an allowed user)
+# kind: "open" = any authenticated user; "read" = universe members; "write" = members with
+# the playtester role; "create" = playtester role and membership of the named universe.
+RULES = {
+    ("openapi", "GET"): ("open", None, 200),
+    ("me", "GET"): ("open", None, 200),
+    ("universe_list", "GET"): ("open", None, 200),
+    ("save_collection", "GET"): ("open", None, 200),
+    ("save_collection", "POST"): ("create", {"universe": "test-world", "name": "New"}, 201),
+    ("save_detail", "GET"): ("read", None, 200),
+    ("turn_collection", "GET"): ("read", None, 200),
+    ("turn_collection", "POST"): ("write", {"narrative": "Next."}, 201),
+    ("turn_detail", "GET"): ("read", None, 200),
+    ("turn_detail", "PATCH"): ("write", {"narrative": "Edited."}, 200),
+    ("fact_list", "GET"): ("read", None, 200),
+    ("belief_list", "GET"): ("read", None, 200),
+    ("mental_model_list", "GET"): ("read", None, 200),
+    ("memory_query", "GET"): ("read", {"query_text": "harbour"}, 200),
+    ("memory_query", "POST"): ("read", {"query_text": "harbour"}, 200),
+    ("memory_context", "GET"): ("read", {"query_text": "harbour"}, 200),
+    ("memory_context", "POST"): ("read", {"query_text": "harbour"}, 200),
+    ("rewind_preview", "GET"): ("read", {"turn_id": 1}, 200),
+    ("rewind", "POST"): ("write", {"turn_id": 1}, 200),
+    ("fork", "POST"): ("write", {"turn_id": 1}, 201),
+    ("job_list", "GET"): ("read", None, 200),
+    ("job_detail", "GET"): ("read", None, 200),
+    ("job_retry", "POST"): ("write", None, 200),
+}
+NOT_ENDPOINTS = {"unknown"}
+
+
+def endpoints():
+    for pattern in api_urls.urlpatterns:
+        assert isinstance(pattern, URLPattern)
+        if pattern.name in NOT_ENDPOINTS:
+            continue
+        for method in pattern.callback.api_methods:
+            yield pattern, method
+
+
+def test_every_endpoint_has_an_access_rule():
+    found = {(p.name, m) for p, m in endpoints()}
+    assert found == set(RULES), f"missing: {found - set(RULES)}; stale: {set(RULES) - found}"
+
+
+@pytest.fixture
+def world(game_save, monkeypatch):
+    from .vector_support import make_vector_memory
+
+    vm = make_vector_memory()
+    vm.embed_chunk(game_save.save_id, 1, "The harbour at dawn.")
+    monkeypatch.setattr("studio.memory.vector.get_vector_memory", lambda: vm)
+    job = Job.objects.create(kind=JobKind.EMBED_TURN, game_save=game_save, turn_id=1, status=JobStatus.FAILED)
+    return {"save_id": game_save.save_id, "turn_id": 1, "job_id": job.pk}
+
+
+def url_for(pattern: URLPattern, world: dict) -> str:
+    path = "/api/v1/" + str(pattern.pattern)
+    for name in pattern.pattern.converters:
+        path = path.replace(f"<str:{name}>", str(world[name])).replace(f"<int:{name}>", str(world[name]))
+    return path
+
+
+def call(client, method: str, path: str, payload):
+    if method == "GET":
+        return client.get(path, payload or {})
+    body = "{}" if payload is None else __import__("json").dumps(payload)
+    headers = {"Authorization": f"Bearer {client.key}"}
+    return getattr(client.client, method.lower())(path, body, content_type="application/json", headers=headers)
+
+
+@pytest.mark.parametrize("name, method", sorted(RULES))
+def test_access_rule(name, method, world, make_api, outsider, member_without_role, playtester, staff_user):
+    pattern = next(p for p, m in endpoints() if p.name == name and m == method)
+    kind, payload, ok_status = RULES[(name, method)]
+    path = url_for(pattern, world)
+    outsider_status = call(make_api(outsider), method, path, payload).status_code
+    reader_status = call(make_api(member_without_role), method, path, payload).status_code
+    if kind == "open":
+        assert outsider_status == ok_status and reader_status == ok_status
+    elif kind == "read":
+        assert outsider_status == 404
+        assert reader_status == ok_status
+        # Staff see every universe without being members.
+        assert call(make_api(staff_user), method, path, payload).status_code == ok_status
+    else:  # write / create: no existence leak to outsiders, 403 for a member without the role
+        assert outsider_status == 404
+        assert reader_status == 403
+    response = call(make_api(playtester), method, path, payload)
+    assert response.status_code == ok_status, response.content[:300]
