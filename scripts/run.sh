@@ -28,7 +28,7 @@ if [ "$CHROMA_HOST" = "127.0.0.1" ] && ! (exec 3<>/dev/tcp/127.0.0.1/"$CHROMA_PO
 fi
 
 "$PY" manage.py migrate --noinput
-"$PY" manage.py load_demo
+"$PY" manage.py load_demo --if-missing
 "$PY" manage.py ensure_demo_login
 echo "Axiom Studio on http://$HOST:$PORT/  (admin: http://$HOST:$PORT/admin/)"
 "$PY" manage.py runserver "$HOST:$PORT" --noreload
