@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from studio.memory.llm import parse_json_payload, salvage_json_objects
+from studio.memory.llm import parse_items
 
 logger = logging.getLogger(__name__)
 
@@ -149,19 +149,11 @@ def _int_or_none(value) -> int | None:
 
 def parse_actions(text: str, *, fact_ids: set[int], belief_ids: set[int]) -> list[ConsolidationAction]:
     """Parse a model answer; keep valid actions; raise ValueError when nothing is JSON."""
-    payload = parse_json_payload(text)
-    if isinstance(payload, dict):
-        items = payload.get("actions")
-        if items is None and ("action" in payload or "kind" in payload):
-            items = [payload]
-        if not isinstance(items, list):
-            raise ValueError("the answer has no 'actions' list")
-    elif isinstance(payload, list):
-        items = payload
-    else:
-        items = salvage_json_objects(text)
-        if not items:
-            raise ValueError(f"no JSON in the answer: {str(text)[:120]!r}")
+    items = parse_items(text, "actions")
+    if items is None:
+        raise ValueError(f"no JSON in the answer: {str(text)[:120]!r}")
+    if items and not any(isinstance(i, dict) and (i.get("action") or i.get("kind")) for i in items):
+        raise ValueError(f"no action in the answer: {str(text)[:120]!r}")
     actions: list[ConsolidationAction] = []
     for item in items:
         if not isinstance(item, dict):

@@ -15,9 +15,10 @@ record why nothing came out; `extract_facts` is the seed's never-raising form.
 from __future__ import annotations
 
 import logging
+import unicodedata
 
 from studio.memory.facts import Fact
-from studio.memory.llm import parse_json_payload, salvage_json_objects
+from studio.memory.llm import parse_items
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +67,12 @@ def build_prompt(
     return "\n\n".join(parts)
 
 
+def fold_name(name) -> str:
+    """Return `name` casefolded without diacritics ("Kaël" and "kael" fold alike)."""
+    decomposed = unicodedata.normalize("NFKD", str(name).strip())
+    return "".join(c for c in decomposed if not unicodedata.combining(c)).casefold()
+
+
 def _dedupe(names: list[str]) -> list[str]:
     seen: set[str] = set()
     out: list[str] = []
@@ -103,7 +110,7 @@ def _fact_from_item(item, *, canonical: dict[str, str], when_hint: str | None) -
     entities = [str(e).strip() for e in raw_entities if isinstance(e, (str, int, float)) and str(e).strip()]
     if not entities and who:
         entities = [w.strip() for w in who.split(",") if w.strip()]
-    entities = _dedupe([canonical.get(e.casefold(), e) for e in entities])
+    entities = _dedupe([canonical.get(fold_name(e), e) for e in entities])
     when = _text(item.get("when")) or (when_hint or "")
     return Fact(
         statement=statement,
@@ -121,21 +128,12 @@ def parse_facts(
     text: str, *, known_entities: list[str] | None = None, when_hint: str | None = None, max_facts: int = 8
 ) -> list[Fact]:
     """Parse a model answer into facts; raise ValueError when nothing in it is usable JSON."""
-    payload = parse_json_payload(text)
-    items: list
-    if isinstance(payload, dict):
-        items = payload.get("facts")
-        if items is None and ("statement" in payload or "fact" in payload):
-            items = [payload]
-        if not isinstance(items, list):
-            raise ValueError("the answer has no 'facts' list")
-    elif isinstance(payload, list):
-        items = payload
-    else:
-        items = salvage_json_objects(text)
-        if not items:
-            raise ValueError(f"no JSON in the answer: {str(text)[:120]!r}")
-    canonical = {str(n).strip().casefold(): str(n).strip() for n in known_entities or [] if str(n).strip()}
+    items = parse_items(text, "facts")
+    if items is None:
+        raise ValueError(f"no JSON in the answer: {str(text)[:120]!r}")
+    if items and not any(isinstance(i, dict) and (i.get("statement") or i.get("fact")) for i in items):
+        raise ValueError(f"no fact in the answer: {str(text)[:120]!r}")
+    canonical = {fold_name(n): str(n).strip() for n in known_entities or [] if str(n).strip()}
     facts: list[Fact] = []
     for item in items:
         fact = _fact_from_item(item, canonical=canonical, when_hint=when_hint)

@@ -445,3 +445,38 @@ def salvage_json_objects(text: str) -> list[dict]:
         if isinstance(value, dict):
             found.append(value)
         index = end
+
+
+def parse_items(text: str, key: str) -> list | None:
+    """Return the list of items under `key` in a model answer, tolerating its failure modes.
+
+    Accepts {key: [...]}, a bare list, a single item object, fenced or prose-wrapped JSON,
+    and a truncated answer (its complete item objects are kept). Return None when the
+    answer holds no JSON at all, and raise ValueError when it is JSON but not a list or object.
+    """
+    import json
+
+    payload = None
+    for candidate in (strip_code_fences(text), text or ""):
+        try:
+            payload = json.loads(candidate.strip())
+            break
+        except ValueError:
+            continue
+    if payload is None:
+        salvaged = salvage_json_objects(text)
+        payload = salvaged if salvaged else parse_json_payload(text)
+    if payload is None:
+        return None
+    if isinstance(payload, dict):
+        payload = [payload]
+    if not isinstance(payload, list):
+        raise ValueError(f"unexpected JSON in the answer: {str(text)[:120]!r}")
+    items: list = []
+    for element in payload:
+        if isinstance(element, dict) and key in element:
+            if isinstance(element[key], list):
+                items.extend(element[key])
+        else:
+            items.append(element)
+    return items

@@ -1,0 +1,102 @@
+"""Consolidation: missions and existing beliefs in the prompt, and action parsing."""
+from __future__ import annotations
+
+import json
+
+from studio.memory.consolidate import ConsolidationAction, consolidate, consolidate_detailed, scope_existing
+from studio.memory.facts import Fact
+from studio.memory.observations import Observation
+from tests.memory.scripted import ScriptedBackend
+
+
+def facts():
+    return [
+        Fact(statement="Kaël paid Brann.", who="Kaël", entities=["Kaël", "Brann"], fact_id=101),
+        Fact(statement="The docks burned.", entities=["Port Vey"], fact_id=102),
+    ]
+
+
+def belief(oid, subject, statement, turn=1):
+    return Observation(statement=statement, subject=subject, observation_id=oid, updated_turn_id=turn, proof_count=1)
+
+
+def test_prompt_has_mission_and_only_batch_missions():
+    llm = ScriptedBackend('{"actions": []}')
+    consolidate(llm, facts(), [], mission="Remember debts.",
+                missions={"kaël": "Remembers slights.", "Mirela": "Remembers prices.", "Brann": ""})
+    prompt = llm.prompt
+    assert "WORLD MEMORY MISSION: Remember debts." in prompt
+    assert "- kaël: Remembers slights." in prompt
+    assert "Mirela" not in prompt and "- Brann" not in prompt
+    assert "[101] Kaël paid Brann. (who: Kaël; entities: Kaël, Brann)" in prompt
+    assert "EXISTING BELIEFS: none yet." in prompt
+    assert llm.calls[0]["operation"] == "consolidate" and llm.calls[0]["json_mode"]
+    for rule in ("Prefer UPDATE", "One facet per belief", "DELETE only", "Never do arithmetic", "say so"):
+        assert rule in llm.calls[0]["system"]
+
+
+def test_existing_beliefs_are_scoped_to_batch_characters_then_recent():
+    existing = [belief(i, "Nobody", f"Old {i}.", turn=i) for i in range(1, 31)]
+    existing.append(belief(99, "Brann", "Brann lends money.", turn=0))
+    shown = scope_existing(existing, ["Kaël", "Brann"], 5)
+    assert [o.observation_id for o in shown] == [99, 30, 29, 28, 27]
+    llm = ScriptedBackend('{"actions": []}')
+    consolidate(llm, facts(), existing, max_existing=5)
+    assert "[99] Brann: Brann lends money." in llm.prompt
+    assert "[26]" not in llm.prompt and "[30]" in llm.prompt
+    assert len(scope_existing(existing, [], 0)) == 31  # <= 0 disables the cap
+
+
+def test_stale_beliefs_are_flagged_for_re_examination():
+    stale = belief(7, "Kaël", "Kaël owes Brann.")
+    stale.stale = True
+    llm = ScriptedBackend('{"actions": []}')
+    consolidate(llm, facts(), [stale])
+    assert "[7] Kaël: Kaël owes Brann., 1 supporting facts, STALE" in llm.prompt
+
+
+def test_parses_actions_and_drops_invalid_ones():
+    answer = json.dumps({"actions": [
+        {"action": "create", "subject": "Kaël", "statement": "Kaël pays his debts.", "source_fact_ids": [101, "102", 555]},
+        {"action": "UPDATE", "observation_id": 7, "statement": "Kaël no longer owes Brann.", "source_fact_ids": [101]},
+        {"action": "UPDATE", "observation_id": 8, "statement": "hallucinated belief id"},
+        {"action": "DELETE", "observation_id": "7"},
+        {"action": "UPDATE", "observation_id": 7, "statement": ""},
+        {"action": "MERGE", "statement": "unknown kind"},
+        {"action": "CREATE", "statement": ""},
+        "junk",
+    ]})
+    actions = consolidate(ScriptedBackend(answer), facts(), [belief(7, "Kaël", "Kaël owes Brann.")])
+    assert actions == [
+        ConsolidationAction(kind="CREATE", statement="Kaël pays his debts.", subject="Kaël", source_fact_ids=[101, 102]),
+        ConsolidationAction(kind="UPDATE", statement="Kaël no longer owes Brann.", observation_id=7, source_fact_ids=[101]),
+        ConsolidationAction(kind="DELETE", observation_id=7),
+    ]
+
+
+def test_facts_without_ids_are_numbered_in_the_prompt():
+    batch = [Fact(statement="A."), Fact(statement="B.")]
+    llm = ScriptedBackend('```json\n{"actions": [{"action": "CREATE", "statement": "S.", "source_fact_ids": [2]}]}\n```')
+    actions = consolidate(llm, batch, [])
+    assert "[1] A." in llm.prompt and "[2] B." in llm.prompt
+    assert actions[0].source_fact_ids == [2] and batch[1].fact_id == 2
+
+
+def test_empty_input_and_failures_give_no_actions():
+    llm = ScriptedBackend('{"actions": []}')
+    assert consolidate(llm, [], [belief(1, "", "x")]) == [] and llm.calls == []
+    actions, error = consolidate_detailed(ScriptedBackend("no json at all"), facts(), [])
+    assert actions == [] and error is not None
+    assert consolidate(ScriptedBackend(error=RuntimeError("boom")), facts(), []) == []
+
+
+def test_truncated_answer_keeps_complete_actions():
+    answer = '{"actions": [{"action": "CREATE", "statement": "S.", "source_fact_ids": [101]}, {"action": "CRE'
+    assert [a.statement for a in consolidate(ScriptedBackend(answer), facts(), [])] == ["S."]
+
+
+def test_json_of_the_wrong_shape_is_an_error():
+    actions, error = consolidate_detailed(ScriptedBackend('{"beliefs": "all fine"}'), facts(), [])
+    assert actions == [] and error is not None
+    actions, error = consolidate_detailed(ScriptedBackend('{"actions": []}'), facts(), [])
+    assert actions == [] and error is None  # "no change" is a valid answer
