@@ -91,9 +91,19 @@ def test_chroma_path_override(tmp_path):
 
 
 def test_secret_key_required_without_debug():
-    proc = load_settings({"DEBUG": "0"})
+    env = {k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "DEBUG", "DJANGO_SETTINGS_MODULE"}}
+    env.update(DJANGO_SETTINGS_MODULE="studio.settings", DEBUG="0")
+    # manage.py commands (runserver, migrate, check) refuse to start ...
+    proc = subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0
     assert "SECRET_KEY is required" in proc.stderr
+    # ... and so does the WSGI application (gunicorn).
+    proc = subprocess.run([sys.executable, "-c", "import studio.wsgi"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0
+    assert "SECRET_KEY is required" in proc.stderr
+    # Importing the code alone (e.g. for the API checker) still works.
+    proc = subprocess.run([sys.executable, "-c", "import django; django.setup(); import studio.memory.models"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
 
 
 @pytest.mark.parametrize("value", ["abc", "1.5"])
