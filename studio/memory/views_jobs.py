@@ -1,0 +1,63 @@
+"""A save's background jobs: live status (htmx polling that stops when idle) and retry."""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from studio.memory.jobs import job_retry, jobs_active_for_save, jobs_for_save
+from studio.memory.models import Job, JobStatus
+from studio.saves.views.access import playtest_save, visible_save
+from studio.saves.views.saves import save_page_context
+
+JOBS_SHOWN = 50
+RETRYABLE = (JobStatus.FAILED, JobStatus.SKIPPED, JobStatus.PAUSED)
+# htmx stops polling when a response has this status (htmx "286 Stop Polling").
+STOP_POLLING = 286
+
+
+def _context(request: HttpRequest, game_save, **extra) -> dict:
+    context = save_page_context(request, game_save, "jobs")
+    context.update(
+        {
+            "jobs": list(jobs_for_save(game_save=game_save)[:JOBS_SHOWN]),
+            "active": jobs_active_for_save(game_save=game_save),
+            "retryable": RETRYABLE,
+        }
+    )
+    context.update(extra)
+    return context
+
+
+def _fragment(request: HttpRequest, game_save, **extra) -> HttpResponse:
+    context = _context(request, game_save, **extra)
+    response = render(request, "memory/jobs.html#jobs", context)
+    if not context["active"]:
+        response.status_code = STOP_POLLING
+    return response
+
+
+@require_GET
+def save_jobs(request: HttpRequest, save_id: str) -> HttpResponse:
+    game_save = visible_save(request, save_id)
+    if request.htmx:
+        return _fragment(request, game_save)
+    return render(request, "memory/jobs.html", _context(request, game_save))
+
+
+@require_POST
+def save_job_retry(request: HttpRequest, save_id: str, job_id: int) -> HttpResponse:
+    game_save = playtest_save(request, save_id)
+    job = get_object_or_404(Job, pk=job_id, game_save=game_save)
+    if job.status in RETRYABLE:
+        job = job_retry(job=job)
+        note = f"Job {job.pk} queued again."
+    else:
+        note = f"Job {job.pk} is {job.get_status_display().lower()}; nothing to retry."
+    if not request.htmx:
+        messages.info(request, note)
+        return redirect("memory:jobs", save_id=game_save.save_id)
+    response = _fragment(request, game_save, note=note)
+    response.status_code = 200  # keep polling: the retried job is active now
+    return response
