@@ -1,5 +1,6 @@
 from django.urls import path
 
+from studio.memory import views_jobs
 from studio.memory.views import beliefs, context, facts, mental_models, playground, replay
 
 app_name = "memory"
@@ -14,4 +15,6 @@ urlpatterns = [
     path("<str:save_id>/models/refresh/", mental_models.mental_models_refresh, name="mental_models_refresh"),
     path("<str:save_id>/context/", context.context_viewer, name="context"),
     path("<str:save_id>/replay/", replay.replay, name="replay"),
+    path("<str:save_id>/jobs/", views_jobs.save_jobs, name="jobs"),
+    path("<str:save_id>/jobs/<int:job_id>/retry/", views_jobs.save_job_retry, name="job_retry"),
 ]
