@@ -139,12 +139,17 @@ def json_body(request: HttpRequest) -> dict[str, Any]:
     if not raw.strip():
         return {}
     try:
-        data = json.loads(raw)
+        data = json.loads(raw, parse_constant=_refuse_constant)
     except (UnicodeDecodeError, ValueError) as exc:
         raise ApiError(400, "invalid_json", "The body is not valid JSON.", {"reason": str(exc)[:200]})
     if not isinstance(data, dict):
         raise ApiError(400, "invalid_json", "The body must be a JSON object.")
     return data
+
+
+def _refuse_constant(name: str):
+    # NaN and Infinity are not JSON (RFC 8259) and PostgreSQL's jsonb refuses them.
+    raise ValueError(f"{name} is not valid JSON")
 
 
 def body_too_large(limit: int) -> ApiError:
@@ -183,6 +188,10 @@ class Params:
             return default
         if not isinstance(value, str):
             self._error(name, "Must be a string.")
+            return default
+        if "\x00" in value:
+            # PostgreSQL cannot store NUL in text; refuse it on every database alike.
+            self._error(name, "Must not contain NUL characters.")
             return default
         if not allow_blank and not value.strip():
             self._error(name, "Must not be blank.")
@@ -240,12 +249,18 @@ class Params:
     def string_list(self, name: str, *, max_items: int = 50, max_length: int = 200) -> list[str] | None:
         if self.from_query:
             values = [v for v in self.source.getlist(name) if v != ""]
+            if any("\x00" in v for v in values):
+                self._error(name, "Must not contain NUL characters.")
+                return None
             return values or None
         value = self.source.get(name)
         if value is None:
             return None
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             self._error(name, "Must be a list of strings.")
+            return None
+        if any("\x00" in v for v in value):
+            self._error(name, "Must not contain NUL characters.")
             return None
         if len(value) > max_items:
             self._error(name, f"At most {max_items} items.")
@@ -261,6 +276,9 @@ class Params:
             return default
         if not isinstance(value, dict):
             self._error(name, "Must be a JSON object.")
+            return default
+        if "\\u0000" in json.dumps(value):
+            self._error(name, "Must not contain NUL characters.")
             return default
         return value
 

@@ -142,3 +142,18 @@ def test_an_unexpected_error_is_a_json_500(api, game_save, monkeypatch):
     assert response.status_code == 500
     assert error_code(response) == "internal_error"
     assert "boom" not in response.content.decode()
+
+
+@pytest.mark.parametrize("raw", [b'{"turn_id": NaN}', b'{"turn_id": 1, "x": Infinity}'])
+def test_non_json_number_constants_are_400(api, game_save, raw):
+    response = api.post(f"/api/v1/saves/{game_save.save_id}/rewind", raw=raw)
+    assert response.status_code == 400
+    assert error_code(response) == "invalid_json"
+
+
+def test_nul_characters_are_refused_before_the_database(api, game_save):
+    url = f"/api/v1/saves/{game_save.save_id}/turns"
+    response = api.post(url, {"narrative": "a\x00b", "state": {"k\x00": 1}})
+    assert response.status_code == 400
+    assert set(response.json()["error"]["details"]) == {"narrative", "state"}
+    assert api.get(f"/api/v1/saves/{game_save.save_id}/facts", {"entity": "a\x00"}).status_code == 400
