@@ -5,7 +5,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from studio.memory.models import Fact, MentalModel, Observation, RecordedQuery, VectorCorpusVersion
+from studio.api.services import api_token_create
+from studio.memory.models import Fact, Job, LLMCall, MentalModel, Observation, RecordedQuery, VectorCorpusVersion
 from studio.saves.models import StateCache
 from studio.universes.models import LoreRevision
 
@@ -19,6 +20,9 @@ def populated(game_save, universe, staff_user):
     RecordedQuery.objects.create(game_save=game_save, turn_id=1, query_text="who is Kaël")
     VectorCorpusVersion.objects.create(scope_id=game_save.save_id, version=3)
     LoreRevision.objects.create(universe=universe, entry_id="kael", action="create", after={"title": "Kaël"})
+    job = Job.objects.create(kind="embed_turn", game_save=game_save, turn_id=1, status="failed", error="boom")
+    LLMCall.objects.create(game_save=game_save, job=job, operation="extract", model="m", prompt_tokens=10, completion_tokens=5)
+    api_token_create(user=staff_user, name="engine")
     return game_save
 
 

@@ -60,8 +60,5 @@ class VectorCorpusVersionAdmin(admin.ModelAdmin):
     readonly_fields = ("scope_id", "version", "updated_at")
 
 
-# Jobs and LLM calls are registered by the pipeline module when it is present.
-try:  # pragma: no cover - import side effect only
-    from studio.memory import admin_jobs  # noqa: F401
-except ImportError:
-    pass
+# Jobs and LLM calls (the pipeline's tables) are registered in their own module.
+from studio.memory import admin_jobs  # noqa: E402,F401
