@@ -8,7 +8,8 @@ hierarchy (`axiom.mental_models`), most synthetic first:
 2. their beliefs (live ones, strongest first, with the trend at the current turn),
 3. facts naming them (`get_facts(entity=...)`, most recent first),
 4. narrative chunks (a hybrid `VectorMemory.query` that excludes lore),
-5. lore (a query restricted to lore) plus one hop of link expansion from the lore hits.
+5. lore (a query restricted to lore) plus one hop of link expansion from the lore hits
+   (`query_explained(expand_links=True)`: the entries a hit links to, capped).
 
 Characters in focus are the focus terms given (on-scene names) plus every known subject
 named in the query. Items are taken in that order while they fit the budget; an item that
@@ -28,7 +29,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from studio.memory.models import Fact, MentalModel, Observation, RecordedQuery, subject_key_for
+from studio.memory.models import MentalModel, Observation, RecordedQuery, subject_key_for
 from studio.memory.observations import compute_trend
 
 DEFAULT_TOKEN_BUDGET = 1200
@@ -36,7 +37,6 @@ DEFAULT_K_NARRATIVE = 6
 DEFAULT_K_LORE = 4
 MAX_BELIEFS_PER_SUBJECT = 6
 MAX_FACTS = 12
-LINK_EXPANSION_CAP = 3
 
 LAYERS = ("mental_model", "belief", "fact", "narrative", "lore")
 LAYER_TITLES = {
@@ -154,26 +154,26 @@ def _word_in(term: str, text: str) -> bool:
 def _explain_reason(result: dict) -> tuple[str, dict]:
     """Return a one-line "why" for a retrieved chunk and its structured explain record."""
     explain = dict(result.get("explain") or {})
+    if explain.get("expanded_from"):
+        return f"linked from lore entry {explain['expanded_from']} (one hop of link expansion)", explain
     bits = []
-    semantic_rank = explain.get("semantic_rank")
-    lexical_rank = explain.get("lexical_rank")
-    if semantic_rank is not None:
+    if explain.get("semantic_rank") is not None:
         distance = explain.get("semantic_distance")
-        bits.append(f"semantic #{semantic_rank}" + (f" (distance {distance:.3f})" if isinstance(distance, (int, float)) else ""))
-    if lexical_rank is not None:
-        score = explain.get("lexical_score")
-        bits.append(f"lexical #{lexical_rank}" + (f" (BM25 {score:.2f})" if isinstance(score, (int, float)) else ""))
-    focus = explain.get("focus_terms_matched") or explain.get("focus_terms") or []
-    boost = explain.get("focus_boost")
-    if boost:
-        bits.append(f"focus boost +{boost:g}" + (f" ({', '.join(map(str, focus))})" if focus else ""))
+        bits.append(f"semantic #{explain['semantic_rank']}" + (f" (distance {distance:.3f})" if isinstance(distance, (int, float)) else ""))
+    if explain.get("lexical_rank") is not None:
+        score = explain.get("bm25_score")
+        bits.append(f"lexical #{explain['lexical_rank']}" + (f" (BM25 {score:.2f})" if isinstance(score, (int, float)) else ""))
+    if explain.get("context_rank") is not None:
+        bits.append(f"context #{explain['context_rank']}")
+    if explain.get("turn_rank") is not None:
+        bits.append(f"turn #{explain['turn_rank']}")
+    if explain.get("focus_boost"):
+        bits.append(f"focus boost +{explain['focus_boost']:g}")
     if explain.get("rerank_score") is not None:
         bits.append(f"rerank {explain['rerank_score']:.3f}")
-    if explain.get("expanded_from"):
-        bits.append(f"linked from {explain['expanded_from']}")
     final_rank = explain.get("final_rank")
     head = f"rank {final_rank}" if final_rank is not None else "retrieved"
-    return head + (": " + ", ".join(bits) if bits else ""), explain
+    return head + (" (" + ", ".join(bits) + ")" if bits else ""), explain
 
 
 def _focus_subjects(game_save, query_text: str, focus_terms: list[str]) -> list[tuple[str, str]]:
@@ -244,17 +244,21 @@ def build_memory_context(
             "exclude_chunk_type": "lore",
         }
         lore_params = {"k": k_lore, "focus_terms": focus_terms or None, "chunk_type": "lore"}
-        t0 = time.perf_counter()
-        narrative = vector_memory.query(game_save.save_id, query_text, current_turn_id=turn, **narrative_params)
-        context.timings["narrative_query_ms"] = round((time.perf_counter() - t0) * 1000, 2)
-        t0 = time.perf_counter()
-        lore = vector_memory.query(game_save.save_id, query_text, current_turn_id=turn, **lore_params)
-        context.timings["lore_query_ms"] = round((time.perf_counter() - t0) * 1000, 2)
+        narrative_outcome = vector_memory.query_explained(
+            game_save.save_id, query_text, current_turn_id=turn, **narrative_params
+        )
+        lore_outcome = vector_memory.query_explained(
+            game_save.save_id, query_text, current_turn_id=turn, expand_links=True, **lore_params
+        )
+        narrative, lore = narrative_outcome.results, lore_outcome.results
+        context.timings["narrative_query_ms"] = round(narrative_outcome.stats.timings_ms.get("total", 0.0), 2)
+        context.timings["lore_query_ms"] = round(lore_outcome.stats.timings_ms.get("total", 0.0), 2)
         candidates += _narrative_items(narrative)
-        candidates += _lore_items(game_save, lore)
+        candidates += _lore_items(lore)
         if record:
             record_query(game_save=game_save, query_text=query_text, params={**narrative_params, "source": "context"}, results=narrative)
-            record_query(game_save=game_save, query_text=query_text, params={**lore_params, "source": "context"}, results=lore)
+            hits = [r for r in lore if not (r.get("explain") or {}).get("expanded_from")]
+            record_query(game_save=game_save, query_text=query_text, params={**lore_params, "source": "context"}, results=hits)
     else:
         context.notes.append("No query text: narrative memory and lore need one.")
 
@@ -370,63 +374,29 @@ def _narrative_items(results: list[dict]) -> list[ContextItem]:
     return items
 
 
-def _lore_items(game_save, results: list[dict]) -> list[ContextItem]:
-    """Lore hits, then one hop of their links (capped), each entry once."""
-    from studio.universes.models import LoreEntry
-
+def _lore_items(results: list[dict]) -> list[ContextItem]:
+    """Lore hits, then the entries they link to (one hop, capped, expanded by the search)."""
     items = []
     seen: set[str] = set()
-    hit_ids = []
     for result in results:
-        entry_id = result.get("entry_id") or (result.get("metadata") or {}).get("entry_id")
-        if entry_id in seen:
-            continue
-        explain = result.get("explain") or {}
-        if explain.get("expanded_from"):
-            continue  # the service expands links itself below, from the database
+        entry_id = result.get("entry_id")
+        if entry_id and entry_id in seen:
+            continue  # a long entry stored in several pieces: one item per entry
         if entry_id:
             seen.add(entry_id)
-            hit_ids.append(entry_id)
         reason, explain = _explain_reason(result)
-        text = result.get("text", "")
+        title = (result.get("metadata") or {}).get("title") or result.get("title")
+        text = f"{title}: {result.get('text', '')}" if title else result.get("text", "")
         items.append(
             ContextItem(
                 layer="lore",
                 text=text,
                 tokens=count_tokens(text),
-                reason=f"lore hit, {reason}",
+                reason=("lore " + reason) if explain.get("expanded_from") else f"lore hit, {reason}",
                 why=explain,
                 ref={"entry_id": entry_id, "chunk_id": result.get("id"), "key": result_key(result)},
             )
         )
-    if hit_ids:
-        entries = (
-            LoreEntry.objects.filter(universe_id=game_save.universe_id, entry_id__in=hit_ids)
-            .prefetch_related("links")
-            .order_by()
-        )
-        by_id = {e.entry_id: e for e in entries}
-        expanded = 0
-        for source_id in hit_ids:
-            source = by_id.get(source_id)
-            if source is None:
-                continue
-            for linked in sorted(source.links.all(), key=lambda e: e.title):
-                if linked.entry_id in seen or expanded >= LINK_EXPANSION_CAP:
-                    continue
-                seen.add(linked.entry_id)
-                expanded += 1
-                text = f"{linked.title}: {linked.text}"
-                items.append(
-                    ContextItem(
-                        layer="lore",
-                        text=text,
-                        tokens=count_tokens(text),
-                        reason=f"linked from lore entry “{source.title}” (one hop of link expansion)",
-                        why={"expanded_from": source.entry_id, "link": f"{source.entry_id} → {linked.entry_id}"},
-                        ref={"entry_id": linked.entry_id, "key": f"lore:{linked.entry_id}"},
-                    )
-                )
     return items
 
 

@@ -86,10 +86,13 @@ class ImportForm(forms.Form):
     beliefs_enabled = forms.BooleanField(required=False, initial=True, label="Beliefs on")
     file = forms.FileField()
 
-    def __init__(self, *args, universes=None, **kwargs):
+    def __init__(self, *args, universes=None, with_mode: bool = True, **kwargs):
         super().__init__(*args, **kwargs)
         if universes is not None:
             self.fields["universe"].queryset = universes
+        if not with_mode:
+            del self.fields["memory_mode"]
+            del self.fields["beliefs_enabled"]
 
     def clean_file(self):
         upload = self.cleaned_data["file"]

@@ -17,7 +17,9 @@ session N, in session order); its narrative is the session's utterances as
 "Speaker: text" lines, with "[image: caption]" appended when the utterance shared an
 image; the session date is kept in the turn's state. Each utterance is also one memory
 chunk carrying its `dia_id` (and session) in the chunk metadata, so a question's evidence
-can be found by id; the turn's narrative is therefore not embedded a second time.
+can be found by id; the turn's narrative is therefore not embedded a second time, and a
+LoCoMo save is a classic-memory save (its chunks are written by the importer, not by the
+per-turn jobs that living mode would need).
 """
 from __future__ import annotations
 
@@ -196,25 +198,49 @@ def import_transcript(
 
 
 def import_locomo(
-    *, universe: Universe, name: str, memory_mode: str, beliefs_enabled: bool, turns: list[TranscriptTurn]
+    *, universe: Universe, name: str, turns: list[TranscriptTurn], vector_memory=None
 ) -> ImportResult:
-    """Create a save from a parsed LoCoMo conversation: one turn per session, one chunk per utterance.
+    """Create a classic save from a parsed LoCoMo conversation: one turn per session.
 
-    The turns are appended without their own narrative embedding (`embed=False`); the
-    utterance chunks, each tagged with its `dia_id`, are embedded by one job per turn
-    queued on commit.
+    The turns are written in one transaction, then every utterance is embedded as its own
+    chunk (batched), tagged with its `dia_id` and session. The turns do not go through the
+    per-turn embedding job, which would embed each session's text a second time as one
+    narrative. If the embedding fails the save is deleted again, so an import is all or
+    nothing; when the embedding runtime is unavailable the turns are kept and
+    `ImportResult.chunks` is 0.
     """
-    from studio.saves.services import save_create, turn_append
+    from django.utils import timezone
+
+    from studio.saves.models import Event, MemoryMode, StateCache
+    from studio.saves.services import save_create
 
     with transaction.atomic():
-        game_save = save_create(universe=universe, name=name, memory_mode=memory_mode, beliefs_enabled=beliefs_enabled)
-        for turn in turns:
-            turn_append(
-                game_save=game_save,
-                player_input=turn.player_input,
-                narrative=turn.narrative,
-                state=turn.state,
-                chunks=turn.chunks,
-            )
+        game_save = save_create(universe=universe, name=name, memory_mode=MemoryMode.CLASSIC, beliefs_enabled=False)
+        Event.objects.bulk_create(
+            Event(game_save=game_save, turn_id=n, player_input=t.player_input, narrative=t.narrative)
+            for n, t in enumerate(turns, start=1)
+        )
+        StateCache.objects.bulk_create(
+            StateCache(game_save=game_save, turn_id=n, state=t.state or {}) for n, t in enumerate(turns, start=1)
+        )
+        now = timezone.now()
+        Save.objects.filter(pk=game_save.pk).update(current_turn=len(turns), last_activity_at=now, updated_at=now)
+    items = [
+        {"turn_id": n, "text": chunk["text"], "chunk_type": LOCOMO_CHUNK_TYPE, "metadata_extra": chunk["metadata"]}
+        for n, turn in enumerate(turns, start=1)
+        for chunk in turn.chunks
+    ]
+    if vector_memory is None:
+        from studio.memory.vector import get_vector_memory
+
+        vector_memory = get_vector_memory()
+    try:
+        ids = vector_memory.embed_chunks(game_save.save_id, items)
+    except Exception as exc:
+        try:
+            vector_memory.delete_save(game_save.save_id)
+        finally:
+            game_save.delete()
+        raise ImportFormatError([f"the memory store failed while embedding ({type(exc).__name__}: {exc}); nothing was imported"]) from exc
     game_save.refresh_from_db()
-    return ImportResult(game_save=game_save, turns=len(turns), chunks=sum(len(t.chunks) for t in turns))
+    return ImportResult(game_save=game_save, turns=len(turns), chunks=sum(1 for i in ids if i))

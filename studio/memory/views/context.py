@@ -15,7 +15,7 @@ from studio.saves.views.saves import save_page_context
 class ContextForm(forms.Form):
     q = forms.CharField(required=False, label="Next player input", widget=forms.Textarea(attrs={"rows": 2}))
     focus = forms.CharField(required=False, label="Focus terms", help_text="On-scene names and the place, comma separated.")
-    budget = forms.IntegerField(required=False, min_value=50, max_value=32000, initial=DEFAULT_TOKEN_BUDGET, label="Token budget")
+    budget = forms.IntegerField(required=False, min_value=10, max_value=32000, initial=DEFAULT_TOKEN_BUDGET, label="Token budget")
     k_narrative = forms.IntegerField(required=False, min_value=1, max_value=50, initial=DEFAULT_K_NARRATIVE, label="Narrative chunks")
     k_lore = forms.IntegerField(required=False, min_value=0, max_value=20, initial=DEFAULT_K_LORE, label="Lore entries")
     record = forms.BooleanField(required=False, label="Record for lore replay")

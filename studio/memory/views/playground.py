@@ -13,6 +13,7 @@ from studio.roles import is_playtester
 from studio.saves.views.access import visible_save
 from studio.saves.views.saves import save_page_context
 
+ARMS = ("semantic", "lexical", "context", "turn")
 CHUNK_FILTERS = [
     ("", "all chunks"),
     ("narrative_only", "narrative only (exclude lore)"),
@@ -59,21 +60,21 @@ def playground(request: HttpRequest, save_id: str) -> HttpResponse:
     game_save = visible_save(request, save_id)
     form = PlaygroundForm(request.GET or None, initial={"k": 5})
     results = None
-    timings: dict = {}
+    stats: dict = {}
     elapsed_ms = None
     recorded = None
     if form.is_bound and form.is_valid():
         kwargs = form.query_kwargs(game_save)
-        vector = _vector_memory()
         started = time.perf_counter()
-        results = vector.query(game_save.save_id, form.cleaned_data["q"], **kwargs)
+        outcome = _vector_memory().query_explained(game_save.save_id, form.cleaned_data["q"], **kwargs)
         elapsed_ms = round((time.perf_counter() - started) * 1000, 1)
-        timings = dict(getattr(vector, "last_timings", None) or {})
+        results = outcome.results
+        stats = outcome.stats.as_dict()
         if form.cleaned_data.get("record") and is_playtester(request.user):
             params = {k: v for k, v in kwargs.items() if k in ("k", "focus_terms", "chunk_type", "exclude_chunk_type")}
             recorded = record_query(game_save=game_save, query_text=form.cleaned_data["q"], params={**params, "source": "playground"}, results=results)
     context = save_page_context(request, game_save, "playground")
-    context.update({"form": form, "results": results, "timings": timings, "elapsed_ms": elapsed_ms, "recorded": recorded})
+    context.update({"form": form, "results": results, "stats": stats, "elapsed_ms": elapsed_ms, "recorded": recorded})
     template = "memory/playground.html#results" if request.htmx else "memory/playground.html"
     return render(request, template, context)
 
@@ -90,10 +91,16 @@ def why_not(request: HttpRequest, save_id: str) -> HttpResponse:
         error = "Give the id of a chunk."
     elif form.is_valid():
         kwargs = form.query_kwargs(game_save)
-        report = _vector_memory().why_not(game_save.save_id, form.cleaned_data["q"], chunk_id, **kwargs)
+        report = _vector_memory().explain_chunk(game_save.save_id, form.cleaned_data["q"], chunk_id, **kwargs)
     else:
         error = "Give a query."
     context = save_page_context(request, game_save, "playground")
-    context.update({"form": form, "chunk_id": chunk_id, "report": report, "error": error})
+    arms = []
+    if report and not report.get("filtered_out"):
+        arms = [
+            {"name": name, "rank": report["ranks"].get(name), "score": report["scores"].get(name)}
+            for name in ARMS
+        ]
+    context.update({"form": form, "chunk_id": chunk_id, "report": report, "arms": arms, "error": error})
     template = "memory/playground.html#why-not" if request.htmx else "memory/why_not.html"
     return render(request, template, context)

@@ -23,7 +23,8 @@ KINDS = {
     "locomo": {
         "title": "Import a LoCoMo conversation",
         "help": "A LoCoMo conversation (JSON with speaker_a, speaker_b and session_N lists). "
-        "One session becomes one turn; each utterance becomes one memory chunk tagged with its dia_id.",
+        "One session becomes one turn; each utterance becomes one memory chunk tagged with its dia_id "
+        "(classic memory; the chunks are embedded during the import, which takes a few seconds).",
         "url": "saves:import_locomo",
     },
 }
@@ -32,7 +33,7 @@ KINDS = {
 def _import(request: HttpRequest, kind: str) -> HttpResponse:
     require_playtester(request)
     universes = universe_list_for_user(user=request.user).order_by("name")
-    form = ImportForm(request.POST or None, request.FILES or None, universes=universes)
+    form = ImportForm(request.POST or None, request.FILES or None, universes=universes, with_mode=kind == "transcript")
     errors: list[str] = []
     if request.method == "POST" and form.is_valid():
         upload = form.cleaned_data["file"]
@@ -49,19 +50,30 @@ def _import(request: HttpRequest, kind: str) -> HttpResponse:
         except importers.ImportFormatError as exc:
             errors = exc.errors
         else:
-            run = importers.import_transcript if kind == "transcript" else importers.import_locomo
-            result = run(
-                universe=form.cleaned_data["universe"],
-                name=form.cleaned_data["name"] or default_name,
-                memory_mode=form.cleaned_data["memory_mode"],
-                beliefs_enabled=form.cleaned_data["beliefs_enabled"],
-                turns=turns,
-            )
-            note = f"Imported {result.turns} turns into “{result.game_save.name}”"
-            if result.chunks:
-                note += f" ({result.chunks} utterance chunks queued for embedding)"
-            messages.success(request, note + ".")
-            return redirect("saves:detail", save_id=result.game_save.save_id)
+            result = None
+            if kind == "transcript":
+                result = importers.import_transcript(
+                    universe=form.cleaned_data["universe"],
+                    name=form.cleaned_data["name"] or default_name,
+                    memory_mode=form.cleaned_data["memory_mode"],
+                    beliefs_enabled=form.cleaned_data["beliefs_enabled"],
+                    turns=turns,
+                )
+                note = f"Imported {result.turns} turns into “{result.game_save.name}”; their memory jobs are queued."
+            else:
+                try:
+                    result = importers.import_locomo(
+                        universe=form.cleaned_data["universe"], name=form.cleaned_data["name"] or default_name, turns=turns
+                    )
+                except importers.ImportFormatError as exc:
+                    errors = exc.errors
+                else:
+                    note = f"Imported {result.turns} sessions into “{result.game_save.name}” with {result.chunks} utterance chunks."
+                    if not result.chunks:
+                        note += " The embedding runtime is unavailable: nothing was embedded."
+            if result is not None:
+                messages.success(request, note)
+                return redirect("saves:detail", save_id=result.game_save.save_id)
     context = {"form": form, "errors": errors, "kind": kind, **KINDS[kind]}
     template = "saves/import.html#import-form" if request.htmx else "saves/import.html"
     return render(request, template, context)

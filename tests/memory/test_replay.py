@@ -1,0 +1,102 @@
+"""Replay after a lore change: recorded queries re-run at their horizon, before vs after."""
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from studio.memory.context import build_memory_context
+from studio.memory.models import Job, JobKind, JobStatus, RecordedQuery
+from studio.memory.replay import replay_recorded_queries
+from studio.saves.checkpoints import CheckpointManager
+from studio.universes.models import LoreRevision
+from tests.memory.vector_support import vector_memory  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.django_db
+
+LORE = [
+    {"entry_id": "kael", "title": "Kaël", "text": "Kaël is a smuggler of Port Vey."},
+    {"entry_id": "mira", "title": "Mira", "text": "Mira lends money to sailors."},
+    {"entry_id": "storm", "title": "The Storm", "text": "Storms come from the west."},
+]
+
+
+@pytest.fixture
+def played(game_save, vector_memory):  # noqa: F811
+    vector_memory.embed_chunks(
+        game_save.save_id,
+        [
+            {"turn_id": 1, "text": "Kaël docks with contraband."},
+            {"turn_id": 2, "text": "Mira lends Kaël ten crowns."},
+            {"turn_id": 3, "text": "The storm breaks over the harbour."},
+        ],
+    )
+    vector_memory.sync_lore(game_save.save_id, LORE)
+    # Play records the context queries of turns 2 and 3.
+    game_save.current_turn = 2
+    build_memory_context(game_save=game_save, query_text="who lends money", record=True, k_lore=1)
+    game_save.current_turn = 3
+    build_memory_context(game_save=game_save, query_text="the storm over the harbour", record=True, k_lore=1)
+    game_save.save()
+    return game_save
+
+
+def test_nothing_changed_means_every_query_the_same(played):
+    report = replay_recorded_queries(game_save=played)
+    assert len(report.queries) == 4 and not report.changed and report.top_changed_count == 0
+
+
+def test_a_lore_edit_changes_the_lore_queries_it_touches(played, vector_memory):  # noqa: F811
+    before = {q.query_text: q.result_ids for q in RecordedQuery.objects.filter(params__chunk_type="lore")}
+    assert before["who lends money"] == ["lore:mira"]
+    edited = [dict(e) for e in LORE]
+    edited[2]["text"] = "Storms lend money to nobody; who lends money? Not the storm."
+    edited[1]["text"] = "A quiet shop."
+    vector_memory.sync_lore(played.save_id, edited)
+    report = replay_recorded_queries(game_save=played)
+    changed = {q.recorded.query_text: q for q in report.changed}
+    assert list(changed) == ["who lends money"]
+    query = changed["who lends money"]
+    assert query.before == ["lore:mira"] and query.after == ["lore:storm"] and query.top_changed
+    assert query.added == ["lore:storm"] and query.removed == ["lore:mira"]
+    assert {m["entry_id"]: (m["entered"], m["left"]) for m in report.lore_movement()} == {"storm": (1, 0), "mira": (0, 1)}
+    # Narrative queries keep their results: the horizon is the turn they were recorded at.
+    assert all(not q.changed for q in report.queries if q.recorded.params.get("exclude_chunk_type") == "lore")
+
+
+def test_replay_keeps_later_narrative_out(played, vector_memory):  # noqa: F811
+    vector_memory.embed_chunks(played.save_id, [{"turn_id": 4, "text": "Mira lends Kaël money again, more money."}])
+    played.current_turn = 4
+    played.save()
+    report = replay_recorded_queries(game_save=played, turns=10)
+    assert not report.changed
+
+
+def test_replay_window_and_rewind(played):
+    assert len(replay_recorded_queries(game_save=played, turns=1).queries) == 2  # turn 3 only
+    CheckpointManager().rewind(played, 2)
+    played.refresh_from_db()
+    assert set(RecordedQuery.objects.values_list("turn_id", flat=True)) == {2}
+
+
+def test_replay_page_full_and_fragment(client, author, played, vector_memory):  # noqa: F811
+    LoreRevision.objects.create(universe=played.universe, entry_id="mira", action=LoreRevision.Action.UPDATE, author=author)
+    edited = [dict(e) for e in LORE]
+    edited[1]["text"] = "A quiet shop."
+    edited[2]["text"] = "Money storms lend nothing to anyone."
+    vector_memory.sync_lore(played.save_id, edited)
+    client.force_login(author)
+    url = reverse("memory:replay", args=[played.save_id])
+    page = client.get(url).content.decode()
+    assert "<html" in page and "4 recorded queries" in page and "<code>mira</code>" in page
+    assert 'id="replay-summary"' not in page  # nothing runs until asked
+    fragment = client.get(url, {"run": 1, "turns": 10}, HTTP_HX_REQUEST="true").content.decode()
+    assert fragment.lstrip().startswith('<div id="replay-result">') and "<html" not in fragment
+    assert "<strong>1</strong> of 4 queries changed" in fragment and "new top result" in fragment
+    assert 'data-changed="yes"' in fragment and "lore:storm" in fragment
+
+
+def test_replay_warns_while_the_lore_sync_is_pending(client, playtester, played):
+    Job.objects.create(kind=JobKind.SYNC_LORE, game_save=played, status=JobStatus.QUEUED)
+    client.force_login(playtester)
+    page = client.get(reverse("memory:replay", args=[played.save_id])).content.decode()
+    assert "lore re-sync is still queued or running" in page
