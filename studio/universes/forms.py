@@ -132,7 +132,7 @@ class BulkActionForm(forms.Form):
         ("toml", "Universe-as-Code TOML"), ("sillytavern", "SillyTavern world info"),
         ("card", "Character Card V2 JSON"),
     ]
-    entries = forms.MultipleChoiceField(choices=[], error_messages={"required": "Select at least one entry."})
+    entries = forms.Field(required=False, widget=forms.MultipleHiddenInput)
     action = forms.ChoiceField(choices=ACTIONS)
     new_kind = forms.ChoiceField(choices=LoreKind.choices, required=False)
     export_format = forms.ChoiceField(choices=EXPORT_FORMATS, required=False, initial="toml")
@@ -142,8 +142,11 @@ class BulkActionForm(forms.Form):
         self.universe = universe
 
     def clean_entries(self):
-        # Only ids of this universe count; anything else is silently not there.
-        return list(self.data.getlist("entries"))
+        # Ids are looked up inside this universe only, so others' ids simply match nothing.
+        entries = [e for e in self.data.getlist("entries") if e][:10_000]
+        if not entries:
+            raise ValidationError("Select at least one entry.")
+        return entries
 
     def clean(self):
         cleaned = super().clean()

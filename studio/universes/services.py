@@ -379,8 +379,8 @@ def lore_entry_update(
     links: Sequence[LoreEntry] | None = None,
     extensions: dict[str, Any] | None = None,
     action: str = LoreRevision.Action.UPDATE,
-) -> bool:
-    """Apply the given changes (None = unchanged); record a revision. Return whether it changed."""
+) -> list[str]:
+    """Apply the given changes (None = unchanged); record a revision. Return the changed fields."""
     before = lore_entry_snapshot(entry)
     new_title = before["title"] if title is None else title.strip()
     new_kind = before["kind"] if kind is None else kind
@@ -397,8 +397,9 @@ def lore_entry_update(
         links = [link for link in links if link.universe_id == entry.universe_id and link.pk != entry.pk]
         link_ids = sorted(link.entry_id for link in links)
     after = lore_entry_snapshot(entry, links=link_ids)
-    if after == before:
-        return False
+    changed_fields = [name for name in after if after[name] != before[name]]
+    if not changed_fields:
+        return []
     content_changed = any(before[f] != after[f] for f in ("title", "text", "keys"))
     if content_changed:
         entry.embedding_state = EmbeddingState.PENDING
@@ -415,7 +416,7 @@ def lore_entry_update(
     ).save()
     if content_changed:
         schedule_lore_sync(universe=entry.universe)
-    return True
+    return changed_fields
 
 
 @transaction.atomic
@@ -627,7 +628,8 @@ def lore_import(*, universe: Universe, user, book: IncomingBook, default_kind: s
             else "same title")
         report.lines.append(ImportLine(
             incoming.label, "updated" if changed else "skipped",
-            f"changed; matched by {how}" if changed else f"identical to the existing entry (matched by {how})",
+            f"changed {', '.join(changed)}; matched by {how}" if changed
+            else f"identical to the existing entry (matched by {how})",
             target.entry_id, target.title))
     for entry, link_ids, label in pending_links:
         targets = [by_id[i] for i in link_ids if i in by_id and i != entry.entry_id]
