@@ -10,7 +10,7 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
-from studio.memory.models import Job, Observation
+from studio.memory.models import Job, JobKind, JobStatus, Observation
 from studio.roles import PLAYTESTERS
 from studio.saves.models import Event, Save
 from studio.universes.models import Universe
@@ -25,6 +25,7 @@ PLAYTEST_ROUTES = {
     "saves:rewind_summary": "get",
     "saves:fork": "post",
     "memory:mental_models_refresh": "post",
+    "memory:job_retry": "post",
 }
 
 
@@ -52,6 +53,10 @@ def url_for(name: str, converters: set[str], game_save: Save, belief: Observatio
         kwargs["turn_id"] = 1
     if "observation_id" in converters:
         kwargs["observation_id"] = belief.pk
+    if "job_id" in converters:
+        kwargs["job_id"] = Job.objects.get_or_create(
+            kind=JobKind.EMBED_TURN, game_save=game_save, turn_id=1, defaults={"status": JobStatus.FAILED}
+        )[0].pk
     return reverse(name, kwargs=kwargs)
 
 
@@ -109,7 +114,7 @@ def test_member_without_role_may_read_but_not_act(client, universe, game_save, b
     game_save.refresh_from_db()
     assert game_save.current_turn == 3
     assert Event.objects.get(game_save=game_save, turn_id=1).narrative == "Turn 1 text."
-    assert Job.objects.count() == 0
+    assert list(Job.objects.values_list("status", flat=True)) == [JobStatus.FAILED]  # not retried
     assert Save.objects.count() == 1
     for name in ("saves:create", "saves:import_transcript", "saves:import_locomo"):
         assert client.get(reverse(name)).status_code == 403, name
