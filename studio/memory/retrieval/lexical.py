@@ -133,9 +133,17 @@ def _undouble(stem: str) -> str:
     return stem
 
 
-def index_terms(text: str) -> list[str]:
-    """Return the BM25 terms of `text`: its tokens minus stop words, inflections folded."""
-    return [_fold_english_suffix(t) for t in tokenize(text) if t not in STOP_WORDS]
+def index_terms(text: str, *, stop_words: bool = True, fold_inflections: bool = True) -> list[str]:
+    """Return the BM25 terms of `text`: its tokens minus stop words, inflections folded.
+
+    The switches exist for measuring what each step buys (bench/retrieval_quality.py).
+    """
+    tokens = tokenize(text)
+    if stop_words:
+        tokens = [token for token in tokens if token not in STOP_WORDS]
+    if fold_inflections:
+        tokens = [_fold_english_suffix(token) for token in tokens]
+    return tokens
 
 
 if _BM25Okapi is not None:

@@ -1,0 +1,65 @@
+"""Shared set-up for the benchmarks: a throw-away Django database and Chroma directory.
+
+Each benchmark runs against a fresh SQLite database (migrated here) and a fresh embedded
+Chroma directory under a temporary folder, so it never touches the studio's own data.
+Run from the project root: `.venv/bin/python bench/<name>.py --help`.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_LOCOMO = ROOT.parent / "shared" / "data" / "locomo"
+
+
+def setup_django(workdir: str | None = None) -> str:
+    """Configure Django on a temporary SQLite database; return the work directory."""
+    workdir = workdir or tempfile.mkdtemp(prefix="axiom-bench-")
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("DEBUG", "1")
+    os.environ.setdefault("SECRET_KEY", "bench-only")
+    os.environ["AXIOM_VAR_DIR"] = workdir
+    os.environ["DATABASE_URL"] = f"sqlite:///{workdir}/bench.sqlite3"
+    os.environ["CHROMA_PATH"] = os.path.join(workdir, "chroma")
+    os.environ.pop("CHROMA_HOST", None)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+    os.environ["DJANGO_SETTINGS_MODULE"] = "studio.settings"
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    return workdir
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def summarize_ms(samples: list[float]) -> dict[str, float]:
+    return {
+        "p50": percentile(samples, 50) * 1000,
+        "p95": percentile(samples, 95) * 1000,
+        "mean": statistics.fmean(samples) * 1000 if samples else float("nan"),
+    }
+
+
+class Stopwatch:
+    def __enter__(self):
+        self.start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        self.seconds = time.perf_counter() - self.start

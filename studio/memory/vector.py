@@ -1,0 +1,1187 @@
+"""Vector memory for narrative chunks: ChromaDB storage and hybrid search.
+
+Every chunk carries a turn_id, which makes rewinding surgical: rolling a save back to turn
+N deletes every chunk with turn_id > N, so nothing from the abandoned timeline bleeds into
+the rebuilt one.
+
+Collection layout (one collection for every save, see docs/retrieval.md for the measured
+decision): name "narrative_memory"; document = the chunk text; metadata = save_id (str),
+turn_id (int), chunk_type (str), entry_id (when the chunk has a source row, e.g. a lore
+entry), whatever `metadata_extra` carried, and the bookkeeping keys chunk_seq (write order,
+for neighbouring context), chunk_part / chunk_parts (position of a long text's piece);
+id = a UUID per chunk. Embeddings come from the packaged MiniLM (embedding.py); Chroma's
+own embedding function is never attached.
+
+Search (`query`) fuses several arms with Reciprocal Rank Fusion: the semantic arm (a
+Chroma query), the BM25 arm over each chunk's own text, a BM25 arm over each chunk read
+with its neighbours in the same turn, and a turn arm (chunks of the turns whose whole text
+matches best). Then a focus boost, an optional cross-encoder over a capped pool, and lore
+link expansion. docs/retrieval.md explains each step and what it bought.
+
+Processes: the embedded `PersistentClient` is for one process only and is guarded by an
+exclusive file lock; any set-up with several processes uses a Chroma server (`chroma run`)
+through `HttpClient` (settings.CHROMA_HOST). `get_vector_memory()` builds the process-wide
+instance from settings.
+"""
+from __future__ import annotations
+
+import errno
+import fcntl
+import logging
+import os
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from studio.memory import chunking, embedding
+from studio.memory.embedding import preload_embedding_runtime  # noqa: F401  (engine API)
+from studio.memory.retrieval import fusion, lexical
+
+logger = logging.getLogger(__name__)
+
+COLLECTION_NAME = "narrative_memory"
+LOCK_FILE_NAME = ".axiom-vector-store.lock"
+CORE_KEYS = ("save_id", "turn_id", "chunk_type")
+BOOKKEEPING_KEYS = ("chunk_seq", "chunk_part", "chunk_parts")
+LORE = "lore"
+# Chroma fails a get() that returns more than 32,766 rows with documents (SQLite variable
+# limit); every bulk read goes page by page.
+GET_PAGE_SIZE = 5000
+
+
+class VectorStoreError(RuntimeError):
+    """The vector store (Chroma) cannot be reached or used."""
+
+
+class VectorStoreLockedError(VectorStoreError):
+    """Another process already has the embedded Chroma store open."""
+
+
+# --- Arms, fusion and the explain record -----------------------------------------------
+
+
+@dataclass(frozen=True)
+class RetrievalConfig:
+    """The search pipeline's knobs; the defaults are the measured ones (docs/retrieval.md)."""
+
+    arms: tuple[str, ...] = ("semantic", "lexical", "context", "turn")
+    stop_words: bool = True
+    fold_inflections: bool = True
+    rrf_k: int = fusion.DEFAULT_RRF_K
+    arm_depth: int = 50  # each arm contributes its best `arm_depth` ids (cap_per_source)
+    semantic_weight: float = 1.0
+    lexical_weight: float = 1.0
+    context_weight: float = 1.0
+    turn_weight: float = 1.0
+    context_window: int = 2  # neighbours read on each side, within the same turn
+    bm25_k1: float = 1.5
+    bm25_b: float = 0.5
+    focus_boost: float = 0.005  # about what moving up several places in one arm is worth
+    rerank_pool: int = 50
+    link_expansion_cap: int = 3
+    max_cached_scopes: int = 16
+    max_views_per_scope: int = 8
+
+
+@dataclass
+class QueryStats:
+    """What one search did and how long each stage took (milliseconds)."""
+
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    corpus_size: int = 0
+    filtered_size: int = 0
+    arm_sizes: dict[str, int] = field(default_factory=dict)
+    corpus_rebuilt: bool = False
+    reranked: bool = False
+    semantic_available: bool = True
+    lexical_available: bool = True
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "timings_ms": dict(self.timings_ms),
+            "corpus_size": self.corpus_size,
+            "filtered_size": self.filtered_size,
+            "arm_sizes": dict(self.arm_sizes),
+            "corpus_rebuilt": self.corpus_rebuilt,
+            "reranked": self.reranked,
+            "semantic_available": self.semantic_available,
+            "lexical_available": self.lexical_available,
+        }
+
+
+@dataclass
+class QueryResult:
+    results: list[dict[str, Any]]
+    stats: QueryStats
+
+
+class _Timer:
+    def __init__(self, stats: QueryStats):
+        self.stats = stats
+        self.start = time.perf_counter()
+        self.last = self.start
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.stats.timings_ms[name] = round(self.stats.timings_ms.get(name, 0.0) + (now - self.last) * 1000, 3)
+        self.last = now
+
+    def total(self) -> None:
+        self.stats.timings_ms["total"] = round((time.perf_counter() - self.start) * 1000, 3)
+
+
+# --- Per-scope corpus version (cache invalidation across processes) ----------------------
+
+
+class DatabaseCorpusVersions:
+    """Per-scope change counters in the database (VectorCorpusVersion rows).
+
+    Every write bumps its scope's counter; every search reads it (one indexed SELECT) and
+    rebuilds its cached corpus only when the number moved, whichever process wrote.
+    """
+
+    def current(self, scope_id: str) -> int:
+        from studio.memory.models import VectorCorpusVersion
+
+        version = VectorCorpusVersion.objects.filter(scope_id=scope_id).values_list("version", flat=True).first()
+        return int(version or 0)
+
+    def bump(self, scope_id: str) -> int:
+        from django.db import IntegrityError, transaction
+        from django.db.models import F
+
+        from studio.memory.models import VectorCorpusVersion
+
+        for _attempt in range(3):
+            try:
+                with transaction.atomic():
+                    updated = VectorCorpusVersion.objects.filter(scope_id=scope_id).update(
+                        version=F("version") + 1
+                    )
+                    if not updated:
+                        VectorCorpusVersion.objects.create(scope_id=scope_id, version=1)
+                    return self.current(scope_id)
+            except IntegrityError:  # two processes created the row at once: update again
+                continue
+        raise VectorStoreError(f"could not bump the corpus version of {scope_id!r}")
+
+
+class LocalCorpusVersions:
+    """In-process counters, for use without a database (one process only)."""
+
+    def __init__(self) -> None:
+        self._versions: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def current(self, scope_id: str) -> int:
+        return self._versions.get(scope_id, 0)
+
+    def bump(self, scope_id: str) -> int:
+        with self._lock:
+            self._versions[scope_id] = self._versions.get(scope_id, 0) + 1
+            return self._versions[scope_id]
+
+
+# --- The embedded store's process lock ---------------------------------------------------
+
+_store_locks: dict[str, dict[str, int]] = {}
+_store_locks_guard = threading.Lock()
+
+
+def _lock_message(path: str, holder: str) -> str:
+    return (
+        f"The embedded Chroma store at {path} is already open in another process{holder}. "
+        "Two processes writing one embedded store silently corrupt its vector index, so only "
+        "one may open it. Run a Chroma server instead, e.g. "
+        f"`chroma run --path {path} --host 127.0.0.1 --port 8000`, and set CHROMA_HOST=127.0.0.1 "
+        "(and CHROMA_PORT=8000) in the environment of every process (web, workers, commands)."
+    )
+
+
+def acquire_store_lock(path: str) -> None:
+    """Take the exclusive, non-blocking lock on the embedded store at `path` for this process.
+
+    Raise VectorStoreLockedError at once when another process holds it (including a forked
+    child of the holder). Re-entrant within one process.
+    """
+    real = os.path.realpath(path)
+    with _store_locks_guard:
+        held = _store_locks.get(real)
+        if held is not None and held["pid"] == os.getpid():
+            held["refs"] += 1
+            return
+        if held is not None:  # inherited across fork: the lock belongs to the parent
+            raise VectorStoreLockedError(_lock_message(real, f" (pid {held['pid']}, this process's parent)"))
+        os.makedirs(real, exist_ok=True)
+        lock_path = os.path.join(real, LOCK_FILE_NAME)
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = ""
+            try:
+                holder_pid = os.pread(fd, 32, 0).decode().strip()
+                holder = f" (pid {holder_pid})" if holder_pid else ""
+            except OSError:
+                pass
+            os.close(fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise VectorStoreLockedError(_lock_message(real, holder)) from None
+            raise
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        _store_locks[real] = {"fd": fd, "pid": os.getpid(), "refs": 1}
+
+
+def release_store_lock(path: str) -> None:
+    """Release one hold on the store lock taken by this process (the last one unlocks)."""
+    real = os.path.realpath(path)
+    with _store_locks_guard:
+        held = _store_locks.get(real)
+        if held is None or held["pid"] != os.getpid():
+            return
+        held["refs"] -= 1
+        if held["refs"] <= 0:
+            try:
+                fcntl.flock(held["fd"], fcntl.LOCK_UN)
+            finally:
+                os.close(held["fd"])
+                del _store_locks[real]
+
+
+# --- Cached corpus of one scope ----------------------------------------------------------
+
+
+@dataclass
+class _View:
+    """The chunks passing one filter, with their BM25 indexes."""
+
+    positions: np.ndarray  # corpus positions, in corpus order
+    own_index: Any
+    context_index: Any
+    turn_index: Any
+    turn_of_position: np.ndarray  # per view position: index into turn_keys
+    turn_keys: list[int]
+
+
+@dataclass
+class _Corpus:
+    version: int
+    ids: list[str]
+    texts: list[str]
+    metadatas: list[dict[str, Any]]
+    turn_ids: np.ndarray
+    chunk_types: np.ndarray
+    position: dict[str, int]
+    terms: list[list[str]]
+    views: OrderedDict = field(default_factory=OrderedDict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def _sanitize_metadata(values: dict[str, Any]) -> dict[str, Any]:
+    """Return metadata Chroma accepts: scalars as they are, lists of scalars, no None."""
+    clean: dict[str, Any] = {}
+    for key, value in values.items():
+        if value is None:
+            continue
+        if isinstance(value, (str, int, float, bool)):
+            clean[str(key)] = value
+        elif isinstance(value, (list, tuple)):
+            items = [item for item in value if isinstance(item, (str, int, float, bool))]
+            if items:
+                clean[str(key)] = [str(item) for item in items] if any(isinstance(i, str) for i in items) else items
+        else:
+            clean[str(key)] = str(value)
+    return clean
+
+
+def _where(conditions: list[dict[str, Any]]) -> dict[str, Any]:
+    if len(conditions) == 1:
+        return conditions[0]
+    return {"$and": conditions}
+
+
+def _horizon(current_turn_id: int | None, max_turn_id: int | None) -> int | None:
+    bounds = [int(bound) for bound in (current_turn_id, max_turn_id) if bound is not None]
+    return min(bounds) if bounds else None
+
+
+def _mentions(text_tokens: str, focus: list[str]) -> bool:
+    return any(term and term in text_tokens for term in focus)
+
+
+# --- VectorMemory --------------------------------------------------------------------------
+
+
+class VectorMemory:
+    """Local semantic memory store backed by ChromaDB, with hybrid search.
+
+    `persist_dir`: directory of the embedded store (created if missing, locked for this
+    process). `reranker`: an object with `rerank(query_text, documents)` (e.g.
+    CrossEncoderReranker), or None for no reranking. Keyword-only extras: `client`, a
+    chromadb client to use instead of opening `persist_dir` (an HttpClient for a Chroma
+    server; no lock is taken then); `embedder`, an embedding model object (default: the
+    packaged MiniLM, loaded lazily); `versions`, the corpus-version store (default: the
+    database); `config`, the RetrievalConfig; `rerank_pool`, the reranker's candidate cap.
+    """
+
+    def __init__(
+        self,
+        persist_dir: str | None,
+        reranker: Any | None = None,
+        *,
+        client: Any | None = None,
+        embedder: Any | None = None,
+        versions: Any | None = None,
+        config: RetrievalConfig | None = None,
+        rerank_pool: int | None = None,
+        collection_name: str = COLLECTION_NAME,
+    ) -> None:
+        self.persist_dir = str(persist_dir) if persist_dir is not None else None
+        self.reranker = reranker
+        self.config = config or RetrievalConfig()
+        if rerank_pool is not None:
+            self.config = RetrievalConfig(**{**self.config.__dict__, "rerank_pool": int(rerank_pool)})
+        self.collection_name = collection_name
+        self._versions = versions or DatabaseCorpusVersions()
+        self._embedder = embedder
+        self._owns_lock = False
+        self._corpora: OrderedDict[str, _Corpus] = OrderedDict()
+        self._corpora_lock = threading.Lock()
+        self._local = threading.local()
+        self._disabled_reason: str | None = None
+        self._collection = None
+        if client is None:
+            if self.persist_dir is None:
+                raise ValueError("VectorMemory needs persist_dir or client")
+            acquire_store_lock(self.persist_dir)
+            self._owns_lock = True
+            try:
+                import chromadb
+                from chromadb.config import Settings
+
+                client = chromadb.PersistentClient(
+                    path=self.persist_dir, settings=Settings(anonymized_telemetry=False)
+                )
+            except Exception:
+                self.close()
+                raise
+        self._client = client
+
+    # -- lifecycle and plumbing --
+
+    def close(self) -> None:
+        """Release the embedded store's process lock (the client itself is process-cached)."""
+        if self._owns_lock and self.persist_dir is not None:
+            release_store_lock(self.persist_dir)
+            self._owns_lock = False
+
+    @property
+    def store_description(self) -> str:
+        if self._owns_lock:
+            return f"embedded store at {self.persist_dir}"
+        return f"Chroma client {type(self._client).__name__}"
+
+    def _get_collection(self):
+        if self._collection is None:
+            try:
+                self._collection = self._client.get_or_create_collection(
+                    self.collection_name,
+                    embedding_function=None,
+                    configuration={"hnsw": {"space": "cosine"}},
+                )
+            except Exception as exc:
+                raise VectorStoreError(f"Chroma unavailable ({self.store_description}): {exc}") from exc
+        return self._collection
+
+    def _get_embedder(self):
+        if self._embedder is None:
+            self._embedder = embedding.get_embedder()
+            if self._embedder is None:
+                self._disabled_reason = embedding.embedding_unavailable_reason() or "embedding runtime unavailable"
+        return self._embedder
+
+    @property
+    def embeddings_available(self) -> bool:
+        """Return True when chunks can be embedded (the model loads)."""
+        return self._get_embedder() is not None
+
+    @property
+    def disabled_reason(self) -> str | None:
+        """Why embedding is disabled, or None."""
+        self._get_embedder()
+        return self._disabled_reason
+
+    @property
+    def last_query_stats(self) -> QueryStats | None:
+        """Stats of the last search made by the calling thread."""
+        return getattr(self._local, "stats", None)
+
+    def _bump(self, scope_id: str) -> None:
+        self._versions.bump(scope_id)
+
+    def _get_paged(self, where: dict[str, Any], include: list[str]) -> dict[str, list]:
+        collection = self._get_collection()
+        out: dict[str, list] = {"ids": [], "documents": [], "metadatas": [], "embeddings": []}
+        offset = 0
+        while True:
+            page = collection.get(where=where, include=include, limit=GET_PAGE_SIZE, offset=offset)
+            ids = page["ids"]
+            out["ids"].extend(ids)
+            for key in ("documents", "metadatas"):
+                if key in include:
+                    out[key].extend(page[key])
+            if "embeddings" in include:
+                out["embeddings"].extend(list(page["embeddings"]))
+            if len(ids) < GET_PAGE_SIZE:
+                return out
+            offset += GET_PAGE_SIZE
+
+    def _add(self, ids: list[str], embeddings: np.ndarray, documents: list[str], metadatas: list[dict]) -> None:
+        collection = self._get_collection()
+        try:
+            batch = int(self._client.get_max_batch_size())
+        except Exception:
+            batch = 1000
+        for start in range(0, len(ids), batch):
+            end = start + batch
+            collection.add(
+                ids=ids[start:end],
+                embeddings=np.asarray(embeddings[start:end], dtype=np.float32),
+                documents=documents[start:end],
+                metadatas=metadatas[start:end],
+            )
+
+    def _delete_ids(self, ids: list[str]) -> None:
+        collection = self._get_collection()
+        for start in range(0, len(ids), GET_PAGE_SIZE):
+            collection.delete(ids=ids[start : start + GET_PAGE_SIZE])
+
+    # -- writes --
+
+    def _split(self, embedder, text: str) -> list[str]:
+        window = min(chunking.DEFAULT_WINDOW, int(getattr(embedder, "max_tokens", chunking.DEFAULT_WINDOW)))
+        if len(text) <= window:  # a word piece covers at least one character
+            return [text]
+        overlap = min(chunking.DEFAULT_OVERLAP, window // 4)
+        return chunking.split_text(text, embedder.token_spans(text), window=window, overlap=overlap)
+
+    def _prepare(self, save_id: str, items: list[dict[str, Any]], embedder) -> tuple[list, list, list, list[str]]:
+        """Return ids, documents, metadatas and the first chunk id per item ("" if skipped)."""
+        ids: list[str] = []
+        documents: list[str] = []
+        metadatas: list[dict[str, Any]] = []
+        first_ids: list[str] = []
+        seq = time.time_ns() // 1000
+        for item in items:
+            text = str(item.get("text") or "")
+            if not text.strip():
+                first_ids.append("")
+                continue
+            pieces = self._split(embedder, text)
+            extra = dict(item.get("metadata_extra") or {})
+            for part, piece in enumerate(pieces):
+                chunk_id = uuid.uuid4().hex
+                metadata = _sanitize_metadata(extra)
+                metadata.update(
+                    save_id=str(save_id),
+                    turn_id=int(item["turn_id"]),
+                    chunk_type=str(item.get("chunk_type") or "narrative"),
+                    chunk_seq=seq,
+                    chunk_part=part,
+                    chunk_parts=len(pieces),
+                )
+                seq += 1
+                ids.append(chunk_id)
+                documents.append(piece)
+                metadatas.append(metadata)
+                if part == 0:
+                    first_ids.append(chunk_id)
+        return ids, documents, metadatas, first_ids
+
+    def embed_chunks(self, save_id: str, items: Iterable[dict[str, Any]], *, batch_size: int = 32) -> list[str]:
+        """Embed many chunks in batches; return the (first) chunk id of each item.
+
+        Each item is a dict with turn_id, text and optionally chunk_type (default
+        "narrative") and metadata_extra, as for `embed_chunk`. Texts are encoded
+        `batch_size` at a time and written in Chroma-sized batches, and the scope's corpus
+        version moves once. An item with blank text gets "" and stores nothing; with the
+        embedding runtime unavailable nothing is stored and every id is "".
+        """
+        items = list(items)
+        embedder = self._get_embedder()
+        if embedder is None or not items:
+            return ["" for _ in items]
+        ids, documents, metadatas, first_ids = self._prepare(save_id, items, embedder)
+        if not ids:
+            return first_ids
+        vectors = embedder.encode(documents, batch_size=batch_size)
+        self._add(ids, vectors, documents, metadatas)
+        self._bump(str(save_id))
+        return first_ids
+
+    def embed_chunk(
+        self,
+        save_id: str,
+        turn_id: int,
+        text: str,
+        chunk_type: str = "narrative",
+        metadata_extra: dict[str, Any] | None = None,
+    ) -> str:
+        """Embed a text chunk and store it with turn_id metadata; return its chunk id.
+
+        `metadata_extra` is merged into the chunk's metadata (e.g. a lore entry's
+        entry_id); the core keys save_id, turn_id and chunk_type always take precedence.
+        Text longer than the model's window is stored as several overlapping chunks of the
+        same turn; the id of the first is returned. Return "" when nothing was stored
+        (blank text, or the embedding runtime is unavailable).
+        """
+        return self.embed_chunks(
+            save_id,
+            [{"turn_id": turn_id, "text": text, "chunk_type": chunk_type, "metadata_extra": metadata_extra}],
+        )[0]
+
+    def sync_lore(self, save_id: str, entries: list[dict[str, Any]]) -> int:
+        """Re-embed this save's Lore Book entries (idempotent); return how many were embedded.
+
+        Each entry is a dict with entry_id and text, optionally title and links (entry ids
+        it links to, used by link expansion). Entries are embedded as chunk_type "lore",
+        turn_id 0 (timeless, so they survive any rewind), with entry_id in the metadata.
+        The new chunks are written before the old lore chunks are deleted, so a concurrent
+        search never sees an empty Lore Book. Return 0 (and change nothing) when the
+        embedding runtime is unavailable.
+        """
+        embedder = self._get_embedder()
+        if embedder is None:
+            return 0
+        items = []
+        for entry in entries:
+            text = str(entry.get("text") or "")
+            if not text.strip():
+                continue
+            extra: dict[str, Any] = {"entry_id": str(entry["entry_id"])}
+            if entry.get("title"):
+                extra["title"] = str(entry["title"])
+            links = [str(link) for link in entry.get("links") or [] if str(link)]
+            if links:
+                extra["links"] = links
+            items.append({"turn_id": 0, "text": text, "chunk_type": LORE, "metadata_extra": extra})
+        old = self._get_paged(_where([{"save_id": str(save_id)}, {"chunk_type": LORE}]), include=[])["ids"]
+        new_ids = self.embed_chunks(save_id, items) if items else []
+        if old:
+            self._delete_ids(old)
+            self._bump(str(save_id))
+        return sum(1 for chunk_id in new_ids if chunk_id)
+
+    def rollback(self, save_id: str, target_turn_id: int) -> int:
+        """Delete all chunks of a save with turn_id strictly greater than `target_turn_id`.
+
+        Return the number of chunks deleted. Lore (turn 0) survives any rewind to a turn
+        >= 0. Works without the embedding runtime.
+        """
+        where = _where([{"save_id": str(save_id)}, {"turn_id": {"$gt": int(target_turn_id)}}])
+        ids = self._get_paged(where, include=[])["ids"]
+        if ids:
+            self._delete_ids(ids)
+            self._bump(str(save_id))
+        return len(ids)
+
+    def update_turn_narrative(self, save_id: str, turn_id: int, new_text: str, chunk_type: str = "narrative") -> None:
+        """Replace the turn's chunks of `chunk_type` with the embedded `new_text`.
+
+        The new chunks are written first, then the old ones deleted. Nothing changes when
+        the embedding runtime is unavailable.
+        """
+        if self._get_embedder() is None:
+            return
+        where = _where([{"save_id": str(save_id)}, {"turn_id": int(turn_id)}, {"chunk_type": str(chunk_type)}])
+        old = self._get_paged(where, include=[])["ids"]
+        self.embed_chunk(save_id, turn_id, new_text, chunk_type=chunk_type)
+        if old:
+            self._delete_ids(old)
+            self._bump(str(save_id))
+
+    def copy_save(self, source_save_id: str, target_save_id: str, *, max_turn_id: int) -> int:
+        """Copy a save's chunks with turn_id <= max_turn_id to another save (a fork).
+
+        The stored embeddings are copied, nothing is re-embedded; lore (turn 0) comes
+        along. Idempotent: the target's chunks up to `max_turn_id` are replaced, its later
+        chunks untouched. Return the number of chunks copied.
+        """
+        source = self._get_paged(
+            _where([{"save_id": str(source_save_id)}, {"turn_id": {"$lte": int(max_turn_id)}}]),
+            include=["documents", "metadatas", "embeddings"],
+        )
+        stale = self._get_paged(
+            _where([{"save_id": str(target_save_id)}, {"turn_id": {"$lte": int(max_turn_id)}}]), include=[]
+        )["ids"]
+        if stale:
+            self._delete_ids(stale)
+        if source["ids"]:
+            metadatas = [{**metadata, "save_id": str(target_save_id)} for metadata in source["metadatas"]]
+            ids = [uuid.uuid4().hex for _ in source["ids"]]
+            self._add(ids, np.asarray(source["embeddings"], dtype=np.float32), source["documents"], metadatas)
+        if stale or source["ids"]:
+            self._bump(str(target_save_id))
+        return len(source["ids"])
+
+    def delete_save(self, save_id: str) -> int:
+        """Delete every chunk of a save (lore included); return how many."""
+        ids = self._get_paged({"save_id": str(save_id)}, include=[])["ids"]
+        if ids:
+            self._delete_ids(ids)
+            self._bump(str(save_id))
+        return len(ids)
+
+    # -- reads --
+
+    def count(self, save_id: str) -> int:
+        """Return the number of chunks stored for a save (lore included)."""
+        return len(self._get_paged({"save_id": str(save_id)}, include=[])["ids"])
+
+    def get_chunks(self, save_id: str, *, chunk_type: str | None = None, max_turn_id: int | None = None) -> list[dict[str, Any]]:
+        """Return a save's chunks (id, text, turn_id, chunk_type, entry_id, metadata), by turn."""
+        conditions: list[dict[str, Any]] = [{"save_id": str(save_id)}]
+        if chunk_type is not None:
+            conditions.append({"chunk_type": chunk_type})
+        if max_turn_id is not None:
+            conditions.append({"turn_id": {"$lte": int(max_turn_id)}})
+        page = self._get_paged(_where(conditions), include=["documents", "metadatas"])
+        rows = [self._result_row(i, d, m) for i, d, m in zip(page["ids"], page["documents"], page["metadatas"])]
+        rows.sort(key=lambda row: (row["turn_id"], row["chunk_type"], row["metadata"].get("chunk_seq", 0)))
+        return rows
+
+    @staticmethod
+    def _result_row(chunk_id: str, text: str, metadata: dict[str, Any]) -> dict[str, Any]:
+        metadata = dict(metadata or {})
+        row = {key: value for key, value in metadata.items() if key not in ("id", "text", "metadata", "explain")}
+        row.update(
+            id=chunk_id,
+            text=text,
+            turn_id=int(metadata.get("turn_id", 0)),
+            chunk_type=metadata.get("chunk_type", "narrative"),
+            entry_id=metadata.get("entry_id"),
+            metadata=metadata,
+        )
+        return row
+
+    def _index_terms(self, text: str) -> list[str]:
+        return lexical.index_terms(
+            text, stop_words=self.config.stop_words, fold_inflections=self.config.fold_inflections
+        )
+
+    def set_config(self, config: RetrievalConfig) -> None:
+        """Switch the search pipeline's knobs (drops the cached indexes)."""
+        with self._corpora_lock:
+            self.config = config
+            self._corpora.clear()
+
+    def _corpus(self, scope_id: str, stats: QueryStats) -> _Corpus:
+        """Return the scope's cached corpus, reloading it when its version moved."""
+        version = self._versions.current(scope_id)
+        with self._corpora_lock:
+            cached = self._corpora.get(scope_id)
+            if cached is not None and cached.version == version:
+                self._corpora.move_to_end(scope_id)
+                return cached
+        page = self._get_paged({"save_id": scope_id}, include=["documents", "metadatas"])
+        rows = sorted(
+            zip(page["ids"], page["documents"], page["metadatas"]),
+            key=lambda row: (int(row[2].get("turn_id", 0)), str(row[2].get("chunk_type", "")), row[2].get("chunk_seq", 0)),
+        )
+        ids = [row[0] for row in rows]
+        texts = [row[1] or "" for row in rows]
+        metadatas = [row[2] or {} for row in rows]
+        corpus = _Corpus(
+            version=version,
+            ids=ids,
+            texts=texts,
+            metadatas=metadatas,
+            turn_ids=np.asarray([int(m.get("turn_id", 0)) for m in metadatas], dtype=np.int64),
+            chunk_types=np.asarray([str(m.get("chunk_type", "")) for m in metadatas], dtype=object),
+            position={chunk_id: index for index, chunk_id in enumerate(ids)},
+            terms=[self._index_terms(text) for text in texts],
+        )
+        stats.corpus_rebuilt = True
+        with self._corpora_lock:
+            self._corpora[scope_id] = corpus
+            self._corpora.move_to_end(scope_id)
+            while len(self._corpora) > self.config.max_cached_scopes:
+                self._corpora.popitem(last=False)
+        return corpus
+
+    def _view(self, corpus: _Corpus, chunk_type: str | None, exclude_chunk_type: str | None, horizon: int | None) -> _View:
+        mask = np.ones(len(corpus.ids), dtype=bool)
+        if chunk_type is not None:
+            mask &= corpus.chunk_types == chunk_type
+        if exclude_chunk_type is not None:
+            mask &= corpus.chunk_types != exclude_chunk_type
+        if horizon is not None:
+            in_horizon = corpus.turn_ids <= horizon
+            if not np.all(in_horizon[mask]):
+                mask &= in_horizon
+            else:
+                horizon = None  # the horizon cuts nothing: share the unbounded view
+        key = (chunk_type, exclude_chunk_type, horizon)
+        with corpus.lock:
+            view = corpus.views.get(key)
+            if view is not None:
+                corpus.views.move_to_end(key)
+                return view
+            view = self._build_view(corpus, np.flatnonzero(mask))
+            corpus.views[key] = view
+            while len(corpus.views) > self.config.max_views_per_scope:
+                corpus.views.popitem(last=False)
+            return view
+
+    def _build_view(self, corpus: _Corpus, positions: np.ndarray) -> _View:
+        own_docs = [corpus.terms[p] for p in positions]
+        # Neighbouring context: a chunk read with the chunks around it in the same turn
+        # (same type, never lore, whose entries are unrelated to each other).
+        window = self.config.context_window
+        context_docs: list[list[str]] = []
+        turn_keys: list[int] = []
+        turn_docs: list[list[str]] = []
+        turn_of_position = np.zeros(len(positions), dtype=np.int64)
+        group_start = 0
+        for index in range(len(positions) + 1):
+            boundary = index == len(positions) or (
+                index > group_start
+                and (
+                    corpus.turn_ids[positions[index]] != corpus.turn_ids[positions[group_start]]
+                    or corpus.chunk_types[positions[index]] != corpus.chunk_types[positions[group_start]]
+                )
+            )
+            if not boundary:
+                continue
+            group = list(range(group_start, index))
+            is_lore = group and corpus.chunk_types[positions[group_start]] == LORE
+            for member in group:
+                if is_lore or window <= 0:
+                    context_docs.append(own_docs[member])
+                else:
+                    low, high = max(group_start, member - window), min(index, member + window + 1)
+                    context_docs.append([term for other in range(low, high) for term in own_docs[other]])
+            if group:
+                if is_lore:
+                    for member in group:  # each lore entry stands alone
+                        turn_of_position[member] = len(turn_docs)
+                        turn_keys.append(int(corpus.turn_ids[positions[member]]))
+                        turn_docs.append(own_docs[member])
+                else:
+                    turn_of_position[group_start:index] = len(turn_docs)
+                    turn_keys.append(int(corpus.turn_ids[positions[group_start]]))
+                    turn_docs.append([term for member in group for term in own_docs[member]])
+            group_start = index
+
+        def build(docs):
+            if not lexical.is_available() or not docs:
+                return None
+            return lexical.PostingsBM25(docs, k1=self.config.bm25_k1, b=self.config.bm25_b)
+
+        return _View(
+            positions=positions,
+            own_index=build(own_docs),
+            context_index=build(context_docs),
+            turn_index=build(turn_docs),
+            turn_of_position=turn_of_position,
+            turn_keys=turn_keys,
+        )
+
+    def query(
+        self,
+        save_id: str,
+        query_text: str,
+        k: int = 5,
+        current_turn_id: int | None = None,
+        max_turn_id: int | None = None,
+        focus_terms: list[str] | None = None,
+        chunk_type: str | None = None,
+        exclude_chunk_type: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """Return the top-k chunks for `query_text` by hybrid search.
+
+        Filters: the save; the turn horizon min(current_turn_id, max_turn_id) when given;
+        `chunk_type` (only this type, e.g. "lore") and `exclude_chunk_type` (e.g. the
+        narrative query passes "lore" so lore never eats its k budget). `focus_terms`
+        (current location, characters on scene) give chunks mentioning any of them a small
+        additive boost. Each result: id, text, turn_id, chunk_type, entry_id (the chunk's
+        source id, else None), every stored metadata key, metadata, score, distance, and an
+        `explain` record. Stage timings: `last_query_stats` (or use `query_explained`).
+        """
+        return self.query_explained(
+            save_id,
+            query_text,
+            k=k,
+            current_turn_id=current_turn_id,
+            max_turn_id=max_turn_id,
+            focus_terms=focus_terms,
+            chunk_type=chunk_type,
+            exclude_chunk_type=exclude_chunk_type,
+        ).results
+
+    def _semantic_arm(self, scope_id, query_vector, where, depth) -> tuple[list[str], dict[str, float]]:
+        collection = self._get_collection()
+        response = collection.query(
+            query_embeddings=[np.asarray(query_vector, dtype=np.float32)],
+            n_results=depth,
+            where=where,
+            include=["distances"],
+        )
+        ids = response["ids"][0] if response["ids"] else []
+        distances = response["distances"][0] if response.get("distances") else []
+        return list(ids), {chunk_id: float(distance) for chunk_id, distance in zip(ids, distances)}
+
+    def _filters(self, save_id, horizon, chunk_type, exclude_chunk_type) -> dict[str, Any]:
+        conditions: list[dict[str, Any]] = [{"save_id": str(save_id)}]
+        if horizon is not None:
+            conditions.append({"turn_id": {"$lte": int(horizon)}})
+        if chunk_type is not None:
+            conditions.append({"chunk_type": str(chunk_type)})
+        if exclude_chunk_type is not None:
+            conditions.append({"chunk_type": {"$ne": str(exclude_chunk_type)}})
+        return _where(conditions)
+
+    def _arms(self, save_id, query_text, horizon, chunk_type, exclude_chunk_type, depth, stats, timer, *, full=False):
+        """Run every arm; return (corpus, view, arms) with arms = name -> (ranked ids, scores)."""
+        corpus = self._corpus(str(save_id), stats)
+        timer.lap("corpus")
+        view = self._view(corpus, chunk_type, exclude_chunk_type, horizon)
+        stats.corpus_size = len(corpus.ids)
+        stats.filtered_size = len(view.positions)
+        timer.lap("index")
+        arms: dict[str, tuple[list[str], dict[str, float]]] = {}
+        enabled = self.config.arms
+        embedder = self._get_embedder() if "semantic" in enabled else None
+        stats.semantic_available = embedder is not None
+        if embedder is not None and len(view.positions):
+            query_vector = embedder.encode([query_text], batch_size=1)[0]
+            timer.lap("embed_query")
+            where = self._filters(save_id, horizon, chunk_type, exclude_chunk_type)
+            semantic_depth = len(view.positions) if full else depth
+            ids, distances = self._semantic_arm(save_id, query_vector, where, semantic_depth)
+            ids = [chunk_id for chunk_id in ids if chunk_id in corpus.position]  # written after our snapshot
+            arms["semantic"] = (ids, distances)
+            timer.lap("semantic")
+        stats.lexical_available = lexical.is_available()
+        terms = self._index_terms(query_text)
+        if view.own_index is not None and terms and {"lexical", "context", "turn"} & set(enabled):
+            top = None if full else depth
+            own = view.own_index.get_scores(terms)
+            context = view.context_index.get_scores(terms)
+            turn_scores = view.turn_index.get_scores(terms)
+            for name, scores in (("lexical", own), ("context", context)):
+                ranked = lexical._ranked_indices(scores, top)
+                arms[name] = (
+                    [corpus.ids[view.positions[i]] for i in ranked],
+                    {corpus.ids[view.positions[i]]: float(scores[i]) for i in ranked},
+                )
+            # Turn arm: chunks of the best-matching turns, each turn's chunks by own score.
+            per_chunk_turn = turn_scores[view.turn_of_position]
+            candidates = np.flatnonzero((per_chunk_turn > 0) & (own > 0))
+            order = np.lexsort((np.arange(len(candidates)), -own[candidates], -per_chunk_turn[candidates]))
+            ranked = candidates[order] if full else candidates[order][:depth]
+            arms["turn"] = (
+                [corpus.ids[view.positions[i]] for i in ranked],
+                {corpus.ids[view.positions[i]]: float(per_chunk_turn[i]) for i in ranked},
+            )
+            timer.lap("lexical")
+        arms = {name: arm for name, arm in arms.items() if name in enabled}
+        stats.arm_sizes = {name: len(ranked) for name, (ranked, _scores) in arms.items()}
+        return corpus, view, arms
+
+    def query_explained(
+        self,
+        save_id: str,
+        query_text: str,
+        k: int = 5,
+        current_turn_id: int | None = None,
+        max_turn_id: int | None = None,
+        focus_terms: list[str] | None = None,
+        chunk_type: str | None = None,
+        exclude_chunk_type: str | None = None,
+        *,
+        expand_links: bool = False,
+        use_reranker: bool = True,
+    ) -> QueryResult:
+        """Run `query` and return its results together with the stage timings.
+
+        `expand_links`: for each lore hit, also return the lore entries it links to (one
+        hop, at most config.link_expansion_cap in all), after the top k, each marked with
+        explain["expanded_from"] = the linking entry's entry_id.
+        """
+        stats = QueryStats()
+        self._local.stats = stats
+        timer = _Timer(stats)
+        if k <= 0 or not str(query_text or "").strip():
+            timer.total()
+            return QueryResult([], stats)
+        horizon = _horizon(current_turn_id, max_turn_id)
+        config = self.config
+        depth = max(config.arm_depth, 2 * k)
+        corpus, view, arms = self._arms(save_id, query_text, horizon, chunk_type, exclude_chunk_type, depth, stats, timer)
+        if not arms:
+            timer.total()
+            return QueryResult([], stats)
+        weights = {
+            "semantic": config.semantic_weight,
+            "lexical": config.lexical_weight,
+            "context": config.context_weight,
+            "turn": config.turn_weight,
+        }
+        names = list(arms)
+        fused = fusion.reciprocal_rank_fusion(
+            [fusion.cap_per_source(arms[name][0], depth) for name in names],
+            k=config.rrf_k,
+            weights=[weights[name] for name in names],
+        )
+        ranks = {name: {chunk_id: rank for rank, chunk_id in enumerate(arms[name][0], start=1)} for name in names}
+        timer.lap("fusion")
+
+        focus = [" " + " ".join(lexical.tokenize(term)) + " " for term in focus_terms or []]
+        focus = [term for term in focus if term.strip()]
+        candidates = []
+        for fused_rank, (chunk_id, rrf_score) in enumerate(fused, start=1):
+            position = corpus.position[chunk_id]
+            boost = 0.0
+            if focus and _mentions(" " + " ".join(lexical.tokenize(corpus.texts[position])) + " ", focus):
+                boost = config.focus_boost
+            candidates.append([chunk_id, rrf_score + boost, rrf_score, boost, fused_rank, None])
+        if focus:
+            candidates.sort(key=lambda c: (-c[1], c[4]))
+        timer.lap("focus")
+
+        if use_reranker and self.reranker is not None and candidates and config.rerank_pool > 0:
+            pool = candidates[: config.rerank_pool]
+            scores = self.reranker.rerank(query_text, [corpus.texts[corpus.position[c[0]]] for c in pool])
+            if scores is not None and len(scores) == len(pool):
+                for candidate, score in zip(pool, scores):
+                    candidate[5] = float(score)
+                order = sorted(range(len(pool)), key=lambda i: (-pool[i][5], i))
+                candidates = [pool[i] for i in order] + candidates[len(pool) :]
+                stats.reranked = True
+            timer.lap("rerank")
+
+        results = []
+        for final_rank, (chunk_id, score, rrf_score, boost, fused_rank, rerank_score) in enumerate(candidates[:k], start=1):
+            position = corpus.position[chunk_id]
+            row = self._result_row(chunk_id, corpus.texts[position], corpus.metadatas[position])
+            distance = arms.get("semantic", ([], {}))[1].get(chunk_id)
+            row["distance"] = distance
+            row["score"] = score
+            row["explain"] = {
+                "semantic_rank": ranks.get("semantic", {}).get(chunk_id),
+                "semantic_distance": distance,
+                "lexical_rank": ranks.get("lexical", {}).get(chunk_id),
+                "bm25_score": arms.get("lexical", ([], {}))[1].get(chunk_id),
+                "context_rank": ranks.get("context", {}).get(chunk_id),
+                "context_bm25_score": arms.get("context", ([], {}))[1].get(chunk_id),
+                "turn_rank": ranks.get("turn", {}).get(chunk_id),
+                "rrf_score": rrf_score,
+                "fused_rank": fused_rank,
+                "focus_boost": boost,
+                "rerank_score": rerank_score,
+                "final_rank": final_rank,
+                "expanded_from": None,
+            }
+            results.append(row)
+        if expand_links:
+            results.extend(self._expand_links(corpus, view, results))
+            timer.lap("expand")
+        timer.total()
+        return QueryResult(results, stats)
+
+    def _expand_links(self, corpus: _Corpus, view: _View, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Return the lore entries linked from lore hits (one hop, capped), not already present."""
+        present = {row["entry_id"] for row in results if row.get("entry_id")}
+        lore_by_entry: dict[str, int] = {}
+        for position in view.positions:
+            metadata = corpus.metadatas[position]
+            if metadata.get("chunk_type") == LORE and metadata.get("entry_id") and metadata.get("chunk_part", 0) == 0:
+                lore_by_entry.setdefault(str(metadata["entry_id"]), int(position))
+        expanded = []
+        for row in results:
+            if row.get("chunk_type") != LORE or not row.get("entry_id"):
+                continue
+            links = row["metadata"].get("links") or []
+            if isinstance(links, str):
+                links = [links]
+            for linked in links:
+                if len(expanded) >= self.config.link_expansion_cap:
+                    return expanded
+                if linked in present or linked not in lore_by_entry:
+                    continue
+                position = lore_by_entry[linked]
+                extra = self._result_row(corpus.ids[position], corpus.texts[position], corpus.metadatas[position])
+                extra["distance"] = None
+                extra["score"] = 0.0
+                extra["explain"] = {
+                    "semantic_rank": None,
+                    "semantic_distance": None,
+                    "lexical_rank": None,
+                    "bm25_score": None,
+                    "context_rank": None,
+                    "context_bm25_score": None,
+                    "turn_rank": None,
+                    "rrf_score": 0.0,
+                    "fused_rank": None,
+                    "focus_boost": 0.0,
+                    "rerank_score": None,
+                    "final_rank": None,
+                    "expanded_from": row["entry_id"],
+                }
+                present.add(linked)
+                expanded.append(extra)
+        return expanded
+
+    def explain_chunk(
+        self,
+        save_id: str,
+        query_text: str,
+        chunk_id: str,
+        k: int = 5,
+        current_turn_id: int | None = None,
+        max_turn_id: int | None = None,
+        focus_terms: list[str] | None = None,
+        chunk_type: str | None = None,
+        exclude_chunk_type: str | None = None,
+    ) -> dict[str, Any]:
+        """Explain where one chunk ranked for a query ("why not this chunk?").
+
+        Return {"chunk": row or None, "filtered_out": reason or None, "ranks": {arm: rank
+        over the whole filtered corpus}, "scores": {arm: score}, "fused_rank",
+        "final_rank" (None when not in the top k), "k", "filtered_size"}. Ranks here are
+        exact over the filtered corpus, not cut at the arm depth a search uses
+        (`arm_depth` says where an arm stops contributing).
+        """
+        stats = QueryStats()
+        timer = _Timer(stats)
+        horizon = _horizon(current_turn_id, max_turn_id)
+        report: dict[str, Any] = {
+            "chunk": None,
+            "filtered_out": None,
+            "ranks": {},
+            "scores": {},
+            "fused_rank": None,
+            "final_rank": None,
+            "k": k,
+            "arm_depth": max(self.config.arm_depth, 2 * k),
+            "filtered_size": 0,
+        }
+        found = self._get_collection().get(ids=[chunk_id], include=["documents", "metadatas"])
+        if not found["ids"]:
+            report["filtered_out"] = "no such chunk"
+            return report
+        metadata = found["metadatas"][0] or {}
+        report["chunk"] = self._result_row(chunk_id, found["documents"][0], metadata)
+        if str(metadata.get("save_id")) != str(save_id):
+            report["filtered_out"] = f"belongs to save {metadata.get('save_id')!r}"
+        elif horizon is not None and int(metadata.get("turn_id", 0)) > horizon:
+            report["filtered_out"] = f"turn {metadata.get('turn_id')} is after the horizon (turn {horizon})"
+        elif chunk_type is not None and metadata.get("chunk_type") != chunk_type:
+            report["filtered_out"] = f"chunk type {metadata.get('chunk_type')!r} is not {chunk_type!r}"
+        elif exclude_chunk_type is not None and metadata.get("chunk_type") == exclude_chunk_type:
+            report["filtered_out"] = f"chunk type {exclude_chunk_type!r} is excluded"
+        if report["filtered_out"]:
+            return report
+        _corpus, view, arms = self._arms(
+            save_id, query_text, horizon, chunk_type, exclude_chunk_type, 0, stats, timer, full=True
+        )
+        report["filtered_size"] = len(view.positions)
+        for name, (ranked, scores) in arms.items():
+            if chunk_id in scores:
+                report["ranks"][name] = ranked.index(chunk_id) + 1
+                report["scores"][name] = scores[chunk_id]
+        outcome = self.query_explained(
+            save_id,
+            query_text,
+            k=max(k, 1),
+            current_turn_id=current_turn_id,
+            max_turn_id=max_turn_id,
+            focus_terms=focus_terms,
+            chunk_type=chunk_type,
+            exclude_chunk_type=exclude_chunk_type,
+        )
+        for row in outcome.results:
+            if row["id"] == chunk_id:
+                report["final_rank"] = row["explain"]["final_rank"]
+                report["fused_rank"] = row["explain"]["fused_rank"]
+        return report
+
+
+# --- Process-wide instance -----------------------------------------------------------------
+
+_instance: VectorMemory | None = None
+_instance_pid: int | None = None
+_instance_lock = threading.Lock()
+
+
+def get_configured_reranker():
+    """Return a CrossEncoderReranker for settings.AXIOM_RERANKER_MODEL, or None when unset."""
+    from django.conf import settings
+
+    name = getattr(settings, "AXIOM_RERANKER_MODEL", "") or ""
+    if not name:
+        return None
+    from studio.memory.retrieval.reranker import CrossEncoderReranker
+
+    return CrossEncoderReranker(model_name=name)
+
+
+def build_vector_memory() -> VectorMemory:
+    """Build a VectorMemory from settings (read now, not at import).
+
+    settings.CHROMA_HOST set: an HttpClient to that Chroma server (CHROMA_PORT), which any
+    number of processes may share. Otherwise the embedded store at settings.CHROMA_PATH,
+    locked to this process: a second process gets VectorStoreLockedError at once.
+    """
+    from django.conf import settings
+
+    rerank_pool = int(getattr(settings, "AXIOM_RERANK_POOL", RetrievalConfig.rerank_pool))
+    reranker = get_configured_reranker()
+    host = (getattr(settings, "CHROMA_HOST", "") or "").strip()
+    if host:
+        import chromadb
+        from chromadb.config import Settings
+
+        try:
+            client = chromadb.HttpClient(
+                host=host,
+                port=int(getattr(settings, "CHROMA_PORT", 8000)),
+                settings=Settings(anonymized_telemetry=False),
+            )
+        except Exception as exc:
+            raise VectorStoreError(
+                f"Cannot reach the Chroma server at {host}:{getattr(settings, 'CHROMA_PORT', 8000)} "
+                f"(CHROMA_HOST/CHROMA_PORT): {exc}"
+            ) from exc
+        return VectorMemory(None, reranker, client=client, rerank_pool=rerank_pool)
+    return VectorMemory(settings.CHROMA_PATH, reranker, rerank_pool=rerank_pool)
+
+
+def get_vector_memory() -> VectorMemory:
+    """Return this process's VectorMemory, building it from settings on first use."""
+    global _instance, _instance_pid
+    with _instance_lock:
+        if _instance is not None and _instance_pid == os.getpid():
+            return _instance
+        # None yet, or inherited through fork (it belongs to the parent process).
+        _instance = build_vector_memory()
+        _instance_pid = os.getpid()
+        return _instance
+
+
+def reset_vector_memory() -> None:
+    """Forget the process-wide VectorMemory and release its store lock (for tests)."""
+    global _instance, _instance_pid
+    with _instance_lock:
+        if _instance is not None and _instance_pid == os.getpid():
+            _instance.close()
+        _instance = None
+        _instance_pid = None
