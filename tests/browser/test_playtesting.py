@@ -1,0 +1,144 @@
+"""Real-browser tests of the playtesting pages: append a turn, rewind with its confirm step,
+fork, the search playground with explain and why-not, and a belief page with its chart."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from django.contrib.auth.models import Group
+
+from studio.memory.models import Fact, Observation
+from studio.roles import AUTHORS, PLAYTESTERS
+from studio.saves.models import Event, Save
+from tests.browser._playwright import logged_in_page, pw_browser  # noqa: F401  (fixtures)
+from tests.memory.vector_support import vector_memory  # noqa: F401  (fixture)
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture(autouse=True)
+def role_groups(transactional_db):
+    """The groups come from a data migration, which a transactional test's flush removes."""
+    for name in (AUTHORS, PLAYTESTERS):
+        Group.objects.get_or_create(name=name)
+
+
+@pytest.fixture
+def eager(settings):
+    settings.AXIOM_JOBS_EAGER = True
+    settings.REDIS_URL = ""
+    return settings
+
+
+@pytest.fixture
+def played(game_save, vector_memory, eager):  # noqa: F811
+    vector_memory.embed_chunks(
+        game_save.save_id,
+        [
+            {"turn_id": 1, "text": "Kaël docks at Port Vey with contraband."},
+            {"turn_id": 2, "text": "Mira lends Kaël ten silver crowns."},
+            {"turn_id": 3, "text": "A storm drowns the harbour lights."},
+        ],
+    )
+    return game_save
+
+
+def test_append_a_turn(logged_in_page, playtester, played):  # noqa: F811
+    page = logged_in_page(playtester)
+    page.goto(played.get_absolute_url())
+    page.fill("#id_player_input", "I pay Mira back.")
+    page.fill("#id_narrative", "Kaël counts twelve silver crowns into Mira's palm.")
+    page.click("#append-form button[type=submit]")
+    page.wait_for_selector("text=Turn 4 appended")
+    assert page.locator("#console-turns li[data-turn='4']").inner_text().count("twelve silver crowns") == 1
+    assert page.locator("#save-current-turn").inner_text() == "3"  # the header is outside the fragment
+    assert page.get_by_text("Play turn 5").is_visible()
+    played.refresh_from_db()
+    assert played.current_turn == 4
+    assert Event.objects.get(game_save=played, turn_id=4).player_input == "I pay Mira back."
+    # The embedding job ran at commit: the new turn is searchable.
+    page.goto(f"/memory/{played.save_id}/search/?q=twelve+crowns&k=1")
+    assert "twelve silver crowns" in page.locator("#results").inner_text()
+
+
+def test_rewind_with_preview_and_confirm(logged_in_page, playtester, played):  # noqa: F811
+    page = logged_in_page(playtester)
+    page.goto(f"/saves/{played.save_id}/rewind/")
+    page.fill("#id_turn", "1")
+    page.click("#rewind-pick button[type=submit]")
+    page.wait_for_selector("#rewind-preview")
+    assert page.locator("#rewind-preview td[data-kind='events']").inner_text() == "2"
+    played.refresh_from_db()
+    assert played.current_turn == 3  # a preview changes nothing
+    page.click("#rewind-confirm button[type=submit]")  # the checkbox is required: nothing is sent
+    page.wait_for_timeout(300)
+    assert page.locator("#rewind-summary").count() == 0
+    page.check("#rewind-confirm input[name=confirm]")
+    page.click("#rewind-confirm button[type=submit]")
+    page.wait_for_selector("#rewind-summary")
+    assert "Rewound to turn 1" in page.locator("#rewind-summary").inner_text()
+    played.refresh_from_db()
+    assert played.current_turn == 1
+    assert list(Event.objects.filter(game_save=played).values_list("turn_id", flat=True)) == [1]
+
+
+def test_fork_from_here(logged_in_page, playtester, played, vector_memory):  # noqa: F811
+    page = logged_in_page(playtester)
+    page.goto(f"/saves/{played.save_id}/rewind/?turn=2")
+    page.fill("#fork-form input[name=name]", "What if Mira refused")
+    page.click("#fork-form button[type=submit]")
+    page.wait_for_url(re.compile(r"/saves/(?!%s)[0-9a-f]+/$" % played.save_id))
+    fork = Save.objects.get(name="What if Mira refused")
+    assert page.url.endswith(fork.get_absolute_url())
+    assert "forked from" in page.locator(".save-meta").inner_text()
+    assert fork.current_turn == 2 and Event.objects.filter(game_save=fork).count() == 2
+    assert sorted({c["turn_id"] for c in vector_memory.get_chunks(fork.save_id)}) == [1, 2]
+    played.refresh_from_db()
+    assert played.current_turn == 3
+
+
+def test_playground_with_explain_and_why_not(logged_in_page, playtester, played):  # noqa: F811
+    page = logged_in_page(playtester)
+    page.goto(f"/memory/{played.save_id}/search/")
+    page.fill("#id_q", "silver crowns")
+    page.fill("#id_k", "1")
+    page.click("#playground-form button[type=submit]")
+    page.wait_for_selector("tr.result")
+    row = page.locator("tr.result").first
+    assert "Mira lends Kaël ten silver crowns." in row.inner_text()
+    assert row.locator("td[data-explain='semantic']").inner_text().startswith("#1")
+    assert row.locator("td[data-explain='lexical']").inner_text().startswith("#1")
+    assert page.locator("td[data-stage='total']").count() == 1
+    assert "q=silver%20crowns" in page.url  # the query is in the address bar (hx-push-url)
+    chunk_id = row.get_attribute("data-chunk")
+    page.click("text=ranks in every arm")
+    page.wait_for_selector(f".why-not-report[data-chunk='{chunk_id}']")
+    assert "In the results at rank 1 of 1." in page.locator("#why-not-verdict").inner_text()
+
+
+def test_belief_page_with_its_chart(logged_in_page, playtester, played):  # noqa: F811
+    played.memory_mode = "living"
+    played.current_turn = 30
+    played.save()
+    facts = [Fact.objects.create(game_save=played, turn_id=t, statement=f"Kaël pays at turn {t}.", entities=["Kaël"]) for t in (5, 20, 28)]
+    belief = Observation.objects.create(
+        game_save=played,
+        statement="Kaël pays his debts.",
+        subject="Kaël",
+        sources=[{"fact_id": f.pk, "turn_id": f.turn_id} for f in facts],
+        history=[{"action": "CREATE", "turn_id": 5, "statement": "Kaël might pay.", "subject": "Kaël"}, {"action": "UPDATE", "turn_id": 28, "statement": "Kaël pays his debts.", "subject": "Kaël"}],
+        created_turn_id=5,
+        updated_turn_id=28,
+    )
+    page = logged_in_page(playtester)
+    page.goto(f"/memory/{played.save_id}/beliefs/")
+    page.click(f"tr[data-belief='{belief.pk}'] a")
+    page.wait_for_selector("svg.evidence-chart")
+    chart = page.locator("svg.evidence-chart")
+    assert chart.is_visible() and chart.bounding_box()["width"] > 200
+    bars = chart.locator("rect.bar")
+    assert [bars.nth(i).get_attribute("data-turn") for i in range(bars.count())] == ["5", "20", "28"]
+    assert chart.locator("g.history-marker").count() == 2
+    assert page.locator("#belief-trend").inner_text() in {"STRENGTHENING", "STABLE", "NEW", "WEAKENING", "STALE"}
+    assert "Kaël might pay." in page.locator("ol.history").inner_text()
