@@ -180,3 +180,9 @@ def test_admin_action_revokes_tokens(staff_user, playtester):
     token.refresh_from_db()
     assert token.revoked_at is not None
     assert ApiClient(key).get("/api/v1/me").status_code == 401
+
+
+def test_the_account_bar_links_to_the_token_page(playtester):
+    client = Client()
+    client.force_login(playtester)
+    assert 'href="/accounts/tokens/"' in client.get("/accounts/tokens/").content.decode()
