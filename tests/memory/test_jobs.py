@@ -6,6 +6,7 @@ import socket
 import time
 
 import pytest
+from django.db import connections
 from django.utils import timezone
 
 from studio.memory import jobs
@@ -291,7 +292,10 @@ def test_rewind_during_llm_call_writes_nothing(living_universe, eager_jobs, fake
     def responder(request):
         if operation_of(request) == "consolidate":
             # a rewind (from another thread) lands while the job waits for the model
-            CheckpointManager(vector_memory=fake_vectors).rewind(Save.objects.get(pk=save.pk), 0)
+            try:
+                CheckpointManager(vector_memory=fake_vectors).rewind(Save.objects.get(pk=save.pk), 0)
+            finally:
+                connections.close_all()  # this server thread's connection
         return good(request)
 
     llm_server.responder = responder
