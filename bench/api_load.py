@@ -462,6 +462,9 @@ def main() -> int:
         OMP_NUM_THREADS=env.get("OMP_NUM_THREADS", "1"),
         REDIS_URL="",
     )
+    if args.database_url:
+        # Reuse PostgreSQL connections across requests, as a production set-up would.
+        env.setdefault("DATABASE_CONN_MAX_AGE", "60")
     chroma = gunicorn = None
     report: dict = {"config": {k: v for k, v in vars(args).items() if k not in {"_seed", "out"}}}
     try:
