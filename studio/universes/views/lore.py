@@ -72,6 +72,7 @@ def _list_context(request: HttpRequest, universe, filters: dict[str, str], page_
         "filter_form": LoreFilterForm(initial=filters, data=filters),
         "querystring": urlencode(query),
         "semantic_note": semantic_note,
+        "semantic_mode": page_obj is None,
         "totals": lore_book_totals(universe=universe),
         "pending": lore_pending_count(universe=universe),
         "token_method": token_method(),
