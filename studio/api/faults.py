@@ -33,8 +33,15 @@ def translate_exception(exc: BaseException | None = None) -> ApiError | None:
     exc = exc or sys.exc_info()[1]
     if exc is None:
         return None
+    from django.core.exceptions import PermissionDenied
+    from django.http import Http404
+
     from studio.saves.checkpoints import RewindError
 
+    if isinstance(exc, Http404):  # from a shared selector such as save_get_for_user
+        return ApiError(404, "not_found", "No such resource, or you may not see it.")
+    if isinstance(exc, PermissionDenied):
+        return ApiError(403, "permission_denied", str(exc) or "You may not do this.")
     if isinstance(exc, RewindError):
         return ApiError(400, "validation_error", str(exc), {"turn_id": [str(exc)]})
     if _is_vector_store_failure(exc):

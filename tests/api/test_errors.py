@@ -157,3 +157,19 @@ def test_nul_characters_are_refused_before_the_database(api, game_save):
     assert response.status_code == 400
     assert set(response.json()["error"]["details"]) == {"narrative", "state"}
     assert api.get(f"/api/v1/saves/{game_save.save_id}/facts", {"entity": "a\x00"}).status_code == 400
+
+
+@pytest.mark.parametrize("exc, status", [("http404", 404), ("denied", 403)])
+def test_django_exceptions_from_shared_code_become_json(api, game_save, monkeypatch, exc, status):
+    from django.core.exceptions import PermissionDenied
+    from django.http import Http404
+
+    from studio.api import views
+
+    def raising(*args, **kwargs):
+        raise Http404("gone") if exc == "http404" else PermissionDenied("no")
+
+    monkeypatch.setattr(views, "get_facts", raising)
+    response = api.get(f"/api/v1/saves/{game_save.save_id}/facts")
+    assert response.status_code == status
+    assert error_code(response) in {"not_found", "permission_denied"}
