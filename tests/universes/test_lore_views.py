@@ -92,7 +92,7 @@ def test_create_with_htmx_returns_row_and_oob_updates(author_client, htmx, unive
     html = response.content.decode()
     assert response.status_code == 200 and "<html" not in html
     assert 'id="lore-row-' in html and "Moonwell" in html
-    assert 'id="lore-create"' in html and 'id="embedding-poller"' in html and 'id="lore-totals"' in html
+    assert 'id="lore-create-fields"' in html and 'id="embedding-poller"' in html and 'id="lore-totals"' in html
     assert html.count('hx-swap-oob="true"') >= 3 and "<strong>3</strong> entries" in html
 
 

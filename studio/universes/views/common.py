@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
+from django.urls import reverse
 
 from studio.roles import is_author
 from studio.universes.models import Universe
@@ -27,4 +28,6 @@ def require_author(request: HttpRequest) -> None:
 
 
 def universe_context(request: HttpRequest, universe: Universe, section: str) -> dict:
-    return {"universe": universe, "section": section, "can_edit": is_author(request.user)}
+    # Row templates build entry URLs from this prefix: one reverse() per page, not ~8 per row.
+    lore_base = reverse("universes:lore_list", kwargs={"slug": universe.slug})
+    return {"universe": universe, "section": section, "can_edit": is_author(request.user), "lore_base": lore_base}
