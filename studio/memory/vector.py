@@ -876,6 +876,11 @@ class VectorMemory:
             own = view.own_index.get_scores(terms)
             context = view.context_index.get_scores(terms)
             turn_scores = view.turn_index.get_scores(terms)
+            # Only positive scores count as lexical signal here: in a small corpus BM25Okapi
+            # gives a term found in most documents a negative IDF.
+            own = np.where(own > 0, own, 0.0)
+            context = np.where(context > 0, context, 0.0)
+            turn_scores = np.where(turn_scores > 0, turn_scores, 0.0)
             for name, scores in (("lexical", own), ("context", context)):
                 ranked = lexical._ranked_indices(scores, top)
                 arms[name] = (

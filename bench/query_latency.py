@@ -1,0 +1,188 @@
+"""Query latency of VectorMemory.query on saves of 1k, 10k and 100k chunks.
+
+All saves live in one Chroma collection (the engine's layout). Per size: p50/p95 over the
+queries of the engine's `query(save_id, question, k=10)` (warm: the BM25 indexes are
+built by a first query, whose time is printed separately), beside the raw arms on the same
+corpus measured in the same run: a bare Chroma query (save filter, 50 results) and a bare
+`rank_bm25.BM25Okapi.get_scores`. The ratio compares the engine without its query
+embedding (the raw arms get a ready vector) to the raw arms' sum; the query embedding is
+printed as its own line.
+
+Corpus: LoCoMo utterances (read from --data, cycled), 40 per turn. Vectors: the real
+MiniLM embeddings of those texts for the 1k and 10k saves; the 100k save uses them with
+Gaussian noise added and re-normalised (synthetic, for latency only: embedding 100k chunks
+takes ~20 minutes here). Queries: LoCoMo questions.
+
+Layout probe: the 1k and 10k saves are also copied into collections of their own, and the
+same filtered query is timed there, for the single-collection vs per-save decision.
+
+    .venv/bin/python bench/query_latency.py [--sizes 1000,10000,100000] [--queries 60]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import DEFAULT_LOCOMO, setup_django, summarize_ms  # noqa: E402
+
+
+def locomo_texts_and_questions(folder: Path):
+    texts, questions = [], []
+    for path in sorted(folder.glob("*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        session = 1
+        while f"session_{session}" in data:
+            for utterance in data[f"session_{session}"]:
+                texts.append(f"{utterance['speaker']}: {utterance['text']}")
+            session += 1
+        questions.extend(qa["question"] for qa in data["qa"] if qa.get("category") in (1, 2, 3, 4))
+    return texts, questions
+
+
+def timed(fn, repeat):
+    samples = []
+    for args in repeat:
+        start = time.perf_counter()
+        fn(*args)
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", default=str(DEFAULT_LOCOMO))
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--queries", type=int, default=60)
+    parser.add_argument("--per-turn", type=int, default=40)
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+
+    setup_django()
+    from django.conf import settings
+    from rank_bm25 import BM25Okapi
+
+    from studio.memory.embedding import get_embedder
+    from studio.memory.retrieval.lexical import tokenize
+    from studio.memory.vector import VectorMemory
+
+    vm = VectorMemory(settings.CHROMA_PATH)
+    embedder = get_embedder()
+    collection = vm._get_collection()
+    base_texts, questions = locomo_texts_and_questions(Path(args.data))
+    questions = questions[: args.queries]
+    rng = np.random.default_rng(0)
+
+    start = time.perf_counter()
+    real_vectors = embedder.encode(base_texts, batch_size=32)
+    print(f"embedded {len(base_texts)} texts with MiniLM in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+    query_vectors = embedder.encode(questions, batch_size=32)
+
+    batch = int(vm._client.get_max_batch_size())
+    corpora = {}
+    for size in sizes:
+        save_id = f"bench-{size}"
+        texts = [base_texts[i % len(base_texts)] for i in range(size)]
+        picks = real_vectors[np.arange(size) % len(real_vectors)]
+        if size <= 10000:
+            vectors = picks
+        else:
+            noisy = picks + rng.normal(0, 0.05, picks.shape).astype(np.float32)
+            vectors = noisy / np.linalg.norm(noisy, axis=1, keepdims=True)
+        metadatas = [
+            {"save_id": save_id, "turn_id": 1 + i // args.per_turn, "chunk_type": "narrative", "chunk_seq": i,
+             "chunk_part": 0, "chunk_parts": 1}
+            for i in range(size)
+        ]
+        start = time.perf_counter()
+        ids = [uuid.uuid4().hex for _ in range(size)]
+        for lo in range(0, size, batch):
+            collection.add(ids=ids[lo:lo + batch], embeddings=vectors[lo:lo + batch], documents=texts[lo:lo + batch],
+                           metadatas=metadatas[lo:lo + batch])
+        vm._bump(save_id)
+        print(f"inserted {size} chunks in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+        corpora[size] = (save_id, texts, vectors, metadatas, ids)
+    total_chunks = collection.count()
+
+    rows = []
+    for size in sizes:
+        save_id, texts, vectors, metadatas, ids = corpora[size]
+        start = time.perf_counter()
+        vm.query(save_id, questions[0], k=10)
+        first_query = time.perf_counter() - start
+
+        engine_total, engine_no_embed, embed_only = [], [], []
+        stages: dict[str, list[float]] = {}
+        for question in questions:
+            start = time.perf_counter()
+            vm.query(save_id, question, k=10)
+            elapsed = time.perf_counter() - start
+            stats = vm.last_query_stats
+            embed_ms = stats.timings_ms.get("embed_query", 0.0) / 1000
+            engine_total.append(elapsed)
+            engine_no_embed.append(elapsed - embed_ms)
+            embed_only.append(embed_ms)
+            for stage, ms in stats.timings_ms.items():
+                stages.setdefault(stage, []).append(ms)
+
+        chroma = timed(
+            lambda v: collection.query(query_embeddings=[v], n_results=50, where={"save_id": save_id}, include=["distances"]),
+            [(v,) for v in query_vectors],
+        )
+        start = time.perf_counter()
+        raw_bm25 = BM25Okapi([tokenize(t) for t in texts])
+        raw_build = time.perf_counter() - start
+        bm25 = timed(lambda q: raw_bm25.get_scores(tokenize(q)), [(q,) for q in questions])
+        raw_sum = [a + b for a, b in zip(chroma, bm25)]
+
+        layout = {}
+        if size <= 10000:
+            own = vm._client.get_or_create_collection(f"layout-probe-{size}", embedding_function=None,
+                                                      configuration={"hnsw": {"space": "cosine"}})
+            for lo in range(0, size, batch):
+                own.add(ids=[f"p{i}" for i in range(lo, min(size, lo + batch))], embeddings=vectors[lo:lo + batch],
+                        documents=texts[lo:lo + batch], metadatas=metadatas[lo:lo + batch])
+            layout["own collection"] = timed(
+                lambda v: own.query(query_embeddings=[v], n_results=50, include=["distances"]), [(v,) for v in query_vectors]
+            )
+            shared_recall, own_recall = [], []
+            for v in query_vectors[:20]:
+                truth = np.argsort(-(vectors @ v))[:10].tolist()
+                got_shared = set(collection.query(query_embeddings=[v], n_results=10, where={"save_id": save_id})["ids"][0])
+                got_own = set(own.query(query_embeddings=[v], n_results=10)["ids"][0])
+                shared_recall.append(len(got_shared & {ids[i] for i in truth}) / 10)
+                own_recall.append(len(got_own & {f"p{i}" for i in truth}) / 10)
+            layout["shared recall"] = shared_recall
+            layout["own recall"] = own_recall
+            vm._client.delete_collection(f"layout-probe-{size}")
+        rows.append((size, first_query, engine_total, engine_no_embed, embed_only, chroma, bm25, raw_sum, raw_build, layout))
+        print(f"{size}: engine stage medians (ms): "
+              + ", ".join(f"{k} {sorted(v)[len(v) // 2]:.2f}" for k, v in stages.items()), file=sys.stderr)
+
+    print(f"\nOne collection holding {total_chunks} chunks; {len(questions)} queries per save; k=10.")
+    print("Vectors: real MiniLM (texts cycled) for saves <= 10k chunks, noisy copies of them above (synthetic).\n")
+    print("| save size | engine p50 / p95 (ms) | engine w/o query embedding p50 / p95 | raw Chroma p50 | raw BM25Okapi get_scores p50 | raw sum p50 / p95 | ratio p50 / p95 | query embedding p50 | first query (builds indexes) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for size, first_query, total, no_embed, embed_only, chroma, bm25, raw_sum, raw_build, layout in rows:
+        t, n, c, b, r, e = (summarize_ms(x) for x in (total, no_embed, chroma, bm25, raw_sum, embed_only))
+        print(f"| {size:,} | {t['p50']:.1f} / {t['p95']:.1f} | {n['p50']:.1f} / {n['p95']:.1f} | {c['p50']:.1f} | {b['p50']:.1f} | "
+              f"{r['p50']:.1f} / {r['p95']:.1f} | {n['p50'] / r['p50']:.2f}x / {n['p95'] / r['p95']:.2f}x | {e['p50']:.1f} | {first_query * 1000:.0f} ms |")
+    print("\nLayout probe (the same filtered Chroma query, 50 results):")
+    print("| save size | shared collection (save filter) p50 | own collection p50 | recall@10 vs exact: shared / own |")
+    print("|---|---|---|---|")
+    for size, _f, _t, _n, _e, chroma, _b, _r, _rb, layout in rows:
+        if layout:
+            print(f"| {size:,} | {summarize_ms(chroma)['p50']:.2f} ms | {summarize_ms(layout['own collection'])['p50']:.2f} ms | "
+                  f"{np.mean(layout['shared recall']):.3f} / {np.mean(layout['own recall']):.3f} |")
+    vm.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
