@@ -210,11 +210,21 @@ def facts_by_id(*, game_save: Save, fact_ids: list[int]) -> dict[int, Fact]:
     return {f.pk: f for f in Fact.objects.filter(game_save=game_save, pk__in=fact_ids)}
 
 
-def mental_model_list(*, game_save: Save) -> tuple[list[MentalModel], dict[int, Observation]]:
-    """Return the save's mental models and, in one more query, every belief they cite."""
+def mental_model_list(*, game_save: Save, sources_shown: int = 8) -> tuple[list[MentalModel], dict[int, Observation]]:
+    """Return the save's mental models and, in one more query, the first beliefs each cites.
+
+    Only the first `sources_shown` source beliefs of each model are read (a model built
+    from forty beliefs lists eight and links to the rest).
+    """
     models = list(MentalModel.objects.filter(game_save=game_save).order_by("subject_key"))
-    ids = {int(i) for m in models for i in m.sources or [] if str(i).lstrip("-").isdigit()}
+    ids = set()
+    for model in models:
+        model.source_ids = [int(i) for i in model.sources or [] if str(i).lstrip("-").isdigit()]
+        ids.update(model.source_ids[:sources_shown])
     beliefs = (
-        {o.pk: o for o in Observation.all_objects.filter(game_save=game_save, pk__in=ids)} if ids else {}
+        {o.pk: o for o in Observation.all_objects.filter(game_save=game_save, pk__in=ids).only(
+            "id", "statement", "proof_count", "deleted_turn_id", "subject")}
+        if ids
+        else {}
     )
     return models, beliefs

@@ -5,6 +5,7 @@ from django.contrib import messages
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from studio.memory.models import MentalModel
@@ -13,13 +14,25 @@ from studio.saves.views.access import playtest_save, visible_save
 from studio.saves.views.saves import save_page_context
 
 
+SOURCES_SHOWN = 8
+
+
 def _context(request: HttpRequest, game_save, **extra) -> dict:
-    models, beliefs = mental_model_list(game_save=game_save)
+    models, beliefs = mental_model_list(game_save=game_save, sources_shown=SOURCES_SHOWN)
     for model in models:
-        model.source_beliefs = [beliefs[int(i)] for i in model.sources or [] if str(i).isdigit() and int(i) in beliefs]
-        model.missing_sources = len(model.sources or []) - len(model.source_beliefs)
+        shown = model.source_ids[:SOURCES_SHOWN]
+        model.source_beliefs = [beliefs[i] for i in shown if i in beliefs]
+        model.missing_sources = len(shown) - len(model.source_beliefs)
+        model.more_sources = max(len(model.source_ids) - SOURCES_SHOWN, 0)
     context = save_page_context(request, game_save, "models")
-    context.update({"models": models, "stale_count": sum(1 for m in models if m.stale)})
+    context.update(
+        {
+            "models": models,
+            "stale_count": sum(1 for m in models if m.stale),
+            # Built once: one reverse() per listed belief is measurable on a 50-model page.
+            "belief_url": reverse("memory:beliefs", args=[game_save.save_id]),
+        }
+    )
     context.update(extra)
     return context
 
