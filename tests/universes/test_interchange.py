@@ -120,6 +120,7 @@ def test_sillytavern_reimport_of_export_is_all_unchanged(universe, author):
     (json.dumps({"entries": {"1": {"disable": "yes"}}}).encode(), "expected true or false"),
     (json.dumps({"entries": {"1": {"content": "x" * 200_001}}}).encode(), "limit is 200,000"),
     (b"", "empty"),
+    (json.dumps({"entries": {"1": {"content": "a\u0000b"}}}).encode(), "NUL character"),
 ])
 def test_sillytavern_malformed_files(payload, message):
     with pytest.raises(ImportFormatError, match=message.replace("[", r"\[").replace("(", r"\(")):

@@ -118,7 +118,14 @@ def test_huge_and_non_utf8_files_are_refused(universe):
         parse_document(text)
 
 
-_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\r"), max_size=80)
+def test_nul_characters_are_a_clear_error(universe):
+    text = export_universe(universe).replace('text = "A harbour town."', 'text = "A harbour\\u0000 town."')
+    with pytest.raises(ImportFormatError, match="NUL character"):
+        parse_document(text)
+
+
+# NUL is excluded: PostgreSQL cannot store it (importers refuse it, see the test above).
+_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\x00"), max_size=80)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

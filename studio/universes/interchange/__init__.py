@@ -94,3 +94,20 @@ def require_string_list(value: Any, where: str) -> list[str]:
             raise ImportFormatError(f"{where}[{index}]: longer than {MAX_KEY_CHARS} characters.")
         result.append(item)
     return result
+
+
+def reject_nul(value: Any, where: str = "the file") -> None:
+    """Refuse NUL characters anywhere: PostgreSQL can store them neither in text nor in JSON."""
+    stack = [(value, where)]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                raise ImportFormatError(f"{path}: contains a NUL character (\\u0000), which cannot be stored.")
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if isinstance(key, str) and "\x00" in key:
+                    raise ImportFormatError(f"{path}: a field name contains a NUL character.")
+                stack.append((child, f"{path}.{key}"))
+        elif isinstance(item, list):
+            stack.extend((child, f"{path}[{index}]") for index, child in enumerate(item))

@@ -34,6 +34,7 @@ from studio.universes.interchange import (
     IncomingBook,
     IncomingEntry,
     check_size,
+    reject_nul,
     require_string_list,
     require_text,
 )
@@ -148,6 +149,7 @@ def parse_card(data: bytes, *, filename: str = "") -> IncomingBook:
 
 
 def book_from_card(doc: Any, *, source: str) -> IncomingBook:
+    reject_nul(doc, "card")
     if not isinstance(doc, dict):
         raise ImportFormatError(f"Expected a JSON object (a card or a character_book), got {type(doc).__name__}.")
     card_data: dict[str, Any] | None = None

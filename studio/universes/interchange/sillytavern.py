@@ -22,6 +22,7 @@ from studio.universes.interchange import (
     IncomingBook,
     IncomingEntry,
     check_size,
+    reject_nul,
     require_string_list,
     require_text,
 )
@@ -84,6 +85,7 @@ def parse_world_info(data: bytes) -> IncomingBook:
 
 
 def book_from_world_info(doc: Any) -> IncomingBook:
+    reject_nul(doc, "file")
     if not isinstance(doc, dict) or "entries" not in doc:
         raise ImportFormatError('Not a SillyTavern world-info file: expected an object with "entries".')
     raw_entries = doc["entries"]

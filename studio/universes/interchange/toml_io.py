@@ -36,6 +36,7 @@ from studio.universes.interchange import (
     MAX_TITLE_CHARS,
     ImportFormatError,
     check_size,
+    reject_nul,
     require_string_list,
 )
 from studio.universes.models import LoreEntry, LoreKind, Universe
@@ -230,6 +231,10 @@ def parse_document(data: bytes | str) -> UniverseDocument:
     except tomllib.TOMLDecodeError as exc:
         raise ImportFormatError(f"Not valid TOML: {exc}.") from exc
     reader = _Reader(source)
+    try:
+        reject_nul(doc, "document")
+    except ImportFormatError as exc:
+        reader.fail(str(exc))
 
     unknown = sorted(set(doc) - {"format", "version", "universe", "missions", "extra", "lore"})
     if unknown:
