@@ -16,6 +16,7 @@ configured (living-mode jobs then end as "skipped: no LLM configured").
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -230,24 +231,38 @@ def _retry_after(response: httpx.Response) -> float | None:
         return None
 
 
+_BACKENDS: dict[tuple, OpenAICompatibleBackend] = {}
+_BACKENDS_LOCK = threading.Lock()
+
+
 def get_llm_backend() -> OpenAICompatibleBackend | None:
-    """Return the backend configured in settings, or None when no endpoint is set."""
+    """Return the backend configured in settings, or None when no endpoint is set.
+
+    One backend (and its pooled HTTP client) per process and configuration: building an
+    httpx client loads the TLS trust store, which costs tens of milliseconds per job.
+    """
     base_url = settings.AXIOM_LLM_BASE_URL
     if not base_url:
         return None
-    return OpenAICompatibleBackend(
-        base_url=base_url,
-        model=settings.AXIOM_LLM_MODEL or "default",
-        api_key=settings.AXIOM_LLM_API_KEY,
-        timeout=settings.AXIOM_LLM_TIMEOUT,
-        max_retries=settings.AXIOM_LLM_MAX_RETRIES,
-        max_tokens=settings.AXIOM_LLM_MAX_TOKENS,
-        operation_models={
+    options = {
+        "base_url": base_url,
+        "model": settings.AXIOM_LLM_MODEL or "default",
+        "api_key": settings.AXIOM_LLM_API_KEY,
+        "timeout": settings.AXIOM_LLM_TIMEOUT,
+        "max_retries": settings.AXIOM_LLM_MAX_RETRIES,
+        "max_tokens": settings.AXIOM_LLM_MAX_TOKENS,
+        "operation_models": {
             "extract": settings.AXIOM_LLM_MODEL_EXTRACT,
             "consolidate": settings.AXIOM_LLM_MODEL_CONSOLIDATE,
             "reflect": settings.AXIOM_LLM_MODEL_REFLECT,
         },
-    )
+    }
+    key = (os.getpid(), repr(sorted(options.items())))
+    with _BACKENDS_LOCK:
+        backend = _BACKENDS.get(key)
+        if backend is None:
+            backend = _BACKENDS[key] = OpenAICompatibleBackend(**options)
+        return backend
 
 
 # -- spend guard and call log ---------------------------------------------------------------
@@ -302,6 +317,8 @@ class TrackedLLM:
 
     def check_budget(self) -> None:
         if self.game_save_id is None:
+            return
+        if settings.AXIOM_LLM_CALLS_PER_HOUR <= 0 and settings.AXIOM_LLM_TOKENS_PER_HOUR <= 0:
             return
         status = spend_status(game_save_id=self.game_save_id)
         if status.exceeded:

@@ -32,7 +32,7 @@ logger = logging.getLogger(__name__)
 
 MAX_FACTS_PER_TURN = 8
 MAX_EXISTING_BELIEFS = 24
-BELIEFS_READ_FOR_CONSOLIDATION = 300
+BELIEFS_PER_SUBJECT = 60
 STALE_MODELS_PER_PASS = 5
 REFRESH_MODELS_PER_JOB = 20
 MAX_KNOWN_ENTITIES = 60
@@ -276,6 +276,38 @@ def forget_turn_outputs(save, turn_id: int) -> dict:
     return {"facts": len(fact_ids), "beliefs": {"updated": touched}}
 
 
+def beliefs_for_consolidation(save, facts, horizon: int) -> list:
+    """The beliefs `consolidate` may be shown: the batch characters' and the most recent.
+
+    `consolidate` caps and orders them itself (MAX_EXISTING_BELIEFS); reading only these
+    candidates keeps the cost of a turn flat as a save accumulates beliefs.
+    """
+    from studio.memory.consolidate import batch_characters
+    from studio.memory.observations import get_observations
+
+    chosen: dict[int, object] = {}
+    for name in batch_characters(facts):
+        for belief in get_observations(save.save_id, max_turn_id=horizon, subject=name, limit=MAX_EXISTING_BELIEFS):
+            chosen.setdefault(belief.observation_id, belief)
+    for belief in get_observations(save.save_id, max_turn_id=horizon, limit=MAX_EXISTING_BELIEFS):
+        chosen.setdefault(belief.observation_id, belief)
+    return list(chosen.values())
+
+
+def belief_ids(save, subject: str, turn: int) -> list[int]:
+    """Ids of the beliefs a subject's mental model is built from (its sources)."""
+    from studio.memory.models import Observation as ObservationRow
+    from studio.memory.models import subject_key_for
+
+    return list(
+        ObservationRow.objects.filter(
+            game_save_id=save.pk, subject_key=subject_key_for(subject), created_turn_id__lte=turn
+        )
+        .order_by("-updated_turn_id", "-id")
+        .values_list("pk", flat=True)[:BELIEFS_PER_SUBJECT]
+    )
+
+
 def run_living_turn(ctx: JobContext):
     """Extract -> facts -> (beliefs on) consolidate -> beliefs -> reflect -> mental models."""
     from studio.memory import missions as missions_module
@@ -324,7 +356,7 @@ def run_living_turn(ctx: JobContext):
         # A re-extraction of the latest turn replaces what that turn produced before, so
         # the beliefs it created are not shown as existing ones.
         horizon = turn - 1 if job.payload.get("reextract") and turn >= save.current_turn else turn
-        existing = get_observations(save.save_id, max_turn_id=horizon, limit=BELIEFS_READ_FOR_CONSOLIDATION)
+        existing = beliefs_for_consolidation(save, facts, horizon)
         mission = missions_module.get_universe_mission(save)
         missions = missions_module.get_belief_missions(save)
         actions, error = consolidate_detailed(
@@ -337,7 +369,7 @@ def run_living_turn(ctx: JobContext):
                 subjects.append(stale)
         for subject in subjects:
             ctx.progress(f"reflecting on {subject or 'the world'}")
-            current = get_observations(save.save_id, max_turn_id=turn, subject=subject, limit=200)
+            current = get_observations(save.save_id, max_turn_id=turn, subject=subject, limit=BELIEFS_PER_SUBJECT)
             beliefs = _project_beliefs(current, actions, subject)
             subject_mission = missions.get(subject) or next(
                 (m for name, m in missions.items() if name.casefold() == subject.casefold()), mission
@@ -367,9 +399,8 @@ def run_living_turn(ctx: JobContext):
         )
         models = []
         for subject, summary in summaries.items():
-            beliefs = get_observations(locked_save.save_id, max_turn_id=turn, subject=subject, limit=200)
             upsert_mental_model(
-                locked_save.save_id, subject, summary, turn, sources=[b.observation_id for b in beliefs]
+                locked_save.save_id, subject, summary, turn, sources=belief_ids(locked_save, subject, turn)
             )
             models.append(subject)
         return {
@@ -409,7 +440,7 @@ def run_refresh_models(ctx: JobContext):
     missions = missions_module.get_belief_missions(save)
     summaries: dict[str, tuple[str, list[int]]] = {}
     for subject in stale_subjects(save.save_id, max_turn_id=turn, limit=REFRESH_MODELS_PER_JOB):
-        beliefs = get_observations(save.save_id, max_turn_id=turn, subject=subject, limit=200)
+        beliefs = get_observations(save.save_id, max_turn_id=turn, subject=subject, limit=BELIEFS_PER_SUBJECT)
         summary, error = reflect_detailed(llm, subject, beliefs, mission=missions.get(subject) or mission)
         _raise_for(error, "reflect")
         if summary:
