@@ -6,6 +6,7 @@ from studio.memory.views import beliefs, context, facts, mental_models, playgrou
 app_name = "memory"
 
 urlpatterns = [
+    path("universe/<slug:slug>/replay/", replay.universe_replay, name="universe_replay"),
     path("<str:save_id>/search/", playground.playground, name="playground"),
     path("<str:save_id>/search/why-not/", playground.why_not, name="why_not"),
     path("<str:save_id>/facts/", facts.facts, name="facts"),

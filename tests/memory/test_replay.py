@@ -100,3 +100,13 @@ def test_replay_warns_while_the_lore_sync_is_pending(client, playtester, played)
     client.force_login(playtester)
     page = client.get(reverse("memory:replay", args=[played.save_id])).content.decode()
     assert "lore re-sync is still queued or running" in page
+
+
+def test_universe_replay_lists_saves_with_recorded_play(client, author, outsider, played):
+    url = reverse("memory:universe_replay", args=[played.universe.slug])
+    client.force_login(author)
+    html = client.get(url).content.decode()
+    row = html[html.index(f'data-save="{played.save_id}"'):]
+    assert reverse("memory:replay", args=[played.save_id]) in row and '<td class="num">4</td>' in row[: row.index("</tr>")]
+    client.force_login(outsider)
+    assert client.get(url).status_code == 404

@@ -2,13 +2,16 @@
 from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.db.models import Count, Max
+from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
 from studio.memory.replay import DEFAULT_TURNS, lore_sync_pending, recorded_queries_for, replay_recorded_queries
 from studio.saves.views.access import visible_save
 from studio.saves.views.saves import save_page_context
+from studio.saves.models import Save
 from studio.universes.models import LoreRevision
+from studio.universes.selectors import universe_list_for_user
 
 
 @require_GET
@@ -36,3 +39,16 @@ def replay(request: HttpRequest, save_id: str) -> HttpResponse:
     )
     template = "memory/replay.html#replay-result" if request.htmx else "memory/replay.html"
     return render(request, template, context)
+
+
+@require_GET
+def universe_replay(request: HttpRequest, slug: str) -> HttpResponse:
+    """Where an author lands after a lore edit: the universe's saves with recorded play to replay."""
+    universe = get_object_or_404(universe_list_for_user(user=request.user), slug=slug)
+    saves = (
+        Save.objects.filter(universe=universe)
+        .annotate(recorded=Count("recorded_queries"), last_recorded=Max("recorded_queries__created_at"))
+        .order_by("-last_activity_at", "-id")
+    )
+    revisions = LoreRevision.objects.filter(universe=universe).select_related("author")[:20]
+    return render(request, "memory/universe_replay.html", {"universe": universe, "saves": saves, "revisions": revisions})
