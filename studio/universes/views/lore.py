@@ -59,9 +59,16 @@ def _list_context(request: HttpRequest, universe, filters: dict[str, str], page_
                 semantic_note = ("No entry is close in meaning yet; entries are searchable by meaning "
                                  "once they show “embedded”.")
     if entries is None:
-        qs = lore_rows(lore_entry_search(universe=universe, q=filters["q"], kind=filters["kind"], sort=filters["sort"]))
-        page_obj = Paginator(qs, PAGE_SIZE).get_page(page_number)
-        entries = list(page_obj.object_list)
+        qs = lore_entry_search(universe=universe, q=filters["q"], kind=filters["kind"], sort=filters["sort"])
+        if filters["q"]:
+            # A text search scans every text; scan once for the matching ids (which also
+            # gives the count) instead of once to count and again for the page.
+            page_obj = Paginator(list(qs.values_list("pk", flat=True)), PAGE_SIZE).get_page(page_number)
+            by_pk = {e.pk: e for e in lore_rows(universe.lore_entries.filter(pk__in=page_obj.object_list))}
+            entries = [by_pk[pk] for pk in page_obj.object_list if pk in by_pk]
+        else:
+            page_obj = Paginator(lore_rows(qs), PAGE_SIZE).get_page(page_number)
+            entries = list(page_obj.object_list)
     fill_missing_counts(entries)
     query = {k: v for k, v in filters.items() if v and not (k == "mode" and v == "text") and not (k == "sort" and v == "title")}
     return {
