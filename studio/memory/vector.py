@@ -690,9 +690,8 @@ class VectorMemory:
             if cached is not None and cached.version == version:
                 self._corpora.move_to_end(scope_id)
                 return cached
-        page = self._get_paged({"save_id": scope_id}, include=["documents", "metadatas"])
-        rows = sorted(
-            zip(page["ids"], page["documents"], page["metadatas"]),
+        rows = self._load_rows(scope_id, cached)
+        rows.sort(
             key=lambda row: (int(row[2].get("turn_id", 0)), str(row[2].get("chunk_type", "")), row[2].get("chunk_seq", 0)),
         )
         ids = [row[0] for row in rows]
@@ -706,7 +705,7 @@ class VectorMemory:
             turn_ids=np.asarray([int(m.get("turn_id", 0)) for m in metadatas], dtype=np.int64),
             chunk_types=np.asarray([str(m.get("chunk_type", "")) for m in metadatas], dtype=object),
             position={chunk_id: index for index, chunk_id in enumerate(ids)},
-            terms=[self._index_terms(text) for text in texts],
+            terms=[row[3] for row in rows],
         )
         stats.corpus_rebuilt = True
         with self._corpora_lock:
@@ -715,6 +714,35 @@ class VectorMemory:
             while len(self._corpora) > self.config.max_cached_scopes:
                 self._corpora.popitem(last=False)
         return corpus
+
+    def _load_rows(self, scope_id: str, cached: _Corpus | None) -> list[tuple[str, str, dict, list[str]]]:
+        """Return (id, text, metadata, index terms) of every chunk in the scope.
+
+        With an older cached corpus at hand only the ids are listed, and just the new
+        chunks are fetched and tokenised (chunks are never modified in place: a change is
+        a new id plus a deleted one), so a turn's write costs a page of ids, not the save.
+        """
+        if cached is None:
+            page = self._get_paged({"save_id": scope_id}, include=["documents", "metadatas"])
+            return [
+                (chunk_id, text or "", metadata or {}, self._index_terms(text or ""))
+                for chunk_id, text, metadata in zip(page["ids"], page["documents"], page["metadatas"])
+            ]
+        current = self._get_paged({"save_id": scope_id}, include=[])["ids"]
+        rows = []
+        missing = []
+        for chunk_id in current:
+            position = cached.position.get(chunk_id)
+            if position is None:
+                missing.append(chunk_id)
+            else:
+                rows.append((chunk_id, cached.texts[position], cached.metadatas[position], cached.terms[position]))
+        collection = self._get_collection()
+        for start in range(0, len(missing), GET_PAGE_SIZE):
+            page = collection.get(ids=missing[start : start + GET_PAGE_SIZE], include=["documents", "metadatas"])
+            for chunk_id, text, metadata in zip(page["ids"], page["documents"], page["metadatas"]):
+                rows.append((chunk_id, text or "", metadata or {}, self._index_terms(text or "")))
+        return rows
 
     def _view(self, corpus: _Corpus, chunk_type: str | None, exclude_chunk_type: str | None, horizon: int | None) -> _View:
         mask = np.ones(len(corpus.ids), dtype=bool)

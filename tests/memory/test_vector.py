@@ -377,3 +377,26 @@ def test_chroma_default_embedding_function_is_never_attached(vm):
     collection = vm._get_collection()
     assert collection._embedding_function is None
     assert collection.name == "narrative_memory"
+
+
+def test_cache_reload_fetches_only_new_chunks(vm, embedder, monkeypatch):
+    fill(vm)
+    vm.query("s1", "Kaël", k=3)
+    worker = VectorMemory(None, client=vm._client, embedder=embedder)
+    new_id = worker.embed_chunk("s1", 6, "Mira lights a lantern")
+    worker.rollback("s1", 5)  # deletes it again...
+    newer_id = worker.embed_chunk("s1", 6, "Mira blows out the lantern")  # ...and writes another
+    collection = vm._get_collection()
+    calls = []
+    real_get = collection.get
+
+    def spying_get(*args, **kwargs):
+        calls.append(kwargs)
+        return real_get(*args, **kwargs)
+
+    monkeypatch.setattr(collection, "get", spying_get)
+    hits = vm.query("s1", "lantern", k=3)
+    assert [h["id"] for h in hits][:1] == [newer_id]
+    assert new_id not in {h["id"] for h in vm.query("s1", "Mira lantern", k=10)}
+    fetched_documents = [c for c in calls if "documents" in (c.get("include") or [])]
+    assert fetched_documents == [{"ids": [newer_id], "include": ["documents", "metadatas"]}]
