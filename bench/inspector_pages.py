@@ -184,6 +184,7 @@ def main() -> None:
     args = parser.parse_args()
     skip_vector = args.skip_vector
     call_command("migrate", verbosity=0)
+    print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (other processes skew the times)")
 
     from studio.memory.models import Fact, Observation
     from studio.memory.vector import get_vector_memory
@@ -266,6 +267,7 @@ def main() -> None:
     over = [name for name, r in results.items() if r["p50"] >= 200]
     if skip_vector:
         print("\nall pages under 200 ms p50" if not over else f"\nover 200 ms p50: {', '.join(over)}")
+        print(f"load average at end: {os.getloadavg()[0]:.1f}")
         return
     from rank_bm25 import BM25Okapi
 
@@ -285,6 +287,7 @@ def main() -> None:
     print(f"  playground query: raw Chroma query {raw_semantic:.1f} ms + raw rank-bm25 over {len(docs)} docs {raw_bm25:.1f} ms"
           f" + MiniLM query embedding {raw_embed:.1f} ms = {floor:.1f} ms; page/raw {results['playground query (k=5)']['p50'] / floor:.2f}x")
     print("\nall pages under 200 ms p50" if not over else f"\nover 200 ms p50: {', '.join(over)}")
+    print(f"load average at end: {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

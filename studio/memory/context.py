@@ -257,8 +257,7 @@ def build_memory_context(
         candidates += _lore_items(lore)
         if record:
             record_query(game_save=game_save, query_text=query_text, params={**narrative_params, "source": "context"}, results=narrative)
-            hits = [r for r in lore if not (r.get("explain") or {}).get("expanded_from")]
-            record_query(game_save=game_save, query_text=query_text, params={**lore_params, "source": "context"}, results=hits)
+            record_query(game_save=game_save, query_text=query_text, params={**lore_params, "source": "context"}, results=lore)
     else:
         context.notes.append("No query text: narrative memory and lore need one.")
 
@@ -401,7 +400,12 @@ def _lore_items(results: list[dict]) -> list[ContextItem]:
 
 
 def record_query(*, game_save, query_text: str, params: dict, results: list[dict]) -> RecordedQuery:
-    """Store a memory query made during play with the stable keys of its top results."""
+    """Store a memory query made during play with the stable keys of its top results.
+
+    Link expansions (`explain["expanded_from"]`) are left out: a replay re-runs the query
+    itself, and compares its top k.
+    """
+    results = [r for r in results if not (r.get("explain") or {}).get("expanded_from")]
     clean = {k: v for k, v in params.items() if v is not None}
     return RecordedQuery.objects.create(
         game_save=game_save,
