@@ -14,8 +14,8 @@ urlpatterns = [
     # Universe_Meta
     path("<slug:slug>/meta/", views.meta_page, name="meta"),
     path("<slug:slug>/meta/save/", views.meta_save, name="meta_save"),
-    path("<slug:slug>/meta/<int:meta_id>/edit/", views.meta_edit, name="meta_edit"),
-    path("<slug:slug>/meta/<int:meta_id>/delete/", views.meta_delete, name="meta_delete"),
+    path("<slug:slug>/meta/<int:pk>/edit/", views.meta_edit, name="meta_edit"),
+    path("<slug:slug>/meta/<int:pk>/delete/", views.meta_delete, name="meta_delete"),
     # Missions
     path("<slug:slug>/missions/", views.missions_page, name="missions"),
     path("<slug:slug>/missions/universe/", views.missions_universe, name="missions_universe"),

@@ -70,9 +70,9 @@ def meta_save(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 @require_GET
-def meta_edit(request: HttpRequest, slug: str, meta_id: int) -> HttpResponse:
+def meta_edit(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     universe = writable_universe(request, slug)
-    row = get_object_or_404(universe.meta, pk=meta_id)
+    row = get_object_or_404(universe.meta, pk=pk)
     form = MetaForm(initial={"key": row.key, "value": row.value})
     context = {**universe_context(request, universe, "meta"), "row": row, "edit_form": form}
     if request.htmx:
@@ -81,9 +81,9 @@ def meta_edit(request: HttpRequest, slug: str, meta_id: int) -> HttpResponse:
 
 
 @require_http_methods(["POST"])
-def meta_delete(request: HttpRequest, slug: str, meta_id: int) -> HttpResponse:
+def meta_delete(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     universe = writable_universe(request, slug)
-    row = get_object_or_404(universe.meta, pk=meta_id)
+    row = get_object_or_404(universe.meta, pk=pk)
     services.meta_delete(universe=universe, key=row.key)
     if request.htmx:
         return render(request, "universes/meta.html#meta-table", _context(request, universe))
