@@ -282,3 +282,62 @@ def test_rewind_leaves_other_saves_alone(story, world, vector):
     CheckpointManager(vector_memory=vector).rewind(story["save"], 0)
     assert snapshot(other) == before
     assert F.count_facts("story") == 0 and F.count_facts("other") == 3
+
+
+# -- with the real VectorMemory on an embedded Chroma store --------------------------------
+
+@pytest.fixture
+def real_vector(db, tmp_path):
+    pytest.importorskip("chromadb")
+    from studio.memory.vector import VectorMemory
+    from tests.memory.vector_helpers import HashingEmbedder
+
+    memory = VectorMemory(str(tmp_path / "chroma"), embedder=HashingEmbedder())
+    yield memory
+    memory.close()
+
+
+def test_real_store_failed_delete_hides_later_chunks_and_retry_completes(
+    world, real_vector, monkeypatch, django_capture_on_commit_callbacks
+):
+    save = Save.objects.create(universe=world, name="Real", save_id="real", memory_mode="living")
+    for turn in range(1, 6):
+        play_turn(save, narrative=f"The lighthouse keeper logs storm number {turn}.", vector=real_vector)
+    assert real_vector.count("real") == 5
+    original = real_vector._delete_ids
+    calls = {"n": 0}
+
+    def flaky(ids):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise ConnectionError("chroma went away")
+        return original(ids)
+
+    monkeypatch.setattr(real_vector, "_delete_ids", flaky)
+    manager = CheckpointManager(vector_memory=real_vector)
+    with django_capture_on_commit_callbacks(execute=True):
+        manager.rewind(save, 2)
+    save.refresh_from_db()
+    assert save.current_turn == 2 and Event.objects.filter(game_save=save).count() == 2
+    assert real_vector.count("real") == 5  # the delete failed: later chunks still stored
+    hits = real_vector.query("real", "lighthouse keeper storm", k=10, current_turn_id=save.current_turn,
+                             max_turn_id=save.current_turn)
+    assert hits and {h["turn_id"] for h in hits} <= {1, 2}
+    assert manager.finish_vector_rollback(save)["done"] == 1
+    assert real_vector.count("real") == 2
+    assert [c["turn_id"] for c in real_vector.get_chunks("real")] == [1, 2]
+
+
+def test_real_store_fork_copies_chunks_up_to_the_turn(world, real_vector, django_capture_on_commit_callbacks):
+    save = Save.objects.create(universe=world, name="Real", save_id="real2")
+    for turn in range(1, 5):
+        play_turn(save, narrative=f"Turn {turn}: the tide turns.", vector=real_vector)
+    manager = CheckpointManager(vector_memory=real_vector)
+    with django_capture_on_commit_callbacks(execute=True):
+        fork = manager.fork(save, 3)
+    assert [c["turn_id"] for c in real_vector.get_chunks(fork.save_id)] == [1, 2, 3]
+    assert real_vector.count("real2") == 4
+    with django_capture_on_commit_callbacks(execute=True):
+        manager.rewind(fork, 1)
+    assert [c["turn_id"] for c in real_vector.get_chunks(fork.save_id)] == [1]
+    assert real_vector.count("real2") == 4  # the original's chunks are untouched
