@@ -142,3 +142,21 @@ def test_context_viewer_records_only_for_playtesters(client, universe, playteste
     client.force_login(playtester)
     client.get(url, {"q": "Kaël", "record": "on"})
     assert RecordedQuery.objects.count() == 2
+
+
+def test_record_query_keys_results_stably_and_skips_link_expansions(game_save):
+    from studio.memory.context import record_query
+
+    recorded = record_query(
+        game_save=game_save,
+        query_text="Kaël",
+        params={"k": 2, "chunk_type": "lore", "focus_terms": None},
+        results=[
+            {"id": "c1", "chunk_type": "lore", "entry_id": "kael", "text": "Kaël is a smuggler.", "explain": {"final_rank": 1}},
+            {"id": "c2", "chunk_type": "narrative", "entry_id": None, "text": "Turn text.", "explain": {"final_rank": 2}},
+            {"id": "c3", "chunk_type": "lore", "entry_id": "port-vey", "text": "Port.", "explain": {"expanded_from": "kael"}},
+        ],
+    )
+    assert recorded.result_ids == ["lore:kael", "chunk:c2"]
+    assert recorded.params["labels"]["lore:kael"] == "Kaël is a smuggler."
+    assert "focus_terms" not in recorded.params and recorded.turn_id == 3
