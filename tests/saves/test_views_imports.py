@@ -94,6 +94,8 @@ def test_import_locomo_embeds_utterances_with_dia_ids(client, playtester, univer
     client.force_login(playtester)
     url = reverse("saves:import_locomo")
     assert 'name="memory_mode"' not in client.get(url).content.decode()
+    fragment = client.get(url, HTTP_HX_REQUEST="true").content.decode()
+    assert fragment.lstrip().startswith("<form") and "<html" not in fragment and 'name="file"' in fragment
     upload = SimpleUploadedFile("26.json", json.dumps(LOCOMO).encode())
     response = client.post(url, {"universe": universe.pk, "file": upload})
     save = Save.objects.get(name="LoCoMo: Caroline & Melanie")
