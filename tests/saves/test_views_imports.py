@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -117,3 +119,32 @@ def test_locomo_import_is_undone_when_the_store_fails(client, playtester, univer
     html = client.post(reverse("saves:import_locomo"), {"universe": universe.pk, "file": upload}).content.decode()
     assert "store down" in html and "nothing was imported" in html
     assert not Save.objects.exists() and not Event.objects.exists()
+
+
+LOCOMO_FILE = Path(__file__).resolve().parents[3] / "shared" / "data" / "locomo" / "26.json"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not LOCOMO_FILE.exists(), reason="LoCoMo data not present (../shared/data/locomo)")
+def test_real_locomo_conversation_with_minilm(universe, tmp_path):
+    """A whole LoCoMo conversation through the importer and the real MiniLM embeddings."""
+    from studio.memory.vector import LocalCorpusVersions, VectorMemory
+    from studio.saves.importers import import_locomo
+
+    data = json.loads(LOCOMO_FILE.read_text())
+    name, turns = parse_locomo(data)
+    memory = VectorMemory(str(tmp_path / "chroma"), versions=LocalCorpusVersions())
+    try:
+        result = import_locomo(universe=universe, name=name, turns=turns, vector_memory=memory)
+        sessions = sorted(int(k.split("_")[1]) for k in data if re.fullmatch(r"session_\d+", k))
+        assert result.turns == len(sessions) and result.game_save.current_turn == len(sessions)
+        assert result.chunks == sum(len(data[f"session_{n}"]) for n in sessions)
+        # Answerable questions find at least one evidence utterance in the top 10 most of the time.
+        questions = [q for q in data["qa"] if q.get("category") in (1, 2, 3, 4) and q.get("evidence")][:40]
+        hits = 0
+        for q in questions:
+            found = {r["metadata"].get("dia_id") for r in memory.query(result.game_save.save_id, q["question"], k=10, current_turn_id=result.game_save.current_turn)}
+            hits += bool(found & set(q["evidence"]))
+        assert hits / len(questions) >= 0.5, hits
+    finally:
+        memory.close()
