@@ -186,3 +186,12 @@ def test_the_account_bar_links_to_the_token_page(playtester):
     client = Client()
     client.force_login(playtester)
     assert 'href="/accounts/tokens/"' in client.get("/accounts/tokens/").content.decode()
+
+
+def test_token_names_are_escaped_on_the_page(playtester):
+    client = Client()
+    client.force_login(playtester)
+    html = client.post("/accounts/tokens/create/", {"name": "<script>alert(1)</script>"}).content.decode()
+    assert "<script>alert(1)</script>" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "<script>alert(1)</script>" not in client.get("/accounts/tokens/").content.decode()
