@@ -65,3 +65,12 @@ def count_tokens(text: str) -> int:
 def text_counts(text: str) -> tuple[int, int]:
     """Return `(words, tokens)` for `text`."""
     return count_words(text), count_tokens(text)
+
+
+def text_counts_many(texts: list[str]) -> list[tuple[int, int]]:
+    """Return `(words, tokens)` for each text; tokenizes in one batch (imports)."""
+    tokenizer = _tokenizer()
+    if tokenizer is None:
+        return [text_counts(text) for text in texts]
+    encodings = tokenizer.encode_batch([text or "" for text in texts], add_special_tokens=False)
+    return [(count_words(text), len(encoding.ids) if text else 0) for text, encoding in zip(texts, encodings)]

@@ -19,7 +19,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils.text import slugify
 
-from studio.universes.counting import text_counts
+from studio.universes.counting import text_counts, text_counts_many
 from studio.universes.interchange import AXIOM_EXTENSION, IncomingBook, IncomingEntry
 from studio.universes.models import (
     EmbeddingState,
@@ -506,6 +506,46 @@ def lore_bulk_set_kind(*, universe: Universe, user, entry_ids: Sequence[str], ki
     return len(entries)
 
 
+def _lore_bulk_create(
+    *, universe: Universe, user, items: list[dict[str, Any]], links: dict[str, list[str]],
+    known: dict[str, int], action: str,
+) -> dict[str, LoreEntry]:
+    """Create many entries at once (imports): batched INSERTs, links and revisions in bulk.
+
+    `items` hold already-validated fields (entry_id, title, kind, text, keys, extensions);
+    `links` maps a new entry's id to the ids it links to, resolved against `known` (existing
+    entry id -> pk) and the new entries; unknown ids are left out. Return the new entries.
+    """
+    entries = []
+    for item in items:
+        _validate_entry_fields(title=item["title"], kind=item["kind"])
+        entry = LoreEntry(
+            universe=universe, entry_id=item["entry_id"], title=item["title"].strip(), kind=item["kind"],
+            text=item["text"], keys=_clean_keys(item["keys"]), extensions=item.get("extensions") or {},
+            embedding_state=EmbeddingState.PENDING,
+        )
+        entries.append(entry)
+    if not entries:
+        return {}
+    for entry, (words, tokens) in zip(entries, text_counts_many([e.text for e in entries])):
+        entry.word_count, entry.token_count = words, tokens
+    LoreEntry.objects.bulk_create(entries, batch_size=500)
+    pks = dict(universe.lore_entries.filter(entry_id__in=[e.entry_id for e in entries]).values_list("entry_id", "pk"))
+    all_pks = {**known, **pks}
+    through = LoreEntry.links.through
+    link_rows, revisions = [], []
+    for entry in entries:
+        entry.pk = pks[entry.entry_id]
+        targets = sorted({t for t in links.get(entry.entry_id) or [] if t in all_pks and t != entry.entry_id})
+        link_rows.extend(through(from_loreentry_id=entry.pk, to_loreentry_id=all_pks[t]) for t in targets)
+        revisions.append(_record(universe=universe, entry=entry, entry_id=entry.entry_id, user=user,
+                                 action=action, before=None, after=lore_entry_snapshot(entry, links=targets)))
+    through.objects.bulk_create(link_rows, batch_size=1000)
+    LoreRevision.objects.bulk_create(revisions, batch_size=500)
+    schedule_lore_sync(universe=universe)
+    return {entry.entry_id: entry for entry in entries}
+
+
 # --- Lore imports (Character Card, SillyTavern) ----------------------------------------------
 
 
@@ -584,6 +624,9 @@ def lore_import(*, universe: Universe, user, book: IncomingBook, default_kind: s
     taken = set(by_id)
     seen: set[int] = set()
     pending_links: list[tuple[LoreEntry, list[str], str]] = []
+    to_create: list[dict[str, Any]] = []
+    new_links: dict[str, list[str]] = {}
+    incoming_ids = {i.entry_id for i in book.entries if i.entry_id}
     for incoming in book.entries:
         if incoming.skip_reason:
             report.lines.append(ImportLine(incoming.label, "skipped", incoming.skip_reason, title=incoming.title))
@@ -602,17 +645,16 @@ def lore_import(*, universe: Universe, user, book: IncomingBook, default_kind: s
             if not entry_id:
                 entry_id = lore_entry_id_for(universe=universe, title=incoming.title, taken=taken)
             taken.add(entry_id)
-            entry = lore_entry_create(
-                universe=universe, user=user, title=incoming.title,
-                kind=incoming.kind or default_kind, text=incoming.text, keys=incoming.keys,
-                entry_id=entry_id, extensions=incoming.extensions,
-                action=LoreRevision.Action.IMPORT,
-            )
-            by_id[entry_id] = entry
-            seen.add(entry.pk)
-            report.lines.append(ImportLine(incoming.label, "created", "new entry", entry.entry_id, entry.title))
+            to_create.append({
+                "entry_id": entry_id, "title": incoming.title, "kind": incoming.kind or default_kind,
+                "text": incoming.text, "keys": incoming.keys, "extensions": incoming.extensions,
+            })
             if incoming.links is not None:
-                pending_links.append((entry, incoming.links, incoming.label))
+                new_links[entry_id] = incoming.links
+                missing = [i for i in incoming.links if i not in by_id and i not in incoming_ids]
+                if missing:
+                    report.notes.append(f"{incoming.label}: links to unknown entries dropped: {', '.join(missing)}")
+            report.lines.append(ImportLine(incoming.label, "created", "new entry", entry_id, incoming.title.strip()))
             continue
         seen.add(target.pk)
         extensions = {**(target.extensions or {}), **incoming.extensions}
@@ -631,6 +673,9 @@ def lore_import(*, universe: Universe, user, book: IncomingBook, default_kind: s
             f"changed {', '.join(changed)}; matched by {how}" if changed
             else f"identical to the existing entry (matched by {how})",
             target.entry_id, target.title))
+    known = {entry_id: entry.pk for entry_id, entry in by_id.items()}
+    by_id.update(_lore_bulk_create(universe=universe, user=user, items=to_create, links=new_links,
+                                   known=known, action=LoreRevision.Action.IMPORT))
     for entry, link_ids, label in pending_links:
         targets = [by_id[i] for i in link_ids if i in by_id and i != entry.entry_id]
         missing = [i for i in link_ids if i not in by_id]
@@ -682,22 +727,29 @@ def universe_import_document(*, user, document, universe: Universe | None = None
             lore_entry_delete(entry=entry, user=user)
             deleted += 1
     by_id = {k: v for k, v in existing.items() if k in doc_ids}
+    new_docs = [lore for lore in document.lore if lore.entry_id not in by_id]
+    created = _lore_bulk_create(
+        universe=universe, user=user,
+        items=[{"entry_id": lore.entry_id, "title": lore.title, "kind": lore.kind, "text": lore.text,
+                "keys": lore.keys, "extensions": lore.extensions} for lore in new_docs],
+        links={lore.entry_id: lore.links for lore in new_docs},
+        known={entry_id: entry.pk for entry_id, entry in by_id.items()},
+        action=LoreRevision.Action.IMPORT,
+    )
     for lore in document.lore:
         entry = by_id.get(lore.entry_id)
         if entry is None:
-            by_id[lore.entry_id] = lore_entry_create(
-                universe=universe, user=user, title=lore.title, kind=lore.kind, text=lore.text,
-                keys=lore.keys, entry_id=lore.entry_id, extensions=lore.extensions,
-                action=LoreRevision.Action.IMPORT,
-            )
             outcome[lore.entry_id] = "created"
-        else:
-            changed = lore_entry_update(
-                entry=entry, user=user, title=lore.title, kind=lore.kind, text=lore.text,
-                keys=lore.keys, extensions=lore.extensions, action=LoreRevision.Action.IMPORT,
-            )
-            outcome[lore.entry_id] = "updated" if changed else "unchanged"
+            continue
+        changed = lore_entry_update(
+            entry=entry, user=user, title=lore.title, kind=lore.kind, text=lore.text,
+            keys=lore.keys, extensions=lore.extensions, action=LoreRevision.Action.IMPORT,
+        )
+        outcome[lore.entry_id] = "updated" if changed else "unchanged"
+    by_id.update(created)
     for lore in document.lore:
+        if lore.entry_id in created:
+            continue  # created with its links
         entry = by_id[lore.entry_id]
         current = sorted(link.entry_id for link in entry.links.all())
         if current != sorted(lore.links):

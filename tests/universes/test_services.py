@@ -5,7 +5,7 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from studio.universes import services
-from studio.universes.counting import TOKENIZER_METHOD, count_tokens, count_words, token_method
+from studio.universes.counting import TOKENIZER_METHOD, count_tokens, count_words, text_counts_many, token_method
 from studio.universes.models import EmbeddingState, LoreEntry, LoreRevision
 
 pytestmark = pytest.mark.django_db
@@ -16,6 +16,8 @@ def test_token_counts_use_the_minilm_tokenizer_without_torch():
     assert count_tokens("Kaël is a smuggler.") == 7  # ka ##el is a smug ##gler .
     assert count_words("Kaël is  a\nsmuggler.") == 4
     assert count_tokens("") == 0
+    texts = ["Kaël is a smuggler.", "", "Port Vey, a harbour town!"]
+    assert text_counts_many(texts) == [(count_words(t), count_tokens(t)) for t in texts]
 
 
 def test_create_queues_sync_lore_once_per_commit(universe, author, sync_calls, django_capture_on_commit_callbacks):

@@ -50,6 +50,12 @@ def test_export_import_export_is_byte_identical_into_a_new_universe(rich_univers
     copy, counts = services.universe_import_document(user=author, document=document)
     assert counts["created"] == 4 and copy.owner == author
     assert export_universe(copy) == copy_text
+    revisions = LoreRevision.objects.filter(universe=copy)
+    assert revisions.count() == 4 and set(revisions.values_list("action", flat=True)) == {"import"}
+    kael = revisions.get(entry_id="kael").after
+    assert kael["links"] == ["port-vey"] and kael["title"] == "Kaël"
+    guild = copy.lore_entries.get(entry_id="the-guild")
+    assert guild.word_count > 0 and guild.token_count > 0 and guild.embedding_state == "pending"
 
 
 def test_reimport_into_same_universe_changes_nothing(rich_universe, author):
