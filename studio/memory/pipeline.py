@@ -287,9 +287,9 @@ def beliefs_for_consolidation(save, facts, horizon: int) -> list:
 
     chosen: dict[int, object] = {}
     for name in batch_characters(facts):
-        for belief in get_observations(save.save_id, max_turn_id=horizon, subject=name, limit=MAX_EXISTING_BELIEFS):
+        for belief in get_observations(save, max_turn_id=horizon, subject=name, limit=MAX_EXISTING_BELIEFS):
             chosen.setdefault(belief.observation_id, belief)
-    for belief in get_observations(save.save_id, max_turn_id=horizon, limit=MAX_EXISTING_BELIEFS):
+    for belief in get_observations(save, max_turn_id=horizon, limit=MAX_EXISTING_BELIEFS):
         chosen.setdefault(belief.observation_id, belief)
     return list(chosen.values())
 
@@ -364,12 +364,12 @@ def run_living_turn(ctx: JobContext):
         )
         _raise_for(error, "consolidate")
         subjects = affected_subjects(actions)
-        for stale in stale_subjects(save.save_id, max_turn_id=turn, limit=STALE_MODELS_PER_PASS):
+        for stale in stale_subjects(save, max_turn_id=turn, limit=STALE_MODELS_PER_PASS):
             if stale.casefold() not in {s.casefold() for s in subjects}:
                 subjects.append(stale)
         for subject in subjects:
             ctx.progress(f"reflecting on {subject or 'the world'}")
-            current = get_observations(save.save_id, max_turn_id=turn, subject=subject, limit=BELIEFS_PER_SUBJECT)
+            current = get_observations(save, max_turn_id=turn, subject=subject, limit=BELIEFS_PER_SUBJECT)
             beliefs = _project_beliefs(current, actions, subject)
             subject_mission = missions.get(subject) or next(
                 (m for name, m in missions.items() if name.casefold() == subject.casefold()), mission
@@ -388,19 +388,19 @@ def run_living_turn(ctx: JobContext):
         provisional = {f.fact_id: f for f in facts}
         for fact in facts:
             fact.fact_id = None
-        fact_ids = insert_facts(locked_save.save_id, turn, facts)
+        fact_ids = insert_facts(locked_save, turn, facts)
         real_id = {tmp: f.fact_id for tmp, f in provisional.items() if f.fact_id is not None}
         for action in actions:
             action.source_fact_ids = [real_id[i] for i in action.source_fact_ids if i in real_id]
         counts = (
-            apply_consolidation(locked_save.save_id, turn, actions, {fid: turn for fid in fact_ids})
+            apply_consolidation(locked_save, turn, actions, {fid: turn for fid in fact_ids})
             if actions
             else {}
         )
         models = []
         for subject, summary in summaries.items():
             upsert_mental_model(
-                locked_save.save_id, subject, summary, turn, sources=belief_ids(locked_save, subject, turn)
+                locked_save, subject, summary, turn, sources=belief_ids(locked_save, subject, turn)
             )
             models.append(subject)
         return {
@@ -439,8 +439,8 @@ def run_refresh_models(ctx: JobContext):
     mission = missions_module.get_universe_mission(save)
     missions = missions_module.get_belief_missions(save)
     summaries: dict[str, tuple[str, list[int]]] = {}
-    for subject in stale_subjects(save.save_id, max_turn_id=turn, limit=REFRESH_MODELS_PER_JOB):
-        beliefs = get_observations(save.save_id, max_turn_id=turn, subject=subject, limit=BELIEFS_PER_SUBJECT)
+    for subject in stale_subjects(save, max_turn_id=turn, limit=REFRESH_MODELS_PER_JOB):
+        beliefs = get_observations(save, max_turn_id=turn, subject=subject, limit=BELIEFS_PER_SUBJECT)
         summary, error = reflect_detailed(llm, subject, beliefs, mission=missions.get(subject) or mission)
         _raise_for(error, "reflect")
         if summary:
@@ -448,7 +448,7 @@ def run_refresh_models(ctx: JobContext):
 
     def write(locked_save):
         for subject, (summary, sources) in summaries.items():
-            upsert_mental_model(locked_save.save_id, subject, summary, locked_save.current_turn, sources=sources)
+            upsert_mental_model(locked_save, subject, summary, locked_save.current_turn, sources=sources)
         return {"refreshed": sorted(summaries), "llm_calls": llm.calls}
 
     ctx.commit(write)
