@@ -151,6 +151,16 @@ def main() -> int:
             layout["own collection"] = timed(
                 lambda v: own.query(query_embeddings=[v], n_results=50, include=["distances"]), [(v,) for v in query_vectors]
             )
+            max_turn = metadatas[-1]["turn_id"]
+            layout["own collection, where save"] = timed(
+                lambda v: own.query(query_embeddings=[v], n_results=50, where={"save_id": save_id}, include=["distances"]),
+                [(v,) for v in query_vectors],
+            )
+            layout["own collection, where save+turn+type"] = timed(
+                lambda v: own.query(query_embeddings=[v], n_results=50, include=["distances"], where={"$and": [
+                    {"save_id": save_id}, {"turn_id": {"$lte": max_turn}}, {"chunk_type": {"$ne": "lore"}}]}),
+                [(v,) for v in query_vectors],
+            )
             shared_recall, own_recall = [], []
             for v in query_vectors[:20]:
                 truth = np.argsort(-(vectors @ v))[:10].tolist()
@@ -174,11 +184,13 @@ def main() -> int:
         print(f"| {size:,} | {t['p50']:.1f} / {t['p95']:.1f} | {n['p50']:.1f} / {n['p95']:.1f} | {c['p50']:.1f} | {b['p50']:.1f} | "
               f"{r['p50']:.1f} / {r['p95']:.1f} | {n['p50'] / r['p50']:.2f}x / {n['p95'] / r['p95']:.2f}x | {e['p50']:.1f} | {first_query * 1000:.0f} ms |")
     print("\nLayout probe (the same filtered Chroma query, 50 results):")
-    print("| save size | shared collection (save filter) p50 | own collection p50 | recall@10 vs exact: shared / own |")
-    print("|---|---|---|---|")
+    print("| save size | shared collection, where save | own collection, no where | own, where save (matches all) | own, where save+turn+type (matches all) | recall@10 vs exact: shared / own |")
+    print("|---|---|---|---|---|---|")
     for size, _f, _t, _n, _e, chroma, _b, _r, _rb, layout in rows:
         if layout:
             print(f"| {size:,} | {summarize_ms(chroma)['p50']:.2f} ms | {summarize_ms(layout['own collection'])['p50']:.2f} ms | "
+                  f"{summarize_ms(layout['own collection, where save'])['p50']:.2f} ms | "
+                  f"{summarize_ms(layout['own collection, where save+turn+type'])['p50']:.2f} ms | "
                   f"{np.mean(layout['shared recall']):.3f} / {np.mean(layout['own recall']):.3f} |")
     vm.close()
     return 0

@@ -400,3 +400,19 @@ def test_cache_reload_fetches_only_new_chunks(vm, embedder, monkeypatch):
     assert new_id not in {h["id"] for h in vm.query("s1", "Mira lantern", k=10)}
     fetched_documents = [c for c in calls if "documents" in (c.get("include") or [])]
     assert fetched_documents == [{"ids": [newer_id], "include": ["documents", "metadatas"]}]
+
+
+@pytest.mark.parametrize("arm_depth", [1, 50])
+def test_filters_hold_whether_chroma_or_the_engine_filters(db, tmp_path, embedder, arm_depth):
+    # arm_depth 1 (k=1 -> depth 2): more chunks excluded than 3x depth, so Chroma filters;
+    # arm_depth 50: the few excluded chunks are fetched and dropped by the engine.
+    vm = VectorMemory(str(tmp_path / "c"), embedder=embedder, config=RetrievalConfig(arm_depth=arm_depth))
+    vm.embed_chunks("s1", [{"turn_id": t, "text": f"the lantern burns in turn {t}"} for t in range(1, 21)])
+    vm.sync_lore("s1", [{"entry_id": f"l{i}", "text": f"lantern lore {i}"} for i in range(10)])
+    for _ in range(2):
+        hits = vm.query("s1", "lantern", k=1, current_turn_id=3, exclude_chunk_type="lore")
+        assert hits and hits[0]["turn_id"] <= 3 and hits[0]["chunk_type"] == "narrative"
+        assert hits[0]["explain"]["semantic_rank"] == 1
+        hits = vm.query("s1", "lantern lore", k=1, chunk_type="lore")
+        assert hits[0]["chunk_type"] == "lore" and hits[0]["explain"]["semantic_rank"] == 1
+    vm.close()
