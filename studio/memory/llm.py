@@ -25,7 +25,7 @@ from typing import Protocol, runtime_checkable
 
 import httpx
 from django.conf import settings
-from django.db.models import F, Sum
+from django.db.models import Count, F, Min, Sum
 from django.utils import timezone
 
 logger = logging.getLogger(__name__)
@@ -288,15 +288,15 @@ def spend_status(*, game_save_id: int, now: datetime | None = None) -> SpendStat
     from studio.memory.models import LLMCall
 
     now = now or timezone.now()
-    window = LLMCall.objects.filter(game_save_id=game_save_id, created_at__gt=now - timedelta(hours=1))
-    agg = window.aggregate(p=Sum("prompt_tokens"), c=Sum("completion_tokens"))
-    oldest = window.order_by("created_at").values_list("created_at", flat=True).first()
+    agg = LLMCall.objects.filter(game_save_id=game_save_id, created_at__gt=now - timedelta(hours=1)).aggregate(
+        n=Count("id"), p=Sum("prompt_tokens"), c=Sum("completion_tokens"), oldest=Min("created_at")
+    )
     return SpendStatus(
-        calls=window.count(),
+        calls=agg["n"] or 0,
         tokens=(agg["p"] or 0) + (agg["c"] or 0),
         calls_cap=settings.AXIOM_LLM_CALLS_PER_HOUR,
         tokens_cap=settings.AXIOM_LLM_TOKENS_PER_HOUR,
-        oldest=oldest,
+        oldest=agg["oldest"],
     )
 
 
