@@ -303,7 +303,8 @@ def worker_identity() -> str:
 def _holder_alive(job: Job, now: datetime) -> bool:
     worker = (job.payload or {}).get("worker", "")
     limit = int(getattr(settings, "CELERY_TASK_TIME_LIMIT", 300) or 300) + 60
-    if job.started_at and job.started_at < now - timedelta(seconds=limit):
+    claimed_at = _timestamp((job.payload or {}).get("claimed_at")) or job.started_at
+    if claimed_at and claimed_at < now - timedelta(seconds=limit):
         return False
     try:
         host, pid_text, thread_text = worker.split("|")
@@ -339,14 +340,17 @@ def _lock_scope(job: Job):
     return Universe.objects.select_for_update().filter(pk=job.universe_id).first()
 
 
-def _not_before(job: Job) -> datetime | None:
-    value = (job.payload or {}).get("not_before")
+def _timestamp(value) -> datetime | None:
     if not value:
         return None
     try:
         return datetime.fromisoformat(value)
-    except ValueError:
+    except (TypeError, ValueError):
         return None
+
+
+def _not_before(job: Job) -> datetime | None:
+    return _timestamp((job.payload or {}).get("not_before"))
 
 
 def claim_next(seed: Job, worker: str) -> Job | None:
@@ -373,6 +377,7 @@ def claim_next(seed: Job, worker: str) -> Job | None:
         generation = getattr(scope_row, "timeline_generation", None)
         # Earliest turn of this timeline whose living work failed: later turns wait for it.
         blocked_from = None
+        blocked_why = ""
         if seed.game_save_id is not None:
             failed = (
                 scope_jobs.filter(
@@ -387,6 +392,7 @@ def claim_next(seed: Job, worker: str) -> Job | None:
             )
             if failed is not None:
                 blocked_from = failed
+                blocked_why = f"waiting: turn {failed[0]} failed and must be processed first (retry it)"
         candidates.sort(key=lambda j: (j.kind in ORDERED_KINDS, j.turn_id or 0, j.id))
         chosen = None
         for job in candidates:
@@ -394,16 +400,16 @@ def claim_next(seed: Job, worker: str) -> Job | None:
             if ordered and blocked_from is not None and (
                 job.turn_id or 0, job.id
             ) > blocked_from:
-                if not job.progress.startswith("waiting"):
-                    Job.objects.filter(pk=job.pk).update(
-                        progress=f"waiting: turn {blocked_from[0]} must be processed first (retry its failed job)"
-                    )
+                if job.progress != blocked_why:
+                    Job.objects.filter(pk=job.pk).update(progress=blocked_why[:200])
                 continue
             due = _not_before(job)
             if job.status == JobStatus.PAUSED or (due is not None and due > now):
                 if due is None or due > now:
                     if ordered and blocked_from is None:
                         blocked_from = (job.turn_id or 0, job.id)
+                        state = "paused" if job.status == JobStatus.PAUSED else "waiting to retry"
+                        blocked_why = f"waiting: turn {job.turn_id} is {state} and must be processed first"
                     continue
             chosen = job
             break
@@ -411,6 +417,7 @@ def claim_next(seed: Job, worker: str) -> Job | None:
             return None
         payload = dict(chosen.payload or {})
         payload["worker"] = worker
+        payload["claimed_at"] = now.isoformat()
         payload.pop("not_before", None)
         chosen.payload = payload
         chosen.status = JobStatus.RUNNING
@@ -498,6 +505,7 @@ def mark_finished(row: Job, status: str, *, progress: str, error: str = "", resu
     """Close a claimed job (call inside the transaction that holds its row)."""
     payload = dict(row.payload or {})
     payload.pop("worker", None)
+    payload.pop("claimed_at", None)
     row.payload = payload
     row.status = status
     row.progress = progress[:200]
@@ -515,6 +523,7 @@ def _defer(job: Job, worker: str, when: datetime, *, status: str, progress: str,
             return
         payload = dict(row.payload or {})
         payload.pop("worker", None)
+        payload.pop("claimed_at", None)
         payload["not_before"] = when.isoformat()
         row.payload = payload
         row.status = status

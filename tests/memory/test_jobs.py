@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from datetime import timedelta
 
 import pytest
 from django.db import connections
@@ -237,6 +238,7 @@ def test_spend_guard_pauses_with_a_visible_reason(
     append(django_capture_on_commit_callbacks, save, "Kaël leaves.")
     later = Job.objects.get(game_save=save, kind=JobKind.LIVING_TURN, turn_id=2)
     assert later.status == JobStatus.QUEUED and len(llm_server.requests) == 2
+    assert later.progress == "waiting: turn 1 is paused and must be processed first"
 
 
 def test_token_cap_counts_the_hour(living_universe, eager_jobs, fake_vectors, llm_server, settings,
@@ -269,7 +271,7 @@ def test_turns_are_consolidated_in_order_and_a_failed_turn_blocks_later_ones(
     second = Job.objects.get(game_save=save, kind=JobKind.LIVING_TURN, turn_id=2)
     assert first.status == JobStatus.FAILED
     assert second.status == JobStatus.QUEUED
-    assert second.progress.startswith("waiting: turn 1")
+    assert second.progress == "waiting: turn 1 failed and must be processed first (retry it)"
     assert not Fact.objects.exists()
 
     state["broken"] = False
@@ -381,12 +383,22 @@ def test_a_live_runner_keeps_its_job(living_universe, eager_jobs, fake_vectors, 
     with django_capture_on_commit_callbacks(execute=False):
         turn_append(game_save=save, player_input="", narrative="Kaël pays.")
     job = Job.objects.get(game_save=save, kind=JobKind.LIVING_TURN)
+    # first started long ago (a paused job resumed), claimed just now by a live process
     Job.objects.filter(pk=job.pk).update(
-        status=JobStatus.RUNNING, started_at=timezone.now(), payload={"worker": f"{socket.gethostname()}|1|1"}
+        status=JobStatus.RUNNING,
+        started_at=timezone.now() - timedelta(hours=2),
+        payload={"worker": f"{socket.gethostname()}|1|1", "claimed_at": timezone.now().isoformat()},
     )
     jobs.run_job(job.pk)
     job.refresh_from_db()
     assert job.status == JobStatus.RUNNING and not Fact.objects.exists()
+    # a claim older than the hard time limit means the runner is gone, wherever it ran
+    Job.objects.filter(pk=job.pk).update(
+        payload={"worker": "another-host|1|1", "claimed_at": (timezone.now() - timedelta(hours=1)).isoformat()}
+    )
+    jobs.run_job(job.pk)
+    job.refresh_from_db()
+    assert job.status == JobStatus.DONE and Fact.objects.count() == 2
 
 
 # -- lore sync ----------------------------------------------------------------------------------
