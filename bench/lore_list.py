@@ -11,6 +11,9 @@ Beside the page, the raw floor measured in the same run: the page's own SQL done
 (`count()` + `list()` of the 50 rows with their links and backlinks, and the book totals
 aggregate), so the ratio shows what the view and the template add on top of the database.
 
+With the same book, Universe-as-Code: export, parse + validate, import as a new universe and
+re-import unchanged, beside raw `tomli_w.dumps` / `tomllib.loads` of the same document.
+
 Usage (from the project root):
     .venv/bin/python bench/lore_list.py [--entries 5000] [--repeat 30]
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/axiom_bench_lore .venv/bin/python bench/lore_list.py
@@ -129,6 +132,8 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=5000)
     parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--no-toml", dest="toml", action="store_false",
+                        help="skip the Universe-as-Code export/import measurement")
     args = parser.parse_args()
 
     call_command("migrate", verbosity=0)
@@ -177,6 +182,52 @@ def main() -> None:
           f"full page / raw floor = {page_p50 / ms(floor, 50):.2f}x")
     print(f"Mean full page: {statistics.fmean(results['page 1 (full page)']) * 1000:.1f} ms "
           f"(target: under 200 ms)")
+    if args.toml:
+        bench_toml(big, author)
+
+
+def bench_toml(universe: Universe, author: User) -> None:
+    """Universe-as-Code on the same book: export, parse, import as a new universe, re-import."""
+    import tomllib
+
+    import tomli_w
+
+    from studio.universes import services
+    from studio.universes.interchange.toml_io import export_universe, parse_document
+
+    services._sync_lore_now = lambda universe_pk: None  # no embedding jobs in a benchmark
+    timings = {}
+    start = time.perf_counter()
+    text = export_universe(universe)
+    timings["export"] = time.perf_counter() - start
+    copy_text = text.replace(f'slug = "{universe.slug}"', 'slug = "bench-copy"', 1)
+    start = time.perf_counter()
+    document = parse_document(copy_text.encode())
+    timings["parse + validate"] = time.perf_counter() - start
+    start = time.perf_counter()
+    copy, counts = services.universe_import_document(user=author, document=document)
+    timings["import as a new universe"] = time.perf_counter() - start
+    start = time.perf_counter()
+    _, again = services.universe_import_document(user=author, document=document, universe=copy)
+    timings["re-import, nothing changed"] = time.perf_counter() - start
+    identical = export_universe(copy) == copy_text
+    start = time.perf_counter()
+    raw = tomllib.loads(copy_text)
+    raw_load = time.perf_counter() - start
+    start = time.perf_counter()
+    tomli_w.dumps(raw, multiline_strings=True)
+    raw_dump = time.perf_counter() - start
+    print()
+    print(f"Universe-as-Code, {counts['created']:,} entries, {len(text.encode()):,} bytes "
+          f"(export -> import -> export byte-identical: {identical}; re-import: {again})")
+    print()
+    print("| step | seconds | raw library floor |")
+    print("|---|---:|---:|")
+    print(f"| export | {timings['export']:.2f} | tomli_w.dumps {raw_dump:.2f} s ({timings['export'] / raw_dump:.1f}x) |")
+    print(f"| parse + validate | {timings['parse + validate']:.2f} | tomllib.loads {raw_load:.2f} s "
+          f"({timings['parse + validate'] / raw_load:.1f}x) |")
+    print(f"| import as a new universe | {timings['import as a new universe']:.2f} | |")
+    print(f"| re-import, nothing changed | {timings['re-import, nothing changed']:.2f} | |")
 
 
 if __name__ == "__main__":

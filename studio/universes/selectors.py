@@ -79,6 +79,13 @@ def lore_rows(qs: QuerySet[LoreEntry]) -> QuerySet[LoreEntry]:
     )
 
 
+def with_link_ids(qs: QuerySet[LoreEntry]) -> QuerySet[LoreEntry]:
+    """Prefetch each entry's links as (id, entry_id) only: exports and snapshots need no more."""
+    from django.db.models import Prefetch
+
+    return qs.prefetch_related(Prefetch("links", queryset=LoreEntry.objects.only("id", "entry_id")))
+
+
 def _light(name: str):
     from django.db.models import Prefetch
 

@@ -21,6 +21,7 @@ from django.utils.text import slugify
 
 from studio.universes.counting import text_counts, text_counts_many
 from studio.universes.interchange import AXIOM_EXTENSION, IncomingBook, IncomingEntry
+from studio.universes.selectors import with_link_ids
 from studio.universes.models import (
     EmbeddingState,
     LoreEntry,
@@ -490,7 +491,7 @@ def lore_bulk_set_kind(*, universe: Universe, user, entry_ids: Sequence[str], ki
     if kind not in LoreKind.values:
         raise ValidationError({"kind": f"Unknown kind “{kind}”."})
     entries = list(
-        universe.lore_entries.filter(entry_id__in=entry_ids).exclude(kind=kind).prefetch_related("links")
+        with_link_ids(universe.lore_entries.filter(entry_id__in=entry_ids).exclude(kind=kind))
     )
     revisions = []
     for entry in entries:
@@ -607,7 +608,7 @@ def lore_import(*, universe: Universe, user, book: IncomingBook, default_kind: s
     if default_kind not in LoreKind.values:
         raise ValidationError({"default_kind": f"Unknown kind “{default_kind}”."})
     report = ImportReport(source=book.source, notes=list(book.notes))
-    existing = list(universe.lore_entries.prefetch_related("links"))
+    existing = list(with_link_ids(universe.lore_entries.all()))
     by_id = {e.entry_id: e for e in existing}
     by_identity: dict = {}
     by_title: dict[str, list[LoreEntry]] = {}
@@ -720,7 +721,7 @@ def universe_import_document(*, user, document, universe: Universe | None = None
 
     outcome: dict[str, str] = {}
     deleted = 0
-    existing = {e.entry_id: e for e in universe.lore_entries.prefetch_related("links")}
+    existing = {e.entry_id: e for e in with_link_ids(universe.lore_entries.all())}
     doc_ids = {lore.entry_id for lore in document.lore}
     for entry_id, entry in existing.items():
         if entry_id not in doc_ids:

@@ -40,6 +40,7 @@ from studio.universes.interchange import (
     require_string_list,
 )
 from studio.universes.models import LoreEntry, LoreKind, Universe
+from studio.universes.selectors import with_link_ids
 
 FORMAT = "axiom-universe"
 VERSION = 1
@@ -158,7 +159,7 @@ def export_universe(universe: Universe, *, entries=None) -> str:
         document["extra"] = {key: meta[key] for key in sorted(meta)}
     if entries is None:
         entries = universe.lore_entries.all()
-    entries = sorted(entries.prefetch_related("links") if hasattr(entries, "prefetch_related") else entries,
+    entries = sorted(with_link_ids(entries) if hasattr(entries, "prefetch_related") else entries,
                      key=lambda e: e.entry_id)
     document["lore"] = [_lore_table(e, [link.entry_id for link in e.links.all()]) for e in entries]
     header = "# Axiom Studio Universe-as-Code. Edit, then import it back: the studio shows a diff first.\n"
@@ -390,7 +391,7 @@ def diff_document(universe: Universe, document: UniverseDocument) -> UniverseDif
             if key == BELIEF_MISSIONS and _character_missions(current[key]) == document.character_missions:
                 continue  # same missions, only spelled differently
             diff.meta_changed.append((key, current[key], wanted[key]))
-    existing = {e.entry_id: e for e in universe.lore_entries.prefetch_related("links")}
+    existing = {e.entry_id: e for e in with_link_ids(universe.lore_entries.all())}
     wanted_ids = set()
     for lore in document.lore:
         wanted_ids.add(lore.entry_id)

@@ -17,7 +17,7 @@ from studio.universes import services
 from studio.universes.forms import LoreImportForm, TomlImportForm
 from studio.universes.interchange import ImportFormatError, MAX_IMPORT_BYTES, character_card, sillytavern, toml_io
 from studio.universes.models import Universe
-from studio.universes.selectors import universe_list_for_user
+from studio.universes.selectors import universe_list_for_user, with_link_ids
 from studio.universes.views.common import require_author, universe_context, visible_universe, writable_universe
 
 
@@ -35,7 +35,7 @@ def _json(data) -> bytes:
 
 def selection_export_response(universe: Universe, entries, export_format: str) -> HttpResponse:
     """Return a download of `entries` (a queryset) in the chosen format."""
-    entries = list(entries.prefetch_related("links"))
+    entries = list(with_link_ids(entries))
     if export_format == "sillytavern":
         return _attachment(_json(sillytavern.export_world_info(universe, entries)),
                            f"{universe.slug}-selection-world-info.json", "application/json")
@@ -64,7 +64,7 @@ def export_toml(request: HttpRequest, slug: str) -> HttpResponse:
 @require_GET
 def export_sillytavern(request: HttpRequest, slug: str) -> HttpResponse:
     universe = visible_universe(request, slug)
-    entries = list(universe.lore_entries.prefetch_related("links"))
+    entries = list(with_link_ids(universe.lore_entries.all()))
     return _attachment(_json(sillytavern.export_world_info(universe, entries)),
                        f"{universe.slug}-world-info.json", "application/json")
 
@@ -73,7 +73,7 @@ def export_sillytavern(request: HttpRequest, slug: str) -> HttpResponse:
 def export_card(request: HttpRequest, slug: str) -> HttpResponse:
     universe = visible_universe(request, slug)
     version = 3 if request.GET.get("version") == "3" else 2
-    entries = list(universe.lore_entries.prefetch_related("links"))
+    entries = list(with_link_ids(universe.lore_entries.all()))
     return _attachment(_json(character_card.export_card(universe, entries, version=version)),
                        f"{universe.slug}-card-v{version}.json", "application/json")
 
@@ -81,7 +81,7 @@ def export_card(request: HttpRequest, slug: str) -> HttpResponse:
 @require_GET
 def export_card_png(request: HttpRequest, slug: str) -> HttpResponse:
     universe = visible_universe(request, slug)
-    entries = list(universe.lore_entries.prefetch_related("links"))
+    entries = list(with_link_ids(universe.lore_entries.all()))
     return _attachment(character_card.export_png(universe, entries), f"{universe.slug}-card.png", "image/png")
 
 
