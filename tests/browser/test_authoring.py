@@ -202,3 +202,31 @@ def test_core_forms_work_without_javascript(browser, live_server, login, author,
         assert universe.lore_entries.get(entry_id="lighthouse").text == "It still burns."
     finally:
         context.close()
+
+
+def test_rename_delete_and_restore_from_history(page, live_server, login, author, universe, screenshot, queued):
+    login(page, author)
+    page.goto(f"/universes/{universe.slug}/")
+    page.click("#universe-heading >> text=Rename")
+    page.fill("#universe-heading input[name=name]", "Test World (renamed)")
+    page.click("#universe-heading button[type=submit]")
+    expect(page.locator("#universe-heading h1")).to_contain_text("Test World (renamed)")
+    assert page.url.endswith(f"/universes/{universe.slug}/")
+
+    page.goto(f"/universes/{universe.slug}/lore/")
+    port_row = page.locator(f"#lore-row-{universe.lore_entries.get(entry_id='port-vey').pk}")
+    port_row.get_by_role("link", name="Delete").click()  # hx-confirm is accepted by the fixture
+    expect(port_row).to_have_count(0)
+    expect(page.locator("#lore-totals")).to_contain_text("1 entry")
+    assert not universe.lore_entries.filter(entry_id="port-vey").exists()
+
+    page.click("text=Deleted entries")
+    expect(page.locator("table")).to_contain_text("Port Vey")
+    page.click("text=History and restore")
+    expect(page.locator(".help")).to_contain_text("This entry is deleted")
+    screenshot("history")
+    page.click("button:has-text('Restore as it was before this deletion')")
+    expect(page.locator("h1")).to_contain_text("Port Vey")
+    restored = universe.lore_entries.get(entry_id="port-vey")
+    assert restored.text == "A harbour town." and restored.backlinks.filter(entry_id="kael").exists()
+    no_console_errors(page)
