@@ -252,7 +252,10 @@ def rollback_mental_models(save_id: str, target_turn_id: int) -> dict[str, int]:
 
     Return {"deleted": n, "updated": m}.
     """
-    return rollback_models_for_pk(save_pk(save_id), target_turn_id)
+    # A savepoint inside the caller's transaction (or a transaction of its own when the
+    # caller has none), so a failure never leaves the rows half rolled back.
+    with transaction.atomic():
+        return rollback_models_for_pk(save_pk(save_id), target_turn_id)
 
 
 def rollback_mental_models_standalone(save_id: str, target_turn_id: int) -> dict[str, int]:

@@ -526,7 +526,10 @@ def rollback_observations(save_id: str, target_turn_id: int) -> dict[str, int]:
 
     Return {"deleted": n, "updated": m}.
     """
-    return rollback_beliefs_for_pk(save_pk(save_id), target_turn_id)
+    # A savepoint inside the caller's transaction (or a transaction of its own when the
+    # caller has none), so a failure never leaves the rows half rolled back.
+    with transaction.atomic():
+        return rollback_beliefs_for_pk(save_pk(save_id), target_turn_id)
 
 
 def rollback_observations_standalone(save_id: str, target_turn_id: int) -> dict[str, int]:

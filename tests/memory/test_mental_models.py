@@ -98,3 +98,15 @@ def test_rollback_without_versions_keeps_summary_as_fallback(save):
     assert MM.rollback_mental_models("s1", 5) == {"deleted": 0, "updated": 1}
     (model,) = MM.get_mental_models("s1")
     assert model.summary == "legacy" and model.stale and model.updated_turn_id == 5
+
+
+def test_conn_variant_runs_in_the_callers_transaction(save):
+    from django.db import transaction
+
+    MM.upsert_mental_model("s1", "Kael", "v1", 1)
+    MM.upsert_mental_model("s1", "Kael", "v2", 5)
+    with pytest.raises(RuntimeError):
+        with transaction.atomic():
+            assert MM.rollback_mental_models("s1", 2) == {"deleted": 0, "updated": 1}
+            raise RuntimeError("the caller's later step fails")
+    assert MM.get_mental_models("s1")[0].summary == "v2"

@@ -247,3 +247,16 @@ def test_rollback_of_unchanged_beliefs_does_not_flag_them(save):
     assert not O.get_observations("s1")[0].stale
     assert O.rollback_observations_standalone("s1", 0) == {"deleted": 1, "updated": 0}
     assert O.count_observations("s1") == 0
+
+
+def test_conn_variant_runs_in_the_callers_transaction(save):
+    from django.db import transaction
+
+    O.apply_consolidation("s1", 1, [Action("CREATE", "a")], {})
+    O.apply_consolidation("s1", 3, [Action("CREATE", "b")], {})
+    with pytest.raises(RuntimeError):
+        with transaction.atomic():
+            assert O.rollback_observations("s1", 2) == {"deleted": 1, "updated": 0}
+            assert O.count_observations("s1") == 1
+            raise RuntimeError("the caller's later step fails")
+    assert sorted(o.statement for o in O.get_observations("s1")) == ["a", "b"]
