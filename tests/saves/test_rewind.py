@@ -154,15 +154,22 @@ def test_rewind_rejects_bad_turns(story, vector, bad):
     assert snapshot(story["save"]) == story["snaps"][4]
 
 
-def test_fault_mid_rewind_leaves_save_unchanged(story, vector, monkeypatch):
+@pytest.mark.parametrize(
+    "step", ["delete_facts_after", "rollback_beliefs_for_pk", "rollback_models_for_pk", "job_record"]
+)
+def test_fault_mid_rewind_leaves_save_unchanged(story, vector, monkeypatch, step):
     save = story["save"]
     before = snapshot(save)
 
-    def explode(pk, target):
+    def explode(*args, **kwargs):
         raise RuntimeError("disk full")
 
-    # Beliefs, events and facts are already rolled back when the models step fails.
-    monkeypatch.setattr(checkpoints, "rollback_models_for_pk", explode)
+    # Each step fails after the earlier ones already changed rows in the transaction
+    # (the last one after the save's turn and generation were updated).
+    if step == "job_record":
+        monkeypatch.setattr(Job.objects, "create", explode)
+    else:
+        monkeypatch.setattr(checkpoints, step, explode)
     with pytest.raises(RuntimeError, match="disk full"):
         CheckpointManager(vector_memory=vector).rewind(save, 1)
     assert snapshot(save) == before
