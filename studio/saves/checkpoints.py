@@ -464,7 +464,7 @@ class CheckpointManager:
                 )
             fork = Save.objects.create(
                 universe_id=source.universe_id,
-                name=(name or "").strip() or f"{source.name} (fork at turn {n})",
+                name=((name or "").strip() or f"{source.name} (fork at turn {n})")[:200],
                 memory_mode=source.memory_mode,
                 beliefs_enabled=source.beliefs_enabled,
                 current_turn=n,
