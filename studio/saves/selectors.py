@@ -33,7 +33,7 @@ def save_get_for_user(*, user, save_id: str) -> Save:
     is not revealed.
     """
     try:
-        return save_list_for_user(user=user).get(save_id=save_id)
+        return save_list_for_user(user=user).select_related("forked_from").get(save_id=save_id)
     except Save.DoesNotExist as exc:
         raise Http404("No such save.") from exc
 
