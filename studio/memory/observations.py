@@ -434,26 +434,44 @@ def restore_belief_as_of(
 
 
 def update_rows(model, rows, field_names: list[str]) -> None:
-    """Write `field_names` of `rows` with one prepared UPDATE executed for all rows.
+    """Write `field_names` of `rows` in as few statements as the database allows.
 
-    Django's `bulk_update` builds a CASE WHEN expression per row and field in Python, which
-    costs seconds for a thousand beliefs; `executemany` of one parametrised statement is a
-    single C-level loop on SQLite and a pipelined batch on PostgreSQL. Values go through
-    each field's `get_db_prep_value`, so JSON columns are adapted as Django would.
+    PostgreSQL: one `UPDATE ... FROM (VALUES ...)` per 1,000 rows. Elsewhere (SQLite): one
+    prepared `UPDATE ... WHERE id = %s` run through `executemany`, a single C-level loop.
+    Django's `bulk_update` would build a CASE WHEN expression per row and field in Python,
+    which costs most of a second for a thousand beliefs. Values go through each field's
+    `get_db_prep_value`, so JSON columns are adapted as Django would.
     """
     if not rows:
         return
     meta = model._meta
     qn = connection.ops.quote_name
     fields = [meta.get_field(name) for name in field_names]
-    assignments = ", ".join(f"{qn(f.column)} = %s" for f in fields)
-    sql = f"UPDATE {qn(meta.db_table)} SET {assignments} WHERE {qn(meta.pk.column)} = %s"
+    table, pk_column = qn(meta.db_table), qn(meta.pk.column)
     params = [
-        [f.get_db_prep_value(getattr(row, f.attname), connection, prepared=False) for f in fields] + [row.pk]
+        [row.pk] + [f.get_db_prep_value(getattr(row, f.attname), connection, prepared=False) for f in fields]
         for row in rows
     ]
     with connection.cursor() as cursor:
-        cursor.executemany(sql, params)
+        if connection.vendor == "postgresql":
+            casts = [meta.pk.db_type(connection)] + [f.db_type(connection) for f in fields]
+            placeholder = "(" + ", ".join(f"%s::{cast}" for cast in casts) + ")"
+            names = ", ".join(["id"] + [f"v{i}" for i in range(len(fields))])
+            assignments = ", ".join(f"{qn(f.column)} = v.v{i}" for i, f in enumerate(fields))
+            for start in range(0, len(params), 1000):
+                batch = params[start : start + 1000]
+                cursor.execute(
+                    f"UPDATE {table} AS t SET {assignments} "
+                    f"FROM (VALUES {', '.join([placeholder] * len(batch))}) AS v({names}) "
+                    f"WHERE t.{pk_column} = v.id",
+                    [value for row in batch for value in row],
+                )
+        else:
+            assignments = ", ".join(f"{qn(f.column)} = %s" for f in fields)
+            cursor.executemany(
+                f"UPDATE {table} SET {assignments} WHERE {pk_column} = %s",
+                [row[1:] + row[:1] for row in params],
+            )
 
 
 ROLLBACK_FIELDS = [
