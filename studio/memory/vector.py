@@ -266,8 +266,7 @@ class _View:
     own_index: Any
     context_index: Any
     turn_index: Any
-    turn_of_position: np.ndarray  # per view position: index into turn_keys
-    turn_keys: list[int]
+    turn_of_position: np.ndarray  # per view position: its group (turn) document
     member: np.ndarray = None  # per corpus position: passes the filter
 
 
@@ -770,60 +769,51 @@ class VectorMemory:
             return view
 
     def _build_view(self, corpus: _Corpus, positions: np.ndarray) -> _View:
+        """Build the BM25 indexes of the chunks at `positions` (in corpus order)."""
         own_docs = [corpus.terms[p] for p in positions]
-        # Neighbouring context: a chunk read with the chunks around it in the same turn
-        # (same type, never lore, whose entries are unrelated to each other).
-        window = self.config.context_window
-        context_docs: list[list[str]] = []
-        turn_keys: list[int] = []
-        turn_docs: list[list[str]] = []
-        turn_of_position = np.zeros(len(positions), dtype=np.int64)
-        group_start = 0
-        for index in range(len(positions) + 1):
-            boundary = index == len(positions) or (
-                index > group_start
-                and (
-                    corpus.turn_ids[positions[index]] != corpus.turn_ids[positions[group_start]]
-                    or corpus.chunk_types[positions[index]] != corpus.chunk_types[positions[group_start]]
-                )
+        count = len(positions)
+        turns = corpus.turn_ids[positions]
+        types = corpus.chunk_types[positions]
+        is_lore = types == LORE
+        # Groups: runs of chunks of one turn and type; each lore entry is a group of its own
+        # (entries are unrelated to each other).
+        starts_group = np.ones(count, dtype=bool)
+        if count:
+            starts_group[1:] = (turns[1:] != turns[:-1]) | (types[1:] != types[:-1]) | is_lore[1:] | is_lore[:-1]
+        group_of = np.cumsum(starts_group) - 1
+        group_starts = np.flatnonzero(starts_group)
+        group_ends = np.append(group_starts[1:], count)
+        # Neighbouring context: chunk i reads the chunks within `window` of it in its group.
+        window = max(0, self.config.context_window)
+        index = np.arange(count)
+        low = np.maximum(group_starts[group_of], index - window) if count else index
+        high = np.minimum(group_ends[group_of], index + window + 1) if count else index
+        fanout = high - low
+        context_indptr = np.concatenate([[0], np.cumsum(fanout)]).astype(np.int64)
+        context_targets = (
+            np.repeat(low, fanout) + (np.arange(fanout.sum()) - np.repeat(context_indptr[:-1], fanout))
+        ).astype(np.int64)
+        turn_indptr = np.arange(count + 1, dtype=np.int64)
+
+        own_index = context_index = turn_index = None
+        if lexical.is_available() and count:
+            config = self.config
+            own_index = lexical.PostingsBM25(own_docs, k1=config.bm25_k1, b=config.bm25_b)
+            context_index = lexical.AggregatedBM25(
+                own_index, context_indptr, context_targets, count, k1=config.bm25_k1, b=config.bm25_b
             )
-            if not boundary:
-                continue
-            group = list(range(group_start, index))
-            is_lore = group and corpus.chunk_types[positions[group_start]] == LORE
-            for member in group:
-                if is_lore or window <= 0:
-                    context_docs.append(own_docs[member])
-                else:
-                    low, high = max(group_start, member - window), min(index, member + window + 1)
-                    context_docs.append([term for other in range(low, high) for term in own_docs[other]])
-            if group:
-                if is_lore:
-                    for member in group:  # each lore entry stands alone
-                        turn_of_position[member] = len(turn_docs)
-                        turn_keys.append(int(corpus.turn_ids[positions[member]]))
-                        turn_docs.append(own_docs[member])
-                else:
-                    turn_of_position[group_start:index] = len(turn_docs)
-                    turn_keys.append(int(corpus.turn_ids[positions[group_start]]))
-                    turn_docs.append([term for member in group for term in own_docs[member]])
-            group_start = index
-
-        def build(docs):
-            if not lexical.is_available() or not docs:
-                return None
-            return lexical.PostingsBM25(docs, k1=self.config.bm25_k1, b=self.config.bm25_b)
-
+            turn_index = lexical.AggregatedBM25(
+                own_index, turn_indptr, group_of.astype(np.int64), len(group_starts), k1=config.bm25_k1, b=config.bm25_b
+            )
         member = np.zeros(len(corpus.ids), dtype=bool)
         member[positions] = True
         return _View(
             member=member,
             positions=positions,
-            own_index=build(own_docs),
-            context_index=build(context_docs),
-            turn_index=build(turn_docs),
-            turn_of_position=turn_of_position,
-            turn_keys=turn_keys,
+            own_index=own_index,
+            context_index=context_index,
+            turn_index=turn_index,
+            turn_of_position=group_of.astype(np.int64),
         )
 
     def query(

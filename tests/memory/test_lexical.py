@@ -156,3 +156,27 @@ def test_without_backend_the_lexical_arm_is_absent(monkeypatch):
     assert is_available() is False
     assert build_bm25(["fox"]) is None
     assert rank_by_bm25("fox", ["a", "b", "c"], ["fox", "owl", "cat"]) == []
+
+
+def test_aggregated_bm25_equals_bm25okapi_on_concatenated_documents():
+    rng = random.Random(5)
+    vocab = [f"t{i}" for i in range(30)]
+    base = [[rng.choice(vocab) for _ in range(rng.randint(1, 8))] for _ in range(60)]
+    window = 2
+    # Context documents: each base document with its neighbours within `window`.
+    targets_of = [list(range(max(0, d - window), min(len(base), d + window + 1))) for d in range(len(base))]
+    indptr = np.concatenate([[0], np.cumsum([len(t) for t in targets_of])])
+    targets = np.asarray([t for ts in targets_of for t in ts])
+    concatenated = [[term for d in range(len(base)) if i in targets_of[d] for term in base[d]] for i in range(len(base))]
+    reference = BM25Okapi(concatenated, k1=1.5, b=0.5)
+    aggregated = lexical.AggregatedBM25(lexical.PostingsBM25(base), indptr, targets, len(base), k1=1.5, b=0.5)
+    for query in (["t1"], ["t2", "t3", "t2"], vocab, ["nope"]):
+        assert np.allclose(aggregated.get_scores(query), reference.get_scores(query), rtol=1e-12, atol=1e-12)
+    # Groups (e.g. whole turns): every base document feeds exactly one target.
+    group_of = np.asarray([d // 7 for d in range(len(base))])
+    groups = [[term for d in range(len(base)) if group_of[d] == g for term in base[d]] for g in range(group_of.max() + 1)]
+    aggregated = lexical.AggregatedBM25(
+        lexical.PostingsBM25(base), np.arange(len(base) + 1), group_of, len(groups), k1=1.5, b=0.5
+    )
+    reference = BM25Okapi(groups, k1=1.5, b=0.5)
+    assert np.allclose(aggregated.get_scores(vocab[:10]), reference.get_scores(vocab[:10]), rtol=1e-12, atol=1e-12)

@@ -204,6 +204,76 @@ else:  # pragma: no cover
     PostingsBM25 = None
 
 
+class AggregatedBM25:
+    """BM25 over documents that are unions of base documents, built from base postings.
+
+    A chunk read with its neighbours, or a whole turn, is a "document" whose term counts
+    are the sums of its members' counts. Concatenating the members' terms and building
+    BM25Okapi again would re-count every term in Python (seconds on a large save); this
+    expands the base postings through the membership map with numpy instead. Same
+    formula, IDF and epsilon floor as rank_bm25.BM25Okapi (tested equal), same
+    `get_scores(query_terms)` interface.
+
+    `members_of_target` is given in CSR form over base documents: base document d counts
+    towards targets[indptr[d]:indptr[d + 1]].
+    """
+
+    def __init__(self, base: "PostingsBM25", indptr: np.ndarray, targets: np.ndarray, n_targets: int,
+                 k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25):
+        self.k1, self.b, self.epsilon = k1, b, epsilon
+        self.corpus_size = int(n_targets)
+        fanout = np.diff(indptr)
+        # Target document lengths: each base length counted once per target it feeds.
+        self.doc_len_array = np.bincount(
+            targets, weights=np.repeat(base.doc_len_array, fanout), minlength=n_targets
+        ).astype(np.int64)
+        self.avgdl = float(self.doc_len_array.sum()) / self.corpus_size
+        terms = list(base.postings)
+        if not terms:
+            self.postings, self.idf = {}, {}
+            return
+        term_index = np.concatenate([np.full(len(base.postings[t][0]), i, dtype=np.int64) for i, t in enumerate(terms)])
+        base_docs = np.concatenate([base.postings[t][0] for t in terms])
+        counts = np.concatenate([base.postings[t][1] for t in terms])
+        lengths = fanout[base_docs]
+        starts = np.repeat(indptr[base_docs], lengths)
+        offsets = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        expanded_targets = targets[starts + offsets]
+        expanded_terms = np.repeat(term_index, lengths)
+        expanded_counts = np.repeat(counts, lengths)
+        order = np.lexsort((expanded_targets, expanded_terms))
+        expanded_terms, expanded_targets, expanded_counts = (
+            expanded_terms[order], expanded_targets[order], expanded_counts[order]
+        )
+        new_pair = np.ones(len(order), dtype=bool)
+        new_pair[1:] = (expanded_terms[1:] != expanded_terms[:-1]) | (expanded_targets[1:] != expanded_targets[:-1])
+        pair_starts = np.flatnonzero(new_pair)
+        pair_terms = expanded_terms[pair_starts]
+        pair_targets = expanded_targets[pair_starts]
+        pair_counts = np.add.reduceat(expanded_counts, pair_starts)
+        term_bounds = np.searchsorted(pair_terms, np.arange(len(terms) + 1))
+        cuts = term_bounds[1:-1]
+        self.postings = dict(zip(terms, zip(np.split(pair_targets, cuts), np.split(pair_counts, cuts))))
+        freq = np.diff(term_bounds).astype(np.float64)
+        idf = np.log(self.corpus_size - freq + 0.5) - np.log(freq + 0.5)
+        self.average_idf = float(idf.mean())
+        idf = np.where(idf < 0, self.epsilon * self.average_idf, idf)
+        self.idf = dict(zip(terms, idf.tolist()))
+
+    def get_scores(self, query: Iterable[str]) -> np.ndarray:
+        score = np.zeros(self.corpus_size)
+        for term in query:
+            entry = self.postings.get(term)
+            if entry is None:
+                continue
+            docs, q_freq = entry
+            doc_len = self.doc_len_array[docs]
+            score[docs] += (self.idf.get(term) or 0) * (
+                q_freq * (self.k1 + 1) / (q_freq + self.k1 * (1 - self.b + self.b * doc_len / self.avgdl))
+            )
+        return score
+
+
 def build_bm25(corpus_texts: list[str]):
     """Build a BM25 index over `corpus_texts`, or return None when BM25 is unavailable.
 
