@@ -71,17 +71,19 @@ def evidence_chart(
             cumulative.append((t, running))
     trend = compute_trend(turns, now_turn, recent_turns=RECENT_TURNS, old_turns=OLD_TURNS)
 
-    left, right, top, bottom = 36, 12, 14, 28
+    left, right, top, bottom = 36, 44, 16, 28
     plot_w = width - left - right
     plot_h = height - top - bottom
     max_bar = max((b[2] for b in bins), default=0) or 1
     max_total = max(len(turns), 1)
+    # Bars use the lower part of the plot, so the cumulative line above them stays legible.
+    bar_h = plot_h * 0.6
 
     def x_of(turn: float) -> float:
         return left + (turn - first) / span * plot_w
 
     def y_bar(n: int) -> float:
-        return top + plot_h - n / max_bar * plot_h
+        return top + plot_h - n / max_bar * bar_h
 
     def y_total(n: int) -> float:
         return top + plot_h - n / max_total * plot_h
@@ -107,9 +109,14 @@ def evidence_chart(
         f'width="{max(x_of(now_turn + 1) - x_of(recent_lo + 0.5), 0):.1f}" height="{plot_h}" fill="#e8edff"/>'
     )
     parts.append(
-        f'<text class="window-label" x="{x_of(now_turn + 1) - 4:.1f}" y="{top + 10}" text-anchor="end" '
-        f'font-size="10" fill="#4a55a2">last {RECENT_TURNS} turns</text>'
+        f'<text class="window-label" x="{x_of(recent_lo + 0.5) + 3:.1f}" y="{top - 4}" '
+        f'font-size="10" fill="#4a55a2">recent ({RECENT_TURNS} turns)</text>'
     )
+    if x_of(recent_lo + 0.5) - x_of(old_lo + 0.5) > 60:
+        parts.append(
+            f'<text class="window-label" x="{x_of(old_lo + 0.5) + 3:.1f}" y="{top - 4}" '
+            f'font-size="10" fill="#687085">older</text>'
+        )
     # Axes and ticks.
     parts.append(
         f'<line x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}" stroke="#9aa0b0"/>'
@@ -122,7 +129,7 @@ def evidence_chart(
             f'<text x="{x:.1f}" y="{height - 10}" text-anchor="middle" font-size="10" fill="#687085">{tick}</text>'
         )
     parts.append(
-        f'<text x="{left - 6}" y="{top + 4}" text-anchor="end" font-size="10" fill="#687085">{max_bar}</text>'
+        f'<text x="{left - 6}" y="{y_bar(max_bar) + 4:.1f}" text-anchor="end" font-size="10" fill="#3d5afe">{max_bar}</text>'
         f'<text x="{left - 6}" y="{top + plot_h}" text-anchor="end" font-size="10" fill="#687085">0</text>'
         f'<text x="{left + plot_w / 2:.1f}" y="{height - 0.5}" text-anchor="middle" font-size="10" fill="#687085">turn</text>'
     )
@@ -136,7 +143,7 @@ def evidence_chart(
         label = f"turn {a}" if a == b else f"turns {a}-{b}"
         parts.append(
             f'<rect class="bar" data-turn="{a}" data-count="{n}" x="{x + 1:.1f}" y="{y:.1f}" '
-            f'width="{max(bar_w - 2, 1):.1f}" height="{top + plot_h - y:.1f}" fill="#3d5afe">'
+            f'width="{max(bar_w - 2, 1):.1f}" height="{top + plot_h - y:.1f}" fill="#8c9eff">'
             f"<title>{escape(label)}: {n} source fact{'s' if n != 1 else ''}</title></rect>"
         )
     # Cumulative proof count as a step line (own scale: 0..total).
@@ -154,8 +161,8 @@ def evidence_chart(
             f"<title>proof count over turns (now {len(turns)})</title></polyline>"
         )
         parts.append(
-            f'<text x="{left + plot_w - 2}" y="{previous_y - 4:.1f}" text-anchor="end" font-size="10" fill="#1b873f">'
-            f"{len(turns)} proofs</text>"
+            f'<text x="{left + plot_w + 4}" y="{previous_y + 4:.1f}" font-size="10" fill="#1b873f">'
+            f"{len(turns)} proof{'s' if len(turns) != 1 else ''}</text>"
         )
     # History markers.
     colours = {"CREATE": "#23308f", "UPDATE": "#b26a00", "DELETE": "#c62828"}

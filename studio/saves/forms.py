@@ -66,7 +66,7 @@ class RewindForm(forms.Form):
 
 class ForkForm(forms.Form):
     turn = forms.IntegerField(min_value=0, label="Fork at turn")
-    name = forms.CharField(max_length=200, required=False, help_text="Blank: “<save> (fork @N)”.")
+    name = forms.CharField(max_length=200, required=False, help_text="Blank: this save's name followed by “(fork at turn N)”.")
 
     def __init__(self, *args, current_turn: int = 0, **kwargs):
         super().__init__(*args, **kwargs)

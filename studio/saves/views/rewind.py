@@ -14,6 +14,22 @@ from studio.saves.views.access import playtest_save
 from studio.saves.views.saves import save_page_context
 
 SUMMARY_SESSION_KEY = "rewind_summary"
+COUNT_LABELS = {
+    "events": "Turns (events)",
+    "states": "State snapshots",
+    "facts": "Facts",
+    "beliefs_deleted": "Beliefs deleted",
+    "beliefs_updated": "Beliefs rolled back",
+    "mental_models_deleted": "Mental models deleted",
+    "mental_models_updated": "Mental models rolled back",
+    "recorded_queries": "Recorded queries",
+    "vector_chunks": "Memory chunks",
+}
+
+
+def count_rows(counts: dict) -> list[dict]:
+    """Return a rewind's counts as labelled rows, in a stable order."""
+    return [{"kind": kind, "label": COUNT_LABELS.get(kind, kind.replace("_", " ").capitalize()), "n": n} for kind, n in counts.items()]
 
 
 def _rewind_context(request: HttpRequest, game_save: Save, **extra) -> dict:
@@ -45,7 +61,7 @@ def rewind_preview(request: HttpRequest, save_id: str) -> HttpResponse:
     preview = None
     if form.is_valid():
         preview = CheckpointManager().preview(game_save, form.cleaned_data["turn"])
-    context = _rewind_context(request, game_save, preview=preview)
+    context = _rewind_context(request, game_save, preview=preview, preview_rows=count_rows(preview.counts) if preview else [])
     context["rewind_form"] = form
     template = "saves/rewind.html#preview" if request.htmx else "saves/rewind.html"
     return render(request, template, context)
@@ -68,6 +84,7 @@ def rewind_confirm(request: HttpRequest, save_id: str) -> HttpResponse:
         context["rewind_form"] = form
         if valid:
             context["preview"] = CheckpointManager().preview(game_save, form.cleaned_data["turn"])
+            context["preview_rows"] = count_rows(context["preview"].counts)
         template = "saves/rewind.html#preview" if request.htmx else "saves/rewind.html"
         return render(request, template, context)
     result = CheckpointManager().rewind(game_save, form.cleaned_data["turn"])
@@ -78,6 +95,7 @@ def rewind_confirm(request: HttpRequest, save_id: str) -> HttpResponse:
         "changed": result.changed,
         "message": result.message,
         "counts": result.counts,
+        "count_rows": count_rows(result.counts),
         "vector_pending": result.vector_pending,
         "vector_error": result.vector_error,
         "db_ms": round(result.db_seconds * 1000, 1),
