@@ -253,13 +253,20 @@ def _send_celery(job_id: int, countdown: float) -> None:
             )
     except Exception as exc:  # the broker is down: the work is kept (rows committed), the job says why
         logger.warning("could not enqueue job %s: %s", job_id, exc)
-        Job.objects.filter(pk=job_id, status__in=PENDING).update(
-            status=JobStatus.FAILED,
-            error=f"{QUEUE_DOWN_PREFIX} (Redis at {settings.REDIS_URL}): {exc.__class__.__name__}: {exc}. "
-            "Nothing was lost: retry this job once the queue is back.",
-            progress="not queued",
-            finished_at=timezone.now(),
+        error = (
+            f"{QUEUE_DOWN_PREFIX} (Redis at {settings.REDIS_URL}): {exc.__class__.__name__}: {exc}. "
+            "Nothing was lost: retry this job once the queue is back."
         )
+        Job.objects.filter(pk=job_id, status__in=PENDING).update(
+            status=JobStatus.FAILED, error=error, progress="not queued", finished_at=timezone.now()
+        )
+        job = Job.objects.filter(pk=job_id, kind=JobKind.SYNC_LORE, game_save__isnull=True).first()
+        if job is not None:  # the Lore Book must not look "pending" forever
+            from studio.universes.models import EmbeddingState, LoreEntry
+
+            LoreEntry.objects.filter(universe_id=job.universe_id, embedding_state=EmbeddingState.PENDING).update(
+                embedding_state=EmbeddingState.FAILED, embedding_error=error[:2000]
+            )
         return
     Job.objects.filter(pk=job_id).update(task_id=str(result.id)[:64])
 

@@ -494,3 +494,15 @@ def test_jobs_for_save_lists_newest_first(game_save, django_capture_on_commit_ca
         turn_append(game_save=game_save, player_input="", narrative="b")
     assert [j.turn_id for j in jobs.jobs_for_save(game_save=game_save)] == [5, 4]
 
+
+
+def test_redis_down_marks_a_universe_lore_sync_failed_on_its_entries(universe, settings, django_capture_on_commit_callbacks):
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"
+    settings.AXIOM_JOBS_EAGER = False
+    with django_capture_on_commit_callbacks(execute=True):
+        job = jobs.enqueue_sync_lore(universe=universe)
+    job.refresh_from_db()
+    assert job.status == JobStatus.FAILED
+    entry = LoreEntry.objects.get(entry_id="kael")
+    assert entry.embedding_state == EmbeddingState.FAILED
+    assert entry.embedding_error.startswith(jobs.QUEUE_DOWN_PREFIX)
