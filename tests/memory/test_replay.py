@@ -110,3 +110,26 @@ def test_universe_replay_lists_saves_with_recorded_play(client, author, outsider
     assert reverse("memory:replay", args=[played.save_id]) in row and '<td class="num">4</td>' in row[: row.index("</tr>")]
     client.force_login(outsider)
     assert client.get(url).status_code == 404
+
+
+def test_a_lore_edit_in_the_studio_reaches_the_replay(played, author, settings, django_capture_on_commit_callbacks):
+    """Edit lore through the lore service; the sync jobs re-embed the save's lore; replay sees it."""
+    from studio.universes.models import LoreEntry
+    from studio.universes.services import lore_entry_update
+
+    settings.AXIOM_JOBS_EAGER = True
+    settings.REDIS_URL = ""
+    universe = played.universe
+    for entry in LORE:
+        LoreEntry.objects.update_or_create(
+            universe=universe, entry_id=entry["entry_id"], defaults={"title": entry["title"], "text": entry["text"]}
+        )
+    LoreEntry.objects.filter(universe=universe).exclude(entry_id__in=[e["entry_id"] for e in LORE]).delete()
+    storm = LoreEntry.objects.get(universe=universe, entry_id="storm")
+    with django_capture_on_commit_callbacks(execute=True):
+        lore_entry_update(entry=storm, user=author, text="Storms lend money to nobody; who lends money? Not the storm.")
+        LoreEntry.objects.filter(universe=universe, entry_id="mira").update(text="A quiet shop.")
+    assert Job.objects.filter(game_save=played, kind=JobKind.SYNC_LORE, status=JobStatus.DONE).exists()
+    report = replay_recorded_queries(game_save=played)
+    changed = {q.recorded.query_text: (q.before, q.after) for q in report.changed}
+    assert changed == {"who lends money": (["lore:mira"], ["lore:storm"])}
