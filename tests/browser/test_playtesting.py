@@ -158,3 +158,25 @@ def test_belief_page_with_its_chart(logged_in_page, playtester, played):  # noqa
     assert chart.locator("g.history-marker").count() == 2
     assert page.locator("#belief-trend").inner_text() in {"STRENGTHENING", "STABLE", "NEW", "WEAKENING", "STALE"}
     assert "Kaël might pay." in page.locator("ol.history").inner_text()
+
+
+def test_context_viewer_explains_each_item(logged_in_page, playtester, played, vector_memory):  # noqa: F811
+    from studio.memory.models import MentalModel
+
+    played.memory_mode = "living"
+    played.save()
+    MentalModel.objects.create(game_save=played, subject="Mira", summary="A patient moneylender.")
+    Observation.objects.create(game_save=played, statement="Mira lent Kaël ten crowns.", subject="Mira", sources=[{"fact_id": 1, "turn_id": 2}])
+    vector_memory.sync_lore(played.save_id, [{"entry_id": "mira", "title": "Mira", "text": "Mira lends silver crowns at Port Vey."}])
+    page = logged_in_page(playtester)
+    page.goto(f"/memory/{played.save_id}/context/")
+    page.fill("#id_q", "Mira asks about her silver crowns")
+    page.fill("#id_budget", "60")
+    page.click("#context-form button[type=submit]")
+    page.wait_for_selector("#budget-line")
+    assert "of 60 tokens used" in page.locator("#budget-line").inner_text()
+    models = page.locator("section[data-layer='mental_model'] li")
+    assert "A patient moneylender." in models.first.inner_text() and "named in the query" in models.first.inner_text()
+    assert page.locator("section[data-layer='narrative'] li").count() >= 1
+    assert page.locator("li[data-included='no']").count() >= 1  # the budget cut something, and says so
+    assert "cut: over budget" in page.locator("li[data-included='no']").first.inner_text()
