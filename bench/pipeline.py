@@ -15,7 +15,7 @@ the same synthetic turn narratives:
 
 Measures 1-4 take turns in rounds over slices of the texts and report the median per
 turn (the machine is shared; load drifts), with this process's CPU time per turn beside
-the wall time (CPU time includes the in-process LLM server's thread for the living rows). Prints the per-turn costs side by side, the
+the wall time (the fake LLM server runs in a separate process, outside these figures). Prints the per-turn costs side by side, the
 pipeline's own overhead (total minus raw store minus LLM) and the turns/s. Run: `.venv/bin/python bench/pipeline.py --turns 200 --celery`.
 """
 from __future__ import annotations
@@ -213,12 +213,15 @@ def main() -> None:
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/9")
     args = parser.parse_args()
 
-    from tests.llm_server import ScriptedLLMServer, scripted_pipeline_responder
-
-    server = ScriptedLLMServer(scripted_pipeline_responder()).start()
+    # The fake LLM server runs in its own process, so neither its CPU time nor its share of
+    # the GIL lands in this process's figures.
+    server_process = subprocess.Popen(
+        [sys.executable, "-m", "tests.llm_server"], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    server_url = server_process.stdout.readline().strip()
     workdir = tempfile.mkdtemp(prefix="axiom-bench-pipeline-")
     queue = f"axiom-bench-{uuid.uuid4().hex[:8]}"
-    setup(workdir, llm_url=server.base_url)
+    setup(workdir, llm_url=server_url)
     rng = random.Random(7)
     texts = [narrative(rng, t) for t in range(1, args.turns + 1)]
     words = statistics.fmean(len(t.split()) for t in texts)
@@ -305,7 +308,7 @@ def main() -> None:
           f"jobs not done: {classic.not_done() + living.not_done() + machinery.not_done()}")
 
     if args.celery:
-        result = run_celery(texts, workdir, args.redis_url, queue, server.base_url)
+        result = run_celery(texts, workdir, args.redis_url, queue, server_url)
         seconds = result["seconds"]
         n = len(texts)
         print(f"\ncelery worker (-c 1, Redis, living mode): {n} turns in {seconds:.2f}s wall "
@@ -314,7 +317,8 @@ def main() -> None:
         excl = seconds - result["llm_seconds"]
         print(f"{'celery worker, wall, LLM round trips excluded':58} {per_turn_ms(excl, n):9.2f} {n / excl:9.1f}")
         print(f"worker busy in jobs {result['job_busy_seconds']:.2f}s; jobs not done: {result['not_done']}")
-    server.stop()
+    server_process.stdin.close()
+    server_process.wait(timeout=10)
 
 
 if __name__ == "__main__":

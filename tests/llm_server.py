@@ -194,3 +194,19 @@ def scripted_pipeline_responder(
         return Reply(status=400)
 
     return respond
+
+
+def main() -> None:
+    """Serve `scripted_pipeline_responder` in its own process (for benchmarks); print the URL."""
+    import sys
+
+    server = ScriptedLLMServer(scripted_pipeline_responder()).start()
+    print(server.base_url, flush=True)
+    try:
+        sys.stdin.read()  # until the parent closes our stdin
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()
