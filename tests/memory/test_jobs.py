@@ -506,3 +506,16 @@ def test_redis_down_marks_a_universe_lore_sync_failed_on_its_entries(universe, s
     entry = LoreEntry.objects.get(entry_id="kael")
     assert entry.embedding_state == EmbeddingState.FAILED
     assert entry.embedding_error.startswith(jobs.QUEUE_DOWN_PREFIX)
+
+
+def test_jobs_resume_command_runs_what_was_left_queued(game_save, eager_jobs, fake_vectors, django_capture_on_commit_callbacks):
+    from django.core.management import call_command
+
+    with django_capture_on_commit_callbacks(execute=False):  # the process "died" before dispatch
+        turn_append(game_save=game_save, player_input="", narrative="Left behind.")
+    job = Job.objects.get(game_save=game_save, turn_id=4)
+    assert job.status == JobStatus.QUEUED
+    call_command("jobs_resume", stdout=open(os.devnull, "w"))
+    job.refresh_from_db()
+    assert job.status == JobStatus.DONE
+    assert ("update_turn_narrative", game_save.save_id, 4, "Left behind.") in fake_vectors.calls
