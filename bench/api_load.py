@@ -273,17 +273,37 @@ def login(client, username: str) -> bool:
     return response.status_code in (302, 303)
 
 
-def user_loop(base: str, key: str, username: str, save_id: str, chunks: int, deadline: float, think: float,
-              pages: bool, recorder: Recorder, seed: int) -> None:
+def open_clients(base: str, key: str, username: str, pages: bool):
+    """Return a user's API client and, for pages, a logged-in browser client (or None)."""
+    import httpx
+
+    api = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=30)
+    browser = httpx.Client(base_url=base, timeout=30, follow_redirects=False) if pages else None
+    if browser is not None and not login(browser, username):
+        raise RuntimeError(f"{username} could not log in")
+    return api, browser
+
+
+def open_all_clients(base: str, seeded: dict, users: int, pages: bool) -> list:
+    """Log every user in before the clock starts (a password hash costs real CPU)."""
+    clients: list = [None] * users
+
+    def one(i: int) -> None:
+        clients[i] = open_clients(base, seeded["keys"][i], seeded["usernames"][i], pages)
+
+    run_phase([threading.Thread(target=one, args=(i,)) for i in range(users)])
+    if any(c is None for c in clients):
+        raise RuntimeError("some users could not log in")
+    return clients
+
+
+def user_loop(clients, save_id: str, chunks: int, deadline: float, think: float,
+              recorder: Recorder, seed: int, mix: str = "all") -> None:
     import httpx
 
     rng = random.Random(seed)
     queries = query_texts(rng, 200)
-    api = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=30)
-    browser = httpx.Client(base_url=base, timeout=30, follow_redirects=False) if pages else None
-    if browser is not None and not login(browser, username):
-        recorder.record("page login", 0.0, False, "login failed")
-        browser = None
+    api, browser = clients
     api_base = f"/api/v1/saves/{save_id}"
 
     def offset() -> int:
@@ -309,6 +329,8 @@ def user_loop(base: str, key: str, username: str, save_id: str, chunks: int, dea
             (4, "page beliefs", lambda: browser.get(f"/memory/{save_id}/beliefs/")),
             (3, "page facts", lambda: browser.get(f"/memory/{save_id}/facts/")),
         ]
+    if mix == "browse":
+        actions = [a for a in actions if a[1] not in {"api query", "api context"}]
     weights = [w for w, _, _ in actions]
     while time.monotonic() < deadline:
         _, name, call = rng.choices(actions, weights=weights)[0]
@@ -332,7 +354,7 @@ def append_loop(base: str, key: str, save_id: str, deadline: float, recorder: Re
 
     rng = random.Random(seed)
     client = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=30)
-    turn = 0
+    turn = client.get(f"/api/v1/saves/{save_id}").json()["current_turn"]
     while time.monotonic() < deadline:
         turn += 1
         text, names = narrative(rng, turn)
@@ -423,7 +445,8 @@ def markdown(report: dict) -> str:
     lines = [
         f"Run: {config['users']} users, {config['duration']:.0f} s, think time {config['think']} s, "
         f"{seed_info['chunk_count']} chunks, gunicorn {config['workers']} workers x {config['threads']} threads, "
-        f"database {'PostgreSQL' if config['database_url'] else 'SQLite'}, Chroma server; "
+        f"database {'PostgreSQL' if config['database_url'] else 'SQLite'}, Chroma server, mix {config.get('mix', 'all')}"
+        f"{', no pages' if config.get('no_pages') else ''}; "
         f"load average before/after {report.get('load_average_before')}/{report.get('load_average_after')}.",
         "",
         "| endpoint | requests | errors | p50 ms | p95 ms | p99 ms |",
@@ -457,6 +480,10 @@ def main() -> int:
     parser.add_argument("--append-clients", type=int, default=4)
     parser.add_argument("--append-duration", type=float, default=20.0)
     parser.add_argument("--no-pages", action="store_true", help="API requests only, no studio pages")
+    parser.add_argument("--mix", choices=["all", "browse"], default="all",
+                        help="browse = everything but memory queries and contexts (to separate their cost)")
+    parser.add_argument("--workdir", default="", help="keep the seeded data here and reuse it on the next run")
+    parser.add_argument("--keep-alive", type=int, default=30, help="gunicorn keep-alive seconds")
     parser.add_argument("--database-url", default="", help="default: a fresh SQLite file")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--quick", action="store_true", help="small smoke run (10 users, 10 s, 500 chunks)")
@@ -474,7 +501,9 @@ def main() -> int:
     if args.quick:
         args.users, args.duration, args.chunks, args.append_duration = 10, 10.0, 500, 5.0
 
-    workdir = tempfile.mkdtemp(prefix="axiom-api-load-")
+    workdir = args.workdir or tempfile.mkdtemp(prefix="axiom-api-load-")
+    Path(workdir).mkdir(parents=True, exist_ok=True)
+    seed_file = Path(workdir) / "seed.json"
     chroma_port, http_port = free_port(), free_port()
     env = dict(os.environ)
     env.update(
@@ -500,25 +529,34 @@ def main() -> int:
         # Reuse PostgreSQL connections across requests, as a production set-up would.
         env.setdefault("DATABASE_CONN_MAX_AGE", "60")
     chroma = gunicorn = None
-    report: dict = {"config": {k: v for k, v in vars(args).items() if k not in {"_seed", "out"}}}
+    report: dict = {"config": {k: v for k, v in vars(args).items() if k not in {"_seed", "out", "markdown", "workdir"}}}
     try:
         chroma = subprocess.Popen(
             [CHROMA, "run", "--path", f"{workdir}/chroma", "--host", "127.0.0.1", "--port", str(chroma_port)],
             stdout=open(f"{workdir}/chroma.log", "w"), stderr=subprocess.STDOUT, cwd=ROOT,
         )
         wait_for(f"http://127.0.0.1:{chroma_port}/api/v2/heartbeat", 60, chroma)
-        subprocess.run([PYTHON, "manage.py", "migrate", "--noinput", "-v", "0"], env=env, cwd=ROOT, check=True)
-        print(f"seeding {args.chunks} turns/chunks ...", flush=True)
         seed_args = {"chunks": args.chunks, "users": args.users, "append_clients": args.append_clients, "seed": args.seed}
-        out = subprocess.run([PYTHON, __file__, "--_seed", json.dumps(seed_args)], env=env, cwd=ROOT,
-                             check=True, capture_output=True, text=True)
-        seeded = json.loads(next(line for line in out.stdout.splitlines() if line.startswith("SEED-RESULT "))[12:])
+        previous = json.loads(seed_file.read_text()) if seed_file.exists() else None
+        if previous is not None and previous["args"] != seed_args:
+            raise SystemExit(f"{workdir} was seeded with {previous['args']}; use another --workdir for {seed_args}")
+        if previous is not None:
+            print(f"reusing the data seeded in {workdir}", flush=True)
+            seeded = previous["seeded"]
+        else:
+            subprocess.run([PYTHON, "manage.py", "migrate", "--noinput", "-v", "0"], env=env, cwd=ROOT, check=True)
+            print(f"seeding {args.chunks} turns/chunks ...", flush=True)
+            out = subprocess.run([PYTHON, __file__, "--_seed", json.dumps(seed_args)], env=env, cwd=ROOT,
+                                 check=True, capture_output=True, text=True)
+            seeded = json.loads(next(line for line in out.stdout.splitlines() if line.startswith("SEED-RESULT "))[12:])
+            seed_file.write_text(json.dumps({"args": seed_args, "seeded": seeded}))
         report["seed"] = {k: v for k, v in seeded.items() if k not in {"keys", "usernames", "append_saves"}}
         print(f"seeded: {report['seed']}", flush=True)
 
         gunicorn = subprocess.Popen(
             [GUNICORN, "studio.wsgi:application", "--bind", f"127.0.0.1:{http_port}", "--workers", str(args.workers),
              "--worker-class", "gthread", "--threads", str(args.threads), "--timeout", "120",
+             "--keep-alive", str(args.keep_alive),
              "--access-logfile", "-" if os.environ.get("BENCH_ACCESS_LOG") else "/dev/null",
              "--error-logfile", f"{workdir}/gunicorn.log"],
             env=env, cwd=ROOT,
@@ -535,11 +573,12 @@ def main() -> int:
         report["load_average_before"] = os.getloadavg()
 
         print(f"browse + query: {args.users} users for {args.duration:.0f} s (think {args.think} s) ...", flush=True)
+        clients = open_all_clients(base, seeded, args.users, not args.no_pages)
         recorder = Recorder()
         deadline = time.monotonic() + args.duration
         threads = [
-            threading.Thread(target=user_loop, args=(base, seeded["keys"][i], seeded["usernames"][i], seeded["save_id"],
-                             args.chunks, deadline, args.think, not args.no_pages, recorder, args.seed * 100 + i))
+            threading.Thread(target=user_loop, args=(clients[i], seeded["save_id"], args.chunks, deadline, args.think,
+                             recorder, args.seed * 100 + i, args.mix))
             for i in range(args.users)
         ]
         elapsed = run_phase(threads)
@@ -571,7 +610,7 @@ def main() -> int:
     finally:
         stop(gunicorn)
         stop(chroma)
-        if not os.environ.get("BENCH_KEEP"):
+        if not args.workdir:
             shutil.rmtree(workdir, ignore_errors=True)
 
     print(json.dumps(report, indent=2))
