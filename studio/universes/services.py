@@ -17,6 +17,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.utils import timezone
 from django.utils.text import slugify
 
 from studio.universes.counting import text_counts, text_counts_many
@@ -494,15 +495,17 @@ def lore_bulk_set_kind(*, universe: Universe, user, entry_ids: Sequence[str], ki
         with_link_ids(universe.lore_entries.filter(entry_id__in=entry_ids).exclude(kind=kind))
     )
     revisions = []
+    now = timezone.now()
     for entry in entries:
         before = lore_entry_snapshot(entry)
         entry.kind = kind
+        entry.updated_at = now  # bulk_update skips auto_now
         revisions.append(
             _record(universe=universe, entry=entry, entry_id=entry.entry_id, user=user,
                     action=LoreRevision.Action.UPDATE, before=before,
                     after={**before, "kind": kind})
         )
-    LoreEntry.objects.bulk_update(entries, ["kind"])
+    LoreEntry.objects.bulk_update(entries, ["kind", "updated_at"])
     LoreRevision.objects.bulk_create(revisions)
     return len(entries)
 

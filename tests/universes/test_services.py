@@ -104,8 +104,10 @@ def test_links_never_cross_universes(universe, author, outsider):
 
 
 def test_bulk_kind_change_is_one_revision_per_changed_entry(universe, author):
+    before = universe.lore_entries.get(entry_id="kael").updated_at
     changed = services.lore_bulk_set_kind(universe=universe, user=author, entry_ids=["kael", "port-vey"], kind="place")
     assert changed == 1  # port-vey already is a place
+    assert universe.lore_entries.get(entry_id="kael").updated_at > before
     revision = LoreRevision.objects.get()
     assert revision.entry_id == "kael" and revision.before["kind"] == "character" and revision.after["kind"] == "place"
 
