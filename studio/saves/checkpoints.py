@@ -258,11 +258,18 @@ class CheckpointManager:
             )
             from_turn = locked.current_turn
             save_id = locked.save_id
-            transaction.on_commit(lambda: outcome.update(self._run_vector_job(job.pk)), robust=True)
-            db_seconds = time.perf_counter() - started
+
+            def after_commit(job_pk=job.pk):
+                # Callbacks run right after COMMIT: the DB part's time includes the commit.
+                outcome["db_seconds"] = time.perf_counter() - started
+                outcome.update(self._run_vector_job(job_pk))
+
+            transaction.on_commit(after_commit, robust=True)
+            db_seconds = time.perf_counter() - started  # inside an outer transaction: no commit yet
         save.current_turn = n
         save.timeline_generation = generation
         counts["vector_chunks"] = outcome.get("deleted")
+        db_seconds = outcome.pop("db_seconds", db_seconds)
         message = f"Rewound save {save_id} from turn {from_turn} to turn {n}."
         if not outcome:
             message += " The vector chunks after it are deleted when the transaction commits."
