@@ -21,7 +21,7 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from studio.universes.counting import text_counts, text_counts_many
-from studio.universes.interchange import AXIOM_EXTENSION, IncomingBook, IncomingEntry
+from studio.universes.interchange import IncomingBook, IncomingEntry
 from studio.universes.selectors import with_link_ids
 from studio.universes.models import (
     EmbeddingState,
@@ -364,9 +364,6 @@ def lore_entry_create(
     ).save()
     schedule_lore_sync(universe=universe)
     return entry
-
-
-_UNSET = object()
 
 
 @transaction.atomic
@@ -776,12 +773,3 @@ def lore_extension(entry: LoreEntry) -> dict[str, Any]:
         "links": sorted(link.entry_id for link in entry.links.all()),
     }
 
-
-__all__ = [
-    "AXIOM_EXTENSION",
-    "ImportReport",
-    "lore_entry_create",
-    "lore_entry_update",
-    "lore_entry_delete",
-    "lore_entry_restore",
-]
