@@ -185,11 +185,11 @@ class LoreImportForm(forms.Form):
 
 class TomlImportForm(forms.Form):
     file = forms.FileField(required=False, help_text="A .toml file exported by this studio (or written by hand).")
-    source = forms.CharField(widget=forms.HiddenInput, required=False)
-    digest = forms.CharField(widget=forms.HiddenInput, required=False)
+    token = forms.CharField(widget=forms.HiddenInput, required=False, max_length=64)
+    digest = forms.CharField(widget=forms.HiddenInput, required=False, max_length=64)
 
     def clean(self):
         cleaned = super().clean()
-        if not cleaned.get("file") and not cleaned.get("source"):
+        if not cleaned.get("file") and not cleaned.get("token"):
             raise ValidationError("Choose a TOML file to import.")
         return cleaned

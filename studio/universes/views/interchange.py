@@ -1,8 +1,6 @@
 """Import and export: Universe-as-Code TOML, Character Card character_book, SillyTavern."""
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import json
 
@@ -15,7 +13,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from studio.roles import is_author
 from studio.universes import services
 from studio.universes.forms import LoreImportForm, TomlImportForm
-from studio.universes.interchange import ImportFormatError, MAX_IMPORT_BYTES, character_card, sillytavern, toml_io
+from studio.universes.interchange import ImportFormatError, MAX_IMPORT_BYTES, character_card, pending, sillytavern, toml_io
 from studio.universes.models import Universe
 from studio.universes.selectors import universe_list_for_user, with_link_ids
 from studio.universes.views.common import require_author, universe_context, visible_universe, writable_universe
@@ -140,14 +138,14 @@ def toml_import(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         return render(request, "universes/toml_import.html", context, status=400)
     upload = form.cleaned_data.get("file")
+    token = form.cleaned_data.get("token", "")
     try:
         if upload:
             raw = upload.read(MAX_IMPORT_BYTES + 1)
-        else:  # the preview's confirm form carries the file base64-encoded, so no byte changes
-            try:
-                raw = base64.b64decode(form.cleaned_data["source"], validate=True)
-            except (binascii.Error, ValueError) as exc:
-                raise ImportFormatError("The confirmed file was damaged in transit; upload it again.") from exc
+        else:
+            raw = pending.fetch(user_pk=request.user.pk, token=token)
+            if raw is None:
+                raise ImportFormatError("This preview has expired (or belongs to another user); upload the file again.")
         document = toml_io.parse_document(raw)
     except ImportFormatError as exc:
         context["error"] = f"Nothing was imported. {exc}"
@@ -160,12 +158,12 @@ def toml_import(request: HttpRequest) -> HttpResponse:
     if existing is not None:
         current = toml_io.export_universe(existing)
         current_digest = hashlib.sha256(current.encode("utf-8")).hexdigest()
-        confirmed = request.POST.get("confirm") == "1" and form.cleaned_data.get("digest") == current_digest
+        confirmed = bool(token) and request.POST.get("confirm") == "1" and form.cleaned_data.get("digest") == current_digest
         if not confirmed:
             context.update({
                 "universe": existing, "document": document, "diff": toml_io.diff_document(existing, document),
                 "digest": current_digest, "changed_meanwhile": request.POST.get("confirm") == "1",
-                "source_b64": base64.b64encode(raw).decode("ascii"),
+                "token": token or pending.stash(user_pk=request.user.pk, data=raw),
             })
             return render(request, "universes/toml_preview.html", context)
     try:
@@ -173,6 +171,8 @@ def toml_import(request: HttpRequest) -> HttpResponse:
     except ValidationError as exc:
         context["error"] = "Nothing was imported. " + "; ".join(exc.messages)
         return render(request, "universes/toml_import.html", context, status=400)
+    if token:
+        pending.drop(user_pk=request.user.pk, token=token)
     messages.success(
         request,
         f"Imported “{universe.name}”: {counts['created']} entries created, {counts['updated']} updated, "
