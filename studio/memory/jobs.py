@@ -368,7 +368,8 @@ def claim_next(seed: Job, worker: str) -> Job | None:
         if scope_row is None:
             return None
         scope_jobs = Job.objects.filter(_scope_filter(seed))
-        for running in scope_jobs.filter(status=JobStatus.RUNNING):
+        unfinished = list(scope_jobs.filter(status__in=(*PENDING, JobStatus.RUNNING)))
+        for running in [j for j in unfinished if j.status == JobStatus.RUNNING]:
             if running.payload.get("worker") == worker or _holder_alive(running, now):
                 return None
             payload = dict(running.payload or {})
@@ -377,7 +378,7 @@ def claim_next(seed: Job, worker: str) -> Job | None:
             running.status = JobStatus.QUEUED
             running.progress = "runner lost (worker killed or timed out); running again"
             running.save(update_fields=["payload", "status", "progress"])
-        candidates = list(scope_jobs.filter(status__in=PENDING))
+        candidates = [j for j in unfinished if j.status in PENDING]
         if not candidates:
             return None
         current_turn = getattr(scope_row, "current_turn", None)
@@ -385,7 +386,7 @@ def claim_next(seed: Job, worker: str) -> Job | None:
         # Earliest turn of this timeline whose living work failed: later turns wait for it.
         blocked_from = None
         blocked_why = ""
-        if seed.game_save_id is not None:
+        if seed.game_save_id is not None and any(j.kind in ORDERED_KINDS for j in candidates):
             failed = (
                 scope_jobs.filter(
                     kind=JobKind.LIVING_TURN,

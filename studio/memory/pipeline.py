@@ -33,6 +33,8 @@ logger = logging.getLogger(__name__)
 MAX_FACTS_PER_TURN = 8
 MAX_EXISTING_BELIEFS = 24
 BELIEFS_PER_SUBJECT = 60
+# The reflector reads at most this many beliefs of a subject (reflect.MAX_BELIEFS).
+REFLECT_MAX_BELIEFS = 40
 STALE_MODELS_PER_PASS = 5
 REFRESH_MODELS_PER_JOB = 20
 MAX_KNOWN_ENTITIES = 60
@@ -369,7 +371,7 @@ def run_living_turn(ctx: JobContext):
                 subjects.append(stale)
         for subject in subjects:
             ctx.progress(f"reflecting on {subject or 'the world'}")
-            current = get_observations(save, max_turn_id=turn, subject=subject, limit=BELIEFS_PER_SUBJECT)
+            current = get_observations(save, max_turn_id=turn, subject=subject, limit=REFLECT_MAX_BELIEFS)
             beliefs = _project_beliefs(current, actions, subject)
             subject_mission = missions.get(subject) or next(
                 (m for name, m in missions.items() if name.casefold() == subject.casefold()), mission
