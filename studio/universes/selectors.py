@@ -4,7 +4,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models import Count, Q, QuerySet, Sum, TextField
+from django.db.models.functions import Cast
 from django.shortcuts import get_object_or_404
 
 from studio.universes.counting import text_counts
@@ -68,7 +69,10 @@ def lore_entry_search(*, universe: Universe, q: str = "", kind: str = "", sort: 
         qs = qs.filter(kind=kind)
     q = q.strip()
     if q:
-        qs = qs.filter(Q(title__icontains=q) | Q(text__icontains=q) | Q(entry_id__icontains=q))
+        # Keys (aliases) are a JSON list; matching its text form finds an alias like "Kael".
+        qs = qs.annotate(keys_text=Cast("keys", TextField())).filter(
+            Q(title__icontains=q) | Q(text__icontains=q) | Q(entry_id__icontains=q) | Q(keys_text__icontains=q)
+        )
     return qs.order_by(*LORE_SORTS.get(sort, LORE_SORTS["title"])[1])
 
 

@@ -32,6 +32,8 @@ def test_text_search_and_kind_filter(author_client, universe):
     assert row_ids(author_client.get(url(universe), {"q": "harbour"}).content.decode()) == ["port-vey"]
     assert row_ids(author_client.get(url(universe), {"kind": "character"}).content.decode()) == ["kael"]
     assert row_ids(author_client.get(url(universe), {"q": "smuggler", "kind": "place"}).content.decode()) == []
+    LoreEntry.objects.filter(entry_id="kael").update(keys=["Kael the Fox"])
+    assert row_ids(author_client.get(url(universe), {"q": "the fox"}).content.decode()) == ["kael"]  # an alias
 
 
 def test_sort_orders_rows(author_client, universe):
