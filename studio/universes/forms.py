@@ -1,6 +1,8 @@
 """Forms for the authoring pages. They parse and validate input; services do the writing."""
 from __future__ import annotations
 
+import re
+
 from django import forms
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_slug
@@ -75,6 +77,27 @@ class LoreEntryForm(forms.Form):
         if entry is not None:
             self.fields["entry_id"].disabled = True
             self.fields["entry_id"].help_text = "The id stays fixed so links and saves keep pointing here."
+
+    def mentioned_titles(self, limit: int = 12) -> list[str]:
+        """Titles of other entries the text mentions but does not link to yet (a hint)."""
+        if self.entry is None or not self.entry.text:
+            return []
+        words = re.findall(r"\w+", self.entry.text.casefold())
+        normalized, word_set = f" {' '.join(words)} ", set(words)
+        linked = {link.pk for link in self.entry.links.all()}
+        found = []
+        for pk, _entry_id, title in lore_title_index(universe=self.universe):
+            if pk == self.entry.pk or pk in linked:
+                continue
+            title_words = re.findall(r"\w+", title.casefold())
+            if not title_words or (len(title_words) == 1 and len(title_words[0]) < 3):
+                continue
+            if (title_words[0] in word_set if len(title_words) == 1
+                    else f" {' '.join(title_words)} " in normalized):
+                found.append(title)
+                if len(found) >= limit:
+                    break
+        return found
 
     def clean_keys(self) -> list[str]:
         return _split_keys(self.cleaned_data.get("keys", ""))

@@ -280,3 +280,13 @@ def test_user_text_is_escaped(author_client, universe, author):
     entry = universe.lore_entries.get(kind="item")
     detail = author_client.get(entry.get_absolute_url()).content.decode()
     assert "<img src=x" not in detail
+
+
+def test_edit_form_suggests_titles_mentioned_but_not_linked(author_client, author, htmx, universe):
+    services.lore_entry_create(universe=universe, user=author, title="The Salt Guild", kind="faction")
+    port = universe.lore_entries.get(entry_id="port-vey")
+    services.lore_entry_update(entry=port, user=author, text="Kaël sells to the salt guild here. Salt is cheap.")
+    fragment = author_client.get(url(universe, "port-vey/edit/"), **htmx).content.decode()
+    assert "Mentioned in the text, not linked yet: Kaël, The Salt Guild" in fragment
+    page = author_client.get(url(universe, "kael/edit/")).content.decode()
+    assert "Mentioned in the text" not in page  # "Kaël is a smuggler." names no other entry
