@@ -17,14 +17,14 @@ def staff_user(db) -> User:
 @pytest.fixture
 def author(db) -> User:
     user = User.objects.create_user("author", password="pw")
-    user.groups.add(Group.objects.get(name=AUTHORS))
+    user.groups.add(Group.objects.get_or_create(name=AUTHORS)[0])
     return user
 
 
 @pytest.fixture
 def playtester(db) -> User:
     user = User.objects.create_user("playtester", password="pw")
-    user.groups.add(Group.objects.get(name=PLAYTESTERS))
+    user.groups.add(Group.objects.get_or_create(name=PLAYTESTERS)[0])
     return user
 
 

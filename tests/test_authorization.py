@@ -152,7 +152,7 @@ def people(db, universe, author, playtester):
     reader = User.objects.create_user("reader", password="pw")
     universe.members.add(reader)
     foreign = User.objects.create_user("foreign", password="pw")
-    foreign.groups.add(Group.objects.get(name=AUTHORS))
+    foreign.groups.add(Group.objects.get_or_create(name=AUTHORS)[0])
     outsider = User.objects.create_user("nobody", password="pw")
     staff = User.objects.create_user("root", password="pw", is_staff=True, is_superuser=True)
     return {"reader": reader, "playtester": playtester, "author": author, "foreign_author": foreign, "outsider": outsider, "staff": staff}

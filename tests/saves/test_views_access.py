@@ -80,7 +80,7 @@ def test_anonymous_is_sent_to_login_for_every_save_url(client, game_save, belief
 def test_user_of_another_group_gets_404_for_every_save_url(client, game_save, belief):
     other_universe = Universe.objects.create(name="Elsewhere", slug="elsewhere")
     stranger = User.objects.create_user("stranger", password="pw")
-    stranger.groups.add(Group.objects.get(name=PLAYTESTERS))
+    stranger.groups.add(Group.objects.get_or_create(name=PLAYTESTERS)[0])
     other_universe.members.add(stranger)
     client.force_login(stranger)
     events_before = Event.objects.count()

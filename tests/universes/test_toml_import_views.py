@@ -75,7 +75,7 @@ def test_slug_of_a_universe_the_user_cannot_see_is_refused(client, db, outsider)
 
     hidden = Universe.objects.create(name="Hidden", slug="hidden", owner=outsider)
     other = User.objects.create_user("author2", password="pw")
-    other.groups.add(Group.objects.get(name="Authors"))
+    other.groups.add(Group.objects.get_or_create(name="Authors")[0])
     client.force_login(other)
     text = export_universe(hidden).replace('name = "Hidden"', 'name = "Taken over"')
     response = client.post("/universes/import/", {"file": toml_file(text)})

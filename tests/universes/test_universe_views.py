@@ -64,7 +64,7 @@ def test_non_member_author_gets_404_on_writes(client, db, universe):
     from django.contrib.auth.models import Group, User
 
     other = User.objects.create_user("other-author", password="pw")
-    other.groups.add(Group.objects.get(name="Authors"))
+    other.groups.add(Group.objects.get_or_create(name="Authors")[0])
     client.force_login(other)
     assert client.post(f"/universes/{universe.slug}/lore/new/", {"new-title": "X", "new-kind": "place"}).status_code == 404
     assert not universe.lore_entries.filter(title="X").exists()
@@ -111,7 +111,7 @@ def test_only_owner_may_delete(client, db, universe):
     from django.contrib.auth.models import Group, User
 
     member_author = User.objects.create_user("coauthor", password="pw")
-    member_author.groups.add(Group.objects.get(name="Authors"))
+    member_author.groups.add(Group.objects.get_or_create(name="Authors")[0])
     universe.members.add(member_author)
     client.force_login(member_author)
     assert client.post(f"/universes/{universe.slug}/delete/", {"confirm_slug": universe.slug}).status_code == 403
