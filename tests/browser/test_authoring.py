@@ -30,11 +30,8 @@ def no_console_errors(page, allow: tuple[str, ...] = ()):
     errors = [
         e for e in page.console_errors
         if "favicon.ico" not in e
-        # htmx 2 "settles" the `style` attribute of swapped elements (attributesToSettle), and
-        # copies back an empty style="" left on inputs the test typed into; the self-only CSP
-        # blocks that (harmless). `attributesToSettle` without "style" in base.html's
-        # htmx-config removes it (checked); until then it is tolerated here, and only that.
-        and not (e.startswith("Applying inline style violates") and "/htmx-2" in e)
+        # No CSP exception: base.html's htmx-config settles only class/width/height, so htmx
+        # never copies a style attribute that the self-only policy would block.
         and not any(a in e for a in allow)
     ]
     assert errors == [], "\n".join(errors)
