@@ -176,6 +176,9 @@ AXIOM_JOB_MAX_ATTEMPTS = env_int("AXIOM_JOB_MAX_ATTEMPTS", 3)
 AXIOM_JOB_RETRY_BACKOFF = float(os.environ.get("AXIOM_JOB_RETRY_BACKOFF", "5") or 5)
 AXIOM_JOB_QUEUE = os.environ.get("AXIOM_JOB_QUEUE", "").strip() or "celery"
 AXIOM_JOBS_EAGER = env_bool("AXIOM_JOBS_EAGER", False)
+# Up to this many queued turns of one save are claimed together: one embedding call for
+# their narratives, one claim for their living jobs (run one by one, in turn order).
+AXIOM_JOB_BATCH_SIZE = env_int("AXIOM_JOB_BATCH_SIZE", 16)
 
 # --- LLM (living memory) -----------------------------------------------------------------
 # Any OpenAI-compatible chat endpoint. Unset base URL: living-mode jobs end as skipped.
