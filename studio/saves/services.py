@@ -11,7 +11,17 @@ from django.db import transaction
 from django.utils import timezone
 
 from studio.memory import jobs
+from studio.memory.vector import VectorStoreError
 from studio.saves.models import Event, MemoryMode, Save, StateCache
+
+
+class PendingVectorCleanupError(VectorStoreError):
+    """A rewind's vector delete has not completed and cannot be finished right now.
+
+    Appending a turn then would let chunks of the rewound timeline at the new turn ids come
+    back into memory queries, so the turn is refused (nothing written) until the vector
+    store is reachable again.
+    """
 
 
 def save_create(
@@ -37,7 +47,10 @@ def turn_append(*, game_save: Save, player_input: str, narrative: str, state: di
     """Append the next turn (current turn + 1) with its state; queue its memory jobs.
 
     Updates `game_save.current_turn` and `last_activity_at` (also on the passed instance).
+    If an earlier rewind's vector delete is still pending, it is finished first; when that
+    fails, PendingVectorCleanupError is raised and nothing is written.
     """
+    finish_pending_vector_rollback(game_save=game_save)
     with transaction.atomic():
         locked = Save.objects.select_for_update().get(pk=game_save.pk)
         turn_id = locked.current_turn + 1
@@ -72,3 +85,25 @@ def turn_update_narrative(*, game_save: Save, turn_id: int, narrative: str) -> E
         jobs.enqueue_turn(game_save=locked, turn_id=turn_id, reextract=True)
     event.game_save = game_save
     return event
+
+
+def finish_pending_vector_rollback(*, game_save: Save) -> None:
+    """Finish a failed rewind's vector delete before the timeline grows again.
+
+    Queries use the save's current turn as their horizon, so chunks left after turn N by a
+    failed delete stay invisible only until new turns reach their ids. Runs outside any
+    transaction (the delete is outside the database); raises PendingVectorCleanupError when
+    the delete still cannot be done.
+    """
+    from studio.saves.checkpoints import CheckpointManager
+
+    manager = CheckpointManager()
+    if not manager.has_pending_vector_rollback(game_save):
+        return
+    outcome = manager.finish_vector_rollback(game_save)
+    if outcome["failed"]:
+        raise PendingVectorCleanupError(
+            "The vector store has not yet deleted the chunks of the turns removed by the last "
+            "rewind, and it cannot be reached now; appending a turn would bring the old timeline "
+            f"back into memory. Retry when the vector store is up. ({outcome['error']})"
+        )

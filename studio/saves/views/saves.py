@@ -90,20 +90,25 @@ def turn_append(request: HttpRequest, save_id: str) -> HttpResponse:
     game_save = playtest_save(request, save_id)
     form = TurnAppendForm(request.POST)
     if form.is_valid():
+        from studio.saves.services import PendingVectorCleanupError
         from studio.saves.services import turn_append as append
 
-        event = append(
-            game_save=game_save,
-            player_input=form.cleaned_data["player_input"],
-            narrative=form.cleaned_data["narrative"],
-        )
-        game_save.refresh_from_db()
-        if not request.htmx:
-            messages.success(request, f"Turn {event.turn_id} appended.")
-            return redirect("saves:detail", save_id=game_save.save_id)
-        context = _console_context(request, game_save)
-        context["appended"] = event
-        return render(request, "saves/console.html#console", context)
+        try:
+            event = append(
+                game_save=game_save,
+                player_input=form.cleaned_data["player_input"],
+                narrative=form.cleaned_data["narrative"],
+            )
+        except PendingVectorCleanupError as exc:
+            form.add_error(None, str(exc))  # nothing was written; the form keeps the text
+        else:
+            game_save.refresh_from_db()
+            if not request.htmx:
+                messages.success(request, f"Turn {event.turn_id} appended.")
+                return redirect("saves:detail", save_id=game_save.save_id)
+            context = _console_context(request, game_save)
+            context["appended"] = event
+            return render(request, "saves/console.html#console", context)
     # Errors answer 200 so htmx swaps the form with its messages in (it ignores 4xx bodies).
     template = "saves/console.html#console" if request.htmx else "saves/console.html"
     return render(request, template, _console_context(request, game_save, form))
