@@ -175,8 +175,11 @@ def job_retry(*, job: Job) -> Job:
     """Put a failed, skipped or paused job back in the queue (same row) and return it.
 
     Queued, running and done jobs are returned unchanged (a done job's results stand; edit
-    the turn to re-extract it).
+    the turn to re-extract it). A rewind's vector delete or a fork's vector copy is not run
+    by the runner: retrying one runs it now, through the checkpoint manager.
     """
+    if job.kind in (JobKind.VECTOR_ROLLBACK, JobKind.FORK_VECTORS):
+        return _retry_checkpoint_job(job)
     with transaction.atomic():
         job = Job.objects.select_for_update().get(pk=job.pk)
         if job.status in (JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.DONE):
@@ -192,6 +195,19 @@ def job_retry(*, job: Job) -> Job:
         job.attempts = 0
         job.save(update_fields=["payload", "status", "error", "progress", "finished_at", "attempts"])
         dispatch(job)
+    return job
+
+
+def _retry_checkpoint_job(job: Job) -> Job:
+    from studio.saves.checkpoints import CheckpointManager
+
+    if job.status != JobStatus.DONE and job.game_save_id is not None:
+        manager = CheckpointManager()
+        if job.kind == JobKind.VECTOR_ROLLBACK:
+            manager.finish_vector_rollback(job.game_save)
+        else:
+            manager.finish_fork_vectors(job.game_save)
+    job.refresh_from_db()
     return job
 
 

@@ -57,3 +57,27 @@ def test_console_shows_the_refusal_and_keeps_the_text(client, playtester, rewoun
     assert response.status_code == 200
     assert "old timeline back into memory" in body and "Typed text stays." in body
     assert not Event.objects.filter(game_save=rewound, turn_id=2).exists()
+
+
+def test_retrying_the_failed_delete_from_the_jobs_page_runs_it(client, playtester, rewound, vector):
+    job = Job.objects.get(kind=JobKind.VECTOR_ROLLBACK, game_save=rewound)
+    client.force_login(playtester)
+    response = client.post(f"/memory/{rewound.save_id}/jobs/{job.pk}/retry/")
+    assert response.status_code in (200, 302)
+    job.refresh_from_db()
+    assert job.status == JobStatus.DONE
+    assert sorted(c["turn_id"] for c in vector.chunks if c["save_id"] == rewound.save_id) == [1]
+
+
+def test_retrying_a_failed_fork_copy_completes_it(game_save, vector, django_capture_on_commit_callbacks):
+    from studio.memory.jobs import job_retry
+
+    for turn in (1, 2, 3):
+        vector.embed_chunk(game_save.save_id, turn, f"Turn {turn}.")
+    vector.fail_copy = 1
+    with django_capture_on_commit_callbacks(execute=True):
+        fork = CheckpointManager(vector_memory=vector).fork(game_save, 2, name="Fork")
+    job = Job.objects.get(kind=JobKind.FORK_VECTORS, game_save=fork)
+    assert job.status == JobStatus.FAILED
+    assert job_retry(job=job).status == JobStatus.DONE
+    assert sorted(c["turn_id"] for c in vector.chunks if c["save_id"] == fork.save_id) == [1, 2]
