@@ -52,6 +52,8 @@ ACTIVE = (JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.PAUSED)
 RUNNER_KINDS = (JobKind.SYNC_LORE, JobKind.EMBED_TURN, JobKind.LIVING_TURN, JobKind.REFRESH_MODELS)
 # Living-memory work that must follow the turn order of a timeline.
 ORDERED_KINDS = (JobKind.LIVING_TURN, JobKind.REFRESH_MODELS)
+# Kinds a runner claims several of at once (see `claim_batch`).
+BATCH_KINDS = (JobKind.EMBED_TURN, JobKind.LIVING_TURN)
 QUEUE_DOWN_PREFIX = "Could not reach the job queue"
 
 
@@ -378,16 +380,51 @@ def _not_before(job: Job) -> datetime | None:
 
 def claim_next(seed: Job, worker: str) -> Job | None:
     """Claim the next eligible job in `seed`'s scope for `worker`; None if busy or idle."""
+    claimed = claim_batch(seed, worker, limit=1)
+    return claimed[0] if claimed else None
+
+
+def batch_size() -> int:
+    return max(1, int(getattr(settings, "AXIOM_JOB_BATCH_SIZE", 16) or 1))
+
+
+def _workers_alive(running: list[Job], now: datetime) -> dict[str, bool]:
+    """Liveness per runner, judged on its most recently claimed job (a batch's jobs share one
+    runner; the claim time of the job it is working on is refreshed as it goes)."""
+    latest: dict[str, Job] = {}
+    for job in running:
+        worker = (job.payload or {}).get("worker", "")
+        current = latest.get(worker)
+        if current is None or (_claimed_at(job) or now) > (_claimed_at(current) or now):
+            latest[worker] = job
+    return {worker: _holder_alive(job, now) for worker, job in latest.items()}
+
+
+def _claimed_at(job: Job) -> datetime | None:
+    return _timestamp((job.payload or {}).get("claimed_at")) or job.started_at
+
+
+def claim_batch(seed: Job, worker: str, *, limit: int = 1) -> list[Job]:
+    """Claim the next eligible job in `seed`'s scope for `worker`, with up to `limit` - 1
+    more of the same kind right behind it; [] if the scope is busy or idle.
+
+    A batch is EMBED_TURN jobs (embedded with one model call) or consecutive LIVING_TURN
+    jobs in turn order (run one by one); all of the save's current timeline generation,
+    due now, and not held back by an earlier failed, paused or deferred turn.
+    """
     now = timezone.now()
     with transaction.atomic():
         scope_row = _lock_scope(seed)
         if scope_row is None:
-            return None
+            return []
         scope_jobs = Job.objects.filter(_scope_filter(seed))
         unfinished = list(scope_jobs.filter(status__in=(*PENDING, JobStatus.RUNNING)))
-        for running in [j for j in unfinished if j.status == JobStatus.RUNNING]:
-            if running.payload.get("worker") == worker or _holder_alive(running, now):
-                return None
+        running_jobs = [j for j in unfinished if j.status == JobStatus.RUNNING]
+        alive = _workers_alive(running_jobs, now)
+        for running in running_jobs:
+            holder = (running.payload or {}).get("worker", "")
+            if holder == worker or alive.get(holder, True):
+                return []
             payload = dict(running.payload or {})
             payload.pop("worker", None)
             running.payload = payload
@@ -396,7 +433,7 @@ def claim_next(seed: Job, worker: str) -> Job | None:
             running.save(update_fields=["payload", "status", "progress"])
         candidates = [j for j in unfinished if j.status in PENDING]
         if not candidates:
-            return None
+            return []
         current_turn = getattr(scope_row, "current_turn", None)
         generation = getattr(scope_row, "timeline_generation", None)
         # Earliest turn of this timeline whose living work failed: later turns wait for it.
@@ -419,7 +456,8 @@ def claim_next(seed: Job, worker: str) -> Job | None:
                 blocked_why = f"waiting: turn {failed[0]} failed and must be processed first (retry it)"
         candidates.sort(key=lambda j: (j.kind in ORDERED_KINDS, j.turn_id or 0, j.id))
         chosen = None
-        for job in candidates:
+        chosen_index = 0
+        for chosen_index, job in enumerate(candidates):
             ordered = job.kind in ORDERED_KINDS and job.timeline_generation == generation
             if ordered and blocked_from is not None and (
                 job.turn_id or 0, job.id
@@ -438,19 +476,49 @@ def claim_next(seed: Job, worker: str) -> Job | None:
             chosen = job
             break
         if chosen is None:
-            return None
-        payload = dict(chosen.payload or {})
-        payload["worker"] = worker
-        payload["claimed_at"] = now.isoformat()
-        payload.pop("not_before", None)
-        chosen.payload = payload
-        chosen.status = JobStatus.RUNNING
-        chosen.attempts += 1
-        chosen.started_at = chosen.started_at or now
-        chosen.finished_at = None
-        chosen.progress = "running"
-        chosen.save(update_fields=["payload", "status", "attempts", "started_at", "finished_at", "progress"])
-        return chosen
+            return []
+        batch = [chosen]
+        if limit > 1 and chosen.kind in BATCH_KINDS and chosen.timeline_generation == generation:
+            ordered = chosen.kind in ORDERED_KINDS
+            for job in candidates[chosen_index + 1:]:
+                if len(batch) >= limit:
+                    break
+                fits = (
+                    job.kind == chosen.kind
+                    and job.status == JobStatus.QUEUED
+                    and job.timeline_generation == generation
+                    and not ((_not_before(job) or now) > now)
+                    and (job.turn_id or 0) <= (current_turn or 0)
+                )
+                if ordered and blocked_from is not None and (job.turn_id or 0, job.id) > blocked_from:
+                    fits = False
+                if not fits:
+                    if ordered:
+                        break  # consecutive turns only: the rest waits for the next claim
+                    continue
+                batch.append(job)
+        for job in batch:
+            payload = dict(job.payload or {})
+            payload["worker"] = worker
+            payload["claimed_at"] = now.isoformat()
+            payload.pop("not_before", None)
+            if len(batch) > 1:
+                payload["batch"] = len(batch)
+            else:
+                payload.pop("batch", None)
+            job.payload = payload
+            job.status = JobStatus.RUNNING
+            job.attempts += 1
+            if job is chosen or chosen.kind not in ORDERED_KINDS:
+                job.started_at = job.started_at or now  # later turns of a living batch: when their turn comes
+            job.finished_at = None
+            job.progress = "running" if job is chosen else f"claimed with turn {chosen.turn_id} (batch of {len(batch)})"
+        fields = ["payload", "status", "attempts", "started_at", "finished_at", "progress"]
+        if len(batch) == 1:
+            chosen.save(update_fields=fields)
+        else:
+            Job.objects.bulk_update(batch, fields)
+        return batch
 
 
 def run_job(job_id: int) -> None:
@@ -459,55 +527,171 @@ def run_job(job_id: int) -> None:
     if seed is None or seed.status not in (*PENDING, JobStatus.RUNNING):
         return
     worker = worker_identity()
+    limit = batch_size()
     _local.running = True
     try:
         while True:
-            job = claim_next(seed, worker)
-            if job is None:
+            batch = claim_batch(seed, worker, limit=limit)
+            if not batch:
                 return
-            _execute(job, worker)
+            if len(batch) == 1:
+                _execute(batch[0], worker)
+            elif batch[0].kind == JobKind.EMBED_TURN:
+                _execute_embed_batch(batch, worker)
+            else:
+                _execute_in_order(batch, worker)
     finally:
         _local.running = False
 
 
-def _execute(job: Job, worker: str) -> None:
+LOST = "lost"
+
+
+def _execute(job: Job, worker: str, *, shared: dict | None = None) -> str:
+    """Run one claimed job; return how it ended (a JobStatus, or LOST)."""
     from studio.memory import pipeline
 
     handler = pipeline.HANDLERS[job.kind]
-    context = pipeline.JobContext(job=job, worker=worker)
+    context = pipeline.JobContext(job=job, worker=worker, shared=shared if shared is not None else {})
     try:
         result = handler(context)
     except JobLost:
         logger.warning("job %s was re-claimed by another runner; dropping this run", job.pk)
-        return
+        return LOST
     except JobSkipped as exc:
         _finish(job, worker, JobStatus.SKIPPED, progress=f"skipped: {exc}", error="")
-        return
+        return JobStatus.SKIPPED
     except JobPaused as exc:
         _defer(job, worker, exc.resume_at, status=JobStatus.PAUSED, progress=f"paused: {exc.reason}", error=exc.reason)
-        return
+        return JobStatus.PAUSED
     except Exception as exc:  # noqa: BLE001 - every failure is recorded on the job
-        message = f"{exc.__class__.__name__}: {exc}"
-        logger.warning("job %s (%s) failed: %s", job.pk, job.kind, message)
-        detail = traceback.format_exc(limit=6)
-        permanent = isinstance(exc, PermanentJobError) or getattr(exc, "retryable", True) is False
-        if not permanent and job.attempts < settings.AXIOM_JOB_MAX_ATTEMPTS:
-            wait = settings.AXIOM_JOB_RETRY_BACKOFF * (2 ** (job.attempts - 1))
-            _defer(
-                job,
-                worker,
-                timezone.now() + timedelta(seconds=wait),
-                status=JobStatus.QUEUED,
-                progress=f"retrying in {wait:g}s (attempt {job.attempts} failed)",
-                error=message,
-            )
-        else:
-            _finish(job, worker, JobStatus.FAILED, progress="failed", error=f"{message}\n\n{detail}")
-        return
+        return _record_failure(job, worker, exc)
     if result is not None:
         # Handlers that write to the database mark the job done inside their own transaction;
         # the others (vector-only work) return their result here.
         _finish(job, worker, JobStatus.DONE, progress="done", error="", result=result)
+    return JobStatus.DONE
+
+
+def _record_failure(job: Job, worker: str, exc: Exception) -> str:
+    """A failed attempt: back to QUEUED with backoff, or FAILED once out of attempts."""
+    message = f"{exc.__class__.__name__}: {exc}"
+    logger.warning("job %s (%s) failed: %s", job.pk, job.kind, message)
+    detail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=6))
+    permanent = isinstance(exc, PermanentJobError) or getattr(exc, "retryable", True) is False
+    if not permanent and job.attempts < settings.AXIOM_JOB_MAX_ATTEMPTS:
+        wait = settings.AXIOM_JOB_RETRY_BACKOFF * (2 ** (job.attempts - 1))
+        _defer(
+            job,
+            worker,
+            timezone.now() + timedelta(seconds=wait),
+            status=JobStatus.QUEUED,
+            progress=f"retrying in {wait:g}s (attempt {job.attempts} failed)",
+            error=message,
+        )
+        return JobStatus.QUEUED
+    _finish(job, worker, JobStatus.FAILED, progress="failed", error=f"{message}\n\n{detail}")
+    return JobStatus.FAILED
+
+
+def _execute_in_order(batch: list[Job], worker: str) -> None:
+    """Run a batch of living jobs one by one in turn order, sharing per-save lookups.
+
+    Each job makes its own LLM calls and commits its own writes (the next turn's
+    consolidation reads them). A job that does not end done or skipped (failed, deferred,
+    paused, lost) releases the rest of the batch unrun: they go back to the queue, where
+    the claim holds them behind the turn that did not go through.
+    """
+    shared: dict = {}
+    for index, job in enumerate(batch):
+        if index and not _touch_claim(job, worker):
+            _release(batch[index:], worker)
+            return
+        outcome = _execute(job, worker, shared=shared)
+        if outcome not in (JobStatus.DONE, JobStatus.SKIPPED):
+            _release(batch[index + 1:], worker)
+            return
+
+
+def _execute_embed_batch(batch: list[Job], worker: str) -> None:
+    """Embed a batch of turns with one model call, then close every job in one transaction.
+
+    If the batch fails as a whole, its jobs run again one by one, so one bad turn (or a
+    passing fault) costs only its own job an attempt.
+    """
+    from studio.memory import pipeline
+
+    contexts = [pipeline.JobContext(job=job, worker=worker) for job in batch]
+    try:
+        outcomes = pipeline.run_embed_batch(contexts)
+    except JobLost:
+        logger.warning("embedding batch %s was re-claimed by another runner", [j.pk for j in batch])
+        return
+    except Exception as exc:  # noqa: BLE001 - fall back to one job at a time
+        logger.warning("embedding batch of %s turns failed (%s: %s); running them one by one",
+                       len(batch), exc.__class__.__name__, exc)
+        for job in batch:
+            if not _touch_claim(job, worker):
+                continue
+            _execute(job, worker)
+        return
+    with transaction.atomic():
+        rows = {
+            row.pk: row
+            for row in Job.objects.select_for_update().filter(pk__in=[j.pk for j in batch], status=JobStatus.RUNNING)
+            if (row.payload or {}).get("worker") == worker
+        }
+        closed = []
+        now = timezone.now()
+        for job in batch:
+            row = rows.get(job.pk)
+            if row is None:
+                continue
+            status, detail = outcomes[job.pk]
+            _close(row, status, now=now, **detail)
+            closed.append(row)
+        if closed:
+            Job.objects.bulk_update(closed, ["payload", "status", "progress", "error", "result", "finished_at"])
+
+
+def _touch_claim(job: Job, worker: str) -> bool:
+    """Refresh the claim time of a batched job as its turn comes (the holder is working)."""
+    with transaction.atomic():
+        row = _owned(job.pk, worker)
+        if row is None:
+            return False
+        payload = dict(row.payload or {})
+        now = timezone.now()
+        payload["claimed_at"] = now.isoformat()
+        row.payload = payload
+        row.progress = "running"
+        row.started_at = row.started_at or now
+        row.save(update_fields=["payload", "progress", "started_at"])
+        job.payload = payload
+        job.started_at = row.started_at
+    return True
+
+
+def _release(jobs: list[Job], worker: str) -> None:
+    """Put claimed, unstarted jobs of a batch back in the queue (their attempt not counted)."""
+    if not jobs:
+        return
+    with transaction.atomic():
+        rows = [
+            row
+            for row in Job.objects.select_for_update().filter(pk__in=[j.pk for j in jobs], status=JobStatus.RUNNING)
+            if (row.payload or {}).get("worker") == worker
+        ]
+        for row in rows:
+            payload = dict(row.payload or {})
+            for key in ("worker", "claimed_at", "batch"):
+                payload.pop(key, None)
+            row.payload = payload
+            row.status = JobStatus.QUEUED
+            row.attempts = max(0, row.attempts - 1)
+            row.progress = "queued"
+        if rows:
+            Job.objects.bulk_update(rows, ["payload", "status", "attempts", "progress"])
 
 
 def _owned(job_id: int, worker: str) -> Job | None:
@@ -527,6 +711,11 @@ def _finish(job: Job, worker: str, status: str, *, progress: str, error: str, re
 
 def mark_finished(row: Job, status: str, *, progress: str, error: str = "", result: dict | None = None) -> None:
     """Close a claimed job (call inside the transaction that holds its row)."""
+    _close(row, status, progress=progress, error=error, result=result)
+    row.save(update_fields=["payload", "status", "progress", "error", "result", "finished_at"])
+
+
+def _close(row: Job, status: str, *, progress: str, error: str = "", result: dict | None = None, now=None) -> None:
     payload = dict(row.payload or {})
     payload.pop("worker", None)
     payload.pop("claimed_at", None)
@@ -536,8 +725,7 @@ def mark_finished(row: Job, status: str, *, progress: str, error: str = "", resu
     row.error = error
     if result is not None:
         row.result = result
-    row.finished_at = timezone.now()
-    row.save(update_fields=["payload", "status", "progress", "error", "result", "finished_at"])
+    row.finished_at = now or timezone.now()
 
 
 def _defer(job: Job, worker: str, when: datetime, *, status: str, progress: str, error: str) -> None:

@@ -46,6 +46,13 @@ class JobContext:
     job: Job
     worker: str
     timings: dict[str, float] = field(default_factory=dict)
+    # Lookups shared by the jobs of one claimed batch (same save): lore names, missions.
+    shared: dict = field(default_factory=dict)
+
+    def cached(self, key: str, compute):
+        if key not in self.shared:
+            self.shared[key] = compute()
+        return self.shared[key]
 
     def save(self):
         from studio.saves.models import Save
@@ -175,6 +182,103 @@ def run_embed_turn(ctx: JobContext):
         vectors.rollback(save.save_id, save.current_turn)
         raise JobSkipped("timeline rewound during embedding; the chunk was removed again")
     return {"turn_id": event.turn_id, "chars": len(event.narrative), "timings": {"embed_seconds": round(seconds, 4)}}
+
+
+def run_embed_batch(contexts: list[JobContext]) -> dict[int, tuple[str, dict]]:
+    """Embed several turns of one save with one model call; return each job's outcome.
+
+    The outcome per job id is (status, {"progress", "result"}) for the runner to record in
+    one transaction. Same checks as `run_embed_turn`: a job of another timeline generation,
+    or of a turn that no longer exists, is skipped; a rewind during the embedding removes
+    the chunks beyond the live horizon again and skips the whole batch.
+    """
+    from studio.saves.models import Event
+
+    save = contexts[0].save()
+    outcomes: dict[int, tuple[str, dict]] = {}
+    live: list[JobContext] = []
+    for ctx in contexts:
+        try:
+            ctx.check_timeline(save)
+        except JobSkipped as exc:
+            outcomes[ctx.job.pk] = (JobStatus.SKIPPED, {"progress": f"skipped: {exc}"})
+            continue
+        live.append(ctx)
+    texts = dict(
+        Event.objects.filter(game_save_id=save.pk, turn_id__in={ctx.job.turn_id for ctx in live}).values_list(
+            "turn_id", "narrative"
+        )
+    )
+    for ctx in list(live):
+        if ctx.job.turn_id not in texts:
+            outcomes[ctx.job.pk] = (JobStatus.SKIPPED, {"progress": f"skipped: turn {ctx.job.turn_id} no longer exists"})
+            live.remove(ctx)
+    if not live:
+        return outcomes
+    vectors = _vector_memory()
+    t0 = time.perf_counter()
+    replace_turn_narratives(vectors, save.save_id, texts)
+    seconds = time.perf_counter() - t0
+    save.refresh_from_db(fields=["timeline_generation", "current_turn"])
+    rewound = save.timeline_generation != contexts[0].job.timeline_generation
+    if rewound:
+        vectors.rollback(save.save_id, save.current_turn)
+    for ctx in live:
+        if rewound:
+            outcomes[ctx.job.pk] = (
+                JobStatus.SKIPPED,
+                {"progress": "skipped: timeline rewound during embedding; the chunk was removed again"},
+            )
+            continue
+        turn = ctx.job.turn_id
+        outcomes[ctx.job.pk] = (
+            JobStatus.DONE,
+            {
+                "progress": "done",
+                "result": {
+                    "turn_id": turn,
+                    "chars": len(texts[turn]),
+                    "batch": len(texts),
+                    "timings": {"embed_seconds": round(seconds / len(texts), 4), "batch_embed_seconds": round(seconds, 4)},
+                },
+            },
+        )
+    return outcomes
+
+
+_BATCH_MEMBERS = ("embed_chunks", "_get_paged", "_delete_ids", "_bump")
+
+
+def replace_turn_narratives(vectors, save_id: str, texts: dict[int, str]) -> None:
+    """`update_turn_narrative` for several turns at once: encode all texts in one batch.
+
+    Same contract per turn: the new chunks are written first, then the turn's old narrative
+    chunks deleted (so a re-run replaces rather than duplicates); nothing changes when the
+    embedding runtime is unavailable. VectorMemory has no public batch replace yet, so this
+    uses `embed_chunks` (public, one encode call, one corpus-version bump) plus its paged get
+    and delete helpers; a store without them gets one `update_turn_narrative` per turn.
+    """
+    turns = sorted(texts)
+    batch_replace = getattr(vectors, "update_turn_narratives", None)
+    if batch_replace is not None:  # a public batch API, once the vector store has one
+        batch_replace(save_id, {turn: texts[turn] for turn in turns})
+        return
+    if len(turns) == 1 or not all(hasattr(vectors, name) for name in _BATCH_MEMBERS):
+        for turn in turns:
+            vectors.update_turn_narrative(save_id, turn, texts[turn])
+        return
+    if not getattr(vectors, "embeddings_available", True):
+        return
+    where = {"$and": [{"save_id": str(save_id)}, {"turn_id": {"$in": [int(t) for t in turns]}}, {"chunk_type": "narrative"}]}
+    old = vectors._get_paged(where, include=[])["ids"]
+    vectors.embed_chunks(
+        save_id,
+        [{"turn_id": turn, "text": texts[turn], "chunk_type": "narrative"} for turn in turns],
+        batch_size=max(32, len(turns)),
+    )
+    if old:
+        vectors._delete_ids(old)
+        vectors._bump(str(save_id))
 
 
 # -- living pipeline -------------------------------------------------------------------------
@@ -345,7 +449,7 @@ def run_living_turn(ctx: JobContext):
     facts, error = extract_facts_detailed(
         llm,
         event.narrative,
-        known_entities=known_entities_for(save),
+        known_entities=ctx.cached("known_entities", lambda: known_entities_for(save)),
         when_hint=when_hint_for(save, turn),
         max_facts=MAX_FACTS_PER_TURN,
     )
@@ -359,8 +463,8 @@ def run_living_turn(ctx: JobContext):
         # the beliefs it created are not shown as existing ones.
         horizon = turn - 1 if job.payload.get("reextract") and turn >= save.current_turn else turn
         existing = beliefs_for_consolidation(save, facts, horizon)
-        mission = missions_module.get_universe_mission(save)
-        missions = missions_module.get_belief_missions(save)
+        mission = ctx.cached("mission", lambda: missions_module.get_universe_mission(save))
+        missions = ctx.cached("missions", lambda: missions_module.get_belief_missions(save))
         actions, error = consolidate_detailed(
             llm, facts, existing, mission=mission, missions=missions, max_existing=MAX_EXISTING_BELIEFS
         )

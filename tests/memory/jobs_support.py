@@ -16,10 +16,51 @@ from tests.llm_server import ScriptedLLMServer, scripted_pipeline_responder
 
 
 class FakeVectorMemory:
+    """Records calls; keeps narrative chunks in memory ({chunk id: (save_id, turn, text)}) so
+    tests can see what a turn ends up with. Has the members the batched embedding uses
+    (`embed_chunks`, `_get_paged`, `_delete_ids`, `_bump`), like VectorMemory."""
+
     def __init__(self):
         self.calls: list[tuple] = []
         self.lock = threading.Lock()
         self.fail_with: Exception | None = None
+        self.chunks: dict[str, tuple[str, int, str]] = {}
+        self.next_id = 0
+        self.bumps = 0
+
+    def texts(self, save_id) -> dict[int, list[str]]:
+        """{turn: [texts]} of a save's narrative chunks."""
+        out: dict[int, list[str]] = {}
+        for sid, turn, text in self.chunks.values():
+            if sid == save_id:
+                out.setdefault(turn, []).append(text)
+        return out
+
+    def _store(self, save_id, turn_id, text):
+        self.next_id += 1
+        self.chunks[f"c{self.next_id}"] = (save_id, int(turn_id), text)
+
+    def embed_chunks(self, save_id, items, *, batch_size=32):
+        items = list(items)
+        self._record("embed_chunks", save_id, [(i["turn_id"], i["text"]) for i in items])
+        for item in items:
+            if str(item["text"]).strip():
+                self._store(save_id, item["turn_id"], item["text"])
+        self.bumps += 1
+        return [f"c{self.next_id}" for _ in items]
+
+    def _get_paged(self, where, include):
+        conditions = where["$and"]
+        save_id = next(c["save_id"] for c in conditions if "save_id" in c)
+        turns = set(next(c["turn_id"]["$in"] for c in conditions if "turn_id" in c))
+        return {"ids": [cid for cid, (sid, turn, _t) in self.chunks.items() if sid == save_id and turn in turns]}
+
+    def _delete_ids(self, ids):
+        for cid in ids:
+            self.chunks.pop(cid, None)
+
+    def _bump(self, save_id):
+        self.bumps += 1
 
     def _record(self, *call):
         with self.lock:
@@ -33,10 +74,16 @@ class FakeVectorMemory:
 
     def update_turn_narrative(self, save_id, turn_id, new_text, chunk_type="narrative"):
         self._record("update_turn_narrative", save_id, turn_id, new_text)
+        for cid in [cid for cid, (sid, turn, _t) in self.chunks.items() if sid == save_id and turn == turn_id]:
+            del self.chunks[cid]
+        self._store(save_id, turn_id, new_text)
 
     def rollback(self, save_id, target_turn_id):
         self._record("rollback", save_id, target_turn_id)
-        return 0
+        gone = [cid for cid, (sid, turn, _t) in self.chunks.items() if sid == save_id and turn > target_turn_id]
+        for cid in gone:
+            del self.chunks[cid]
+        return len(gone)
 
     def named(self, name):
         return [c for c in self.calls if c[0] == name]
