@@ -258,6 +258,13 @@ class CheckpointManager:
             )
             from_turn = locked.current_turn
             save_id = locked.save_id
+            if counts["mental_models_updated"] and locked.is_living:
+                # Regenerate the rewound (stale) profiles from the rewound beliefs; the job
+                # carries the new generation, so it runs against this timeline.
+                from studio.memory.jobs import enqueue_refresh_models
+
+                locked.current_turn, locked.timeline_generation = n, generation
+                enqueue_refresh_models(game_save=locked)
 
             def after_commit(job_pk=job.pk):
                 # Callbacks run right after COMMIT: the DB part's time includes the commit.

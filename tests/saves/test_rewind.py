@@ -240,7 +240,7 @@ def test_missing_vector_module_is_recorded_not_raised(story, monkeypatch, django
     with django_capture_on_commit_callbacks(execute=True):
         result = manager.rewind(save, 2)
     assert result.changed and Save.objects.get(pk=save.pk).current_turn == 2
-    assert Job.objects.get(game_save=save).status == JobStatus.FAILED
+    assert Job.objects.get(game_save=save, kind=JobKind.VECTOR_ROLLBACK).status == JobStatus.FAILED
 
 
 def test_rewind_reports_vector_pending_inside_an_outer_transaction(story, vector):
@@ -348,3 +348,13 @@ def test_real_store_fork_copies_chunks_up_to_the_turn(world, real_vector, django
         manager.rewind(fork, 1)
     assert [c["turn_id"] for c in real_vector.get_chunks(fork.save_id)] == [1]
     assert real_vector.count("real2") == 4  # the original's chunks are untouched
+
+
+def test_rewinding_a_living_save_queues_a_refresh_of_its_stale_models(story, vector, django_capture_on_commit_callbacks):
+    save = story["save"]
+    with django_capture_on_commit_callbacks(execute=False):
+        result = CheckpointManager(vector_memory=vector).rewind(save, 1)
+    assert result.counts["mental_models_updated"] == 1
+    job = Job.objects.get(kind=JobKind.REFRESH_MODELS, game_save=save)
+    # Queued under the new timeline, at the rewound turn.
+    assert job.timeline_generation == save.timeline_generation and job.turn_id == 1
