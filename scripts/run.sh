@@ -31,4 +31,4 @@ fi
 "$PY" manage.py load_demo --if-missing
 "$PY" manage.py ensure_demo_login
 echo "Axiom Studio on http://$HOST:$PORT/  (admin: http://$HOST:$PORT/admin/)"
-"$PY" manage.py runserver "$HOST:$PORT" --noreload
+AXIOM_WARM_EMBEDDINGS=1 "$PY" manage.py runserver "$HOST:$PORT" --noreload

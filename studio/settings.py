@@ -151,6 +151,8 @@ CHROMA_PATH = os.environ.get("CHROMA_PATH", "").strip() or str(VAR_DIR / "chroma
 # Cross-encoder: off unless a model name or local path is configured (nothing downloads).
 AXIOM_RERANKER_MODEL = os.environ.get("AXIOM_RERANKER_MODEL", "").strip()
 AXIOM_RERANK_POOL = env_int("AXIOM_RERANK_POOL", 50)
+# Load the embedding model in the background when a serving process starts.
+AXIOM_WARM_EMBEDDINGS = env_bool("AXIOM_WARM_EMBEDDINGS", False)
 # Torch threads per process for embedding. 1 by default: on a few shared cores, several
 # threads per encode spin against each other (measured 15x slower under load); scale with
 # processes instead.
