@@ -602,7 +602,7 @@ def _execute_in_order(batch: list[Job], worker: str) -> None:
     paused, lost) releases the rest of the batch unrun: they go back to the queue, where
     the claim holds them behind the turn that did not go through.
     """
-    shared: dict = {}
+    shared: dict = {"batch_turns": [job.turn_id for job in batch]}
     for index, job in enumerate(batch):
         if index and not _touch_claim(job, worker):
             _release(batch[index:], worker)

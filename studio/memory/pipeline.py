@@ -38,6 +38,8 @@ REFLECT_MAX_BELIEFS = 40
 STALE_MODELS_PER_PASS = 5
 REFRESH_MODELS_PER_JOB = 20
 MAX_KNOWN_ENTITIES = 60
+# Seconds between two progress writes of one job (the Jobs page polls every 2 s).
+PROGRESS_INTERVAL = 0.5
 WHEN_STATE_KEYS = ("when", "time", "date", "day", "in_game_time", "game_time", "clock")
 
 
@@ -46,8 +48,11 @@ class JobContext:
     job: Job
     worker: str
     timings: dict[str, float] = field(default_factory=dict)
-    # Lookups shared by the jobs of one claimed batch (same save): lore names, missions.
+    # Lookups shared by the jobs of one claimed batch (same save): lore names, missions,
+    # the batch's narratives and states ("batch_turns" lists its turn ids).
     shared: dict = field(default_factory=dict)
+    # The claim just wrote "running": the first progress text waits PROGRESS_INTERVAL.
+    progress_written: float = field(default_factory=time.monotonic)
 
     def cached(self, key: str, compute):
         if key not in self.shared:
@@ -61,7 +66,13 @@ class JobContext:
             return None
         return Save.objects.select_related("universe").get(pk=self.job.game_save_id)
 
-    def progress(self, text: str) -> None:
+    def progress(self, text: str, *, force: bool = False) -> None:
+        """Show what the job is doing; at most one write per PROGRESS_INTERVAL (each is a
+        write transaction, and a fast job would spend more on them than on its work)."""
+        now = time.monotonic()
+        if not force and now - self.progress_written < PROGRESS_INTERVAL:
+            return
+        self.progress_written = now
         Job.objects.filter(pk=self.job.pk, status=JobStatus.RUNNING).update(progress=text[:200])
 
     def check_timeline(self, save) -> None:
@@ -129,7 +140,7 @@ def run_sync_lore(ctx: JobContext):
     entries = _lore_entries(job.universe_id)
     save = ctx.save()
     scope_id = save.save_id if save is not None else Universe.objects.get(pk=job.universe_id).lore_scope_id
-    ctx.progress(f"embedding {len(entries)} lore entries")
+    ctx.progress(f"embedding {len(entries)} lore entries", force=True)
     t0 = time.perf_counter()
     try:
         embedded = _vector_memory().sync_lore(scope_id, entries)
@@ -306,6 +317,10 @@ def when_hint_for(save, turn_id: int) -> str:
     from studio.saves.models import StateCache
 
     state = StateCache.objects.filter(game_save_id=save.pk, turn_id=turn_id).values_list("state", flat=True).first()
+    return when_hint_from_state(state, turn_id)
+
+
+def when_hint_from_state(state, turn_id: int) -> str:
     if isinstance(state, dict):
         for key in WHEN_STATE_KEYS:
             value = state.get(key)
@@ -424,7 +439,7 @@ def run_living_turn(ctx: JobContext):
     from studio.memory.models import Fact as FactRow
     from studio.memory.observations import apply_consolidation, get_observations
     from studio.memory.reflect import affected_subjects, reflect_detailed
-    from studio.saves.models import Event
+    from studio.saves.models import Event, StateCache
 
     job = ctx.job
     save = ctx.save()
@@ -434,10 +449,26 @@ def run_living_turn(ctx: JobContext):
     if backend is None:
         raise JobSkipped("no LLM configured")
     ctx.check_timeline(save)
-    event = Event.objects.filter(game_save_id=save.pk, turn_id=job.turn_id).first()
-    if event is None:
+    # A batch reads its turns' narratives and states once (the first job of the batch).
+    batch_turns = ctx.shared.get("batch_turns") or [job.turn_id]
+    if job.turn_id not in batch_turns:
+        batch_turns = [job.turn_id]
+    narratives = ctx.cached(
+        "narratives",
+        lambda: dict(
+            Event.objects.filter(game_save_id=save.pk, turn_id__in=batch_turns).values_list("turn_id", "narrative")
+        ),
+    )
+    if job.turn_id not in narratives:
         raise JobSkipped(f"turn {job.turn_id} no longer exists")
-    turn = event.turn_id
+    states = ctx.cached(
+        "states",
+        lambda: dict(
+            StateCache.objects.filter(game_save_id=save.pk, turn_id__in=batch_turns).values_list("turn_id", "state")
+        ),
+    )
+    turn = job.turn_id
+    narrative = narratives[turn]
     llm = TrackedLLM(backend, game_save_id=save.pk, job_id=job.pk)
     try:
         llm.check_budget()
@@ -448,9 +479,9 @@ def run_living_turn(ctx: JobContext):
     t0 = time.perf_counter()
     facts, error = extract_facts_detailed(
         llm,
-        event.narrative,
+        narrative,
         known_entities=ctx.cached("known_entities", lambda: known_entities_for(save)),
-        when_hint=when_hint_for(save, turn),
+        when_hint=when_hint_from_state(states.get(turn), turn),
         max_facts=MAX_FACTS_PER_TURN,
     )
     _raise_for(error, "extract")
