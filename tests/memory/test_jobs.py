@@ -284,7 +284,7 @@ def test_turns_are_consolidated_in_order_and_a_failed_turn_blocks_later_ones(
     assert list(Fact.objects.filter(game_save=save).order_by("id").values_list("turn_id", flat=True)) == [1, 1, 2, 2]
 
 
-@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+@pytest.mark.django_db(transaction=True)
 def test_rewind_during_llm_call_writes_nothing(living_universe, eager_jobs, fake_vectors, llm_server):
     from studio.saves.checkpoints import CheckpointManager
 
@@ -460,7 +460,7 @@ def test_redis_down_keeps_the_turn_and_marks_jobs_retryable(
     assert ("update_turn_narrative", game_save.save_id, 4, "Saved anyway.") in fake_vectors.calls
 
 
-@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+@pytest.mark.django_db(transaction=True)
 def test_inprocess_pool_runs_jobs_without_blocking_the_request(universe, settings, fake_vectors, llm_server):
     settings.REDIS_URL = ""
     settings.AXIOM_JOBS_EAGER = False

@@ -273,7 +273,7 @@ def test_a_deferred_turn_in_a_living_batch_releases_the_rest(
     assert list(Fact.objects.filter(game_save=save).values_list("turn_id", flat=True).order_by("turn_id").distinct()) == [1]
 
 
-@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+@pytest.mark.django_db(transaction=True)
 def test_a_rewind_in_the_middle_of_a_living_batch_writes_nothing_after_it(
     living_universe, eager_jobs, fake_vectors, llm_server, monkeypatch
 ):

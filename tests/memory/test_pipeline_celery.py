@@ -29,7 +29,7 @@ from studio.saves.models import Event, MemoryMode, Save
 from studio.saves.services import save_create, turn_append
 from tests.llm_server import Reply, ScriptedLLMServer, operation_of, scripted_pipeline_responder, user_prompt
 
-pytestmark = [pytest.mark.celery, pytest.mark.slow, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
+pytestmark = [pytest.mark.celery, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
