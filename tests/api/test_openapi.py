@@ -96,3 +96,28 @@ def test_a_wrong_response_would_fail_schema_validation():
     # Guard against a schema so loose it accepts anything.
     with pytest.raises(Exception):
         schema_validator("Save").validate({"save_id": 1})
+
+
+def test_memory_and_job_responses_match_their_schemas(api, game_save):
+    from studio.memory import facts as F
+    from studio.memory import mental_models as MM
+    from studio.memory import observations as O
+    from studio.memory.models import Job, JobKind
+
+    ids = F.insert_facts(game_save.save_id, 2, [F.Fact(statement="Kael sold the compass.", entities=["Kael"])])
+    O.insert_observation(game_save.save_id, O.Observation(
+        statement="Kael sells what he finds.", subject="Kael", sources=[{"fact_id": ids[0], "turn_id": 2}],
+        created_turn_id=2, updated_turn_id=2))
+    MM.upsert_mental_model(game_save.save_id, "Kael", "Kael, a trader.", 2, [])
+    Job.objects.create(kind=JobKind.EMBED_TURN, game_save=game_save, turn_id=2)
+    base = f"/api/v1/saves/{game_save.save_id}"
+    for path, name in (("facts", "Fact"), ("beliefs", "Belief"), ("mental-models", "MentalModel"), ("jobs", "Job")):
+        items = api.get(f"{base}/{path}").json()["items"]
+        assert items, path
+        for item in items:
+            schema_validator(name).validate(item)
+    schema_validator("Universe").validate(api.get("/api/v1/universes").json()["items"][0])
+    appended = api.post(f"{base}/turns", {"narrative": "Next.", "state": {"hp": 3}})
+    schema_validator("TurnAppended").validate(appended.json())
+    forked = api.post(f"{base}/fork", {"turn_id": 1})
+    schema_validator("Save").validate(forked.json())
