@@ -136,6 +136,7 @@ def enqueue_turn(*, game_save, turn_id: int, reextract: bool = False) -> list[Jo
             game_save=game_save,
             turn_id=turn_id,
             timeline_generation=generation,
+            payload={"replace": True} if reextract else {},
             progress="queued",
         )
     ]
@@ -502,6 +503,8 @@ def claim_batch(seed: Job, worker: str, *, limit: int = 1) -> list[Job]:
             payload["worker"] = worker
             payload["claimed_at"] = now.isoformat()
             payload.pop("not_before", None)
+            if job.started_at is not None:
+                payload["rerun"] = True  # an earlier attempt may have written (embedding replaces)
             if len(batch) > 1:
                 payload["batch"] = len(batch)
             else:

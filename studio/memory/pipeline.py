@@ -227,8 +227,11 @@ def run_embed_batch(contexts: list[JobContext]) -> dict[int, tuple[str, dict]]:
     if not live:
         return outcomes
     vectors = _vector_memory()
+    # Turns that may already have chunks are replaced one by one; the others (the usual
+    # case: new turns) are embedded together.
+    fresh = fresh_turns(save, [ctx.job for ctx in live], texts)
     t0 = time.perf_counter()
-    replace_turn_narratives(vectors, save.save_id, texts)
+    embed_turn_narratives(vectors, save.save_id, texts, fresh=fresh)
     seconds = time.perf_counter() - t0
     save.refresh_from_db(fields=["timeline_generation", "current_turn"])
     rewound = save.timeline_generation != contexts[0].job.timeline_generation
@@ -257,39 +260,48 @@ def run_embed_batch(contexts: list[JobContext]) -> dict[int, tuple[str, dict]]:
     return outcomes
 
 
-_BATCH_MEMBERS = ("embed_chunks", "_get_paged", "_delete_ids", "_bump")
+def fresh_turns(save, batch: list[Job], texts: dict[int, str]) -> set[int]:
+    """The batch's turns that cannot have narrative chunks yet: no EMBED_TURN job of that
+    turn number has ever started in this save (any timeline), and the batch's own job of
+    it is neither a re-run (started before this claim) nor an edit ("replace")."""
+    started_before = set(
+        Job.objects.filter(
+            game_save_id=save.pk, kind=JobKind.EMBED_TURN, turn_id__in=list(texts), started_at__isnull=False
+        )
+        .exclude(pk__in=[job.pk for job in batch])
+        .values_list("turn_id", flat=True)
+    )
+    marked = {job.turn_id for job in batch if (job.payload or {}).get("replace") or (job.payload or {}).get("rerun")}
+    return {turn for turn in texts if turn not in started_before and turn not in marked}
 
 
-def replace_turn_narratives(vectors, save_id: str, texts: dict[int, str]) -> None:
-    """`update_turn_narrative` for several turns at once: encode all texts in one batch.
+def embed_turn_narratives(vectors, save_id: str, texts: dict[int, str], *, fresh: set[int]) -> None:
+    """Embed several turns' narratives: the `fresh` ones (no chunks yet) with one
+    `VectorMemory.embed_chunks` call (one encode call, one Chroma add, one corpus-version
+    bump), the others with `update_turn_narrative` each (old chunks replaced).
 
-    Same contract per turn: the new chunks are written first, then the turn's old narrative
-    chunks deleted (so a re-run replaces rather than duplicates); nothing changes when the
-    embedding runtime is unavailable. VectorMemory has no public batch replace yet, so this
-    uses `embed_chunks` (public, one encode call, one corpus-version bump) plus its paged get
-    and delete helpers; a store without them gets one `update_turn_narrative` per turn.
+    Only the store's public API: a turn that may have chunks (an edit, a re-run after a
+    crash, a turn number reused after a rewind, a turn written by an importer and edited)
+    is replaced, never duplicated. A store with a batch `update_turn_narratives(save_id,
+    {turn: text})` takes every turn in one call.
     """
     turns = sorted(texts)
     batch_replace = getattr(vectors, "update_turn_narratives", None)
-    if batch_replace is not None:  # a public batch API, once the vector store has one
+    if batch_replace is not None:
         batch_replace(save_id, {turn: texts[turn] for turn in turns})
         return
-    if len(turns) == 1 or not all(hasattr(vectors, name) for name in _BATCH_MEMBERS):
-        for turn in turns:
+    new = [turn for turn in turns if turn in fresh]
+    if len(new) < 2 or not hasattr(vectors, "embed_chunks"):
+        new = []
+    if new:
+        vectors.embed_chunks(
+            save_id,
+            [{"turn_id": turn, "text": texts[turn], "chunk_type": "narrative"} for turn in new],
+            batch_size=max(32, len(new)),
+        )
+    for turn in turns:
+        if turn not in new:
             vectors.update_turn_narrative(save_id, turn, texts[turn])
-        return
-    if not getattr(vectors, "embeddings_available", True):
-        return
-    where = {"$and": [{"save_id": str(save_id)}, {"turn_id": {"$in": [int(t) for t in turns]}}, {"chunk_type": "narrative"}]}
-    old = vectors._get_paged(where, include=[])["ids"]
-    vectors.embed_chunks(
-        save_id,
-        [{"turn_id": turn, "text": texts[turn], "chunk_type": "narrative"} for turn in turns],
-        batch_size=max(32, len(turns)),
-    )
-    if old:
-        vectors._delete_ids(old)
-        vectors._bump(str(save_id))
 
 
 # -- living pipeline -------------------------------------------------------------------------

@@ -17,8 +17,8 @@ from tests.llm_server import ScriptedLLMServer, scripted_pipeline_responder
 
 class FakeVectorMemory:
     """Records calls; keeps narrative chunks in memory ({chunk id: (save_id, turn, text)}) so
-    tests can see what a turn ends up with. Has the members the batched embedding uses
-    (`embed_chunks`, `_get_paged`, `_delete_ids`, `_bump`), like VectorMemory."""
+    tests can see what a turn ends up with (duplicates included). `embed_chunks` adds,
+    `update_turn_narrative` replaces the turn's chunks, as in VectorMemory."""
 
     def __init__(self):
         self.calls: list[tuple] = []
@@ -48,19 +48,6 @@ class FakeVectorMemory:
                 self._store(save_id, item["turn_id"], item["text"])
         self.bumps += 1
         return [f"c{self.next_id}" for _ in items]
-
-    def _get_paged(self, where, include):
-        conditions = where["$and"]
-        save_id = next(c["save_id"] for c in conditions if "save_id" in c)
-        turns = set(next(c["turn_id"]["$in"] for c in conditions if "turn_id" in c))
-        return {"ids": [cid for cid, (sid, turn, _t) in self.chunks.items() if sid == save_id and turn in turns]}
-
-    def _delete_ids(self, ids):
-        for cid in ids:
-            self.chunks.pop(cid, None)
-
-    def _bump(self, save_id):
-        self.bumps += 1
 
     def _record(self, *call):
         with self.lock:

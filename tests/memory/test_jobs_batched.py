@@ -105,12 +105,50 @@ def test_rerunning_an_embedding_batch_replaces_instead_of_duplicating(
         status=JobStatus.RUNNING, payload={"worker": dead_worker()}
     )
     jobs.run_job(first_job(game_save, JobKind.EMBED_TURN).pk)
-    assert len(fake_vectors.named("embed_chunks")) == 2
+    # the re-run may find chunks of its first run: each turn is replaced, not added again
+    assert len(fake_vectors.named("embed_chunks")) == 1
+    assert [c[2] for c in fake_vectors.named("update_turn_narrative")] == turns
     assert fake_vectors.texts(game_save.save_id) == {turns[0]: ["One."], turns[1]: ["Two."], turns[2]: ["Three."]}
     assert set(statuses(game_save, JobKind.EMBED_TURN).values()) == {JobStatus.DONE}
     # done jobs run again do nothing
+    calls = len(fake_vectors.calls)
     jobs.run_job(first_job(game_save, JobKind.EMBED_TURN).pk)
-    assert len(fake_vectors.named("embed_chunks")) == 2
+    assert len(fake_vectors.calls) == calls
+
+
+def test_an_edited_turn_in_a_batch_is_replaced_and_new_turns_are_embedded_together(
+    game_save, eager_jobs, fake_vectors, django_capture_on_commit_callbacks
+):
+    from studio.saves.services import turn_update_narrative
+
+    queue_turns(django_capture_on_commit_callbacks, game_save, ["Four.", "Five.", "Six."])
+    jobs.run_job(first_job(game_save, JobKind.EMBED_TURN).pk)
+    with django_capture_on_commit_callbacks(execute=False):
+        turn_update_narrative(game_save=game_save, turn_id=5, narrative="Five, edited.")
+    queue_turns(django_capture_on_commit_callbacks, game_save, ["Seven.", "Eight."])
+    jobs.run_job(Job.objects.filter(game_save=game_save, status=JobStatus.QUEUED).first().pk)
+    assert fake_vectors.named("embed_chunks")[-1][2] == [(7, "Seven."), (8, "Eight.")]
+    assert ("update_turn_narrative", game_save.save_id, 5, "Five, edited.") in fake_vectors.calls
+    assert fake_vectors.texts(game_save.save_id) == {
+        4: ["Four."], 5: ["Five, edited."], 6: ["Six."], 7: ["Seven."], 8: ["Eight."]
+    }
+
+
+def test_a_turn_number_reused_after_a_rewind_is_replaced(
+    game_save, eager_jobs, fake_vectors, django_capture_on_commit_callbacks
+):
+    queue_turns(django_capture_on_commit_callbacks, game_save, ["Four.", "Five."])
+    jobs.run_job(first_job(game_save, JobKind.EMBED_TURN).pk)
+    # a rewind whose vector delete did not happen: turn 5's old chunk is still there
+    Save.objects.filter(pk=game_save.pk).update(current_turn=4, timeline_generation=1)
+    from studio.saves.models import Event, StateCache
+
+    Event.objects.filter(game_save=game_save, turn_id=5).delete()
+    StateCache.objects.filter(game_save=game_save, turn_id=5).delete()
+    game_save.refresh_from_db()
+    queue_turns(django_capture_on_commit_callbacks, game_save, ["Five again.", "Six."])
+    jobs.run_job(Job.objects.filter(game_save=game_save, status=JobStatus.QUEUED).first().pk)
+    assert fake_vectors.texts(game_save.save_id) == {4: ["Four."], 5: ["Five again."], 6: ["Six."]}
 
 
 def test_a_rewind_during_batch_embedding_skips_the_batch_and_removes_its_chunks(
@@ -310,14 +348,15 @@ def test_a_rewind_in_the_middle_of_a_living_batch_writes_nothing_after_it(
 
 
 @pytest.mark.slow
-def test_batched_replace_on_the_real_store_is_idempotent(db, tmp_path):
+def test_batched_embedding_on_the_real_store_then_replaced(db, tmp_path):
     from studio.memory.vector import VectorMemory
 
     memory = VectorMemory(str(tmp_path / "chroma"))
     try:
         texts = {1: "Kaël paid the harbour master.", 2: "Mirela sold the jade ring.", 3: "The tide rose."}
-        pipeline.replace_turn_narratives(memory, "s1", texts)
-        pipeline.replace_turn_narratives(memory, "s1", {**texts, 2: "Mirela kept the jade ring."})
+        pipeline.embed_turn_narratives(memory, "s1", texts, fresh=set(texts))
+        # a re-run (nothing fresh) replaces every turn
+        pipeline.embed_turn_narratives(memory, "s1", {**texts, 2: "Mirela kept the jade ring."}, fresh=set())
         chunks = memory.get_chunks("s1", chunk_type="narrative")
         assert [(c["turn_id"], c["text"]) for c in chunks] == [
             (1, texts[1]), (2, "Mirela kept the jade ring."), (3, texts[3])
