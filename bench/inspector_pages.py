@@ -125,9 +125,12 @@ def build_save(universe, name: str, *, turns: int, facts: int, beliefs: int, mod
 
 
 def fill_chunks(memory, save_id: str, *, chunks: int, turns: int, seed: int) -> None:
-    """Add `chunks` chunks with synthetic vectors through the store's own collection."""
-    from studio.memory.vector import DatabaseCorpusVersions
+    """Add `chunks` chunks with synthetic vectors straight into the save's own collection.
 
+    Uses `VectorMemory.collection_for(save_id)` (the per-scope collection, see
+    docs/retrieval.md) with the metadata `embed_chunks` writes, then
+    `note_external_write(save_id)` so every process's corpus cache reloads.
+    """
     rng = random.Random(seed)
     # Clustered, like sentence embeddings (pure Gaussian noise is a worst case no text
     # model produces): 256 topic directions, each chunk one of them plus noise.
@@ -135,7 +138,7 @@ def fill_chunks(memory, save_id: str, *, chunks: int, turns: int, seed: int) -> 
     centres = generator.standard_normal((256, DIM)).astype(np.float32)
     vectors = centres[generator.integers(0, 256, chunks)] + 0.35 * generator.standard_normal((chunks, DIM)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    collection = memory._get_collection()
+    collection = memory.collection_for(save_id)
     per_turn = chunks // turns
     ids, docs, metas = [], [], []
     for i in range(chunks):
@@ -146,7 +149,7 @@ def fill_chunks(memory, save_id: str, *, chunks: int, turns: int, seed: int) -> 
     for start in range(0, chunks, 5000):
         collection.add(ids=ids[start:start + 5000], documents=docs[start:start + 5000],
                        metadatas=metas[start:start + 5000], embeddings=vectors[start:start + 5000])
-    DatabaseCorpusVersions().bump(save_id)
+    memory.note_external_write(save_id)
 
 
 def measure(client: Client, url: str, repeat: int) -> dict:
@@ -274,12 +277,13 @@ def main() -> None:
     from studio.memory import embedding
 
     embedder = embedding.get_embedder()
-    collection = memory._get_collection()
+    collection = memory.collection_for(big.save_id)
     query = "silver crown smuggler harbour"
     query_vector = embedder.encode([query])[0] if embedder is not None else np.zeros(DIM, dtype=np.float32)
-    where = {"$and": [{"save_id": big.save_id}, {"turn_id": {"$lte": big.current_turn}}]}
-    raw_semantic = time_raw(lambda: collection.query(query_embeddings=[query_vector], n_results=50, where=where), args.repeat)
-    docs = collection.get(where={"save_id": big.save_id}, include=["documents"], limit=CHUNKS)["documents"]
+    # The save's own collection; the horizon is the current turn, which cuts nothing, so the
+    # cheapest raw equivalent of the engine's semantic arm is a query without `where`.
+    raw_semantic = time_raw(lambda: collection.query(query_embeddings=[query_vector], n_results=50), args.repeat)
+    docs = collection.get(include=["documents"], limit=CHUNKS)["documents"]
     bm25 = BM25Okapi([d.lower().split() for d in docs])
     raw_bm25 = time_raw(lambda: bm25.get_scores(query.split()), args.repeat)
     raw_embed = time_raw(lambda: embedder.encode([query]), args.repeat) if embedder is not None else float("nan")

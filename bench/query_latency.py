@@ -1,9 +1,11 @@
 """Query latency of VectorMemory.query on saves of 1k, 10k and 100k chunks.
 
-All saves live in one Chroma collection (the engine's layout). Per size: p50/p95 over the
-queries of the engine's `query(save_id, question, k=10)` (warm: the BM25 indexes are
-built by a first query, whose time is printed separately), beside the raw arms on the same
-corpus measured in the same run: a bare Chroma query (save filter, 50 results) and a bare
+Every save lives in its own Chroma collection (the engine's layout since the per-scope
+change, docs/retrieval.md). Per size: p50/p95 over the queries of the engine's
+`query(save_id, question, k=10)` (warm: the BM25 indexes are built by a first query, whose
+time is printed separately), beside the raw arms on the same corpus measured in the same
+run: a bare Chroma query on the save's collection (no `where`, 50 results -- what the
+engine's semantic arm sends when no filter cuts chunks) and a bare
 `rank_bm25.BM25Okapi.get_scores`, alternating with the engine query by query. The ratio
 compares the engine without its query embedding (the raw arms get a ready vector) to the
 raw arms' sum; the query embedding is printed as its own column.
@@ -13,8 +15,9 @@ MiniLM embeddings of those texts for the 1k and 10k saves; the 100k save uses th
 Gaussian noise added and re-normalised (synthetic, for latency only: embedding 100k chunks
 takes ~20 minutes here). Queries: LoCoMo questions.
 
-Layout probe: the 1k and 10k saves are also copied into collections of their own, and the
-same filtered query is timed there, for the single-collection vs per-save decision.
+Layout probe: every save is also copied into one shared collection (the former layout,
+"narrative_memory" holding all saves), where a save's query needs `where save_id = X`;
+that query is timed beside the per-save one, for the single-collection vs per-save decision.
 
     .venv/bin/python bench/query_latency.py [--sizes 1000,10000,100000] [--queries 60]
 """
@@ -74,7 +77,8 @@ def main() -> int:
 
     vm = VectorMemory(settings.CHROMA_PATH)
     embedder = get_embedder()
-    collection = vm._get_collection()
+    shared = vm._client.get_or_create_collection("layout-probe-shared", embedding_function=None,
+                                                 configuration={"hnsw": {"space": "cosine"}})
     base_texts, questions = locomo_texts_and_questions(Path(args.data))
     questions = questions[: args.queries]
     rng = np.random.default_rng(0)
@@ -102,17 +106,22 @@ def main() -> int:
         ]
         start = time.perf_counter()
         ids = [uuid.uuid4().hex for _ in range(size)]
+        collection = vm.collection_for(save_id)
         for lo in range(0, size, batch):
             collection.add(ids=ids[lo:lo + batch], embeddings=vectors[lo:lo + batch], documents=texts[lo:lo + batch],
                            metadatas=metadatas[lo:lo + batch])
-        vm._bump(save_id)
+        vm.note_external_write(save_id)
         print(f"inserted {size} chunks in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+        for lo in range(0, size, batch):
+            shared.add(ids=ids[lo:lo + batch], embeddings=vectors[lo:lo + batch], documents=texts[lo:lo + batch],
+                       metadatas=metadatas[lo:lo + batch])
         corpora[size] = (save_id, texts, vectors, metadatas, ids)
-    total_chunks = collection.count()
+    total_chunks = shared.count()
 
     rows = []
     for size in sizes:
         save_id, texts, vectors, metadatas, ids = corpora[size]
+        collection = vm.collection_for(save_id)
         start = time.perf_counter()
         vm.query(save_id, questions[0], k=10)
         first_query = time.perf_counter() - start
@@ -136,7 +145,7 @@ def main() -> int:
             for stage, ms in stats.timings_ms.items():
                 stages.setdefault(stage, []).append(ms)
             start = time.perf_counter()
-            collection.query(query_embeddings=[vector], n_results=50, where={"save_id": save_id}, include=["distances"])
+            collection.query(query_embeddings=[vector], n_results=50, include=["distances"])
             chroma.append(time.perf_counter() - start)
             start = time.perf_counter()
             raw_bm25.get_scores(tokenize(question))
@@ -144,56 +153,49 @@ def main() -> int:
         raw_sum = [a + b for a, b in zip(chroma, bm25)]
 
         layout = {}
+        layout["shared collection, where save"] = timed(
+            lambda v: shared.query(query_embeddings=[v], n_results=50, where={"save_id": save_id}, include=["distances"]),
+            [(v,) for v in query_vectors],
+        )
+        max_turn = metadatas[-1]["turn_id"]
+        layout["own collection, where turn+type"] = timed(
+            lambda v: collection.query(query_embeddings=[v], n_results=50, include=["distances"], where={"$and": [
+                {"turn_id": {"$lte": max_turn}}, {"chunk_type": {"$ne": "lore"}}]}),
+            [(v,) for v in query_vectors],
+        )
         if size <= 10000:
-            own = vm._client.get_or_create_collection(f"layout-probe-{size}", embedding_function=None,
-                                                      configuration={"hnsw": {"space": "cosine"}})
-            for lo in range(0, size, batch):
-                own.add(ids=[f"p{i}" for i in range(lo, min(size, lo + batch))], embeddings=vectors[lo:lo + batch],
-                        documents=texts[lo:lo + batch], metadatas=metadatas[lo:lo + batch])
-            layout["own collection"] = timed(
-                lambda v: own.query(query_embeddings=[v], n_results=50, include=["distances"]), [(v,) for v in query_vectors]
-            )
-            max_turn = metadatas[-1]["turn_id"]
-            layout["own collection, where save"] = timed(
-                lambda v: own.query(query_embeddings=[v], n_results=50, where={"save_id": save_id}, include=["distances"]),
-                [(v,) for v in query_vectors],
-            )
-            layout["own collection, where save+turn+type"] = timed(
-                lambda v: own.query(query_embeddings=[v], n_results=50, include=["distances"], where={"$and": [
-                    {"save_id": save_id}, {"turn_id": {"$lte": max_turn}}, {"chunk_type": {"$ne": "lore"}}]}),
-                [(v,) for v in query_vectors],
-            )
             shared_recall, own_recall = [], []
             for v in query_vectors[:20]:
-                truth = np.argsort(-(vectors @ v))[:10].tolist()
-                got_shared = set(collection.query(query_embeddings=[v], n_results=10, where={"save_id": save_id})["ids"][0])
-                got_own = set(own.query(query_embeddings=[v], n_results=10)["ids"][0])
-                shared_recall.append(len(got_shared & {ids[i] for i in truth}) / 10)
-                own_recall.append(len(got_own & {f"p{i}" for i in truth}) / 10)
+                truth = {ids[i] for i in np.argsort(-(vectors @ v))[:10].tolist()}
+                got_shared = set(shared.query(query_embeddings=[v], n_results=10, where={"save_id": save_id})["ids"][0])
+                got_own = set(collection.query(query_embeddings=[v], n_results=10)["ids"][0])
+                shared_recall.append(len(got_shared & truth) / 10)
+                own_recall.append(len(got_own & truth) / 10)
             layout["shared recall"] = shared_recall
             layout["own recall"] = own_recall
-            vm._client.delete_collection(f"layout-probe-{size}")
         rows.append((size, first_query, engine_total, engine_no_embed, embed_only, chroma, bm25, raw_sum, raw_build, layout))
         print(f"{size}: engine stage medians (ms): "
               + ", ".join(f"{k} {sorted(v)[len(v) // 2]:.2f}" for k, v in stages.items()), file=sys.stderr)
 
-    print(f"\nOne collection holding {total_chunks} chunks; {len(questions)} queries per save; k=10.")
+    print(f"\nOne collection per save; the shared probe collection holds {total_chunks} chunks; "
+          f"{len(questions)} queries per save; k=10.")
     print("Vectors: real MiniLM (texts cycled) for saves <= 10k chunks, noisy copies of them above (synthetic).\n")
-    print("| save size | engine p50 / p95 (ms) | engine w/o query embedding p50 / p95 | raw Chroma p50 | raw BM25Okapi get_scores p50 | raw sum p50 / p95 | ratio p50 / p95 | query embedding p50 | first query (builds indexes) |")
+    print("| save size | engine p50 / p95 (ms) | engine w/o query embedding p50 / p95 | raw Chroma (own collection) p50 | raw BM25Okapi get_scores p50 | raw sum p50 / p95 | ratio p50 / p95 | query embedding p50 | first query (builds indexes) |")
     print("|---|---|---|---|---|---|---|---|---|")
     for size, first_query, total, no_embed, embed_only, chroma, bm25, raw_sum, raw_build, layout in rows:
         t, n, c, b, r, e = (summarize_ms(x) for x in (total, no_embed, chroma, bm25, raw_sum, embed_only))
         print(f"| {size:,} | {t['p50']:.1f} / {t['p95']:.1f} | {n['p50']:.1f} / {n['p95']:.1f} | {c['p50']:.1f} | {b['p50']:.1f} | "
               f"{r['p50']:.1f} / {r['p95']:.1f} | {n['p50'] / r['p50']:.2f}x / {n['p95'] / r['p95']:.2f}x | {e['p50']:.1f} | {first_query * 1000:.0f} ms |")
-    print("\nLayout probe (the same filtered Chroma query, 50 results):")
-    print("| save size | shared collection, where save | own collection, no where | own, where save (matches all) | own, where save+turn+type (matches all) | recall@10 vs exact: shared / own |")
-    print("|---|---|---|---|---|---|")
+    print("\nLayout probe (Chroma query, 50 results, p50):")
+    print("| save size | shared collection, where save | own collection, no where (engine) | own collection, where turn+type (matches all) | recall@10 vs exact: shared / own |")
+    print("|---|---|---|---|---|")
     for size, _f, _t, _n, _e, chroma, _b, _r, _rb, layout in rows:
-        if layout:
-            print(f"| {size:,} | {summarize_ms(chroma)['p50']:.2f} ms | {summarize_ms(layout['own collection'])['p50']:.2f} ms | "
-                  f"{summarize_ms(layout['own collection, where save'])['p50']:.2f} ms | "
-                  f"{summarize_ms(layout['own collection, where save+turn+type'])['p50']:.2f} ms | "
-                  f"{np.mean(layout['shared recall']):.3f} / {np.mean(layout['own recall']):.3f} |")
+        recall = (f"{np.mean(layout['shared recall']):.3f} / {np.mean(layout['own recall']):.3f}"
+                  if "own recall" in layout else "-")
+        print(f"| {size:,} | {summarize_ms(layout['shared collection, where save'])['p50']:.2f} ms | "
+              f"{summarize_ms(chroma)['p50']:.2f} ms | "
+              f"{summarize_ms(layout['own collection, where turn+type'])['p50']:.2f} ms | {recall} |")
+    vm._client.delete_collection("layout-probe-shared")
     vm.close()
     return 0
 

@@ -176,7 +176,7 @@ def vector_memory_for(r: int, save_id: str, skip: bool):
         return None, f"studio.memory.vector unavailable: {type(exc).__name__}: {exc}"
     memory = VectorMemory(str(TMP / f"chroma-ours-{r}"))
     # Filled through the store's own collection: synthetic vectors, no embedding.
-    chroma_fill(memory._get_collection(), save_id, seed=r)
+    chroma_fill(memory.collection_for(save_id), save_id, seed=r)  # the save's own collection
     return memory, ""
 
 

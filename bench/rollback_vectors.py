@@ -2,8 +2,8 @@
 
 A save of 1,000 turns with --per-turn chunks each (plus 50 lore entries at turn 0) is
 rolled back to turn 500 with `VectorMemory.rollback`; an identical save is cut with a bare
-`collection.delete(where=...)` in the same collection (which of the two goes first
-alternates). Vectors are random unit vectors (deletion does not look at them). Repeated
+`collection.delete(where=turn_id > 500)` on its own collection (each save has its own
+collection, as in the engine; which of the two goes first alternates). Vectors are random unit vectors (deletion does not look at them). Repeated
 --repeat times on fresh saves; medians printed.
 
     .venv/bin/python bench/rollback_vectors.py [--per-turn 3] [--repeat 3]
@@ -55,14 +55,16 @@ def main() -> int:
     from studio.memory.vector import VectorMemory
 
     vm = VectorMemory(settings.CHROMA_PATH)
-    collection = vm._get_collection()
     batch = int(vm._client.get_max_batch_size())
     rng = np.random.default_rng(1)
     engine, raw, deleted = [], [], []
     half = args.turns // 2
     for attempt in range(args.repeat):
-        total = fill(collection, batch, f"rb-engine-{attempt}", args.turns, args.per_turn, rng)
+        # One collection per save (the engine's layout, docs/retrieval.md).
+        total = fill(vm.collection_for(f"rb-engine-{attempt}"), batch, f"rb-engine-{attempt}", args.turns, args.per_turn, rng)
+        collection = vm.collection_for(f"rb-raw-{attempt}")
         fill(collection, batch, f"rb-raw-{attempt}", args.turns, args.per_turn, rng)
+        vm.note_external_write(f"rb-engine-{attempt}")
 
         def run_engine():
             start = time.perf_counter()
@@ -71,7 +73,7 @@ def main() -> int:
 
         def run_raw():
             start = time.perf_counter()
-            collection.delete(where={"$and": [{"save_id": f"rb-raw-{attempt}"}, {"turn_id": {"$gt": half}}]})
+            collection.delete(where={"turn_id": {"$gt": half}})
             raw.append(time.perf_counter() - start)
 
         # Alternate which goes first: Chroma keeps persisting the fresh inserts in the
@@ -83,7 +85,7 @@ def main() -> int:
         assert left == vm.count(f"rb-raw-{attempt}")
     e, r = statistics.median(engine) * 1000, statistics.median(raw) * 1000
     print(f"\nSave of {args.turns} turns x {args.per_turn} chunks + 50 lore; rollback to turn {half} deletes "
-          f"{deleted[0]} chunks; median of {args.repeat}; one collection holding {collection.count()} chunks at the end.\n")
+          f"{deleted[0]} chunks; median of {args.repeat}; each save in its own collection.\n")
     print("| operation | median time | ratio |")
     print("|---|---|---|")
     print(f"| raw `collection.delete(where=...)` | {r:.0f} ms | 1.00x |")

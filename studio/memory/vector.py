@@ -4,13 +4,18 @@ Every chunk carries a turn_id, which makes rewinding surgical: rolling a save ba
 N deletes every chunk with turn_id > N, so nothing from the abandoned timeline bleeds into
 the rebuilt one.
 
-Collection layout (one collection for every save, see docs/retrieval.md for the measured
-decision): name "narrative_memory"; document = the chunk text; metadata = save_id (str),
+Collection layout (one Chroma collection per scope -- a save id, or a universe lore scope such
+as "universe-12" -- see docs/retrieval.md for the measured decision): name
+`scope_collection_name(scope)` ("narrative_memory-<scope>", or a hashed form for ids with other
+characters), collection metadata {"scope_id": scope}; document = the chunk text; metadata = save_id (str),
 turn_id (int), chunk_type (str), entry_id (when the chunk has a source row, e.g. a lore
 entry), whatever `metadata_extra` carried, and the bookkeeping keys chunk_seq (write order,
 for neighbouring context), chunk_part / chunk_parts (position of a long text's piece);
 id = a UUID per chunk. Embeddings come from the packaged MiniLM (embedding.py); Chroma's
-own embedding function is never attached.
+own embedding function is never attached. A search queries its scope's collection without a
+`where` clause whenever the cached corpus shows the filters exclude few chunks (Chroma's cost
+is the `where` evaluation, not HNSW). Chunks still in the old shared "narrative_memory"
+collection are moved to their scope's collection on first access (ids and embeddings kept).
 
 Search (`query`) fuses several arms with Reciprocal Rank Fusion: the semantic arm (a
 Chroma query), the BM25 arm over each chunk's own text, a BM25 arm over each chunk read
@@ -27,8 +32,10 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import hashlib
 import logging
 import os
+import re
 import threading
 import time
 import uuid
@@ -45,11 +52,13 @@ from studio.memory.retrieval import fusion, lexical
 
 logger = logging.getLogger(__name__)
 
-COLLECTION_NAME = "narrative_memory"
+COLLECTION_NAME = "narrative_memory"  # prefix of every scope's collection; also the legacy shared collection
 LOCK_FILE_NAME = ".axiom-vector-store.lock"
 CORE_KEYS = ("save_id", "turn_id", "chunk_type")
 BOOKKEEPING_KEYS = ("chunk_seq", "chunk_part", "chunk_parts")
 LORE = "lore"
+MAX_COLLECTION_NAME = 512  # Chroma: 3-512 chars of [a-zA-Z0-9._-], alphanumeric at both ends, no ".."
+_CLEAN_SCOPE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?\Z")
 # Chroma fails a get() that returns more than 32,766 rows with documents (SQLite variable
 # limit); every bulk read goes page by page.
 GET_PAGE_SIZE = 5000
@@ -301,7 +310,33 @@ def _sanitize_metadata(values: dict[str, Any]) -> dict[str, Any]:
     return clean
 
 
-def _where(conditions: list[dict[str, Any]]) -> dict[str, Any]:
+def scope_collection_name(scope_id: str, prefix: str = COLLECTION_NAME) -> str:
+    """Return the Chroma collection name of a scope (deterministic, valid, injective).
+
+    A scope id made of [a-zA-Z0-9._-], alphanumeric at both ends, without "..", and short
+    enough gives "<prefix>-<scope id>"; any other id gives "<prefix>--<readable part>-<16
+    hex of its SHA-256>" (the double dash cannot come from the first form, whose scope part
+    starts with an alphanumeric). The scope id itself is kept in the collection metadata.
+    """
+    scope = str(scope_id)
+    if _CLEAN_SCOPE.match(scope) and ".." not in scope and len(prefix) + 1 + len(scope) <= MAX_COLLECTION_NAME:
+        return f"{prefix}-{scope}"
+    readable = re.sub(r"[^A-Za-z0-9]+", "-", scope)[:40].strip("-")
+    digest = hashlib.sha256(scope.encode("utf-8")).hexdigest()[:16]
+    return f"{prefix}--{readable}-{digest}" if readable else f"{prefix}--{digest}"
+
+
+def _is_not_found(exc: Exception) -> bool:
+    try:
+        from chromadb.errors import NotFoundError
+    except Exception:  # pragma: no cover
+        return False
+    return isinstance(exc, NotFoundError)
+
+
+def _where(conditions: list[dict[str, Any]]) -> dict[str, Any] | None:
+    if not conditions:
+        return None
     if len(conditions) == 1:
         return conditions[0]
     return {"$and": conditions}
@@ -356,7 +391,11 @@ class VectorMemory:
         self._corpora_lock = threading.Lock()
         self._local = threading.local()
         self._disabled_reason: str | None = None
-        self._collection = None
+        self._collections: dict[str, Any] = {}  # scope id -> its Chroma collection
+        self._collections_lock = threading.Lock()
+        self._legacy: Any = None  # the old shared collection: None = not looked up yet, False = absent
+        self._legacy_checked: set[str] = set()
+        self._legacy_lock = threading.Lock()
         if client is None:
             if self.persist_dir is None:
                 raise ValueError("VectorMemory needs persist_dir or client")
@@ -388,17 +427,139 @@ class VectorMemory:
             return f"embedded store at {self.persist_dir}"
         return f"Chroma client {type(self._client).__name__}"
 
-    def _get_collection(self):
-        if self._collection is None:
-            try:
-                self._collection = self._client.get_or_create_collection(
-                    self.collection_name,
+    def collection_name_for(self, scope_id: str) -> str:
+        """Return the name of the scope's Chroma collection (see `scope_collection_name`)."""
+        return scope_collection_name(str(scope_id), self.collection_name)
+
+    def collection_for(self, scope_id: str, *, create: bool = True):
+        """Return the scope's Chroma collection (None when missing and `create` is False).
+
+        For tools that write precomputed vectors directly (benchmarks): such a writer must
+        store the same metadata as `embed_chunks` and then bump the scope's corpus version
+        (`DatabaseCorpusVersions().bump(scope_id)` or `note_external_write`) so caches reload.
+        """
+        return self._scope_collection(str(scope_id), create=create)
+
+    def note_external_write(self, scope_id: str) -> None:
+        """Tell the caches that the scope's collection was written outside this class."""
+        self._bump(str(scope_id))
+
+    def _forget_collection(self, scope_id: str) -> None:
+        with self._collections_lock:
+            self._collections.pop(str(scope_id), None)
+
+    def _scope_collection(self, scope_id: str, *, create: bool):
+        scope = str(scope_id)
+        with self._collections_lock:
+            cached = self._collections.get(scope)
+        if cached is not None:
+            return cached
+        self._migrate_legacy(scope)
+        name = self.collection_name_for(scope)
+        try:
+            if create:
+                collection = self._client.get_or_create_collection(
+                    name,
                     embedding_function=None,
                     configuration={"hnsw": {"space": "cosine"}},
+                    metadata={"scope_id": scope},
                 )
+            else:
+                try:
+                    collection = self._client.get_collection(name, embedding_function=None)
+                except Exception as exc:
+                    if not _is_not_found(exc):
+                        raise
+                    return None
+        except Exception as exc:
+            raise VectorStoreError(f"Chroma unavailable ({self.store_description}): {exc}") from exc
+        owner = (collection.metadata or {}).get("scope_id")
+        if owner is not None and str(owner) != scope:
+            raise VectorStoreError(f"collection {name!r} belongs to scope {owner!r}, not {scope!r}")
+        with self._collections_lock:
+            self._collections[scope] = collection
+        return collection
+
+    def _call(self, scope_id: str, action, *, create: bool, default: Any = None):
+        """Run action(collection) on the scope's collection; retry once if it was dropped meanwhile.
+
+        Return `default` when the collection does not exist and `create` is False.
+        """
+        for attempt in (0, 1):
+            collection = self._scope_collection(scope_id, create=create)
+            if collection is None:
+                return default
+            try:
+                return action(collection)
             except Exception as exc:
-                raise VectorStoreError(f"Chroma unavailable ({self.store_description}): {exc}") from exc
-        return self._collection
+                if not _is_not_found(exc):
+                    raise
+                # Dropped (delete_save) by this or another process since we cached it.
+                self._forget_collection(scope_id)
+                if attempt:
+                    raise VectorStoreError(f"collection of {scope_id!r} vanished: {exc}") from exc
+        return default
+
+    def _legacy_collection(self):
+        """Return the old shared collection when it exists (looked up once per instance)."""
+        if self._legacy is None:
+            try:
+                self._legacy = self._client.get_collection(self.collection_name, embedding_function=None)
+            except Exception as exc:
+                if not _is_not_found(exc):
+                    raise VectorStoreError(f"Chroma unavailable ({self.store_description}): {exc}") from exc
+                self._legacy = False
+        return self._legacy or None
+
+    def _migrate_legacy(self, scope: str) -> None:
+        """Move the scope's chunks from the old shared collection into its own (once per process).
+
+        Upserts keep each chunk's id, embedding, text and metadata, so two processes
+        migrating at once write the same rows; the moved chunks are then deleted from the
+        shared collection, which is dropped once empty.
+        """
+        with self._legacy_lock:
+            if self._legacy is False or scope in self._legacy_checked:
+                return
+            self._legacy_checked.add(scope)
+        try:
+            legacy = self._legacy_collection()
+            if legacy is None:
+                return
+            rows: dict[str, list] = {"ids": [], "documents": [], "metadatas": [], "embeddings": []}
+            while True:  # page from offset 0: each page is deleted once copied
+                page = legacy.get(
+                    where={"save_id": scope},
+                    include=["documents", "metadatas", "embeddings"],
+                    limit=GET_PAGE_SIZE,
+                )
+                if not page["ids"]:
+                    break
+                if set(page["ids"]) & set(rows["ids"]):  # a delete did not take: never loop forever
+                    raise VectorStoreError(f"could not move the chunks of {scope!r} out of {self.collection_name!r}")
+                target = self._scope_collection(scope, create=True)
+                target.upsert(
+                    ids=page["ids"],
+                    embeddings=np.asarray(page["embeddings"], dtype=np.float32),
+                    documents=page["documents"],
+                    metadatas=page["metadatas"],
+                )
+                legacy.delete(ids=page["ids"])
+                rows["ids"].extend(page["ids"])
+            if rows["ids"]:
+                logger.info("moved %d chunks of %r out of the shared collection", len(rows["ids"]), scope)
+                self._bump(scope)
+            if legacy.count() == 0:
+                try:
+                    self._client.delete_collection(self.collection_name)
+                except Exception as exc:
+                    if not _is_not_found(exc):
+                        raise
+                self._legacy = False
+        except Exception:
+            with self._legacy_lock:
+                self._legacy_checked.discard(scope)
+            raise
 
     def _get_embedder(self):
         if self._embedder is None:
@@ -426,42 +587,52 @@ class VectorMemory:
     def _bump(self, scope_id: str) -> None:
         self._versions.bump(scope_id)
 
-    def _get_paged(self, where: dict[str, Any], include: list[str]) -> dict[str, list]:
-        collection = self._get_collection()
+    def _get_paged(self, scope_id: str, where: dict[str, Any] | None, include: list[str]) -> dict[str, list]:
         out: dict[str, list] = {"ids": [], "documents": [], "metadatas": [], "embeddings": []}
-        offset = 0
-        while True:
-            page = collection.get(where=where, include=include, limit=GET_PAGE_SIZE, offset=offset)
-            ids = page["ids"]
-            out["ids"].extend(ids)
-            for key in ("documents", "metadatas"):
-                if key in include:
-                    out[key].extend(page[key])
-            if "embeddings" in include:
-                out["embeddings"].extend(list(page["embeddings"]))
-            if len(ids) < GET_PAGE_SIZE:
-                return out
-            offset += GET_PAGE_SIZE
 
-    def _add(self, ids: list[str], embeddings: np.ndarray, documents: list[str], metadatas: list[dict]) -> None:
-        collection = self._get_collection()
+        def read(collection) -> dict[str, list]:
+            for values in out.values():
+                values.clear()
+            offset = 0
+            while True:
+                page = collection.get(where=where, include=include, limit=GET_PAGE_SIZE, offset=offset)
+                ids = page["ids"]
+                out["ids"].extend(ids)
+                for key in ("documents", "metadatas"):
+                    if key in include:
+                        out[key].extend(page[key])
+                if "embeddings" in include:
+                    out["embeddings"].extend(list(page["embeddings"]))
+                if len(ids) < GET_PAGE_SIZE:
+                    return out
+                offset += GET_PAGE_SIZE
+
+        return self._call(scope_id, read, create=False, default=out)
+
+    def _add(self, scope_id: str, ids: list[str], embeddings: np.ndarray, documents: list[str], metadatas: list[dict]) -> None:
         try:
             batch = int(self._client.get_max_batch_size())
         except Exception:
             batch = 1000
-        for start in range(0, len(ids), batch):
-            end = start + batch
-            collection.add(
-                ids=ids[start:end],
-                embeddings=np.asarray(embeddings[start:end], dtype=np.float32),
-                documents=documents[start:end],
-                metadatas=metadatas[start:end],
-            )
 
-    def _delete_ids(self, ids: list[str]) -> None:
-        collection = self._get_collection()
-        for start in range(0, len(ids), GET_PAGE_SIZE):
-            collection.delete(ids=ids[start : start + GET_PAGE_SIZE])
+        def write(collection) -> None:
+            for start in range(0, len(ids), batch):
+                end = start + batch
+                collection.upsert(
+                    ids=ids[start:end],
+                    embeddings=np.asarray(embeddings[start:end], dtype=np.float32),
+                    documents=documents[start:end],
+                    metadatas=metadatas[start:end],
+                )
+
+        self._call(scope_id, write, create=True)
+
+    def _delete_ids(self, scope_id: str, ids: list[str]) -> None:
+        def delete(collection) -> None:
+            for start in range(0, len(ids), GET_PAGE_SIZE):
+                collection.delete(ids=ids[start : start + GET_PAGE_SIZE])
+
+        self._call(scope_id, delete, create=False)
 
     # -- writes --
 
@@ -522,7 +693,7 @@ class VectorMemory:
         if not ids:
             return first_ids
         vectors = embedder.encode(documents, batch_size=batch_size)
-        self._add(ids, vectors, documents, metadatas)
+        self._add(str(save_id), ids, vectors, documents, metadatas)
         self._bump(str(save_id))
         return first_ids
 
@@ -572,10 +743,10 @@ class VectorMemory:
             if links:
                 extra["links"] = links
             items.append({"turn_id": 0, "text": text, "chunk_type": LORE, "metadata_extra": extra})
-        old = self._get_paged(_where([{"save_id": str(save_id)}, {"chunk_type": LORE}]), include=[])["ids"]
+        old = self._get_paged(str(save_id), {"chunk_type": LORE}, include=[])["ids"]
         new_ids = self.embed_chunks(save_id, items) if items else []
         if old:
-            self._delete_ids(old)
+            self._delete_ids(str(save_id), old)
             self._bump(str(save_id))
         return sum(1 for chunk_id in new_ids if chunk_id)
 
@@ -585,10 +756,9 @@ class VectorMemory:
         Return the number of chunks deleted. Lore (turn 0) survives any rewind to a turn
         >= 0. Works without the embedding runtime.
         """
-        where = _where([{"save_id": str(save_id)}, {"turn_id": {"$gt": int(target_turn_id)}}])
-        ids = self._get_paged(where, include=[])["ids"]
+        ids = self._get_paged(str(save_id), {"turn_id": {"$gt": int(target_turn_id)}}, include=[])["ids"]
         if ids:
-            self._delete_ids(ids)
+            self._delete_ids(str(save_id), ids)
             self._bump(str(save_id))
         return len(ids)
 
@@ -600,11 +770,31 @@ class VectorMemory:
         """
         if self._get_embedder() is None:
             return
-        where = _where([{"save_id": str(save_id)}, {"turn_id": int(turn_id)}, {"chunk_type": str(chunk_type)}])
-        old = self._get_paged(where, include=[])["ids"]
+        where = _where([{"turn_id": int(turn_id)}, {"chunk_type": str(chunk_type)}])
+        old = self._get_paged(str(save_id), where, include=[])["ids"]
         self.embed_chunk(save_id, turn_id, new_text, chunk_type=chunk_type)
         if old:
-            self._delete_ids(old)
+            self._delete_ids(str(save_id), old)
+            self._bump(str(save_id))
+
+    def update_turn_narratives(self, save_id: str, texts: dict[int, str], chunk_type: str = "narrative") -> None:
+        """`update_turn_narrative` for several turns at once ({turn_id: new text}).
+
+        One encode call and one write for all the turns, then the turns' old chunks of
+        `chunk_type` are deleted (a re-run replaces, never duplicates). Nothing changes when
+        the embedding runtime is unavailable.
+        """
+        if self._get_embedder() is None or not texts:
+            return
+        by_turn = {int(turn): text for turn, text in texts.items()}
+        turns = sorted(by_turn)
+        where = _where([{"turn_id": {"$in": turns}}, {"chunk_type": str(chunk_type)}])
+        old = self._get_paged(str(save_id), where, include=[])["ids"]
+        self.embed_chunks(
+            save_id, [{"turn_id": turn, "text": by_turn[turn], "chunk_type": chunk_type} for turn in turns]
+        )
+        if old:
+            self._delete_ids(str(save_id), old)
             self._bump(str(save_id))
 
     def copy_save(self, source_save_id: str, target_save_id: str, *, max_turn_id: int) -> int:
@@ -614,45 +804,51 @@ class VectorMemory:
         along. Idempotent: the target's chunks up to `max_turn_id` are replaced, its later
         chunks untouched. Return the number of chunks copied.
         """
-        source = self._get_paged(
-            _where([{"save_id": str(source_save_id)}, {"turn_id": {"$lte": int(max_turn_id)}}]),
-            include=["documents", "metadatas", "embeddings"],
-        )
-        stale = self._get_paged(
-            _where([{"save_id": str(target_save_id)}, {"turn_id": {"$lte": int(max_turn_id)}}]), include=[]
-        )["ids"]
+        horizon = {"turn_id": {"$lte": int(max_turn_id)}}
+        source = self._get_paged(str(source_save_id), horizon, include=["documents", "metadatas", "embeddings"])
+        stale = self._get_paged(str(target_save_id), horizon, include=[])["ids"]
         if stale:
-            self._delete_ids(stale)
+            self._delete_ids(str(target_save_id), stale)
         if source["ids"]:
             metadatas = [{**metadata, "save_id": str(target_save_id)} for metadata in source["metadatas"]]
             ids = [uuid.uuid4().hex for _ in source["ids"]]
-            self._add(ids, np.asarray(source["embeddings"], dtype=np.float32), source["documents"], metadatas)
+            self._add(str(target_save_id), ids, np.asarray(source["embeddings"], dtype=np.float32), source["documents"], metadatas)
         if stale or source["ids"]:
             self._bump(str(target_save_id))
         return len(source["ids"])
 
     def delete_save(self, save_id: str) -> int:
-        """Delete every chunk of a save (lore included); return how many."""
-        ids = self._get_paged({"save_id": str(save_id)}, include=[])["ids"]
-        if ids:
-            self._delete_ids(ids)
-            self._bump(str(save_id))
-        return len(ids)
+        """Delete every chunk of a save (lore included) by dropping its collection; return how many."""
+        scope = str(save_id)
+        collection = self._scope_collection(scope, create=False)
+        if collection is None:
+            return 0
+        try:
+            deleted = collection.count()
+            self._client.delete_collection(self.collection_name_for(scope))
+        except Exception as exc:
+            if not _is_not_found(exc):
+                raise
+            deleted = 0  # dropped meanwhile by another process
+        finally:
+            self._forget_collection(scope)
+        self._bump(scope)
+        return int(deleted)
 
     # -- reads --
 
     def count(self, save_id: str) -> int:
         """Return the number of chunks stored for a save (lore included)."""
-        return len(self._get_paged({"save_id": str(save_id)}, include=[])["ids"])
+        return int(self._call(str(save_id), lambda collection: collection.count(), create=False, default=0))
 
     def get_chunks(self, save_id: str, *, chunk_type: str | None = None, max_turn_id: int | None = None) -> list[dict[str, Any]]:
         """Return a save's chunks (id, text, turn_id, chunk_type, entry_id, metadata), by turn."""
-        conditions: list[dict[str, Any]] = [{"save_id": str(save_id)}]
+        conditions: list[dict[str, Any]] = []
         if chunk_type is not None:
             conditions.append({"chunk_type": chunk_type})
         if max_turn_id is not None:
             conditions.append({"turn_id": {"$lte": int(max_turn_id)}})
-        page = self._get_paged(_where(conditions), include=["documents", "metadatas"])
+        page = self._get_paged(str(save_id), _where(conditions), include=["documents", "metadatas"])
         rows = [self._result_row(i, d, m) for i, d, m in zip(page["ids"], page["documents"], page["metadatas"])]
         rows.sort(key=lambda row: (row["turn_id"], row["chunk_type"], row["metadata"].get("chunk_seq", 0)))
         return rows
@@ -723,12 +919,12 @@ class VectorMemory:
         a new id plus a deleted one), so a turn's write costs a page of ids, not the save.
         """
         if cached is None:
-            page = self._get_paged({"save_id": scope_id}, include=["documents", "metadatas"])
+            page = self._get_paged(scope_id, None, include=["documents", "metadatas"])
             return [
                 (chunk_id, text or "", metadata or {}, self._index_terms(text or ""))
                 for chunk_id, text, metadata in zip(page["ids"], page["documents"], page["metadatas"])
             ]
-        current = self._get_paged({"save_id": scope_id}, include=[])["ids"]
+        current = self._get_paged(scope_id, None, include=[])["ids"]
         rows = []
         missing = []
         for chunk_id in current:
@@ -737,9 +933,14 @@ class VectorMemory:
                 missing.append(chunk_id)
             else:
                 rows.append((chunk_id, cached.texts[position], cached.metadatas[position], cached.terms[position]))
-        collection = self._get_collection()
         for start in range(0, len(missing), GET_PAGE_SIZE):
-            page = collection.get(ids=missing[start : start + GET_PAGE_SIZE], include=["documents", "metadatas"])
+            wanted = missing[start : start + GET_PAGE_SIZE]
+            page = self._call(
+                scope_id,
+                lambda collection: collection.get(ids=wanted, include=["documents", "metadatas"]),
+                create=False,
+                default={"ids": [], "documents": [], "metadatas": []},
+            )
             for chunk_id, text, metadata in zip(page["ids"], page["documents"], page["metadatas"]):
                 rows.append((chunk_id, text or "", metadata or {}, self._index_terms(text or "")))
         return rows
@@ -849,19 +1050,24 @@ class VectorMemory:
         ).results
 
     def _semantic_arm(self, scope_id, query_vector, where, depth) -> tuple[list[str], dict[str, float]]:
-        collection = self._get_collection()
-        response = collection.query(
-            query_embeddings=[np.asarray(query_vector, dtype=np.float32)],
-            n_results=depth,
-            where=where,
-            include=["distances"],
+        response = self._call(
+            str(scope_id),
+            lambda collection: collection.query(
+                query_embeddings=[np.asarray(query_vector, dtype=np.float32)],
+                n_results=depth,
+                where=where,
+                include=["distances"],
+            ),
+            create=False,
+            default={"ids": [], "distances": []},
         )
         ids = response["ids"][0] if response["ids"] else []
         distances = response["distances"][0] if response.get("distances") else []
         return list(ids), {chunk_id: float(distance) for chunk_id, distance in zip(ids, distances)}
 
-    def _filters(self, save_id, horizon, chunk_type, exclude_chunk_type) -> dict[str, Any]:
-        conditions: list[dict[str, Any]] = [{"save_id": str(save_id)}]
+    def _filters(self, horizon, chunk_type, exclude_chunk_type) -> dict[str, Any] | None:
+        """The `where` of a scope's collection (the save needs no condition: it is the collection)."""
+        conditions: list[dict[str, Any]] = []
         if horizon is not None:
             conditions.append({"turn_id": {"$lte": int(horizon)}})
         if chunk_type is not None:
@@ -886,16 +1092,17 @@ class VectorMemory:
             query_vector = embedder.encode([query_text], batch_size=1)[0]
             timer.lap("embed_query")
             semantic_depth = len(view.positions) if full else depth
-            # Each condition of a Chroma `where` costs a metadata scan (measured: save only
-            # ~37 ms, save + horizon + type ~97 ms on 10k chunks), so conditions that the
-            # cached corpus shows to exclude nothing are left out, and a few excluded chunks
-            # are fetched and dropped here rather than filtered by Chroma.
+            # A Chroma `where` costs a metadata scan of the rows it matches (measured on a
+            # 10k-chunk collection: ~1 ms without, ~70-100 ms with), while the save is the
+            # collection itself. So the query goes without `where` when the cached corpus
+            # shows the filters exclude nothing or only a few chunks: those are fetched
+            # too and dropped here. Only a filter cutting many chunks goes to Chroma.
             excluded = len(corpus.ids) - len(view.positions)
             if excluded <= 3 * semantic_depth:
-                where = {"save_id": str(save_id)}
+                where = None
                 fetch = semantic_depth + excluded
             else:
-                where = self._filters(save_id, horizon, chunk_type, exclude_chunk_type)
+                where = self._filters(horizon, chunk_type, exclude_chunk_type)
                 fetch = semantic_depth
             ids, distances = self._semantic_arm(save_id, query_vector, where, fetch)
             # Keep chunks that pass the filter and were in the snapshot (not written since).
@@ -1081,6 +1288,39 @@ class VectorMemory:
                 expanded.append(extra)
         return expanded
 
+    def _find_chunk(self, scope_id: str, chunk_id: str) -> dict[str, list]:
+        """Fetch one chunk: from the scope's collection, else from the other scopes' (a
+        diagnostic path only: it reads every scope collection of this store)."""
+        empty: dict[str, list] = {"ids": [], "documents": [], "metadatas": []}
+
+        def fetch(collection):
+            return collection.get(ids=[chunk_id], include=["documents", "metadatas"])
+
+        found = self._call(scope_id, fetch, create=False, default=empty)
+        if found["ids"]:
+            return found
+        own_name = self.collection_name_for(scope_id)
+        prefix = self.collection_name + "-"
+        try:
+            others = self._client.list_collections()
+        except Exception as exc:
+            raise VectorStoreError(f"Chroma unavailable ({self.store_description}): {exc}") from exc
+        for other in others:
+            name = other if isinstance(other, str) else other.name
+            if not name.startswith(prefix) or name == own_name:
+                continue
+            try:
+                found = self._client.get_collection(name, embedding_function=None).get(
+                    ids=[chunk_id], include=["documents", "metadatas"]
+                )
+            except Exception as exc:
+                if _is_not_found(exc):
+                    continue
+                raise
+            if found["ids"]:
+                return found
+        return empty
+
     def explain_chunk(
         self,
         save_id: str,
@@ -1115,7 +1355,7 @@ class VectorMemory:
             "arm_depth": max(self.config.arm_depth, 2 * k),
             "filtered_size": 0,
         }
-        found = self._get_collection().get(ids=[chunk_id], include=["documents", "metadatas"])
+        found = self._find_chunk(str(save_id), chunk_id)
         if not found["ids"]:
             report["filtered_out"] = "no such chunk"
             return report

@@ -374,9 +374,10 @@ def test_explain_chunk_reports_ranks_and_filters(vm):
 
 def test_chroma_default_embedding_function_is_never_attached(vm):
     fill(vm)
-    collection = vm._get_collection()
+    collection = vm.collection_for("s1")
     assert collection._embedding_function is None
-    assert collection.name == "narrative_memory"
+    assert collection.name == "narrative_memory-s1"
+    assert collection.metadata["scope_id"] == "s1"
 
 
 def test_cache_reload_fetches_only_new_chunks(vm, embedder, monkeypatch):
@@ -386,7 +387,7 @@ def test_cache_reload_fetches_only_new_chunks(vm, embedder, monkeypatch):
     new_id = worker.embed_chunk("s1", 6, "Mira lights a lantern")
     worker.rollback("s1", 5)  # deletes it again...
     newer_id = worker.embed_chunk("s1", 6, "Mira blows out the lantern")  # ...and writes another
-    collection = vm._get_collection()
+    collection = vm.collection_for("s1")
     calls = []
     real_get = collection.get
 

@@ -314,11 +314,11 @@ def test_real_store_failed_delete_hides_later_chunks_and_retry_completes(
     original = real_vector._delete_ids
     calls = {"n": 0}
 
-    def flaky(ids):
+    def flaky(*args, **kwargs):  # VectorMemory._delete_ids(scope_id, ids)
         calls["n"] += 1
         if calls["n"] == 1:
             raise ConnectionError("chroma went away")
-        return original(ids)
+        return original(*args, **kwargs)
 
     monkeypatch.setattr(real_vector, "_delete_ids", flaky)
     manager = CheckpointManager(vector_memory=real_vector)
