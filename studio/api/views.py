@@ -316,7 +316,12 @@ def memory_query(request: HttpRequest, save_id: str) -> JsonResponse:
 def _query_warnings(stats) -> list[str]:
     """Say which retrieval arms were missing, so a degraded answer is never silent."""
     warnings = []
-    if not stats.semantic_available:
+    if stats.vector_store_error:
+        warnings.append(
+            "The vector store is unreachable: results come from the lexical arms over the last "
+            f"cached corpus ({stats.vector_store_error})."
+        )
+    elif not stats.semantic_available:
         warnings.append("The semantic arm was unavailable (no embedding model): results come from the lexical arms only.")
     if not stats.lexical_available:
         warnings.append("The lexical (BM25) arm was unavailable: results come from the semantic arm only.")

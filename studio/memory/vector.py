@@ -110,6 +110,9 @@ class QueryStats:
     reranked: bool = False
     semantic_available: bool = True
     lexical_available: bool = True
+    # Set when the vector store failed during this query and the answer fell back to the
+    # lexical arms over the last cached corpus.
+    vector_store_error: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -121,6 +124,7 @@ class QueryStats:
             "reranked": self.reranked,
             "semantic_available": self.semantic_available,
             "lexical_available": self.lexical_available,
+            "vector_store_error": self.vector_store_error,
         }
 
 
@@ -332,6 +336,14 @@ def _is_not_found(exc: Exception) -> bool:
     except Exception:  # pragma: no cover
         return False
     return isinstance(exc, NotFoundError)
+
+
+def _is_store_failure(exc: BaseException) -> bool:
+    """True for an error that means the vector store cannot be reached or used right now."""
+    if isinstance(exc, VectorStoreError):
+        return True
+    module = (type(exc).__module__ or "").split(".")[0]
+    return module in {"chromadb", "httpx", "httpcore"} or isinstance(exc, (ConnectionError, TimeoutError))
 
 
 def _where(conditions: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -886,7 +898,16 @@ class VectorMemory:
             if cached is not None and cached.version == version:
                 self._corpora.move_to_end(scope_id)
                 return cached
-        rows = self._load_rows(scope_id, cached)
+        try:
+            rows = self._load_rows(scope_id, cached)
+        except Exception as exc:
+            if cached is None or not _is_store_failure(exc):
+                raise
+            # The store is down: answer from the last corpus this process saw (it may miss
+            # the newest chunks) rather than failing the whole query.
+            stats.vector_store_error = f"{type(exc).__name__}: {exc}"[:300]
+            logger.warning("vector store unreachable, querying the cached corpus of %s: %s", scope_id, exc)
+            return cached
         rows.sort(
             key=lambda row: (int(row[2].get("turn_id", 0)), str(row[2].get("chunk_type", "")), row[2].get("chunk_seq", 0)),
         )
@@ -1088,7 +1109,9 @@ class VectorMemory:
         enabled = self.config.arms
         embedder = self._get_embedder() if "semantic" in enabled else None
         stats.semantic_available = embedder is not None
-        if embedder is not None and len(view.positions):
+        if stats.vector_store_error:
+            stats.semantic_available = False
+        elif embedder is not None and len(view.positions):
             query_vector = embedder.encode([query_text], batch_size=1)[0]
             timer.lap("embed_query")
             semantic_depth = len(view.positions) if full else depth
@@ -1104,7 +1127,16 @@ class VectorMemory:
             else:
                 where = self._filters(horizon, chunk_type, exclude_chunk_type)
                 fetch = semantic_depth
-            ids, distances = self._semantic_arm(save_id, query_vector, where, fetch)
+            try:
+                ids, distances = self._semantic_arm(save_id, query_vector, where, fetch)
+            except Exception as exc:
+                if not _is_store_failure(exc):
+                    raise
+                # The lexical arms run on the cached corpus: the query degrades, it does not fail.
+                stats.semantic_available = False
+                stats.vector_store_error = f"{type(exc).__name__}: {exc}"[:300]
+                logger.warning("vector store unreachable, semantic arm skipped for %s: %s", save_id, exc)
+                ids, distances = [], {}
             # Keep chunks that pass the filter and were in the snapshot (not written since).
             ids = [
                 chunk_id for chunk_id in ids
