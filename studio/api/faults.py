@@ -14,21 +14,6 @@ from studio.api.errors import ApiError
 RETRY_AFTER_SECONDS = "5"
 
 
-# A Chroma server that is down or restarting surfaces as an error of its HTTP client (or of
-# chromadb itself) from whichever collection call was running; no API request talks to
-# anything else over HTTP, so these all mean "the vector store is unavailable".
-VECTOR_CLIENT_MODULES = ("chromadb", "httpx", "httpcore")
-
-
-def _is_vector_store_failure(exc: BaseException) -> bool:
-    from studio.memory.vector import VectorStoreError
-
-    if isinstance(exc, VectorStoreError):
-        return True
-    module = type(exc).__module__ or ""
-    return module.split(".")[0] in VECTOR_CLIENT_MODULES
-
-
 def translate_exception(exc: BaseException | None = None) -> ApiError | None:
     exc = exc or sys.exc_info()[1]
     if exc is None:
@@ -36,6 +21,7 @@ def translate_exception(exc: BaseException | None = None) -> ApiError | None:
     from django.core.exceptions import PermissionDenied
     from django.http import Http404
 
+    from studio.memory.vector import is_store_failure
     from studio.saves.checkpoints import RewindError
 
     if isinstance(exc, Http404):  # from a shared selector such as save_get_for_user
@@ -44,7 +30,7 @@ def translate_exception(exc: BaseException | None = None) -> ApiError | None:
         return ApiError(403, "permission_denied", str(exc) or "You may not do this.")
     if isinstance(exc, RewindError):
         return ApiError(400, "validation_error", str(exc), {"turn_id": [str(exc)]})
-    if _is_vector_store_failure(exc):
+    if is_store_failure(exc):
         return ApiError(
             503,
             "vector_store_unavailable",

@@ -338,12 +338,16 @@ def _is_not_found(exc: Exception) -> bool:
     return isinstance(exc, NotFoundError)
 
 
-def _is_store_failure(exc: BaseException) -> bool:
+# A Chroma server that is down or restarting surfaces as an error of its HTTP client (or of
+# chromadb itself) from whichever collection call was running.
+STORE_CLIENT_MODULES = ("chromadb", "httpx", "httpcore")
+
+
+def is_store_failure(exc: BaseException) -> bool:
     """True for an error that means the vector store cannot be reached or used right now."""
     if isinstance(exc, VectorStoreError):
         return True
-    module = (type(exc).__module__ or "").split(".")[0]
-    return module in {"chromadb", "httpx", "httpcore"} or isinstance(exc, (ConnectionError, TimeoutError))
+    return (type(exc).__module__ or "").split(".")[0] in STORE_CLIENT_MODULES
 
 
 def _where(conditions: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -901,7 +905,7 @@ class VectorMemory:
         try:
             rows = self._load_rows(scope_id, cached)
         except Exception as exc:
-            if cached is None or not _is_store_failure(exc):
+            if cached is None or not is_store_failure(exc):
                 raise
             # The store is down: answer from the last corpus this process saw (it may miss
             # the newest chunks) rather than failing the whole query.
@@ -1130,7 +1134,7 @@ class VectorMemory:
             try:
                 ids, distances = self._semantic_arm(save_id, query_vector, where, fetch)
             except Exception as exc:
-                if not _is_store_failure(exc):
+                if not is_store_failure(exc):
                     raise
                 # The lexical arms run on the cached corpus: the query degrades, it does not fail.
                 stats.semantic_available = False
