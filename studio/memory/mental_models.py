@@ -25,7 +25,7 @@ from django.db import IntegrityError, transaction
 from studio.memory.facts import save_pk
 from studio.memory.models import MentalModel as MentalModelRow
 from studio.memory.models import subject_key_for
-from studio.memory.observations import update_rows
+from studio.memory.observations import roll_back_rows
 
 __all__ = [
     "MentalModel",
@@ -224,20 +224,19 @@ def rollback_models_for_pk(pk: int, target_turn_id: int) -> dict[str, int]:
     """Roll back the mental models of the save with pk `pk` in the caller's transaction."""
     n = int(target_turn_id)
     doomed, changed = models_to_roll_back(pk, n)
-    deleted, _ = doomed.delete()
-    rows = list(changed.only("id", "summary", "sources", "versions", "updated_turn_id"))
-    for row in rows:
-        values = restore_model_as_of(
+    return roll_back_rows(
+        MentalModelRow,
+        doomed,
+        changed.only("id", "summary", "sources", "versions", "updated_turn_id"),
+        lambda row: restore_model_as_of(
             summary=row.summary,
             sources=row.sources,
             versions=row.versions,
             updated_turn_id=row.updated_turn_id,
             target_turn_id=n,
-        )
-        for name, value in values.items():
-            setattr(row, name, value)
-    update_rows(MentalModelRow, rows, ROLLBACK_FIELDS)
-    return {"deleted": deleted, "updated": len(rows)}
+        ),
+        ROLLBACK_FIELDS,
+    )
 
 
 def rollback_mental_models(save_id: str, target_turn_id: int) -> dict[str, int]:

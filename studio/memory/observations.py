@@ -433,6 +433,21 @@ def restore_belief_as_of(
     }
 
 
+def roll_back_rows(model, doomed, changed, restore, field_names: list[str]) -> dict[str, int]:
+    """Delete `doomed`, set each `changed` row to `restore(row)` and write it back.
+
+    The write is one set-based UPDATE (`update_rows`); save() is bypassed, so `restore` must
+    return the derived columns too. Return {"deleted", "updated"}.
+    """
+    deleted, _ = doomed.delete()
+    rows = list(changed)
+    for row in rows:
+        for name, value in restore(row).items():
+            setattr(row, name, value)
+    update_rows(model, rows, field_names)
+    return {"deleted": deleted, "updated": len(rows)}
+
+
 def update_rows(model, rows, field_names: list[str]) -> None:
     """Write `field_names` of `rows` in as few statements as the database allows.
 
@@ -508,14 +523,11 @@ def rollback_beliefs_for_pk(pk: int, target_turn_id: int) -> dict[str, int]:
     """Roll back the beliefs of the save with pk `pk` in the caller's transaction."""
     n = int(target_turn_id)
     doomed, changed = beliefs_to_roll_back(pk, n)
-    deleted, _ = doomed.delete()
-    rows = list(
-        changed.only(
-            "id", "statement", "subject", "sources", "history", "updated_turn_id", "deleted_turn_id"
-        )
-    )
-    for row in rows:
-        values = restore_belief_as_of(
+    return roll_back_rows(
+        ObservationRow,
+        doomed,
+        changed.only("id", "statement", "subject", "sources", "history", "updated_turn_id", "deleted_turn_id"),
+        lambda row: restore_belief_as_of(
             statement=row.statement,
             subject=row.subject,
             sources=row.sources,
@@ -523,13 +535,9 @@ def rollback_beliefs_for_pk(pk: int, target_turn_id: int) -> dict[str, int]:
             updated_turn_id=row.updated_turn_id,
             deleted_turn_id=row.deleted_turn_id,
             target_turn_id=n,
-        )
-        for name, value in values.items():
-            setattr(row, name, value)
-    # One prepared UPDATE for the changed rows (save() is bypassed, so the derived
-    # columns are among the values set above).
-    update_rows(ObservationRow, rows, ROLLBACK_FIELDS)
-    return {"deleted": deleted, "updated": len(rows)}
+        ),
+        ROLLBACK_FIELDS,
+    )
 
 
 def rollback_observations(save_id: str, target_turn_id: int) -> dict[str, int]:
