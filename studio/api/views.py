@@ -257,7 +257,7 @@ def memory_query(request: HttpRequest, save_id: str) -> JsonResponse:
     A vector store that cannot be reached is a 503 (see faults.py); an embedding model that
     cannot load leaves the lexical arms, and the answer says so in `warnings`.
     """
-    from studio.memory.context import record_query
+    from studio.memory.search import record_query
     from studio.memory.vector import get_vector_memory
 
     save = save_for(request.user, save_id)

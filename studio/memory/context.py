@@ -17,10 +17,12 @@ does not fit is *cut* (kept in the result with the reason) and later, smaller it
 still fit. Each item says why it is there: which layer, the focus term or query mention
 that pulled it in, the retrieval arm ranks for chunks, the link for expanded lore.
 
-Every vector query passes the save's current turn as `current_turn_id`, so a chunk a
-failed rewind left behind is never returned. With `record=True` the two vector queries are
-stored as `RecordedQuery` rows (see `studio.memory.replay`), which is how a lore edit can
-later be replayed against what play actually asked.
+Both vector queries go through `studio.memory.search.memory_search`, which clamps the
+horizon to the save's current turn (`memory_horizon`, also the turn beliefs' trends and
+facts are read at), so a chunk a failed rewind left behind is never returned. With
+`record=True` the two vector queries are stored as `RecordedQuery` rows (see
+`studio.memory.replay`), which is how a lore edit can later be replayed against what play
+actually asked.
 """
 from __future__ import annotations
 
@@ -29,8 +31,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from studio.memory.models import MentalModel, Observation, RecordedQuery, subject_key_for
+from studio.memory.models import MentalModel, Observation, subject_key_for
 from studio.memory.observations import compute_trend
+from studio.memory.search import memory_horizon, memory_search, result_key
 
 DEFAULT_TOKEN_BUDGET = 1200
 DEFAULT_K_NARRATIVE = 6
@@ -135,18 +138,6 @@ class MemoryContext:
         }
 
 
-def result_key(result: dict) -> str:
-    """Return a key for a query result that survives re-embedding.
-
-    A lore chunk is re-created on every lore sync (new chunk id), so it is keyed by its
-    entry; a narrative chunk keeps its id until its turn is edited or rewound.
-    """
-    entry_id = result.get("entry_id") or (result.get("metadata") or {}).get("entry_id")
-    if result.get("chunk_type") == "lore" and entry_id:
-        return f"lore:{entry_id}"
-    return f"chunk:{result.get('id')}"
-
-
 def _word_in(term: str, text: str) -> bool:
     return re.search(rf"(?<!\w){re.escape(term)}(?!\w)", text, flags=re.IGNORECASE) is not None
 
@@ -207,7 +198,7 @@ def build_memory_context(
     """Return the memory context for the save's next turn, assembled within `token_budget`."""
     started = time.perf_counter()
     focus_terms = [t.strip() for t in focus_terms or [] if t and t.strip()]
-    turn = game_save.current_turn
+    turn = memory_horizon(game_save=game_save)
     subjects = _focus_subjects(game_save, query_text, focus_terms) if game_save.is_living else []
     subject_keys = [key for key, _ in subjects]
     subject_why = dict(subjects)
@@ -234,30 +225,30 @@ def build_memory_context(
         context.notes.append("Classic memory mode: only narrative chunks and lore are recalled.")
 
     if query_text.strip():
-        if vector_memory is None:
-            from studio.memory.vector import get_vector_memory
-
-            vector_memory = get_vector_memory()
-        narrative_params = {
-            "k": k_narrative,
-            "focus_terms": focus_terms or None,
-            "exclude_chunk_type": "lore",
-        }
-        lore_params = {"k": k_lore, "focus_terms": focus_terms or None, "chunk_type": "lore"}
-        narrative_outcome = vector_memory.query_explained(
-            game_save.save_id, query_text, current_turn_id=turn, **narrative_params
+        source = "context" if record else None
+        narrative_outcome = memory_search(
+            game_save=game_save,
+            query_text=query_text,
+            k=k_narrative,
+            focus_terms=focus_terms or None,
+            exclude_chunk_type="lore",
+            record_source=source,
+            vector_memory=vector_memory,
         )
-        lore_outcome = vector_memory.query_explained(
-            game_save.save_id, query_text, current_turn_id=turn, expand_links=True, **lore_params
+        lore_outcome = memory_search(
+            game_save=game_save,
+            query_text=query_text,
+            k=k_lore,
+            focus_terms=focus_terms or None,
+            chunk_type="lore",
+            expand_links=True,
+            record_source=source,
+            vector_memory=vector_memory,
         )
-        narrative, lore = narrative_outcome.results, lore_outcome.results
         context.timings["narrative_query_ms"] = round(narrative_outcome.stats.timings_ms.get("total", 0.0), 2)
         context.timings["lore_query_ms"] = round(lore_outcome.stats.timings_ms.get("total", 0.0), 2)
-        candidates += _narrative_items(narrative)
-        candidates += _lore_items(lore)
-        if record:
-            record_query(game_save=game_save, query_text=query_text, params={**narrative_params, "source": "context"}, results=narrative)
-            record_query(game_save=game_save, query_text=query_text, params={**lore_params, "source": "context"}, results=lore)
+        candidates += _narrative_items(narrative_outcome.results)
+        candidates += _lore_items(lore_outcome.results)
     else:
         context.notes.append("No query text: narrative memory and lore need one.")
 
@@ -397,20 +388,3 @@ def _lore_items(results: list[dict]) -> list[ContextItem]:
             )
         )
     return items
-
-
-def record_query(*, game_save, query_text: str, params: dict, results: list[dict]) -> RecordedQuery:
-    """Store a memory query made during play with the stable keys of its top results.
-
-    Link expansions (`explain["expanded_from"]`) are left out: a replay re-runs the query
-    itself, and compares its top k.
-    """
-    results = [r for r in results if not (r.get("explain") or {}).get("expanded_from")]
-    clean = {k: v for k, v in params.items() if v is not None}
-    return RecordedQuery.objects.create(
-        game_save=game_save,
-        turn_id=game_save.current_turn,
-        query_text=query_text,
-        params={**clean, "labels": {result_key(r): (r.get("text") or "")[:160] for r in results}},
-        result_ids=[result_key(r) for r in results],
-    )

@@ -145,7 +145,7 @@ def test_context_viewer_records_only_for_playtesters(client, universe, playteste
 
 
 def test_record_query_keys_results_stably_and_skips_link_expansions(game_save):
-    from studio.memory.context import record_query
+    from studio.memory.search import record_query
 
     recorded = record_query(
         game_save=game_save,

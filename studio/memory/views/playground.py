@@ -1,14 +1,12 @@
 """Memory search playground: a query with its explain records, and "why not" for any chunk."""
 from __future__ import annotations
 
-import time
-
 from django import forms
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from studio.memory.context import record_query
+from studio.memory.search import memory_explain_chunk, memory_search
 from studio.roles import is_playtester
 from studio.saves.views.access import visible_save
 from studio.saves.views.saves import save_page_context
@@ -30,12 +28,16 @@ class PlaygroundForm(forms.Form):
     chunk = forms.ChoiceField(choices=CHUNK_FILTERS, required=False, label="Chunks")
     record = forms.BooleanField(required=False, label="Record for lore replay")
 
-    def query_kwargs(self, game_save) -> dict:
-        """Return the `VectorMemory.query` keyword arguments this form asks for."""
+    def search_kwargs(self) -> dict:
+        """Return the `memory_search` keyword arguments this form asks for.
+
+        The form's "horizon" is `max_turn_id`; the search itself never looks past the save's
+        current turn (`memory_horizon`), so a horizon beyond it changes nothing.
+        """
         data = self.cleaned_data
         kwargs = {
+            "query_text": data["q"],
             "k": data.get("k") or 5,
-            "current_turn_id": game_save.current_turn,
             "max_turn_id": data.get("horizon"),
             "focus_terms": [t.strip() for t in (data.get("focus") or "").split(",") if t.strip()] or None,
             "chunk_type": None,
@@ -49,12 +51,6 @@ class PlaygroundForm(forms.Form):
         return kwargs
 
 
-def _vector_memory():
-    from studio.memory.vector import get_vector_memory
-
-    return get_vector_memory()
-
-
 @require_GET
 def playground(request: HttpRequest, save_id: str) -> HttpResponse:
     game_save = visible_save(request, save_id)
@@ -64,15 +60,11 @@ def playground(request: HttpRequest, save_id: str) -> HttpResponse:
     elapsed_ms = None
     recorded = None
     if form.is_bound and form.is_valid():
-        kwargs = form.query_kwargs(game_save)
-        started = time.perf_counter()
-        outcome = _vector_memory().query_explained(game_save.save_id, form.cleaned_data["q"], **kwargs)
-        elapsed_ms = round((time.perf_counter() - started) * 1000, 1)
-        results = outcome.results
-        stats = outcome.stats.as_dict()
-        if form.cleaned_data.get("record") and is_playtester(request.user):
-            params = {k: v for k, v in kwargs.items() if k in ("k", "focus_terms", "chunk_type", "exclude_chunk_type")}
-            recorded = record_query(game_save=game_save, query_text=form.cleaned_data["q"], params={**params, "source": "playground"}, results=results)
+        record = bool(form.cleaned_data.get("record")) and is_playtester(request.user)
+        outcome = memory_search(
+            game_save=game_save, **form.search_kwargs(), record_source="playground" if record else None
+        )
+        results, stats, elapsed_ms, recorded = outcome.results, outcome.stats.as_dict(), outcome.elapsed_ms, outcome.recorded
     context = save_page_context(request, game_save, "playground")
     context.update({"form": form, "results": results, "stats": stats, "elapsed_ms": elapsed_ms, "recorded": recorded})
     template = "memory/playground.html#results" if request.htmx else "memory/playground.html"
@@ -90,8 +82,7 @@ def why_not(request: HttpRequest, save_id: str) -> HttpResponse:
     if not chunk_id:
         error = "Give the id of a chunk."
     elif form.is_valid():
-        kwargs = form.query_kwargs(game_save)
-        report = _vector_memory().explain_chunk(game_save.save_id, form.cleaned_data["q"], chunk_id, **kwargs)
+        report = memory_explain_chunk(game_save=game_save, chunk_id=chunk_id, **form.search_kwargs())
     else:
         error = "Give a query."
     context = save_page_context(request, game_save, "playground")
