@@ -256,7 +256,7 @@ def main() -> None:
                   + ", ".join(f"{k} {v:.1f}" for k, v in timings.items() if k != "total"))
 
     # Raw floors measured in the same run.
-    from studio.saves.selectors import fact_list
+    from studio.memory.selectors import fact_list
 
     raw = {
         "facts": time_raw(lambda: list(Fact.objects.filter(game_save=big).order_by("-turn_id", "-id")[:50]), args.repeat),

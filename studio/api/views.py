@@ -15,9 +15,9 @@ from studio.api.access import require_writer, save_for, universe_for
 from studio.api.errors import ApiError, conflict, not_found
 from studio.api.http import Params, api_view, json_body, page, page_params
 from studio.api.openapi import build_openapi
-from studio.memory.facts import get_facts
-from studio.memory.mental_models import get_mental_models
-from studio.memory.observations import TRENDS, get_observations
+from studio.memory.observations import TRENDS
+from studio.memory.search import memory_horizon, memory_search
+from studio.memory.selectors import belief_list_at_turn, fact_list_at_turn, mental_model_list_at_turn
 from studio.roles import is_author, is_playtester
 from studio.saves.models import Event, MemoryMode, Save, StateCache
 from studio.saves.selectors import save_list_for_user
@@ -185,55 +185,47 @@ def _turn_update(request: HttpRequest, save_id: str, turn_id: int) -> JsonRespon
 # -- living memory reads -------------------------------------------------------------------
 
 
-def _horizon(params: Params) -> int | None:
-    return params.integer("max_turn_id", minimum=0)
+def _horizon(params: Params, save: Save) -> int:
+    """Read `max_turn_id`, clamped to the save's current turn (absent: the current turn)."""
+    return memory_horizon(game_save=save, turn_id=params.integer("max_turn_id", minimum=0))
 
 
 @api_view("GET")
 def fact_list(request: HttpRequest, save_id: str) -> JsonResponse:
     save = save_for(request.user, save_id)
     params, limit, offset = page_params(request)
-    max_turn_id = _horizon(params)
+    horizon = _horizon(params, save)
     entity = params.string("entity", max_length=200)
     params.done()
-    facts = get_facts(save.save_id, max_turn_id=max_turn_id, entity=entity or None, limit=offset + limit + 1)
-    items = [serializers.fact_json(f) for f in facts[offset:]]
-    return JsonResponse(page(items, limit=limit, offset=offset))
+    facts = fact_list_at_turn(game_save=save, horizon=horizon, entity=entity, offset=offset, limit=limit + 1)
+    return JsonResponse(page([serializers.fact_json(f) for f in facts], limit=limit, offset=offset))
 
 
 @api_view("GET")
 def belief_list(request: HttpRequest, save_id: str) -> JsonResponse:
     save = save_for(request.user, save_id)
     params, limit, offset = page_params(request)
-    max_turn_id = _horizon(params)
+    horizon = _horizon(params, save)
     subject = params.string("subject", max_length=200)
     trend = params.string("trend", choices=list(TRENDS))
     stale = params.boolean("stale")
     params.done()
-    now_turn = save.current_turn if max_turn_id is None else min(max_turn_id, save.current_turn)
-    # Trend and staleness are computed per belief, so those filters read every candidate.
-    filtered = trend is not None or stale is not None
-    beliefs = get_observations(
-        save.save_id, max_turn_id=max_turn_id, subject=subject, limit=None if filtered else offset + limit + 1
+    beliefs = belief_list_at_turn(
+        game_save=save, horizon=horizon, subject=subject, trend=trend, stale=stale, offset=offset, limit=limit + 1
     )
-    items = [serializers.belief_json(b, now_turn) for b in beliefs]
-    if trend is not None:
-        items = [b for b in items if b["trend"] == trend]
-    if stale is not None:
-        items = [b for b in items if b["stale"] == stale]
-    return JsonResponse(page(items[offset : offset + limit + 1], limit=limit, offset=offset) | {"now_turn": now_turn})
+    items = [serializers.belief_json(b, horizon) for b in beliefs]
+    return JsonResponse(page(items, limit=limit, offset=offset) | {"now_turn": horizon})
 
 
 @api_view("GET")
 def mental_model_list(request: HttpRequest, save_id: str) -> JsonResponse:
     save = save_for(request.user, save_id)
     params, limit, offset = page_params(request)
-    max_turn_id = _horizon(params)
+    horizon = _horizon(params, save)
     subject = params.string("subject", max_length=200)
     params.done()
-    models = get_mental_models(save.save_id, max_turn_id=max_turn_id, subject=subject, limit=offset + limit + 1)
-    items = [serializers.mental_model_json(m) for m in models[offset:]]
-    return JsonResponse(page(items, limit=limit, offset=offset))
+    models = mental_model_list_at_turn(game_save=save, horizon=horizon, subject=subject, offset=offset, limit=limit + 1)
+    return JsonResponse(page([serializers.mental_model_json(m) for m in models], limit=limit, offset=offset))
 
 
 # -- memory query and the assembled context ------------------------------------------------
@@ -257,9 +249,6 @@ def memory_query(request: HttpRequest, save_id: str) -> JsonResponse:
     A vector store that cannot be reached is a 503 (see faults.py); an embedding model that
     cannot load leaves the lexical arms, and the answer says so in `warnings`.
     """
-    from studio.memory.search import record_query
-    from studio.memory.vector import get_vector_memory
-
     save = save_for(request.user, save_id)
     params = _read_params(request)
     query_text = params.string("query_text", required=True, max_length=4000, allow_blank=False)
@@ -274,38 +263,25 @@ def memory_query(request: HttpRequest, save_id: str) -> JsonResponse:
     params.done()
     if record:
         require_writer(request.user)
-    # The save's current turn is always the horizon: a chunk a failed rewind left behind
-    # (turn > current) must never come back, whatever the client asks.
-    horizon = save.current_turn if current_turn_id is None else min(current_turn_id, save.current_turn)
-    outcome = get_vector_memory().query_explained(
-        save.save_id,
-        query_text,
+    # memory_search clamps the horizon to the save's current turn: a chunk a failed rewind
+    # left behind (turn > current) never comes back, whatever the client asks.
+    outcome = memory_search(
+        game_save=save,
+        query_text=query_text,
         k=k,
-        current_turn_id=horizon,
+        current_turn_id=current_turn_id,
         max_turn_id=max_turn_id,
         focus_terms=focus_terms,
         chunk_type=chunk_type or None,
         exclude_chunk_type=exclude_chunk_type or None,
         expand_links=expand_links,
+        record_source="api" if record else None,
     )
-    if record:
-        record_query(
-            game_save=save,
-            query_text=query_text,
-            params={
-                "k": k,
-                "focus_terms": focus_terms,
-                "chunk_type": chunk_type,
-                "exclude_chunk_type": exclude_chunk_type,
-                "source": "api",
-            },
-            results=outcome.results,
-        )
     return _json(
         {
             "save_id": save.save_id,
             "query_text": query_text,
-            "current_turn_id": horizon,
+            "current_turn_id": outcome.current_turn_id,
             "results": [serializers.chunk_result_json(r) for r in outcome.results],
             "warnings": _query_warnings(outcome.stats),
             "stats": outcome.stats.as_dict(),

@@ -123,7 +123,7 @@ def test_a_locked_database_is_503_with_retry_after(api, game_save, monkeypatch):
     def locked(*args, **kwargs):
         raise OperationalError("database is locked")
 
-    monkeypatch.setattr(views, "get_facts", locked)
+    monkeypatch.setattr(views, "fact_list_at_turn", locked)
     response = api.get(f"/api/v1/saves/{game_save.save_id}/facts")
     assert response.status_code == 503
     assert error_code(response) == "database_busy"
@@ -136,7 +136,7 @@ def test_an_unexpected_error_is_a_json_500(api, game_save, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(views, "get_facts", broken)
+    monkeypatch.setattr(views, "fact_list_at_turn", broken)
     response = api.get(f"/api/v1/saves/{game_save.save_id}/facts")
     assert response.status_code == 500
     assert error_code(response) == "internal_error"
@@ -168,7 +168,7 @@ def test_django_exceptions_from_shared_code_become_json(api, game_save, monkeypa
     def raising(*args, **kwargs):
         raise Http404("gone") if exc == "http404" else PermissionDenied("no")
 
-    monkeypatch.setattr(views, "get_facts", raising)
+    monkeypatch.setattr(views, "fact_list_at_turn", raising)
     response = api.get(f"/api/v1/saves/{game_save.save_id}/facts")
     assert response.status_code == status
     assert error_code(response) in {"not_found", "permission_denied"}

@@ -1,27 +1,15 @@
 """Beliefs by subject with trend badges, and one belief's page (evidence chart, history)."""
 from __future__ import annotations
 
-from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from studio.memory.charts import evidence_chart
 from studio.memory.models import subject_key_for
-from studio.memory.observations import compute_trend
-from studio.saves.selectors import BELIEFS_PER_PAGE, belief_get, belief_list, belief_subjects, facts_by_id
+from studio.memory.selectors import belief_get, belief_page, belief_sources, belief_subjects, source_turns
 from studio.saves.views.access import visible_save
 from studio.saves.views.saves import save_page_context
-
-
-def _source_turns(belief) -> list[int]:
-    turns = []
-    for source in belief.sources or []:
-        try:
-            turns.append(int(source.get("turn_id")))
-        except (TypeError, ValueError, AttributeError):
-            continue
-    return turns
 
 
 @require_GET
@@ -31,12 +19,7 @@ def beliefs(request: HttpRequest, save_id: str) -> HttpResponse:
     subject = request.GET.get("subject")
     subject_key = subject_key_for(subject) if subject is not None else None
     search = request.GET.get("q", "").strip()[:200]
-    page = Paginator(belief_list(game_save=game_save, subject_key=subject_key, search=search), BELIEFS_PER_PAGE).get_page(
-        request.GET.get("page", 1)
-    )
-    now = game_save.current_turn
-    for belief in page.object_list:
-        belief.trend = compute_trend(_source_turns(belief), now)
+    page = belief_page(game_save=game_save, subject_key=subject_key, search=search, page_number=request.GET.get("page", 1))
     context = save_page_context(request, game_save, "beliefs")
     context.update(
         {
@@ -55,22 +38,14 @@ def belief_detail(request: HttpRequest, save_id: str, observation_id: int) -> Ht
     """One belief: its trend, its evidence over turns (SVG) and its history trail."""
     game_save = visible_save(request, save_id)
     belief = belief_get(game_save=game_save, observation_id=observation_id)
-    turns = _source_turns(belief)
-    now = game_save.current_turn
-    chart = evidence_chart(source_turns=turns, history=belief.history or [], now_turn=now)
-    fact_ids = [int(s["fact_id"]) for s in belief.sources or [] if str(s.get("fact_id", "")).isdigit()]
-    facts = facts_by_id(game_save=game_save, fact_ids=fact_ids)
-    sources = [
-        {"fact_id": s.get("fact_id"), "turn_id": s.get("turn_id"), "fact": facts.get(int(s["fact_id"])) if str(s.get("fact_id", "")).isdigit() else None}
-        for s in sorted(belief.sources or [], key=lambda s: (int(s.get("turn_id") or 0), int(s.get("fact_id") or 0)))
-    ]
+    chart = evidence_chart(source_turns=source_turns(belief), history=belief.history or [], now_turn=game_save.current_turn)
     context = save_page_context(request, game_save, "beliefs")
     context.update(
         {
             "belief": belief,
             "trend": chart.trend,
             "chart": chart,
-            "sources": sources,
+            "sources": belief_sources(game_save=game_save, belief=belief),
             "history": list(reversed(belief.history or [])),
         }
     )

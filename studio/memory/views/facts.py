@@ -6,7 +6,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from studio.saves.selectors import FACTS_PER_PAGE, fact_list, fact_types
+from studio.memory.selectors import FACTS_PER_PAGE, fact_list, fact_types
 from studio.saves.views.access import visible_save
 from studio.saves.views.saves import save_page_context
 

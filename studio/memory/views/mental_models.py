@@ -9,21 +9,15 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from studio.memory.models import MentalModel
-from studio.saves.selectors import mental_model_list
+from studio.memory.selectors import mental_model_list
 from studio.saves.views.access import playtest_save, visible_save
 from studio.saves.views.saves import save_page_context
-
 
 SOURCES_SHOWN = 8
 
 
 def _context(request: HttpRequest, game_save, **extra) -> dict:
-    models, beliefs = mental_model_list(game_save=game_save, sources_shown=SOURCES_SHOWN)
-    for model in models:
-        shown = model.source_ids[:SOURCES_SHOWN]
-        model.source_beliefs = [beliefs[i] for i in shown if i in beliefs]
-        model.missing_sources = len(shown) - len(model.source_beliefs)
-        model.more_sources = max(len(model.source_ids) - SOURCES_SHOWN, 0)
+    models = mental_model_list(game_save=game_save, sources_shown=SOURCES_SHOWN)
     context = save_page_context(request, game_save, "models")
     context.update(
         {
