@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 from django.contrib import messages
-from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from studio.memory.models import MentalModel
 from studio.memory.selectors import mental_model_list
+from studio.memory.services import mental_models_refresh_request
 from studio.saves.views.access import playtest_save, visible_save
 from studio.saves.views.saves import save_page_context
 
@@ -41,15 +40,9 @@ def mental_models(request: HttpRequest, save_id: str) -> HttpResponse:
 @require_POST
 def mental_models_refresh(request: HttpRequest, save_id: str) -> HttpResponse:
     """Queue a refresh of the save's stale mental models (flagging one model first if named)."""
-    from studio.memory.jobs import enqueue_refresh_models
-
     game_save = playtest_save(request, save_id)
     model_id = request.POST.get("model_id", "")
-    with transaction.atomic():
-        if model_id.isdigit():
-            # The refresh job regenerates the stale models; flagging one asks for it now.
-            MentalModel.objects.filter(game_save=game_save, pk=int(model_id)).update(stale=True)
-        job = enqueue_refresh_models(game_save=game_save)
+    job = mental_models_refresh_request(game_save=game_save, model_id=int(model_id) if model_id.isdigit() else None)
     note = f"Refresh queued (job {job.pk})."
     if not request.htmx:
         messages.success(request, note)
