@@ -58,10 +58,6 @@ def universe_delete_summary(*, universe: Universe) -> dict[str, int]:
     }
 
 
-def lore_entry_list(*, universe: Universe) -> QuerySet[LoreEntry]:
-    return universe.lore_entries.all()
-
-
 def lore_entry_search(*, universe: Universe, q: str = "", kind: str = "", sort: str = "title") -> QuerySet[LoreEntry]:
     """Return the universe's entries matching a text query and kind, in the chosen order."""
     qs = universe.lore_entries.all()

@@ -8,9 +8,10 @@ from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
-from django_htmx.http import HttpResponseClientRedirect, retarget, reswap
+from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling, retarget, reswap
 
 from studio.universes import services
 from studio.universes.counting import EMBEDDING_MAX_TOKENS, token_method
@@ -32,7 +33,6 @@ from studio.universes.views.common import universe_context, visible_universe, wr
 from studio.universes.views.interchange import selection_export_response
 
 PAGE_SIZE = 50
-STATUS_POLL_DONE = 286  # htmx stops polling on this status
 FILTER_FIELDS = ("q", "mode", "kind", "sort")
 
 
@@ -245,17 +245,17 @@ def _list_url(universe, filters) -> str:
 
 @require_GET
 def lore_status(request: HttpRequest, slug: str) -> HttpResponse:
-    """Embedding states. htmx: badge updates for the listed rows; 286 stops the polling."""
+    """Embedding states. htmx: badge updates for the listed rows; once nothing is pending the
+    fragment comes with 286 (`HttpResponseStopPolling`), which stops the polling."""
     universe = visible_universe(request, slug)
     pending = lore_pending_count(universe=universe)
     if request.htmx:
         pks = [int(p) for p in request.GET.getlist("ids") if p.strip().isdigit()][:500]
         context = {**universe_context(request, universe, "lore"), "pending": pending,
                    "states": lore_embedding_states(universe=universe, pks=pks)}
-        response = render(request, "universes/lore_list.html#status", context)
         if not pending:
-            response.status_code = STATUS_POLL_DONE
-        return response
+            return HttpResponseStopPolling(render_to_string("universes/lore_list.html#status", context, request=request))
+        return render(request, "universes/lore_list.html#status", context)
     failed = universe.lore_entries.filter(embedding_state=EmbeddingState.FAILED).only(
         "entry_id", "title", "embedding_error")
     counts = {state: universe.lore_entries.filter(embedding_state=state).count() for state in EmbeddingState.values}
