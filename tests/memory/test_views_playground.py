@@ -86,3 +86,11 @@ def test_why_not_explains_a_filtered_chunk(client, playtester, game_save, chunks
     assert "after the horizon (turn 3)" in html
     html = client.get(url(game_save, "memory:why_not"), {"q": "crowns", "chunk_id": "nope"}).content.decode()
     assert "no such chunk" in html
+
+
+def test_playground_horizon_beyond_the_current_turn_is_clamped(client, playtester, game_save, chunks):
+    client.force_login(playtester)
+    html = client.get(url(game_save), {"q": "silver crowns", "horizon": 99, "k": 10}).content.decode()
+    assert "Mira lends Kaël ten silver crowns." in html and "Kaël repays" not in html
+    why = client.get(url(game_save, "memory:why_not"), {"q": "crowns", "horizon": 99, "chunk_id": chunks["future"]}).content.decode()
+    assert "after the horizon (turn 3)" in why
