@@ -30,7 +30,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from studio.memory.context import result_key
+from studio.memory.search import memory_search, result_key
 from studio.memory.models import Job, JobKind, JobStatus, RecordedQuery
 
 DEFAULT_TURNS = 10
@@ -138,13 +138,14 @@ def replay_recorded_queries(*, game_save, turns: int = DEFAULT_TURNS, vector_mem
     for recorded in recorded_queries_for(game_save=game_save, turns=turns):
         params = {key: recorded.params[key] for key in QUERY_PARAMS if recorded.params.get(key) is not None}
         t0 = time.perf_counter()
-        results = vector_memory.query(
-            game_save.save_id,
-            recorded.query_text,
-            current_turn_id=game_save.current_turn,
+        # At the save's current turn (memory_search's clamp), narrowed to the recorded turn.
+        results = memory_search(
+            game_save=game_save,
+            query_text=recorded.query_text,
             max_turn_id=recorded.turn_id,
+            vector_memory=vector_memory,
             **params,
-        )
+        ).results
         labels = dict(recorded.params.get("labels") or {})
         for result in results:
             labels.setdefault(result_key(result), (result.get("text") or "")[:160])

@@ -1,7 +1,7 @@
 """Search a save's narrative memory: the one place the turn horizon is clamped.
 
 Every memory search the studio makes goes through `memory_search` (the JSON API's query,
-the search playground, the context builder's narrative and lore queries) or
+the search playground, the context builder's narrative and lore queries, lore replay) or
 `memory_explain_chunk` (the playground's "why not this chunk?"). Both pass
 `memory_horizon(...)` to `VectorMemory` as `current_turn_id`, so the rule is typed once:
 
