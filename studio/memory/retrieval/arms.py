@@ -195,7 +195,7 @@ class OwnTextArm(_BM25Arm):
 
     def rank(self, arm_input: ArmInput) -> ArmRanking:
         scores = arm_input.bm25(self.kind)
-        ranked = lexical._ranked_indices(scores, arm_input.top)
+        ranked = lexical.ranked_indices(scores, arm_input.top)
         ids = arm_input.ids_at(ranked)
         return ArmRanking(ids, {chunk_id: float(scores[i]) for chunk_id, i in zip(ids, ranked)})
 

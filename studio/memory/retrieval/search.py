@@ -179,7 +179,9 @@ class HybridSearch:
         return QueryResult(results, stats)
 
     @staticmethod
-    def _focus(corpus: Corpus, fused, focus_terms: list[str] | None, config: RetrievalConfig) -> list[Candidate]:
+    def _focus(
+        corpus: Corpus, fused: list[tuple[str, float]], focus_terms: list[str] | None, config: RetrievalConfig
+    ) -> list[Candidate]:
         """Turn the fused ranking into candidates, boosting those that mention a focus term."""
         focus = [phrase for phrase in (_phrase(term) for term in focus_terms or []) if phrase.strip()]
         candidates = []
@@ -195,7 +197,14 @@ class HybridSearch:
         return candidates
 
     @staticmethod
-    def _rerank(corpus, candidates: list[Candidate], query_text: str, reranker, config, stats) -> list[Candidate]:
+    def _rerank(
+        corpus: Corpus,
+        candidates: list[Candidate],
+        query_text: str,
+        reranker: Any,
+        config: RetrievalConfig,
+        stats: QueryStats,
+    ) -> list[Candidate]:
         """Re-sort the first `rerank_pool` candidates by the reranker's score (ties: fused order)."""
         pool = candidates[: config.rerank_pool]
         scores = reranker.rerank(query_text, [corpus.texts[corpus.position[c.chunk_id]] for c in pool])
@@ -208,7 +217,9 @@ class HybridSearch:
         return [pool[i] for i in order] + candidates[len(pool) :]
 
     @staticmethod
-    def _expand_links(corpus: Corpus, view: View, results: list[dict[str, Any]], config) -> list[dict[str, Any]]:
+    def _expand_links(
+        corpus: Corpus, view: View, results: list[dict[str, Any]], config: RetrievalConfig
+    ) -> list[dict[str, Any]]:
         """Return the lore entries linked from lore hits (one hop, capped), not already present."""
         present = {row["entry_id"] for row in results if row.get("entry_id")}
         lore_by_entry: dict[str, int] = {}
