@@ -107,7 +107,8 @@ class VectorMemory:
     server; no lock is taken then); `embedder`, an embedding model object (default: the
     packaged MiniLM, loaded lazily); `versions`, the corpus-version store (default: the
     database); `config`, the RetrievalConfig; `rerank_pool`, the reranker's candidate cap;
-    `collection_name`, the prefix of the scopes' collection names.
+    `collection_name`, the prefix of the scopes' collection names. `store` is the
+    ChunkStore (the scopes' collections, for tools that reach Chroma directly).
     """
 
     def __init__(
