@@ -77,7 +77,7 @@ def main() -> int:
 
     vm = VectorMemory(settings.CHROMA_PATH)
     embedder = get_embedder()
-    shared = vm._client.get_or_create_collection("layout-probe-shared", embedding_function=None,
+    shared = vm.store.client.get_or_create_collection("layout-probe-shared", embedding_function=None,
                                                  configuration={"hnsw": {"space": "cosine"}})
     base_texts, questions = locomo_texts_and_questions(Path(args.data))
     questions = questions[: args.queries]
@@ -88,7 +88,7 @@ def main() -> int:
     print(f"embedded {len(base_texts)} texts with MiniLM in {time.perf_counter() - start:.1f} s", file=sys.stderr)
     query_vectors = embedder.encode(questions, batch_size=32)
 
-    batch = int(vm._client.get_max_batch_size())
+    batch = int(vm.store.client.get_max_batch_size())
     corpora = {}
     for size in sizes:
         save_id = f"bench-{size}"
@@ -195,7 +195,7 @@ def main() -> int:
         print(f"| {size:,} | {summarize_ms(layout['shared collection, where save'])['p50']:.2f} ms | "
               f"{summarize_ms(chroma)['p50']:.2f} ms | "
               f"{summarize_ms(layout['own collection, where turn+type'])['p50']:.2f} ms | {recall} |")
-    vm._client.delete_collection("layout-probe-shared")
+    vm.store.client.delete_collection("layout-probe-shared")
     vm.close()
     return 0
 

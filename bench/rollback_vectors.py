@@ -55,7 +55,7 @@ def main() -> int:
     from studio.memory.vector import VectorMemory
 
     vm = VectorMemory(settings.CHROMA_PATH)
-    batch = int(vm._client.get_max_batch_size())
+    batch = int(vm.store.client.get_max_batch_size())
     rng = np.random.default_rng(1)
     engine, raw, deleted = [], [], []
     half = args.turns // 2

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from studio.memory import vector
-from studio.memory.retrieval import lexical
+from studio.memory.retrieval import lexical, store
 from studio.memory.vector import RetrievalConfig, VectorMemory
 from studio.memory.models import VectorCorpusVersion
 from tests.memory.vector_helpers import HashingEmbedder
@@ -224,7 +224,7 @@ def test_copy_save_copies_embeddings_without_reembedding(vm, embedder):
 
 
 def test_get_pages_past_the_page_size(vm, monkeypatch):
-    monkeypatch.setattr(vector, "GET_PAGE_SIZE", 7)
+    monkeypatch.setattr(store, "GET_PAGE_SIZE", 7)
     vm.embed_chunks("s1", [{"turn_id": i, "text": f"chunk {i} text"} for i in range(1, 31)])
     assert vm.count("s1") == 30
     assert len(vm.get_chunks("s1")) == 30

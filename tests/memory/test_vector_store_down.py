@@ -24,8 +24,8 @@ def break_store(vm, monkeypatch):
     def down(*args, **kwargs):
         raise httpx.ConnectError("connection refused")
 
-    monkeypatch.setattr(vm, "_call", down)
-    monkeypatch.setattr(vm, "_get_paged", down)
+    # Every read and write of a scope's collection goes through ChunkStore.call.
+    monkeypatch.setattr(vm.store, "call", down)
 
 
 def test_warm_query_falls_back_to_the_lexical_arms_with_a_warning(vm, monkeypatch):

@@ -286,8 +286,8 @@ def build_bm25(corpus_texts: list[str]):
     return PostingsBM25([index_terms(text) for text in corpus_texts])
 
 
-def _ranked_indices(scores: np.ndarray, top_n: int | None) -> np.ndarray:
-    """Return indices of non-zero scores, best first, ties in input order."""
+def ranked_indices(scores: np.ndarray, top_n: int | None) -> np.ndarray:
+    """Return indices of non-zero scores, best first, ties in input order (`top_n`: the best n)."""
     nonzero = np.flatnonzero(scores)
     if nonzero.size == 0:
         return nonzero
@@ -325,7 +325,7 @@ def rank_with_bm25(bm25, query_text: str, corpus_ids: list[str], top_n: int | No
     scores = score_with_bm25(bm25, query_text)
     if scores is None:
         return []
-    return [corpus_ids[i] for i in _ranked_indices(scores, top_n)]
+    return [corpus_ids[i] for i in ranked_indices(scores, top_n)]
 
 
 def rank_by_bm25(query_text: str, corpus_ids: list[str], corpus_texts: list[str]) -> list[str]:

@@ -1,0 +1,39 @@
+"""The search pipeline's knobs, in one frozen dataclass.
+
+The defaults are the measured ones; docs/retrieval.md ("What each change bought") gives the
+LoCoMo figures behind each. A VectorMemory reads its config at every query (the BM25 views
+it caches were built with the config current at the time; `VectorMemory.set_config` drops
+them).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from studio.memory.retrieval import fusion
+
+
+@dataclass(frozen=True)
+class RetrievalConfig:
+    """The search pipeline's knobs; the defaults are the measured ones (docs/retrieval.md)."""
+
+    arms: tuple[str, ...] = ("semantic", "lexical", "context", "turn")
+    stop_words: bool = True
+    fold_inflections: bool = True
+    rrf_k: int = fusion.DEFAULT_RRF_K
+    arm_depth: int = 50  # each arm contributes its best `arm_depth` ids (cap_per_source)
+    semantic_weight: float = 1.0
+    lexical_weight: float = 1.0
+    context_weight: float = 1.0
+    turn_weight: float = 1.0
+    context_window: int = 2  # neighbours read on each side, within the same turn
+    bm25_k1: float = 1.5
+    bm25_b: float = 0.5
+    focus_boost: float = 0.005  # about what moving up several places in one arm is worth
+    rerank_pool: int = 50
+    link_expansion_cap: int = 3
+    max_cached_scopes: int = 16
+    max_views_per_scope: int = 8
+
+    def weight(self, arm: str) -> float:
+        """Return the fusion weight of the named arm (`<arm>_weight`)."""
+        return float(getattr(self, f"{arm}_weight"))
