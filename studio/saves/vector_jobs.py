@@ -14,7 +14,6 @@ narratives after N. A copy that is run again first clears what an earlier attemp
 """
 from __future__ import annotations
 
-import logging
 import time
 
 from django.utils import timezone
@@ -22,8 +21,6 @@ from django.utils import timezone
 from studio.memory.jobs import JobContext
 from studio.memory.models import Job, JobKind, JobStatus
 from studio.saves.models import Event, Save
-
-logger = logging.getLogger(__name__)
 
 # A vector job not known to have completed.
 PENDING_STATUSES = (JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.FAILED)
