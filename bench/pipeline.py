@@ -133,23 +133,24 @@ class QueuedRun:
         """Queue `texts`, drain them; return seconds (append, drain, LLM) and drain CPU seconds."""
         from django.conf import settings
 
-        from studio.memory import jobs, pipeline
+        from studio.memory import jobs
+        from studio.memory.jobs import dispatch, registry
         from studio.memory.models import Job, LLMCall
         from studio.saves.services import turn_append
 
-        real_send = jobs.send
-        jobs.send = lambda job_id, countdown=0: None
+        real_send = dispatch.send
+        dispatch.send = lambda job_id, countdown=0: None
         try:
             started = time.perf_counter()
             for text in texts:
                 turn_append(game_save=self.save, player_input="go on", narrative=text)
             append_seconds = time.perf_counter() - started
         finally:
-            jobs.send = real_send
+            dispatch.send = real_send
         first = Job.objects.filter(game_save=self.save, status="queued").order_by("id").first()
-        real_vectors = pipeline._vector_memory
+        real_vectors = registry.default_vector_memory
         if self.noop_vectors:
-            pipeline._vector_memory = lambda: NoopVectorMemory()
+            registry.default_vector_memory = lambda: NoopVectorMemory()
         settings.AXIOM_JOB_BATCH_SIZE = batch
         try:
             wall0, cpu0 = time.perf_counter(), time.process_time()
@@ -157,7 +158,7 @@ class QueuedRun:
             drain_seconds = time.perf_counter() - wall0
             cpu_seconds = time.process_time() - cpu0
         finally:
-            pipeline._vector_memory = real_vectors
+            registry.default_vector_memory = real_vectors
         calls = LLMCall.objects.filter(game_save=self.save, pk__gt=self.last_call_id)
         llm_ms = sum(calls.values_list("latency_ms", flat=True))
         self.last_call_id = max(calls.values_list("pk", flat=True), default=self.last_call_id)

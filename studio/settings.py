@@ -172,7 +172,7 @@ CELERY_TASK_TIME_LIMIT = env_int("AXIOM_TASK_TIME_LIMIT", 300)
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("AXIOM_TASK_SOFT_TIME_LIMIT", 240)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
-# Job runner (studio/memory/jobs.py): attempts and backoff for failed jobs, the Celery queue
+# Job runner (studio/memory/jobs/): attempts and backoff for failed jobs (every kind), the Celery queue
 # jobs are sent to, and an eager mode that runs a job inline when its transaction commits.
 AXIOM_JOB_MAX_ATTEMPTS = env_int("AXIOM_JOB_MAX_ATTEMPTS", 3)
 AXIOM_JOB_RETRY_BACKOFF = float(os.environ.get("AXIOM_JOB_RETRY_BACKOFF", "5") or 5)

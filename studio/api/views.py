@@ -7,7 +7,6 @@ the studio pages use, and serialize.
 """
 from __future__ import annotations
 
-from django.db import transaction
 from django.http import HttpRequest, JsonResponse
 
 from studio.api import serializers
@@ -128,7 +127,7 @@ def turn_collection(request: HttpRequest, save_id: str) -> JsonResponse:
 
 
 def _turn_append(request: HttpRequest, save_id: str) -> JsonResponse:
-    from studio.saves.services import turn_append
+    from studio.saves.services import TurnConflict, turn_append
 
     save = save_for(request.user, save_id, write=True)
     data = json_body(request)
@@ -138,17 +137,15 @@ def _turn_append(request: HttpRequest, save_id: str) -> JsonResponse:
     state = params.json_object("state")
     turn_id = params.integer("turn_id", minimum=1)
     params.done()
-    with transaction.atomic():
-        # Lock the save so the expected-turn check and the append see the same current turn
-        # (two engines appending at once: one gets its turn, the other a 409).
-        locked = Save.objects.select_for_update().get(pk=save.pk)
-        if turn_id is not None and turn_id != locked.current_turn + 1:
-            raise conflict(
-                f"Save {locked.save_id} is at turn {locked.current_turn}; the next turn is "
-                f"{locked.current_turn + 1}, not {turn_id}.",
-                {"current_turn": locked.current_turn},
-            )
-        event = turn_append(game_save=save, player_input=player_input, narrative=narrative, state=state)
+    # No transaction here: the service finishes a pending vector delete first (outside the
+    # database) and checks the expected turn under the save's lock (two engines appending
+    # at once: one gets its turn, the other a 409).
+    try:
+        event = turn_append(
+            game_save=save, player_input=player_input, narrative=narrative, state=state, expected_turn_id=turn_id
+        )
+    except TurnConflict as exc:
+        raise conflict(exc.message, {"current_turn": exc.current_turn}) from exc
     save.refresh_from_db()
     return _created({"turn": serializers.event_json(event, state or {}), "save": serializers.save_json(save)})
 
@@ -363,18 +360,16 @@ def rewind_preview(request: HttpRequest, save_id: str) -> JsonResponse:
 
 @api_view("POST")
 def rewind(request: HttpRequest, save_id: str) -> JsonResponse:
+    from studio.saves.checkpoints import CheckpointManager, TurnConflict
+
     save = save_for(request.user, save_id, write=True)
     params = Params(json_body(request))
     expected = params.integer("expected_current_turn", minimum=0)
     turn = _target_turn(params, save)
-    if expected is not None and expected != save.current_turn:
-        raise conflict(
-            f"Save {save.save_id} is at turn {save.current_turn}, not {expected}: it changed since you read it.",
-            {"current_turn": save.current_turn},
-        )
-    from studio.saves.checkpoints import CheckpointManager
-
-    result = CheckpointManager().rewind(save, turn)
+    try:
+        result = CheckpointManager().rewind(save, turn, expected_current_turn=expected)
+    except TurnConflict as exc:
+        raise conflict(exc.message, {"current_turn": exc.current_turn}) from exc
     save.refresh_from_db()
     return JsonResponse(serializers.rewind_result_json(result) | {"save": serializers.save_json(save)})
 
@@ -393,9 +388,6 @@ def fork(request: HttpRequest, save_id: str) -> JsonResponse:
 
 
 # -- background jobs -----------------------------------------------------------------------
-
-RETRYABLE_JOB_STATUSES = ("failed", "skipped", "paused")
-
 
 def _job_for(save: Save, job_id: int):
     from studio.memory.jobs import jobs_for_save
@@ -436,11 +428,12 @@ def job_detail(request: HttpRequest, save_id: str, job_id: int) -> JsonResponse:
 
 @api_view("POST")
 def job_retry(request: HttpRequest, save_id: str, job_id: int) -> JsonResponse:
+    from studio.memory.jobs import RETRYABLE_STATUSES
     from studio.memory.jobs import job_retry as retry
 
     save = save_for(request.user, save_id, write=True)
     job = _job_for(save, job_id)
-    if job.status not in RETRYABLE_JOB_STATUSES:
+    if job.status not in RETRYABLE_STATUSES:
         raise conflict(f"Job {job.pk} is {job.status}; only failed, skipped or paused jobs can be retried.", {"status": job.status})
     job = retry(job=job)
     return JsonResponse(serializers.job_json(job))

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 
-from studio.memory.jobs import job_retry
-from studio.memory.models import Job, JobStatus, LLMCall
+from studio.memory.jobs import RETRYABLE_STATUSES, job_retry
+from studio.memory.models import Job, LLMCall
 
 
 @admin.register(Job)
@@ -33,7 +33,7 @@ class JobAdmin(admin.ModelAdmin):
     @admin.action(description="Retry the selected failed, skipped or paused jobs")
     def retry_jobs(self, request, queryset):
         retried = 0
-        for job in queryset.filter(status__in=(JobStatus.FAILED, JobStatus.SKIPPED, JobStatus.PAUSED)):
+        for job in queryset.filter(status__in=RETRYABLE_STATUSES):
             job_retry(job=job)
             retried += 1
         self.message_user(request, f"{retried} job(s) queued again.", messages.SUCCESS)

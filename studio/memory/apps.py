@@ -9,6 +9,7 @@ class MemoryConfig(AppConfig):
     verbose_name = "Memory"
 
     def ready(self) -> None:
+        self.register_job_handlers()
         # A serving process (the run command, gunicorn, a worker) may ask to load the
         # embedding model at start-up, in the background, so the first memory query does
         # not pay the model load (several seconds). Off by default: tests and management
@@ -18,3 +19,17 @@ class MemoryConfig(AppConfig):
 
             preload_embedding_runtime()
             threading.Thread(target=get_embedder, name="warm-embeddings", daemon=True).start()
+
+    @staticmethod
+    def register_job_handlers() -> None:
+        """Hand the job runner the memory app's handlers (the runner imports no app)."""
+        from studio.memory import jobs
+        from studio.memory.models import JobKind
+        from studio.memory.pipeline import embedding, living, lore
+
+        jobs.register(JobKind.SYNC_LORE, lore.run_sync_lore)
+        # A batch of turns is embedded with one model call.
+        jobs.register(JobKind.EMBED_TURN, embedding.run_embed_turn, run_batch=embedding.run_embed_batch)
+        # A batch of living turns runs one by one in turn order, sharing per-save lookups.
+        jobs.register(JobKind.LIVING_TURN, living.run_living_turn, batches_in_order=True)
+        jobs.register(JobKind.REFRESH_MODELS, living.run_refresh_models)

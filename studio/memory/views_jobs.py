@@ -4,17 +4,16 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseStopPolling
 
-from studio.memory.jobs import job_retry, jobs_active_for_save, jobs_for_save
+from studio.memory.jobs import RETRYABLE_STATUSES, job_retry, jobs_active_for_save, jobs_for_save
 from studio.memory.models import Job, JobStatus
 from studio.saves.views.access import playtest_save, visible_save
 from studio.saves.views.saves import save_page_context
 
 JOBS_SHOWN = 50
-RETRYABLE = (JobStatus.FAILED, JobStatus.SKIPPED, JobStatus.PAUSED)
-# htmx stops polling when a response has this status (htmx "286 Stop Polling").
-STOP_POLLING = 286
 
 
 def _context(request: HttpRequest, game_save, **extra) -> dict:
@@ -23,7 +22,7 @@ def _context(request: HttpRequest, game_save, **extra) -> dict:
         {
             "jobs": list(jobs_for_save(game_save=game_save)[:JOBS_SHOWN]),
             "active": jobs_active_for_save(game_save=game_save),
-            "retryable": RETRYABLE,
+            "retryable": RETRYABLE_STATUSES,
         }
     )
     context.update(extra)
@@ -31,11 +30,10 @@ def _context(request: HttpRequest, game_save, **extra) -> dict:
 
 
 def _fragment(request: HttpRequest, game_save, **extra) -> HttpResponse:
+    """The #jobs fragment; once nothing is queued or running, htmx is told to stop polling."""
     context = _context(request, game_save, **extra)
-    response = render(request, "memory/jobs.html#jobs", context)
-    if not context["active"]:
-        response.status_code = STOP_POLLING
-    return response
+    response_class = HttpResponse if context["active"] else HttpResponseStopPolling
+    return response_class(render_to_string("memory/jobs.html#jobs", context, request=request))
 
 
 @require_GET
@@ -50,14 +48,17 @@ def save_jobs(request: HttpRequest, save_id: str) -> HttpResponse:
 def save_job_retry(request: HttpRequest, save_id: str, job_id: int) -> HttpResponse:
     game_save = playtest_save(request, save_id)
     job = get_object_or_404(Job, pk=job_id, game_save=game_save)
-    if job.status in RETRYABLE:
+    if job.status in RETRYABLE_STATUSES:
         job = job_retry(job=job)
-        note = f"Job {job.pk} queued again."
+        if job.status in (JobStatus.QUEUED, JobStatus.RUNNING):
+            note = f"Job {job.pk} queued again."
+        else:  # a rewind's vector delete or a fork's vector copy runs at once
+            note = f"Job {job.pk} ran again: {job.get_status_display().lower()}."
     else:
         note = f"Job {job.pk} is {job.get_status_display().lower()}; nothing to retry."
     if not request.htmx:
         messages.info(request, note)
         return redirect("memory:jobs", save_id=game_save.save_id)
-    response = _fragment(request, game_save, note=note)
-    response.status_code = 200  # keep polling: the retried job is active now
-    return response
+    # Answer 200 (not "stop polling") even when the retried job already ended (a rewind's
+    # vector delete runs at once): the fragment carries its outcome.
+    return render(request, "memory/jobs.html#jobs", _context(request, game_save, note=note))

@@ -4,42 +4,45 @@ Rewind is one database transaction: Event_Log, StateCache, Facts and recorded qu
 are deleted, the belief and mental-model rollback rules applied (see
 `studio.memory.observations` and `studio.memory.mental_models`), the save's current turn set
 to N and its timeline generation incremented. The vector chunks after N live in Chroma,
-outside the transaction, so they are deleted after commit (`transaction.on_commit`). Memory
-queries always use the save's current turn as their horizon, so a chunk that survived a
-failed delete is never returned; the pending delete is recorded as a VECTOR_ROLLBACK Job in
-the same transaction, and `finish_vector_rollback(save)` retries it.
+outside the transaction, so they are deleted after commit: the transaction records a
+VECTOR_ROLLBACK job in the job ledger (`studio.memory.jobs`), and right after the commit
+the rewind runs that job itself (`jobs.run_now`). Memory queries always use the save's
+current turn as their horizon, so a chunk that survived a failed delete is never returned;
+the ledger retries the job with backoff, and `finish_vector_rollback(save)` runs what is
+still pending at once (a turn append does, before the timeline grows again).
 
 Fork copies a save as it stood at turn N into a new save (new ids for every row, fact ids
 remapped in belief sources, belief ids remapped in mental-model sources) and copies the
-vector chunks after commit; the original is untouched.
+vector chunks after commit as a FORK_VECTORS job, run the same way; the original is
+untouched. The jobs' handlers are in `studio.saves.vector_jobs` (registered by
+`SavesConfig.ready()`).
+
+With `expected_current_turn`, a rewind first checks, under the save's lock, that the save
+is still at that turn, and raises `TurnConflict` (nothing changed) if it moved on.
 
 All work is set-based: deletes are single statements, and only the beliefs and models that
 changed after N are read and rewritten (one bulk UPDATE per 500 rows).
 """
 from __future__ import annotations
 
-import logging
 import operator
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import connection, transaction
-from django.db.models import F
+from django.db import transaction
 from django.utils import timezone
 
+from studio.memory import jobs
 from studio.memory.facts import delete_facts_after
-from studio.memory.mental_models import MentalModel, models_to_roll_back, restore_model_as_of
-from studio.memory.mental_models import rollback_models_for_pk
+from studio.memory.mental_models import MentalModel, models_to_roll_back, rollback_models_for_pk
 from studio.memory.models import Fact as FactRow
 from studio.memory.models import Job, JobKind, JobStatus, RecordedQuery
-from studio.memory.models import MentalModel as MentalModelRow
-from studio.memory.models import Observation as ObservationRow
-from studio.memory.observations import Observation, beliefs_to_roll_back, restore_belief_as_of
-from studio.memory.observations import rollback_beliefs_for_pk
+from studio.memory.observations import Observation, beliefs_to_roll_back, rollback_beliefs_for_pk
+from studio.saves import checkpoint_rows
+from studio.saves.errors import TurnConflict
 from studio.saves.models import Event, Save, StateCache
-
-logger = logging.getLogger(__name__)
+from studio.saves.vector_jobs import PENDING_STATUSES
 
 __all__ = [
     "RewindError",
@@ -49,9 +52,8 @@ __all__ = [
     "BeliefChange",
     "ModelChange",
     "CheckpointManager",
+    "TurnConflict",
 ]
-
-PENDING_STATUSES = (JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.FAILED)
 
 
 class RewindError(ValueError):
@@ -133,54 +135,6 @@ def _noop_message(save: Save, n: int) -> str:
     )
 
 
-def _belief_after(row: ObservationRow, values: dict[str, Any]) -> Observation:
-    return Observation(
-        statement=values["statement"],
-        subject=values["subject"],
-        proof_count=values["proof_count"],
-        sources=values["sources"],
-        history=values["history"],
-        created_turn_id=row.created_turn_id,
-        updated_turn_id=values["updated_turn_id"],
-        stale=values["stale"],
-        observation_id=row.pk,
-    )
-
-
-def _model_after(row: MentalModelRow, values: dict[str, Any]) -> MentalModel:
-    return MentalModel(
-        subject=row.subject,
-        summary=values["summary"],
-        sources=values["sources"],
-        created_turn_id=row.created_turn_id,
-        updated_turn_id=values["updated_turn_id"],
-        stale=values["stale"],
-        model_id=row.pk,
-    )
-
-
-def _belief_values(row: ObservationRow, n: int) -> dict[str, Any]:
-    return restore_belief_as_of(
-        statement=row.statement,
-        subject=row.subject,
-        sources=row.sources,
-        history=row.history,
-        updated_turn_id=row.updated_turn_id,
-        deleted_turn_id=row.deleted_turn_id,
-        target_turn_id=n,
-    )
-
-
-def _model_values(row: MentalModelRow, n: int) -> dict[str, Any]:
-    return restore_model_as_of(
-        summary=row.summary,
-        sources=row.sources,
-        versions=row.versions,
-        updated_turn_id=row.updated_turn_id,
-        target_turn_id=n,
-    )
-
-
 class CheckpointManager:
     """Rewind, rewind preview and fork for saves.
 
@@ -202,23 +156,33 @@ class CheckpointManager:
 
     # -- rewind -----------------------------------------------------------------------------
 
-    def rewind(self, save: Save, target_turn: int) -> RewindResult:
+    def rewind(self, save: Save, target_turn: int, *, expected_current_turn: int | None = None) -> RewindResult:
         """Rewind `save` to `target_turn` and return the counts per kind.
 
         Every database change happens in one transaction; the vector delete runs after
         commit (immediately, unless the caller holds an outer transaction, in which case it
         runs when that commits and `vector_pending` is True in the result). A vector failure
-        does not undo the rewind: it is recorded (`vector_pending`, `vector_error`) and
-        `finish_vector_rollback(save)` retries it. `save` is updated in place.
+        does not undo the rewind: it is recorded on the VECTOR_ROLLBACK job (`vector_pending`,
+        `vector_error`), retried by the job ledger with backoff, and run at once by
+        `finish_vector_rollback(save)`. `save` is updated in place.
 
-        Raise `InvalidTurnError` (a ValueError) for a negative or non-integer turn. A target
-        at or after the current turn changes nothing and says so in `message`.
+        With `expected_current_turn`, raise `TurnConflict` (nothing changed) unless the save,
+        locked, is still at that turn. Raise `InvalidTurnError` (a ValueError) for a negative
+        or non-integer turn. A target at or after the current turn changes nothing and says
+        so in `message`.
         """
         n = _check_turn(target_turn)
         outcome: dict[str, Any] = {}
         started = time.perf_counter()
         with transaction.atomic():
             locked = Save.objects.select_for_update().get(pk=save.pk)
+            if expected_current_turn is not None and expected_current_turn != locked.current_turn:
+                raise TurnConflict(
+                    f"Save {locked.save_id} is at turn {locked.current_turn}, not {expected_current_turn}: "
+                    "it changed since you read it.",
+                    save_id=locked.save_id,
+                    current_turn=locked.current_turn,
+                )
             if n >= locked.current_turn:
                 return RewindResult(
                     save_id=locked.save_id,
@@ -246,32 +210,32 @@ class CheckpointManager:
             Save.objects.filter(pk=pk).update(
                 current_turn=n, timeline_generation=generation, updated_at=timezone.now()
             )
-            job = Job.objects.create(
+            # This rewind runs the job itself after commit: no runner is woken for it.
+            job = jobs.job_create(
+                wake=False,
                 kind=JobKind.VECTOR_ROLLBACK,
                 universe_id=locked.universe_id,
                 game_save_id=pk,
                 turn_id=n,
                 timeline_generation=generation,
-                status=JobStatus.RUNNING,
                 progress=f"delete vector chunks after turn {n}",
                 payload={"target_turn": n, "from_turn": locked.current_turn},
             )
             from_turn = locked.current_turn
             save_id = locked.save_id
-            if counts["mental_models_updated"] and locked.is_living:
-                # Regenerate the rewound (stale) profiles from the rewound beliefs; the job
-                # carries the new generation, so it runs against this timeline.
-                from studio.memory.jobs import enqueue_refresh_models
-
-                locked.current_turn, locked.timeline_generation = n, generation
-                enqueue_refresh_models(game_save=locked)
 
             def after_commit(job_pk=job.pk):
                 # Callbacks run right after COMMIT: the DB part's time includes the commit.
                 outcome["db_seconds"] = time.perf_counter() - started
                 outcome.update(self._run_vector_job(job_pk))
 
+            # Registered before the refresh job's dispatch: the delete runs first.
             transaction.on_commit(after_commit, robust=True)
+            if counts["mental_models_updated"] and locked.is_living:
+                # Regenerate the rewound (stale) profiles from the rewound beliefs; the job
+                # carries the new generation, so it runs against this timeline.
+                locked.current_turn, locked.timeline_generation = n, generation
+                jobs.enqueue_refresh_models(game_save=locked)
             db_seconds = time.perf_counter() - started  # inside an outer transaction: no commit yet
         save.current_turn = n
         save.timeline_generation = generation
@@ -299,57 +263,18 @@ class CheckpointManager:
             vector_seconds=outcome.get("seconds", 0.0),
         )
 
-    def _run_vector_job(self, job_pk: int) -> dict[str, Any]:
-        """Run one VECTOR_ROLLBACK job (after commit); record success or failure on the Job."""
-        job = Job.objects.select_related("game_save").get(pk=job_pk)
-        save = job.game_save
-        target = job.turn_id
+    def _run_job_now(self, job_pk: int) -> tuple[jobs.Outcome, float]:
+        """Run one of this manager's vector jobs here, through the ledger, with its store."""
         started = time.perf_counter()
-        now = timezone.now()
-        try:
-            vector = self.vector_memory
-            deleted = vector.rollback(save.save_id, target)
-            # Turns played again after a failed delete: their chunks were mixed with the
-            # dead timeline's, so delete > target and re-embed the replayed narratives.
-            replayed = 0
-            if save.current_turn > target:
-                for turn_id, narrative in (
-                    Event.objects.filter(game_save_id=save.pk, turn_id__gt=target)
-                    .order_by("turn_id")
-                    .values_list("turn_id", "narrative")
-                ):
-                    vector.update_turn_narrative(save.save_id, turn_id, narrative)
-                    replayed += 1
-        except Exception as exc:  # noqa: BLE001 - any store failure is recorded for a retry
-            logger.warning("vector rollback of %s to turn %s failed: %s", save.save_id, target, exc)
-            Job.objects.filter(pk=job_pk).update(
-                status=JobStatus.FAILED,
-                error=f"{type(exc).__name__}: {exc}",
-                attempts=F("attempts") + 1,
-                started_at=now,
-                finished_at=timezone.now(),
-            )
-            return {"error": f"{type(exc).__name__}: {exc}", "seconds": time.perf_counter() - started}
-        seconds = time.perf_counter() - started
-        deleted_count = deleted if isinstance(deleted, int) else None
-        # One successful delete > target also covers every pending delete to a later turn.
-        Job.objects.filter(
-            game_save_id=save.pk,
-            kind=JobKind.VECTOR_ROLLBACK,
-            status__in=PENDING_STATUSES,
-            turn_id__gte=target,
-        ).exclude(pk=job_pk).update(
-            status=JobStatus.DONE, progress=f"covered by job {job_pk}", finished_at=timezone.now()
-        )
-        Job.objects.filter(pk=job_pk).update(
-            status=JobStatus.DONE,
-            error="",
-            attempts=F("attempts") + 1,
-            result={"deleted": deleted_count, "replayed_turns": replayed, "seconds": seconds},
-            started_at=now,
-            finished_at=timezone.now(),
-        )
-        return {"deleted": deleted_count, "seconds": seconds}
+        outcome = jobs.run_now(job_pk, vectors=lambda: self.vector_memory, take_failed=True)
+        return outcome, time.perf_counter() - started
+
+    def _run_vector_job(self, job_pk: int) -> dict[str, Any]:
+        """Run a VECTOR_ROLLBACK job now; return {"deleted", "seconds"} or {"error", "seconds"}."""
+        outcome, seconds = self._run_job_now(job_pk)
+        if outcome.status != JobStatus.DONE:
+            return {"error": outcome.error or f"job {job_pk} is {outcome.status}", "seconds": seconds}
+        return {"deleted": outcome.result.get("deleted"), "seconds": outcome.result.get("seconds", seconds)}
 
     def pending_vector_rollbacks(self, save: Save):
         """Return the save's vector deletes not yet confirmed done, lowest target first."""
@@ -362,19 +287,22 @@ class CheckpointManager:
         return self.pending_vector_rollbacks(save).exists()
 
     def finish_vector_rollback(self, save: Save) -> dict[str, Any]:
-        """Retry the save's pending vector deletes; return {"done", "failed", "error"}.
+        """Run the save's pending vector deletes now; return {"done", "failed", "error"}.
 
-        The lowest pending target is run first; its success covers every later one. Safe to
-        call at any time (it does nothing when nothing is pending), and meant to be called
-        before a new turn is appended after a failed delete. Must not run inside an open
-        transaction that could still roll back.
+        The lowest pending target is run first; its success covers every later one. Each
+        run is an attempt on its job in the ledger (counted, recorded, retried with backoff
+        while attempts are left). Safe to call at any time (it does nothing when nothing is
+        pending), and meant to be called before a new turn is appended after a failed
+        delete. Must not run inside an open transaction that could still roll back.
         """
         done = failed = 0
         error = ""
+        tried: set[int] = set()
         while True:
-            job = self.pending_vector_rollbacks(save).first()
+            job = self.pending_vector_rollbacks(save).exclude(pk__in=tried).first()
             if job is None:
                 break
+            tried.add(job.pk)
             outcome = self._run_vector_job(job.pk)
             if outcome.get("error"):
                 failed += 1
@@ -408,15 +336,15 @@ class CheckpointManager:
         doomed_models, changed_models = models_to_roll_back(pk, n)
         beliefs_changed = []
         for row in changed_beliefs.order_by("-updated_turn_id", "-id"):
-            values = _belief_values(row, n)
+            values = checkpoint_rows.belief_values_at(row, n)
             restored = row.deleted_turn_id is not None and values["deleted_turn_id"] is None
             if row.deleted_turn_id is not None and not restored:
                 continue
             beliefs_changed.append(
-                BeliefChange(before=Observation.from_row(row), after=_belief_after(row, values), restored=restored)
+                BeliefChange(before=Observation.from_row(row), after=checkpoint_rows.belief_after(row, values), restored=restored)
             )
         models_changed = [
-            ModelChange(before=MentalModel.from_row(row), after=_model_after(row, _model_values(row, n)))
+            ModelChange(before=MentalModel.from_row(row), after=checkpoint_rows.model_after(row, checkpoint_rows.model_values_at(row, n)))
             for row in changed_models.order_by("-updated_turn_id", "-id")
         ]
         counts = {
@@ -462,8 +390,9 @@ class CheckpointManager:
         mental models (sources remapped to the new belief ids) are copied in one
         transaction; rows that changed after the target are copied as a rewind would leave
         them. The vector chunks up to the target are copied after commit through
-        `copy_save`; a failure is recorded as a FORK_VECTORS Job and
-        `finish_fork_vectors(fork)` retries it. The original save is not changed.
+        `copy_save`, as the fork's FORK_VECTORS job: a failure is recorded on it and retried
+        by the job ledger with backoff; `finish_fork_vectors(fork)` runs it at once. The
+        original save is not changed.
 
         Raise `InvalidTurnError` for a negative or non-integer turn, or one after the
         save's current turn.
@@ -486,128 +415,35 @@ class CheckpointManager:
                 forked_from=source,
                 fork_turn=n,
             )
-            self._copy_turn_rows(Event, ["turn_id", "player_input", "narrative", "created_at"], source.pk, fork.pk, n)
-            self._copy_turn_rows(StateCache, ["turn_id", "state"], source.pk, fork.pk, n)
-            fact_ids = self._copy_facts(source.pk, fork.pk, n)
-            belief_ids = self._copy_beliefs(source.pk, fork.pk, n, fact_ids)
-            self._copy_models(source.pk, fork.pk, n, belief_ids)
-            job = Job.objects.create(
+            checkpoint_rows.copy_turn_rows(
+                Event, ["turn_id", "player_input", "narrative", "created_at"], source.pk, fork.pk, n
+            )
+            checkpoint_rows.copy_turn_rows(StateCache, ["turn_id", "state"], source.pk, fork.pk, n)
+            fact_ids = checkpoint_rows.copy_facts(source.pk, fork.pk, n)
+            belief_ids = checkpoint_rows.copy_beliefs(source.pk, fork.pk, n, fact_ids)
+            checkpoint_rows.copy_models(source.pk, fork.pk, n, belief_ids)
+            # This fork runs the job itself after commit: no runner is woken for it.
+            job = jobs.job_create(
+                wake=False,
                 kind=JobKind.FORK_VECTORS,
                 universe_id=source.universe_id,
                 game_save_id=fork.pk,
                 turn_id=n,
-                status=JobStatus.RUNNING,
                 progress=f"copy vector chunks of {source.save_id} up to turn {n}",
                 payload={"source_save_id": source.save_id, "max_turn_id": n},
             )
             transaction.on_commit(lambda: self._run_fork_job(job.pk), robust=True)
         return fork
 
-    @staticmethod
-    def _copy_turn_rows(model, columns: list[str], source_pk: int, fork_pk: int, n: int) -> None:
-        """INSERT ... SELECT the rows of `model` up to turn `n` into the fork (one statement)."""
-        meta = model._meta
-        table = connection.ops.quote_name(meta.db_table)
-        cols = [connection.ops.quote_name(meta.get_field(c).column) for c in columns]
-        save_col = connection.ops.quote_name(meta.get_field("game_save").column)
-        turn_col = connection.ops.quote_name(meta.get_field("turn_id").column)
-        sql = (
-            f"INSERT INTO {table} ({save_col}, {', '.join(cols)}) "
-            f"SELECT %s, {', '.join(cols)} FROM {table} WHERE {save_col} = %s AND {turn_col} <= %s"
-        )
-        with connection.cursor() as cursor:
-            cursor.execute(sql, [fork_pk, source_pk, n])
-
-    @staticmethod
-    def _copy_facts(source_pk: int, fork_pk: int, n: int) -> dict[int, int]:
-        rows = list(FactRow.objects.filter(game_save_id=source_pk, turn_id__lte=n).order_by("id"))
-        old_ids = [r.pk for r in rows]
-        for r in rows:
-            r.pk = None
-            r.id = None
-            r.game_save_id = fork_pk
-        created = FactRow.objects.bulk_create(rows, batch_size=2000)
-        return {old: new.pk for old, new in zip(old_ids, created)}
-
-    @staticmethod
-    def _copy_beliefs(source_pk: int, fork_pk: int, n: int, fact_ids: dict[int, int]) -> dict[int, int]:
-        def remap(sources):
-            return [
-                {**s, "fact_id": fact_ids[int(s["fact_id"])]}
-                for s in sources or []
-                if int(s.get("fact_id", -1)) in fact_ids
-            ]
-
-        rows = list(
-            ObservationRow.all_objects.filter(game_save_id=source_pk, created_turn_id__lte=n).order_by("id")
-        )
-        old_ids = [r.pk for r in rows]
-        for r in rows:
-            if r.updated_turn_id > n or r.last_source_turn > n:
-                for name, value in _belief_values(r, n).items():
-                    setattr(r, name, value)
-            r.sources = remap(r.sources)
-            r.history = [
-                {**h, "sources_added": remap(h["sources_added"])} if "sources_added" in h else dict(h)
-                for h in r.history or []
-            ]
-            r.proof_count = len(r.sources)
-            r.pk = None
-            r.id = None
-            r.game_save_id = fork_pk
-        created = ObservationRow.all_objects.bulk_create(rows, batch_size=1000)
-        return {old: new.pk for old, new in zip(old_ids, created)}
-
-    @staticmethod
-    def _copy_models(source_pk: int, fork_pk: int, n: int, belief_ids: dict[int, int]) -> None:
-        def remap(ids):
-            return [belief_ids[int(i)] for i in ids or [] if int(i) in belief_ids]
-
-        rows = list(MentalModelRow.objects.filter(game_save_id=source_pk, created_turn_id__lte=n).order_by("id"))
-        for r in rows:
-            if r.updated_turn_id > n:
-                for name, value in _model_values(r, n).items():
-                    setattr(r, name, value)
-            r.sources = remap(r.sources)
-            r.versions = [{**v, "sources": remap(v.get("sources"))} for v in r.versions or []]
-            r.pk = None
-            r.id = None
-            r.game_save_id = fork_pk
-        MentalModelRow.objects.bulk_create(rows)
-
     def _run_fork_job(self, job_pk: int) -> dict[str, Any]:
-        """Copy the vector chunks of a fork (after commit); record the outcome on the Job."""
-        job = Job.objects.select_related("game_save").get(pk=job_pk)
-        fork = job.game_save
-        now = timezone.now()
-        try:
-            vector = self.vector_memory
-            if job.attempts:
-                # A failed earlier attempt may have copied part of the chunks: start clean.
-                vector.rollback(fork.save_id, -1)
-            copied = vector.copy_save(job.payload["source_save_id"], fork.save_id, max_turn_id=job.turn_id)
-        except Exception as exc:  # noqa: BLE001 - recorded for a retry
-            logger.warning("vector copy for fork %s failed: %s", fork.save_id, exc)
-            Job.objects.filter(pk=job_pk).update(
-                status=JobStatus.FAILED,
-                error=f"{type(exc).__name__}: {exc}",
-                attempts=F("attempts") + 1,
-                started_at=now,
-                finished_at=timezone.now(),
-            )
-            return {"error": f"{type(exc).__name__}: {exc}"}
-        Job.objects.filter(pk=job_pk).update(
-            status=JobStatus.DONE,
-            error="",
-            attempts=F("attempts") + 1,
-            result={"copied": copied if isinstance(copied, int) else None},
-            started_at=now,
-            finished_at=timezone.now(),
-        )
-        return {"copied": copied}
+        """Run a FORK_VECTORS job now; return {"copied"} or {"error"}."""
+        outcome, _seconds = self._run_job_now(job_pk)
+        if outcome.status != JobStatus.DONE:
+            return {"error": outcome.error or f"job {job_pk} is {outcome.status}"}
+        return {"copied": outcome.result.get("copied")}
 
     def finish_fork_vectors(self, fork: Save) -> dict[str, Any]:
-        """Retry a fork's vector copy if it has not completed; return the outcome."""
+        """Run a fork's vector copy now if it has not completed; return {"done", "error"}."""
         job = (
             Job.objects.filter(game_save_id=fork.pk, kind=JobKind.FORK_VECTORS, status__in=PENDING_STATUSES)
             .order_by("pk")

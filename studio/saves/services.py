@@ -4,6 +4,13 @@ Each runs in one transaction; the background work it causes (lore and turn embed
 living pipeline) is queued as Job rows in that transaction and handed to the runner when it
 commits (`studio.memory.jobs`). If the job queue is unreachable at that moment the turn is
 kept all the same and its jobs are marked failed with a retryable error.
+
+`turn_append` first finishes a failed rewind's vector delete (outside any transaction: the
+vector store is not the database), so it must not be called inside an open transaction.
+With `expected_turn_id` it appends only if the new turn gets that id, checked under the
+save's lock (`select_for_update`; SQLite's IMMEDIATE transactions serialise the same way):
+of two requests made against the same turn (a double-submitted form, two engines) one
+appends and the other gets `TurnConflict` with nothing written.
 """
 from __future__ import annotations
 
@@ -12,7 +19,18 @@ from django.utils import timezone
 
 from studio.memory import jobs
 from studio.memory.vector import VectorStoreError
+from studio.saves.checkpoints import CheckpointManager
+from studio.saves.errors import TurnConflict
 from studio.saves.models import Event, MemoryMode, Save, StateCache
+
+__all__ = [
+    "PendingVectorCleanupError",
+    "TurnConflict",
+    "finish_pending_vector_rollback",
+    "save_create",
+    "turn_append",
+    "turn_update_narrative",
+]
 
 
 class PendingVectorCleanupError(VectorStoreError):
@@ -43,17 +61,32 @@ def save_create(
     return save
 
 
-def turn_append(*, game_save: Save, player_input: str, narrative: str, state: dict | None = None) -> Event:
+def turn_append(
+    *,
+    game_save: Save,
+    player_input: str,
+    narrative: str,
+    state: dict | None = None,
+    expected_turn_id: int | None = None,
+) -> Event:
     """Append the next turn (current turn + 1) with its state; queue its memory jobs.
 
     Updates `game_save.current_turn` and `last_activity_at` (also on the passed instance).
-    If an earlier rewind's vector delete is still pending, it is finished first; when that
-    fails, PendingVectorCleanupError is raised and nothing is written.
+    With `expected_turn_id`, raise TurnConflict (nothing written) unless the new turn gets
+    that id. If an earlier rewind's vector delete is still pending, it is finished first;
+    when that fails, PendingVectorCleanupError is raised and nothing is written.
     """
     finish_pending_vector_rollback(game_save=game_save)
     with transaction.atomic():
         locked = Save.objects.select_for_update().get(pk=game_save.pk)
         turn_id = locked.current_turn + 1
+        if expected_turn_id is not None and expected_turn_id != turn_id:
+            raise TurnConflict(
+                f"Save {locked.save_id} is at turn {locked.current_turn}; the next turn is "
+                f"{turn_id}, not {expected_turn_id}.",
+                save_id=locked.save_id,
+                current_turn=locked.current_turn,
+            )
         event = Event.objects.create(
             game_save=locked, turn_id=turn_id, player_input=player_input or "", narrative=narrative or ""
         )
@@ -74,7 +107,7 @@ def turn_update_narrative(*, game_save: Save, turn_id: int, narrative: str) -> E
 
     The re-embedding goes through `VectorMemory.update_turn_narrative` (old chunks of the
     turn deleted, the new text embedded); the re-extraction first removes what the old text
-    produced for that turn (see `studio.memory.pipeline.forget_turn_outputs`).
+    produced for that turn (see `studio.memory.pipeline.living.forget_turn_outputs`).
     """
     with transaction.atomic():
         locked = Save.objects.select_for_update().get(pk=game_save.pk)
@@ -91,12 +124,11 @@ def finish_pending_vector_rollback(*, game_save: Save) -> None:
     """Finish a failed rewind's vector delete before the timeline grows again.
 
     Queries use the save's current turn as their horizon, so chunks left after turn N by a
-    failed delete stay invisible only until new turns reach their ids. Runs outside any
-    transaction (the delete is outside the database); raises PendingVectorCleanupError when
-    the delete still cannot be done.
+    failed delete stay invisible only until new turns reach their ids. Runs the pending
+    VECTOR_ROLLBACK jobs now, through the job ledger (each run is a counted attempt), outside
+    any transaction (the delete is outside the database); raises PendingVectorCleanupError
+    when the delete still cannot be done.
     """
-    from studio.saves.checkpoints import CheckpointManager
-
     manager = CheckpointManager()
     if not manager.has_pending_vector_rollback(game_save):
         return

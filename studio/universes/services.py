@@ -20,6 +20,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
+from studio.memory.lore_state import lore_embedding_state_set
 from studio.universes.counting import text_counts, text_counts_many
 from studio.universes.interchange import IncomingBook, IncomingEntry
 from studio.universes.selectors import with_link_ids
@@ -269,9 +270,10 @@ def _sync_lore_now(universe_pk: int) -> None:
         enqueue_sync_lore(universe=universe)
     except Exception as exc:  # the entries must not look "pending" forever
         logger.exception("Could not queue sync_lore for universe %s", universe_pk)
-        LoreEntry.objects.filter(universe_id=universe_pk, embedding_state=EmbeddingState.PENDING).update(
-            embedding_state=EmbeddingState.FAILED,
-            embedding_error=f"The embedding job could not be queued: {exc}",
+        lore_embedding_state_set(
+            LoreEntry.objects.filter(universe_id=universe_pk, embedding_state=EmbeddingState.PENDING),
+            state=EmbeddingState.FAILED,
+            error=f"The embedding job could not be queued: {exc}",
         )
 
 
@@ -351,8 +353,8 @@ def lore_entry_create(
         text=text,
         keys=_clean_keys(keys),
         extensions=extensions or {},
-        embedding_state=EmbeddingState.PENDING,
     )
+    lore_embedding_state_set(entry, state=EmbeddingState.PENDING)
     _apply_counts(entry)
     entry.full_clean(exclude=["links"])
     entry.save()
@@ -401,8 +403,7 @@ def lore_entry_update(
         return []
     content_changed = any(before[f] != after[f] for f in ("title", "text", "keys"))
     if content_changed:
-        entry.embedding_state = EmbeddingState.PENDING
-        entry.embedding_error = ""
+        lore_embedding_state_set(entry, state=EmbeddingState.PENDING)
     if before["text"] != after["text"] or entry.word_count is None:
         _apply_counts(entry)
     entry.full_clean(exclude=["links"])
@@ -523,8 +524,8 @@ def _lore_bulk_create(
         entry = LoreEntry(
             universe=universe, entry_id=item["entry_id"], title=item["title"].strip(), kind=item["kind"],
             text=item["text"], keys=_clean_keys(item["keys"]), extensions=item.get("extensions") or {},
-            embedding_state=EmbeddingState.PENDING,
         )
+        lore_embedding_state_set(entry, state=EmbeddingState.PENDING)
         entries.append(entry)
     if not entries:
         return {}

@@ -96,3 +96,24 @@ def test_fork_into_the_future_is_409_and_needs_the_role(api, make_api, member_wi
     assert api.post(f"/api/v1/saves/{game_save.save_id}/fork", {"turn_id": 4}).status_code == 409
     assert make_api(member_without_role).post(f"/api/v1/saves/{game_save.save_id}/fork").status_code == 403
     assert Save.objects.count() == 1
+
+
+def test_rewind_checks_the_expected_turn_in_the_service(api, game_save, monkeypatch):
+    from studio.saves.checkpoints import CheckpointManager
+
+    seen = []
+    real = CheckpointManager.rewind
+
+    def spy(self, save, target_turn, *, expected_current_turn=None):
+        seen.append(expected_current_turn)
+        return real(self, save, target_turn, expected_current_turn=expected_current_turn)
+
+    monkeypatch.setattr(CheckpointManager, "rewind", spy)
+    url = f"/api/v1/saves/{game_save.save_id}/rewind"
+    stale = api.post(url, {"turn_id": 1, "expected_current_turn": 2})
+    assert stale.status_code == 409 and error_code(stale) == "conflict"
+    assert stale.json()["error"]["details"] == {"current_turn": 3}
+    assert "changed since you read it" in stale.json()["error"]["message"]
+    assert api.post(url, {"turn_id": 1, "expected_current_turn": 3}).status_code == 200
+    assert seen == [2, 3]
+    assert list(Event.objects.filter(game_save=game_save).values_list("turn_id", flat=True)) == [1]

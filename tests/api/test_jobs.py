@@ -62,3 +62,24 @@ def test_retry_needs_the_playtester_role(make_api, member_without_role, game_sav
     assert response.status_code == 403
     jobs["failed"].refresh_from_db()
     assert jobs["failed"].status == JobStatus.FAILED
+
+
+def test_a_rewinds_vector_job_is_listed_and_retried_at_once(api, game_save, settings, monkeypatch, django_capture_on_commit_callbacks):
+    from studio.saves.checkpoints import CheckpointManager
+    from tests.saves.vector_fake import FakeVectorMemory
+
+    settings.AXIOM_JOB_MAX_ATTEMPTS = 1  # the first failure is final: the job shows FAILED
+    vector = FakeVectorMemory()
+    monkeypatch.setattr("studio.memory.vector.get_vector_memory", lambda: vector)
+    for turn in (1, 2, 3):
+        vector.embed_chunk(game_save.save_id, turn, f"Turn {turn}.")
+    vector.fail_rollback = 1
+    with django_capture_on_commit_callbacks(execute=True):
+        CheckpointManager().rewind(game_save, 1)
+    url = f"/api/v1/saves/{game_save.save_id}/jobs"
+    (listed,) = api.get(url, {"kind": "vector_rollback"}).json()["items"]
+    assert listed["status"] == "failed" and "unreachable" in listed["error"]
+    response = api.post(f"{url}/{listed['id']}/retry")
+    # An immediate kind runs in the retry request itself: the answer carries its outcome.
+    assert response.status_code == 200 and response.json()["status"] == "done"
+    assert vector.turns(game_save.save_id) == [1]

@@ -119,3 +119,23 @@ def test_edit_needs_the_role_and_an_existing_turn(api, make_api, member_without_
     )
     assert response.status_code == 404
     assert Event.objects.get(game_save=game_save, turn_id=2).narrative == "Turn 2 text."
+
+
+@pytest.mark.django_db(transaction=True)
+def test_append_calls_the_service_outside_any_transaction(api, game_save, monkeypatch):
+    """The service does vector work first (a pending rewind's delete): no open transaction."""
+    from django.db import transaction
+
+    from studio.saves import services
+
+    seen = []
+    real = services.finish_pending_vector_rollback
+
+    def spy(*, game_save):
+        seen.append(transaction.get_connection().in_atomic_block)
+        return real(game_save=game_save)
+
+    monkeypatch.setattr(services, "finish_pending_vector_rollback", spy)
+    monkeypatch.setattr("studio.memory.jobs.dispatch.send", lambda job_id, countdown=0: None)
+    response = api.post(f"/api/v1/saves/{game_save.save_id}/turns", {"narrative": "Four.", "turn_id": 4})
+    assert response.status_code == 201 and seen == [False]

@@ -11,14 +11,15 @@ import threading
 
 import pytest
 
-from studio.memory import pipeline
+from studio.memory.jobs import registry
 from tests.llm_server import ScriptedLLMServer, scripted_pipeline_responder
 
 
 class FakeVectorMemory:
     """Records calls; keeps narrative chunks in memory ({chunk id: (save_id, turn, text)}) so
-    tests can see what a turn ends up with (duplicates included). `embed_chunks` adds,
-    `update_turn_narrative` replaces the turn's chunks, as in VectorMemory."""
+    tests can see what a turn ends up with (duplicates included). `update_turn_narrative`
+    replaces one turn's chunks and `update_turn_narratives` several turns' with one call (one
+    corpus-version bump, `bumps`), as in VectorMemory."""
 
     def __init__(self):
         self.calls: list[tuple] = []
@@ -40,14 +41,15 @@ class FakeVectorMemory:
         self.next_id += 1
         self.chunks[f"c{self.next_id}"] = (save_id, int(turn_id), text)
 
-    def embed_chunks(self, save_id, items, *, batch_size=32):
-        items = list(items)
-        self._record("embed_chunks", save_id, [(i["turn_id"], i["text"]) for i in items])
-        for item in items:
-            if str(item["text"]).strip():
-                self._store(save_id, item["turn_id"], item["text"])
+    def update_turn_narratives(self, save_id, texts, chunk_type="narrative"):
+        texts = {int(turn): text for turn, text in texts.items()}
+        self._record("update_turn_narratives", save_id, sorted(texts.items()))
+        for cid in [cid for cid, (sid, turn, _t) in self.chunks.items() if sid == save_id and turn in texts]:
+            del self.chunks[cid]
+        for turn in sorted(texts):
+            if str(texts[turn]).strip():
+                self._store(save_id, turn, texts[turn])
         self.bumps += 1
-        return [f"c{self.next_id}" for _ in items]
 
     def _record(self, *call):
         with self.lock:
@@ -79,7 +81,7 @@ class FakeVectorMemory:
 @pytest.fixture
 def fake_vectors(monkeypatch):
     vectors = FakeVectorMemory()
-    monkeypatch.setattr(pipeline, "_vector_memory", lambda: vectors)
+    monkeypatch.setattr(registry, "default_vector_memory", lambda: vectors)
     return vectors
 
 

@@ -11,7 +11,7 @@ import socket
 import pytest
 from django.db import connections
 
-from studio.memory import jobs, pipeline
+from studio.memory import jobs
 from studio.memory.models import Fact, Job, JobKind, JobStatus, Observation
 from studio.saves.models import MemoryMode, Save
 from studio.saves.services import save_create, turn_append
@@ -64,7 +64,7 @@ def test_queued_turns_are_embedded_with_one_call_in_turn_order(
     assert turns == [4, 5, 6, 7, 8]
     jobs.run_job(first_job(game_save, JobKind.EMBED_TURN).pk)
 
-    (call,) = fake_vectors.named("embed_chunks")
+    (call,) = fake_vectors.named("update_turn_narratives")
     assert call[2] == [(4, "Tide 0."), (5, "Tide 1."), (6, "Tide 2."), (7, "Tide 3."), (8, "Tide 4.")]
     assert fake_vectors.named("update_turn_narrative") == []
     done = Job.objects.filter(game_save=game_save, kind=JobKind.EMBED_TURN)
@@ -78,7 +78,7 @@ def test_batch_size_setting_caps_a_claim(game_save, eager_jobs, fake_vectors, dj
     eager_jobs.AXIOM_JOB_BATCH_SIZE = 2
     queue_turns(django_capture_on_commit_callbacks, game_save, [f"Turn {n}." for n in range(5)])
     jobs.run_job(first_job(game_save, JobKind.EMBED_TURN).pk)
-    batches = [[turn for turn, _text in call[2]] for call in fake_vectors.named("embed_chunks")]
+    batches = [[turn for turn, _text in call[2]] for call in fake_vectors.named("update_turn_narratives")]
     # the last one is alone: a single turn goes through update_turn_narrative
     assert batches == [[4, 5], [6, 7]]
     assert [c[2] for c in fake_vectors.named("update_turn_narrative")] == [8]
@@ -91,7 +91,7 @@ def test_batch_size_one_keeps_the_single_turn_path(
     eager_jobs.AXIOM_JOB_BATCH_SIZE = 1
     queue_turns(django_capture_on_commit_callbacks, game_save, ["A.", "B.", "C."])
     jobs.run_job(first_job(game_save, JobKind.EMBED_TURN).pk)
-    assert fake_vectors.named("embed_chunks") == []
+    assert fake_vectors.named("update_turn_narratives") == []
     assert [c[2] for c in fake_vectors.named("update_turn_narrative")] == [4, 5, 6]
 
 
@@ -106,8 +106,8 @@ def test_rerunning_an_embedding_batch_replaces_instead_of_duplicating(
     )
     jobs.run_job(first_job(game_save, JobKind.EMBED_TURN).pk)
     # the re-run may find chunks of its first run: each turn is replaced, not added again
-    assert len(fake_vectors.named("embed_chunks")) == 1
-    assert [c[2] for c in fake_vectors.named("update_turn_narrative")] == turns
+    batch = [(turns[0], "One."), (turns[1], "Two."), (turns[2], "Three.")]
+    assert [c[2] for c in fake_vectors.named("update_turn_narratives")] == [batch, batch]
     assert fake_vectors.texts(game_save.save_id) == {turns[0]: ["One."], turns[1]: ["Two."], turns[2]: ["Three."]}
     assert set(statuses(game_save, JobKind.EMBED_TURN).values()) == {JobStatus.DONE}
     # done jobs run again do nothing
@@ -127,8 +127,8 @@ def test_an_edited_turn_in_a_batch_is_replaced_and_new_turns_are_embedded_togeth
         turn_update_narrative(game_save=game_save, turn_id=5, narrative="Five, edited.")
     queue_turns(django_capture_on_commit_callbacks, game_save, ["Seven.", "Eight."])
     jobs.run_job(Job.objects.filter(game_save=game_save, status=JobStatus.QUEUED).first().pk)
-    assert fake_vectors.named("embed_chunks")[-1][2] == [(7, "Seven."), (8, "Eight.")]
-    assert ("update_turn_narrative", game_save.save_id, 5, "Five, edited.") in fake_vectors.calls
+    # the edit replaces turn 5's chunks in the same call that embeds the new turns
+    assert fake_vectors.named("update_turn_narratives")[-1][2] == [(5, "Five, edited."), (7, "Seven."), (8, "Eight.")]
     assert fake_vectors.texts(game_save.save_id) == {
         4: ["Four."], 5: ["Five, edited."], 6: ["Six."], 7: ["Seven."], 8: ["Eight."]
     }
@@ -155,14 +155,14 @@ def test_a_rewind_during_batch_embedding_skips_the_batch_and_removes_its_chunks(
     game_save, eager_jobs, fake_vectors, django_capture_on_commit_callbacks, monkeypatch
 ):
     queue_turns(django_capture_on_commit_callbacks, game_save, ["Four.", "Five.", "Six."])
-    real = fake_vectors.embed_chunks
+    real = fake_vectors.update_turn_narratives
 
-    def embed_then_rewind(save_id, items, **kwargs):
-        result = real(save_id, items, **kwargs)
+    def embed_then_rewind(save_id, texts, **kwargs):
+        result = real(save_id, texts, **kwargs)
         Save.objects.filter(pk=game_save.pk).update(current_turn=4, timeline_generation=1)
         return result
 
-    monkeypatch.setattr(fake_vectors, "embed_chunks", embed_then_rewind)
+    monkeypatch.setattr(fake_vectors, "update_turn_narratives", embed_then_rewind)
     jobs.run_job(first_job(game_save, JobKind.EMBED_TURN).pk)
     assert ("rollback", game_save.save_id, 4) in fake_vectors.calls
     assert set(fake_vectors.texts(game_save.save_id)) == {4}
@@ -175,7 +175,7 @@ def test_a_failed_embedding_batch_falls_back_to_one_turn_at_a_time(
 ):
     queue_turns(django_capture_on_commit_callbacks, game_save, ["Good four.", "Bad five.", "Good six."])
 
-    def broken_batch(save_id, items, **kwargs):
+    def broken_batch(save_id, texts, **kwargs):
         raise RuntimeError("batch refused")
 
     real_single = fake_vectors.update_turn_narrative
@@ -185,7 +185,7 @@ def test_a_failed_embedding_batch_falls_back_to_one_turn_at_a_time(
             raise RuntimeError("this turn cannot be embedded")
         return real_single(save_id, turn_id, text, chunk_type)
 
-    monkeypatch.setattr(fake_vectors, "embed_chunks", broken_batch)
+    monkeypatch.setattr(fake_vectors, "update_turn_narratives", broken_batch)
     monkeypatch.setattr(fake_vectors, "update_turn_narrative", single)
     jobs.run_job(first_job(game_save, JobKind.EMBED_TURN).pk)
     assert statuses(game_save, JobKind.EMBED_TURN) == {4: JobStatus.DONE, 5: JobStatus.FAILED, 6: JobStatus.DONE}
@@ -238,7 +238,7 @@ def test_living_batch_runs_turns_in_order_one_claim(
     queue_turns(django_capture_on_commit_callbacks, save, [f"Kaël pays debt number {n}." for n in range(1, 5)])
     jobs.run_job(first_job(save, JobKind.EMBED_TURN).pk)
 
-    (embed,) = fake_vectors.named("embed_chunks")
+    (embed,) = fake_vectors.named("update_turn_narratives")
     assert [turn for turn, _ in embed[2]] == [1, 2, 3, 4]
     living = list(Job.objects.filter(game_save=save, kind=JobKind.LIVING_TURN).order_by("turn_id"))
     assert [j.status for j in living] == [JobStatus.DONE] * 4
@@ -330,7 +330,7 @@ def test_a_rewind_in_the_middle_of_a_living_batch_writes_nothing_after_it(
         return good(request)
 
     llm_server.responder = responder
-    monkeypatch.setattr(jobs, "send", lambda job_id, countdown=0: None)  # the turns queue up
+    monkeypatch.setattr("studio.memory.jobs.dispatch.send", lambda job_id, countdown=0: None)  # the turns queue up
     for text in ["The first.", "The second.", "The third."]:
         turn_append(game_save=save, player_input="", narrative=text)
     jobs.run_job(first_job(save, JobKind.EMBED_TURN).pk)
@@ -348,20 +348,29 @@ def test_a_rewind_in_the_middle_of_a_living_batch_writes_nothing_after_it(
 
 
 @pytest.mark.slow
-def test_batched_embedding_on_the_real_store_then_replaced(db, tmp_path):
+def test_batched_embedding_on_the_real_store_then_replaced(
+    game_save, eager_jobs, tmp_path, monkeypatch, django_capture_on_commit_callbacks
+):
+    from studio.memory.jobs import registry
     from studio.memory.vector import VectorMemory
+    from studio.saves.services import turn_update_narrative
 
     memory = VectorMemory(str(tmp_path / "chroma"))
+    monkeypatch.setattr(registry, "default_vector_memory", lambda: memory)
     try:
-        texts = {1: "Kaël paid the harbour master.", 2: "Mirela sold the jade ring.", 3: "The tide rose."}
-        pipeline.embed_turn_narratives(memory, "s1", texts, fresh=set(texts))
-        # a re-run (nothing fresh) replaces every turn
-        pipeline.embed_turn_narratives(memory, "s1", {**texts, 2: "Mirela kept the jade ring."}, fresh=set())
-        chunks = memory.get_chunks("s1", chunk_type="narrative")
+        texts = ["Kaël paid the harbour master.", "Mirela sold the jade ring.", "The tide rose."]
+        turns = queue_turns(django_capture_on_commit_callbacks, game_save, texts)
+        jobs.run_job(first_job(game_save, JobKind.EMBED_TURN).pk)
+        assert {j.result.get("batch") for j in Job.objects.filter(game_save=game_save)} == {3}
+        # an edit re-embeds its turn through the batch API: the old chunk is replaced
+        with django_capture_on_commit_callbacks(execute=False):
+            turn_update_narrative(game_save=game_save, turn_id=turns[1], narrative="Mirela kept the jade ring.")
+        jobs.run_job(Job.objects.get(game_save=game_save, status=JobStatus.QUEUED).pk)
+        chunks = memory.get_chunks(game_save.save_id, chunk_type="narrative")
         assert [(c["turn_id"], c["text"]) for c in chunks] == [
-            (1, texts[1]), (2, "Mirela kept the jade ring."), (3, texts[3])
+            (turns[0], texts[0]), (turns[1], "Mirela kept the jade ring."), (turns[2], texts[2])
         ]
-        hits = memory.query("s1", "who kept the ring", current_turn_id=3, k=1)
-        assert hits and hits[0]["turn_id"] == 2
+        hits = memory.query(game_save.save_id, "who kept the ring", current_turn_id=turns[2], k=1)
+        assert hits and hits[0]["turn_id"] == turns[1]
     finally:
         memory.close()

@@ -161,3 +161,57 @@ def test_append_turn_escapes_html(client, playtester, game_save):
     client.post(reverse("saves:turn_append", args=[game_save.save_id]), {"narrative": "<script>alert(1)</script>"})
     html = client.get(game_save.get_absolute_url()).content.decode()
     assert "<script>alert(1)</script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def _append_form(html: str) -> dict:
+    """The hidden fields the console's append form sends (read from the page)."""
+    import re
+
+    return dict(re.findall(r'<input type="hidden" name="(expected_turn_id)" value="(\d+)">', html))
+
+
+def test_console_form_carries_the_turn_it_appends(client, playtester, game_save):
+    client.force_login(playtester)
+    assert _append_form(client.get(game_save.get_absolute_url()).content.decode()) == {"expected_turn_id": "4"}
+    fragment = client.get(game_save.get_absolute_url(), HTTP_HX_REQUEST="true").content.decode()
+    assert _append_form(fragment) == {"expected_turn_id": "4"}
+
+
+@pytest.mark.parametrize("htmx", [False, True])
+def test_a_double_submitted_append_appends_one_turn(client, playtester, game_save, htmx):
+    client.force_login(playtester)
+    form = _append_form(client.get(game_save.get_absolute_url()).content.decode())
+    data = {**form, "player_input": "I pay Mira.", "narrative": "Kaël counts out twelve crowns."}
+    headers = {"HTTP_HX_REQUEST": "true"} if htmx else {}
+    url = reverse("saves:turn_append", args=[game_save.save_id])
+    first = client.post(url, data, **headers)
+    second = client.post(url, data, **headers)
+    assert first.status_code == (200 if htmx else 302)
+    assert list(Event.objects.filter(game_save=game_save).values_list("turn_id", flat=True)) == [1, 2, 3, 4]
+    assert Job.objects.filter(game_save=game_save, kind=JobKind.EMBED_TURN).count() == 1
+    if htmx:
+        html = second.content.decode()
+    else:
+        assert second.status_code == 302
+        html = client.get(second["Location"]).content.decode()
+    assert "Turn 4 was already appended with this text" in html and "not appended again" in html
+    assert _append_form(html) == {"expected_turn_id": "5"}
+
+
+def test_an_append_against_a_turn_someone_else_played_keeps_the_text(client, playtester, game_save):
+    from studio.saves.services import turn_append
+
+    client.force_login(playtester)
+    form = _append_form(client.get(game_save.get_absolute_url()).content.decode())
+    turn_append(game_save=game_save, player_input="", narrative="Another playtester's turn.")
+    response = client.post(
+        reverse("saves:turn_append", args=[game_save.save_id]),
+        {**form, "narrative": "My own turn."},
+        HTTP_HX_REQUEST="true",
+    )
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "moved on since this page was loaded; nothing was appended" in html
+    assert "My own turn." in html and "Another playtester&#x27;s turn." in html
+    assert _append_form(html) == {"expected_turn_id": "5"}
+    assert Event.objects.filter(game_save=game_save).count() == 4

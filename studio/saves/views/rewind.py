@@ -7,7 +7,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from studio.saves.checkpoints import CheckpointManager, RewindError
+from studio.saves.checkpoints import CheckpointManager, RewindError, TurnConflict
 from studio.saves.forms import ForkForm, RewindForm
 from studio.saves.models import Save
 from studio.saves.views.access import playtest_save
@@ -67,27 +67,44 @@ def rewind_preview(request: HttpRequest, save_id: str) -> HttpResponse:
     return render(request, template, context)
 
 
+def _confirm_refused(request: HttpRequest, game_save: Save, form: RewindForm) -> HttpResponse:
+    """Show the preview again with the form's errors (the save as it is now)."""
+    context = _rewind_context(request, game_save)
+    context["rewind_form"] = form
+    turn = getattr(form, "cleaned_data", {}).get("turn")
+    if turn is not None:  # a valid turn: show its preview again, as the save is now
+        context["preview"] = CheckpointManager().preview(game_save, turn)
+        context["preview_rows"] = count_rows(context["preview"].counts)
+    template = "saves/rewind.html#preview" if request.htmx else "saves/rewind.html"
+    return render(request, template, context)
+
+
 @require_POST
 def rewind_confirm(request: HttpRequest, save_id: str) -> HttpResponse:
-    """Step 3: do the rewind the preview showed, unless the save moved on since."""
+    """Step 3: do the rewind the preview showed, unless the save moved on since.
+
+    The preview's turn (`from_turn`) goes to the rewind as the expected current turn, checked
+    under the save's lock.
+    """
     game_save = playtest_save(request, save_id)
     form = RewindForm(request.POST, current_turn=game_save.current_turn)
-    from_turn = request.POST.get("from_turn", "")
-    stale = from_turn != str(game_save.current_turn)
-    valid = form.is_valid()
-    if not valid or stale or request.POST.get("confirm") != "yes":
-        if valid and stale:
+    from_turn = request.POST.get("from_turn", "").strip()
+    if not form.is_valid():
+        return _confirm_refused(request, game_save, form)
+    if not from_turn.isdigit():
+        form.add_error(None, "The preview is missing from the request; check the preview again.")
+        return _confirm_refused(request, game_save, form)
+    if request.POST.get("confirm") != "yes":
+        form.add_error(None, "Confirm the rewind to go on.")
+        return _confirm_refused(request, game_save, form)
+    try:
+        result = CheckpointManager().rewind(game_save, form.cleaned_data["turn"], expected_current_turn=int(from_turn))
+    except TurnConflict:
+        game_save.refresh_from_db()
+        form = RewindForm(request.POST, current_turn=game_save.current_turn)
+        if form.is_valid():
             form.add_error(None, "The save changed since the preview was made; check the preview again.")
-        elif valid:
-            form.add_error(None, "Confirm the rewind to go on.")
-        context = _rewind_context(request, game_save)
-        context["rewind_form"] = form
-        if valid:
-            context["preview"] = CheckpointManager().preview(game_save, form.cleaned_data["turn"])
-            context["preview_rows"] = count_rows(context["preview"].counts)
-        template = "saves/rewind.html#preview" if request.htmx else "saves/rewind.html"
-        return render(request, template, context)
-    result = CheckpointManager().rewind(game_save, form.cleaned_data["turn"])
+        return _confirm_refused(request, game_save, form)
     summary = {
         "save_id": result.save_id,
         "from_turn": result.from_turn,

@@ -85,12 +85,26 @@ def save_detail(request: HttpRequest, save_id: str) -> HttpResponse:
     return render(request, template, _console_context(request, game_save))
 
 
+def _expected_turn_id(request: HttpRequest) -> int | None:
+    """The turn id the console's form was made for (None from an older page or a script)."""
+    value = request.POST.get("expected_turn_id", "").strip()
+    return int(value) if value.isdigit() else None
+
+
+def _sent_twice(game_save: Save, data: dict) -> bool:
+    """True when the save's latest turn is the one this form submits (a double submit)."""
+    latest = recent_events(game_save=game_save, limit=1)
+    return bool(latest) and (latest[0].player_input, latest[0].narrative) == (data["player_input"], data["narrative"])
+
+
 @require_POST
 def turn_append(request: HttpRequest, save_id: str) -> HttpResponse:
+    """Append the next turn; the form carries the turn it was made for, so a double submit
+    (or someone else's append since the page was loaded) appends nothing the second time."""
     game_save = playtest_save(request, save_id)
     form = TurnAppendForm(request.POST)
     if form.is_valid():
-        from studio.saves.services import PendingVectorCleanupError
+        from studio.saves.services import PendingVectorCleanupError, TurnConflict
         from studio.saves.services import turn_append as append
 
         try:
@@ -98,9 +112,29 @@ def turn_append(request: HttpRequest, save_id: str) -> HttpResponse:
                 game_save=game_save,
                 player_input=form.cleaned_data["player_input"],
                 narrative=form.cleaned_data["narrative"],
+                expected_turn_id=_expected_turn_id(request),
             )
         except PendingVectorCleanupError as exc:
             form.add_error(None, str(exc))  # nothing was written; the form keeps the text
+        except TurnConflict as exc:
+            game_save.refresh_from_db()
+            if _sent_twice(game_save, form.cleaned_data):
+                note = (
+                    f"Turn {game_save.current_turn} was already appended with this text (the form was sent "
+                    "twice); it was not appended again."
+                )
+                if not request.htmx:
+                    messages.info(request, note)
+                    return redirect("saves:detail", save_id=game_save.save_id)
+                context = _console_context(request, game_save)
+                context["notice"] = note
+                return render(request, "saves/console.html#console", context)
+            # Someone else appended since the page was loaded: keep the text, show their turn.
+            form.add_error(
+                None,
+                f"{exc.message} The save moved on since this page was loaded; nothing was appended. "
+                "Read the latest turns, then append again if you still want to.",
+            )
         else:
             game_save.refresh_from_db()
             if not request.htmx:

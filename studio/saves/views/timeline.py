@@ -4,8 +4,10 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
+from django_htmx.http import HttpResponseStopPolling
 
 from studio.saves.forms import NarrativeEditForm
 from studio.saves.selectors import timeline_page, timeline_turn
@@ -34,9 +36,9 @@ def turn_detail(request: HttpRequest, save_id: str, turn_id: int) -> HttpRespons
     context["turn"] = turn
     if not request.htmx:
         return render(request, "saves/turn.html", context)
-    # The row polls itself while its jobs run; 286 tells htmx to stop once they are settled.
-    status = 200 if turn.job_state in PENDING_JOB_STATES else 286
-    return render(request, "saves/timeline.html#turn", context, status=status)
+    # The row polls itself while its jobs run; htmx is told to stop once they are settled.
+    response_class = HttpResponse if turn.job_state in PENDING_JOB_STATES else HttpResponseStopPolling
+    return response_class(render_to_string("saves/timeline.html#turn", context, request=request))
 
 
 @require_http_methods(["GET", "POST"])

@@ -17,6 +17,7 @@ from typing import Any
 
 from django.db import models, transaction
 
+from studio.memory.lore_state import lore_embedding_state_set
 from studio.saves.models import Event, MemoryMode, Save, StateCache
 from studio.universes.models import (
     EmbeddingState,
@@ -276,7 +277,8 @@ def _load_lore(universe: Universe, data: DemoData, result: DemoLoadResult) -> No
                 if "text" in changed:
                     changed += _assign(entry, _lore_counts(entry.text))
                     # The text the vector store holds is now out of date.
-                    changed += _assign(entry, {"embedding_state": EmbeddingState.PENDING, "embedding_error": ""})
+                    if lore_embedding_state_set(entry, state=EmbeddingState.PENDING):
+                        changed += ["embedding_state", "embedding_error"]
                 _save_changed(entry, changed)
                 result.tally("lore entries", "updated")
             else:
@@ -535,9 +537,7 @@ def demo_embed(
             embedded = memory.sync_lore(scope, lore)
             result.lore_chunks += embedded
             if embedded:
-                LoreEntry.objects.filter(universe=universe).update(
-                    embedding_state=EmbeddingState.EMBEDDED, embedding_error=""
-                )
+                lore_embedding_state_set(LoreEntry.objects.filter(universe=universe), state=EmbeddingState.EMBEDDED)
             result.notes.append(f"Lore Book ({scope}): embedded {embedded} entries.")
     except Exception as exc:
         result.notes.append(f"Embedding stopped: {type(exc).__name__}: {exc}. The database rows are loaded.")

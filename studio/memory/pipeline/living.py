@@ -1,34 +1,18 @@
-"""What each background job does: lore sync, turn embedding, the living pipeline, refresh.
+"""LIVING_TURN and REFRESH_MODELS: the living pipeline of a turn, and the model refresh.
 
-Each handler takes a `JobContext` (the claimed Job and the runner's identity), re-reads the
-rows it needs, and either returns a result dict (vector-only work: the runner marks the job
-done) or writes through `JobContext.commit`, which runs the writes and the DONE status in
-one transaction that first
-
-- locks the save row (`select_for_update`), so a rewind cannot interleave;
-- checks the job is still ours (a runner presumed dead must not write);
-- checks the save's `timeline_generation` still equals the job's: a rewind since the job
-  was queued means the job writes nothing and ends as skipped.
-
-The living pipeline makes every LLM call first (extract, consolidate, reflect - nothing is
-written while they run) and then writes facts, beliefs and mental models in that one
-transaction. A failed or garbled call therefore leaves nothing half-written, and a job
-re-run after a crash starts from a clean slate (its earlier run committed nothing).
+A living job makes every LLM call first (extract, then with beliefs on consolidate and
+reflect on the affected subjects, each through the spend guard) and writes nothing while
+they run; then one `JobContext.commit` writes facts, beliefs and mental models with the
+job's DONE status, after the ownership and timeline checks. A bad answer at any step
+leaves nothing written; the job is retried by the ledger. A spend guard over its cap
+pauses the job (`JobPaused`) until the window allows.
 """
 from __future__ import annotations
 
-import logging
 import time
-from dataclasses import dataclass, field
 
-from django.db import transaction
-from django.utils import timezone
-
-from studio.memory.jobs import JobLost, JobPaused, JobSkipped, _owned, mark_finished
+from studio.memory.jobs import JobContext, JobPaused, JobSkipped
 from studio.memory.llm import LLMError, SpendLimitExceeded, TrackedLLM, get_llm_backend
-from studio.memory.models import Job, JobKind, JobStatus
-
-logger = logging.getLogger(__name__)
 
 MAX_FACTS_PER_TURN = 8
 MAX_EXISTING_BELIEFS = 24
@@ -38,273 +22,7 @@ REFLECT_MAX_BELIEFS = 40
 STALE_MODELS_PER_PASS = 5
 REFRESH_MODELS_PER_JOB = 20
 MAX_KNOWN_ENTITIES = 60
-# Seconds between two progress writes of one job (the Jobs page polls every 2 s).
-PROGRESS_INTERVAL = 0.5
 WHEN_STATE_KEYS = ("when", "time", "date", "day", "in_game_time", "game_time", "clock")
-
-
-@dataclass
-class JobContext:
-    job: Job
-    worker: str
-    timings: dict[str, float] = field(default_factory=dict)
-    # Lookups shared by the jobs of one claimed batch (same save): lore names, missions,
-    # the batch's narratives and states ("batch_turns" lists its turn ids).
-    shared: dict = field(default_factory=dict)
-    # The claim just wrote "running": the first progress text waits PROGRESS_INTERVAL.
-    progress_written: float = field(default_factory=time.monotonic)
-
-    def cached(self, key: str, compute):
-        if key not in self.shared:
-            self.shared[key] = compute()
-        return self.shared[key]
-
-    def save(self):
-        from studio.saves.models import Save
-
-        if self.job.game_save_id is None:
-            return None
-        return Save.objects.select_related("universe").get(pk=self.job.game_save_id)
-
-    def progress(self, text: str, *, force: bool = False) -> None:
-        """Show what the job is doing; at most one write per PROGRESS_INTERVAL (each is a
-        write transaction, and a fast job would spend more on them than on its work)."""
-        now = time.monotonic()
-        if not force and now - self.progress_written < PROGRESS_INTERVAL:
-            return
-        self.progress_written = now
-        Job.objects.filter(pk=self.job.pk, status=JobStatus.RUNNING).update(progress=text[:200])
-
-    def check_timeline(self, save) -> None:
-        if save.timeline_generation != self.job.timeline_generation:
-            raise JobSkipped(
-                f"timeline rewound (generation {self.job.timeline_generation} -> "
-                f"{save.timeline_generation}); nothing written"
-            )
-        if self.job.turn_id is not None and self.job.kind in (JobKind.EMBED_TURN, JobKind.LIVING_TURN):
-            if self.job.turn_id > save.current_turn:
-                raise JobSkipped(f"turn {self.job.turn_id} no longer exists; nothing written")
-
-    def commit(self, write, *, check_timeline: bool = True) -> dict:
-        """Run `write(save)` and mark the job done, atomically, if the job may still write."""
-        from studio.saves.models import Save
-
-        started = time.perf_counter()
-        with transaction.atomic():
-            save = None
-            if self.job.game_save_id is not None:
-                save = Save.objects.select_for_update().get(pk=self.job.game_save_id)
-            row = _owned(self.job.pk, self.worker)
-            if row is None:
-                raise JobLost()
-            if check_timeline and save is not None:
-                self.check_timeline(save)
-            result = write(save) or {}
-            self.timings["write_seconds"] = round(time.perf_counter() - started, 4)
-            result = {**result, "timings": dict(self.timings)}
-            mark_finished(row, JobStatus.DONE, progress="done", result=result)
-        return result
-
-
-def _lore_entries(universe_id: int) -> list[dict]:
-    from studio.universes.models import LoreEntry
-
-    entries = []
-    for entry in LoreEntry.objects.filter(universe_id=universe_id).prefetch_related("links").order_by("pk"):
-        entries.append(
-            {
-                "entry_id": entry.entry_id,
-                "title": entry.title,
-                "text": entry.text,
-                "links": [link.entry_id for link in entry.links.all()],
-            }
-        )
-    return entries
-
-
-def _vector_memory():
-    from studio.memory.vector import get_vector_memory
-
-    return get_vector_memory()
-
-
-# -- sync_lore -------------------------------------------------------------------------------
-
-
-def run_sync_lore(ctx: JobContext):
-    """Embed a Lore Book: a universe's own (then queue each save's), or one save's."""
-    from studio.universes.models import EmbeddingState, LoreEntry, Universe
-
-    job = ctx.job
-    started_at = timezone.now()
-    entries = _lore_entries(job.universe_id)
-    save = ctx.save()
-    scope_id = save.save_id if save is not None else Universe.objects.get(pk=job.universe_id).lore_scope_id
-    ctx.progress(f"embedding {len(entries)} lore entries", force=True)
-    t0 = time.perf_counter()
-    try:
-        embedded = _vector_memory().sync_lore(scope_id, entries)
-    except Exception as exc:
-        if save is None:
-            LoreEntry.objects.filter(universe_id=job.universe_id, updated_at__lte=started_at).update(
-                embedding_state=EmbeddingState.FAILED, embedding_error=f"{exc.__class__.__name__}: {exc}"[:2000]
-            )
-        raise
-    ctx.timings["embed_seconds"] = round(time.perf_counter() - t0, 4)
-
-    def write(_save):
-        result = {"scope_id": scope_id, "entries": len(entries), "embedded": embedded}
-        if save is None:
-            # Entries edited while this ran keep "pending": their own sync job is queued.
-            LoreEntry.objects.filter(universe_id=job.universe_id, updated_at__lte=started_at).update(
-                embedding_state=EmbeddingState.EMBEDDED, embedding_error=""
-            )
-            from studio.memory.jobs import enqueue_sync_lore
-            from studio.saves.models import Save
-
-            queued = [enqueue_sync_lore(game_save=s).pk for s in Save.objects.filter(universe_id=job.universe_id)]
-            result["save_jobs"] = queued
-        return result
-
-    ctx.commit(write, check_timeline=False)
-    return None
-
-
-# -- embed_turn ------------------------------------------------------------------------------
-
-
-def run_embed_turn(ctx: JobContext):
-    """Embed (or re-embed) one turn's narrative into the save's vector memory."""
-    from studio.saves.models import Event
-
-    save = ctx.save()
-    ctx.check_timeline(save)
-    event = Event.objects.filter(game_save_id=save.pk, turn_id=ctx.job.turn_id).first()
-    if event is None:
-        raise JobSkipped(f"turn {ctx.job.turn_id} no longer exists")
-    vectors = _vector_memory()
-    t0 = time.perf_counter()
-    vectors.update_turn_narrative(save.save_id, event.turn_id, event.narrative)
-    seconds = time.perf_counter() - t0
-    save.refresh_from_db(fields=["timeline_generation", "current_turn"])
-    if save.timeline_generation != ctx.job.timeline_generation:
-        # A rewind ran meanwhile and may have deleted chunks before this one landed: remove
-        # whatever lies beyond the live horizon again (queries never see it anyway).
-        vectors.rollback(save.save_id, save.current_turn)
-        raise JobSkipped("timeline rewound during embedding; the chunk was removed again")
-    return {"turn_id": event.turn_id, "chars": len(event.narrative), "timings": {"embed_seconds": round(seconds, 4)}}
-
-
-def run_embed_batch(contexts: list[JobContext]) -> dict[int, tuple[str, dict]]:
-    """Embed several turns of one save with one model call; return each job's outcome.
-
-    The outcome per job id is (status, {"progress", "result"}) for the runner to record in
-    one transaction. Same checks as `run_embed_turn`: a job of another timeline generation,
-    or of a turn that no longer exists, is skipped; a rewind during the embedding removes
-    the chunks beyond the live horizon again and skips the whole batch.
-    """
-    from studio.saves.models import Event
-
-    save = contexts[0].save()
-    outcomes: dict[int, tuple[str, dict]] = {}
-    live: list[JobContext] = []
-    for ctx in contexts:
-        try:
-            ctx.check_timeline(save)
-        except JobSkipped as exc:
-            outcomes[ctx.job.pk] = (JobStatus.SKIPPED, {"progress": f"skipped: {exc}"})
-            continue
-        live.append(ctx)
-    texts = dict(
-        Event.objects.filter(game_save_id=save.pk, turn_id__in={ctx.job.turn_id for ctx in live}).values_list(
-            "turn_id", "narrative"
-        )
-    )
-    for ctx in list(live):
-        if ctx.job.turn_id not in texts:
-            outcomes[ctx.job.pk] = (JobStatus.SKIPPED, {"progress": f"skipped: turn {ctx.job.turn_id} no longer exists"})
-            live.remove(ctx)
-    if not live:
-        return outcomes
-    vectors = _vector_memory()
-    # Turns that may already have chunks are replaced one by one; the others (the usual
-    # case: new turns) are embedded together.
-    fresh = fresh_turns(save, [ctx.job for ctx in live], texts)
-    t0 = time.perf_counter()
-    embed_turn_narratives(vectors, save.save_id, texts, fresh=fresh)
-    seconds = time.perf_counter() - t0
-    save.refresh_from_db(fields=["timeline_generation", "current_turn"])
-    rewound = save.timeline_generation != contexts[0].job.timeline_generation
-    if rewound:
-        vectors.rollback(save.save_id, save.current_turn)
-    for ctx in live:
-        if rewound:
-            outcomes[ctx.job.pk] = (
-                JobStatus.SKIPPED,
-                {"progress": "skipped: timeline rewound during embedding; the chunk was removed again"},
-            )
-            continue
-        turn = ctx.job.turn_id
-        outcomes[ctx.job.pk] = (
-            JobStatus.DONE,
-            {
-                "progress": "done",
-                "result": {
-                    "turn_id": turn,
-                    "chars": len(texts[turn]),
-                    "batch": len(texts),
-                    "timings": {"embed_seconds": round(seconds / len(texts), 4), "batch_embed_seconds": round(seconds, 4)},
-                },
-            },
-        )
-    return outcomes
-
-
-def fresh_turns(save, batch: list[Job], texts: dict[int, str]) -> set[int]:
-    """The batch's turns that cannot have narrative chunks yet: no EMBED_TURN job of that
-    turn number has ever started in this save (any timeline), and the batch's own job of
-    it is neither a re-run (started before this claim) nor an edit ("replace")."""
-    started_before = set(
-        Job.objects.filter(
-            game_save_id=save.pk, kind=JobKind.EMBED_TURN, turn_id__in=list(texts), started_at__isnull=False
-        )
-        .exclude(pk__in=[job.pk for job in batch])
-        .values_list("turn_id", flat=True)
-    )
-    marked = {job.turn_id for job in batch if (job.payload or {}).get("replace") or (job.payload or {}).get("rerun")}
-    return {turn for turn in texts if turn not in started_before and turn not in marked}
-
-
-def embed_turn_narratives(vectors, save_id: str, texts: dict[int, str], *, fresh: set[int]) -> None:
-    """Embed several turns' narratives: the `fresh` ones (no chunks yet) with one
-    `VectorMemory.embed_chunks` call (one encode call, one Chroma add, one corpus-version
-    bump), the others with `update_turn_narrative` each (old chunks replaced).
-
-    Only the store's public API: a turn that may have chunks (an edit, a re-run after a
-    crash, a turn number reused after a rewind, a turn written by an importer and edited)
-    is replaced, never duplicated. A store with a batch `update_turn_narratives(save_id,
-    {turn: text})` takes every turn in one call.
-    """
-    turns = sorted(texts)
-    batch_replace = getattr(vectors, "update_turn_narratives", None)
-    if batch_replace is not None:
-        batch_replace(save_id, {turn: texts[turn] for turn in turns})
-        return
-    new = [turn for turn in turns if turn in fresh]
-    if len(new) < 2 or not hasattr(vectors, "embed_chunks"):
-        new = []
-    if new:
-        vectors.embed_chunks(
-            save_id,
-            [{"turn_id": turn, "text": texts[turn], "chunk_type": "narrative"} for turn in new],
-            batch_size=max(32, len(new)),
-        )
-    for turn in turns:
-        if turn not in new:
-            vectors.update_turn_narrative(save_id, turn, texts[turn])
-
-
-# -- living pipeline -------------------------------------------------------------------------
 
 
 def known_entities_for(save) -> list[str]:
@@ -324,15 +42,8 @@ def known_entities_for(save) -> list[str]:
     return names
 
 
-def when_hint_for(save, turn_id: int) -> str:
-    """The story time of a turn: the turn's state (`when`, `time`, `date`...) and its number."""
-    from studio.saves.models import StateCache
-
-    state = StateCache.objects.filter(game_save_id=save.pk, turn_id=turn_id).values_list("state", flat=True).first()
-    return when_hint_from_state(state, turn_id)
-
-
 def when_hint_from_state(state, turn_id: int) -> str:
+    """The story time of a turn: its state's `when` (`time`, `date`...) and its number."""
     if isinstance(state, dict):
         for key in WHEN_STATE_KEYS:
             value = state.get(key)
@@ -602,11 +313,3 @@ def run_refresh_models(ctx: JobContext):
 
     ctx.commit(write)
     return None
-
-
-HANDLERS = {
-    JobKind.SYNC_LORE: run_sync_lore,
-    JobKind.EMBED_TURN: run_embed_turn,
-    JobKind.LIVING_TURN: run_living_turn,
-    JobKind.REFRESH_MODELS: run_refresh_models,
-}

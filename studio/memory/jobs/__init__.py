@@ -1,0 +1,67 @@
+"""Background jobs: one ledger for every kind of job, a handler registry, the runner.
+
+Layers, each importing only the ones above it in this list:
+
+- `ledger`     the Job rows: states, claims (`claim_batch`, `claim_one`), finish / defer /
+               fail, retry with backoff, the exceptions, `RETRYABLE_STATUSES`;
+- `registry`   which handler runs each JobKind (apps register theirs in
+               `AppConfig.ready()`), and the `JobContext` a handler is given;
+- `runner`     `run_job` drains a scope, `run_now` runs one immediate job here;
+- `dispatch`   hands job ids to Celery, the in-process pool, or runs them inline (eager);
+- `services`   `enqueue_*` and `job_retry`, what the apps call; `selectors` the reads.
+
+The engine's ledger knows the models it stores against (Job, Save, Universe, LoreEntry),
+never an app's services, views or checkpoints: the saves app registers the vector jobs of
+rewind and fork, the memory app the embedding and living-pipeline ones (see their
+`apps.py`). Import from this package (`from studio.memory import jobs`).
+"""
+from studio.memory.jobs.dispatch import QUEUE_DOWN_PREFIX, send, shutdown_inprocess_runner
+from studio.memory.jobs.ledger import (
+    ORDERED_KINDS,
+    PENDING,
+    RETRYABLE_STATUSES,
+    UNFINISHED,
+    JobLost,
+    JobPaused,
+    JobSkipped,
+    PermanentJobError,
+    job_create,
+    worker_identity,
+)
+from studio.memory.jobs.registry import JobContext, JobHandler, handler_for, register, registered_kinds
+from studio.memory.jobs.runner import LOST, Outcome, batch_size, claim_batch, run_job, run_now
+from studio.memory.jobs.selectors import jobs_active_for_save, jobs_for_save
+from studio.memory.jobs.services import enqueue_refresh_models, enqueue_sync_lore, enqueue_turn, job_retry
+
+__all__ = [
+    "LOST",
+    "ORDERED_KINDS",
+    "PENDING",
+    "QUEUE_DOWN_PREFIX",
+    "RETRYABLE_STATUSES",
+    "UNFINISHED",
+    "JobContext",
+    "JobHandler",
+    "JobLost",
+    "JobPaused",
+    "JobSkipped",
+    "Outcome",
+    "PermanentJobError",
+    "batch_size",
+    "claim_batch",
+    "enqueue_refresh_models",
+    "enqueue_sync_lore",
+    "enqueue_turn",
+    "handler_for",
+    "job_create",
+    "job_retry",
+    "jobs_active_for_save",
+    "jobs_for_save",
+    "register",
+    "registered_kinds",
+    "run_job",
+    "run_now",
+    "send",
+    "shutdown_inprocess_runner",
+    "worker_identity",
+]

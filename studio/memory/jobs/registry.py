@@ -1,0 +1,198 @@
+"""The handler registry: which function runs each job kind, and what a handler is given.
+
+Apps register their handlers at start-up, in `AppConfig.ready()` (memory: lore sync, turn
+embedding, the living pipeline, model refresh; saves: the vector side of rewind and fork),
+so the runner never imports an app: it looks the kind up here. A kind with no handler
+fails at once with an error that says so.
+
+A handler takes a `JobContext` (the claimed Job, the runner's identity, the vector store)
+and either returns a result dict (the runner marks the job DONE with it) or writes through
+`JobContext.commit`, which runs the writes and the DONE status in one transaction that
+first
+
+- locks the save row (`select_for_update`), so a rewind cannot interleave;
+- checks the job is still held by this runner (a runner presumed dead must not write);
+- checks the save's `timeline_generation` still equals the job's: a rewind since the job
+  was queued means the job writes nothing and ends as skipped.
+
+It raises `JobSkipped`, `JobPaused` or any exception for the other outcomes (see `ledger`).
+A handler declares at registration whether its kind is claimed in batches (`run_batch`, or
+`batches_in_order` for jobs run one by one sharing lookups) and whether callers run it at
+once (`immediate`).
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from django.db import transaction
+
+from studio.memory.jobs.ledger import ClaimRules, JobLost, JobSkipped, mark_finished, owned_row
+from studio.memory.models import Job, JobKind, JobStatus
+
+# Seconds between two progress writes of one job (the Jobs page polls every 2 s).
+PROGRESS_INTERVAL = 0.5
+
+
+def default_vector_memory():
+    """Return the vector store jobs use unless their caller hands one in."""
+    from studio.memory.vector import get_vector_memory
+
+    return get_vector_memory()
+
+
+@dataclass
+class JobContext:
+    """What the runner gives a handler for one claimed job."""
+
+    job: Job
+    worker: str
+    timings: dict[str, float] = field(default_factory=dict)
+    # Lookups shared by the jobs of one claimed batch (same save): lore names, missions,
+    # the batch's narratives and states ("batch_turns" lists its turn ids).
+    shared: dict = field(default_factory=dict)
+    # Returns the vector store; None: `default_vector_memory` (resolved when first used,
+    # inside the handler, so a store that cannot be opened is the job's failure).
+    vector_provider: Callable[[], object] | None = None
+    # What `commit` wrote as the job's result (for a caller running the job itself).
+    result: dict | None = None
+    # The claim just wrote "running": the first progress text waits PROGRESS_INTERVAL.
+    progress_written: float = field(default_factory=time.monotonic)
+    _vectors: object = field(default=None, repr=False)
+
+    @property
+    def vectors(self):
+        """The vector store (`VectorMemory`'s public API)."""
+        if self._vectors is None:
+            provider = self.vector_provider or default_vector_memory
+            self._vectors = provider()
+        return self._vectors
+
+    def cached(self, key: str, compute):
+        """Return `shared[key]`, computing it the first time a job of the batch asks."""
+        if key not in self.shared:
+            self.shared[key] = compute()
+        return self.shared[key]
+
+    def save(self):
+        """Return the job's save (with its universe), or None for a universe's job."""
+        from studio.saves.models import Save
+
+        if self.job.game_save_id is None:
+            return None
+        return Save.objects.select_related("universe").get(pk=self.job.game_save_id)
+
+    def progress(self, text: str, *, force: bool = False) -> None:
+        """Show what the job is doing; at most one write per PROGRESS_INTERVAL (each is a
+        write transaction, and a fast job would spend more on them than on its work)."""
+        now = time.monotonic()
+        if not force and now - self.progress_written < PROGRESS_INTERVAL:
+            return
+        self.progress_written = now
+        Job.objects.filter(pk=self.job.pk, status=JobStatus.RUNNING).update(progress=text[:200])
+
+    def check_timeline(self, save) -> None:
+        """Raise JobSkipped if the save was rewound since the job was queued, or its turn is gone."""
+        if save.timeline_generation != self.job.timeline_generation:
+            raise JobSkipped(
+                f"timeline rewound (generation {self.job.timeline_generation} -> "
+                f"{save.timeline_generation}); nothing written"
+            )
+        if self.job.turn_id is not None and self.job.kind in (JobKind.EMBED_TURN, JobKind.LIVING_TURN):
+            if self.job.turn_id > save.current_turn:
+                raise JobSkipped(f"turn {self.job.turn_id} no longer exists; nothing written")
+
+    def commit(self, write, *, check_timeline: bool = True) -> dict:
+        """Run `write(save)` and mark the job done, atomically, if the job may still write."""
+        from studio.saves.models import Save
+
+        started = time.perf_counter()
+        with transaction.atomic():
+            save = None
+            if self.job.game_save_id is not None:
+                save = Save.objects.select_for_update().get(pk=self.job.game_save_id)
+            row = owned_row(self.job.pk, self.worker)
+            if row is None:
+                raise JobLost()
+            if check_timeline and save is not None:
+                self.check_timeline(save)
+            result = write(save) or {}
+            self.timings["write_seconds"] = round(time.perf_counter() - started, 4)
+            result = {**result, "timings": dict(self.timings)}
+            mark_finished(row, JobStatus.DONE, progress="done", result=result)
+        self.result = result
+        return result
+
+
+Handler = Callable[[JobContext], "dict | None"]
+BatchHandler = Callable[[list[JobContext]], "dict[int, tuple[str, dict]]"]
+
+
+@dataclass(frozen=True)
+class JobHandler:
+    """A registered kind: the function that runs one job, and how its jobs are claimed."""
+
+    kind: str
+    run: Handler
+    # Runs several claimed jobs of the save at once; returns {job id: (status, detail)},
+    # detail being {"progress", "result"?} (the runner closes them in one transaction).
+    run_batch: BatchHandler | None = None
+    # Several jobs claimed at once but run one by one in turn order (`run`), sharing lookups.
+    batches_in_order: bool = False
+    # Callers run the job right away (`runner.run_now`) instead of waiting for the scope's
+    # runner: a rewind's vector delete after its commit, a retry from the Jobs page.
+    immediate: bool = False
+
+    @property
+    def batched(self) -> bool:
+        return self.run_batch is not None or self.batches_in_order
+
+
+_handlers: dict[str, JobHandler] = {}
+
+
+def register(
+    kind: str,
+    run: Handler,
+    *,
+    run_batch: BatchHandler | None = None,
+    batches_in_order: bool = False,
+    immediate: bool = False,
+) -> JobHandler:
+    """Register (or replace) the handler of `kind`; call from `AppConfig.ready()`."""
+    if kind not in JobKind.values:
+        raise ValueError(f"unknown job kind {kind!r}")
+    if run_batch is not None and batches_in_order:
+        raise ValueError("a kind takes batches through run_batch or in order, not both")
+    handler = JobHandler(kind=kind, run=run, run_batch=run_batch, batches_in_order=batches_in_order, immediate=immediate)
+    _handlers[kind] = handler
+    return handler
+
+
+def unregister(kind: str) -> None:
+    """Forget the handler of `kind` (tests)."""
+    _handlers.pop(kind, None)
+
+
+def handler_for(kind: str) -> JobHandler:
+    """Return the handler registered for `kind`; LookupError if none is."""
+    try:
+        return _handlers[kind]
+    except KeyError:
+        raise LookupError(
+            f"no handler is registered for job kind {kind!r} (its app registers it in AppConfig.ready())"
+        ) from None
+
+
+def registered_kinds() -> list[str]:
+    """Return the kinds that have a handler, in JobKind order."""
+    return [kind for kind in JobKind.values if kind in _handlers]
+
+
+def claim_rules() -> ClaimRules:
+    """Return what the claim step needs to know about the registered kinds."""
+    return ClaimRules(
+        batched=frozenset(k for k, h in _handlers.items() if h.batched),
+        immediate=frozenset(k for k, h in _handlers.items() if h.immediate),
+    )
