@@ -168,3 +168,20 @@ def test_a_refused_tracked_stream_is_logged_as_failed(server, game_save):
     with pytest.raises(Exception, match="HTTP 401"):
         tracked.stream(prompt="P", operation="narrate")
     assert "HTTP 401" in LLMCall.objects.get().error
+
+
+def test_stream_all_reads_a_chat_as_a_stream(server):
+    backend = backend_for(server, stream_all=True)
+    response = backend.chat(system="S", prompt="P", operation="extract", json_mode=True)
+    assert response.text == STORY and response.completion_tokens == 13
+    (request,) = server.requests
+    assert request["stream"] is True and request["response_format"] == {"type": "json_object"}
+    assert server.stream_log[0]["completed"]
+
+
+def test_a_streamed_chat_that_times_out_closes_the_connection(server):
+    server.responder = lambda request: Reply(chunks=["a ", "b ", "c "] + ["slow "] * 20, chunk_delay=0.4)
+    backend = backend_for(server, stream_all=True, timeout=0.2, max_retries=0)
+    with pytest.raises(LLMUnavailable, match="stalled"):
+        backend.chat(system="", prompt="P", operation="extract")
+    assert server.disconnected.wait(timeout=10)  # the server learns the reader left

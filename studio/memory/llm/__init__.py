@@ -109,6 +109,7 @@ def get_llm_backend() -> OpenAICompatibleBackend | None:
             "narrate": getattr(settings, "AXIOM_LLM_MODEL_NARRATE", ""),
         },
         "operation_options": operation_options_from_settings(),
+        "stream_all": getattr(settings, "AXIOM_LLM_STREAM", False),
     }
     key = (os.getpid(), repr(sorted(options.items())))
     with _BACKENDS_LOCK:

@@ -72,6 +72,7 @@ class OpenAICompatibleBackend:
         backoff_max: float = 20.0,
         transport: httpx.BaseTransport | None = None,
         capabilities: EndpointCapabilities | None = None,
+        stream_all: bool = False,
         sleep=time.sleep,
     ):
         self.base_url = base_url.rstrip("/")
@@ -85,6 +86,10 @@ class OpenAICompatibleBackend:
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
         self.capabilities = capabilities if capabilities is not None else CAPABILITIES
+        # Stream every call (chat() reads the stream to its end): a timeout or a killed job
+        # then closes the connection and the server stops generating, and the timeout is the
+        # wait for the next token rather than for the whole answer.
+        self.stream_all = bool(stream_all)
         self._sleep = sleep
         headers = {"Content-Type": "application/json"}
         if api_key:
@@ -125,8 +130,20 @@ class OpenAICompatibleBackend:
         messages: list[dict] | None = None,
         max_tokens: int | None = None,
         temperature: float | None = None,
+        stream: bool | None = None,
     ) -> LLMResponse:
-        """Send one request and return the whole answer (retries and fallbacks included)."""
+        """Send one request and return the whole answer (retries and fallbacks included).
+
+        `stream` (default: the backend's `stream_all`) reads the answer as a stream.
+        """
+        if self.stream_all if stream is None else stream:
+            with self.stream(
+                system=system, prompt=prompt, operation=operation, json_mode=json_mode, schema=schema,
+                schema_name=schema_name, messages=messages, max_tokens=max_tokens, temperature=temperature,
+            ) as chat_stream:
+                for _ in chat_stream:
+                    pass
+            return chat_stream.response
         started = time.monotonic()
         response, sent = self._open(
             operation=operation, system=system, prompt=prompt, messages=messages, json_mode=json_mode,
