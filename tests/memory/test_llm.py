@@ -291,3 +291,29 @@ def test_salvage_keeps_complete_objects_of_a_truncated_list():
     text = '{"facts": [{"statement": "A."}, {"statement": "B."}, {"statement": "C'
     assert salvage_json_objects(text) == [{"statement": "A."}, {"statement": "B."}]
     assert json.loads('{"x": 1}') == salvage_json_objects('{"x": 1}')[0]
+
+
+# -- truncation -------------------------------------------------------------------------------
+
+
+def test_finish_reason_length_marks_the_response_truncated(server):
+    server.responder = lambda request: Reply(content='{"facts": [{"statement": "A."}, {"sta', finish_reason="length")
+    response = backend_for(server, max_tokens=64).chat(system="", prompt="x", operation="extract", json_mode=True)
+    assert response.truncated and response.finish_reason == "length" and response.max_tokens == 64
+
+
+@pytest.mark.django_db
+def test_a_truncated_extraction_keeps_its_complete_facts_and_is_recorded(server, game_save):
+    from studio.memory.factextract import extract_facts_detailed
+
+    cut = json.dumps({"facts": [{"statement": "Wren found Hesper's note.", "who": "you", "entities": ["you"]}]})
+    cut = cut[:-2] + ', {"statement": "Hesper went down the Reeve\'s St'
+    server.responder = lambda request: Reply(
+        content=cut, finish_reason="length", usage={"prompt_tokens": 300, "completion_tokens": 64}
+    )
+    tracked = TrackedLLM(backend_for(server, max_tokens=64), game_save_id=game_save.pk)
+    facts, error = extract_facts_detailed(tracked, "You find the note.", player_character="Wren")
+    assert error is None
+    assert [(f.statement, f.who, f.entities) for f in facts] == [("Wren found Hesper's note.", "Wren", ["Wren"])]
+    assert tracked.truncated == [{"operation": "extract", "max_tokens": 64, "completion_tokens": 64}]
+    assert LLMCall.objects.get().error == ""  # a cut answer is not a failed call

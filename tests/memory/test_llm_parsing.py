@@ -157,6 +157,7 @@ def test_split_names():
         ("You crossed the bridge.", "Wren crossed the bridge."),
         ("You can dive at six fathoms.", "Wren can dive at six fathoms."),
         ("You never mend it.", "Wren never mends it."),
+        ("You need a helm.", "Wren needs a helm."),
         ("You're the last diver.", "Wren is the last diver."),
         ("Pim trusts you.", "Pim trusts Wren."),
         ("The note is for Youssef.", "The note is for Youssef."),
