@@ -53,6 +53,7 @@ class Reply:
     chunks: list[str] | None = None  # the deltas of a streamed answer (default: word by word)
     chunk_delay: float = 0.0  # seconds between two streamed deltas
     error_after: int | None = None  # streamed: send an error event after this many deltas
+    end_after: int | None = None  # streamed: end the body after this many deltas, unfinished
 
 
 def cut_at(text: str, marker: str) -> str:
@@ -198,6 +199,10 @@ class ScriptedLLMServer:
                         if reply.error_after is not None and index >= reply.error_after:
                             write("data: " + json.dumps({"error": {"message": "scripted mid-stream failure"}}) + "\r\n\r\n")
                             write("")  # end of the chunked body
+                            entry["completed"] = True
+                            return
+                        if reply.end_after is not None and index >= reply.end_after:
+                            write("")  # the body ends: no finish_reason, no [DONE]
                             entry["completed"] = True
                             return
                         if reply.chunk_delay:

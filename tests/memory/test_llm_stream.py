@@ -95,6 +95,16 @@ def test_an_error_after_some_deltas_raises_and_keeps_the_text(server):
     assert stream.response.finish_reason == "error" and isinstance(stream.error, LLMUnavailable)
 
 
+def test_a_stream_that_ends_unfinished_is_an_error(server):
+    # Seen once on the shared local llama-cpp-python server: after 20 minutes in its queue the
+    # stream closed with no text, no finish_reason and no [DONE]; an error, not an empty answer.
+    server.responder = lambda request: Reply(content=STORY, end_after=4)
+    stream = backend_for(server).stream(prompt="go", operation="narrate")
+    with pytest.raises(LLMUnavailable, match="ended unfinished after"):
+        list(stream)
+    assert stream.response.finish_reason == "error" and len(stream.text) > 0
+
+
 def test_a_server_that_refuses_stream_options_gets_them_dropped(server):
     srv = ScriptedLLMServer(lambda request: Reply(content=STORY), refuse_params={"stream_options"}).start()
     try:

@@ -425,8 +425,10 @@ class ChatStream:
                     yield self._delta(str(text))
                 self._finish(finish_reason=choice.get("finish_reason"), data=data, usage=data.get("usage"))
                 return
+            done = False
             for data in _sse_events(self._http.iter_lines()):
                 if data is None:
+                    done = True
                     break  # [DONE]
                 if isinstance(data.get("error"), (dict, str)):
                     raise LLMUnavailable(f"the server reported an error mid-stream: {str(data['error'])[:300]}")
@@ -440,6 +442,10 @@ class ChatStream:
                         yield self._delta(str(text))
                     if choice.get("finish_reason"):
                         finish_reason = choice["finish_reason"]
+            if not done and not finish_reason:
+                # The connection closed without a finish reason or [DONE]: the server (or a
+                # proxy) gave up mid-answer; the text so far may be half a sentence.
+                raise LLMUnavailable(f"the stream ended unfinished after {len(self.text)} characters")
         except httpx.TimeoutException as exc:
             self.error = LLMUnavailable(f"the stream stalled ({exc.__class__.__name__}) after {len(self.text)} characters")
         except httpx.HTTPError as exc:
