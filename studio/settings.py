@@ -182,19 +182,52 @@ AXIOM_JOBS_EAGER = env_bool("AXIOM_JOBS_EAGER", False)
 # their narratives, one claim for their living jobs (run one by one, in turn order).
 AXIOM_JOB_BATCH_SIZE = env_int("AXIOM_JOB_BATCH_SIZE", 16)
 
-# --- LLM (living memory) -----------------------------------------------------------------
+# --- LLM (living memory and the narrator) ---------------------------------------------------
 # Any OpenAI-compatible chat endpoint. Unset base URL: living-mode jobs end as skipped.
+
+
+def env_float(name: str, default: float | None) -> float | None:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        return float(value)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be a number, got {value!r}") from exc
+
+
 AXIOM_LLM_BASE_URL = os.environ.get("AXIOM_LLM_BASE_URL", "").strip()
 AXIOM_LLM_MODEL = os.environ.get("AXIOM_LLM_MODEL", "").strip()
 AXIOM_LLM_API_KEY = os.environ.get("AXIOM_LLM_API_KEY", "").strip()
 AXIOM_LLM_MODEL_EXTRACT = os.environ.get("AXIOM_LLM_MODEL_EXTRACT", "").strip()
 AXIOM_LLM_MODEL_CONSOLIDATE = os.environ.get("AXIOM_LLM_MODEL_CONSOLIDATE", "").strip()
 AXIOM_LLM_MODEL_REFLECT = os.environ.get("AXIOM_LLM_MODEL_REFLECT", "").strip()
-AXIOM_LLM_TIMEOUT = float(os.environ.get("AXIOM_LLM_TIMEOUT", "60") or 60)
+AXIOM_LLM_MODEL_NARRATE = os.environ.get("AXIOM_LLM_MODEL_NARRATE", "").strip()
+AXIOM_LLM_TIMEOUT = env_float("AXIOM_LLM_TIMEOUT", 60.0)
 AXIOM_LLM_MAX_RETRIES = env_int("AXIOM_LLM_MAX_RETRIES", 3)
 AXIOM_LLM_MAX_TOKENS = env_int("AXIOM_LLM_MAX_TOKENS", 1024)
+# Stream every call, the JSON operations too: a timeout then stops the server's generation.
+AXIOM_LLM_STREAM = env_bool("AXIOM_LLM_STREAM", False)
 AXIOM_LLM_CALLS_PER_HOUR = env_int("AXIOM_LLM_CALLS_PER_HOUR", 600)
 AXIOM_LLM_TOKENS_PER_HOUR = env_int("AXIOM_LLM_TOKENS_PER_HOUR", 500_000)
+# Per operation (EXTRACT, CONSOLIDATE, REFLECT, NARRATE): AXIOM_LLM_TEMPERATURE_<OP>,
+# AXIOM_LLM_FREQUENCY_PENALTY_<OP>, AXIOM_LLM_PRESENCE_PENALTY_<OP>, AXIOM_LLM_REPEAT_PENALTY_<OP>
+# (llama.cpp), AXIOM_LLM_MAX_TOKENS_<OP>, AXIOM_LLM_TIMEOUT_<OP>. Unset penalties are not sent
+# (the server's default applies); unset token and time limits fall back to the global ones.
+# JSON operations default to temperature 0 (reproducible answers); reflection writes prose
+# (0.3), the narrator tells a story (0.8).
+_LLM_DEFAULT_TEMPERATURE = {"extract": 0.0, "consolidate": 0.0, "reflect": 0.3, "narrate": 0.8}
+AXIOM_LLM_OPERATION_OPTIONS = {
+    operation: {
+        "temperature": env_float(f"AXIOM_LLM_TEMPERATURE_{operation.upper()}", temperature),
+        "frequency_penalty": env_float(f"AXIOM_LLM_FREQUENCY_PENALTY_{operation.upper()}", None),
+        "presence_penalty": env_float(f"AXIOM_LLM_PRESENCE_PENALTY_{operation.upper()}", None),
+        "repeat_penalty": env_float(f"AXIOM_LLM_REPEAT_PENALTY_{operation.upper()}", None),
+        "max_tokens": env_int(f"AXIOM_LLM_MAX_TOKENS_{operation.upper()}", 0) or None,
+        "timeout": env_float(f"AXIOM_LLM_TIMEOUT_{operation.upper()}", None),
+    }
+    for operation, temperature in _LLM_DEFAULT_TEMPERATURE.items()
+}
 
 LOGGING = {
     "version": 1,

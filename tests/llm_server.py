@@ -8,10 +8,31 @@ scripted, and tests assert on the prompts the studio sent.
 
     with ScriptedLLMServer(responder) as server:
         settings.AXIOM_LLM_BASE_URL = server.base_url
+
+Besides plain JSON answers it behaves like the real servers the client must cope with:
+
+- `stream: true` is answered with server-sent events (`data: {chunk}` lines, CRLF-separated
+  as sse-starlette sends them, then `data: [DONE]`), the reply's text split into deltas
+  (`Reply.chunks`, or word by word) with `Reply.chunk_delay` between them; the usage chunk
+  comes only when `stream_options.include_usage` was asked. Every stream is logged in
+  `stream_log` (deltas sent, whether the reader went away first); `disconnected` is set
+  when a reader closes a stream early.
+- `refuse_json_schema=True` answers `response_format: {type: json_schema}` with HTTP 500 and
+  an internal-server-error body, the way llama-cpp-python's server (0.3.x) does: its
+  request model only knows `text` and `json_object` (with an optional `schema`). This is a
+  hand-written reproduction of that behaviour, not a recording.
+- `reject_json_mode=True` answers any `response_format` with HTTP 400 (servers without JSON
+  mode); `reject_schema_in_json_object=True` answers `{type: json_object, schema: ...}` with 400.
+- `refuse_params={"repeat_penalty", ...}` answers a request carrying one of those fields with
+  HTTP 400 naming it, as OpenAI does for arguments it does not know
+  (`refuse_params_status=422` gives a pydantic-style body instead).
+- `Reply(finish_reason="length")` reports a truncated answer; its `content` is whatever cut
+  text the test gives (see `cut_at`).
 """
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -28,6 +49,23 @@ class Reply:
     raw_body: str | None = None  # send this body instead of a chat-completions JSON
     usage: dict | None = field(default_factory=lambda: {"prompt_tokens": 10, "completion_tokens": 5})
     headers: dict = field(default_factory=dict)
+    finish_reason: str = "stop"
+    chunks: list[str] | None = None  # the deltas of a streamed answer (default: word by word)
+    chunk_delay: float = 0.0  # seconds between two streamed deltas
+    error_after: int | None = None  # streamed: send an error event after this many deltas
+    end_after: int | None = None  # streamed: end the body after this many deltas, unfinished
+
+
+def cut_at(text: str, marker: str) -> str:
+    """Return `text` up to (not including) `marker`: an answer cut by the token limit."""
+    index = text.index(marker)
+    return text[:index]
+
+
+LLAMA_CPP_PYTHON_JSON_SCHEMA_ERROR = (
+    "1 validation error for CreateChatCompletionRequest\nresponse_format.type\n  Input should be 'text' or "
+    "'json_object' [type=literal_error, input_value='json_schema', input_type=str]"
+)
 
 
 def operation_of(request: dict) -> str:
@@ -53,10 +91,25 @@ def json_reply(payload) -> Reply:
 
 
 class ScriptedLLMServer:
-    def __init__(self, responder: Callable[[dict], Reply] | None = None, *, reject_json_mode: bool = False):
+    def __init__(
+        self,
+        responder: Callable[[dict], Reply] | None = None,
+        *,
+        reject_json_mode: bool = False,
+        refuse_json_schema: bool = False,
+        reject_schema_in_json_object: bool = False,
+        refuse_params: set[str] | None = None,
+        refuse_params_status: int = 400,
+    ):
         self.responder = responder or (lambda request: Reply(content="{}"))
         self.reject_json_mode = reject_json_mode
+        self.refuse_json_schema = refuse_json_schema
+        self.reject_schema_in_json_object = reject_schema_in_json_object
+        self.refuse_params = set(refuse_params or ())
+        self.refuse_params_status = refuse_params_status
         self.requests: list[dict] = []
+        self.stream_log: list[dict] = []
+        self.disconnected = threading.Event()
         self.lock = threading.Lock()
         self.arrived = threading.Condition(self.lock)
         server = self
@@ -81,8 +134,9 @@ class ScriptedLLMServer:
                     server.arrived.notify_all()
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     return self._send(404, json.dumps({"error": "not found"}))
-                if server.reject_json_mode and "response_format" in request:
-                    return self._send(400, json.dumps({"error": {"message": "response_format is not supported"}}))
+                refusal = server.refusal(request)
+                if refusal is not None:
+                    return self._send(*refusal)
                 reply = server.responder(request)
                 if reply.hold is not None:
                     reply.hold.wait(timeout=120)
@@ -92,15 +146,81 @@ class ScriptedLLMServer:
                     return self._send(reply.status, reply.raw_body, reply.headers)
                 if reply.status != 200:
                     return self._send(reply.status, json.dumps({"error": {"message": "scripted failure"}}), reply.headers)
+                if request.get("stream"):
+                    return self._stream(request, reply)
                 body = {
                     "id": "chatcmpl-test",
                     "object": "chat.completion",
                     "model": request.get("model", "test-model"),
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": reply.content}, "finish_reason": "stop"}],
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": reply.content},
+                            "finish_reason": reply.finish_reason,
+                        }
+                    ],
                 }
                 if reply.usage is not None:
                     body["usage"] = reply.usage
                 return self._send(200, json.dumps(body), reply.headers)
+
+            def _stream(self, request: dict, reply: Reply):
+                pieces = reply.chunks if reply.chunks is not None else re.findall(r"\S+\s*|\s+", reply.content)
+                model = request.get("model", "test-model")
+                include_usage = bool((request.get("stream_options") or {}).get("include_usage"))
+                entry = {"deltas_sent": 0, "disconnected": False, "completed": False}
+                with server.lock:
+                    server.stream_log.append(entry)
+
+                def chunk(delta: dict, finish_reason=None) -> dict:
+                    return {
+                        "id": "chatcmpl-test",
+                        "object": "chat.completion.chunk",
+                        "model": model,
+                        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+                    }
+
+                def write(data: str) -> None:
+                    raw = data.encode()
+                    self.wfile.write(f"{len(raw):X}\r\n".encode() + raw + b"\r\n")
+                    self.wfile.flush()
+
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+                    self.send_header("Cache-Control", "no-cache")
+                    self.send_header("Transfer-Encoding", "chunked")
+                    for key, value in reply.headers.items():
+                        self.send_header(key, value)
+                    self.end_headers()
+                    write(": ping\r\n\r\n")
+                    write("data: " + json.dumps(chunk({"role": "assistant", "content": ""})) + "\r\n\r\n")
+                    for index, piece in enumerate(pieces):
+                        if reply.error_after is not None and index >= reply.error_after:
+                            write("data: " + json.dumps({"error": {"message": "scripted mid-stream failure"}}) + "\r\n\r\n")
+                            write("")  # end of the chunked body
+                            entry["completed"] = True
+                            return
+                        if reply.end_after is not None and index >= reply.end_after:
+                            write("")  # the body ends: no finish_reason, no [DONE]
+                            entry["completed"] = True
+                            return
+                        if reply.chunk_delay:
+                            time.sleep(reply.chunk_delay)
+                        write("data: " + json.dumps(chunk({"content": piece})) + "\r\n\r\n")
+                        entry["deltas_sent"] += 1
+                    write("data: " + json.dumps(chunk({}, reply.finish_reason)) + "\r\n\r\n")
+                    if include_usage and reply.usage is not None:
+                        usage_chunk = {"id": "chatcmpl-test", "object": "chat.completion.chunk", "model": model,
+                                       "choices": [], "usage": reply.usage}
+                        write("data: " + json.dumps(usage_chunk) + "\r\n\r\n")
+                    write("data: [DONE]\r\n\r\n")
+                    write("")
+                    entry["completed"] = True
+                except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
+                    entry["disconnected"] = True
+                    server.disconnected.set()
+                    self.close_connection = True
 
             def _send(self, status: int, body: str, headers: dict | None = None):
                 data = body.encode()
@@ -117,7 +237,32 @@ class ScriptedLLMServer:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=lambda: self.httpd.serve_forever(poll_interval=0.05), daemon=True)
+
+    def refusal(self, request: dict) -> tuple[int, str] | None:
+        """Return (status, body) when this server refuses the request's fields, else None."""
+        response_format = request.get("response_format")
+        if self.reject_json_mode and response_format is not None:
+            return 400, json.dumps({"error": {"message": "response_format is not supported"}})
+        if isinstance(response_format, dict):
+            if self.refuse_json_schema and response_format.get("type") == "json_schema":
+                return 500, json.dumps(
+                    {"error": {"message": LLAMA_CPP_PYTHON_JSON_SCHEMA_ERROR, "type": "internal_server_error",
+                               "param": None, "code": None}}
+                )
+            if self.reject_schema_in_json_object and response_format.get("type") == "json_object" and "schema" in response_format:
+                return 400, json.dumps({"error": {"message": "Unrecognized request argument supplied: schema"}})
+        refused = sorted(name for name in self.refuse_params if name in request)
+        if refused:
+            if self.refuse_params_status == 422:
+                detail = [{"type": "extra_forbidden", "loc": ["body", name], "msg": "Extra inputs are not permitted"}
+                          for name in refused]
+                return 422, json.dumps({"detail": detail})
+            return self.refuse_params_status, json.dumps(
+                {"error": {"message": f"Unrecognized request argument supplied: {refused[0]}",
+                           "type": "invalid_request_error", "param": None, "code": None}}
+            )
+        return None
 
     @property
     def base_url(self) -> str:
@@ -125,6 +270,11 @@ class ScriptedLLMServer:
         return f"http://{host}:{port}/v1"
 
     def start(self) -> "ScriptedLLMServer":
+        from studio.memory.llm.capabilities import CAPABILITIES
+
+        # A new server may get the port of an earlier one: what the client remembered about
+        # that URL was about another server.
+        CAPABILITIES.forget(self.base_url)
         self.thread.start()
         return self
 

@@ -10,17 +10,35 @@ characters first, then the most recent.
 
 Never raises: [] on empty input or any failure. The deterministic application lives in
 `observations.apply_consolidation`.
+
+The answer is asked for with a JSON schema (`action_schema`) and read tolerantly: a
+truncated answer keeps its complete actions, ids written as "12" or "[12]" are read, a
+subject "you" / "the player" is the player character (`player_character`), other
+placeholder subjects are the world (""), subjects are spelled like the batch's names, and
+repeated actions (the same CREATE statement, the same UPDATE or DELETE of one belief) and
+CREATEs that restate a belief already shown are dropped.
 """
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass, field
 
-from studio.memory.llm import parse_items
+from studio.memory.llm.base import LLMTruncated, ask
+from studio.memory.llm.normalise import fold, is_placeholder, second_person_to_name, statement_key, text_value
+from studio.memory.llm.parsing import scan_items
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ConsolidationAction", "consolidate", "consolidate_detailed", "batch_characters", "scope_existing"]
+__all__ = [
+    "ConsolidationAction",
+    "consolidate",
+    "consolidate_detailed",
+    "batch_characters",
+    "scope_existing",
+    "action_schema",
+    "parse_actions",
+]
 
 CREATE = "CREATE"
 UPDATE = "UPDATE"
@@ -34,12 +52,35 @@ Given NEW FACTS and the EXISTING BELIEFS, decide how the beliefs change:
 - CREATE a belief for something durable that no existing belief covers. One facet per belief: a character's debt and their fear of the sea are two beliefs.
 - DELETE only when the new facts clearly make a belief false and no UPDATE can express the change. When unsure, do not delete.
 - Never do arithmetic: do not add up sums, count days or compute totals; quote numbers as the facts give them.
-- Ignore one-off details that do not matter later. It is fine to answer with no actions.
-- subject: the exact name of the character the belief is about, or "" for a belief about the world.
+- Ignore one-off details that do not matter later. It is fine to answer with no actions. Never repeat an action.
+- subject: the exact name of the character the belief is about, or "" for a belief about the world. Never "you".
+- statement: a full sentence that names its subject and reads correctly on its own.
 - Follow the memory missions: they say what this world and each character tend to remember.
 
-Answer with JSON only: {"actions": [{"action": "CREATE", "subject": "...", "statement": "...", "source_fact_ids": [1]}, {"action": "UPDATE", "observation_id": 12, "subject": "...", "statement": "...", "source_fact_ids": [2]}, {"action": "DELETE", "observation_id": 7, "source_fact_ids": [3]}]}
-source_fact_ids cites the NEW FACTS that justify the action, by their id."""
+Answer with JSON only: {"actions": [{"action": "CREATE", "observation_id": 0, "subject": "...", "statement": "...", "source_fact_ids": [1]}, {"action": "UPDATE", "observation_id": 12, "subject": "...", "statement": "...", "source_fact_ids": [2]}, {"action": "DELETE", "observation_id": 7, "subject": "...", "statement": "", "source_fact_ids": [3]}]}
+observation_id is the id of the EXISTING BELIEF changed (0 for CREATE); source_fact_ids cites the NEW FACTS that justify the action, by their id."""
+
+
+def action_schema() -> dict:
+    """Return the JSON schema of a consolidation answer."""
+    action = {
+        "type": "object",
+        "properties": {
+            "action": {"type": "string", "enum": list(KINDS)},
+            "observation_id": {"type": "integer"},
+            "subject": {"type": "string"},
+            "statement": {"type": "string"},
+            "source_fact_ids": {"type": "array", "items": {"type": "integer"}},
+        },
+        "required": ["action", "observation_id", "subject", "statement", "source_fact_ids"],
+        "additionalProperties": False,
+    }
+    return {
+        "type": "object",
+        "properties": {"actions": {"type": "array", "items": action}},
+        "required": ["actions"],
+        "additionalProperties": False,
+    }
 
 
 @dataclass
@@ -124,8 +165,13 @@ def _belief_line(obs) -> str:
     return f"[{obs.observation_id}] {subject}: {obs.statement}{flags}"
 
 
-def build_prompt(new_facts, shown_existing, *, mission: str | None, missions_shown: dict[str, str]) -> str:
+def build_prompt(
+    new_facts, shown_existing, *, mission: str | None, missions_shown: dict[str, str], player_character: str | None = None
+) -> str:
     parts = []
+    pc = (player_character or "").strip()
+    if pc:
+        parts.append(f'PLAYER CHARACTER: {pc} (the "you" of the story; write "{pc}", never "you").')
     if mission and mission.strip():
         parts.append("WORLD MEMORY MISSION: " + mission.strip())
     if missions_shown:
@@ -141,57 +187,132 @@ def build_prompt(new_facts, shown_existing, *, mission: str | None, missions_sho
 
 
 def _int_or_none(value) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
+    if isinstance(value, bool):
         return None
+    if isinstance(value, (int, float)):
+        return int(value)
+    if isinstance(value, str):
+        match = re.search(r"-?\d+", value)
+        return int(match.group()) if match else None
+    if isinstance(value, list) and len(value) == 1:
+        return _int_or_none(value[0])
+    return None
 
 
-def parse_actions(text: str, *, fact_ids: set[int], belief_ids: set[int]) -> list[ConsolidationAction]:
-    """Parse a model answer; keep valid actions; raise ValueError when nothing is JSON."""
-    items = parse_items(text, "actions")
-    if items is None:
+def _ints(value) -> list[int]:
+    if isinstance(value, str):
+        return [int(n) for n in re.findall(r"\d+", value)]
+    if not isinstance(value, (list, tuple)):
+        value = [value]
+    return [n for n in (_int_or_none(v) for v in value) if n is not None]
+
+
+_YOU_SUBJECTS = {"you", "your", "yourself", "the player", "player", "the player character", "player character",
+                 "the protagonist", "protagonist"}
+
+
+def _subject(value, *, names: dict[str, str], player_character: str) -> str:
+    candidates = value if isinstance(value, (list, tuple)) else [value]
+    for candidate in candidates:
+        subject = text_value(candidate).strip(" .\"'")
+        if not subject:
+            continue
+        if fold(subject) in _YOU_SUBJECTS:
+            if player_character:
+                return player_character
+            continue
+        if is_placeholder(subject, "who"):
+            continue
+        return names.get(fold(subject), subject)
+    return ""
+
+
+def _is_action_item(item: dict) -> bool:
+    return any(key in item for key in ("action", "kind", "type"))
+
+
+def parse_actions(
+    text: str,
+    *,
+    fact_ids: set[int],
+    belief_ids: set[int],
+    player_character: str | None = None,
+    names: list[str] | None = None,
+    existing=None,
+) -> list[ConsolidationAction]:
+    """Parse a model answer; keep valid actions; raise ValueError when nothing is JSON.
+
+    `names` (the batch's characters and the shown beliefs' subjects) give subjects their
+    canonical spelling; `existing` (the beliefs shown) lets a CREATE that restates one of
+    them be dropped.
+    """
+    scan = scan_items(text, "actions", is_item=_is_action_item)
+    if not scan.found_json:
         raise ValueError(f"no JSON in the answer: {str(text)[:120]!r}")
-    if items and not any(isinstance(i, dict) and (i.get("action") or i.get("kind")) for i in items):
+    items = scan.items
+    if items and not any(isinstance(i, dict) and _is_action_item(i) for i in items):
         raise ValueError(f"no action in the answer: {str(text)[:120]!r}")
+    pc = (player_character or "").strip()
+    canonical = {fold(n): str(n).strip() for n in names or [] if str(n).strip()}
+    if pc:
+        canonical.setdefault(fold(pc), pc)
+    held = {
+        (fold(getattr(o, "subject", "") or ""), statement_key(getattr(o, "statement", "") or ""))
+        for o in existing or []
+    }
+    seen: set[tuple] = set()
     actions: list[ConsolidationAction] = []
     for item in items:
         if not isinstance(item, dict):
             continue
-        kind = str(item.get("action") or item.get("kind") or "").strip().upper()
+        kind = text_value(item.get("action") or item.get("kind") or item.get("type")).strip().upper()
         if kind not in KINDS:
             continue
-        statement = str(item.get("statement") or "").strip()
-        subject = str(item.get("subject") or "").strip()
-        raw_sources = item.get("source_fact_ids") or []
-        if not isinstance(raw_sources, list):
-            raw_sources = [raw_sources]
+        statement = text_value(item.get("statement"), joiner=" ").strip()
+        if pc:
+            statement = second_person_to_name(statement, pc)
+        subject = _subject(item.get("subject"), names=canonical, player_character=pc)
         sources = []
-        for raw in raw_sources:
-            value = _int_or_none(raw)
-            if value is not None and value in fact_ids and value not in sources:
+        for value in _ints(item.get("source_fact_ids") or item.get("sources") or []):
+            if value in fact_ids and value not in sources:
                 sources.append(value)
         observation_id = _int_or_none(item.get("observation_id"))
         if kind == CREATE:
-            if not statement:
+            if not statement or is_placeholder(statement):
                 continue
             observation_id = None
+            key = (CREATE, fold(subject), statement_key(statement))
+            if (fold(subject), statement_key(statement)) in held:
+                continue  # restates a belief already held
         else:
             # Only beliefs the model was shown may be changed (no hallucinated ids).
             if observation_id is None or observation_id not in belief_ids:
                 continue
             if kind == UPDATE and not statement:
                 continue
+            key = (kind, observation_id)
+        if key in seen:
+            continue
+        seen.add(key)
         actions.append(
             ConsolidationAction(
                 kind=kind, statement=statement, subject=subject, observation_id=observation_id, source_fact_ids=sources
             )
         )
+    if not actions and scan.truncated:
+        raise LLMTruncated("consolidate: the answer was cut before its first complete action")
     return actions
 
 
 def consolidate_detailed(
-    llm, new_facts, existing, *, mission: str | None = None, missions: dict[str, str] | None = None, max_existing: int = 24
+    llm,
+    new_facts,
+    existing,
+    *,
+    mission: str | None = None,
+    missions: dict[str, str] | None = None,
+    max_existing: int = 24,
+    player_character: str | None = None,
 ) -> tuple[list[ConsolidationAction], Exception | None]:
     """Return (actions, failure): the actions, and the exception that emptied them (or None)."""
     facts = [f for f in new_facts or [] if (getattr(f, "statement", "") or "").strip()]
@@ -203,23 +324,45 @@ def consolidate_detailed(
                 fact.fact_id = index
         characters = batch_characters(facts)
         shown = scope_existing(existing, characters, max_existing)
-        prompt = build_prompt(facts, shown, mission=mission, missions_shown=_missions_for(missions, characters))
-        answer = llm.complete(system=SYSTEM_PROMPT, prompt=prompt, operation="consolidate", json_mode=True)
-        return (
-            parse_actions(
-                answer,
+        prompt = build_prompt(
+            facts,
+            shown,
+            mission=mission,
+            missions_shown=_missions_for(missions, characters),
+            player_character=player_character,
+        )
+        response = ask(llm, system=SYSTEM_PROMPT, prompt=prompt, operation="consolidate", schema=action_schema())
+        try:
+            actions = parse_actions(
+                response.text,
                 fact_ids={f.fact_id for f in facts},
                 belief_ids={o.observation_id for o in shown if o.observation_id is not None},
-            ),
-            None,
-        )
+                player_character=player_character,
+                names=characters + [getattr(o, "subject", "") or "" for o in shown],
+                existing=shown,
+            )
+        except (ValueError, LLMTruncated) as exc:
+            if response.truncated or isinstance(exc, LLMTruncated):
+                raise LLMTruncated(
+                    f"consolidate: the answer hit the token limit ({response.max_tokens or '?'} tokens) before one "
+                    "complete action; raise AXIOM_LLM_MAX_TOKENS_CONSOLIDATE (or AXIOM_LLM_MAX_TOKENS)"
+                ) from exc
+            raise
+        return actions, None
     except Exception as exc:  # noqa: BLE001 - the seed contract: never raise
         logger.info("consolidation produced nothing: %s", exc)
         return [], exc
 
 
 def consolidate(
-    llm, new_facts, existing, *, mission: str | None = None, missions: dict[str, str] | None = None, max_existing: int = 24
+    llm,
+    new_facts,
+    existing,
+    *,
+    mission: str | None = None,
+    missions: dict[str, str] | None = None,
+    max_existing: int = 24,
+    player_character: str | None = None,
 ) -> list[ConsolidationAction]:
     """Ask `llm` how the beliefs should change given `new_facts`.
 
@@ -227,10 +370,17 @@ def consolidate(
     only those of characters in this batch are shown; `max_existing` caps the existing
     beliefs shown (the batch's characters first, then the most recent; <= 0 disables).
     Facts without a `fact_id` are numbered 1..n in the prompt (and get that id in place),
-    and answers may only cite those ids and the ids of beliefs shown. Return [] for empty
-    input or on any backend or parse failure (never raise).
+    and answers may only cite those ids and the ids of beliefs shown. `player_character`
+    is who "you" is. Return [] for empty input or on any backend or parse failure (never
+    raise).
     """
     actions, _ = consolidate_detailed(
-        llm, new_facts, existing, mission=mission, missions=missions, max_existing=max_existing
+        llm,
+        new_facts,
+        existing,
+        mission=mission,
+        missions=missions,
+        max_existing=max_existing,
+        player_character=player_character,
     )
     return actions

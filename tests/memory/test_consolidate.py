@@ -3,10 +3,17 @@ from __future__ import annotations
 
 import json
 
-from studio.memory.consolidate import ConsolidationAction, consolidate, consolidate_detailed, scope_existing
+from studio.memory.consolidate import (
+    ConsolidationAction,
+    action_schema,
+    consolidate,
+    consolidate_detailed,
+    scope_existing,
+)
 from studio.memory.facts import Fact
+from studio.memory.llm import LLMTruncated
 from studio.memory.observations import Observation
-from tests.memory.scripted import ScriptedBackend
+from tests.memory.scripted import ScriptedBackend, truncated
 
 
 def facts():
@@ -31,6 +38,8 @@ def test_prompt_has_mission_and_only_batch_missions():
     assert "[101] Kaël paid Brann. (who: Kaël; entities: Kaël, Brann)" in prompt
     assert "EXISTING BELIEFS: none yet." in prompt
     assert llm.calls[0]["operation"] == "consolidate" and llm.calls[0]["json_mode"]
+    assert llm.calls[0]["schema"] == action_schema()
+    assert "PLAYER CHARACTER" not in prompt
     for rule in ("Prefer UPDATE", "One facet per belief", "DELETE only", "Never do arithmetic", "say so"):
         assert rule in llm.calls[0]["system"]
 
@@ -100,3 +109,52 @@ def test_json_of_the_wrong_shape_is_an_error():
     assert actions == [] and error is not None
     actions, error = consolidate_detailed(ScriptedBackend('{"actions": []}'), facts(), [])
     assert actions == [] and error is None  # "no change" is a valid answer
+
+
+def test_the_player_character_is_named_and_you_maps_onto_it():
+    answer = json.dumps({"actions": [
+        {"action": "CREATE", "observation_id": 0, "subject": "you", "statement": "You owe Brann forty tallies.",
+         "source_fact_ids": [101]},
+        {"action": "CREATE", "observation_id": 0, "subject": "the environment", "statement": "The docks burned.",
+         "source_fact_ids": [102]},
+        {"action": "CREATE", "observation_id": 0, "subject": ["brann", "Kaël"], "statement": "Brann was paid.",
+         "source_fact_ids": "101, 102"},
+    ]})
+    llm = ScriptedBackend(answer)
+    actions = consolidate(llm, facts(), [], player_character="Wren Halloway")
+    assert 'PLAYER CHARACTER: Wren Halloway (the "you" of the story' in llm.prompt
+    assert [(a.subject, a.statement, a.source_fact_ids) for a in actions] == [
+        ("Wren Halloway", "Wren Halloway owes Brann forty tallies.", [101]),
+        ("", "The docks burned.", [102]),
+        ("Brann", "Brann was paid.", [101, 102]),  # canonical spelling of a batch name
+    ]
+
+
+def test_ids_written_as_strings_are_read():
+    answer = json.dumps({"actions": [
+        {"action": "UPDATE", "observation_id": "[7]", "subject": "Kaël", "statement": "Kaël paid Brann.",
+         "source_fact_ids": ["#101"]},
+    ]})
+    (action,) = consolidate(ScriptedBackend(answer), facts(), [belief(7, "Kaël", "Kaël owes Brann.")])
+    assert (action.kind, action.observation_id, action.source_fact_ids) == ("UPDATE", 7, [101])
+
+
+def test_repeated_actions_and_restated_beliefs_are_dropped():
+    create = {"action": "CREATE", "observation_id": 0, "subject": "Kaël", "statement": "Kaël pays his debts.",
+              "source_fact_ids": [101]}
+    update = {"action": "UPDATE", "observation_id": 7, "subject": "Kaël", "statement": "Kaël paid Brann.",
+              "source_fact_ids": [101]}
+    restated = {"action": "CREATE", "observation_id": 0, "subject": "kaël", "statement": "Kaël owes Brann",
+                "source_fact_ids": [101]}
+    answer = json.dumps({"actions": [create, create, update, update, dict(create, statement="kael pays his debts"),
+                                     restated]})
+    actions = consolidate(ScriptedBackend(answer), facts(), [belief(7, "Kaël", "Kaël owes Brann.")])
+    assert [(a.kind, a.statement) for a in actions] == [("CREATE", "Kaël pays his debts."), ("UPDATE", "Kaël paid Brann.")]
+
+
+def test_truncated_before_the_first_action_names_the_limit():
+    actions, error = consolidate_detailed(ScriptedBackend(truncated('{"actions": [{"action": "CRE', 40)), facts(), [])
+    assert actions == [] and isinstance(error, LLMTruncated) and "AXIOM_LLM_MAX_TOKENS_CONSOLIDATE" in str(error)
+    answer = '{"actions": [{"action": "CREATE", "statement": "S.", "source_fact_ids": [101]}, {"action": "CRE'
+    actions, error = consolidate_detailed(ScriptedBackend(truncated(answer)), facts(), [])
+    assert [a.statement for a in actions] == ["S."] and error is None

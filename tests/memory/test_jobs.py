@@ -111,7 +111,7 @@ def test_living_turn_writes_facts_beliefs_and_model(
     assert "Kaël; Port Vey" in prompt  # known entities from the Lore Book
     assert "Day 3, dusk (turn 1)" in prompt  # the when hint
     assert "Kaël pays the harbour master" in prompt
-    assert extract["response_format"] == {"type": "json_object"}
+    assert extract["response_format"]["type"] == "json_schema"  # structured output with the facts schema
     (consolidation,) = llm_server.requests_for("consolidate")
     prompt = user_prompt(consolidation)
     assert "WORLD MEMORY MISSION: Remember debts." in prompt

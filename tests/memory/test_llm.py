@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from studio.memory import llm as llm_module
 from studio.memory.llm import (
+    CAPABILITIES,
     LLMRequestRejected,
     LLMUnavailable,
     OpenAICompatibleBackend,
@@ -20,6 +21,13 @@ from studio.memory.llm import (
 )
 from studio.memory.models import Job, JobKind, LLMCall
 from tests.llm_server import Reply, ScriptedLLMServer
+
+
+@pytest.fixture(autouse=True)
+def clean_capabilities():
+    CAPABILITIES.clear()
+    yield
+    CAPABILITIES.clear()
 
 
 @pytest.fixture
@@ -39,6 +47,7 @@ def backend_for(server, **kwargs) -> OpenAICompatibleBackend:
 
 
 def test_chat_sends_messages_model_and_limits(server):
+    """Without a JSON wish nothing but the model, the messages and the limits is sent."""
     backend = backend_for(server, api_key="sk-test", max_tokens=77)
     response = backend.chat(system="S", prompt="P", operation="extract")
     assert response.text == "hello"
@@ -48,7 +57,9 @@ def test_chat_sends_messages_model_and_limits(server):
     assert request["messages"] == [{"role": "system", "content": "S"}, {"role": "user", "content": "P"}]
     assert request["model"] == "m" and request["max_tokens"] == 77
     assert request["_headers"]["Authorization"] == "Bearer sk-test"
-    assert "response_format" not in request
+    assert "response_format" not in request and "stream" not in request
+    assert not set(request) & {"frequency_penalty", "presence_penalty", "repeat_penalty", "temperature"}
+    assert response.finish_reason == "stop" and not response.truncated and response.mode == "text"
 
 
 def test_model_per_operation(server):
@@ -64,9 +75,70 @@ def test_get_llm_backend_reads_settings(settings):
     settings.AXIOM_LLM_BASE_URL = "http://127.0.0.1:9/v1/"
     settings.AXIOM_LLM_MODEL = "base"
     settings.AXIOM_LLM_MODEL_CONSOLIDATE = "judge"
+    settings.AXIOM_LLM_MODEL_NARRATE = "storyteller"
+    settings.AXIOM_LLM_OPERATION_OPTIONS = {
+        "extract": {"temperature": 0.0, "max_tokens": 2048, "timeout": 300.0, "repeat_penalty": 1.05},
+        "narrate": {"temperature": 0.9, "frequency_penalty": 0.3},
+    }
     backend = get_llm_backend()
     assert backend.url == "http://127.0.0.1:9/v1/chat/completions"
     assert backend.model_for("consolidate") == "judge" and backend.model_for("extract") == "base"
+    assert backend.model_for("narrate") == "storyteller"
+    extract = backend.options_for("extract")
+    assert (extract.max_tokens, extract.timeout, extract.repeat_penalty) == (2048, 300.0, 1.05)
+    assert backend.options_for("narrate").sampling() == {"temperature": 0.9, "frequency_penalty": 0.3}
+    assert backend.options_for("reflect").sampling() == {}
+
+
+def test_settings_read_per_operation_variables(monkeypatch):
+    """The settings module turns AXIOM_LLM_<SETTING>_<OPERATION> into the options table."""
+    import importlib
+
+    import studio.settings as settings_module
+
+    monkeypatch.setenv("AXIOM_LLM_MAX_TOKENS_EXTRACT", "2048")
+    monkeypatch.setenv("AXIOM_LLM_TIMEOUT_EXTRACT", "300")
+    monkeypatch.setenv("AXIOM_LLM_REPEAT_PENALTY_EXTRACT", "1.1")
+    monkeypatch.setenv("AXIOM_LLM_TEMPERATURE_NARRATE", "0.95")
+    monkeypatch.setenv("AXIOM_LLM_MODEL_NARRATE", "storyteller")
+    try:
+        reloaded = importlib.reload(settings_module)
+        table = reloaded.AXIOM_LLM_OPERATION_OPTIONS
+        assert table["extract"]["max_tokens"] == 2048 and table["extract"]["timeout"] == 300.0
+        assert table["extract"]["repeat_penalty"] == 1.1 and table["extract"]["temperature"] == 0.0
+        assert table["narrate"]["temperature"] == 0.95 and reloaded.AXIOM_LLM_MODEL_NARRATE == "storyteller"
+        assert table["consolidate"]["max_tokens"] is None and table["consolidate"]["frequency_penalty"] is None
+    finally:
+        monkeypatch.undo()
+        importlib.reload(settings_module)
+
+
+def test_operation_options_are_sent_only_when_set(server):
+    backend = backend_for(
+        server,
+        max_tokens=500,
+        operation_options={
+            "extract": {"temperature": 0.0, "max_tokens": 2048, "repeat_penalty": 1.1},
+            "narrate": {"temperature": 0.8, "frequency_penalty": 0.4, "presence_penalty": 0.2},
+        },
+    )
+    backend.chat(system="", prompt="x", operation="extract")
+    backend.chat(system="", prompt="x", operation="narrate")
+    backend.chat(system="", prompt="x", operation="reflect")
+    extract, narrate, reflect = server.requests
+    assert (extract["temperature"], extract["max_tokens"], extract["repeat_penalty"]) == (0.0, 2048, 1.1)
+    assert "frequency_penalty" not in extract and "presence_penalty" not in extract
+    assert (narrate["temperature"], narrate["frequency_penalty"], narrate["presence_penalty"]) == (0.8, 0.4, 0.2)
+    assert narrate["max_tokens"] == 500 and "repeat_penalty" not in narrate
+    assert "temperature" not in reflect and reflect["max_tokens"] == 500
+
+
+def test_a_timeout_per_operation_and_its_hint(server):
+    server.responder = lambda request: Reply(content="late", delay=0.6)
+    backend = backend_for(server, timeout=5, max_retries=0, operation_options={"extract": {"timeout": 0.2}})
+    with pytest.raises(LLMUnavailable, match="AXIOM_LLM_TIMEOUT_EXTRACT"):
+        backend.complete(system="", prompt="x", operation="extract")
+    assert backend.complete(system="", prompt="x", operation="reflect") == "late"  # the global 5 s
 
 
 @pytest.mark.parametrize("status", [429, 500, 503])
@@ -135,9 +207,25 @@ def test_json_mode_falls_back_when_rejected_and_remembers():
         assert backend.complete(system="", prompt="y", json_mode=True) == '{"facts": []}'
         sent = ["response_format" in r for r in srv.requests]
         assert sent == [True, False, False]  # refused once, then asked plainly from then on
+        assert backend.sleeps == []  # a refusal is not an outage: no backoff
+        assert CAPABILITIES.snapshot((srv.base_url, "no-json-model"))["refused_modes"] == ["json_object"]
     finally:
         srv.stop()
-        llm_module._JSON_MODE_UNSUPPORTED.discard((srv.base_url, "no-json-model"))
+
+
+def test_a_new_server_on_a_reused_url_starts_with_a_clean_slate():
+    srv = ScriptedLLMServer(lambda request: Reply(content="{}"))
+    CAPABILITIES.refuse_mode((srv.base_url, "m"), "json_object")
+    srv.start()
+    try:
+        backend_for(srv).complete(system="", prompt="x", json_mode=True)
+        assert srv.requests[0]["response_format"] == {"type": "json_object"}
+    finally:
+        srv.stop()
+
+
+def test_the_dead_llm_not_configured_error_is_gone():
+    assert not hasattr(llm_module, "LLMNotConfigured")
 
 
 def test_missing_usage_is_estimated(server):
@@ -203,3 +291,29 @@ def test_salvage_keeps_complete_objects_of_a_truncated_list():
     text = '{"facts": [{"statement": "A."}, {"statement": "B."}, {"statement": "C'
     assert salvage_json_objects(text) == [{"statement": "A."}, {"statement": "B."}]
     assert json.loads('{"x": 1}') == salvage_json_objects('{"x": 1}')[0]
+
+
+# -- truncation -------------------------------------------------------------------------------
+
+
+def test_finish_reason_length_marks_the_response_truncated(server):
+    server.responder = lambda request: Reply(content='{"facts": [{"statement": "A."}, {"sta', finish_reason="length")
+    response = backend_for(server, max_tokens=64).chat(system="", prompt="x", operation="extract", json_mode=True)
+    assert response.truncated and response.finish_reason == "length" and response.max_tokens == 64
+
+
+@pytest.mark.django_db
+def test_a_truncated_extraction_keeps_its_complete_facts_and_is_recorded(server, game_save):
+    from studio.memory.factextract import extract_facts_detailed
+
+    cut = json.dumps({"facts": [{"statement": "Wren found Hesper's note.", "who": "you", "entities": ["you"]}]})
+    cut = cut[:-2] + ', {"statement": "Hesper went down the Reeve\'s St'
+    server.responder = lambda request: Reply(
+        content=cut, finish_reason="length", usage={"prompt_tokens": 300, "completion_tokens": 64}
+    )
+    tracked = TrackedLLM(backend_for(server, max_tokens=64), game_save_id=game_save.pk)
+    facts, error = extract_facts_detailed(tracked, "You find the note.", player_character="Wren")
+    assert error is None
+    assert [(f.statement, f.who, f.entities) for f in facts] == [("Wren found Hesper's note.", "Wren", ["Wren"])]
+    assert tracked.truncated == [{"operation": "extract", "max_tokens": 64, "completion_tokens": 64}]
+    assert LLMCall.objects.get().error == ""  # a cut answer is not a failed call

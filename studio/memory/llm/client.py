@@ -1,0 +1,503 @@
+"""The HTTP client for OpenAI-compatible `/chat/completions` servers.
+
+One request loop serves `chat` (one JSON answer) and `stream` (server-sent events):
+
+- Retries: network errors, timeouts, 429 and 5xx are retried `max_retries` times with
+  exponential backoff (or `Retry-After`); other 4xx raise `LLMRequestRejected` at once.
+- Structured outputs: a request with a JSON schema tries the modes of `capabilities.MODES`
+  in order. A 400/415/422, or a 5xx whose body names `response_format`, is a refusal of that
+  mode: the next mode is asked at once and the refusal remembered. A bare 5xx on a mode
+  never seen working may be a refusal too (llama-cpp-python's server answers `json_schema`
+  with HTTP 500): the next mode is asked at once, in place of the first retry. If it works,
+  the first mode is remembered as refused; if it fails with a 5xx as well, that is an
+  outage, and the remaining retries use the first mode again.
+- Sampling fields (temperature, penalties, `stream_options`) are sent only when set; a
+  4xx naming one drops it (remembered). An unexplained 4xx on a plain-text request that
+  carried such fields is retried once without any of them.
+- A context-length error is a rejection, never a format refusal.
+- Streaming: `stream()` opens the request (refusals, retries and fallbacks happen before
+  the first delta) and returns a `ChatStream`, an iterator of text deltas. After the last
+  delta `stream.response` holds the full text, `finish_reason` and usage. Closing the
+  stream (or leaving its `with` block) closes the HTTP connection, which is how a server
+  learns that the reader went away. An error after the first delta raises
+  `LLMUnavailable` from the iterator; nothing is retried once text has been yielded.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Iterator
+
+import httpx
+
+from studio.memory.llm.base import (
+    SAMPLING_FIELDS,
+    LLMError,
+    LLMRequestRejected,
+    LLMResponse,
+    LLMUnavailable,
+    OperationOptions,
+    estimate_tokens,
+)
+from studio.memory.llm.capabilities import CAPABILITIES, EndpointCapabilities, mode_chain, response_format_for
+
+logger = logging.getLogger(__name__)
+
+DROPPABLE_FIELDS = (*SAMPLING_FIELDS, "stream_options")
+_FORMAT_WORDS = ("response_format", "json_schema", "json_object")
+_CONTEXT_WORDS = ("context_length", "context length", "context window", "maximum context")
+
+
+def schema_instruction(schema: dict) -> str:
+    """Return the sentence that carries the schema in a prompt (modes without server support)."""
+    return "Answer with one JSON value that matches this JSON schema:\n" + json.dumps(schema, ensure_ascii=False)
+
+
+class OpenAICompatibleBackend:
+    """A client for any OpenAI-compatible chat-completions endpoint."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str,
+        api_key: str = "",
+        timeout: float = 60.0,
+        max_retries: int = 3,
+        max_tokens: int = 1024,
+        operation_models: dict[str, str] | None = None,
+        operation_options: dict[str, OperationOptions | dict] | None = None,
+        backoff_base: float = 0.5,
+        backoff_max: float = 20.0,
+        transport: httpx.BaseTransport | None = None,
+        capabilities: EndpointCapabilities | None = None,
+        stream_all: bool = False,
+        sleep=time.sleep,
+    ):
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.api_key = api_key
+        self.timeout = float(timeout)
+        self.max_retries = max(0, int(max_retries))
+        self.max_tokens = int(max_tokens)
+        self.operation_models = {k: v for k, v in (operation_models or {}).items() if v}
+        self.operation_options = {k: OperationOptions.from_value(v) for k, v in (operation_options or {}).items()}
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self.capabilities = capabilities if capabilities is not None else CAPABILITIES
+        # Stream every call (chat() reads the stream to its end): a timeout or a killed job
+        # then closes the connection and the server stops generating, and the timeout is the
+        # wait for the next token rather than for the whole answer.
+        self.stream_all = bool(stream_all)
+        self._sleep = sleep
+        headers = {"Content-Type": "application/json"}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        self._client = httpx.Client(timeout=self._timeout(self.timeout), headers=headers, transport=transport)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def model_for(self, operation: str) -> str:
+        return self.operation_models.get(operation) or self.model
+
+    def options_for(self, operation: str) -> OperationOptions:
+        return self.operation_options.get(operation) or OperationOptions()
+
+    @property
+    def url(self) -> str:
+        return f"{self.base_url}/chat/completions"
+
+    @staticmethod
+    def _timeout(seconds: float) -> httpx.Timeout:
+        return httpx.Timeout(seconds, connect=min(10.0, seconds))
+
+    # -- public calls ---------------------------------------------------------------------
+
+    def complete(self, *, system: str, prompt: str, operation: str = "", json_mode: bool = False) -> str:
+        return self.chat(system=system, prompt=prompt, operation=operation, json_mode=json_mode).text
+
+    def chat(
+        self,
+        *,
+        system: str = "",
+        prompt: str = "",
+        operation: str = "",
+        json_mode: bool = False,
+        schema: dict | None = None,
+        schema_name: str = "",
+        messages: list[dict] | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        stream: bool | None = None,
+    ) -> LLMResponse:
+        """Send one request and return the whole answer (retries and fallbacks included).
+
+        `stream` (default: the backend's `stream_all`) reads the answer as a stream.
+        """
+        if self.stream_all if stream is None else stream:
+            with self.stream(
+                system=system, prompt=prompt, operation=operation, json_mode=json_mode, schema=schema,
+                schema_name=schema_name, messages=messages, max_tokens=max_tokens, temperature=temperature,
+            ) as chat_stream:
+                for _ in chat_stream:
+                    pass
+            return chat_stream.response
+        started = time.monotonic()
+        response, sent = self._open(
+            operation=operation, system=system, prompt=prompt, messages=messages, json_mode=json_mode,
+            schema=schema, schema_name=schema_name or operation, max_tokens=max_tokens, temperature=temperature,
+            stream=False,
+        )
+        try:
+            return self._parse(response, sent, started)
+        finally:
+            response.close()
+
+    def stream(
+        self,
+        *,
+        system: str = "",
+        prompt: str = "",
+        operation: str = "narrate",
+        json_mode: bool = False,
+        schema: dict | None = None,
+        schema_name: str = "",
+        messages: list[dict] | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> "ChatStream":
+        """Open a streamed request; return the iterator of its text deltas."""
+        started = time.monotonic()
+        response, sent = self._open(
+            operation=operation, system=system, prompt=prompt, messages=messages, json_mode=json_mode,
+            schema=schema, schema_name=schema_name or operation, max_tokens=max_tokens, temperature=temperature,
+            stream=True,
+        )
+        return ChatStream(response, sent=sent, started=started)
+
+    # -- the request loop -----------------------------------------------------------------
+
+    def _open(
+        self, *, operation, system, prompt, messages, json_mode, schema, schema_name, max_tokens, temperature, stream
+    ) -> tuple[httpx.Response, dict]:
+        model = self.model_for(operation)
+        options = self.options_for(operation)
+        key = (self.base_url, model)
+        caps = self.capabilities
+        modes = caps.modes_to_try(key, mode_chain(schema=schema, json_mode=json_mode))
+        limit = int(max_tokens or options.max_tokens or self.max_tokens)
+        timeout = self._timeout(float(options.timeout or self.timeout))
+        optional = options.sampling()
+        if temperature is not None:
+            optional["temperature"] = temperature
+        if stream:
+            optional["stream_options"] = {"include_usage": True}
+        dropped: set[str] = set(caps.refused_fields(key))
+        index = 0  # into `modes`
+        attempt = 0
+        probe_from: int | None = None  # the mode index whose bare 5xx is being checked
+        probed = False
+        stripped_all = False
+        dropped_before_strip: set[str] = set()
+        while True:
+            mode = modes[index]
+            extras = {k: v for k, v in optional.items() if k not in dropped}
+            payload = self._payload(
+                model=model, system=system, prompt=prompt, messages=messages, mode=mode, schema=schema,
+                schema_name=schema_name, limit=limit, extras=extras, stream=stream,
+            )
+            delay = None
+            try:
+                if stream:
+                    response = self._client.send(
+                        self._client.build_request("POST", self.url, json=payload, timeout=timeout), stream=True
+                    )
+                else:
+                    response = self._client.post(self.url, json=payload, timeout=timeout)
+            except httpx.TimeoutException as exc:
+                hint = "AXIOM_LLM_TIMEOUT" + (f" or AXIOM_LLM_TIMEOUT_{operation.upper()}" if operation else "")
+                error: LLMError = LLMUnavailable(
+                    f"timed out after {timeout.read:g}s ({exc.__class__.__name__}); a slow model needs a larger {hint}"
+                )
+            except httpx.HTTPError as exc:
+                error = LLMUnavailable(f"could not reach {self.url}: {exc}")
+            else:
+                status = response.status_code
+                if status == 200:
+                    if mode != "text":
+                        caps.confirm_mode(key, mode)
+                    if probe_from is not None and index > probe_from:
+                        caps.refuse_mode(key, modes[probe_from])
+                        logger.info("LLM %s %s: HTTP 5xx on %s was a refusal; %s works", self.url, model, modes[probe_from], mode)
+                    if stripped_all:
+                        caps.refuse_fields(key, set(optional) - dropped_before_strip)
+                    sent = {
+                        "model": model, "mode": mode, "max_tokens": limit, "operation": operation,
+                        "dropped": sorted(set(optional) - set(extras)),
+                    }
+                    return response, sent
+                if stream:
+                    response.read()
+                detail = response.text[:500]
+                response.close()
+                lowered = detail.lower()
+                format_named = any(word in lowered for word in _FORMAT_WORDS)
+                named = [k for k in extras if k in lowered]
+                if status in (400, 422) and named and not format_named:
+                    dropped.update(named)
+                    caps.refuse_fields(key, named)
+                    logger.info("LLM %s %s refused %s (HTTP %s); not sent from now on", self.url, model, named, status)
+                    continue
+                if any(word in lowered for word in _CONTEXT_WORDS):
+                    raise LLMRequestRejected(f"HTTP {status} from {self.url}: {detail[:300]}")
+                if mode != "text" and (status in (400, 415, 422) or (status >= 500 and format_named)):
+                    caps.refuse_mode(key, mode)
+                    logger.info("LLM %s %s refused %s (HTTP %s); trying %s", self.url, model, mode, status, modes[index + 1])
+                    index += 1
+                    continue
+                if mode != "text" and status >= 500 and not probed and not caps.is_confirmed(key, mode):
+                    # Refusal or outage? Ask the next mode at once, in place of the first retry.
+                    probed = True
+                    probe_from = index
+                    index += 1
+                    if attempt < self.max_retries:
+                        attempt += 1
+                    continue
+                if probe_from is not None and status >= 500:
+                    index = probe_from  # both modes failed: an outage, not a refusal
+                    probe_from = None
+                if status in (400, 422) and mode == "text" and extras and not stripped_all:
+                    stripped_all = True
+                    dropped_before_strip = set(dropped)
+                    dropped.update(extras)
+                    continue
+                if status == 429 or status >= 500:
+                    error = LLMUnavailable(f"HTTP {status} from {self.url}: {detail[:300]}")
+                    delay = _retry_after(response)
+                else:
+                    raise LLMRequestRejected(f"HTTP {status} from {self.url}: {detail[:300]}")
+            if attempt >= self.max_retries:
+                raise error
+            wait = self.backoff_base * (2**attempt)
+            if delay is not None:
+                wait = max(wait, delay)
+            self._sleep(min(wait, self.backoff_max))
+            attempt += 1
+
+    def _payload(self, *, model, system, prompt, messages, mode, schema, schema_name, limit, extras, stream) -> dict:
+        if messages is None:
+            messages = []
+            if system:
+                messages.append({"role": "system", "content": system})
+            messages.append({"role": "user", "content": prompt})
+        else:
+            messages = [dict(m) for m in messages]
+        if schema and mode in ("json_object", "text"):
+            instruction = schema_instruction(schema)
+            if messages and messages[0].get("role") == "system":
+                messages[0]["content"] = f"{messages[0].get('content') or ''}\n\n{instruction}".strip()
+            else:
+                messages.insert(0, {"role": "system", "content": instruction})
+        body = {"model": model, "messages": messages, "max_tokens": limit, **extras}
+        response_format = response_format_for(mode, schema=schema, name=schema_name)
+        if response_format is not None:
+            body["response_format"] = response_format
+        if stream:
+            body["stream"] = True
+        return body
+
+    def _parse(self, response: httpx.Response, sent: dict, started: float) -> LLMResponse:
+        latency_ms = int((time.monotonic() - started) * 1000)
+        try:
+            data = response.json()
+            choice = data["choices"][0]
+            text = choice["message"].get("content") or ""
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise LLMUnavailable(f"malformed chat-completions response: {response.text[:200]!r}") from exc
+        return _response(
+            text=str(text), data=data, finish_reason=choice.get("finish_reason"), usage=data.get("usage"),
+            sent=sent, latency_ms=latency_ms,
+        )
+
+
+def _response(*, text: str, data: dict, finish_reason, usage, sent: dict, latency_ms: int, first_token_ms=None) -> LLMResponse:
+    usage = usage if isinstance(usage, dict) else {}
+    completion_tokens = _int(usage.get("completion_tokens"))
+    estimated = not usage
+    if estimated:
+        completion_tokens = estimate_tokens(text)
+    return LLMResponse(
+        text=text,
+        model=str((data or {}).get("model") or sent["model"]),
+        prompt_tokens=_int(usage.get("prompt_tokens")),
+        completion_tokens=completion_tokens,
+        latency_ms=latency_ms,
+        estimated_tokens=estimated,
+        finish_reason=str(finish_reason or ""),
+        mode=sent["mode"],
+        max_tokens=sent["max_tokens"],
+        first_token_ms=first_token_ms,
+        dropped_params=list(sent.get("dropped") or []),
+    )
+
+
+class ChatStream:
+    """The text deltas of one streamed answer; `response` is set once it ended.
+
+    Iterate it (or use it as a context manager and iterate). `close()` before the end
+    closes the HTTP connection and ends the stream with `finish_reason` "cancelled".
+    `on_finish(stream)` callbacks run exactly once, at the end, on error or on close.
+    """
+
+    def __init__(self, response: httpx.Response, *, sent: dict, started: float):
+        self._http = response
+        self.sent = sent
+        self.started = started
+        self.response: LLMResponse | None = None
+        self.error: LLMError | None = None
+        self.cancelled = False
+        self.on_finish: list[Callable[["ChatStream"], None]] = []
+        self._parts: list[str] = []
+        self._first_token_ms: int | None = None
+        self._finished = False
+        self._gen = self._deltas()
+
+    @property
+    def text(self) -> str:
+        return "".join(self._parts)
+
+    def __iter__(self) -> Iterator[str]:
+        return self
+
+    def __next__(self) -> str:
+        return next(self._gen)
+
+    def __enter__(self) -> "ChatStream":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop reading: close the HTTP stream (the server sees the reader leave)."""
+        if self._finished:
+            return
+        self.cancelled = True
+        self._gen.close()
+        self._http.close()
+        self._finish(finish_reason="cancelled", data={}, usage=None)
+
+    def _finish(self, *, finish_reason, data, usage) -> None:
+        if self._finished:
+            return
+        self._finished = True
+        self.response = _response(
+            text=self.text, data=data, finish_reason=finish_reason, usage=usage, sent=self.sent,
+            latency_ms=int((time.monotonic() - self.started) * 1000), first_token_ms=self._first_token_ms,
+        )
+        for callback in self.on_finish:
+            try:
+                callback(self)
+            except Exception:  # noqa: BLE001 - a logging hook must not break the reader
+                logger.exception("ChatStream on_finish callback failed")
+
+    def _delta(self, text: str) -> str:
+        if self._first_token_ms is None:
+            self._first_token_ms = int((time.monotonic() - self.started) * 1000)
+        self._parts.append(text)
+        return text
+
+    def _deltas(self) -> Iterator[str]:
+        finish_reason = None
+        usage = None
+        last: dict = {}
+        try:
+            content_type = self._http.headers.get("content-type", "")
+            if "text/event-stream" not in content_type:
+                # The server ignored `stream: true` and sent one JSON answer: yield it whole.
+                self._http.read()
+                data = self._http.json()
+                choice = data["choices"][0]
+                text = (choice.get("message") or {}).get("content") or ""
+                if text:
+                    yield self._delta(str(text))
+                self._finish(finish_reason=choice.get("finish_reason"), data=data, usage=data.get("usage"))
+                return
+            done = False
+            for data in _sse_events(self._http.iter_lines()):
+                if data is None:
+                    done = True
+                    break  # [DONE]
+                if isinstance(data.get("error"), (dict, str)):
+                    raise LLMUnavailable(f"the server reported an error mid-stream: {str(data['error'])[:300]}")
+                last = data
+                if isinstance(data.get("usage"), dict) and data["usage"]:
+                    usage = data["usage"]
+                for choice in data.get("choices") or []:
+                    delta = choice.get("delta") or choice.get("message") or {}
+                    text = delta.get("content") if isinstance(delta, dict) else None
+                    if text:
+                        yield self._delta(str(text))
+                    if choice.get("finish_reason"):
+                        finish_reason = choice["finish_reason"]
+            if not done and not finish_reason:
+                # The connection closed without a finish reason or [DONE]: the server (or a
+                # proxy) gave up mid-answer; the text so far may be half a sentence.
+                raise LLMUnavailable(f"the stream ended unfinished after {len(self.text)} characters")
+        except httpx.TimeoutException as exc:
+            self.error = LLMUnavailable(f"the stream stalled ({exc.__class__.__name__}) after {len(self.text)} characters")
+        except httpx.HTTPError as exc:
+            self.error = LLMUnavailable(f"the stream broke after {len(self.text)} characters: {exc}")
+        except LLMError as exc:
+            self.error = exc
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+            self.error = LLMUnavailable(f"malformed stream: {exc}")
+        finally:
+            if not self.cancelled:
+                self._http.close()
+        if self.error is not None:
+            self._finish(finish_reason="error", data=last, usage=usage)
+            raise self.error
+        self._finish(finish_reason=finish_reason, data=last, usage=usage)
+
+
+def _sse_events(lines: Iterator[str]) -> Iterator[dict | None]:
+    """Yield each server-sent event's JSON data (None for `[DONE]`); comments are skipped."""
+    buffer: list[str] = []
+    for raw in lines:
+        line = raw.rstrip("\r")
+        if line.startswith("data:"):
+            buffer.append(line[5:].lstrip(" "))
+            continue
+        if line.strip() == "" and buffer:
+            payload = "\n".join(buffer).strip()
+            buffer = []
+            if payload == "[DONE]":
+                yield None
+                return
+            if payload:
+                yield json.loads(payload)
+        # "event:", "id:", "retry:" and ":" comment lines carry nothing we need
+    if buffer:
+        payload = "\n".join(buffer).strip()
+        if payload == "[DONE]":
+            yield None
+        elif payload:
+            yield json.loads(payload)
+
+
+def _int(value) -> int:
+    try:
+        return max(0, int(value))
+    except (TypeError, ValueError):
+        return 0
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("Retry-After", "").strip()
+    try:
+        return max(0.0, float(value)) if value else None
+    except ValueError:
+        return None

@@ -1,0 +1,199 @@
+"""A backend bound to one job or request: the spend guard, the call log, truncation records.
+
+- Before each call the save's LLM use over the last hour is compared with
+  `AXIOM_LLM_CALLS_PER_HOUR` / `AXIOM_LLM_TOKENS_PER_HOUR`; over a cap the call raises
+  `SpendLimitExceeded` without reaching the endpoint.
+- Every call, failed and cancelled ones too, is one `LLMCall` row (and counted on the job).
+- Every answer cut by the token limit adds a record to `truncated`
+  ({"operation", "max_tokens", "completion_tokens"}); the caller stores
+  `tracked.truncated` in the job's result (the living jobs do this) so the Jobs table
+  can say "truncated" next to the facts that were kept.
+- `stream()` logs when the stream ends, fails or is closed early.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db.models import Count, F, Min, Sum
+from django.utils import timezone
+
+from studio.memory.llm.base import LLMBackend, LLMError, LLMResponse, LLMUnavailable, SpendLimitExceeded, estimate_tokens
+
+
+@dataclass
+class SpendStatus:
+    calls: int
+    tokens: int
+    calls_cap: int
+    tokens_cap: int
+    oldest: datetime | None
+
+    @property
+    def exceeded(self) -> bool:
+        return (self.calls_cap > 0 and self.calls >= self.calls_cap) or (
+            self.tokens_cap > 0 and self.tokens >= self.tokens_cap
+        )
+
+
+def spend_status(*, game_save_id: int, now: datetime | None = None) -> SpendStatus:
+    """Return a save's LLM use over the last hour against the configured caps."""
+    from studio.memory.models import LLMCall
+
+    now = now or timezone.now()
+    agg = LLMCall.objects.filter(game_save_id=game_save_id, created_at__gt=now - timedelta(hours=1)).aggregate(
+        n=Count("id"), p=Sum("prompt_tokens"), c=Sum("completion_tokens"), oldest=Min("created_at")
+    )
+    return SpendStatus(
+        calls=agg["n"] or 0,
+        tokens=(agg["p"] or 0) + (agg["c"] or 0),
+        calls_cap=settings.AXIOM_LLM_CALLS_PER_HOUR,
+        tokens_cap=settings.AXIOM_LLM_TOKENS_PER_HOUR,
+        oldest=agg["oldest"],
+    )
+
+
+class TrackedLLM:
+    """A backend bound to one job: checks the spend guard, logs each call as an LLMCall.
+
+    The last failure is kept in `errors` so a job can tell "the model said nothing useful"
+    from "the call failed" even though the seed operations swallow exceptions.
+    """
+
+    def __init__(self, backend: LLMBackend, *, game_save_id: int | None = None, job_id: int | None = None):
+        self.backend = backend
+        self.game_save_id = game_save_id
+        self.job_id = job_id
+        self.calls = 0
+        self.tokens = 0
+        self.errors: list[tuple[str, LLMError]] = []
+        self.truncated: list[dict] = []
+
+    def check_budget(self) -> None:
+        if self.game_save_id is None:
+            return
+        if settings.AXIOM_LLM_CALLS_PER_HOUR <= 0 and settings.AXIOM_LLM_TOKENS_PER_HOUR <= 0:
+            return
+        status = spend_status(game_save_id=self.game_save_id)
+        if status.exceeded:
+            resume_at = (status.oldest or timezone.now()) + timedelta(hours=1)
+            if status.calls_cap > 0 and status.calls >= status.calls_cap:
+                what = f"{status.calls} LLM calls in the last hour (cap {status.calls_cap})"
+            else:
+                what = f"{status.tokens} LLM tokens in the last hour (cap {status.tokens_cap})"
+            raise SpendLimitExceeded(
+                f"spend guard: this save used {what}; paused until {resume_at:%H:%M} UTC", resume_at
+            )
+
+    def model_for(self, operation: str) -> str:
+        return getattr(self.backend, "model_for", lambda op: "")(operation)
+
+    def _guard(self, operation: str) -> None:
+        try:
+            self.check_budget()
+        except SpendLimitExceeded as exc:
+            self.errors.append((operation, exc))
+            raise
+
+    def complete(self, *, system: str, prompt: str, operation: str = "", json_mode: bool = False) -> str:
+        return self.chat(system=system, prompt=prompt, operation=operation, json_mode=json_mode).text
+
+    def chat(self, *, system: str = "", prompt: str = "", operation: str = "", json_mode: bool = False, **options) -> LLMResponse:
+        """Call the backend once (guarded and logged); return its LLMResponse."""
+        self._guard(operation)
+        model = self.model_for(operation)
+        started = time.monotonic()
+        try:
+            if hasattr(self.backend, "chat"):
+                response = self.backend.chat(system=system, prompt=prompt, operation=operation, json_mode=json_mode, **options)
+            else:
+                text = self.backend.complete(system=system, prompt=prompt, operation=operation, json_mode=json_mode)
+                response = LLMResponse(
+                    text=text,
+                    model=model,
+                    completion_tokens=estimate_tokens(text),
+                    latency_ms=int((time.monotonic() - started) * 1000),
+                    estimated_tokens=True,
+                )
+        except Exception as exc:
+            error = exc if isinstance(exc, LLMError) else LLMUnavailable(f"{exc.__class__.__name__}: {exc}")
+            self.errors.append((operation, error))
+            self._log(operation, model, 0, 0, int((time.monotonic() - started) * 1000), str(error))
+            raise error from exc
+        self._record(operation, response, prompt_text=system + prompt + _messages_text(options.get("messages")))
+        return response
+
+    def stream(self, *, system: str = "", prompt: str = "", operation: str = "narrate", **options):
+        """Open a stream through the backend (guarded); it is logged when it ends or is closed."""
+        self._guard(operation)
+        model = self.model_for(operation)
+        started = time.monotonic()
+        prompt_text = system + prompt + _messages_text(options.get("messages"))
+        try:
+            stream = self.backend.stream(system=system, prompt=prompt, operation=operation, **options)
+        except Exception as exc:
+            error = exc if isinstance(exc, LLMError) else LLMUnavailable(f"{exc.__class__.__name__}: {exc}")
+            self.errors.append((operation, error))
+            self._log(operation, model, 0, 0, int((time.monotonic() - started) * 1000), str(error))
+            raise error from exc
+
+        def finished(chat_stream) -> None:
+            response = chat_stream.response
+            if chat_stream.error is not None:
+                self.errors.append((operation, chat_stream.error))
+            note = ""
+            if chat_stream.error is not None:
+                note = str(chat_stream.error)
+            elif chat_stream.cancelled:
+                note = f"cancelled by the reader after {len(response.text)} characters"
+            self._record(operation, response, prompt_text=prompt_text, error=note)
+
+        stream.on_finish.append(finished)
+        return stream
+
+    def _record(self, operation: str, response: LLMResponse, *, prompt_text: str, error: str = "") -> None:
+        if response.estimated_tokens and not response.prompt_tokens:
+            response.prompt_tokens = estimate_tokens(prompt_text)
+        if response.truncated:
+            self.truncated.append(
+                {
+                    "operation": operation,
+                    "max_tokens": response.max_tokens,
+                    "completion_tokens": response.completion_tokens,
+                }
+            )
+        self._log(
+            operation, response.model, response.prompt_tokens, response.completion_tokens, response.latency_ms, error
+        )
+
+    def _log(self, operation: str, model: str, prompt_tokens: int, completion_tokens: int, latency_ms: int, error: str):
+        from studio.memory.models import Job, LLMCall
+
+        LLMCall.objects.create(
+            game_save_id=self.game_save_id,
+            job_id=self.job_id,
+            operation=operation,
+            model=model or "",
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            latency_ms=latency_ms,
+            error=error[:2000],
+        )
+        self.calls += 1
+        self.tokens += prompt_tokens + completion_tokens
+        if self.job_id is not None:
+            Job.objects.filter(pk=self.job_id).update(
+                llm_calls=F("llm_calls") + 1, llm_tokens=F("llm_tokens") + prompt_tokens + completion_tokens
+            )
+
+    def last_error(self, operation: str | None = None) -> LLMError | None:
+        for op, exc in reversed(self.errors):
+            if operation is None or op == operation:
+                return exc
+        return None
+
+
+def _messages_text(messages) -> str:
+    return "".join(str(m.get("content") or "") for m in messages or [] if isinstance(m, dict))
