@@ -20,6 +20,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
+from studio.universes.activation import activation_validate, activation_values, invalid_regex_keys
 from studio.universes.counting import text_counts, text_counts_many
 from studio.universes.interchange import IncomingBook, IncomingEntry
 from studio.universes.selectors import with_link_ids
@@ -240,6 +241,7 @@ def lore_entry_snapshot(entry: LoreEntry, *, links: Sequence[str] | None = None)
         "keys": list(entry.keys or []),
         "links": sorted(links),
         "extensions": entry.extensions or {},
+        **activation_values(entry),
     }
 
 
@@ -306,6 +308,11 @@ def _clean_keys(keys: Iterable[str]) -> list[str]:
     return result
 
 
+def _apply_activation(entry: LoreEntry, values: dict[str, Any]) -> None:
+    for name, value in values.items():
+        setattr(entry, name, value)
+
+
 def _validate_entry_fields(*, title: str, kind: str) -> None:
     errors = {}
     if not title.strip():
@@ -332,10 +339,18 @@ def lore_entry_create(
     links: Sequence[LoreEntry] = (),
     entry_id: str = "",
     extensions: dict[str, Any] | None = None,
+    activation: dict[str, Any] | None = None,
+    strict_keys: bool = True,
     action: str = LoreRevision.Action.CREATE,
 ) -> LoreEntry:
-    """Create a lore entry, record its revision and queue its embedding."""
+    """Create a lore entry, record its revision and queue its embedding.
+
+    `activation` holds activation fields (studio defaults for the rest: see activation.py);
+    with `strict_keys` a regex key that does not compile is refused, naming the key.
+    """
     _validate_entry_fields(title=title, kind=kind)
+    keys = _clean_keys(keys)
+    activation = activation_validate(activation or {}, strict_keys=strict_keys, primary_keys=keys)
     if entry_id in RESERVED_ENTRY_IDS:
         raise ValidationError({"entry_id": f"“{entry_id}” is reserved by the Lore Book's pages; choose another id."})
     if entry_id:
@@ -349,10 +364,11 @@ def lore_entry_create(
         title=title.strip(),
         kind=kind,
         text=text,
-        keys=_clean_keys(keys),
+        keys=keys,
         extensions=extensions or {},
         embedding_state=EmbeddingState.PENDING,
     )
+    _apply_activation(entry, activation)
     _apply_counts(entry)
     entry.full_clean(exclude=["links"])
     entry.save()
@@ -377,20 +393,29 @@ def lore_entry_update(
     keys: Sequence[str] | None = None,
     links: Sequence[LoreEntry] | None = None,
     extensions: dict[str, Any] | None = None,
+    activation: dict[str, Any] | None = None,
+    strict_keys: bool = True,
     action: str = LoreRevision.Action.UPDATE,
 ) -> list[str]:
-    """Apply the given changes (None = unchanged); record a revision. Return the changed fields."""
+    """Apply the given changes (None = unchanged); record a revision. Return the changed fields.
+
+    `activation` changes only the activation fields it names; keys are checked as in create.
+    """
     before = lore_entry_snapshot(entry)
+    clean_keys = _clean_keys(keys) if keys is not None else None
+    activation = activation_validate(activation or {}, strict_keys=strict_keys,
+                                     primary_keys=clean_keys if clean_keys is not None else [])
     new_title = before["title"] if title is None else title.strip()
     new_kind = before["kind"] if kind is None else kind
     _validate_entry_fields(title=new_title, kind=new_kind)
     entry.title, entry.kind = new_title, new_kind
     if text is not None:
         entry.text = text
-    if keys is not None:
-        entry.keys = _clean_keys(keys)
+    if clean_keys is not None:
+        entry.keys = clean_keys
     if extensions is not None:
         entry.extensions = extensions
+    _apply_activation(entry, activation)
     link_ids = before["links"]
     if links is not None:
         links = [link for link in links if link.universe_id == entry.universe_id and link.pk != entry.pk]
@@ -432,6 +457,13 @@ def lore_entry_delete(*, entry: LoreEntry, user, action: str = LoreRevision.Acti
     schedule_lore_sync(universe=universe)
 
 
+def _restorable_activation(state: dict[str, Any]) -> dict[str, Any]:
+    """The activation fields a revision recorded; a revision from before they existed has none."""
+    from studio.universes.activation import NAMES
+
+    return {name: state[name] for name in NAMES if name in state}
+
+
 @transaction.atomic
 def lore_entry_restore(*, revision: LoreRevision, user) -> LoreEntry:
     """Bring an entry back to the state a revision recorded (re-creating it if deleted)."""
@@ -448,13 +480,15 @@ def lore_entry_restore(*, revision: LoreRevision, user) -> LoreEntry:
             universe=universe, user=user, title=state["title"], kind=state["kind"],
             text=state.get("text", ""), keys=state.get("keys", []), links=links,
             entry_id=revision.entry_id, extensions=state.get("extensions") or {},
+            activation=_restorable_activation(state), strict_keys=False,
             action=LoreRevision.Action.RESTORE,
         )
     else:
         lore_entry_update(
             entry=entry, user=user, title=state["title"], kind=state["kind"],
             text=state.get("text", ""), keys=state.get("keys", []), links=links,
-            extensions=state.get("extensions") or {}, action=LoreRevision.Action.RESTORE,
+            extensions=state.get("extensions") or {}, activation=_restorable_activation(state),
+            strict_keys=False, action=LoreRevision.Action.RESTORE,
         )
     for source_id in state.get("backlinks", []):
         if source_id in by_id:
@@ -525,6 +559,7 @@ def _lore_bulk_create(
             text=item["text"], keys=_clean_keys(item["keys"]), extensions=item.get("extensions") or {},
             embedding_state=EmbeddingState.PENDING,
         )
+        _apply_activation(entry, activation_validate(item.get("activation") or {}, strict_keys=False))
         entries.append(entry)
     if not entries:
         return {}
@@ -557,6 +592,9 @@ class ImportLine:
     reason: str
     entry_id: str = ""
     title: str = ""
+    acting: list[str] = field(default_factory=list)  # file fields / decorators the studio acts on
+    kept: list[str] = field(default_factory=list)  # kept for re-export only
+    warnings: list[str] = field(default_factory=list)  # will behave differently than in the tool
 
 
 @dataclass
@@ -632,6 +670,10 @@ def lore_import(*, universe: Universe, user, book: IncomingBook, default_kind: s
         if incoming.skip_reason:
             report.lines.append(ImportLine(incoming.label, "skipped", incoming.skip_reason, title=incoming.title))
             continue
+        warnings = list(incoming.warnings) + [
+            f"{problem} It is matched as plain text, as SillyTavern does; fix it in the entry."
+            for problem in invalid_regex_keys({"keys": incoming.keys, **incoming.activation})]
+        effect = {"acting": list(incoming.acting), "kept": list(incoming.kept), "warnings": warnings}
         target = _match(incoming, by_id, by_identity, by_title)
         if target is not None and target.pk in seen:
             report.lines.append(ImportLine(
@@ -649,20 +691,22 @@ def lore_import(*, universe: Universe, user, book: IncomingBook, default_kind: s
             to_create.append({
                 "entry_id": entry_id, "title": incoming.title, "kind": incoming.kind or default_kind,
                 "text": incoming.text, "keys": incoming.keys, "extensions": incoming.extensions,
+                "activation": incoming.activation,
             })
             if incoming.links is not None:
                 new_links[entry_id] = incoming.links
                 missing = [i for i in incoming.links if i not in by_id and i not in incoming_ids]
                 if missing:
                     report.notes.append(f"{incoming.label}: links to unknown entries dropped: {', '.join(missing)}")
-            report.lines.append(ImportLine(incoming.label, "created", "new entry", entry_id, incoming.title.strip()))
+            report.lines.append(ImportLine(incoming.label, "created", "new entry", entry_id, incoming.title.strip(),
+                                           **effect))
             continue
         seen.add(target.pk)
         extensions = {**(target.extensions or {}), **incoming.extensions}
         changed = lore_entry_update(
             entry=target, user=user, title=incoming.title, kind=incoming.kind or None,
             text=incoming.text, keys=incoming.keys, extensions=extensions,
-            action=LoreRevision.Action.IMPORT,
+            activation=incoming.activation, strict_keys=False, action=LoreRevision.Action.IMPORT,
         )
         if incoming.links is not None:
             pending_links.append((target, incoming.links, incoming.label))
@@ -673,7 +717,7 @@ def lore_import(*, universe: Universe, user, book: IncomingBook, default_kind: s
             incoming.label, "updated" if changed else "skipped",
             f"changed {', '.join(changed)}; matched by {how}" if changed
             else f"identical to the existing entry (matched by {how})",
-            target.entry_id, target.title))
+            target.entry_id, target.title, **effect))
     known = {entry_id: entry.pk for entry_id, entry in by_id.items()}
     by_id.update(_lore_bulk_create(universe=universe, user=user, items=to_create, links=new_links,
                                    known=known, action=LoreRevision.Action.IMPORT))
@@ -732,7 +776,8 @@ def universe_import_document(*, user, document, universe: Universe | None = None
     created = _lore_bulk_create(
         universe=universe, user=user,
         items=[{"entry_id": lore.entry_id, "title": lore.title, "kind": lore.kind, "text": lore.text,
-                "keys": lore.keys, "extensions": lore.extensions} for lore in new_docs],
+                "keys": lore.keys, "extensions": lore.extensions, "activation": lore.activation}
+               for lore in new_docs],
         links={lore.entry_id: lore.links for lore in new_docs},
         known={entry_id: entry.pk for entry_id, entry in by_id.items()},
         action=LoreRevision.Action.IMPORT,
@@ -744,7 +789,8 @@ def universe_import_document(*, user, document, universe: Universe | None = None
             continue
         changed = lore_entry_update(
             entry=entry, user=user, title=lore.title, kind=lore.kind, text=lore.text,
-            keys=lore.keys, extensions=lore.extensions, action=LoreRevision.Action.IMPORT,
+            keys=lore.keys, extensions=lore.extensions, activation=lore.activation, strict_keys=False,
+            action=LoreRevision.Action.IMPORT,
         )
         outcome[lore.entry_id] = "updated" if changed else "unchanged"
     by_id.update(created)
