@@ -226,3 +226,28 @@ def invalid_regex_keys(entry_or_values) -> list[str]:
     keys = list(get("keys", []) or []) + list(get("secondary_keys", []) or []) + list(get("exclude_keys", []) or [])
     keys += [k for group in get("additional_keys", []) or [] for k in group]
     return [message for message in key_errors(keys)]
+
+
+def _display(f: ActivationField, value: Any) -> str:
+    if f.kind in ("keys",):
+        return ", ".join(value) if value else "—"
+    if f.kind == "key_groups":
+        return " · ".join(", ".join(group) for group in value) if value else "—"
+    if f.kind == "bool":
+        return "yes" if value else "no"
+    if f.kind == "bool?":
+        return "universe default" if value is None else ("yes" if value else "no")
+    if f.kind in ("choice", "choice?"):
+        if value is None:
+            return "—"
+        return dict(f.choices).get(value, str(value))
+    if f.kind == "int?":
+        return "universe default" if value is None else str(value)
+    return str(value) if value not in ("", None) else "—"
+
+
+def activation_display(entry) -> list[tuple[str, list[tuple[str, str, bool]]]]:
+    """Return [(section, [(label, shown value, differs from a new studio entry)])] for a detail page."""
+    values = activation_values(entry)
+    return [(section, [(f.label, _display(f, values[f.name]), values[f.name] != STUDIO_DEFAULTS[f.name])
+                       for f in FIELDS if f.section == section]) for section in SECTIONS]

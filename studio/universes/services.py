@@ -43,6 +43,14 @@ CHARACTER_BOOK_META = "character_book"
 SILLYTAVERN_META = "sillytavern_world"
 JSON_OBJECT_META_KEYS = {CHARACTER_CARD_META, CHARACTER_BOOK_META, SILLYTAVERN_META}
 
+# Book-wide lore activation defaults (studio.memory.lore_activation.defaults_from_meta).
+LORE_INT_META = {
+    "lore_scan_depth": (0, 1000, "messages scanned for keys; the pending input is 1, a turn is 2"),
+    "lore_token_budget": (0, 1_000_000, "tokens the activated entries may use; 0 = no budget"),
+    "lore_recursion_depth": (0, 100, "recursion passes after the first scan; 0 = no recursion"),
+}
+LORE_BOOL_META = {"lore_case_sensitive", "lore_match_whole_words"}
+
 # Entry ids that would collide with the Lore Book's own URLs (/lore/new/, /lore/bulk/, ...).
 RESERVED_ENTRY_IDS = {"new", "bulk", "status", "deleted"}
 RESERVED_UNIVERSE_SLUGS = {"new", "import"}
@@ -146,6 +154,20 @@ def meta_validate(*, key: str, value: str) -> str:
         return json.dumps(missions, ensure_ascii=False)
     if key in JSON_OBJECT_META_KEYS:
         _loads_json_object(value, key)
+    if key in LORE_INT_META:
+        low, high, meaning = LORE_INT_META[key]
+        try:
+            number = int(value.strip())
+        except ValueError:
+            raise ValidationError({"value": f"{key} is a whole number ({meaning}), not “{value.strip()}”."}) from None
+        if not low <= number <= high:
+            raise ValidationError({"value": f"{key} must be between {low} and {high} ({meaning})."})
+        return str(number)
+    if key in LORE_BOOL_META:
+        flag = value.strip().lower()
+        if flag not in ("true", "false"):
+            raise ValidationError({"value": f"{key} is true or false, not “{value.strip()}”."})
+        return flag
     return value
 
 
@@ -541,6 +563,30 @@ def lore_bulk_set_kind(*, universe: Universe, user, entry_ids: Sequence[str], ki
     return len(entries)
 
 
+@transaction.atomic
+def lore_bulk_set_activation(*, universe: Universe, user, entry_ids: Sequence[str], values: dict[str, Any]) -> int:
+    """Give the chosen entries the same activation values, each with a revision; return how many changed."""
+    values = activation_validate(values, strict_keys=True)
+    if not values:
+        return 0
+    entries = list(with_link_ids(universe.lore_entries.filter(entry_id__in=entry_ids)))
+    revisions, changed = [], []
+    now = timezone.now()
+    for entry in entries:
+        before = lore_entry_snapshot(entry)
+        _apply_activation(entry, values)
+        after = lore_entry_snapshot(entry)
+        if after == before:
+            continue
+        entry.updated_at = now  # bulk_update skips auto_now
+        changed.append(entry)
+        revisions.append(_record(universe=universe, entry=entry, entry_id=entry.entry_id, user=user,
+                                 action=LoreRevision.Action.UPDATE, before=before, after=after))
+    LoreEntry.objects.bulk_update(changed, [*values, "updated_at"])
+    LoreRevision.objects.bulk_create(revisions)
+    return len(changed)
+
+
 def _lore_bulk_create(
     *, universe: Universe, user, items: list[dict[str, Any]], links: dict[str, list[str]],
     known: dict[str, int], action: str,
@@ -735,6 +781,13 @@ def lore_import(*, universe: Universe, user, book: IncomingBook, default_kind: s
                         line.outcome, line.reason = "updated", "links changed"
     for key, value in book.meta.items():
         meta_set(universe=universe, key=key, value=value)
+    current = dict(universe.meta.filter(key__in=list(book.defaults)).values_list("key", "value"))
+    for key, value in sorted(book.defaults.items()):
+        if key not in current:
+            meta_set(universe=universe, key=key, value=value)
+            report.notes.append(f"The book's setting became the universe's {key} = {value}.")
+        elif current[key] != value:
+            report.notes.append(f"The book asks for {key} = {value}; the universe keeps its own {current[key]}.")
     return report
 
 

@@ -60,6 +60,9 @@ class IncomingBook:
     entries: list[IncomingEntry]
     meta: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # Book-wide activation settings the file carries (e.g. CCv3 scan_depth), as Universe_Meta
+    # lore_* values; applied where the universe has not set its own.
+    defaults: dict[str, str] = field(default_factory=dict)
 
 
 def check_size(data: bytes, *, what: str = "file") -> None:

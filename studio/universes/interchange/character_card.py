@@ -380,7 +380,14 @@ def book_from_card(doc: Any, *, source: str) -> IncomingBook:
                 f"The card's own fields (character “{card_fields['name']}”) are kept in the "
                 f"{CARD_META_KEY} meta key for re-export; only its character_book became lore."
             )
-    return IncomingBook(source=source, entries=entries, meta=meta, notes=notes)
+    defaults = {}
+    if isinstance(book.get("scan_depth"), int) and not isinstance(book["scan_depth"], bool) and 0 <= book["scan_depth"] <= 1000:
+        defaults["lore_scan_depth"] = str(book["scan_depth"])
+    if isinstance(book.get("token_budget"), int) and not isinstance(book["token_budget"], bool) and 0 <= book["token_budget"] <= 1_000_000:
+        defaults["lore_token_budget"] = str(book["token_budget"])
+    if book.get("recursive_scanning") is False:
+        defaults["lore_recursion_depth"] = "0"  # CCv3: MUST NOT recurse
+    return IncomingBook(source=source, entries=entries, meta=meta, notes=notes, defaults=defaults)
 
 
 # --- export ------------------------------------------------------------------------------
