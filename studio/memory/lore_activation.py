@@ -73,14 +73,59 @@ _UNESCAPED_SLASH = re.compile(r"(^|[^\\])/")
 
 @dataclass(frozen=True)
 class RegexKey:
-    """A compiled `/pattern/flags` key. `sticky` (flag y) anchors the match at the buffer start."""
+    """A compiled `/pattern/flags` key. `sticky` (flag y) anchors the match at the buffer start.
+
+    `literal` is a run of plain characters every match must start with (lowercased when the
+    key has the i flag), or "": a buffer without it cannot match, so the regex is not run.
+    """
 
     source: str
     pattern: re.Pattern
     sticky: bool
+    literal: str = ""
+    ignore_case: bool = False
 
-    def search(self, haystack: str) -> re.Match | None:
+    def search(self, haystack: str, lowered: str | None = None) -> re.Match | None:
+        if self.literal:
+            if self.ignore_case:
+                if self.literal not in (lowered if lowered is not None else haystack.lower()):
+                    return None
+            elif self.literal not in haystack:
+                return None
         return self.pattern.match(haystack) if self.sticky else self.pattern.search(haystack)
+
+
+_LITERAL_CHARS = frozenset(string.ascii_letters + string.digits + " _-'")
+
+
+def _required_literal(pattern: str) -> str:
+    """Return the plain prefix every match of `pattern` starts with ("" when unsure)."""
+    depth, in_class, escaped = 0, False, False
+    for char in pattern:  # a top-level | means the prefix is not required
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif char == "|" and depth == 0:
+            return ""
+    run = []
+    for char in pattern:
+        if char not in _LITERAL_CHARS:
+            break
+        run.append(char)
+    rest = pattern[len(run):]
+    if rest[:1] in ("?", "*", "{") and run:
+        run.pop()  # the last character is optional
+    literal = "".join(run)
+    return literal if len(literal) >= 3 else ""
 
 
 def _js_to_python(pattern: str) -> str:
@@ -119,7 +164,10 @@ def parse_regex_key(key: str) -> tuple[RegexKey | None, str]:
         compiled = re.compile(_js_to_python(pattern), compile_flags)
     except re.error as exc:
         return None, f"does not compile: {exc}"
-    return RegexKey(source=key, pattern=compiled, sticky="y" in flags), ""
+    literal = _required_literal(pattern) if "m" not in flags and "x" not in flags else ""
+    if "i" in flags:
+        literal = literal.lower()
+    return RegexKey(source=key, pattern=compiled, sticky="y" in flags, literal=literal, ignore_case="i" in flags), ""
 
 
 def key_errors(keys: Iterable[str]) -> list[str]:
@@ -365,7 +413,7 @@ class ActivationResult:
     activated: list[LoreSpec]  # prompt order: insertion order ascending
     sequence: list[str]  # entry ids in the order they activated
     state: LoreState
-    explanations: dict[str, Explanation]
+    explanations: Mapping[str, Explanation]  # every entry of the book (see Explanations)
     passes: int
     turn: int
 
@@ -416,6 +464,7 @@ class CompiledBook:
         self.rank = sorted(range(len(self.specs)), key=lambda i: (-self.specs[i].insertion_order, self.specs[i].entry_id))
         self.rank_of = {index: position for position, index in enumerate(self.rank)}
         self.hashes = [spec.version_hash for spec in self.specs]
+        self.groups = [spec.groups for spec in self.specs]
         self.needles: list[_Needle] = []
         needle_ids: dict[_Needle, int] = {}
         self.primary: list[tuple[_KeyRef, ...]] = []
@@ -475,6 +524,7 @@ class CompiledBook:
         )
         self.delay_levels = sorted({spec.delay_until_recursion for spec in self.specs
                                     if spec.enabled and spec.delay_until_recursion})
+        self.delayed = tuple(i for i, spec in enumerate(self.specs) if spec.enabled and spec.delay_until_recursion)
         self._message_cache: OrderedDict[str, frozenset[int]] = OrderedDict()
         self._text_cache: dict[int, frozenset[int]] = {}
         self._lock = threading.Lock()
@@ -561,38 +611,69 @@ class _Buffer:
                 self.first_seen.setdefault(n, index)
         self.recursion_seen: dict[int, int] = {}  # needle -> entry index whose text holds it
         self.recursion_chunks: list[str] = []
-        self._joined: dict[tuple[int, int], str] = {}
+        self._joined: dict[int, str] = {}
+        self._regex_hits: dict[tuple[int, int], bool] = {}  # (regex id, depth or -1 - chunk) -> hit
+        self._lowered_cache: dict[int, str] = {}
 
-    def add_recursion(self, indices: Sequence[int]) -> None:
-        texts = []
+    def add_recursion(self, indices: Sequence[int]) -> set[int]:
+        """Add the entries' text to the buffer; return the needles that are new in the recursion text."""
+        texts, new = [], set()
         for index in indices:
             text = _substitute(self.book.specs[index].text, self.book.macros)
             if not text:
                 continue
             texts.append(text)
             for n in self.book.scan_entry_text(index):
-                self.recursion_seen.setdefault(n, index)
+                if n not in self.recursion_seen:
+                    self.recursion_seen[n] = index
+                    new.add(n)
         if texts:
             self.recursion_chunks.append("\n".join(texts))
+        return new
 
     def joined(self, depth: int) -> str:
-        key = (depth, len(self.recursion_chunks))
-        text = self._joined.get(key)
+        text = self._joined.get(depth)
         if text is None:
             text = MATCHER + JOINER.join(m.text for m in self.messages[:depth])
-            if self.recursion_chunks:
-                text += JOINER + JOINER.join(self.recursion_chunks)
-            self._joined[key] = text
+            self._joined[depth] = text
         return text
+
+    def _lowered(self, key: Any, text: str) -> str:
+        lowered = self._lowered_cache.get(key)
+        if lowered is None:
+            lowered = self._lowered_cache[key] = text.lower()
+        return lowered
+
+    def _regex_hit(self, regex: RegexKey, depth: int) -> bool:
+        # The chat part once per depth, then each recursion chunk on its own (a chunk is
+        # scanned once per evaluation however many entries carry the key).
+        key = (id(regex), depth)
+        hit = self._regex_hits.get(key)
+        if hit is None:
+            text = self.joined(depth)
+            lowered = self._lowered(depth, text) if regex.ignore_case and regex.literal else None
+            hit = self._regex_hits[key] = regex.search(text, lowered) is not None
+        if hit:
+            return True
+        if regex.sticky:
+            return False  # flag y: only the start of the buffer, which is the chat part
+        for index, chunk in enumerate(self.recursion_chunks):
+            key = (id(regex), -1 - index)
+            hit = self._regex_hits.get(key)
+            if hit is None:
+                text = MATCHER + chunk
+                lowered = self._lowered(-1 - index, text) if regex.ignore_case and regex.literal else None
+                hit = self._regex_hits[key] = regex.search(text, lowered) is not None
+            if hit:
+                return True
+        return False
 
     def locate(self, key: _KeyRef, depth: int) -> str | None:
         """Return where `key` matches within `depth` messages or the recursion text, or None."""
         if depth <= 0:
             return None  # world-info.js WorldInfoBuffer.get(): depth <= start depth scans nothing
         if key.regex is not None:
-            if key.regex.search(self.joined(depth)):
-                return "the scan buffer"
-            return None
+            return "the scan buffer" if self._regex_hit(key.regex, depth) else None
         index = self.first_seen.get(key.needle)
         if index is not None and index < depth:
             return self.messages[index].describe()
@@ -632,7 +713,7 @@ def activate(*, book: CompiledBook, messages: Sequence[ScanMessage], turn: int, 
     specs, defaults = book.specs, book.defaults
     clock = message_clock(turn)
     previous = state or LoreState()
-    explanations = {spec.entry_id: Explanation(spec.entry_id, spec.title) for spec in specs}
+    explanations = _Records(book)
     buffer = _Buffer(book, messages)
 
     # Timed effects (world-info.js WorldInfoTimedEffects.checkTimedEffects).
@@ -688,13 +769,21 @@ def activate(*, book: CompiledBook, messages: Sequence[ScanMessage], turn: int, 
         depth = spec.scan_depth if spec.scan_depth is not None else defaults.scan_depth
         return min(depth, MAX_SCAN_DEPTH)
 
+    # The buffer only grows, so after the first pass only these can change their outcome:
+    # entries with a key in the new recursion text, entries waiting for secondary or
+    # additional keys, entries delayed until recursion, and regex entries (in book.always).
+    fresh_needles: set[int] = set(buffer.first_seen)
+    retry: set[int] = set()
     while scan_state:
         if max_steps and count >= max_steps:
             break
         count += 1
-        candidates = set(book.always) | sticky_now
-        for needle in list(buffer.first_seen) + list(buffer.recursion_seen):
+        candidates = set(book.always) | sticky_now | retry
+        if count > 1:
+            candidates.update(book.delayed)
+        for needle in fresh_needles:
             candidates.update(book.needle_entries.get(needle, ()))
+        retry = set()
         activated_now: list[int] = []
         for index in sorted(candidates, key=book.rank_of.__getitem__):
             if index in activated or index in failed:
@@ -790,6 +879,8 @@ def activate(*, book: CompiledBook, messages: Sequence[ScanMessage], turn: int, 
                       AND_ALL: len(found) == len(secondary)}.get(logic, bool(found))
                 shown = ", ".join(f"“{k}”" for k in found) or "none"
                 if not ok:
+                    if logic in (AND_ANY, AND_ALL):
+                        retry.add(index)  # more text may bring the secondary keys
                     explain(index, "secondary", f"matched key “{key.raw}” in {where}, but secondary logic "
                             f"{LOGIC_NAMES.get(logic, logic)} failed (secondary keys present: {shown})",
                             matched_key=key.raw, matched_in=where)
@@ -798,6 +889,7 @@ def activate(*, book: CompiledBook, messages: Sequence[ScanMessage], turn: int, 
             missing_group = next((group for group in book.additional[index]
                                   if group and not any(buffer.locate(k, depth) for k in group)), None)
             if missing_group is not None:
+                retry.add(index)
                 explain(index, "additional_keys", f"matched key “{key.raw}”, but none of the @@additional_keys "
                         f"{', '.join(k.raw for k in missing_group)} appears", matched_key=key.raw, matched_in=where)
                 continue
@@ -856,8 +948,7 @@ def activate(*, book: CompiledBook, messages: Sequence[ScanMessage], turn: int, 
             next_state = _RECURSION
             current_level = levels.pop(0)
         scan_state = next_state
-        if scan_state:
-            buffer.add_recursion(for_recursion)
+        fresh_needles = buffer.add_recursion(for_recursion) if scan_state else set()
 
     # Timed effects start for what activated (world-info.js setTimedEffects).
     for index in sequence:
@@ -869,46 +960,100 @@ def activate(*, book: CompiledBook, messages: Sequence[ScanMessage], turn: int, 
         if spec.after_first_match and spec.entry_id not in new_state.first_matched:
             new_state.first_matched[spec.entry_id] = turn
 
-    for index, spec in enumerate(specs):
-        record = explanations[spec.entry_id]
-        if record.included or record.reasons:
-            continue
+    cooldown_ids = {specs[i].entry_id for i in cooldown_now}
+    seen_needles = set(buffer.first_seen)
+
+    def untouched(index: int) -> Explanation:
+        """Why an entry the evaluation never looked at is out (built when someone asks)."""
+        spec = specs[index]
+        record = Explanation(spec.entry_id, spec.title)
+        depth = depth_of(spec)
         if not spec.enabled:
             record.code, record.reasons = "disabled", ["disabled"]
-        elif index in cooldown_now:
+        elif spec.entry_id in cooldown_ids:
             record.code, record.reasons = "cooldown", ["on cooldown"]
         elif spec.delay and clock < spec.delay:
             record.code, record.reasons = "delay", [f"delayed until the chat has {spec.delay} messages"]
         elif not book.primary[index]:
             record.code, record.reasons = "no_keys", ["has no keys"]
+        elif depth <= 0:
+            record.reasons = ["scan depth 0: keys are not scanned"]
         else:
-            depth = depth_of(spec)
-            deeper = next(((k, w) for k in book.primary[index] if (w := buffer.beyond_depth(k, depth))), None)
-            if deeper and depth > 0:
+            deeper = next(((k, w) for k in book.primary[index] if k.needle in seen_needles
+                           and (w := buffer.beyond_depth(k, depth))), None)
+            if deeper:
                 record.code = "beyond_scan_depth"
                 record.reasons = [f"key “{deeper[0].raw}” appears only in {deeper[1]}, beyond the scan depth of "
                                   f"{depth} message(s)"]
             else:
-                record.reasons = [f"no key matched in the last {depth} message(s)" if depth > 0
-                                  else "scan depth 0: keys are not scanned"]
+                record.reasons = [f"no key matched in the last {depth} message(s)"]
+        return record
+
     prompt_order = sorted(sequence, key=lambda i: (specs[i].insertion_order, specs[i].entry_id))
     return ActivationResult(
         activated=[specs[i] for i in prompt_order], sequence=[specs[i].entry_id for i in sequence],
-        state=new_state, explanations=explanations, passes=count, turn=turn,
+        state=new_state, explanations=Explanations(book, explanations.records, untouched), passes=count, turn=turn,
     )
+
+
+class _Records:
+    """The explanations an evaluation writes, created on first use (most entries need none)."""
+
+    def __init__(self, book: CompiledBook):
+        self.book = book
+        self.records: dict[str, Explanation] = {}
+
+    def __getitem__(self, entry_id: str) -> Explanation:
+        record = self.records.get(entry_id)
+        if record is None:
+            spec = self.book.specs[self.book.by_id[entry_id]]
+            record = self.records[entry_id] = Explanation(entry_id, spec.title)
+        return record
+
+
+class Explanations(Mapping):
+    """Entry id -> Explanation for EVERY entry of the book, in book order.
+
+    Entries the evaluation decided about carry their record; the others (no key in the
+    buffer, disabled, ...) get theirs built on first access, so a turn does not pay for
+    5,000 records nobody reads.
+    """
+
+    def __init__(self, book: CompiledBook, records: dict[str, Explanation], untouched):
+        self._book = book
+        self._records = records
+        self._untouched = untouched
+
+    def __getitem__(self, entry_id: str) -> Explanation:
+        record = self._records.get(entry_id)
+        if record is None:
+            index = self._book.by_id[entry_id]  # KeyError for an id not in the book
+            record = self._records[entry_id] = self._untouched(index)
+        return record
+
+    def __iter__(self):
+        return (spec.entry_id for spec in self._book.specs)
+
+    def __len__(self) -> int:
+        return len(self._book.specs)
 
 
 def _filter_groups(book: CompiledBook, new_entries: list[int], activated: Mapping[int, int], sticky_now: set[int],
                    buffer: _Buffer, depth_of, seed: str, pass_index: int,
-                   explanations: dict[str, Explanation]) -> list[int]:
+                   explanations) -> list[int]:
     """Keep one entry per inclusion group (world-info.js filterByInclusionGroups)."""
     specs = book.specs
     grouped: dict[str, list[int]] = {}
     for index in new_entries:
-        for group in specs[index].groups:
+        for group in book.groups[index]:
             grouped.setdefault(group, []).append(index)
     if not grouped:
         return new_entries
+    won_earlier: dict[str, list[int]] = {}
+    for index in activated:
+        for group in book.groups[index]:
+            if group in grouped:
+                won_earlier.setdefault(group, []).append(index)
     removed: set[int] = set()
 
     def lose(index: int, group: str, reason: str, rivals: list[int]) -> None:
@@ -943,7 +1088,7 @@ def _filter_groups(book: CompiledBook, new_entries: list[int], activated: Mappin
         live = [m for m in members if m not in removed]
         if has_sticky[group]:
             continue
-        earlier = [i for i in activated if group in specs[i].groups]
+        earlier = won_earlier.get(group, [])
         if earlier:
             for m in live:
                 lose(m, group, f"lost inclusion group “{group}”: “{specs[earlier[0]].title}” already won it", earlier)
