@@ -673,7 +673,7 @@ class _Buffer:
         if depth <= 0:
             return None  # world-info.js WorldInfoBuffer.get(): depth <= start depth scans nothing
         if key.regex is not None:
-            return "the scan buffer" if self._regex_hit(key.regex, depth) else None
+            return self._regex_where(key.regex, depth) if self._regex_hit(key.regex, depth) else None
         index = self.first_seen.get(key.needle)
         if index is not None and index < depth:
             return self.messages[index].describe()
@@ -681,6 +681,18 @@ class _Buffer:
         if source is not None:
             return f"the text of “{self.book.specs[source].title}” (recursion)"
         return None
+
+    def _regex_where(self, regex: RegexKey, depth: int) -> str:
+        match = regex.search(self.joined(depth))
+        if match is None:
+            return "the recursion text"
+        offset = match.start()
+        position = len(MATCHER)
+        for message in self.messages[:depth]:
+            position += len(message.text) + len(JOINER)
+            if offset < position:
+                return message.describe()
+        return "the scan buffer"
 
     def beyond_depth(self, key: _KeyRef, depth: int) -> str | None:
         index = self.first_seen.get(key.needle) if key.regex is None else None

@@ -107,7 +107,7 @@ def lore_activation_for_turn(*, save, pending_input: str, turn_id: int | None = 
     defaults = defaults_from_meta(meta)
     version = book_version_for(universe)
     book = compiled_book(version=version, defaults=defaults, macros=macros,
-                         loader=lambda: [spec_from_entry(e) for e in universe.lore_entries.all()])
+                         loader=lambda: [spec_from_entry(e) for e in universe.lore_entries.defer("extensions")])
     deepest = max([defaults.scan_depth, *[s.scan_depth or 0 for s in book.specs]], default=defaults.scan_depth)
     history = min(HISTORY_TURNS_CAP, deepest // 2 + 1)
     turns = list(Event.objects.filter(game_save=save, turn_id__lt=turn_id).order_by("-turn_id")

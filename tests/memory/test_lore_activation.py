@@ -313,3 +313,8 @@ def test_plain_keys_are_not_regex():
     assert parse_regex_key("/") == (None, "")
     compiled, why = parse_regex_key("/a\\/b/gi")
     assert why == "" and compiled.search("A/B") is not None
+
+
+def test_regex_match_names_the_message():
+    result = run([E("a", keys=("/GULLS\\s+circle/i",))])
+    assert result.explanations["a"].matched_in == "turn 2 (narrative)"

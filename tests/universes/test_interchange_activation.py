@@ -246,3 +246,10 @@ def test_toml_activation_errors_name_the_line_and_field(universe, line, fragment
     with pytest.raises(ImportFormatError) as info:
         toml_io.parse_document(text)
     assert fragment in str(info.value) and str(info.value).startswith("line ")
+
+
+def test_standalone_ccv3_lorebook_is_read(empty_universe, author):
+    book = load("ccv3_all_fields.json")["data"]["character_book"]
+    report = cc_import(empty_universe, author, {"spec": "lorebook_v3", "data": book})
+    assert report.created == 3 and "CCv3 lorebook" in report.source
+    assert empty_universe.lore_entries.get(title="The Copper Hood").depth == 5

@@ -299,6 +299,9 @@ def book_from_card(doc: Any, *, source: str) -> IncomingBook:
             raise ImportFormatError(f'{doc["spec"]}: this card has no data.character_book (no lore to import).')
         where = "data.character_book"
         source = f"{source} ({'V3' if doc['spec'] == 'chara_card_v3' else 'V2'})"
+    elif doc.get("spec") == "lorebook_v3":  # CCv3: a lorebook exported on its own
+        book, where = doc.get("data"), "data"
+        source = f"{source} (CCv3 lorebook)"
     elif "entries" in doc and isinstance(doc.get("entries"), list):
         book, where = doc, "character_book"
     elif "spec" in doc:
