@@ -236,13 +236,17 @@ def _display(f: ActivationField, value: Any) -> str:
     if f.kind == "bool":
         return "yes" if value else "no"
     if f.kind == "bool?":
-        return "universe default" if value is None else ("yes" if value else "no")
+        if value is None:
+            return "default (off)" if f.name == "group_scoring" else "universe default"
+        return "yes" if value else "no"
     if f.kind in ("choice", "choice?"):
         if value is None:
             return "—"
         return dict(f.choices).get(value, str(value))
     if f.kind == "int?":
-        return "universe default" if value is None else str(value)
+        if value is None:
+            return "the insertion order" if f.name == "priority" else "universe default"
+        return str(value)
     return str(value) if value not in ("", None) else "—"
 
 

@@ -72,7 +72,9 @@ def _activation_form_field(f: activation_fields.ActivationField) -> forms.Field:
     if f.kind == "bool":
         return forms.BooleanField(**common)
     if f.kind == "bool?":
-        return forms.TypedChoiceField(choices=_TRI_STATE, coerce=_tri_state, empty_value=None, **common)
+        # group scoring has no universe setting: empty means off there
+        choices = [("", "Default (off)"), *_TRI_STATE[1:]] if f.name == "group_scoring" else _TRI_STATE
+        return forms.TypedChoiceField(choices=choices, coerce=_tri_state, empty_value=None, **common)
     if f.kind in ("int", "int?"):
         return forms.IntegerField(min_value=f.minimum, max_value=f.maximum, **common)
     if f.kind == "choice":
