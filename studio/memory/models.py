@@ -264,3 +264,32 @@ class RecordedQuery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.game_save_id}@{self.turn_id}: {self.query_text[:40]}"
+
+
+class LoreActivation(models.Model):
+    """What lore activation decided at one turn of a save, and the state it left.
+
+    One row per (save, turn): `state` is the LoreState after the turn (sticky and cooldown
+    windows, first matches; studio.memory.lore_activation), `activated` the entry ids in
+    prompt order, `sequence` the order they activated in, `seed` the seed of every draw.
+    A rewind to N deletes the rows after N; a fork copies the rows up to N; the state as of
+    N is the row with the highest turn <= N (studio/memory/lore_activation_state.py).
+    """
+
+    game_save = models.ForeignKey("saves.Save", on_delete=models.CASCADE, related_name="lore_activations")
+    turn_id = models.PositiveIntegerField()
+    state = models.JSONField(default=dict, blank=True)
+    activated = models.JSONField(default=list, blank=True)
+    sequence = models.JSONField(default=list, blank=True)
+    seed = models.CharField(max_length=200, blank=True)
+    book_version = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["game_save", "turn_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["game_save", "turn_id"], name="lore_activation_unique_turn")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.game_save_id} lore @ {self.turn_id}: {len(self.activated)} active"

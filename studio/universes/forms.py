@@ -7,6 +7,7 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_slug
 
+from studio.universes import activation as activation_fields
 from studio.universes.interchange import MAX_TEXT_CHARS
 from studio.universes.models import LoreKind
 from studio.universes.selectors import LORE_SORTS, lore_title_index
@@ -39,8 +40,64 @@ class MetaForm(forms.Form):
         return cleaned
 
 
+_REGEX_DONE = re.compile(r"^/.+/[A-Za-z]*$", re.DOTALL)
+
+
 def _split_keys(raw: str) -> list[str]:
-    return [part.strip() for part in raw.replace("\n", ",").split(",") if part.strip()]
+    """Split on commas and line breaks, except commas inside a /pattern/flags key (`/a{1,3}/`)."""
+    keys: list[str] = []
+    for line in (raw or "").splitlines():
+        pending = ""
+        for part in line.split(","):
+            pending = f"{pending},{part}" if pending else part
+            if pending.strip().startswith("/") and not _REGEX_DONE.match(pending.strip()):
+                continue  # an unfinished regex: the comma belongs to it
+            if pending.strip():
+                keys.append(pending.strip())
+            pending = ""
+        if pending.strip():
+            keys.append(pending.strip())
+    return keys
+
+
+_TRI_STATE = [("", "Universe default"), ("true", "Yes"), ("false", "No")]
+
+
+def _tri_state(value: str):
+    return {"true": True, "false": False}.get(value)
+
+
+def _activation_form_field(f: activation_fields.ActivationField) -> forms.Field:
+    common = {"label": f.label, "help_text": f.help, "required": False}
+    if f.kind == "bool":
+        return forms.BooleanField(**common)
+    if f.kind == "bool?":
+        # group scoring has no universe setting: empty means off there
+        choices = [("", "Default (off)"), *_TRI_STATE[1:]] if f.name == "group_scoring" else _TRI_STATE
+        return forms.TypedChoiceField(choices=choices, coerce=_tri_state, empty_value=None, **common)
+    if f.kind in ("int", "int?"):
+        return forms.IntegerField(min_value=f.minimum, max_value=f.maximum, **common)
+    if f.kind == "choice":
+        coerce = int if isinstance(f.default, int) else str
+        return forms.TypedChoiceField(choices=f.choices, coerce=coerce, **common)
+    if f.kind == "choice?":
+        return forms.TypedChoiceField(choices=[("", "—"), *f.choices], coerce=int, empty_value=None, **common)
+    if f.kind == "key_groups":
+        return forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), **common)
+    if f.kind == "keys":
+        return forms.CharField(widget=forms.TextInput(attrs={"placeholder": "key, another key"}), **common)
+    return forms.CharField(max_length=f.maximum or None, **common)
+
+
+def _activation_initial(name: str, value):
+    f = activation_fields.BY_NAME[name]
+    if f.kind == "keys":
+        return ", ".join(value or [])
+    if f.kind == "key_groups":
+        return "\n".join(", ".join(group) for group in value or [])
+    if f.kind == "bool?":
+        return "" if value is None else ("true" if value else "false")
+    return value
 
 
 class LoreEntryForm(forms.Form):
@@ -63,20 +120,75 @@ class LoreEntryForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 3, "list": "lore-titles"}), required=False,
         help_text="Titles of entries this one links to, one per line (or an entry id).",
     )
+    # Present only where the form shows the activation fieldsets; without it (the inline
+    # rows of the list) the activation fields are left as they are.
+    activation_shown = forms.BooleanField(required=False, widget=forms.HiddenInput)
+
+    BASE_FIELDS = ("title", "kind", "entry_id", "keys", "text", "links")
 
     def __init__(self, *args, universe, entry=None, **kwargs):
         self.universe = universe
         self.entry = entry
+        initial = kwargs.setdefault("initial", {})
+        initial.setdefault("activation_shown", True)
+        values = (activation_fields.activation_values(entry) if entry is not None
+                  else dict(activation_fields.STUDIO_DEFAULTS))
+        for name, value in values.items():
+            initial.setdefault(name, _activation_initial(name, value))
         if entry is not None:
-            kwargs.setdefault("initial", {}).update(
+            initial.update(
                 title=entry.title, kind=entry.kind, entry_id=entry.entry_id,
                 keys=", ".join(entry.keys or []), text=entry.text,
                 links="\n".join(link.title for link in entry.links.all()),
             )
         super().__init__(*args, **kwargs)
+        for f in activation_fields.FIELDS:
+            self.fields[f.name] = _activation_form_field(f)
+        self.fields["keys"].help_text = (
+            "Aliases and trigger keys, separated by commas. A key written /pattern/flags is a regular "
+            "expression (flags g i m s u y), as in SillyTavern.")
         if entry is not None:
             self.fields["entry_id"].disabled = True
             self.fields["entry_id"].help_text = "The id stays fixed so links and saves keep pointing here."
+
+    def base_field_list(self):
+        return [self[name] for name in self.BASE_FIELDS]
+
+    def activation_sections(self):
+        """The activation fields grouped so the form explains itself: [(section, [bound fields])]."""
+        return [(section, [self[f.name] for f in activation_fields.FIELDS if f.section == section])
+                for section in activation_fields.SECTIONS]
+
+    def clean(self):
+        cleaned = super().clean()
+        if not cleaned.get("activation_shown"):
+            cleaned["activation"] = None
+            keys = cleaned.get("keys") or []
+            try:
+                activation_fields.activation_validate({}, primary_keys=keys)
+            except ValidationError as exc:
+                self.add_error("keys", exc.message_dict.get("keys"))
+            return cleaned
+        values = {}
+        for f in activation_fields.FIELDS:
+            if f.name not in cleaned:
+                continue  # the field's own validation failed; its error is shown
+            value = cleaned[f.name]
+            if f.kind == "keys":
+                value = _split_keys(value or "")
+            elif f.kind == "key_groups":
+                value = [_split_keys(line) for line in (value or "").splitlines() if line.strip()]
+            elif f.kind == "int" and value is None:
+                value = f.default
+            elif f.kind == "str":
+                value = value or ""
+            values[f.name] = value
+        try:
+            cleaned["activation"] = activation_fields.activation_validate(values, primary_keys=cleaned.get("keys") or [])
+        except ValidationError as exc:
+            for name, messages in exc.message_dict.items():
+                self.add_error(name if name in self.fields else None, messages)
+        return cleaned
 
     def mentioned_titles(self, limit: int = 12) -> list[str]:
         """Titles of other entries the text mentions but does not link to yet (a hint)."""
@@ -150,7 +262,13 @@ class LoreFilterForm(forms.Form):
 class BulkActionForm(forms.Form):
     ACTIONS = [
         ("delete", "Delete"), ("kind", "Change kind"), ("export", "Export"),
+        ("enable", "Enable"), ("disable", "Disable"),
+        ("vectorize", "Found by meaning: on"), ("unvectorize", "Found by meaning: off"),
     ]
+    ACTIVATION_ACTIONS = {
+        "enable": {"enabled": True}, "disable": {"enabled": False},
+        "vectorize": {"vectorized": True}, "unvectorize": {"vectorized": False},
+    }
     EXPORT_FORMATS = [
         ("toml", "Universe-as-Code TOML"), ("sillytavern", "SillyTavern world info"),
         ("card", "Character Card V2 JSON"),

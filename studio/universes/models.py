@@ -66,6 +66,50 @@ class LoreKind(models.TextChoices):
     EVENT = "event", "Event"
 
 
+class SelectiveLogic(models.IntegerChoices):
+    """How secondary keys combine with a primary match (SillyTavern's `world_info_logic` numbers)."""
+
+    AND_ANY = 0, "AND ANY (one secondary key also appears)"
+    NOT_ALL = 1, "NOT ALL (at least one secondary key is missing)"
+    NOT_ANY = 2, "NOT ANY (no secondary key appears)"
+    AND_ALL = 3, "AND ALL (every secondary key also appears)"
+
+
+class LorePosition(models.IntegerChoices):
+    """Where an activated entry goes in the prompt (SillyTavern's `world_info_position` numbers)."""
+
+    BEFORE_CHAR = 0, "Before the character / world definitions"
+    AFTER_CHAR = 1, "After the character / world definitions"
+    AN_TOP = 2, "Top of the author's note"
+    AN_BOTTOM = 3, "Bottom of the author's note"
+    AT_DEPTH = 4, "In the history, at a depth"
+    EM_TOP = 5, "Before the example messages"
+    EM_BOTTOM = 6, "After the example messages"
+    OUTLET = 7, "Outlet (placed by name)"
+
+
+class LoreRole(models.IntegerChoices):
+    SYSTEM = 0, "System"
+    USER = 1, "User"
+    ASSISTANT = 2, "Assistant"
+
+
+class ForcedActivation(models.TextChoices):
+    """CCv3 `@@activate` / `@@dont_activate`: decide activation regardless of keys."""
+
+    NONE = "", "Keys decide"
+    ACTIVATE = "activate", "Always activate (@@activate)"
+    DONT_ACTIVATE = "dont_activate", "Never activate (@@dont_activate)"
+
+
+class AfterFirstMatch(models.TextChoices):
+    """CCv3 `@@keep_activate_after_match` / `@@dont_activate_after_match`."""
+
+    NONE = "", "No change"
+    KEEP = "keep", "Stay active for good (@@keep_activate_after_match)"
+    STOP = "stop", "Never again (@@dont_activate_after_match)"
+
+
 class EmbeddingState(models.TextChoices):
     PENDING = "pending", "Pending"
     EMBEDDED = "embedded", "Embedded"
@@ -87,6 +131,48 @@ class LoreEntry(models.Model):
     extensions = models.JSONField(
         default=dict, blank=True, help_text="Imported fields the studio does not use, kept for re-export."
     )
+    # --- Activation (World Info semantics; see docs/authoring.md "Lore activation") ---------
+    # First-class columns rather than one JSON bag: each is validated by the database
+    # (constraints below), filterable (the health page, the engine's pre-filter), shown
+    # field by field in revisions and diffs, and changed by bulk_update in the bulk editor.
+    enabled = models.BooleanField(default=True)
+    constant = models.BooleanField(default=False, help_text="Always active while enabled.")
+    secondary_keys = models.JSONField(default=list, blank=True)
+    selective = models.BooleanField(default=True, help_text="Apply the secondary keys.")
+    selective_logic = models.PositiveSmallIntegerField(
+        choices=SelectiveLogic.choices, default=SelectiveLogic.AND_ANY
+    )
+    case_sensitive = models.BooleanField(null=True, blank=True, help_text="Empty: the universe default.")
+    match_whole_words = models.BooleanField(null=True, blank=True, help_text="Empty: the universe default.")
+    scan_depth = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="Messages scanned; empty: the universe default."
+    )
+    insertion_order = models.IntegerField(default=100)
+    priority = models.IntegerField(null=True, blank=True, help_text="Budget priority; empty: the insertion order.")
+    position = models.PositiveSmallIntegerField(choices=LorePosition.choices, default=LorePosition.BEFORE_CHAR)
+    depth = models.PositiveSmallIntegerField(default=4)
+    role = models.PositiveSmallIntegerField(choices=LoreRole.choices, null=True, blank=True)
+    probability = models.PositiveSmallIntegerField(default=100)
+    use_probability = models.BooleanField(default=True)
+    inclusion_group = models.CharField(max_length=300, blank=True, help_text="Comma-separated group names.")
+    group_prioritize = models.BooleanField(default=False)
+    group_weight = models.PositiveIntegerField(default=100)
+    group_scoring = models.BooleanField(null=True, blank=True, help_text="Empty: the universe default.")
+    sticky = models.PositiveIntegerField(default=0)
+    cooldown = models.PositiveIntegerField(default=0)
+    delay = models.PositiveIntegerField(default=0)
+    exclude_recursion = models.BooleanField(default=False)
+    prevent_recursion = models.BooleanField(default=False)
+    delay_until_recursion = models.PositiveSmallIntegerField(default=0, help_text="0 = off; N = recursion level N.")
+    ignore_budget = models.BooleanField(default=False)
+    vectorized = models.BooleanField(default=True, help_text="Also found by meaning.")
+    forced = models.CharField(max_length=16, choices=ForcedActivation.choices, default="", blank=True)
+    activate_only_after = models.PositiveIntegerField(default=0)
+    activate_only_every = models.PositiveIntegerField(default=0)
+    after_first_match = models.CharField(max_length=8, choices=AfterFirstMatch.choices, default="", blank=True)
+    additional_keys = models.JSONField(default=list, blank=True, help_text="Groups of keys; one of each group must appear.")
+    exclude_keys = models.JSONField(default=list, blank=True)
+    ignore_on_max_context = models.BooleanField(default=False)
     embedding_state = models.CharField(
         max_length=10, choices=EmbeddingState.choices, default=EmbeddingState.PENDING
     )
@@ -104,7 +190,14 @@ class LoreEntry(models.Model):
     class Meta:
         ordering = ["title"]
         constraints = [
-            models.UniqueConstraint(fields=["universe", "entry_id"], name="lore_entry_unique_id")
+            models.UniqueConstraint(fields=["universe", "entry_id"], name="lore_entry_unique_id"),
+            models.CheckConstraint(condition=models.Q(probability__lte=100), name="lore_entry_probability_range"),
+            models.CheckConstraint(condition=models.Q(selective_logic__lte=3), name="lore_entry_selective_logic_range"),
+            models.CheckConstraint(condition=models.Q(position__lte=7), name="lore_entry_position_range"),
+            models.CheckConstraint(
+                condition=models.Q(scan_depth__isnull=True) | models.Q(scan_depth__lte=1000),
+                name="lore_entry_scan_depth_range",
+            ),
         ]
         indexes = [models.Index(fields=["universe", "kind"]), models.Index(fields=["universe", "title"])]
         verbose_name_plural = "lore entries"

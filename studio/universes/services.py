@@ -21,6 +21,7 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from studio.memory.lore_state import lore_embedding_state_set
+from studio.universes.activation import activation_validate, activation_values, invalid_regex_keys
 from studio.universes.counting import text_counts, text_counts_many
 from studio.universes.interchange import IncomingBook, IncomingEntry
 from studio.universes.selectors import with_link_ids
@@ -42,6 +43,14 @@ CHARACTER_CARD_META = "character_card"
 CHARACTER_BOOK_META = "character_book"
 SILLYTAVERN_META = "sillytavern_world"
 JSON_OBJECT_META_KEYS = {CHARACTER_CARD_META, CHARACTER_BOOK_META, SILLYTAVERN_META}
+
+# Book-wide lore activation defaults (studio.memory.lore_activation.defaults_from_meta).
+LORE_INT_META = {
+    "lore_scan_depth": (0, 1000, "messages scanned for keys; the pending input is 1, a turn is 2"),
+    "lore_token_budget": (0, 1_000_000, "tokens the activated entries may use; 0 = no budget"),
+    "lore_recursion_depth": (0, 100, "recursion passes after the first scan; 0 = no recursion"),
+}
+LORE_BOOL_META = {"lore_case_sensitive", "lore_match_whole_words"}
 
 # Entry ids that would collide with the Lore Book's own URLs (/lore/new/, /lore/bulk/, ...).
 RESERVED_ENTRY_IDS = {"new", "bulk", "status", "deleted"}
@@ -146,6 +155,20 @@ def meta_validate(*, key: str, value: str) -> str:
         return json.dumps(missions, ensure_ascii=False)
     if key in JSON_OBJECT_META_KEYS:
         _loads_json_object(value, key)
+    if key in LORE_INT_META:
+        low, high, meaning = LORE_INT_META[key]
+        try:
+            number = int(value.strip())
+        except ValueError:
+            raise ValidationError({"value": f"{key} is a whole number ({meaning}), not “{value.strip()}”."}) from None
+        if not low <= number <= high:
+            raise ValidationError({"value": f"{key} must be between {low} and {high} ({meaning})."})
+        return str(number)
+    if key in LORE_BOOL_META:
+        flag = value.strip().lower()
+        if flag not in ("true", "false"):
+            raise ValidationError({"value": f"{key} is true or false, not “{value.strip()}”."})
+        return flag
     return value
 
 
@@ -241,6 +264,7 @@ def lore_entry_snapshot(entry: LoreEntry, *, links: Sequence[str] | None = None)
         "keys": list(entry.keys or []),
         "links": sorted(links),
         "extensions": entry.extensions or {},
+        **activation_values(entry),
     }
 
 
@@ -308,6 +332,11 @@ def _clean_keys(keys: Iterable[str]) -> list[str]:
     return result
 
 
+def _apply_activation(entry: LoreEntry, values: dict[str, Any]) -> None:
+    for name, value in values.items():
+        setattr(entry, name, value)
+
+
 def _validate_entry_fields(*, title: str, kind: str) -> None:
     errors = {}
     if not title.strip():
@@ -334,10 +363,18 @@ def lore_entry_create(
     links: Sequence[LoreEntry] = (),
     entry_id: str = "",
     extensions: dict[str, Any] | None = None,
+    activation: dict[str, Any] | None = None,
+    strict_keys: bool = True,
     action: str = LoreRevision.Action.CREATE,
 ) -> LoreEntry:
-    """Create a lore entry, record its revision and queue its embedding."""
+    """Create a lore entry, record its revision and queue its embedding.
+
+    `activation` holds activation fields (studio defaults for the rest: see activation.py);
+    with `strict_keys` a regex key that does not compile is refused, naming the key.
+    """
     _validate_entry_fields(title=title, kind=kind)
+    keys = _clean_keys(keys)
+    activation = activation_validate(activation or {}, strict_keys=strict_keys, primary_keys=keys)
     if entry_id in RESERVED_ENTRY_IDS:
         raise ValidationError({"entry_id": f"“{entry_id}” is reserved by the Lore Book's pages; choose another id."})
     if entry_id:
@@ -351,10 +388,11 @@ def lore_entry_create(
         title=title.strip(),
         kind=kind,
         text=text,
-        keys=_clean_keys(keys),
+        keys=keys,
         extensions=extensions or {},
     )
     lore_embedding_state_set(entry, state=EmbeddingState.PENDING)
+    _apply_activation(entry, activation)
     _apply_counts(entry)
     entry.full_clean(exclude=["links"])
     entry.save()
@@ -379,20 +417,29 @@ def lore_entry_update(
     keys: Sequence[str] | None = None,
     links: Sequence[LoreEntry] | None = None,
     extensions: dict[str, Any] | None = None,
+    activation: dict[str, Any] | None = None,
+    strict_keys: bool = True,
     action: str = LoreRevision.Action.UPDATE,
 ) -> list[str]:
-    """Apply the given changes (None = unchanged); record a revision. Return the changed fields."""
+    """Apply the given changes (None = unchanged); record a revision. Return the changed fields.
+
+    `activation` changes only the activation fields it names; keys are checked as in create.
+    """
     before = lore_entry_snapshot(entry)
+    clean_keys = _clean_keys(keys) if keys is not None else None
+    activation = activation_validate(activation or {}, strict_keys=strict_keys,
+                                     primary_keys=clean_keys if clean_keys is not None else [])
     new_title = before["title"] if title is None else title.strip()
     new_kind = before["kind"] if kind is None else kind
     _validate_entry_fields(title=new_title, kind=new_kind)
     entry.title, entry.kind = new_title, new_kind
     if text is not None:
         entry.text = text
-    if keys is not None:
-        entry.keys = _clean_keys(keys)
+    if clean_keys is not None:
+        entry.keys = clean_keys
     if extensions is not None:
         entry.extensions = extensions
+    _apply_activation(entry, activation)
     link_ids = before["links"]
     if links is not None:
         links = [link for link in links if link.universe_id == entry.universe_id and link.pk != entry.pk]
@@ -433,6 +480,13 @@ def lore_entry_delete(*, entry: LoreEntry, user, action: str = LoreRevision.Acti
     schedule_lore_sync(universe=universe)
 
 
+def _restorable_activation(state: dict[str, Any]) -> dict[str, Any]:
+    """The activation fields a revision recorded; a revision from before they existed has none."""
+    from studio.universes.activation import NAMES
+
+    return {name: state[name] for name in NAMES if name in state}
+
+
 @transaction.atomic
 def lore_entry_restore(*, revision: LoreRevision, user) -> LoreEntry:
     """Bring an entry back to the state a revision recorded (re-creating it if deleted)."""
@@ -449,13 +503,15 @@ def lore_entry_restore(*, revision: LoreRevision, user) -> LoreEntry:
             universe=universe, user=user, title=state["title"], kind=state["kind"],
             text=state.get("text", ""), keys=state.get("keys", []), links=links,
             entry_id=revision.entry_id, extensions=state.get("extensions") or {},
+            activation=_restorable_activation(state), strict_keys=False,
             action=LoreRevision.Action.RESTORE,
         )
     else:
         lore_entry_update(
             entry=entry, user=user, title=state["title"], kind=state["kind"],
             text=state.get("text", ""), keys=state.get("keys", []), links=links,
-            extensions=state.get("extensions") or {}, action=LoreRevision.Action.RESTORE,
+            extensions=state.get("extensions") or {}, activation=_restorable_activation(state),
+            strict_keys=False, action=LoreRevision.Action.RESTORE,
         )
     for source_id in state.get("backlinks", []):
         if source_id in by_id:
@@ -508,6 +564,30 @@ def lore_bulk_set_kind(*, universe: Universe, user, entry_ids: Sequence[str], ki
     return len(entries)
 
 
+@transaction.atomic
+def lore_bulk_set_activation(*, universe: Universe, user, entry_ids: Sequence[str], values: dict[str, Any]) -> int:
+    """Give the chosen entries the same activation values, each with a revision; return how many changed."""
+    values = activation_validate(values, strict_keys=True)
+    if not values:
+        return 0
+    entries = list(with_link_ids(universe.lore_entries.filter(entry_id__in=entry_ids)))
+    revisions, changed = [], []
+    now = timezone.now()
+    for entry in entries:
+        before = lore_entry_snapshot(entry)
+        _apply_activation(entry, values)
+        after = lore_entry_snapshot(entry)
+        if after == before:
+            continue
+        entry.updated_at = now  # bulk_update skips auto_now
+        changed.append(entry)
+        revisions.append(_record(universe=universe, entry=entry, entry_id=entry.entry_id, user=user,
+                                 action=LoreRevision.Action.UPDATE, before=before, after=after))
+    LoreEntry.objects.bulk_update(changed, [*values, "updated_at"])
+    LoreRevision.objects.bulk_create(revisions)
+    return len(changed)
+
+
 def _lore_bulk_create(
     *, universe: Universe, user, items: list[dict[str, Any]], links: dict[str, list[str]],
     known: dict[str, int], action: str,
@@ -526,6 +606,7 @@ def _lore_bulk_create(
             text=item["text"], keys=_clean_keys(item["keys"]), extensions=item.get("extensions") or {},
         )
         lore_embedding_state_set(entry, state=EmbeddingState.PENDING)
+        _apply_activation(entry, activation_validate(item.get("activation") or {}, strict_keys=False))
         entries.append(entry)
     if not entries:
         return {}
@@ -558,6 +639,9 @@ class ImportLine:
     reason: str
     entry_id: str = ""
     title: str = ""
+    acting: list[str] = field(default_factory=list)  # file fields / decorators the studio acts on
+    kept: list[str] = field(default_factory=list)  # kept for re-export only
+    warnings: list[str] = field(default_factory=list)  # will behave differently than in the tool
 
 
 @dataclass
@@ -633,6 +717,10 @@ def lore_import(*, universe: Universe, user, book: IncomingBook, default_kind: s
         if incoming.skip_reason:
             report.lines.append(ImportLine(incoming.label, "skipped", incoming.skip_reason, title=incoming.title))
             continue
+        warnings = list(incoming.warnings) + [
+            f"{problem} It is matched as plain text, as SillyTavern does; fix it in the entry."
+            for problem in invalid_regex_keys({"keys": incoming.keys, **incoming.activation})]
+        effect = {"acting": list(incoming.acting), "kept": list(incoming.kept), "warnings": warnings}
         target = _match(incoming, by_id, by_identity, by_title)
         if target is not None and target.pk in seen:
             report.lines.append(ImportLine(
@@ -650,20 +738,22 @@ def lore_import(*, universe: Universe, user, book: IncomingBook, default_kind: s
             to_create.append({
                 "entry_id": entry_id, "title": incoming.title, "kind": incoming.kind or default_kind,
                 "text": incoming.text, "keys": incoming.keys, "extensions": incoming.extensions,
+                "activation": incoming.activation,
             })
             if incoming.links is not None:
                 new_links[entry_id] = incoming.links
                 missing = [i for i in incoming.links if i not in by_id and i not in incoming_ids]
                 if missing:
                     report.notes.append(f"{incoming.label}: links to unknown entries dropped: {', '.join(missing)}")
-            report.lines.append(ImportLine(incoming.label, "created", "new entry", entry_id, incoming.title.strip()))
+            report.lines.append(ImportLine(incoming.label, "created", "new entry", entry_id, incoming.title.strip(),
+                                           **effect))
             continue
         seen.add(target.pk)
         extensions = {**(target.extensions or {}), **incoming.extensions}
         changed = lore_entry_update(
             entry=target, user=user, title=incoming.title, kind=incoming.kind or None,
             text=incoming.text, keys=incoming.keys, extensions=extensions,
-            action=LoreRevision.Action.IMPORT,
+            activation=incoming.activation, strict_keys=False, action=LoreRevision.Action.IMPORT,
         )
         if incoming.links is not None:
             pending_links.append((target, incoming.links, incoming.label))
@@ -674,7 +764,7 @@ def lore_import(*, universe: Universe, user, book: IncomingBook, default_kind: s
             incoming.label, "updated" if changed else "skipped",
             f"changed {', '.join(changed)}; matched by {how}" if changed
             else f"identical to the existing entry (matched by {how})",
-            target.entry_id, target.title))
+            target.entry_id, target.title, **effect))
     known = {entry_id: entry.pk for entry_id, entry in by_id.items()}
     by_id.update(_lore_bulk_create(universe=universe, user=user, items=to_create, links=new_links,
                                    known=known, action=LoreRevision.Action.IMPORT))
@@ -692,6 +782,13 @@ def lore_import(*, universe: Universe, user, book: IncomingBook, default_kind: s
                         line.outcome, line.reason = "updated", "links changed"
     for key, value in book.meta.items():
         meta_set(universe=universe, key=key, value=value)
+    current = dict(universe.meta.filter(key__in=list(book.defaults)).values_list("key", "value"))
+    for key, value in sorted(book.defaults.items()):
+        if key not in current:
+            meta_set(universe=universe, key=key, value=value)
+            report.notes.append(f"The book's setting became the universe's {key} = {value}.")
+        elif current[key] != value:
+            report.notes.append(f"The book asks for {key} = {value}; the universe keeps its own {current[key]}.")
     return report
 
 
@@ -733,7 +830,8 @@ def universe_import_document(*, user, document, universe: Universe | None = None
     created = _lore_bulk_create(
         universe=universe, user=user,
         items=[{"entry_id": lore.entry_id, "title": lore.title, "kind": lore.kind, "text": lore.text,
-                "keys": lore.keys, "extensions": lore.extensions} for lore in new_docs],
+                "keys": lore.keys, "extensions": lore.extensions, "activation": lore.activation}
+               for lore in new_docs],
         links={lore.entry_id: lore.links for lore in new_docs},
         known={entry_id: entry.pk for entry_id, entry in by_id.items()},
         action=LoreRevision.Action.IMPORT,
@@ -745,7 +843,8 @@ def universe_import_document(*, user, document, universe: Universe | None = None
             continue
         changed = lore_entry_update(
             entry=entry, user=user, title=lore.title, kind=lore.kind, text=lore.text,
-            keys=lore.keys, extensions=lore.extensions, action=LoreRevision.Action.IMPORT,
+            keys=lore.keys, extensions=lore.extensions, activation=lore.activation, strict_keys=False,
+            action=LoreRevision.Action.IMPORT,
         )
         outcome[lore.entry_id] = "updated" if changed else "unchanged"
     by_id.update(created)

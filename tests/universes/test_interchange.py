@@ -69,7 +69,8 @@ def test_sillytavern_import_maps_fields_and_reports(universe, author):
     book = sillytavern.parse_world_info(json.dumps(ST_WORLD).encode())
     report = services.lore_import(universe=universe, user=author, book=book, default_kind="place")
     outcomes = {line.label: (line.outcome, line.reason) for line in report.lines}
-    assert outcomes["entry uid 0"] == ("updated", "changed text, keys, extensions; matched by same title")
+    assert outcomes["entry uid 0"] == (
+        "updated", "changed text, keys, extensions, secondary_keys, use_probability, vectorized; matched by same title")
     assert outcomes["entry uid 5"] == ("created", "new entry")
     assert outcomes["entry uid 6"] == ("skipped", "no content and no keys")
     mira = universe.lore_entries.get(title="Mira")

@@ -24,6 +24,8 @@ MAX_KEY_CHARS = 500
 
 # Where each tool's unused fields are kept inside LoreEntry.extensions.
 AXIOM_EXTENSION = "axiom"
+# The decorator lines (`@@...`) that stood before an imported entry's content.
+DECORATOR_EXTENSION = "decorators"
 
 
 class ImportFormatError(ValueError):
@@ -44,6 +46,10 @@ class IncomingEntry:
     extensions: dict[str, Any] = field(default_factory=dict)  # merged into entry.extensions
     identity: tuple[str, str, Any] | None = None  # (extension, field, value) to re-match
     skip_reason: str = ""  # set by the parser for entries it will not import
+    activation: dict[str, Any] = field(default_factory=dict)  # activation columns (activation.py)
+    acting: list[str] = field(default_factory=list)  # file fields / decorators the studio acts on
+    kept: list[str] = field(default_factory=list)  # file fields / decorators only kept for re-export
+    warnings: list[str] = field(default_factory=list)  # what will behave differently than in the tool
 
 
 @dataclass
@@ -54,6 +60,9 @@ class IncomingBook:
     entries: list[IncomingEntry]
     meta: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # Book-wide activation settings the file carries (e.g. CCv3 scan_depth), as Universe_Meta
+    # lore_* values; applied where the universe has not set its own.
+    defaults: dict[str, str] = field(default_factory=dict)
 
 
 def check_size(data: bytes, *, what: str = "file") -> None:

@@ -7,13 +7,19 @@ data costs nothing; compressed text chunks (`zTXt`, compressed `iTXt`) are infla
 hard output limit, and files over the import limit are refused before reading.
 
 Mapping (studio <- character_book entry): title <- `name` (else `comment`, else the first
-key, else "Entry <id>"), text <- `content`, keys <- `keys`. Every other field (`id`,
-`secondary_keys`, `enabled`, `insertion_order`, `case_sensitive`, `priority`, `selective`,
-`constant`, `position`, `use_regex`, `extensions`, ...) is kept verbatim in
-`LoreEntry.extensions["character_book"]`. The card's own fields and the book's fields other
-than `entries` go to the `character_card` / `character_book` meta keys. Export overlays the
-current title/text/keys, so re-export loses nothing; the studio's entry_id, kind and links
-travel in each entry's `extensions.axiom`.
+key, else "Entry <id>"), text <- `content` without its decorator lines, keys <- `keys`
+(as `/pattern/` regex keys when `use_regex` is true). The activation columns come from the
+spec's fields and from the `extensions` fields SillyTavern writes into a card
+(`CC_MAPS`, read from world-info.js convertCharacterBook), then the CCv3 decorators at the
+start of `content` override them (`@@activate`, `@@dont_activate`, `@@depth`,
+`@@scan_depth`, `@@role`, `@@position`, `@@activate_only_after`, `@@activate_only_every`,
+`@@keep_activate_after_match`, `@@dont_activate_after_match`, `@@additional_keys`,
+`@@exclude_keys`, `@@ignore_on_max_context`, with `@@@` fallbacks). Every field is also kept
+verbatim in `LoreEntry.extensions["character_book"]` and the decorator lines in
+`extensions["decorators"]`; export writes changed columns back and keeps the rest, so
+import -> export loses nothing. The card's own fields and the book's fields other than
+`entries` go to the `character_card` / `character_book` meta keys; the studio's entry_id,
+kind and links travel in each entry's `extensions.axiom`.
 """
 from __future__ import annotations
 
@@ -27,6 +33,7 @@ from typing import Any
 
 from studio.universes.interchange import (
     AXIOM_EXTENSION,
+    DECORATOR_EXTENSION,
     MAX_ENTRIES,
     MAX_IMPORT_BYTES,
     MAX_TITLE_CHARS,
@@ -37,6 +44,26 @@ from studio.universes.interchange import (
     reject_nul,
     require_string_list,
     require_text,
+)
+from studio.universes.interchange.codec import (
+    CCV3_SUPPORTED,
+    DECORATOR_COLUMN_OF,
+    DECORATOR_ONLY_DEFAULTS,
+    FieldMap,
+    as_bool,
+    as_int,
+    as_key_list,
+    as_optional_bool,
+    as_optional_int,
+    as_text,
+    decode_fields,
+    decorator_columns,
+    effective_decorators,
+    encode_fields,
+    identity,
+    join_decorators,
+    rebuild_decorators,
+    split_decorators,
 )
 from studio.universes.models import LoreKind
 
@@ -119,6 +146,116 @@ def card_json_from_png(data: bytes) -> Any:
     )
 
 
+# --- activation fields -------------------------------------------------------------------
+
+
+def _position(value: Any) -> int:
+    # world-info.js convertCharacterBook: extensions.position ?? (position === 'before_char' ? before : after)
+    if value == "before_char":
+        return 0
+    if isinstance(value, str):
+        return 1
+    return as_int(1, 0, 7)(value)
+
+
+def _delay_level(value: Any) -> int:
+    if value is True:
+        return 1
+    return as_int(0, 0, 1000)(value) if value else 0
+
+
+CC_MAPS: tuple[FieldMap, ...] = (
+    FieldMap("enabled", (("enabled",),), as_bool, bool, True),
+    FieldMap("constant", (("constant",),), as_bool, bool, False),
+    FieldMap("selective", (("selective",),), as_bool, bool, False),
+    FieldMap("secondary_keys", (("secondary_keys",),), as_key_list, list, []),
+    FieldMap("insertion_order", (("insertion_order",),), as_int(100), int, 100),
+    FieldMap("priority", (("priority",),), as_optional_int(), identity, None),
+    FieldMap("case_sensitive", (("case_sensitive",), ("extensions", "case_sensitive")), as_optional_bool, identity, None),
+    FieldMap("position", (("extensions", "position"), ("position",)), _position, int, 1),
+    FieldMap("depth", (("extensions", "depth"),), as_int(4, 0, 10000), int, 4),
+    FieldMap("role", (("extensions", "role"),), as_optional_int(0, 2), identity, None),
+    FieldMap("probability", (("extensions", "probability"),), as_int(100, 0, 100), int, 100),
+    FieldMap("use_probability", (("extensions", "useProbability"),), as_bool, bool, True),
+    FieldMap("selective_logic", (("extensions", "selectiveLogic"),), as_int(0, 0, 3), int, 0),
+    FieldMap("inclusion_group", (("extensions", "group"),), as_text, str, ""),
+    FieldMap("group_prioritize", (("extensions", "group_override"),), as_bool, bool, False),
+    FieldMap("group_weight", (("extensions", "group_weight"),), as_int(100, 0), int, 100),
+    FieldMap("group_scoring", (("extensions", "use_group_scoring"),), as_optional_bool, identity, None),
+    FieldMap("scan_depth", (("extensions", "scan_depth"),), as_optional_int(0, 1000), identity, None),
+    FieldMap("match_whole_words", (("extensions", "match_whole_words"),), as_optional_bool, identity, None),
+    FieldMap("exclude_recursion", (("extensions", "exclude_recursion"),), as_bool, bool, False),
+    FieldMap("prevent_recursion", (("extensions", "prevent_recursion"),), as_bool, bool, False),
+    FieldMap("delay_until_recursion", (("extensions", "delay_until_recursion"),), _delay_level, int, 0),
+    FieldMap("vectorized", (("extensions", "vectorized"),), as_bool, bool, False),
+    FieldMap("sticky", (("extensions", "sticky"),), as_int(0, 0), int, 0),
+    FieldMap("cooldown", (("extensions", "cooldown"),), as_int(0, 0), int, 0),
+    FieldMap("delay", (("extensions", "delay"),), as_int(0, 0), int, 0),
+    FieldMap("ignore_budget", (("extensions", "ignore_budget"),), as_bool, bool, False),
+)
+ACTING_TOP = {"keys", "content", "use_regex", *(p[0] for m in CC_MAPS for p in m.paths if len(p) == 1)}
+ACTING_EXTENSIONS = {p[1] for m in CC_MAPS for p in m.paths if len(p) == 2}
+
+
+def _regex_key(pattern: str) -> str:
+    return "/" + pattern.replace("/", "\\/") + "/"
+
+
+def _plain_pattern(key: str) -> str | None:
+    if len(key) >= 2 and key.startswith("/") and key.endswith("/"):
+        return key[1:-1].replace("\\/", "/")
+    return None
+
+
+def decode_entry(raw: dict[str, Any], content: str, keys: list[str]) -> tuple[str, list[str], dict[str, Any], list[str], list[str], list[str]]:
+    """Return (text, keys, activation columns, acting, kept, warnings) for one book entry."""
+    lines, text = split_decorators(content)
+    acting_decorators, kept_lines = effective_decorators(lines, CCV3_SUPPORTED)
+    columns, read = decode_fields(raw, CC_MAPS)
+    warnings: list[str] = []
+    if raw.get("use_regex") is True:
+        # CCv3 use_regex: keys are patterns; secondary_keys and constant SHOULD be ignored.
+        keys = [_regex_key(k) for k in keys]
+        if columns["secondary_keys"] or columns["constant"]:
+            warnings.append("use_regex is on: secondary_keys and constant are ignored (CCv3)")
+        columns["secondary_keys"], columns["constant"] = [], False
+    columns.update(decorator_columns(acting_decorators))
+    acting = ["keys", "content", *read, *(["use_regex"] if "use_regex" in raw else []),
+              *(f"@@{name}" for name, _v, _i in acting_decorators)]
+    kept = [k for k in raw if k not in ACTING_TOP and k != "extensions"]
+    kept += [f"extensions.{k}" for k in (raw.get("extensions") or {}) if k not in ACTING_EXTENSIONS]
+    kept += [f"{line} (not supported)" for line in kept_lines]
+    return text, keys, columns, acting, kept, warnings
+
+
+def encode_entry(kept: dict[str, Any], lines: list[str], columns: dict[str, Any], keys: list[str],
+                 text: str) -> dict[str, Any]:
+    """Return the book entry for the studio's current columns (kept representation where unchanged)."""
+    kept_keys = list(kept.get("keys") or []) if "keys" in kept else None
+    _t, kept_decoded_keys, kept_columns, *_ = decode_entry(kept, join_decorators(lines, ""), kept_keys or [])
+    new_lines = rebuild_decorators(lines, columns, CCV3_SUPPORTED, extra_names=tuple(DECORATOR_ONLY_DEFAULTS))
+    acting, _ = effective_decorators(new_lines, CCV3_SUPPORTED)
+    expressed = {c for name, _v, _i in acting for c in DECORATOR_COLUMN_OF.get(name, ())}
+    item = encode_fields(kept, columns, CC_MAPS, kept_columns, skip=expressed)
+    if "position" not in expressed and kept_columns.get("position") != columns["position"]:
+        item.setdefault("extensions", {})
+        if "position" in item and columns["position"] in (0, 1):
+            item["position"] = "before_char" if columns["position"] == 0 else "after_char"
+    use_regex = item.get("use_regex") is True
+    if use_regex and kept_keys is not None and kept_decoded_keys == keys and not columns["secondary_keys"] \
+            and not columns["constant"]:
+        item["keys"] = kept_keys
+    elif use_regex and keys and all(_plain_pattern(k) is not None for k in keys) \
+            and not columns["secondary_keys"] and not columns["constant"]:
+        item["keys"] = [_plain_pattern(k) for k in keys]
+    else:
+        if use_regex:
+            item["use_regex"] = False  # regex keys travel as /pattern/ keys, as SillyTavern reads them
+        item["keys"] = list(keys)
+    item["content"] = join_decorators(new_lines, text)
+    return item
+
+
 # --- parsing -----------------------------------------------------------------------------
 
 
@@ -162,6 +299,9 @@ def book_from_card(doc: Any, *, source: str) -> IncomingBook:
             raise ImportFormatError(f'{doc["spec"]}: this card has no data.character_book (no lore to import).')
         where = "data.character_book"
         source = f"{source} ({'V3' if doc['spec'] == 'chara_card_v3' else 'V2'})"
+    elif doc.get("spec") == "lorebook_v3":  # CCv3: a lorebook exported on its own
+        book, where = doc.get("data"), "data"
+        source = f"{source} (CCv3 lorebook)"
     elif "entries" in doc and isinstance(doc.get("entries"), list):
         book, where = doc, "character_book"
     elif "spec" in doc:
@@ -192,7 +332,7 @@ def book_from_card(doc: Any, *, source: str) -> IncomingBook:
         if "extensions" in raw and not isinstance(raw["extensions"], dict):
             raise ImportFormatError(f"{at}.extensions: expected an object.")
         entry_number = raw.get("id", index)
-        kept = {k: v for k, v in raw.items() if k not in ("content", "keys")}
+        kept = {k: v for k, v in raw.items() if k != "content"}
         axiom = {}
         extensions = kept.get("extensions")
         if isinstance(extensions, dict) and isinstance(extensions.get(AXIOM_EXTENSION), dict):
@@ -201,15 +341,24 @@ def book_from_card(doc: Any, *, source: str) -> IncomingBook:
         identity = None
         if "id" in raw and isinstance(raw["id"], (int, str)) and not isinstance(raw["id"], bool):
             identity = (EXTENSION, "id", raw["id"])
+        text, keys, activation, acting, kept_fields, warnings = decode_entry(raw, text, keys)
+        decorator_lines = split_decorators(raw.get("content") or "")[0]
+        incoming_extensions = {EXTENSION: kept}
+        if decorator_lines:
+            incoming_extensions[DECORATOR_EXTENSION] = decorator_lines
         incoming = IncomingEntry(
             label=f"entry {index + 1} (id {entry_number})" if "id" in raw else f"entry {index + 1}",
             title=derived_title(raw, entry_number),
             text=text,
             keys=keys,
+            activation=activation,
+            acting=acting,
+            kept=kept_fields,
+            warnings=warnings,
             entry_id=str(axiom.get("entry_id") or ""),
             kind=axiom.get("kind") if axiom.get("kind") in LoreKind.values else "",
             links=[str(x) for x in axiom["links"]] if isinstance(axiom.get("links"), list) else None,
-            extensions={EXTENSION: kept},
+            extensions=incoming_extensions,
             identity=identity,
         )
         if identity and str(raw["id"]) in seen_ids:
@@ -234,7 +383,14 @@ def book_from_card(doc: Any, *, source: str) -> IncomingBook:
                 f"The card's own fields (character “{card_fields['name']}”) are kept in the "
                 f"{CARD_META_KEY} meta key for re-export; only its character_book became lore."
             )
-    return IncomingBook(source=source, entries=entries, meta=meta, notes=notes)
+    defaults = {}
+    if isinstance(book.get("scan_depth"), int) and not isinstance(book["scan_depth"], bool) and 0 <= book["scan_depth"] <= 1000:
+        defaults["lore_scan_depth"] = str(book["scan_depth"])
+    if isinstance(book.get("token_budget"), int) and not isinstance(book["token_budget"], bool) and 0 <= book["token_budget"] <= 1_000_000:
+        defaults["lore_token_budget"] = str(book["token_budget"])
+    if book.get("recursive_scanning") is False:
+        defaults["lore_recursion_depth"] = "0"  # CCv3: MUST NOT recurse
+    return IncomingBook(source=source, entries=entries, meta=meta, notes=notes, defaults=defaults)
 
 
 # --- export ------------------------------------------------------------------------------
@@ -258,6 +414,7 @@ def _meta_json(universe, key: str) -> dict[str, Any]:
 
 def export_book(universe, entries) -> dict[str, Any]:
     """Return a character_book object for `entries`."""
+    from studio.universes.activation import activation_values
     from studio.universes.services import lore_extension
 
     book = {"name": universe.name, "extensions": {}}
@@ -265,20 +422,23 @@ def export_book(universe, entries) -> dict[str, Any]:
     out = []
     for position, entry in enumerate(sorted(entries, key=lambda e: e.entry_id)):
         kept = (entry.extensions or {}).get(EXTENSION)
+        lines = list((entry.extensions or {}).get(DECORATOR_EXTENSION) or [])
+        columns = activation_values(entry)
         if isinstance(kept, dict):
-            item = dict(kept)
-            if entry.title != derived_title({**kept, "keys": entry.keys}, kept.get("id", position)):
+            item = encode_entry(kept, lines, columns, list(entry.keys or []), entry.text)
+            if entry.title != derived_title(item, kept.get("id", position)):  # what a re-import derives
                 item["name"] = entry.title
                 if "comment" in item:
                     item["comment"] = entry.title
         else:
-            item = {
+            template = {
                 "id": position, "name": entry.title, "comment": entry.title, "secondary_keys": [],
                 "enabled": True, "insertion_order": 100, "case_sensitive": False, "priority": 10,
                 "selective": False, "constant": False, "position": "before_char", "use_regex": False,
+                "extensions": {},
             }
-        item["keys"] = list(entry.keys or [])
-        item["content"] = entry.text
+            item = encode_entry({}, [], columns, list(entry.keys or []), entry.text)
+            item = {**template, **item, "extensions": item.get("extensions") or {}}
         extensions = dict(item.get("extensions") or {})
         extensions[AXIOM_EXTENSION] = lore_extension(entry)
         item["extensions"] = extensions

@@ -9,8 +9,9 @@ Layout (see docs/authoring.md)::
     [missions]            universe = <belief_mission>
     [missions.characters] "Name" = "mission"          (belief_missions)
     [extra]               every other Universe_Meta key, verbatim
-    [[lore]]              entry_id, title, kind, keys, links, text, then
-                          [lore.extensions] or extensions_json (see below)
+    [[lore]]              entry_id, title, kind, keys, links, text, the activation
+                          fields that differ from a new studio entry (activation.py),
+                          then [lore.extensions] or extensions_json (see below)
 
 Export is deterministic: meta keys sorted, entries sorted by `entry_id`, links sorted,
 extension objects sorted by key. Extensions TOML cannot hold (null, or integers beyond
@@ -30,6 +31,8 @@ import tomli_w
 from django.core.validators import validate_slug
 from django.core.exceptions import ValidationError
 
+from studio.universes.activation import FIELDS as ACTIVATION_FIELDS
+from studio.universes.activation import STUDIO_DEFAULTS, activation_validate, activation_values
 from studio.universes.interchange import (
     MAX_ENTRIES,
     MAX_TEXT_CHARS,
@@ -46,7 +49,8 @@ FORMAT = "axiom-universe"
 VERSION = 1
 BELIEF_MISSION = "belief_mission"
 BELIEF_MISSIONS = "belief_missions"
-LORE_FIELDS = ("entry_id", "title", "kind", "keys", "links", "text", "extensions", "extensions_json")
+ACTIVATION_NAMES = tuple(f.name for f in ACTIVATION_FIELDS)
+LORE_FIELDS = ("entry_id", "title", "kind", "keys", "links", "text", *ACTIVATION_NAMES, "extensions", "extensions_json")
 
 
 @dataclass
@@ -58,11 +62,13 @@ class LoreDocument:
     keys: list[str]
     links: list[str]
     extensions: dict[str, Any]
+    activation: dict[str, Any] = field(default_factory=dict)  # the fields the file sets
 
     def snapshot(self) -> dict[str, Any]:
         return {
             "entry_id": self.entry_id, "title": self.title, "kind": self.kind, "text": self.text,
             "keys": self.keys, "links": sorted(self.links), "extensions": self.extensions,
+            **STUDIO_DEFAULTS, **self.activation,
         }
 
 
@@ -129,6 +135,9 @@ def _lore_table(entry: LoreEntry, links: list[str]) -> dict[str, Any]:
         "links": sorted(links),
         "text": entry.text,
     }
+    for name, value in activation_values(entry).items():
+        if value != STUDIO_DEFAULTS[name]:
+            table[name] = value  # only what differs from a new studio entry (None is always a default)
     extensions = _sorted_deep(entry.extensions or {})
     if extensions:
         if _toml_representable(extensions):
@@ -333,7 +342,13 @@ def parse_document(data: bytes | str) -> UniverseDocument:
                 reader.fail(f"{label}.extensions_json: not JSON ({exc.msg}).", key="extensions_json", **loc)
         if not isinstance(extensions, dict):
             reader.fail(f"{label}.extensions: expected a table.", key="extensions", **loc)
-        lore.append(LoreDocument(entry_id, title, kind, text, keys, links, extensions))
+        given = {name: table[name] for name in ACTIVATION_NAMES if name in table}
+        try:
+            activation = activation_validate(given, strict_keys=True, primary_keys=keys)
+        except ValidationError as exc:
+            name, messages = next(iter(exc.message_dict.items()))
+            reader.fail(f"{label}.{name}: {' '.join(messages)}", key=name if name in table else "keys", **loc)
+        lore.append(LoreDocument(entry_id, title, kind, text, keys, links, extensions, activation))
     for index, entry in enumerate(lore):
         for link in entry.links:
             if link not in ids:

@@ -14,6 +14,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling, retarget, reswap
 
 from studio.universes import services
+from studio.universes.activation import NAMES as ACTIVATION_NAMES
+from studio.universes.activation import activation_display, invalid_regex_keys
 from studio.universes.counting import EMBEDDING_MAX_TOKENS, token_method
 from studio.universes.forms import BulkActionForm, LoreEntryForm, LoreFilterForm
 from studio.universes.models import EmbeddingState, LoreEntry, LoreKind, LoreRevision
@@ -119,6 +121,7 @@ def lore_create(request: HttpRequest, slug: str) -> HttpResponse:
             entry = services.lore_entry_create(
                 universe=universe, user=request.user, title=data["title"], kind=data["kind"],
                 text=data["text"], keys=data["keys"], links=data["links"], entry_id=data["entry_id"],
+                activation=data.get("activation"),
             )
         except ValidationError as exc:
             form.add_error(None, exc)
@@ -144,6 +147,7 @@ def lore_detail(request: HttpRequest, slug: str, entry_id: str) -> HttpResponse:
     fill_missing_counts([entry])
     context = {
         **universe_context(request, universe, "lore"), "entry": entry,
+        "activation_sections": activation_display(entry), "invalid_keys": invalid_regex_keys(entry),
         "max_tokens": EMBEDDING_MAX_TOKENS, "token_method": token_method(),
         "pending": lore_pending_count(universe=universe),
         "revision_count": universe.lore_revisions.filter(entry_id=entry.entry_id).count(),
@@ -173,7 +177,7 @@ def lore_edit(request: HttpRequest, slug: str, entry_id: str) -> HttpResponse:
         try:
             services.lore_entry_update(
                 entry=entry, user=request.user, title=data["title"], kind=data["kind"],
-                text=data["text"], keys=data["keys"], links=data["links"],
+                text=data["text"], keys=data["keys"], links=data["links"], activation=data.get("activation"),
             )
         except ValidationError as exc:
             form.add_error(None, exc)
@@ -226,6 +230,11 @@ def lore_bulk(request: HttpRequest, slug: str) -> HttpResponse:
     if action == "delete":
         count = services.lore_bulk_delete(universe=universe, user=request.user, entry_ids=entry_ids)
         note = f"Deleted {count} entr{'y' if count == 1 else 'ies'}; each can be restored from “Deleted entries”."
+    elif action in BulkActionForm.ACTIVATION_ACTIONS:
+        count = services.lore_bulk_set_activation(universe=universe, user=request.user, entry_ids=entry_ids,
+                                                  values=BulkActionForm.ACTIVATION_ACTIONS[action])
+        label = dict(BulkActionForm.ACTIONS)[action]
+        note = f"{label}: {count} entr{'y' if count == 1 else 'ies'} changed."
     else:
         kind = form.cleaned_data["new_kind"]
         count = services.lore_bulk_set_kind(universe=universe, user=request.user, entry_ids=entry_ids, kind=kind)
@@ -265,7 +274,7 @@ def lore_status(request: HttpRequest, slug: str) -> HttpResponse:
 
 def _revision_changes(revision: LoreRevision) -> list[tuple[str, object, object]]:
     before, after = revision.before or {}, revision.after or {}
-    names = ["title", "kind", "keys", "links", "text", "extensions"]
+    names = ["title", "kind", "keys", "links", "text", *ACTIVATION_NAMES, "extensions"]
     if not before or not after:
         state = after or before
         return [(name, before.get(name, ""), after.get(name, "")) for name in names if state.get(name) not in ("", [], {}, None)]

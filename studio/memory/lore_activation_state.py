@@ -1,0 +1,118 @@
+"""Per-save lore activation state, stored by turn (LoreActivation rows).
+
+The engine (`lore_activation.py`) is pure; this module is where its results meet the
+database. The functions are the ones the play loop, `CheckpointManager.rewind` / `fork` and
+the replay call:
+
+- `lore_activation_for_turn`: evaluate the book for a turn from the state as of the turn
+  before (reads only);
+- `record_activation`: store what a turn activated and the state it left (one row per
+  save and turn; recording a turn again replaces it);
+- `activation_state_as_of`: the state after turn N (the newest row at or before N);
+- `lore_activation_rollback`: delete the rows after N (call it inside the rewind's
+  transaction, so the state as of N is restored with everything else);
+- `lore_activation_copy`: copy the rows up to N to a fork (inside the fork's transaction).
+
+Seeds: `lore_seed_for` derives every turn's seed from the save's lineage root (a fork
+shares its origin's root), the timeline generation and the turn. A fork of a save that was
+never rewound therefore continues with the same rolls; a rewind starts a new generation and
+so new rolls after N, as the issue asks.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Max
+
+from studio.memory.lore_activation import (
+    ActivationResult,
+    LoreState,
+    activate,
+    activation_seed,
+    compiled_book,
+    defaults_from_meta,
+    scan_messages,
+    spec_from_entry,
+)
+from studio.memory.models import LoreActivation
+
+HISTORY_TURNS_CAP = 500  # scan depth is at most 1000 messages = 500 turns
+
+
+def lore_seed_for(*, save, turn_id: int) -> str:
+    root = save
+    seen = set()
+    while root.forked_from_id and root.forked_from_id not in seen:
+        seen.add(root.forked_from_id)
+        root = root.forked_from
+    return activation_seed(save_id=root.save_id, generation=save.timeline_generation, turn=turn_id)
+
+
+def activation_state_as_of(*, save, turn_id: int) -> LoreState:
+    """Return the lore state after turn `turn_id` (a fresh state before the first record)."""
+    row = (LoreActivation.objects.filter(game_save=save, turn_id__lte=turn_id)
+           .order_by("-turn_id").only("state").first())
+    return LoreState.from_dict(row.state if row else None)
+
+
+@transaction.atomic
+def record_activation(*, save, turn_id: int, result: ActivationResult, seed: str,
+                      book_version: str = "") -> LoreActivation:
+    """Store a turn's activation (replacing an earlier record of the same turn)."""
+    row, _created = LoreActivation.objects.update_or_create(
+        game_save=save, turn_id=turn_id,
+        defaults={"state": result.state.to_dict(), "activated": result.activated_ids,
+                  "sequence": list(result.sequence), "seed": seed, "book_version": book_version},
+    )
+    return row
+
+
+def lore_activation_rollback(*, save, to_turn: int) -> int:
+    """Delete the activation rows after `to_turn`; return how many. Run inside the rewind's transaction."""
+    deleted, _ = LoreActivation.objects.filter(game_save=save, turn_id__gt=to_turn).delete()
+    return deleted
+
+
+def lore_activation_copy(*, source, target, up_to_turn: int) -> int:
+    """Copy the activation rows of `source` up to `up_to_turn` to `target` (a fork); return how many."""
+    rows = [
+        LoreActivation(game_save=target, turn_id=row.turn_id, state=row.state, activated=row.activated,
+                       sequence=row.sequence, seed=row.seed, book_version=row.book_version)
+        for row in LoreActivation.objects.filter(game_save=source, turn_id__lte=up_to_turn).order_by("turn_id")
+    ]
+    LoreActivation.objects.bulk_create(rows, batch_size=500)
+    return len(rows)
+
+
+def book_version_for(universe) -> str:
+    """A key that changes whenever an entry of the book is created, edited or deleted."""
+    stats = universe.lore_entries.aggregate(newest=Max("updated_at"), count=Max("id"))
+    total = universe.lore_entries.count()
+    newest = stats["newest"].isoformat() if stats["newest"] else "-"
+    return f"universe-{universe.pk}:{total}:{stats['count']}:{newest}"
+
+
+def lore_activation_for_turn(*, save, pending_input: str, turn_id: int | None = None,
+                             macros: dict[str, str] | None = None) -> tuple[ActivationResult, dict[str, Any]]:
+    """Evaluate the save's Lore Book for `turn_id` (default: the next turn); write nothing.
+
+    Return the result and what `record_activation` needs (`seed`, `book_version`).
+    """
+    from studio.saves.models import Event  # the engine reads the Event_Log it is given
+
+    universe = save.universe
+    turn_id = turn_id if turn_id is not None else save.current_turn + 1
+    meta = dict(universe.meta.values_list("key", "value"))
+    defaults = defaults_from_meta(meta)
+    version = book_version_for(universe)
+    book = compiled_book(version=version, defaults=defaults, macros=macros,
+                         loader=lambda: [spec_from_entry(e) for e in universe.lore_entries.defer("extensions")])
+    deepest = max([defaults.scan_depth, *[s.scan_depth or 0 for s in book.specs]], default=defaults.scan_depth)
+    history = min(HISTORY_TURNS_CAP, deepest // 2 + 1)
+    turns = list(Event.objects.filter(game_save=save, turn_id__lt=turn_id).order_by("-turn_id")
+                 .values_list("turn_id", "player_input", "narrative")[:history])
+    seed = lore_seed_for(save=save, turn_id=turn_id)
+    result = activate(book=book, messages=scan_messages(pending_input=pending_input, turns=turns), turn=turn_id,
+                      state=activation_state_as_of(save=save, turn_id=turn_id - 1), seed=seed)
+    return result, {"seed": seed, "book_version": version}
