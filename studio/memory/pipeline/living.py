@@ -152,6 +152,12 @@ def belief_ids(save, subject: str, turn: int) -> list[int]:
     )
 
 
+def player_character_for(save) -> str | None:
+    """Return the save's player character (meta `player_character`): who "you" is in the narration."""
+    value = str((save.meta or {}).get("player_character") or "").strip()
+    return value or None
+
+
 def run_living_turn(ctx: JobContext):
     """Extract -> facts -> (beliefs on) consolidate -> beliefs -> reflect -> mental models."""
     from studio.memory import missions as missions_module
@@ -192,6 +198,7 @@ def run_living_turn(ctx: JobContext):
     )
     turn = job.turn_id
     narrative = narratives[turn]
+    player_character = player_character_for(save)
     llm = TrackedLLM(backend, game_save_id=save.pk, job_id=job.pk)
     try:
         llm.check_budget()
@@ -206,6 +213,7 @@ def run_living_turn(ctx: JobContext):
         known_entities=ctx.cached("known_entities", lambda: known_entities_for(save)),
         when_hint=when_hint_from_state(states.get(turn), turn),
         max_facts=MAX_FACTS_PER_TURN,
+        player_character=player_character,
     )
     _raise_for(error, "extract")
     actions = []
@@ -220,7 +228,13 @@ def run_living_turn(ctx: JobContext):
         mission = ctx.cached("mission", lambda: missions_module.get_universe_mission(save))
         missions = ctx.cached("missions", lambda: missions_module.get_belief_missions(save))
         actions, error = consolidate_detailed(
-            llm, facts, existing, mission=mission, missions=missions, max_existing=MAX_EXISTING_BELIEFS
+            llm,
+            facts,
+            existing,
+            mission=mission,
+            missions=missions,
+            max_existing=MAX_EXISTING_BELIEFS,
+            player_character=player_character,
         )
         _raise_for(error, "consolidate")
         subjects = affected_subjects(actions)
@@ -234,7 +248,9 @@ def run_living_turn(ctx: JobContext):
             subject_mission = missions.get(subject) or next(
                 (m for name, m in missions.items() if name.casefold() == subject.casefold()), mission
             )
-            summary, error = reflect_detailed(llm, subject, beliefs, mission=subject_mission)
+            summary, error = reflect_detailed(
+                llm, subject, beliefs, mission=subject_mission, player_character=player_character
+            )
             _raise_for(error, "reflect")
             if summary:
                 summaries[subject] = summary
@@ -263,7 +279,7 @@ def run_living_turn(ctx: JobContext):
                 locked_save, subject, summary, turn, sources=belief_ids(locked_save, subject, turn)
             )
             models.append(subject)
-        return {
+        result = {
             "turn_id": turn,
             "facts": len(fact_ids),
             "beliefs": counts,
@@ -272,6 +288,11 @@ def run_living_turn(ctx: JobContext):
             "llm_tokens": llm.tokens,
             "reextracted": forgotten,
         }
+        if llm.truncated:
+            # Answers cut at the token limit: their complete items were kept; the record says
+            # which operation to give more tokens (AXIOM_LLM_MAX_TOKENS_<OPERATION>).
+            result["truncated"] = list(llm.truncated)
+        return result
 
     ctx.commit(write)
     return None
@@ -295,13 +316,16 @@ def run_refresh_models(ctx: JobContext):
         raise JobSkipped("no LLM configured")
     ctx.check_timeline(save)
     llm = TrackedLLM(backend, game_save_id=save.pk, job_id=ctx.job.pk)
+    player_character = player_character_for(save)
     turn = save.current_turn
     mission = missions_module.get_universe_mission(save)
     missions = missions_module.get_belief_missions(save)
     summaries: dict[str, tuple[str, list[int]]] = {}
     for subject in stale_subjects(save, max_turn_id=turn, limit=REFRESH_MODELS_PER_JOB):
         beliefs = get_observations(save, max_turn_id=turn, subject=subject, limit=BELIEFS_PER_SUBJECT)
-        summary, error = reflect_detailed(llm, subject, beliefs, mission=missions.get(subject) or mission)
+        summary, error = reflect_detailed(
+            llm, subject, beliefs, mission=missions.get(subject) or mission, player_character=player_character
+        )
         _raise_for(error, "reflect")
         if summary:
             summaries[subject] = (summary, [b.observation_id for b in beliefs])
@@ -309,7 +333,10 @@ def run_refresh_models(ctx: JobContext):
     def write(locked_save):
         for subject, (summary, sources) in summaries.items():
             upsert_mental_model(locked_save, subject, summary, locked_save.current_turn, sources=sources)
-        return {"refreshed": sorted(summaries), "llm_calls": llm.calls}
+        result = {"refreshed": sorted(summaries), "llm_calls": llm.calls}
+        if llm.truncated:
+            result["truncated"] = list(llm.truncated)
+        return result
 
     ctx.commit(write)
     return None

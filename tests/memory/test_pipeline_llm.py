@@ -1,0 +1,80 @@
+"""The living pipeline passes the player character to every operation and records truncation."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from studio.memory.models import Fact, Job, JobKind, JobStatus, Observation
+from studio.saves.models import MemoryMode
+from studio.saves.services import save_create, turn_append
+from studio.universes.models import UniverseMeta
+from tests.llm_server import Reply, json_reply, operation_of, user_prompt
+from tests.memory.jobs_support import eager_jobs, fake_vectors, living_universe, llm_server  # noqa: F401
+
+pytestmark = pytest.mark.django_db
+
+
+def _living_save(universe, capture):
+    with capture(execute=True):
+        return save_create(universe=universe, name="Living run", memory_mode=MemoryMode.LIVING)
+
+
+def _append(capture, save, narrative):
+    with capture(execute=True):
+        return turn_append(game_save=save, player_input="look", narrative=narrative)
+
+
+def test_player_character_reaches_every_operation_and_you_becomes_them(
+    living_universe, eager_jobs, fake_vectors, llm_server, django_capture_on_commit_callbacks
+):
+    UniverseMeta.objects.create(universe=living_universe, key="player_character", value="Wren Halloway")
+    llm_server.responder = lambda request: {
+        "extract": json_reply({"facts": [{"statement": "You find the note.", "fact_type": "event", "who": "you",
+                                          "what": "finds the note", "where": "your location", "entities": ["you"]}]}),
+        "consolidate": json_reply({"actions": [
+            {"action": "CREATE", "subject": "Wren Halloway", "statement": "Wren found Hesper's note.",
+             "source_fact_ids": [1]},
+            {"action": "CREATE", "subject": "you", "statement": "You keep the note to yourself.",
+             "source_fact_ids": [1]},
+        ]}),
+        "reflect": Reply(content="Wren Halloway is looking for Hesper."),
+    }.get(operation_of(request), Reply(status=400))
+    save = _living_save(living_universe, django_capture_on_commit_callbacks)
+    _append(django_capture_on_commit_callbacks, save, "You unfold the note on the table.")
+
+    job = Job.objects.get(game_save=save, kind=JobKind.LIVING_TURN)
+    assert job.status == JobStatus.DONE, job.error
+    for operation in ("extract", "consolidate", "reflect"):
+        (request,) = llm_server.requests_for(operation)
+        system = next(m["content"] for m in request["messages"] if m["role"] == "system")
+        assert "Wren Halloway" in system + user_prompt(request), operation
+    fact = Fact.objects.get(game_save=save)
+    assert fact.who == "Wren Halloway"
+    assert "you" not in [e.casefold() for e in fact.entities]
+    assert fact.where == ""  # "your location" is a placeholder, never a place
+    beliefs = Observation.objects.filter(game_save=save).order_by("id")
+    assert [b.subject for b in beliefs] == ["Wren Halloway", "Wren Halloway"]  # "you" is the player character
+    assert job.result["mental_models"] == ["Wren Halloway"]
+
+
+def test_a_truncated_extraction_keeps_complete_facts_and_says_so_on_the_job(
+    living_universe, eager_jobs, fake_vectors, llm_server, django_capture_on_commit_callbacks
+):
+    complete = {"statement": "Kaël paid the harbour master.", "fact_type": "event", "who": "Kaël",
+                "entities": ["Kaël"]}
+    cut = json.dumps({"facts": [complete, {"statement": "Kaël spat at the Gu"}]})
+    cut = cut[: cut.index("Gu") + 2]  # the answer stops mid-string at the token limit
+    llm_server.responder = lambda request: {
+        "extract": Reply(content=cut, finish_reason="length"),
+        "consolidate": json_reply({"actions": []}),
+        "reflect": Reply(content=""),
+    }.get(operation_of(request), Reply(status=400))
+    save = _living_save(living_universe, django_capture_on_commit_callbacks)
+    _append(django_capture_on_commit_callbacks, save, "Kaël pays the harbour master and spits at the Guild.")
+
+    job = Job.objects.get(game_save=save, kind=JobKind.LIVING_TURN)
+    assert job.status == JobStatus.DONE, job.error
+    assert list(Fact.objects.filter(game_save=save).values_list("statement", flat=True)) == [complete["statement"]]
+    (record,) = job.result["truncated"]
+    assert record["operation"] == "extract"
