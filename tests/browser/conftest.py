@@ -14,6 +14,7 @@ Shared by every tests/browser/ module. Use:
 - `login(page, user)`: log `user` in by session cookie; `login_with_form(page, username,
   password)` goes through the real login form.
 - `screenshot(label, of=page)`: save a full-page screenshot of the current page.
+- `world`: a universe and a living save with content on every page (tests/browser/pages.py).
 - `phone_page`: like `page`, at 390x844 with a phone's touch and viewport handling.
 - `axe(page, context=None)`: run axe-core (tests/browser/node_modules, `npm ci` when missing)
   on the current page and return its serious and critical violations as readable lines.
@@ -32,6 +33,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
+from tests.memory.vector_support import vector_memory  # noqa: F401  (fixture, for `world`)
 
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
 
@@ -76,6 +79,9 @@ def _role_groups(transactional_db):
 @pytest.fixture(scope="session")
 def browser():
     sync_api = pytest.importorskip("playwright.sync_api")
+    # `expect(...)` waits as long as actions do: the machine is shared, and a swap can take
+    # longer than Playwright's 5 s default under load without anything being wrong.
+    sync_api.expect.set_options(timeout=DEFAULT_TIMEOUT_MS)
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"{CHROMIUM} is not installed")
     with sync_api.sync_playwright() as playwright:
@@ -110,6 +116,20 @@ def phone_page(browser, live_server):
     )
     yield page
     context.close()
+
+
+@pytest.fixture
+def world(universe, game_save, author, vector_memory, monkeypatch):  # noqa: F811
+    """A universe and a living save with something on every page (tests/browser/pages.py).
+
+    Lore edits queue no real embedding job here (the entries are marked embedded).
+    """
+    from studio.universes import services
+
+    monkeypatch.setattr(services, "_sync_lore_now", lambda universe_pk: None)
+    from tests.browser.pages import build_world
+
+    return build_world(universe=universe, game_save=game_save, author=author, vector_memory=vector_memory)
 
 
 @pytest.fixture(scope="session")

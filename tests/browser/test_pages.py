@@ -12,18 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.pages import build_world, studio_pages
-from tests.memory.vector_support import vector_memory  # noqa: F401  (fixture)
+from tests.browser.pages import studio_pages
 
 REPORT = Path(__file__).resolve().parents[2] / "test-artifacts" / "phone-and-axe.txt"
 SCREENSHOTS = bool(os.environ.get("AXIOM_SCREENSHOTS"))  # a picture of every page, to look at
 ONLY = os.environ.get("AXIOM_PAGES", "")  # while working on one page: a part of its URL name
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def world(universe, game_save, author, vector_memory):  # noqa: F811
-    return build_world(universe=universe, game_save=game_save, author=author, vector_memory=vector_memory)
 
 
 def overflow(page) -> dict:
@@ -59,6 +53,7 @@ def test_every_studio_page_fits_a_phone_and_passes_axe(phone_page, live_server, 
         if name != "login" and not (logout.count() == 1 and _reachable(phone_page, logout)):
             unreachable.append(name)
         inaccessible += [f"{name} {url}: {line}" for line in axe(phone_page)]
+        inaccessible += [f"{name} {url}: {line}" for line in duplicate_ids(phone_page)]
         checked.append(name)
     REPORT.parent.mkdir(parents=True, exist_ok=True)
     REPORT.write_text(
@@ -73,6 +68,16 @@ def test_every_studio_page_fits_a_phone_and_passes_axe(phone_page, live_server, 
     assert not inaccessible, "axe violations:\n" + "\n".join(inaccessible)
     errors = [e for e in phone_page.console_errors]
     assert not errors, errors
+
+
+def duplicate_ids(page) -> list[str]:
+    """Return a line per id that more than one element of the page carries (a label may then
+    point at another form's field)."""
+    return page.evaluate("""() => {
+        const seen = {};
+        document.querySelectorAll('[id]').forEach(el => { seen[el.id] = (seen[el.id] || 0) + 1; });
+        return Object.entries(seen).filter(([, n]) => n > 1).map(([id, n]) => `duplicate id "${id}" x${n}`);
+    }""")
 
 
 def _reachable(page, locator) -> bool:
