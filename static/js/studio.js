@@ -49,6 +49,22 @@
       }
     });
   }
+  // Text areas inside `[data-autosize]` grow with their text. CSS `field-sizing: content`
+  // does it where supported (studio.css); elsewhere the height follows the scroll height.
+  var fieldSizing = window.CSS && CSS.supports && CSS.supports("field-sizing", "content");
+  function autosize(area) {
+    area.style.height = "auto";
+    area.style.height = area.scrollHeight + 2 + "px";
+  }
+  if (!fieldSizing) {
+    document.addEventListener("input", function (event) {
+      if (event.target.matches && event.target.matches("[data-autosize] textarea")) autosize(event.target);
+    });
+    var sizeAll = function () { document.querySelectorAll("[data-autosize] textarea").forEach(autosize); };
+    document.addEventListener("DOMContentLoaded", sizeAll);
+    document.addEventListener("htmx:afterSettle", sizeAll);
+  }
+
   document.addEventListener("DOMContentLoaded", markScrollers);
   window.addEventListener("load", markScrollers);
   document.addEventListener("htmx:afterSettle", markScrollers);
