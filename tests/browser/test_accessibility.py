@@ -253,3 +253,14 @@ def test_main_htmx_states_pass_axe(page, live_server, login, author, world, axe,
 
     assert not found, "axe violations in htmx states:\n" + "\n".join(found)
     assert page.console_errors == [], page.console_errors
+
+
+def test_login_page_logged_out_on_a_phone(phone_page, live_server, db, axe):
+    page = phone_page
+    page.goto("/accounts/login/")
+    widths = page.evaluate("() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+    assert widths[0] <= widths[1], widths
+    assert axe(page) == []
+    expect(page.get_by_role("button", name="Menu")).to_have_count(0)  # nothing to fold when logged out
+    expect(page.get_by_label("Username")).to_be_visible()
+    assert page.console_errors == []
