@@ -37,6 +37,9 @@ def test_inline_lore_edit_by_keyboard(page, live_server, login, author, world):
     row_id = f"lore-row-{kael.pk}"
     login(page, author)
     page.goto(f"/universes/{world.universe.slug}/lore/")
+    # A slow settle, as on a busy machine: htmx refocuses a field with the same id at once but
+    # binds the new row's buttons only when it settles; keys pressed in between must still work.
+    page.evaluate("() => { htmx.config.defaultSettleDelay = 400; }")
     row = page.locator(f"#{row_id}")
 
     # Edit: focus lands on the editor's first field, not on <body>.
@@ -92,6 +95,7 @@ def test_inline_lore_edit_by_keyboard(page, live_server, login, author, world):
     row.get_by_role("link", name="Delete Kaël the Smuggler").focus()
     page.keyboard.press("Enter")  # hx-confirm is accepted by the fixture
     expect(row).to_have_count(0)
+    page.wait_for_function("() => document.activeElement.hasAttribute('data-inline-edit')")
     focused = active(page)
     assert focused["inlineEdit"] and focused["row"].startswith("lore-row-"), focused
     assert page.console_errors == []

@@ -77,6 +77,18 @@ document.addEventListener("change", function (event) {
     }
   });
 
+  // htmx binds a swapped-in row's buttons only when it settles (20 ms later, longer on a
+  // busy machine; the row carries `htmx-added` until then), and htmx itself puts focus back
+  // on a field with the same id at once. A key pressed in between would click a button that
+  // does nothing yet, so the click waits for the row to settle.
+  function clickWhenBound(button, tries) {
+    if (button.closest(".htmx-added") && tries < 200) {
+      window.setTimeout(function () { clickWhenBound(button, tries + 1); }, 10);
+      return;
+    }
+    if (button.isConnected) button.click();
+  }
+
   document.addEventListener("keydown", function (event) {
     var row = inlineRow(event.target);
     if (!row || !row.classList.contains("editing")) return;
@@ -85,7 +97,7 @@ document.addEventListener("change", function (event) {
       var cancel = row.querySelector("[data-inline-cancel]");
       if (cancel) {
         event.preventDefault();
-        cancel.click();
+        clickWhenBound(cancel, 0);
       }
       return;
     }
@@ -95,7 +107,7 @@ document.addEventListener("change", function (event) {
       var save = row.querySelector("[data-inline-save]");
       if (save) {
         event.preventDefault();
-        save.click();
+        clickWhenBound(save, 0);
       }
     }
   });
