@@ -15,6 +15,13 @@ if [ ! -x /usr/bin/chromium ]; then
   _apt_install chromium || echo "warning: no /usr/bin/chromium; browser tests will fail" >&2
 fi
 
+# axe-core for the browser tests' accessibility checks: installed from tests/browser's
+# package-lock.json, injected into pages by Playwright, never served by the studio.
+if [ ! -f tests/browser/node_modules/axe-core/axe.min.js ]; then
+  command -v npm >/dev/null || _apt_install npm || echo "warning: no npm; the axe checks will fail" >&2
+  (cd tests/browser && npm ci --no-audit --no-fund --loglevel=error) || echo "warning: npm ci failed in tests/browser" >&2
+fi
+
 services_start || exit 1
 trap services_stop EXIT
 

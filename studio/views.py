@@ -1,8 +1,9 @@
-"""Project-level pages: the studio home and a health check."""
+"""Project-level pages: the studio home, a health check and the /favicon.ico redirect."""
 from django.contrib.auth.decorators import login_not_required
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.templatetags.static import static
 from django.views.decorators.http import require_GET
 
 from studio.saves.models import Save
@@ -28,3 +29,13 @@ def home(request: HttpRequest) -> HttpResponse:
 @login_not_required
 def healthz(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"status": "ok"})
+
+
+@require_GET
+@login_not_required
+def favicon(request: HttpRequest) -> HttpResponse:
+    """Send the browser's own /favicon.ico request to the static icon (pages also link it).
+
+    Not permanent: the static URL may change (a hashed storage), and a cached 301 would not.
+    """
+    return redirect(static("favicon.ico"))

@@ -22,7 +22,7 @@ from studio.memory.models import Job, Observation
 from studio.roles import AUTHORS, PLAYTESTERS
 from studio.universes.models import LoreRevision, UniverseMeta
 
-PUBLIC = {"login", "logout", "healthz"}
+PUBLIC = {"login", "logout", "healthz", "favicon"}
 SKIP_PREFIXES = ("admin/", "api/")
 
 # A rule says who is allowed:

@@ -6,10 +6,12 @@ added; a new URL parameter name must be taught to `sample_kwargs` (the test fail
 from __future__ import annotations
 
 import pytest
+from django.contrib.staticfiles import finders
+from django.templatetags.static import static
 from django.urls import URLPattern, URLResolver, get_resolver
 
 # URLs that are public on purpose.
-PUBLIC = {"login", "logout", "healthz"}
+PUBLIC = {"login", "logout", "healthz", "favicon"}
 # API endpoints answer 401 JSON instead of redirecting to a login page.
 API_PREFIX = "api/"
 
@@ -79,6 +81,10 @@ def test_every_non_public_url_requires_login(client, universe, game_save):
 def test_login_page_and_health_are_public(client, db):
     assert client.get("/accounts/login/").status_code == 200
     assert client.get("/healthz").json() == {"status": "ok"}
+    favicon = client.get("/favicon.ico")  # browsers ask for it on every page, logged in or not
+    assert favicon.status_code == 302 and favicon["Location"] == static("favicon.ico")
+    with open(finders.find("favicon.ico"), "rb") as icon:
+        assert icon.read(4) == b"\x00\x00\x01\x00"  # an ICO header
 
 
 def test_logged_in_user_sees_the_home_page(client, author, universe):

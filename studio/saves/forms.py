@@ -15,10 +15,24 @@ class UniverseChoiceField(forms.ModelChoiceField):
 
 
 class SaveCreateForm(forms.Form):
-    universe = UniverseChoiceField(queryset=Universe.objects.none())
-    name = forms.CharField(max_length=200)
-    memory_mode = forms.ChoiceField(choices=MemoryMode.choices, initial=MemoryMode.CLASSIC)
-    beliefs_enabled = forms.BooleanField(required=False, initial=True, label="Beliefs on")
+    universe = UniverseChoiceField(
+        queryset=Universe.objects.none(),
+        help_text="The world this save plays in. Its metadata (missions included) is copied into "
+        "the save now; later Lore Book edits still reach the save.",
+    )
+    name = forms.CharField(
+        max_length=200, help_text="How you will find this save again, e.g. “Mira refuses the loan”.",
+    )
+    memory_mode = forms.ChoiceField(
+        choices=MemoryMode.choices, initial=MemoryMode.CLASSIC,
+        help_text="Classic: each turn is embedded and searched by words and meaning; no LLM needed. "
+        "Living: each turn also goes to the LLM, which extracts facts, forms beliefs and writes "
+        "mental models. Fixed once the save exists.",
+    )
+    beliefs_enabled = forms.BooleanField(
+        required=False, initial=True, label="Beliefs on",
+        help_text="Living mode only. Off: facts are still extracted, but no beliefs or mental models form.",
+    )
 
     def __init__(self, *args, universes=None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -69,6 +83,8 @@ class ForkForm(forms.Form):
     name = forms.CharField(max_length=200, required=False, help_text="Blank: this save's name followed by “(fork at turn N)”.")
 
     def __init__(self, *args, current_turn: int = 0, **kwargs):
+        # Its own ids: the rewind page also shows RewindForm, whose `turn` is id_turn.
+        kwargs.setdefault("auto_id", "id_fork_%s")
         super().__init__(*args, **kwargs)
         self.current_turn = current_turn
 

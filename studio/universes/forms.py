@@ -329,6 +329,11 @@ class TomlImportForm(forms.Form):
     token = forms.CharField(widget=forms.HiddenInput, required=False, max_length=64)
     digest = forms.CharField(widget=forms.HiddenInput, required=False, max_length=64)
 
+    def __init__(self, *args, **kwargs):
+        # Its own ids: the Import / export page also shows LoreImportForm, whose `file` is id_file.
+        kwargs.setdefault("auto_id", "id_toml_%s")
+        super().__init__(*args, **kwargs)
+
     def clean(self):
         cleaned = super().clean()
         if not cleaned.get("file") and not cleaned.get("token"):

@@ -5,7 +5,7 @@ import logging
 from dataclasses import dataclass
 
 from django.db.models import Count, Q, QuerySet, Sum, TextField
-from django.db.models.functions import Cast
+from django.db.models.functions import Cast, Lower
 from django.shortcuts import get_object_or_404
 
 from studio.universes.counting import text_counts
@@ -13,10 +13,12 @@ from studio.universes.models import EmbeddingState, LoreEntry, LoreRevision, Uni
 
 logger = logging.getLogger(__name__)
 
+# Titles sort without regard to case ("ash road" beside "Ashfall", not after "Zed"). SQLite's
+# lower() folds ASCII letters only; PostgreSQL folds every letter.
 LORE_SORTS = {
-    "title": ("Title A-Z", ["title", "entry_id"]),
-    "-title": ("Title Z-A", ["-title", "-entry_id"]),
-    "kind": ("Kind", ["kind", "title", "entry_id"]),
+    "title": ("Title A-Z", [Lower("title").asc(), "entry_id"]),
+    "-title": ("Title Z-A", [Lower("title").desc(), "-entry_id"]),
+    "kind": ("Kind", ["kind", Lower("title").asc(), "entry_id"]),
     "-updated_at": ("Recently edited", ["-updated_at", "entry_id"]),
     "-word_count": ("Most words", ["-word_count", "entry_id"]),
     "-token_count": ("Most tokens", ["-token_count", "entry_id"]),

@@ -13,7 +13,13 @@ Shared by every tests/browser/ module. Use:
   errors (e.g. a CSP violation) are collected in `page.console_errors`.
 - `login(page, user)`: log `user` in by session cookie; `login_with_form(page, username,
   password)` goes through the real login form.
-- `screenshot(label)`: save a full-page screenshot of the current page.
+- `screenshot(label, of=page)`: save a full-page screenshot of the current page.
+- `world`: a universe and a living save with content on every page (tests/browser/pages.py).
+- `phone_page`: like `page`, at 390x844 with a phone's touch and viewport handling.
+- `axe(page, context=None)`: run axe-core (tests/browser/node_modules, `npm ci` when missing)
+  on the current page and return its serious and critical violations as readable lines.
+  axe is fetched by the page from a Playwright route on the live server's own origin, so the
+  self-only Content-Security-Policy stays enforced while it runs and nothing serves it to users.
 
 The live server runs in a thread of the test process, and Playwright's sync API keeps an
 event loop in the main thread, so Django's async-safety check is switched off here.
@@ -22,9 +28,13 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
+
+from tests.memory.vector_support import vector_memory  # noqa: F401  (fixture, for `world`)
 
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
 
@@ -41,6 +51,11 @@ CHROMIUM_ARGS = [
 ]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
 DEFAULT_TIMEOUT_MS = 15_000
+PHONE = {"width": 390, "height": 844}
+NODE_DIR = Path(__file__).resolve().parent
+AXE_SCRIPT = NODE_DIR / "node_modules" / "axe-core" / "axe.min.js"
+AXE_URL_PATH = "/__browser-tests__/axe.min.js"  # answered by a Playwright route, never by Django
+AXE_BLOCKING = ("serious", "critical")
 
 
 def pytest_collection_modifyitems(items):
@@ -64,6 +79,9 @@ def _role_groups(transactional_db):
 @pytest.fixture(scope="session")
 def browser():
     sync_api = pytest.importorskip("playwright.sync_api")
+    # `expect(...)` waits as long as actions do: the machine is shared, and a swap can take
+    # longer than Playwright's 5 s default under load without anything being wrong.
+    sync_api.expect.set_options(timeout=DEFAULT_TIMEOUT_MS)
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"{CHROMIUM} is not installed")
     with sync_api.sync_playwright() as playwright:
@@ -72,9 +90,8 @@ def browser():
         browser.close()
 
 
-@pytest.fixture
-def page(browser, live_server):
-    context = browser.new_context(base_url=live_server.url, viewport={"width": 1280, "height": 900})
+def _new_page(browser, live_server, **context_options):
+    context = browser.new_context(base_url=live_server.url, **context_options)
     context.set_default_timeout(DEFAULT_TIMEOUT_MS)
     page = context.new_page()
     page.console_errors = []
@@ -82,8 +99,86 @@ def page(browser, live_server):
         f"{message.text} @ {message.location.get('url', '')}:{message.location.get('lineNumber', '')}"
     ) if message.type == "error" else None)
     page.on("dialog", lambda dialog: dialog.accept())
+    return context, page
+
+
+@pytest.fixture
+def page(browser, live_server):
+    context, page = _new_page(browser, live_server, viewport={"width": 1280, "height": 900})
     yield page
     context.close()
+
+
+@pytest.fixture
+def phone_page(browser, live_server):
+    context, page = _new_page(
+        browser, live_server, viewport=PHONE, screen=PHONE, device_scale_factor=2, is_mobile=True, has_touch=True,
+    )
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def world(universe, game_save, author, vector_memory, monkeypatch):  # noqa: F811
+    """A universe and a living save with something on every page (tests/browser/pages.py).
+
+    Lore edits queue no real embedding job here (the entries are marked embedded).
+    """
+    from studio.universes import services
+
+    monkeypatch.setattr(services, "_sync_lore_now", lambda universe_pk: None)
+    from tests.browser.pages import build_world
+
+    return build_world(universe=universe, game_save=game_save, author=author, vector_memory=vector_memory)
+
+
+@pytest.fixture(scope="session")
+def axe_script() -> Path:
+    """Return axe-core's script, installing tests/browser/package-lock.json with `npm ci` if missing."""
+    if not AXE_SCRIPT.exists():
+        npm = shutil.which("npm")
+        assert npm, "axe-core is not installed and npm is missing: apt-get install npm, then npm ci in tests/browser"
+        subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=NODE_DIR, check=True, timeout=300)
+    assert AXE_SCRIPT.exists(), f"npm ci did not install {AXE_SCRIPT}"
+    return AXE_SCRIPT
+
+
+@pytest.fixture
+def axe(axe_script):
+    """Return `check(page, context=None) -> list[str]`: serious or critical axe violations.
+
+    `context` is a CSS selector to check only part of the page (an htmx fragment); the default
+    is the whole document. Each line names the rule, the impact, the element and axe's advice.
+    """
+    routed: set[int] = set()
+
+    def check(page, context: str | None = None) -> list[str]:
+        if id(page.context) not in routed:
+            page.context.route(f"**{AXE_URL_PATH}", lambda route: route.fulfill(
+                path=str(axe_script), content_type="text/javascript"))
+            routed.add(id(page.context))
+        if not page.evaluate("() => typeof window.axe === 'object'"):
+            page.add_script_tag(url=AXE_URL_PATH)
+        violations = page.evaluate(
+            """async (context) => {
+                const results = await axe.run(context ? document.querySelector(context) : document,
+                                              {resultTypes: ["violations"]});
+                return results.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
+                    nodes: v.nodes.map(n => ({target: n.target.join(" "), summary: n.failureSummary}))}));
+            }""",
+            context,
+        )
+        lines = []
+        for violation in violations:
+            if violation["impact"] not in AXE_BLOCKING:
+                check.lesser.append(f"{page.url} {violation['id']} ({violation['impact']}) x{len(violation['nodes'])}")
+                continue
+            for node in violation["nodes"]:
+                lines.append(f"{violation['id']} ({violation['impact']}): {node['target']}: {violation['help']}. {node['summary']}")
+        return lines
+
+    check.lesser = []  # moderate and minor findings, for the record (they do not fail a test)
+    return check
 
 
 @pytest.fixture
@@ -113,14 +208,18 @@ def login_with_form(live_server):
 
 
 @pytest.fixture
-def screenshot(request, page):
-    """Return a function saving a full-page screenshot under test-artifacts/screenshots/."""
+def screenshot(request):
+    """Return `take(label, of=None)`: save a full-page screenshot under test-artifacts/screenshots/.
+
+    `of` is the page to picture; the default is the test's `page` fixture.
+    """
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     test_name = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.name)
 
-    def take(label: str) -> Path:
+    def take(label: str, of=None) -> Path:
+        target = of if of is not None else request.getfixturevalue("page")
         path = ARTIFACTS / f"{test_name}-{re.sub(r'[^A-Za-z0-9_.-]+', '_', label)}.png"
-        page.screenshot(path=str(path), full_page=True)
+        target.screenshot(path=str(path), full_page=True)
         return path
 
     return take

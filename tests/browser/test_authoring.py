@@ -104,19 +104,19 @@ def test_missions_table_and_text_stay_in_step(page, live_server, login, author, 
     login(page, author)
     page.goto(f"/universes/{universe.slug}/missions/")
     expect(page.locator("#character-names option[value='Kaël']")).to_have_count(1)
-    page.fill("textarea[name=mission]", "Everyone remembers who paid and who did not.")
+    page.fill("form[action$='/missions/universe/'] textarea[name=mission]", "Everyone remembers who paid and who did not.")
     page.click("text=Save universe mission")
     expect(page.locator("#missions-panel .note")).to_contain_text("Saved the universe mission")
 
     page.locator("input[name=name]").nth(0).fill("Kaël")
-    page.locator("input[name=mission]").nth(0).fill("Remembers every debt: owed or owing.")
+    page.locator(".missions-table textarea[name=mission]").nth(0).fill("Remembers every debt: owed or owing.")
     page.click("text=Save table")
     expect(page.locator("textarea[name=text]")).to_have_value("Kaël: Remembers every debt: owed or owing.")
 
     page.fill("textarea[name=text]", "Kaël: Remembers every debt.\nMira: Remembers prices.")
     page.click("text=Save text")
     expect(page.locator("input[name=name]").nth(1)).to_have_value("Mira")
-    expect(page.locator("input[name=mission]").nth(1)).to_have_value("Remembers prices.")
+    expect(page.locator(".missions-table textarea[name=mission]").nth(1)).to_have_value("Remembers prices.")
     screenshot("missions")
     from studio.memory.missions import get_belief_missions, get_universe_mission
 

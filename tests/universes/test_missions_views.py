@@ -44,7 +44,7 @@ def test_text_save_updates_the_table_view(author_client, htmx, universe):
         "text": "Kaël: Remembers debts.\nno colon here\nMira: Remembers: prices.\n",
     }, **htmx)
     html = response.content.decode()
-    assert 'value="Mira"' in html and 'value="Remembers: prices."' in html
+    assert 'value="Mira"' in html and '>Remembers: prices.</textarea>' in html
     assert "Ignored lines" in html and "no colon here" in html
     assert get_belief_missions(universe) == {"Kaël": "Remembers debts.", "Mira": "Remembers: prices."}
 
@@ -62,7 +62,7 @@ def test_table_errors_save_nothing_and_keep_input(author_client, htmx, universe)
     }, **htmx)
     html = response.content.decode()
     assert "Nothing was saved" in html and "appears twice" in html and "has no character name" in html
-    assert 'value="orphan mission"' in html
+    assert '>orphan mission</textarea>' in html
     assert get_belief_missions(universe) == {"Kaël": "Old."}
     response = author_client.post(m_url(universe, "table/"), {"name": ["Bad:Name"], "mission": ["c"]})
     assert response.status_code == 400 and "may not contain a colon" in response.content.decode()

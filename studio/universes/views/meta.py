@@ -10,6 +10,7 @@ from django_htmx.http import reswap, retarget
 
 from studio.universes import services
 from studio.universes.forms import MetaForm
+from studio.universes.meta_display import meta_summary
 from studio.universes.views.common import universe_context, visible_universe, writable_universe
 
 KNOWN_KEYS = {
@@ -25,6 +26,7 @@ def _context(request, universe, **extra) -> dict:
     rows = list(universe.meta.all())
     for row in rows:
         row.known_help = KNOWN_KEYS.get(row.key, "")
+        row.summary = meta_summary(universe=universe, key=row.key, value=row.value)
     return {
         **universe_context(request, universe, "meta"),
         "rows": rows,
