@@ -211,8 +211,11 @@ def test_a_truncated_file_is_refused(universe, exported):
     data = encoded(exported)
     error = refused(data[: len(data) // 2], universe)
     assert "truncated" in str(error) and "line 1 column" in error.problems[0].location
-    error = refused(export_bytes(Save.objects.get(name="Rich run"))[:-5], universe)
+    original = export_bytes(Save.objects.get(name="Rich run"))
+    error = refused(original[:-5], universe)
     assert "not valid JSON" in str(error)
+    inside_a_string = original[: original.index("Kaël borrows".encode()) + 6]
+    assert "truncated" in str(refused(inside_a_string, universe))
 
 
 def test_a_truncated_gzip_file_is_refused(universe):

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import gzip
 import io
+import itertools
 import json
 import math
+import re
 import zlib
 from typing import Any, Iterable, Iterator
 
@@ -29,6 +31,12 @@ from studio.saves.portable.registry import LIMITS, PortableLimits, Problem, Save
 FORMAT = "axiom-save"
 FORMAT_VERSION = 1
 GZIP_MAGIC = b"\x1f\x8b"
+# What in a JSON text can decode to a value the databases refuse: a \u0000 escape, a
+# surrogate escape (lone or paired), an exponent of three digits (1e400 reads as infinity).
+# A file without any of these, and not nested too deeply, skips the walk over every value.
+SUSPICIOUS = re.compile(r"\\u0000|\\u[dD][89a-fA-F][0-9a-fA-F]{2}|[eE]\+?[0-9]{3}")
+JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+NOT_A_BRACKET = re.compile(r"[^\[\]{}]")
 
 
 def _refuse(location: str, message: str) -> SaveFileError:
@@ -80,14 +88,23 @@ def parse(raw: bytes, *, limits: PortableLimits = LIMITS) -> Any:
     try:
         document = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constants)
     except json.JSONDecodeError as exc:
-        hint = " (the file ends early: it looks truncated)" if exc.pos >= len(text.rstrip()) else ""
+        # A string that never closes ran into the end of the text, as does a cut-off document.
+        truncated = exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string")
+        hint = " (the file ends early: it looks truncated)" if truncated else ""
         raise _refuse(f"line {exc.lineno} column {exc.colno}", f"not valid JSON: {exc.msg}{hint}") from None
     except RecursionError:
         raise _refuse("", f"the JSON is nested too deeply (at most {limits.max_depth} levels)") from None
     except ValueError as exc:  # duplicate keys, NaN / Infinity, integers with too many digits
         raise _refuse("", f"not valid JSON: {exc}") from None
-    _check_values(document, limits)
+    if SUSPICIOUS.search(text) or _nesting(text) > limits.max_depth:
+        _check_values(document, limits)
     return document
+
+
+def _nesting(text: str) -> int:
+    """Return how deeply the containers of a (valid) JSON text nest."""
+    brackets = NOT_A_BRACKET.sub("", JSON_STRING.sub("", text))
+    return max(itertools.accumulate(1 if char in "[{" else -1 for char in brackets), default=0)
 
 
 def _path(parts: tuple) -> str:

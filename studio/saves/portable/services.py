@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import tempfile
+from functools import partial
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import IO, Any
@@ -24,7 +25,7 @@ from django.db import transaction
 from django.utils.text import slugify
 
 from studio.memory import jobs
-from studio.memory.models import Job, JobKind
+from studio.memory.models import Job, JobKind, JobStatus
 from studio.saves.models import MemoryMode, Save
 from studio.saves.portable import codec, sections
 from studio.saves.portable.registry import (
@@ -339,19 +340,26 @@ def save_import(
 def _queue_rederivation(game_save: Save) -> int:
     """Queue the save's lore sync and its turns' embeddings (marked, so exports leave them out).
 
-    The runner drains a save's queue once started, so one hand-off per batch is enough; the
-    rest wait in the queue as rows.
+    The jobs are rows created in the import's transaction and handed to the runner when it
+    commits. The runner drains a save's queue once started, so one hand-off per batch of
+    turns is enough; the rest wait in the queue as rows.
     """
     marker = {sections.REDERIVE_MARKER: "save_import"}
-    common = {"universe_id": game_save.universe_id, "game_save": game_save,
+    common = {"universe_id": game_save.universe_id, "game_save_id": game_save.pk,
               "timeline_generation": game_save.timeline_generation, "progress": "queued"}
     lore = Job.objects.create(kind=JobKind.SYNC_LORE, payload=dict(marker), **common)
-    turns = Job.objects.bulk_create(
-        [Job(kind=JobKind.EMBED_TURN, turn_id=turn, payload=dict(marker), **common)
-         for turn in range(1, game_save.current_turn + 1)],
-        batch_size=sections.BATCH,
-    )
     jobs.dispatch(lore)
-    for job in turns[:: max(1, jobs.batch_size())]:
-        jobs.dispatch(job)
-    return 1 + len(turns)
+    sections.insert_rows(
+        Job,
+        ({"kind": JobKind.EMBED_TURN, "turn_id": turn, "payload": marker, **common}
+         for turn in range(1, game_save.current_turn + 1)),
+    )
+    # The imported jobs are all finished, so the save's queued jobs are the ones just made.
+    embeds = list(
+        Job.objects.filter(game_save_id=game_save.pk, kind=JobKind.EMBED_TURN, status=JobStatus.QUEUED)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+    for job_id in embeds[:: max(1, jobs.batch_size())]:
+        transaction.on_commit(partial(jobs.send, job_id))
+    return 1 + len(embeds)
