@@ -133,7 +133,6 @@ def _readers(ctx: CheckContext):
         "time": lambda: (lambda v, loc: c.timestamp(v, loc)),
         "object": lambda **kw: (lambda v, loc: c.mapping(v, loc, **kw)),
         "turn": lambda **kw: (lambda v, loc: ctx.turn(v, loc, **kw)),
-        "any": lambda: (lambda v, loc: v),
     }
 
 

@@ -159,11 +159,11 @@ def _check_header(document: Any, c: Checker) -> tuple[dict, dict] | None:
         return None
     file_format = document.get("format")
     if file_format != codec.FORMAT:
-        c.add("format", f"is {file_format!r}, not \"axiom-save\": this is not an Axiom save file")
+        c.add("format", f"is {repr(file_format)[:40]}, not \"axiom-save\": this is not an Axiom save file")
         return None
     version = document.get("format_version")
     if isinstance(version, bool) or not isinstance(version, int):
-        c.add("format_version", f"must be a whole number (this studio reads version {codec.FORMAT_VERSION}), not {version!r}"[:160])
+        c.add("format_version", f"must be a whole number (this studio reads version {codec.FORMAT_VERSION}), not {repr(version)[:40]}")
         return None
     if version != codec.FORMAT_VERSION:
         newer = "a newer" if version > codec.FORMAT_VERSION else "an older"
@@ -171,7 +171,7 @@ def _check_header(document: Any, c: Checker) -> tuple[dict, dict] | None:
         return None
     for key in document:
         if key not in TOP_LEVEL_KEYS:
-            c.add(key, "is not a top-level field of a save file (expected: " + ", ".join(TOP_LEVEL_KEYS) + ")")
+            c.add(key[:60], "is not a top-level field of a save file (expected: " + ", ".join(TOP_LEVEL_KEYS) + ")")
     universe = c.record(
         document.get("universe"),
         "universe",
@@ -235,7 +235,7 @@ def _check(document: Any, c: Checker) -> CheckedSave:
             warnings.append(f"The file's section “{name}” is unknown to this studio and marked optional; it was left out.")
         else:
             c.add(
-                f"sections.{name}",
+                f"sections.{name[:60]}",
                 "is a section this studio does not know (from a newer studio, or an app not installed here), and it "
                 "is not marked optional, so importing the file would lose it",
             )
