@@ -141,6 +141,8 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("AXIOM_MAX_REQUEST_BYTES", 5 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = DATA_UPLOAD_MAX_MEMORY_SIZE
 # The JSON API refuses larger request bodies with 413 before reading them.
 AXIOM_API_MAX_BODY_BYTES = env_int("AXIOM_API_MAX_BODY_BYTES", 1024 * 1024)
+# A save file (export / import, page and API), compressed and decompressed alike.
+AXIOM_SAVE_FILE_MAX_BYTES = env_int("AXIOM_SAVE_FILE_MAX_BYTES", 16 * 1024 * 1024)
 
 # --- Vector store (ChromaDB) -------------------------------------------------------------
 # CHROMA_HOST set: a Chroma server (HttpClient), safe for any number of processes.

@@ -73,6 +73,7 @@ RULES: dict[str, tuple[str, str]] = {
     "saves:create": ("player*", "player*"),
     "saves:import_transcript": ("player*", "player*"),
     "saves:import_locomo": ("player*", "player*"),
+    "saves:import_save": ("player*", "player*"),
     "saves:detail": ("member", "-"),
     "saves:turn_append": ("-", "player"),
     "saves:timeline": ("member", "-"),
@@ -83,6 +84,7 @@ RULES: dict[str, tuple[str, str]] = {
     "saves:rewind_confirm": ("-", "player"),
     "saves:rewind_summary": ("player", "-"),
     "saves:fork": ("-", "player"),
+    "saves:export": ("player", "-"),
     # memory inspector
     "memory:universe_replay": ("member", "-"),
     "memory:playground": ("member", "-"),

@@ -652,7 +652,7 @@ def build_openapi(*, server_url: str = "/api/v1") -> dict[str, Any]:
             },
             "servers": [{"url": server_url}],
             "security": [{"bearerAuth": []}],
-            "paths": _paths(),
+            "paths": {**_paths(), **_save_file_paths()},
             "components": {
                 "schemas": SCHEMAS,
                 "responses": RESPONSES,
@@ -666,3 +666,259 @@ def build_openapi(*, server_url: str = "/api/v1") -> dict[str, Any]:
             },
         }
     )
+
+
+# -- save files (studio/api/views_portable.py, studio/saves/portable/) ----------------------
+
+TURN_REF = {"type": "integer", "minimum": 0, "description": "A turn of the save: 0 (the start) .. current_turn."}
+FILE_ID = {"type": "integer", "minimum": 1, "description": "The item's id within the file (unique in its section)."}
+SOURCE = obj({"fact_id": {**FILE_ID, "description": "A fact's file id."}, "turn_id": TURN_REF}, ["fact_id", "turn_id"], additional=False)
+
+
+def _section(item: dict, description: str) -> dict:
+    return {
+        **obj(
+            {
+                "version": {"type": "integer", "minimum": 1},
+                "optional": {**BOOLEAN, "description": "A studio that does not know the section may leave it out."},
+                "items": {"type": "array", "items": item},
+            },
+            ["version", "optional", "items"],
+            additional=False,
+        ),
+        "description": description,
+    }
+
+
+SCHEMAS.update(
+    {
+        "SaveFile": {
+            **obj(
+                {
+                    "format": {"const": "axiom-save"},
+                    "format_version": {"const": 1},
+                    "universe": obj(
+                        {
+                            "slug": STRING,
+                            "name": STRING,
+                            "lore_hash": {**STRING, "description": "sha256 of the Lore Book content it was played with."},
+                        },
+                        ["slug", "name", "lore_hash"],
+                        additional=False,
+                    ),
+                    "save": obj(
+                        {
+                            "name": {"type": "string", "minLength": 1, "maxLength": 200},
+                            "memory_mode": {"type": "string", "enum": ["classic", "living"]},
+                            "beliefs_enabled": BOOLEAN,
+                            "meta": {"type": "object", "description": "Universe_Meta as copied into the save."},
+                            "current_turn": {"type": "integer", "minimum": 0},
+                            "timeline_generation": {"type": "integer", "minimum": 0},
+                            "last_activity_at": {"type": "string", "format": "date-time"},
+                        },
+                        ["name", "memory_mode", "beliefs_enabled", "meta", "current_turn", "timeline_generation", "last_activity_at"],
+                        additional=False,
+                    ),
+                    "sections": {
+                        **obj(
+                            {
+                                "turns": _section(
+                                    obj(
+                                        {
+                                            "turn_id": {"type": "integer", "minimum": 1},
+                                            "player_input": STRING,
+                                            "narrative": STRING,
+                                            "created_at": {"type": "string", "format": "date-time"},
+                                            "state": {"type": ["object", "null"]},
+                                        },
+                                        ["turn_id", "player_input", "narrative", "created_at", "state"],
+                                        additional=False,
+                                    ),
+                                    "Every turn 1..current_turn, in order, with its state (null: none kept).",
+                                ),
+                                "facts": _section(
+                                    obj(
+                                        {
+                                            "id": FILE_ID, "turn_id": TURN_REF, "statement": STRING,
+                                            "fact_type": {"type": "string", "maxLength": 40},
+                                            "who": STRING, "what": STRING, "when": STRING, "where": STRING, "why": STRING,
+                                            "entities": {"type": "array", "items": STRING},
+                                        },
+                                        ["id", "turn_id", "statement", "fact_type", "who", "what", "when", "where", "why", "entities"],
+                                        additional=False,
+                                    ),
+                                    "Facts, by turn then creation.",
+                                ),
+                                "beliefs": _section(
+                                    obj(
+                                        {
+                                            "id": FILE_ID, "statement": STRING, "subject": STRING,
+                                            "sources": {"type": "array", "items": SOURCE},
+                                            "history": {
+                                                "type": "array",
+                                                "items": obj(
+                                                    {
+                                                        "action": STRING, "turn_id": TURN_REF, "statement": STRING, "subject": STRING,
+                                                        "sources_added": {"type": "array", "items": SOURCE},
+                                                    },
+                                                    ["action", "turn_id"],
+                                                    additional=False,
+                                                ),
+                                            },
+                                            "created_turn_id": TURN_REF, "updated_turn_id": TURN_REF, "stale": BOOLEAN,
+                                            "deleted_turn_id": {**NULLABLE_INTEGER, "description": "Set on a retired belief (a tombstone)."},
+                                        },
+                                        ["id", "statement", "subject", "sources", "history", "created_turn_id", "updated_turn_id", "stale", "deleted_turn_id"],
+                                        additional=False,
+                                    ),
+                                    "Beliefs (observations), retired ones included, with their trail.",
+                                ),
+                                "mental_models": _section(
+                                    obj(
+                                        {
+                                            "id": FILE_ID, "subject": STRING, "summary": STRING,
+                                            "sources": {"type": "array", "items": {**FILE_ID, "description": "A belief's file id."}},
+                                            "versions": {
+                                                "type": "array",
+                                                "items": obj(
+                                                    {"turn_id": TURN_REF, "summary": STRING, "sources": {"type": "array", "items": INTEGER}},
+                                                    ["turn_id", "summary", "sources"],
+                                                    additional=False,
+                                                ),
+                                            },
+                                            "created_turn_id": TURN_REF, "updated_turn_id": TURN_REF, "stale": BOOLEAN,
+                                        },
+                                        ["id", "subject", "summary", "sources", "versions", "created_turn_id", "updated_turn_id", "stale"],
+                                        additional=False,
+                                    ),
+                                    "Mental models (one per subject) with their versions.",
+                                ),
+                                "jobs": _section(
+                                    obj(
+                                        {
+                                            "id": FILE_ID,
+                                            "kind": {"type": "string", "enum": ["sync_lore", "embed_turn", "living_turn", "refresh_models"]},
+                                            "turn_id": NULLABLE_INTEGER, "timeline_generation": INTEGER,
+                                            "status": {"type": "string", "enum": ["done", "failed", "skipped"]},
+                                            "attempts": INTEGER, "progress": STRING, "error": STRING, "result": {"type": "object"},
+                                            "llm_calls": INTEGER, "llm_tokens": INTEGER,
+                                        },
+                                        ["id", "kind", "turn_id", "timeline_generation", "status", "attempts", "progress", "error", "result", "llm_calls", "llm_tokens"],
+                                        additional=False,
+                                    ),
+                                    "Outcomes of finished jobs (in-flight and vector-store jobs are not exported).",
+                                ),
+                                "llm_calls": _section(
+                                    obj(
+                                        {
+                                            "job_id": {**NULLABLE_INTEGER, "description": "A job's file id."},
+                                            "operation": STRING, "model": STRING, "prompt_tokens": INTEGER,
+                                            "completion_tokens": INTEGER, "latency_ms": INTEGER, "error": STRING,
+                                            "created_at": {"type": "string", "format": "date-time"},
+                                        },
+                                        ["job_id", "operation", "model", "prompt_tokens", "completion_tokens", "latency_ms", "error", "created_at"],
+                                        additional=False,
+                                    ),
+                                    "The LLM call log.",
+                                ),
+                                "recorded_queries": _section(
+                                    obj(
+                                        {
+                                            "turn_id": TURN_REF, "query_text": STRING, "params": {"type": "object"},
+                                            "result_ids": {"type": "array", "items": STRING},
+                                        },
+                                        ["turn_id", "query_text", "params", "result_ids"],
+                                        additional=False,
+                                    ),
+                                    "Memory queries recorded for lore-edit replay.",
+                                ),
+                            },
+                            ["turns", "facts", "beliefs", "mental_models", "jobs", "llm_calls", "recorded_queries"],
+                        ),
+                        "additionalProperties": _section(
+                            {"type": "object"}, "A section another app registered (narrator snapshots, lore activation state)."
+                        ),
+                    },
+                },
+                ["format", "format_version", "universe", "save", "sections"],
+                additional=False,
+            ),
+            "description": "One save as a portable file; see docs/playtesting.md, \"Save files\".",
+        },
+        "SaveFileProblem": obj(
+            {"location": {**STRING, "description": "Where in the file, e.g. sections.facts.items[3].turn_id."}, "message": STRING},
+            ["location", "message"],
+        ),
+        "SaveImported": obj(
+            {
+                "save": ref("Save"),
+                "counts": {"type": "object", "additionalProperties": INTEGER, "description": "Rows written per section."},
+                "warnings": {"type": "array", "items": STRING, "description": "E.g. the target universe's lore differs."},
+                "jobs_queued": {**INTEGER, "description": "The lore sync and turn embedding jobs that rebuild the vectors."},
+            },
+            ["save", "counts", "warnings", "jobs_queued"],
+        ),
+    }
+)
+
+RESPONSES["InvalidSaveFile"] = json_response(
+    "The file was refused (nothing was written): details.problems lists each problem with its location.",
+    {
+        "allOf": [
+            ref("Error"),
+            obj({"error": obj({"details": obj({"problems": {"type": "array", "items": ref("SaveFileProblem")}}, ["problems"])})}),
+        ]
+    },
+)
+
+
+def _save_file_paths() -> dict[str, Any]:
+    save_file = {"schema": ref("SaveFile")}
+    return {
+        "/saves/{save_id}/export": {
+            "parameters": [SAVE_ID],
+            "get": operation(
+                "exportSave",
+                "Download the save as one portable file.",
+                {
+                    "200": {
+                        "description": "The save file, as an attachment. The same save always gives the same bytes.",
+                        "headers": {"Content-Disposition": {"schema": STRING}},
+                        "content": {
+                            "application/json": save_file,
+                            "application/gzip": {"schema": {"type": "string", "contentMediaType": "application/gzip"}},
+                        },
+                    }
+                },
+                tag="Saves",
+                parameters=[query("compress", {"type": "string", "enum": ["gzip"]}, "Gzip the file (.json.gz).")],
+                errors={**READ_ERRORS, "403": error("Forbidden")},
+                description="Needs the playtester role. Vector chunks are not in the file; an import rebuilds them.",
+            ),
+        },
+        "/universes/{slug}/saves/import": {
+            "parameters": [
+                {"name": "slug", "in": "path", "required": True, "schema": STRING, "description": "The universe to import into."}
+            ],
+            "post": operation(
+                "importSave",
+                "Create a new save from a save file; the file is checked whole first and written all or nothing.",
+                {"201": json_response("The new save, what was written, and any warnings.", ref("SaveImported"))},
+                tag="Saves",
+                parameters=[query("name", {"type": "string", "maxLength": 200}, "A name for the new save (default: the file's).")],
+                body={
+                    "required": True,
+                    "content": {
+                        "application/json": save_file,
+                        "application/gzip": {"schema": {"type": "string", "contentMediaType": "application/gzip"}},
+                    },
+                },
+                errors={**WRITE_ERRORS, "400": error("InvalidSaveFile")},
+                description=(
+                    "The body is the file as exported (JSON, or gzip: told apart by the magic bytes), at most "
+                    "AXIOM_SAVE_FILE_MAX_BYTES before and after decompression (413 beyond). The save's lore sync and "
+                    "turn embeddings are queued when the import commits."
+                ),
+            ),
+        },
+    }

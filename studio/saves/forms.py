@@ -115,3 +115,34 @@ class ImportForm(forms.Form):
         if upload.size > MAX_IMPORT_BYTES:
             raise forms.ValidationError(f"The file is larger than {MAX_IMPORT_BYTES // (1024 * 1024)} MB.")
         return upload
+
+
+class SaveImportForm(forms.Form):
+    """Upload an exported save file (.axiom-save.json, or .json.gz) into a universe."""
+
+    file = forms.FileField(
+        label="Save file",
+        help_text="A file from “Export save file” (.axiom-save.json, or gzip-compressed .json.gz).",
+    )
+    universe = UniverseChoiceField(
+        queryset=Universe.objects.none(),
+        required=False,
+        empty_label="The universe named in the file",
+        help_text="Where the new save goes; by default the universe it was exported from.",
+    )
+    name = forms.CharField(max_length=200, required=False, help_text="Blank: the save's name in the file.")
+
+    def __init__(self, *args, universes=None, max_bytes: int, **kwargs):
+        kwargs.setdefault("auto_id", "save-import-%s")
+        super().__init__(*args, **kwargs)
+        self.max_bytes = max_bytes
+        if universes is not None:
+            self.fields["universe"].queryset = universes
+
+    def clean_file(self):
+        upload = self.cleaned_data["file"]
+        if upload.size > self.max_bytes:
+            raise forms.ValidationError(
+                f"The file is {upload.size} bytes; the limit is {self.max_bytes} bytes (AXIOM_SAVE_FILE_MAX_BYTES)."
+            )
+        return upload

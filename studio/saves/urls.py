@@ -1,6 +1,7 @@
 from django.urls import path
 
 from studio.saves.views import imports, rewind, saves, timeline
+from studio.saves.views import portable as portable_views
 
 app_name = "saves"
 
@@ -9,6 +10,7 @@ urlpatterns = [
     path("new/", saves.save_create, name="create"),
     path("import/transcript/", imports.import_transcript, name="import_transcript"),
     path("import/locomo/", imports.import_locomo, name="import_locomo"),
+    path("import/save/", portable_views.save_import, name="import_save"),
     path("<str:save_id>/", saves.save_detail, name="detail"),
     path("<str:save_id>/turns/", saves.turn_append, name="turn_append"),
     path("<str:save_id>/timeline/", timeline.timeline, name="timeline"),
@@ -19,4 +21,5 @@ urlpatterns = [
     path("<str:save_id>/rewind/confirm/", rewind.rewind_confirm, name="rewind_confirm"),
     path("<str:save_id>/rewind/summary/", rewind.rewind_summary, name="rewind_summary"),
     path("<str:save_id>/fork/", rewind.fork, name="fork"),
+    path("<str:save_id>/export/", portable_views.save_export, name="export"),
 ]

@@ -42,6 +42,15 @@ RULES = {
     ("job_list", "GET"): ("read", None, 200),
     ("job_detail", "GET"): ("read", None, 200),
     ("job_retry", "POST"): ("write", None, 200),
+    ("save_export", "GET"): ("write", None, 200),  # reads, but needs the playtester role like an import
+    ("save_import", "POST"): ("create", {
+        "format": "axiom-save", "format_version": 1,
+        "universe": {"slug": "test-world", "name": "Test World", "lore_hash": "sha256:0"},
+        "save": {"name": "Imported", "memory_mode": "classic", "beliefs_enabled": True, "meta": {}, "current_turn": 0,
+                 "timeline_generation": 0, "last_activity_at": "2025-01-01T00:00:00Z"},
+        "sections": {name: {"version": 1, "optional": False, "items": []} for name in
+                     ("turns", "facts", "beliefs", "mental_models", "jobs", "llm_calls", "recorded_queries")},
+    }, 201),
 }
 NOT_ENDPOINTS = {"unknown"}
 
@@ -68,7 +77,7 @@ def world(game_save, monkeypatch):
     vm.embed_chunk(game_save.save_id, 1, "The harbour at dawn.")
     monkeypatch.setattr("studio.memory.vector.get_vector_memory", lambda: vm)
     job = Job.objects.create(kind=JobKind.EMBED_TURN, game_save=game_save, turn_id=1, status=JobStatus.FAILED)
-    return {"save_id": game_save.save_id, "turn_id": 1, "job_id": job.pk}
+    return {"save_id": game_save.save_id, "turn_id": 1, "job_id": job.pk, "slug": game_save.universe.slug}
 
 
 def url_for(pattern: URLPattern, world: dict) -> str:

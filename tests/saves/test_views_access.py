@@ -24,6 +24,7 @@ PLAYTEST_ROUTES = {
     "saves:rewind_confirm": "post",
     "saves:rewind_summary": "get",
     "saves:fork": "post",
+    "saves:export": "get",
     "memory:mental_models_refresh": "post",
     "memory:job_retry": "post",
 }
@@ -116,5 +117,5 @@ def test_member_without_role_may_read_but_not_act(client, universe, game_save, b
     assert Event.objects.get(game_save=game_save, turn_id=1).narrative == "Turn 1 text."
     assert list(Job.objects.values_list("status", flat=True)) == [JobStatus.FAILED]  # not retried
     assert Save.objects.count() == 1
-    for name in ("saves:create", "saves:import_transcript", "saves:import_locomo"):
+    for name in ("saves:create", "saves:import_transcript", "saves:import_locomo", "saves:import_save"):
         assert client.get(reverse(name)).status_code == 403, name

@@ -1,0 +1,99 @@
+"""The API's save file endpoints: export a save as one file, import a file as a new save.
+
+`GET /saves/{save_id}/export` answers the file itself (application/json, or application/gzip
+with `?compress=gzip`), not a JSON envelope. `POST /universes/{slug}/saves/import` takes the
+file as the raw body (JSON or gzip, told apart by its magic bytes; at most
+AXIOM_SAVE_FILE_MAX_BYTES, before and after decompression) and answers 201 with the new save.
+A malformed file is 400 `invalid_save_file` with every problem and its location in
+`details.problems`, and nothing is written. Both need the playtester role (403) and
+membership of the universe (404).
+"""
+from __future__ import annotations
+
+from django.http import FileResponse, HttpRequest, JsonResponse
+
+from studio.api import serializers
+from studio.api.access import save_for, universe_for
+from studio.api.errors import ApiError, not_found, permission_denied
+from studio.api.http import Params, api_view, body_too_large
+from studio.roles import is_playtester
+from studio.saves import portable
+
+IMPORT_CONTENT_TYPES = ("application/json", "application/gzip", "application/x-gzip", "application/octet-stream")
+READ_CHUNK = 64 * 1024
+
+
+def _require_playtester(user, action: str) -> None:
+    if not is_playtester(user):
+        raise permission_denied(f"{action} a save file needs the playtester, author or staff role.")
+
+
+@api_view("GET")
+def save_export(request: HttpRequest, save_id: str) -> FileResponse:
+    save = save_for(request.user, save_id)
+    _require_playtester(request.user, "Exporting")
+    params = Params(request.GET, from_query=True)
+    compress = params.string("compress", choices=["gzip"])
+    params.done()
+    export = portable.save_export(game_save=save, compress=compress == "gzip")
+    return FileResponse(export.file, as_attachment=True, filename=export.filename, content_type=export.content_type)
+
+
+def _read_body(request: HttpRequest, limit: int) -> bytes:
+    """Read the raw body, at most `limit` bytes (413 beyond), whatever its declared length."""
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        raise ApiError(400, "bad_request", "Content-Length is not a number.")
+    if declared > limit:
+        raise body_too_large(limit)
+    chunks, size = [], 0
+    while True:
+        chunk = request.read(READ_CHUNK)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            raise body_too_large(limit)
+    return b"".join(chunks)
+
+
+@api_view("POST")
+def save_import(request: HttpRequest, slug: str) -> JsonResponse:
+    universe = universe_for(request.user, slug)
+    if universe is None:
+        raise not_found("universe")
+    _require_playtester(request.user, "Importing")
+    params = Params(request.GET, from_query=True)
+    name = params.string("name", max_length=200, default="")
+    params.done()
+    content_type = request.content_type or ""
+    if content_type not in IMPORT_CONTENT_TYPES:
+        raise ApiError(
+            415,
+            "unsupported_media_type",
+            "Send the save file as the body: application/json, or application/gzip when compressed.",
+            {"content_type": content_type},
+        )
+    data = _read_body(request, portable.max_file_bytes())
+    try:
+        result = portable.save_import(universe=universe, data=data, name=name)
+    except portable.SaveFileTooLarge as exc:
+        raise ApiError(413, "body_too_large", str(exc), {"max_bytes": portable.max_file_bytes()})
+    except portable.SaveFileError as exc:
+        raise ApiError(
+            400,
+            "invalid_save_file",
+            "The save file was refused and nothing was imported: " + str(exc),
+            {"problems": [p.as_json() for p in exc.problems]},
+        )
+    return JsonResponse(
+        {
+            "save": serializers.save_json(result.game_save),
+            "counts": result.counts,
+            "warnings": result.warnings,
+            "jobs_queued": result.jobs_queued,
+        },
+        status=201,
+    )

@@ -1,0 +1,335 @@
+"""The section registry of the save file, and the checker every section validates with.
+
+A save file carries its data in named *sections* (`turns`, `facts`, `beliefs`, ...). Each
+section is a `SaveSection`: a name, a version, and three functions that export its items,
+check a file's items, and write them into a new save. The studio's own sections live in
+`studio.saves.portable.sections`; another app adds its own without editing this package by
+registering one at start-up::
+
+    # narrator/apps.py
+    class NarratorConfig(AppConfig):
+        def ready(self):
+            from studio.saves.portable import SaveSection, register_section
+            from narrator import portable
+
+            register_section(SaveSection(
+                name="narrator_snapshots", version=1, order=80, optional=True,
+                export=portable.export_snapshots,   # (ExportContext) -> iterable of dicts
+                check=portable.check_snapshots,     # (items, CheckContext, where) -> cleaned items
+                load=portable.load_snapshots,       # (cleaned items, ImportContext) -> rows written
+            ))
+
+Invariants a section keeps:
+- `export` yields JSON-able dicts in a stable order (the same save gives the same items) and
+  uses file-local ids, never database ids: `ExportContext.file_ids[name]` maps the pks of
+  an earlier section's rows to their file ids (`file_ids["facts"][fact.pk]`), and a section
+  fills its own map for the sections after it.
+- `check` reports every problem through `ctx.checker` with its location and writes
+  nothing; it records the ids it defines in `ctx.ids[name]` so later sections can resolve
+  references (`ctx.ids["facts"]` maps a fact's file id to its turn).
+- `load` runs inside the import's transaction, after every section was checked; it maps
+  file ids to the new rows' pks in `ctx.db_ids[name]`.
+- Sections run in `order` (then name): a section may only refer to sections before it.
+
+`optional=True` is written into the file: a studio that does not know the section may
+import the file without it (with a warning). A file with an unknown section that is not
+marked optional is refused, because importing it would silently lose that state.
+`required=True` refuses a file that lacks the section; other sections missing from a file
+(say, one exported before the section existed) import as empty.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Callable, Iterable
+
+INT_MAX = 2**31 - 1  # PositiveIntegerField on PostgreSQL is a 4-byte integer
+SECTION_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+
+
+@dataclass(frozen=True)
+class PortableLimits:
+    """Bounds on what one save file may hold (the byte size is AXIOM_SAVE_FILE_MAX_BYTES).
+
+    The text caps are the API's (`player_input` 20,000 and `narrative` 200,000 characters on
+    turn append); the turn cap is the transcript importer's; the rest only keep a hostile
+    file from making the checker or the database do unbounded work.
+    """
+
+    max_turns: int = 20_000
+    max_items: int = 500_000
+    max_list_items: int = 10_000
+    max_player_input_chars: int = 20_000
+    max_narrative_chars: int = 200_000
+    max_text_chars: int = 200_000
+    max_depth: int = 64
+    max_problems: int = 50
+
+
+LIMITS = PortableLimits()
+
+
+@dataclass
+class Problem:
+    """One thing wrong with a save file: where (a JSON path) and what."""
+
+    location: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.location}: {self.message}" if self.location else self.message
+
+    def as_json(self) -> dict[str, str]:
+        return {"location": self.location, "message": self.message}
+
+
+class SaveFileError(ValueError):
+    """The file cannot be imported; `problems` lists what is wrong (nothing was written)."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        self.errors = [str(p) for p in problems]
+        first = "; ".join(self.errors[:3])
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        super().__init__(first + more)
+
+
+class SaveFileTooLarge(SaveFileError):
+    """The file, or what it decompresses to, is larger than AXIOM_SAVE_FILE_MAX_BYTES."""
+
+
+class TooManyProblems(Exception):
+    """Raised by the checker once it holds `max_problems`: the rest of the file is not read."""
+
+
+INVALID = object()  # what a reader returns after recording a problem
+
+
+class Checker:
+    """Read typed values out of a parsed file, recording a Problem for each bad one."""
+
+    def __init__(self, limits: PortableLimits = LIMITS):
+        self.limits = limits
+        self.problems: list[Problem] = []
+
+    def add(self, location: str, message: str) -> None:
+        self.problems.append(Problem(location, message))
+        if len(self.problems) >= self.limits.max_problems:
+            raise TooManyProblems()
+
+    def integer(self, value: Any, loc: str, *, minimum: int = 0, maximum: int = INT_MAX, nullable: bool = False):
+        if value is None and nullable:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.add(loc, f"must be a whole number, not {_kind(value)}")
+            return INVALID
+        if value < minimum or value > maximum:
+            self.add(loc, f"must be between {minimum} and {maximum}, not {value}")
+            return INVALID
+        return value
+
+    def text(self, value: Any, loc: str, *, max_length: int | None = None, blank: bool = True):
+        if not isinstance(value, str):
+            self.add(loc, f"must be a string, not {_kind(value)}")
+            return INVALID
+        limit = max_length or self.limits.max_text_chars
+        if len(value) > limit:
+            self.add(loc, f"is {len(value)} characters long; at most {limit} are allowed")
+            return INVALID
+        if not blank and not value.strip():
+            self.add(loc, "must not be blank")
+            return INVALID
+        return value
+
+    def boolean(self, value: Any, loc: str):
+        if not isinstance(value, bool):
+            self.add(loc, f"must be true or false, not {_kind(value)}")
+            return INVALID
+        return value
+
+    def timestamp(self, value: Any, loc: str):
+        if not isinstance(value, str):
+            self.add(loc, f"must be an ISO 8601 time string, not {_kind(value)}")
+            return INVALID
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError:
+            self.add(loc, f"is not an ISO 8601 time: {value[:40]!r}")
+            return INVALID
+        if parsed.tzinfo is None:
+            self.add(loc, f"needs a time zone (such as Z): {value[:40]!r}")
+            return INVALID
+        return parsed
+
+    def mapping(self, value: Any, loc: str, *, nullable: bool = False):
+        if value is None and nullable:
+            return None
+        if not isinstance(value, dict):
+            self.add(loc, f"must be a JSON object, not {_kind(value)}")
+            return INVALID
+        return value
+
+    def array(self, value: Any, loc: str, *, max_items: int | None = None):
+        if not isinstance(value, list):
+            self.add(loc, f"must be a list, not {_kind(value)}")
+            return INVALID
+        limit = max_items or self.limits.max_list_items
+        if len(value) > limit:
+            self.add(loc, f"holds {len(value)} items; at most {limit} are allowed")
+            return INVALID
+        return value
+
+    def choice(self, value: Any, loc: str, choices: Iterable[str]):
+        choices = list(choices)
+        if not isinstance(value, str) or value not in choices:
+            self.add(loc, f"must be one of {', '.join(choices)}, not {_short(value)}")
+            return INVALID
+        return value
+
+    def record(self, value: Any, loc: str, spec: dict[str, Callable[[Any, str], Any]], *, optional: Iterable[str] = ()) -> dict | None:
+        """Check an object against `spec` ({key: reader}); return its valid fields, or None.
+
+        Missing required keys and unknown keys are problems; a field whose reader recorded a
+        problem is left out of the result, so callers test `"key" in result`.
+        """
+        if not isinstance(value, dict):
+            self.add(loc, f"must be a JSON object, not {_kind(value)}")
+            return None
+        optional = set(optional)
+        for key in value:
+            if key not in spec:
+                self.add(f"{loc}.{key}", "is not a field of this object (expected: " + ", ".join(spec) + ")")
+        out: dict[str, Any] = {}
+        for key, reader in spec.items():
+            if key not in value:
+                if key not in optional:
+                    self.add(f"{loc}.{key}", "is missing")
+                continue
+            cleaned = reader(value[key], f"{loc}.{key}")
+            if cleaned is not INVALID:
+                out[key] = cleaned
+        return out
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return f"the number {value!r}"[:60]
+    if isinstance(value, str):
+        return f"the string {value[:30]!r}"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def _short(value: Any) -> str:
+    return repr(value)[:40]
+
+
+@dataclass
+class ExportContext:
+    """What a section's `export` sees: the save (locked) and the file ids given so far."""
+
+    game_save: Any
+    file_ids: dict[str, dict[int, int]] = field(default_factory=dict)
+
+
+@dataclass
+class CheckContext:
+    """What a section's `check` sees: the checked save header and the ids defined so far."""
+
+    checker: Checker
+    current_turn: int
+    timeline_generation: int
+    ids: dict[str, dict[int, Any]] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def turn(self, value: Any, loc: str, *, first: int = 0, nullable: bool = False):
+        """Read a turn id that must exist in the save: `first`..current turn (0 = the start)."""
+        value = self.checker.integer(value, loc, nullable=nullable)
+        if value is INVALID or value is None:
+            return value
+        if not first <= value <= self.current_turn:
+            self.checker.add(
+                loc, f"turn {value} does not exist: the save's turns are {first}..{self.current_turn}"
+            )
+            return INVALID
+        return value
+
+    def reference(self, value: Any, loc: str, section: str, *, what: str):
+        """Read a file id that must name an item of an earlier `section`."""
+        value = self.checker.integer(value, loc, minimum=1)
+        if value is INVALID:
+            return value
+        if value not in self.ids.get(section, {}):
+            self.checker.add(loc, f"points at {what} {value}, which is not in the file's {section}")
+            return INVALID
+        return value
+
+    def unique_id(self, value: Any, loc: str, section: str):
+        """Read an item's own file id (a whole number >= 1, unique within `section`)."""
+        value = self.checker.integer(value, loc, minimum=1)
+        if value is INVALID:
+            return value
+        seen = self.ids.setdefault(section, {})
+        if value in seen:
+            self.checker.add(loc, f"id {value} is used twice in {section}")
+            return INVALID
+        return value
+
+
+@dataclass
+class ImportContext:
+    """What a section's `load` sees: the new save and the new pks of earlier sections."""
+
+    game_save: Any
+    db_ids: dict[str, dict[int, int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SaveSection:
+    name: str
+    version: int
+    export: Callable[[ExportContext], Iterable[dict]]
+    check: Callable[[list, CheckContext, str], list[dict]]
+    load: Callable[[list[dict], ImportContext], int]
+    order: int = 100
+    optional: bool = False
+    required: bool = False
+
+    def __post_init__(self):
+        if not SECTION_NAME.match(self.name):
+            raise ValueError(f"a section name is lower-case letters, digits and _: {self.name!r}")
+        if isinstance(self.version, bool) or not isinstance(self.version, int) or self.version < 1:
+            raise ValueError(f"a section version is a whole number >= 1: {self.version!r}")
+
+
+_SECTIONS: dict[str, SaveSection] = {}
+
+
+def register_section(section: SaveSection, *, replace: bool = False) -> SaveSection:
+    """Add `section` to every export and import from now on; return it.
+
+    Registering a second section under a taken name raises ValueError unless `replace`
+    (meant for tests) is set.
+    """
+    if section.name in _SECTIONS and not replace and _SECTIONS[section.name] != section:
+        raise ValueError(f"a save-file section named {section.name!r} is already registered")
+    _SECTIONS[section.name] = section
+    return section
+
+
+def unregister_section(name: str) -> None:
+    """Remove a section (tests); unknown names are ignored."""
+    _SECTIONS.pop(name, None)
+
+
+def registered_sections() -> list[SaveSection]:
+    """Return the registered sections in the order they are exported and imported."""
+    return sorted(_SECTIONS.values(), key=lambda s: (s.order, s.name))
