@@ -34,7 +34,12 @@ document.addEventListener("change", function (event) {
 
   function focusRow(row) {
     if (row.classList.contains("editing")) {
-      var target = row.querySelector("[aria-invalid=true]") || row.querySelector(FIELDS);
+      var invalid = row.querySelector("[aria-invalid=true]");
+      // Someone who already moved into a field of the editor (a click, or Tab, before the
+      // row settled) keeps their place: stealing focus mid-typing would split their text.
+      var active = document.activeElement;
+      if (!invalid && active && active !== row && row.contains(active) && active.matches(FIELDS)) return;
+      var target = invalid || row.querySelector(FIELDS);
       if (target) target.focus();
       return;
     }
