@@ -12,7 +12,7 @@ from studio.memory.models import RecordedQuery
 from studio.memory.vector import VectorStoreError, reset_vector_memory
 
 from .conftest import error_code
-from .vector_support import make_vector_memory
+from tests.fakes import make_vector_memory
 
 pytestmark = pytest.mark.django_db
 

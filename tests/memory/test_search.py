@@ -12,7 +12,6 @@ from studio.memory import search
 from studio.memory.context import build_memory_context
 from studio.memory.models import RecordedQuery
 from studio.memory.search import memory_explain_chunk, memory_horizon, memory_search
-from tests.memory.vector_support import vector_memory  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.django_db
 
