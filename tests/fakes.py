@@ -15,7 +15,9 @@
 
 Fixtures (made global by tests/conftest.py): `fake_vectors` (a FakeVectorMemory as
 `studio.memory.vector.get_vector_memory()`, which the job handlers, checkpoints and the
-universe services resolve) and `vector_memory` (the real store on a temp dir, the same way).
+universe services resolve), `vector_memory` (the real store on a temp dir, the same way)
+and `stricter_clamp` (a stricter horizon rule in place of the one clamp, to show a caller
+goes through `memory_search`).
 """
 from __future__ import annotations
 
@@ -297,6 +299,20 @@ def fake_vectors(monkeypatch) -> FakeVectorMemory:
     vectors = FakeVectorMemory()
     monkeypatch.setattr("studio.memory.vector.get_vector_memory", lambda: vectors)
     return vectors
+
+
+@pytest.fixture
+def stricter_clamp(monkeypatch):
+    """Swap the one horizon clamp (`search.memory_horizon`) for a stricter rule: one turn
+    before the current one. A caller that re-typed the clamp instead of going through
+    `memory_search` would keep answering with the current turn's chunks."""
+    from studio.memory import search
+
+    def one_turn_back(*, game_save, turn_id=None):
+        limit = game_save.current_turn - 1
+        return limit if turn_id is None else min(int(turn_id), limit)
+
+    monkeypatch.setattr(search, "memory_horizon", one_turn_back)
 
 
 @pytest.fixture
