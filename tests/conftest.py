@@ -1,4 +1,5 @@
-"""Shared fixtures: users in each role, a universe with lore, a save with turns."""
+"""Shared fixtures: users in each role, a universe with lore, a save with turns; the vector
+store doubles of tests/fakes.py (`fake_vectors`, `vector_memory`) and `stricter_clamp`."""
 from __future__ import annotations
 
 import pytest
@@ -7,6 +8,7 @@ from django.contrib.auth.models import Group, User
 from studio.roles import AUTHORS, PLAYTESTERS
 from studio.saves.models import Event, Save
 from studio.universes.models import LoreEntry, Universe, UniverseMeta
+from tests.fakes import fake_vectors, stricter_clamp, vector_memory  # noqa: F401  (the shared doubles)
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from studio.api.access import require_writer, save_for, universe_for
 from studio.api.errors import ApiError, conflict, not_found
 from studio.api.http import Params, api_view, json_body, page, page_params
 from studio.api.openapi import build_openapi
+from studio.memory import selectors as memory_selectors
 from studio.memory.observations import TRENDS
 from studio.memory.search import memory_horizon, memory_search
 from studio.memory.selectors import belief_list_at_turn, fact_list_at_turn, mental_model_list_at_turn
@@ -390,9 +391,7 @@ def fork(request: HttpRequest, save_id: str) -> JsonResponse:
 # -- background jobs -----------------------------------------------------------------------
 
 def _job_for(save: Save, job_id: int):
-    from studio.memory.jobs import jobs_for_save
-
-    job = jobs_for_save(game_save=save).select_related("game_save").filter(pk=job_id).first()
+    job = memory_selectors.job_get(game_save=save, job_id=job_id)
     if job is None:
         raise not_found("job")
     return job
@@ -400,7 +399,6 @@ def _job_for(save: Save, job_id: int):
 
 @api_view("GET")
 def job_list(request: HttpRequest, save_id: str) -> JsonResponse:
-    from studio.memory.jobs import jobs_for_save
     from studio.memory.models import JobKind, JobStatus
 
     save = save_for(request.user, save_id)
@@ -409,13 +407,7 @@ def job_list(request: HttpRequest, save_id: str) -> JsonResponse:
     kind = params.string("kind", choices=list(JobKind.values))
     turn_id = params.integer("turn_id", minimum=0)
     params.done()
-    jobs = jobs_for_save(game_save=save).select_related("game_save")
-    if status:
-        jobs = jobs.filter(status=status)
-    if kind:
-        jobs = jobs.filter(kind=kind)
-    if turn_id is not None:
-        jobs = jobs.filter(turn_id=turn_id)
+    jobs = memory_selectors.job_list(game_save=save, status=status, kind=kind, turn_id=turn_id)
     rows = list(jobs[offset : offset + limit + 1])
     return JsonResponse(page([serializers.job_json(j) for j in rows], limit=limit, offset=offset))
 

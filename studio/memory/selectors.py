@@ -27,6 +27,7 @@ from django.http import Http404
 from studio.memory import facts as engine_facts
 from studio.memory import mental_models as engine_models
 from studio.memory import observations as engine_observations
+from studio.memory.jobs.selectors import jobs_active_for_save, jobs_for_save
 from studio.memory.models import ENTITY_SEPARATOR, Fact, Job, MentalModel, Observation, subject_key_for
 from studio.memory.observations import compute_trend
 from studio.saves.models import Save
@@ -254,14 +255,14 @@ def mental_model_list_at_turn(
 
 
 # -- jobs ----------------------------------------------------------------------------------
+# The Jobs page and the API read the ledger through these, never `Job.objects`; the
+# ledger's own reads (`studio.memory.jobs.selectors`) are what they filter.
 
 
 def job_list(
     *, game_save: Save, status: str | None = None, kind: str | None = None, turn_id: int | None = None
 ) -> QuerySet[Job]:
     """Return the save's jobs, newest first (`jobs_for_save`), filtered, with their save joined."""
-    from studio.memory.jobs import jobs_for_save
-
     jobs = jobs_for_save(game_save=game_save).select_related("game_save")
     if status:
         jobs = jobs.filter(status=status)
@@ -275,3 +276,8 @@ def job_list(
 def job_get(*, game_save: Save, job_id: int) -> Job | None:
     """Return the save's job `job_id` with its save joined, or None (another save's job too)."""
     return job_list(game_save=game_save).filter(pk=job_id).first()
+
+
+def jobs_active(*, game_save: Save) -> bool:
+    """True while a job of the save is queued or running (the Jobs page keeps polling)."""
+    return jobs_active_for_save(game_save=game_save)

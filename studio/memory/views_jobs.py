@@ -2,14 +2,15 @@
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
-from studio.memory.jobs import RETRYABLE_STATUSES, job_retry, jobs_active_for_save, jobs_for_save
-from studio.memory.models import Job, JobStatus
+from studio.memory import selectors
+from studio.memory.jobs import RETRYABLE_STATUSES, job_retry
+from studio.memory.models import JobStatus
 from studio.saves.views.access import playtest_save, visible_save
 from studio.saves.views.saves import save_page_context
 
@@ -20,8 +21,8 @@ def _context(request: HttpRequest, game_save, **extra) -> dict:
     context = save_page_context(request, game_save, "jobs")
     context.update(
         {
-            "jobs": list(jobs_for_save(game_save=game_save)[:JOBS_SHOWN]),
-            "active": jobs_active_for_save(game_save=game_save),
+            "jobs": list(selectors.job_list(game_save=game_save)[:JOBS_SHOWN]),
+            "active": selectors.jobs_active(game_save=game_save),
             "retryable": RETRYABLE_STATUSES,
         }
     )
@@ -47,7 +48,9 @@ def save_jobs(request: HttpRequest, save_id: str) -> HttpResponse:
 @require_POST
 def save_job_retry(request: HttpRequest, save_id: str, job_id: int) -> HttpResponse:
     game_save = playtest_save(request, save_id)
-    job = get_object_or_404(Job, pk=job_id, game_save=game_save)
+    job = selectors.job_get(game_save=game_save, job_id=job_id)
+    if job is None:
+        raise Http404("No such job.")
     if job.status in RETRYABLE_STATUSES:
         job = job_retry(job=job)
         if job.status in (JobStatus.QUEUED, JobStatus.RUNNING):

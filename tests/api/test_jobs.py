@@ -64,13 +64,11 @@ def test_retry_needs_the_playtester_role(make_api, member_without_role, game_sav
     assert jobs["failed"].status == JobStatus.FAILED
 
 
-def test_a_rewinds_vector_job_is_listed_and_retried_at_once(api, game_save, settings, monkeypatch, django_capture_on_commit_callbacks):
+def test_a_rewinds_vector_job_is_listed_and_retried_at_once(api, game_save, settings, fake_vectors, django_capture_on_commit_callbacks):
     from studio.saves.checkpoints import CheckpointManager
-    from tests.saves.vector_fake import FakeVectorMemory
 
     settings.AXIOM_JOB_MAX_ATTEMPTS = 1  # the first failure is final: the job shows FAILED
-    vector = FakeVectorMemory()
-    monkeypatch.setattr("studio.memory.vector.get_vector_memory", lambda: vector)
+    vector = fake_vectors
     for turn in (1, 2, 3):
         vector.embed_chunk(game_save.save_id, turn, f"Turn {turn}.")
     vector.fail_rollback = 1

@@ -71,7 +71,7 @@ def test_every_endpoint_has_an_access_rule():
 
 @pytest.fixture
 def world(game_save, monkeypatch):
-    from .vector_support import make_vector_memory
+    from tests.fakes import make_vector_memory
 
     vm = make_vector_memory()
     vm.embed_chunk(game_save.save_id, 1, "The harbour at dawn.")

@@ -12,7 +12,7 @@ from studio.memory.models import RecordedQuery
 from studio.memory.vector import VectorStoreError, reset_vector_memory
 
 from .conftest import error_code
-from .vector_support import make_vector_memory
+from tests.fakes import make_vector_memory
 
 pytestmark = pytest.mark.django_db
 
@@ -186,22 +186,6 @@ def test_query_keeps_a_lower_horizon(api, game_save, memory):
     body = api.post(f"/api/v1/saves/{game_save.save_id}/query", {"query_text": "Kael Mira harbour", "k": 10, "current_turn_id": 1}).json()
     assert body["current_turn_id"] == 1
     assert {r["turn_id"] for r in body["results"]} == {0, 1}  # the lore entry (turn 0) and turn 1
-
-
-@pytest.fixture
-def stricter_clamp(monkeypatch):
-    """Swap the one clamp for a stricter rule (one turn before the current one).
-
-    An endpoint that re-typed the clamp instead of going through `memory_search` would keep
-    answering with turn 3 chunks.
-    """
-    from studio.memory import search
-
-    def one_turn_back(*, game_save, turn_id=None):
-        limit = game_save.current_turn - 1
-        return limit if turn_id is None else min(int(turn_id), limit)
-
-    monkeypatch.setattr(search, "memory_horizon", one_turn_back)
 
 
 def test_query_and_context_go_through_the_one_clamp(api, game_save, memory, stricter_clamp):

@@ -7,7 +7,6 @@ from django.urls import reverse
 from studio.memory.context import LAYERS, build_memory_context, count_tokens
 from studio.memory.models import Fact, MentalModel, Observation, RecordedQuery
 from studio.saves.models import MemoryMode
-from tests.memory.vector_support import vector_memory  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,6 @@ from studio.memory.models import Job, JobKind, JobStatus, RecordedQuery
 from studio.memory.replay import replay_recorded_queries
 from studio.saves.checkpoints import CheckpointManager
 from studio.universes.models import LoreRevision
-from tests.memory.vector_support import vector_memory  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.django_db
 

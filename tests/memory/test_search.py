@@ -8,11 +8,9 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from studio.memory import search
 from studio.memory.context import build_memory_context
 from studio.memory.models import RecordedQuery
 from studio.memory.search import memory_explain_chunk, memory_horizon, memory_search
-from tests.memory.vector_support import vector_memory  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.django_db
 
@@ -81,20 +79,6 @@ def test_recording_stores_what_the_search_ran_with(game_save, chunks):
 
 
 # -- every caller goes through the one clamp (the API's: tests/api/test_query.py) ----------
-
-
-@pytest.fixture
-def stricter_clamp(monkeypatch):
-    """Swap the clamp for a stricter rule (one turn before the current one).
-
-    A caller that re-typed the clamp instead of going through `memory_search` would keep
-    answering with turn 3 chunks.
-    """
-    def one_turn_back(*, game_save, turn_id=None):
-        limit = game_save.current_turn - 1
-        return limit if turn_id is None else min(int(turn_id), limit)
-
-    monkeypatch.setattr(search, "memory_horizon", one_turn_back)
 
 
 def test_the_playground_goes_through_the_clamp(client, playtester, game_save, chunks, stricter_clamp):

@@ -7,7 +7,7 @@ from studio.memory import vector
 from studio.memory.retrieval import lexical, store
 from studio.memory.vector import RetrievalConfig, VectorMemory
 from studio.memory.models import VectorCorpusVersion
-from tests.memory.vector_helpers import HashingEmbedder
+from tests.fakes import HashingEmbedder
 
 EXPLAIN_KEYS = {
     "semantic_rank", "semantic_distance", "lexical_rank", "bm25_score", "rrf_score",

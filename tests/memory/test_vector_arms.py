@@ -7,7 +7,7 @@ from studio.memory import embedding
 from studio.memory.retrieval import arms, lexical
 from studio.memory.retrieval.corpus import CorpusCache, LocalCorpusVersions
 from studio.memory.vector import RetrievalConfig, VectorMemory
-from tests.memory.vector_helpers import HashingEmbedder
+from tests.fakes import HashingEmbedder
 
 
 @pytest.fixture

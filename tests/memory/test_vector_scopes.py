@@ -12,7 +12,7 @@ from studio.memory.vector import (
     VectorMemory,
     scope_collection_name,
 )
-from tests.memory.vector_helpers import HashingEmbedder
+from tests.fakes import HashingEmbedder
 
 VALID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{1,510}[A-Za-z0-9]\Z")
 

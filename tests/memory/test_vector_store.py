@@ -18,7 +18,7 @@ from studio.memory.vector import (
     get_vector_memory,
     reset_vector_memory,
 )
-from tests.memory.vector_helpers import HashingEmbedder
+from tests.fakes import HashingEmbedder
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -5,7 +5,7 @@ import httpx
 import pytest
 
 from studio.memory.vector import VectorMemory, VectorStoreError
-from tests.memory.vector_helpers import HashingEmbedder
+from tests.fakes import HashingEmbedder
 
 
 @pytest.fixture

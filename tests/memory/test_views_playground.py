@@ -5,7 +5,6 @@ import pytest
 from django.urls import reverse
 
 from studio.memory.models import RecordedQuery
-from tests.memory.vector_support import vector_memory  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.django_db
 

@@ -8,14 +8,10 @@ from studio.saves.checkpoints import CheckpointManager
 from studio.saves.models import Event
 from studio.saves.services import PendingVectorCleanupError, turn_append
 
-from .vector_fake import FakeVectorMemory
-
 
 @pytest.fixture
-def vector(monkeypatch):
-    fake = FakeVectorMemory()
-    monkeypatch.setattr("studio.memory.vector.get_vector_memory", lambda: fake)
-    return fake
+def vector(fake_vectors):
+    return fake_vectors
 
 
 @pytest.fixture

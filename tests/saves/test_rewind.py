@@ -14,7 +14,7 @@ from studio.saves.models import Event, Save, StateCache
 from studio.universes.models import Universe
 
 from .scenario import play_turn, snapshot
-from .vector_fake import FakeVectorMemory
+from tests.fakes import FakeVectorMemory
 
 pytestmark = pytest.mark.django_db
 
@@ -297,7 +297,7 @@ def test_rewind_leaves_other_saves_alone(story, world, vector):
 def real_vector(db, tmp_path):
     pytest.importorskip("chromadb")
     from studio.memory.vector import VectorMemory
-    from tests.memory.vector_helpers import HashingEmbedder
+    from tests.fakes import HashingEmbedder
 
     memory = VectorMemory(str(tmp_path / "chroma"), embedder=HashingEmbedder())
     yield memory

@@ -20,7 +20,7 @@ from studio.saves.models import Save
 from studio.universes.models import Universe
 
 from .scenario import play_turn, snapshot
-from .vector_fake import FakeVectorMemory
+from tests.fakes import FakeVectorMemory
 
 pytestmark = pytest.mark.django_db
 

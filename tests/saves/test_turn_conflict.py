@@ -12,7 +12,7 @@ from studio.saves.errors import TurnConflict
 from studio.saves.models import Event, Save
 from studio.saves.services import turn_append
 
-from .vector_fake import FakeVectorMemory
+from tests.fakes import FakeVectorMemory
 
 pytestmark = pytest.mark.django_db
 

@@ -16,17 +16,13 @@ from studio.memory.models import Job, JobKind, JobStatus
 from studio.saves.checkpoints import CheckpointManager
 from studio.saves.models import Event
 
-from .vector_fake import FakeVectorMemory
-
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def vector(monkeypatch):
+def vector(fake_vectors):
     """The fake store, also the one a background runner (no manager at hand) uses."""
-    fake = FakeVectorMemory()
-    monkeypatch.setattr("studio.memory.vector.get_vector_memory", lambda: fake)
-    return fake
+    return fake_vectors
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ from django.urls import reverse
 from studio.memory.models import Job, JobKind
 from studio.saves.importers import ImportFormatError, locomo_chunk_text, parse_locomo, parse_transcript
 from studio.saves.models import Event, Save, StateCache
-from tests.memory.vector_support import vector_memory  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.django_db
 

@@ -22,6 +22,7 @@ from studio.universes.models import (
     Universe,
     UniverseMeta,
 )
+from tests.fakes import FakeVectorMemory
 
 SLUG = "the-drowned-reach"
 SAVE_ID = "drowned-reach-demo"
@@ -199,60 +200,17 @@ def test_broken_files_are_reported(tmp_path):
         demo_read(universe_path=UNIVERSE_FILE, save_path=gap)
 
 
-class CountingVectorMemory:
-    """A VectorMemory stand-in: chunks per scope, the calls the loader makes."""
-
-    def __init__(self):
-        self.chunks: list[tuple] = []  # (scope, turn_id, chunk_type, entry_id)
-        self.embed_calls = 0
-        self.sync_calls: list[str] = []
-
-    def count(self, save_id):
-        return sum(chunk[0] == save_id for chunk in self.chunks)
-
-    def rollback(self, save_id, target_turn_id):
-        before = len(self.chunks)
-        self.chunks = [c for c in self.chunks if not (c[0] == save_id and c[1] > target_turn_id)]
-        return before - len(self.chunks)
-
-    def sync_lore(self, save_id, entries):
-        self.sync_calls.append(save_id)
-        assert all({"entry_id", "text", "title", "links"} <= set(e) for e in entries)
-        self.chunks = [c for c in self.chunks if not (c[0] == save_id and c[2] == "lore")]
-        self.chunks += [(save_id, 0, "lore", entry["entry_id"]) for entry in entries]
-        return len(entries)
-
-    def embed_chunk(self, save_id, turn_id, text, chunk_type="narrative", metadata_extra=None):
-        assert text.strip()
-        self.embed_calls += 1
-        self.chunks.append((save_id, int(turn_id), chunk_type, None))
-        return f"chunk-{self.embed_calls}"
-
-
-class BatchingVectorMemory(CountingVectorMemory):
-    """The richer interface: batch embedding, and chunks listed with their ids."""
-
-    def embed_chunks(self, save_id, items, *, batch_size=32):
-        return [
-            self.embed_chunk(save_id, item["turn_id"], item["text"], item.get("chunk_type", "narrative"))
-            for item in items
-        ]
-
-    def get_chunks(self, save_id, *, chunk_type=None, max_turn_id=None):
-        return [
-            {"turn_id": turn_id, "chunk_type": kind, "entry_id": entry_id}
-            for scope, turn_id, kind, entry_id in self.chunks
-            if scope == save_id
-        ]
-
-
-@pytest.fixture(params=[CountingVectorMemory, BatchingVectorMemory])
+@pytest.fixture(params=[True, False], ids=["batch-api", "one-by-one"])
 def fake_vector(monkeypatch, request):
-    memory = request.param()
+    """The shared fake store, with or without the batch interface (`embed_chunks`,
+    `get_chunks`), as the whole `studio.memory.vector` module the loader imports."""
+    memory = FakeVectorMemory(batch_api=request.param)
     module = types.ModuleType("studio.memory.vector")
     module.get_vector_memory = lambda: memory
     monkeypatch.setitem(sys.modules, "studio.memory.vector", module)
-    return memory
+    yield memory
+    # Lore goes to the store with what link expansion and the Lore Book search need.
+    assert all({"entry_id", "text", "title", "links"} <= set(e) for _n, _scope, entries in memory.named("sync_lore") for e in entries)
 
 
 @pytest.mark.django_db

@@ -62,15 +62,11 @@ def test_semantic_search_degrades_with_visible_note(author_client, universe, mon
     assert "Port Vey" in html
 
 
-def test_semantic_search_orders_by_engine_rank(author_client, universe, monkeypatch):
-    class FakeMemory:
-        def query(self, save_id, query_text, k=5, chunk_type=None, **kwargs):
-            assert save_id == universe.lore_scope_id and chunk_type == "lore"
-            return [{"entry_id": "port-vey", "text": "A harbour town."}, {"entry_id": "kael", "text": "..."}]
-
-    import studio.memory.vector as vector
-
-    monkeypatch.setattr(vector, "get_vector_memory", lambda: FakeMemory())
+def test_semantic_search_orders_by_engine_rank(author_client, universe, fake_vectors):
+    # The store ranks port-vey (two shared words) before kael (none): not the title order.
+    fake_vectors.sync_lore(universe.lore_scope_id, [{"entry_id": e.entry_id, "text": e.text} for e in universe.lore_entries.all()])
+    # A closer chunk of another type naming kael: only a search for lore chunks skips it.
+    fake_vectors.embed_chunk(universe.lore_scope_id, 1, "A town by the sea.", metadata_extra={"entry_id": "kael"})
     html = author_client.get(url(universe), {"q": "a town by the sea", "mode": "semantic"}).content.decode()
     assert row_ids(html) == ["port-vey", "kael"] and "closest entries by meaning" in html
 

@@ -112,18 +112,9 @@ def test_bulk_kind_change_is_one_revision_per_changed_entry(universe, author):
     assert revision.entry_id == "kael" and revision.before["kind"] == "character" and revision.after["kind"] == "place"
 
 
-def test_universe_delete_drops_vectors_after_commit(universe, game_save, monkeypatch, django_capture_on_commit_callbacks):
-    import studio.memory.vector as vector
-
-    deleted = []
-
-    class FakeMemory:
-        def rollback(self, save_id, target_turn_id):
-            deleted.append((save_id, target_turn_id))
-            return 0
-
-    monkeypatch.setattr(vector, "get_vector_memory", lambda: FakeMemory())
+def test_universe_delete_drops_vectors_after_commit(universe, game_save, fake_vectors, django_capture_on_commit_callbacks):
     scope = universe.lore_scope_id
     with django_capture_on_commit_callbacks(execute=True):
         services.universe_delete(universe=universe)
+    deleted = [call[1:] for call in fake_vectors.named("rollback")]
     assert sorted(deleted) == sorted([(scope, -1), (game_save.save_id, -1)])
