@@ -244,13 +244,13 @@ def _force_offline() -> None:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
-def _load_sentence_transformer():
+def _load_sentence_transformer(**model_kwargs):
     _force_offline()
     import torch
     from sentence_transformers import SentenceTransformer
 
     torch.set_num_threads(torch_threads())
-    return SentenceTransformer(model_path(), device="cpu")
+    return SentenceTransformer(model_path(), device="cpu", model_kwargs=model_kwargs or None)
 
 
 def _load_torch() -> SentenceTransformerEmbedder:
@@ -263,8 +263,7 @@ def _load_onnx():
     _force_offline()
 
     def st_model():  # only called when the export must be (re)built
-        loaded = _by_runtime.get("torch")
-        return loaded.model if loaded is not None else _load_sentence_transformer()
+        return _load_sentence_transformer(attn_implementation=embedding_onnx.EXPORT_ATTENTION)
 
     data, _path, _built = embedding_onnx.ensure_model(onnx_cache_root(), model_path(), st_model)
     return embedding_onnx.OnnxEmbedder(data, model_path(), threads=torch_threads())

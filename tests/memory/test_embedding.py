@@ -327,7 +327,8 @@ def test_a_partial_or_corrupt_cache_is_detected_and_rebuilt(tmp_path, model_dir,
 def test_new_weights_get_a_new_cache_directory(tmp_path, model_dir, fake_export):
     root = tmp_path / "onnx"
     _, first, _ = embedding_onnx.ensure_model(root, model_dir, lambda: None)
-    (model_dir / "model.safetensors").write_bytes(b"weights-v2" * 100)
+    # Another size: within one process the digest is memoised on (size, mtime, inode).
+    (model_dir / "model.safetensors").write_bytes(b"weights-v2" * 101)
     _, second, built = embedding_onnx.ensure_model(root, model_dir, lambda: None)
     assert built and first.parent != second.parent
 

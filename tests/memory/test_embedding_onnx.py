@@ -170,7 +170,7 @@ EXPORTER = """
 import sys, time
 from studio.memory import embedding, embedding_onnx
 sys.stdin.readline()  # both processes start, then go at once
-data, path, built = embedding_onnx.ensure_model(sys.argv[1], embedding.model_path(), embedding._load_sentence_transformer)
+data, path, built = embedding_onnx.ensure_model(sys.argv[1], embedding.model_path(), lambda: embedding._load_sentence_transformer(attn_implementation="eager"))
 print(built, len(data))
 """
 
