@@ -159,6 +159,11 @@ AXIOM_WARM_EMBEDDINGS = env_bool("AXIOM_WARM_EMBEDDINGS", False)
 # threads per encode spin against each other (measured 15x slower under load); scale with
 # processes instead.
 AXIOM_TORCH_THREADS = env_int("AXIOM_TORCH_THREADS", 1)
+# Which runtime embeds: auto (ONNX Runtime over a one-time export under var/onnx/, torch
+# when that cannot load), onnx or torch. Both give the same vectors (docs/retrieval.md).
+AXIOM_EMBEDDING_RUNTIME = os.environ.get("AXIOM_EMBEDDING_RUNTIME", "").strip().lower() or "auto"
+if AXIOM_EMBEDDING_RUNTIME not in {"auto", "onnx", "torch"}:
+    raise ImproperlyConfigured(f"AXIOM_EMBEDDING_RUNTIME must be auto, onnx or torch, got {AXIOM_EMBEDDING_RUNTIME!r}")
 
 # --- Background jobs ---------------------------------------------------------------------
 # REDIS_URL unset: jobs run in-process on a small thread pool. Set: Celery workers on Redis.

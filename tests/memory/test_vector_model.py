@@ -41,9 +41,11 @@ def test_packaged_model_loads_offline_and_normalises(model_embedder):
     assert model_embedder.max_tokens == 254
 
 
-def test_model_is_loaded_once_under_concurrent_first_use(monkeypatch, model_embedder):
+def test_model_is_loaded_once_under_concurrent_first_use(monkeypatch, settings, model_embedder):
     import sentence_transformers
 
+    settings.AXIOM_EMBEDDING_RUNTIME = "torch"  # the runtime that constructs SentenceTransformer
+    monkeypatch.setattr(embedding, "_by_runtime", {})
     loads = []
     real = sentence_transformers.SentenceTransformer
 
