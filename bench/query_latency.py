@@ -71,10 +71,13 @@ def main() -> int:
     from django.conf import settings
     from rank_bm25 import BM25Okapi
 
-    from studio.memory.embedding import get_embedder
+    from studio.memory.embedding import get_embedder, query_cache_clear
     from studio.memory.retrieval.lexical import tokenize
     from studio.memory.vector import VectorMemory
 
+    # The same questions repeat across sizes: with the query LRU on they would be cache hits and
+    # the engine would skip the embedding the raw arm pays for. Measure every embedding.
+    query_cache_clear(maxsize=0)
     vm = VectorMemory(settings.CHROMA_PATH)
     embedder = get_embedder()
     shared = vm.store.client.get_or_create_collection("layout-probe-shared", embedding_function=None,

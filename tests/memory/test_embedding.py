@@ -20,15 +20,16 @@ import numpy as np
 import pytest
 
 from studio.memory import embedding, embedding_onnx
-from tests.memory.vector_support import HashEmbedder
+from tests.fakes import HashingEmbedder
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-class RuntimeEmbedder(HashEmbedder):
+class RuntimeEmbedder(HashingEmbedder):
     """The shared fake embedder, naming a runtime and counting encode calls."""
 
     def __init__(self, runtime: str = "fake", delay: float = 0.0) -> None:
+        super().__init__()
         self.runtime = runtime
         self.delay = delay
         self.calls: list[list[str]] = []

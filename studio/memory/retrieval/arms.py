@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from studio.memory import embedding
 from studio.memory.retrieval import lexical
 from studio.memory.retrieval.config import RetrievalConfig
 from studio.memory.retrieval.corpus import Corpus, SearchFilter, View, index_terms
@@ -105,7 +106,8 @@ class ArmInput:
 
     def query_vector(self) -> np.ndarray:
         if "query_embedding" not in self._evidence:
-            self._evidence["query_embedding"] = self.embedder.encode([self.query_text], batch_size=1)[0]
+            # Through the process-wide LRU: the context viewer and the narrator ask the same input.
+            self._evidence["query_embedding"] = embedding.embed_query(self.embedder, self.query_text)
             self.timer.lap("embed_query")
         return self._evidence["query_embedding"]
 
