@@ -26,6 +26,7 @@ NOT_PAGES = {
     "universes:export_sillytavern": "file download",
     "universes:export_card": "file download",
     "universes:export_card_png": "file download",
+    "saves:export": "file download (the save file)",
 }
 # Query strings that put a page in its most filled state (results shown, not an empty form).
 QUERIES = {

@@ -347,8 +347,7 @@ def _queue_rederivation(game_save: Save) -> int:
     marker = {sections.REDERIVE_MARKER: "save_import"}
     common = {"universe_id": game_save.universe_id, "game_save_id": game_save.pk,
               "timeline_generation": game_save.timeline_generation, "progress": "queued"}
-    lore = Job.objects.create(kind=JobKind.SYNC_LORE, payload=dict(marker), **common)
-    jobs.dispatch(lore)
+    jobs.job_create(kind=JobKind.SYNC_LORE, payload=dict(marker), **common)
     sections.insert_rows(
         Job,
         ({"kind": JobKind.EMBED_TURN, "turn_id": turn, "payload": marker, **common}
