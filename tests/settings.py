@@ -13,6 +13,13 @@ os.environ.setdefault("SESSION_COOKIE_SECURE", "0")
 os.environ.setdefault("CSRF_COOKIE_SECURE", "0")
 os.environ.setdefault("ALLOWED_HOSTS", "testserver,localhost,127.0.0.1")
 os.environ.setdefault("AXIOM_VAR_DIR", tempfile.mkdtemp(prefix="axiom-test-var-"))
+# pytest-xdist workers inherit the controller's environment, hence its var dir: give each
+# worker its own (its own embedded Chroma store and SQLite test database), since two
+# processes must never open one embedded store.
+_worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+if _worker and os.path.basename(os.environ["AXIOM_VAR_DIR"]) != _worker:
+    os.environ["AXIOM_VAR_DIR"] = os.path.join(os.environ["AXIOM_VAR_DIR"], _worker)
+    os.makedirs(os.environ["AXIOM_VAR_DIR"], exist_ok=True)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")

@@ -181,10 +181,6 @@ class SentenceTransformerEmbedder:
             )
         return np.asarray(vectors, dtype=np.float32)
 
-    def embed_query(self, text: str) -> np.ndarray:
-        """Return the vector of one query text (cached, see `embed_query`)."""
-        return embed_query(self, text)
-
     def token_spans(self, text: str) -> list[tuple[int, int]]:
         with self._lock:
             encoded = self.model.tokenizer(

@@ -396,12 +396,6 @@ class OnnxEmbedder:
             out[rows] = self.session.run(["sentence_embedding"], {"input_ids": ids, "attention_mask": mask})[0]
         return out
 
-    def embed_query(self, text: str) -> np.ndarray:
-        """Return the vector of one query text (cached, see `embedding.embed_query`)."""
-        from studio.memory.embedding import embed_query
-
-        return embed_query(self, text)
-
     def token_spans(self, text: str) -> list[tuple[int, int]]:
         """Return the (start, end) character span of each word piece of `text` (no truncation)."""
         return [tuple(span) for span in self._pieces.encode(str(text), add_special_tokens=False).offsets]

@@ -126,7 +126,7 @@ def world(universe, game_save, author, vector_memory, monkeypatch):  # noqa: F81
     """
     from studio.universes import services
 
-    monkeypatch.setattr(services, "_sync_lore_now", lambda universe_pk: None)
+    monkeypatch.setattr(services.lore, "_sync_lore_now", lambda universe_pk: None)
     from tests.browser.pages import build_world
 
     return build_world(universe=universe, game_save=game_save, author=author, vector_memory=vector_memory)

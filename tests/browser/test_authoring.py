@@ -21,7 +21,7 @@ pytestmark = pytest.mark.browser
 def queued(monkeypatch):
     """Record sync_lore enqueues instead of starting real embedding jobs."""
     calls: list[int] = []
-    monkeypatch.setattr(services, "_sync_lore_now", lambda universe_pk: calls.append(universe_pk))
+    monkeypatch.setattr(services.lore, "_sync_lore_now", lambda universe_pk: calls.append(universe_pk))
     return calls
 
 

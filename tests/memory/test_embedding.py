@@ -160,7 +160,7 @@ def test_long_texts_and_a_zero_bound_are_not_cached(cache):
 
 
 def test_an_embedder_without_a_runtime_is_called_uncached(cache):
-    fake = HashEmbedder()
+    fake = HashingEmbedder()
     vector = embedding.embed_query(fake, "Kaël")
     assert vector.shape == (64,)
     assert embedding.query_cache_stats() == {"hits": 0, "misses": 0, "size": 0, "maxsize": 256}

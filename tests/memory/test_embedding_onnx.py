@@ -112,9 +112,9 @@ def test_concurrent_encodes_need_no_lock(onnx_embedder):
 def test_query_cache_keys_each_runtime(onnx_embedder, torch_embedder):
     embedding.query_cache_clear(maxsize=256)
     try:
-        a = onnx_embedder.embed_query("the storm rises")
-        b = torch_embedder.embed_query("the storm rises")
-        c = onnx_embedder.embed_query("the storm rises")
+        a = embedding.embed_query(onnx_embedder, "the storm rises")
+        b = embedding.embed_query(torch_embedder, "the storm rises")
+        c = embedding.embed_query(onnx_embedder, "the storm rises")
         assert embedding.query_cache_stats()["hits"] == 1 and embedding.query_cache_stats()["misses"] == 2
         assert np.array_equal(a, c) and np.abs(a - b).max() < 1e-5
     finally:

@@ -6,6 +6,7 @@ cut stream, refusals before the first delta, and the call log of a tracked strea
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -186,7 +187,12 @@ def test_stream_all_reads_a_chat_as_a_stream(server):
     assert response.text == STORY and response.completion_tokens == 13
     (request,) = server.requests
     assert request["stream"] is True and request["response_format"] == {"type": "json_object"}
-    assert server.stream_log[0]["completed"]
+    # The reader may stop at [DONE] before the server thread has written the body's last
+    # chunk and marked the entry: wait for the server, do not race it.
+    deadline = time.monotonic() + 5
+    while not server.stream_log[0]["completed"] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert server.stream_log[0]["completed"] and not server.stream_log[0]["disconnected"]
 
 
 def test_a_streamed_chat_that_times_out_closes_the_connection(server):

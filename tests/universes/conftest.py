@@ -22,5 +22,5 @@ def htmx():
 def sync_calls(monkeypatch):
     """Record sync_lore enqueues instead of running the jobs module."""
     calls: list[int] = []
-    monkeypatch.setattr(services, "_sync_lore_now", lambda universe_pk: calls.append(universe_pk))
+    monkeypatch.setattr(services.lore, "_sync_lore_now", lambda universe_pk: calls.append(universe_pk))
     return calls

@@ -22,7 +22,7 @@ from studio.universes.models import Universe
 user = User.objects.create_user("a", password="x")
 user.groups.add(Group.objects.get_or_create(name="Authors")[0])
 universe = Universe.objects.create(name="U", slug="u", owner=user)
-services._sync_lore_now = lambda pk: None
+services.lore._sync_lore_now = lambda pk: None
 services.lore_entry_create(universe=universe, user=user, title="Kaël", kind="character", text="Kaël is a smuggler.")
 client = Client()
 client.force_login(user)

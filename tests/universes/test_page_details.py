@@ -23,7 +23,7 @@ def author_client(client, author):
 
 @pytest.fixture(autouse=True)
 def no_embedding(monkeypatch):
-    monkeypatch.setattr(services, "_sync_lore_now", lambda universe_pk: None)
+    monkeypatch.setattr(services.lore, "_sync_lore_now", lambda universe_pk: None)
 
 
 def row_titles(html: str) -> list[str]:

@@ -27,7 +27,8 @@ from django.utils.text import slugify
 from studio.memory import jobs
 from studio.memory.models import Job, JobKind, JobStatus
 from studio.saves.models import MemoryMode, Save
-from studio.saves.portable import codec, sections
+from studio.saves.portable import codec
+from studio.saves.portable.sections import rows
 from studio.saves.portable.registry import (
     INVALID,
     LIMITS,
@@ -113,7 +114,7 @@ def save_export(*, game_save: Save, compress: bool = False) -> SaveExport:
             "meta": locked.meta or {},
             "current_turn": locked.current_turn,
             "timeline_generation": locked.timeline_generation,
-            "last_activity_at": sections.iso(locked.last_activity_at),
+            "last_activity_at": rows.iso(locked.last_activity_at),
         }
         ctx = ExportContext(game_save=locked)
         parts = (
@@ -344,11 +345,11 @@ def _queue_rederivation(game_save: Save) -> int:
     commits. The runner drains a save's queue once started, so one hand-off per batch of
     turns is enough; the rest wait in the queue as rows.
     """
-    marker = {sections.REDERIVE_MARKER: "save_import"}
+    marker = {rows.REDERIVE_MARKER: "save_import"}
     common = {"universe_id": game_save.universe_id, "game_save_id": game_save.pk,
               "timeline_generation": game_save.timeline_generation, "progress": "queued"}
     jobs.job_create(kind=JobKind.SYNC_LORE, payload=dict(marker), **common)
-    sections.insert_rows(
+    rows.insert_rows(
         Job,
         ({"kind": JobKind.EMBED_TURN, "turn_id": turn, "payload": marker, **common}
          for turn in range(1, game_save.current_turn + 1)),

@@ -1,0 +1,178 @@
+"""The log sections: finished `jobs`, the `llm_calls` log and `recorded_queries`.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+from studio.memory.models import Job, JobStatus, LLMCall, RecordedQuery
+from studio.saves.portable.registry import INVALID, CheckContext, ExportContext, ImportContext
+from studio.saves.portable.sections.memory import _string_list
+from studio.saves.portable.sections.rows import BATCH, REDERIVE_MARKER, UNPORTABLE_JOB_KINDS, PORTABLE_JOB_KINDS, EXPORTED_JOB_STATUSES, iso, insert_rows, _new_pks, _items, _readers
+
+
+JOB_FIELDS = ("kind", "turn_id", "timeline_generation", "status", "attempts", "progress", "error", "result", "llm_calls", "llm_tokens")
+
+
+def exported_jobs(game_save):
+    """Return the save's jobs that belong in its file (finished, portable, not re-derived)."""
+    rows = (
+        Job.objects.filter(game_save_id=game_save.pk, status__in=EXPORTED_JOB_STATUSES)
+        .exclude(kind__in=UNPORTABLE_JOB_KINDS)
+        .order_by("id")
+        .only("id", "payload", *JOB_FIELDS)
+    )
+    for row in rows.iterator(chunk_size=BATCH):
+        if not (row.payload or {}).get(REDERIVE_MARKER):
+            yield row
+
+
+def export_jobs(ctx: ExportContext) -> Iterator[dict]:
+    ids = ctx.file_ids.setdefault("jobs", {})
+    for number, row in enumerate(exported_jobs(ctx.game_save), start=1):
+        ids[row.pk] = number
+        yield {"id": number, **{name: getattr(row, name) for name in JOB_FIELDS}}
+
+
+def check_jobs(items: list, ctx: CheckContext, where: str) -> list[dict]:
+    r = _readers(ctx)
+    c = ctx.checker
+    statuses = [str(s) for s in EXPORTED_JOB_STATUSES]
+
+    def kind(value, loc):
+        if value in UNPORTABLE_JOB_KINDS:
+            c.add(loc, f"{value} jobs are not portable: they track the vector store, which is rebuilt on import")
+            return INVALID
+        return c.choice(value, loc, PORTABLE_JOB_KINDS)
+
+    def status(value, loc):
+        if value in (JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.PAUSED):
+            c.add(loc, f"a {value} job is still in flight; a save file holds finished jobs only ({', '.join(statuses)})")
+            return INVALID
+        return c.choice(value, loc, statuses)
+
+    def generation(value, loc):
+        value = c.integer(value, loc)
+        if value is not INVALID and value > ctx.timeline_generation:
+            c.add(loc, f"generation {value} is after the save's timeline generation {ctx.timeline_generation}")
+            return INVALID
+        return value
+
+    spec = {
+        "id": lambda v, loc: ctx.unique_id(v, loc, "jobs"),
+        "kind": kind,
+        # A job's turn may lie past the current turn: rewinds keep the jobs of the dead timeline.
+        "turn_id": r["int"](nullable=True),
+        "timeline_generation": generation,
+        "status": status,
+        "attempts": r["int"](),
+        "progress": r["text"](max_length=200),
+        "error": r["text"](),
+        "result": r["object"](),
+        "llm_calls": r["int"](),
+        "llm_tokens": r["int"](),
+    }
+    ids = ctx.ids.setdefault("jobs", {})
+    out = []
+    for _loc, item in _items(ctx, items, where, spec):
+        if "id" in item:
+            ids[item["id"]] = True
+        if len(item) == len(spec):
+            out.append(item)
+    return out
+
+
+def load_jobs(items: list[dict], ctx: ImportContext) -> int:
+    save = ctx.game_save
+    insert_rows(
+        Job,
+        ({"universe_id": save.universe_id, "game_save_id": save.pk, **{name: i[name] for name in JOB_FIELDS}} for i in items),
+    )
+    ctx.db_ids["jobs"] = _new_pks(Job, save, [i["id"] for i in items])
+    return len(items)
+
+
+# -- LLM calls -------------------------------------------------------------------------------
+
+LLM_CALL_FIELDS = ("operation", "model", "prompt_tokens", "completion_tokens", "latency_ms", "error")
+
+
+def export_llm_calls(ctx: ExportContext) -> Iterator[dict]:
+    job_ids = ctx.file_ids.get("jobs", {})
+    rows = LLMCall.objects.filter(game_save_id=ctx.game_save.pk).order_by("id")
+    for row in rows.iterator(chunk_size=BATCH):
+        yield {
+            "job_id": job_ids.get(row.job_id),
+            **{name: getattr(row, name) for name in LLM_CALL_FIELDS},
+            "created_at": iso(row.created_at),
+        }
+
+
+def check_llm_calls(items: list, ctx: CheckContext, where: str) -> list[dict]:
+    r = _readers(ctx)
+
+    def job(value, loc):
+        if value is None:
+            return None
+        return ctx.reference(value, loc, "jobs", what="job")
+
+    spec = {
+        "job_id": job,
+        "operation": r["text"](max_length=20),
+        "model": r["text"](max_length=200),
+        "prompt_tokens": r["int"](),
+        "completion_tokens": r["int"](),
+        "latency_ms": r["int"](),
+        "error": r["text"](),
+        "created_at": r["time"](),
+    }
+    return [item for _loc, item in _items(ctx, items, where, spec) if len(item) == len(spec)]
+
+
+def load_llm_calls(items: list[dict], ctx: ImportContext) -> int:
+    job_ids = ctx.db_ids.get("jobs", {})
+    insert_rows(
+        LLMCall,
+        (
+            {
+                "game_save_id": ctx.game_save.pk,
+                "job_id": job_ids[i["job_id"]] if i["job_id"] is not None else None,
+                **{name: i[name] for name in (*LLM_CALL_FIELDS, "created_at")},
+            }
+            for i in items
+        ),
+    )
+    return len(items)
+
+
+# -- recorded queries ------------------------------------------------------------------------
+
+
+def export_recorded_queries(ctx: ExportContext) -> Iterator[dict]:
+    rows = RecordedQuery.objects.filter(game_save_id=ctx.game_save.pk).order_by("id")
+    for row in rows.iterator(chunk_size=BATCH):
+        yield {
+            "turn_id": row.turn_id,
+            "query_text": row.query_text,
+            "params": row.params,
+            "result_ids": list(row.result_ids or []),
+        }
+
+
+def check_recorded_queries(items: list, ctx: CheckContext, where: str) -> list[dict]:
+    r = _readers(ctx)
+    c = ctx.checker
+    spec = {
+        "turn_id": r["turn"](),
+        "query_text": r["text"](),
+        "params": r["object"](),
+        "result_ids": lambda v, loc: _string_list(c, v, loc, max_length=400),
+    }
+    return [item for _loc, item in _items(ctx, items, where, spec) if len(item) == len(spec)]
+
+
+def load_recorded_queries(items: list[dict], ctx: ImportContext) -> int:
+    insert_rows(
+        RecordedQuery,
+        ({"game_save_id": ctx.game_save.pk, **{k: i[k] for k in ("turn_id", "query_text", "params", "result_ids")}} for i in items),
+    )
+    return len(items)

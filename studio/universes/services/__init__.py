@@ -1,0 +1,56 @@
+"""Writes for universes: universes, Universe_Meta, the Lore Book, missions and imports.
+
+One package, three modules by subject: `universes` (universes, meta, missions), `lore` (entries,
+revisions, bulk edits, the embedding sync) and `lore_import` (Character Card, SillyTavern and
+Universe-as-Code imports). Callers import from here.
+
+Every function that touches more than one row runs in one `transaction.atomic()` block.
+Work outside the database (queueing the lore embedding job, deleting vector chunks) is
+scheduled with `transaction.on_commit`, so a rolled-back write leaves nothing behind.
+"""
+from __future__ import annotations
+
+from studio.universes.services.universes import (  # noqa: F401
+    BELIEF_MISSION,
+    BELIEF_MISSIONS,
+    CHARACTER_CARD_META,
+    CHARACTER_BOOK_META,
+    SILLYTAVERN_META,
+    JSON_OBJECT_META_KEYS,
+    LORE_INT_META,
+    LORE_BOOL_META,
+    RESERVED_ENTRY_IDS,
+    RESERVED_UNIVERSE_SLUGS,
+    SLUG_RE,
+    META_KEY_RE,
+    MAX_MISSION_CHARS,
+    MAX_META_VALUE_CHARS,
+    universe_create,
+    universe_rename,
+    universe_delete,
+    meta_validate,
+    missions_validate,
+    meta_set,
+    meta_delete,
+    missions_set,
+)
+from studio.universes.services.lore import (  # noqa: F401
+    lore_entry_snapshot,
+    schedule_lore_sync,
+    lore_entry_id_for,
+    lore_entry_create,
+    lore_entry_update,
+    lore_entry_delete,
+    lore_entry_restore,
+    lore_bulk_delete,
+    lore_bulk_set_kind,
+    lore_bulk_set_activation,
+    _sync_lore_now,
+)
+from studio.universes.services.lore_import import (  # noqa: F401
+    ImportLine,
+    ImportReport,
+    lore_import,
+    universe_import_document,
+    lore_extension,
+)

@@ -1,0 +1,404 @@
+"""Writes for the Lore Book: entries, revisions, bulk edits and the embedding sync they queue.
+
+Every change to a lore entry records a `LoreRevision` (who, when, before, after); work
+outside the database (the embedding job) is queued with `transaction.on_commit`.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+from django.utils.text import slugify
+
+from studio.memory.lore_state import lore_embedding_state_set
+from studio.universes.activation import activation_validate, activation_values
+from studio.universes.counting import text_counts, text_counts_many
+from studio.universes.models import EmbeddingState, LoreEntry, LoreKind, LoreRevision, Universe
+from studio.universes.selectors import with_link_ids
+from studio.universes.services.universes import RESERVED_ENTRY_IDS, _unique_slug
+
+logger = logging.getLogger(__name__)
+
+# --- Lore Book ----------------------------------------------------------------------------
+
+
+def lore_entry_snapshot(entry: LoreEntry, *, links: Sequence[str] | None = None) -> dict[str, Any]:
+    """Return the state a revision keeps: every field an author can change."""
+    if links is None:
+        links = [link.entry_id for link in entry.links.all()]
+    return {
+        "entry_id": entry.entry_id,
+        "title": entry.title,
+        "kind": entry.kind,
+        "text": entry.text,
+        "keys": list(entry.keys or []),
+        "links": sorted(links),
+        "extensions": entry.extensions or {},
+        **activation_values(entry),
+    }
+
+
+def _record(
+    *, universe: Universe, entry: LoreEntry | None, entry_id: str, user, action: str,
+    before: dict | None, after: dict | None,
+) -> LoreRevision:
+    return LoreRevision(
+        universe=universe,
+        lore_entry=entry,
+        entry_id=entry_id,
+        action=action,
+        before=before,
+        after=after,
+        author=user if getattr(user, "is_authenticated", False) else None,
+    )
+
+
+def _sync_lore_now(universe_pk: int) -> None:
+    """Queue the embedding job; if it cannot be queued, say so on the pending entries."""
+    universe = Universe.objects.filter(pk=universe_pk).first()
+    if universe is None:
+        return
+    try:
+        from studio.memory.jobs import enqueue_sync_lore
+
+        enqueue_sync_lore(universe=universe)
+    except Exception as exc:  # the entries must not look "pending" forever
+        logger.exception("Could not queue sync_lore for universe %s", universe_pk)
+        lore_embedding_state_set(
+            LoreEntry.objects.filter(universe_id=universe_pk, embedding_state=EmbeddingState.PENDING),
+            state=EmbeddingState.FAILED,
+            error=f"The embedding job could not be queued: {exc}",
+        )
+
+
+def schedule_lore_sync(*, universe: Universe) -> None:
+    """Queue `sync_lore` for the universe once the current transaction commits (once per commit)."""
+    connection = transaction.get_connection()
+    if connection.in_atomic_block:
+        for _savepoints, func, *_rest in connection.run_on_commit:
+            if getattr(func, "lore_sync_universe", None) == universe.pk:
+                return
+    callback = functools.partial(_sync_lore_now, universe.pk)
+    callback.lore_sync_universe = universe.pk
+    transaction.on_commit(callback)
+
+
+def lore_entry_id_for(*, universe: Universe, title: str, taken: set[str] | None = None) -> str:
+    base = slugify(title)[:120] or "entry"
+    if taken is None:
+        taken = set(
+            universe.lore_entries.filter(entry_id__startswith=base).values_list("entry_id", flat=True)
+        )
+    return _unique_slug(base, set(taken) | RESERVED_ENTRY_IDS, max_length=120)
+
+
+def _clean_keys(keys: Iterable[str]) -> list[str]:
+    seen, result = set(), []
+    for key in keys:
+        key = key.strip()
+        if key and key not in seen:
+            seen.add(key)
+            result.append(key)
+    return result
+
+
+def _apply_activation(entry: LoreEntry, values: dict[str, Any]) -> None:
+    for name, value in values.items():
+        setattr(entry, name, value)
+
+
+def _validate_entry_fields(*, title: str, kind: str) -> None:
+    errors = {}
+    if not title.strip():
+        errors["title"] = "Give the entry a title."
+    if kind not in LoreKind.values:
+        errors["kind"] = f"Unknown kind “{kind}”; use one of {', '.join(LoreKind.values)}."
+    if errors:
+        raise ValidationError(errors)
+
+
+def _apply_counts(entry: LoreEntry) -> None:
+    entry.word_count, entry.token_count = text_counts(entry.text)
+
+
+@transaction.atomic
+def lore_entry_create(
+    *,
+    universe: Universe,
+    user,
+    title: str,
+    kind: str = LoreKind.CONCEPT,
+    text: str = "",
+    keys: Sequence[str] = (),
+    links: Sequence[LoreEntry] = (),
+    entry_id: str = "",
+    extensions: dict[str, Any] | None = None,
+    activation: dict[str, Any] | None = None,
+    strict_keys: bool = True,
+    action: str = LoreRevision.Action.CREATE,
+) -> LoreEntry:
+    """Create a lore entry, record its revision and queue its embedding.
+
+    `activation` holds activation fields (studio defaults for the rest: see activation.py);
+    with `strict_keys` a regex key that does not compile is refused, naming the key.
+    """
+    _validate_entry_fields(title=title, kind=kind)
+    keys = _clean_keys(keys)
+    activation = activation_validate(activation or {}, strict_keys=strict_keys, primary_keys=keys)
+    if entry_id in RESERVED_ENTRY_IDS:
+        raise ValidationError({"entry_id": f"“{entry_id}” is reserved by the Lore Book's pages; choose another id."})
+    if entry_id:
+        if universe.lore_entries.filter(entry_id=entry_id).exists():
+            raise ValidationError({"entry_id": f"The id “{entry_id}” is already used in this Lore Book."})
+    else:
+        entry_id = lore_entry_id_for(universe=universe, title=title)
+    entry = LoreEntry(
+        universe=universe,
+        entry_id=entry_id,
+        title=title.strip(),
+        kind=kind,
+        text=text,
+        keys=keys,
+        extensions=extensions or {},
+    )
+    lore_embedding_state_set(entry, state=EmbeddingState.PENDING)
+    _apply_activation(entry, activation)
+    _apply_counts(entry)
+    entry.full_clean(exclude=["links"])
+    entry.save()
+    if links:
+        entry.links.set([link for link in links if link.universe_id == universe.pk and link.pk != entry.pk])
+    _record(
+        universe=universe, entry=entry, entry_id=entry.entry_id, user=user, action=action,
+        before=None, after=lore_entry_snapshot(entry),
+    ).save()
+    schedule_lore_sync(universe=universe)
+    return entry
+
+
+@transaction.atomic
+def lore_entry_update(
+    *,
+    entry: LoreEntry,
+    user,
+    title: str | None = None,
+    kind: str | None = None,
+    text: str | None = None,
+    keys: Sequence[str] | None = None,
+    links: Sequence[LoreEntry] | None = None,
+    extensions: dict[str, Any] | None = None,
+    activation: dict[str, Any] | None = None,
+    strict_keys: bool = True,
+    action: str = LoreRevision.Action.UPDATE,
+) -> list[str]:
+    """Apply the given changes (None = unchanged); record a revision. Return the changed fields.
+
+    `activation` changes only the activation fields it names; keys are checked as in create.
+    """
+    before = lore_entry_snapshot(entry)
+    clean_keys = _clean_keys(keys) if keys is not None else None
+    activation = activation_validate(activation or {}, strict_keys=strict_keys,
+                                     primary_keys=clean_keys if clean_keys is not None else [])
+    new_title = before["title"] if title is None else title.strip()
+    new_kind = before["kind"] if kind is None else kind
+    _validate_entry_fields(title=new_title, kind=new_kind)
+    entry.title, entry.kind = new_title, new_kind
+    if text is not None:
+        entry.text = text
+    if clean_keys is not None:
+        entry.keys = clean_keys
+    if extensions is not None:
+        entry.extensions = extensions
+    _apply_activation(entry, activation)
+    link_ids = before["links"]
+    if links is not None:
+        links = [link for link in links if link.universe_id == entry.universe_id and link.pk != entry.pk]
+        link_ids = sorted(link.entry_id for link in links)
+    after = lore_entry_snapshot(entry, links=link_ids)
+    changed_fields = [name for name in after if after[name] != before[name]]
+    if not changed_fields:
+        return []
+    content_changed = any(before[f] != after[f] for f in ("title", "text", "keys"))
+    if content_changed:
+        lore_embedding_state_set(entry, state=EmbeddingState.PENDING)
+    if before["text"] != after["text"] or entry.word_count is None:
+        _apply_counts(entry)
+    entry.full_clean(exclude=["links"])
+    entry.save()
+    if links is not None and link_ids != before["links"]:
+        entry.links.set(links)
+    _record(
+        universe=entry.universe, entry=entry, entry_id=entry.entry_id, user=user, action=action,
+        before=before, after=after,
+    ).save()
+    if content_changed:
+        schedule_lore_sync(universe=entry.universe)
+    return changed_fields
+
+
+@transaction.atomic
+def lore_entry_delete(*, entry: LoreEntry, user, action: str = LoreRevision.Action.DELETE) -> None:
+    """Delete an entry; its last state (and who linked to it) stays in the revision history."""
+    before = lore_entry_snapshot(entry)
+    before["backlinks"] = sorted(entry.backlinks.values_list("entry_id", flat=True))
+    universe = entry.universe
+    _record(
+        universe=universe, entry=None, entry_id=entry.entry_id, user=user, action=action,
+        before=before, after=None,
+    ).save()
+    entry.delete()
+    schedule_lore_sync(universe=universe)
+
+
+def _restorable_activation(state: dict[str, Any]) -> dict[str, Any]:
+    """The activation fields a revision recorded; a revision from before they existed has none."""
+    from studio.universes.activation import NAMES
+
+    return {name: state[name] for name in NAMES if name in state}
+
+
+@transaction.atomic
+def lore_entry_restore(*, revision: LoreRevision, user) -> LoreEntry:
+    """Bring an entry back to the state a revision recorded (re-creating it if deleted)."""
+    state = revision.after if revision.after is not None else revision.before
+    if not state:
+        raise ValidationError("This revision holds no state to restore.")
+    universe = revision.universe
+    wanted = set(state.get("links", [])) | set(state.get("backlinks", []))
+    by_id = {e.entry_id: e for e in universe.lore_entries.filter(entry_id__in=wanted)}
+    links = [by_id[i] for i in state.get("links", []) if i in by_id]
+    entry = universe.lore_entries.filter(entry_id=revision.entry_id).first()
+    if entry is None:
+        entry = lore_entry_create(
+            universe=universe, user=user, title=state["title"], kind=state["kind"],
+            text=state.get("text", ""), keys=state.get("keys", []), links=links,
+            entry_id=revision.entry_id, extensions=state.get("extensions") or {},
+            activation=_restorable_activation(state), strict_keys=False,
+            action=LoreRevision.Action.RESTORE,
+        )
+    else:
+        lore_entry_update(
+            entry=entry, user=user, title=state["title"], kind=state["kind"],
+            text=state.get("text", ""), keys=state.get("keys", []), links=links,
+            extensions=state.get("extensions") or {}, activation=_restorable_activation(state),
+            strict_keys=False, action=LoreRevision.Action.RESTORE,
+        )
+    for source_id in state.get("backlinks", []):
+        if source_id in by_id:
+            by_id[source_id].links.add(entry)
+    return entry
+
+
+@transaction.atomic
+def lore_bulk_delete(*, universe: Universe, user, entry_ids: Sequence[str]) -> int:
+    """Delete the chosen entries, each with a revision; return how many were deleted."""
+    entries = list(
+        universe.lore_entries.filter(entry_id__in=entry_ids).prefetch_related("links", "backlinks")
+    )
+    revisions = []
+    for entry in entries:
+        before = lore_entry_snapshot(entry)
+        before["backlinks"] = sorted(e.entry_id for e in entry.backlinks.all())
+        revisions.append(
+            _record(universe=universe, entry=None, entry_id=entry.entry_id, user=user,
+                    action=LoreRevision.Action.DELETE, before=before, after=None)
+        )
+    LoreRevision.objects.bulk_create(revisions)
+    universe.lore_entries.filter(pk__in=[e.pk for e in entries]).delete()
+    if entries:
+        schedule_lore_sync(universe=universe)
+    return len(entries)
+
+
+@transaction.atomic
+def lore_bulk_set_kind(*, universe: Universe, user, entry_ids: Sequence[str], kind: str) -> int:
+    """Give the chosen entries one kind, each with a revision; return how many changed."""
+    if kind not in LoreKind.values:
+        raise ValidationError({"kind": f"Unknown kind “{kind}”."})
+    entries = list(
+        with_link_ids(universe.lore_entries.filter(entry_id__in=entry_ids).exclude(kind=kind))
+    )
+    revisions = []
+    now = timezone.now()
+    for entry in entries:
+        before = lore_entry_snapshot(entry)
+        entry.kind = kind
+        entry.updated_at = now  # bulk_update skips auto_now
+        revisions.append(
+            _record(universe=universe, entry=entry, entry_id=entry.entry_id, user=user,
+                    action=LoreRevision.Action.UPDATE, before=before,
+                    after={**before, "kind": kind})
+        )
+    LoreEntry.objects.bulk_update(entries, ["kind", "updated_at"])
+    LoreRevision.objects.bulk_create(revisions)
+    return len(entries)
+
+
+@transaction.atomic
+def lore_bulk_set_activation(*, universe: Universe, user, entry_ids: Sequence[str], values: dict[str, Any]) -> int:
+    """Give the chosen entries the same activation values, each with a revision; return how many changed."""
+    values = activation_validate(values, strict_keys=True)
+    if not values:
+        return 0
+    entries = list(with_link_ids(universe.lore_entries.filter(entry_id__in=entry_ids)))
+    revisions, changed = [], []
+    now = timezone.now()
+    for entry in entries:
+        before = lore_entry_snapshot(entry)
+        _apply_activation(entry, values)
+        after = lore_entry_snapshot(entry)
+        if after == before:
+            continue
+        entry.updated_at = now  # bulk_update skips auto_now
+        changed.append(entry)
+        revisions.append(_record(universe=universe, entry=entry, entry_id=entry.entry_id, user=user,
+                                 action=LoreRevision.Action.UPDATE, before=before, after=after))
+    LoreEntry.objects.bulk_update(changed, [*values, "updated_at"])
+    LoreRevision.objects.bulk_create(revisions)
+    return len(changed)
+
+
+def _lore_bulk_create(
+    *, universe: Universe, user, items: list[dict[str, Any]], links: dict[str, list[str]],
+    known: dict[str, int], action: str,
+) -> dict[str, LoreEntry]:
+    """Create many entries at once (imports): batched INSERTs, links and revisions in bulk.
+
+    `items` hold already-validated fields (entry_id, title, kind, text, keys, extensions);
+    `links` maps a new entry's id to the ids it links to, resolved against `known` (existing
+    entry id -> pk) and the new entries; unknown ids are left out. Return the new entries.
+    """
+    entries = []
+    for item in items:
+        _validate_entry_fields(title=item["title"], kind=item["kind"])
+        entry = LoreEntry(
+            universe=universe, entry_id=item["entry_id"], title=item["title"].strip(), kind=item["kind"],
+            text=item["text"], keys=_clean_keys(item["keys"]), extensions=item.get("extensions") or {},
+        )
+        lore_embedding_state_set(entry, state=EmbeddingState.PENDING)
+        _apply_activation(entry, activation_validate(item.get("activation") or {}, strict_keys=False))
+        entries.append(entry)
+    if not entries:
+        return {}
+    for entry, (words, tokens) in zip(entries, text_counts_many([e.text for e in entries])):
+        entry.word_count, entry.token_count = words, tokens
+    LoreEntry.objects.bulk_create(entries, batch_size=500)
+    pks = dict(universe.lore_entries.filter(entry_id__in=[e.entry_id for e in entries]).values_list("entry_id", "pk"))
+    all_pks = {**known, **pks}
+    through = LoreEntry.links.through
+    link_rows, revisions = [], []
+    for entry in entries:
+        entry.pk = pks[entry.entry_id]
+        targets = sorted({t for t in links.get(entry.entry_id) or [] if t in all_pks and t != entry.entry_id})
+        link_rows.extend(through(from_loreentry_id=entry.pk, to_loreentry_id=all_pks[t]) for t in targets)
+        revisions.append(_record(universe=universe, entry=entry, entry_id=entry.entry_id, user=user,
+                                 action=action, before=None, after=lore_entry_snapshot(entry, links=targets)))
+    through.objects.bulk_create(link_rows, batch_size=1000)
+    LoreRevision.objects.bulk_create(revisions, batch_size=500)
+    schedule_lore_sync(universe=universe)
+    return {entry.entry_id: entry for entry in entries}
