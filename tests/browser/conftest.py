@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.memory.vector_support import vector_memory  # noqa: F401  (fixture, for `world`)
+from tests.fakes import vector_memory  # noqa: F401  (fixture, for `world`)
 
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
 

@@ -11,7 +11,7 @@ from django.contrib.auth.models import Group
 from studio.memory.models import Fact, Observation
 from studio.roles import AUTHORS, PLAYTESTERS
 from studio.saves.models import Event, Save
-from tests.memory.vector_support import vector_memory  # noqa: F401  (fixture)
+from tests.fakes import vector_memory  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

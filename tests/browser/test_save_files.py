@@ -8,7 +8,7 @@ from django.contrib.auth.models import Group
 from studio.roles import AUTHORS, PLAYTESTERS
 from studio.saves import portable
 from studio.saves.models import Save
-from tests.memory.vector_support import vector_memory  # noqa: F401  (fixture)
+from tests.fakes import vector_memory  # noqa: F401  (fixture)
 from tests.saves.portable_support import rich_save
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.fakes import FakeVectorMemory, fake_vectors  # noqa: F401  (aliases for branches in flight)
+from tests.fakes import FakeVectorMemory, fake_vectors  # noqa: F401  (fake_vectors is a fixture the job tests use)
 from tests.llm_server import ScriptedLLMServer, scripted_pipeline_responder
 
 

@@ -17,7 +17,7 @@ from studio.saves.checkpoints import CheckpointManager
 from studio.saves.models import Save
 
 from .scenario import play_turn
-from .vector_fake import FakeVectorMemory
+from tests.fakes import FakeVectorMemory
 
 T0 = datetime(2025, 3, 14, 9, 26, 53, 589793, tzinfo=timezone.utc)
 

@@ -27,7 +27,7 @@ from studio.universes.models import Universe
 from .portable_support import rich_save, table_counts
 from .scenario import play_turn, snapshot
 from .test_rewind_property import draw_turn
-from .vector_fake import FakeVectorMemory
+from tests.fakes import FakeVectorMemory
 
 pytestmark = pytest.mark.django_db
 
