@@ -47,6 +47,13 @@ print(f"{ran} tests executed")
 PYEOF
 }
 
+# Two workers by default (the machine CI runs on has 2 cores; every worker has its own
+# database, var dir and Chroma store). AXIOM_TEST_WORKERS=0 runs in one process; an explicit
+# -n in the arguments wins.
+WORKERS=()
+case " $* " in *" -n "*|*" -n="*|*" --numprocesses"*) ;; *) [ "${AXIOM_TEST_WORKERS:-2}" != 0 ] && WORKERS=(-n "${AXIOM_TEST_WORKERS:-2}") ;; esac
+set -- "${WORKERS[@]}" "$@"
+
 status=0
 DATABASE_URL="sqlite:///$(pwd)/var/test-sqlite.sqlite3" run_suite sqlite "$@" || status=1
 DATABASE_URL="$PG_URL" run_suite postgresql "$@" || status=1
