@@ -322,6 +322,18 @@ class LoreImportForm(forms.Form):
         choices=LoreKind.choices, initial=LoreKind.CONCEPT,
         help_text="Kind given to new entries the file does not classify.",
     )
+    character = forms.ChoiceField(
+        label="The card's character",
+        choices=[("create", "Create a new Character entry"),
+                 ("update", "Update the Character entry this card came from (same studio id, else same name)")],
+        initial="create", required=False,
+        help_text="Character Cards only. Updating also updates the entries of the card's book, matched by "
+                  "the ids they had in the card.",
+    )
+    match_titles = forms.BooleanField(
+        label="Merge the card's book into existing entries with the same title", required=False,
+        help_text="Character Cards only. Off: the book stays its own set of entries, tagged with the card.",
+    )
 
 
 class TomlImportForm(forms.Form):
