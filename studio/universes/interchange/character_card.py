@@ -507,6 +507,12 @@ def export_card(universe, entries, *, version: int | None = None, character=None
         if isinstance(stored, dict):
             data.update(stored)
         v1 = card_fields.v1_fields(data, {}, create_date=card_fields.st_date(universe.created_at))
+    if version == 2 and character is not None:
+        # V3-only fields at their V3 default are not part of a V2 card (a V2 card exported as
+        # V3 and imported back would otherwise grow them in its V2 chunk).
+        for name, default in _V3_EXTRA.items():
+            if name in data and data[name] == default:
+                del data[name]
     data["character_book"] = export_book(universe, entries, book_fields=book_fields,
                                          in_file_order=character is not None)
     if version == 3:
