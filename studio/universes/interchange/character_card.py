@@ -1,4 +1,4 @@
-"""Character Card V2 / V3 `character_book`, as JSON or inside a PNG card.
+"""Character Cards (V1 / V2 / V3) and their `character_book`, as JSON or inside a PNG card.
 
 A PNG card carries the card JSON, base64-encoded, in a `tEXt` chunk named `chara` (V2) or
 `ccv3` (V3; preferred when both are present). The chunks are read by walking the PNG
@@ -17,9 +17,10 @@ start of `content` override them (`@@activate`, `@@dont_activate`, `@@depth`,
 `@@exclude_keys`, `@@ignore_on_max_context`, with `@@@` fallbacks). Every field is also kept
 verbatim in `LoreEntry.extensions["character_book"]` and the decorator lines in
 `extensions["decorators"]`; export writes changed columns back and keeps the rest, so
-import -> export loses nothing. The card's own fields and the book's fields other than
-`entries` go to the `character_card` / `character_book` meta keys; the studio's entry_id,
-kind and links travel in each entry's `extensions.axiom`.
+import -> export loses nothing. A card's own fields and its book's fields other than
+`entries` travel in `IncomingBook.card` (the Character entry keeps them; `card_fields`
+says where each goes); a bare book's fields go to the `character_book` meta key. The
+studio's entry_id, kind and links travel in each entry's `extensions.axiom`.
 """
 from __future__ import annotations
 
@@ -423,7 +424,8 @@ _V2_REQUIRED = {
 _V3_EXTRA = {"group_only_greetings": [], "assets": [], "nickname": "", "creator_notes_multilingual": {}}
 
 
-def _meta_json(universe, key: str) -> dict[str, Any]:
+def meta_json(universe, key: str) -> dict[str, Any]:
+    """Return the JSON object stored in a meta key ({} when missing or not an object)."""
     raw = universe.meta.filter(key=key).values_list("value", flat=True).first()
     try:
         value = json.loads(raw) if raw else {}
@@ -442,7 +444,7 @@ def export_book(universe, entries, *, book_fields: dict[str, Any] | None = None,
     from studio.universes.services import lore_extension
 
     book = {"name": universe.name, "extensions": {}}
-    book.update(_meta_json(universe, BOOK_META_KEY) if book_fields is None else book_fields)
+    book.update(meta_json(universe, BOOK_META_KEY) if book_fields is None else book_fields)
     out = []
     entries = sorted(entries, key=(lambda e: e.pk) if in_file_order else (lambda e: e.entry_id))
     used = {(e.extensions or {}).get(EXTENSION, {}).get("id") for e in entries
@@ -503,7 +505,7 @@ def export_card(universe, entries, *, version: int | None = None, character=None
         v1 = card_fields.v1_fields(data, record, create_date=card_fields.st_date(character.created_at))
     else:
         data.update({"name": universe.name, "description": universe.description})
-        stored = _meta_json(universe, CARD_META_KEY).get("data")
+        stored = meta_json(universe, CARD_META_KEY).get("data")
         if isinstance(stored, dict):
             data.update(stored)
         v1 = card_fields.v1_fields(data, {}, create_date=card_fields.st_date(universe.created_at))

@@ -77,7 +77,7 @@ def _card_export(request: HttpRequest, universe: Universe):
     """
     wanted = request.GET.get("character")
     if wanted is None:
-        pointer = character_card._meta_json(universe, services.CHARACTER_CARD_META)
+        pointer = character_card.meta_json(universe, services.CHARACTER_CARD_META)
         wanted = str(pointer.get("entry_id") or "")
     character = None
     if wanted:
