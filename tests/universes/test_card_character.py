@@ -213,6 +213,14 @@ def test_update_mode_updates_the_character_and_its_book_by_card_ids(reach, autho
     assert again.created == 0 and again.updated == 0 and again.skipped == 4
 
 
+def test_a_card_import_that_fails_late_writes_nothing(reach, author):
+    from django.core.exceptions import ValidationError
+
+    with pytest.raises(ValidationError):  # the book fails after the Character entry was written
+        do_import(reach, author, json.dumps(v2_card()).encode(), default_kind="not-a-kind")
+    assert not reach.lore_entries.exists() and not reach.meta.filter(key="character_card").exists()
+
+
 # --- round trips ------------------------------------------------------------------------------
 
 
