@@ -100,6 +100,17 @@ def _activation_initial(name: str, value):
     return value
 
 
+def _link_names(entry) -> list[str]:
+    """How the links field names the linked entries: by title, or by id where the title is not
+    unique (an imported card's book may hold an entry titled like one already in the universe)."""
+    links = list(entry.links.all())
+    if not links:
+        return []
+    titles = [t.casefold() for t in entry.universe.lore_entries.filter(
+        title__in={link.title for link in links}).values_list("title", flat=True)]
+    return [link.title if titles.count(link.title.casefold()) <= 1 else link.entry_id for link in links]
+
+
 class LoreEntryForm(forms.Form):
     """One lore entry. Links are typed as titles (one per line) and resolved to entries."""
 
@@ -139,7 +150,7 @@ class LoreEntryForm(forms.Form):
             initial.update(
                 title=entry.title, kind=entry.kind, entry_id=entry.entry_id,
                 keys=", ".join(entry.keys or []), text=entry.text,
-                links="\n".join(link.title for link in entry.links.all()),
+                links="\n".join(_link_names(entry)),
             )
         super().__init__(*args, **kwargs)
         for f in activation_fields.FIELDS:
@@ -321,6 +332,18 @@ class LoreImportForm(forms.Form):
     default_kind = forms.ChoiceField(
         choices=LoreKind.choices, initial=LoreKind.CONCEPT,
         help_text="Kind given to new entries the file does not classify.",
+    )
+    character = forms.ChoiceField(
+        label="The card's character",
+        choices=[("create", "Create a new Character entry"),
+                 ("update", "Update the Character entry this card came from (same studio id, else same name)")],
+        initial="create", required=False,
+        help_text="Character Cards only. Updating also updates the entries of the card's book, matched by "
+                  "the ids they had in the card.",
+    )
+    match_titles = forms.BooleanField(
+        label="Merge the card's book into existing entries with the same title", required=False,
+        help_text="Character Cards only. Off: the book stays its own set of entries, tagged with the card.",
     )
 
 

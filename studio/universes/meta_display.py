@@ -6,6 +6,11 @@ with a long description fills screens; `meta_summary` turns it into a few lines:
 the character's name, which fields it carries (with their sizes) and how many Lore Book
 entries came from the same book. The raw JSON stays one click away on the page.
 
+A card is shown as readable fields (`card_fields`: label and value, in the order of
+`card_fields.FIELD_LABELS`): since a card import makes a Character entry, the meta key only
+names that entry, and the fields are read from the entry as it is now; a card kept whole in
+the meta key (imports before Character entries existed) is read from the key itself.
+
 Never raises: a value that is not a JSON object (hand-edited, truncated) gets no summary
 and the page shows the text as it is.
 """
@@ -15,6 +20,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from studio.universes.interchange import card_fields as card_fields_module
 from studio.universes.interchange import character_card, sillytavern
 
 # Meta key -> (what the value is, the lore-entry extension that marks entries of its book).
@@ -34,6 +40,9 @@ class MetaSummary:
     empty_fields: list[str] = field(default_factory=list)
     book_entries: int | None = None  # Lore Book entries imported from this book
     raw_chars: int = 0
+    card_fields: list[tuple[str, Any, bool]] = field(default_factory=list)  # (label, text or texts, is a list)
+    entry_id: str = ""  # the Character entry holding the card
+    portrait_bytes: int | None = None
 
 
 def _size(value: Any) -> str:
@@ -63,6 +72,8 @@ def meta_summary(*, universe, key: str, value: str) -> MetaSummary | None:
     kind, extension = SUMMARISED[key]
     summary = MetaSummary(kind=kind, raw_chars=len(value))
     fields = document
+    if key == character_card.CARD_META_KEY and isinstance(document.get("entry_id"), str):
+        return _card_entry_summary(universe, document, summary)
     if key == character_card.CARD_META_KEY:
         summary.spec = " ".join(str(document[k]) for k in ("spec", "spec_version") if document.get(k))
         if isinstance(document.get("data"), dict):
@@ -77,4 +88,42 @@ def meta_summary(*, universe, key: str, value: str) -> MetaSummary | None:
         else:
             summary.fields.append((field_name, _size(fields[field_name])))
     summary.book_entries = universe.lore_entries.filter(extensions__has_key=extension).count()
+    if key == character_card.CARD_META_KEY:
+        summary.card_fields = readable_fields(fields)
+    return summary
+
+
+def readable_fields(data: dict[str, Any]) -> list[tuple[str, Any, bool]]:
+    """Return (label, value, is a list) for the card fields that are not empty, known ones first."""
+    out = []
+    known = dict(card_fields_module.FIELD_LABELS)
+    for name, label in card_fields_module.FIELD_LABELS:
+        value = data.get(name)
+        if isinstance(value, str) and value.strip():
+            out.append((label, value, False))
+        elif isinstance(value, list) and value:
+            out.append((label, [v if isinstance(v, str) else json.dumps(v, ensure_ascii=False) for v in value], True))
+    for name in sorted(data):
+        if name not in known and name != "character_book" and not _is_empty(data[name]):
+            value = data[name]
+            out.append((name, value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True),
+                        False))
+    return out
+
+
+def _card_entry_summary(universe, document: dict[str, Any], summary: MetaSummary) -> MetaSummary:
+    entry = universe.lore_entries.filter(entry_id=document["entry_id"]).first()
+    summary.spec = str(document.get("spec") or "")
+    summary.name = str(document.get("name") or "")
+    if entry is None:
+        summary.fields = [("entry_id", f"{document['entry_id']} (the entry no longer exists)")]
+        return summary
+    summary.entry_id, summary.name = entry.entry_id, entry.title
+    data, record = card_fields_module.current_data(entry)
+    summary.card_fields = readable_fields(data)
+    portrait = record.get("portrait")
+    if isinstance(portrait, dict) and isinstance(portrait.get("bytes"), int):
+        summary.portrait_bytes = portrait["bytes"]
+    summary.book_entries = universe.lore_entries.filter(
+        extensions__card=entry.entry_id).count()
     return summary

@@ -58,8 +58,30 @@ CARD = {
         "mes_example": "<START>\n{{user}}: Who are you?\n{{char}}: Seraphina.",
         "tags": ["fantasy", "guardian"],
         "extensions": {"talkativeness": "0.5"},
+        "character_book": {"name": "The glade", "entries": [
+            {"id": 0, "keys": ["glade"], "content": "A clearing ringed by old oaks.", "comment": "The Glade",
+             "enabled": True, "insertion_order": 100, "extensions": {}},
+            {"id": 1, "keys": ["Port Vey"], "content": "Seraphina has never seen the sea.", "comment": "Port Vey",
+             "enabled": True, "insertion_order": 100, "extensions": {}},
+        ]},
     },
 }
+
+
+def card_png(card: dict = CARD) -> bytes:
+    """A PNG card as SillyTavern writes one: a portrait with the card in a `chara` tEXt chunk."""
+    import base64
+    import io
+
+    from PIL import Image
+    from PIL.PngImagePlugin import PngInfo
+
+    image = Image.new("RGB", (40, 60), (60, 120, 80))
+    info = PngInfo()
+    info.add_text("chara", base64.b64encode(json.dumps(card).encode()).decode())
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG", pnginfo=info)
+    return buffer.getvalue()
 
 
 def build_world(*, universe, game_save, author, vector_memory) -> World:
@@ -80,8 +102,12 @@ def build_world(*, universe, game_save, author, vector_memory) -> World:
     services.lore_entry_update(entry=kael, user=author, text="Kaël is a smuggler of salt.", keys=["Kaël", "the smuggler"])
     ghost = services.lore_entry_create(universe=universe, user=author, title="Old Lighthouse", kind="place", text="Gone.")
     services.lore_entry_delete(entry=ghost, user=author)
+    from studio.universes.interchange import character_card
+
+    # An imported PNG card: a Character entry, its portrait, its book apart from "Port Vey".
+    services.card_import(universe=universe, user=author,
+                         book=character_card.parse_card(card_png(), filename="seraphina.png"))
     LoreEntry.objects.filter(universe=universe).update(embedding_state="embedded")
-    services.meta_set(universe=universe, key="character_card", value=json.dumps(CARD, sort_keys=True))
     services.missions_set(
         universe=universe, universe_mission="Everyone remembers who paid and who did not.",
         missions={"Kaël": "Remembers every debt: owed or owing, " * 6, "Mira": "Remembers prices."},

@@ -5,6 +5,7 @@ import base64
 import io
 import json
 import re
+from pathlib import Path
 
 import pytest
 from PIL import Image
@@ -12,6 +13,7 @@ from PIL.PngImagePlugin import PngInfo
 from playwright.sync_api import expect
 
 from studio.universes import services
+from studio.universes.interchange import card_fields
 from studio.universes.models import EmbeddingState, LoreEntry, Universe
 
 pytestmark = pytest.mark.browser
@@ -174,12 +176,24 @@ def test_import_character_book_png(page, live_server, login, author, universe, s
     page.set_input_files("#import-panel input[name=file]", str(png))
     page.select_option("#import-panel select[name=default_kind]", "character")
     page.click("#import-panel button[type=submit]")
-    expect(page.locator("#import-report")).to_contain_text("Mira")
-    expect(page.locator("#import-panel")).to_contain_text("1 created")
+    expect(page.locator("#import-report")).to_contain_text("the card's character")
+    expect(page.locator("#import-panel")).to_contain_text("2 created")  # the Character entry and one book entry
     expect(page.locator("#import-report")).to_contain_text("no content and no keys")
+    expect(page.locator("#import-panel")).to_contain_text("portrait")
     screenshot("png-import-report")
-    mira = universe.lore_entries.get(title="Mira")
-    assert mira.kind == "character" and mira.extensions["character_book"]["insertion_order"] == 5
+    character = universe.lore_entries.get(title="Mira", extensions__has_key="character_card")
+    book_entry = universe.lore_entries.get(title="Mira", extensions__card=character.entry_id)
+    assert character.kind == "character" and book_entry.extensions["character_book"]["insertion_order"] == 5
+
+    # The Metadata page shows the card's fields, not its JSON; the PNG export is the same portrait.
+    page.goto(f"/universes/{universe.slug}/meta/")
+    expect(page.locator("dl.card-fields")).to_contain_text("Name")
+    expect(page.get_by_role("link", name="Mira", exact=True)).to_have_attribute("href", re.compile(f"/lore/{character.entry_id}/$"))
+    page.goto(f"/universes/{universe.slug}/exchange/")
+    with page.expect_download() as download:
+        page.get_by_role("link", name="PNG card").first.click()
+    exported = Path(download.value.path()).read_bytes()
+    assert card_fields.without_card_chunks(exported) == card_fields.without_card_chunks(buffer.getvalue())
     no_console_errors(page)
 
 

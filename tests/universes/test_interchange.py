@@ -131,23 +131,31 @@ def test_sillytavern_malformed_files(payload, message):
 # --- Character Card --------------------------------------------------------------------------
 
 
-def test_card_json_import_keeps_unused_fields(universe, author):
+def test_card_json_import_makes_a_character_and_keeps_its_book_apart(universe, author):
     book = character_card.parse_card(json.dumps(CARD_V2).encode())
-    report = services.lore_import(universe=universe, user=author, book=book)
+    report = services.card_import(universe=universe, user=author, book=book)
     assert report.source == "Character Card JSON (V2)"
-    assert [(l.outcome, l.title) for l in report.lines] == [("created", "The Guild"), ("updated", "Port Vey")]
+    # The universe already has a "Port Vey" entry: the card's Port Vey is created beside it, not merged.
+    assert [(l.outcome, l.title) for l in report.lines] == [
+        ("created", "Kaël"), ("created", "The Guild"), ("created", "Port Vey")]
+    assert universe.lore_entries.get(entry_id="port-vey").text == "A harbour town."
+    character = universe.lore_entries.get(entry_id=report.lines[0].entry_id)
+    assert character.kind == "character" and character.entry_id != "kael"  # the universe's own Kaël stays
+    assert character.text == "A smuggler.\n\n## Personality\nwry" and character.keys == ["Kaël"]
+    kept = character.extensions["character_card"]["data"]
+    assert kept["first_mes"] == "Hi." and kept["tags"] == ["rogue"] and "character_book" not in kept
     guild = universe.lore_entries.get(title="The Guild")
-    assert guild.extensions["character_book"]["priority"] == 5
+    assert guild.extensions["character_book"]["priority"] == 5 and guild.extensions["card"] == character.entry_id
     assert guild.extensions["character_book"]["extensions"] == {"depth": 4}
-    card_meta = json.loads(universe.meta.get(key="character_card").value)
-    assert card_meta["data"]["personality"] == "wry" and "character_book" not in card_meta["data"]
-    assert any("Kaël" in note for note in report.notes)
+    assert json.loads(universe.meta.get(key="character_card").value)["entry_id"] == character.entry_id
+    assert any("tagged with it" in note for note in report.notes)
 
 
 def test_card_reexport_loses_nothing(universe, author):
-    services.lore_import(universe=universe, user=author, book=character_card.parse_card(json.dumps(CARD_V2).encode()))
+    services.card_import(universe=universe, user=author, book=character_card.parse_card(json.dumps(CARD_V2).encode()))
+    character = services.card_characters(universe=universe)[0]
     entries = list(universe.lore_entries.prefetch_related("links"))
-    card = character_card.export_card(universe, entries, version=2)
+    card = character_card.export_card(universe, entries, version=2, character=character)
     assert card["spec"] == "chara_card_v2" and card["data"]["personality"] == "wry" and card["data"]["tags"] == ["rogue"]
     book = card["data"]["character_book"]
     assert book["scan_depth"] == 3 and book["token_budget"] == 500
@@ -159,7 +167,7 @@ def test_card_reexport_loses_nothing(universe, author):
                 assert {k: v for k, v in again["extensions"].items() if k != "axiom"} == value
             else:
                 assert again[field] == value, field
-    v3 = character_card.export_card(universe, entries, version=3)
+    v3 = character_card.export_card(universe, entries, version=3, character=character)
     assert v3["spec"] == "chara_card_v3" and v3["spec_version"] == "3.0"
 
 
@@ -212,7 +220,9 @@ def test_png_decompression_bomb_in_text_chunk_is_refused():
 @pytest.mark.parametrize("payload, message", [
     (b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR", "truncated"),
     (b"{bad", "Not valid JSON"),
-    (json.dumps({"spec": "chara_card_v2", "data": {"name": "x"}}).encode(), "no data.character_book"),
+    (json.dumps({"spec": "chara_card_v2", "data": {"name": "x", "alternate_greetings": "Hi"}}).encode(),
+     "alternate_greetings: expected a list of strings"),
+    (json.dumps({"spec": "chara_card_v2", "data": {"name": "x", "first_mes": 3}}).encode(), "data.first_mes: expected text"),
     (json.dumps({"spec": "chara_card_v9", "data": {}}).encode(), "Unsupported card spec"),
     (json.dumps({"spec": "chara_card_v2", "data": {"character_book": {"entries": {}}}}).encode(), "entries: expected a list"),
     (json.dumps({"spec": "chara_card_v2", "data": {"character_book": {"entries": [{"content": ["x"]}]}}}).encode(),

@@ -143,13 +143,16 @@ def test_sillytavern_export_of_a_studio_entry_writes_its_fields(universe, author
 
 def cc_import(universe, author, doc):
     book = character_card.parse_card(json.dumps(doc).encode())
-    return services.lore_import(universe=universe, user=author, book=book)
+    if book.card is None:  # a lorebook on its own
+        return services.lore_import(universe=universe, user=author, book=book)
+    return services.card_import(universe=universe, user=author, book=book)
 
 
 def test_ccv3_round_trip_keeps_every_field_of_every_entry(empty_universe, author):
     original = load("ccv3_all_fields.json")
     cc_import(empty_universe, author, original)
-    exported = character_card.export_card(empty_universe, entries_of(empty_universe), version=3)
+    character = services.card_characters(universe=empty_universe)[0]
+    exported = character_card.export_card(empty_universe, entries_of(empty_universe), version=3, character=character)
     by_name = {e.get("name") or e["keys"][0]: e for e in exported["data"]["character_book"]["entries"]}
     for entry in original["data"]["character_book"]["entries"]:
         assert without_axiom(by_name[entry.get("name") or entry["keys"][0]], entry) == entry

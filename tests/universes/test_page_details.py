@@ -48,7 +48,7 @@ def test_history_shows_keys_and_links_as_typed_not_as_python_lists(author_client
     assert json.loads(revision_value({"character_book": {"id": 3}})) == {"character_book": {"id": 3}}
 
 
-def test_metadata_page_summarises_an_imported_card_and_keeps_the_raw_json_folded(author_client, author, universe):
+def test_metadata_page_shows_a_legacy_card_as_readable_fields_and_keeps_the_raw_json_folded(author_client, author, universe):
     card = {"spec": "chara_card_v2", "spec_version": "2.0", "data": {
         "name": "Seraphina", "description": "x" * 1500, "personality": "Warm.", "tags": ["a", "b"], "scenario": ""}}
     services.meta_set(universe=universe, key="character_card", value=json.dumps(card))
@@ -56,9 +56,10 @@ def test_metadata_page_summarises_an_imported_card_and_keeps_the_raw_json_folded
                                extensions={"character_book": {"id": 1}})
     html = author_client.get(f"/universes/{universe.slug}/meta/").content.decode()
     assert "Character card “Seraphina”" in html
-    assert "<code>description</code> <span class=\"muted\">(1,500 characters)</span>" in html
-    assert "<code>tags</code> <span class=\"muted\">(2 items)</span>" in html
-    assert "empty: scenario" in html
+    fields = dict(re.findall(r"<dt>([^<]+)</dt><dd>(.*?)</dd>", html, re.S))
+    assert "x" * 1500 in fields["Description"] and "Warm." in fields["Personality"]
+    assert re.findall(r"<li class=\"card-field\">(\w)</li>", fields["Tags"]) == ["a", "b"]
+    assert "Scenario" not in fields  # empty fields are left out
     assert "1 Lore Book entry from its book" in html
     # The raw JSON is still there, inside a closed disclosure.
     raw = re.search(r'<details class="raw-json"><summary>Raw JSON \((\d+) characters\)</summary><pre class="wrap">(.*?)</pre>', html, re.S)

@@ -1,8 +1,9 @@
 """Import and export of universes and Lore Books.
 
 - `toml_io`: Universe-as-Code, one TOML file per universe (the studio's own format).
-- `character_card`: Character Card V2/V3 `character_book` (JSON, or PNG with a `chara` /
-  `ccv3` text chunk).
+- `character_card`: Character Card V1/V2/V3 (JSON, or PNG with a `chara` / `ccv3` text
+  chunk): its `character_book`, and (`card_fields`) the card's own fields, its V1 mirror and
+  its portrait.
 - `sillytavern`: SillyTavern world-info JSON.
 
 Parsers only read: they turn bytes into `IncomingEntry` lists (or a `UniverseDocument`) and
@@ -63,6 +64,10 @@ class IncomingBook:
     # Book-wide activation settings the file carries (e.g. CCv3 scan_depth), as Universe_Meta
     # lore_* values; applied where the universe has not set its own.
     defaults: dict[str, str] = field(default_factory=dict)
+    # A Character Card's own fields (card_fields.card_record) when the file is a card, and the
+    # PNG file it came in (kept as the portrait).
+    card: dict[str, Any] | None = None
+    portrait: bytes | None = None
 
 
 def check_size(data: bytes, *, what: str = "file") -> None:

@@ -1,4 +1,4 @@
-"""Character Card V2 / V3 `character_book`, as JSON or inside a PNG card.
+"""Character Cards (V1 / V2 / V3) and their `character_book`, as JSON or inside a PNG card.
 
 A PNG card carries the card JSON, base64-encoded, in a `tEXt` chunk named `chara` (V2) or
 `ccv3` (V3; preferred when both are present). The chunks are read by walking the PNG
@@ -17,9 +17,10 @@ start of `content` override them (`@@activate`, `@@dont_activate`, `@@depth`,
 `@@exclude_keys`, `@@ignore_on_max_context`, with `@@@` fallbacks). Every field is also kept
 verbatim in `LoreEntry.extensions["character_book"]` and the decorator lines in
 `extensions["decorators"]`; export writes changed columns back and keeps the rest, so
-import -> export loses nothing. The card's own fields and the book's fields other than
-`entries` go to the `character_card` / `character_book` meta keys; the studio's entry_id,
-kind and links travel in each entry's `extensions.axiom`.
+import -> export loses nothing. A card's own fields and its book's fields other than
+`entries` travel in `IncomingBook.card` (the Character entry keeps them; `card_fields`
+says where each goes); a bare book's fields go to the `character_book` meta key. The
+studio's entry_id, kind and links travel in each entry's `extensions.axiom`.
 """
 from __future__ import annotations
 
@@ -65,6 +66,7 @@ from studio.universes.interchange.codec import (
     rebuild_decorators,
     split_decorators,
 )
+from studio.universes.interchange import card_fields
 from studio.universes.models import LoreKind
 
 EXTENSION = "character_book"
@@ -271,9 +273,10 @@ def derived_title(entry: dict[str, Any], entry_index: Any) -> str:
 def parse_card(data: bytes, *, filename: str = "") -> IncomingBook:
     """Read a Character Card (V2/V3 JSON or PNG) or a bare character_book JSON."""
     check_size(data)
+    portrait = None
     if data.startswith(PNG_SIGNATURE) or filename.lower().endswith(".png"):
         doc = card_json_from_png(data)
-        source = "Character Card PNG"
+        source, portrait = "Character Card PNG", data
     else:
         try:
             doc = json.loads(data.decode("utf-8"))
@@ -282,7 +285,25 @@ def parse_card(data: bytes, *, filename: str = "") -> IncomingBook:
         except json.JSONDecodeError as exc:
             raise ImportFormatError(f"Not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.") from exc
         source = "Character Card JSON"
-    return book_from_card(doc, source=source)
+    book = book_from_card(doc, source=source)
+    if book.card is not None:
+        book.portrait = portrait
+    return book
+
+
+def _v1_data(doc: dict[str, Any]) -> dict[str, Any]:
+    """Return the `data` object of a V1 card (its fields at the top level, no spec)."""
+    data = {inner: doc[top] for top, inner in card_fields.V1_MIRROR if top in doc}
+    for name in ("alternate_greetings", "character_book", "creator", "character_version", "system_prompt",
+                 "post_history_instructions", "extensions", "creator_notes"):
+        if name in doc:
+            data[name] = doc[name]
+    return data
+
+
+def _is_v1_card(doc: dict[str, Any]) -> bool:
+    return "spec" not in doc and isinstance(doc.get("name"), str) and any(
+        k in doc for k in ("first_mes", "personality", "mes_example", "scenario", "description"))
 
 
 def book_from_card(doc: Any, *, source: str) -> IncomingBook:
@@ -290,15 +311,23 @@ def book_from_card(doc: Any, *, source: str) -> IncomingBook:
     if not isinstance(doc, dict):
         raise ImportFormatError(f"Expected a JSON object (a card or a character_book), got {type(doc).__name__}.")
     card_data: dict[str, Any] | None = None
-    if doc.get("spec") in ("chara_card_v2", "chara_card_v3"):
-        card_data = doc.get("data")
+    if doc.get("spec") in ("chara_card_v2", "chara_card_v3") or _is_v1_card(doc):
+        card_data = doc.get("data") if "spec" in doc else _v1_data(doc)
         if not isinstance(card_data, dict):
             raise ImportFormatError(f'{doc["spec"]}: "data" must be an object.')
+        for name in ("name", "description", "personality", "scenario", "first_mes", "mes_example",
+                     "creator_notes", "system_prompt", "post_history_instructions", "nickname"):
+            require_text(card_data.get(name, ""), f"data.{name}")
+        for name in ("alternate_greetings", "tags", "group_only_greetings"):
+            if card_data.get(name) is not None and (not isinstance(card_data[name], list) or not all(
+                    isinstance(x, str) for x in card_data[name])):
+                raise ImportFormatError(f"data.{name}: expected a list of strings.")
         book = card_data.get("character_book")
         if book is None:
-            raise ImportFormatError(f'{doc["spec"]}: this card has no data.character_book (no lore to import).')
+            book = {"entries": []}
         where = "data.character_book"
-        source = f"{source} ({'V3' if doc['spec'] == 'chara_card_v3' else 'V2'})"
+        version = {"chara_card_v3": "V3", "chara_card_v2": "V2"}.get(doc.get("spec"), "V1")
+        source = f"{source} ({version})"
     elif doc.get("spec") == "lorebook_v3":  # CCv3: a lorebook exported on its own
         book, where = doc.get("data"), "data"
         source = f"{source} (CCv3 lorebook)"
@@ -368,21 +397,13 @@ def book_from_card(doc: Any, *, source: str) -> IncomingBook:
         if identity:
             seen_ids.add(str(raw["id"]))
         entries.append(incoming)
-    meta = {}
+    meta, notes, record = {}, [], None
     book_fields = {k: v for k, v in book.items() if k != "entries"}
-    meta[BOOK_META_KEY] = json.dumps(book_fields, ensure_ascii=False, sort_keys=True)
-    notes = []
-    if card_data is not None:
-        card_fields = {k: v for k, v in card_data.items() if k != "character_book"}
-        meta[CARD_META_KEY] = json.dumps(
-            {"spec": doc["spec"], "spec_version": doc.get("spec_version"), "data": card_fields},
-            ensure_ascii=False, sort_keys=True,
-        )
-        if card_fields.get("name"):
-            notes.append(
-                f"The card's own fields (character “{card_fields['name']}”) are kept in the "
-                f"{CARD_META_KEY} meta key for re-export; only its character_book became lore."
-            )
+    if card_data is None:
+        meta[BOOK_META_KEY] = json.dumps(book_fields, ensure_ascii=False, sort_keys=True)
+    else:  # the card's fields and its book's own fields travel with the Character entry
+        has_book = card_data.get("character_book") is not None
+        record = card_fields.card_record(doc, card_data, book_fields if has_book else None)
     defaults = {}
     if isinstance(book.get("scan_depth"), int) and not isinstance(book["scan_depth"], bool) and 0 <= book["scan_depth"] <= 1000:
         defaults["lore_scan_depth"] = str(book["scan_depth"])
@@ -390,7 +411,7 @@ def book_from_card(doc: Any, *, source: str) -> IncomingBook:
         defaults["lore_token_budget"] = str(book["token_budget"])
     if book.get("recursive_scanning") is False:
         defaults["lore_recursion_depth"] = "0"  # CCv3: MUST NOT recurse
-    return IncomingBook(source=source, entries=entries, meta=meta, notes=notes, defaults=defaults)
+    return IncomingBook(source=source, entries=entries, meta=meta, notes=notes, defaults=defaults, card=record)
 
 
 # --- export ------------------------------------------------------------------------------
@@ -403,7 +424,8 @@ _V2_REQUIRED = {
 _V3_EXTRA = {"group_only_greetings": [], "assets": [], "nickname": "", "creator_notes_multilingual": {}}
 
 
-def _meta_json(universe, key: str) -> dict[str, Any]:
+def meta_json(universe, key: str) -> dict[str, Any]:
+    """Return the JSON object stored in a meta key ({} when missing or not an object)."""
     raw = universe.meta.filter(key=key).values_list("value", flat=True).first()
     try:
         value = json.loads(raw) if raw else {}
@@ -412,15 +434,23 @@ def _meta_json(universe, key: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def export_book(universe, entries) -> dict[str, Any]:
-    """Return a character_book object for `entries`."""
+def export_book(universe, entries, *, book_fields: dict[str, Any] | None = None,
+                in_file_order: bool = False) -> dict[str, Any]:
+    """Return a character_book object for `entries` (its own fields from a card, or the meta key).
+
+    Entries go by entry id; `in_file_order` (a card's own book) keeps them in the order the
+    import created them, which is the order they had in the card."""
     from studio.universes.activation import activation_values
     from studio.universes.services import lore_extension
 
     book = {"name": universe.name, "extensions": {}}
-    book.update(_meta_json(universe, BOOK_META_KEY))
+    book.update(meta_json(universe, BOOK_META_KEY) if book_fields is None else book_fields)
     out = []
-    for position, entry in enumerate(sorted(entries, key=lambda e: e.entry_id)):
+    entries = sorted(entries, key=(lambda e: e.pk) if in_file_order else (lambda e: e.entry_id))
+    used = {(e.extensions or {}).get(EXTENSION, {}).get("id") for e in entries
+            if isinstance((e.extensions or {}).get(EXTENSION), dict)}
+    free = (n for n in range(len(entries) + len(used) + 1) if n not in used)  # ids for entries made here
+    for position, entry in enumerate(entries):
         kept = (entry.extensions or {}).get(EXTENSION)
         lines = list((entry.extensions or {}).get(DECORATOR_EXTENSION) or [])
         columns = activation_values(entry)
@@ -432,7 +462,7 @@ def export_book(universe, entries) -> dict[str, Any]:
                     item["comment"] = entry.title
         else:
             template = {
-                "id": position, "name": entry.title, "comment": entry.title, "secondary_keys": [],
+                "id": next(free), "name": entry.title, "comment": entry.title, "secondary_keys": [],
                 "enabled": True, "insertion_order": 100, "case_sensitive": False, "priority": 10,
                 "selective": False, "constant": False, "position": "before_char", "use_regex": False,
                 "extensions": {},
@@ -447,36 +477,74 @@ def export_book(universe, entries) -> dict[str, Any]:
     return book
 
 
-def export_card(universe, entries, *, version: int = 2) -> dict[str, Any]:
-    """Return a Character Card (V2 or V3) carrying the Lore Book as its character_book."""
-    stored = _meta_json(universe, CARD_META_KEY).get("data")
+def card_version(character) -> int:
+    """The spec version a Character entry's card came in (2 when it has none)."""
+    record = (character.extensions or {}).get(card_fields.CHARACTER_EXTENSION) or {} if character else {}
+    return 3 if record.get("spec") == "chara_card_v3" else 2
+
+
+def export_card(universe, entries, *, version: int | None = None, character=None) -> dict[str, Any]:
+    """Return a Character Card (V2 or V3) with `entries` as its character_book.
+
+    With `character` (a Character entry an imported card made), the card's fields come from
+    that entry and the V1 top-level mirror fields are written beside `data`; without one, the
+    universe's name and description (and a card kept in the legacy meta key) fill it.
+    """
+    version = version or card_version(character)
     data = dict(_V2_REQUIRED)
-    data.update({"name": universe.name, "description": universe.description})
     if version == 3:
         data.update(_V3_EXTRA)
-    if isinstance(stored, dict):
-        data.update(stored)
-    data["character_book"] = export_book(universe, entries)
+    v1: dict[str, Any] = {}
+    book_fields = None
+    if character is not None:
+        current, record = card_fields.current_data(character)
+        data.update(current)
+        if record.get("book") is not None:
+            book_fields = record["book"]
+        entries = [e for e in entries if e.pk != character.pk]
+        v1 = card_fields.v1_fields(data, record, create_date=card_fields.st_date(character.created_at))
+    else:
+        data.update({"name": universe.name, "description": universe.description})
+        stored = meta_json(universe, CARD_META_KEY).get("data")
+        if isinstance(stored, dict):
+            data.update(stored)
+        v1 = card_fields.v1_fields(data, {}, create_date=card_fields.st_date(universe.created_at))
+    if version == 2 and character is not None:
+        # V3-only fields at their V3 default are not part of a V2 card (a V2 card exported as
+        # V3 and imported back would otherwise grow them in its V2 chunk).
+        for name, default in _V3_EXTRA.items():
+            if name in data and data[name] == default:
+                del data[name]
+    data["character_book"] = export_book(universe, entries, book_fields=book_fields,
+                                         in_file_order=character is not None)
     if version == 3:
-        return {"spec": "chara_card_v3", "spec_version": "3.0", "data": data}
-    return {"spec": "chara_card_v2", "spec_version": "2.0", "data": data}
+        return {**v1, "spec": "chara_card_v3", "spec_version": "3.0", "data": data}
+    return {**v1, "spec": "chara_card_v2", "spec_version": "2.0", "data": data}
 
 
-def _png_text_chunk(keyword: str, text: bytes) -> bytes:
-    body = keyword.encode("latin-1") + b"\x00" + text
-    return struct.pack(">I", len(body)) + b"tEXt" + body + struct.pack(">I", zlib.crc32(b"tEXt" + body))
-
-
-def export_png(universe, entries) -> bytes:
-    """Return a PNG card holding the book in both a `chara` (V2) and a `ccv3` (V3) chunk."""
+def _blank_portrait(universe) -> bytes:
     from PIL import Image, ImageDraw
 
     image = Image.new("RGB", (400, 600), (29, 35, 48))
     ImageDraw.Draw(image).text((24, 24), universe.name[:40], fill=(255, 255, 255))
     buffer = io.BytesIO()
     image.save(buffer, format="PNG")
-    png = buffer.getvalue()
-    v2 = base64.b64encode(json.dumps(export_card(universe, entries, version=2), ensure_ascii=False).encode())
-    v3 = base64.b64encode(json.dumps(export_card(universe, entries, version=3), ensure_ascii=False).encode())
-    iend = png.rindex(b"IEND") - 4
-    return png[:iend] + _png_text_chunk("chara", v2) + _png_text_chunk("ccv3", v3) + png[iend:]
+    return buffer.getvalue()
+
+
+def export_png(universe, entries, *, character=None) -> bytes:
+    """Return a PNG card: the character's own portrait (else a plain image) with the card in
+    both a `chara` (V2) and a `ccv3` (V3) chunk, SillyTavern's way; old card chunks are replaced."""
+    from studio.universes.portraits import portrait_load
+
+    png = None
+    if character is not None:
+        record = (character.extensions or {}).get(card_fields.CHARACTER_EXTENSION) or {}
+        png = portrait_load(record.get("portrait"))
+    if png is None:
+        png = _blank_portrait(universe)
+    chunks = []
+    for keyword, version in (("chara", 2), ("ccv3", 3)):
+        card = export_card(universe, entries, version=version, character=character)
+        chunks.append((keyword, base64.b64encode(json.dumps(card, ensure_ascii=False).encode())))
+    return card_fields.with_card_chunks(png, chunks)

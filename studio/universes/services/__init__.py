@@ -1,8 +1,9 @@
 """Writes for universes: universes, Universe_Meta, the Lore Book, missions and imports.
 
-One package, three modules by subject: `universes` (universes, meta, missions), `lore` (entries,
-revisions, bulk edits, the embedding sync) and `lore_import` (Character Card, SillyTavern and
-Universe-as-Code imports). Callers import from here.
+One package, four modules by subject: `universes` (universes, meta, missions), `lore` (entries,
+revisions, bulk edits, the embedding sync), `lore_import` (lore books from Character Cards and
+SillyTavern, Universe-as-Code imports) and `card_import` (a Character Card's Character entry,
+portrait and book). Callers import from here.
 
 Every function that touches more than one row runs in one `transaction.atomic()` block.
 Work outside the database (queueing the lore embedding job, deleting vector chunks) is
@@ -53,4 +54,9 @@ from studio.universes.services.lore_import import (  # noqa: F401
     lore_import,
     universe_import_document,
     lore_extension,
+)
+from studio.universes.services.card_import import (  # noqa: F401
+    card_import,
+    card_character_for,
+    card_characters,
 )

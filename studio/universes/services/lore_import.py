@@ -11,6 +11,7 @@ from django.db import transaction
 
 from studio.universes.activation import invalid_regex_keys
 from studio.universes.interchange import IncomingBook, IncomingEntry
+from studio.universes.interchange.card_fields import CARD_TAG_EXTENSION
 from studio.universes.models import LoreEntry, LoreKind, LoreRevision, Universe, UniverseMeta
 from studio.universes.selectors import with_link_ids
 from studio.universes.services.lore import _lore_bulk_create, lore_entry_delete, lore_entry_id_for, lore_entry_update
@@ -72,22 +73,32 @@ def _match(incoming: IncomingEntry, by_id: dict, by_identity: dict, by_title: di
 
 
 @transaction.atomic
-def lore_import(*, universe: Universe, user, book: IncomingBook, default_kind: str = LoreKind.CONCEPT) -> ImportReport:
+def lore_import(*, universe: Universe, user, book: IncomingBook, default_kind: str = LoreKind.CONCEPT,
+                match_titles: bool = True, match_ids: bool = True, card: str = "",
+                report: ImportReport | None = None) -> ImportReport:
     """Create or update lore entries from an imported book; return what happened to each.
 
-    An incoming entry matches an existing one by studio id, then by the id it had in the
-    other tool (kept in `extensions`), then by a unique title. Fields the studio does not use
-    are merged into the entry's `extensions`. File-level fields go to Universe_Meta.
+    An incoming entry matches an existing one by studio id (`match_ids`), then by the id it
+    had in the other tool (kept in `extensions`), then by a unique title (`match_titles`).
+    With `card` (the entry_id of the Character entry a card made), the book's entries are
+    tagged `extensions["card"] = card` and the other tool's ids match only entries tagged
+    with the same card. Fields the studio does not use are merged into the entry's
+    `extensions`. File-level fields go to Universe_Meta.
     """
     if default_kind not in LoreKind.values:
         raise ValidationError({"default_kind": f"Unknown kind “{default_kind}”."})
-    report = ImportReport(source=book.source, notes=list(book.notes))
+    if report is None:
+        report = ImportReport(source=book.source)
+    report.notes.extend(book.notes)
     existing = list(with_link_ids(universe.lore_entries.all()))
     by_id = {e.entry_id: e for e in existing}
     by_identity: dict = {}
     by_title: dict[str, list[LoreEntry]] = {}
     for entry in existing:
-        by_title.setdefault(entry.title.strip().casefold(), []).append(entry)
+        if match_titles:
+            by_title.setdefault(entry.title.strip().casefold(), []).append(entry)
+        if card and (entry.extensions or {}).get(CARD_TAG_EXTENSION) != card:
+            continue
         for ext_name, ext in (entry.extensions or {}).items():
             if isinstance(ext, dict):
                 for field_name in ("uid", "id"):
@@ -102,7 +113,11 @@ def lore_import(*, universe: Universe, user, book: IncomingBook, default_kind: s
     to_create: list[dict[str, Any]] = []
     new_links: dict[str, list[str]] = {}
     incoming_ids = {i.entry_id for i in book.entries if i.entry_id}
+    matchable = by_id if match_ids else {}
+    renamed: dict[str, str] = {}  # the file's studio id -> the id a new entry got instead
     for incoming in book.entries:
+        if card:
+            incoming.extensions = {**incoming.extensions, CARD_TAG_EXTENSION: card}
         if incoming.skip_reason:
             report.lines.append(ImportLine(incoming.label, "skipped", incoming.skip_reason, title=incoming.title))
             continue
@@ -110,7 +125,7 @@ def lore_import(*, universe: Universe, user, book: IncomingBook, default_kind: s
             f"{problem} It is matched as plain text, as SillyTavern does; fix it in the entry."
             for problem in invalid_regex_keys({"keys": incoming.keys, **incoming.activation})]
         effect = {"acting": list(incoming.acting), "kept": list(incoming.kept), "warnings": warnings}
-        target = _match(incoming, by_id, by_identity, by_title)
+        target = _match(incoming, matchable, by_identity, by_title)
         if target is not None and target.pk in seen:
             report.lines.append(ImportLine(
                 incoming.label, "skipped",
@@ -124,6 +139,8 @@ def lore_import(*, universe: Universe, user, book: IncomingBook, default_kind: s
             if not entry_id:
                 entry_id = lore_entry_id_for(universe=universe, title=incoming.title, taken=taken)
             taken.add(entry_id)
+            if incoming.entry_id and incoming.entry_id != entry_id:
+                renamed[incoming.entry_id] = entry_id
             to_create.append({
                 "entry_id": entry_id, "title": incoming.title, "kind": incoming.kind or default_kind,
                 "text": incoming.text, "keys": incoming.keys, "extensions": incoming.extensions,
@@ -154,6 +171,9 @@ def lore_import(*, universe: Universe, user, book: IncomingBook, default_kind: s
             f"changed {', '.join(changed)}; matched by {how}" if changed
             else f"identical to the existing entry (matched by {how})",
             target.entry_id, target.title, **effect))
+    if renamed:  # links between the file's entries follow them to their new ids
+        new_links = {k: [renamed.get(i, i) for i in v] for k, v in new_links.items()}
+        pending_links = [(e, [renamed.get(i, i) for i in ids], label) for e, ids, label in pending_links]
     known = {entry_id: entry.pk for entry_id, entry in by_id.items()}
     by_id.update(_lore_bulk_create(universe=universe, user=user, items=to_create, links=new_links,
                                    known=known, action=LoreRevision.Action.IMPORT))

@@ -6,7 +6,7 @@ import json
 
 from django.contrib import messages
 from django.core.exceptions import ValidationError
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -48,7 +48,8 @@ def selection_export_response(universe: Universe, entries, export_format: str) -
 def exchange_page(request: HttpRequest, slug: str) -> HttpResponse:
     universe = visible_universe(request, slug)
     context = {**universe_context(request, universe, "exchange"), "import_form": LoreImportForm(),
-               "toml_form": TomlImportForm(), "max_bytes": MAX_IMPORT_BYTES}
+               "toml_form": TomlImportForm(), "max_bytes": MAX_IMPORT_BYTES,
+               "characters": services.card_characters(universe=universe)}
     template = "universes/exchange.html#import-panel" if request.htmx else "universes/exchange.html"
     return render(request, template, context)
 
@@ -67,20 +68,44 @@ def export_sillytavern(request: HttpRequest, slug: str) -> HttpResponse:
                        f"{universe.slug}-world-info.json", "application/json")
 
 
+def _card_export(request: HttpRequest, universe: Universe):
+    """Return (Character entry or None, book entries, file name stem) for a card export.
+
+    `?character=<entry_id>` picks a Character entry an imported card made (default: the one
+    the `character_card` meta key names, when it still exists); its card carries the entries
+    tagged with it. `?character=` (empty) exports the whole Lore Book as the universe's card.
+    """
+    wanted = request.GET.get("character")
+    if wanted is None:
+        pointer = character_card.meta_json(universe, services.CHARACTER_CARD_META)
+        wanted = str(pointer.get("entry_id") or "")
+    character = None
+    if wanted:
+        character = next((c for c in services.card_characters(universe=universe) if c.entry_id == wanted), None)
+        if character is None and "character" in request.GET:
+            raise Http404("No Character entry of that id came from a card.")
+    if character is None:
+        return None, list(with_link_ids(universe.lore_entries.all())), universe.slug
+    entries = universe.lore_entries.filter(extensions__card=character.entry_id)
+    return character, list(with_link_ids(entries)), f"{universe.slug}-{character.entry_id}"
+
+
 @require_GET
 def export_card(request: HttpRequest, slug: str) -> HttpResponse:
     universe = visible_universe(request, slug)
-    version = 3 if request.GET.get("version") == "3" else 2
-    entries = list(with_link_ids(universe.lore_entries.all()))
-    return _attachment(_json(character_card.export_card(universe, entries, version=version)),
-                       f"{universe.slug}-card-v{version}.json", "application/json")
+    character, entries, stem = _card_export(request, universe)
+    asked = request.GET.get("version")
+    version = 3 if asked == "3" else 2 if asked == "2" else character_card.card_version(character)
+    return _attachment(_json(character_card.export_card(universe, entries, version=version, character=character)),
+                       f"{stem}-card-v{version}.json", "application/json")
 
 
 @require_GET
 def export_card_png(request: HttpRequest, slug: str) -> HttpResponse:
     universe = visible_universe(request, slug)
-    entries = list(with_link_ids(universe.lore_entries.all()))
-    return _attachment(character_card.export_png(universe, entries), f"{universe.slug}-card.png", "image/png")
+    character, entries, stem = _card_export(request, universe)
+    return _attachment(character_card.export_png(universe, entries, character=character),
+                       f"{stem}-card.png", "image/png")
 
 
 def _parse_lore_file(upload, chosen: str):
@@ -107,12 +132,18 @@ def lore_import(request: HttpRequest, slug: str) -> HttpResponse:
     universe = writable_universe(request, slug)
     form = LoreImportForm(request.POST, request.FILES)
     context = {**universe_context(request, universe, "exchange"), "import_form": form,
-               "toml_form": TomlImportForm(), "max_bytes": MAX_IMPORT_BYTES}
+               "toml_form": TomlImportForm(), "max_bytes": MAX_IMPORT_BYTES,
+               "characters": services.card_characters(universe=universe)}
     if form.is_valid():
         try:
             book = _parse_lore_file(form.cleaned_data["file"], form.cleaned_data["format"])
-            report = services.lore_import(universe=universe, user=request.user, book=book,
-                                          default_kind=form.cleaned_data["default_kind"])
+            if book.card is not None:
+                report = services.card_import(
+                    universe=universe, user=request.user, book=book, mode=form.cleaned_data["character"] or "create",
+                    match_titles=form.cleaned_data["match_titles"], default_kind=form.cleaned_data["default_kind"])
+            else:
+                report = services.lore_import(universe=universe, user=request.user, book=book,
+                                              default_kind=form.cleaned_data["default_kind"])
         except (ImportFormatError, ValidationError) as exc:
             message = str(exc) if isinstance(exc, ImportFormatError) else "; ".join(exc.messages)
             form.add_error("file", f"Nothing was imported. {message}")

@@ -16,7 +16,8 @@ from studio.universes.views.common import universe_context, visible_universe, wr
 KNOWN_KEYS = {
     services.BELIEF_MISSION: "The universe-wide belief mission (text).",
     services.BELIEF_MISSIONS: 'Per-character missions: a JSON object, {"Name": "mission"}.',
-    services.CHARACTER_CARD_META: "Fields of an imported Character Card (JSON object), kept for re-export.",
+    services.CHARACTER_CARD_META: ("The Character entry of the last imported Character Card (JSON object: entry_id, "
+                                   "name, spec); the card's fields are shown from that entry."),
     services.CHARACTER_BOOK_META: "Fields of an imported character_book (JSON object), kept for re-export.",
     services.SILLYTAVERN_META: "Fields of an imported SillyTavern world-info file (JSON object).",
 }
