@@ -445,7 +445,8 @@ class VectorMemory:
         """Explain where one chunk ranked for a query ("why not this chunk?").
 
         Return {"chunk": row or None, "filtered_out": reason or None, "ranks": {arm: rank
-        over the whole filtered corpus}, "scores": {arm: score}, "fused_rank",
+        over the whole filtered corpus}, "scores": {arm: score}, "fused_rank", "fused_score"
+        (the RRF score; both None when no arm reaches the chunk within its depth),
         "final_rank" (None when not in the top k), "k", "arm_depth", "filtered_size"}.
         Ranks here are exact over the filtered corpus, not cut at the arm depth a search
         uses (`arm_depth` says where an arm stops contributing).
