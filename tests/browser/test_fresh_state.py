@@ -194,3 +194,54 @@ def test_why_not_this_turn_from_the_timeline_explains_that_turns_chunk(watched, 
     # The results' own Fused column: the top hit is fused #1 with its RRF score.
     expect(page.locator("tr.result").first.locator("td[data-explain=fused]")).to_contain_text("#1")
     expect(page.locator("tr.result").first.locator("td[data-explain=fused]")).to_contain_text("RRF 0.")
+
+
+def test_the_new_htmx_states_fit_a_phone_and_pass_axe(phone_page, login, author, world, axe, vector_memory):  # noqa: F811
+    """The states this file adds, at 390x844: the rewind summary with its out-of-band swaps, the
+    undo row of an inline delete and the restored row, meaning-search scores, a search asked
+    about one chunk with its report."""
+    from tests.browser.test_pages import duplicate_ids, overflow
+
+    page = phone_page
+    login(page, author)
+    found: list[str] = []
+
+    def check(state: str) -> None:
+        page.wait_for_load_state("networkidle")
+        widths = overflow(page)
+        if widths["scrollWidth"] > widths["clientWidth"]:
+            found.append(f"{state}: too wide {widths}")
+        found.extend(f"{state}: {line}" for line in axe(page) + duplicate_ids(page))
+
+    slug, save_id = world.universe.slug, world.game_save.save_id
+    page.goto(f"/saves/{save_id}/rewind/")
+    page.fill("#id_turn", "1")
+    page.click("#rewind-pick button[type=submit]")
+    page.check("#rewind-confirm input[name=confirm]")
+    page.click("#rewind-confirm button[type=submit]")
+    expect(page.locator("#rewind-summary")).to_be_visible()
+    expect(page.locator("#save-current-turn")).to_have_text("1")
+    check("rewind summary")
+
+    mira = world.universe.lore_entries.get(entry_id="mira")
+    page.goto(f"/universes/{slug}/lore/")
+    page.click(f"#lore-row-{mira.pk} a[aria-label='Delete Mira']")
+    expect(page.locator("#lore-deleted-mira")).to_be_visible()
+    check("lore row deleted, undo offered")
+    page.click("#lore-deleted-mira button:has-text('Restore')")
+    expect(page.locator("#lore-deleted-mira")).to_have_count(0)
+    check("lore row restored")
+
+    vector_memory.sync_lore(world.universe.lore_scope_id, [
+        {"entry_id": e.entry_id, "text": e.text, "title": e.title} for e in world.universe.lore_entries.all()])
+    page.goto(f"/universes/{slug}/lore/?q=moneylender+silver&mode=semantic")
+    expect(page.locator(".meaning-score").first).to_contain_text("meaning #1")
+    check("meaning search with scores")
+
+    chunk_id = vector_memory.get_chunks(save_id, chunk_type="narrative")[0]["id"]
+    page.goto(f"/memory/{save_id}/search/?chunk_id={chunk_id}")
+    page.fill("#id_q", "silver crowns")
+    page.click("#playground-form button[type=submit]")
+    expect(page.locator(f".why-not-report[data-chunk='{chunk_id}']")).to_be_visible()
+    check("search asked about one chunk")
+    assert not found, "phone width / axe findings:\n" + "\n".join(found)
