@@ -322,3 +322,18 @@ def test_inline_delete_refreshes_the_backlink_counts_and_offers_an_inline_restor
     revision = LoreRevision.objects.filter(entry_id="kael", action="delete").latest("pk")
     response = author_client.post(url(universe, f"kael/history/{revision.pk}/restore/"), **htmx)
     assert response["HX-Redirect"].endswith("/lore/kael/")
+
+
+def test_inline_edit_and_create_refresh_the_rows_whose_backlinks_they_change(author_client, htmx, universe):
+    """Unlinking Port Vey in Kaël's inline edit swaps Port Vey's row (no backlink left) out of
+    band; an untouched link swaps nothing; a new entry linking to Port Vey swaps its row again."""
+    port = universe.lore_entries.get(entry_id="port-vey")
+    fields = {"title": "Kaël", "kind": "character", "keys": "", "text": "Kaël is a smuggler."}
+    same = author_client.post(url(universe, "kael/edit/"), {**fields, "links": "port-vey"}, **htmx).content.decode()
+    assert oob_row(same, port) == ""  # the link did not change: nothing else to refresh
+    html = author_client.post(url(universe, "kael/edit/"), {**fields, "links": ""}, **htmx).content.decode()
+    assert oob_row(html, port) and "backlink" not in oob_row(html, port)
+    created = author_client.post(url(universe, "new/"), {
+        "new-title": "Harbour Master", "new-kind": "character", "new-text": "Keeps the docks.", "new-links": "port-vey",
+    }, **htmx).content.decode()
+    assert "← 1 backlink" in oob_row(created, port)

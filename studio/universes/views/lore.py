@@ -139,9 +139,11 @@ def lore_create(request: HttpRequest, slug: str) -> HttpResponse:
             form.add_error(None, exc)
         else:
             if request.htmx:
-                context = _row_context(request, universe, _reload(universe, entry.entry_id))
+                created = _reload(universe, entry.entry_id)
+                context = _row_context(request, universe, created)
                 context["create_form"] = LoreEntryForm(universe=universe, prefix="new")
                 context["created"] = True
+                context["neighbours"] = _neighbour_rows(universe, _linked_pks(created))
                 return render(request, "universes/lore_list.html#created", context)
             messages.success(request, f"Added “{entry.title}”.")
             return redirect(entry.get_absolute_url())
@@ -186,6 +188,7 @@ def lore_edit(request: HttpRequest, slug: str, entry_id: str) -> HttpResponse:
     form = LoreEntryForm(request.POST or None, universe=universe, entry=entry, auto_id=f"id_edit{entry.pk}_%s")
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
+        linked_before = _linked_pks(entry)
         try:
             services.lore_entry_update(
                 entry=entry, user=request.user, title=data["title"], kind=data["kind"],
@@ -195,8 +198,10 @@ def lore_edit(request: HttpRequest, slug: str, entry_id: str) -> HttpResponse:
             form.add_error(None, exc)
         else:
             if request.htmx:
-                return render(request, "universes/lore_list.html#saved-row",
-                              _row_context(request, universe, _reload(universe, entry_id)))
+                saved = _reload(universe, entry_id)
+                context = _row_context(request, universe, saved)
+                context["neighbours"] = _neighbour_rows(universe, linked_before ^ _linked_pks(saved))
+                return render(request, "universes/lore_list.html#saved-row", context)
             messages.success(request, f"Saved “{entry.title}”.")
             return redirect(entry.get_absolute_url())
     context = {**universe_context(request, universe, "lore"), "entry": entry, "form": form}
