@@ -343,13 +343,28 @@ class VectorMemory:
         """Return the number of chunks stored for a save (lore included)."""
         return self.store.count(str(save_id))
 
-    def get_chunks(self, save_id: str, *, chunk_type: str | None = None, max_turn_id: int | None = None) -> list[dict[str, Any]]:
-        """Return a save's chunks (id, text, turn_id, chunk_type, entry_id, metadata), by turn."""
+    def get_chunks(
+        self,
+        save_id: str,
+        *,
+        chunk_type: str | None = None,
+        max_turn_id: int | None = None,
+        turn_ids: Iterable[int] | None = None,
+    ) -> list[dict[str, Any]]:
+        """Return a save's chunks (id, text, turn_id, chunk_type, entry_id, metadata), by turn.
+
+        `turn_ids` keeps only the chunks of those turns (the timeline's page of turns).
+        """
         conditions: list[dict[str, Any]] = []
         if chunk_type is not None:
             conditions.append({"chunk_type": chunk_type})
         if max_turn_id is not None:
             conditions.append({"turn_id": {"$lte": int(max_turn_id)}})
+        if turn_ids is not None:
+            wanted = sorted({int(turn_id) for turn_id in turn_ids})
+            if not wanted:
+                return []
+            conditions.append({"turn_id": {"$in": wanted}})
         page = self.store.get_paged(str(save_id), where_clause(conditions), include=["documents", "metadatas"])
         rows = [chunks.result_row(i, d, m) for i, d, m in zip(page["ids"], page["documents"], page["metadatas"])]
         rows.sort(key=lambda row: (row["turn_id"], row["chunk_type"], row["metadata"].get("chunk_seq", 0)))
@@ -445,7 +460,8 @@ class VectorMemory:
         """Explain where one chunk ranked for a query ("why not this chunk?").
 
         Return {"chunk": row or None, "filtered_out": reason or None, "ranks": {arm: rank
-        over the whole filtered corpus}, "scores": {arm: score}, "fused_rank",
+        over the whole filtered corpus}, "scores": {arm: score}, "fused_rank", "fused_score"
+        (the RRF score; both None when no arm reaches the chunk within its depth),
         "final_rank" (None when not in the top k), "k", "arm_depth", "filtered_size"}.
         Ranks here are exact over the filtered corpus, not cut at the arm depth a search
         uses (`arm_depth` says where an arm stops contributing).

@@ -87,6 +87,7 @@ class ForkForm(forms.Form):
         kwargs.setdefault("auto_id", "id_fork_%s")
         super().__init__(*args, **kwargs)
         self.current_turn = current_turn
+        self.fields["turn"].widget.attrs["max"] = current_turn
 
     def clean_turn(self) -> int:
         turn = self.cleaned_data["turn"]

@@ -6,6 +6,7 @@ rows hung under a page of turns (facts, jobs) are fetched in one query for the w
 """
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -20,6 +21,7 @@ from studio.universes.models import Universe
 from studio.universes.selectors import universe_list_for_user
 
 TIMELINE_TURNS_PER_PAGE = 20
+logger = logging.getLogger(__name__)
 
 
 def save_list_for_user(*, user) -> QuerySet[Save]:
@@ -66,6 +68,9 @@ class TimelineTurn:
     event: Event
     facts: list[Fact] = field(default_factory=list)
     jobs: list[Job] = field(default_factory=list)
+    # The turn's narrative chunks in the vector store (id, part), for "why not this turn?";
+    # None when the store could not be read.
+    chunks: list[dict] | None = None
 
     @property
     def turn_id(self) -> int:
@@ -128,3 +133,29 @@ def timeline_turn(*, game_save: Save, turn_id: int) -> TimelineTurn:
         facts=list(Fact.objects.filter(game_save=game_save, turn_id=turn_id).order_by("id")),
         jobs=list(Job.objects.filter(game_save=game_save, turn_id=turn_id).order_by("-created_at", "-id")),
     )
+
+
+def attach_turn_chunks(*, game_save: Save, turns: list[TimelineTurn]) -> None:
+    """Give each turn the ids of its narrative chunks (one vector-store read for the page).
+
+    A store that cannot be read leaves `chunks` None: the timeline still shows, without ids.
+    """
+    if not turns:
+        return
+    try:
+        from studio.memory.vector import get_vector_memory
+
+        rows = get_vector_memory().get_chunks(
+            game_save.save_id, chunk_type="narrative", turn_ids=[turn.turn_id for turn in turns]
+        )
+    except Exception:  # the engine missing or failing must not break the timeline
+        logger.warning("Reading the timeline's chunk ids failed", exc_info=True)
+        return
+    by_turn: dict[int, list[dict]] = defaultdict(list)
+    for row in rows:
+        by_turn[row["turn_id"]].append(
+            {"id": row["id"], "part": int(row["metadata"].get("chunk_part", 0)) + 1,
+             "parts": int(row["metadata"].get("chunk_parts", 1))}
+        )
+    for turn in turns:
+        turn.chunks = sorted(by_turn.get(turn.turn_id, []), key=lambda chunk: chunk["part"])

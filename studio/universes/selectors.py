@@ -109,18 +109,25 @@ def lore_semantic_search(*, universe: Universe, q: str, kind: str = "", k: int =
     except Exception as exc:  # the engine missing or failing must not break the page
         logger.warning("Semantic lore search failed", exc_info=True)
         return SemanticResult([], f"Semantic search is unavailable here ({type(exc).__name__}: {exc}).")
-    ranked = []
+    ranked: list[str] = []
+    best: dict[str, dict] = {}  # entry id -> its best-ranked chunk's scores
     for hit in hits or []:
         entry_id = hit.get("entry_id") if isinstance(hit, dict) else None
         if entry_id and entry_id not in ranked:
             ranked.append(entry_id)
+            best[entry_id] = {"rank": len(ranked), "score": hit.get("score"), "distance": hit.get("distance")}
     if not ranked:
         return SemanticResult([], "")
     qs = lore_rows(universe.lore_entries.filter(entry_id__in=ranked))
     if kind:
         qs = qs.filter(kind=kind)
     by_id = {e.entry_id: e for e in qs}
-    return SemanticResult([by_id[i] for i in ranked if i in by_id])
+    entries = [by_id[i] for i in ranked if i in by_id]
+    for entry in entries:
+        # What the row shows: the rank among the hits, the search's fused score and the
+        # semantic arm's cosine distance (None: found by its words only).
+        entry.meaning = best[entry.entry_id]
+    return SemanticResult(entries)
 
 
 def lore_book_totals(*, universe: Universe) -> dict[str, int]:

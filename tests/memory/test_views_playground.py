@@ -93,3 +93,77 @@ def test_playground_horizon_beyond_the_current_turn_is_clamped(client, playteste
     assert "Mira lends Kaël ten silver crowns." in html and "Kaël repays" not in html
     why = client.get(url(game_save, "memory:why_not"), {"q": "crowns", "horizon": 99, "chunk_id": chunks["future"]}).content.decode()
     assert "after the horizon (turn 3)" in why
+
+
+def _row(html: str, chunk_id: str) -> str:
+    row = html[html.index(f'data-chunk="{chunk_id}"'):]
+    return row[: row.index("</tr>")]
+
+
+def _cell(row: str, name: str) -> str:
+    cell = row[row.index(f'data-explain="{name}">') + len(f'data-explain="{name}">'):]
+    return cell[: cell.index("</td>")]
+
+
+def test_results_show_the_fused_rank_and_rrf_score_beside_the_arm_ranks(client, playtester, game_save, chunks):
+    """The Fused column gives each hit's rank after fusion and its RRF score, which is the
+    weighted sum of 1 / (rrf_k + rank) over the arm ranks shown beside it."""
+    import re
+
+    from studio.memory.vector import get_vector_memory
+
+    config = get_vector_memory().config
+    client.force_login(playtester)
+    for headers in ({}, {"HTTP_HX_REQUEST": "true"}):
+        html = client.get(url(game_save), {"q": "silver crowns harbour", "k": 3}, **headers).content.decode()
+        assert ">Fused</th>" in html
+        fused_ranks = []
+        for chunk_id in re.findall(r'<tr class="result" data-chunk="([^"]+)"', html):
+            row = _row(html, chunk_id)
+            fused = _cell(row, "fused")
+            rank, score = re.match(r"#(\d+)<br><span class=\"muted small\">RRF ([0-9.]+)</span>", fused).groups()
+            fused_ranks.append(int(rank))
+            expected = 0.0
+            for arm in ("semantic", "lexical", "context", "turn"):
+                arm_rank = re.match(r"#(\d+)", _cell(row, arm))
+                if arm_rank:
+                    expected += config.weight(arm) / (config.rrf_k + int(arm_rank.group(1)))
+            assert float(score) == pytest.approx(expected, abs=6e-5)
+        assert fused_ranks == sorted(fused_ranks) and fused_ranks[0] == 1  # no focus, no rerank: fused order
+
+
+def test_why_not_gives_the_fused_rank_and_score_of_a_chunk_outside_the_results(client, playtester, game_save, chunks):
+    """A chunk cut by k=1 gets the fused rank and RRF score it has in a wider search."""
+    import re
+
+    client.force_login(playtester)
+    wide = client.get(url(game_save), {"q": "silver crowns", "k": 5}).content.decode()
+    rank, score = re.match(r"#(\d+)<br><span class=\"muted small\">RRF ([0-9.]+)</span>", _cell(_row(wide, chunks["docks"]), "fused")).groups()
+    assert int(rank) > 1
+    for headers in ({}, {"HTTP_HX_REQUEST": "true"}):
+        html = client.get(url(game_save, "memory:why_not"), {"q": "silver crowns", "k": 1, "chunk_id": chunks["docks"]}, **headers).content.decode()
+        fused = html[html.index('<tr data-arm="fused">'):]
+        fused = fused[: fused.index("</tr>")]
+        assert f'<td class="num">#{rank}</td><td class="num">{score}</td>' in fused and "outside the top 1" in fused
+        assert f"(fused rank {rank})" in html
+    top = client.get(url(game_save, "memory:why_not"), {"q": "silver crowns", "k": 1, "chunk_id": chunks["loan"]}).content.decode()
+    assert '<tr data-arm="fused"><th scope="row">fused (RRF)</th><td class="num">#1</td>' in top and "final rank 1" in top
+
+
+def test_a_why_not_link_prefills_the_chunk_and_a_search_then_explains_it(client, playtester, game_save, chunks):
+    """The timeline links to the search page with `chunk_id`: the page shows the empty query
+    form (no "required" error) with the chunk filled in; searching then shows that chunk's
+    ranks with the results, full page and fragment."""
+    client.force_login(playtester)
+    html = client.get(url(game_save), {"chunk_id": chunks["docks"]}).content.decode()
+    assert f'id="why-not-chunk" value="{chunks["docks"]}"' in html
+    assert 'id="why-not-asked"' in html and f'name="chunk_id" value="{chunks["docks"]}"' in html
+    assert "This field is required" not in html and 'class="result"' not in html
+    params = {"q": "silver crowns", "k": 1, "chunk_id": chunks["docks"]}
+    for headers in ({}, {"HTTP_HX_REQUEST": "true"}):
+        html = client.get(url(game_save), params, **headers).content.decode()
+        assert f'<div class="card why-not-report" data-chunk="{chunks["docks"]}">' in html and "Not in the top 1" in html
+        # The rows' own why-not links ask about their chunk only, not the asked one as well.
+        link = html[html.index("ranks in every arm") - 400: html.index("ranks in every arm")]
+        assert link.count("chunk_id=") == 2 and chunks["docks"] not in link  # href and hx-get of the loan row
+    assert "why-not-report" not in client.get(url(game_save), {"q": "silver crowns", "k": 1}).content.decode()

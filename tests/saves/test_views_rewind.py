@@ -140,3 +140,33 @@ def test_fork_refuses_a_turn_after_the_current_one(client, playtester, game_save
     html = client.post(reverse("saves:fork", args=[game_save.save_id]), {"turn": 9}, HTTP_HX_REQUEST="true").content.decode()
     assert html.lstrip().startswith('<form') and "only reaches turn 3" in html
     assert Save.objects.count() == 1
+
+
+def test_confirm_fragment_swaps_the_header_turn_and_the_pickers_out_of_band(client, playtester, living_save):
+    """The summary fragment carries the header's turn, the picker's range and the fork form's
+    bounds as out-of-band swaps: the page shows turn 1 without a reload (issue 15, fresh state)."""
+    client.force_login(playtester)
+    url = reverse("saves:rewind_confirm", args=[living_save.save_id])
+    html = client.post(url, {"turn": 1, "from_turn": 3, "confirm": "yes"}, HTTP_HX_REQUEST="true").content.decode()
+    assert '<strong id="save-current-turn" hx-swap-oob="true">1</strong>' in html
+    pick = html[html.index('id="rewind-pick"'):]
+    pick = pick[: pick.index("</form>")]
+    assert 'hx-swap-oob="true"' in pick and "Rewind to turn (0 – 0)" in pick and 'max="0"' in pick
+    fork = html[html.index('id="fork-form"'):]
+    fork = fork[: fork.index("</form>")]
+    assert 'hx-swap-oob="true"' in fork and 'max="1"' in fork and 'value="1"' in fork
+    # The full page (no htmx) has no out-of-band markup: it is fresh by construction.
+    page = client.get(reverse("saves:rewind_summary", args=[living_save.save_id])).content.decode()
+    assert "hx-swap-oob" not in page and "Rewind to turn (0 – 0)" in page
+
+
+def test_a_refused_confirm_also_refreshes_the_turn_shown(client, playtester, game_save):
+    Event.objects.create(game_save=game_save, turn_id=4, narrative="A new turn meanwhile.")
+    game_save.current_turn = 4
+    game_save.save()
+    client.force_login(playtester)
+    html = client.post(
+        reverse("saves:rewind_confirm", args=[game_save.save_id]), {"turn": 1, "from_turn": 3, "confirm": "yes"}, HTTP_HX_REQUEST="true"
+    ).content.decode()
+    assert '<strong id="save-current-turn" hx-swap-oob="true">4</strong>' in html
+    assert "Rewind to turn (0 – 3)" in html

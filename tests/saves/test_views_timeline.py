@@ -108,3 +108,45 @@ def test_unknown_turn_is_404(client, playtester, game_save):
     client.force_login(playtester)
     assert client.get(reverse("saves:turn_detail", args=[game_save.save_id, 99])).status_code == 404
     assert client.post(reverse("saves:turn_edit", args=[game_save.save_id, 99]), {"narrative": "x"}).status_code == 404
+
+
+def test_timeline_and_turn_pages_list_each_turns_chunk_ids_with_a_why_not_link(client, playtester, game_save, vector_memory):
+    """Each turn shows the ids of its narrative chunks, each linked to the search page with the
+    id prefilled (the "Why not?" form asks for one); lore chunks and other saves' are left out."""
+    ids = vector_memory.embed_chunks(
+        game_save.save_id,
+        [
+            {"turn_id": 1, "text": "Kaël docks at Port Vey."},
+            {"turn_id": 2, "text": "Mira lends Kaël ten crowns."},
+            {"turn_id": 0, "text": "Port Vey is a harbour town.", "chunk_type": "lore", "metadata_extra": {"entry_id": "port-vey"}},
+        ],
+    )
+    vector_memory.embed_chunks("othersave", [{"turn_id": 2, "text": "Elsewhere."}])
+    client.force_login(playtester)
+    search = reverse("memory:playground", args=[game_save.save_id])
+    for headers in ({}, {"HTTP_HX_REQUEST": "true"}):
+        html = client.get(timeline_url(game_save), **headers).content.decode()
+        turn2 = html[html.index('id="turn-2"'):html.index('id="turn-1"')]
+        turn1 = html[html.index('id="turn-1"'):]
+        assert f"<code title=\"chunk id\">{ids[1]}</code>" in turn2 and f'href="{search}?chunk_id={ids[1]}"' in turn2
+        assert f'href="{search}?chunk_id={ids[0]}"' in turn1 and ids[2] not in html
+        turn3 = html[html.index('id="turn-3"'):html.index('id="turn-2"')]
+        assert "No memory chunk for this turn yet" in turn3 and "chunk_id=" not in turn3
+    turn_url = reverse("saves:turn_detail", args=[game_save.save_id, 2])
+    for headers in ({}, {"HTTP_HX_REQUEST": "true"}):
+        html = client.get(turn_url, **headers).content.decode()
+        assert f'href="{search}?chunk_id={ids[1]}"' in html and "Why not this turn?" in html
+    # The link lands on the search page with the chunk filled in.
+    landing = client.get(f"{search}?chunk_id={ids[1]}").content.decode()
+    assert f'id="why-not-chunk" value="{ids[1]}"' in landing
+
+
+def test_timeline_shows_without_chunk_ids_when_the_store_fails(client, playtester, game_save, monkeypatch):
+    def broken():
+        raise RuntimeError("store down")
+
+    monkeypatch.setattr("studio.memory.vector.get_vector_memory", broken)
+    client.force_login(playtester)
+    response = client.get(timeline_url(game_save))
+    html = response.content.decode()
+    assert response.status_code == 200 and 'id="turn-3"' in html and "Memory chunk" not in html and "No memory chunk" not in html

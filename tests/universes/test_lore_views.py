@@ -286,3 +286,54 @@ def test_edit_form_suggests_titles_mentioned_but_not_linked(author_client, autho
     assert "Mentioned in the text, not linked yet: Kaël, The Salt Guild" in fragment
     page = author_client.get(url(universe, "kael/edit/")).content.decode()
     assert "Mentioned in the text" not in page  # "Kaël is a smuggler." names no other entry
+
+
+def oob_row(html: str, entry: LoreEntry) -> str:
+    """The out-of-band row of `entry` in an htmx answer ("" when absent)."""
+    match = re.search(rf'<tr id="lore-row-{entry.pk}" hx-swap-oob="true">.*?</tr>', html, re.S)
+    return match.group(0) if match else ""
+
+
+def test_inline_delete_refreshes_the_backlink_counts_and_offers_an_inline_restore(author_client, htmx, universe):
+    """Kaël links to Port Vey: deleting Kaël inline swaps Port Vey's row (no backlink any more)
+    out of band; Restore brings Kaël's row back in place and Port Vey's count with it."""
+    port = universe.lore_entries.get(entry_id="port-vey")
+    page = author_client.get(url(universe)).content.decode()
+    assert "← 1 backlink" in page
+    html = author_client.post(url(universe, "kael/delete/"), **htmx).content.decode()
+    assert html.lstrip().startswith('<tr id="lore-deleted-kael"') and "Deleted “Kaël”." in html
+    port_row = oob_row(html, port)
+    assert port_row and "Port Vey" in port_row and "backlink" not in port_row
+    assert 'id="lore-totals"' in html and "<strong>1</strong> entr" in html
+    revision = LoreRevision.objects.get(entry_id="kael", action="delete")
+    restore_url = url(universe, f"kael/history/{revision.pk}/restore/")
+    assert f'hx-post="{restore_url}"' in html
+    # The undo: the row comes back (not a redirect), with Port Vey's backlink restored.
+    response = author_client.post(restore_url, {"inline": "1"}, **htmx)
+    html = response.content.decode()
+    kael = universe.lore_entries.get(entry_id="kael")
+    assert response.status_code == 200 and "HX-Redirect" not in response
+    assert html.lstrip().startswith(f'<tr id="lore-row-{kael.pk}">') and "→ " in html.split("</tr>")[0]
+    assert "← 1 backlink" in oob_row(html, port)
+    assert list(kael.links.values_list("entry_id", flat=True)) == ["port-vey"]
+    assert "<strong>2</strong> entr" in html and 'hx-swap-oob="true"' in html.split('id="lore-totals"')[1][:40]
+    # A restore from the history page (not inline) still goes to the entry's page.
+    author_client.post(url(universe, "kael/delete/"), **htmx)
+    revision = LoreRevision.objects.filter(entry_id="kael", action="delete").latest("pk")
+    response = author_client.post(url(universe, f"kael/history/{revision.pk}/restore/"), **htmx)
+    assert response["HX-Redirect"].endswith("/lore/kael/")
+
+
+def test_inline_edit_and_create_refresh_the_rows_whose_backlinks_they_change(author_client, htmx, universe):
+    """Unlinking Port Vey in Kaël's inline edit swaps Port Vey's row (no backlink left) out of
+    band; an untouched link swaps nothing; a new entry linking to Port Vey swaps its row again."""
+    port = universe.lore_entries.get(entry_id="port-vey")
+    fields = {"title": "Kaël", "kind": "character", "keys": "", "text": "Kaël is a smuggler."}
+    same = author_client.post(url(universe, "kael/edit/"), {**fields, "links": "port-vey"}, **htmx).content.decode()
+    assert oob_row(same, port) == ""  # the link did not change: nothing else to refresh
+    html = author_client.post(url(universe, "kael/edit/"), {**fields, "links": ""}, **htmx).content.decode()
+    assert oob_row(html, port) and "backlink" not in oob_row(html, port)
+    created = author_client.post(url(universe, "new/"), {
+        "new-title": "Harbour Master", "new-kind": "character", "new-text": "Keeps the docks.", "new-links": "port-vey",
+    }, **htmx).content.decode()
+    assert "← 1 backlink" in oob_row(created, port)

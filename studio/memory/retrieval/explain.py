@@ -11,8 +11,9 @@ why (`skipped_arms`), and the degradations (no semantic arm, no lexical arm, the
 unreachable). docs/retrieval.md ("Result rows") documents each field for callers.
 
 `why_not` ranks one chunk exactly over the whole filtered corpus in every arm (not cut at
-the arm depth a search uses), then runs the search itself to give its fused and final
-rank; a chunk the filters exclude is reported with the reason and no ranks. It reads
+the arm depth a search uses), then runs the search itself to give its fused rank, fused
+(RRF) score and final rank; a chunk outside the results gets the fused rank and score the
+fusion gives it over the arms cut at their depth (none when no arm reaches it); a chunk the filters exclude is reported with the reason and no ranks. It reads
 every scope collection of the store when the chunk is not in the asked scope: a diagnostic
 path, never the hot one.
 """
@@ -22,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from studio.memory.retrieval import fusion
 from studio.memory.retrieval.chunks import result_row
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -177,6 +179,7 @@ def why_not(
         "ranks": {},
         "scores": {},
         "fused_rank": None,
+        "fused_score": None,
         "final_rank": None,
         "k": k,
         "arm_depth": max(config.arm_depth, 2 * k),
@@ -206,4 +209,22 @@ def why_not(
         if row["id"] == chunk_id:
             report["final_rank"] = row["explain"]["final_rank"]
             report["fused_rank"] = row["explain"]["fused_rank"]
+            report["fused_score"] = row["explain"]["rrf_score"]
+    if report["final_rank"] is None:
+        _fuse_missed(report, chunk_id, rankings, config)
     return report
+
+
+def _fuse_missed(report: dict[str, Any], chunk_id: str, rankings: dict, config: Any) -> None:
+    """Give a chunk outside the results its fused rank and RRF score, fused as the search fuses
+    (each arm cut at the arm depth, the arms' weights); none when no arm reaches it."""
+    names = list(rankings)
+    fused = fusion.reciprocal_rank_fusion(
+        [fusion.cap_per_source(rankings[name].ids, report["arm_depth"]) for name in names],
+        k=config.rrf_k,
+        weights=[config.weight(name) for name in names],
+    )
+    for fused_rank, (fused_id, score) in enumerate(fused, start=1):
+        if fused_id == chunk_id:
+            report["fused_rank"], report["fused_score"] = fused_rank, score
+            return

@@ -51,10 +51,43 @@ class PlaygroundForm(forms.Form):
         return kwargs
 
 
+def _asked_chunk_id(request: HttpRequest) -> str:
+    """The chunk a "Why not?" link asks about (the timeline's links fill it in)."""
+    return request.GET.get("chunk_id", "").strip()[:200]
+
+
+def _query_string(request: HttpRequest) -> str:
+    """The query's parameters without the asked chunk (each result row adds its own)."""
+    query = request.GET.copy()
+    query.pop("chunk_id", None)
+    return query.urlencode()
+
+
+def _why_not_context(game_save, form: PlaygroundForm, chunk_id: str) -> dict:
+    """Return the why-not report of one chunk for the form's query, its arm rows and any error."""
+    report = None
+    error = ""
+    if not chunk_id:
+        error = "Give the id of a chunk."
+    elif form.is_valid():
+        report = memory_explain_chunk(game_save=game_save, chunk_id=chunk_id, **form.search_kwargs())
+    else:
+        error = "Give a query."
+    arms = []
+    if report and not report.get("filtered_out"):
+        arms = [
+            {"name": name, "rank": report["ranks"].get(name), "score": report["scores"].get(name)}
+            for name in ARMS
+        ]
+    return {"chunk_id": chunk_id, "report": report, "arms": arms, "error": error}
+
+
 @require_GET
 def playground(request: HttpRequest, save_id: str) -> HttpResponse:
     game_save = visible_save(request, save_id)
-    form = PlaygroundForm(request.GET or None, initial={"k": 5})
+    chunk_id = _asked_chunk_id(request)
+    # A "Why not?" link brings only the chunk id: show the empty form, not "Query is required".
+    form = PlaygroundForm(request.GET if "q" in request.GET else None, initial={"k": 5})
     results = None
     stats: dict = {}
     elapsed_ms = None
@@ -67,6 +100,9 @@ def playground(request: HttpRequest, save_id: str) -> HttpResponse:
         results, stats, elapsed_ms, recorded = outcome.results, outcome.stats.as_dict(), outcome.elapsed_ms, outcome.recorded
     context = save_page_context(request, game_save, "playground")
     context.update({"form": form, "results": results, "stats": stats, "elapsed_ms": elapsed_ms, "recorded": recorded})
+    context.update({"chunk_id": chunk_id, "query_string": _query_string(request)})
+    if chunk_id and results is not None:  # asked from a turn, then searched: its ranks show with the results
+        context.update(_why_not_context(game_save, form, chunk_id))
     template = "memory/playground.html#results" if request.htmx else "memory/playground.html"
     return render(request, template, context)
 
@@ -76,22 +112,8 @@ def why_not(request: HttpRequest, save_id: str) -> HttpResponse:
     """Where one chunk ranked in each arm for this query, and why it missed the top k."""
     game_save = visible_save(request, save_id)
     form = PlaygroundForm(request.GET)
-    chunk_id = request.GET.get("chunk_id", "").strip()[:200]
-    report = None
-    error = ""
-    if not chunk_id:
-        error = "Give the id of a chunk."
-    elif form.is_valid():
-        report = memory_explain_chunk(game_save=game_save, chunk_id=chunk_id, **form.search_kwargs())
-    else:
-        error = "Give a query."
     context = save_page_context(request, game_save, "playground")
-    arms = []
-    if report and not report.get("filtered_out"):
-        arms = [
-            {"name": name, "rank": report["ranks"].get(name), "score": report["scores"].get(name)}
-            for name in ARMS
-        ]
-    context.update({"form": form, "chunk_id": chunk_id, "report": report, "arms": arms, "error": error})
+    context.update({"form": form, "query_string": _query_string(request)})
+    context.update(_why_not_context(game_save, form, _asked_chunk_id(request)))
     template = "memory/playground.html#why-not" if request.htmx else "memory/why_not.html"
     return render(request, template, context)

@@ -67,10 +67,18 @@ def rewind_preview(request: HttpRequest, save_id: str) -> HttpResponse:
     return render(request, template, context)
 
 
+def _fresh(context: dict, game_save: Save) -> dict:
+    """Mark an htmx answer to swap the page's turn-bound parts out of band (header, picker, fork)."""
+    context.update(oob=True, pick_form=RewindForm(current_turn=game_save.current_turn))
+    return context
+
+
 def _confirm_refused(request: HttpRequest, game_save: Save, form: RewindForm) -> HttpResponse:
     """Show the preview again with the form's errors (the save as it is now)."""
     context = _rewind_context(request, game_save)
     context["rewind_form"] = form
+    if request.htmx:
+        _fresh(context, game_save)
     turn = getattr(form, "cleaned_data", {}).get("turn")
     if turn is not None:  # a valid turn: show its preview again, as the save is now
         context["preview"] = CheckpointManager().preview(game_save, turn)
@@ -121,7 +129,8 @@ def rewind_confirm(request: HttpRequest, save_id: str) -> HttpResponse:
     request.session[SUMMARY_SESSION_KEY] = summary
     if request.htmx:
         game_save.refresh_from_db()
-        return render(request, "saves/rewind.html#summary", _rewind_context(request, game_save, summary=summary))
+        context = _fresh(_rewind_context(request, game_save, summary=summary), game_save)
+        return render(request, "saves/rewind.html#summary", context)
     return redirect("saves:rewind_summary", save_id=game_save.save_id)
 
 

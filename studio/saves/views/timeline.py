@@ -10,7 +10,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HttpResponseStopPolling
 
 from studio.saves.forms import NarrativeEditForm
-from studio.saves.selectors import timeline_page, timeline_turn
+from studio.saves.selectors import attach_turn_chunks, timeline_page, timeline_turn
 from studio.saves.views.access import playtest_save, visible_save
 from studio.saves.views.saves import save_page_context
 
@@ -21,6 +21,7 @@ PENDING_JOB_STATES = ("queued", "running")
 def timeline(request: HttpRequest, save_id: str) -> HttpResponse:
     game_save = visible_save(request, save_id)
     page, turns = timeline_page(game_save=game_save, page_number=request.GET.get("page", 1))
+    attach_turn_chunks(game_save=game_save, turns=turns)
     context = save_page_context(request, game_save, "timeline")
     context.update({"page": page, "turns": turns})
     template = "saves/timeline.html#turns" if request.htmx else "saves/timeline.html"
@@ -33,6 +34,7 @@ def turn_detail(request: HttpRequest, save_id: str, turn_id: int) -> HttpRespons
     game_save = visible_save(request, save_id)
     context = save_page_context(request, game_save, "timeline")
     turn = timeline_turn(game_save=game_save, turn_id=turn_id)
+    attach_turn_chunks(game_save=game_save, turns=[turn])
     context["turn"] = turn
     if not request.htmx:
         return render(request, "saves/turn.html", context)
@@ -61,7 +63,9 @@ def turn_edit(request: HttpRequest, save_id: str, turn_id: int) -> HttpResponse:
                 messages.success(request, f"Turn {turn_id} updated; its memory is being rebuilt.")
                 url = reverse("saves:timeline", kwargs={"save_id": game_save.save_id})
                 return redirect(f"{url}#turn-{turn_id}")
-            context.update({"turn": timeline_turn(game_save=game_save, turn_id=turn_id), "edited": True})
+            edited = timeline_turn(game_save=game_save, turn_id=turn_id)
+            attach_turn_chunks(game_save=game_save, turns=[edited])
+            context.update({"turn": edited, "edited": True})
             return render(request, "saves/timeline.html#turn", context)
     else:
         form = NarrativeEditForm(initial={"narrative": turn.event.narrative})

@@ -107,6 +107,18 @@ def _row_context(request, universe, entry) -> dict:
             "oob": True}
 
 
+def _linked_pks(entry: LoreEntry) -> set[int]:
+    """The entries whose row shows this one (as a link or a backlink count)."""
+    return set(entry.links.values_list("pk", flat=True)) | set(entry.backlinks.values_list("pk", flat=True))
+
+
+def _neighbour_rows(universe, pks: set[int]) -> list[LoreEntry]:
+    """The rows to swap out of band after a delete or restore changed their links or backlink counts."""
+    entries = list(lore_rows(universe.lore_entries.filter(pk__in=pks)).order_by("pk")) if pks else []
+    fill_missing_counts(entries)
+    return entries
+
+
 def _reload(universe, entry_id: str) -> LoreEntry:
     return lore_entry_get(universe=universe, entry_id=entry_id)
 
@@ -127,9 +139,11 @@ def lore_create(request: HttpRequest, slug: str) -> HttpResponse:
             form.add_error(None, exc)
         else:
             if request.htmx:
-                context = _row_context(request, universe, _reload(universe, entry.entry_id))
+                created = _reload(universe, entry.entry_id)
+                context = _row_context(request, universe, created)
                 context["create_form"] = LoreEntryForm(universe=universe, prefix="new")
                 context["created"] = True
+                context["neighbours"] = _neighbour_rows(universe, _linked_pks(created))
                 return render(request, "universes/lore_list.html#created", context)
             messages.success(request, f"Added “{entry.title}”.")
             return redirect(entry.get_absolute_url())
@@ -174,6 +188,7 @@ def lore_edit(request: HttpRequest, slug: str, entry_id: str) -> HttpResponse:
     form = LoreEntryForm(request.POST or None, universe=universe, entry=entry, auto_id=f"id_edit{entry.pk}_%s")
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
+        linked_before = _linked_pks(entry)
         try:
             services.lore_entry_update(
                 entry=entry, user=request.user, title=data["title"], kind=data["kind"],
@@ -183,8 +198,10 @@ def lore_edit(request: HttpRequest, slug: str, entry_id: str) -> HttpResponse:
             form.add_error(None, exc)
         else:
             if request.htmx:
-                return render(request, "universes/lore_list.html#saved-row",
-                              _row_context(request, universe, _reload(universe, entry_id)))
+                saved = _reload(universe, entry_id)
+                context = _row_context(request, universe, saved)
+                context["neighbours"] = _neighbour_rows(universe, linked_before ^ _linked_pks(saved))
+                return render(request, "universes/lore_list.html#saved-row", context)
             messages.success(request, f"Saved “{entry.title}”.")
             return redirect(entry.get_absolute_url())
     context = {**universe_context(request, universe, "lore"), "entry": entry, "form": form}
@@ -199,10 +216,15 @@ def lore_delete(request: HttpRequest, slug: str, entry_id: str) -> HttpResponse:
     entry = lore_entry_get(universe=universe, entry_id=entry_id)
     if request.method == "POST":
         title = entry.title
+        neighbour_pks = _linked_pks(entry)
         services.lore_entry_delete(entry=entry, user=request.user)
         if request.htmx:
+            revision = universe.lore_revisions.filter(
+                entry_id=entry_id, action=LoreRevision.Action.DELETE).order_by("-pk").first()
             context = {**universe_context(request, universe, "lore"), "oob": True,
-                       "totals": lore_book_totals(universe=universe)}
+                       "totals": lore_book_totals(universe=universe), "deleted_title": title,
+                       "deleted_revision": revision, "deleted_entry_id": entry_id,
+                       "neighbours": _neighbour_rows(universe, neighbour_pks)}
             return render(request, "universes/lore_list.html#deleted", context)
         messages.success(request, f"Deleted “{title}”. Its history keeps it: restore it from “Deleted entries”.")
         return redirect("universes:lore_list", slug=universe.slug)
@@ -305,6 +327,13 @@ def lore_restore(request: HttpRequest, slug: str, entry_id: str, revision_id: in
     except ValidationError as exc:
         messages.error(request, "; ".join(exc.messages))
         return redirect("universes:lore_history", slug=slug, entry_id=entry_id)
+    if request.htmx and request.POST.get("inline"):
+        # Undo of an inline delete in the Lore Book: the row comes back in place, with the
+        # rows it links to or from (their backlink counts) and the totals swapped out of band.
+        entry = _reload(universe, entry.entry_id)
+        context = _row_context(request, universe, entry)
+        context.update(oob=False, neighbours=_neighbour_rows(universe, _linked_pks(entry)), restored=True)
+        return render(request, "universes/lore_list.html#restored", context)
     messages.success(request, f"Restored “{entry.title}” as of {revision.created_at:%Y-%m-%d %H:%M:%S}.")
     if request.htmx:
         return HttpResponseClientRedirect(entry.get_absolute_url())
