@@ -47,3 +47,8 @@ class Explanations(Mapping):
 
     def __len__(self) -> int:
         return len(self._book.specs)
+
+    @property
+    def specs(self):
+        """The book's entries (LoreSpec), in book order."""
+        return self._book.specs
