@@ -95,3 +95,25 @@ def test_rules_refuse_semantic_lore_too(demo, author):
     assert "copper-hood" not in included_entries(context)
     explain = {r["entry_id"]: r for r in context.lore_explain}["copper-hood"]
     assert not explain["included"] and explain["code"] == "disabled"
+
+
+def test_share_meta_keys_are_validated_and_used(demo):
+    from django.core.exceptions import ValidationError
+
+    from studio.memory.context_lore import SHARE_CLASSES, share_meta_key
+    from studio.universes.services import meta_validate
+
+    for share_class in SHARE_CLASSES:
+        assert meta_validate(key=share_meta_key(share_class), value=" 30 ") == "30"
+    with pytest.raises(ValidationError, match="between 0 and 100"):
+        meta_validate(key="context_share_narrative", value="150")
+    with pytest.raises(ValidationError, match="whole number"):
+        meta_validate(key="context_share_narrative", value="half")
+    demo.universe.meta.update_or_create(key="context_share_narrative", defaults={"value": "0"})
+    context = build_memory_context(game_save=demo, query_text=QUESTION, token_budget=5000)
+    assert context.shares["narrative"] == 0
+    narrative = [i for i in context.items if i.layer == "narrative"]
+    # A zero share: narrative only gets what every other layer left over.
+    assert narrative and all(i.why.get("budget") == "over its share, taken from the budget the other layers left"
+                             for i in narrative if i.included)
+
