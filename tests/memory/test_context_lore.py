@@ -117,3 +117,17 @@ def test_share_meta_keys_are_validated_and_used(demo):
     assert narrative and all(i.why.get("budget") == "over its share, taken from the budget the other layers left"
                              for i in narrative if i.included)
 
+
+
+def test_context_viewer_shows_the_explain_panel_full_page_and_fragment(demo, client, playtester):
+    demo.universe.members.add(playtester)
+    client.force_login(playtester)
+    url = f"/memory/{demo.save_id}/context/"
+    for headers in ({}, {"HTTP_HX_REQUEST": "true"}):
+        response = client.get(url, {"q": QUESTION}, **headers)
+        body = response.content.decode()
+        assert response.status_code == 200
+        assert 'id="lore-explain"' in body and ("<html" in body) == (not headers)
+        assert 'data-entry-id="hesper-vale" data-included="yes" data-code="key"' in body
+        assert "matched key “Hesper” in the pending input" in body
+        assert body.count('<tr data-entry-id="') == demo.universe.lore_entries.count()
