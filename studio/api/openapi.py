@@ -866,6 +866,19 @@ SCHEMAS.update(
                                     ),
                                     "Memory queries recorded for lore-edit replay.",
                                 ),
+                                "lore_activation": _section(
+                                    obj(
+                                        {
+                                            "turn_id": TURN_REF,
+                                            "state": {"type": "object", "description": "sticky, cooldown (entry id -> [start, end, entry hash, protected], message clock) and first_matched (entry id -> turn)."},
+                                            "activated": {"type": "array", "items": STRING, "description": "Entry ids in prompt order."},
+                                            "sequence": {"type": "array", "items": STRING, "description": "Entry ids in the order they activated."},
+                                        },
+                                        ["turn_id", "state", "activated", "sequence"],
+                                        additional=False,
+                                    ),
+                                    "The Lore Book's activation state after each turn (optional; registered by the memory app).",
+                                ),
                             },
                             ["turns", "facts", "beliefs", "mental_models", "jobs", "llm_calls", "recorded_queries"],
                         ),
