@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from studio.api.openapi import build_openapi
+from tests.api.test_openapi import schema_validator
 from tests.memory.test_context_lore import QUESTION, demo  # noqa: F401  (the demo save fixture)
 
 pytestmark = pytest.mark.django_db
@@ -23,3 +24,4 @@ def test_context_response_explains_every_entry(demo, make_api, playtester):  # n
     schemas = build_openapi()["components"]["schemas"]
     assert set(schemas["LoreExplanation"]["required"]) <= set(hesper) <= set(schemas["LoreExplanation"]["properties"])
     assert set(body) <= set(schemas["MemoryContext"]["properties"])
+    schema_validator("MemoryContext").validate(body)
