@@ -139,7 +139,10 @@ def activated_items(view: LoreActivationView, *, focus: list[str], macros: dict[
             why={"activation": record.code, "activation_rank": 0 if protected else ACTIVATION_RANK.get(record.code, 2),
                  "matched_key": record.matched_key, "matched_in": record.matched_in,
                  "via_entry": record.via_entry, "protected": protected, "ignore_budget": spec.ignore_budget,
-                 "budget_class": "lore_activated"},
+                 "budget_class": "lore_activated", "in_focus": in_focus[:1],
+                 # Where a narrator prompt places it (SillyTavern's position / depth / role).
+                 "position": spec.position, "depth": spec.depth, "role": spec.role,
+                 "insertion_order": spec.insertion_order},
             ref={"entry_id": spec.entry_id},
         ))
     return items

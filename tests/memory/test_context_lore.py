@@ -131,3 +131,15 @@ def test_context_viewer_shows_the_explain_panel_full_page_and_fragment(demo, cli
         assert 'data-entry-id="hesper-vale" data-included="yes" data-code="key"' in body
         assert "matched key “Hesper” in the pending input" in body
         assert body.count('<tr data-entry-id="') == demo.universe.lore_entries.count()
+
+
+def test_an_entry_naming_a_character_in_focus_is_protected(demo):
+    # Corvin Tull is activated by the last narration, not by the input; in focus, he is kept.
+    plain = build_memory_context(game_save=demo, query_text="I wait by the door", token_budget=200)
+    focused = build_memory_context(game_save=demo, query_text="I wait by the door", token_budget=200,
+                                   focus_terms=["Corvin Tull"])
+    corvin = next(i for i in focused.items if i.ref.get("entry_id") == "corvin-tull")
+    assert corvin.included and corvin.why["protected"] and corvin.why["in_focus"] == ["corvin tull"]
+    assert "in focus" in corvin.reason
+    before = next((i for i in plain.items if i.ref.get("entry_id") == "corvin-tull"), None)
+    assert before is None or not before.why["protected"]
