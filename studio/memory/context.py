@@ -194,6 +194,17 @@ def _focus_subjects(game_save, query_text: str, focus_terms: list[str]) -> list[
     return list(chosen.items())
 
 
+def _subject_names(game_save, keys: list[str]) -> list[str]:
+    """Return the subjects' names as the living memory writes them (keys are lower-cased)."""
+    names = []
+    for key in keys:
+        name = (MentalModel.objects.filter(game_save=game_save, subject_key=key).values_list("subject", flat=True).first()
+                or Observation.objects.filter(game_save=game_save, subject_key=key).values_list("subject", flat=True).first())
+        if name:
+            names.append(name)
+    return names
+
+
 def build_memory_context(
     *,
     game_save,
@@ -224,7 +235,9 @@ def build_memory_context(
     t0 = time.perf_counter()
     view = context_lore.evaluate_lore(game_save, query_text)
     focus_names = focus_terms + [key for key in subject_keys if key not in {t.lower() for t in focus_terms}]
-    macros = context_lore.text_macros(view, focus_names, game_save)
+    # {{char}}: the first character in focus as written (a focus term, else the name of the
+    # first subject named in the query), else the card's character.
+    macros = context_lore.text_macros(view, focus_terms or _subject_names(game_save, subject_keys[:1]), game_save)
     activated = (context_lore.activated_items(view, focus=focus_names, macros=macros, make_item=ContextItem,
                                               count_tokens=count_tokens) if view else [])
     context.timings["activation_ms"] = round((time.perf_counter() - t0) * 1000, 2)
