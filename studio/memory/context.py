@@ -19,8 +19,9 @@ always fit, entries the pending input or a character in focus activated go in be
 other layer, the rest in hierarchy order within per-class shares (`context_share_*` in
 Universe_Meta); an item that does not fit is left out whole (kept in the result with the
 reason, `cut`), never truncated, and later, smaller items may still fit. `lore_explain` says,
-for every entry of the book, whether it is in and why. Each item says why it is there: which layer, the focus term or query mention
-that pulled it in, the retrieval arm ranks for chunks, the link for expanded lore.
+for every entry of the book, whether it is in and why. Each item says why it is there: which
+layer, the focus term or query mention that pulled it in, the activation decision for
+activated lore, the retrieval arm ranks for chunks, the link for expanded lore.
 
 Both vector queries go through `studio.memory.search.memory_search`, which clamps the
 horizon to the save's current turn (`memory_horizon`, also the turn beliefs' trends and
