@@ -372,7 +372,7 @@ SCHEMAS: dict[str, Any] = {
             "why": {"type": "object"},
             "ref": {"type": "object"},
             "included": BOOLEAN,
-            "cut": {**STRING, "description": "Why an item was left out (over budget); empty when included."},
+            "cut": {**STRING, "description": "Why an item was left out whole (over budget or over its layer's share); empty when included."},
         },
         ["layer", "text", "tokens", "included"],
     ),
@@ -390,8 +390,42 @@ SCHEMAS: dict[str, Any] = {
             "text": {**STRING, "description": "The included items as the block a narrator prompt carries."},
             "timings": {"type": "object", "additionalProperties": {"type": "number"}},
             "notes": {"type": "array", "items": STRING},
+            "shares": {
+                "type": "object", "additionalProperties": INTEGER,
+                "description": "Budget share per class (percent of token_budget; Universe_Meta context_share_*): "
+                               "lore_activated, mental_model, belief, fact, narrative, lore.",
+            },
+            "lore_explain": {
+                "type": "array", "items": ref("LoreExplanation"),
+                "description": "One record per entry of the save's Lore Book, in book order: in or out, and why.",
+            },
         },
-        ["save_id", "turn", "token_budget", "used_tokens", "items", "text"],
+        ["save_id", "turn", "token_budget", "used_tokens", "items", "text", "lore_explain"],
+    ),
+    "LoreExplanation": obj(
+        {
+            "entry_id": STRING,
+            "title": STRING,
+            "included": {**BOOLEAN, "description": "In the assembled context (activated or found by meaning, and within the budget)."},
+            "activated": {**BOOLEAN, "description": "Activated by the Lore Book's rules for the next turn."},
+            "code": {**STRING, "description": "The activation decision: constant, key, recursion, sticky, cooldown, delay, "
+                                             "delay_until_recursion, exclude_recursion, secondary, additional_keys, "
+                                             "exclude_keys, group, probability, budget, disabled, no_keys, no_match, "
+                                             "beyond_scan_depth, forced, forced_off, after_first_match, "
+                                             "activate_only_after, activate_only_every."},
+            "reasons": {"type": "array", "items": STRING, "description": "The activation decision in sentences."},
+            "matched_key": STRING,
+            "matched_in": {**STRING, "description": "Where the key matched: the pending input, turn N (player input | narrative), or an entry's text (recursion)."},
+            "via_entry": {**STRING, "description": "The entry whose text activated this one (recursion)."},
+            "pass_index": NULLABLE_INTEGER,
+            "roll": {"type": ["number", "null"], "description": "Probability roll (0-100) when one was drawn."},
+            "threshold": {"type": ["number", "null"], "description": "The entry's probability."},
+            "group": STRING,
+            "rivals": {"type": "array", "items": STRING, "description": "Entry ids it won its inclusion group against, or lost to."},
+            "semantic_rank": {**NULLABLE_INTEGER, "description": "Rank among the lore found by meaning, when it was found."},
+            "context": {"type": "array", "items": STRING, "description": "What the context did: semantic rank, budget decision."},
+        },
+        ["entry_id", "title", "included", "activated", "code", "reasons", "context"],
     ),
     "ForkRequest": obj(
         {
@@ -831,6 +865,19 @@ SCHEMAS.update(
                                         additional=False,
                                     ),
                                     "Memory queries recorded for lore-edit replay.",
+                                ),
+                                "lore_activation": _section(
+                                    obj(
+                                        {
+                                            "turn_id": TURN_REF,
+                                            "state": {"type": "object", "description": "sticky, cooldown (entry id -> [start, end, entry hash, protected], message clock) and first_matched (entry id -> turn)."},
+                                            "activated": {"type": "array", "items": STRING, "description": "Entry ids in prompt order."},
+                                            "sequence": {"type": "array", "items": STRING, "description": "Entry ids in the order they activated."},
+                                        },
+                                        ["turn_id", "state", "activated", "sequence"],
+                                        additional=False,
+                                    ),
+                                    "The Lore Book's activation state after each turn (optional; registered by the memory app).",
                                 ),
                             },
                             ["turns", "facts", "beliefs", "mental_models", "jobs", "llm_calls", "recorded_queries"],

@@ -8,14 +8,20 @@ hierarchy (`axiom.mental_models`), most synthetic first:
 2. their beliefs (live ones, strongest first, with the trend at the current turn),
 3. facts naming them (`get_facts(entity=...)`, most recent first),
 4. narrative chunks (a hybrid `VectorMemory.query` that excludes lore),
-5. lore (a query restricted to lore) plus one hop of link expansion from the lore hits
+5. lore: first the entries the Lore Book activates for the next turn (constant, keys,
+   recursion, sticky, ...; `studio.memory.context_lore`), then lore found by meaning (a query
+   restricted to lore) plus one hop of link expansion from the lore hits
    (`query_explained(expand_links=True)`: the entries a hit links to, capped).
 
 Characters in focus are the focus terms given (on-scene names) plus every known subject
-named in the query. Items are taken in that order while they fit the budget; an item that
-does not fit is *cut* (kept in the result with the reason) and later, smaller items may
-still fit. Each item says why it is there: which layer, the focus term or query mention
-that pulled it in, the retrieval arm ranks for chunks, the link for expanded lore.
+named in the query. The budget rules are `context_lore.assemble`: ignore-budget entries
+always fit, entries the pending input or a character in focus activated go in before every
+other layer, the rest in hierarchy order within per-class shares (`context_share_*` in
+Universe_Meta); an item that does not fit is left out whole (kept in the result with the
+reason, `cut`), never truncated, and later, smaller items may still fit. `lore_explain` says,
+for every entry of the book, whether it is in and why. Each item says why it is there: which
+layer, the focus term or query mention that pulled it in, the activation decision for
+activated lore, the retrieval arm ranks for chunks, the link for expanded lore.
 
 Both vector queries go through `studio.memory.search.memory_search`, which clamps the
 horizon to the save's current turn (`memory_horizon`, also the turn beliefs' trends and
@@ -31,6 +37,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from studio.memory import context_lore
 from studio.memory.models import MentalModel, Observation, subject_key_for
 from studio.memory.observations import compute_trend
 from studio.memory.search import memory_horizon, memory_search, result_key
@@ -83,6 +90,8 @@ class MemoryContext:
     items: list[ContextItem] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    lore_explain: list[dict[str, Any]] = field(default_factory=list)
+    shares: dict[str, int] = field(default_factory=dict)
 
     @property
     def included(self) -> list[ContextItem]:
@@ -135,6 +144,8 @@ class MemoryContext:
             "text": self.as_text(),
             "timings": self.timings,
             "notes": self.notes,
+            "shares": self.shares,
+            "lore_explain": self.lore_explain,
         }
 
 
@@ -184,6 +195,17 @@ def _focus_subjects(game_save, query_text: str, focus_terms: list[str]) -> list[
     return list(chosen.items())
 
 
+def _subject_names(game_save, keys: list[str]) -> list[str]:
+    """Return the subjects' names as the living memory writes them (keys are lower-cased)."""
+    names = []
+    for key in keys:
+        name = (MentalModel.objects.filter(game_save=game_save, subject_key=key).values_list("subject", flat=True).first()
+                or Observation.objects.filter(game_save=game_save, subject_key=key).values_list("subject", flat=True).first())
+        if name:
+            names.append(name)
+    return names
+
+
 def build_memory_context(
     *,
     game_save,
@@ -211,6 +233,18 @@ def build_memory_context(
         token_budget=token_budget,
     )
     candidates: list[ContextItem] = []
+    t0 = time.perf_counter()
+    view = context_lore.evaluate_lore(game_save, query_text)
+    focus_names = focus_terms + [key for key in subject_keys if key not in {t.lower() for t in focus_terms}]
+    # {{char}}: the first character in focus as written (a focus term, else the name of the
+    # first subject named in the query), else the card's character.
+    macros = context_lore.text_macros(view, focus_terms or _subject_names(game_save, subject_keys[:1]), game_save)
+    activated = (context_lore.activated_items(view, focus=focus_names, macros=macros, make_item=ContextItem,
+                                              count_tokens=count_tokens) if view else [])
+    context.timings["activation_ms"] = round((time.perf_counter() - t0) * 1000, 2)
+    meta = dict(game_save.universe.meta.values_list("key", "value"))
+    context.shares = context_lore.shares_from_meta(meta)
+    refused: dict[str, str] = {}
 
     if game_save.is_living:
         t0 = time.perf_counter()
@@ -247,19 +281,26 @@ def build_memory_context(
         )
         context.timings["narrative_query_ms"] = round(narrative_outcome.stats.timings_ms.get("total", 0.0), 2)
         context.timings["lore_query_ms"] = round(lore_outcome.stats.timings_ms.get("total", 0.0), 2)
-        candidates += _narrative_items(narrative_outcome.results)
-        candidates += _lore_items(lore_outcome.results)
+        candidates += _narrative_items(narrative_outcome.results, macros)
+        candidates += activated
+        activated = []
+        for item in _lore_items(lore_outcome.results, view, macros):
+            allowed, why = context_lore.semantic_allowed(view, item.ref.get("entry_id"))
+            if allowed:
+                candidates.append(item)
+            else:
+                refused.setdefault(item.ref["entry_id"], why)
     else:
-        context.notes.append("No query text: narrative memory and lore need one.")
+        context.notes.append("No query text: narrative memory and lore found by meaning need one.")
+    candidates += activated
 
-    remaining = token_budget
-    for item in candidates:
-        if item.tokens <= remaining:
-            remaining -= item.tokens
-        else:
-            item.included = False
-            item.cut = f"over budget: needs {item.tokens} tokens, {remaining} left"
-        context.items.append(item)
+    # Activated lore is offered to the budget first (protected, constant, named in the chat,
+    # then found through recursion); the items keep their layer and order for display.
+    order = sorted(range(len(candidates)), key=lambda i: (not candidates[i].why.get("activation"),
+                                                          candidates[i].why.get("activation_rank", 0), i))
+    context_lore.assemble([candidates[i] for i in order], token_budget=token_budget, shares=context.shares)
+    context.items.extend(candidates)
+    context.lore_explain = context_lore.lore_explain(view, candidates, refused)
     context.timings["total_ms"] = round((time.perf_counter() - started) * 1000, 2)
     return context
 
@@ -346,11 +387,12 @@ def _fact_items(game_save, subject_keys: list[str], subject_why: dict[str, str],
     return items[: MAX_FACTS * max(len(subject_keys), 1)]
 
 
-def _narrative_items(results: list[dict]) -> list[ContextItem]:
+def _narrative_items(results: list[dict], macros: dict[str, str]) -> list[ContextItem]:
     items = []
     for result in results:
         reason, explain = _explain_reason(result)
-        text = f"(turn {result.get('turn_id')}) {result.get('text', '')}"
+        body = context_lore.fill(context_lore.whole_sentences(result.get("text", "")), macros)
+        text = f"(turn {result.get('turn_id')}) {body}"
         items.append(
             ContextItem(
                 layer="narrative",
@@ -364,8 +406,8 @@ def _narrative_items(results: list[dict]) -> list[ContextItem]:
     return items
 
 
-def _lore_items(results: list[dict]) -> list[ContextItem]:
-    """Lore hits, then the entries they link to (one hop, capped, expanded by the search)."""
+def _lore_items(results: list[dict], view=None, macros: dict[str, str] | None = None) -> list[ContextItem]:
+    """Lore hits, then the entries they link to (one hop, capped, expanded by the search); whole entries."""
     items = []
     seen: set[str] = set()
     for result in results:
@@ -377,6 +419,7 @@ def _lore_items(results: list[dict]) -> list[ContextItem]:
         reason, explain = _explain_reason(result)
         title = (result.get("metadata") or {}).get("title") or result.get("title")
         text = f"{title}: {result.get('text', '')}" if title else result.get("text", "")
+        text = context_lore.whole_entry_text(view, entry_id, text, macros or {})
         items.append(
             ContextItem(
                 layer="lore",

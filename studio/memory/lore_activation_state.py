@@ -11,15 +11,26 @@ the replay call:
 - `activation_state_as_of`: the state after turn N (the newest row at or before N);
 - `lore_activation_rollback`: delete the rows after N (call it inside the rewind's
   transaction, so the state as of N is restored with everything else);
-- `lore_activation_copy`: copy the rows up to N to a fork (inside the fork's transaction).
+- `lore_activation_copy`: copy the rows up to N to a fork (inside the fork's transaction);
+- `lore_activation_record_turn`: evaluate and record a turn that is being appended (called by
+  `turn_append` inside its transaction, so every turn of the Event_Log has its row);
+- `lore_activation_replay`: recompute the rows of turns from the Event_Log (a save imported
+  without them, or after the book changed), turn by turn from the state before.
 
 Seeds: `lore_seed_for` derives every turn's seed from the save's lineage root (a fork
 shares its origin's root), the timeline generation and the turn. A fork of a save that was
 never rewound therefore continues with the same rolls; a rewind starts a new generation and
-so new rolls after N, as the issue asks.
+so new rolls after N, as the issue asks. A fork takes its source's timeline generation
+(`CheckpointManager.fork`), so its rolls after N are the ones the source drew after N; each
+save counts its own rewinds from there.
+
+Macros: `{{user}}` / `{{char}}` in keys are filled from `lore_macros_for(save)` (the player
+character and the imported card's character), the same values for the recording and the
+Context viewer, so both see the same activations.
 """
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.db import transaction
@@ -91,6 +102,59 @@ def book_version_for(universe) -> str:
     total = universe.lore_entries.count()
     newest = stats["newest"].isoformat() if stats["newest"] else "-"
     return f"universe-{universe.pk}:{total}:{stats['count']}:{newest}"
+
+
+def lore_macros_for(save) -> dict[str, str]:
+    """Return the macro values keys are matched with: `user` (meta player_character), `char` (the card's name)."""
+    meta = dict(save.universe.meta.values_list("key", "value"))
+    macros = {}
+    user = str((save.meta or {}).get("player_character") or meta.get("player_character") or "").strip()
+    if user:
+        macros["user"] = user
+    try:
+        card = json.loads(meta.get("character_card") or "{}")
+    except ValueError:
+        card = {}
+    char = ((card.get("data") or {}).get("name") if isinstance(card, dict) and isinstance(card.get("data"), dict) else "")
+    if isinstance(char, str) and char.strip():
+        macros["char"] = char.strip()
+    return macros
+
+
+def lore_activation_record_turn(*, save, turn_id: int, player_input: str) -> LoreActivation | None:
+    """Evaluate and record turn `turn_id` (being appended with `player_input`); None for a book with no entries.
+
+    Run inside the append's transaction, after the turns before it are in the Event_Log.
+    """
+    if not save.universe.lore_entries.exists():
+        return None
+    result, extra = lore_activation_for_turn(save=save, pending_input=player_input, turn_id=turn_id,
+                                             macros=lore_macros_for(save))
+    return record_activation(save=save, turn_id=turn_id, result=result, **extra)
+
+
+@transaction.atomic
+def lore_activation_replay(*, save, from_turn: int = 1) -> int:
+    """Recompute the activation rows of turns `from_turn`..current from the Event_Log; return how many.
+
+    Each turn is evaluated from the state the turn before left, with the save's seeds, so on
+    an unchanged book a replay writes back exactly the rows play recorded.
+    """
+    from studio.saves.models import Event
+
+    LoreActivation.objects.filter(game_save=save, turn_id__gt=save.current_turn).delete()
+    LoreActivation.objects.filter(game_save=save, turn_id__gte=from_turn).delete()
+    if not save.universe.lore_entries.exists():
+        return 0
+    macros = lore_macros_for(save)
+    count = 0
+    for turn_id, player_input in (Event.objects.filter(game_save=save, turn_id__gte=from_turn)
+                                  .order_by("turn_id").values_list("turn_id", "player_input")):
+        result, extra = lore_activation_for_turn(save=save, pending_input=player_input, turn_id=turn_id,
+                                                 macros=macros)
+        record_activation(save=save, turn_id=turn_id, result=result, **extra)
+        count += 1
+    return count
 
 
 def lore_activation_for_turn(*, save, pending_input: str, turn_id: int | None = None,

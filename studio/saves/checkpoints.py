@@ -1,7 +1,8 @@
 """Checkpoints: rewind a save to turn N, preview that rewind, or fork the save at turn N.
 
-Rewind is one database transaction: Event_Log, StateCache, Facts and recorded queries after N
-are deleted, the belief and mental-model rollback rules applied (see
+Rewind is one database transaction: Event_Log, StateCache, Facts, recorded queries and the
+lore activation rows after N are deleted (so sticky, cooldown and first matches are as they
+were recorded at N), the belief and mental-model rollback rules applied (see
 `studio.memory.observations` and `studio.memory.mental_models`), the save's current turn set
 to N and its timeline generation incremented. The vector chunks after N live in Chroma,
 outside the transaction, so they are deleted after commit: the transaction records a
@@ -12,7 +13,9 @@ the ledger retries the job with backoff, and `finish_vector_rollback(save)` runs
 still pending at once (a turn append does, before the timeline grows again).
 
 Fork copies a save as it stood at turn N into a new save (new ids for every row, fact ids
-remapped in belief sources, belief ids remapped in mental-model sources) and copies the
+remapped in belief sources, belief ids remapped in mental-model sources, the lore activation
+rows up to N; the fork takes the source's timeline generation, from which it counts its own
+rewinds, so its seeded lore rolls after N are the source's) and copies the
 vector chunks after commit as a FORK_VECTORS job, run the same way; the original is
 untouched. The jobs' handlers are in `studio.saves.vector_jobs` (registered by
 `SavesConfig.ready()`).
@@ -35,9 +38,10 @@ from django.utils import timezone
 
 from studio.memory import jobs
 from studio.memory.facts import delete_facts_after
+from studio.memory.lore_activation_state import lore_activation_copy, lore_activation_rollback
 from studio.memory.mental_models import MentalModel, models_to_roll_back, rollback_models_for_pk
 from studio.memory.models import Fact as FactRow
-from studio.memory.models import Job, JobKind, JobStatus, RecordedQuery
+from studio.memory.models import Job, JobKind, JobStatus, LoreActivation, RecordedQuery
 from studio.memory.observations import Observation, beliefs_to_roll_back, rollback_beliefs_for_pk
 from studio.saves import checkpoint_rows
 from studio.saves.errors import TurnConflict
@@ -206,6 +210,7 @@ class CheckpointManager:
             counts["recorded_queries"], _ = RecordedQuery.objects.filter(
                 game_save_id=pk, turn_id__gt=n
             ).delete()
+            counts["lore_activations"] = lore_activation_rollback(save=locked, to_turn=n)
             generation = locked.timeline_generation + 1
             Save.objects.filter(pk=pk).update(
                 current_turn=n, timeline_generation=generation, updated_at=timezone.now()
@@ -356,6 +361,7 @@ class CheckpointManager:
             "mental_models_deleted": doomed_models.count(),
             "mental_models_updated": len(models_changed),
             "recorded_queries": RecordedQuery.objects.filter(game_save_id=pk, turn_id__gt=n).count(),
+            "lore_activations": LoreActivation.objects.filter(game_save_id=pk, turn_id__gt=n).count(),
         }
         return RewindPreview(
             save_id=current.save_id,
@@ -411,6 +417,7 @@ class CheckpointManager:
                 memory_mode=source.memory_mode,
                 beliefs_enabled=source.beliefs_enabled,
                 current_turn=n,
+                timeline_generation=source.timeline_generation,
                 meta=dict(source.meta or {}),
                 forked_from=source,
                 fork_turn=n,
@@ -422,6 +429,7 @@ class CheckpointManager:
             fact_ids = checkpoint_rows.copy_facts(source.pk, fork.pk, n)
             belief_ids = checkpoint_rows.copy_beliefs(source.pk, fork.pk, n, fact_ids)
             checkpoint_rows.copy_models(source.pk, fork.pk, n, belief_ids)
+            lore_activation_copy(source=source, target=fork, up_to_turn=n)
             # This fork runs the job itself after commit: no runner is woken for it.
             job = jobs.job_create(
                 wake=False,
@@ -429,6 +437,7 @@ class CheckpointManager:
                 universe_id=source.universe_id,
                 game_save_id=fork.pk,
                 turn_id=n,
+                timeline_generation=fork.timeline_generation,
                 progress=f"copy vector chunks of {source.save_id} up to turn {n}",
                 payload={"source_save_id": source.save_id, "max_turn_id": n},
             )

@@ -5,6 +5,9 @@ living pipeline) is queued as Job rows in that transaction and handed to the run
 commits (`studio.memory.jobs`). If the job queue is unreachable at that moment the turn is
 kept all the same and its jobs are marked failed with a retryable error.
 
+`turn_append` records the turn's lore activation (what activated, the sticky and cooldown
+windows it left; `studio.memory.lore_activation_state`) in the same transaction.
+
 `turn_append` first finishes a failed rewind's vector delete (outside any transaction: the
 vector store is not the database), so it must not be called inside an open transaction.
 With `expected_turn_id` it appends only if the new turn gets that id, checked under the
@@ -18,6 +21,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from studio.memory import jobs
+from studio.memory.lore_activation_state import lore_activation_record_turn
 from studio.memory.vector import VectorStoreError
 from studio.saves.checkpoints import CheckpointManager
 from studio.saves.errors import TurnConflict
@@ -91,6 +95,8 @@ def turn_append(
             game_save=locked, turn_id=turn_id, player_input=player_input or "", narrative=narrative or ""
         )
         StateCache.objects.create(game_save=locked, turn_id=turn_id, state=state if state is not None else {})
+        # The turn's lore activation (sticky, cooldown, every roll) is part of its timeline.
+        lore_activation_record_turn(save=locked, turn_id=turn_id, player_input=player_input or "")
         now = timezone.now()
         Save.objects.filter(pk=locked.pk).update(current_turn=turn_id, last_activity_at=now, updated_at=now)
         locked.current_turn = turn_id

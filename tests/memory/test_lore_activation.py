@@ -146,6 +146,34 @@ CASES = [
     ("@@activate_only_after 3 at turn 3", [E("a", constant=True, activate_only_after=3)], "", set()),
     ("@@activate_only_every 2 at turn 3", [E("a", constant=True, activate_only_every=2)], "", {"a"}),
     ("@@activate_only_every 3 at turn 3", [E("a", constant=True, activate_only_every=3)], "", set()),
+    # --- cases added with the context assembly (issue 12, lore2) ------------------------------
+    ("regex s flag: . matches a line break", [E("a", keys=("/salt.water/s",))], "salt\nwater", {"a"}),
+    ("regex without s: . stops at a line break", [E("a", keys=("/salt.water/",))], "salt\nwater", set()),
+    ("regex g and u flags are accepted", [E("a", keys=("/gull/gu",))], "a gull", {"a"}),
+    ("regex key matches recursion text",
+     [E("a", "The Drowned Bell rings.", keys=("lantern",)), E("b", keys=("/drowned\\s+bell/i",))], "a lantern",
+     {"a", "b"}),
+    ("case-sensitive secondary key misses other case",
+     [E("a", keys=("vey",), secondary_keys=("Gulls",), case_sensitive=True)], "", set()),
+    ("whole words apply to secondary keys",
+     [E("a", keys=("vey",), secondary_keys=("gull",), match_whole_words=True)], "", set()),
+    ("scan depth larger than the chat scans all of it", [E("a", keys=("smuggler",), scan_depth=50)], "", {"a"}),
+    ("scan depth 4 reaches the first narrative, 3 does not",
+     [E("a", keys=("hooded",), scan_depth=4), E("b", keys=("hooded",), scan_depth=3)], "", {"a"}),
+    ("the pending input counts toward the scan depth",
+     [E("a", keys=("gulls",), scan_depth=2)], "the gulls again", {"a"}),
+    ("prevent recursion: still activated by the chat itself",
+     [E("a", "Kael", keys=("lantern",), prevent_recursion=True), E("b", keys=("kael",))], "lantern and kael",
+     {"a", "b"}),
+    ("group with one member is no contest", [E("a", keys=("vey",), inclusion_group="g")], "", {"a"}),
+    ("prioritised group: ties keep one winner",
+     [E("a", keys=("vey",), inclusion_group="g", group_prioritize=True, insertion_order=50),
+      E("b", keys=("vey",), inclusion_group="g", group_prioritize=True, insertion_order=50)], "", {"a"}),
+    ("probability 0 on a constant entry", [E("a", constant=True, probability=0)], "", set()),
+    ("@@dont_activate beats a key match", [E("a", keys=("vey",), forced="dont_activate")], "", set()),
+    ("@@ignore_on_max_context is dropped first over budget",
+     [E("a", keys=("vey",), token_count=60, insertion_order=300, ignore_on_max_context=True),
+      E("b", keys=("vey",), token_count=60, insertion_order=10)], "", {"b"}, LoreDefaults(token_budget=100)),
     # --- budget --------------------------------------------------------------------------------
     ("budget: the entry that reaches it is left out, ignore-budget stays",
      [E("a", keys=("vey",), token_count=60, insertion_order=300), E("b", keys=("vey",), token_count=60),
@@ -318,3 +346,29 @@ def test_plain_keys_are_not_regex():
 def test_regex_match_names_the_message():
     result = run([E("a", keys=("/GULLS\\s+circle/i",))])
     assert result.explanations["a"].matched_in == "turn 2 (narrative)"
+
+
+def test_user_and_char_macros_in_keys_are_filled_from_the_book():
+    book = CompiledBook([E("a", keys=("{{user}}",)), E("b", keys=("{{char}}'s lamp",))], LoreDefaults(),
+                        {"user": "Wren", "char": "Hesper"})
+    result = activate(book=book, messages=scan_messages(pending_input="Wren lights Hesper's lamp", turns=[]),
+                      turn=1, state=None, seed="s")
+    assert set(result.activated_ids) == {"a", "b"}
+    assert result.explanations["a"].reasons[0] == "matched key “{{user}}” in the pending input"
+
+
+def test_a_sticky_member_wins_its_group_on_later_turns():
+    specs = [E("a", keys=("lantern",), inclusion_group="g", sticky=4),
+             E("b", keys=("vey",), inclusion_group="g", group_prioritize=True, insertion_order=999)]
+    book = CompiledBook(specs, LoreDefaults())
+    first = activate(book=book, messages=scan_messages(pending_input="a lantern", turns=[]), turn=1, state=None,
+                     seed="s")
+    second = activate(book=book, messages=scan_messages(pending_input="port vey", turns=[]), turn=2,
+                      state=first.state, seed="s")
+    assert first.activated_ids == ["a"] and second.activated_ids == ["a"]
+    loser = second.explanations["b"]
+    assert loser.code == "group" and "lost inclusion group “g” to sticky “A”" in loser.reasons
+    # Once the sticky window is over, the prioritised member wins again.
+    later = activate(book=book, messages=scan_messages(pending_input="port vey", turns=[]), turn=4,
+                     state=second.state, seed="s")
+    assert later.activated_ids == ["b"]

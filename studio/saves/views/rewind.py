@@ -23,6 +23,7 @@ COUNT_LABELS = {
     "mental_models_deleted": "Mental models deleted",
     "mental_models_updated": "Mental models rolled back",
     "recorded_queries": "Recorded queries",
+    "lore_activations": "Lore activation records",
     "vector_chunks": "Memory chunks",
 }
 

@@ -318,9 +318,11 @@ def _load_lore(universe: Universe, data: DemoData, result: DemoLoadResult) -> No
 def _trim_after(game_save: Save, last_turn: int, result: DemoLoadResult) -> None:
     """Roll living memory back to the demo's last turn when the save was played past it."""
     from studio.memory.facts import delete_facts_after
+    from studio.memory.lore_activation_state import lore_activation_rollback
     from studio.memory.mental_models import rollback_models_for_pk
     from studio.memory.observations import rollback_beliefs_for_pk
 
+    lore_activation_rollback(save=game_save, to_turn=last_turn)  # sticky / cooldown as of the last turn
     facts = delete_facts_after(game_save.pk, last_turn)
     beliefs = rollback_beliefs_for_pk(game_save.pk, last_turn)
     mental_models = rollback_models_for_pk(game_save.pk, last_turn)

@@ -31,6 +31,14 @@ LORE_INT_META = {
     "lore_recursion_depth": (0, 100, "recursion passes after the first scan; 0 = no recursion"),
 }
 LORE_BOOL_META = {"lore_case_sensitive", "lore_match_whole_words"}
+# Memory context budget shares (studio.memory.context_lore.SHARE_CLASSES), percent of the budget.
+CONTEXT_SHARE_META = {
+    f"context_share_{share_class}": (0, 100, f"percent of the context budget {what} may use")
+    for share_class, what in (("lore_activated", "activated lore entries"), ("mental_model", "mental models"),
+                              ("belief", "beliefs"), ("fact", "facts"), ("narrative", "narrative chunks"),
+                              ("lore", "lore found by meaning"))
+}
+LORE_INT_META.update(CONTEXT_SHARE_META)
 
 # Entry ids that would collide with the Lore Book's own URLs (/lore/new/, /lore/bulk/, ...).
 RESERVED_ENTRY_IDS = {"new", "bulk", "status", "deleted"}

@@ -1,0 +1,262 @@
+"""The Lore Book's part of the memory context: activated entries, the budget rules, the explain.
+
+`build_memory_context` (studio/memory/context.py) calls these; the rules live here only.
+
+Activation: the save's book is evaluated for the next turn with the pending input
+(`lore_activation_for_turn`, the same evaluation `turn_append` records), so the viewer, the
+API and the narrator see what play will activate. Activated entries (constant, key, recursion,
+sticky, decorators) come before lore found by meaning, in prompt order (insertion order, or
+priority where set). An activated entry is *protected* when the pending input matched it or
+it names a character in focus (one of its keys or its title is a focus term or subject).
+
+Budget (`assemble`), in four passes over the candidates in hierarchy order:
+1. ignore-budget entries always go in, outside the budget (`used_tokens` may then exceed it;
+   they take nothing from what the other items share);
+2. protected entries go in while the whole budget allows: before any other layer, so
+   narrative chunks and semantic lore never push them out;
+3. every other item, while it fits both what is left and its layer's share
+   (`context_share_<class>` in Universe_Meta, a percentage of the budget);
+4. items left out only by their share, if they fit what is left after pass 3.
+An item that does not fit is left out whole ("over budget: ..."); no text is cut.
+
+Text: lore items carry the whole entry (never a stored chunk of it), narrative chunks end at
+a sentence end, and `{{user}}` / `{{char}}` are filled (player character from meta; the first
+character in focus, else the card's character) in the item text only; stored text is unchanged.
+
+Explain: one record per entry of the book (`lore_explain`): the engine's decision and
+reasons, then what the context did with it (semantic rank, budget decision).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from studio.memory.macros import fill_macros
+
+SHARE_CLASSES = ("lore_activated", "mental_model", "belief", "fact", "narrative", "lore")
+SHARE_META_PREFIX = "context_share_"
+# Caps, not reservations (they may add up to more than 100). With one shared pool the demo
+# showed both failures: narrative chunks took 1,015 of 1,200 tokens and left the named entry
+# out, and with activation first the recursion through the demo's book (22 of 34 entries for
+# "ask Hesper Vale about the Copper Hood") took every token. Half for activated lore, 40% for
+# narrative leaves the lore found by meaning its place; protected entries are not capped.
+DEFAULT_SHARES = {"lore_activated": 50, "mental_model": 100, "belief": 100, "fact": 100, "narrative": 40, "lore": 100}
+# Within activated lore, what the budget is offered first (protected entries come before all).
+ACTIVATION_RANK = {"constant": 1, "forced": 1, "sticky": 2, "key": 2, "after_first_match": 2, "recursion": 3}
+# Engine decisions after which lore found by meaning may still bring an entry in: the entry
+# was simply not named. A rule that refused it (disabled, cooldown, a failed roll, a lost
+# group, @@dont_activate, ...) refuses it for the semantic layer too.
+SEMANTIC_ALLOWED_CODES = {"no_match", "no_keys", "beyond_scan_depth", "secondary", "additional_keys", "budget"}
+_SENTENCE_END = re.compile(r"[.!?…][\"'”’)\]]*(?=\s|$)")
+
+
+def share_meta_key(share_class: str) -> str:
+    return SHARE_META_PREFIX + share_class
+
+
+def shares_from_meta(meta: dict[str, str]) -> dict[str, int]:
+    """Return the per-class budget shares (percent), the universe's where set (validated on save)."""
+    shares = dict(DEFAULT_SHARES)
+    for share_class in SHARE_CLASSES:
+        raw = meta.get(share_meta_key(share_class))
+        try:
+            value = int(str(raw).strip())
+        except (TypeError, ValueError):
+            continue
+        if 0 <= value <= 100:
+            shares[share_class] = value
+    return shares
+
+
+def whole_sentences(text: str) -> str:
+    """Return `text` without a trailing unfinished sentence (unchanged when it has no sentence end)."""
+    stripped = (text or "").rstrip()
+    ends = list(_SENTENCE_END.finditer(stripped))
+    if not ends or ends[-1].end() == len(stripped):
+        return stripped
+    return stripped[: ends[-1].end()]
+
+
+def _names(values) -> set[str]:
+    return {str(v).strip().lower() for v in values if v and str(v).strip()}
+
+
+@dataclass
+class LoreActivationView:
+    """What the context knows of the book's activation for the next turn."""
+
+    result: Any  # ActivationResult
+    specs: dict[str, Any]  # entry id -> LoreSpec
+    macros: dict[str, str]
+
+
+def evaluate_lore(game_save, query_text: str) -> LoreActivationView | None:
+    """Evaluate the save's book for its next turn with `query_text` as the pending input (None: no book)."""
+    from studio.memory.lore_activation_state import lore_activation_for_turn, lore_macros_for
+
+    if not game_save.universe.lore_entries.exists():
+        return None
+    macros = lore_macros_for(game_save)
+    result, _extra = lore_activation_for_turn(save=game_save, pending_input=query_text or "", macros=macros)
+    specs = {spec.entry_id: spec for spec in result.explanations.specs}
+    return LoreActivationView(result=result, specs=specs, macros=macros)
+
+
+def text_macros(view: LoreActivationView | None, focus: list[str], game_save) -> dict[str, str]:
+    """Return the `user` / `char` values for the narrator's text: char is the first character in focus."""
+    macros = dict(view.macros) if view else {}
+    if not macros.get("user"):
+        user = str((game_save.meta or {}).get("player_character") or "").strip()
+        if user:
+            macros["user"] = user
+    if focus:
+        macros["char"] = focus[0]
+    return macros
+
+
+def fill(text: str, macros: dict[str, str]) -> str:
+    return fill_macros(text, user=macros.get("user"), char=macros.get("char"))
+
+
+def activated_items(view: LoreActivationView, *, focus: list[str], macros: dict[str, str], make_item, count_tokens):
+    """Return the context items of the activated entries, in prompt order, protected ones marked."""
+    focus_names = _names(focus)
+    items = []
+    for spec in view.result.activated:
+        record = view.result.explanations[spec.entry_id]
+        pending = "pending input" in (record.matched_in or "")
+        names = _names([spec.title, *spec.keys])
+        in_focus = sorted(focus_names & names)
+        protected = pending or bool(in_focus)
+        text = fill(f"{spec.title}: {spec.text}" if spec.title else spec.text, macros)
+        why = "; ".join(record.reasons) or record.code
+        if in_focus and not pending:
+            why += f"; names “{in_focus[0]}”, in focus"
+        items.append(make_item(
+            layer="lore", text=text, tokens=count_tokens(text),
+            reason=f"lore activated: {why}",
+            why={"activation": record.code, "activation_rank": 0 if protected else ACTIVATION_RANK.get(record.code, 2),
+                 "matched_key": record.matched_key, "matched_in": record.matched_in,
+                 "via_entry": record.via_entry, "protected": protected, "ignore_budget": spec.ignore_budget,
+                 "budget_class": "lore_activated", "in_focus": in_focus[:1],
+                 # Where a narrator prompt places it (SillyTavern's position / depth / role).
+                 "position": spec.position, "depth": spec.depth, "role": spec.role,
+                 "insertion_order": spec.insertion_order},
+            ref={"entry_id": spec.entry_id},
+        ))
+    return items
+
+
+def semantic_allowed(view: LoreActivationView | None, entry_id: str | None) -> tuple[bool, str]:
+    """May lore found by meaning bring this entry in? (False, why) when the book's rules refuse it."""
+    if view is None or not entry_id or entry_id not in view.specs:
+        return True, ""
+    spec = view.specs[entry_id]
+    record = view.result.explanations[entry_id]
+    if record.included:
+        return False, "already in as an activated entry"
+    if not spec.vectorized:
+        return False, "not vectorized: found by keys only"
+    if record.code not in SEMANTIC_ALLOWED_CODES:
+        return False, "refused by its activation rules (" + "; ".join(record.reasons or [record.code]) + ")"
+    return True, ""
+
+
+def whole_entry_text(view: LoreActivationView | None, entry_id: str | None, fallback: str, macros) -> str:
+    """Return the whole entry (title: text) for a lore hit, not the stored chunk of it."""
+    spec = view.specs.get(entry_id) if view and entry_id else None
+    if spec is None:
+        return fill(fallback, macros)
+    return fill(f"{spec.title}: {spec.text}" if spec.title else spec.text, macros)
+
+
+def budget_class(item) -> str:
+    return item.why.get("budget_class") or item.layer
+
+
+def assemble(candidates: list, *, token_budget: int, shares: dict[str, int]) -> None:
+    """Decide `included` / `cut` for every candidate (see the module docstring); nothing is truncated."""
+    remaining = token_budget
+    used: dict[str, int] = {}
+    decided: set[int] = set()
+
+    def take(index: int, item, note: str = "", *, outside: bool = False) -> None:
+        nonlocal remaining
+        if not outside:
+            remaining -= item.tokens
+            used[budget_class(item)] = used.get(budget_class(item), 0) + item.tokens
+        item.included, item.cut = True, ""
+        if note:
+            item.why["budget"] = note
+        decided.add(index)
+
+    for index, item in enumerate(candidates):  # 1: ignore budget
+        if item.why.get("ignore_budget"):
+            take(index, item, "ignores the budget: always included", outside=True)
+    for index, item in enumerate(candidates):  # 2: protected
+        if index in decided or not item.why.get("protected"):
+            continue
+        if item.tokens <= remaining:
+            take(index, item, "protected (named in the input or in focus): taken before the other layers")
+        else:
+            item.included = False
+            item.cut = f"over budget: needs {item.tokens} tokens, {max(remaining, 0)} left (left out whole)"
+            decided.add(index)
+    share_cut: list[int] = []
+    for index, item in enumerate(candidates):  # 3: shares
+        if index in decided:
+            continue
+        cls = budget_class(item)
+        cap = token_budget * shares.get(cls, 100) // 100
+        if item.tokens > remaining:
+            item.included = False
+            item.cut = f"over budget: needs {item.tokens} tokens, {max(remaining, 0)} left (left out whole)"
+        elif used.get(cls, 0) + item.tokens > cap:
+            item.included = False
+            item.cut = (f"over budget: needs {item.tokens} tokens; the {cls.replace('_', ' ')} share "
+                        f"({shares.get(cls, 100)}% = {cap} tokens) has {max(cap - used.get(cls, 0), 0)} left (left out whole)")
+            share_cut.append(index)
+            continue
+        else:
+            take(index, item)
+            continue
+        decided.add(index)
+    for index in share_cut:  # 4: what the shares left unused
+        item = candidates[index]
+        if item.tokens <= remaining:
+            take(index, item, "over its share, taken from the budget the other layers left")
+
+
+def lore_explain(view: LoreActivationView | None, items: list, refused: dict[str, str]) -> list[dict]:
+    """Return one record per entry of the book: the engine's decision, then the context's."""
+    if view is None:
+        return []
+    by_entry: dict[str, list] = {}
+    for item in items:
+        if item.layer == "lore" and item.ref.get("entry_id"):
+            by_entry.setdefault(item.ref["entry_id"], []).append(item)
+    out = []
+    for entry_id, record in view.result.explanations.items():
+        data = record.as_dict()
+        data["activated"] = data.pop("included")
+        mine = by_entry.get(entry_id, [])
+        included = any(i.included for i in mine)
+        decisions = []
+        for item in mine:
+            rank = item.why.get("final_rank")
+            if rank is not None and not item.why.get("activation"):
+                decisions.append(f"found by meaning at rank {rank}")
+            if item.why.get("expanded_from"):
+                decisions.append(f"linked from lore entry {item.why['expanded_from']}")
+            if item.included:
+                decisions.append(item.why.get("budget") or "fits the budget")
+            else:
+                decisions.append(item.cut or "left out")
+        if entry_id in refused:
+            decisions.append(f"found by meaning, not taken: {refused[entry_id]}")
+        data.update(included=included, context=decisions,
+                    semantic_rank=next((i.why.get("final_rank") for i in mine if i.why.get("final_rank") is not None
+                                        and not i.why.get("activation")), None))
+        out.append(data)
+    return out
