@@ -1,7 +1,7 @@
 """Checkpoints: rewind a save to turn N, preview that rewind, or fork the save at turn N.
 
-Rewind is one database transaction: Event_Log, StateCache, Facts and recorded queries after N
-are deleted, the belief and mental-model rollback rules applied (see
+Rewind is one database transaction: Event_Log, StateCache, Facts, recorded queries and narrator
+snapshots (and drafts) after N are deleted, the belief and mental-model rollback rules applied (see
 `studio.memory.observations` and `studio.memory.mental_models`), the save's current turn set
 to N and its timeline generation incremented. The vector chunks after N live in Chroma,
 outside the transaction, so they are deleted after commit: the transaction records a
@@ -11,7 +11,7 @@ current turn as their horizon, so a chunk that survived a failed delete is never
 the ledger retries the job with backoff, and `finish_vector_rollback(save)` runs what is
 still pending at once (a turn append does, before the timeline grows again).
 
-Fork copies a save as it stood at turn N into a new save (new ids for every row, fact ids
+Fork copies a save as it stood at turn N into a new save (narrator snapshots included; new ids for every row, fact ids
 remapped in belief sources, belief ids remapped in mental-model sources) and copies the
 vector chunks after commit as a FORK_VECTORS job, run the same way; the original is
 untouched. The jobs' handlers are in `studio.saves.vector_jobs` (registered by
@@ -41,7 +41,7 @@ from studio.memory.models import Job, JobKind, JobStatus, RecordedQuery
 from studio.memory.observations import Observation, beliefs_to_roll_back, rollback_beliefs_for_pk
 from studio.saves import checkpoint_rows
 from studio.saves.errors import TurnConflict
-from studio.saves.models import Event, Save, StateCache
+from studio.saves.models import Event, NarratorDraft, NarratorSnapshot, Save, StateCache
 from studio.saves.vector_jobs import PENDING_STATUSES
 
 __all__ = [
@@ -206,6 +206,9 @@ class CheckpointManager:
             counts["recorded_queries"], _ = RecordedQuery.objects.filter(
                 game_save_id=pk, turn_id__gt=n
             ).delete()
+            # What the narrator saw at the dropped turns, and drafts for them, go with them.
+            counts["narrator_snapshots"], _ = NarratorSnapshot.objects.filter(game_save_id=pk, turn_id__gt=n).delete()
+            NarratorDraft.objects.filter(game_save_id=pk, turn_id__gt=n).delete()
             generation = locked.timeline_generation + 1
             Save.objects.filter(pk=pk).update(
                 current_turn=n, timeline_generation=generation, updated_at=timezone.now()
@@ -356,6 +359,7 @@ class CheckpointManager:
             "mental_models_deleted": doomed_models.count(),
             "mental_models_updated": len(models_changed),
             "recorded_queries": RecordedQuery.objects.filter(game_save_id=pk, turn_id__gt=n).count(),
+            "narrator_snapshots": NarratorSnapshot.objects.filter(game_save_id=pk, turn_id__gt=n).count(),
         }
         return RewindPreview(
             save_id=current.save_id,
@@ -422,6 +426,7 @@ class CheckpointManager:
             fact_ids = checkpoint_rows.copy_facts(source.pk, fork.pk, n)
             belief_ids = checkpoint_rows.copy_beliefs(source.pk, fork.pk, n, fact_ids)
             checkpoint_rows.copy_models(source.pk, fork.pk, n, belief_ids)
+            checkpoint_rows.copy_turn_rows(NarratorSnapshot, checkpoint_rows.SNAPSHOT_COLUMNS, source.pk, fork.pk, n)
             # This fork runs the job itself after commit: no runner is woken for it.
             job = jobs.job_create(
                 wake=False,
