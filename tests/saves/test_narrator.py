@@ -300,3 +300,62 @@ def test_prompt_preview_page_and_fragment(tester, game_save, meta):
     fragment = tester.get(url("narrator_prompt", game_save), {"input": "I ask about the tide"}, **HX).content.decode()
     assert "<html" not in fragment and 'id="prompt-system"' in fragment
     assert "Type an action" in tester.get(url("narrator_prompt", game_save)).content.decode()
+
+
+# -- rewind, fork, the save file -----------------------------------------------------------------
+
+
+def _snapshot(game_save, turn_id: int) -> NarratorSnapshot:
+    return NarratorSnapshot.objects.create(
+        game_save=game_save, turn_id=turn_id, player_input=f"input {turn_id}", proposed=f"Proposed {turn_id}.",
+        model="test-model", latency_ms=12, prompt_tokens=100 + turn_id, completion_tokens=20, prompt_chars=400,
+        system_prompt="You are the narrator.", user_prompt=f"## The player's action (turn {turn_id})",
+        context={"token_budget": 5, "items": [
+            {"layer": "lore", "text": "Port Vey", "tokens": 3, "reason": "rank 1", "included": True, "cut": ""},
+            {"layer": "fact", "text": "Kaël owes", "tokens": 9, "reason": "focus", "included": False, "cut": "over budget: needs 9 tokens, 2 left"},
+        ]},
+    )
+
+
+def test_rewind_drops_later_snapshots_and_fork_copies_earlier_ones(game_save, vector_memory):  # noqa: F811
+    from studio.saves.checkpoints import CheckpointManager
+
+    for turn in (1, 2, 3):
+        _snapshot(game_save, turn)
+    NarratorDraft.objects.create(game_save=game_save, turn_id=4, player_input="pending")
+    manager = CheckpointManager(vector_memory=vector_memory)
+    assert manager.preview(game_save, 1).counts["narrator_snapshots"] == 2
+    fork = manager.fork(game_save, 2)
+    copied = NarratorSnapshot.objects.filter(game_save=fork).order_by("turn_id")
+    assert [s.turn_id for s in copied] == [1, 2]
+    assert copied[1].context == NarratorSnapshot.objects.get(game_save=game_save, turn_id=2).context
+    assert copied[1].prompt_tokens == 102 and copied[1].user_prompt.endswith("(turn 2)")
+    result = manager.rewind(game_save, 1)
+    assert result.counts["narrator_snapshots"] == 2
+    assert list(NarratorSnapshot.objects.filter(game_save=game_save).values_list("turn_id", flat=True)) == [1]
+    assert not NarratorDraft.objects.filter(game_save=game_save).exists()  # it was for turn 4
+    assert NarratorSnapshot.objects.filter(game_save=fork).count() == 2  # the fork keeps its own
+
+
+def test_snapshots_travel_in_the_save_file(game_save, universe):
+    from studio.saves import portable
+
+    _snapshot(game_save, 2)
+    _snapshot(game_save, 3)
+    data = portable.save_export(game_save=game_save).read()
+    section = json.loads(data)["sections"]["narrator_snapshots"]
+    assert section["optional"] is True and [i["turn_id"] for i in section["items"]] == [2, 3]
+    imported = portable.save_import(universe=universe, data=data).game_save
+    fields = ("turn_id", "player_input", "proposed", "model", "prompt_tokens", "context", "system_prompt", "created_at")
+    assert list(NarratorSnapshot.objects.filter(game_save=imported).values_list(*fields)) == list(
+        NarratorSnapshot.objects.filter(game_save=game_save).values_list(*fields)
+    )
+    document = json.loads(data)
+    document["sections"]["narrator_snapshots"]["items"][1]["turn_id"] = 2
+    with pytest.raises(portable.SaveFileError) as error:
+        portable.save_import(universe=universe, data=json.dumps(document).encode())
+    assert "turn 2 has two narrator snapshots" in str(error.value)
+    document["sections"]["narrator_snapshots"]["items"][1]["turn_id"] = 9
+    with pytest.raises(portable.SaveFileError) as error:
+        portable.save_import(universe=universe, data=json.dumps(document).encode())
+    assert "turn 9 does not exist" in str(error.value)

@@ -76,6 +76,8 @@ def narrator_draft(request: HttpRequest, save_id: str, draft_id: int) -> HttpRes
     """The narrator panel for a draft (what the page asks for once a stream has ended)."""
     game_save = visible_save(request, save_id)
     draft = _draft(game_save, draft_id)
+    if not request.htmx:
+        return render(request, "saves/console.html", console_context(request, game_save))
     return _panel(request, game_save, draft=draft if draft.status == "open" else None)
 
 
