@@ -6,6 +6,9 @@
 // inside the form's POST instead, and this file is not needed.
 (function () {
   "use strict";
+  // Each stream URL is read once per page: an alternative that could not be claimed (already
+  // streamed, or refused) must not start the same request again in a loop.
+  var started = {};
 
   function csrfToken() {
     try {
@@ -25,11 +28,12 @@
   }
 
   async function stream(element) {
-    if (element.getAttribute("data-started")) return;
-    element.setAttribute("data-started", "1");
+    var streamUrl = element.getAttribute("data-narrator-stream");
+    if (started[streamUrl]) return;
+    started[streamUrl] = true;
     var out = element.querySelector("[data-narrator-text]") || element;
     try {
-      var response = await fetch(element.getAttribute("data-narrator-stream"), {
+      var response = await fetch(streamUrl, {
         method: "POST",
         credentials: "same-origin",
         headers: { "X-CSRFToken": csrfToken() },

@@ -359,3 +359,24 @@ def test_snapshots_travel_in_the_save_file(game_save, universe):
     with pytest.raises(portable.SaveFileError) as error:
         portable.save_import(universe=universe, data=json.dumps(document).encode())
     assert "turn 9 does not exist" in str(error.value)
+
+
+def test_an_alternative_already_streaming_is_not_streamed_again(tester, game_save, narrator):
+    """Another tab (or a request that died) holds it: the panel offers no stream, only regenerate."""
+    draft = services.narrator_draft_create(game_save=game_save, player_input="I wait")
+    draft.alternatives.update(status=AlternativeStatus.STREAMING)
+    panel = tester.get(url("narrator_draft", game_save, draft.pk), **HX).content.decode()
+    assert "data-narrator-stream" not in panel and "being written by another request" in panel and "Regenerate" in panel
+    assert stream_all(tester, game_save, draft) == ""
+    assert not [r for r in narrator.server.requests if operation_of(r) == "narrate"]
+
+
+def test_a_prompt_that_cannot_be_built_fails_the_alternative(tester, game_save, narrator, monkeypatch):
+    def broken(**kwargs):
+        raise RuntimeError("vector store gone")
+
+    monkeypatch.setattr(services, "build_narrator_prompt", broken)
+    draft = services.narrator_draft_create(game_save=game_save, player_input="I wait")
+    assert stream_all(tester, game_save, draft) == ""
+    alternative = draft.alternatives.get()
+    assert alternative.status == AlternativeStatus.FAILED and "vector store gone" in alternative.error

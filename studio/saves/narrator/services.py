@@ -17,7 +17,7 @@
 """
 from __future__ import annotations
 
-import time
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -35,6 +35,8 @@ from studio.saves.models import (
     Save,
 )
 from studio.saves.narrator.prompt import CONFIG, NarratorPrompt, build_narrator_prompt
+
+logger = logging.getLogger(__name__)
 
 NO_MODEL = "No language model is connected: set AXIOM_LLM_BASE_URL (see the notice on this page)."
 
@@ -143,7 +145,12 @@ def narration_stream(*, alternative_id: int, vector_memory=None) -> Iterator[str
     if backend is None:
         _finish(alternative_id, AlternativeStatus.FAILED, error=NO_MODEL)
         return
-    prompt = build_narrator_prompt(game_save=game_save, player_input=draft.player_input, vector_memory=vector_memory)
+    try:
+        prompt = build_narrator_prompt(game_save=game_save, player_input=draft.player_input, vector_memory=vector_memory)
+    except Exception as exc:  # noqa: BLE001 - the alternative must never stay "streaming"
+        logger.exception("narrator prompt for alternative %s failed", alternative_id)
+        _finish(alternative_id, AlternativeStatus.FAILED, error=f"The prompt could not be built: {exc.__class__.__name__}: {exc}")
+        return
     tracked = TrackedLLM(backend, game_save_id=game_save.pk)
     try:
         stream = tracked.stream(system=prompt.system, prompt=prompt.user, operation="narrate")
