@@ -69,7 +69,7 @@ LLAMA_CPP_PYTHON_JSON_SCHEMA_ERROR = (
 
 
 def operation_of(request: dict) -> str:
-    """Return "extract", "consolidate", "reflect" (from the system prompt) or ""."""
+    """Return "extract", "consolidate", "reflect", "narrate" (from the system prompt) or ""."""
     messages = request.get("messages") or []
     system = next((m.get("content", "") for m in messages if m.get("role") == "system"), "")
     if "You extract facts" in system:
@@ -78,6 +78,8 @@ def operation_of(request: dict) -> str:
         return "consolidate"
     if "You write the mental model" in system:
         return "reflect"
+    if "narrator of an interactive story" in system:
+        return "narrate"
     return ""
 
 

@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from studio.api.services import api_token_create
 from studio.memory.models import Fact, Job, LLMCall, MentalModel, Observation, RecordedQuery, VectorCorpusVersion
-from studio.saves.models import StateCache
+from studio.saves.models import NarratorSnapshot, StateCache
 from studio.universes.models import LoreRevision
 
 
@@ -23,6 +23,7 @@ def populated(game_save, universe, staff_user):
     job = Job.objects.create(kind="embed_turn", game_save=game_save, turn_id=1, status="failed", error="boom")
     LLMCall.objects.create(game_save=game_save, job=job, operation="extract", model="m", prompt_tokens=10, completion_tokens=5)
     api_token_create(user=staff_user, name="engine")
+    NarratorSnapshot.objects.create(game_save=game_save, turn_id=1, player_input="look", model="m", context={"items": []})
     return game_save
 
 

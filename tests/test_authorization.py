@@ -83,6 +83,15 @@ RULES: dict[str, tuple[str, str]] = {
     "saves:rewind_preview": ("player", "-"),
     "saves:rewind_confirm": ("-", "player"),
     "saves:rewind_summary": ("player", "-"),
+    "saves:narrate": ("-", "player"),
+    "saves:narrator_prompt": ("member", "-"),
+    "saves:narrator_draft": ("member", "-"),
+    "saves:narrator_stream": ("-", "player"),
+    "saves:narrator_regenerate": ("-", "player"),
+    "saves:narrator_choose": ("-", "player"),
+    "saves:narrator_discard": ("-", "player"),
+    "saves:narrator_accept": ("-", "player"),
+    "saves:narrator_snapshot": ("member", "-"),
     "saves:fork": ("-", "player"),
     "saves:export": ("player", "-"),
     # memory inspector
@@ -167,7 +176,12 @@ def objects(universe, game_save, author):
     belief = Observation.objects.create(game_save=game_save, statement="Kaël owes money.", subject="Kaël", sources=[])
     job = Job.objects.create(kind="embed_turn", game_save=game_save, turn_id=1, status="failed", error="x")
     token, _ = api_token_create(user=author, name="engine")
+    from studio.saves.models import NarratorAlternative, NarratorDraft
+
+    draft = NarratorDraft.objects.create(game_save=game_save, turn_id=game_save.current_turn + 1, player_input="look")
+    NarratorAlternative.objects.create(draft=draft, number=1, status="done", text="You look.")
     return {
+        "draft_id": draft.pk, "number": 1,
         "slug": universe.slug, "save_id": game_save.save_id, "entry_id": "kael", "pk": meta.pk,
         "revision_id": revision.pk, "turn_id": 1, "observation_id": belief.pk, "job_id": job.pk, "token_id": token.pk,
     }

@@ -53,7 +53,18 @@ def poisoned(universe, game_save, author):
     LLMCall.objects.create(game_save=game_save, job=job, operation="extract", model=PAYLOAD, error=PAYLOAD)
     RecordedQuery.objects.create(game_save=game_save, turn_id=1, query_text=PAYLOAD, params={"k": 5}, result_ids=[])
     token, _ = api_token_create(user=author, name=PAYLOAD)
+    from studio.saves.models import NarratorAlternative, NarratorDraft, NarratorSnapshot
+
+    NarratorSnapshot.objects.create(
+        game_save=game_save, turn_id=1, player_input=PAYLOAD, proposed=PAYLOAD, edited=True, model=PAYLOAD,
+        system_prompt=PAYLOAD, user_prompt=PAYLOAD,
+        context={"items": [{"layer": "lore", "text": PAYLOAD, "tokens": 1, "reason": PAYLOAD, "included": False, "cut": PAYLOAD}]},
+    )
+    draft = NarratorDraft.objects.create(game_save=game_save, turn_id=game_save.current_turn + 1, player_input=PAYLOAD)
+    NarratorAlternative.objects.create(draft=draft, number=1, status="done", text=f"Story {PAYLOAD}", model=PAYLOAD)
+    NarratorAlternative.objects.create(draft=draft, number=2, status="failed", text=PAYLOAD, error=PAYLOAD)
     return {
+        "draft_id": draft.pk, "number": 1,
         "slug": universe.slug, "save_id": game_save.save_id, "entry_id": "kael",
         "pk": UniverseMeta.objects.get(universe=universe, key="belief_mission").pk,
         "revision_id": revision.pk, "turn_id": 1, "observation_id": belief.pk, "job_id": job.pk, "token_id": token.pk,

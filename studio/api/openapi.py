@@ -363,6 +363,19 @@ SCHEMAS: dict[str, Any] = {
         },
         additional=False,
     ),
+    "NarrateRequest": obj(
+        {"player_input": {"type": "string", "maxLength": 4000, "description": "The player's action."}},
+        required=["player_input"], additional=False,
+    ),
+    "Narration": obj(
+        {
+            "save_id": STRING, "turn_id": INTEGER, "player_input": STRING, "narrative": STRING,
+            "appended": {"type": "boolean", "const": False}, "model": STRING, "finish_reason": STRING,
+            "truncated": {"type": "boolean"}, "latency_ms": INTEGER, "prompt_tokens": INTEGER, "completion_tokens": INTEGER,
+            "prompt": obj({"system": STRING, "user": STRING, "chars": INTEGER}),
+            "context": ref("MemoryContext"),
+        },
+    ),
     "ContextItem": obj(
         {
             "layer": {"type": "string", "enum": ["mental_model", "belief", "fact", "narrative", "lore"]},
@@ -618,6 +631,22 @@ def _paths() -> dict[str, Any]:
                 {"200": json_response("The context, item by item, and as text.", ref("MemoryContext"))}, tag=memory,
                 body=json_body(ref("ContextRequest"), required=False),
                 errors={**READ_ERRORS, "403": error("Forbidden"), "413": error("BodyTooLarge"), "415": error("UnsupportedMediaType")},
+            ),
+        },
+        "/saves/{save_id}/narrate": {
+            "parameters": [SAVE_ID],
+            "post": operation(
+                "narrate",
+                "A proposed narrative for player_input as the next turn, from the save's narrator; nothing is appended.",
+                {"200": json_response("The proposal, its model and usage, and the prompt and memory context behind it.", ref("Narration"))},
+                tag=memory,
+                body=json_body(ref("NarrateRequest")),
+                errors={
+                    **WRITE_ERRORS,
+                    "429": {"description": "The save's hourly LLM budget (spend guard) is used up.", "content": {"application/json": {"schema": ref("Error")}}},
+                    "502": {"description": "The model failed.", "content": {"application/json": {"schema": ref("Error")}}},
+                },
+                description="Needs the playtester role. Answers 503 with code no_model when no LLM is configured. Append the text with POST /saves/{save_id}/turns (turn_id = the proposal's turn_id).",
             ),
         },
         "/saves/{save_id}/rewind-preview": {

@@ -19,6 +19,7 @@ urlpatterns = [
     path("saves/<str:save_id>/mental-models", views.mental_model_list, name="mental_model_list"),
     path("saves/<str:save_id>/query", views.memory_query, name="memory_query"),
     path("saves/<str:save_id>/context", views.memory_context, name="memory_context"),
+    path("saves/<str:save_id>/narrate", views.narrate, name="narrate"),
     path("saves/<str:save_id>/rewind-preview", views.rewind_preview, name="rewind_preview"),
     path("saves/<str:save_id>/rewind", views.rewind, name="rewind"),
     path("saves/<str:save_id>/fork", views.fork, name="fork"),

@@ -437,3 +437,44 @@ def job_retry(request: HttpRequest, save_id: str, job_id: int) -> JsonResponse:
 @api_view("GET", "POST", "PUT", "PATCH", "DELETE")
 def unknown_endpoint(request: HttpRequest, rest: str = "") -> JsonResponse:
     raise ApiError(404, "not_found", f"No API endpoint at {request.path}.")
+
+
+# -- the narrator --------------------------------------------------------------------------
+
+
+@api_view("POST")
+def narrate(request: HttpRequest, save_id: str) -> JsonResponse:
+    """Return a proposed narrative for `player_input` as the next turn; append nothing."""
+    from studio.memory.llm import LLMError, SpendLimitExceeded
+    from studio.saves.narrator.services import NoModelConnected, narrate_once
+
+    save = save_for(request.user, save_id, write=True)
+    params = Params(json_body(request))
+    player_input = params.string("player_input", required=True, max_length=4000)
+    params.done()
+    try:
+        narration = narrate_once(game_save=save, player_input=player_input)
+    except NoModelConnected as exc:
+        raise ApiError(503, "no_model", str(exc)) from exc
+    except SpendLimitExceeded as exc:
+        raise ApiError(429, "spend_limit", exc.reason, {"resume_at": exc.resume_at.isoformat()}) from exc
+    except LLMError as exc:
+        raise ApiError(502, "llm_failed", f"The narrator's model failed: {exc}") from exc
+    response = narration.response
+    return _json(
+        {
+            "save_id": save.save_id,
+            "turn_id": narration.prompt.turn_id,
+            "player_input": player_input,
+            "narrative": narration.text,
+            "appended": False,
+            "model": response.model,
+            "finish_reason": response.finish_reason,
+            "truncated": response.truncated,
+            "latency_ms": response.latency_ms,
+            "prompt_tokens": response.prompt_tokens,
+            "completion_tokens": response.completion_tokens,
+            "prompt": {"system": narration.prompt.system, "user": narration.prompt.user, "chars": narration.prompt.chars},
+            "context": narration.prompt.context_record(),
+        }
+    )

@@ -1,7 +1,7 @@
 """Admin for saves and their Event_Log / State_Cache."""
 from django.contrib import admin
 
-from studio.saves.models import Event, Save, StateCache
+from studio.saves.models import Event, NarratorSnapshot, Save, StateCache
 
 
 @admin.register(Save)
@@ -40,3 +40,14 @@ class StateCacheAdmin(admin.ModelAdmin):
     raw_id_fields = ("game_save",)
     readonly_fields = ("game_save", "turn_id")
     list_per_page = 100
+
+
+@admin.register(NarratorSnapshot)
+class NarratorSnapshotAdmin(admin.ModelAdmin):
+    """What the narrator saw at each accepted turn; written only by accepting a narration."""
+
+    list_display = ("game_save", "turn_id", "model", "latency_ms", "prompt_tokens", "completion_tokens", "edited")
+    list_select_related = ("game_save",)
+    search_fields = ("game_save__save_id", "player_input")
+    raw_id_fields = ("game_save",)
+    readonly_fields = [f.name for f in NarratorSnapshot._meta.fields if f.name != "id"]

@@ -7,6 +7,15 @@ class SavesConfig(AppConfig):
 
     def ready(self) -> None:
         self.register_job_handlers()
+        self.register_save_file_sections()
+
+    @staticmethod
+    def register_save_file_sections() -> None:
+        """Add the narrator's snapshots to the save file (an optional section of its own)."""
+        from studio.saves.narrator import portable
+        from studio.saves.portable import register_section
+
+        register_section(portable.SECTION)
 
     @staticmethod
     def register_job_handlers() -> None:

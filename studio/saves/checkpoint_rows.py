@@ -72,6 +72,13 @@ def model_values_at(row: MentalModelRow, n: int) -> dict[str, Any]:
     )
 
 
+# The NarratorSnapshot columns a fork copies (every one but the id and the save).
+SNAPSHOT_COLUMNS = [
+    "turn_id", "player_input", "proposed", "edited", "alternatives", "model", "finish_reason", "latency_ms",
+    "prompt_tokens", "completion_tokens", "prompt_chars", "system_prompt", "user_prompt", "context", "created_at",
+]
+
+
 def copy_turn_rows(model, columns: list[str], source_pk: int, fork_pk: int, n: int) -> None:
     """INSERT ... SELECT the rows of `model` up to turn `n` into the fork (one statement)."""
     meta = model._meta

@@ -1,8 +1,8 @@
 """Checkpoints: rewind a save to turn N, preview that rewind, or fork the save at turn N.
 
-Rewind is one database transaction: Event_Log, StateCache, Facts, recorded queries and the
-lore activation rows after N are deleted (so sticky, cooldown and first matches are as they
-were recorded at N), the belief and mental-model rollback rules applied (see
+Rewind is one database transaction: Event_Log, StateCache, Facts, recorded queries, narrator
+snapshots (and drafts) and the lore activation rows after N are deleted (so sticky, cooldown
+and first matches are as they were recorded at N), the belief and mental-model rollback rules applied (see
 `studio.memory.observations` and `studio.memory.mental_models`), the save's current turn set
 to N and its timeline generation incremented. The vector chunks after N live in Chroma,
 outside the transaction, so they are deleted after commit: the transaction records a
@@ -14,8 +14,8 @@ still pending at once (a turn append does, before the timeline grows again).
 
 Fork copies a save as it stood at turn N into a new save (new ids for every row, fact ids
 remapped in belief sources, belief ids remapped in mental-model sources, the lore activation
-rows up to N; the fork takes the source's timeline generation, from which it counts its own
-rewinds, so its seeded lore rolls after N are the source's) and copies the
+rows and narrator snapshots up to N; the fork takes the source's timeline generation, from
+which it counts its own rewinds, so its seeded lore rolls after N are the source's) and copies the
 vector chunks after commit as a FORK_VECTORS job, run the same way; the original is
 untouched. The jobs' handlers are in `studio.saves.vector_jobs` (registered by
 `SavesConfig.ready()`).
@@ -45,7 +45,7 @@ from studio.memory.models import Job, JobKind, JobStatus, LoreActivation, Record
 from studio.memory.observations import Observation, beliefs_to_roll_back, rollback_beliefs_for_pk
 from studio.saves import checkpoint_rows
 from studio.saves.errors import TurnConflict
-from studio.saves.models import Event, Save, StateCache
+from studio.saves.models import Event, NarratorDraft, NarratorSnapshot, Save, StateCache
 from studio.saves.vector_jobs import PENDING_STATUSES
 
 __all__ = [
@@ -211,6 +211,9 @@ class CheckpointManager:
                 game_save_id=pk, turn_id__gt=n
             ).delete()
             counts["lore_activations"] = lore_activation_rollback(save=locked, to_turn=n)
+            # What the narrator saw at the dropped turns, and drafts for them, go with them.
+            counts["narrator_snapshots"], _ = NarratorSnapshot.objects.filter(game_save_id=pk, turn_id__gt=n).delete()
+            NarratorDraft.objects.filter(game_save_id=pk, turn_id__gt=n).delete()
             generation = locked.timeline_generation + 1
             Save.objects.filter(pk=pk).update(
                 current_turn=n, timeline_generation=generation, updated_at=timezone.now()
@@ -362,6 +365,7 @@ class CheckpointManager:
             "mental_models_updated": len(models_changed),
             "recorded_queries": RecordedQuery.objects.filter(game_save_id=pk, turn_id__gt=n).count(),
             "lore_activations": LoreActivation.objects.filter(game_save_id=pk, turn_id__gt=n).count(),
+            "narrator_snapshots": NarratorSnapshot.objects.filter(game_save_id=pk, turn_id__gt=n).count(),
         }
         return RewindPreview(
             save_id=current.save_id,
@@ -430,6 +434,7 @@ class CheckpointManager:
             belief_ids = checkpoint_rows.copy_beliefs(source.pk, fork.pk, n, fact_ids)
             checkpoint_rows.copy_models(source.pk, fork.pk, n, belief_ids)
             lore_activation_copy(source=source, target=fork, up_to_turn=n)
+            checkpoint_rows.copy_turn_rows(NarratorSnapshot, checkpoint_rows.SNAPSHOT_COLUMNS, source.pk, fork.pk, n)
             # This fork runs the job itself after commit: no runner is woken for it.
             job = jobs.job_create(
                 wake=False,

@@ -92,3 +92,111 @@ class StateCache(models.Model):
 
     def __str__(self) -> str:
         return f"{self.game_save.save_id} state @ {self.turn_id}"
+
+
+class DraftStatus(models.TextChoices):
+    OPEN = "open", "Open"
+    ACCEPTED = "accepted", "Accepted"
+    DISCARDED = "discarded", "Discarded"
+
+
+class AlternativeStatus(models.TextChoices):
+    PENDING = "pending", "Waiting to stream"
+    STREAMING = "streaming", "Streaming"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+class NarratorDraft(models.Model):
+    """A narration proposed for the save's next turn; nothing is in the Event_Log until accepted.
+
+    `turn_id` is the turn the draft was made for: accepting appends only if the save is
+    still one turn short of it (the expected-turn check of `turn_append`).
+    """
+
+    game_save = models.ForeignKey(Save, on_delete=models.CASCADE, related_name="narrator_drafts")
+    turn_id = models.PositiveIntegerField()
+    player_input = models.TextField(blank=True)
+    status = models.CharField(max_length=10, choices=DraftStatus.choices, default=DraftStatus.OPEN)
+    chosen_number = models.PositiveIntegerField(default=1, help_text="The alternative the playtester chose.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["game_save", "-id"]
+        indexes = [models.Index(fields=["game_save", "status", "turn_id"])]
+
+    def __str__(self) -> str:
+        return f"{self.game_save_id} draft for turn {self.turn_id} ({self.status})"
+
+
+class NarratorAlternative(models.Model):
+    """One generated narrative of a draft (regenerate adds another), with what its prompt held."""
+
+    draft = models.ForeignKey(NarratorDraft, on_delete=models.CASCADE, related_name="alternatives")
+    number = models.PositiveIntegerField()
+    status = models.CharField(max_length=10, choices=AlternativeStatus.choices, default=AlternativeStatus.PENDING)
+    text = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    model = models.CharField(max_length=200, blank=True)
+    finish_reason = models.CharField(max_length=40, blank=True)
+    latency_ms = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    system_prompt = models.TextField(blank=True)
+    user_prompt = models.TextField(blank=True)
+    context = models.JSONField(default=dict, blank=True, help_text="MemoryContext.as_dict() of the prompt.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["draft", "number"]
+        constraints = [models.UniqueConstraint(fields=["draft", "number"], name="narrator_alternative_unique_number")]
+
+    def __str__(self) -> str:
+        return f"alternative {self.number} of {self.draft}"
+
+    @property
+    def acceptable(self) -> bool:
+        return self.status == AlternativeStatus.DONE and bool(self.text.strip())
+
+
+class NarratorSnapshot(models.Model):
+    """What the narrator saw for an accepted turn: its prompt, memory context, model and usage."""
+
+    game_save = models.ForeignKey(Save, on_delete=models.CASCADE, related_name="narrator_snapshots")
+    turn_id = models.PositiveIntegerField()
+    player_input = models.TextField(blank=True)
+    proposed = models.TextField(blank=True, help_text="The narrative as the model wrote it.")
+    edited = models.BooleanField(default=False, help_text="The playtester changed the text before accepting.")
+    alternatives = models.PositiveIntegerField(default=1)
+    model = models.CharField(max_length=200, blank=True)
+    finish_reason = models.CharField(max_length=40, blank=True)
+    latency_ms = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    prompt_chars = models.PositiveIntegerField(default=0)
+    system_prompt = models.TextField(blank=True)
+    user_prompt = models.TextField(blank=True)
+    context = models.JSONField(default=dict, blank=True, help_text="MemoryContext.as_dict(): items, reasons, cuts.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["game_save", "turn_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["game_save", "turn_id"], name="narrator_snapshot_unique_turn")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.game_save_id} narrator snapshot @ {self.turn_id}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("saves:narrator_snapshot", kwargs={"save_id": self.game_save.save_id, "turn_id": self.turn_id})
+
+    @property
+    def included_items(self) -> list[dict]:
+        return [i for i in (self.context or {}).get("items", []) if i.get("included", True)]
+
+    @property
+    def cut_items(self) -> list[dict]:
+        return [i for i in (self.context or {}).get("items", []) if not i.get("included", True)]

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from studio.saves.views import imports, rewind, saves, timeline
+from studio.saves.views import imports, narrator, rewind, saves, timeline
 from studio.saves.views import portable as portable_views
 
 app_name = "saves"
@@ -22,4 +22,14 @@ urlpatterns = [
     path("<str:save_id>/rewind/summary/", rewind.rewind_summary, name="rewind_summary"),
     path("<str:save_id>/fork/", rewind.fork, name="fork"),
     path("<str:save_id>/export/", portable_views.save_export, name="export"),
+    # The narrator (studio/saves/views/narrator.py).
+    path("<str:save_id>/narrator/", narrator.narrate, name="narrate"),
+    path("<str:save_id>/narrator/prompt/", narrator.narrator_prompt, name="narrator_prompt"),
+    path("<str:save_id>/narrator/<int:draft_id>/", narrator.narrator_draft, name="narrator_draft"),
+    path("<str:save_id>/narrator/<int:draft_id>/stream/<int:number>/", narrator.narrator_stream, name="narrator_stream"),
+    path("<str:save_id>/narrator/<int:draft_id>/regenerate/", narrator.narrator_regenerate, name="narrator_regenerate"),
+    path("<str:save_id>/narrator/<int:draft_id>/choose/", narrator.narrator_choose, name="narrator_choose"),
+    path("<str:save_id>/narrator/<int:draft_id>/discard/", narrator.narrator_discard, name="narrator_discard"),
+    path("<str:save_id>/narrator/<int:draft_id>/accept/", narrator.narrator_accept, name="narrator_accept"),
+    path("<str:save_id>/turns/<int:turn_id>/narrator/", narrator.narrator_snapshot, name="narrator_snapshot"),
 ]

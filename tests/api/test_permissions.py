@@ -36,6 +36,7 @@ RULES = {
     ("memory_query", "POST"): ("read", {"query_text": "harbour"}, 200),
     ("memory_context", "GET"): ("read", {"query_text": "harbour"}, 200),
     ("memory_context", "POST"): ("read", {"query_text": "harbour"}, 200),
+    ("narrate", "POST"): ("write", {"player_input": "look"}, 503),  # no LLM configured in tests
     ("rewind_preview", "GET"): ("read", {"turn_id": 1}, 200),
     ("rewind", "POST"): ("write", {"turn_id": 1}, 200),
     ("fork", "POST"): ("write", {"turn_id": 1}, 201),

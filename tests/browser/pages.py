@@ -35,6 +35,7 @@ QUERIES = {
     "memory:replay": "run=1&turns=10",
     "memory:why_not": "q=silver+crowns&k=1&chunk_id={chunk_id}",
     "saves:rewind_preview": "turn=1",
+    "saves:narrator_prompt": "input=I+ask+Mira+about+her+silver+crowns",
     "universes:lore_list": "",
 }
 
@@ -89,6 +90,7 @@ def build_world(*, universe, game_save, author, vector_memory) -> World:
     from studio.api.services import api_token_create
     from studio.memory.models import Fact, Job, JobKind, JobStatus, MentalModel, Observation, RecordedQuery
     from studio.universes import services
+    from studio.saves.models import NarratorAlternative, NarratorDraft, NarratorSnapshot
     from studio.universes.models import LoreEntry
 
     kael = universe.lore_entries.get(entry_id="kael")
@@ -160,10 +162,24 @@ def build_world(*, universe, game_save, author, vector_memory) -> World:
         params={"k": 3, "source": "engine"}, result_ids=[chunk_id],
     )
     token, _key = api_token_create(user=author, name="engine on my laptop")
+    # The narrator: what it saw at turn 2, and an open draft for the next turn on the Console.
+    NarratorSnapshot.objects.create(
+        game_save=game_save, turn_id=2, player_input="I ask Mira for a loan", proposed="Mira lends you ten silver crowns.",
+        model="scripted (tests/llm_server.py)", latency_ms=40, prompt_tokens=310, completion_tokens=12, prompt_chars=1300,
+        system_prompt="You are the narrator of an interactive story.", user_prompt="## Memory\n- Kaël docks at Port Vey.",
+        context={"token_budget": 200, "used_tokens": 9, "items": [
+            {"layer": "narrative", "text": "Kaël docks at Port Vey with contraband.", "tokens": 9, "reason": "rank 1", "included": True, "cut": ""},
+            {"layer": "lore", "text": mira.text, "tokens": 400, "reason": "rank 1", "included": False, "cut": "over budget: needs 400 tokens, 191 left"},
+        ]},
+    )
+    draft = NarratorDraft.objects.create(game_save=game_save, turn_id=game_save.current_turn + 1, player_input="I pay Mira back")
+    NarratorAlternative.objects.create(draft=draft, number=1, status="done", text="You count ten crowns into her palm.", model="scripted")
+    NarratorAlternative.objects.create(draft=draft, number=2, status="failed", text="You count", error="The narration broke off.")
     return World(universe=universe, game_save=game_save, ids={
         "entry_id": "mira", "revision_id": mira.revisions.order_by("pk").first().pk,
         "observation_id": belief.pk, "job_id": failed.pk, "token_id": token.pk,
         "pk": universe.meta.get(key="character_card").pk, "turn_id": 2, "chunk_id": chunk_id,
+        "draft_id": draft.pk, "number": 1,
     })
 
 

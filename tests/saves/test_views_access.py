@@ -27,6 +27,12 @@ PLAYTEST_ROUTES = {
     "saves:export": "get",
     "memory:mental_models_refresh": "post",
     "memory:job_retry": "post",
+    "saves:narrate": "post",
+    "saves:narrator_stream": "post",
+    "saves:narrator_regenerate": "post",
+    "saves:narrator_choose": "post",
+    "saves:narrator_discard": "post",
+    "saves:narrator_accept": "post",
 }
 
 
@@ -58,6 +64,15 @@ def url_for(name: str, converters: set[str], game_save: Save, belief: Observatio
         kwargs["job_id"] = Job.objects.get_or_create(
             kind=JobKind.EMBED_TURN, game_save=game_save, turn_id=1, defaults={"status": JobStatus.FAILED}
         )[0].pk
+    if "draft_id" in converters:
+        from studio.saves.models import NarratorAlternative, NarratorDraft
+
+        draft, created = NarratorDraft.objects.get_or_create(game_save=game_save, turn_id=game_save.current_turn + 1)
+        if created:
+            NarratorAlternative.objects.create(draft=draft, number=1, status="done", text="You look.")
+        kwargs["draft_id"] = draft.pk
+    if "number" in converters:
+        kwargs["number"] = 1
     return reverse(name, kwargs=kwargs)
 
 

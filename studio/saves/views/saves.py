@@ -9,6 +9,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from studio.roles import is_playtester
 from studio.saves.forms import SaveCreateForm, TurnAppendForm
 from studio.saves.models import Save
+from studio.saves.narrator.selectors import narrator_panel_context
 from studio.saves.selectors import recent_events, save_list_with_counts
 from studio.saves.views.access import playtest_save, require_playtester, visible_save
 from studio.universes.selectors import universe_list_for_user
@@ -74,7 +75,12 @@ def _console_context(request: HttpRequest, game_save: Save, form: TurnAppendForm
             "recent": recent_events(game_save=game_save, limit=CONSOLE_RECENT_TURNS),
         }
     )
+    # The narrator panel (its own partial, saves/narrator/panel.html).
+    context.update(narrator_panel_context(game_save=game_save))
     return context
+
+
+console_context = _console_context  # the narrator's accept answers the same console
 
 
 @require_GET

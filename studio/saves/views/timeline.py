@@ -10,6 +10,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HttpResponseStopPolling
 
 from studio.saves.forms import NarrativeEditForm
+from studio.saves.narrator.selectors import snapshot_turn_ids
 from studio.saves.selectors import attach_turn_chunks, timeline_page, timeline_turn
 from studio.saves.views.access import playtest_save, visible_save
 from studio.saves.views.saves import save_page_context
@@ -24,6 +25,7 @@ def timeline(request: HttpRequest, save_id: str) -> HttpResponse:
     attach_turn_chunks(game_save=game_save, turns=turns)
     context = save_page_context(request, game_save, "timeline")
     context.update({"page": page, "turns": turns})
+    context["snapshot_turns"] = snapshot_turn_ids(game_save=game_save, turn_ids=[t.turn_id for t in turns])
     template = "saves/timeline.html#turns" if request.htmx else "saves/timeline.html"
     return render(request, template, context)
 
@@ -36,6 +38,7 @@ def turn_detail(request: HttpRequest, save_id: str, turn_id: int) -> HttpRespons
     turn = timeline_turn(game_save=game_save, turn_id=turn_id)
     attach_turn_chunks(game_save=game_save, turns=[turn])
     context["turn"] = turn
+    context["snapshot_turns"] = snapshot_turn_ids(game_save=game_save, turn_ids=[turn_id])
     if not request.htmx:
         return render(request, "saves/turn.html", context)
     # The row polls itself while its jobs run; htmx is told to stop once they are settled.
@@ -66,6 +69,7 @@ def turn_edit(request: HttpRequest, save_id: str, turn_id: int) -> HttpResponse:
             edited = timeline_turn(game_save=game_save, turn_id=turn_id)
             attach_turn_chunks(game_save=game_save, turns=[edited])
             context.update({"turn": edited, "edited": True})
+            context["snapshot_turns"] = snapshot_turn_ids(game_save=game_save, turn_ids=[turn_id])
             return render(request, "saves/timeline.html#turn", context)
     else:
         form = NarrativeEditForm(initial={"narrative": turn.event.narrative})

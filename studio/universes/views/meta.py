@@ -20,6 +20,10 @@ KNOWN_KEYS = {
                                    "name, spec); the card's fields are shown from that entry."),
     services.CHARACTER_BOOK_META: "Fields of an imported character_book (JSON object), kept for re-export.",
     services.SILLYTAVERN_META: "Fields of an imported SillyTavern world-info file (JSON object).",
+    "narrator_instructions": (
+        "The narrator's instructions, a template: {{narrator_style}}, {{tone}}, {{player_character}}, {{era}}, "
+        "any other key, {{meta}} and {{user}} / {{char}} are filled in (preview it from a save's Console)."
+    ),
 }
 
 

@@ -1,0 +1,67 @@
+"""The `narrator_snapshots` section of the save file: what the narrator saw at each turn.
+
+One item per snapshot, in turn order, with every field of `NarratorSnapshot` but the ids
+(`context` is the memory context as it was recorded: `MemoryContext.as_dict()`). Optional:
+a studio without the narrator imports the file without them (with a warning). Each turn
+has at most one snapshot, and it must be a turn of the file.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+from studio.saves.models import NarratorSnapshot
+from studio.saves.portable.registry import INVALID, CheckContext, ExportContext, ImportContext, SaveSection
+from studio.saves.portable.sections.rows import BATCH, _items, _readers, insert_rows, iso
+
+NAME = "narrator_snapshots"
+TEXT_FIELDS = ("player_input", "proposed", "model", "finish_reason", "system_prompt", "user_prompt")
+COUNT_FIELDS = ("alternatives", "latency_ms", "prompt_tokens", "completion_tokens", "prompt_chars")
+
+
+def export_snapshots(ctx: ExportContext) -> Iterator[dict]:
+    rows = NarratorSnapshot.objects.filter(game_save_id=ctx.game_save.pk).order_by("turn_id")
+    for row in rows.iterator(chunk_size=BATCH):
+        yield {
+            "turn_id": row.turn_id,
+            **{name: getattr(row, name) for name in TEXT_FIELDS},
+            "edited": row.edited,
+            **{name: getattr(row, name) for name in COUNT_FIELDS},
+            "context": row.context or {},
+            "created_at": iso(row.created_at),
+        }
+
+
+def check_snapshots(items: list, ctx: CheckContext, where: str) -> list[dict]:
+    r = _readers(ctx)
+    c = ctx.checker
+    seen: set[int] = set()
+
+    def turn(value, loc):
+        value = ctx.turn(value, loc, first=1)
+        if value is not INVALID and value in seen:
+            c.add(loc, f"turn {value} has two narrator snapshots")
+            return INVALID
+        if value is not INVALID:
+            seen.add(value)
+        return value
+
+    spec = {
+        "turn_id": turn,
+        **{name: r["text"](max_length=200 if name in ("model", "finish_reason") else None) for name in TEXT_FIELDS},
+        "edited": r["bool"](),
+        **{name: r["int"]() for name in COUNT_FIELDS},
+        "context": r["object"](),
+        "created_at": r["time"](),
+    }
+    return [item for _loc, item in _items(ctx, items, where, spec) if len(item) == len(spec)]
+
+
+def load_snapshots(items: list[dict], ctx: ImportContext) -> int:
+    insert_rows(NarratorSnapshot, ({"game_save_id": ctx.game_save.pk, **item} for item in items))
+    return len(items)
+
+
+SECTION = SaveSection(
+    name=NAME, version=1, order=80, optional=True,
+    export=export_snapshots, check=check_snapshots, load=load_snapshots,
+)

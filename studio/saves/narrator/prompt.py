@@ -1,0 +1,153 @@
+"""Build the narrator prompt: the author's instructions template, meta, recent turns, memory.
+
+The instructions (the system message) come from the universe's `narrator_instructions`
+meta key, a template the author edits per universe (Universe-as-Code carries it in
+`[extra]`); without one, `DEFAULT_INSTRUCTIONS`. Placeholders are `{{key}}` with a meta key
+(`{{narrator_style}}`, `{{tone}}`, `{{player_character}}`, `{{era}}`, any other key the
+author set) and `{{meta}}`, which lists the other short meta values as `key: value` lines.
+A line whose placeholders are all empty is left out (no "Tone: " with nothing after it); a
+placeholder naming no meta key is left as written, so a typo shows in the preview. Then the
+`{{user}}` / `{{char}}` macros are filled (`studio.memory.macros.fill_macros`) with the
+player character and the character card's name.
+
+Meta is read live from the universe (an edit of the template applies to the next
+narration) over the save's copy made at creation (keys the universe no longer has).
+
+The user message holds the memory context (`MemoryContext.as_text()`), the last
+`NarratorConfig.recent_turns` turns and the player's action.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from studio.memory.context import build_memory_context
+from studio.memory.llm import estimate_tokens
+from studio.memory.macros import fill_macros
+
+TEMPLATE_KEY = "narrator_instructions"
+KNOWN_KEYS = ("narrator_style", "tone", "player_character", "era")
+# Meta that is structured data for other parts of the studio, never prose for {{meta}}.
+NOT_PROSE = {TEMPLATE_KEY, "character_card", "belief_mission", "belief_missions", "lore_activation"}
+
+DEFAULT_INSTRUCTIONS = """You are the narrator of an interactive story. Continue the story from the player's action.
+The player character ("you") is {{player_character}}.
+Narration style: {{narrator_style}}
+Tone: {{tone}}
+Era: {{era}}
+{{meta}}
+Write only this turn's narrative, in the second person: one to three short paragraphs. Do not list choices, do not add headings, and do not act or speak for the player beyond the action they gave. Stay consistent with the memory below; never contradict it."""
+
+_PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_.-]*)\s*\}\}")
+_MACROS = {"user", "char"}
+
+
+@dataclass(frozen=True)
+class NarratorConfig:
+    """The narrator's tunables (chosen by hand, not measured: a small model's context)."""
+
+    recent_turns: int = 4  # enough for continuity; older turns come back through memory
+    token_budget: int = 1200  # the memory context's, as the Context viewer's default
+    max_meta_value_chars: int = 300  # longer meta values are data, not a line of the prompt
+    max_input_chars: int = 4000
+
+
+CONFIG = NarratorConfig()
+
+
+@dataclass
+class NarratorPrompt:
+    system: str
+    user: str
+    turn_id: int
+    template_is_default: bool
+    memory: object  # MemoryContext
+
+    @property
+    def chars(self) -> int:
+        return len(self.system) + len(self.user)
+
+    @property
+    def tokens_estimate(self) -> int:
+        return estimate_tokens(self.system) + estimate_tokens(self.user)
+
+    def context_record(self) -> dict:
+        """Return the memory context as stored with a snapshot (its public dict shape)."""
+        return self.memory.as_dict()
+
+
+def narrator_meta(game_save) -> dict[str, str]:
+    """Return the meta the narrator reads: the universe's current meta over the save's copy."""
+    meta = {str(k): str(v) for k, v in (game_save.meta or {}).items()}
+    meta.update({row.key: row.value for row in game_save.universe.meta.all()})
+    return meta
+
+
+def _card_name(meta: dict[str, str]) -> str:
+    try:
+        card = json.loads(meta.get("character_card") or "")
+    except ValueError:
+        return ""
+    data = card.get("data", card) if isinstance(card, dict) else {}
+    return str(data.get("name") or "").strip() if isinstance(data, dict) else ""
+
+
+def render_instructions(template: str, meta: dict[str, str], *, config: NarratorConfig = CONFIG) -> str:
+    """Return the instructions `template` with its placeholders and macros filled from `meta`."""
+    used = set(_PLACEHOLDER.findall(template))
+    others = [
+        f"{key}: {value.strip()}"
+        for key, value in sorted(meta.items())
+        if key not in used and key not in KNOWN_KEYS and key not in NOT_PROSE
+        and value.strip() and len(value) <= config.max_meta_value_chars and "\n" not in value.strip()
+    ]
+    values = {key: meta.get(key, "").strip() for key in KNOWN_KEYS}
+    values.update({key: value.strip() for key, value in meta.items()})
+    values["meta"] = "\n".join(others)
+    lines = []
+    for line in template.splitlines():
+        names = [n for n in _PLACEHOLDER.findall(line) if n not in _MACROS]
+        known = [n for n in names if n in values]
+        if names and known and len(known) == len(names) and not any(values[n] for n in known):
+            continue  # every placeholder of the line is empty
+        lines.append(_PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)) if m.group(1) not in _MACROS else m.group(0), line))
+    text = "\n".join(lines).strip()
+    return fill_macros(text, user=meta.get("player_character", "").strip() or None, char=_card_name(meta) or None)
+
+
+def _recent_turns_text(events) -> str:
+    blocks = []
+    for event in events:
+        head = f"Turn {event.turn_id}"
+        body = (f"> {event.player_input}\n" if event.player_input else "") + event.narrative.strip()
+        blocks.append(f"{head}\n{body}")
+    return "\n\n".join(blocks)
+
+
+def build_narrator_prompt(*, game_save, player_input: str, config: NarratorConfig = CONFIG, vector_memory=None) -> NarratorPrompt:
+    """Return the whole prompt the narrator gets for `player_input` as the save's next turn."""
+    from studio.saves.selectors import recent_events
+
+    meta = narrator_meta(game_save)
+    template = meta.get(TEMPLATE_KEY, "").strip()
+    system = render_instructions(template or DEFAULT_INSTRUCTIONS, meta, config=config)
+    player_character = meta.get("player_character", "").strip()
+    memory = build_memory_context(
+        game_save=game_save,
+        query_text=player_input,
+        focus_terms=[player_character] if player_character else None,
+        token_budget=config.token_budget,
+        vector_memory=vector_memory,
+    )
+    turn_id = game_save.current_turn + 1
+    recent = _recent_turns_text(recent_events(game_save=game_save, limit=config.recent_turns))
+    memory_text = memory.as_text().strip()
+    parts = [
+        "## Memory\n" + (memory_text or "(nothing recalled for this action)"),
+        "## Recent turns\n" + (recent or "(none yet: this is the first turn)"),
+        f"## The player's action (turn {turn_id})\n" + (player_input.strip() or "(no action: continue the scene)"),
+        f"Narrate turn {turn_id}.",
+    ]
+    user = fill_macros("\n\n".join(parts), user=player_character or None, char=_card_name(meta) or None)
+    return NarratorPrompt(system=system, user=user, turn_id=turn_id, template_is_default=not template, memory=memory)

@@ -1,0 +1,50 @@
+"""Reads of the narrator: the Console panel's state, snapshots, whether a model is connected."""
+from __future__ import annotations
+
+from django.conf import settings
+
+from studio.memory.llm import spend_status
+from studio.saves.models import NarratorSnapshot, Save
+
+
+def llm_connected() -> bool:
+    """True when an LLM endpoint is configured (AXIOM_LLM_BASE_URL)."""
+    return bool(getattr(settings, "AXIOM_LLM_BASE_URL", ""))
+
+
+def spend_pause_note(*, game_save: Save) -> str:
+    """Return why the save's LLM calls are paused by the spend guard, or ""."""
+    if settings.AXIOM_LLM_CALLS_PER_HOUR <= 0 and settings.AXIOM_LLM_TOKENS_PER_HOUR <= 0:
+        return ""
+    status = spend_status(game_save_id=game_save.pk)
+    if not status.exceeded:
+        return ""
+    return (
+        f"This save is paused by the spend guard: {status.calls} LLM calls and {status.tokens} tokens in the "
+        f"last hour (caps: {status.calls_cap or 'none'} calls, {status.tokens_cap or 'none'} tokens). The narrator "
+        "and the memory jobs wait until the hour's use falls under the caps; you can still write turns by hand."
+    )
+
+
+def narrator_panel_context(*, game_save: Save, draft=None) -> dict:
+    """Return what the Console's narrator panel shows: the open draft and its chosen alternative."""
+    from studio.saves.narrator.services import open_draft
+
+    if draft is None:
+        draft = open_draft(game_save=game_save)
+    alternatives = list(draft.alternatives.all()) if draft is not None else []
+    chosen = next((a for a in alternatives if a.number == draft.chosen_number), alternatives[-1] if alternatives else None)
+    return {
+        "draft": draft,
+        "alternatives": alternatives,
+        "chosen": chosen,
+        "llm_connected": llm_connected(),
+        "spend_paused": spend_pause_note(game_save=game_save) if llm_connected() else "",
+    }
+
+
+def snapshot_turn_ids(*, game_save: Save, turn_ids) -> set[int]:
+    """Return which of `turn_ids` have a narrator snapshot (one query, for a timeline page)."""
+    return set(
+        NarratorSnapshot.objects.filter(game_save=game_save, turn_id__in=list(turn_ids)).values_list("turn_id", flat=True)
+    )

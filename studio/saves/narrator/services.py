@@ -1,0 +1,269 @@
+"""Writes of the narrator: drafts, streamed alternatives, choose, discard, accept.
+
+- `narrator_draft_create` stores the player's action for the next turn and its first
+  alternative (pending). Nothing is generated yet: the page streams it next.
+- `narration_stream(alternative_id=...)` claims a pending alternative (so a reloaded page or
+  a second tab never streams it twice), builds the prompt, and yields the narrative's text
+  deltas from the LLM (`TrackedLLM.stream`: the per-save spend guard and the LLMCall log of
+  the living jobs, operation "narrate"). When the stream ends the alternative is `done`
+  with the model, latency, tokens and the prompt and memory context it was built from. A
+  stream that breaks marks it `failed`; a reader that goes away (the generator is closed,
+  as Django does when the client disconnects) marks it `cancelled`. Either way nothing is
+  appended.
+- `narrator_accept` appends the chosen (possibly edited) text through `turn_append` with the
+  draft's turn as the expected turn, and writes the turn's `NarratorSnapshot` in the same
+  transaction; the turn's memory jobs are queued on commit as for any append.
+- `narrate_once` (the API) builds the prompt and asks for the whole answer, storing no draft.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.db.models import Max
+
+from studio.memory.llm import LLMError, LLMResponse, SpendLimitExceeded, TrackedLLM, get_llm_backend
+from studio.saves.errors import TurnConflict
+from studio.saves.models import (
+    AlternativeStatus,
+    DraftStatus,
+    NarratorAlternative,
+    NarratorDraft,
+    NarratorSnapshot,
+    Save,
+)
+from studio.saves.narrator.prompt import CONFIG, NarratorPrompt, build_narrator_prompt
+
+logger = logging.getLogger(__name__)
+
+NO_MODEL = "No language model is connected: set AXIOM_LLM_BASE_URL (see the notice on this page)."
+
+
+class NarratorError(Exception):
+    """A narrator action that cannot be done as asked (nothing was changed)."""
+
+
+class NoModelConnected(NarratorError):
+    """No LLM endpoint is configured."""
+
+
+@dataclass
+class Narration:
+    """One proposal (the API's): the text, how it was made, and the prompt behind it."""
+
+    text: str
+    response: LLMResponse
+    prompt: NarratorPrompt
+
+
+def open_draft(*, game_save: Save) -> NarratorDraft | None:
+    """Return the save's open draft for its next turn, or None."""
+    return (
+        NarratorDraft.objects.filter(game_save=game_save, status=DraftStatus.OPEN, turn_id=game_save.current_turn + 1)
+        .prefetch_related("alternatives")
+        .order_by("-id")
+        .first()
+    )
+
+
+def narrator_draft_create(*, game_save: Save, player_input: str) -> NarratorDraft:
+    """Open a draft for the save's next turn with one pending alternative; close older drafts."""
+    player_input = (player_input or "").strip()[: CONFIG.max_input_chars]
+    with transaction.atomic():
+        locked = Save.objects.select_for_update().get(pk=game_save.pk)
+        NarratorDraft.objects.filter(game_save=locked, status=DraftStatus.OPEN).update(status=DraftStatus.DISCARDED)
+        draft = NarratorDraft.objects.create(game_save=locked, turn_id=locked.current_turn + 1, player_input=player_input)
+        NarratorAlternative.objects.create(draft=draft, number=1)
+    return draft
+
+
+def narrator_regenerate(*, draft: NarratorDraft) -> NarratorAlternative:
+    """Add a pending alternative to an open draft and choose it; the earlier ones are kept."""
+    with transaction.atomic():
+        locked = NarratorDraft.objects.select_for_update().get(pk=draft.pk)
+        if locked.status != DraftStatus.OPEN:
+            raise NarratorError(f"This draft was {locked.get_status_display().lower()}; start a new narration.")
+        number = (locked.alternatives.aggregate(n=Max("number"))["n"] or 0) + 1
+        alternative = NarratorAlternative.objects.create(draft=locked, number=number)
+        NarratorDraft.objects.filter(pk=locked.pk).update(chosen_number=number)
+    draft.chosen_number = number
+    return alternative
+
+
+def narrator_choose(*, draft: NarratorDraft, number: int) -> NarratorDraft:
+    """Choose alternative `number` of an open draft."""
+    if draft.status != DraftStatus.OPEN:
+        raise NarratorError("This draft is closed.")
+    if not draft.alternatives.filter(number=number).exists():
+        raise NarratorError(f"This draft has no alternative {number}.")
+    NarratorDraft.objects.filter(pk=draft.pk).update(chosen_number=number)
+    draft.chosen_number = number
+    return draft
+
+
+def narrator_discard(*, draft: NarratorDraft) -> None:
+    """Close a draft without appending anything."""
+    NarratorDraft.objects.filter(pk=draft.pk, status=DraftStatus.OPEN).update(status=DraftStatus.DISCARDED)
+    draft.status = DraftStatus.DISCARDED
+
+
+def _claim(alternative_id: int) -> bool:
+    return bool(
+        NarratorAlternative.objects.filter(
+            pk=alternative_id, status=AlternativeStatus.PENDING, draft__status=DraftStatus.OPEN
+        ).update(status=AlternativeStatus.STREAMING)
+    )
+
+
+def _finish(alternative_id: int, status: str, *, text: str = "", error: str = "", response=None, prompt=None) -> None:
+    values = {"status": status, "text": text, "error": error[:2000]}
+    if response is not None:
+        values.update(
+            model=(response.model or "")[:200], finish_reason=(response.finish_reason or "")[:40],
+            latency_ms=max(0, int(response.latency_ms or 0)), prompt_tokens=max(0, int(response.prompt_tokens or 0)),
+            completion_tokens=max(0, int(response.completion_tokens or 0)),
+        )
+    if prompt is not None:
+        values.update(system_prompt=prompt.system, user_prompt=prompt.user, context=prompt.context_record())
+    NarratorAlternative.objects.filter(pk=alternative_id).update(**values)
+
+
+def narration_stream(*, alternative_id: int, vector_memory=None) -> Iterator[str]:
+    """Yield the narrative of a pending alternative as it streams; record how it ended.
+
+    Yields nothing when the alternative is not pending (already streamed, or its draft was
+    closed). Never raises an LLM error: a failure is recorded on the alternative.
+    """
+    if not _claim(alternative_id):
+        return
+    alternative = NarratorAlternative.objects.select_related("draft__game_save__universe").get(pk=alternative_id)
+    draft = alternative.draft
+    game_save = draft.game_save
+    backend = get_llm_backend()
+    if backend is None:
+        _finish(alternative_id, AlternativeStatus.FAILED, error=NO_MODEL)
+        return
+    try:
+        prompt = build_narrator_prompt(game_save=game_save, player_input=draft.player_input, vector_memory=vector_memory)
+    except Exception as exc:  # noqa: BLE001 - the alternative must never stay "streaming"
+        logger.exception("narrator prompt for alternative %s failed", alternative_id)
+        _finish(alternative_id, AlternativeStatus.FAILED, error=f"The prompt could not be built: {exc.__class__.__name__}: {exc}")
+        return
+    tracked = TrackedLLM(backend, game_save_id=game_save.pk)
+    try:
+        stream = tracked.stream(system=prompt.system, prompt=prompt.user, operation="narrate")
+    except SpendLimitExceeded as exc:
+        _finish(alternative_id, AlternativeStatus.FAILED, error=f"Paused by the {exc.reason}", prompt=prompt)
+        return
+    except LLMError as exc:
+        _finish(alternative_id, AlternativeStatus.FAILED, error=f"The model could not be reached: {exc}", prompt=prompt)
+        return
+    ended = False
+    try:
+        for delta in stream:
+            yield delta
+        ended = True
+    except LLMError as exc:
+        ended = True
+        _finish(
+            alternative_id, AlternativeStatus.FAILED, text=stream.text,
+            error=f"The narration broke off ({exc}); nothing was appended. Regenerate to try again.",
+            response=stream.response, prompt=prompt,
+        )
+        return
+    finally:
+        if not ended:
+            # The reader went away mid-narration (GeneratorExit): close the model's stream.
+            stream.close()
+            _finish(
+                alternative_id, AlternativeStatus.CANCELLED, text=stream.text,
+                error="The narration was stopped before it ended; nothing was appended.",
+                response=stream.response, prompt=prompt,
+            )
+    response = stream.response
+    status = AlternativeStatus.DONE if response.text.strip() else AlternativeStatus.FAILED
+    error = "" if response.text.strip() else "The model answered with no text."
+    if response.truncated:
+        error = f"Cut at the token limit ({response.max_tokens} tokens): raise AXIOM_LLM_MAX_TOKENS_NARRATE or edit before accepting."
+    _finish(alternative_id, status, text=response.text.strip(), error=error, response=response, prompt=prompt)
+
+
+def narration_run(*, alternative_id: int, vector_memory=None) -> NarratorAlternative:
+    """Stream a pending alternative to its end (the page without JavaScript); return it."""
+    for _delta in narration_stream(alternative_id=alternative_id, vector_memory=vector_memory):
+        pass
+    return NarratorAlternative.objects.get(pk=alternative_id)
+
+
+def narrate_once(*, game_save: Save, player_input: str, vector_memory=None) -> Narration:
+    """Return a proposed narrative for `player_input` as the next turn; store nothing but the call log.
+
+    Raise NoModelConnected without an endpoint, SpendLimitExceeded over the save's budget,
+    LLMError when the call fails.
+    """
+    backend = get_llm_backend()
+    if backend is None:
+        raise NoModelConnected(NO_MODEL)
+    prompt = build_narrator_prompt(game_save=game_save, player_input=player_input, vector_memory=vector_memory)
+    tracked = TrackedLLM(backend, game_save_id=game_save.pk)
+    response = tracked.chat(system=prompt.system, prompt=prompt.user, operation="narrate")
+    return Narration(text=response.text.strip(), response=response, prompt=prompt)
+
+
+def narrator_accept(*, draft: NarratorDraft, number: int | None = None, narrative: str | None = None):
+    """Append the chosen alternative (or `narrative`, its edited text) as the draft's turn.
+
+    Raise NarratorError when the draft is closed or the alternative is not complete, and
+    TurnConflict (nothing written) when the save is no longer one turn short of the draft's.
+    Return the appended Event.
+    """
+    from studio.saves.services import finish_pending_vector_rollback, turn_append
+
+    number = number or draft.chosen_number
+    alternative = draft.alternatives.filter(number=number).first()
+    if alternative is None or not alternative.acceptable:
+        raise NarratorError("Only a complete narration can be accepted: regenerate, or write the turn by hand.")
+    text = (narrative if narrative is not None else alternative.text).strip()
+    if not text:
+        raise NarratorError("The narrative is empty; write something or discard the draft.")
+    # Outside the transaction, as turn_append requires (the vector store is not the database).
+    finish_pending_vector_rollback(game_save=draft.game_save)
+    with transaction.atomic():
+        locked = NarratorDraft.objects.select_for_update().get(pk=draft.pk)
+        if locked.status != DraftStatus.OPEN:
+            raise NarratorError(f"This draft was already {locked.get_status_display().lower()}.")
+        event = turn_append(
+            game_save=draft.game_save, player_input=locked.player_input, narrative=text, expected_turn_id=locked.turn_id
+        )
+        NarratorSnapshot.objects.create(
+            game_save_id=locked.game_save_id, turn_id=event.turn_id, player_input=locked.player_input,
+            proposed=alternative.text, edited=text != alternative.text.strip(),
+            alternatives=locked.alternatives.count(), model=alternative.model, finish_reason=alternative.finish_reason,
+            latency_ms=alternative.latency_ms, prompt_tokens=alternative.prompt_tokens,
+            completion_tokens=alternative.completion_tokens,
+            prompt_chars=len(alternative.system_prompt) + len(alternative.user_prompt),
+            system_prompt=alternative.system_prompt, user_prompt=alternative.user_prompt, context=alternative.context,
+        )
+        NarratorDraft.objects.filter(pk=locked.pk).update(status=DraftStatus.ACCEPTED, chosen_number=number)
+    draft.status = DraftStatus.ACCEPTED
+    return event
+
+
+__all__ = [
+    "NO_MODEL",
+    "Narration",
+    "NarratorError",
+    "NoModelConnected",
+    "TurnConflict",
+    "narrate_once",
+    "narration_run",
+    "narration_stream",
+    "narrator_accept",
+    "narrator_choose",
+    "narrator_discard",
+    "narrator_draft_create",
+    "narrator_regenerate",
+    "open_draft",
+]

@@ -1,0 +1,164 @@
+"""The Console's narrator: narrate, stream, regenerate, choose, discard, accept; the prompt
+preview and "what the narrator saw at turn N".
+
+Every action answers the narrator panel (`saves/narrator/panel.html`) to htmx, or redirects
+to the Console without it. Without JavaScript the narration runs to its end inside the
+POST (no streaming), then the Console shows it; with it, the panel carries the stream's URL
+and `static/js/narrator.js` reads the streamed text into the page, then asks for the panel.
+"""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from studio.saves.models import NarratorDraft, NarratorSnapshot, Save
+from studio.saves.narrator import services
+from studio.saves.narrator.prompt import CONFIG, DEFAULT_INSTRUCTIONS, TEMPLATE_KEY, build_narrator_prompt
+from studio.saves.narrator.selectors import llm_connected, narrator_panel_context
+from studio.saves.views.access import playtest_save, visible_save
+from studio.saves.views.saves import console_context, save_page_context
+
+
+def _panel(request: HttpRequest, game_save: Save, *, draft=None, note: str = "", error: str = "") -> HttpResponse:
+    if not request.htmx:
+        if error:
+            messages.error(request, error)
+        elif note:
+            messages.info(request, note)
+        return redirect("saves:detail", save_id=game_save.save_id)
+    context = save_page_context(request, game_save, "console")
+    context.update(narrator_panel_context(game_save=game_save, draft=draft))
+    context.update({"narrator_note": note, "narrator_error": error})
+    return render(request, "saves/narrator/panel.html", context)
+
+
+def _draft(game_save: Save, draft_id: int) -> NarratorDraft:
+    return get_object_or_404(NarratorDraft.objects.prefetch_related("alternatives"), pk=draft_id, game_save=game_save)
+
+
+def _number(request: HttpRequest) -> int | None:
+    value = request.POST.get("number", "").strip()
+    return int(value) if value.isdigit() else None
+
+
+@require_POST
+def narrate(request: HttpRequest, save_id: str) -> HttpResponse:
+    """Open a draft for the player's action; stream it (htmx) or narrate it to its end."""
+    game_save = playtest_save(request, save_id)
+    player_input = request.POST.get("player_input", "").strip()
+    if not player_input:
+        return _panel(request, game_save, error="Type the player's action first.")
+    if not llm_connected():
+        return _panel(request, game_save, error=services.NO_MODEL)
+    draft = services.narrator_draft_create(game_save=game_save, player_input=player_input)
+    if not request.htmx:
+        services.narration_run(alternative_id=draft.alternatives.get(number=1).pk)
+    return _panel(request, game_save, draft=_draft(game_save, draft.pk))
+
+
+@require_POST
+def narrator_stream(request: HttpRequest, save_id: str, draft_id: int, number: int) -> StreamingHttpResponse:
+    """Stream one pending alternative's text as it is generated (text/plain, no markup)."""
+    game_save = playtest_save(request, save_id)
+    alternative = get_object_or_404(_draft(game_save, draft_id).alternatives, number=number)
+    response = StreamingHttpResponse(
+        services.narration_stream(alternative_id=alternative.pk), content_type="text/plain; charset=utf-8"
+    )
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"  # a proxy must pass each delta on at once
+    return response
+
+
+@require_GET
+def narrator_draft(request: HttpRequest, save_id: str, draft_id: int) -> HttpResponse:
+    """The narrator panel for a draft (what the page asks for once a stream has ended)."""
+    game_save = visible_save(request, save_id)
+    draft = _draft(game_save, draft_id)
+    if not request.htmx:
+        return render(request, "saves/console.html", console_context(request, game_save))
+    return _panel(request, game_save, draft=draft if draft.status == "open" else None)
+
+
+@require_POST
+def narrator_regenerate(request: HttpRequest, save_id: str, draft_id: int) -> HttpResponse:
+    game_save = playtest_save(request, save_id)
+    draft = _draft(game_save, draft_id)
+    try:
+        alternative = services.narrator_regenerate(draft=draft)
+    except services.NarratorError as exc:
+        return _panel(request, game_save, error=str(exc))
+    if not request.htmx:
+        services.narration_run(alternative_id=alternative.pk)
+    return _panel(request, game_save, draft=_draft(game_save, draft_id))
+
+
+@require_POST
+def narrator_choose(request: HttpRequest, save_id: str, draft_id: int) -> HttpResponse:
+    game_save = playtest_save(request, save_id)
+    draft = _draft(game_save, draft_id)
+    try:
+        services.narrator_choose(draft=draft, number=_number(request) or 0)
+    except services.NarratorError as exc:
+        return _panel(request, game_save, error=str(exc))
+    return _panel(request, game_save, draft=_draft(game_save, draft_id))
+
+
+@require_POST
+def narrator_discard(request: HttpRequest, save_id: str, draft_id: int) -> HttpResponse:
+    game_save = playtest_save(request, save_id)
+    services.narrator_discard(draft=_draft(game_save, draft_id))
+    return _panel(request, game_save, note="Draft discarded; nothing was appended.")
+
+
+@require_POST
+def narrator_accept(request: HttpRequest, save_id: str, draft_id: int) -> HttpResponse:
+    """Append the chosen (or edited) narration as the next turn; answer the whole console."""
+    game_save = playtest_save(request, save_id)
+    draft = _draft(game_save, draft_id)
+    narrative = request.POST.get("narrative")
+    try:
+        event = services.narrator_accept(draft=draft, number=_number(request), narrative=narrative)
+    except services.TurnConflict as exc:
+        return _panel(request, game_save, draft=draft, error=f"{exc.message} Nothing was appended: narrate again for the current turn.")
+    except services.NarratorError as exc:
+        return _panel(request, game_save, draft=draft, error=str(exc))
+    game_save.refresh_from_db()
+    if not request.htmx:
+        messages.success(request, f"Turn {event.turn_id} appended from the narrator.")
+        return redirect("saves:detail", save_id=game_save.save_id)
+    context = console_context(request, game_save)
+    context["appended"] = event
+    return render(request, "saves/console.html#console", context)
+
+
+@require_GET
+def narrator_prompt(request: HttpRequest, save_id: str) -> HttpResponse:
+    """Preview the whole prompt the narrator would get for an action (nothing is sent)."""
+    game_save = visible_save(request, save_id)
+    player_input = request.GET.get("input", "").strip()[: CONFIG.max_input_chars]
+    context = save_page_context(request, game_save, "console")
+    context.update({
+        "player_input": player_input,
+        "prompt": build_narrator_prompt(game_save=game_save, player_input=player_input) if player_input else None,
+        "template_key": TEMPLATE_KEY,
+        "default_instructions": DEFAULT_INSTRUCTIONS,
+        "llm_connected": llm_connected(),
+    })
+    template = "saves/narrator/prompt.html#prompt" if request.htmx else "saves/narrator/prompt.html"
+    return render(request, template, context)
+
+
+@require_GET
+def narrator_snapshot(request: HttpRequest, save_id: str, turn_id: int) -> HttpResponse:
+    """What the narrator saw at turn N: prompt, memory context with reasons and cuts, usage."""
+    game_save = visible_save(request, save_id)
+    if not game_save.events.filter(turn_id=turn_id).exists():
+        raise Http404("No such turn.")
+    context = save_page_context(request, game_save, "timeline")
+    context.update({
+        "turn_id": turn_id,
+        "snapshot": NarratorSnapshot.objects.filter(game_save=game_save, turn_id=turn_id).first(),
+    })
+    return render(request, "saves/narrator/snapshot.html", context)
