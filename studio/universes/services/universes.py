@@ -33,7 +33,7 @@ LORE_INT_META = {
 LORE_BOOL_META = {"lore_case_sensitive", "lore_match_whole_words"}
 
 # Entry ids that would collide with the Lore Book's own URLs (/lore/new/, /lore/bulk/, ...).
-RESERVED_ENTRY_IDS = {"new", "bulk", "status", "deleted"}
+RESERVED_ENTRY_IDS = {"new", "bulk", "status", "deleted", "tester", "health"}
 RESERVED_UNIVERSE_SLUGS = {"new", "import"}
 
 SLUG_RE = re.compile(r"^[-a-zA-Z0-9_]{1,120}$")
