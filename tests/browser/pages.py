@@ -36,6 +36,8 @@ QUERIES = {
     "memory:why_not": "q=silver+crowns&k=1&chunk_id={chunk_id}",
     "saves:rewind_preview": "turn=1",
     "universes:lore_list": "",
+    "universes:lore_tester": "text=ask+Mira+about+the+smuggler",
+    "universes:lore_health": "share=20",
 }
 
 
