@@ -134,6 +134,8 @@ class LoreEntryForm(forms.Form):
     # Present only where the form shows the activation fieldsets; without it (the inline
     # rows of the list) the activation fields are left as they are.
     activation_shown = forms.BooleanField(required=False, widget=forms.HiddenInput)
+    # The entry version this edit started from; the service refuses to save over a newer one.
+    base_version = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
 
     BASE_FIELDS = ("title", "kind", "entry_id", "keys", "text", "links")
 
@@ -150,7 +152,7 @@ class LoreEntryForm(forms.Form):
             initial.update(
                 title=entry.title, kind=entry.kind, entry_id=entry.entry_id,
                 keys=", ".join(entry.keys or []), text=entry.text,
-                links="\n".join(_link_names(entry)),
+                links="\n".join(_link_names(entry)), base_version=entry.version,
             )
         super().__init__(*args, **kwargs)
         for f in activation_fields.FIELDS:

@@ -184,6 +184,9 @@ class LoreEntry(models.Model):
         null=True, blank=True, editable=False,
         help_text="Embedding-model tokens in the text; set by the lore services.",
     )
+    # Raised by one on every write (under a row lock, in the lore services); an edit carries
+    # the version it was based on, so saving over a newer version is a conflict, not a loss.
+    version = models.PositiveIntegerField(default=1, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

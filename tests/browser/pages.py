@@ -37,6 +37,8 @@ QUERIES = {
     "saves:rewind_preview": "turn=1",
     "saves:narrator_prompt": "input=I+ask+Mira+about+her+silver+crowns",
     "universes:lore_list": "",
+    "universes:lore_tester": "text=ask+Mira+about+the+smuggler",
+    "universes:lore_health": "share=20",
 }
 
 

@@ -36,6 +36,7 @@ from studio.universes.services.universes import (  # noqa: F401
     missions_set,
 )
 from studio.universes.services.lore import (  # noqa: F401
+    LoreEditConflict,
     lore_entry_snapshot,
     schedule_lore_sync,
     lore_entry_id_for,

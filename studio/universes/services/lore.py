@@ -24,6 +24,50 @@ from studio.universes.services.universes import RESERVED_ENTRY_IDS, _unique_slug
 
 logger = logging.getLogger(__name__)
 
+
+class LoreEditConflict(Exception):
+    """An edit based on `base_version` met a newer saved version: nothing was written.
+
+    `theirs` is the entry as saved now (a `lore_entry_snapshot`, version `current_version`),
+    `mine` the same snapshot with the edit applied; `fields` names what differs between them.
+    The view shows both and lets the author keep theirs, overwrite, or save a merge (each a
+    new edit based on `current_version`).
+    """
+
+    def __init__(self, *, entry: LoreEntry, base_version: int, theirs: dict[str, Any], mine: dict[str, Any],
+                 changed_by: str, changed_at):
+        self.entry = entry
+        self.base_version = base_version
+        self.current_version = entry.version
+        self.theirs = theirs
+        self.mine = mine
+        self.fields = [name for name in mine if mine[name] != theirs.get(name)]
+        self.changed_by = changed_by
+        self.changed_at = changed_at
+        super().__init__(f"“{entry.title}” was saved as version {entry.version} while you edited version "
+                         f"{base_version}.")
+
+
+def _lock_current(entry: LoreEntry) -> LoreEntry:
+    """Lock the entry's row (SELECT ... FOR UPDATE) and load its current state into `entry`.
+
+    Every write of an entry goes through here first, so the version check and the write it
+    guards see the same row, and two writers queue instead of both passing the check.
+    """
+    locked = LoreEntry.objects.select_for_update().get(pk=entry.pk)
+    for field in LoreEntry._meta.concrete_fields:
+        setattr(entry, field.attname, getattr(locked, field.attname))
+    getattr(entry, "_prefetched_objects_cache", {}).pop("links", None)
+    return entry
+
+
+def _last_author(entry: LoreEntry) -> tuple[str, Any]:
+    revision = (entry.universe.lore_revisions.filter(entry_id=entry.entry_id).select_related("author")
+                .order_by("-created_at", "-pk").first())
+    if revision is None:
+        return "", entry.updated_at
+    return (revision.author.get_username() if revision.author else ""), revision.created_at
+
 # --- Lore Book ----------------------------------------------------------------------------
 
 
@@ -195,18 +239,37 @@ def lore_entry_update(
     activation: dict[str, Any] | None = None,
     strict_keys: bool = True,
     action: str = LoreRevision.Action.UPDATE,
+    base_version: int | None = None,
 ) -> list[str]:
     """Apply the given changes (None = unchanged); record a revision. Return the changed fields.
 
     `activation` changes only the activation fields it names; keys are checked as in create.
+    The row is locked and re-read first; with `base_version` (the version the author's form
+    was based on) a newer saved version raises `LoreEditConflict` and writes nothing. Without
+    it (restores, imports) the changes apply to the current row. Every write raises the
+    version by one.
     """
-    before = lore_entry_snapshot(entry)
     clean_keys = _clean_keys(keys) if keys is not None else None
     activation = activation_validate(activation or {}, strict_keys=strict_keys,
                                      primary_keys=clean_keys if clean_keys is not None else [])
+    _lock_current(entry)
+    before = lore_entry_snapshot(entry)
     new_title = before["title"] if title is None else title.strip()
     new_kind = before["kind"] if kind is None else kind
     _validate_entry_fields(title=new_title, kind=new_kind)
+    if base_version is not None and base_version != entry.version:
+        mine = {**before, "title": new_title, "kind": new_kind, **activation}
+        if text is not None:
+            mine["text"] = text
+        if clean_keys is not None:
+            mine["keys"] = clean_keys
+        if links is not None:
+            mine["links"] = sorted(link.entry_id for link in links if link.pk != entry.pk)
+        if extensions is not None:
+            mine["extensions"] = extensions
+        changed_by, changed_at = _last_author(entry)
+        raise LoreEditConflict(entry=entry, base_version=base_version, theirs=before, mine=mine,
+                               changed_by=changed_by, changed_at=changed_at)
     entry.title, entry.kind = new_title, new_kind
     if text is not None:
         entry.text = text
@@ -228,6 +291,7 @@ def lore_entry_update(
         lore_embedding_state_set(entry, state=EmbeddingState.PENDING)
     if before["text"] != after["text"] or entry.word_count is None:
         _apply_counts(entry)
+    entry.version += 1
     entry.full_clean(exclude=["links"])
     entry.save()
     if links is not None and link_ids != before["links"]:
@@ -315,11 +379,19 @@ def lore_bulk_delete(*, universe: Universe, user, entry_ids: Sequence[str]) -> i
     return len(entries)
 
 
+def _lock_rows(universe: Universe, entry_ids: Sequence[str]) -> None:
+    """Lock the chosen rows before a bulk change reads them (the read below adds aggregates,
+    which PostgreSQL does not allow with FOR UPDATE). A bulk change touches only its own field
+    of the current row and raises each version, so an editor open elsewhere sees a conflict."""
+    list(universe.lore_entries.filter(entry_id__in=entry_ids).select_for_update().values_list("pk", flat=True))
+
+
 @transaction.atomic
 def lore_bulk_set_kind(*, universe: Universe, user, entry_ids: Sequence[str], kind: str) -> int:
     """Give the chosen entries one kind, each with a revision; return how many changed."""
     if kind not in LoreKind.values:
         raise ValidationError({"kind": f"Unknown kind “{kind}”."})
+    _lock_rows(universe, entry_ids)
     entries = list(
         with_link_ids(universe.lore_entries.filter(entry_id__in=entry_ids).exclude(kind=kind))
     )
@@ -328,13 +400,14 @@ def lore_bulk_set_kind(*, universe: Universe, user, entry_ids: Sequence[str], ki
     for entry in entries:
         before = lore_entry_snapshot(entry)
         entry.kind = kind
+        entry.version += 1
         entry.updated_at = now  # bulk_update skips auto_now
         revisions.append(
             _record(universe=universe, entry=entry, entry_id=entry.entry_id, user=user,
                     action=LoreRevision.Action.UPDATE, before=before,
                     after={**before, "kind": kind})
         )
-    LoreEntry.objects.bulk_update(entries, ["kind", "updated_at"])
+    LoreEntry.objects.bulk_update(entries, ["kind", "version", "updated_at"])
     LoreRevision.objects.bulk_create(revisions)
     return len(entries)
 
@@ -345,6 +418,7 @@ def lore_bulk_set_activation(*, universe: Universe, user, entry_ids: Sequence[st
     values = activation_validate(values, strict_keys=True)
     if not values:
         return 0
+    _lock_rows(universe, entry_ids)
     entries = list(with_link_ids(universe.lore_entries.filter(entry_id__in=entry_ids)))
     revisions, changed = [], []
     now = timezone.now()
@@ -354,11 +428,12 @@ def lore_bulk_set_activation(*, universe: Universe, user, entry_ids: Sequence[st
         after = lore_entry_snapshot(entry)
         if after == before:
             continue
+        entry.version += 1
         entry.updated_at = now  # bulk_update skips auto_now
         changed.append(entry)
         revisions.append(_record(universe=universe, entry=entry, entry_id=entry.entry_id, user=user,
                                  action=LoreRevision.Action.UPDATE, before=before, after=after))
-    LoreEntry.objects.bulk_update(changed, [*values, "updated_at"])
+    LoreEntry.objects.bulk_update(changed, [*values, "version", "updated_at"])
     LoreRevision.objects.bulk_create(revisions)
     return len(changed)
 

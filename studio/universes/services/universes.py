@@ -41,7 +41,7 @@ CONTEXT_SHARE_META = {
 LORE_INT_META.update(CONTEXT_SHARE_META)
 
 # Entry ids that would collide with the Lore Book's own URLs (/lore/new/, /lore/bulk/, ...).
-RESERVED_ENTRY_IDS = {"new", "bulk", "status", "deleted"}
+RESERVED_ENTRY_IDS = {"new", "bulk", "status", "deleted", "tester", "health"}
 RESERVED_UNIVERSE_SLUGS = {"new", "import"}
 
 SLUG_RE = re.compile(r"^[-a-zA-Z0-9_]{1,120}$")

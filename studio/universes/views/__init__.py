@@ -25,6 +25,7 @@ from studio.universes.views.lore import (  # noqa: F401
     lore_row,
     lore_status,
 )
+from studio.universes.views.lore_tools import lore_health_page, lore_tester  # noqa: F401
 from studio.universes.views.meta import meta_delete, meta_edit, meta_page, meta_save  # noqa: F401
 from studio.universes.views.missions import (  # noqa: F401
     missions_page,

@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling, retarget, reswap
 
-from studio.universes import services
+from studio.universes import lore_merge, services
 from studio.universes.activation import NAMES as ACTIVATION_NAMES
 from studio.universes.activation import activation_display, invalid_regex_keys
 from studio.universes.counting import EMBEDDING_MAX_TOKENS, token_method
@@ -193,7 +193,10 @@ def lore_edit(request: HttpRequest, slug: str, entry_id: str) -> HttpResponse:
             services.lore_entry_update(
                 entry=entry, user=request.user, title=data["title"], kind=data["kind"],
                 text=data["text"], keys=data["keys"], links=data["links"], activation=data.get("activation"),
+                base_version=data.get("base_version"),
             )
+        except services.LoreEditConflict as conflict:
+            return _conflict_response(request, universe, conflict)
         except ValidationError as exc:
             form.add_error(None, exc)
         else:
@@ -208,6 +211,30 @@ def lore_edit(request: HttpRequest, slug: str, entry_id: str) -> HttpResponse:
     if request.htmx:
         return render(request, "universes/lore_list.html#edit-row", context)
     return render(request, "universes/lore_form.html", context, status=400 if form.is_bound else 200)
+
+
+def _conflict_response(request: HttpRequest, universe, conflict) -> HttpResponse:
+    """Both versions, their diff and the three ways out (keep theirs / overwrite / save a merge).
+
+    The full page answers 409; the inline editor's fragment answers 200 (htmx does not swap
+    an error response) and replaces the editor's row.
+    """
+    theirs, mine = conflict.theirs, conflict.mine
+    carried = [(name, value) for name, values in request.POST.lists() for value in values
+               if name not in ("csrfmiddlewaretoken", "base_version", "text")]
+    context = {
+        **universe_context(request, universe, "lore"), "entry": conflict.entry, "conflict": conflict,
+        "theirs_text": theirs.get("text", ""), "mine_text": mine.get("text", ""),
+        "diff": lore_merge.diff_lines(theirs.get("text", ""), mine.get("text", "")),
+        "merged_text": lore_merge.merge_texts(theirs.get("text", ""), mine.get("text", "")),
+        "differences": lore_merge.field_differences(theirs, mine),
+        "carried": carried, "carried_editable": {"title", "keys"},
+        "inline": bool(request.htmx) and "activation_shown" not in request.POST,
+    }
+    if request.htmx:
+        return render(request, "universes/lore_conflict.html#conflict-row" if context["inline"]
+                      else "universes/lore_conflict.html#conflict", context)
+    return render(request, "universes/lore_conflict.html", context, status=409)
 
 
 @require_http_methods(["GET", "POST"])

@@ -1,0 +1,153 @@
+"""Lore health: what a Lore Book does over recorded play, and what in it cannot work (reads only).
+
+Two kinds of finding:
+- from the book alone: regex keys that do not compile, keys shared by several entries,
+  entries larger than their share of the lore budget, links to entries that no longer
+  exist (a deleted target, or an imported link naming an id the book never had);
+- from play: the chosen save's turns (or every save's) replayed through the activation
+  engine with today's book, turn by turn exactly as the play loop evaluates them (the
+  state chained from turn to turn, the play loop's seeds): entries that never activated,
+  the keys that activate entries on the most turns, and each entry's cost (its tokens
+  times the turns it was in the prompt).
+
+Cost: the book is compiled once (cached per book version); each turn's messages are scanned
+once by the book's automaton and then come from its message cache as the scan window moves
+on, so a replay is one `activate()` per turn, not one regex per entry per turn.
+`bench/lore_health.py` measures it beside the naive loop.
+"""
+from __future__ import annotations
+
+import time
+from collections import Counter, defaultdict, deque
+from dataclasses import dataclass, field
+
+from studio.memory.lore_activation import activate, key_errors, scan_messages
+from studio.saves.models import Event
+from studio.universes.lore_book import history_turns, save_seed, universe_book
+
+DEFAULT_CONTEXT_BUDGET = 1200  # the narrator's default context budget (studio/memory/context.py)
+DEFAULT_SHARE = 50  # percent of the lore budget one entry may take before it is flagged
+TOP = 25
+
+
+@dataclass
+class HealthReport:
+    entries: int
+    saves: list = field(default_factory=list)
+    turns: int = 0
+    never_activated: list[dict] = field(default_factory=list)
+    busy_keys: list[dict] = field(default_factory=list)
+    shared_keys: list[dict] = field(default_factory=list)
+    bad_regex: list[dict] = field(default_factory=list)
+    oversized: list[dict] = field(default_factory=list)
+    missing_links: list[dict] = field(default_factory=list)
+    costs: list[dict] = field(default_factory=list)
+    total_cost: int = 0
+    budget: int = 0
+    budget_from_meta: bool = False
+    share: int = DEFAULT_SHARE
+    disabled: int = 0
+    elapsed_ms: float = 0.0
+
+
+def _static_findings(report: HealthReport, universe, book) -> None:
+    by_key: dict[str, list] = defaultdict(list)
+    for spec in book.specs:
+        for key in spec.keys:
+            if not (key.startswith("/") and key.count("/") >= 2):
+                by_key[key.strip().casefold()].append(spec)
+        for group_name, keys in (("key", spec.keys), ("secondary key", spec.secondary_keys),
+                                 ("exclude key", spec.exclude_keys),
+                                 ("additional key", [k for group in spec.additional_keys for k in group])):
+            for key in keys:
+                for message in key_errors([key]):
+                    report.bad_regex.append({"entry_id": spec.entry_id, "title": spec.title, "key": key,
+                                             "where": group_name, "message": message})
+        if spec.token_count * 100 > report.budget * report.share and not spec.ignore_budget:
+            report.oversized.append({"entry_id": spec.entry_id, "title": spec.title, "tokens": spec.token_count})
+    report.shared_keys = sorted(
+        ({"key": key, "entries": [{"entry_id": s.entry_id, "title": s.title} for s in specs]}
+         for key, specs in by_key.items() if key and len({s.entry_id for s in specs}) > 1),
+        key=lambda row: (-len(row["entries"]), row["key"]))
+    report.oversized.sort(key=lambda row: -row["tokens"])
+    report.disabled = sum(1 for spec in book.specs if not spec.enabled)
+    _missing_links(report, universe, book)
+
+
+def _missing_links(report: HealthReport, universe, book) -> None:
+    present = set(book.by_id)
+    titles = {spec.entry_id: spec.title for spec in book.specs}
+    seen = set()
+    deletions = (universe.lore_revisions.filter(action="delete").exclude(entry_id__in=present)
+                 .order_by("-created_at").values_list("entry_id", "before", "created_at"))
+    for target, before, when in deletions:
+        for source in (before or {}).get("backlinks") or []:
+            if source in present and (source, target) not in seen:
+                seen.add((source, target))
+                report.missing_links.append({"entry_id": source, "title": titles[source], "target": target,
+                                             "why": f"deleted on {when:%Y-%m-%d}",
+                                             "target_title": (before or {}).get("title", target)})
+    for entry_id, extensions in universe.lore_entries.values_list("entry_id", "extensions"):
+        axiom = (extensions or {}).get("axiom") if isinstance(extensions, dict) else None
+        for target in (axiom or {}).get("links") or [] if isinstance(axiom, dict) else []:
+            target = str(target)
+            if target not in present and (entry_id, target) not in seen:
+                seen.add((entry_id, target))
+                report.missing_links.append({"entry_id": entry_id, "title": titles.get(entry_id, entry_id),
+                                             "target": target, "why": "named by the imported file, never in this book",
+                                             "target_title": target})
+
+
+def _replay(report: HealthReport, book, saves) -> tuple[Counter, Counter]:
+    """Replay each save's turns through the engine; count activations and activating keys."""
+    activations: Counter = Counter()
+    key_turns: Counter = Counter()
+    window = history_turns(book)
+    for save in saves:
+        history: deque = deque(maxlen=window)
+        state = None
+        events = (Event.objects.filter(game_save=save).order_by("turn_id")
+                  .values_list("turn_id", "player_input", "narrative"))
+        for turn_id, player_input, narrative in events.iterator(chunk_size=500):
+            result = activate(book=book, messages=scan_messages(pending_input=player_input, turns=list(history)),
+                              turn=turn_id, state=state, seed=save_seed(save, turn_id))
+            state = result.state
+            explanations = result.explanations
+            for spec in result.activated:
+                activations[spec.entry_id] += 1
+                key = explanations[spec.entry_id].matched_key
+                if key:
+                    key_turns[(spec.entry_id, key)] += 1
+            # The turn's own input and narration join the buffer for the next turn.
+            history.appendleft((turn_id, player_input, narrative))
+            report.turns += 1
+    return activations, key_turns
+
+
+def lore_health(*, universe, saves=(), share: int = DEFAULT_SHARE) -> HealthReport:
+    """Check the book and replay `saves` (an iterable of Save rows of this universe) through it."""
+    started = time.perf_counter()
+    book = universe_book(universe)
+    report = HealthReport(entries=len(book.specs), saves=list(saves), share=share)
+    report.budget_from_meta = book.defaults.token_budget > 0
+    report.budget = book.defaults.token_budget if report.budget_from_meta else DEFAULT_CONTEXT_BUDGET
+    _static_findings(report, universe, book)
+    if report.saves:
+        activations, key_turns = _replay(report, book, report.saves)
+        report.never_activated = [{"entry_id": s.entry_id, "title": s.title, "constant": s.constant}
+                                  for s in book.specs if s.enabled and not activations[s.entry_id]]
+        report.busy_keys = [
+            {"entry_id": entry_id, "title": book.specs[book.by_id[entry_id]].title, "key": key, "turns": count,
+             "percent": round(100 * count / report.turns)}
+            for (entry_id, key), count in key_turns.most_common(TOP)]
+        costs = []
+        for spec in book.specs:
+            count = activations[spec.entry_id]
+            if count:
+                costs.append({"entry_id": spec.entry_id, "title": spec.title, "tokens": spec.token_count,
+                              "activations": count, "cost": spec.token_count * count})
+        costs.sort(key=lambda row: (-row["cost"], row["entry_id"]))
+        report.total_cost = sum(row["cost"] for row in costs)
+        report.costs = costs
+    report.elapsed_ms = (time.perf_counter() - started) * 1000
+    return report

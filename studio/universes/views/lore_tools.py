@@ -1,0 +1,76 @@
+"""Lore Book tools: the key tester and the health tab (both read only).
+
+Both are GET forms that work without JavaScript (a full page); with htmx the tester
+re-evaluates as the author types (debounced) and the health report reloads in place,
+each answering with its template's named fragment.
+"""
+from __future__ import annotations
+
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from studio.universes.lore_health import DEFAULT_SHARE, lore_health
+from studio.universes.lore_tester import MAX_TEXT_CHARS, lore_key_test
+from studio.universes.views.common import universe_context, visible_universe
+
+MAX_REPLAY_SAVES = 50
+
+
+def _saves(universe):
+    return list(universe.saves.order_by("-last_activity_at").only(
+        "save_id", "name", "current_turn", "timeline_generation", "forked_from_id", "universe_id"))
+
+
+def _pick_save(saves, save_id: str):
+    if not save_id:
+        return None
+    for save in saves:
+        if save.save_id == save_id:
+            return save
+    raise Http404("No such save in this universe.")
+
+
+def _int(value, default=None, low=None, high=None):
+    try:
+        number = int(str(value).strip())
+    except (TypeError, ValueError):
+        return default
+    if low is not None:
+        number = max(low, number)
+    if high is not None:
+        number = min(high, number)
+    return number
+
+
+@require_GET
+def lore_tester(request: HttpRequest, slug: str) -> HttpResponse:
+    universe = visible_universe(request, slug)
+    saves = _saves(universe)
+    text = request.GET.get("text", "")[:MAX_TEXT_CHARS]
+    save = _pick_save(saves, request.GET.get("save", ""))
+    turn = _int(request.GET.get("turn"), low=1)
+    show_all = request.GET.get("all") == "1"
+    result = lore_key_test(universe=universe, text=text, save=save, turn=turn, show_all=show_all) if text.strip() else None
+    context = {**universe_context(request, universe, "lore"), "lore_tab": "tester", "saves": saves, "text": text,
+               "save": save, "turn": turn, "show_all": show_all, "result": result, "max_chars": MAX_TEXT_CHARS}
+    template = "universes/lore_tester.html#result" if request.htmx else "universes/lore_tester.html"
+    return render(request, template, context)
+
+
+@require_GET
+def lore_health_page(request: HttpRequest, slug: str) -> HttpResponse:
+    universe = visible_universe(request, slug)
+    saves = _saves(universe)
+    scope = request.GET.get("save", saves[0].save_id if saves else "")
+    share = _int(request.GET.get("share"), DEFAULT_SHARE, low=1, high=100)
+    if scope == "all":
+        chosen = saves[:MAX_REPLAY_SAVES]
+    else:
+        chosen = [save] if (save := _pick_save(saves, scope)) else []
+    report = lore_health(universe=universe, saves=chosen, share=share)
+    context = {**universe_context(request, universe, "lore"), "lore_tab": "health", "saves": saves,
+               "scope": scope, "report": report, "share": share, "max_saves": MAX_REPLAY_SAVES,
+               "capped": scope == "all" and len(saves) > MAX_REPLAY_SAVES}
+    template = "universes/lore_health.html#report" if request.htmx else "universes/lore_health.html"
+    return render(request, template, context)
