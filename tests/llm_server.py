@@ -241,6 +241,21 @@ class ScriptedLLMServer:
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=lambda: self.httpd.serve_forever(poll_interval=0.05), daemon=True)
 
+    def settled_stream_log(self, timeout: float = 5.0) -> list[dict]:
+        """`stream_log` once every stream has ended (completed or the reader left).
+
+        A reader may stop at `[DONE]` before the handler thread has written the body's last
+        chunk and marked its entry; waiting here keeps tests from racing that thread.
+        """
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                if all(e["completed"] or e["disconnected"] for e in self.stream_log):
+                    return [dict(e) for e in self.stream_log]
+            time.sleep(0.01)
+        with self.lock:
+            return [dict(e) for e in self.stream_log]
+
     def refusal(self, request: dict) -> tuple[int, str] | None:
         """Return (status, body) when this server refuses the request's fields, else None."""
         response_format = request.get("response_format")

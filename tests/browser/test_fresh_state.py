@@ -17,7 +17,7 @@ from playwright.sync_api import expect
 from studio.roles import AUTHORS, PLAYTESTERS
 from studio.saves.models import Event, Save
 from studio.universes import services
-from tests.memory.vector_support import vector_memory  # noqa: F401  (fixture)
+from tests.fakes import vector_memory  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

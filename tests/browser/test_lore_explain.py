@@ -6,7 +6,7 @@ from django.contrib.auth.models import Group
 
 from studio.roles import AUTHORS, PLAYTESTERS
 from tests.memory.test_context_lore import QUESTION, demo  # noqa: F401  (the demo save fixture)
-from tests.memory.vector_support import vector_memory  # noqa: F401  (fixture)
+from tests.fakes import vector_memory  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

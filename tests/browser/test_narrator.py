@@ -9,7 +9,7 @@ from playwright.sync_api import expect
 from studio.saves.models import Event, NarratorSnapshot
 from tests.browser.test_playtesting import eager, logged_in_page, role_groups  # noqa: F401  (fixtures)
 from tests.llm_server import Reply, ScriptedLLMServer, operation_of
-from tests.memory.vector_support import vector_memory  # noqa: F401  (fixture)
+from tests.fakes import vector_memory  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

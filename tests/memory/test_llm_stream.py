@@ -6,7 +6,6 @@ cut stream, refusals before the first delta, and the call log of a tracked strea
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -50,7 +49,7 @@ def test_stream_yields_deltas_then_finish_reason_and_usage(server):
     (request,) = server.requests
     assert request["stream"] is True and request["stream_options"] == {"include_usage": True}
     assert request["temperature"] == 0.8
-    assert server.stream_log == [{"deltas_sent": len(deltas), "disconnected": False, "completed": True}]
+    assert server.settled_stream_log() == [{"deltas_sent": len(deltas), "disconnected": False, "completed": True}]
 
 
 def test_closing_mid_stream_closes_the_http_stream(server):
@@ -187,12 +186,8 @@ def test_stream_all_reads_a_chat_as_a_stream(server):
     assert response.text == STORY and response.completion_tokens == 13
     (request,) = server.requests
     assert request["stream"] is True and request["response_format"] == {"type": "json_object"}
-    # The reader may stop at [DONE] before the server thread has written the body's last
-    # chunk and marked the entry: wait for the server, do not race it.
-    deadline = time.monotonic() + 5
-    while not server.stream_log[0]["completed"] and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert server.stream_log[0]["completed"] and not server.stream_log[0]["disconnected"]
+    (entry,) = server.settled_stream_log()
+    assert entry["completed"] and not entry["disconnected"]
 
 
 def test_a_streamed_chat_that_times_out_closes_the_connection(server):
