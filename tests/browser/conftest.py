@@ -196,6 +196,27 @@ def login(live_server):
 
 
 @pytest.fixture
+def logged_in_page(page, login):
+    """Return `as_user(user) -> page` (the shared page, logged in); page errors fail the test.
+
+    Any HTTP error response (the favicon aside), uncaught script error or console error
+    seen while the test ran fails it at teardown.
+    """
+    failures: list[str] = []
+    page.on("response", lambda r: r.status >= 400 and not r.url.endswith("/favicon.ico") and failures.append(f"{r.status} {r.url}"))
+    page.on("pageerror", lambda exc: failures.append(str(exc)))
+
+    def as_user(user):
+        login(page, user)
+        return page
+
+    yield as_user
+    # The favicon's 404 is the only resource failure allowed; its console line has no URL.
+    console = [e for e in page.console_errors if not e.startswith("Failed to load resource")]
+    assert not failures and not console, f"browser errors: {failures + console}"
+
+
+@pytest.fixture
 def login_with_form(live_server):
     def do_login(page, username: str, password: str) -> None:
         page.goto(f"{live_server.url}/accounts/login/")

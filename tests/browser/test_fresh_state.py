@@ -11,37 +11,13 @@ from __future__ import annotations
 import re
 
 import pytest
-from django.contrib.auth.models import Group
 from playwright.sync_api import expect
 
-from studio.roles import AUTHORS, PLAYTESTERS
 from studio.saves.models import Event, Save
 from studio.universes import services
 from tests.fakes import vector_memory  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture(autouse=True)
-def role_groups(transactional_db):
-    for name in (AUTHORS, PLAYTESTERS):
-        Group.objects.get_or_create(name=name)
-
-
-@pytest.fixture
-def watched(page, login):
-    """Return `as_user(user) -> page`; HTTP errors, script errors and console errors fail the test."""
-    failures: list[str] = []
-    page.on("response", lambda r: r.status >= 400 and not r.url.endswith("/favicon.ico") and failures.append(f"{r.status} {r.url}"))
-    page.on("pageerror", lambda exc: failures.append(str(exc)))
-
-    def as_user(user):
-        login(page, user)
-        return page
-
-    yield as_user
-    console = [e for e in page.console_errors if not e.startswith("Failed to load resource")]
-    assert not failures and not console, f"browser errors: {failures + console}"
 
 
 @pytest.fixture
@@ -66,8 +42,8 @@ def not_reloaded(page) -> bool:
     return page.evaluate("() => window.__noReload === true")
 
 
-def test_rewind_updates_the_header_turn_and_the_pickers(watched, playtester, played):
-    page = watched(playtester)
+def test_rewind_updates_the_header_turn_and_the_pickers(logged_in_page, playtester, played):
+    page = logged_in_page(playtester)
     page.goto(f"/saves/{played.save_id}/rewind/")
     expect(page.locator("#save-current-turn")).to_have_text("3")
     expect(page.locator("#rewind-pick label")).to_have_text("Rewind to turn (0 – 2)")
@@ -97,8 +73,8 @@ def test_rewind_updates_the_header_turn_and_the_pickers(watched, playtester, pla
     assert not_reloaded(page)
 
 
-def test_fork_lands_on_the_forks_own_address(watched, playtester, played):
-    page = watched(playtester)
+def test_fork_lands_on_the_forks_own_address(logged_in_page, playtester, played):
+    page = logged_in_page(playtester)
     page.goto(f"/saves/{played.save_id}/rewind/?turn=2")
     page.fill("#fork-form input[name=name]", "Fork to check")
     page.click("#fork-form button[type=submit]")
@@ -114,8 +90,8 @@ def test_fork_lands_on_the_forks_own_address(watched, playtester, played):
     expect(page.locator("h1.save-title")).to_have_text("Fork to check")
 
 
-def test_append_updates_the_header_turn_and_the_next_turn_number(watched, playtester, played):
-    page = watched(playtester)
+def test_append_updates_the_header_turn_and_the_next_turn_number(logged_in_page, playtester, played):
+    page = logged_in_page(playtester)
     page.goto(played.get_absolute_url())
     mark(page)
     page.fill("#id_player_input", "I pay Mira back.")
@@ -128,11 +104,11 @@ def test_append_updates_the_header_turn_and_the_next_turn_number(watched, playte
     assert Event.objects.filter(game_save=played).count() == 4
 
 
-def test_inline_delete_and_restore_keep_backlink_counts_and_totals_true(watched, author, universe, monkeypatch):
+def test_inline_delete_and_restore_keep_backlink_counts_and_totals_true(logged_in_page, author, universe, monkeypatch):
     monkeypatch.setattr(services.lore, "_sync_lore_now", lambda universe_pk: None)
     kael = universe.lore_entries.get(entry_id="kael")
     port = universe.lore_entries.get(entry_id="port-vey")
-    page = watched(author)
+    page = logged_in_page(author)
     page.goto(f"/universes/{universe.slug}/lore/")
     port_links = page.locator(f"#lore-row-{port.pk} td:nth-child(6)")  # the Links cell
     expect(port_links).to_contain_text("← 1 backlink")
@@ -153,11 +129,11 @@ def test_inline_delete_and_restore_keep_backlink_counts_and_totals_true(watched,
     assert not_reloaded(page)
 
 
-def test_transcript_import_lands_on_the_new_save_with_its_turns(watched, playtester, universe, settings, tmp_path, vector_memory):  # noqa: F811
+def test_transcript_import_lands_on_the_new_save_with_its_turns(logged_in_page, playtester, universe, settings, tmp_path, vector_memory):  # noqa: F811
     settings.AXIOM_JOBS_EAGER, settings.REDIS_URL = True, ""
     transcript = tmp_path / "run.jsonl"
     transcript.write_text('{"player_input": "look", "narrative": "Fog over Port Vey."}\n{"narrative": "Rain."}\n')
-    page = watched(playtester)
+    page = logged_in_page(playtester)
     page.goto("/saves/import/transcript/")
     page.select_option("#import-form select[name=universe]", str(universe.pk))
     page.fill("#import-form input[name=name]", "Imported run")
@@ -172,9 +148,9 @@ def test_transcript_import_lands_on_the_new_save_with_its_turns(watched, playtes
     expect(page.locator("#save-table")).to_contain_text("Imported run")
 
 
-def test_why_not_this_turn_from_the_timeline_explains_that_turns_chunk(watched, playtester, played, vector_memory):  # noqa: F811
+def test_why_not_this_turn_from_the_timeline_explains_that_turns_chunk(logged_in_page, playtester, played, vector_memory):  # noqa: F811
     chunk_id = next(c["id"] for c in vector_memory.get_chunks(played.save_id) if c["turn_id"] == 1)
-    page = watched(playtester)
+    page = logged_in_page(playtester)
     page.goto(f"/saves/{played.save_id}/timeline/")
     turn1 = page.locator("#turn-1")
     expect(turn1.locator("code[title='chunk id']")).to_have_text(chunk_id)

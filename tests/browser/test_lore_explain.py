@@ -2,19 +2,11 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import Group
 
-from studio.roles import AUTHORS, PLAYTESTERS
 from tests.memory.test_context_lore import QUESTION, demo  # noqa: F401  (the demo save fixture)
 from tests.fakes import vector_memory  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture(autouse=True)
-def role_groups(transactional_db):
-    for name in (AUTHORS, PLAYTESTERS):
-        Group.objects.get_or_create(name=name)
 
 
 def test_explain_panel_says_why_each_entry_is_in_or_out(page, login, playtester, demo):  # noqa: F811

@@ -7,7 +7,7 @@ import pytest
 from playwright.sync_api import expect
 
 from studio.saves.models import Event, NarratorSnapshot
-from tests.browser.test_playtesting import eager, logged_in_page, role_groups  # noqa: F401  (fixtures)
+from tests.browser.test_playtesting import eager  # noqa: F401  (fixture)
 from tests.llm_server import Reply, ScriptedLLMServer, operation_of
 from tests.fakes import vector_memory  # noqa: F401  (fixture)
 

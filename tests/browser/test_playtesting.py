@@ -6,38 +6,12 @@ import re
 
 import pytest
 
-from django.contrib.auth.models import Group
 
 from studio.memory.models import Fact, Observation
-from studio.roles import AUTHORS, PLAYTESTERS
 from studio.saves.models import Event, Save
 from tests.fakes import vector_memory  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture(autouse=True)
-def role_groups(transactional_db):
-    """The groups come from a data migration, which a transactional test's flush removes."""
-    for name in (AUTHORS, PLAYTESTERS):
-        Group.objects.get_or_create(name=name)
-
-
-@pytest.fixture
-def logged_in_page(page, login):
-    """Return `as_user(user) -> page` (the shared page, logged in); page errors fail the test."""
-    failures: list[str] = []
-    page.on("response", lambda r: r.status >= 400 and not r.url.endswith("/favicon.ico") and failures.append(f"{r.status} {r.url}"))
-    page.on("pageerror", lambda exc: failures.append(str(exc)))
-
-    def as_user(user):
-        login(page, user)
-        return page
-
-    yield as_user
-    # The favicon's 404 is the only resource failure allowed; its console line has no URL.
-    console = [e for e in page.console_errors if not e.startswith("Failed to load resource")]
-    assert not failures and not console, f"browser errors: {failures + console}"
 
 
 @pytest.fixture

@@ -3,21 +3,13 @@ import page (htmx, multipart), land on the new save, and get the same bytes back
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import Group
 
-from studio.roles import AUTHORS, PLAYTESTERS
 from studio.saves import portable
 from studio.saves.models import Save
 from tests.fakes import vector_memory  # noqa: F401  (fixture)
 from tests.saves.portable_support import rich_save
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture(autouse=True)
-def role_groups(transactional_db):
-    for name in (AUTHORS, PLAYTESTERS):
-        Group.objects.get_or_create(name=name)
 
 
 def test_export_then_import_in_the_browser(page, login, playtester, universe, vector_memory, settings, tmp_path):  # noqa: F811
