@@ -93,3 +93,14 @@ def test_playground_horizon_beyond_the_current_turn_is_clamped(client, playteste
     assert "Mira lends Kaël ten silver crowns." in html and "Kaël repays" not in html
     why = client.get(url(game_save, "memory:why_not"), {"q": "crowns", "horizon": 99, "chunk_id": chunks["future"]}).content.decode()
     assert "after the horizon (turn 3)" in why
+
+
+def test_playground_says_which_arms_ran_and_why_the_turn_arm_was_skipped(client, playtester, game_save, chunks):
+    client.force_login(playtester)
+    for headers in ({}, {"HTTP_HX_REQUEST": "true"}):
+        html = client.get(url(game_save), {"q": "silver crowns", "k": 3}, **headers).content.decode()
+        notes = html[html.index('id="arm-notes"'):]
+        notes = notes[: notes.index("</p>")]
+        assert "Arms that ran: semantic, lexical, context" in notes
+        # One narrative chunk per turn: the turn arm would repeat the lexical arm.
+        assert 'data-skipped-arm="turn"' in notes and "one chunk per turn" in notes
