@@ -143,7 +143,7 @@ def _session(n_turns, per_turn, start=1, seed=0):
     ]
 
 
-@pytest.mark.parametrize("per_turn", [1, 3])
+@pytest.mark.parametrize("per_turn", [1, 3, 4])  # 4 + 1: a last turn that grows to fill the window
 def test_appends_extend_the_views_to_what_a_cold_build_gives(memory, monkeypatch, per_turn):
     memory.embed_chunks("a", _session(6, per_turn))
     memory.sync_lore("a", [{"entry_id": "vey", "text": "Port Vey is a harbour town of smugglers"}])
@@ -158,14 +158,16 @@ def test_appends_extend_the_views_to_what_a_cold_build_gives(memory, monkeypatch
     monkeypatch.setattr("studio.memory.retrieval.corpus.build_view", lambda *a: built.append(1) or real_build(*a))
     for step in range(3):
         # A new turn, and (for several chunks a turn) more chunks of the same last turn.
-        memory.embed_chunks("a", _session(1, per_turn, start=7 + step, seed=step + 1))
+        writes = [_session(1, per_turn, start=7 + step, seed=step + 1)]
         if per_turn > 1:
-            memory.embed_chunks("a", _session(1, 1, start=7 + step, seed=step + 9))
-        read = cache.read("a", config)
-        assert read.corpus.delta.removed == 0
-        for f in filters:
-            extended = cache.view(read.corpus, f, config)
-            _assert_same_view(extended, real_build(read.corpus, extended.positions, config), read.corpus.vocab)
+            writes.append(_session(1, 1, start=7 + step, seed=step + 9))
+        for items in writes:  # each write read on its own: a small last turn grows into a whole one
+            memory.embed_chunks("a", items)
+            read = cache.read("a", config)
+            assert read.corpus.delta.removed == 0
+            for f in filters:
+                extended = cache.view(read.corpus, f, config)
+                _assert_same_view(extended, real_build(read.corpus, extended.positions, config), read.corpus.vocab)
     assert built == [], "an append rebuilt a view from scratch"
     # Removals take the cold path, and give what a fresh cache gives.
     memory.rollback("a", 5)

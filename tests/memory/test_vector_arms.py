@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from studio.memory import embedding
-from studio.memory.retrieval import arms, lexical, views
+from studio.memory.retrieval import arms, views
 from studio.memory.retrieval.corpus import CorpusCache, LocalCorpusVersions
 from studio.memory.vector import RetrievalConfig, VectorMemory
 from tests.fakes import HashingEmbedder

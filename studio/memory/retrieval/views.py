@@ -88,6 +88,7 @@ class Structure:
     group_of: np.ndarray  # per view index: its turn document
     group_indptr: np.ndarray
     group_members: np.ndarray
+    context_span: np.ndarray  # per view index: (first member, last member, count), to see changes
     context_adds: np.ndarray  # per view index: its context document holds more than itself
     turn_adds: np.ndarray  # per view index: its turn document holds more than itself and its context
 
@@ -158,7 +159,7 @@ def build_structure(corpus: Corpus, positions: np.ndarray, config: RetrievalConf
     window = config.context_window
     count = len(positions)
     if not count:
-        return Structure(EMPTY, EMPTY, EMPTY, np.zeros(1, dtype=np.int64), EMPTY,
+        return Structure(EMPTY, EMPTY, EMPTY, np.zeros(1, dtype=np.int64), EMPTY, np.zeros((0, 3), dtype=np.int64),
                          np.zeros(0, dtype=bool), np.zeros(0, dtype=bool))
     chain_keys, group_keys = _chain_keys(corpus, positions)
     chain_of = _first_seen_codes(group_keys if config.context_scope == "turn" else chain_keys)
@@ -172,22 +173,27 @@ def build_structure(corpus: Corpus, positions: np.ndarray, config: RetrievalConf
     chain_end = chain_start + chain_sizes[chain_of]
     window = max(0, int(window))
     once = config.count_evidence_once
+    n_groups = int(group_of.max()) + 1
+    group_indptr, group_members = _csr(group_of, n_groups)
+    group_sizes = np.diff(group_indptr)[group_of]
+    group_low = np.full(n_groups, count, dtype=np.int64)  # a group is contiguous in its chain
+    np.minimum.at(group_low, group_of, at)
     low = np.maximum(chain_start, at - window)
     high = np.minimum(chain_end, at + window + 1)
+    # A turn that fills the window on its own is read alone (a session, a long turn); smaller
+    # turns (one narrative chunk) read across their boundaries into the turns around them.
+    whole = group_sizes >= 2 * window + 1
+    low = np.where(whole, np.maximum(low, group_low[group_of]), low)
+    high = np.where(whole, np.minimum(high, group_low[group_of] + group_sizes), high)
     fanout = high - low
     context_indptr = np.concatenate([[0], np.cumsum(fanout)]).astype(np.int64)
     offsets = np.arange(int(fanout.sum())) - np.repeat(context_indptr[:-1], fanout)
     context_members = order[np.repeat(low, fanout) + offsets]
-    n_groups = int(group_of.max()) + 1
-    group_indptr, group_members = _csr(group_of, n_groups)
-    group_sizes = np.diff(group_indptr)[group_of]
-    # A group is contiguous in its chain: it equals the context when both span the same chunks.
-    group_low = np.full(n_groups, count, dtype=np.int64)
-    np.minimum.at(group_low, group_of, at)
     same_as_context = (group_low[group_of] == low) & (group_sizes == fanout)
     return Structure(
         context_indptr=context_indptr,
         context_members=context_members.astype(np.int64),
+        context_span=np.stack([order[low], order[high - 1], fanout], axis=1),
         group_of=group_of,
         group_indptr=group_indptr,
         group_members=group_members,
@@ -257,8 +263,18 @@ def _group_by_term(pair_target, pair_term, pair_count) -> dict[int, tuple[np.nda
     return dict(zip(terms, zip(np.split(pair_target, cuts), np.split(pair_count, cuts))))
 
 
+def _member_terms(base: _Base, indptr: np.ndarray, members: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """Return the term ids the given targets' members hold (the terms whose postings they fed)."""
+    if not len(targets):
+        return EMPTY
+    sizes = indptr[targets + 1] - indptr[targets]
+    starts = np.repeat(indptr[targets], sizes)
+    offsets = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    return np.unique(base.gather(members[starts + offsets])[1])
+
+
 def _index(corpus: Corpus, base: _Base, indptr, members, n_targets, config, old: ViewIndex | None = None,
-           affected: np.ndarray | None = None) -> ViewIndex:
+           affected: np.ndarray | None = None, stale: np.ndarray = EMPTY) -> ViewIndex:
     """Build the index of `n_targets` documents, or update `old` by recomputing `affected` ones."""
     vocab_size = len(corpus.vocab)
     targets = np.arange(n_targets, dtype=np.int64) if old is None else affected
@@ -278,7 +294,13 @@ def _index(corpus: Corpus, base: _Base, indptr, members, n_targets, config, old:
         postings = dict(old.postings)
         df = np.zeros(vocab_size, dtype=np.int64)
         df[: len(old.df)] = old.df
-        # A term an affected document held before holds it still (members only grow on appends).
+        # Terms an affected document held before and holds no more lose its entry.
+        for term_id in set(stale.tolist()) - set(fresh):
+            previous = postings.get(term_id)
+            if previous is not None:
+                keep = ~is_affected[previous[0]]
+                postings[term_id] = (previous[0][keep], previous[1][keep])
+                df[term_id] = int(keep.sum())
         for term_id, (docs, counts) in fresh.items():
             previous = postings.get(term_id)
             if previous is not None:
@@ -326,10 +348,12 @@ def extend_view(old: View, corpus: Corpus, positions: np.ndarray, config: Retrie
     base = _Base(corpus, positions, flat=False)
     identity = np.arange(count + 1, dtype=np.int64)
     own = _index(corpus, base, identity, identity[:-1], count, config, old.own_index, new_docs)
-    old_fanout = np.diff(old.structure.context_indptr)
-    grown = np.flatnonzero(np.diff(structure.context_indptr)[:n_old] != old_fanout)
+    # A context changes when its neighbours do (the last of a chain; a small last turn that
+    # grows to fill the window is read alone from then on, so it may also lose members).
+    changed = np.flatnonzero((structure.context_span[:n_old] != old.structure.context_span).any(axis=1))
+    stale = _member_terms(base, old.structure.context_indptr, old.structure.context_members, changed)
     context = _index(corpus, base, structure.context_indptr, structure.context_members, count, config,
-                     old.context_index, np.concatenate([grown, new_docs]))
+                     old.context_index, np.concatenate([changed, new_docs]), stale)
     n_groups, n_old_groups = len(structure.group_indptr) - 1, len(old.structure.group_indptr) - 1
     old_sizes = np.diff(old.structure.group_indptr)
     grown_groups = np.flatnonzero(np.diff(structure.group_indptr)[:n_old_groups] != old_sizes)
