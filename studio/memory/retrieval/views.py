@@ -4,11 +4,12 @@ A view holds, for the chunks of a corpus passing one filter (in corpus order), t
 indexes over "documents" that are unions of chunks:
 - own: each chunk alone;
 - context: each chunk read with its `context_window` neighbours on each side in *write
-  order within the save*, across turn boundaries (for one-chunk turns: the turns before and
-  after), in a chain per chunk type; each lore entry is a chain of its own (its parts read
-  each other, entries never read each other). Only chunks of the view are neighbours, so
-  a chunk past the query's turn horizon (a rewound or future turn) never enters a
-  context document or its score;
+  order within the save*, in a chain per chunk type: a turn that fills the window on its
+  own (>= 2 x window + 1 chunks: a LoCoMo session) is read alone, a smaller turn reads
+  across its boundaries into the turns before and after (a game's one narrative chunk a
+  turn); each lore entry is a chain of its own (its parts read each other, entries never
+  read each other). Only chunks of the view are neighbours, so a chunk past the query's
+  turn horizon (a rewound or future turn) never enters a context document or its score;
 - turn: each chunk's whole group (its turn's chunks of its type; a lore entry's parts).
 
 Arms whose document for a chunk equals another arm's document for it repeat that arm's
@@ -341,7 +342,7 @@ def extend_view(old: View, corpus: Corpus, positions: np.ndarray, config: Retrie
     n_old, count = len(old.positions), len(positions)
     if n_old == count:  # nothing new passes this view's filter
         return _view(corpus, positions, old.structure, old.own_index, old.context_index, old.turn_index)
-    if old.own_index is None or not n_old:
+    if not isinstance(old.own_index, ViewIndex) or not n_old:  # nothing to extend
         return build_view(corpus, positions, config)
     structure = build_structure(corpus, positions, config)
     new_docs = np.arange(n_old, count, dtype=np.int64)
