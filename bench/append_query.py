@@ -22,11 +22,18 @@ new runtime off), query by query in turn.
 Vectors: real MiniLM vectors of LoCoMo utterances (cycled), noised and re-normalised above
 10k (synthetic; latency only). Chunks per turn: --per-turn (40, as bench/query_latency.py).
 
+`--views-only` measures just the view stage in process, without Chroma or the corpus
+reload (whose times under load are dominated by the store): per size, a corpus of the
+LoCoMo texts' real index terms, then alternately the previous engine's build, the numpy
+cold build and `extend_view` after appending one chunk as a new turn (--rounds each).
+
     .venv/bin/python bench/append_query.py [--sizes 10000,100000] [--rounds 3] [--append 1]
+    .venv/bin/python bench/append_query.py --views-only [--sizes 10000,100000] [--rounds 5]
 """
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -70,6 +77,49 @@ def previous_build_view(corpus, positions, config):
     return views.View(positions, own, context, turn, structure.group_of, member, structure)
 
 
+def views_only(args, texts) -> None:
+    """The view stage alone: previous build, numpy cold build and extend, alternating."""
+    from studio.memory.retrieval import views
+    from studio.memory.retrieval.config import RetrievalConfig
+    from studio.memory.retrieval.corpus import Corpus, index_terms, term_vector
+
+    config = RetrievalConfig()
+
+    def corpus_of(n, per_turn):
+        vocab: dict[str, int] = {}
+        terms = [index_terms(texts[i % len(texts)], config) for i in range(n)]
+        vectors = [term_vector(t, vocab) for t in terms]
+        metadatas = [{"turn_id": 1 + i // per_turn if i < n - 1 else 10**9, "chunk_type": "narrative"} for i in range(n)]
+        return Corpus(version=1, ids=[str(i) for i in range(n)], texts=[""] * n, metadatas=metadatas,
+                      turn_ids=np.asarray([m["turn_id"] for m in metadatas]),
+                      chunk_types=np.asarray(["narrative"] * n, dtype=object),
+                      position={str(i): i for i in range(n)}, terms=terms, vocab=vocab,
+                      term_ids=[a for a, _ in vectors], term_counts=[b for _, b in vectors],
+                      doc_lens=np.asarray([len(t) for t in terms], dtype=np.int64))
+
+    print(f"\nView stage alone, in process: first query's view after appending one chunk as a new turn, "
+          f"{args.rounds} rounds alternating, median ms (load {os.getloadavg()[0]:.1f} at start).")
+    print("| save size | chunks per turn | previous engine (cold) | numpy cold build | extend_view | extend / previous | cold / previous |")
+    print("|---|---|---|---|---|---|---|")
+    for size in [int(s) for s in args.sizes.split(",") if s]:
+        for per_turn in (args.per_turn, 1):
+            after = corpus_of(size + 1, per_turn)
+            before_positions = np.arange(size)
+            base = views.build_view(after, before_positions, config)  # the view of the corpus before the append
+            samples = {"previous": [], "cold": [], "extend": []}
+            for _round in range(args.rounds):
+                for name, run in (
+                    ("previous", lambda: previous_build_view(after, np.arange(size + 1), config)),
+                    ("cold", lambda: views.build_view(after, np.arange(size + 1), config)),
+                    ("extend", lambda: views.extend_view(base, after, np.arange(size + 1), config)),
+                ):
+                    begin = time.perf_counter()
+                    run()
+                    samples[name].append((time.perf_counter() - begin) * 1000)
+            p, c, e = (statistics.median(samples[k]) for k in ("previous", "cold", "extend"))
+            print(f"| {size:,} | {per_turn} | {p:.0f} | {c:.0f} | {e:.1f} | {e / p:.4f}x | {c / p:.2f}x |")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default=str(DEFAULT_LOCOMO))
@@ -79,9 +129,13 @@ def main() -> int:
     parser.add_argument("--per-turn", type=int, default=40)
     parser.add_argument("--hybrid-size", type=int, default=10000)
     parser.add_argument("--queries", type=int, default=60)
+    parser.add_argument("--views-only", action="store_true", help="only the view stage, in process")
     args = parser.parse_args()
 
     setup_django()
+    if args.views_only:
+        views_only(args, locomo_texts_and_questions(Path(args.data))[0])
+        return 0
     from django.conf import settings
     from rank_bm25 import BM25Okapi
 
@@ -169,7 +223,7 @@ def main() -> int:
         text = f"{question} ({number})"  # never a repeat, whatever caches exist
         begin = time.perf_counter()
         vm.query(save_id, text, k=10)
-        engine.append((time.perf_counter() - begin) * 1000)
+        engine.append(time.perf_counter() - begin)  # seconds: summarize_ms reports ms
         begin = time.perf_counter()
         vector = torch.encode([text + " raw"])[0]
         encoded = time.perf_counter()
@@ -177,13 +231,13 @@ def main() -> int:
         queried = time.perf_counter()
         raw_bm25.get_scores(tokenize(text))
         done = time.perf_counter()
-        raw.append((done - begin) * 1000)
-        raw_parts["torch encode"].append((encoded - begin) * 1000)
-        raw_parts["chroma"].append((queried - encoded) * 1000)
-        raw_parts["bm25"].append((done - queried) * 1000)
+        raw.append(done - begin)
+        raw_parts["torch encode"].append(encoded - begin)
+        raw_parts["chroma"].append(queried - encoded)
+        raw_parts["bm25"].append(done - queried)
         begin = time.perf_counter()
         torch_vm.query(save_id, text + " today", k=10)
-        today.append((time.perf_counter() - begin) * 1000)
+        today.append(time.perf_counter() - begin)
 
     print(f"\nPart 1: first query after appending {args.append} chunk(s) as a new turn "
           f"({args.per_turn} chunks per turn before), {args.rounds} rounds per way, medians (ms).")
