@@ -338,6 +338,9 @@ def term_vector(terms: list[str], vocab: dict[str, int]) -> tuple[np.ndarray, np
     return np.fromiter(counts, dtype=np.int64, count=len(counts)), np.fromiter(counts.values(), dtype=np.int64, count=len(counts))
 
 
+CARRIED_VIEWS = 16
+
+
 def carried_views(cached: Corpus) -> dict:
     """The views of `cached` a corpus appending to it can extend (keyed as that corpus keys them).
 
@@ -351,4 +354,5 @@ def carried_views(cached: Corpus) -> dict:
         for (chunk_type, exclude, horizon), view in list(carried.items()):
             if horizon is None:
                 carried.setdefault((chunk_type, exclude, last_turn), view)
-    return carried
+    # Views nobody asked for are carried at most this far (each append adds an alias).
+    return dict(list(carried.items())[-CARRIED_VIEWS:])
