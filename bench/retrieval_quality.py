@@ -146,8 +146,8 @@ def measure_shape(vm, args, shape, get_embedder, RetrievalConfig):
         ("hybrid: + neighbouring-context arm", replace(default, arms=("semantic", "lexical", "context"))),
         ("hybrid: + turn arm, old rule (context within its turn, every arm counted)",
          replace(default, context_scope="turn", count_evidence_once=False)),
-        ("hybrid: + turn arm, context across turns, every arm counted", replace(default, count_evidence_once=False)),
-        ("hybrid: + turn arm (engine default: context across turns, evidence counted once)", default),
+        ("hybrid: + turn arm, context across small turns, every arm counted", replace(default, count_evidence_once=False)),
+        ("hybrid: + turn arm (engine default: context across small turns, evidence counted once)", default),
     ]
     variants[3] = (variants[3][0], replace(variants[3][1], bm25_b=0.75))
     variants[1] = (variants[1][0], replace(variants[1][1], bm25_b=0.75))
