@@ -20,6 +20,8 @@ Reciprocal Rank Fusion with rank_bm25's BM25Okapi (defaults) over the same chunk
 (`tokenize`: lowercased letter/digit runs, no stop words, no folding; chunks with a zero
 score left out), as bench/retrieval_quality.py's raw rows do. It is cut to the same top 20.
 
+`--old-rule` measures the engine with the arm rule before 2026-12-01 (context within the
+chunk's own turn, every arm counted even when it repeats another) for comparison.
 `--explain` prints, per question, the rank of each answer turn (">20" when not in the top
 20) and the top five turns returned. `--json` prints one JSON object instead of tables.
 Timings are printed for information only; nothing here asserts a speed.
@@ -198,6 +200,8 @@ def main() -> int:
     parser.add_argument("--raw", action="store_true", help="also measure plain RRF over bare Chroma + rank_bm25")
     parser.add_argument("--explain", action="store_true", help="print the answer turns' ranks per question")
     parser.add_argument("--json", action="store_true", help="print one JSON object (machine output)")
+    parser.add_argument("--old-rule", action="store_true",
+                        help="the arm rule before 2026-12-01: context within its turn, every arm counted")
     args = parser.parse_args()
 
     header, questions = read_questions(Path(args.questions), save_turn_ids())
@@ -211,6 +215,10 @@ def main() -> int:
     from studio.memory.vector import get_vector_memory
 
     store = get_vector_memory()
+    if args.old_rule:
+        from dataclasses import replace
+
+        store.set_config(replace(store.config, context_scope="turn", count_evidence_once=False))
     systems: dict[str, list[dict]] = {"engine": []}
     timings: dict[str, list[float]] = {"engine": []}
     raw = None

@@ -1,7 +1,10 @@
 """Retrieval quality on LoCoMo: recall@1/5/10/20 and MRR, semantic / lexical / hybrid.
 
-Mapping (../shared/data/locomo/README.md): one conversation = one save, one session = one
-turn (turn_id = N), one utterance = one chunk with text "Speaker: text" plus the image
+Mapping (../shared/data/locomo/README.md): one conversation = one save, one utterance = one
+chunk. `--shape session`: one session = one turn (turn_id = N, ~20 chunks a turn, the shape
+the engine was first measured in); `--shape turn`: every utterance its own turn, numbered in
+order (one chunk a turn: a game save's shape). `--shape session,turn` (default) runs both
+over the same embeddings. Each utterance is one chunk with text "Speaker: text" plus the image
 caption when there is one, its dia_id in the chunk metadata. Chunks go in through the
 public `embed_chunk(save_id, turn_id, text, metadata_extra={"dia_id": ...})`, one call per
 utterance; questions (categories 1-4) go through `query(save_id, question, k=20)`.
@@ -17,7 +20,7 @@ the raw libraries (rank_bm25 over whitespace-free `tokenize`, MiniLM cosine, pla
 are measured on the same data as the reference. The data is read from --data (never copied
 into the repository).
 
-    .venv/bin/python bench/retrieval_quality.py [--data ../shared/data/locomo] [--convs 26,30]
+    .venv/bin/python bench/retrieval_quality.py [--data ../shared/data/locomo] [--convs 26,30] [--shape turn]
 """
 from __future__ import annotations
 
@@ -36,7 +39,7 @@ KS = (1, 5, 10, 20)
 EVIDENCE = re.compile(r"D\s*:?\s*(\d+)\s*:\s*(\d+)")
 
 
-def load_conversation(path: Path):
+def load_conversation(path: Path, shape: str = "session"):
     data = json.loads(path.read_text(encoding="utf-8"))
     chunks = []  # (turn_id, dia_id, text)
     session = 1
@@ -45,7 +48,7 @@ def load_conversation(path: Path):
             text = f"{utterance['speaker']}: {utterance['text']}"
             if utterance.get("blip_caption"):
                 text += f" [shares a photo: {utterance['blip_caption']}]"
-            chunks.append((session, utterance["dia_id"], text))
+            chunks.append((session if shape == "session" else len(chunks) + 1, utterance["dia_id"], text))
         session += 1
     known = {dia for _, dia, _ in chunks}
     questions, skipped = [], 0
@@ -112,28 +115,18 @@ def raw_baselines(conversations, embedder):
     ]
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", default=str(DEFAULT_LOCOMO), help="folder with the LoCoMo conversation files")
-    parser.add_argument("--convs", default="26,30,41,42,43", help="conversation ids (file stems)")
-    parser.add_argument("--no-raw", action="store_true", help="skip the raw-library reference rows")
-    args = parser.parse_args()
-
-    setup_django()
-    from studio.memory.embedding import get_embedder
-    from studio.memory.vector import RetrievalConfig, VectorMemory
-    from django.conf import settings
-
-    vm = VectorMemory(settings.CHROMA_PATH)
-    default = vm.config
+def measure_shape(vm, args, shape, get_embedder, RetrievalConfig):
+    """Embed the conversations in one shape, ask every question under each variant, print the table."""
+    default = RetrievalConfig()
     conversations = []
     total_skipped = 0
     embed_seconds = 0.0
     embedded = 0
     for conv in args.convs.split(","):
-        chunks, questions, skipped = load_conversation(Path(args.data) / f"{conv}.json")
+        chunks, questions, skipped = load_conversation(Path(args.data) / f"{conv}.json", shape)
         total_skipped += skipped
-        save_id = f"locomo-{conv}"
+        save_id = f"locomo-{conv}-{shape}"
+        vm.delete_save(save_id)
         start = time.perf_counter()
         for turn_id, dia_id, text in chunks:
             vm.embed_chunk(save_id, turn_id, text, metadata_extra={"dia_id": dia_id})
@@ -151,7 +144,10 @@ def main() -> int:
         ("hybrid: semantic + lexical (b=0.75)", replace(default, arms=("semantic", "lexical"), bm25_b=0.75)),
         ("hybrid: semantic + lexical", replace(default, arms=("semantic", "lexical"))),
         ("hybrid: + neighbouring-context arm", replace(default, arms=("semantic", "lexical", "context"))),
-        ("hybrid: + turn arm (engine default)", default),
+        ("hybrid: + turn arm, old rule (context within its turn, every arm counted)",
+         replace(default, context_scope="turn", count_evidence_once=False)),
+        ("hybrid: + turn arm, context across small turns, every arm counted", replace(default, count_evidence_once=False)),
+        ("hybrid: + turn arm (engine default: context across small turns, evidence counted once)", default),
     ]
     variants[3] = (variants[3][0], replace(variants[3][1], bm25_b=0.75))
     variants[1] = (variants[1][0], replace(variants[1][1], bm25_b=0.75))
@@ -169,11 +165,11 @@ def main() -> int:
                 scores.add([r.get("dia_id") for r in results], evidence)
         rows.append((name, scores))
         print(scores.row(name), file=sys.stderr)
-    if not args.no_raw:
+    if not args.no_raw and shape == args.raw_shape:  # the raw libraries ignore turns: once
         rows = [*raw_baselines([(c, q) for _, c, q in conversations], get_embedder()), *rows]
 
     questions = sum(len(q) for _, _, q in conversations)
-    print(f"\nLoCoMo conversations {args.convs}: {embedded} chunks, {questions} questions "
+    print(f"\nShape {shape!r}. LoCoMo conversations {args.convs}: {embedded} chunks, {questions} questions "
           f"(categories 1-4; {total_skipped} skipped without usable evidence).")
     print(f"Embedding through embed_chunk, one call per utterance: {embedded / embed_seconds:.1f} chunks/s.")
     print()
@@ -183,6 +179,28 @@ def main() -> int:
         print(scores.row(name))
     latencies.sort()
     print(f"\nquery(k=20) latency over these saves: p50 {latencies[len(latencies) // 2] * 1000:.1f} ms")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", default=str(DEFAULT_LOCOMO), help="folder with the LoCoMo conversation files")
+    parser.add_argument("--convs", default="26,30,41,42,43", help="conversation ids (file stems)")
+    parser.add_argument("--no-raw", action="store_true", help="skip the raw-library reference rows")
+    parser.add_argument("--shape", default="session,turn", help="session, turn or both (session,turn)")
+    args = parser.parse_args()
+    shapes = [shape.strip() for shape in args.shape.split(",") if shape.strip()]
+    if not shapes or set(shapes) - {"session", "turn"}:
+        parser.error("--shape takes session, turn or session,turn")
+
+    setup_django()
+    from studio.memory.embedding import get_embedder
+    from studio.memory.vector import RetrievalConfig, VectorMemory
+    from django.conf import settings
+
+    vm = VectorMemory(settings.CHROMA_PATH)
+    args.raw_shape = shapes[0]
+    for shape in shapes:
+        measure_shape(vm, args, shape, get_embedder, RetrievalConfig)
     vm.close()
     return 0
 

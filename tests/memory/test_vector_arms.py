@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from studio.memory import embedding
-from studio.memory.retrieval import arms, lexical
+from studio.memory.retrieval import arms, views
 from studio.memory.retrieval.corpus import CorpusCache, LocalCorpusVersions
 from studio.memory.vector import RetrievalConfig, VectorMemory
 from tests.fakes import HashingEmbedder
@@ -72,12 +72,13 @@ def test_stats_say_which_arms_did_not_run_and_why(vm, monkeypatch):
 
 def test_shared_evidence_is_computed_once_per_query(vm, monkeypatch):
     calls = []
-    real = lexical.PostingsBM25.get_scores
-    monkeypatch.setattr(lexical.PostingsBM25, "get_scores", lambda self, terms: calls.append(list(terms)) or real(self, terms))
-    hits = vm.query("s1", "Bellwright key plank", k=2)
-    assert hits[0]["text"].startswith("Mira hides")
+    real = views.ViewIndex.get_scores
+    monkeypatch.setattr(views.ViewIndex, "get_scores", lambda self, terms: calls.append(id(self)) or real(self, terms))
+    hits = vm.query("s1", "harbour bell rings", k=2)
+    assert hits[0]["text"].startswith("The harbour bell")
     assert hits[0]["explain"]["lexical_rank"] == 1 and hits[0]["explain"]["turn_rank"] == 1
-    assert len(calls) == 1  # the lexical and turn arms both read the own-text scores
+    # Three indexes read once each: the lexical and turn arms share the own-text scores.
+    assert len(calls) == 3 and len(set(calls)) == 3
 
 
 def test_a_reload_records_what_changed_since_the_cached_version(vm):

@@ -167,3 +167,12 @@ def test_a_why_not_link_prefills_the_chunk_and_a_search_then_explains_it(client,
         link = html[html.index("ranks in every arm") - 400: html.index("ranks in every arm")]
         assert link.count("chunk_id=") == 2 and chunks["docks"] not in link  # href and hx-get of the loan row
     assert "why-not-report" not in client.get(url(game_save), {"q": "silver crowns", "k": 1}).content.decode()
+def test_playground_says_which_arms_ran_and_why_the_turn_arm_was_skipped(client, playtester, game_save, chunks):
+    client.force_login(playtester)
+    for headers in ({}, {"HTTP_HX_REQUEST": "true"}):
+        html = client.get(url(game_save), {"q": "silver crowns", "k": 3}, **headers).content.decode()
+        notes = html[html.index('id="arm-notes"'):]
+        notes = notes[: notes.index("</p>")]
+        assert "Arms that ran: semantic, lexical, context" in notes
+        # One narrative chunk per turn: the turn arm would repeat the lexical arm.
+        assert 'data-skipped-arm="turn"' in notes and "one chunk per turn" in notes

@@ -6,6 +6,8 @@ Bottom to top (a module imports only those above it in this list):
 - store.py: the Chroma client, its process lock, one collection per scope, the legacy move;
 - chunks.py: the stored chunk record (metadata, splitting, the result row);
 - config.py: RetrievalConfig, the measured knobs;
+- views.py: a filter's BM25 views (own text, neighbouring context across turns, whole turn),
+  which arms add evidence for the corpus's shape, the numpy build and the append update;
 - corpus.py: corpus versions and the per-process corpus cache with its BM25 views;
 - explain.py: QueryStats, the explain records, "why not this chunk?";
 - arms.py: the arms, each naming the evidence it reads;

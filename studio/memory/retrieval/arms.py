@@ -9,9 +9,16 @@ the query's stats each arm's ranking size, and for each arm that did not run, wh
 The arms (docs/retrieval.md, "Search pipeline", has what each bought on LoCoMo):
 - semantic: Chroma's nearest chunks to the query embedding;
 - lexical: BM25 over each chunk's own text;
-- context: BM25 over each chunk read with its neighbours of the same turn and type;
+- context: BM25 over each chunk read with its neighbours in write order within the save
+  (across turn boundaries, never past the query's horizon: views.py);
 - turn: the chunks of the turns whose whole text matches best, each turn's chunks by their
   own BM25 score.
+
+Evidence is counted once: the context arm ranks only chunks whose context holds more than
+their own text, the turn arm only chunks whose turn holds more than their own text and
+differs from their context (`View.context_adds` / `turn_adds`, from the corpus's shape). An
+arm left with no such chunk is skipped, and `skip_reason` says why ("one chunk per turn
+...": a game save's narrative), so the explain panel shows it.
 
 Invariants:
 - Evidence is computed at most once per query, on first read, and shared: the turn arm
@@ -28,9 +35,6 @@ returns an empty ranking, `stats.semantic_available` turns False and
 `stats.vector_store_error` says why, and the lexical arms answer from the cached corpus.
 Any other exception propagates.
 
-Because an arm names its evidence, a later rule can skip or down-weight an arm whose
-evidence repeats another's for a corpus shape (for one chunk per turn, `bm25_context` and
-`bm25_turn` read the same text as `bm25_own`), and say so through `skip_reason`.
 """
 from __future__ import annotations
 
@@ -54,7 +58,7 @@ EVIDENCE = {
     "nearest_chunks": "Chroma's nearest chunks to the query vector (the vector store)",
     "query_terms": "the query's BM25 index terms",
     "bm25_own": "BM25 of each chunk's own text",
-    "bm25_context": "BM25 of each chunk read with its neighbours in its turn",
+    "bm25_context": "BM25 of each chunk read with its neighbours in write order (across turns)",
     "bm25_turn": "BM25 of each chunk's whole turn",
 }
 
@@ -202,20 +206,33 @@ class OwnTextArm(_BM25Arm):
         return ArmRanking(ids, {chunk_id: float(scores[i]) for chunk_id, i in zip(ids, ranked)})
 
 
-class ContextArm(OwnTextArm):
+class ContextArm(_BM25Arm):
     name = "context"
     reads = ("query_terms", "bm25_context")
-    kind = "context"
+
+    def skip_reason(self, arm_input: ArmInput) -> str | None:
+        return super().skip_reason(arm_input) or arm_input.view.shape_note(self.name)
+
+    def rank(self, arm_input: ArmInput) -> ArmRanking:
+        # A chunk without neighbours would repeat its lexical evidence: left out.
+        scores = np.where(arm_input.view.context_adds, arm_input.bm25("context"), 0.0)
+        ranked = lexical.ranked_indices(scores, arm_input.top)
+        ids = arm_input.ids_at(ranked)
+        return ArmRanking(ids, {chunk_id: float(scores[i]) for chunk_id, i in zip(ids, ranked)})
 
 
 class TurnArm(_BM25Arm):
     name = "turn"
     reads = ("query_terms", "bm25_own", "bm25_turn")
 
+    def skip_reason(self, arm_input: ArmInput) -> str | None:
+        return super().skip_reason(arm_input) or arm_input.view.shape_note(self.name)
+
     def rank(self, arm_input: ArmInput) -> ArmRanking:
         own = arm_input.bm25("own")
         per_chunk_turn = arm_input.bm25("turn")[arm_input.view.turn_of_position]
-        candidates = np.flatnonzero((per_chunk_turn > 0) & (own > 0))
+        # A chunk alone in its turn (or whose turn is its context) would repeat evidence: left out.
+        candidates = np.flatnonzero((per_chunk_turn > 0) & (own > 0) & arm_input.view.turn_adds)
         # Best turns first; within a turn by own score; then corpus order.
         order = np.lexsort((np.arange(len(candidates)), -own[candidates], -per_chunk_turn[candidates]))
         ranked = candidates[order] if arm_input.full else candidates[order][: arm_input.depth]

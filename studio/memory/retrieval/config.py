@@ -25,7 +25,13 @@ class RetrievalConfig:
     lexical_weight: float = 1.0
     context_weight: float = 1.0
     turn_weight: float = 1.0
-    context_window: int = 2  # neighbours read on each side, within the same turn
+    context_window: int = 2  # neighbours read on each side, in write order
+    # "save": neighbours across turn boundaries (views.py); "turn": only within the chunk's
+    # turn (the rule before 2026-12-01, kept to measure against: bench/retrieval_quality.py).
+    context_scope: str = "save"
+    # The context and turn arms leave out chunks whose document there is their own text (or
+    # the turn is the context): fusion counts one piece of evidence once. False: the old rule.
+    count_evidence_once: bool = True
     bm25_k1: float = 1.5
     bm25_b: float = 0.5
     focus_boost: float = 0.005  # about what moving up several places in one arm is worth

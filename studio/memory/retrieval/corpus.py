@@ -23,11 +23,15 @@ during a reload and an older corpus of the scope is cached, that corpus answers
 (`CorpusRead.store_error` says why; it may miss the newest chunks); with nothing cached the
 error propagates. Without rank_bm25 a view has no indexes (the lexical arms skip).
 
-Incremental views (a later step): today a reload drops every view of the scope and the next
-query rebuilds the one it needs (`build_view`). `CorpusDelta` gives the ids added and the
-count removed since the previous version, and `build_view` derives everything from the
-chunk terms and the (turn, type) groups, so an update can rebuild only the groups a delta
-touches instead of the whole view.
+Incremental views: each chunk's index terms are kept as term ids and counts over one
+vocabulary per scope (append-only, copied forward on reload), so views are built with numpy
+(views.py). When a reload only appended chunks after every cached one (a new turn's
+writes: `CorpusDelta.removed == 0` and the old ids are the new corpus's prefix), the old
+corpus's views are carried forward and each is extended (`views.extend_view`) the first
+time a query asks for it, instead of rebuilt; the unbounded view also stands for the new
+corpus's view at the old last turn. A removal (rewind, a replaced narrative) or a chunk
+sorted before existing ones drops the views (the epoch is the corpus version); the next
+query builds only the view it needs.
 """
 from __future__ import annotations
 
@@ -41,9 +45,11 @@ import numpy as np
 
 from studio.memory.retrieval import lexical
 from studio.memory.retrieval import store as store_module
-from studio.memory.retrieval.chunks import LORE
 from studio.memory.retrieval.config import RetrievalConfig
 from studio.memory.retrieval.store import ChunkStore, VectorStoreError, is_store_failure, where_clause
+from studio.memory.retrieval.views import View, build_view, extend_view
+
+__all__ = ["View", "build_view"]  # re-exported: callers read views through the cache
 
 logger = logging.getLogger(__name__)
 
@@ -135,18 +141,6 @@ class SearchFilter:
         return where_clause(conditions)
 
 
-@dataclass
-class View:
-    """The chunks of a corpus passing one filter, with their BM25 indexes (None without rank_bm25)."""
-
-    positions: np.ndarray  # corpus positions, in corpus order
-    own_index: Any
-    context_index: Any
-    turn_index: Any
-    turn_of_position: np.ndarray  # per view position: its group (turn) document
-    member: np.ndarray = None  # per corpus position: passes the filter
-
-
 @dataclass(frozen=True)
 class CorpusDelta:
     """What a reload changed: the version it started from, the ids fetched, how many left."""
@@ -168,8 +162,14 @@ class Corpus:
     chunk_types: np.ndarray
     position: dict[str, int]
     terms: list[list[str]]
+    vocab: dict[str, int] = field(default_factory=dict)  # the scope's term ids (append-only)
+    term_ids: list[np.ndarray] = field(default_factory=list)  # per chunk: its distinct term ids
+    term_counts: list[np.ndarray] = field(default_factory=list)  # per chunk: their counts
+    doc_lens: np.ndarray = None  # per chunk: its number of terms
     delta: CorpusDelta | None = None  # None: loaded from scratch
     views: OrderedDict = field(default_factory=OrderedDict)
+    # Views of an earlier version this one only appended to: extended on first use.
+    earlier_views: dict = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -226,6 +226,17 @@ class CorpusCache:
         )
         ids = [row[0] for row in rows]
         metadatas = [row[2] or {} for row in rows]
+        vocab = {} if cached is None else dict(cached.vocab)
+        term_ids, term_counts = [], []
+        for chunk_id, _text, _metadata, terms in rows:
+            position = None if cached is None else cached.position.get(chunk_id)
+            if position is not None:
+                term_ids.append(cached.term_ids[position])
+                term_counts.append(cached.term_counts[position])
+            else:
+                ids_of, counts_of = term_vector(terms, vocab)
+                term_ids.append(ids_of)
+                term_counts.append(counts_of)
         corpus = Corpus(
             version=version,
             ids=ids,
@@ -235,10 +246,16 @@ class CorpusCache:
             chunk_types=np.asarray([str(m.get("chunk_type", "")) for m in metadatas], dtype=object),
             position={chunk_id: index for index, chunk_id in enumerate(ids)},
             terms=[row[3] for row in rows],
+            vocab=vocab,
+            term_ids=term_ids,
+            term_counts=term_counts,
+            doc_lens=np.asarray([len(row[3]) for row in rows], dtype=np.int64),
             delta=None if cached is None else CorpusDelta(
                 cached.version, tuple(added), len(cached.ids) - (len(ids) - len(added))
             ),
         )
+        if cached is not None and corpus.delta.removed == 0 and ids[: len(cached.ids)] == cached.ids:
+            corpus.earlier_views = carried_views(cached)
         with self._lock:
             self._corpora[scope_id] = corpus
             self._corpora.move_to_end(scope_id)
@@ -300,60 +317,42 @@ class CorpusCache:
             if view is not None:
                 corpus.views.move_to_end(key)
                 return view
-            view = build_view(corpus, np.flatnonzero(mask), config)
+            positions = np.flatnonzero(mask)
+            earlier = corpus.earlier_views.pop(key, None)
+            if earlier is not None and np.array_equal(positions[: len(earlier.positions)], earlier.positions):
+                view = extend_view(earlier, corpus, positions, config)
+            else:
+                view = build_view(corpus, positions, config)
             corpus.views[key] = view
             while len(corpus.views) > config.max_views_per_scope:
                 corpus.views.popitem(last=False)
             return view
 
 
-def build_view(corpus: Corpus, positions: np.ndarray, config: RetrievalConfig) -> View:
-    """Build the BM25 indexes of the chunks at `positions` (in corpus order).
+def term_vector(terms: list[str], vocab: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
+    """Return a chunk's distinct term ids (new terms numbered into `vocab`) and their counts."""
+    counts: dict[int, int] = {}
+    for term in terms:
+        term_id = vocab.setdefault(term, len(vocab))
+        counts[term_id] = counts.get(term_id, 0) + 1
+    return np.fromiter(counts, dtype=np.int64, count=len(counts)), np.fromiter(counts.values(), dtype=np.int64, count=len(counts))
 
-    Groups are runs of chunks of one turn and type; each lore entry is a group of its own
-    (entries are unrelated to each other). The context document of a chunk is the chunk and
-    the `context_window` chunks on each side within its group; the turn document of a chunk
-    is its whole group. Both are built from the own-text postings (lexical.AggregatedBM25).
+
+CARRIED_VIEWS = 16
+
+
+def carried_views(cached: Corpus) -> dict:
+    """The views of `cached` a corpus appending to it can extend (keyed as that corpus keys them).
+
+    The unbounded view of a key also stands for the new corpus's view at the old last turn
+    (the horizon that then cuts exactly the appended chunks).
     """
-    own_docs = [corpus.terms[p] for p in positions]
-    count = len(positions)
-    turns = corpus.turn_ids[positions]
-    types = corpus.chunk_types[positions]
-    is_lore = types == LORE
-    starts_group = np.ones(count, dtype=bool)
-    if count:
-        starts_group[1:] = (turns[1:] != turns[:-1]) | (types[1:] != types[:-1]) | is_lore[1:] | is_lore[:-1]
-    group_of = np.cumsum(starts_group) - 1
-    group_starts = np.flatnonzero(starts_group)
-    group_ends = np.append(group_starts[1:], count)
-    # Neighbouring context: chunk i reads the chunks within `window` of it in its group.
-    window = max(0, config.context_window)
-    index = np.arange(count)
-    low = np.maximum(group_starts[group_of], index - window) if count else index
-    high = np.minimum(group_ends[group_of], index + window + 1) if count else index
-    fanout = high - low
-    context_indptr = np.concatenate([[0], np.cumsum(fanout)]).astype(np.int64)
-    context_targets = (
-        np.repeat(low, fanout) + (np.arange(fanout.sum()) - np.repeat(context_indptr[:-1], fanout))
-    ).astype(np.int64)
-    turn_indptr = np.arange(count + 1, dtype=np.int64)
-
-    own_index = context_index = turn_index = None
-    if lexical.is_available() and count:
-        own_index = lexical.PostingsBM25(own_docs, k1=config.bm25_k1, b=config.bm25_b)
-        context_index = lexical.AggregatedBM25(
-            own_index, context_indptr, context_targets, count, k1=config.bm25_k1, b=config.bm25_b
-        )
-        turn_index = lexical.AggregatedBM25(
-            own_index, turn_indptr, group_of.astype(np.int64), len(group_starts), k1=config.bm25_k1, b=config.bm25_b
-        )
-    member = np.zeros(len(corpus.ids), dtype=bool)
-    member[positions] = True
-    return View(
-        member=member,
-        positions=positions,
-        own_index=own_index,
-        context_index=context_index,
-        turn_index=turn_index,
-        turn_of_position=group_of.astype(np.int64),
-    )
+    with cached.lock:
+        carried = {**cached.earlier_views, **cached.views}
+    if len(cached.turn_ids):
+        last_turn = int(cached.turn_ids.max())
+        for (chunk_type, exclude, horizon), view in list(carried.items()):
+            if horizon is None:
+                carried.setdefault((chunk_type, exclude, last_turn), view)
+    # Views nobody asked for are carried at most this far (each append adds an alias).
+    return dict(list(carried.items())[-CARRIED_VIEWS:])

@@ -1,0 +1,363 @@
+"""BM25 views of a corpus: the chunks passing one filter, their three indexes, built or extended.
+
+A view holds, for the chunks of a corpus passing one filter (in corpus order), three BM25
+indexes over "documents" that are unions of chunks:
+- own: each chunk alone;
+- context: each chunk read with its `context_window` neighbours on each side in *write
+  order within the save*, in a chain per chunk type: a turn that fills the window on its
+  own (>= 2 x window + 1 chunks: a LoCoMo session) is read alone, a smaller turn reads
+  across its boundaries into the turns before and after (a game's one narrative chunk a
+  turn); each lore entry is a chain of its own (its parts read each other, entries never
+  read each other). Only chunks of the view are neighbours, so a chunk past the query's
+  turn horizon (a rewound or future turn) never enters a context document or its score;
+- turn: each chunk's whole group (its turn's chunks of its type; a lore entry's parts).
+
+Arms whose document for a chunk equals another arm's document for it repeat that arm's
+evidence: `context_adds` marks the chunks whose context document holds more than the chunk
+itself, `turn_adds` those whose turn document holds more than the chunk and differs from its
+context document. The context and turn arms rank only those chunks (arms.py), so fusion
+counts one piece of evidence once, and an arm with none left is skipped with the reason
+`shape_note` gives. This depends only on the corpus's shape (chunks per turn), not on data.
+
+Indexes (`ViewIndex`) use BM25Okapi's formula, IDF and epsilon floor (tested equal to
+rank_bm25 on the concatenated documents), over per-chunk term ids and counts the corpus
+keeps (`Corpus.term_ids` / `term_counts`, one vocabulary per scope, append-only), built with
+numpy. `extend_view` updates a view for chunks appended after every chunk it holds (a new
+turn's writes): the own index gets the new documents, and the context and turn indexes
+recompute only the documents whose members changed (the last neighbours of each chain, the
+last group) plus the new ones; the terms those documents hold get new postings, every other
+term's postings are shared. The result is the very index a cold build gives (same
+postings per document, same lengths, same IDF array: scores equal exactly, tested). A
+removal or an insert before existing chunks has no incremental path: the cache drops the
+views and the next query builds the one it needs (corpus.py).
+
+Views are immutable once built: extending returns a new view and shares unchanged arrays.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from studio.memory.retrieval import lexical
+from studio.memory.retrieval.chunks import LORE
+from studio.memory.retrieval.config import RetrievalConfig
+
+if TYPE_CHECKING:  # pragma: no cover
+    from studio.memory.retrieval.corpus import Corpus
+
+EMPTY = np.zeros(0, dtype=np.int64)
+
+
+class ViewIndex:
+    """BM25 over documents given as postings per term id (BM25Okapi's formula and IDF)."""
+
+    def __init__(self, vocab: dict[str, int], doc_len: np.ndarray, postings: dict[int, tuple[np.ndarray, np.ndarray]],
+                 df: np.ndarray, *, k1: float, b: float, epsilon: float = 0.25):
+        self.vocab, self.doc_len_array, self.postings, self.df = vocab, doc_len, postings, df
+        self.k1, self.b, self.epsilon = k1, b, epsilon
+        self.corpus_size = len(doc_len)
+        self.avgdl = float(doc_len.sum()) / self.corpus_size if self.corpus_size else 0.0
+        present = df > 0
+        idf = np.zeros(len(df))
+        idf[present] = np.log(self.corpus_size - df[present] + 0.5) - np.log(df[present] + 0.5)
+        self.average_idf = float(idf[present].mean()) if present.any() else 0.0
+        self.idf = np.where(idf < 0, self.epsilon * self.average_idf, idf)
+
+    def get_scores(self, query) -> np.ndarray:
+        score = np.zeros(self.corpus_size)
+        for term in query:
+            term_id = self.vocab.get(term)
+            entry = None if term_id is None else self.postings.get(term_id)
+            if entry is None:
+                continue
+            docs, counts = entry
+            doc_len = self.doc_len_array[docs]
+            score[docs] += self.idf[term_id] * (
+                counts * (self.k1 + 1) / (counts + self.k1 * (1 - self.b + self.b * doc_len / self.avgdl))
+            )
+        return score
+
+
+@dataclass
+class Structure:
+    """Which chunks make each document of a view (view indices, CSR target -> members)."""
+
+    context_indptr: np.ndarray
+    context_members: np.ndarray
+    group_of: np.ndarray  # per view index: its turn document
+    group_indptr: np.ndarray
+    group_members: np.ndarray
+    context_span: np.ndarray  # per view index: (first member, last member, count), to see changes
+    context_adds: np.ndarray  # per view index: its context document holds more than itself
+    turn_adds: np.ndarray  # per view index: its turn document holds more than itself and its context
+
+
+@dataclass
+class View:
+    """The chunks of a corpus passing one filter, with their BM25 indexes (None without rank_bm25)."""
+
+    positions: np.ndarray  # corpus positions, in corpus order
+    own_index: Any
+    context_index: Any
+    turn_index: Any
+    turn_of_position: np.ndarray  # per view position: its group (turn) document
+    member: np.ndarray = None  # per corpus position: passes the filter
+    structure: Structure | None = None
+
+    @property
+    def context_adds(self) -> np.ndarray:
+        return self.structure.context_adds
+
+    @property
+    def turn_adds(self) -> np.ndarray:
+        return self.structure.turn_adds
+
+    def shape_note(self, arm: str) -> str | None:
+        """Why an arm adds nothing for this view's shape (None: it adds evidence for some chunk)."""
+        count = len(self.positions)
+        if arm == "context" and count and not self.context_adds.any():
+            return "no chunk has a neighbour: each context is the chunk's own text (the lexical arm)"
+        if arm == "turn" and count and not self.turn_adds.any():
+            groups = int(self.turn_of_position.max()) + 1
+            if groups == count:
+                return f"one chunk per turn ({count} chunks, {groups} turns): each turn is the chunk's own text (the lexical arm)"
+            return "every turn is read whole by the context arm already"
+        return None
+
+
+def _chain_keys(corpus: Corpus, positions: np.ndarray) -> tuple[list, list]:
+    """Per view index: its chain (type, or lore entry) and its group (chain and turn) keys."""
+    chains, groups = [], []
+    for position in positions.tolist():
+        metadata = corpus.metadatas[position]
+        chunk_type = str(metadata.get("chunk_type", ""))
+        if chunk_type == LORE:
+            key = ("lore", str(metadata.get("entry_id") or corpus.ids[position]))
+            chains.append(key)
+            groups.append(key)
+        else:
+            chains.append(("type", chunk_type))
+            groups.append(("turn", chunk_type, int(metadata.get("turn_id", 0))))
+    return chains, groups
+
+
+def _first_seen_codes(keys: list) -> np.ndarray:
+    """Number keys by first appearance (stable under appends: old keys keep their numbers)."""
+    codes: dict = {}
+    return np.asarray([codes.setdefault(key, len(codes)) for key in keys], dtype=np.int64)
+
+
+def _csr(owner: np.ndarray, n_owners: int) -> tuple[np.ndarray, np.ndarray]:
+    order = np.argsort(owner, kind="stable")
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=n_owners))]).astype(np.int64)
+    return indptr, order.astype(np.int64)
+
+
+def build_structure(corpus: Corpus, positions: np.ndarray, config: RetrievalConfig) -> Structure:
+    """Compute each chunk's context and turn documents and whether they add to its own."""
+    window = config.context_window
+    count = len(positions)
+    if not count:
+        return Structure(EMPTY, EMPTY, EMPTY, np.zeros(1, dtype=np.int64), EMPTY, np.zeros((0, 3), dtype=np.int64),
+                         np.zeros(0, dtype=bool), np.zeros(0, dtype=bool))
+    chain_keys, group_keys = _chain_keys(corpus, positions)
+    chain_of = _first_seen_codes(group_keys if config.context_scope == "turn" else chain_keys)
+    group_of = _first_seen_codes(group_keys)
+    # Chain order: chains one after another, each in view (= write) order.
+    order = np.argsort(chain_of, kind="stable").astype(np.int64)
+    at = np.empty(count, dtype=np.int64)
+    at[order] = np.arange(count)
+    chain_sizes = np.bincount(chain_of)
+    chain_start = (np.cumsum(chain_sizes) - chain_sizes)[chain_of]
+    chain_end = chain_start + chain_sizes[chain_of]
+    window = max(0, int(window))
+    once = config.count_evidence_once
+    n_groups = int(group_of.max()) + 1
+    group_indptr, group_members = _csr(group_of, n_groups)
+    group_sizes = np.diff(group_indptr)[group_of]
+    group_low = np.full(n_groups, count, dtype=np.int64)  # a group is contiguous in its chain
+    np.minimum.at(group_low, group_of, at)
+    low = np.maximum(chain_start, at - window)
+    high = np.minimum(chain_end, at + window + 1)
+    # A turn that fills the window on its own is read alone (a session, a long turn); smaller
+    # turns (one narrative chunk) read across their boundaries into the turns around them.
+    whole = group_sizes >= 2 * window + 1
+    low = np.where(whole, np.maximum(low, group_low[group_of]), low)
+    high = np.where(whole, np.minimum(high, group_low[group_of] + group_sizes), high)
+    fanout = high - low
+    context_indptr = np.concatenate([[0], np.cumsum(fanout)]).astype(np.int64)
+    offsets = np.arange(int(fanout.sum())) - np.repeat(context_indptr[:-1], fanout)
+    context_members = order[np.repeat(low, fanout) + offsets]
+    same_as_context = (group_low[group_of] == low) & (group_sizes == fanout)
+    return Structure(
+        context_indptr=context_indptr,
+        context_members=context_members.astype(np.int64),
+        context_span=np.stack([order[low], order[high - 1], fanout], axis=1),
+        group_of=group_of,
+        group_indptr=group_indptr,
+        group_members=group_members,
+        context_adds=(fanout > 1) if once else np.ones(count, dtype=bool),
+        turn_adds=((group_sizes > 1) & ~same_as_context) if once else np.ones(count, dtype=bool),
+    )
+
+
+class _Base:
+    """The own documents of a view's chunks: term ids, counts and lengths, gathered per view index.
+
+    `flat=True` concatenates every chunk's arrays once (a cold build reads them all three
+    times); otherwise each gather reads the corpus's per-chunk arrays (an extension reads few).
+    """
+
+    def __init__(self, corpus: Corpus, positions: np.ndarray, *, flat: bool):
+        self.corpus, self.positions = corpus, positions
+        self.doc_lens = corpus.doc_lens[positions] if len(positions) else EMPTY
+        self.flat = flat
+        if flat:
+            listed = positions.tolist()
+            sizes = np.asarray([len(corpus.term_ids[p]) for p in listed], dtype=np.int64)
+            self.indptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+            self.terms = np.concatenate([corpus.term_ids[p] for p in listed]) if listed else EMPTY
+            self.counts = np.concatenate([corpus.term_counts[p] for p in listed]) if listed else EMPTY
+
+    def gather(self, view_indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Return per member its number of distinct terms, then all their term ids and counts."""
+        if self.flat:
+            sizes = self.indptr[view_indices + 1] - self.indptr[view_indices]
+            starts = np.repeat(self.indptr[view_indices], sizes)
+            offsets = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+            return sizes, self.terms[starts + offsets], self.counts[starts + offsets]
+        listed = self.positions[view_indices].tolist()
+        terms = [self.corpus.term_ids[p] for p in listed]
+        counts = [self.corpus.term_counts[p] for p in listed]
+        sizes = np.asarray([len(t) for t in terms], dtype=np.int64)
+        return sizes, (np.concatenate(terms) if terms else EMPTY), (np.concatenate(counts) if counts else EMPTY)
+
+
+def _pairs(base: _Base, indptr: np.ndarray, members: np.ndarray, targets: np.ndarray):
+    """Return (target, term id, count) summed over each target's members, and the targets' lengths."""
+    sizes = indptr[targets + 1] - indptr[targets]
+    starts = np.repeat(indptr[targets], sizes)
+    offsets = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    member_index = members[starts + offsets]
+    slot = np.repeat(np.arange(len(targets)), sizes)  # the target (by its slot) of each member
+    doc_len = np.bincount(slot, weights=base.doc_lens[member_index], minlength=len(targets)).astype(np.int64)
+    term_sizes, term_ids, counts = base.gather(member_index)
+    if not len(term_ids):
+        return EMPTY, EMPTY, EMPTY, doc_len
+    pair_target = np.repeat(targets[slot], term_sizes)
+    width = int(term_ids.max()) + 1
+    key = pair_target * width + term_ids
+    unique, inverse = np.unique(key, return_inverse=True)
+    summed = np.bincount(inverse.ravel(), weights=counts).astype(np.int64)
+    return unique // width, unique % width, summed, doc_len
+
+
+def _group_by_term(pair_target, pair_term, pair_count) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    order = np.argsort(pair_term, kind="stable")
+    pair_target, pair_term, pair_count = pair_target[order], pair_term[order], pair_count[order]
+    if not len(pair_term):
+        return {}
+    cuts = np.flatnonzero(pair_term[1:] != pair_term[:-1]) + 1
+    terms = pair_term[np.concatenate([[0], cuts])].tolist()
+    return dict(zip(terms, zip(np.split(pair_target, cuts), np.split(pair_count, cuts))))
+
+
+def _member_terms(base: _Base, indptr: np.ndarray, members: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """Return the term ids the given targets' members hold (the terms whose postings they fed)."""
+    if not len(targets):
+        return EMPTY
+    sizes = indptr[targets + 1] - indptr[targets]
+    starts = np.repeat(indptr[targets], sizes)
+    offsets = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    return np.unique(base.gather(members[starts + offsets])[1])
+
+
+def _index(corpus: Corpus, base: _Base, indptr, members, n_targets, config, old: ViewIndex | None = None,
+           affected: np.ndarray | None = None, stale: np.ndarray = EMPTY) -> ViewIndex:
+    """Build the index of `n_targets` documents, or update `old` by recomputing `affected` ones."""
+    vocab_size = len(corpus.vocab)
+    targets = np.arange(n_targets, dtype=np.int64) if old is None else affected
+    pair_target, pair_term, pair_count, lengths = _pairs(base, indptr, members, targets)
+    fresh = _group_by_term(pair_target, pair_term, pair_count)
+    if old is None:
+        doc_len, postings = lengths, fresh
+        df = np.zeros(vocab_size, dtype=np.int64)
+        for term_id, (docs, _counts) in postings.items():
+            df[term_id] = len(docs)
+    else:
+        doc_len = np.zeros(n_targets, dtype=np.int64)
+        doc_len[: len(old.doc_len_array)] = old.doc_len_array
+        doc_len[targets] = lengths
+        is_affected = np.zeros(n_targets, dtype=bool)
+        is_affected[targets] = True
+        postings = dict(old.postings)
+        df = np.zeros(vocab_size, dtype=np.int64)
+        df[: len(old.df)] = old.df
+        # Terms an affected document held before and holds no more lose its entry.
+        for term_id in set(stale.tolist()) - set(fresh):
+            previous = postings.get(term_id)
+            if previous is not None:
+                keep = ~is_affected[previous[0]]
+                postings[term_id] = (previous[0][keep], previous[1][keep])
+                df[term_id] = int(keep.sum())
+        for term_id, (docs, counts) in fresh.items():
+            previous = postings.get(term_id)
+            if previous is not None:
+                keep = ~is_affected[previous[0]]
+                docs = np.concatenate([previous[0][keep], docs])
+                counts = np.concatenate([previous[1][keep], counts])
+            postings[term_id] = (docs, counts)
+            df[term_id] = len(docs)
+    return ViewIndex(corpus.vocab, doc_len, postings, df, k1=config.bm25_k1, b=config.bm25_b)
+
+
+def _view(corpus, positions, structure, own, context, turn) -> View:
+    member = np.zeros(len(corpus.ids), dtype=bool)
+    member[positions] = True
+    return View(positions=positions, own_index=own, context_index=context, turn_index=turn,
+                turn_of_position=structure.group_of, member=member, structure=structure)
+
+
+def build_view(corpus: Corpus, positions: np.ndarray, config: RetrievalConfig) -> View:
+    """Build the view of the chunks at `positions` (in corpus order) from scratch."""
+    positions = np.asarray(positions, dtype=np.int64)
+    count = len(positions)
+    structure = build_structure(corpus, positions, config)
+    own = context = turn = None
+    if lexical.is_available() and count:
+        base = _Base(corpus, positions, flat=True)
+        identity = np.arange(count + 1, dtype=np.int64)
+        own = _index(corpus, base, identity, identity[:-1], count, config)
+        context = _index(corpus, base, structure.context_indptr, structure.context_members, count, config)
+        turn = _index(corpus, base, structure.group_indptr, structure.group_members,
+                      len(structure.group_indptr) - 1, config)
+    return _view(corpus, positions, structure, own, context, turn)
+
+
+def extend_view(old: View, corpus: Corpus, positions: np.ndarray, config: RetrievalConfig) -> View:
+    """Return `old` updated to `positions`, which must start with old's positions (appends only)."""
+    positions = np.asarray(positions, dtype=np.int64)
+    n_old, count = len(old.positions), len(positions)
+    if n_old == count:  # nothing new passes this view's filter
+        return _view(corpus, positions, old.structure, old.own_index, old.context_index, old.turn_index)
+    if not isinstance(old.own_index, ViewIndex) or not n_old:  # nothing to extend
+        return build_view(corpus, positions, config)
+    structure = build_structure(corpus, positions, config)
+    new_docs = np.arange(n_old, count, dtype=np.int64)
+    base = _Base(corpus, positions, flat=False)
+    identity = np.arange(count + 1, dtype=np.int64)
+    own = _index(corpus, base, identity, identity[:-1], count, config, old.own_index, new_docs)
+    # A context changes when its neighbours do (the last of a chain; a small last turn that
+    # grows to fill the window is read alone from then on, so it may also lose members).
+    changed = np.flatnonzero((structure.context_span[:n_old] != old.structure.context_span).any(axis=1))
+    stale = _member_terms(base, old.structure.context_indptr, old.structure.context_members, changed)
+    context = _index(corpus, base, structure.context_indptr, structure.context_members, count, config,
+                     old.context_index, np.concatenate([changed, new_docs]), stale)
+    n_groups, n_old_groups = len(structure.group_indptr) - 1, len(old.structure.group_indptr) - 1
+    old_sizes = np.diff(old.structure.group_indptr)
+    grown_groups = np.flatnonzero(np.diff(structure.group_indptr)[:n_old_groups] != old_sizes)
+    turn = _index(corpus, base, structure.group_indptr, structure.group_members, n_groups, config,
+                  old.turn_index, np.concatenate([grown_groups, np.arange(n_old_groups, n_groups, dtype=np.int64)]))
+    return _view(corpus, positions, structure, own, context, turn)

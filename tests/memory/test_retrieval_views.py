@@ -1,0 +1,201 @@
+"""The arm rules for both save shapes and the BM25 views kept up to date by appends (views.py)."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from rank_bm25 import BM25Okapi
+
+from studio.memory.retrieval import views
+from studio.memory.retrieval.corpus import CorpusCache, LocalCorpusVersions, SearchFilter
+from studio.memory.vector import RetrievalConfig, VectorMemory
+from tests.fakes import HashingEmbedder
+
+
+@pytest.fixture
+def memory(tmp_path):
+    vm = VectorMemory(str(tmp_path / "chroma"), embedder=HashingEmbedder(), versions=LocalCorpusVersions())
+    yield vm
+    vm.close()
+
+
+GAME = [  # one narrative chunk per turn, the game's shape
+    "Kaël docks at Port Vey at dawn.",
+    "Mira asks who carries the old key.",
+    "Kaël answers that the Bellwright keeps it.",  # the answer lacks "key"; its neighbour has it
+    "Gulls circle the fish market.",
+    "The tide turns at noon.",
+    "A bard sings of the northern cliffs.",
+    "Fog rolls over the harbour.",
+    "A storm batters the lighthouse.",  # turn 8
+    "The lantern of the zephyr tower burns blue.",  # turn 9
+    "Merchants haggle over saffron.",
+    "A cat sleeps on the warm stones.",
+    "Bells ring for the evening prayer.",
+]
+
+
+def game_save(memory, save_id="g", turns=GAME):
+    return memory.embed_chunks(save_id, [{"turn_id": n, "text": text} for n, text in enumerate(turns, start=1)])
+
+
+def test_one_chunk_per_turn_skips_the_turn_arm_and_says_why(memory):
+    game_save(memory)
+    outcome = memory.query_explained("g", "Bellwright key", k=3)
+    assert outcome.stats.skipped_arms == {
+        "turn": "one chunk per turn (12 chunks, 12 turns): each turn is the chunk's own text (the lexical arm)"
+    }
+    assert list(outcome.stats.arm_sizes) == ["semantic", "lexical", "context"]
+    assert all(row["explain"]["turn_rank"] is None for row in outcome.results)
+
+
+def test_session_shaped_save_runs_every_arm(memory):
+    memory.embed_chunks("s", [{"turn_id": 1 + n // 4, "text": f"{GAME[n % 5]} ({n})"} for n in range(12)])
+    outcome = memory.query_explained("s", "Bellwright key", k=3)
+    assert outcome.stats.skipped_arms == {}
+    assert list(outcome.stats.arm_sizes) == ["semantic", "lexical", "context", "turn"]
+
+
+def test_context_reads_the_turns_before_and_after_in_a_game_save(memory):
+    ids = game_save(memory)
+    outcome = memory.query_explained("g", "key", k=5)
+    answer = next(row for row in outcome.results if row["id"] == ids[2])
+    assert answer["explain"]["lexical_rank"] is None  # its own text lacks the word
+    assert answer["explain"]["context_rank"] is not None  # turn 2, its neighbour, has it
+
+
+def test_a_chunk_alone_is_left_out_of_the_context_arm(memory):
+    memory.sync_lore("one", [
+        {"entry_id": "bell", "text": "The Bellwright keeps the key."},
+        {"entry_id": "vey", "text": "Port Vey is a harbour town."},
+        {"entry_id": "mira", "text": "Mira is a smuggler."},
+        {"entry_id": "fog", "text": "Fog hides the cliffs."},
+    ])
+    outcome = memory.query_explained("one", "Bellwright key", k=3, chunk_type="lore")  # entries never read each other
+    assert outcome.stats.skipped_arms["context"].startswith("no chunk has a neighbour")
+    assert outcome.results[0]["explain"]["lexical_rank"] == 1
+
+
+def test_no_neighbour_past_the_horizon_leaks_into_context_or_score(memory):
+    ids = game_save(memory)
+    # Turn 8's neighbour turn 9 holds "zephyr": at horizon 8 nothing may know it.
+    assert memory.query_explained("g", "zephyr", k=8).results[0]["turn_id"] == 9
+    bounded = memory.query_explained("g", "zephyr lantern", k=5, current_turn_id=8)
+    assert all(row["turn_id"] <= 8 for row in bounded.results)
+    assert all(row["explain"]["context_rank"] is None for row in bounded.results)
+    report = memory.explain_chunk("g", "storm zephyr", ids[7], k=5, current_turn_id=8)
+    # Scores equal those of a save that never had turn 9.
+    game_save(memory, "g8", GAME[:8])
+    alone = memory.explain_chunk("g8", "storm zephyr", memory.get_chunks("g8")[7]["id"], k=5)
+    assert report["scores"]["context"] == alone["scores"]["context"]
+    assert report["scores"]["lexical"] == alone["scores"]["lexical"]
+    # Unbounded, the same query does see turn 5 through turn 4's context.
+    unbounded = memory.explain_chunk("g", "storm zephyr", ids[7], k=5)
+    assert unbounded["scores"]["context"] > report["scores"]["context"]
+
+
+def test_a_rewound_turn_leaves_no_trace_in_its_neighbours(memory):
+    game_save(memory)
+    memory.query("g", "zephyr", k=3)  # views of the five-turn corpus are cached
+    memory.rollback("g", 8)
+    after = memory.query_explained("g", "zephyr lantern", k=5)
+    assert all(row["explain"]["context_rank"] is None for row in after.results)
+    assert all(row["explain"]["lexical_rank"] is None for row in after.results)
+
+
+def test_view_index_equals_bm25okapi_on_the_concatenated_documents(memory):
+    game_save(memory)
+    config = RetrievalConfig()
+    cache = CorpusCache(memory.store, memory._versions)
+    corpus = cache.read("g", config).corpus
+    view = cache.view(corpus, SearchFilter(), config)
+    terms = [corpus.terms[p] for p in view.positions]
+    ctx = view.structure
+    context_docs = [
+        [t for m in ctx.context_members[ctx.context_indptr[i]:ctx.context_indptr[i + 1]] for t in terms[m]]
+        for i in range(len(terms))
+    ]
+    for query in (["key"], ["bellwright", "key", "storm"], ["kaël", "zephyr", "nothing"]):
+        expected = BM25Okapi(terms, k1=1.5, b=0.5).get_scores(query)
+        assert np.allclose(view.own_index.get_scores(query), expected)
+        assert np.allclose(view.context_index.get_scores(query), BM25Okapi(context_docs, k1=1.5, b=0.5).get_scores(query))
+
+
+def _assert_same_view(left, right, vocab):
+    assert np.array_equal(left.positions, right.positions)
+    assert np.array_equal(left.turn_of_position, right.turn_of_position)
+    assert np.array_equal(left.context_adds, right.context_adds) and np.array_equal(left.turn_adds, right.turn_adds)
+    rng = random.Random(7)
+    words = list(vocab)
+    for _ in range(30):
+        query = rng.sample(words, min(len(words), rng.randint(1, 4)))
+        for kind in ("own_index", "context_index", "turn_index"):
+            assert np.array_equal(getattr(left, kind).get_scores(query), getattr(right, kind).get_scores(query)), kind
+
+
+def _session(n_turns, per_turn, start=1, seed=0):
+    rng = random.Random(seed)
+    vocabulary = "key lantern storm mira kaël harbour bell tower silver crown dock smuggler zephyr vey".split()
+    return [
+        {"turn_id": turn, "text": " ".join(rng.choices(vocabulary, k=rng.randint(2, 9)))}
+        for turn in range(start, start + n_turns) for _ in range(per_turn)
+    ]
+
+
+@pytest.mark.parametrize("per_turn", [1, 3, 4])  # 4 + 1: a last turn that grows to fill the window
+def test_appends_extend_the_views_to_what_a_cold_build_gives(memory, monkeypatch, per_turn):
+    memory.embed_chunks("a", _session(6, per_turn))
+    memory.sync_lore("a", [{"entry_id": "vey", "text": "Port Vey is a harbour town of smugglers"}])
+    config = RetrievalConfig()
+    cache = CorpusCache(memory.store, memory._versions)
+    filters = [SearchFilter(), SearchFilter(exclude_chunk_type="lore"), SearchFilter(horizon=3), SearchFilter(horizon=6)]
+    corpus = cache.read("a", config).corpus
+    for f in filters:
+        cache.view(corpus, f, config)
+    built = []
+    real_build = views.build_view
+    monkeypatch.setattr("studio.memory.retrieval.corpus.build_view", lambda *a: built.append(1) or real_build(*a))
+    for step in range(3):
+        # A new turn, and (for several chunks a turn) more chunks of the same last turn.
+        writes = [_session(1, per_turn, start=7 + step, seed=step + 1)]
+        if per_turn > 1:
+            writes.append(_session(1, 1, start=7 + step, seed=step + 9))
+        for items in writes:  # each write read on its own: a small last turn grows into a whole one
+            memory.embed_chunks("a", items)
+            read = cache.read("a", config)
+            assert read.corpus.delta.removed == 0
+            for f in filters:
+                extended = cache.view(read.corpus, f, config)
+                _assert_same_view(extended, real_build(read.corpus, extended.positions, config), read.corpus.vocab)
+    assert built == [], "an append rebuilt a view from scratch"
+    # Removals take the cold path, and give what a fresh cache gives.
+    memory.rollback("a", 5)
+    read = cache.read("a", config)
+    assert read.corpus.delta.removed > 0
+    fresh = CorpusCache(memory.store, memory._versions)
+    fresh_corpus = fresh.read("a", config).corpus
+    for f in filters:
+        after = cache.view(read.corpus, f, config)
+        _assert_same_view(after, fresh.view(fresh_corpus, f, config), read.corpus.vocab)
+    assert built, "a rewind must rebuild the views it reads"
+    # Appends after the rewind extend again, still equal to a cold build.
+    built.clear()
+    memory.embed_chunks("a", _session(2, per_turn, start=6, seed=42))
+    read = cache.read("a", config)
+    for f in filters[:2]:
+        extended = cache.view(read.corpus, f, config)
+        _assert_same_view(extended, real_build(read.corpus, extended.positions, config), read.corpus.vocab)
+    assert built == []
+
+
+def test_an_insert_before_existing_chunks_rebuilds(memory):
+    memory.embed_chunks("b", _session(4, 2))
+    config = RetrievalConfig()
+    cache = CorpusCache(memory.store, memory._versions)
+    cache.view(cache.read("b", config).corpus, SearchFilter(), config)
+    memory.embed_chunks("b", [{"turn_id": 2, "text": "a late key for turn two"}])  # sorts before turn 3
+    read = cache.read("b", config)
+    assert read.corpus.earlier_views == {}
+    view = cache.view(read.corpus, SearchFilter(), config)
+    _assert_same_view(view, views.build_view(read.corpus, view.positions, config), read.corpus.vocab)
