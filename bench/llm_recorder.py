@@ -15,6 +15,7 @@ part of the studio.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -82,8 +83,12 @@ def _content_of_stream(lines: list[str]) -> tuple[str, str]:
 class RecordingProxy:
     """Forward requests to `upstream` (a base URL such as http://127.0.0.1:8081/v1) and record them."""
 
-    def __init__(self, upstream: str, *, timeout: float = 900.0):
+    def __init__(self, upstream: str, *, timeout: float | None = None):
         self.upstream = upstream.rstrip("/")
+        if timeout is None:
+            # Never shorter than the studio's own wait: a one-request-at-a-time server makes a
+            # request queue behind the others, and the proxy must not cut it first.
+            timeout = max(900.0, float(os.environ.get("AXIOM_LLM_TIMEOUT") or 0) + 60.0)
         self.exchanges: list[Exchange] = []
         self._lock = threading.Lock()
         self._client = httpx.Client(timeout=timeout)

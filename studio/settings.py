@@ -219,7 +219,10 @@ AXIOM_LLM_CALLS_PER_HOUR = env_int("AXIOM_LLM_CALLS_PER_HOUR", 600)
 AXIOM_LLM_TOKENS_PER_HOUR = env_int("AXIOM_LLM_TOKENS_PER_HOUR", 500_000)
 # Per operation (EXTRACT, CONSOLIDATE, REFLECT, NARRATE): AXIOM_LLM_TEMPERATURE_<OP>,
 # AXIOM_LLM_FREQUENCY_PENALTY_<OP>, AXIOM_LLM_PRESENCE_PENALTY_<OP>, AXIOM_LLM_REPEAT_PENALTY_<OP>
-# (llama.cpp), AXIOM_LLM_MAX_TOKENS_<OP>, AXIOM_LLM_TIMEOUT_<OP>. Unset penalties are not sent
+# (llama.cpp), AXIOM_LLM_MAX_TOKENS_<OP>, AXIOM_LLM_TIMEOUT_<OP>,
+# AXIOM_LLM_STRUCTURED_MODES[_<OP>] (e.g. "json_object,text": the structured-output modes to
+# try, in the documented order json_schema, json_object_schema, json_object, text; unset:
+# all). Unset penalties are not sent
 # (the server's default applies); unset token and time limits fall back to the global ones.
 # JSON operations default to temperature 0 (reproducible answers); reflection writes prose
 # (0.3), the narrator tells a story (0.8).
@@ -232,6 +235,9 @@ AXIOM_LLM_OPERATION_OPTIONS = {
         "repeat_penalty": env_float(f"AXIOM_LLM_REPEAT_PENALTY_{operation.upper()}", None),
         "max_tokens": env_int(f"AXIOM_LLM_MAX_TOKENS_{operation.upper()}", 0) or None,
         "timeout": env_float(f"AXIOM_LLM_TIMEOUT_{operation.upper()}", None),
+        "modes": os.environ.get(f"AXIOM_LLM_STRUCTURED_MODES_{operation.upper()}", "").strip()
+        or os.environ.get("AXIOM_LLM_STRUCTURED_MODES", "").strip()
+        or None,
     }
     for operation, temperature in _LLM_DEFAULT_TEMPERATURE.items()
 }

@@ -224,3 +224,25 @@ def test_a_400_without_optional_fields_is_still_a_rejection(make_server):
     with pytest.raises(LLMRequestRejected):
         backend_for(server).chat(system="", prompt="x", operation="reflect")
     assert len(server.requests) == 1
+
+
+def test_an_operation_can_be_told_which_modes_to_use(make_server):
+    # A server that accepts a mode but is slow with it (llama-cpp-python's schema grammar):
+    # AXIOM_LLM_STRUCTURED_MODES_EXTRACT=json_object,text skips the schema modes for that
+    # operation only, in the documented order whatever order the setting names them.
+    server = make_server()
+    backend = backend_for(server, operation_options={"extract": {"modes": "text,json_object"}})
+    response = ask(backend)
+    assert kinds(server) == ["json_object"] and response.mode == "json_object"
+    assert json.dumps(SCHEMA) in server.requests[0]["messages"][0]["content"]  # the schema in the prompt
+    backend.chat(system="SYS", prompt="P", operation="reflect", schema=SCHEMA, schema_name="facts")
+    assert kinds(server)[-1] == "json_schema"  # other operations keep the whole chain
+
+
+def test_a_mode_setting_never_empties_the_chain_and_rejects_unknown_names(make_server):
+    from studio.memory.llm import OperationOptions
+    from studio.memory.llm.capabilities import mode_chain
+
+    assert mode_chain(schema=None, json_mode=True, allowed=("json_schema",)) == ("json_object", "text")
+    with pytest.raises(ValueError, match="json_scheme"):
+        OperationOptions.from_value({"modes": "json_scheme"})

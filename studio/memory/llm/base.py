@@ -100,13 +100,19 @@ class OperationOptions:
     repeat_penalty: float | None = None
     max_tokens: int | None = None
     timeout: float | None = None
+    # The structured-output modes this operation may use (a subset of capabilities.MODES,
+    # tried in that documented order); None or empty: all of them.
+    modes: tuple[str, ...] | None = None
 
     @classmethod
     def from_value(cls, value) -> "OperationOptions":
         if isinstance(value, OperationOptions):
             return value
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in dict(value or {}).items() if k in known})
+        values = {k: v for k, v in dict(value or {}).items() if k in known}
+        if values.get("modes"):
+            values["modes"] = parse_modes(values["modes"])
+        return cls(**values)
 
     def sampling(self) -> dict:
         """Return the sampling fields that are set, as request-body entries."""
@@ -120,6 +126,21 @@ class LLMBackend(Protocol):
     def complete(self, *, system: str, prompt: str, operation: str = "", json_mode: bool = False) -> str:
         """Return the model's reply to `prompt` under the `system` instructions."""
         ...
+
+
+def parse_modes(value) -> tuple[str, ...]:
+    """Return the structured-output modes named in `value` ("json_object,text" or a list).
+
+    Raise ValueError naming an unknown mode. The order given does not matter: modes are
+    always tried in the documented order of `capabilities.MODES`.
+    """
+    from studio.memory.llm.capabilities import MODES  # capabilities imports nothing from here
+
+    names = [part.strip() for part in (value.split(",") if isinstance(value, str) else value) if str(part).strip()]
+    unknown = [name for name in names if name not in MODES]
+    if unknown:
+        raise ValueError(f"unknown structured-output mode(s) {unknown}; known: {', '.join(MODES)}")
+    return tuple(mode for mode in MODES if mode in names)
 
 
 def estimate_tokens(text: str) -> int:

@@ -186,7 +186,7 @@ class OpenAICompatibleBackend:
         options = self.options_for(operation)
         key = (self.base_url, model)
         caps = self.capabilities
-        modes = caps.modes_to_try(key, mode_chain(schema=schema, json_mode=json_mode))
+        modes = caps.modes_to_try(key, mode_chain(schema=schema, json_mode=json_mode, allowed=options.modes))
         limit = int(max_tokens or options.max_tokens or self.max_tokens)
         timeout = self._timeout(float(options.timeout or self.timeout))
         optional = options.sampling()

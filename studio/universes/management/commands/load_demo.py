@@ -3,13 +3,16 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
+from studio.universes.demo.living import demo_living_load
 from studio.universes.demo.loader import DemoDataError, demo_embed, demo_load, demo_read
 
 
 class Command(BaseCommand):
     help = (
         "Load the demo universe, its Lore Book and a 48-turn save from studio/universes/demo/. "
-        "Idempotent: a second run changes nothing. Then embed the save's turns and lore "
+        "Idempotent: a second run changes nothing. Also the living demo save, whose memory was "
+        "recorded on a real model (studio/universes/demo/living/; imported, no LLM is called). "
+        "Then embed the save's turns and lore "
         "(skipped with --no-embed, or with a note when the vector store is unavailable)."
     )
 
@@ -59,6 +62,11 @@ class Command(BaseCommand):
         )
         for line in result.summary_lines():
             self.stdout.write(line)
+        try:
+            living_result = demo_living_load(universe=universe)
+        except DemoDataError as exc:
+            raise CommandError(str(exc)) from exc
+        self.stdout.write(living_result.summary_line())
 
         if no_embed:
             self.stdout.write("Embedding skipped (--no-embed).")

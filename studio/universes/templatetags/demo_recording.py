@@ -1,0 +1,14 @@
+"""`{% demo_recording_of save as recording %}`: which model recorded the demo living save, and when."""
+from __future__ import annotations
+
+from django import template
+
+from studio.universes.demo.living import recording_for
+
+register = template.Library()
+
+
+@register.simple_tag
+def demo_recording_of(game_save):
+    """Return the recording summary of the demo living save (None for every other save)."""
+    return recording_for(game_save)
