@@ -49,6 +49,7 @@ SYSTEM_PROMPT = """You maintain the beliefs of an interactive story's long-term 
 
 Given NEW FACTS and the EXISTING BELIEFS, decide how the beliefs change:
 - UPDATE an existing belief when a new fact confirms, refines or changes it. Prefer UPDATE over creating a near-duplicate. When something changed, say so in the new statement ("Kael, once loyal to the Guild, now works against it") instead of dropping the old state.
+- UPDATE or DELETE a belief only with a new fact that names its subject: a fact about someone else is no evidence about them. Durable facts about characters that no belief covers call for CREATE.
 - CREATE a belief for something durable that no existing belief covers. One facet per belief: a character's debt and their fear of the sea are two beliefs.
 - DELETE only when the new facts clearly make a belief false and no UPDATE can express the change. When unsure, do not delete.
 - Never do arithmetic: do not add up sums, count days or compute totals; quote numbers as the facts give them.
@@ -227,6 +228,20 @@ def _subject(value, *, names: dict[str, str], player_character: str) -> str:
     return ""
 
 
+def _names(fact, subject: str) -> bool:
+    """Whether `fact` names `subject` (in its entities, `who` or statement; a first name counts)."""
+    if fact is None:
+        return False
+    wanted = fold(subject)
+    first = wanted.split()[0] if wanted.split() else wanted
+    names = [fold(n) for n in list(getattr(fact, "entities", None) or [])]
+    names += [fold(w) for w in (getattr(fact, "who", "") or "").split(",")]
+    if any(n and (n == wanted or n == first or wanted in n) for n in names):
+        return True
+    text = fold(getattr(fact, "statement", "") or "")
+    return wanted in text or (len(first) > 2 and re.search(rf"\b{re.escape(first)}\b", text) is not None)
+
+
 def _is_action_item(item: dict) -> bool:
     return any(key in item for key in ("action", "kind", "type"))
 
@@ -239,13 +254,18 @@ def parse_actions(
     player_character: str | None = None,
     names: list[str] | None = None,
     existing=None,
+    facts=None,
 ) -> list[ConsolidationAction]:
     """Parse a model answer; keep valid actions; raise ValueError when nothing is JSON.
 
     `names` (the batch's characters and the shown beliefs' subjects) give subjects their
     canonical spelling; `existing` (the beliefs shown) lets a CREATE that restates one of
-    them be dropped.
+    them be dropped. With `facts` (the new facts, by `fact_id`), an UPDATE or DELETE of a
+    belief about a character must cite at least one fact that names that character: a fact
+    about someone else is no evidence about them.
     """
+    by_id = {getattr(f, "fact_id", None): f for f in facts or []}
+    subjects = {getattr(o, "observation_id", None): (getattr(o, "subject", "") or "").strip() for o in existing or []}
     scan = scan_items(text, "actions", is_item=_is_action_item)
     if not scan.found_json:
         raise ValueError(f"no JSON in the answer: {str(text)[:120]!r}")
@@ -290,6 +310,9 @@ def parse_actions(
                 continue
             if kind == UPDATE and not statement:
                 continue
+            about = subjects.get(observation_id, "")
+            if by_id and about and sources and not any(_names(by_id.get(i), about) for i in sources):
+                continue  # cites only facts about others
             key = (kind, observation_id)
         if key in seen:
             continue
@@ -340,6 +363,7 @@ def consolidate_detailed(
                 player_character=player_character,
                 names=characters + [getattr(o, "subject", "") or "" for o in shown],
                 existing=shown,
+                facts=facts,
             )
         except (ValueError, LLMTruncated) as exc:
             if response.truncated or isinstance(exc, LLMTruncated):

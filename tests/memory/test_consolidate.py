@@ -158,3 +158,26 @@ def test_truncated_before_the_first_action_names_the_limit():
     answer = '{"actions": [{"action": "CREATE", "statement": "S.", "source_fact_ids": [101]}, {"action": "CRE'
     actions, error = consolidate_detailed(ScriptedBackend(truncated(answer)), facts(), [])
     assert [a.statement for a in actions] == ["S."] and error is None
+
+
+def test_an_update_citing_only_facts_about_others_is_dropped():
+    """The answer a 1.5B model gave on the demo: the one belief shown, about a character the
+    turn never names, "updated" from a fact about someone else."""
+    batch = [
+        Fact(statement="Corvin Tull chalks the slate behind his counter.", who="Corvin Tull", entities=["Corvin Tull"], fact_id=1),
+        Fact(statement="Hesper left her kettle cold.", who="", entities=[], fact_id=2),
+        Fact(statement="The boy grins at Wren.", who="boy", entities=["boy"], fact_id=3),
+    ]
+    shown = [belief(1, "Hesper Vale", "Hesper Vale's kettle is cold."), belief(2, "", "The tide is low.")]
+    answer = json.dumps({"actions": [
+        {"action": "UPDATE", "observation_id": 1, "subject": "Hesper Vale", "statement": "Hesper Vale's kettle is cold.", "source_fact_ids": [1]},
+        {"action": "UPDATE", "observation_id": 2, "subject": "", "statement": "The tide is very low.", "source_fact_ids": [3]},
+    ]})
+    actions = consolidate(ScriptedBackend(answer), batch, shown)
+    assert [(a.kind, a.observation_id) for a in actions] == [("UPDATE", 2)]  # world beliefs take any evidence
+    # A fact naming the subject, by first name in the statement, is evidence.
+    answer = json.dumps({"actions": [
+        {"action": "UPDATE", "observation_id": 1, "subject": "Hesper Vale", "statement": "Hesper Vale left in a hurry.", "source_fact_ids": [1, 2]},
+    ]})
+    actions = consolidate(ScriptedBackend(answer), batch, shown)
+    assert [(a.kind, a.observation_id, a.source_fact_ids) for a in actions] == [("UPDATE", 1, [1, 2])]

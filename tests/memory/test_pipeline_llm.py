@@ -78,3 +78,24 @@ def test_a_truncated_extraction_keeps_complete_facts_and_says_so_on_the_job(
     assert list(Fact.objects.filter(game_save=save).values_list("statement", flat=True)) == [complete["statement"]]
     (record,) = job.result["truncated"]
     assert record["operation"] == "extract"
+
+
+def test_consolidation_is_shown_only_beliefs_the_turn_can_bear_on(
+    living_universe, eager_jobs, fake_vectors, llm_server, django_capture_on_commit_callbacks
+):
+    """Beliefs about the characters the turn's facts name and about the world; not the
+    belief about a character the turn never mentions."""
+    save = _living_save(living_universe, django_capture_on_commit_callbacks)
+    Observation.objects.create(game_save=save, subject="Hesper Vale", statement="Hesper Vale's kettle is cold.", created_turn_id=0)
+    Observation.objects.create(game_save=save, subject="Corvin Tull", statement="Corvin Tull keeps accounts.", created_turn_id=0)
+    Observation.objects.create(game_save=save, subject="", statement="The tide is low.", created_turn_id=0)
+    llm_server.responder = lambda request: {
+        "extract": json_reply({"facts": [{"statement": "Corvin Tull lends a helm.", "fact_type": "event",
+                                          "who": "Corvin Tull", "entities": ["Corvin Tull"]}]}),
+        "consolidate": json_reply({"actions": []}),
+    }.get(operation_of(request), Reply(content="A summary."))
+    _append(django_capture_on_commit_callbacks, save, "Corvin Tull lends you a helm.")
+    (request,) = [r for r in llm_server.requests if operation_of(r) == "consolidate"]
+    prompt = user_prompt(request)
+    assert "Corvin Tull keeps accounts." in prompt and "The tide is low." in prompt
+    assert "Hesper" not in prompt

@@ -121,10 +121,15 @@ def forget_turn_outputs(save, turn_id: int) -> dict:
 
 
 def beliefs_for_consolidation(save, facts, horizon: int) -> list:
-    """The beliefs `consolidate` may be shown: the batch characters' and the most recent.
+    """The beliefs `consolidate` may be shown: those the batch can bear on.
 
-    `consolidate` caps and orders them itself (MAX_EXISTING_BELIEFS); reading only these
-    candidates keeps the cost of a turn flat as a save accumulates beliefs.
+    The batch characters' beliefs and the beliefs about the world (no subject), the most
+    recent first; `consolidate` caps and orders them itself (MAX_EXISTING_BELIEFS). A belief
+    about a character the new facts do not name is left out: no fact of this turn is
+    evidence about it, and small models shown one "update" it with whatever the facts say
+    (measured on Qwen2.5-Coder-1.5B over the demo: every turn re-asserted the one belief it
+    was shown, about a character absent from the turn, and created nothing). Reading only
+    these candidates also keeps the cost of a turn flat as a save accumulates beliefs.
     """
     from studio.memory.consolidate import batch_characters
     from studio.memory.observations import get_observations
@@ -133,7 +138,7 @@ def beliefs_for_consolidation(save, facts, horizon: int) -> list:
     for name in batch_characters(facts):
         for belief in get_observations(save, max_turn_id=horizon, subject=name, limit=MAX_EXISTING_BELIEFS):
             chosen.setdefault(belief.observation_id, belief)
-    for belief in get_observations(save, max_turn_id=horizon, limit=MAX_EXISTING_BELIEFS):
+    for belief in get_observations(save, max_turn_id=horizon, subject="", limit=MAX_EXISTING_BELIEFS):
         chosen.setdefault(belief.observation_id, belief)
     return list(chosen.values())
 
