@@ -119,6 +119,28 @@ def _export_bytes(game_save: Save) -> bytes:
         export.file.close()
 
 
+def _same_recording(exported: bytes, recorded: bytes) -> bool:
+    """Whether the save holds exactly what the recorded file holds.
+
+    Byte equality first; else the same header and the same items in every section the file
+    carries. Optional sections the file lacks (added to the format after the recording, such
+    as the lore activation rows, which an import recomputes) are not compared, so a newer
+    studio does not re-import an unchanged recording on every load.
+    """
+    if exported == recorded:
+        return True
+    try:
+        mine, theirs = json.loads(exported), json.loads(recorded)
+    except ValueError:
+        return False
+    if {k: v for k, v in mine.items() if k != "sections"} != {k: v for k, v in theirs.items() if k != "sections"}:
+        return False
+    sections = mine.get("sections") or {}
+    return all(sections.get(name) == section for name, section in (theirs.get("sections") or {}).items()) and all(
+        (section or {}).get("optional") for name, section in sections.items() if name not in (theirs.get("sections") or {})
+    )
+
+
 def _delete_vectors(save_id: str) -> None:
     try:
         from studio.memory.vector import get_vector_memory
@@ -142,7 +164,7 @@ def demo_living_load(*, universe, save_path: Path = LIVING_SAVE_FILE, provenance
     if existing is not None:
         if existing.universe_id != universe.pk:
             raise DemoDataError(f"save {DEMO_LIVING_SAVE_ID!r} already exists in another universe ({existing.universe})")
-        if _export_bytes(existing) == data:
+        if _same_recording(_export_bytes(existing), data):
             return DemoLivingResult(outcome="unchanged", game_save=existing, provenance=provenance)
     try:
         checked = save_file_read(data=data)
