@@ -38,6 +38,7 @@ Any other exception propagates.
 """
 from __future__ import annotations
 
+import abc
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -120,7 +121,7 @@ class ArmInput:
         return [self.corpus.ids[self.view.positions[i]] for i in view_indices]
 
 
-class Arm:
+class Arm(abc.ABC):
     """One ranking of the filtered corpus; subclasses set the class attributes and `rank`."""
 
     name: str = ""
@@ -131,8 +132,9 @@ class Arm:
         """Return why this arm cannot run for the query, or None when it can."""
         return None
 
+    @abc.abstractmethod
     def rank(self, arm_input: ArmInput) -> ArmRanking:
-        raise NotImplementedError
+        """Rank the filtered corpus for the query."""
 
 
 class SemanticArm(Arm):
