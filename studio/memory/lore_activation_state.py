@@ -34,10 +34,12 @@ import json
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import Count, Max
 
 from studio.memory.lore_activation import (
     ActivationResult,
+    CompiledBook,
+    LoreDefaults,
     LoreState,
     activate,
     activation_seed,
@@ -98,10 +100,30 @@ def lore_activation_copy(*, source, target, up_to_turn: int) -> int:
 
 def book_version_for(universe) -> str:
     """A key that changes whenever an entry of the book is created, edited or deleted."""
-    stats = universe.lore_entries.aggregate(newest=Max("updated_at"), count=Max("id"))
-    total = universe.lore_entries.count()
+    stats = universe.lore_entries.aggregate(newest=Max("updated_at"), top=Max("id"), total=Count("id"))
     newest = stats["newest"].isoformat() if stats["newest"] else "-"
-    return f"universe-{universe.pk}:{total}:{stats['count']}:{newest}"
+    return f"universe-{universe.pk}:{stats['total']}:{stats['top']}:{newest}"
+
+
+def universe_book(universe, *, defaults: LoreDefaults | None = None, macros: dict[str, str] | None = None,
+                  version: str | None = None) -> CompiledBook:
+    """The universe's compiled book, built on first use of this book version, then cached.
+
+    Play, the key tester and the health page all come here, so they evaluate the same book
+    (the same specs in the same order) for the same version.
+    """
+    if defaults is None:
+        defaults = defaults_from_meta(dict(universe.meta.values_list("key", "value")))
+    return compiled_book(
+        version=version or book_version_for(universe), defaults=defaults, macros=macros,
+        loader=lambda: [spec_from_entry(e) for e in universe.lore_entries.defer("extensions").order_by("pk")],
+    )
+
+
+def history_turns(book: CompiledBook) -> int:
+    """How many past turns the deepest scan of this book reaches (two messages a turn)."""
+    deepest = max([book.defaults.scan_depth, *[s.scan_depth or 0 for s in book.specs]])
+    return min(HISTORY_TURNS_CAP, deepest // 2 + 1)
 
 
 def lore_macros_for(save) -> dict[str, str]:
@@ -165,17 +187,11 @@ def lore_activation_for_turn(*, save, pending_input: str, turn_id: int | None = 
     """
     from studio.saves.models import Event  # the engine reads the Event_Log it is given
 
-    universe = save.universe
     turn_id = turn_id if turn_id is not None else save.current_turn + 1
-    meta = dict(universe.meta.values_list("key", "value"))
-    defaults = defaults_from_meta(meta)
-    version = book_version_for(universe)
-    book = compiled_book(version=version, defaults=defaults, macros=macros,
-                         loader=lambda: [spec_from_entry(e) for e in universe.lore_entries.defer("extensions")])
-    deepest = max([defaults.scan_depth, *[s.scan_depth or 0 for s in book.specs]], default=defaults.scan_depth)
-    history = min(HISTORY_TURNS_CAP, deepest // 2 + 1)
+    version = book_version_for(save.universe)
+    book = universe_book(save.universe, macros=macros, version=version)
     turns = list(Event.objects.filter(game_save=save, turn_id__lt=turn_id).order_by("-turn_id")
-                 .values_list("turn_id", "player_input", "narrative")[:history])
+                 .values_list("turn_id", "player_input", "narrative")[:history_turns(book)])
     seed = lore_seed_for(save=save, turn_id=turn_id)
     result = activate(book=book, messages=scan_messages(pending_input=pending_input, turns=turns), turn=turn_id,
                       state=activation_state_as_of(save=save, turn_id=turn_id - 1), seed=seed)

@@ -21,11 +21,13 @@ import time
 from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field
 
+from studio.memory.context import DEFAULT_TOKEN_BUDGET
 from studio.memory.lore_activation import activate, key_errors, scan_messages
+from studio.memory.lore_activation_state import history_turns, lore_seed_for, universe_book
 from studio.saves.models import Event
-from studio.universes.lore_book import history_turns, save_seed, universe_book
 
-DEFAULT_CONTEXT_BUDGET = 1200  # the narrator's default context budget (studio/memory/context.py)
+
+DEFAULT_CONTEXT_BUDGET = DEFAULT_TOKEN_BUDGET  # the memory context's budget when the universe sets none
 DEFAULT_SHARE = 50  # percent of the lore budget one entry may take before it is flagged
 TOP = 25
 
@@ -110,7 +112,7 @@ def _replay(report: HealthReport, book, saves) -> tuple[Counter, Counter]:
                   .values_list("turn_id", "player_input", "narrative"))
         for turn_id, player_input, narrative in events.iterator(chunk_size=500):
             result = activate(book=book, messages=scan_messages(pending_input=player_input, turns=list(history)),
-                              turn=turn_id, state=state, seed=save_seed(save, turn_id))
+                              turn=turn_id, state=state, seed=lore_seed_for(save=save, turn_id=turn_id))
             state = result.state
             explanations = result.explanations
             for spec in result.activated:

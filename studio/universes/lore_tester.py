@@ -14,10 +14,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from studio.memory.lore_activation import LoreState, activate, activation_seed, scan_messages
-from studio.memory.models import LoreActivation
+from studio.memory.lore_activation import activate, activation_seed, scan_messages
+from studio.memory.lore_activation_state import activation_state_as_of, history_turns, lore_seed_for, universe_book
 from studio.saves.models import Event
-from studio.universes.lore_book import history_turns, save_seed, universe_book
+
 
 MAX_TEXT_CHARS = 20_000
 # Explanation codes that mean "the evaluation never got past the keys": listed only on request.
@@ -74,10 +74,8 @@ def lore_key_test(*, universe, text: str, save=None, turn: int | None = None,
         turn = max(1, min(turn or save.current_turn + 1, save.current_turn + 1))
         turns = list(Event.objects.filter(game_save=save, turn_id__lt=turn).order_by("-turn_id")
                      .values_list("turn_id", "player_input", "narrative")[:history_turns(book)])
-        row = (LoreActivation.objects.filter(game_save=save, turn_id__lte=turn - 1)
-               .order_by("-turn_id").only("state").first())
-        state = LoreState.from_dict(row.state if row else None)
-        seed = save_seed(save, turn)
+        state = activation_state_as_of(save=save, turn_id=turn - 1)
+        seed = lore_seed_for(save=save, turn_id=turn)
     result = activate(book=book, messages=scan_messages(pending_input=text, turns=turns), turn=turn,
                       state=state, seed=seed)
     explanations = result.explanations
