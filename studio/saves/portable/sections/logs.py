@@ -7,7 +7,7 @@ from typing import Iterator
 from studio.memory.models import Job, JobStatus, LLMCall, RecordedQuery
 from studio.saves.portable.registry import INVALID, CheckContext, ExportContext, ImportContext
 from studio.saves.portable.sections.memory import _string_list
-from studio.saves.portable.sections.rows import BATCH, REDERIVE_MARKER, UNPORTABLE_JOB_KINDS, PORTABLE_JOB_KINDS, EXPORTED_JOB_STATUSES, iso, insert_rows, _new_pks, _items, _readers
+from studio.saves.portable.sections.rows import _complete_items, BATCH, REDERIVE_MARKER, UNPORTABLE_JOB_KINDS, PORTABLE_JOB_KINDS, EXPORTED_JOB_STATUSES, iso, insert_rows, _new_pks, _items, _readers
 
 
 JOB_FIELDS = ("kind", "turn_id", "timeline_generation", "status", "attempts", "progress", "error", "result", "llm_calls", "llm_tokens")
@@ -71,14 +71,7 @@ def check_jobs(items: list, ctx: CheckContext, where: str) -> list[dict]:
         "llm_calls": r["int"](),
         "llm_tokens": r["int"](),
     }
-    ids = ctx.ids.setdefault("jobs", {})
-    out = []
-    for _loc, item in _items(ctx, items, where, spec):
-        if "id" in item:
-            ids[item["id"]] = True
-        if len(item) == len(spec):
-            out.append(item)
-    return out
+    return _complete_items(ctx, items, where, spec, section="jobs")
 
 
 def load_jobs(items: list[dict], ctx: ImportContext) -> int:

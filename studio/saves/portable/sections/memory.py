@@ -7,7 +7,7 @@ from typing import Iterator
 from studio.memory.models import Fact, MentalModel, Observation
 from studio.memory.models import entity_index_for, subject_key_for
 from studio.saves.portable.registry import INVALID, CheckContext, ExportContext, ImportContext
-from studio.saves.portable.sections.rows import BATCH, insert_rows, _new_pks, _items, _readers
+from studio.saves.portable.sections.rows import _complete_items, BATCH, insert_rows, _new_pks, _items, _readers
 
 
 FACT_TEXT_FIELDS = ("who", "what", "when", "where", "why")
@@ -183,14 +183,7 @@ def check_beliefs(items: list, ctx: CheckContext, where: str) -> list[dict]:
         "stale": r["bool"](),
         "deleted_turn_id": r["turn"](nullable=True),
     }
-    ids = ctx.ids.setdefault("beliefs", {})
-    out = []
-    for _loc, item in _items(ctx, items, where, spec):
-        if "id" in item:
-            ids[item["id"]] = True
-        if len(item) == len(spec):
-            out.append(item)
-    return out
+    return _complete_items(ctx, items, where, spec, section="beliefs")
 
 
 def load_beliefs(items: list[dict], ctx: ImportContext) -> int:

@@ -92,6 +92,18 @@ def _items(ctx: CheckContext, items: list, where: str, spec: dict, *, optional=(
             yield loc, item
 
 
+def _complete_items(ctx: CheckContext, items: list, where: str, spec: dict, *, section: str) -> list[dict]:
+    """The section's items that passed every field check; each item's file id is noted as seen."""
+    ids = ctx.ids.setdefault(section, {})
+    out = []
+    for _loc, item in _items(ctx, items, where, spec):
+        if "id" in item:
+            ids[item["id"]] = True
+        if len(item) == len(spec):
+            out.append(item)
+    return out
+
+
 def _readers(ctx: CheckContext):
     c = ctx.checker
     return {
