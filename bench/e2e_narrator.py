@@ -29,6 +29,7 @@ import json
 import os
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -58,10 +59,7 @@ def wait_for_jobs(game_save, *, timeout: float) -> dict[str, int]:
         if not Job.objects.filter(game_save=game_save, status__in=unsettled).exists():
             break
         time.sleep(1.0)
-    out: dict[str, int] = {}
-    for kind, status in Job.objects.filter(game_save=game_save).values_list("kind", "status"):
-        out[f"{kind}:{status}"] = out.get(f"{kind}:{status}", 0) + 1
-    return out
+    return dict(Counter(f"{kind}:{status}" for kind, status in Job.objects.filter(game_save=game_save).values_list("kind", "status")))
 
 
 def inventory(game_save, memory) -> dict:
@@ -84,15 +82,8 @@ def inventory(game_save, memory) -> dict:
         "chunks": [{"id": c["id"], "turn_id": c["turn_id"]} for c in chunks],
         "snapshots": list(NarratorSnapshot.objects.filter(game_save=game_save).values("id", "turn_id")),
         "activations": list(LoreActivation.objects.filter(game_save=game_save).values_list("turn_id", flat=True)),
-        "llm_calls": dict(_count_by(LLMCall.objects.filter(game_save=game_save).values_list("operation", flat=True))),
+        "llm_calls": dict(Counter(LLMCall.objects.filter(game_save=game_save).values_list("operation", flat=True))),
     }
-
-
-def _count_by(values) -> dict:
-    out: dict = {}
-    for value in values:
-        out[value] = out.get(value, 0) + 1
-    return out
 
 
 def summary(inv: dict) -> str:
