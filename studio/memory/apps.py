@@ -10,6 +10,7 @@ class MemoryConfig(AppConfig):
 
     def ready(self) -> None:
         self.register_job_handlers()
+        self.register_timeline_tables()
         self.register_save_file_sections()
         # A serving process (the run command, gunicorn, a worker) may ask to load the
         # embedding model at start-up, in the background, so the first memory query does
@@ -20,6 +21,13 @@ class MemoryConfig(AppConfig):
 
             preload_embedding_runtime()
             threading.Thread(target=get_embedder, name="warm-embeddings", daemon=True).start()
+
+    @staticmethod
+    def register_timeline_tables() -> None:
+        """Hand rewind, fork and the demo's trim the engine's per-turn tables (`memory/timeline_tables.py`)."""
+        from studio.memory import timeline_tables
+
+        timeline_tables.register()
 
     @staticmethod
     def register_save_file_sections() -> None:

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from django.db import transaction
-
 from studio.memory.models import ENTITY_SEPARATOR, entity_index_for
 from studio.memory.models import Fact as FactRow
+from studio.memory.turn_rows import RowRollback, bounded_read, save_pk
 
 __all__ = ["Fact", "insert_facts", "get_facts", "count_facts", "rollback_facts", "save_pk"]
 
@@ -54,19 +53,6 @@ class Fact:
             turn_id=row.turn_id,
             fact_id=row.pk,
         )
-
-
-def save_pk(save_id) -> int:
-    """Return the integer pk of the save named by `save_id` (a public id or a `Save`).
-
-    Raise `Save.DoesNotExist` for an unknown id: writing memory for a save that does not
-    exist is a caller bug, not something to paper over.
-    """
-    from studio.saves.models import Save
-
-    if isinstance(save_id, Save):
-        return save_id.pk
-    return Save.objects.values_list("pk", flat=True).get(save_id=save_id)
 
 
 def _text(value) -> str:
@@ -130,19 +116,15 @@ def get_facts(
     match); `limit` caps the rows. None means no bound / no filter.
     """
     qs = FactRow.objects.filter(game_save_id=save_pk(save_id))
-    if max_turn_id is not None:
-        qs = qs.filter(turn_id__lte=max_turn_id)
     if entity is not None:
         needle = str(entity).strip().casefold()
         if not needle:
             return []
         qs = qs.filter(entity_index__contains=f"{ENTITY_SEPARATOR}{needle}{ENTITY_SEPARATOR}")
-    qs = qs.order_by("-turn_id", "-id")
-    if limit is not None:
-        if limit <= 0:
-            return []
-        qs = qs[:limit]
-    return [Fact.from_row(row) for row in qs]
+    return bounded_read(
+        qs, turn_field="turn_id", max_turn_id=max_turn_id, order_by=("-turn_id", "-id"), limit=limit,
+        convert=Fact.from_row,
+    )
 
 
 def count_facts(save_id: str) -> int:
@@ -150,10 +132,13 @@ def count_facts(save_id: str) -> int:
     return FactRow.objects.filter(game_save_id=save_pk(save_id)).count()
 
 
+# Facts never change once written: a rollback only deletes the later ones.
+FACT_ROLLBACK = RowRollback(model=FactRow, created_field="turn_id")
+
+
 def delete_facts_after(save_pk_value: int, target_turn_id: int) -> int:
     """Delete facts after `target_turn_id` in the caller's transaction; return the count."""
-    deleted, _ = FactRow.objects.filter(game_save_id=save_pk_value, turn_id__gt=target_turn_id).delete()
-    return deleted
+    return FACT_ROLLBACK.roll_back(save_pk_value, target_turn_id)["deleted"]
 
 
 def rollback_facts(save_id: str, target_turn_id: int) -> int:
@@ -162,5 +147,4 @@ def rollback_facts(save_id: str, target_turn_id: int) -> int:
     Standalone helper with its own transaction. The in-session rewind deletes facts inside
     `CheckpointManager.rewind`'s transaction instead, so events and facts roll back together.
     """
-    with transaction.atomic():
-        return delete_facts_after(save_pk(save_id), int(target_turn_id))
+    return FACT_ROLLBACK.roll_back_save(save_id, target_turn_id)["deleted"]

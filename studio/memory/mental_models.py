@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 
-from studio.memory.facts import save_pk
 from studio.memory.models import MentalModel as MentalModelRow
 from studio.memory.models import subject_key_for
-from studio.memory.observations import roll_back_rows
+from studio.memory.turn_rows import RowRollback, bounded_read, save_pk
 
 __all__ = [
     "MentalModel",
@@ -151,16 +151,12 @@ def get_mental_models(
     the model for that subject (case-insensitive; "" is the world model); `limit` caps rows.
     """
     qs = MentalModelRow.objects.filter(game_save_id=save_pk(save_id))
-    if max_turn_id is not None:
-        qs = qs.filter(created_turn_id__lte=max_turn_id)
     if subject is not None:
         qs = qs.filter(subject_key=subject_key_for(subject))
-    qs = qs.order_by("-updated_turn_id", "-id")
-    if limit is not None:
-        if limit <= 0:
-            return []
-        qs = qs[:limit]
-    return [MentalModel.from_row(row) for row in qs]
+    return bounded_read(
+        qs, turn_field="created_turn_id", max_turn_id=max_turn_id, order_by=("-updated_turn_id", "-id"),
+        limit=limit, convert=MentalModel.from_row,
+    )
 
 
 def count_mental_models(save_id: str) -> int:
@@ -176,13 +172,10 @@ def stale_subjects(save_id: str, *, max_turn_id: int | None = None, limit: int =
     """
     if limit is not None and limit <= 0:
         return []
-    qs = MentalModelRow.objects.filter(game_save_id=save_pk(save_id), stale=True)
-    if max_turn_id is not None:
-        qs = qs.filter(created_turn_id__lte=max_turn_id)
-    qs = qs.order_by("updated_turn_id", "id").values_list("subject", flat=True)
-    if limit is not None:
-        qs = qs[:limit]
-    return list(qs)
+    qs = MentalModelRow.objects.filter(game_save_id=save_pk(save_id), stale=True).values_list("subject", flat=True)
+    return bounded_read(
+        qs, turn_field="created_turn_id", max_turn_id=max_turn_id, order_by=("updated_turn_id", "id"), limit=limit
+    )
 
 
 def restore_model_as_of(
@@ -211,32 +204,31 @@ def restore_model_as_of(
 ROLLBACK_FIELDS = ["summary", "sources", "versions", "updated_turn_id", "stale"]
 
 
+# Models created after N go; a survivor refreshed after N gets back its version as of N.
+MODEL_ROLLBACK = RowRollback(
+    model=MentalModelRow,
+    created_field="created_turn_id",
+    changed=lambda n: Q(updated_turn_id__gt=n),
+    restore=lambda row, n: restore_model_as_of(
+        summary=row.summary,
+        sources=row.sources,
+        versions=row.versions,
+        updated_turn_id=row.updated_turn_id,
+        target_turn_id=n,
+    ),
+    read_fields=("id", "summary", "sources", "versions", "updated_turn_id"),
+    write_fields=tuple(ROLLBACK_FIELDS),
+)
+
+
 def models_to_roll_back(pk: int, target_turn_id: int):
     """Return (models created after the target, survivors refreshed after it) as querysets."""
-    base = MentalModelRow.objects.filter(game_save_id=pk)
-    return (
-        base.filter(created_turn_id__gt=target_turn_id),
-        base.filter(created_turn_id__lte=target_turn_id, updated_turn_id__gt=target_turn_id),
-    )
+    return MODEL_ROLLBACK.split(pk, target_turn_id)
 
 
 def rollback_models_for_pk(pk: int, target_turn_id: int) -> dict[str, int]:
     """Roll back the mental models of the save with pk `pk` in the caller's transaction."""
-    n = int(target_turn_id)
-    doomed, changed = models_to_roll_back(pk, n)
-    return roll_back_rows(
-        MentalModelRow,
-        doomed,
-        changed.only("id", "summary", "sources", "versions", "updated_turn_id"),
-        lambda row: restore_model_as_of(
-            summary=row.summary,
-            sources=row.sources,
-            versions=row.versions,
-            updated_turn_id=row.updated_turn_id,
-            target_turn_id=n,
-        ),
-        ROLLBACK_FIELDS,
-    )
+    return MODEL_ROLLBACK.roll_back(pk, target_turn_id)
 
 
 def rollback_mental_models(save_id: str, target_turn_id: int) -> dict[str, int]:
@@ -251,13 +243,9 @@ def rollback_mental_models(save_id: str, target_turn_id: int) -> dict[str, int]:
 
     Return {"deleted": n, "updated": m}.
     """
-    # A savepoint inside the caller's transaction (or a transaction of its own when the
-    # caller has none), so a failure never leaves the rows half rolled back.
-    with transaction.atomic():
-        return rollback_models_for_pk(save_pk(save_id), target_turn_id)
+    return MODEL_ROLLBACK.roll_back_save(save_id, target_turn_id)
 
 
 def rollback_mental_models_standalone(save_id: str, target_turn_id: int) -> dict[str, int]:
     """Standalone variant of `rollback_mental_models` with its own transaction."""
-    with transaction.atomic():
-        return rollback_mental_models(save_id, target_turn_id)
+    return MODEL_ROLLBACK.roll_back_save(save_id, target_turn_id)

@@ -24,12 +24,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import transaction
+from django.db.models import Q
 
-from studio.memory.facts import save_pk
 from studio.memory.models import Fact as FactRow
 from studio.memory.models import Observation as ObservationRow
 from studio.memory.models import subject_key_for
+from studio.memory.turn_rows import RowRollback, bounded_read, save_pk
 
 __all__ = [
     "TREND_NEW",
@@ -207,16 +208,12 @@ def get_observations(
     never returned.
     """
     qs = ObservationRow.objects.filter(game_save_id=save_pk(save_id))
-    if max_turn_id is not None:
-        qs = qs.filter(created_turn_id__lte=max_turn_id)
     if subject is not None:
         qs = qs.filter(subject_key=subject_key_for(subject))
-    qs = qs.order_by("-updated_turn_id", "-id")
-    if limit is not None:
-        if limit <= 0:
-            return []
-        qs = qs[:limit]
-    return [Observation.from_row(row) for row in qs]
+    return bounded_read(
+        qs, turn_field="created_turn_id", max_turn_id=max_turn_id, order_by=("-updated_turn_id", "-id"),
+        limit=limit, convert=Observation.from_row,
+    )
 
 
 def count_observations(save_id: str) -> int:
@@ -433,62 +430,6 @@ def restore_belief_as_of(
     }
 
 
-def roll_back_rows(model, doomed, changed, restore, field_names: list[str]) -> dict[str, int]:
-    """Delete `doomed`, set each `changed` row to `restore(row)` and write it back.
-
-    The write is one set-based UPDATE (`update_rows`); save() is bypassed, so `restore` must
-    return the derived columns too. Return {"deleted", "updated"}.
-    """
-    deleted, _ = doomed.delete()
-    rows = list(changed)
-    for row in rows:
-        for name, value in restore(row).items():
-            setattr(row, name, value)
-    update_rows(model, rows, field_names)
-    return {"deleted": deleted, "updated": len(rows)}
-
-
-def update_rows(model, rows, field_names: list[str]) -> None:
-    """Write `field_names` of `rows` in as few statements as the database allows.
-
-    PostgreSQL: one `UPDATE ... FROM (VALUES ...)` per 1,000 rows. Elsewhere (SQLite): one
-    prepared `UPDATE ... WHERE id = %s` run through `executemany`, a single C-level loop.
-    Django's `bulk_update` would build a CASE WHEN expression per row and field in Python,
-    which costs most of a second for a thousand beliefs. Values go through each field's
-    `get_db_prep_value`, so JSON columns are adapted as Django would.
-    """
-    if not rows:
-        return
-    meta = model._meta
-    qn = connection.ops.quote_name
-    fields = [meta.get_field(name) for name in field_names]
-    table, pk_column = qn(meta.db_table), qn(meta.pk.column)
-    params = [
-        [row.pk] + [f.get_db_prep_value(getattr(row, f.attname), connection, prepared=False) for f in fields]
-        for row in rows
-    ]
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            casts = [meta.pk.db_type(connection)] + [f.db_type(connection) for f in fields]
-            placeholder = "(" + ", ".join(f"%s::{cast}" for cast in casts) + ")"
-            names = ", ".join(["id"] + [f"v{i}" for i in range(len(fields))])
-            assignments = ", ".join(f"{qn(f.column)} = v.v{i}" for i, f in enumerate(fields))
-            for start in range(0, len(params), 1000):
-                batch = params[start : start + 1000]
-                cursor.execute(
-                    f"UPDATE {table} AS t SET {assignments} "
-                    f"FROM (VALUES {', '.join([placeholder] * len(batch))}) AS v({names}) "
-                    f"WHERE t.{pk_column} = v.id",
-                    [value for row in batch for value in row],
-                )
-        else:
-            assignments = ", ".join(f"{qn(f.column)} = %s" for f in fields)
-            cursor.executemany(
-                f"UPDATE {table} SET {assignments} WHERE {pk_column} = %s",
-                [row[1:] + row[:1] for row in params],
-            )
-
-
 ROLLBACK_FIELDS = [
     "statement",
     "subject",
@@ -502,6 +443,27 @@ ROLLBACK_FIELDS = [
     "stale",
 ]
 
+# Beliefs created after N go; a survivor that changed after N (found through the indexed
+# `updated_turn_id` / `last_source_turn` columns, never by scanning every belief) is rebuilt
+# from its history trail. Retired beliefs count too (`all_objects`): a DELETE after N is undone.
+BELIEF_ROLLBACK = RowRollback(
+    model=ObservationRow,
+    manager="all_objects",
+    created_field="created_turn_id",
+    changed=lambda n: Q(updated_turn_id__gt=n) | Q(last_source_turn__gt=n),
+    restore=lambda row, n: restore_belief_as_of(
+        statement=row.statement,
+        subject=row.subject,
+        sources=row.sources,
+        history=row.history,
+        updated_turn_id=row.updated_turn_id,
+        deleted_turn_id=row.deleted_turn_id,
+        target_turn_id=n,
+    ),
+    read_fields=("id", "statement", "subject", "sources", "history", "updated_turn_id", "deleted_turn_id"),
+    write_fields=tuple(ROLLBACK_FIELDS),
+)
+
 
 def beliefs_to_roll_back(pk: int, target_turn_id: int):
     """Return (rows created after the target, survivors changed after it) as querysets.
@@ -509,35 +471,12 @@ def beliefs_to_roll_back(pk: int, target_turn_id: int):
     Both include retired beliefs; the second finds its rows through the indexed
     `updated_turn_id` / `last_source_turn` columns, never by scanning every belief.
     """
-    from django.db.models import Q
-
-    base = ObservationRow.all_objects.filter(game_save_id=pk)
-    doomed = base.filter(created_turn_id__gt=target_turn_id)
-    changed = base.filter(created_turn_id__lte=target_turn_id).filter(
-        Q(updated_turn_id__gt=target_turn_id) | Q(last_source_turn__gt=target_turn_id)
-    )
-    return doomed, changed
+    return BELIEF_ROLLBACK.split(pk, target_turn_id)
 
 
 def rollback_beliefs_for_pk(pk: int, target_turn_id: int) -> dict[str, int]:
     """Roll back the beliefs of the save with pk `pk` in the caller's transaction."""
-    n = int(target_turn_id)
-    doomed, changed = beliefs_to_roll_back(pk, n)
-    return roll_back_rows(
-        ObservationRow,
-        doomed,
-        changed.only("id", "statement", "subject", "sources", "history", "updated_turn_id", "deleted_turn_id"),
-        lambda row: restore_belief_as_of(
-            statement=row.statement,
-            subject=row.subject,
-            sources=row.sources,
-            history=row.history,
-            updated_turn_id=row.updated_turn_id,
-            deleted_turn_id=row.deleted_turn_id,
-            target_turn_id=n,
-        ),
-        ROLLBACK_FIELDS,
-    )
+    return BELIEF_ROLLBACK.roll_back(pk, target_turn_id)
 
 
 def rollback_observations(save_id: str, target_turn_id: int) -> dict[str, int]:
@@ -552,13 +491,9 @@ def rollback_observations(save_id: str, target_turn_id: int) -> dict[str, int]:
 
     Return {"deleted": n, "updated": m}.
     """
-    # A savepoint inside the caller's transaction (or a transaction of its own when the
-    # caller has none), so a failure never leaves the rows half rolled back.
-    with transaction.atomic():
-        return rollback_beliefs_for_pk(save_pk(save_id), target_turn_id)
+    return BELIEF_ROLLBACK.roll_back_save(save_id, target_turn_id)
 
 
 def rollback_observations_standalone(save_id: str, target_turn_id: int) -> dict[str, int]:
     """Standalone variant of `rollback_observations` with its own transaction."""
-    with transaction.atomic():
-        return rollback_observations(save_id, target_turn_id)
+    return BELIEF_ROLLBACK.roll_back_save(save_id, target_turn_id)

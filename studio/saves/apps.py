@@ -7,7 +7,15 @@ class SavesConfig(AppConfig):
 
     def ready(self) -> None:
         self.register_job_handlers()
+        self.register_timeline_tables()
         self.register_save_file_sections()
+
+    @staticmethod
+    def register_timeline_tables() -> None:
+        """Hand rewind, fork and the demo's trim the saves app's per-turn tables (`saves/timeline_tables.py`)."""
+        from studio.saves import timeline_tables
+
+        timeline_tables.register()
 
     @staticmethod
     def register_save_file_sections() -> None:

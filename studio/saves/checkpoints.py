@@ -1,8 +1,15 @@
 """Checkpoints: rewind a save to turn N, preview that rewind, or fork the save at turn N.
 
-Rewind is one database transaction: Event_Log, StateCache, Facts, recorded queries, narrator
-snapshots (and drafts) and the lore activation rows after N are deleted (so sticky, cooldown
-and first matches are as they were recorded at N), the belief and mental-model rollback rules applied (see
+What a turn owns is in the timeline registry (`studio.memory.timeline`): every table keyed
+by save and turn is registered there at start-up by the app that owns it (`saves` and
+`memory`'s `timeline_tables.py`), with how it rolls back after N, counts what a rewind would
+drop and copies up to N for a fork. Rewind, preview and fork loop over it; none of them
+names a table.
+
+Rewind is one database transaction: every registered table is rolled back to N (the
+Event_Log, StateCache, facts, recorded queries, lore activation rows, narrator snapshots
+and drafts after N are deleted, so sticky, cooldown and first matches are as they were
+recorded at N; the belief and mental-model rollback rules are applied, see
 `studio.memory.observations` and `studio.memory.mental_models`), the save's current turn set
 to N and its timeline generation incremented. The vector chunks after N live in Chroma,
 outside the transaction, so they are deleted after commit: the transaction records a
@@ -12,13 +19,13 @@ current turn as their horizon, so a chunk that survived a failed delete is never
 the ledger retries the job with backoff, and `finish_vector_rollback(save)` runs what is
 still pending at once (a turn append does, before the timeline grows again).
 
-Fork copies a save as it stood at turn N into a new save (new ids for every row, fact ids
-remapped in belief sources, belief ids remapped in mental-model sources, the lore activation
-rows and narrator snapshots up to N; the fork takes the source's timeline generation, from
-which it counts its own rewinds, so its seeded lore rolls after N are the source's) and copies the
-vector chunks after commit as a FORK_VECTORS job, run the same way; the original is
-untouched. The jobs' handlers are in `studio.saves.vector_jobs` (registered by
-`SavesConfig.ready()`).
+Fork copies a save as it stood at turn N into a new save: every registered table that a
+fork carries, as it stood at N (new ids for every row, fact ids remapped in belief sources,
+belief ids remapped in mental-model sources; the fork takes the source's timeline
+generation, from which it counts its own rewinds, so its seeded lore rolls after N are the
+source's), and copies the vector chunks after commit as a FORK_VECTORS job, run the same
+way; the original is untouched. The jobs' handlers are in `studio.saves.vector_jobs`
+(registered by `SavesConfig.ready()`).
 
 With `expected_current_turn`, a rewind first checks, under the save's lock, that the save
 is still at that turn, and raises `TurnConflict` (nothing changed) if it moved on.
@@ -36,16 +43,13 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from studio.memory import jobs
-from studio.memory.facts import delete_facts_after
-from studio.memory.lore_activation_state import lore_activation_copy, lore_activation_rollback
-from studio.memory.mental_models import MentalModel, models_to_roll_back, rollback_models_for_pk
-from studio.memory.models import Fact as FactRow
-from studio.memory.models import Job, JobKind, JobStatus, LoreActivation, RecordedQuery
-from studio.memory.observations import Observation, beliefs_to_roll_back, rollback_beliefs_for_pk
+from studio.memory import jobs, timeline
+from studio.memory.mental_models import MentalModel, models_to_roll_back
+from studio.memory.models import Job, JobKind, JobStatus
+from studio.memory.observations import Observation, beliefs_to_roll_back
 from studio.saves import checkpoint_rows
 from studio.saves.errors import TurnConflict
-from studio.saves.models import Event, NarratorDraft, NarratorSnapshot, Save, StateCache
+from studio.saves.models import Save
 from studio.saves.vector_jobs import PENDING_STATUSES
 
 __all__ = [
@@ -197,23 +201,8 @@ class CheckpointManager:
                     timeline_generation=locked.timeline_generation,
                 )
             pk = locked.pk
-            counts: dict[str, int | None] = {}
-            counts["events"], _ = Event.objects.filter(game_save_id=pk, turn_id__gt=n).delete()
-            counts["states"], _ = StateCache.objects.filter(game_save_id=pk, turn_id__gt=n).delete()
-            counts["facts"] = delete_facts_after(pk, n)
-            beliefs = rollback_beliefs_for_pk(pk, n)
-            counts["beliefs_deleted"] = beliefs["deleted"]
-            counts["beliefs_updated"] = beliefs["updated"]
-            models = rollback_models_for_pk(pk, n)
-            counts["mental_models_deleted"] = models["deleted"]
-            counts["mental_models_updated"] = models["updated"]
-            counts["recorded_queries"], _ = RecordedQuery.objects.filter(
-                game_save_id=pk, turn_id__gt=n
-            ).delete()
-            counts["lore_activations"] = lore_activation_rollback(save=locked, to_turn=n)
-            # What the narrator saw at the dropped turns, and drafts for them, go with them.
-            counts["narrator_snapshots"], _ = NarratorSnapshot.objects.filter(game_save_id=pk, turn_id__gt=n).delete()
-            NarratorDraft.objects.filter(game_save_id=pk, turn_id__gt=n).delete()
+            # Every per-turn table, in registry order (`studio.memory.timeline`).
+            counts: dict[str, int | None] = dict(timeline.roll_back(locked, n))
             generation = locked.timeline_generation + 1
             Save.objects.filter(pk=pk).update(
                 current_turn=n, timeline_generation=generation, updated_at=timezone.now()
@@ -355,18 +344,7 @@ class CheckpointManager:
             ModelChange(before=MentalModel.from_row(row), after=checkpoint_rows.model_after(row, checkpoint_rows.model_values_at(row, n)))
             for row in changed_models.order_by("-updated_turn_id", "-id")
         ]
-        counts = {
-            "events": Event.objects.filter(game_save_id=pk, turn_id__gt=n).count(),
-            "states": StateCache.objects.filter(game_save_id=pk, turn_id__gt=n).count(),
-            "facts": FactRow.objects.filter(game_save_id=pk, turn_id__gt=n).count(),
-            "beliefs_deleted": doomed_beliefs.count(),
-            "beliefs_updated": changed_beliefs.count(),
-            "mental_models_deleted": doomed_models.count(),
-            "mental_models_updated": len(models_changed),
-            "recorded_queries": RecordedQuery.objects.filter(game_save_id=pk, turn_id__gt=n).count(),
-            "lore_activations": LoreActivation.objects.filter(game_save_id=pk, turn_id__gt=n).count(),
-            "narrator_snapshots": NarratorSnapshot.objects.filter(game_save_id=pk, turn_id__gt=n).count(),
-        }
+        counts = timeline.count_after(current, n)
         return RewindPreview(
             save_id=current.save_id,
             from_turn=current.current_turn,
@@ -426,15 +404,8 @@ class CheckpointManager:
                 forked_from=source,
                 fork_turn=n,
             )
-            checkpoint_rows.copy_turn_rows(
-                Event, ["turn_id", "player_input", "narrative", "created_at"], source.pk, fork.pk, n
-            )
-            checkpoint_rows.copy_turn_rows(StateCache, ["turn_id", "state"], source.pk, fork.pk, n)
-            fact_ids = checkpoint_rows.copy_facts(source.pk, fork.pk, n)
-            belief_ids = checkpoint_rows.copy_beliefs(source.pk, fork.pk, n, fact_ids)
-            checkpoint_rows.copy_models(source.pk, fork.pk, n, belief_ids)
-            lore_activation_copy(source=source, target=fork, up_to_turn=n)
-            checkpoint_rows.copy_turn_rows(NarratorSnapshot, checkpoint_rows.SNAPSHOT_COLUMNS, source.pk, fork.pk, n)
+            # Every per-turn table as it stood at n, in registry order (`studio.memory.timeline`).
+            timeline.copy_up_to(source=source, fork=fork, turn=n)
             # This fork runs the job itself after commit: no runner is woken for it.
             job = jobs.job_create(
                 wake=False,

@@ -1,14 +1,16 @@
 """CheckpointManager.rewind and preview: one transaction, rollback rules, vector delete after commit."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from studio.memory import facts as F
+from studio.memory import timeline
 from studio.memory import mental_models as MM
 from studio.memory import observations as O
 from studio.memory.models import Job, JobKind, JobStatus, RecordedQuery
 from studio.memory.models import Observation as ObservationRow
-from studio.saves import checkpoints
 from studio.saves.checkpoints import CheckpointManager, InvalidTurnError, RewindError
 from studio.saves.models import Event, Save, StateCache
 from studio.universes.models import Universe
@@ -154,10 +156,20 @@ def test_rewind_rejects_bad_turns(story, vector, bad):
     assert snapshot(story["save"]) == story["snaps"][4]
 
 
-@pytest.mark.parametrize(
-    "step", ["delete_facts_after", "rollback_beliefs_for_pk", "rollback_models_for_pk", "job_record"]
-)
-def test_fault_mid_rewind_leaves_save_unchanged(story, vector, monkeypatch, step):
+@pytest.fixture
+def failing_table(request):
+    """Make the rollback of one registered timeline table raise; restored after the test."""
+    def fail(name: str, explode) -> None:
+        original = timeline.table(name)
+        timeline.register_table(dataclasses.replace(original, rollback=explode), replace=True)
+        request.addfinalizer(lambda: timeline.register_table(original, replace=True))
+
+    return fail
+
+
+# Every per-turn table's rollback (facts, beliefs and mental models among them), then the job.
+@pytest.mark.parametrize("step", [t.name for t in timeline.registered_tables()] + ["job_record"])
+def test_fault_mid_rewind_leaves_save_unchanged(story, vector, monkeypatch, failing_table, step):
     save = story["save"]
     before = snapshot(save)
 
@@ -169,7 +181,7 @@ def test_fault_mid_rewind_leaves_save_unchanged(story, vector, monkeypatch, step
     if step == "job_record":
         monkeypatch.setattr(Job.objects, "create", explode)
     else:
-        monkeypatch.setattr(checkpoints, step, explode)
+        failing_table(step, explode)
     with pytest.raises(RuntimeError, match="disk full"):
         CheckpointManager(vector_memory=vector).rewind(save, 1)
     assert snapshot(save) == before

@@ -7,6 +7,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from studio.memory import timeline
 from studio.saves.checkpoints import CheckpointManager, RewindError, TurnConflict
 from studio.saves.forms import ForkForm, RewindForm
 from studio.saves.models import Save
@@ -14,23 +15,15 @@ from studio.saves.views.access import playtest_save
 from studio.saves.views.saves import save_page_context
 
 SUMMARY_SESSION_KEY = "rewind_summary"
-COUNT_LABELS = {
-    "events": "Turns (events)",
-    "states": "State snapshots",
-    "facts": "Facts",
-    "beliefs_deleted": "Beliefs deleted",
-    "beliefs_updated": "Beliefs rolled back",
-    "mental_models_deleted": "Mental models deleted",
-    "mental_models_updated": "Mental models rolled back",
-    "recorded_queries": "Recorded queries",
-    "lore_activations": "Lore activation records",
-    "vector_chunks": "Memory chunks",
-}
+# The vector store is not a table: its count has no timeline registration to carry a label.
+VECTOR_LABELS = {"vector_chunks": "Memory chunks"}
 
 
 def count_rows(counts: dict) -> list[dict]:
-    """Return a rewind's counts as labelled rows, in a stable order."""
-    return [{"kind": kind, "label": COUNT_LABELS.get(kind, kind.replace("_", " ").capitalize()), "n": n} for kind, n in counts.items()]
+    """Return a rewind's counts as labelled rows, in a stable order (the labels are the
+    timeline tables' own, `studio.memory.timeline.count_labels`)."""
+    labels = {**timeline.count_labels(), **VECTOR_LABELS}
+    return [{"kind": kind, "label": labels.get(kind, kind.replace("_", " ").capitalize()), "n": n} for kind, n in counts.items()]
 
 
 def _rewind_context(request: HttpRequest, game_save: Save, **extra) -> dict:

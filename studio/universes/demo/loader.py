@@ -166,8 +166,11 @@ class DemoLoadResult:
                 if counter[kind]
             ]
             lines.append(f"  {kind}: {', '.join(parts) if parts else 'none'}")
-        if self.removed["living memory"]:
-            lines.append(f"  living memory rows after the last demo turn: {self.removed['living memory']} removed or rolled back")
+        if self.removed["turn records"]:
+            lines.append(
+                "  memory, lore activation and narrator records after the last demo turn: "
+                f"{self.removed['turn records']} removed or rolled back"
+            )
         return lines
 
 
@@ -315,22 +318,21 @@ def _load_lore(universe: Universe, data: DemoData, result: DemoLoadResult) -> No
     LoreRevision.objects.bulk_create(revisions)
 
 
-def _trim_after(game_save: Save, last_turn: int, result: DemoLoadResult) -> None:
-    """Roll living memory back to the demo's last turn when the save was played past it."""
-    from studio.memory.facts import delete_facts_after
-    from studio.memory.lore_activation_state import lore_activation_rollback
-    from studio.memory.mental_models import rollback_models_for_pk
-    from studio.memory.observations import rollback_beliefs_for_pk
+# The timeline tables the demo loader reports under a name of its own.
+TRIM_KINDS = {"events": "turns", "states": "states"}
 
-    lore_activation_rollback(save=game_save, to_turn=last_turn)  # sticky / cooldown as of the last turn
-    facts = delete_facts_after(game_save.pk, last_turn)
-    beliefs = rollback_beliefs_for_pk(game_save.pk, last_turn)
-    mental_models = rollback_models_for_pk(game_save.pk, last_turn)
-    result.tally(
-        "living memory",
-        "removed",
-        facts + sum(beliefs.values()) + sum(mental_models.values()),
-    )
+
+def _trim_after(game_save: Save, last_turn: int, result: DemoLoadResult) -> None:
+    """Roll every per-turn table back to the demo's last turn when the save was played past it.
+
+    A loop over the timeline registry, as a rewind: turns and states after the last turn go,
+    and so does everything else a turn owns (living memory, lore activation state, recorded
+    queries, narrator snapshots and drafts).
+    """
+    from studio.memory import timeline
+
+    for name, n in timeline.roll_back(game_save, last_turn).items():
+        result.tally(TRIM_KINDS.get(name, "turn records"), "removed", n)
 
 
 def _load_save(
@@ -353,11 +355,8 @@ def _load_save(
             f"save {data.save_id!r} already exists in another universe ({game_save.universe})"
         )
 
-    events = {event.turn_id: event for event in Event.objects.filter(game_save=game_save)}
-    states = {row.turn_id: row for row in StateCache.objects.filter(game_save=game_save)}
-    wanted = {turn["turn_id"] for turn in data.turns}
-    played_past = any(turn_id > data.last_turn for turn_id in events) or any(
-        turn_id > data.last_turn for turn_id in states
+    played_past = any(
+        model.objects.filter(game_save=game_save, turn_id__gt=data.last_turn).exists() for model in (Event, StateCache)
     )
 
     if result.created["save"] == 0:
@@ -372,12 +371,10 @@ def _load_save(
             result.tally("save", "unchanged")
     if played_past:
         _trim_after(game_save, data.last_turn, result)
-
-    for kind, model, rows in (("turns", Event, events), ("states", StateCache, states)):
-        extra = [turn_id for turn_id in rows if turn_id not in wanted]
-        if extra:
-            model.objects.filter(game_save=game_save, turn_id__in=extra).delete()
-            result.tally(kind, "removed", len(extra))
+    # The files' turns are 1..last_turn without a gap (`demo_read`): after the trim, every
+    # stored turn is one of them.
+    events = {event.turn_id: event for event in Event.objects.filter(game_save=game_save)}
+    states = {row.turn_id: row for row in StateCache.objects.filter(game_save=game_save)}
 
     new_events, new_states = [], []
     for turn in data.turns:

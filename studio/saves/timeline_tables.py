@@ -1,0 +1,46 @@
+"""The saves app's per-turn tables in the timeline registry, registered by `SavesConfig.ready()`.
+
+The Event_Log and the state cache (in the save file's `turns` section), the narrator's
+snapshots (what it saw at each accepted turn) and its drafts (narration proposed for the
+next turn, not yet accepted). Each is a plain table: a rewind deletes the rows after N,
+a fork copies those up to N. The Save itself and a draft's alternatives are declared exempt.
+"""
+from __future__ import annotations
+
+from studio.memory import timeline
+from studio.saves.models import Event, NarratorAlternative, NarratorDraft, NarratorSnapshot, Save, StateCache
+
+TABLES = [
+    timeline.TurnTable.plain("events", Event, order=10, section="turns", label="Turns (events)"),
+    timeline.TurnTable.plain("states", StateCache, order=20, section="turns", label="State snapshots"),
+    timeline.TurnTable.plain(
+        "narrator_snapshots", NarratorSnapshot, order=80, section="narrator_snapshots", label="Narrator snapshots"
+    ),
+    timeline.TurnTable.plain(
+        "narrator_drafts",
+        NarratorDraft,
+        order=90,
+        section=None,
+        counted=False,
+        copied=False,
+        note=(
+            "A draft is narration not yet accepted, made for the turn after the save's current one: a rewind "
+            "drops the drafts of the dropped turns (uncounted, they were never part of the timeline); a fork "
+            "and a save file start without drafts."
+        ),
+    ),
+]
+
+
+def register() -> None:
+    """Register the saves app's per-turn tables, and declare its other turn-keyed models exempt."""
+    for entry in TABLES:
+        timeline.register_table(entry)
+    timeline.exempt_model(
+        Save,
+        reason="the timeline itself: a rewind moves its current_turn; fork_turn records where a fork began",
+    )
+    timeline.exempt_model(
+        NarratorAlternative,
+        reason="part of a NarratorDraft: deleted with its draft (CASCADE), never forked or exported, as drafts",
+    )
