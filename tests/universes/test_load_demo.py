@@ -12,8 +12,16 @@ from django.core import serializers
 from django.core.management import CommandError, call_command
 
 from studio.memory.missions import get_belief_missions, get_universe_mission
-from studio.memory.models import Fact
-from studio.saves.models import Event, MemoryMode, Save, StateCache
+from studio.memory.models import Fact, LoreActivation, RecordedQuery
+from studio.saves.models import (
+    Event,
+    MemoryMode,
+    NarratorAlternative,
+    NarratorDraft,
+    NarratorSnapshot,
+    Save,
+    StateCache,
+)
 from studio.universes.demo.loader import SAVE_FILE, UNIVERSE_FILE, DemoDataError, demo_read
 from studio.universes.models import (
     EmbeddingState,
@@ -165,6 +173,35 @@ def test_living_option_and_reload_restores_the_files():
     assert list(game_save.facts.values_list("statement", flat=True)) == ["An early fact."]
     assert game_save.timeline_generation == generation + 1
     assert "1 removed" in output
+
+
+@pytest.mark.django_db
+def test_reload_drops_every_per_turn_record_after_the_last_turn():
+    """The trim is a rewind: recorded queries, narrator snapshots and drafts go with the turns."""
+    load("--no-embed")
+    game_save = demo_save()
+    last = game_save.current_turn
+    Event.objects.create(game_save=game_save, turn_id=last + 1, player_input="x", narrative="y")
+    for turn in (last, last + 1):
+        RecordedQuery.objects.create(game_save=game_save, turn_id=turn, query_text=f"query at {turn}")
+        NarratorSnapshot.objects.create(game_save=game_save, turn_id=turn, proposed=f"seen at {turn}")
+        LoreActivation.objects.create(game_save=game_save, turn_id=turn)
+    draft = NarratorDraft.objects.create(game_save=game_save, turn_id=last + 1, player_input="x")
+    NarratorAlternative.objects.create(draft=draft, number=1, text="an alternative")
+    earlier = NarratorDraft.objects.create(game_save=game_save, turn_id=last, player_input="z")
+
+    output = load("--no-embed")
+
+    for model in (Event, RecordedQuery, NarratorSnapshot, LoreActivation, NarratorDraft):
+        assert list(model.objects.filter(game_save=game_save).filter(turn_id__gt=last)) == [], model.__name__
+    assert not NarratorAlternative.objects.filter(draft__game_save=game_save).exists()
+    # What belongs to the demo's own turns stays.
+    assert RecordedQuery.objects.get(game_save=game_save).query_text == f"query at {last}"
+    assert NarratorSnapshot.objects.get(game_save=game_save).turn_id == last
+    assert LoreActivation.objects.get(game_save=game_save).turn_id == last
+    assert NarratorDraft.objects.get(game_save=game_save) == earlier
+    assert "turns: " in output and "1 removed" in output
+    assert "narrator records after the last demo turn: 3 removed" in output
 
 
 @pytest.mark.django_db

@@ -1,0 +1,111 @@
+"""The timeline registry: every per-turn model is registered (or declared exempt), once."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from django.db import models
+from django.test.utils import isolate_apps
+
+from studio.memory import timeline
+from studio.memory.models import Fact
+from studio.saves.models import Event, NarratorSnapshot, Save
+from studio.saves.portable import registered_sections
+
+
+def test_every_per_turn_model_is_registered():
+    """A new model with a turn column (or a foreign key to a per-turn table) fails here
+    until its app registers it in `ready()` (`timeline.register_table`) or declares it
+    exempt with a reason (`timeline.exempt_model`)."""
+    missing = timeline.unregistered_models()
+    assert not missing, (
+        "register these per-turn models in the timeline registry (studio/memory/timeline.py): "
+        + ", ".join(m._meta.label for m in missing)
+    )
+
+
+def test_the_check_sees_a_table_that_is_not_registered():
+    entry = timeline.table("narrator_snapshots")
+    timeline.unregister_table("narrator_snapshots")
+    try:
+        assert timeline.unregistered_models() == [NarratorSnapshot]
+    finally:
+        timeline.register_table(entry)
+    assert timeline.unregistered_models() == []
+
+
+@isolate_apps("studio.saves")
+def test_the_check_sees_turn_ranges_and_links_to_per_turn_rows():
+    class Chapter(models.Model):
+        game_save = models.ForeignKey(Save, on_delete=models.CASCADE)
+        first_turn = models.PositiveIntegerField()
+        last_turn = models.PositiveIntegerField()
+
+        class Meta:
+            app_label = "saves"
+
+    class Reveal(models.Model):
+        event = models.ForeignKey(Event, on_delete=models.CASCADE)
+
+        class Meta:
+            app_label = "saves"
+
+    class Note(models.Model):
+        game_save = models.ForeignKey(Save, on_delete=models.CASCADE)
+        text = models.TextField()
+
+        class Meta:
+            app_label = "saves"
+
+    assert timeline.unregistered_models([Chapter, Reveal, Note]) == [Chapter, Reveal]
+
+
+def test_registered_tables_run_in_one_order_and_name_their_save_file_section():
+    names = [t.name for t in timeline.registered_tables()]
+    assert names == [
+        "events", "states", "facts", "beliefs", "mental_models", "recorded_queries",
+        "lore_activations", "narrator_snapshots", "narrator_drafts",
+    ]
+    sections = {s.name for s in registered_sections()}
+    for entry in timeline.registered_tables():
+        assert entry.section is None or entry.section in sections, entry.name
+        if entry.section is None or entry.copy is None:
+            assert entry.note, f"{entry.name} must say why it is not forked or not in the save file"
+
+
+def test_a_table_left_out_of_forks_or_files_must_say_why():
+    with pytest.raises(ValueError, match="say why"):
+        timeline.TurnTable.plain("chapters", Fact, order=5, section=None)
+    with pytest.raises(ValueError, match="lower-case"):
+        timeline.TurnTable.plain("Chapters", Fact, order=5, section="facts")
+
+
+def test_a_model_or_name_registers_once():
+    facts = timeline.table("facts")
+    with pytest.raises(ValueError, match="already registered"):
+        timeline.register_table(dataclasses.replace(facts, order=1))
+    with pytest.raises(ValueError, match="already registered as timeline table 'facts'"):
+        timeline.register_table(dataclasses.replace(facts, name="facts_again"))
+    assert timeline.register_table(facts) is facts  # the same entry again is no change
+    with pytest.raises(KeyError, match="no timeline table 'chapters'"):
+        timeline.table("chapters")
+
+
+def test_exempt_models_say_why():
+    exempt = timeline.exempt_models()
+    assert {m._meta.label for m in exempt} == {"saves.Save", "saves.NarratorAlternative", "memory.Job"}
+    assert all(reason.strip() for reason in exempt.values())
+    with pytest.raises(ValueError, match="say why"):
+        timeline.exempt_model(Fact, reason=" ")
+
+
+def test_a_fork_copy_that_needs_ids_not_copied_yet_is_a_clear_error():
+    ctx = timeline.ForkContext(source=None, fork=None, turn=3)
+    with pytest.raises(LookupError, match="has not copied 'facts' yet"):
+        ctx.ids_of("facts")
+
+
+def test_every_count_has_a_label():
+    labels = timeline.count_labels()
+    assert labels["events"] == "Turns (events)" and labels["beliefs_updated"] == "Beliefs rolled back"
+    assert "narrator_drafts" not in labels  # drafts roll back uncounted
