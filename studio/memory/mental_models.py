@@ -150,12 +150,10 @@ def get_mental_models(
     `max_turn_id` keeps models created at turns <= it (the rewind horizon); `subject` keeps
     the model for that subject (case-insensitive; "" is the world model); `limit` caps rows.
     """
-    qs = MentalModelRow.objects.filter(game_save_id=save_pk(save_id))
-    if subject is not None:
-        qs = qs.filter(subject_key=subject_key_for(subject))
     return bounded_read(
-        qs, turn_field="created_turn_id", max_turn_id=max_turn_id, order_by=("-updated_turn_id", "-id"),
-        limit=limit, convert=MentalModel.from_row,
+        MentalModelRow.objects.filter(game_save_id=save_pk(save_id)), turn_field="created_turn_id",
+        max_turn_id=max_turn_id, subject=subject, order_by=("-updated_turn_id", "-id"), limit=limit,
+        convert=MentalModel.from_row,
     )
 
 

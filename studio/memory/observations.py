@@ -207,12 +207,10 @@ def get_observations(
     `limit` caps the rows. None means no bound / no filter. Retired (DELETEd) beliefs are
     never returned.
     """
-    qs = ObservationRow.objects.filter(game_save_id=save_pk(save_id))
-    if subject is not None:
-        qs = qs.filter(subject_key=subject_key_for(subject))
     return bounded_read(
-        qs, turn_field="created_turn_id", max_turn_id=max_turn_id, order_by=("-updated_turn_id", "-id"),
-        limit=limit, convert=Observation.from_row,
+        ObservationRow.objects.filter(game_save_id=save_pk(save_id)), turn_field="created_turn_id",
+        max_turn_id=max_turn_id, subject=subject, order_by=("-updated_turn_id", "-id"), limit=limit,
+        convert=Observation.from_row,
     )
 
 

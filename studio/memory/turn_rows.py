@@ -23,6 +23,8 @@ from typing import Any, Callable
 from django.db import connection, transaction
 from django.db.models import Q, QuerySet
 
+from studio.memory.models import subject_key_for
+
 __all__ = [
     "save_pk",
     "bounded_read",
@@ -54,18 +56,22 @@ def bounded_read(
     max_turn_id: int | None,
     order_by: tuple[str, ...],
     limit: int | None,
+    subject: str | None = None,
     convert: Callable[[Any], Any] = lambda row: row,
 ) -> list:
     """Return `convert(row)` for the rows of `queryset` at turns <= `max_turn_id`, in order.
 
     `turn_field` is the column the horizon applies to (`turn_id` for facts,
-    `created_turn_id` for beliefs and mental models); None means no bound. `limit` caps the
-    rows (None: no cap; 0 or less: no rows, without a query).
+    `created_turn_id` for beliefs and mental models); None means no bound. `subject` keeps
+    the rows whose `subject_key` matches it case-insensitively ("" is the world); None keeps
+    every subject. `limit` caps the rows (None: no cap; 0 or less: no rows, without a query).
     """
     if limit is not None and limit <= 0:
         return []
     if max_turn_id is not None:
         queryset = queryset.filter(**{f"{turn_field}__lte": max_turn_id})
+    if subject is not None:
+        queryset = queryset.filter(subject_key=subject_key_for(subject))
     queryset = queryset.order_by(*order_by)
     if limit is not None:
         queryset = queryset[:limit]
