@@ -36,7 +36,7 @@ ids it remaps (`ForkContext.ids`). A model with a turn column that is not per-tu
 keeps that list empty.
 
 The registry only holds functions; it imports no app. The loops (`roll_back`,
-`count_after`, `copy_up_to`) run inside the caller's transaction and never commit.
+`count_rollback`, `copy_up_to`) run inside the caller's transaction and never commit.
 """
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ __all__ = [
     "unregistered_models",
     "count_labels",
     "roll_back",
-    "count_after",
+    "count_rollback",
     "copy_up_to",
 ]
 
@@ -254,7 +254,7 @@ def roll_back(save, n: int) -> dict[str, int]:
     return counts
 
 
-def count_after(save, n: int) -> dict[str, int]:
+def count_rollback(save, n: int) -> dict[str, int]:
     """Return what `roll_back(save, n)` would delete or change, by the same names."""
     counts: dict[str, int] = {}
     for entry in registered_tables():

@@ -344,7 +344,7 @@ class CheckpointManager:
             ModelChange(before=MentalModel.from_row(row), after=checkpoint_rows.model_after(row, checkpoint_rows.model_values_at(row, n)))
             for row in changed_models.order_by("-updated_turn_id", "-id")
         ]
-        counts = timeline.count_after(current, n)
+        counts = timeline.count_rollback(current, n)
         return RewindPreview(
             save_id=current.save_id,
             from_turn=current.current_turn,

@@ -6,8 +6,9 @@ import pytest
 from studio.memory import facts as F
 from studio.memory import mental_models as MM
 from studio.memory import observations as O
+from studio.memory import timeline
 from studio.memory.models import Fact as FactRow
-from studio.memory.models import Job, JobKind, JobStatus
+from studio.memory.models import Job, JobKind, JobStatus, RecordedQuery
 from studio.memory.models import MentalModel as MentalModelRow
 from studio.memory.models import Observation as ObservationRow
 from studio.saves.checkpoints import CheckpointManager, InvalidTurnError
@@ -119,3 +120,25 @@ def test_fork_keeps_tombstones_so_the_fork_can_rewind_too(story, vector):
     assert O.count_observations(fork.save_id) == 2  # b2 was deleted at turn 3
     CheckpointManager(vector_memory=vector).rewind(fork, 2)
     assert snapshot(fork) == story["snaps"][2]
+
+
+def test_one_registration_puts_a_table_in_rewind_preview_and_fork(story, vector, request):
+    """A per-turn table is one registration: here recorded queries, registered as a table a
+    fork carries, are counted by the preview, deleted by the rewind and copied by the fork
+    without any change to the checkpoint code."""
+    original = timeline.table("recorded_queries")
+    timeline.register_table(
+        timeline.TurnTable.plain("recorded_queries", RecordedQuery, order=60, section="recorded_queries",
+                                 label="Recorded queries"),
+        replace=True,
+    )
+    request.addfinalizer(lambda: timeline.register_table(original, replace=True))
+    save = story["save"]
+    RecordedQuery.objects.create(game_save=save, turn_id=2, query_text="harbour")  # turn 4 has "ship"
+    manager = CheckpointManager(vector_memory=vector)
+
+    fork = manager.fork(save, 3)
+    assert list(RecordedQuery.objects.filter(game_save=fork).values_list("turn_id", "query_text")) == [(2, "harbour")]
+    assert manager.preview(save, 3).counts["recorded_queries"] == 1
+    assert manager.rewind(save, 3).counts["recorded_queries"] == 1
+    assert list(RecordedQuery.objects.filter(game_save=save).values_list("turn_id", flat=True)) == [2]
