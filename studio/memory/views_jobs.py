@@ -11,7 +11,7 @@ from django_htmx.http import HttpResponseStopPolling
 from studio.memory import selectors
 from studio.memory.jobs import RETRYABLE_STATUSES, job_retry
 from studio.memory.models import JobStatus
-from studio.saves.views.access import playtest_save, visible_save
+from studio.saves.access import Access, save_for
 from studio.saves.views.saves import save_page_context
 
 JOBS_SHOWN = 50
@@ -39,7 +39,7 @@ def _fragment(request: HttpRequest, game_save, **extra) -> HttpResponse:
 
 @require_GET
 def save_jobs(request: HttpRequest, save_id: str) -> HttpResponse:
-    game_save = visible_save(request, save_id)
+    game_save = save_for(user=request.user, save_id=save_id)
     if request.htmx:
         return _fragment(request, game_save)
     return render(request, "memory/jobs.html", _context(request, game_save))
@@ -47,7 +47,7 @@ def save_jobs(request: HttpRequest, save_id: str) -> HttpResponse:
 
 @require_POST
 def save_job_retry(request: HttpRequest, save_id: str, job_id: int) -> HttpResponse:
-    game_save = playtest_save(request, save_id)
+    game_save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
     job = selectors.job_get(game_save=game_save, job_id=job_id)
     if job is None:
         raise Http404("No such job.")

@@ -21,7 +21,8 @@ from studio.memory.missions import (
 from studio.universes import services
 from studio.universes.forms import MissionsTextForm, UniverseMissionForm
 from studio.universes.selectors import character_names
-from studio.universes.views.common import universe_context, visible_universe, writable_universe
+from studio.universes.access import Access, universe_for
+from studio.universes.views.common import universe_context
 
 EMPTY_TABLE_ROWS = 3
 
@@ -63,14 +64,14 @@ def _respond(request, universe, note: str, **extra) -> HttpResponse:
 
 @require_GET
 def missions_page(request: HttpRequest, slug: str) -> HttpResponse:
-    universe = visible_universe(request, slug)
+    universe = universe_for(user=request.user, slug=slug)
     template = "universes/missions.html#panel" if request.htmx else "universes/missions.html"
     return render(request, template, _context(request, universe))
 
 
 @require_POST
 def missions_universe(request: HttpRequest, slug: str) -> HttpResponse:
-    universe = writable_universe(request, slug)
+    universe = universe_for(user=request.user, slug=slug, access=Access.EDIT)
     form = UniverseMissionForm(request.POST)
     if not form.is_valid():
         return _respond(request, universe, "", errors=[e for errs in form.errors.values() for e in errs])
@@ -81,7 +82,7 @@ def missions_universe(request: HttpRequest, slug: str) -> HttpResponse:
 @require_POST
 def missions_table(request: HttpRequest, slug: str) -> HttpResponse:
     """Save the per-character table: rows with a name; a row whose name is cleared is removed."""
-    universe = writable_universe(request, slug)
+    universe = universe_for(user=request.user, slug=slug, access=Access.EDIT)
     names, texts = request.POST.getlist("name"), request.POST.getlist("mission")
     missions: dict[str, str] = {}
     errors = []
@@ -109,7 +110,7 @@ def missions_table(request: HttpRequest, slug: str) -> HttpResponse:
 @require_POST
 def missions_text(request: HttpRequest, slug: str) -> HttpResponse:
     """Save the "Name: mission" block; lines without a colon are reported, not silently lost."""
-    universe = writable_universe(request, slug)
+    universe = universe_for(user=request.user, slug=slug, access=Access.EDIT)
     form = MissionsTextForm(request.POST)
     form.is_valid()
     text = form.cleaned_data.get("text", "")
