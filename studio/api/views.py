@@ -418,14 +418,14 @@ def job_detail(request: HttpRequest, save_id: str, job_id: int) -> JsonResponse:
 
 @api_view("POST")
 def job_retry(request: HttpRequest, save_id: str, job_id: int) -> JsonResponse:
-    from studio.memory.jobs import RETRYABLE_STATUSES
+    from studio.memory.jobs import JobNotRetryable
     from studio.memory.jobs import job_retry as retry
 
     save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
-    job = _job_for(save, job_id)
-    if job.status not in RETRYABLE_STATUSES:
-        raise conflict(f"Job {job.pk} is {job.status}; only failed, skipped or paused jobs can be retried.", {"status": job.status})
-    job = retry(job=job)
+    try:
+        job = retry(job=_job_for(save, job_id))
+    except JobNotRetryable as exc:
+        raise conflict(str(exc), {"status": exc.job.status}) from exc
     return JsonResponse(serializers.job_json(job))
 
 

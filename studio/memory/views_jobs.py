@@ -9,7 +9,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
 from studio.memory import selectors
-from studio.memory.jobs import RETRYABLE_STATUSES, job_retry
+from studio.memory.jobs import RETRYABLE_STATUSES, JobNotRetryable, job_retry
 from studio.memory.models import JobStatus
 from studio.saves.access import Access, save_for
 from studio.saves.views.saves import save_page_context
@@ -51,14 +51,15 @@ def save_job_retry(request: HttpRequest, save_id: str, job_id: int) -> HttpRespo
     job = selectors.job_get(game_save=game_save, job_id=job_id)
     if job is None:
         raise Http404("No such job.")
-    if job.status in RETRYABLE_STATUSES:
+    try:
         job = job_retry(job=job)
+    except JobNotRetryable as exc:
+        note = f"Job {job.pk} is {exc.job.get_status_display().lower()}; nothing to retry."
+    else:
         if job.status in (JobStatus.QUEUED, JobStatus.RUNNING):
             note = f"Job {job.pk} queued again."
         else:  # a rewind's vector delete or a fork's vector copy runs at once
             note = f"Job {job.pk} ran again: {job.get_status_display().lower()}."
-    else:
-        note = f"Job {job.pk} is {job.get_status_display().lower()}; nothing to retry."
     if not request.htmx:
         messages.info(request, note)
         return redirect("memory:jobs", save_id=game_save.save_id)
