@@ -20,15 +20,13 @@ CREATEs that restate a belief already shown are dropped.
 """
 from __future__ import annotations
 
-import logging
 import re
 from dataclasses import dataclass, field
 
-from studio.memory.llm.base import LLMTruncated, ask
+from studio.memory.llm.base import LLMTruncated
 from studio.memory.llm.normalise import fold, is_placeholder, second_person_to_name, statement_key, text_value
+from studio.memory.llm.operation import Operation, Request, run_operation
 from studio.memory.llm.parsing import scan_items
-
-logger = logging.getLogger(__name__)
 
 __all__ = [
     "ConsolidationAction",
@@ -327,6 +325,9 @@ def parse_actions(
     return actions
 
 
+CONSOLIDATE = Operation(name="consolidate", system=SYSTEM_PROMPT, item="action", activity="consolidation")
+
+
 def consolidate_detailed(
     llm,
     new_facts,
@@ -341,7 +342,8 @@ def consolidate_detailed(
     facts = [f for f in new_facts or [] if (getattr(f, "statement", "") or "").strip()]
     if not facts:
         return [], None
-    try:
+
+    def request() -> Request[list[ConsolidationAction]]:
         for index, fact in enumerate(facts, start=1):
             if fact.fact_id is None:
                 fact.fact_id = index
@@ -354,9 +356,10 @@ def consolidate_detailed(
             missions_shown=_missions_for(missions, characters),
             player_character=player_character,
         )
-        response = ask(llm, system=SYSTEM_PROMPT, prompt=prompt, operation="consolidate", schema=action_schema())
-        try:
-            actions = parse_actions(
+        return Request(
+            prompt=prompt,
+            schema=action_schema(),
+            parse=lambda response: parse_actions(
                 response.text,
                 fact_ids={f.fact_id for f in facts},
                 belief_ids={o.observation_id for o in shown if o.observation_id is not None},
@@ -364,18 +367,10 @@ def consolidate_detailed(
                 names=characters + [getattr(o, "subject", "") or "" for o in shown],
                 existing=shown,
                 facts=facts,
-            )
-        except (ValueError, LLMTruncated) as exc:
-            if response.truncated or isinstance(exc, LLMTruncated):
-                raise LLMTruncated(
-                    f"consolidate: the answer hit the token limit ({response.max_tokens or '?'} tokens) before one "
-                    "complete action; raise AXIOM_LLM_MAX_TOKENS_CONSOLIDATE (or AXIOM_LLM_MAX_TOKENS)"
-                ) from exc
-            raise
-        return actions, None
-    except Exception as exc:  # noqa: BLE001 - the seed contract: never raise
-        logger.info("consolidation produced nothing: %s", exc)
-        return [], exc
+            ),
+        )
+
+    return run_operation(llm, CONSOLIDATE, request, empty=[])
 
 
 def consolidate(
