@@ -25,8 +25,7 @@ from dataclasses import dataclass, field
 
 from studio.memory.llm.base import LLMTruncated
 from studio.memory.llm.normalise import fold, is_placeholder, second_person_to_name, statement_key, text_value
-from studio.memory.llm.operation import Operation, Request, run_operation
-from studio.memory.llm.parsing import scan_items
+from studio.memory.llm.operation import Operation, Request, read_items, run_operation
 
 __all__ = [
     "ConsolidationAction",
@@ -264,12 +263,8 @@ def parse_actions(
     """
     by_id = {getattr(f, "fact_id", None): f for f in facts or []}
     subjects = {getattr(o, "observation_id", None): (getattr(o, "subject", "") or "").strip() for o in existing or []}
-    scan = scan_items(text, "actions", is_item=_is_action_item)
-    if not scan.found_json:
-        raise ValueError(f"no JSON in the answer: {str(text)[:120]!r}")
+    scan = read_items(text, "actions", is_item=_is_action_item, noun="action")
     items = scan.items
-    if items and not any(isinstance(i, dict) and _is_action_item(i) for i in items):
-        raise ValueError(f"no action in the answer: {str(text)[:120]!r}")
     pc = (player_character or "").strip()
     canonical = {fold(n): str(n).strip() for n in names or [] if str(n).strip()}
     if pc:

@@ -38,8 +38,7 @@ from studio.memory.llm.normalise import (
     statement_key,
     text_value,
 )
-from studio.memory.llm.operation import Operation, Request, run_operation
-from studio.memory.llm.parsing import scan_items
+from studio.memory.llm.operation import Operation, Request, read_items, run_operation
 
 __all__ = [
     "extract_facts",
@@ -312,12 +311,8 @@ def parse_facts(
     Repeated facts (the same normalised statement) and copies of the prompt's example are
     dropped; at most `max_facts` are kept, in the answer's order.
     """
-    scan = scan_items(text, "facts", is_item=_is_fact_item)
-    if not scan.found_json:
-        raise ValueError(f"no JSON in the answer: {str(text)[:120]!r}")
+    scan = read_items(text, "facts", is_item=_is_fact_item, noun="fact")
     items = scan.items
-    if items and not any(isinstance(i, dict) and _is_fact_item(i) for i in items):
-        raise ValueError(f"no fact in the answer: {str(text)[:120]!r}")
     ctx = _Context(known_entities, when_hint, player_character)
     facts: list[Fact] = []
     seen: set[str] = set()

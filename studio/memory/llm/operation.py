@@ -6,7 +6,7 @@ once (`run_operation`):
 1. build the request (`Request`: the prompt, the JSON schema, a parser of the answer);
 2. `ask` the backend under the operation's name (the `LLMCall` log, per-operation options);
 3. parse; a parser raises ValueError for an answer with nothing usable, `LLMTruncated` for
-   one cut before its first complete item;
+   one cut before its first complete item (`read_items` is the list answers' first step);
 4. an answer the token limit cut (or a parser's `LLMTruncated`) becomes one `LLMTruncated`
    naming the setting to raise, `AXIOM_LLM_MAX_TOKENS_<OPERATION>`;
 5. never raise: any failure, building the request included, gives the operation's empty
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from studio.memory.llm.base import LLMResponse, LLMTruncated, ask
+from studio.memory.llm.parsing import ItemScan, scan_items
 
 logger = logging.getLogger(__name__)
 
@@ -74,3 +75,17 @@ def run_operation(
     except Exception as exc:  # noqa: BLE001 - the engine contract: never raise
         logger.info("%s produced nothing%s: %s", operation.activity, f" for {about!r}" if about else "", exc)
         return empty, exc
+
+
+def read_items(text: str, key: str, *, is_item: Callable[[dict], bool], noun: str) -> ItemScan:
+    """Return the complete items of a list answer ({key: [...]}, a bare list or one item).
+
+    Raise ValueError when the answer holds no JSON, or objects none of which is an item
+    (`is_item`); `noun` names an item in the message.
+    """
+    scan = scan_items(text, key, is_item=is_item)
+    if not scan.found_json:
+        raise ValueError(f"no JSON in the answer: {str(text)[:120]!r}")
+    if scan.items and not any(isinstance(item, dict) and is_item(item) for item in scan.items):
+        raise ValueError(f"no {noun} in the answer: {str(text)[:120]!r}")
+    return scan
