@@ -1,4 +1,8 @@
-"""Map failures of what the API stands on (vector store, database) to JSON errors.
+"""Map the domain's errors and failures of what the API stands on (vector store, database) to JSON errors.
+
+Access (`studio.universes.access`): `NotFound` is 404 `not_found` naming what was asked for
+(a save, a universe), whether it does not exist or may not be seen; `RoleRequired` is 403
+`permission_denied` with the role the action needs. Pages get 404 / 403 from the same errors.
 
 Called from `api_view` inside an `except` block; returns None for anything it does not
 recognise, which then becomes a logged 500.
@@ -9,7 +13,7 @@ import sys
 
 from django.db import IntegrityError, OperationalError
 
-from studio.api.errors import ApiError
+from studio.api.errors import ApiError, not_found, permission_denied
 
 RETRY_AFTER_SECONDS = "5"
 
@@ -23,8 +27,13 @@ def translate_exception(exc: BaseException | None = None) -> ApiError | None:
 
     from studio.memory.vector import is_store_failure
     from studio.saves.checkpoints import RewindError
+    from studio.universes.access import NotFound, RoleRequired
 
-    if isinstance(exc, Http404):  # from a shared selector such as save_get_for_user
+    if isinstance(exc, NotFound):
+        return not_found(exc.what)
+    if isinstance(exc, RoleRequired):
+        return permission_denied(str(exc))
+    if isinstance(exc, Http404):  # from a shared selector (a turn the page asks for)
         return ApiError(404, "not_found", "No such resource, or you may not see it.")
     if isinstance(exc, PermissionDenied):
         return ApiError(403, "permission_denied", str(exc) or "You may not do this.")

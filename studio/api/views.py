@@ -2,7 +2,8 @@
 
 Every view is wrapped by `api_view`, which authenticates (bearer token or session), checks
 the method and CSRF, and turns errors into {"error": {...}} JSON. Views stay thin: they
-validate parameters, check access (`studio.api.access`), call the services and selectors
+validate parameters, check access (`studio.saves.access`: its NotFound and RoleRequired
+become 404 `not_found` / 403 `permission_denied` in `faults.py`), call the services and selectors
 the studio pages use, and serialize.
 """
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 from django.http import HttpRequest, JsonResponse
 
 from studio.api import serializers
-from studio.api.access import require_writer, save_for, universe_for
 from studio.api.errors import ApiError, conflict, not_found
 from studio.api.http import Params, api_view, json_body, page, page_params
 from studio.api.openapi import build_openapi
@@ -19,6 +19,7 @@ from studio.memory.observations import TRENDS
 from studio.memory.search import memory_horizon, memory_search
 from studio.memory.selectors import belief_list_at_turn, fact_list_at_turn, mental_model_list_at_turn
 from studio.roles import is_author, is_playtester
+from studio.saves.access import Access, require, save_for, universe_for
 from studio.saves.models import Event, MemoryMode, Save, StateCache
 from studio.saves.selectors import save_list_for_user
 from studio.universes.selectors import universe_list_for_user
@@ -89,17 +90,14 @@ def _save_create(request: HttpRequest) -> JsonResponse:
     memory_mode = params.string("memory_mode", default=MemoryMode.CLASSIC, choices=list(MemoryMode.values))
     beliefs_enabled = params.boolean("beliefs_enabled", default=True)
     params.done()
-    universe = universe_for(request.user, universe_slug)
-    if universe is None:
-        raise not_found("universe")
-    require_writer(request.user)
+    universe = universe_for(user=request.user, slug=universe_slug, access=Access.PLAY)
     save = save_create(universe=universe, name=name.strip(), memory_mode=memory_mode, beliefs_enabled=beliefs_enabled)
     return _created(serializers.save_json(save))
 
 
 @api_view("GET")
 def save_detail(request: HttpRequest, save_id: str) -> JsonResponse:
-    return JsonResponse(serializers.save_json(save_for(request.user, save_id)))
+    return JsonResponse(serializers.save_json(save_for(user=request.user, save_id=save_id)))
 
 
 # -- turns ---------------------------------------------------------------------------------
@@ -109,7 +107,7 @@ def save_detail(request: HttpRequest, save_id: str) -> JsonResponse:
 def turn_collection(request: HttpRequest, save_id: str) -> JsonResponse:
     if request.method == "POST":
         return _turn_append(request, save_id)
-    save = save_for(request.user, save_id)
+    save = save_for(user=request.user, save_id=save_id)
     params, limit, offset = page_params(request)
     since = params.integer("after_turn", minimum=0)
     include_state = params.boolean("include_state", default=False)
@@ -130,7 +128,7 @@ def turn_collection(request: HttpRequest, save_id: str) -> JsonResponse:
 def _turn_append(request: HttpRequest, save_id: str) -> JsonResponse:
     from studio.saves.services import TurnConflict, turn_append
 
-    save = save_for(request.user, save_id, write=True)
+    save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
     data = json_body(request)
     params = Params(data)
     player_input = params.string("player_input", default="", max_length=20_000)
@@ -162,7 +160,7 @@ def _event_for(save: Save, turn_id: int) -> Event:
 def turn_detail(request: HttpRequest, save_id: str, turn_id: int) -> JsonResponse:
     if request.method == "PATCH":
         return _turn_update(request, save_id, turn_id)
-    save = save_for(request.user, save_id)
+    save = save_for(user=request.user, save_id=save_id)
     event = _event_for(save, turn_id)
     state = StateCache.objects.filter(game_save=save, turn_id=turn_id).values_list("state", flat=True).first()
     return JsonResponse(serializers.event_json(event, state if state is not None else {}))
@@ -171,7 +169,7 @@ def turn_detail(request: HttpRequest, save_id: str, turn_id: int) -> JsonRespons
 def _turn_update(request: HttpRequest, save_id: str, turn_id: int) -> JsonResponse:
     from studio.saves.services import turn_update_narrative
 
-    save = save_for(request.user, save_id, write=True)
+    save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
     params = Params(json_body(request))
     narrative = params.string("narrative", required=True, max_length=200_000)
     params.done()
@@ -190,7 +188,7 @@ def _horizon(params: Params, save: Save) -> int:
 
 @api_view("GET")
 def fact_list(request: HttpRequest, save_id: str) -> JsonResponse:
-    save = save_for(request.user, save_id)
+    save = save_for(user=request.user, save_id=save_id)
     params, limit, offset = page_params(request)
     horizon = _horizon(params, save)
     entity = params.string("entity", max_length=200)
@@ -201,7 +199,7 @@ def fact_list(request: HttpRequest, save_id: str) -> JsonResponse:
 
 @api_view("GET")
 def belief_list(request: HttpRequest, save_id: str) -> JsonResponse:
-    save = save_for(request.user, save_id)
+    save = save_for(user=request.user, save_id=save_id)
     params, limit, offset = page_params(request)
     horizon = _horizon(params, save)
     subject = params.string("subject", max_length=200)
@@ -217,7 +215,7 @@ def belief_list(request: HttpRequest, save_id: str) -> JsonResponse:
 
 @api_view("GET")
 def mental_model_list(request: HttpRequest, save_id: str) -> JsonResponse:
-    save = save_for(request.user, save_id)
+    save = save_for(user=request.user, save_id=save_id)
     params, limit, offset = page_params(request)
     horizon = _horizon(params, save)
     subject = params.string("subject", max_length=200)
@@ -247,7 +245,7 @@ def memory_query(request: HttpRequest, save_id: str) -> JsonResponse:
     A vector store that cannot be reached is a 503 (see faults.py); an embedding model that
     cannot load leaves the lexical arms, and the answer says so in `warnings`.
     """
-    save = save_for(request.user, save_id)
+    save = save_for(user=request.user, save_id=save_id)
     params = _read_params(request)
     query_text = params.string("query_text", required=True, max_length=4000, allow_blank=False)
     k = params.integer("k", default=5, minimum=1, maximum=100)
@@ -260,7 +258,7 @@ def memory_query(request: HttpRequest, save_id: str) -> JsonResponse:
     record = params.boolean("record", default=False)
     params.done()
     if record:
-        require_writer(request.user)
+        require(request.user, Access.PLAY)
     # memory_search clamps the horizon to the save's current turn: a chunk a failed rewind
     # left behind (turn > current) never comes back, whatever the client asks.
     outcome = memory_search(
@@ -312,7 +310,7 @@ def memory_context(request: HttpRequest, save_id: str) -> JsonResponse:
         build_memory_context,
     )
 
-    save = save_for(request.user, save_id)
+    save = save_for(user=request.user, save_id=save_id)
     params = _read_params(request)
     query_text = params.string("query_text", default="", max_length=4000)
     focus_terms = params.string_list("focus_terms")
@@ -322,7 +320,7 @@ def memory_context(request: HttpRequest, save_id: str) -> JsonResponse:
     record = params.boolean("record", default=False)
     params.done()
     if record:
-        require_writer(request.user)
+        require(request.user, Access.PLAY)
     context = build_memory_context(
         game_save=save,
         query_text=query_text,
@@ -351,7 +349,7 @@ def _target_turn(params: Params, save: Save, *, name: str = "turn_id", required:
 
 @api_view("GET")
 def rewind_preview(request: HttpRequest, save_id: str) -> JsonResponse:
-    save = save_for(request.user, save_id)
+    save = save_for(user=request.user, save_id=save_id)
     turn = _target_turn(Params(request.GET, from_query=True), save)
     from studio.saves.checkpoints import CheckpointManager
 
@@ -363,7 +361,7 @@ def rewind_preview(request: HttpRequest, save_id: str) -> JsonResponse:
 def rewind(request: HttpRequest, save_id: str) -> JsonResponse:
     from studio.saves.checkpoints import CheckpointManager, TurnConflict
 
-    save = save_for(request.user, save_id, write=True)
+    save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
     params = Params(json_body(request))
     expected = params.integer("expected_current_turn", minimum=0)
     turn = _target_turn(params, save)
@@ -377,7 +375,7 @@ def rewind(request: HttpRequest, save_id: str) -> JsonResponse:
 
 @api_view("POST")
 def fork(request: HttpRequest, save_id: str) -> JsonResponse:
-    save = save_for(request.user, save_id, write=True)
+    save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
     params = Params(json_body(request))
     name = params.string("name", max_length=200)
     turn = _target_turn(params, save, required=False)
@@ -401,7 +399,7 @@ def _job_for(save: Save, job_id: int):
 def job_list(request: HttpRequest, save_id: str) -> JsonResponse:
     from studio.memory.models import JobKind, JobStatus
 
-    save = save_for(request.user, save_id)
+    save = save_for(user=request.user, save_id=save_id)
     params, limit, offset = page_params(request)
     status = params.string("status", choices=list(JobStatus.values))
     kind = params.string("kind", choices=list(JobKind.values))
@@ -414,20 +412,20 @@ def job_list(request: HttpRequest, save_id: str) -> JsonResponse:
 
 @api_view("GET")
 def job_detail(request: HttpRequest, save_id: str, job_id: int) -> JsonResponse:
-    save = save_for(request.user, save_id)
+    save = save_for(user=request.user, save_id=save_id)
     return JsonResponse(serializers.job_json(_job_for(save, job_id)))
 
 
 @api_view("POST")
 def job_retry(request: HttpRequest, save_id: str, job_id: int) -> JsonResponse:
-    from studio.memory.jobs import RETRYABLE_STATUSES
+    from studio.memory.jobs import JobNotRetryable
     from studio.memory.jobs import job_retry as retry
 
-    save = save_for(request.user, save_id, write=True)
-    job = _job_for(save, job_id)
-    if job.status not in RETRYABLE_STATUSES:
-        raise conflict(f"Job {job.pk} is {job.status}; only failed, skipped or paused jobs can be retried.", {"status": job.status})
-    job = retry(job=job)
+    save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
+    try:
+        job = retry(job=_job_for(save, job_id))
+    except JobNotRetryable as exc:
+        raise conflict(str(exc), {"status": exc.job.status}) from exc
     return JsonResponse(serializers.job_json(job))
 
 
@@ -448,7 +446,7 @@ def narrate(request: HttpRequest, save_id: str) -> JsonResponse:
     from studio.memory.llm import LLMError, SpendLimitExceeded
     from studio.saves.narrator.services import NoModelConnected, narrate_once
 
-    save = save_for(request.user, save_id, write=True)
+    save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
     params = Params(json_body(request))
     player_input = params.string("player_input", required=True, max_length=4000)
     params.done()

@@ -13,25 +13,18 @@ from __future__ import annotations
 from django.http import FileResponse, HttpRequest, JsonResponse
 
 from studio.api import serializers
-from studio.api.access import save_for, universe_for
-from studio.api.errors import ApiError, not_found, permission_denied
+from studio.api.errors import ApiError
 from studio.api.http import Params, api_view, body_too_large
-from studio.roles import is_playtester
 from studio.saves import portable
+from studio.saves.access import Access, save_for, universe_for
 
 IMPORT_CONTENT_TYPES = ("application/json", "application/gzip", "application/x-gzip", "application/octet-stream")
 READ_CHUNK = 64 * 1024
 
 
-def _require_playtester(user, action: str) -> None:
-    if not is_playtester(user):
-        raise permission_denied(f"{action} a save file needs the playtester, author or staff role.")
-
-
 @api_view("GET")
 def save_export(request: HttpRequest, save_id: str) -> FileResponse:
-    save = save_for(request.user, save_id)
-    _require_playtester(request.user, "Exporting")
+    save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)  # a read, but a playtester's, like an import
     params = Params(request.GET, from_query=True)
     compress = params.string("compress", choices=["gzip"])
     params.done()
@@ -61,10 +54,7 @@ def _read_body(request: HttpRequest, limit: int) -> bytes:
 
 @api_view("POST")
 def save_import(request: HttpRequest, slug: str) -> JsonResponse:
-    universe = universe_for(request.user, slug)
-    if universe is None:
-        raise not_found("universe")
-    _require_playtester(request.user, "Importing")
+    universe = universe_for(user=request.user, slug=slug, access=Access.PLAY)
     params = Params(request.GET, from_query=True)
     name = params.string("name", max_length=200, default="")
     params.done()

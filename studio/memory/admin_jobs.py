@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 
-from studio.memory.jobs import RETRYABLE_STATUSES, job_retry
+from studio.memory.jobs import JobNotRetryable, job_retry
 from studio.memory.models import Job, LLMCall
 
 
@@ -33,8 +33,11 @@ class JobAdmin(admin.ModelAdmin):
     @admin.action(description="Retry the selected failed, skipped or paused jobs")
     def retry_jobs(self, request, queryset):
         retried = 0
-        for job in queryset.filter(status__in=RETRYABLE_STATUSES):
-            job_retry(job=job)
+        for job in queryset:
+            try:
+                job_retry(job=job)
+            except JobNotRetryable:  # queued, running or done: left as it is
+                continue
             retried += 1
         self.message_user(request, f"{retried} job(s) queued again.", messages.SUCCESS)
 

@@ -20,15 +20,12 @@ CREATEs that restate a belief already shown are dropped.
 """
 from __future__ import annotations
 
-import logging
 import re
 from dataclasses import dataclass, field
 
-from studio.memory.llm.base import LLMTruncated, ask
+from studio.memory.llm.base import LLMTruncated
 from studio.memory.llm.normalise import fold, is_placeholder, second_person_to_name, statement_key, text_value
-from studio.memory.llm.parsing import scan_items
-
-logger = logging.getLogger(__name__)
+from studio.memory.llm.operation import Operation, Request, read_items, run_operation
 
 __all__ = [
     "ConsolidationAction",
@@ -266,12 +263,8 @@ def parse_actions(
     """
     by_id = {getattr(f, "fact_id", None): f for f in facts or []}
     subjects = {getattr(o, "observation_id", None): (getattr(o, "subject", "") or "").strip() for o in existing or []}
-    scan = scan_items(text, "actions", is_item=_is_action_item)
-    if not scan.found_json:
-        raise ValueError(f"no JSON in the answer: {str(text)[:120]!r}")
+    scan = read_items(text, "actions", is_item=_is_action_item, noun="action")
     items = scan.items
-    if items and not any(isinstance(i, dict) and _is_action_item(i) for i in items):
-        raise ValueError(f"no action in the answer: {str(text)[:120]!r}")
     pc = (player_character or "").strip()
     canonical = {fold(n): str(n).strip() for n in names or [] if str(n).strip()}
     if pc:
@@ -327,6 +320,9 @@ def parse_actions(
     return actions
 
 
+CONSOLIDATE = Operation(name="consolidate", system=SYSTEM_PROMPT, item="action", activity="consolidation")
+
+
 def consolidate_detailed(
     llm,
     new_facts,
@@ -341,7 +337,8 @@ def consolidate_detailed(
     facts = [f for f in new_facts or [] if (getattr(f, "statement", "") or "").strip()]
     if not facts:
         return [], None
-    try:
+
+    def request() -> Request[list[ConsolidationAction]]:
         for index, fact in enumerate(facts, start=1):
             if fact.fact_id is None:
                 fact.fact_id = index
@@ -354,9 +351,10 @@ def consolidate_detailed(
             missions_shown=_missions_for(missions, characters),
             player_character=player_character,
         )
-        response = ask(llm, system=SYSTEM_PROMPT, prompt=prompt, operation="consolidate", schema=action_schema())
-        try:
-            actions = parse_actions(
+        return Request(
+            prompt=prompt,
+            schema=action_schema(),
+            parse=lambda response: parse_actions(
                 response.text,
                 fact_ids={f.fact_id for f in facts},
                 belief_ids={o.observation_id for o in shown if o.observation_id is not None},
@@ -364,18 +362,10 @@ def consolidate_detailed(
                 names=characters + [getattr(o, "subject", "") or "" for o in shown],
                 existing=shown,
                 facts=facts,
-            )
-        except (ValueError, LLMTruncated) as exc:
-            if response.truncated or isinstance(exc, LLMTruncated):
-                raise LLMTruncated(
-                    f"consolidate: the answer hit the token limit ({response.max_tokens or '?'} tokens) before one "
-                    "complete action; raise AXIOM_LLM_MAX_TOKENS_CONSOLIDATE (or AXIOM_LLM_MAX_TOKENS)"
-                ) from exc
-            raise
-        return actions, None
-    except Exception as exc:  # noqa: BLE001 - the seed contract: never raise
-        logger.info("consolidation produced nothing: %s", exc)
-        return [], exc
+            ),
+        )
+
+    return run_operation(llm, CONSOLIDATE, request, empty=[])
 
 
 def consolidate(

@@ -41,6 +41,7 @@ from studio.memory import context_lore
 from studio.memory.models import MentalModel, Observation, subject_key_for
 from studio.memory.observations import compute_trend
 from studio.memory.search import memory_horizon, memory_search, result_key
+from studio.memory.tokens import count_tokens
 
 DEFAULT_TOKEN_BUDGET = 1200
 DEFAULT_K_NARRATIVE = 6
@@ -56,15 +57,6 @@ LAYER_TITLES = {
     "narrative": "Narrative memory",
     "lore": "Lore",
 }
-
-
-def count_tokens(text: str) -> int:
-    """Return the token count of `text` (the embedding model's tokenizer when available)."""
-    try:
-        from studio.universes.counting import count_tokens as counter
-    except ImportError:  # pragma: no cover - the lore counting module ships with the studio
-        return len(re.findall(r"\w+|[^\w\s]", text or ""))
-    return counter(text or "")
 
 
 @dataclass

@@ -23,11 +23,10 @@ record why nothing came out; `extract_facts` is the seed's never-raising form.
 """
 from __future__ import annotations
 
-import logging
 import re
 
 from studio.memory.facts import Fact
-from studio.memory.llm.base import LLMTruncated, ask
+from studio.memory.llm.base import LLMTruncated
 from studio.memory.llm.normalise import (
     fold,
     is_placeholder,
@@ -39,9 +38,7 @@ from studio.memory.llm.normalise import (
     statement_key,
     text_value,
 )
-from studio.memory.llm.parsing import scan_items
-
-logger = logging.getLogger(__name__)
+from studio.memory.llm.operation import Operation, Request, read_items, run_operation
 
 __all__ = [
     "extract_facts",
@@ -314,12 +311,8 @@ def parse_facts(
     Repeated facts (the same normalised statement) and copies of the prompt's example are
     dropped; at most `max_facts` are kept, in the answer's order.
     """
-    scan = scan_items(text, "facts", is_item=_is_fact_item)
-    if not scan.found_json:
-        raise ValueError(f"no JSON in the answer: {str(text)[:120]!r}")
+    scan = read_items(text, "facts", is_item=_is_fact_item, noun="fact")
     items = scan.items
-    if items and not any(isinstance(i, dict) and _is_fact_item(i) for i in items):
-        raise ValueError(f"no fact in the answer: {str(text)[:120]!r}")
     ctx = _Context(known_entities, when_hint, player_character)
     facts: list[Fact] = []
     seen: set[str] = set()
@@ -339,6 +332,9 @@ def parse_facts(
     return facts
 
 
+EXTRACT = Operation(name="extract", system=SYSTEM_PROMPT, item="fact", activity="fact extraction")
+
+
 def extract_facts_detailed(
     llm,
     narrative_text: str,
@@ -351,39 +347,17 @@ def extract_facts_detailed(
     """Return (facts, failure): the facts, and the exception that emptied them (or None)."""
     if not narrative_text or not str(narrative_text).strip() or max_facts <= 0:
         return [], None
-    try:
-        response = ask(
-            llm,
-            system=SYSTEM_PROMPT,
-            prompt=build_prompt(
-                str(narrative_text),
-                known_entities=known_entities,
-                when_hint=when_hint,
-                max_facts=max_facts,
-                player_character=player_character,
-            ),
-            operation="extract",
+    options = {"known_entities": known_entities, "when_hint": when_hint, "max_facts": max_facts,
+               "player_character": player_character}
+
+    def request() -> Request[list[Fact]]:
+        return Request(
+            prompt=build_prompt(str(narrative_text), **options),
             schema=fact_schema(max_facts),
+            parse=lambda response: parse_facts(response.text, **options),
         )
-        try:
-            facts = parse_facts(
-                response.text,
-                known_entities=known_entities,
-                when_hint=when_hint,
-                max_facts=max_facts,
-                player_character=player_character,
-            )
-        except (ValueError, LLMTruncated) as exc:
-            if response.truncated or isinstance(exc, LLMTruncated):
-                raise LLMTruncated(
-                    f"extract: the answer hit the token limit ({response.max_tokens or '?'} tokens) before one "
-                    "complete fact; raise AXIOM_LLM_MAX_TOKENS_EXTRACT (or AXIOM_LLM_MAX_TOKENS)"
-                ) from exc
-            raise
-        return facts, None
-    except Exception as exc:  # noqa: BLE001 - the seed contract: never raise
-        logger.info("fact extraction produced nothing: %s", exc)
-        return [], exc
+
+    return run_operation(llm, EXTRACT, request, empty=[])
 
 
 def extract_facts(

@@ -15,14 +15,11 @@ rewritten about that character.
 """
 from __future__ import annotations
 
-import logging
 import re
 
-from studio.memory.llm.base import LLMTruncated, ask
 from studio.memory.llm.normalise import is_placeholder, second_person_to_name, text_value
+from studio.memory.llm.operation import Operation, Request, run_operation
 from studio.memory.llm.parsing import scan_json, strip_code_fences
-
-logger = logging.getLogger(__name__)
 
 __all__ = ["affected_subjects", "reflect", "reflect_detailed", "MIN_BELIEFS", "MAX_BELIEFS", "summary_schema"]
 
@@ -131,6 +128,9 @@ def clean_summary(text: str, *, player_character: str | None = None, truncated: 
     return "" if is_placeholder(summary) else summary
 
 
+REFLECT = Operation(name="reflect", system=SYSTEM_PROMPT, item="sentence", activity="reflection")
+
+
 def reflect_detailed(
     llm, subject: str, beliefs, *, mission: str | None = None, player_character: str | None = None
 ) -> tuple[str, Exception | None]:
@@ -138,27 +138,18 @@ def reflect_detailed(
     held = [b for b in beliefs or [] if (getattr(b, "statement", "") or "").strip()]
     if len(held) < MIN_BELIEFS:
         return "", None
-    try:
-        response = ask(
-            llm,
-            system=SYSTEM_PROMPT,
-            prompt=build_prompt(subject or "", held, mission=mission, player_character=player_character),
-            operation="reflect",
-            schema=summary_schema(),
-        )
-        text = response.text
-        summary = clean_summary(text, player_character=player_character, truncated=response.truncated)
-        if not summary and response.truncated:
-            raise LLMTruncated(
-                f"reflect: the answer hit the token limit ({response.max_tokens or '?'} tokens) before one complete "
-                "sentence; raise AXIOM_LLM_MAX_TOKENS_REFLECT (or AXIOM_LLM_MAX_TOKENS)"
-            )
+
+    def parse(response) -> str:
+        summary = clean_summary(response.text, player_character=player_character, truncated=response.truncated)
         if not summary:
             raise ValueError("the model returned an empty profile")
-        return summary, None
-    except Exception as exc:  # noqa: BLE001 - the seed contract: never raise
-        logger.info("reflection produced nothing for %r: %s", subject, exc)
-        return "", exc
+        return summary
+
+    def request() -> Request[str]:
+        prompt = build_prompt(subject or "", held, mission=mission, player_character=player_character)
+        return Request(prompt=prompt, schema=summary_schema(), parse=parse)
+
+    return run_operation(llm, REFLECT, request, empty="", about=subject)
 
 
 def reflect(llm, subject: str, beliefs, *, mission: str | None = None, player_character: str | None = None) -> str:

@@ -9,9 +9,9 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
 from studio.memory import selectors
-from studio.memory.jobs import RETRYABLE_STATUSES, job_retry
+from studio.memory.jobs import RETRYABLE_STATUSES, JobNotRetryable, job_retry
 from studio.memory.models import JobStatus
-from studio.saves.views.access import playtest_save, visible_save
+from studio.saves.access import Access, save_for
 from studio.saves.views.saves import save_page_context
 
 JOBS_SHOWN = 50
@@ -39,7 +39,7 @@ def _fragment(request: HttpRequest, game_save, **extra) -> HttpResponse:
 
 @require_GET
 def save_jobs(request: HttpRequest, save_id: str) -> HttpResponse:
-    game_save = visible_save(request, save_id)
+    game_save = save_for(user=request.user, save_id=save_id)
     if request.htmx:
         return _fragment(request, game_save)
     return render(request, "memory/jobs.html", _context(request, game_save))
@@ -47,18 +47,19 @@ def save_jobs(request: HttpRequest, save_id: str) -> HttpResponse:
 
 @require_POST
 def save_job_retry(request: HttpRequest, save_id: str, job_id: int) -> HttpResponse:
-    game_save = playtest_save(request, save_id)
+    game_save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
     job = selectors.job_get(game_save=game_save, job_id=job_id)
     if job is None:
         raise Http404("No such job.")
-    if job.status in RETRYABLE_STATUSES:
+    try:
         job = job_retry(job=job)
+    except JobNotRetryable as exc:
+        note = f"Job {job.pk} is {exc.job.get_status_display().lower()}; nothing to retry."
+    else:
         if job.status in (JobStatus.QUEUED, JobStatus.RUNNING):
             note = f"Job {job.pk} queued again."
         else:  # a rewind's vector delete or a fork's vector copy runs at once
             note = f"Job {job.pk} ran again: {job.get_status_display().lower()}."
-    else:
-        note = f"Job {job.pk} is {job.get_status_display().lower()}; nothing to retry."
     if not request.htmx:
         messages.info(request, note)
         return redirect("memory:jobs", save_id=game_save.save_id)

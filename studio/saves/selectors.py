@@ -28,18 +28,6 @@ def save_list_for_user(*, user) -> QuerySet[Save]:
     return Save.objects.filter(universe__in=universe_list_for_user(user=user)).select_related("universe")
 
 
-def save_get_for_user(*, user, save_id: str) -> Save:
-    """Return the save `save_id` if `user` may see it; raise Http404 otherwise.
-
-    A save of a universe the user does not belong to answers 404, not 403, so its existence
-    is not revealed.
-    """
-    try:
-        return save_list_for_user(user=user).select_related("forked_from").get(save_id=save_id)
-    except Save.DoesNotExist as exc:
-        raise Http404("No such save.") from exc
-
-
 def _count_subquery(model, *, manager=None) -> Coalesce:
     rows = (manager or model.objects).filter(game_save=OuterRef("pk")).order_by()
     counted = rows.values("game_save").annotate(n=Count("pk")).values("n")

@@ -11,7 +11,7 @@ from studio.universes import activation as activation_fields
 from studio.universes.interchange import MAX_TEXT_CHARS
 from studio.universes.models import LoreKind
 from studio.universes.selectors import LORE_SORTS, lore_title_index
-from studio.universes.services import meta_validate
+from studio.universes.services import MAX_MISSION_CHARS, meta_validate
 
 
 class UniverseCreateForm(forms.Form):
@@ -310,8 +310,9 @@ class BulkActionForm(forms.Form):
 
 
 class UniverseMissionForm(forms.Form):
+    # Reads the field only: the length and every other rule are checked by `missions_set`.
     mission = forms.CharField(
-        widget=forms.Textarea(attrs={"rows": 3}), required=False, max_length=4000,
+        widget=forms.Textarea(attrs={"rows": 3, "maxlength": MAX_MISSION_CHARS}), required=False,
         help_text="What every character tends to remember, unless a character has its own mission.",
     )
 

@@ -36,11 +36,6 @@ def universe_list_for_user(*, user) -> QuerySet[Universe]:
     return qs.filter(Q(owner=user) | Q(members=user)).distinct()
 
 
-def universe_get_for_user(*, user, slug: str) -> Universe:
-    """Return the universe with `slug` if `user` may see it; 404 otherwise (never 403: no leak)."""
-    return get_object_or_404(universe_list_for_user(user=user), slug=slug)
-
-
 def universe_list_with_counts(*, user) -> QuerySet[Universe]:
     return universe_list_for_user(user=user).select_related("owner").annotate(
         lore_count=Count("lore_entries", distinct=True), save_count=Count("saves", distinct=True)

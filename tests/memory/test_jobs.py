@@ -346,7 +346,8 @@ def test_running_a_done_job_again_changes_nothing(
     job = Job.objects.get(game_save=save, kind=JobKind.LIVING_TURN)
     requests = len(llm_server.requests)
     jobs.run_job(job.pk)
-    jobs.job_retry(job=job)
+    with pytest.raises(jobs.JobNotRetryable):  # a done job's results stand
+        jobs.job_retry(job=job)
     assert Fact.objects.count() == 2 and Observation.objects.count() == 2
     assert len(llm_server.requests) == requests
 

@@ -8,7 +8,7 @@ Layers, each importing only the ones above it in this list:
                `AppConfig.ready()`), and the `JobContext` a handler is given;
 - `runner`     `run_job` drains a scope, `run_now` runs one immediate job here;
 - `dispatch`   hands job ids to Celery, the in-process pool, or runs them inline (eager);
-- `services`   `enqueue_*` and `job_retry`, what the apps call; `selectors` the reads.
+- `services`   `enqueue_*` and `job_retry` (`JobNotRetryable`), what the apps call; `selectors` the reads.
 
 The engine's ledger knows the models it stores against (Job, Save, Universe, LoreEntry),
 never an app's services, views or checkpoints: the saves app registers the vector jobs of
@@ -31,7 +31,13 @@ from studio.memory.jobs.ledger import (
 from studio.memory.jobs.registry import JobContext, JobHandler, handler_for, register, registered_kinds
 from studio.memory.jobs.runner import LOST, Outcome, batch_size, claim_batch, run_job, run_now
 from studio.memory.jobs.selectors import jobs_active_for_save, jobs_for_save
-from studio.memory.jobs.services import enqueue_refresh_models, enqueue_sync_lore, enqueue_turn, job_retry
+from studio.memory.jobs.services import (
+    JobNotRetryable,
+    enqueue_refresh_models,
+    enqueue_sync_lore,
+    enqueue_turn,
+    job_retry,
+)
 
 __all__ = [
     "LOST",
@@ -43,6 +49,7 @@ __all__ = [
     "JobContext",
     "JobHandler",
     "JobLost",
+    "JobNotRetryable",
     "JobPaused",
     "JobSkipped",
     "Outcome",

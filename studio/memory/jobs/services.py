@@ -4,7 +4,9 @@ Every `enqueue_*` creates its Job rows in the caller's transaction (`ledger.job_
 a runner gets them when that transaction commits. `job_retry` puts a failed, skipped or
 paused job back in the queue; a job of an `immediate` kind (a rewind's vector delete, a
 fork's vector copy) is then run at once, in the caller's thread, so the page that asked
-shows its outcome.
+shows its outcome. Whether a job can be retried is decided here, under the row's lock, and
+nowhere else: any other job raises `JobNotRetryable`, which the Jobs page turns into a note
+and the API into 409 `conflict`.
 """
 from __future__ import annotations
 
@@ -13,6 +15,14 @@ from django.utils import timezone
 from studio.memory import lore_state
 from studio.memory.jobs import ledger, registry, runner
 from studio.memory.models import Job, JobKind, JobStatus
+
+
+class JobNotRetryable(Exception):
+    """The job is queued, running or done: nothing to retry (a done job's results stand)."""
+
+    def __init__(self, job: Job):
+        super().__init__(f"Job {job.pk} is {job.status}; only failed, skipped or paused jobs can be retried.")
+        self.job = job
 
 
 def enqueue_sync_lore(*, universe=None, game_save=None) -> Job:
@@ -105,8 +115,9 @@ def enqueue_refresh_models(*, game_save) -> Job:
 def job_retry(*, job: Job) -> Job:
     """Put a failed, skipped or paused job back in the queue (same row) and return it.
 
-    Queued, running and done jobs are returned unchanged (a done job's results stand; edit
-    the turn to re-extract it). A job of an immediate kind (rewind's vector delete, fork's
+    Raise JobNotRetryable, changing nothing, for a queued, running or done job (as it stands
+    under the lock, whatever `job` says; a done job's results stand: edit the turn to
+    re-extract it). A job of an immediate kind (rewind's vector delete, fork's
     vector copy) is run now, in this thread; must not be called inside an open transaction
     then (the vector store is outside the database).
     """
@@ -115,7 +126,9 @@ def job_retry(*, job: Job) -> Job:
     except LookupError:
         immediate = False
     row, requeued = ledger.job_requeue(job=job, wake=not immediate)
-    if requeued and immediate:
+    if not requeued:
+        raise JobNotRetryable(row)
+    if immediate:
         runner.run_now(row.pk)
         row.refresh_from_db()
     return row

@@ -10,6 +10,8 @@
   sampling fields sent only where accepted, a model and settings per operation.
 - `capabilities`: what each endpoint and model accepts, remembered process-wide.
 - `tracked`: `TrackedLLM`, one job's view of a backend: spend guard, call log, truncation.
+- `operation`: `run_operation`, how extract, consolidate and reflect ask, parse, name a
+  truncation and never raise (one runner for the three).
 - `parsing` / `normalise`: reading JSON and fields out of what real models answer.
 
 `get_llm_backend()` builds the backend from settings, or returns None when no endpoint is

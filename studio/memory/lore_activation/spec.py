@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from studio.memory.tokens import count_tokens
+
 MAX_SCAN_DEPTH = 1000  # world-info.js MAX_SCAN_DEPTH
 DEFAULT_GROUP_WEIGHT = 100  # world-info.js DEFAULT_WEIGHT
 MESSAGES_PER_TURN = 2  # a turn is the player's input and the narration
@@ -151,8 +153,8 @@ def spec_from_entry(entry: Any) -> LoreSpec:
         values[name] = value
     text = entry.text or ""
     token_count = getattr(entry, "token_count", None)
-    if token_count is None:
-        token_count = max(1, len(text) // 4) if text else 0
+    if token_count is None:  # not a stored LoreEntry: count as its token_count would be
+        token_count = count_tokens(text)
     return LoreSpec(entry_id=entry.entry_id, title=entry.title, text=text, keys=tuple(entry.keys or ()),
                     token_count=int(token_count), **values)
 

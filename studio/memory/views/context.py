@@ -8,7 +8,7 @@ from django.views.decorators.http import require_GET
 
 from studio.memory.context import DEFAULT_K_LORE, DEFAULT_K_NARRATIVE, DEFAULT_TOKEN_BUDGET, build_memory_context
 from studio.roles import is_playtester
-from studio.saves.views.access import visible_save
+from studio.saves.access import save_for
 from studio.saves.views.saves import save_page_context
 
 
@@ -30,7 +30,7 @@ def _default_query(game_save) -> str:
 
 @require_GET
 def context_viewer(request: HttpRequest, save_id: str) -> HttpResponse:
-    game_save = visible_save(request, save_id)
+    game_save = save_for(user=request.user, save_id=save_id)
     data = request.GET.copy() if request.GET else None
     if data is not None and "q" not in data:
         data["q"] = _default_query(game_save)

@@ -7,7 +7,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from studio.memory.selectors import FACTS_PER_PAGE, fact_list, fact_types
-from studio.saves.views.access import visible_save
+from studio.saves.access import save_for
 from studio.saves.views.saves import save_page_context
 
 
@@ -18,7 +18,7 @@ def _int_or_none(value: str | None) -> int | None:
 
 @require_GET
 def facts(request: HttpRequest, save_id: str) -> HttpResponse:
-    game_save = visible_save(request, save_id)
+    game_save = save_for(user=request.user, save_id=save_id)
     filters = {
         "turn_from": _int_or_none(request.GET.get("turn_from")),
         "turn_to": _int_or_none(request.GET.get("turn_to")),

@@ -9,7 +9,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from studio.memory.selectors import mental_model_list
 from studio.memory.services import mental_models_refresh_request
-from studio.saves.views.access import playtest_save, visible_save
+from studio.saves.access import Access, save_for
 from studio.saves.views.saves import save_page_context
 
 SOURCES_SHOWN = 8
@@ -32,7 +32,7 @@ def _context(request: HttpRequest, game_save, **extra) -> dict:
 
 @require_GET
 def mental_models(request: HttpRequest, save_id: str) -> HttpResponse:
-    game_save = visible_save(request, save_id)
+    game_save = save_for(user=request.user, save_id=save_id)
     template = "memory/mental_models.html#models" if request.htmx else "memory/mental_models.html"
     return render(request, template, _context(request, game_save))
 
@@ -40,7 +40,7 @@ def mental_models(request: HttpRequest, save_id: str) -> HttpResponse:
 @require_POST
 def mental_models_refresh(request: HttpRequest, save_id: str) -> HttpResponse:
     """Queue a refresh of the save's stale mental models (flagging one model first if named)."""
-    game_save = playtest_save(request, save_id)
+    game_save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
     model_id = request.POST.get("model_id", "")
     job = mental_models_refresh_request(game_save=game_save, model_id=int(model_id) if model_id.isdigit() else None)
     note = f"Refresh queued (job {job.pk})."

@@ -8,7 +8,7 @@ from django.views.decorators.http import require_GET
 
 from studio.memory.search import memory_explain_chunk, memory_search
 from studio.roles import is_playtester
-from studio.saves.views.access import visible_save
+from studio.saves.access import save_for
 from studio.saves.views.saves import save_page_context
 
 ARMS = ("semantic", "lexical", "context", "turn")
@@ -84,7 +84,7 @@ def _why_not_context(game_save, form: PlaygroundForm, chunk_id: str) -> dict:
 
 @require_GET
 def playground(request: HttpRequest, save_id: str) -> HttpResponse:
-    game_save = visible_save(request, save_id)
+    game_save = save_for(user=request.user, save_id=save_id)
     chunk_id = _asked_chunk_id(request)
     # A "Why not?" link brings only the chunk id: show the empty form, not "Query is required".
     form = PlaygroundForm(request.GET if "q" in request.GET else None, initial={"k": 5})
@@ -110,7 +110,7 @@ def playground(request: HttpRequest, save_id: str) -> HttpResponse:
 @require_GET
 def why_not(request: HttpRequest, save_id: str) -> HttpResponse:
     """Where one chunk ranked in each arm for this query, and why it missed the top k."""
-    game_save = visible_save(request, save_id)
+    game_save = save_for(user=request.user, save_id=save_id)
     form = PlaygroundForm(request.GET)
     context = save_page_context(request, game_save, "playground")
     context.update({"form": form, "query_string": _query_string(request)})

@@ -7,7 +7,7 @@ from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
 from studio.memory.replay import DEFAULT_TURNS, lore_sync_pending, recorded_queries_for, replay_recorded_queries
-from studio.saves.views.access import visible_save
+from studio.saves.access import save_for
 from studio.saves.views.saves import save_page_context
 from studio.saves.models import Save
 from studio.universes.models import LoreRevision
@@ -16,7 +16,7 @@ from studio.universes.selectors import universe_list_for_user
 
 @require_GET
 def replay(request: HttpRequest, save_id: str) -> HttpResponse:
-    game_save = visible_save(request, save_id)
+    game_save = save_for(user=request.user, save_id=save_id)
     turns_param = request.GET.get("turns", "")
     turns = max(1, min(int(turns_param), 1000)) if turns_param.isdigit() else DEFAULT_TURNS
     recorded = list(recorded_queries_for(game_save=game_save, turns=turns))

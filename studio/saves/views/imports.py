@@ -10,7 +10,7 @@ from django.views.decorators.http import require_http_methods
 
 from studio.saves import importers
 from studio.saves.forms import ImportForm
-from studio.saves.views.access import require_playtester
+from studio.saves.access import Access, require
 from studio.universes.selectors import universe_list_for_user
 
 KINDS = {
@@ -31,7 +31,7 @@ KINDS = {
 
 
 def _import(request: HttpRequest, kind: str) -> HttpResponse:
-    require_playtester(request)
+    require(request.user, Access.PLAY)
     universes = universe_list_for_user(user=request.user).order_by("name")
     form = ImportForm(request.POST or None, request.FILES or None, universes=universes, with_mode=kind == "transcript")
     errors: list[str] = []

@@ -17,7 +17,7 @@ from studio.saves.models import NarratorDraft, NarratorSnapshot, Save
 from studio.saves.narrator import services
 from studio.saves.narrator.prompt import CONFIG, DEFAULT_INSTRUCTIONS, TEMPLATE_KEY, build_narrator_prompt
 from studio.saves.narrator.selectors import llm_connected, narrator_panel_context
-from studio.saves.views.access import playtest_save, visible_save
+from studio.saves.access import Access, save_for
 from studio.saves.views.saves import console_context, save_page_context
 
 
@@ -46,7 +46,7 @@ def _number(request: HttpRequest) -> int | None:
 @require_POST
 def narrate(request: HttpRequest, save_id: str) -> HttpResponse:
     """Open a draft for the player's action; stream it (htmx) or narrate it to its end."""
-    game_save = playtest_save(request, save_id)
+    game_save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
     player_input = request.POST.get("player_input", "").strip()
     if not player_input:
         return _panel(request, game_save, error="Type the player's action first.")
@@ -61,7 +61,7 @@ def narrate(request: HttpRequest, save_id: str) -> HttpResponse:
 @require_POST
 def narrator_stream(request: HttpRequest, save_id: str, draft_id: int, number: int) -> StreamingHttpResponse:
     """Stream one pending alternative's text as it is generated (text/plain, no markup)."""
-    game_save = playtest_save(request, save_id)
+    game_save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
     alternative = get_object_or_404(_draft(game_save, draft_id).alternatives, number=number)
     response = StreamingHttpResponse(
         services.narration_stream(alternative_id=alternative.pk), content_type="text/plain; charset=utf-8"
@@ -74,7 +74,7 @@ def narrator_stream(request: HttpRequest, save_id: str, draft_id: int, number: i
 @require_GET
 def narrator_draft(request: HttpRequest, save_id: str, draft_id: int) -> HttpResponse:
     """The narrator panel for a draft (what the page asks for once a stream has ended)."""
-    game_save = visible_save(request, save_id)
+    game_save = save_for(user=request.user, save_id=save_id)
     draft = _draft(game_save, draft_id)
     if not request.htmx:
         return render(request, "saves/console.html", console_context(request, game_save))
@@ -83,7 +83,7 @@ def narrator_draft(request: HttpRequest, save_id: str, draft_id: int) -> HttpRes
 
 @require_POST
 def narrator_regenerate(request: HttpRequest, save_id: str, draft_id: int) -> HttpResponse:
-    game_save = playtest_save(request, save_id)
+    game_save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
     draft = _draft(game_save, draft_id)
     try:
         alternative = services.narrator_regenerate(draft=draft)
@@ -96,7 +96,7 @@ def narrator_regenerate(request: HttpRequest, save_id: str, draft_id: int) -> Ht
 
 @require_POST
 def narrator_choose(request: HttpRequest, save_id: str, draft_id: int) -> HttpResponse:
-    game_save = playtest_save(request, save_id)
+    game_save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
     draft = _draft(game_save, draft_id)
     try:
         services.narrator_choose(draft=draft, number=_number(request) or 0)
@@ -107,7 +107,7 @@ def narrator_choose(request: HttpRequest, save_id: str, draft_id: int) -> HttpRe
 
 @require_POST
 def narrator_discard(request: HttpRequest, save_id: str, draft_id: int) -> HttpResponse:
-    game_save = playtest_save(request, save_id)
+    game_save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
     services.narrator_discard(draft=_draft(game_save, draft_id))
     return _panel(request, game_save, note="Draft discarded; nothing was appended.")
 
@@ -115,7 +115,7 @@ def narrator_discard(request: HttpRequest, save_id: str, draft_id: int) -> HttpR
 @require_POST
 def narrator_accept(request: HttpRequest, save_id: str, draft_id: int) -> HttpResponse:
     """Append the chosen (or edited) narration as the next turn; answer the whole console."""
-    game_save = playtest_save(request, save_id)
+    game_save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
     draft = _draft(game_save, draft_id)
     narrative = request.POST.get("narrative")
     try:
@@ -136,7 +136,7 @@ def narrator_accept(request: HttpRequest, save_id: str, draft_id: int) -> HttpRe
 @require_GET
 def narrator_prompt(request: HttpRequest, save_id: str) -> HttpResponse:
     """Preview the whole prompt the narrator would get for an action (nothing is sent)."""
-    game_save = visible_save(request, save_id)
+    game_save = save_for(user=request.user, save_id=save_id)
     player_input = request.GET.get("input", "").strip()[: CONFIG.max_input_chars]
     context = save_page_context(request, game_save, "console")
     context.update({
@@ -153,7 +153,7 @@ def narrator_prompt(request: HttpRequest, save_id: str) -> HttpResponse:
 @require_GET
 def narrator_snapshot(request: HttpRequest, save_id: str, turn_id: int) -> HttpResponse:
     """What the narrator saw at turn N: prompt, memory context with reasons and cuts, usage."""
-    game_save = visible_save(request, save_id)
+    game_save = save_for(user=request.user, save_id=save_id)
     if not game_save.events.filter(turn_id=turn_id).exists():
         raise Http404("No such turn.")
     context = save_page_context(request, game_save, "timeline")

@@ -14,14 +14,14 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from studio.saves import portable
 from studio.saves.forms import SaveImportForm
-from studio.saves.views.access import playtest_save, require_playtester
+from studio.saves.access import Access, require, save_for
 from studio.universes.selectors import universe_list_for_user
 
 
 @require_GET
 def save_export(request: HttpRequest, save_id: str) -> FileResponse:
     """Download the save as one file (`?compress=gzip` for a .json.gz)."""
-    game_save = playtest_save(request, save_id)
+    game_save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
     export = portable.save_export(game_save=game_save, compress=request.GET.get("compress") == "gzip")
     return FileResponse(export.file, as_attachment=True, filename=export.filename, content_type=export.content_type)
 
@@ -29,7 +29,7 @@ def save_export(request: HttpRequest, save_id: str) -> FileResponse:
 @require_http_methods(["GET", "POST"])
 def save_import(request: HttpRequest) -> HttpResponse:
     """Upload a save file: check it whole, then create a new save from it (or list the problems)."""
-    require_playtester(request)
+    require(request.user, Access.PLAY)
     universes = universe_list_for_user(user=request.user).order_by("name")
     initial = {}
     slug = request.GET.get("universe", "").strip()

@@ -11,7 +11,7 @@ from studio.memory import timeline
 from studio.saves.checkpoints import CheckpointManager, RewindError, TurnConflict
 from studio.saves.forms import ForkForm, RewindForm
 from studio.saves.models import Save
-from studio.saves.views.access import playtest_save
+from studio.saves.access import Access, save_for
 from studio.saves.views.saves import save_page_context
 
 SUMMARY_SESSION_KEY = "rewind_summary"
@@ -43,14 +43,14 @@ def _rewind_context(request: HttpRequest, game_save: Save, **extra) -> dict:
 @require_GET
 def rewind(request: HttpRequest, save_id: str) -> HttpResponse:
     """Step 1: pick the turn to rewind to (or to fork at)."""
-    game_save = playtest_save(request, save_id)
+    game_save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
     return render(request, "saves/rewind.html", _rewind_context(request, game_save))
 
 
 @require_GET
 def rewind_preview(request: HttpRequest, save_id: str) -> HttpResponse:
     """Step 2: what a rewind to N would delete and which beliefs and mental models change."""
-    game_save = playtest_save(request, save_id)
+    game_save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
     form = RewindForm(request.GET, current_turn=game_save.current_turn)
     preview = None
     if form.is_valid():
@@ -88,7 +88,7 @@ def rewind_confirm(request: HttpRequest, save_id: str) -> HttpResponse:
     The preview's turn (`from_turn`) goes to the rewind as the expected current turn, checked
     under the save's lock.
     """
-    game_save = playtest_save(request, save_id)
+    game_save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
     form = RewindForm(request.POST, current_turn=game_save.current_turn)
     from_turn = request.POST.get("from_turn", "").strip()
     if not form.is_valid():
@@ -131,7 +131,7 @@ def rewind_confirm(request: HttpRequest, save_id: str) -> HttpResponse:
 @require_GET
 def rewind_summary(request: HttpRequest, save_id: str) -> HttpResponse:
     """Step 4: what the last rewind of this save did (kept in the session)."""
-    game_save = playtest_save(request, save_id)
+    game_save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
     summary = request.session.get(SUMMARY_SESSION_KEY)
     if not summary or summary.get("save_id") != game_save.save_id:
         summary = None
@@ -143,7 +143,7 @@ def rewind_summary(request: HttpRequest, save_id: str) -> HttpResponse:
 @require_POST
 def fork(request: HttpRequest, save_id: str) -> HttpResponse:
     """Copy the save as it stood at turn N into a new save; the original is untouched."""
-    game_save = playtest_save(request, save_id)
+    game_save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
     form = ForkForm(request.POST, current_turn=game_save.current_turn)
     if form.is_valid():
         try:

@@ -11,7 +11,7 @@ from studio.saves.forms import SaveCreateForm, TurnAppendForm
 from studio.saves.models import Save
 from studio.saves.narrator.selectors import narrator_panel_context
 from studio.saves.selectors import recent_events, save_list_with_counts
-from studio.saves.views.access import playtest_save, require_playtester, visible_save
+from studio.saves.access import Access, require, save_for
 from studio.universes.selectors import universe_list_for_user
 
 CONSOLE_RECENT_TURNS = 5
@@ -42,7 +42,7 @@ def save_list(request: HttpRequest) -> HttpResponse:
 
 @require_http_methods(["GET", "POST"])
 def save_create(request: HttpRequest) -> HttpResponse:
-    require_playtester(request)
+    require(request.user, Access.PLAY)
     universes = universe_list_for_user(user=request.user).order_by("name")
     if request.method == "POST":
         form = SaveCreateForm(request.POST, universes=universes)
@@ -86,7 +86,7 @@ console_context = _console_context  # the narrator's accept answers the same con
 @require_GET
 def save_detail(request: HttpRequest, save_id: str) -> HttpResponse:
     """The playtest console: the last turns, the append form and the save's jobs."""
-    game_save = visible_save(request, save_id)
+    game_save = save_for(user=request.user, save_id=save_id)
     template = "saves/console.html#console" if request.htmx else "saves/console.html"
     return render(request, template, _console_context(request, game_save))
 
@@ -107,7 +107,7 @@ def _sent_twice(game_save: Save, data: dict) -> bool:
 def turn_append(request: HttpRequest, save_id: str) -> HttpResponse:
     """Append the next turn; the form carries the turn it was made for, so a double submit
     (or someone else's append since the page was loaded) appends nothing the second time."""
-    game_save = playtest_save(request, save_id)
+    game_save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
     form = TurnAppendForm(request.POST)
     if form.is_valid():
         from studio.saves.services import PendingVectorCleanupError, TurnConflict

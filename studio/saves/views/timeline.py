@@ -12,7 +12,7 @@ from django_htmx.http import HttpResponseStopPolling
 from studio.saves.forms import NarrativeEditForm
 from studio.saves.narrator.selectors import snapshot_turn_ids
 from studio.saves.selectors import attach_turn_chunks, timeline_page, timeline_turn
-from studio.saves.views.access import playtest_save, visible_save
+from studio.saves.access import Access, save_for
 from studio.saves.views.saves import save_page_context
 
 PENDING_JOB_STATES = ("queued", "running")
@@ -20,7 +20,7 @@ PENDING_JOB_STATES = ("queued", "running")
 
 @require_GET
 def timeline(request: HttpRequest, save_id: str) -> HttpResponse:
-    game_save = visible_save(request, save_id)
+    game_save = save_for(user=request.user, save_id=save_id)
     page, turns = timeline_page(game_save=game_save, page_number=request.GET.get("page", 1))
     attach_turn_chunks(game_save=game_save, turns=turns)
     context = save_page_context(request, game_save, "timeline")
@@ -33,7 +33,7 @@ def timeline(request: HttpRequest, save_id: str) -> HttpResponse:
 @require_GET
 def turn_detail(request: HttpRequest, save_id: str, turn_id: int) -> HttpResponse:
     """One turn of the timeline (the fragment an edit's Cancel swaps back in)."""
-    game_save = visible_save(request, save_id)
+    game_save = save_for(user=request.user, save_id=save_id)
     context = save_page_context(request, game_save, "timeline")
     turn = timeline_turn(game_save=game_save, turn_id=turn_id)
     attach_turn_chunks(game_save=game_save, turns=[turn])
@@ -53,7 +53,7 @@ def turn_edit(request: HttpRequest, save_id: str, turn_id: int) -> HttpResponse:
     Saving re-embeds the turn and, in living mode, re-extracts its facts (the service does
     both, after commit).
     """
-    game_save = playtest_save(request, save_id)
+    game_save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
     turn = timeline_turn(game_save=game_save, turn_id=turn_id)
     context = save_page_context(request, game_save, "timeline")
     if request.method == "POST":

@@ -31,6 +31,7 @@ from studio.universes.services.universes import (  # noqa: F401
     universe_delete,
     meta_validate,
     missions_validate,
+    missions_from_text,
     meta_set,
     meta_delete,
     missions_set,

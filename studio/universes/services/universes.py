@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils.text import slugify
 
+from studio.memory.missions import parse_missions_text
 from studio.universes.models import Universe, UniverseMeta
 
 logger = logging.getLogger(__name__)
@@ -174,13 +175,27 @@ def _loads_json_object(value: str, key: str) -> dict:
     return data
 
 
-def missions_validate(missions: dict[str, Any]) -> dict[str, str]:
-    """Check per-character missions: names without colons or line breaks, text missions."""
+def missions_validate(missions: Mapping[str, Any] | Iterable[tuple[Any, Any]]) -> dict[str, str]:
+    """Return per-character missions cleaned, or raise ValidationError listing every problem.
+
+    `missions` is a mapping (the `belief_missions` JSON object) or (name, mission) rows (the
+    Missions page's table, whose rows blank on both sides are skipped). A name is text without
+    a colon or line break, given once; a mission is text of at most MAX_MISSION_CHARS, its
+    whitespace collapsed. This is the one check: the meta editor, the Missions page's table
+    and text block, and imports all come through it.
+    """
+    if isinstance(missions, Mapping):
+        rows = list(missions.items())
+    else:
+        rows = [(name, mission) for name, mission in missions if not (_blank(name) and _blank(mission))]
     clean: dict[str, str] = {}
     errors = []
-    for name, mission in missions.items():
+    for name, mission in rows:
         if not isinstance(name, str) or not name.strip():
-            errors.append("A character name is empty.")
+            if isinstance(mission, str) and mission.strip():
+                errors.append(f"A mission has no character name: “{' '.join(mission.split())[:60]}”.")
+            else:
+                errors.append("A character name is empty.")
             continue
         stripped = name.strip()
         if ":" in stripped or "\n" in stripped or "\r" in stripped:
@@ -205,6 +220,20 @@ def missions_validate(missions: dict[str, Any]) -> dict[str, str]:
     return clean
 
 
+def _blank(value: Any) -> bool:
+    return isinstance(value, str) and not value.strip()
+
+
+def missions_from_text(text: str) -> tuple[dict[str, str], list[str]]:
+    """Read a "Name: mission" block: return the missions and the non-blank lines that hold none.
+
+    The engine's `parse_missions_text` is the one reading of the block; a line it reads
+    nothing from (no colon, an empty name or mission) is returned so the page can say so.
+    """
+    ignored = [line.strip() for line in (text or "").splitlines() if line.strip() and not parse_missions_text(line)]
+    return parse_missions_text(text or ""), ignored
+
+
 def meta_set(*, universe: Universe, key: str, value: str) -> UniverseMeta:
     """Create or update one Universe_Meta row after validating it."""
     value = meta_validate(key=key, value=value)
@@ -220,9 +249,18 @@ def meta_delete(*, universe: Universe, key: str) -> int:
 
 
 def missions_set(
-    *, universe: Universe, universe_mission: str | None = None, missions: dict[str, str] | None = None
-) -> None:
-    """Store the universe-wide mission and/or the per-character missions (None = unchanged)."""
+    *,
+    universe: Universe,
+    universe_mission: str | None = None,
+    missions: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+) -> dict[str, str] | None:
+    """Store the universe-wide mission and/or the per-character missions (None = unchanged).
+
+    `missions` is a mapping or (name, mission) rows (`missions_validate`). Return the
+    per-character missions as stored (None when not given); raise ValidationError, storing
+    nothing, when either part is not valid.
+    """
+    stored = None
     with transaction.atomic():
         if universe_mission is not None:
             if universe_mission.strip():
@@ -230,8 +268,6 @@ def missions_set(
             else:
                 meta_delete(universe=universe, key=BELIEF_MISSION)
         if missions is not None:
-            meta_set(
-                universe=universe,
-                key=BELIEF_MISSIONS,
-                value=json.dumps(missions_validate(missions), ensure_ascii=False),
-            )
+            stored = missions_validate(missions)
+            meta_set(universe=universe, key=BELIEF_MISSIONS, value=json.dumps(stored, ensure_ascii=False))
+    return stored

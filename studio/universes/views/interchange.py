@@ -16,7 +16,8 @@ from studio.universes.forms import LoreImportForm, TomlImportForm
 from studio.universes.interchange import ImportFormatError, MAX_IMPORT_BYTES, character_card, pending, sillytavern, toml_io
 from studio.universes.models import Universe
 from studio.universes.selectors import universe_list_for_user, with_link_ids
-from studio.universes.views.common import require_author, universe_context, visible_universe, writable_universe
+from studio.universes.access import Access, require, universe_for
+from studio.universes.views.common import universe_context
 
 
 def _attachment(content: bytes | str, filename: str, content_type: str) -> HttpResponse:
@@ -46,7 +47,7 @@ def selection_export_response(universe: Universe, entries, export_format: str) -
 
 @require_GET
 def exchange_page(request: HttpRequest, slug: str) -> HttpResponse:
-    universe = visible_universe(request, slug)
+    universe = universe_for(user=request.user, slug=slug)
     context = {**universe_context(request, universe, "exchange"), "import_form": LoreImportForm(),
                "toml_form": TomlImportForm(), "max_bytes": MAX_IMPORT_BYTES,
                "characters": services.card_characters(universe=universe)}
@@ -56,13 +57,13 @@ def exchange_page(request: HttpRequest, slug: str) -> HttpResponse:
 
 @require_GET
 def export_toml(request: HttpRequest, slug: str) -> HttpResponse:
-    universe = visible_universe(request, slug)
+    universe = universe_for(user=request.user, slug=slug)
     return _attachment(toml_io.export_universe(universe), f"{universe.slug}.toml", "application/toml")
 
 
 @require_GET
 def export_sillytavern(request: HttpRequest, slug: str) -> HttpResponse:
-    universe = visible_universe(request, slug)
+    universe = universe_for(user=request.user, slug=slug)
     entries = list(with_link_ids(universe.lore_entries.all()))
     return _attachment(_json(sillytavern.export_world_info(universe, entries)),
                        f"{universe.slug}-world-info.json", "application/json")
@@ -92,7 +93,7 @@ def _card_export(request: HttpRequest, universe: Universe):
 
 @require_GET
 def export_card(request: HttpRequest, slug: str) -> HttpResponse:
-    universe = visible_universe(request, slug)
+    universe = universe_for(user=request.user, slug=slug)
     character, entries, stem = _card_export(request, universe)
     asked = request.GET.get("version")
     version = 3 if asked == "3" else 2 if asked == "2" else character_card.card_version(character)
@@ -102,7 +103,7 @@ def export_card(request: HttpRequest, slug: str) -> HttpResponse:
 
 @require_GET
 def export_card_png(request: HttpRequest, slug: str) -> HttpResponse:
-    universe = visible_universe(request, slug)
+    universe = universe_for(user=request.user, slug=slug)
     character, entries, stem = _card_export(request, universe)
     return _attachment(character_card.export_png(universe, entries, character=character),
                        f"{stem}-card.png", "image/png")
@@ -129,7 +130,7 @@ def _parse_lore_file(upload, chosen: str):
 @require_POST
 def lore_import(request: HttpRequest, slug: str) -> HttpResponse:
     """Import a Character Card or SillyTavern file into this Lore Book and show the report."""
-    universe = writable_universe(request, slug)
+    universe = universe_for(user=request.user, slug=slug, access=Access.EDIT)
     form = LoreImportForm(request.POST, request.FILES)
     context = {**universe_context(request, universe, "exchange"), "import_form": form,
                "toml_form": TomlImportForm(), "max_bytes": MAX_IMPORT_BYTES,
@@ -159,7 +160,7 @@ def lore_import(request: HttpRequest, slug: str) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def toml_import(request: HttpRequest) -> HttpResponse:
     """Import Universe-as-Code: a new universe is created; an existing one is diffed first."""
-    require_author(request)
+    require(request.user, Access.EDIT)
     context = {"max_bytes": MAX_IMPORT_BYTES, "can_edit": is_author(request.user)}
     if request.method == "GET":
         context["form"] = TomlImportForm()

@@ -31,7 +31,8 @@ from studio.universes.selectors import (
     lore_rows,
     lore_semantic_search,
 )
-from studio.universes.views.common import universe_context, visible_universe, writable_universe
+from studio.universes.access import Access, universe_for
+from studio.universes.views.common import universe_context
 from studio.universes.views.interchange import selection_export_response
 
 PAGE_SIZE = 50
@@ -94,7 +95,7 @@ def _list_context(request: HttpRequest, universe, filters: dict[str, str], page_
 
 @require_GET
 def lore_list(request: HttpRequest, slug: str) -> HttpResponse:
-    universe = visible_universe(request, slug)
+    universe = universe_for(user=request.user, slug=slug)
     context = _list_context(request, universe, _filters(request.GET), request.GET.get("page"))
     template = "universes/lore_list.html#results" if request.htmx else "universes/lore_list.html"
     return render(request, template, context)
@@ -125,7 +126,7 @@ def _reload(universe, entry_id: str) -> LoreEntry:
 
 @require_http_methods(["GET", "POST"])
 def lore_create(request: HttpRequest, slug: str) -> HttpResponse:
-    universe = writable_universe(request, slug)
+    universe = universe_for(user=request.user, slug=slug, access=Access.EDIT)
     form = LoreEntryForm(request.POST or None, universe=universe, prefix="new")
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
@@ -156,7 +157,7 @@ def lore_create(request: HttpRequest, slug: str) -> HttpResponse:
 
 @require_GET
 def lore_detail(request: HttpRequest, slug: str, entry_id: str) -> HttpResponse:
-    universe = visible_universe(request, slug)
+    universe = universe_for(user=request.user, slug=slug)
     entry = lore_entry_get(universe=universe, entry_id=entry_id)
     fill_missing_counts([entry])
     context = {
@@ -172,7 +173,7 @@ def lore_detail(request: HttpRequest, slug: str, entry_id: str) -> HttpResponse:
 @require_GET
 def lore_row(request: HttpRequest, slug: str, entry_id: str) -> HttpResponse:
     """The entry's row in the Lore Book table (what an inline edit's Cancel puts back)."""
-    universe = visible_universe(request, slug)
+    universe = universe_for(user=request.user, slug=slug)
     if not request.htmx:
         return redirect("universes:lore_detail", slug=slug, entry_id=entry_id)
     entry = lore_entry_get(universe=universe, entry_id=entry_id)
@@ -183,7 +184,7 @@ def lore_row(request: HttpRequest, slug: str, entry_id: str) -> HttpResponse:
 
 @require_http_methods(["GET", "POST"])
 def lore_edit(request: HttpRequest, slug: str, entry_id: str) -> HttpResponse:
-    universe = writable_universe(request, slug)
+    universe = universe_for(user=request.user, slug=slug, access=Access.EDIT)
     entry = lore_entry_get(universe=universe, entry_id=entry_id)
     form = LoreEntryForm(request.POST or None, universe=universe, entry=entry, auto_id=f"id_edit{entry.pk}_%s")
     if request.method == "POST" and form.is_valid():
@@ -239,7 +240,7 @@ def _conflict_response(request: HttpRequest, universe, conflict) -> HttpResponse
 
 @require_http_methods(["GET", "POST"])
 def lore_delete(request: HttpRequest, slug: str, entry_id: str) -> HttpResponse:
-    universe = writable_universe(request, slug)
+    universe = universe_for(user=request.user, slug=slug, access=Access.EDIT)
     entry = lore_entry_get(universe=universe, entry_id=entry_id)
     if request.method == "POST":
         title = entry.title
@@ -261,7 +262,7 @@ def lore_delete(request: HttpRequest, slug: str, entry_id: str) -> HttpResponse:
 
 @require_POST
 def lore_bulk(request: HttpRequest, slug: str) -> HttpResponse:
-    universe = writable_universe(request, slug)
+    universe = universe_for(user=request.user, slug=slug, access=Access.EDIT)
     form = BulkActionForm(request.POST, universe=universe)
     filters = _filters(request.POST)
     if not form.is_valid():
@@ -305,7 +306,7 @@ def _list_url(universe, filters) -> str:
 def lore_status(request: HttpRequest, slug: str) -> HttpResponse:
     """Embedding states. htmx: badge updates for the listed rows; once nothing is pending the
     fragment comes with 286 (`HttpResponseStopPolling`), which stops the polling."""
-    universe = visible_universe(request, slug)
+    universe = universe_for(user=request.user, slug=slug)
     pending = lore_pending_count(universe=universe)
     if request.htmx:
         pks = [int(p) for p in request.GET.getlist("ids") if p.strip().isdigit()][:500]
@@ -332,7 +333,7 @@ def _revision_changes(revision: LoreRevision) -> list[tuple[str, object, object]
 
 @require_GET
 def lore_history(request: HttpRequest, slug: str, entry_id: str) -> HttpResponse:
-    universe = visible_universe(request, slug)
+    universe = universe_for(user=request.user, slug=slug)
     revisions = list(lore_revisions_for(universe=universe, entry_id=entry_id)[:200])
     entry = universe.lore_entries.filter(entry_id=entry_id).first()
     if entry is None and not revisions:
@@ -347,7 +348,7 @@ def lore_history(request: HttpRequest, slug: str, entry_id: str) -> HttpResponse
 
 @require_POST
 def lore_restore(request: HttpRequest, slug: str, entry_id: str, revision_id: int) -> HttpResponse:
-    universe = writable_universe(request, slug)
+    universe = universe_for(user=request.user, slug=slug, access=Access.EDIT)
     revision = get_object_or_404(universe.lore_revisions, pk=revision_id, entry_id=entry_id)
     try:
         entry = services.lore_entry_restore(revision=revision, user=request.user)
@@ -369,6 +370,6 @@ def lore_restore(request: HttpRequest, slug: str, entry_id: str, revision_id: in
 
 @require_GET
 def lore_deleted(request: HttpRequest, slug: str) -> HttpResponse:
-    universe = visible_universe(request, slug)
+    universe = universe_for(user=request.user, slug=slug)
     context = {**universe_context(request, universe, "lore"), "deleted": lore_deleted_entries(universe=universe)}
     return render(request, "universes/lore_deleted.html", context)

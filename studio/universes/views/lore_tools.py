@@ -12,7 +12,8 @@ from django.views.decorators.http import require_GET
 
 from studio.universes.lore_health import DEFAULT_SHARE, lore_health
 from studio.universes.lore_tester import MAX_TEXT_CHARS, lore_key_test
-from studio.universes.views.common import universe_context, visible_universe
+from studio.universes.access import universe_for
+from studio.universes.views.common import universe_context
 
 MAX_REPLAY_SAVES = 50
 
@@ -45,7 +46,7 @@ def _int(value, default=None, low=None, high=None):
 
 @require_GET
 def lore_tester(request: HttpRequest, slug: str) -> HttpResponse:
-    universe = visible_universe(request, slug)
+    universe = universe_for(user=request.user, slug=slug)
     saves = _saves(universe)
     text = request.GET.get("text", "")[:MAX_TEXT_CHARS]
     save = _pick_save(saves, request.GET.get("save", ""))
@@ -60,7 +61,7 @@ def lore_tester(request: HttpRequest, slug: str) -> HttpResponse:
 
 @require_GET
 def lore_health_page(request: HttpRequest, slug: str) -> HttpResponse:
-    universe = visible_universe(request, slug)
+    universe = universe_for(user=request.user, slug=slug)
     saves = _saves(universe)
     scope = request.GET.get("save", saves[0].save_id if saves else "")
     share = _int(request.GET.get("share"), DEFAULT_SHARE, low=1, high=100)

@@ -11,7 +11,8 @@ from django_htmx.http import reswap, retarget
 from studio.universes import services
 from studio.universes.forms import MetaForm
 from studio.universes.meta_display import meta_summary
-from studio.universes.views.common import universe_context, visible_universe, writable_universe
+from studio.universes.access import Access, universe_for
+from studio.universes.views.common import universe_context
 
 KNOWN_KEYS = {
     services.BELIEF_MISSION: "The universe-wide belief mission (text).",
@@ -43,7 +44,7 @@ def _context(request, universe, **extra) -> dict:
 
 @require_GET
 def meta_page(request: HttpRequest, slug: str) -> HttpResponse:
-    universe = visible_universe(request, slug)
+    universe = universe_for(user=request.user, slug=slug)
     template = "universes/meta.html#meta-table" if request.htmx else "universes/meta.html"
     return render(request, template, _context(request, universe))
 
@@ -51,7 +52,7 @@ def meta_page(request: HttpRequest, slug: str) -> HttpResponse:
 @require_POST
 def meta_save(request: HttpRequest, slug: str) -> HttpResponse:
     """Create or update one key. From an inline row edit, `row_id` names the row being edited."""
-    universe = writable_universe(request, slug)
+    universe = universe_for(user=request.user, slug=slug, access=Access.EDIT)
     form = MetaForm(request.POST)
     row_id = request.POST.get("row_id", "")
     if form.is_valid():
@@ -78,7 +79,7 @@ def meta_save(request: HttpRequest, slug: str) -> HttpResponse:
 
 @require_GET
 def meta_edit(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
-    universe = writable_universe(request, slug)
+    universe = universe_for(user=request.user, slug=slug, access=Access.EDIT)
     row = get_object_or_404(universe.meta, pk=pk)
     form = MetaForm(initial={"key": row.key, "value": row.value})
     context = {**universe_context(request, universe, "meta"), "row": row, "edit_form": form}
@@ -89,7 +90,7 @@ def meta_edit(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
 
 @require_http_methods(["POST"])
 def meta_delete(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
-    universe = writable_universe(request, slug)
+    universe = universe_for(user=request.user, slug=slug, access=Access.EDIT)
     row = get_object_or_404(universe.meta, pk=pk)
     services.meta_delete(universe=universe, key=row.key)
     if request.htmx:

@@ -3,7 +3,9 @@
 Per-character missions are edited either as a table (a character picked from the Lore
 Book's characters, or any name) or as the "Name: mission" text block; both are views of
 the same `belief_missions` meta value, converted with the engine's `parse_missions_text`
-and `missions_to_text`, and every save re-renders both.
+(through `services.missions_from_text`) and `missions_to_text`, and every save re-renders
+both. Every check is the service's (`missions_set` → `missions_validate`): the views only
+show its errors.
 """
 from __future__ import annotations
 
@@ -13,15 +15,12 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from studio.memory.missions import (
-    get_belief_missions_from_value,
-    missions_to_text,
-    parse_missions_text,
-)
+from studio.memory.missions import get_belief_missions_from_value, missions_to_text
 from studio.universes import services
 from studio.universes.forms import MissionsTextForm, UniverseMissionForm
 from studio.universes.selectors import character_names
-from studio.universes.views.common import universe_context, visible_universe, writable_universe
+from studio.universes.access import Access, universe_for
+from studio.universes.views.common import universe_context
 
 EMPTY_TABLE_ROWS = 3
 
@@ -63,64 +62,51 @@ def _respond(request, universe, note: str, **extra) -> HttpResponse:
 
 @require_GET
 def missions_page(request: HttpRequest, slug: str) -> HttpResponse:
-    universe = visible_universe(request, slug)
+    universe = universe_for(user=request.user, slug=slug)
     template = "universes/missions.html#panel" if request.htmx else "universes/missions.html"
     return render(request, template, _context(request, universe))
 
 
+def _saved(missions: dict[str, str]) -> str:
+    return f"Saved {len(missions)} character mission{'s' if len(missions) != 1 else ''}."
+
+
 @require_POST
 def missions_universe(request: HttpRequest, slug: str) -> HttpResponse:
-    universe = writable_universe(request, slug)
+    universe = universe_for(user=request.user, slug=slug, access=Access.EDIT)
     form = UniverseMissionForm(request.POST)
-    if not form.is_valid():
-        return _respond(request, universe, "", errors=[e for errs in form.errors.values() for e in errs])
-    services.missions_set(universe=universe, universe_mission=form.cleaned_data["mission"])
+    form.is_valid()  # the form only reads the field; the service checks it
+    try:
+        services.missions_set(universe=universe, universe_mission=form.cleaned_data.get("mission", ""))
+    except ValidationError as exc:
+        return _respond(request, universe, "", errors=exc.messages)
     return _respond(request, universe, "Saved the universe mission.")
 
 
 @require_POST
 def missions_table(request: HttpRequest, slug: str) -> HttpResponse:
     """Save the per-character table: rows with a name; a row whose name is cleared is removed."""
-    universe = writable_universe(request, slug)
-    names, texts = request.POST.getlist("name"), request.POST.getlist("mission")
-    missions: dict[str, str] = {}
-    errors = []
-    for name, mission in zip(names, texts):
-        name, mission = name.strip(), mission.strip()
-        if not name and not mission:
-            continue
-        if not name:
-            errors.append(f"A mission has no character name: “{mission[:60]}”.")
-            continue
-        if name in missions:
-            errors.append(f"“{name}” appears twice.")
-            continue
-        missions[name] = mission
-    if not errors:
-        try:
-            services.missions_set(universe=universe, missions=missions)
-        except ValidationError as exc:
-            errors = exc.messages
-    if errors:
-        return _respond(request, universe, "", errors=errors, rows_posted=list(zip(names, texts)))
-    return _respond(request, universe, f"Saved {len(missions)} character mission{'s' if len(missions) != 1 else ''}.")
+    universe = universe_for(user=request.user, slug=slug, access=Access.EDIT)
+    rows = list(zip(request.POST.getlist("name"), request.POST.getlist("mission")))
+    try:
+        missions = services.missions_set(universe=universe, missions=rows)
+    except ValidationError as exc:
+        return _respond(request, universe, "", errors=exc.messages, rows_posted=rows)
+    return _respond(request, universe, _saved(missions))
 
 
 @require_POST
 def missions_text(request: HttpRequest, slug: str) -> HttpResponse:
     """Save the "Name: mission" block; lines without a colon are reported, not silently lost."""
-    universe = writable_universe(request, slug)
+    universe = universe_for(user=request.user, slug=slug, access=Access.EDIT)
     form = MissionsTextForm(request.POST)
     form.is_valid()
-    text = form.cleaned_data.get("text", "")
-    ignored = [line.strip() for line in text.splitlines()
-               if line.strip() and (":" not in line or not all(p.strip() for p in line.split(":", 1)))]
-    missions = parse_missions_text(text)
+    missions, ignored = services.missions_from_text(form.cleaned_data.get("text", ""))
     try:
-        services.missions_set(universe=universe, missions=missions)
+        missions = services.missions_set(universe=universe, missions=missions)
     except ValidationError as exc:
         return _respond(request, universe, "", errors=exc.messages)
-    note = f"Saved {len(missions)} character mission{'s' if len(missions) != 1 else ''}."
+    note = _saved(missions)
     if ignored:
         note += " Ignored lines without “Name: mission”: " + "; ".join(f"“{line[:60]}”" for line in ignored)
     return _respond(request, universe, note)

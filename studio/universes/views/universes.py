@@ -18,7 +18,8 @@ from studio.universes.selectors import (
     universe_delete_summary,
     universe_list_with_counts,
 )
-from studio.universes.views.common import require_author, universe_context, visible_universe, writable_universe
+from studio.universes.access import Access, require, universe_for
+from studio.universes.views.common import universe_context
 
 
 def _list_context(request: HttpRequest, form: UniverseCreateForm | None = None) -> dict:
@@ -37,7 +38,7 @@ def universe_list(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 def universe_create(request: HttpRequest) -> HttpResponse:
-    require_author(request)
+    require(request.user, Access.EDIT)
     form = UniverseCreateForm(request.POST)
     if form.is_valid():
         try:
@@ -58,7 +59,7 @@ def universe_create(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 def universe_detail(request: HttpRequest, slug: str) -> HttpResponse:
-    universe = visible_universe(request, slug)
+    universe = universe_for(user=request.user, slug=slug)
     context = {
         **universe_context(request, universe, "overview"),
         "totals": lore_book_totals(universe=universe),
@@ -71,7 +72,7 @@ def universe_detail(request: HttpRequest, slug: str) -> HttpResponse:
 
 @require_http_methods(["GET", "POST"])
 def universe_rename(request: HttpRequest, slug: str) -> HttpResponse:
-    universe = writable_universe(request, slug)
+    universe = universe_for(user=request.user, slug=slug, access=Access.EDIT)
     context = universe_context(request, universe, "overview")
     if request.method == "GET" and request.htmx and request.GET.get("cancel"):
         return render(request, "universes/rename.html#heading", context)
@@ -93,7 +94,7 @@ def universe_rename(request: HttpRequest, slug: str) -> HttpResponse:
 
 @require_http_methods(["GET", "POST"])
 def universe_delete(request: HttpRequest, slug: str) -> HttpResponse:
-    universe = writable_universe(request, slug)
+    universe = universe_for(user=request.user, slug=slug, access=Access.EDIT)
     if not (request.user.is_staff or universe.owner_id == request.user.pk):
         raise PermissionDenied("Only the universe's owner can delete it.")
     if request.method == "POST":
