@@ -107,8 +107,8 @@ def test_a_classic_save_keeps_the_embeddings_of_kept_turns(game_save, eager_jobs
 
 def test_what_a_rewind_does_to_each_job(game_save, fake_vectors, django_capture_on_commit_callbacks):
     """Kept turns' jobs move to the new generation whatever their state (done ones stay as they
-    were); dropped turns' queued and paused jobs end skipped, failed ones stay failed on the
-    old timeline; a refresh is moved to the target; a job an earlier rewind dropped stays dead."""
+    were); dropped turns' jobs stay on the old timeline (to be skipped when reached); a pending
+    refresh is moved to the target; a job an earlier rewind dropped stays dead."""
     Save.objects.filter(pk=game_save.pk).update(timeline_generation=1)
     game_save.refresh_from_db()
     common = {"universe_id": game_save.universe_id, "game_save": game_save}
@@ -125,6 +125,7 @@ def test_what_a_rewind_does_to_each_job(game_save, fake_vectors, django_capture_
         "dropped paused": job(JobKind.LIVING_TURN, 3, JobStatus.PAUSED),
         "dropped failed": job(JobKind.LIVING_TURN, 3, JobStatus.FAILED),
         "refresh after": job(JobKind.REFRESH_MODELS, 3, JobStatus.QUEUED),
+        "refresh skipped": job(JobKind.REFRESH_MODELS, 3, JobStatus.SKIPPED),
         "dropped earlier": job(JobKind.EMBED_TURN, 1, JobStatus.FAILED, generation=0),
         "lore sync": job(JobKind.SYNC_LORE, None, JobStatus.QUEUED),
     }
@@ -136,14 +137,20 @@ def test_what_a_rewind_does_to_each_job(game_save, fake_vectors, django_capture_
         "kept failed": (2, 2, JobStatus.FAILED),
         "kept skipped": (2, 2, JobStatus.SKIPPED),
         "kept done": (1, 1, JobStatus.DONE),
-        "dropped queued": (3, 1, JobStatus.SKIPPED),
-        "dropped paused": (3, 1, JobStatus.SKIPPED),
+        "dropped queued": (3, 1, JobStatus.QUEUED),
+        "dropped paused": (3, 1, JobStatus.PAUSED),
         "dropped failed": (3, 1, JobStatus.FAILED),
         "refresh after": (2, 2, JobStatus.QUEUED),
+        "refresh skipped": (3, 1, JobStatus.SKIPPED),
         "dropped earlier": (1, 0, JobStatus.FAILED),
         "lore sync": (None, 1, JobStatus.QUEUED),
     }
-    assert "dropped" in after["dropped paused"].progress
+    jobs.run_job(rows["dropped queued"].pk)  # the save's runner reaches it: nothing to do
+    dropped = Job.objects.get(pk=rows["dropped queued"].pk)
+    assert dropped.status == JobStatus.SKIPPED and "turn 3 was dropped" in dropped.progress
+    assert fake_vectors.named("update_turn_narrative") == [
+        ("update_turn_narrative", game_save.save_id, 1, "Turn 1 text.")  # the kept turn's job ran
+    ]
 
 
 def test_a_running_memory_job_is_flagged_to_redo_only_when_the_rewind_rolled_back_memory(game_save):

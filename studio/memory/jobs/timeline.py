@@ -11,7 +11,7 @@ turn of a save's timeline. The rule:
 How it holds. A job carries the timeline generation it belongs to. The rewind, in its own
 transaction and under the save's lock, moves the jobs of the turns it keeps to the new
 generation (`job_timeline_rewind`) and leaves those of the dropped turns on the old one
-(their queued ones end skipped at once). So, at any moment, a job whose generation equals
+(a queued one ends skipped when a runner reaches it, before it reads anything). So, at any moment, a job whose generation equals
 its save's is for a turn on the live timeline, and one whose generation is older was
 dropped by some rewind (a new turn 3 appended after a rewind to 2 gets new jobs; the old
 turn 3's keep the old generation for ever). A job checks this (`job_timeline_check`) when it
@@ -27,14 +27,14 @@ rewound memory. When the rewind changed none, what it read is still true and it 
 An embedding reads only its turn's narrative, which a kept turn keeps: it is never redone.
 
 A mental-model refresh is not tied to one turn's narrative: a rewind before its turn moves
-it to the rewind's target instead of dropping it (the stale models still need it).
+a pending one to the rewind's target instead of dropping it (the stale models still need
+it).
 """
 from __future__ import annotations
 
 from django.db.models import Q
-from django.utils import timezone
 
-from studio.memory.jobs.ledger import REDO_KEY
+from studio.memory.jobs.ledger import REDO_KEY, UNFINISHED
 from studio.memory.models import Job, JobKind, JobStatus
 
 # Work that belongs to a turn of a save's timeline (the other kinds never check it).
@@ -54,27 +54,26 @@ def job_timeline_rewind(*, game_save, to_turn: int, generation: int, memory_rewo
     - jobs of kept turns (turn <= `to_turn`) move to `generation`, whatever their state
       (queued and paused ones run on the new timeline; failed and skipped ones can be
       retried there); running living / refresh jobs are flagged to redo if `memory_rewound`;
-    - a mental-model refresh of a later turn is moved to `to_turn` (the same way);
-    - queued or paused jobs of dropped turns end skipped now; running ones find out at their
-      write (wrong generation: nothing written); failed ones stay failed on the old timeline.
+    - a pending (queued, paused, running) mental-model refresh of a later turn is moved to
+      `to_turn` and carried the same way;
+    - jobs of dropped turns stay on the old generation: a queued or paused one ends skipped
+      when a runner reaches it, a running one at its write, a retried one at its start;
+      none writes anything.
+    Return {"carried", "redo", "dropped"}.
     """
     old = Job.objects.filter(
         game_save_id=game_save.pk,
         kind__in=TIMELINE_KINDS,
         timeline_generation=game_save.timeline_generation,
     ).exclude(status=JobStatus.DONE)
-    kept = old.filter(Q(turn_id__lte=to_turn) | Q(kind=JobKind.REFRESH_MODELS))
+    pending_refresh = Q(kind=JobKind.REFRESH_MODELS, status__in=UNFINISHED)
+    kept = old.filter(Q(turn_id__lte=to_turn) | pending_refresh)
     redo = kept.filter(status=JobStatus.RUNNING, kind__in=MEMORY_READING_KINDS) if memory_rewound else kept.none()
     redone = 0
     for row in redo.select_for_update():
         row.payload = {**(row.payload or {}), REDO_KEY: f"the rewind to turn {to_turn} changed the memory it read"}
         row.save(update_fields=["payload"])
         redone += 1
-    old.filter(kind=JobKind.REFRESH_MODELS, turn_id__gt=to_turn).update(turn_id=to_turn)
+    old.filter(pending_refresh, turn_id__gt=to_turn).update(turn_id=to_turn)
     carried = kept.update(timeline_generation=generation)
-    dropped = old.filter(status__in=(JobStatus.QUEUED, JobStatus.PAUSED), turn_id__gt=to_turn).update(
-        status=JobStatus.SKIPPED,
-        progress=f"skipped: timeline rewound to turn {to_turn}; this turn was dropped, nothing written",
-        finished_at=timezone.now(),
-    )
-    return {"carried": carried, "redo": redone, "dropped": dropped}
+    return {"carried": carried, "redo": redone, "dropped": old.count()}
