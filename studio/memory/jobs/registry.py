@@ -126,7 +126,8 @@ class JobContext:
         Reads the save and the job's row together under the save's lock (a rewind moves both
         in one transaction) and refreshes `save`'s generation and current turn. Call before
         the job reads what it works on: a rewind that flagged the job to redo before it read
-        anything is then simply cleared.
+        anything is then simply cleared. (An embedding calls it again after its vector write:
+        a rewind that dropped its turn meanwhile means the chunk is removed again.)
         """
         from studio.saves.models import Save
 
