@@ -204,6 +204,11 @@ class CheckpointManager:
             # Every per-turn table, in registry order (`studio.memory.timeline`).
             counts: dict[str, int | None] = dict(timeline.roll_back(locked, n))
             generation = locked.timeline_generation + 1
+            # Jobs of the kept turns go on to the new timeline; those of dropped turns write nothing.
+            jobs.job_timeline_rewind(
+                game_save=locked, to_turn=n, generation=generation,
+                memory_rewound=any(beliefs.values()) or any(models.values()),
+            )
             Save.objects.filter(pk=pk).update(
                 current_turn=n, timeline_generation=generation, updated_at=timezone.now()
             )

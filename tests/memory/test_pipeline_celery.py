@@ -325,3 +325,30 @@ def test_llm_failure_on_the_worker_is_recorded_and_retryable(worker, universe):
         log=worker.log,
     )
     assert living.status == JobStatus.DONE and Fact.objects.filter(game_save=save).count() == 2
+
+
+def test_append_then_rewind_at_once_keeps_the_kept_turns_memory_on_the_worker(worker, universe, playtester):
+    """Issue 19's report on the real worker: turns 1-3 appended, a rewind to 2 at once; every
+    kept turn is found by /query and has its facts, turn 3 left nothing."""
+    from studio.api.services import api_token_create
+    from studio.memory.vector import reset_vector_memory
+    from tests.api.conftest import ApiClient
+    from tests.memory.rewind_race import (
+        assert_kept_turns_remembered,
+        narrative_facts_responder,
+        play_then_rewind,
+    )
+    from tests.memory.rewind_race import wait_idle as wait_save_idle
+
+    hold = threading.Event()
+    worker.llm.responder = narrative_facts_responder(hold)
+    save = save_create(universe=universe, name="Race", memory_mode=MemoryMode.LIVING)
+    api = ApiClient(api_token_create(user=playtester, name="engine")[1])
+    reset_vector_memory()  # this process reads the worker's Chroma server (the worker fixture's settings)
+    try:
+        play_then_rewind(api, save, worker.llm, hold)
+        wait_save_idle(save)
+        assert_kept_turns_remembered(api, save, worker.vector_memory())
+    finally:
+        hold.set()
+        reset_vector_memory()

@@ -4,6 +4,9 @@ Layers, each importing only the ones above it in this list:
 
 - `ledger`     the Job rows: states, claims (`claim_batch`, `claim_one`), finish / defer /
                fail, retry with backoff, the exceptions, `RETRYABLE_STATUSES`;
+- `timeline`   the rule of which per-turn jobs a rewind keeps: `job_timeline_rewind`, run
+               in the rewind's transaction (a job checks it with
+               `registry.job_timeline_check` before it writes);
 - `registry`   which handler runs each JobKind (apps register theirs in
                `AppConfig.ready()`), and the `JobContext` a handler is given;
 - `runner`     `run_job` drains a scope, `run_now` runs one immediate job here;
@@ -23,6 +26,7 @@ from studio.memory.jobs.ledger import (
     UNFINISHED,
     JobLost,
     JobPaused,
+    JobRedo,
     JobSkipped,
     PermanentJobError,
     job_create,
@@ -38,6 +42,7 @@ from studio.memory.jobs.services import (
     enqueue_turn,
     job_retry,
 )
+from studio.memory.jobs.timeline import TIMELINE_KINDS, job_timeline_rewind
 
 __all__ = [
     "LOST",
@@ -45,12 +50,14 @@ __all__ = [
     "PENDING",
     "QUEUE_DOWN_PREFIX",
     "RETRYABLE_STATUSES",
+    "TIMELINE_KINDS",
     "UNFINISHED",
     "JobContext",
     "JobHandler",
     "JobLost",
     "JobNotRetryable",
     "JobPaused",
+    "JobRedo",
     "JobSkipped",
     "Outcome",
     "PermanentJobError",
@@ -62,6 +69,7 @@ __all__ = [
     "handler_for",
     "job_create",
     "job_retry",
+    "job_timeline_rewind",
     "jobs_active_for_save",
     "jobs_for_save",
     "register",

@@ -7,7 +7,8 @@ handlers are registered by the apps (`registry`), run by the `runner`, and woken
 them).
 
 States. QUEUED -> RUNNING -> DONE | SKIPPED | FAILED, with PAUSED (the spend guard; resumes
-by itself) and a QUEUED job waiting for its retry time (`payload["not_before"]`). A failed
+by itself), a QUEUED job waiting for its retry time (`payload["not_before"]`), and RUNNING
+back to QUEUED when a rewind asks a job to run again (`JobRedo`, see `timeline`). A failed
 attempt goes back to QUEUED with an exponential backoff (`AXIOM_JOB_RETRY_BACKOFF` x
 2^(attempt-1)) until `AXIOM_JOB_MAX_ATTEMPTS` attempts were made, then FAILED; a
 `PermanentJobError` (or an exception with `retryable = False`) fails at once. Every kind
@@ -59,6 +60,8 @@ RETRYABLE_STATUSES = (JobStatus.FAILED, JobStatus.SKIPPED, JobStatus.PAUSED)
 ORDERED_KINDS = (JobKind.LIVING_TURN, JobKind.REFRESH_MODELS)
 # A claim's keys in a job's payload (removed when the claim ends).
 CLAIM_KEYS = ("worker", "claimed_at")
+# Set by a rewind on a running job that must run again (`timeline`); a new claim clears it.
+REDO_KEY = "redo"
 
 
 class JobSkipped(Exception):
@@ -76,6 +79,11 @@ class JobPaused(Exception):
 
 class PermanentJobError(Exception):
     """A failure that running the job again will not fix (the job fails without retrying)."""
+
+
+class JobRedo(Exception):
+    """A rewind kept the job's turn but rolled back memory the job had read (`timeline`):
+    nothing was written; the job goes back to the queue, its attempt not counted."""
 
 
 class JobLost(Exception):
@@ -264,6 +272,7 @@ def _mark_claimed(batch: list[Job], worker: str, now: datetime, *, ordered: bool
         payload["worker"] = worker
         payload["claimed_at"] = now.isoformat()
         payload.pop("not_before", None)
+        payload.pop(REDO_KEY, None)
         if job.started_at is not None:
             payload["rerun"] = True  # an earlier attempt may have written (handlers replace)
         if len(batch) > 1:
@@ -520,6 +529,22 @@ def defer(job: Job, worker: str, when: datetime, *, status: str, progress: str, 
         row.save(update_fields=["payload", "status", "progress", "error"])
         countdown = max(0.0, (when - timezone.now()).total_seconds())
         wake_on_commit(row.pk, countdown=countdown + 0.05)
+    return True
+
+
+def requeue_for_redo(job: Job, worker: str, reason: str) -> bool:
+    """Put a job that raised JobRedo back in the queue (attempt not counted); wake a runner."""
+    with transaction.atomic():
+        row = owned_row(job.pk, worker)
+        if row is None:
+            return False
+        row.payload = {k: v for k, v in (row.payload or {}).items() if k not in (*CLAIM_KEYS, REDO_KEY, "not_before")}
+        row.status = JobStatus.QUEUED
+        row.attempts = max(0, row.attempts - 1)
+        row.progress = f"queued again: {reason}"[:200]
+        row.error = ""
+        row.save(update_fields=["payload", "status", "attempts", "progress", "error"])
+        wake_on_commit(row.pk)
     return True
 
 

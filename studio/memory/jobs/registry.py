@@ -12,8 +12,9 @@ first
 
 - locks the save row (`select_for_update`), so a rewind cannot interleave;
 - checks the job is still held by this runner (a runner presumed dead must not write);
-- checks the save's `timeline_generation` still equals the job's: a rewind since the job
-  was queued means the job writes nothing and ends as skipped.
+- checks the job is still on the save's live timeline (`job_timeline_check`): a
+  rewind that dropped the job's turn means it writes nothing and ends skipped; one that kept
+  the turn but rolled back memory the job read sends it back to the queue (`JobRedo`).
 
 It raises `JobSkipped`, `JobPaused` or any exception for the other outcomes (see `ledger`).
 A handler declares at registration whether its kind is claimed in batches (`run_batch`, or
@@ -28,7 +29,7 @@ from dataclasses import dataclass, field
 
 from django.db import transaction
 
-from studio.memory.jobs.ledger import ClaimRules, JobLost, JobSkipped, mark_finished, owned_row
+from studio.memory.jobs.ledger import REDO_KEY, ClaimRules, JobLost, JobRedo, JobSkipped, mark_finished, owned_row
 from studio.memory.models import Job, JobKind, JobStatus
 
 # Seconds between two progress writes of one job (the Jobs page polls every 2 s).
@@ -40,6 +41,33 @@ def default_vector_memory():
     from studio.memory.vector import get_vector_memory
 
     return get_vector_memory()
+
+
+def job_timeline_check(job: Job, save, row: Job | None = None) -> None:
+    """Raise unless `job` may (still) write for `save`'s live timeline.
+
+    `save` and `row` (the job's row) must be read together under the save's lock (see
+    `JobContext.check_timeline`). JobSkipped: a rewind dropped the job's turn, or the turn
+    is gone; JobRedo: a rewind kept the turn but changed what the job read.
+    """
+    if row is None:
+        row = Job.objects.filter(pk=job.pk).only("timeline_generation", "turn_id", "payload").first()
+        if row is None:
+            raise JobSkipped("the job was deleted; nothing written")
+    # A rewind may have moved the job to its new generation (and a refresh to its target).
+    job.timeline_generation, job.turn_id = row.timeline_generation, row.turn_id
+    if save.timeline_generation != row.timeline_generation:
+        turn = f"turn {row.turn_id} was dropped" if row.turn_id is not None else "the job is from another timeline"
+        raise JobSkipped(
+            f"timeline rewound (generation {row.timeline_generation} -> {save.timeline_generation}); "
+            f"{turn}, nothing written"
+        )
+    if row.turn_id is not None and job.kind in (JobKind.EMBED_TURN, JobKind.LIVING_TURN):
+        if row.turn_id > save.current_turn:
+            raise JobSkipped(f"turn {row.turn_id} no longer exists; nothing written")
+    reason = (row.payload or {}).get(REDO_KEY)
+    if reason:
+        raise JobRedo(reason)
 
 
 @dataclass
@@ -93,15 +121,25 @@ class JobContext:
         Job.objects.filter(pk=self.job.pk, status=JobStatus.RUNNING).update(progress=text[:200])
 
     def check_timeline(self, save) -> None:
-        """Raise JobSkipped if the save was rewound since the job was queued, or its turn is gone."""
-        if save.timeline_generation != self.job.timeline_generation:
-            raise JobSkipped(
-                f"timeline rewound (generation {self.job.timeline_generation} -> "
-                f"{save.timeline_generation}); nothing written"
-            )
-        if self.job.turn_id is not None and self.job.kind in (JobKind.EMBED_TURN, JobKind.LIVING_TURN):
-            if self.job.turn_id > save.current_turn:
-                raise JobSkipped(f"turn {self.job.turn_id} no longer exists; nothing written")
+        """Raise JobSkipped unless the job's turn is on the save's live timeline (see `timeline`).
+
+        Reads the save and the job's row together under the save's lock (a rewind moves both
+        in one transaction) and refreshes `save`'s generation and current turn. Call before
+        the job reads what it works on: a rewind that flagged the job to redo before it read
+        anything is then simply cleared. (An embedding calls it again after its vector write:
+        a rewind that dropped its turn meanwhile means the chunk is removed again.)
+        """
+        from studio.saves.models import Save
+
+        with transaction.atomic():
+            locked = Save.objects.select_for_update().only("timeline_generation", "current_turn").get(pk=save.pk)
+            save.timeline_generation, save.current_turn = locked.timeline_generation, locked.current_turn
+            try:
+                job_timeline_check(self.job, save)
+            except JobRedo:
+                row = Job.objects.select_for_update().get(pk=self.job.pk)
+                row.payload = {k: v for k, v in (row.payload or {}).items() if k != REDO_KEY}
+                row.save(update_fields=["payload"])
 
     def commit(self, write, *, check_timeline: bool = True) -> dict:
         """Run `write(save)` and mark the job done, atomically, if the job may still write."""
@@ -116,7 +154,7 @@ class JobContext:
             if row is None:
                 raise JobLost()
             if check_timeline and save is not None:
-                self.check_timeline(save)
+                job_timeline_check(self.job, save, row)
             result = write(save) or {}
             self.timings["write_seconds"] = round(time.perf_counter() - started, 4)
             result = {**result, "timings": dict(self.timings)}

@@ -10,6 +10,10 @@ runner (a rewind's vector delete right after its commit, a retry from the Jobs p
 append finishing a failed delete first), through the same claim and the same records, and
 returns how it ended.
 
+A job a rewind flagged to redo (`JobRedo`: its turn was kept, memory it read was
+rolled back) goes back to the queue with its attempt not counted, and the drain loop takes
+it again.
+
 Batches: a kind registered with `run_batch` gets the whole claimed batch in one call (one
 model call for several turns' embeddings); if that call fails as a whole, the jobs run again
 one by one, so one bad turn costs only its own job an attempt. A kind registered with
@@ -26,7 +30,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 
 from studio.memory.jobs import ledger, registry
-from studio.memory.jobs.ledger import JobLost, JobPaused, JobSkipped, PermanentJobError
+from studio.memory.jobs.ledger import JobLost, JobPaused, JobRedo, JobSkipped, PermanentJobError
 from studio.memory.jobs.registry import JobContext
 from studio.memory.models import Job, JobStatus
 
@@ -124,6 +128,10 @@ def _execute(job: Job, worker: str, *, shared: dict | None = None, vectors=None)
     except JobSkipped as exc:
         ledger.finish(job, worker, JobStatus.SKIPPED, progress=f"skipped: {exc}", error="")
         return Outcome(status=JobStatus.SKIPPED, error=str(exc))
+    except JobRedo as exc:
+        # A rewind kept the job's turn but rolled back memory it had read: run it again.
+        ledger.requeue_for_redo(job, worker, str(exc))
+        return Outcome(status=JobStatus.QUEUED, error=str(exc))
     except JobPaused as exc:
         ledger.defer(job, worker, exc.resume_at, status=JobStatus.PAUSED, progress=f"paused: {exc.reason}", error=exc.reason)
         return Outcome(status=JobStatus.PAUSED, error=exc.reason)

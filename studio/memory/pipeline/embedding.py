@@ -4,9 +4,11 @@ Only `VectorMemory`'s public API is used: `update_turn_narrative` for one turn a
 `update_turn_narratives` for a batch (one encode call for all the turns, then their old
 chunks deleted), both of which replace a turn's chunks, so an edit, a re-run after a crash
 or a turn number reused after a rewind never duplicates. Chroma is outside the
-transaction: after embedding, the job re-reads the save's generation, and if a rewind ran
-meanwhile it deletes whatever lies beyond the live horizon again and ends skipped (queries
-never see those chunks anyway: they use the save's current turn as their horizon).
+transaction: after embedding, the job checks its turn is still on the live timeline
+(`JobContext.check_timeline`: a rewind to the turn or later keeps it, and the job ends done);
+if a rewind dropped the turn meanwhile it deletes whatever lies beyond the live horizon
+again and ends skipped (queries never see those chunks anyway: they use the save's current
+turn as their horizon).
 """
 from __future__ import annotations
 
@@ -29,12 +31,13 @@ def run_embed_turn(ctx: JobContext):
     t0 = time.perf_counter()
     vectors.update_turn_narrative(save.save_id, event.turn_id, event.narrative)
     seconds = time.perf_counter() - t0
-    save.refresh_from_db(fields=["timeline_generation", "current_turn"])
-    if save.timeline_generation != ctx.job.timeline_generation:
-        # A rewind ran meanwhile and may have deleted chunks before this one landed: remove
-        # whatever lies beyond the live horizon again (queries never see it anyway).
+    try:
+        ctx.check_timeline(save)
+    except JobSkipped:
+        # A rewind dropped the turn meanwhile and may have deleted chunks before this one
+        # landed: remove whatever lies beyond the live horizon again (queries never see it).
         vectors.rollback(save.save_id, save.current_turn)
-        raise JobSkipped("timeline rewound during embedding; the chunk was removed again")
+        raise JobSkipped("timeline rewound during embedding; the chunk was removed again") from None
     return {"turn_id": event.turn_id, "chars": len(event.narrative), "timings": {"embed_seconds": round(seconds, 4)}}
 
 
@@ -42,9 +45,10 @@ def run_embed_batch(contexts: list[JobContext]) -> dict[int, tuple[str, dict]]:
     """Embed several turns of one save with one model call; return each job's outcome.
 
     The outcome per job id is (status, {"progress", "result"}) for the runner to record in
-    one transaction. Same checks as `run_embed_turn`: a job of another timeline generation,
-    or of a turn that no longer exists, is skipped; a rewind during the embedding removes
-    the chunks beyond the live horizon again and skips the whole batch.
+    one transaction. Same checks as `run_embed_turn`: a job whose turn a rewind dropped, or
+    of a turn that no longer exists, is skipped; a rewind during the embedding removes the
+    chunks beyond the live horizon again and skips the jobs of the turns it dropped (those
+    of the turns it kept end done).
     """
     from studio.saves.models import Event
 
@@ -73,12 +77,16 @@ def run_embed_batch(contexts: list[JobContext]) -> dict[int, tuple[str, dict]]:
     t0 = time.perf_counter()
     vectors.update_turn_narratives(save.save_id, {turn: texts[turn] for turn in sorted(texts)})
     seconds = time.perf_counter() - t0
-    save.refresh_from_db(fields=["timeline_generation", "current_turn"])
-    rewound = save.timeline_generation != contexts[0].job.timeline_generation
-    if rewound:
+    dropped = set()
+    for ctx in live:
+        try:
+            ctx.check_timeline(save)
+        except JobSkipped:
+            dropped.add(ctx.job.pk)
+    if dropped:
         vectors.rollback(save.save_id, save.current_turn)
     for ctx in live:
-        if rewound:
+        if ctx.job.pk in dropped:
             outcomes[ctx.job.pk] = (
                 JobStatus.SKIPPED,
                 {"progress": "skipped: timeline rewound during embedding; the chunk was removed again"},

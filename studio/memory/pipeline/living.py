@@ -10,9 +10,25 @@ pauses the job (`JobPaused`) until the window allows.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 
+from studio.memory import missions as missions_module
+from studio.memory.consolidate import batch_characters, consolidate_detailed
+from studio.memory.factextract import extract_facts_detailed
+from studio.memory.facts import delete_facts_after, insert_facts
 from studio.memory.jobs import JobContext, JobPaused, JobSkipped
 from studio.memory.llm import LLMError, SpendLimitExceeded, TrackedLLM, get_llm_backend
+from studio.memory.mental_models import rollback_models_for_pk, stale_subjects, upsert_mental_model
+from studio.memory.models import Fact as FactRow
+from studio.memory.models import Observation as ObservationRow
+from studio.memory.models import subject_key_for
+from studio.memory.observations import (
+    Observation,
+    apply_consolidation,
+    get_observations,
+    rollback_beliefs_for_pk,
+)
+from studio.memory.reflect import affected_subjects, reflect_detailed
 
 MAX_FACTS_PER_TURN = 8
 MAX_EXISTING_BELIEFS = 24
@@ -69,8 +85,6 @@ class LLMOutputError(LLMError):
 
 def _project_beliefs(existing, actions, subject: str):
     """Return `subject`'s beliefs as they will be once `actions` are applied (in memory)."""
-    from studio.memory.observations import Observation
-
     key = (subject or "").strip().casefold()
     by_id = {o.observation_id: o for o in existing}
     projected = {oid: Observation(**{**o.__dict__}) for oid, o in by_id.items()}
@@ -96,12 +110,6 @@ def forget_turn_outputs(save, turn_id: int) -> dict:
     turn before. For an older turn only that turn's facts go; the beliefs citing them lose
     those sources and are flagged stale, so the next consolidation re-examines them.
     """
-    from studio.memory.facts import delete_facts_after
-    from studio.memory.mental_models import rollback_models_for_pk
-    from studio.memory.models import Fact as FactRow
-    from studio.memory.models import Observation as ObservationRow
-    from studio.memory.observations import rollback_beliefs_for_pk
-
     if turn_id >= save.current_turn:
         facts = delete_facts_after(save.pk, turn_id - 1)
         beliefs = rollback_beliefs_for_pk(save.pk, turn_id - 1)
@@ -131,9 +139,6 @@ def beliefs_for_consolidation(save, facts, horizon: int) -> list:
     was shown, about a character absent from the turn, and created nothing). Reading only
     these candidates also keeps the cost of a turn flat as a save accumulates beliefs.
     """
-    from studio.memory.consolidate import batch_characters
-    from studio.memory.observations import get_observations
-
     chosen: dict[int, object] = {}
     for name in batch_characters(facts):
         for belief in get_observations(save, max_turn_id=horizon, subject=name, limit=MAX_EXISTING_BELIEFS):
@@ -145,9 +150,6 @@ def beliefs_for_consolidation(save, facts, horizon: int) -> list:
 
 def belief_ids(save, subject: str, turn: int) -> list[int]:
     """Ids of the beliefs a subject's mental model is built from (its sources)."""
-    from studio.memory.models import Observation as ObservationRow
-    from studio.memory.models import subject_key_for
-
     return list(
         ObservationRow.objects.filter(
             game_save_id=save.pk, subject_key=subject_key_for(subject), created_turn_id__lte=turn
@@ -163,19 +165,17 @@ def player_character_for(save) -> str | None:
     return value or None
 
 
-def run_living_turn(ctx: JobContext):
-    """Extract -> facts -> (beliefs on) consolidate -> beliefs -> reflect -> mental models."""
-    from studio.memory import missions as missions_module
-    from studio.memory.consolidate import consolidate_detailed
-    from studio.memory.factextract import extract_facts_detailed
-    from studio.memory.facts import insert_facts
-    from studio.memory.mental_models import stale_subjects, upsert_mental_model
-    from studio.memory.models import Fact as FactRow
-    from studio.memory.observations import apply_consolidation, get_observations
-    from studio.memory.reflect import affected_subjects, reflect_detailed
-    from studio.saves.models import Event, StateCache
+@dataclass
+class TurnPlan:
+    """What a living job's LLM calls produced for its turn, before anything is written."""
 
-    job = ctx.job
+    facts: list = field(default_factory=list)
+    actions: list = field(default_factory=list)
+    summaries: dict[str, str] = field(default_factory=dict)
+
+
+def start_living_job(ctx: JobContext):
+    """Return the job's save and backend, or raise JobSkipped (classic mode, no LLM, rewound)."""
     save = ctx.save()
     if not save.is_living:
         raise JobSkipped("the save is in classic memory mode")
@@ -183,123 +183,158 @@ def run_living_turn(ctx: JobContext):
     if backend is None:
         raise JobSkipped("no LLM configured")
     ctx.check_timeline(save)
-    # A batch reads its turns' narratives and states once (the first job of the batch).
-    batch_turns = ctx.shared.get("batch_turns") or [job.turn_id]
-    if job.turn_id not in batch_turns:
-        batch_turns = [job.turn_id]
+    return save, backend
+
+
+def turn_inputs(ctx: JobContext, save) -> tuple[str, object]:
+    """Return the job's turn narrative and state (a batch reads its turns' rows once)."""
+    from studio.saves.models import Event, StateCache
+
+    turn = ctx.job.turn_id
+    batch_turns = ctx.shared.get("batch_turns") or [turn]
+    if turn not in batch_turns:
+        batch_turns = [turn]
     narratives = ctx.cached(
         "narratives",
         lambda: dict(
             Event.objects.filter(game_save_id=save.pk, turn_id__in=batch_turns).values_list("turn_id", "narrative")
         ),
     )
-    if job.turn_id not in narratives:
-        raise JobSkipped(f"turn {job.turn_id} no longer exists")
+    if turn not in narratives:
+        raise JobSkipped(f"turn {turn} no longer exists")
     states = ctx.cached(
         "states",
         lambda: dict(
             StateCache.objects.filter(game_save_id=save.pk, turn_id__in=batch_turns).values_list("turn_id", "state")
         ),
     )
-    turn = job.turn_id
-    narrative = narratives[turn]
-    player_character = player_character_for(save)
-    llm = TrackedLLM(backend, game_save_id=save.pk, job_id=job.pk)
-    try:
-        llm.check_budget()
-    except SpendLimitExceeded as exc:
-        raise JobPaused(exc.reason, exc.resume_at) from exc
+    return narratives[turn], states.get(turn)
 
+
+def extract_turn_facts(ctx: JobContext, save, llm, narrative: str, state) -> list:
+    """The extract call: the turn's facts (provisional ids)."""
+    turn = ctx.job.turn_id
     ctx.progress("extracting facts")
-    t0 = time.perf_counter()
     facts, error = extract_facts_detailed(
         llm,
         narrative,
         known_entities=ctx.cached("known_entities", lambda: known_entities_for(save)),
-        when_hint=when_hint_from_state(states.get(turn), turn),
+        when_hint=when_hint_from_state(state, turn),
         max_facts=MAX_FACTS_PER_TURN,
-        player_character=player_character,
+        player_character=player_character_for(save),
     )
     _raise_for(error, "extract")
-    actions = []
+    return facts
+
+
+def consolidate_turn(ctx: JobContext, save, llm, facts) -> list:
+    """The consolidate call: what the facts do to the beliefs they bear on."""
+    turn = ctx.job.turn_id
+    ctx.progress(f"consolidating {len(facts)} facts into beliefs")
+    # A re-extraction of the latest turn replaces what that turn produced before, so
+    # the beliefs it created are not shown as existing ones.
+    horizon = turn - 1 if ctx.job.payload.get("reextract") and turn >= save.current_turn else turn
+    actions, error = consolidate_detailed(
+        llm,
+        facts,
+        beliefs_for_consolidation(save, facts, horizon),
+        mission=ctx.cached("mission", lambda: missions_module.get_universe_mission(save)),
+        missions=ctx.cached("missions", lambda: missions_module.get_belief_missions(save)),
+        max_existing=MAX_EXISTING_BELIEFS,
+        player_character=player_character_for(save),
+    )
+    _raise_for(error, "consolidate")
+    return actions
+
+
+def reflect_turn(ctx: JobContext, save, llm, actions) -> dict[str, str]:
+    """The reflect calls: a new mental model for each subject the actions touched (and a few
+    stale ones), from its beliefs as they will be once the actions are applied."""
+    turn = ctx.job.turn_id
+    mission = ctx.cached("mission", lambda: missions_module.get_universe_mission(save))
+    missions = ctx.cached("missions", lambda: missions_module.get_belief_missions(save))
+    subjects = affected_subjects(actions)
+    for stale in stale_subjects(save, max_turn_id=turn, limit=STALE_MODELS_PER_PASS):
+        if stale.casefold() not in {s.casefold() for s in subjects}:
+            subjects.append(stale)
     summaries: dict[str, str] = {}
-    subjects: list[str] = []
-    if save.beliefs_enabled and facts:
-        ctx.progress(f"consolidating {len(facts)} facts into beliefs")
-        # A re-extraction of the latest turn replaces what that turn produced before, so
-        # the beliefs it created are not shown as existing ones.
-        horizon = turn - 1 if job.payload.get("reextract") and turn >= save.current_turn else turn
-        existing = beliefs_for_consolidation(save, facts, horizon)
-        mission = ctx.cached("mission", lambda: missions_module.get_universe_mission(save))
-        missions = ctx.cached("missions", lambda: missions_module.get_belief_missions(save))
-        actions, error = consolidate_detailed(
-            llm,
-            facts,
-            existing,
-            mission=mission,
-            missions=missions,
-            max_existing=MAX_EXISTING_BELIEFS,
-            player_character=player_character,
+    for subject in subjects:
+        ctx.progress(f"reflecting on {subject or 'the world'}")
+        current = get_observations(save, max_turn_id=turn, subject=subject, limit=REFLECT_MAX_BELIEFS)
+        beliefs = _project_beliefs(current, actions, subject)
+        subject_mission = missions.get(subject) or next(
+            (m for name, m in missions.items() if name.casefold() == subject.casefold()), mission
         )
-        _raise_for(error, "consolidate")
-        subjects = affected_subjects(actions)
-        for stale in stale_subjects(save, max_turn_id=turn, limit=STALE_MODELS_PER_PASS):
-            if stale.casefold() not in {s.casefold() for s in subjects}:
-                subjects.append(stale)
-        for subject in subjects:
-            ctx.progress(f"reflecting on {subject or 'the world'}")
-            current = get_observations(save, max_turn_id=turn, subject=subject, limit=REFLECT_MAX_BELIEFS)
-            beliefs = _project_beliefs(current, actions, subject)
-            subject_mission = missions.get(subject) or next(
-                (m for name, m in missions.items() if name.casefold() == subject.casefold()), mission
-            )
-            summary, error = reflect_detailed(
-                llm, subject, beliefs, mission=subject_mission, player_character=player_character
-            )
-            _raise_for(error, "reflect")
-            if summary:
-                summaries[subject] = summary
+        summary, error = reflect_detailed(
+            llm, subject, beliefs, mission=subject_mission, player_character=player_character_for(save)
+        )
+        _raise_for(error, "reflect")
+        if summary:
+            summaries[subject] = summary
+    return summaries
+
+
+def plan_turn(ctx: JobContext, save, llm, narrative: str, state) -> TurnPlan:
+    """Make every LLM call of the turn (nothing is written while they run)."""
+    plan = TurnPlan(facts=extract_turn_facts(ctx, save, llm, narrative, state))
+    if save.beliefs_enabled and plan.facts:
+        plan.actions = consolidate_turn(ctx, save, llm, plan.facts)
+        plan.summaries = reflect_turn(ctx, save, llm, plan.actions)
+    return plan
+
+
+def write_turn(locked_save, job, plan: TurnPlan, llm) -> dict:
+    """Write the turn's facts, beliefs and mental models (inside `JobContext.commit`)."""
+    turn = job.turn_id
+    forgotten = {}
+    if job.payload.get("reextract") or FactRow.objects.filter(game_save_id=locked_save.pk, turn_id=turn).exists():
+        forgotten = forget_turn_outputs(locked_save, turn)
+    provisional = {f.fact_id: f for f in plan.facts}
+    for fact in plan.facts:
+        fact.fact_id = None
+    fact_ids = insert_facts(locked_save, turn, plan.facts)
+    real_id = {tmp: f.fact_id for tmp, f in provisional.items() if f.fact_id is not None}
+    for action in plan.actions:
+        action.source_fact_ids = [real_id[i] for i in action.source_fact_ids if i in real_id]
+    counts = (
+        apply_consolidation(locked_save, turn, plan.actions, {fid: turn for fid in fact_ids})
+        if plan.actions
+        else {}
+    )
+    models = []
+    for subject, summary in plan.summaries.items():
+        upsert_mental_model(locked_save, subject, summary, turn, sources=belief_ids(locked_save, subject, turn))
+        models.append(subject)
+    result = {
+        "turn_id": turn,
+        "facts": len(fact_ids),
+        "beliefs": counts,
+        "mental_models": models,
+        "llm_calls": llm.calls,
+        "llm_tokens": llm.tokens,
+        "reextracted": forgotten,
+    }
+    if llm.truncated:
+        # Answers cut at the token limit: their complete items were kept; the record says
+        # which operation to give more tokens (AXIOM_LLM_MAX_TOKENS_<OPERATION>).
+        result["truncated"] = list(llm.truncated)
+    return result
+
+
+def run_living_turn(ctx: JobContext):
+    """Extract -> facts -> (beliefs on) consolidate -> beliefs -> reflect -> mental models."""
+    save, backend = start_living_job(ctx)
+    narrative, state = turn_inputs(ctx, save)
+    llm = TrackedLLM(backend, game_save_id=save.pk, job_id=ctx.job.pk)
+    try:
+        llm.check_budget()
+    except SpendLimitExceeded as exc:
+        raise JobPaused(exc.reason, exc.resume_at) from exc
+    t0 = time.perf_counter()
+    plan = plan_turn(ctx, save, llm, narrative, state)
     ctx.timings["llm_seconds"] = round(time.perf_counter() - t0, 4)
     ctx.timings["llm_calls"] = llm.calls
-
-    def write(locked_save):
-        forgotten = {}
-        if job.payload.get("reextract") or FactRow.objects.filter(game_save_id=locked_save.pk, turn_id=turn).exists():
-            forgotten = forget_turn_outputs(locked_save, turn)
-        provisional = {f.fact_id: f for f in facts}
-        for fact in facts:
-            fact.fact_id = None
-        fact_ids = insert_facts(locked_save, turn, facts)
-        real_id = {tmp: f.fact_id for tmp, f in provisional.items() if f.fact_id is not None}
-        for action in actions:
-            action.source_fact_ids = [real_id[i] for i in action.source_fact_ids if i in real_id]
-        counts = (
-            apply_consolidation(locked_save, turn, actions, {fid: turn for fid in fact_ids})
-            if actions
-            else {}
-        )
-        models = []
-        for subject, summary in summaries.items():
-            upsert_mental_model(
-                locked_save, subject, summary, turn, sources=belief_ids(locked_save, subject, turn)
-            )
-            models.append(subject)
-        result = {
-            "turn_id": turn,
-            "facts": len(fact_ids),
-            "beliefs": counts,
-            "mental_models": models,
-            "llm_calls": llm.calls,
-            "llm_tokens": llm.tokens,
-            "reextracted": forgotten,
-        }
-        if llm.truncated:
-            # Answers cut at the token limit: their complete items were kept; the record says
-            # which operation to give more tokens (AXIOM_LLM_MAX_TOKENS_<OPERATION>).
-            result["truncated"] = list(llm.truncated)
-        return result
-
-    ctx.commit(write)
+    ctx.commit(lambda locked_save: write_turn(locked_save, ctx.job, plan, llm))
     return None
 
 
@@ -308,18 +343,7 @@ def run_living_turn(ctx: JobContext):
 
 def run_refresh_models(ctx: JobContext):
     """Regenerate the mental models a rewind flagged stale, from the rewound beliefs."""
-    from studio.memory import missions as missions_module
-    from studio.memory.mental_models import stale_subjects, upsert_mental_model
-    from studio.memory.observations import get_observations
-    from studio.memory.reflect import reflect_detailed
-
-    save = ctx.save()
-    if not save.is_living:
-        raise JobSkipped("the save is in classic memory mode")
-    backend = get_llm_backend()
-    if backend is None:
-        raise JobSkipped("no LLM configured")
-    ctx.check_timeline(save)
+    save, backend = start_living_job(ctx)
     llm = TrackedLLM(backend, game_save_id=save.pk, job_id=ctx.job.pk)
     player_character = player_character_for(save)
     turn = save.current_turn
@@ -336,8 +360,11 @@ def run_refresh_models(ctx: JobContext):
             summaries[subject] = (summary, [b.observation_id for b in beliefs])
 
     def write(locked_save):
+        # The models are as of the turn their beliefs were read at (a rewind since then that
+        # kept it without changing memory leaves them true at its target).
+        as_of = min(turn, locked_save.current_turn)
         for subject, (summary, sources) in summaries.items():
-            upsert_mental_model(locked_save, subject, summary, locked_save.current_turn, sources=sources)
+            upsert_mental_model(locked_save, subject, summary, as_of, sources=sources)
         result = {"refreshed": sorted(summaries), "llm_calls": llm.calls}
         if llm.truncated:
             result["truncated"] = list(llm.truncated)
