@@ -207,7 +207,8 @@ class CheckpointManager:
             # Jobs of the kept turns go on to the new timeline; those of dropped turns write nothing.
             jobs.job_timeline_rewind(
                 game_save=locked, to_turn=n, generation=generation,
-                memory_rewound=any(beliefs.values()) or any(models.values()),
+                memory_rewound=any(counts.get(key) for key in (
+                    "beliefs_deleted", "beliefs_updated", "mental_models_deleted", "mental_models_updated")),
             )
             Save.objects.filter(pk=pk).update(
                 current_turn=n, timeline_generation=generation, updated_at=timezone.now()
