@@ -65,3 +65,26 @@ def test_the_import_page_answers_400_with_the_message_and_imports_nothing(client
     html = response.content.decode()
     assert f"Nothing was imported. Not valid TOML: {NESTING_MESSAGE}." in html
     assert not Universe.objects.filter(slug="fresh").exists()
+
+
+# The Lore Book's JSON imports (SillyTavern world info, Character Card JSON) read JSON the same way.
+
+DEEP_JSON = "[" * 200_000 + "]" * 200_000
+
+
+@pytest.mark.parametrize(("chosen", "text"), [
+    ("sillytavern", '{"entries": {"0": {"key": ["x"], "content": "y", "extensions": {"deep": %s}}}}' % DEEP_JSON),
+    ("card", '{"spec": "chara_card_v2", "data": {"name": "Kael", "extensions": {"deep": %s}}}' % DEEP_JSON),
+    ("auto", '{"entries": {"0": {"key": ["x"], "content": "y", "extensions": {"deep": %s}}}}' % DEEP_JSON),
+    ("sillytavern", '{"entries": {"0": {"key": ["x"], "content": "y", "extensions": {"deep": %s}}}}'
+     % ("[" * 70 + "]" * 70)),  # parses, but deeper than the limit
+])
+def test_a_deeply_nested_lore_file_is_the_import_error(client, author, universe, chosen, text):
+    client.force_login(author)
+    before = universe.lore_entries.count()
+    upload = SimpleUploadedFile("deep.json", text.encode("utf-8"), content_type="application/json")
+    response = client.post(f"/universes/{universe.slug}/exchange/import/",
+                           {"file": upload, "format": chosen, "default_kind": "concept"})
+    assert response.status_code == 400
+    assert NESTING_MESSAGE in response.content.decode()
+    assert universe.lore_entries.count() == before
