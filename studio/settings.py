@@ -148,7 +148,7 @@ STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", "").strip() or BASE_DIR / "staticfiles")
 # WhiteNoise serves STATIC_ROOT (filled by `manage.py collectstatic`) from the web process:
-# file names carry a hash of their content (cached for a year), with gzip copies beside them.
+# file names carry a hash of their content (cached for good, "immutable"), with gzip copies beside them.
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
@@ -265,7 +265,8 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"chromadb": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
+    # axes: failures and lockouts are warnings; its per-attempt and start-up notes are left out.
+    "loggers": {"chromadb": {"level": "WARNING"}, "httpx": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
 }
 
 # --- Login throttling (django-axes) ---------------------------------------------------------
