@@ -11,6 +11,8 @@ COPY studio ./studio
 # torch first, pinned: an unpinned torch pulls a multi-GB CUDA build.
 RUN pip install torch==2.13.0 && pip install .
 COPY . .
+# Static files into /app/staticfiles: hashed names and gzip copies, served by WhiteNoise from the
+# web process (no web server needed). DEBUG=1 only lets the command run without SECRET_KEY.
 RUN DEBUG=1 python manage.py collectstatic --noinput
 
 RUN useradd --create-home axiom && mkdir -p /app/var && chown -R axiom /app/var

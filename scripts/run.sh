@@ -28,6 +28,10 @@ if [ "$CHROMA_HOST" = "127.0.0.1" ] && ! (exec 3<>/dev/tcp/127.0.0.1/"$CHROMA_PO
 fi
 
 "$PY" manage.py migrate --noinput
+case "${DEBUG,,}" in
+  1|true|yes|on) ;;  # runserver serves static files itself in DEBUG
+  *) "$PY" manage.py collectstatic --noinput ;;  # DEBUG off: WhiteNoise serves the collected files
+esac
 "$PY" manage.py load_demo --if-missing
 "$PY" manage.py ensure_demo_login
 echo "Axiom Studio on http://$HOST:$PORT/  (admin: http://$HOST:$PORT/admin/)"

@@ -7,6 +7,7 @@ one-machine set-up: SQLite under var/, a local Chroma store, jobs in-process, no
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -60,6 +61,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "axes",
     "django_htmx",
     "template_partials",
     "studio.universes",
@@ -70,6 +72,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files before everything else (WhiteNoise's docs): it answers /static/ itself.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "studio.middleware.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -79,6 +83,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: turns a locked-out login into the lockout page (429).
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "studio.urls"
@@ -124,6 +130,11 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# django-axes first: it refuses a locked-out account or address before any password is checked.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -135,7 +146,13 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", "").strip() or BASE_DIR / "staticfiles")
+# WhiteNoise serves STATIC_ROOT (filled by `manage.py collectstatic`) from the web process:
+# file names carry a hash of their content (cached for good, "immutable"), with gzip copies beside them.
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
 
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("AXIOM_MAX_REQUEST_BYTES", 5 * 1024 * 1024)
 FILE_UPLOAD_MAX_MEMORY_SIZE = DATA_UPLOAD_MAX_MEMORY_SIZE
@@ -248,8 +265,33 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"chromadb": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
+    # axes: failures and lockouts are warnings; its per-attempt and start-up notes are left out.
+    "loggers": {"chromadb": {"level": "WARNING"}, "httpx": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
 }
+
+# --- Login throttling (django-axes) ---------------------------------------------------------
+# After AXIOM_LOGIN_FAILURE_LIMIT failed logins for one account, or from one address, further
+# attempts are refused (429, registration/locked_out.html) until AXIOM_LOGIN_COOLOFF_MINUTES
+# have passed since the last failure; 0 minutes: until an administrator unlocks (admin, "Access
+# attempts"; or `manage.py axes_reset`). A limit of 0 turns the lockout off. The counts live in
+# the database, so every gunicorn worker sees them.
+AXIOM_LOGIN_FAILURE_LIMIT = env_int("AXIOM_LOGIN_FAILURE_LIMIT", 5)
+AXIOM_LOGIN_COOLOFF_MINUTES = env_int("AXIOM_LOGIN_COOLOFF_MINUTES", 15)
+if AXIOM_LOGIN_FAILURE_LIMIT < 0 or AXIOM_LOGIN_COOLOFF_MINUTES < 0:
+    raise ImproperlyConfigured("AXIOM_LOGIN_FAILURE_LIMIT and AXIOM_LOGIN_COOLOFF_MINUTES must be 0 or more")
+AXES_ENABLED = AXIOM_LOGIN_FAILURE_LIMIT > 0
+AXES_FAILURE_LIMIT = max(AXIOM_LOGIN_FAILURE_LIMIT, 1)  # axes wants a positive limit even when off
+AXES_COOLOFF_TIME = timedelta(minutes=AXIOM_LOGIN_COOLOFF_MINUTES) if AXIOM_LOGIN_COOLOFF_MINUTES else None
+# Per account and, separately, per address: either reaching the limit locks.
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_LOCKOUT_CALLABLE = "studio.lockout.lockout_response"
+AXES_RESET_ON_SUCCESS = False  # a success of the attacker's own account must not clear the address's count
+# The cool-off runs from the failure that locked; attempts while locked do not extend it.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+# The address a login comes from: REMOTE_ADDR, or, behind AXIOM_PROXY_COUNT trusted proxies that
+# each append to X-Forwarded-For, the address the outermost of them saw (studio/lockout.py).
+AXIOM_PROXY_COUNT = env_int("AXIOM_PROXY_COUNT", 0)
+AXES_CLIENT_IP_CALLABLE = "studio.lockout.client_ip"
 
 # --- Production hardening (active when DEBUG is off) --------------------------------------
 SECURE_CONTENT_TYPE_NOSNIFF = True
@@ -257,11 +299,29 @@ X_FRAME_OPTIONS = "DENY"
 SECURE_REFERRER_POLICY = "same-origin"
 SESSION_COOKIE_HTTPONLY = True
 CONTENT_SECURITY_POLICY = os.environ.get("AXIOM_CSP", "").strip() or None  # None: the default, self only
+
+
+def env_proxy_ssl_header(name: str) -> tuple[str, str] | None:
+    """Read `Header-Name,value` (e.g. `X-Forwarded-Proto,https`) as Django's META tuple."""
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return None
+    header, sep, expected = (part.strip() for part in value.partition(","))
+    if not sep or not header or not expected:
+        raise ImproperlyConfigured(f"{name} must be 'Header-Name,value', e.g. 'X-Forwarded-Proto,https'; got {value!r}")
+    header = header.upper().replace("-", "_")
+    return (header if header.startswith("HTTP_") else f"HTTP_{header}", expected)
+
+
+# Trust a proxy's "this came in over https" header only when one is configured: without a
+# proxy that sets (and overwrites) it, any client could send it and claim https.
+SECURE_PROXY_SSL_HEADER = env_proxy_ssl_header("SECURE_PROXY_SSL_HEADER")
+# HSTS is off unless SECURE_HSTS_SECONDS is set: once a browser has seen it, the site cannot go
+# back to plain http for that long. Start small (3600) and raise it once https works everywhere.
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
 if not DEBUG:
     SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", True)
     CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", True)
     SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
-    SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000)
-    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
-    SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", True)
-    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

@@ -28,6 +28,14 @@ from studio.settings import *  # noqa: E402,F401,F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
+# Pages link the plain file names: no collectstatic (and no manifest) before a test run. The live
+# server of the browser tests serves them from the finders; tests/browser/test_static_files.py
+# runs the production storage under gunicorn.
+STORAGES = {**STORAGES, "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}  # noqa: F405
+# An empty collected-files directory, so WhiteNoise has nothing to serve and nothing to warn about.
+STATIC_ROOT = os.path.join(os.environ["AXIOM_VAR_DIR"], "staticfiles")
+os.makedirs(STATIC_ROOT, exist_ok=True)
+
 # A file-based SQLite test database (not Django's in-memory default), so a Celery worker
 # subprocess started by tests/memory/test_pipeline_celery.py can open the same database.
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405

@@ -1,5 +1,6 @@
 """Every admin changelist and change form renders with data; big changelists stay cheap."""
 import pytest
+from axes.models import AccessAttempt, AccessFailureLog
 from django.contrib import admin
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -24,6 +25,10 @@ def populated(game_save, universe, staff_user):
     LLMCall.objects.create(game_save=game_save, job=job, operation="extract", model="m", prompt_tokens=10, completion_tokens=5)
     api_token_create(user=staff_user, name="engine")
     NarratorSnapshot.objects.create(game_save=game_save, turn_id=1, player_input="look", model="m", context={"items": []})
+    AccessAttempt.objects.create(username="mira", ip_address="203.0.113.7", user_agent="ua", http_accept="*/*",
+                                 path_info="/accounts/login/", get_data="", post_data="", failures_since_start=5)
+    AccessFailureLog.objects.create(username="mira", ip_address="203.0.113.7", user_agent="ua", http_accept="*/*",
+                                    path_info="/accounts/login/", locked_out=True)
     return game_save
 
 

@@ -31,6 +31,9 @@ def test_check_deploy_is_clean_with_production_settings():
         DEBUG="0",
         SECRET_KEY="x7!Qv2#pL9@wR4$tY8^uI1&oP6*aS3(dF5)gH0_jK2+lZ7-xC9=vB4",
         ALLOWED_HOSTS="studio.example.org",
+        # HSTS is off unless configured (docs/deploying.md); a deployment served only over https,
+        # subdomains included, sets it (check --deploy warns about each of the three otherwise).
+        SECURE_HSTS_SECONDS="3600", SECURE_HSTS_INCLUDE_SUBDOMAINS="1", SECURE_HSTS_PRELOAD="1",
     )
     proc = subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],

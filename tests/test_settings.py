@@ -27,12 +27,19 @@ print(json.dumps({
     "REDIS_URL": settings.REDIS_URL,
     "BROKER": settings.CELERY_BROKER_URL,
     "LLM": [settings.AXIOM_LLM_BASE_URL, settings.AXIOM_LLM_MODEL, settings.AXIOM_LLM_API_KEY],
+    "PROXY_SSL": settings.SECURE_PROXY_SSL_HEADER,
+    "HSTS": [settings.SECURE_HSTS_SECONDS, settings.SECURE_HSTS_INCLUDE_SUBDOMAINS, settings.SECURE_HSTS_PRELOAD],
+    "LOCKOUT": [settings.AXES_ENABLED, settings.AXES_FAILURE_LIMIT,
+                settings.AXES_COOLOFF_TIME.total_seconds() if settings.AXES_COOLOFF_TIME else None,
+                settings.AXIOM_PROXY_COUNT],
+    "STATIC_ROOT": str(settings.STATIC_ROOT),
+    "STATIC_STORAGE": settings.STORAGES["staticfiles"]["BACKEND"],
 }))
 """
 
 
 def load_settings(env: dict[str, str]) -> subprocess.CompletedProcess:
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_URL", "CHROMA_", "REDIS_URL", "AXIOM_", "SECRET_KEY", "DEBUG", "ALLOWED_HOSTS"))}
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_URL", "CHROMA_", "REDIS_URL", "AXIOM_", "SECRET_KEY", "DEBUG", "ALLOWED_HOSTS", "SECURE_HSTS", "SECURE_PROXY", "STATIC_ROOT"))}
     base.update({"DJANGO_SETTINGS_MODULE": "studio.settings"})
     base.update(env)
     code = "import django; django.setup();" + PROBE
@@ -104,6 +111,57 @@ def test_secret_key_required_without_debug():
     # Importing the code alone (e.g. for the API checker) still works.
     proc = subprocess.run([sys.executable, "-c", "import django; django.setup(); import studio.memory.models"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_without_debug_nothing_trusts_a_proxy_or_pins_https_unless_configured(tmp_path):
+    """No proxy in front (compose): a client's X-Forwarded-Proto is not trusted; HSTS is off."""
+    proc = load_settings({"DEBUG": "0", "SECRET_KEY": "k", "AXIOM_VAR_DIR": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr
+    values = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert values["PROXY_SSL"] is None
+    assert values["HSTS"] == [0, False, False]
+    assert values["LOCKOUT"] == [True, 5, 15 * 60, 0]
+    assert values["STATIC_STORAGE"] == "whitenoise.storage.CompressedManifestStaticFilesStorage"
+    assert values["STATIC_ROOT"] == str(ROOT / "staticfiles")
+
+
+def test_proxy_hsts_lockout_and_static_root_are_read(tmp_path):
+    proc = load_settings({
+        "DEBUG": "0", "SECRET_KEY": "k",
+        "SECURE_PROXY_SSL_HEADER": "X-Forwarded-Proto, https",
+        "SECURE_HSTS_SECONDS": "3600", "SECURE_HSTS_INCLUDE_SUBDOMAINS": "1", "SECURE_HSTS_PRELOAD": "1",
+        "AXIOM_LOGIN_FAILURE_LIMIT": "10", "AXIOM_LOGIN_COOLOFF_MINUTES": "0", "AXIOM_PROXY_COUNT": "1",
+        "STATIC_ROOT": str(tmp_path / "static"),
+    })
+    assert proc.returncode == 0, proc.stderr
+    values = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert values["PROXY_SSL"] == ["HTTP_X_FORWARDED_PROTO", "https"]
+    assert values["HSTS"] == [3600, True, True]
+    assert values["LOCKOUT"] == [True, 10, None, 1]
+    assert values["STATIC_ROOT"] == str(tmp_path / "static")
+    # A limit of 0 turns the lockout off.
+    proc = load_settings({"DEBUG": "1", "AXIOM_LOGIN_FAILURE_LIMIT": "0"})
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["LOCKOUT"][0] is False
+
+
+@pytest.mark.parametrize("value", ["https", "X-Forwarded-Proto", ",https"])
+def test_a_malformed_proxy_header_is_a_clear_error(value):
+    proc = load_settings({"DEBUG": "1", "SECURE_PROXY_SSL_HEADER": value})
+    assert proc.returncode != 0
+    assert "SECURE_PROXY_SSL_HEADER must be 'Header-Name,value'" in proc.stderr
+
+
+def test_a_client_cannot_claim_https_without_a_configured_proxy(db, client, settings):
+    """The header a client sends itself does not make the request secure (no HSTS, no secure redirect)."""
+    settings.SECURE_HSTS_SECONDS = 3600
+    response = client.get("/healthz", HTTP_X_FORWARDED_PROTO="https")
+    assert "Strict-Transport-Security" not in response
+    # Configured (a proxy that sets the header), the same request counts as https.
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    from django.test import Client
+
+    response = Client().get("/healthz", HTTP_X_FORWARDED_PROTO="https")
+    assert response["Strict-Transport-Security"] == "max-age=3600"
 
 
 @pytest.mark.parametrize("value", ["abc", "1.5"])

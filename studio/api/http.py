@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from functools import wraps
 from typing import Any
 
@@ -30,6 +31,13 @@ from studio.api.services import api_token_authenticate
 logger = logging.getLogger(__name__)
 
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
+# How deeply a request body's arrays and objects may nest (the body object itself is level 1),
+# as a save file's (saves/portable/registry.py). Deeper bodies, which would make the parser or
+# anything after it run out of stack, are refused with 400.
+MAX_JSON_DEPTH = 64
+# A UTF-16 surrogate left in a parsed string: JSON's "\ud800" escape without its pair. Paired
+# escapes decode to one character outside this range, so whatever matches is lone.
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 BEARER_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="axiom"'}
 
 
@@ -142,9 +150,54 @@ def json_body(request: HttpRequest) -> dict[str, Any]:
         data = json.loads(raw, parse_constant=_refuse_constant)
     except (UnicodeDecodeError, ValueError) as exc:
         raise ApiError(400, "invalid_json", "The body is not valid JSON.", {"reason": str(exc)[:200]})
+    except RecursionError:
+        raise _too_deep()
     if not isinstance(data, dict):
         raise ApiError(400, "invalid_json", "The body must be a JSON object.")
+    _refuse_unstorable(data)
     return data
+
+
+def _too_deep() -> ApiError:
+    return ApiError(
+        400, "invalid_json", f"The body is nested more than {MAX_JSON_DEPTH} levels deep.", {"max_depth": MAX_JSON_DEPTH}
+    )
+
+
+def _json_path(parts: tuple) -> str:
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(body)"
+
+
+def _refuse_unstorable(data: dict) -> None:
+    """Refuse nesting past MAX_JSON_DEPTH and lone surrogates, walking the body without recursion.
+
+    Raise 400 invalid_json for depth, 400 validation_error naming each string (or the object
+    whose key) that holds a lone surrogate: nothing can store or encode it as UTF-8.
+    """
+    message = "Contains a lone UTF-16 surrogate, which is not valid Unicode."
+    problems: dict[str, list[str]] = {}
+    stack: list[tuple[object, tuple, int]] = [(data, (), 1)]
+    while stack and len(problems) < 10:
+        value, path, depth = stack.pop()
+        if isinstance(value, str):
+            if LONE_SURROGATE.search(value):
+                problems.setdefault(_json_path(path), []).append(message)
+        elif isinstance(value, (dict, list)):
+            if depth > MAX_JSON_DEPTH:
+                raise _too_deep()
+            if isinstance(value, dict):
+                for key, child in value.items():
+                    if LONE_SURROGATE.search(key):
+                        problems.setdefault(_json_path(path), []).append("A key " + message[0].lower() + message[1:])
+                        continue
+                    stack.append((child, path + (key,), depth + 1))
+            else:
+                stack.extend((child, path + (index,), depth + 1) for index, child in enumerate(value))
+    if problems:
+        raise validation_error(problems)
 
 
 def _refuse_constant(name: str):

@@ -22,6 +22,9 @@ MAX_TITLE_CHARS = 300
 MAX_TEXT_CHARS = 200_000
 MAX_KEYS = 200
 MAX_KEY_CHARS = 500
+# How deeply a file's arrays and tables (objects) may nest; deeper ones would exhaust the
+# parser's stack (a RecursionError) or anything walking the value after it.
+MAX_NESTING = 64
 
 # Where each tool's unused fields are kept inside LoreEntry.extensions.
 AXIOM_EXTENSION = "axiom"
@@ -108,6 +111,21 @@ def require_string_list(value: Any, where: str) -> list[str]:
             raise ImportFormatError(f"{where}[{index}]: longer than {MAX_KEY_CHARS} characters.")
         result.append(item)
     return result
+
+
+def nesting_error(where: str = "The file") -> ImportFormatError:
+    return ImportFormatError(f"{where}: arrays and tables nest more than {MAX_NESTING} levels deep.")
+
+
+def reject_deep(value: Any, where: str = "The file") -> None:
+    """Refuse containers nested more than MAX_NESTING levels (the document itself is level 1)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth > MAX_NESTING:
+                raise nesting_error(where)
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
 
 
 def reject_nul(value: Any, where: str = "the file") -> None:

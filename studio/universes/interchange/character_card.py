@@ -42,6 +42,8 @@ from studio.universes.interchange import (
     IncomingBook,
     IncomingEntry,
     check_size,
+    nesting_error,
+    reject_deep,
     reject_nul,
     require_string_list,
     require_text,
@@ -142,6 +144,8 @@ def card_json_from_png(data: bytes) -> Any:
                 return json.loads(decoded.decode("utf-8"))
             except (UnicodeDecodeError, json.JSONDecodeError) as exc:
                 raise ImportFormatError(f"PNG chunk “{keyword}”: the decoded text is not JSON ({exc}).") from exc
+            except RecursionError:
+                raise nesting_error(f"PNG chunk “{keyword}”") from None
     found = ", ".join(sorted(chunks)) or "none"
     raise ImportFormatError(
         f"This PNG has no character card: no “chara” or “ccv3” text chunk (text chunks found: {found})."
@@ -284,6 +288,8 @@ def parse_card(data: bytes, *, filename: str = "") -> IncomingBook:
             raise ImportFormatError(f"The file is not UTF-8 text (byte {exc.start}).") from exc
         except json.JSONDecodeError as exc:
             raise ImportFormatError(f"Not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.") from exc
+        except RecursionError:
+            raise nesting_error("Not valid JSON") from None
         source = "Character Card JSON"
     book = book_from_card(doc, source=source)
     if book.card is not None:
@@ -307,6 +313,7 @@ def _is_v1_card(doc: dict[str, Any]) -> bool:
 
 
 def book_from_card(doc: Any, *, source: str) -> IncomingBook:
+    reject_deep(doc, "The card")
     reject_nul(doc, "card")
     if not isinstance(doc, dict):
         raise ImportFormatError(f"Expected a JSON object (a card or a character_book), got {type(doc).__name__}.")

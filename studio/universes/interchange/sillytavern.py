@@ -26,6 +26,8 @@ from studio.universes.interchange import (
     IncomingBook,
     IncomingEntry,
     check_size,
+    nesting_error,
+    reject_deep,
     reject_nul,
     require_string_list,
     require_text,
@@ -175,10 +177,13 @@ def parse_world_info(data: bytes) -> IncomingBook:
         raise ImportFormatError(f"The file is not UTF-8 text (byte {exc.start}).") from exc
     except json.JSONDecodeError as exc:
         raise ImportFormatError(f"Not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.") from exc
+    except RecursionError:
+        raise nesting_error("Not valid JSON") from None
     return book_from_world_info(doc)
 
 
 def book_from_world_info(doc: Any) -> IncomingBook:
+    reject_deep(doc, "The file")
     reject_nul(doc, "file")
     if not isinstance(doc, dict) or "entries" not in doc:
         raise ImportFormatError('Not a SillyTavern world-info file: expected an object with "entries".')

@@ -39,6 +39,8 @@ from studio.universes.interchange import (
     MAX_TITLE_CHARS,
     ImportFormatError,
     check_size,
+    nesting_error,
+    reject_deep,
     reject_nul,
     require_string_list,
 )
@@ -240,6 +242,9 @@ def parse_document(data: bytes | str) -> UniverseDocument:
         doc = tomllib.loads(source)
     except tomllib.TOMLDecodeError as exc:
         raise ImportFormatError(f"Not valid TOML: {exc}.") from exc
+    except RecursionError:
+        raise nesting_error("Not valid TOML") from None
+    reject_deep(doc, "Not valid TOML")
     reader = _Reader(source)
     try:
         reject_nul(doc, "document")
@@ -338,8 +343,13 @@ def parse_document(data: bytes | str) -> UniverseDocument:
             raw = reader.text(table, "extensions_json", f"{label}.extensions_json", **loc)
             try:
                 extensions = json.loads(raw)
+                reject_deep(extensions, f"{label}.extensions_json")
             except json.JSONDecodeError as exc:
                 reader.fail(f"{label}.extensions_json: not JSON ({exc.msg}).", key="extensions_json", **loc)
+            except RecursionError:
+                reader.fail(str(nesting_error(f"{label}.extensions_json")), key="extensions_json", **loc)
+            except ImportFormatError as exc:
+                reader.fail(str(exc), key="extensions_json", **loc)
         if not isinstance(extensions, dict):
             reader.fail(f"{label}.extensions: expected a table.", key="extensions", **loc)
         given = {name: table[name] for name in ACTIVATION_NAMES if name in table}

@@ -120,8 +120,8 @@ def _parse_lore_file(upload, chosen: str):
         return character_card.parse_card(data, filename=name)
     try:
         doc = json.loads(data.decode("utf-8")) if len(data) <= MAX_IMPORT_BYTES else None
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        doc = None
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        doc = None  # the parser below names the problem
     if isinstance(doc, dict) and "entries" in doc and isinstance(doc["entries"], dict):
         return sillytavern.parse_world_info(data)
     return character_card.parse_card(data, filename=name)
