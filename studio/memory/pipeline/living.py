@@ -13,6 +13,7 @@ import time
 
 from studio.memory.jobs import JobContext, JobPaused, JobSkipped
 from studio.memory.llm import LLMError, SpendLimitExceeded, TrackedLLM, get_llm_backend
+from studio.memory.macros import macro_names
 
 MAX_FACTS_PER_TURN = 8
 MAX_EXISTING_BELIEFS = 24
@@ -158,9 +159,8 @@ def belief_ids(save, subject: str, turn: int) -> list[int]:
 
 
 def player_character_for(save) -> str | None:
-    """Return the save's player character (meta `player_character`): who "you" is in the narration."""
-    value = str((save.meta or {}).get("player_character") or "").strip()
-    return value or None
+    """Return the save's player character, who "you" is in the narration: `{{user}}` (`macros.macro_names`)."""
+    return macro_names(universe=save.universe, save=save).user or None
 
 
 def run_living_turn(ctx: JobContext):
