@@ -1,6 +1,7 @@
 """The Lore Book's part of the memory context: activated entries, the budget rules, the explain.
 
-`build_memory_context` (studio/memory/context.py) calls these; the rules live here only.
+`build_memory_context` (studio/memory/context.py, under `next_turn_context`) calls these; the
+rules live here only.
 
 Activation: the save's book is evaluated for the next turn with the pending input
 (`lore_activation_for_turn`, the same evaluation `turn_append` records), so the viewer, the

@@ -129,3 +129,11 @@ def test_narrated_turns_record_their_queries_for_lore_replay(lighthouse, client,
     assert all(r.result_ids for r in recorded)
     report = replay_recorded_queries(game_save=lighthouse)
     assert len(report.queries) == 4 and not report.changed
+
+
+def test_lore_health_replays_with_the_macros_play_uses(lighthouse):
+    from studio.universes.lore_health import lore_health
+
+    report = lore_health(universe=lighthouse.universe, saves=[lighthouse])
+    # Turn 1's narration names Ilya Voss: the {{user}} key fired in play, so it is not "never activated".
+    assert "players-oath" not in {row["entry_id"] for row in report.never_activated}

@@ -26,13 +26,19 @@ from dataclasses import dataclass
 
 from studio.memory.context import next_turn_context
 from studio.memory.llm import estimate_tokens
-from studio.memory.macros import MacroNames, macro_names_from_meta, play_meta
+from studio.memory.macros import (
+    CHARACTER_CARD_META,
+    PLAYER_CHARACTER_META,
+    MacroNames,
+    macro_names_from_meta,
+    play_meta,
+)
 from studio.memory.query_params import DEFAULT_TOKEN_BUDGET, LIMITS, ContextParams
 
 TEMPLATE_KEY = "narrator_instructions"
-KNOWN_KEYS = ("narrator_style", "tone", "player_character", "era")
+KNOWN_KEYS = ("narrator_style", "tone", PLAYER_CHARACTER_META, "era")
 # Meta that is structured data for other parts of the studio, never prose for {{meta}}.
-NOT_PROSE = {TEMPLATE_KEY, "character_card", "belief_mission", "belief_missions", "lore_activation"}
+NOT_PROSE = {TEMPLATE_KEY, CHARACTER_CARD_META, "belief_mission", "belief_missions", "lore_activation"}
 
 DEFAULT_INSTRUCTIONS = """You are the narrator of an interactive story. Continue the story from the player's action.
 The player character ("you") is {{player_character}}.
