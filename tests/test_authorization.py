@@ -99,6 +99,7 @@ RULES: dict[str, tuple[str, str]] = {
     # memory inspector
     "memory:universe_replay": ("member", "-"),
     "memory:playground": ("member", "-"),
+    "memory:playground_record": ("-", "player"),
     "memory:why_not": ("member", "-"),
     "memory:facts": ("member", "-"),
     "memory:beliefs": ("member", "-"),
@@ -106,6 +107,7 @@ RULES: dict[str, tuple[str, str]] = {
     "memory:mental_models": ("member", "-"),
     "memory:mental_models_refresh": ("-", "player"),
     "memory:context": ("member", "-"),
+    "memory:context_record": ("-", "player"),
     "memory:replay": ("member", "-"),
     "memory:jobs": ("member", "-"),
     "memory:job_retry": ("-", "player"),

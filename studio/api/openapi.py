@@ -8,6 +8,8 @@ from __future__ import annotations
 from copy import deepcopy
 from typing import Any
 
+from studio.memory.context_lore import SHARE_CLASSES
+
 API_VERSION = "1.0.0"
 
 STRING = {"type": "string"}
@@ -406,7 +408,17 @@ SCHEMAS: dict[str, Any] = {
             "shares": {
                 "type": "object", "additionalProperties": INTEGER,
                 "description": "Budget share per class (percent of token_budget; Universe_Meta context_share_*): "
-                               "lore_activated, mental_model, belief, fact, narrative, lore.",
+                               + ", ".join(SHARE_CLASSES) + ".",
+            },
+            "macros": {
+                "type": "object", "additionalProperties": STRING,
+                "description": "Who {{user}} (the player character) and {{char}} (the card's character, else the "
+                               "first character in focus who is not the player) are in the item texts.",
+            },
+            "queries": {
+                "type": "array", "items": {"type": "object"},
+                "description": "The two vector queries (narrative, lore) as Lore replay records them: query_text, "
+                               "params, result_ids.",
             },
             "lore_explain": {
                 "type": "array", "items": ref("LoreExplanation"),
@@ -598,7 +610,7 @@ def _paths() -> dict[str, Any]:
                     query("chunk_type", STRING, "Only chunks of this type."),
                     query("exclude_chunk_type", STRING, "No chunks of this type."),
                     query("expand_links", BOOLEAN, "Add linked lore entries of lore hits."),
-                    query("record", BOOLEAN, "Store the query for replay (playtester role)."),
+                    query("record", BOOLEAN, "Refused here (400): recording writes, so it is a POST."),
                 ],
                 errors={**READ_ERRORS, "403": error("Forbidden")},
             ),
@@ -621,7 +633,7 @@ def _paths() -> dict[str, Any]:
                     query("token_budget", {"type": "integer", "minimum": 1, "maximum": 100000, "default": 1200}, "Token budget."),
                     query("k_narrative", {"type": "integer", "minimum": 1, "maximum": 100, "default": 6}, "Narrative chunks to consider."),
                     query("k_lore", {"type": "integer", "minimum": 1, "maximum": 100, "default": 4}, "Lore chunks to consider."),
-                    query("record", BOOLEAN, "Store the queries for replay (playtester role)."),
+                    query("record", BOOLEAN, "Refused here (400): recording writes, so it is a POST."),
                 ],
                 errors={**READ_ERRORS, "403": error("Forbidden")},
             ),

@@ -11,11 +11,21 @@ from __future__ import annotations
 from django.http import HttpRequest, JsonResponse
 
 from studio.api import serializers
-from studio.api.errors import ApiError, conflict, not_found
+from studio.api.errors import ApiError, conflict, not_found, validation_error
 from studio.api.http import Params, api_view, json_body, page, page_params
 from studio.api.openapi import build_openapi
 from studio.memory import selectors as memory_selectors
 from studio.memory.observations import TRENDS
+from studio.memory.query_params import (
+    DEFAULT_K,
+    DEFAULT_K_LORE,
+    DEFAULT_K_NARRATIVE,
+    DEFAULT_TOKEN_BUDGET,
+    LIMITS,
+    ContextParams,
+    InvalidParameters,
+    SearchParams,
+)
 from studio.memory.search import memory_horizon, memory_search
 from studio.memory.selectors import belief_list_at_turn, fact_list_at_turn, mental_model_list_at_turn
 from studio.roles import is_author, is_playtester
@@ -238,45 +248,62 @@ def _json(body: dict, status: int = 200) -> JsonResponse:
     return JsonResponse(body, status=status, encoder=serializers.ApiJSONEncoder)
 
 
+def _parameters(request: HttpRequest, params: Params, build) -> tuple:
+    """Return (`build()`, record): the SearchParams / ContextParams and whether to record.
+
+    One 400 lists every invalid field, `record` on a GET among them (recording writes, so it
+    is a POST); then recording needs the playtester role (403).
+    """
+    record = bool(params.boolean("record", default=False))
+    errors = {name: list(messages) for name, messages in params.errors.items()}
+    if record and request.method != "POST":
+        errors["record"] = ["Recording writes: send the request as a POST."]
+    built = None
+    try:
+        built = build()
+    except InvalidParameters as exc:
+        for name, message in exc.errors.items():
+            errors.setdefault(name, [message])
+    if errors:
+        raise validation_error(errors)
+    if record:
+        require(request.user, Access.PLAY)
+    return built, record
+
+
 @api_view("GET", "POST")
 def memory_query(request: HttpRequest, save_id: str) -> JsonResponse:
     """Run VectorMemory.query on the save with every engine parameter; return results with explain records.
 
     A vector store that cannot be reached is a 503 (see faults.py); an embedding model that
-    cannot load leaves the lexical arms, and the answer says so in `warnings`.
+    cannot load leaves the lexical arms, and the answer says so in `warnings`. The limits
+    are `SearchParams`'s, the ones the search playground has.
     """
     save = save_for(user=request.user, save_id=save_id)
     params = _read_params(request)
-    query_text = params.string("query_text", required=True, max_length=4000, allow_blank=False)
-    k = params.integer("k", default=5, minimum=1, maximum=100)
-    current_turn_id = params.integer("current_turn_id", minimum=0)
-    max_turn_id = params.integer("max_turn_id", minimum=0)
-    focus_terms = params.string_list("focus_terms")
-    chunk_type = params.string("chunk_type", max_length=40)
-    exclude_chunk_type = params.string("exclude_chunk_type", max_length=40)
+    query_text = params.string("query_text", required=True)
+    k = params.integer("k", default=DEFAULT_K)
+    current_turn_id = params.integer("current_turn_id")
+    max_turn_id = params.integer("max_turn_id")
+    focus_terms = params.string_list("focus_terms", max_items=LIMITS.focus_terms, max_length=LIMITS.focus_term_chars)
+    chunk_type = params.string("chunk_type")
+    exclude_chunk_type = params.string("exclude_chunk_type")
     expand_links = params.boolean("expand_links", default=False)
-    record = params.boolean("record", default=False)
-    params.done()
-    if record:
-        require(request.user, Access.PLAY)
+    search, record = _parameters(request, params, lambda: SearchParams(
+        query_text=query_text or "", k=k, current_turn_id=current_turn_id, max_turn_id=max_turn_id,
+        focus_terms=focus_terms, chunk_type=chunk_type, exclude_chunk_type=exclude_chunk_type,
+        expand_links=bool(expand_links),
+    ))
     # memory_search clamps the horizon to the save's current turn: a chunk a failed rewind
     # left behind (turn > current) never comes back, whatever the client asks.
     outcome = memory_search(
-        game_save=save,
-        query_text=query_text,
-        k=k,
-        current_turn_id=current_turn_id,
-        max_turn_id=max_turn_id,
-        focus_terms=focus_terms,
-        chunk_type=chunk_type or None,
-        exclude_chunk_type=exclude_chunk_type or None,
-        expand_links=expand_links,
+        game_save=save, **search.search_kwargs(), expand_links=search.expand_links,
         record_source="api" if record else None,
     )
     return _json(
         {
             "save_id": save.save_id,
-            "query_text": query_text,
+            "query_text": search.query_text,
             "current_turn_id": outcome.current_turn_id,
             "results": [serializers.chunk_result_json(r) for r in outcome.results],
             "warnings": _query_warnings(outcome.stats),
@@ -302,34 +329,21 @@ def _query_warnings(stats) -> list[str]:
 
 @api_view("GET", "POST")
 def memory_context(request: HttpRequest, save_id: str) -> JsonResponse:
-    """Return the memory context for the save's next turn (the context viewer's service)."""
-    from studio.memory.context import (
-        DEFAULT_K_LORE,
-        DEFAULT_K_NARRATIVE,
-        DEFAULT_TOKEN_BUDGET,
-        build_memory_context,
-    )
+    """Return the memory context for the save's next turn: what the narrator reads (`next_turn_context`)."""
+    from studio.memory.context import next_turn_context
 
     save = save_for(user=request.user, save_id=save_id)
     params = _read_params(request)
-    query_text = params.string("query_text", default="", max_length=4000)
-    focus_terms = params.string_list("focus_terms")
-    token_budget = params.integer("token_budget", default=DEFAULT_TOKEN_BUDGET, minimum=1, maximum=100_000)
-    k_narrative = params.integer("k_narrative", default=DEFAULT_K_NARRATIVE, minimum=1, maximum=100)
-    k_lore = params.integer("k_lore", default=DEFAULT_K_LORE, minimum=1, maximum=100)
-    record = params.boolean("record", default=False)
-    params.done()
-    if record:
-        require(request.user, Access.PLAY)
-    context = build_memory_context(
-        game_save=save,
-        query_text=query_text,
-        focus_terms=focus_terms,
-        token_budget=token_budget,
-        k_narrative=k_narrative,
+    query_text = params.string("query_text", default="")
+    focus_terms = params.string_list("focus_terms", max_items=LIMITS.focus_terms, max_length=LIMITS.focus_term_chars)
+    token_budget = params.integer("token_budget", default=DEFAULT_TOKEN_BUDGET)
+    k_narrative = params.integer("k_narrative", default=DEFAULT_K_NARRATIVE)
+    k_lore = params.integer("k_lore", default=DEFAULT_K_LORE)
+    context_params, record = _parameters(request, params, lambda: ContextParams(
+        query_text=query_text, focus_terms=focus_terms, token_budget=token_budget, k_narrative=k_narrative,
         k_lore=k_lore,
-        record=record,
-    )
+    ))
+    context = next_turn_context(game_save=save, params=context_params, record_source="context" if record else None)
     return _json(context.as_dict())
 
 

@@ -1,8 +1,11 @@
 """Assemble the memory context the narrator receives for the next turn, within a token budget.
 
-This is the one service that builds it: the context viewer page shows its result item by
-item, and the JSON API returns `MemoryContext.as_dict()`. The order is the seed's recall
-hierarchy (`axiom.mental_models`), most synthetic first:
+`next_turn_context` is the one path to it: the narrator's prompt, the Context viewer, the
+JSON API's context and the recording for Lore replay call it with a `ContextParams`
+(`studio.memory.query_params`), so the viewer shows exactly what the narrator gets for the
+same input. Without focus terms the focus is the narrator's own: the player character
+(`default_focus`). `build_memory_context` is the assembly under it. The order is the seed's
+recall hierarchy (`axiom.mental_models`), most synthetic first:
 
 1. mental models of the characters in focus (then the world model),
 2. their beliefs (live ones, strongest first, with the trend at the current turn),
@@ -13,22 +16,27 @@ hierarchy (`axiom.mental_models`), most synthetic first:
    restricted to lore) plus one hop of link expansion from the lore hits
    (`query_explained(expand_links=True)`: the entries a hit links to, capped).
 
-Characters in focus are the focus terms given (on-scene names) plus every known subject
-named in the query. The budget rules are `context_lore.assemble`: ignore-budget entries
-always fit, entries the pending input or a character in focus activated go in before every
-other layer, the rest in hierarchy order within per-class shares (`context_share_*` in
-Universe_Meta); an item that does not fit is left out whole (kept in the result with the
-reason, `cut`), never truncated, and later, smaller items may still fit. `lore_explain` says,
-for every entry of the book, whether it is in and why. Each item says why it is there: which
-layer, the focus term or query mention that pulled it in, the activation decision for
-activated lore, the retrieval arm ranks for chunks, the link for expanded lore.
+Characters in focus are the focus terms given (on-scene names), then every character the
+query names: a known subject (of a belief or a mental model) or a Character entry of the
+Lore Book (its title or a key). `{{user}}` / `{{char}}` in item texts are filled by the one
+rule of `studio.memory.macros` (the player character; the card's character, else the first
+character in focus who is not the player). The budget rules are `context_lore.assemble`:
+ignore-budget entries always fit, entries the pending input or a character in focus
+activated go in before every other layer, the rest in hierarchy order within per-class
+shares (`context_share_*` in Universe_Meta); an item that does not fit is left out whole
+(kept in the result with the reason, `cut`), never truncated, and later, smaller items may
+still fit. `lore_explain` says, for every entry of the book, whether it is in and why. Each
+item says why it is there: which layer, the focus term or query mention that pulled it in,
+the activation decision for activated lore, the retrieval arm ranks for chunks, the link
+for expanded lore.
 
 Both vector queries go through `studio.memory.search.memory_search`, which clamps the
 horizon to the save's current turn (`memory_horizon`, also the turn beliefs' trends and
-facts are read at), so a chunk a failed rewind left behind is never returned. With
-`record=True` the two vector queries are stored as `RecordedQuery` rows (see
-`studio.memory.replay`), which is how a lore edit can later be replayed against what play
-actually asked.
+facts are read at), so a chunk a failed rewind left behind is never returned. The context
+keeps both queries as Lore replay records them (`MemoryContext.queries`); recording them
+as `RecordedQuery` rows (`record_source`, `record=True`, or the narrator's accept from the
+context its narration was built with) is how a lore edit can later be replayed against what
+play actually asked.
 """
 from __future__ import annotations
 
@@ -38,14 +46,18 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from studio.memory import context_lore
+from studio.memory.macros import macro_names
 from studio.memory.models import MentalModel, Observation, subject_key_for
 from studio.memory.observations import compute_trend
-from studio.memory.search import memory_horizon, memory_search, result_key
 from studio.memory.tokens import count_tokens
+from studio.memory.query_params import DEFAULT_K_LORE, DEFAULT_K_NARRATIVE, DEFAULT_TOKEN_BUDGET, ContextParams
+from studio.memory.search import memory_horizon, memory_search, query_record, record_context_queries, result_key
 
-DEFAULT_TOKEN_BUDGET = 1200
-DEFAULT_K_NARRATIVE = 6
-DEFAULT_K_LORE = 4
+__all__ = [
+    "DEFAULT_K_LORE", "DEFAULT_K_NARRATIVE", "DEFAULT_TOKEN_BUDGET", "ContextItem", "MemoryContext",
+    "build_memory_context", "default_focus", "next_turn_context",
+]
+
 MAX_BELIEFS_PER_SUBJECT = 6
 MAX_FACTS = 12
 
@@ -84,6 +96,10 @@ class MemoryContext:
     notes: list[str] = field(default_factory=list)
     lore_explain: list[dict[str, Any]] = field(default_factory=list)
     shares: dict[str, int] = field(default_factory=dict)
+    # Who {{user}} / {{char}} are in the item texts (`studio.memory.macros.macro_names`).
+    macros: dict[str, str] = field(default_factory=dict)
+    # The two vector queries, as Lore replay records them (`search.query_record`).
+    queries: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def included(self) -> list[ContextItem]:
@@ -138,6 +154,8 @@ class MemoryContext:
             "notes": self.notes,
             "shares": self.shares,
             "lore_explain": self.lore_explain,
+            "macros": self.macros,
+            "queries": self.queries,
         }
 
 
@@ -170,32 +188,74 @@ def _explain_reason(result: dict) -> tuple[str, dict]:
     return head + (" (" + ", ".join(bits) + ")" if bits else ""), explain
 
 
-def _focus_subjects(game_save, query_text: str, focus_terms: list[str]) -> list[tuple[str, str]]:
-    """Return (subject_key, why) for the subjects in focus: focus terms, then names in the query."""
-    chosen: dict[str, str] = {}
+def _characters_named(game_save, query_text: str) -> dict[str, str]:
+    """Return {subject key: name} of the Lore Book's Character entries the query names (title or key)."""
+    named: dict[str, str] = {}
+    for title, keys in game_save.universe.lore_entries.filter(kind="character").values_list("title", "keys"):
+        names = [title, *(k for k in keys or [] if isinstance(k, str))]
+        if any(n.strip() and "{{" not in n and not n.startswith("/") and _word_in(n.strip(), query_text) for n in names):
+            named.setdefault(subject_key_for(title), title)
+    return named
+
+
+def _focus_subjects(game_save, query_text: str, focus_terms: list[str]) -> list[tuple[str, str, str]]:
+    """Return (subject_key, why, name) for the subjects in focus: focus terms, then characters the query names.
+
+    A character is named when the query holds, as a word, a known subject (of a belief or a
+    mental model) or the title or a key of a Character entry of the Lore Book.
+    """
+    chosen: dict[str, tuple[str, str]] = {}
     for term in focus_terms:
         key = subject_key_for(term)
         if key:
-            chosen.setdefault(key, f"focus term “{term.strip()}”")
+            chosen.setdefault(key, (f"focus term “{term.strip()}”", term.strip()))
     if query_text.strip():
         known = set(
             Observation.objects.filter(game_save=game_save).exclude(subject_key="").values_list("subject_key", flat=True).distinct()
         ) | set(MentalModel.objects.filter(game_save=game_save).exclude(subject_key="").values_list("subject_key", flat=True))
         for key in sorted(known):
             if key not in chosen and _word_in(key, query_text):
-                chosen[key] = "named in the query"
-    return list(chosen.items())
+                chosen[key] = ("named in the query", _subject_name(game_save, key) or key)
+        for key, title in _characters_named(game_save, query_text).items():
+            if key and key not in chosen:
+                chosen[key] = ("named in the query", title)
+    return [(key, why, name) for key, (why, name) in chosen.items()]
 
 
-def _subject_names(game_save, keys: list[str]) -> list[str]:
-    """Return the subjects' names as the living memory writes them (keys are lower-cased)."""
-    names = []
-    for key in keys:
-        name = (MentalModel.objects.filter(game_save=game_save, subject_key=key).values_list("subject", flat=True).first()
-                or Observation.objects.filter(game_save=game_save, subject_key=key).values_list("subject", flat=True).first())
-        if name:
-            names.append(name)
-    return names
+def _subject_name(game_save, key: str) -> str | None:
+    """Return a subject's name as the living memory writes it (keys are lower-cased)."""
+    return (MentalModel.objects.filter(game_save=game_save, subject_key=key).values_list("subject", flat=True).first()
+            or Observation.objects.filter(game_save=game_save, subject_key=key).values_list("subject", flat=True).first())
+
+
+def default_focus(game_save) -> list[str]:
+    """Return the narrator's characters in focus when none are given: the player character."""
+    player = macro_names(universe=game_save.universe, save=game_save).user
+    return [player] if player else []
+
+
+def next_turn_context(*, game_save, params: ContextParams, record_source: str | None = None,
+                      vector_memory=None) -> MemoryContext:
+    """Return what the narrator reads for the save's next turn: the one path to it.
+
+    The narrator's prompt, the Context viewer, `POST /api/v1/saves/<id>/context` and the
+    recording for Lore replay all come here, so the same `params` give the same items.
+    Without focus terms the focus is the narrator's own (`default_focus`: the player
+    character). With `record_source`, the context's two vector queries are stored as
+    RecordedQuery rows with that source (a write: the caller's is a POST).
+    """
+    context = build_memory_context(
+        game_save=game_save,
+        query_text=params.query_text,
+        focus_terms=list(params.focus_terms) or default_focus(game_save),
+        token_budget=params.token_budget,
+        k_narrative=params.k_narrative,
+        k_lore=params.k_lore,
+        vector_memory=vector_memory,
+    )
+    if record_source:
+        record_context_queries(game_save=game_save, queries=context.queries, source=record_source)
+    return context
 
 
 def build_memory_context(
@@ -214,8 +274,8 @@ def build_memory_context(
     focus_terms = [t.strip() for t in focus_terms or [] if t and t.strip()]
     turn = memory_horizon(game_save=game_save)
     subjects = _focus_subjects(game_save, query_text, focus_terms) if game_save.is_living else []
-    subject_keys = [key for key, _ in subjects]
-    subject_why = dict(subjects)
+    subject_keys = [key for key, _why, _name in subjects]
+    subject_why = {key: why for key, why, _name in subjects}
     context = MemoryContext(
         save_id=game_save.save_id,
         turn=turn,
@@ -228,9 +288,11 @@ def build_memory_context(
     t0 = time.perf_counter()
     view = context_lore.evaluate_lore(game_save, query_text)
     focus_names = focus_terms + [key for key in subject_keys if key not in {t.lower() for t in focus_terms}]
-    # {{char}}: the first character in focus as written (a focus term, else the name of the
-    # first subject named in the query), else the card's character.
-    macros = context_lore.text_macros(view, focus_terms or _subject_names(game_save, subject_keys[:1]), game_save)
+    # {{user}} is the player character, {{char}} the card's character (else the first
+    # character in focus who is not the player): studio.memory.macros, the one rule.
+    names = macro_names(universe=game_save.universe, save=game_save,
+                        focus=focus_terms + [name for _key, _why, name in subjects])
+    macros = context.macros = names.as_dict()
     activated = (context_lore.activated_items(view, focus=focus_names, macros=macros, make_item=ContextItem,
                                               count_tokens=count_tokens) if view else [])
     context.timings["activation_ms"] = round((time.perf_counter() - t0) * 1000, 2)
@@ -251,26 +313,20 @@ def build_memory_context(
         context.notes.append("Classic memory mode: only narrative chunks and lore are recalled.")
 
     if query_text.strip():
-        source = "context" if record else None
-        narrative_outcome = memory_search(
-            game_save=game_save,
-            query_text=query_text,
-            k=k_narrative,
-            focus_terms=focus_terms or None,
-            exclude_chunk_type="lore",
-            record_source=source,
-            vector_memory=vector_memory,
-        )
-        lore_outcome = memory_search(
-            game_save=game_save,
-            query_text=query_text,
-            k=k_lore,
-            focus_terms=focus_terms or None,
-            chunk_type="lore",
-            expand_links=True,
-            record_source=source,
-            vector_memory=vector_memory,
-        )
+        searches = {
+            "narrative": {"k": k_narrative, "focus_terms": focus_terms or None, "chunk_type": None,
+                          "exclude_chunk_type": "lore"},
+            "lore": {"k": k_lore, "focus_terms": focus_terms or None, "chunk_type": "lore",
+                     "exclude_chunk_type": None},
+        }
+        narrative_outcome = memory_search(game_save=game_save, query_text=query_text,
+                                          vector_memory=vector_memory, **searches["narrative"])
+        lore_outcome = memory_search(game_save=game_save, query_text=query_text, expand_links=True,
+                                     vector_memory=vector_memory, **searches["lore"])
+        context.queries = [
+            query_record(query_text=query_text, params=searches["narrative"], results=narrative_outcome.results),
+            query_record(query_text=query_text, params=searches["lore"], results=lore_outcome.results),
+        ]
         context.timings["narrative_query_ms"] = round(narrative_outcome.stats.timings_ms.get("total", 0.0), 2)
         context.timings["lore_query_ms"] = round(lore_outcome.stats.timings_ms.get("total", 0.0), 2)
         candidates += _narrative_items(narrative_outcome.results, macros)
@@ -294,6 +350,8 @@ def build_memory_context(
     context.items.extend(candidates)
     context.lore_explain = context_lore.lore_explain(view, candidates, refused)
     context.timings["total_ms"] = round((time.perf_counter() - started) * 1000, 2)
+    if record:
+        record_context_queries(game_save=game_save, queries=context.queries, source="context")
     return context
 
 

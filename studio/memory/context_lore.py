@@ -1,6 +1,7 @@
 """The Lore Book's part of the memory context: activated entries, the budget rules, the explain.
 
-`build_memory_context` (studio/memory/context.py) calls these; the rules live here only.
+`build_memory_context` (studio/memory/context.py, under `next_turn_context`) calls these; the
+rules live here only.
 
 Activation: the save's book is evaluated for the next turn with the pending input
 (`lore_activation_for_turn`, the same evaluation `turn_append` records), so the viewer, the
@@ -20,8 +21,9 @@ Budget (`assemble`), in four passes over the candidates in hierarchy order:
 An item that does not fit is left out whole ("over budget: ..."); no text is cut.
 
 Text: lore items carry the whole entry (never a stored chunk of it), narrative chunks end at
-a sentence end, and `{{user}}` / `{{char}}` are filled (player character from meta; the first
-character in focus, else the card's character) in the item text only; stored text is unchanged.
+a sentence end, and `{{user}}` / `{{char}}` are filled (`studio.memory.macros.macro_names`: the
+player character; the card's character, else the first character in focus who is not the
+player) in the item text only; stored text is unchanged.
 
 Explain: one record per entry of the book (`lore_explain`): the engine's decision and
 reasons, then what the context did with it (semantic rank, budget decision).
@@ -34,7 +36,12 @@ from typing import Any
 
 from studio.memory.macros import fill_macros
 
-SHARE_CLASSES = ("lore_activated", "mental_model", "belief", "fact", "narrative", "lore")
+# The budget classes, each with what it holds (the Metadata page's help for its share key).
+SHARE_CLASS_NAMES = {
+    "lore_activated": "activated lore entries", "mental_model": "mental models", "belief": "beliefs",
+    "fact": "facts", "narrative": "narrative chunks", "lore": "lore found by meaning",
+}
+SHARE_CLASSES = tuple(SHARE_CLASS_NAMES)
 SHARE_META_PREFIX = "context_share_"
 # Caps, not reservations (they may add up to more than 100). With one shared pool the demo
 # showed both failures: narrative chunks took 1,015 of 1,200 tokens and left the named entry
@@ -101,18 +108,6 @@ def evaluate_lore(game_save, query_text: str) -> LoreActivationView | None:
     result, _extra = lore_activation_for_turn(save=game_save, pending_input=query_text or "", macros=macros)
     specs = {spec.entry_id: spec for spec in result.explanations.specs}
     return LoreActivationView(result=result, specs=specs, macros=macros)
-
-
-def text_macros(view: LoreActivationView | None, focus: list[str], game_save) -> dict[str, str]:
-    """Return the `user` / `char` values for the narrator's text: char is the first character in focus."""
-    macros = dict(view.macros) if view else {}
-    if not macros.get("user"):
-        user = str((game_save.meta or {}).get("player_character") or "").strip()
-        if user:
-            macros["user"] = user
-    if focus:
-        macros["char"] = focus[0]
-    return macros
 
 
 def fill(text: str, macros: dict[str, str]) -> str:

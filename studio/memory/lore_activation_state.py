@@ -24,13 +24,13 @@ so new rolls after N, as the issue asks. A fork takes its source's timeline gene
 (`CheckpointManager.fork`), so its rolls after N are the ones the source drew after N; each
 save counts its own rewinds from there.
 
-Macros: `{{user}}` / `{{char}}` in keys are filled from `lore_macros_for(save)` (the player
-character and the imported card's character), the same values for the recording and the
-Context viewer, so both see the same activations.
+Macros: `{{user}}` / `{{char}}` in keys are filled from `lore_macros_for(save)`, the one
+rule of `studio.memory.macros.macro_names` (the player character; the imported card's
+character), the same values for the recording, the Context viewer and the key tester, so
+all see the same activations.
 """
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.db import transaction
@@ -48,6 +48,7 @@ from studio.memory.lore_activation import (
     scan_messages,
     spec_from_entry,
 )
+from studio.memory.macros import macro_names
 from studio.memory.models import LoreActivation
 
 HISTORY_TURNS_CAP = 500  # scan depth is at most 1000 messages = 500 turns
@@ -127,20 +128,8 @@ def history_turns(book: CompiledBook) -> int:
 
 
 def lore_macros_for(save) -> dict[str, str]:
-    """Return the macro values keys are matched with: `user` (meta player_character), `char` (the card's name)."""
-    meta = dict(save.universe.meta.values_list("key", "value"))
-    macros = {}
-    user = str((save.meta or {}).get("player_character") or meta.get("player_character") or "").strip()
-    if user:
-        macros["user"] = user
-    try:
-        card = json.loads(meta.get("character_card") or "{}")
-    except ValueError:
-        card = {}
-    char = ((card.get("data") or {}).get("name") if isinstance(card, dict) and isinstance(card.get("data"), dict) else "")
-    if isinstance(char, str) and char.strip():
-        macros["char"] = char.strip()
-    return macros
+    """Return the macro values keys are matched with: `studio.memory.macros.macro_names`, nothing in focus."""
+    return macro_names(universe=save.universe, save=save).as_dict()
 
 
 def lore_activation_record_turn(*, save, turn_id: int, player_input: str) -> LoreActivation | None:

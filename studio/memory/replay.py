@@ -2,12 +2,13 @@
 
 How it works
 ------------
-- *Recording.* Whenever the context service assembles a narrator's memory context with
-  `record=True` (the engine's next-turn call, or the context viewer's "record" option), and
-  whenever a playtester runs a playground query with "record" ticked, each vector query is
-  stored as a `RecordedQuery`: the save, the turn it was made at, the query text, its
-  parameters (k, focus terms, chunk type filters) and the stable keys of its top results
-  in rank order (`lore:<entry_id>` for lore — lore chunks get new ids on every re-sync —
+- *Recording.* Every turn accepted from the Console's narrator stores the two vector
+  queries its memory context ran (`narrator_accept`, source "narrator"); the engine's
+  next-turn call records with `record: true` on the API's context (a POST); a playtester
+  records from the Context viewer or the search playground with their "Record for lore
+  replay" button (a POST). Each vector query is stored as a `RecordedQuery`: the save,
+  the turn it was made at, the query text, its parameters (k, focus terms, chunk type
+  filters) and the stable keys of its top results in rank order (`lore:<entry_id>` for lore — lore chunks get new ids on every re-sync —
   and `chunk:<id>` for narrative), with a short label per key. A rewind deletes the
   recorded queries of the turns it removes.
 - *Replay.* For the recorded queries of the save's last N turns, the query is run again

@@ -22,7 +22,8 @@ fails mid-query and a missing embedding model degrade inside `VectorMemory` and 
 the returned stats. Nothing here opens a transaction: the vector work must not run inside
 one, and the recorded row is a single insert.
 
-The stable result keys (`result_key`) and the recording (`record_query`) live here too,
+The stable result keys (`result_key`) and the recording (`query_record`, `record_query`,
+`record_context_queries`) live here too,
 beside the search that produces what they store; `studio.memory.context` and
 `studio.memory.replay` use them from here.
 """
@@ -162,18 +163,47 @@ def result_key(result: dict) -> str:
     return f"chunk:{result.get('id')}"
 
 
-def record_query(*, game_save: Save, query_text: str, params: dict, results: list[dict]) -> RecordedQuery:
-    """Store a memory query made during play with the stable keys of its top results.
+def query_record(*, query_text: str, params: dict, results: list[dict]) -> dict[str, Any]:
+    """Return what a recording keeps of one search: its text, parameters and top results.
 
-    Link expansions (`explain["expanded_from"]`) are left out: a replay re-runs the query
-    itself, and compares its top k.
+    `params` lose their None values; `result_ids` are the stable keys (`result_key`) of the
+    results in rank order, with a short label per key in `params["labels"]`. Link expansions
+    (`explain["expanded_from"]`) are left out: a replay re-runs the query itself, and
+    compares its top k.
     """
     results = [r for r in results if not (r.get("explain") or {}).get("expanded_from")]
     clean = {k: v for k, v in params.items() if v is not None}
-    return RecordedQuery.objects.create(
-        game_save=game_save,
-        turn_id=game_save.current_turn,
-        query_text=query_text,
-        params={**clean, "labels": {result_key(r): (r.get("text") or "")[:160] for r in results}},
-        result_ids=[result_key(r) for r in results],
-    )
+    return {
+        "query_text": query_text,
+        "params": {**clean, "labels": {result_key(r): (r.get("text") or "")[:160] for r in results}},
+        "result_ids": [result_key(r) for r in results],
+    }
+
+
+def record_query(*, game_save: Save, query_text: str, params: dict, results: list[dict]) -> RecordedQuery:
+    """Store a memory query made during play with the stable keys of its top results."""
+    record = query_record(query_text=query_text, params=params, results=results)
+    return RecordedQuery.objects.create(game_save=game_save, turn_id=game_save.current_turn, **record)
+
+
+def record_context_queries(*, game_save: Save, queries: list[dict], source: str,
+                           turn_id: int | None = None) -> list[RecordedQuery]:
+    """Store the queries a memory context ran (`MemoryContext.queries`) as RecordedQuery rows.
+
+    `turn_id` is the turn the queries were asked at (default: the save's current turn); the
+    narrator's accept passes the turn before the one it appends. Malformed records (a
+    context stored by an older studio) are skipped.
+    """
+    rows = [
+        RecordedQuery(
+            game_save=game_save,
+            turn_id=game_save.current_turn if turn_id is None else turn_id,
+            query_text=query["query_text"],
+            params={**query["params"], "source": source},
+            result_ids=list(query["result_ids"]),
+        )
+        for query in queries or []
+        if isinstance(query, dict) and isinstance(query.get("query_text"), str)
+        and isinstance(query.get("params"), dict) and isinstance(query.get("result_ids"), list)
+    ]
+    return RecordedQuery.objects.bulk_create(rows)

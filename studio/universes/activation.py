@@ -14,7 +14,13 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
-from studio.memory.lore_activation import key_errors
+from studio.memory.lore_activation import (
+    MAX_SCAN_DEPTH,
+    META_CASE_SENSITIVE,
+    META_MATCH_WHOLE_WORDS,
+    META_SCAN_DEPTH,
+    key_errors,
+)
 from studio.universes.interchange import MAX_KEY_CHARS, MAX_KEYS
 from studio.universes.models import AfterFirstMatch, ForcedActivation, LorePosition, LoreRole, SelectiveLogic
 
@@ -45,10 +51,10 @@ FIELDS: tuple[ActivationField, ...] = (
     ActivationField("selective_logic", "choice", SelectiveLogic.AND_ANY, "Keys", "Secondary logic",
                     choices=tuple(SelectiveLogic.choices)),
     ActivationField("case_sensitive", "bool?", None, "Keys", "Case-sensitive keys",
-                    "Empty: the universe default (lore_case_sensitive)."),
+                    f"Empty: the universe default ({META_CASE_SENSITIVE})."),
     ActivationField("match_whole_words", "bool?", None, "Keys", "Match whole words",
                     "One-word keys match only as a whole word; keys of several words match anywhere, as in "
-                    "SillyTavern. Empty: the universe default (lore_match_whole_words)."),
+                    f"SillyTavern. Empty: the universe default ({META_MATCH_WHOLE_WORDS})."),
     ActivationField("additional_keys", "key_groups", [], "Keys", "Additional keys (@@additional_keys)",
                     "One group per line, keys separated by commas: one key of every group must also appear."),
     ActivationField("exclude_keys", "keys", [], "Keys", "Exclude keys (@@exclude_keys)",
@@ -59,7 +65,7 @@ FIELDS: tuple[ActivationField, ...] = (
     ActivationField("scan_depth", "int?", None, "When it fires", "Scan depth (messages)",
                     "How many recent messages are searched for the keys: the pending input is 1, the last "
                     "narration 2, the last player input 3, and so on. Empty: the universe default "
-                    "(lore_scan_depth); 0 scans nothing.", 0, 1000),
+                    f"({META_SCAN_DEPTH}); 0 scans nothing.", 0, MAX_SCAN_DEPTH),
     ActivationField("probability", "int", 100, "When it fires", "Probability (%)",
                     "Chance that a matched entry is used; each roll is seeded by the save and the turn.", 0, 100),
     ActivationField("use_probability", "bool", True, "When it fires", "Use the probability"),

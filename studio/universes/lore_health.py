@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from studio.memory.context import DEFAULT_TOKEN_BUDGET
 from studio.memory.lore_activation import activate, key_errors, scan_messages
 from studio.memory.lore_activation_state import history_turns, lore_seed_for, universe_book
+from studio.memory.macros import macro_names
 from studio.saves.models import Event
 
 
@@ -129,7 +130,8 @@ def _replay(report: HealthReport, book, saves) -> tuple[Counter, Counter]:
 def lore_health(*, universe, saves=(), share: int = DEFAULT_SHARE) -> HealthReport:
     """Check the book and replay `saves` (an iterable of Save rows of this universe) through it."""
     started = time.perf_counter()
-    book = universe_book(universe)
+    # {{user}} / {{char}} in keys as play fills them (studio.memory.macros; the universe's meta).
+    book = universe_book(universe, macros=macro_names(universe=universe).as_dict())
     report = HealthReport(entries=len(book.specs), saves=list(saves), share=share)
     report.budget_from_meta = book.defaults.token_budget > 0
     report.budget = book.defaults.token_budget if report.budget_from_meta else DEFAULT_CONTEXT_BUDGET

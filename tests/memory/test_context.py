@@ -134,12 +134,12 @@ def test_context_viewer_records_only_for_playtesters(client, universe, playteste
 
     reader = User.objects.create_user("reader", password="pw")
     universe.members.add(reader)
-    url = reverse("memory:context", args=[living.save_id])
+    url = reverse("memory:context_record", args=[living.save_id])  # recording is a POST (issue 18)
     client.force_login(reader)
-    client.get(url, {"q": "Kaël", "record": "on"})
+    client.post(url, {"q": "Kaël"})
     assert not RecordedQuery.objects.exists()
     client.force_login(playtester)
-    client.get(url, {"q": "Kaël", "record": "on"})
+    client.post(url, {"q": "Kaël"})
     assert RecordedQuery.objects.count() == 2
 
 

@@ -60,7 +60,7 @@ def test_playground_records_for_replay_only_when_asked(client, playtester, game_
     client.force_login(playtester)
     client.get(url(game_save), {"q": "silver crowns"})
     assert not RecordedQuery.objects.exists()
-    client.get(url(game_save), {"q": "silver crowns", "record": "on", "k": 2})
+    client.post(url(game_save, "memory:playground_record"), {"q": "silver crowns", "k": 2})  # a POST (issue 18)
     recorded = RecordedQuery.objects.get()
     assert recorded.turn_id == 3 and recorded.params["k"] == 2 and recorded.params["source"] == "playground"
     assert recorded.result_ids[0] == f"chunk:{chunks['loan']}"

@@ -27,6 +27,8 @@ PLAYTEST_ROUTES = {
     "saves:export": "get",
     "memory:mental_models_refresh": "post",
     "memory:job_retry": "post",
+    "memory:playground_record": "post",
+    "memory:context_record": "post",
     "saves:narrate": "post",
     "saves:narrator_stream": "post",
     "saves:narrator_regenerate": "post",

@@ -18,6 +18,7 @@ from studio.memory.factextract import extract_facts_detailed
 from studio.memory.facts import delete_facts_after, insert_facts
 from studio.memory.jobs import JobContext, JobPaused, JobSkipped
 from studio.memory.llm import LLMError, SpendLimitExceeded, TrackedLLM, get_llm_backend
+from studio.memory.macros import macro_names
 from studio.memory.mental_models import rollback_models_for_pk, stale_subjects, upsert_mental_model
 from studio.memory.models import Fact as FactRow
 from studio.memory.models import Observation as ObservationRow
@@ -160,9 +161,8 @@ def belief_ids(save, subject: str, turn: int) -> list[int]:
 
 
 def player_character_for(save) -> str | None:
-    """Return the save's player character (meta `player_character`): who "you" is in the narration."""
-    value = str((save.meta or {}).get("player_character") or "").strip()
-    return value or None
+    """Return the save's player character, who "you" is in the narration: `{{user}}` (`macros.macro_names`)."""
+    return macro_names(universe=save.universe, save=save).user or None
 
 
 @dataclass

@@ -1,24 +1,67 @@
-"""The context viewer: what the narrator would receive for the next turn, and why."""
+"""The context viewer: what the narrator would receive for the next turn, and why.
+
+The GET assembles the context (`next_turn_context`, the narrator's own path, so the same
+input shows the same items) and writes nothing. "Record for lore replay" is a POST (CSRF,
+playtester role) that assembles the same context and stores its two queries; htmx gets the
+result fragment back, a plain form a redirect to the GET of the same parameters.
+"""
 from __future__ import annotations
 
-from django import forms
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
-from django.views.decorators.http import require_GET
+from urllib.parse import urlencode
 
-from studio.memory.context import DEFAULT_K_LORE, DEFAULT_K_NARRATIVE, DEFAULT_TOKEN_BUDGET, build_memory_context
-from studio.roles import is_playtester
-from studio.saves.access import save_for
+from django import forms
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from studio.memory.context import default_focus, next_turn_context
+from studio.memory.query_params import (
+    DEFAULT_K_LORE,
+    DEFAULT_K_NARRATIVE,
+    DEFAULT_TOKEN_BUDGET,
+    LIMITS,
+    ContextParams,
+    InvalidParameters,
+)
+from studio.saves.access import Access, save_for
 from studio.saves.views.saves import save_page_context
+
+PARAMS = ("q", "focus", "budget", "k_narrative", "k_lore")
+# The form's fields and the ContextParams fields they fill.
+FIELD_FOR = {"query_text": "q", "focus_terms": "focus", "token_budget": "budget", "k_narrative": "k_narrative",
+             "k_lore": "k_lore"}
 
 
 class ContextForm(forms.Form):
-    q = forms.CharField(required=False, label="Next player input", widget=forms.Textarea(attrs={"rows": 2}))
-    focus = forms.CharField(required=False, label="Focus terms", help_text="On-scene names and the place, comma separated.")
-    budget = forms.IntegerField(required=False, min_value=10, max_value=32000, initial=DEFAULT_TOKEN_BUDGET, label="Token budget")
-    k_narrative = forms.IntegerField(required=False, min_value=1, max_value=50, initial=DEFAULT_K_NARRATIVE, label="Narrative chunks")
-    k_lore = forms.IntegerField(required=False, min_value=0, max_value=20, initial=DEFAULT_K_LORE, label="Lore entries")
-    record = forms.BooleanField(required=False, label="Record for lore replay")
+    q = forms.CharField(required=False, max_length=LIMITS.query_text_chars, label="Next player input",
+                        widget=forms.Textarea(attrs={"rows": 2}))
+    focus = forms.CharField(required=False, label="Focus terms",
+                            help_text="On-scene names and the place, comma separated. Empty: the narrator's focus, the player character.")
+    budget = forms.IntegerField(required=False, min_value=LIMITS.token_budget_min, max_value=LIMITS.token_budget_max,
+                                initial=DEFAULT_TOKEN_BUDGET, label="Token budget")
+    k_narrative = forms.IntegerField(required=False, min_value=LIMITS.k_min, max_value=LIMITS.k_max,
+                                     initial=DEFAULT_K_NARRATIVE, label="Narrative chunks")
+    k_lore = forms.IntegerField(required=False, min_value=LIMITS.k_min, max_value=LIMITS.k_max,
+                                initial=DEFAULT_K_LORE, label="Lore entries")
+
+    def clean(self):
+        cleaned = super().clean()
+        if self.errors:
+            return cleaned
+        try:
+            cleaned["params"] = ContextParams(
+                query_text=cleaned.get("q") or "",
+                focus_terms=cleaned.get("focus") or "",
+                token_budget=cleaned.get("budget") or DEFAULT_TOKEN_BUDGET,
+                k_narrative=cleaned.get("k_narrative") or DEFAULT_K_NARRATIVE,
+                k_lore=cleaned.get("k_lore") or DEFAULT_K_LORE,
+            )
+        except InvalidParameters as exc:
+            for name, message in exc.errors.items():
+                self.add_error(FIELD_FOR.get(name), message)
+        return cleaned
 
 
 def _default_query(game_save) -> str:
@@ -26,6 +69,14 @@ def _default_query(game_save) -> str:
     if last is None:
         return ""
     return last.player_input or last.narrative[-300:]
+
+
+def _page(request: HttpRequest, game_save, form: ContextForm, memory_context=None, recorded: int = 0) -> HttpResponse:
+    context = save_page_context(request, game_save, "context")
+    context.update({"form": form, "memory_context": memory_context, "recorded": recorded,
+                    "default_focus": default_focus(game_save)})
+    template = "memory/context.html#context-result" if request.htmx else "memory/context.html"
+    return render(request, template, context)
 
 
 @require_GET
@@ -37,17 +88,21 @@ def context_viewer(request: HttpRequest, save_id: str) -> HttpResponse:
     form = ContextForm(data, initial={"q": _default_query(game_save)})
     memory_context = None
     if form.is_bound and form.is_valid():
-        cleaned = form.cleaned_data
-        memory_context = build_memory_context(
-            game_save=game_save,
-            query_text=cleaned["q"] or "",
-            focus_terms=[t for t in (cleaned["focus"] or "").split(",") if t.strip()],
-            token_budget=cleaned["budget"] or DEFAULT_TOKEN_BUDGET,
-            k_narrative=cleaned["k_narrative"] or DEFAULT_K_NARRATIVE,
-            k_lore=DEFAULT_K_LORE if cleaned["k_lore"] is None else cleaned["k_lore"],
-            record=bool(cleaned["record"]) and is_playtester(request.user),
-        )
-    context = save_page_context(request, game_save, "context")
-    context.update({"form": form, "memory_context": memory_context})
-    template = "memory/context.html#context-result" if request.htmx else "memory/context.html"
-    return render(request, template, context)
+        memory_context = next_turn_context(game_save=game_save, params=form.cleaned_data["params"])
+    return _page(request, game_save, form, memory_context)
+
+
+@require_POST
+def context_record(request: HttpRequest, save_id: str) -> HttpResponse:
+    """Assemble the context for the posted parameters and record its queries for Lore replay."""
+    game_save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
+    form = ContextForm(request.POST)
+    if not form.is_valid():
+        return _page(request, game_save, form)
+    memory_context = next_turn_context(game_save=game_save, params=form.cleaned_data["params"], record_source="context")
+    recorded = len(memory_context.queries)
+    if not request.htmx:
+        messages.success(request, f"Recorded {recorded} memory queries for lore replay.")
+        query = urlencode({name: request.POST[name] for name in PARAMS if name in request.POST})
+        return redirect(f"{reverse('memory:context', args=[game_save.save_id])}?{query}")
+    return _page(request, game_save, form, memory_context, recorded=recorded)

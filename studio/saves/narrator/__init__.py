@@ -2,8 +2,8 @@
 
 - `prompt`: the narrator prompt, built from the universe's instructions template
   (`narrator_instructions` in Universe_Meta, `DEFAULT_INSTRUCTIONS` when unset), the meta
-  the author set, the recent turns and the memory context (`build_memory_context`, the
-  Context viewer's service, called as is).
+  the author set, the recent turns and the memory context (`next_turn_context`, the one
+  path the Context viewer and the API take too).
 - `services`: drafts and their alternatives, the streamed narration, accept / choose /
   discard, and `narrate_once` (the API's proposal, nothing stored).
 - `portable`: the `narrator_snapshots` section of the save file.
@@ -11,5 +11,6 @@
 Invariant: nothing reaches the Event_Log before the playtester accepts. A narration that
 fails, is cut, or whose request is killed mid-stream leaves an alternative marked failed or
 cancelled, never a turn; accepting goes through `turn_append` with the draft's turn as the
-expected turn, in one transaction with the turn's `NarratorSnapshot`.
+expected turn, in one transaction with the turn's `NarratorSnapshot` and the narration's
+memory queries recorded for Lore replay.
 """

@@ -7,29 +7,38 @@ meta key, a template the author edits per universe (Universe-as-Code carries it 
 author set) and `{{meta}}`, which lists the other short meta values as `key: value` lines.
 A line whose placeholders are all empty is left out (no "Tone: " with nothing after it); a
 placeholder naming no meta key is left as written, so a typo shows in the preview. Then the
-`{{user}}` / `{{char}}` macros are filled (`studio.memory.macros.fill_macros`) with the
-player character and the character card's name.
+`{{user}}` / `{{char}}` macros are filled with the names the memory context was built with
+(`MemoryContext.macros`, from `studio.memory.macros.macro_names`: the player character;
+the card's character, else the first character in focus who is not the player).
 
 Meta is read live from the universe (an edit of the template applies to the next
-narration) over the save's copy made at creation (keys the universe no longer has).
+narration) over the save's copy made at creation (keys the universe no longer has):
+`studio.memory.macros.play_meta`.
 
-The user message holds the memory context (`MemoryContext.as_text()`), the last
-`NarratorConfig.recent_turns` turns and the player's action.
+The user message holds the memory context (`next_turn_context`, the path the Context viewer
+and the API take too, with the narrator's defaults: the player character in focus),
+the last `NarratorConfig.recent_turns` turns and the player's action.
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 
-from studio.memory.context import build_memory_context
+from studio.memory.context import next_turn_context
 from studio.memory.llm import estimate_tokens
-from studio.memory.macros import fill_macros
+from studio.memory.macros import (
+    CHARACTER_CARD_META,
+    PLAYER_CHARACTER_META,
+    MacroNames,
+    macro_names_from_meta,
+    play_meta,
+)
+from studio.memory.query_params import DEFAULT_TOKEN_BUDGET, LIMITS, ContextParams
 
 TEMPLATE_KEY = "narrator_instructions"
-KNOWN_KEYS = ("narrator_style", "tone", "player_character", "era")
+KNOWN_KEYS = ("narrator_style", "tone", PLAYER_CHARACTER_META, "era")
 # Meta that is structured data for other parts of the studio, never prose for {{meta}}.
-NOT_PROSE = {TEMPLATE_KEY, "character_card", "belief_mission", "belief_missions", "lore_activation"}
+NOT_PROSE = {TEMPLATE_KEY, CHARACTER_CARD_META, "belief_mission", "belief_missions", "lore_activation"}
 
 DEFAULT_INSTRUCTIONS = """You are the narrator of an interactive story. Continue the story from the player's action.
 The player character ("you") is {{player_character}}.
@@ -48,9 +57,9 @@ class NarratorConfig:
     """The narrator's tunables (chosen by hand, not measured: a small model's context)."""
 
     recent_turns: int = 4  # enough for continuity; older turns come back through memory
-    token_budget: int = 1200  # the memory context's, as the Context viewer's default
+    token_budget: int = DEFAULT_TOKEN_BUDGET  # the memory context's, as the Context viewer's default
     max_meta_value_chars: int = 300  # longer meta values are data, not a line of the prompt
-    max_input_chars: int = 4000
+    max_input_chars: int = LIMITS.query_text_chars  # the input is the context's query text
 
 
 CONFIG = NarratorConfig()
@@ -79,22 +88,15 @@ class NarratorPrompt:
 
 def narrator_meta(game_save) -> dict[str, str]:
     """Return the meta the narrator reads: the universe's current meta over the save's copy."""
-    meta = {str(k): str(v) for k, v in (game_save.meta or {}).items()}
-    meta.update({row.key: row.value for row in game_save.universe.meta.all()})
-    return meta
+    return play_meta(universe=game_save.universe, save=game_save)
 
 
-def _card_name(meta: dict[str, str]) -> str:
-    try:
-        card = json.loads(meta.get("character_card") or "")
-    except ValueError:
-        return ""
-    data = card.get("data", card) if isinstance(card, dict) else {}
-    return str(data.get("name") or "").strip() if isinstance(data, dict) else ""
+def render_instructions(template: str, meta: dict[str, str], *, config: NarratorConfig = CONFIG,
+                        macros: MacroNames | None = None) -> str:
+    """Return the instructions `template` with its placeholders filled from `meta`, its macros with `macros`.
 
-
-def render_instructions(template: str, meta: dict[str, str], *, config: NarratorConfig = CONFIG) -> str:
-    """Return the instructions `template` with its placeholders and macros filled from `meta`."""
+    Without `macros`, who `{{user}}` / `{{char}}` are is read from `meta` (nobody in focus).
+    """
     used = set(_PLACEHOLDER.findall(template))
     others = [
         f"{key}: {value.strip()}"
@@ -113,7 +115,7 @@ def render_instructions(template: str, meta: dict[str, str], *, config: Narrator
             continue  # every placeholder of the line is empty
         lines.append(_PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)) if m.group(1) not in _MACROS else m.group(0), line))
     text = "\n".join(lines).strip()
-    return fill_macros(text, user=meta.get("player_character", "").strip() or None, char=_card_name(meta) or None)
+    return (macros or macro_names_from_meta(meta)).fill(text)
 
 
 def _recent_turns_text(events) -> str:
@@ -131,15 +133,13 @@ def build_narrator_prompt(*, game_save, player_input: str, config: NarratorConfi
 
     meta = narrator_meta(game_save)
     template = meta.get(TEMPLATE_KEY, "").strip()
-    system = render_instructions(template or DEFAULT_INSTRUCTIONS, meta, config=config)
-    player_character = meta.get("player_character", "").strip()
-    memory = build_memory_context(
+    memory = next_turn_context(
         game_save=game_save,
-        query_text=player_input,
-        focus_terms=[player_character] if player_character else None,
-        token_budget=config.token_budget,
+        params=ContextParams(query_text=player_input, token_budget=config.token_budget),
         vector_memory=vector_memory,
     )
+    macros = MacroNames(**memory.macros)
+    system = render_instructions(template or DEFAULT_INSTRUCTIONS, meta, config=config, macros=macros)
     turn_id = game_save.current_turn + 1
     recent = _recent_turns_text(recent_events(game_save=game_save, limit=config.recent_turns))
     memory_text = memory.as_text().strip()
@@ -149,5 +149,5 @@ def build_narrator_prompt(*, game_save, player_input: str, config: NarratorConfi
         f"## The player's action (turn {turn_id})\n" + (player_input.strip() or "(no action: continue the scene)"),
         f"Narrate turn {turn_id}.",
     ]
-    user = fill_macros("\n\n".join(parts), user=player_character or None, char=_card_name(meta) or None)
+    user = macros.fill("\n\n".join(parts))
     return NarratorPrompt(system=system, user=user, turn_id=turn_id, template_is_default=not template, memory=memory)

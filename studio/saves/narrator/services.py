@@ -11,8 +11,9 @@
   as Django does when the client disconnects) marks it `cancelled`. Either way nothing is
   appended.
 - `narrator_accept` appends the chosen (possibly edited) text through `turn_append` with the
-  draft's turn as the expected turn, and writes the turn's `NarratorSnapshot` in the same
-  transaction; the turn's memory jobs are queued on commit as for any append.
+  draft's turn as the expected turn, and writes the turn's `NarratorSnapshot` and the
+  narration's two memory queries (`RecordedQuery`, source "narrator", for Lore replay) in
+  the same transaction; the turn's memory jobs are queued on commit as for any append.
 - `narrate_once` (the API) builds the prompt and asks for the whole answer, storing no draft.
 """
 from __future__ import annotations
@@ -25,6 +26,7 @@ from django.db import transaction
 from django.db.models import Max
 
 from studio.memory.llm import LLMError, LLMResponse, SpendLimitExceeded, TrackedLLM, get_llm_backend
+from studio.memory.search import record_context_queries
 from studio.saves.errors import TurnConflict
 from studio.saves.models import (
     AlternativeStatus,
@@ -246,6 +248,10 @@ def narrator_accept(*, draft: NarratorDraft, number: int | None = None, narrativ
             prompt_chars=len(alternative.system_prompt) + len(alternative.user_prompt),
             system_prompt=alternative.system_prompt, user_prompt=alternative.user_prompt, context=alternative.context,
         )
+        # The memory queries the narration was built with, for Lore replay: asked at the
+        # turn before this one, as any next-turn context is.
+        record_context_queries(game_save=draft.game_save, queries=(alternative.context or {}).get("queries"),
+                               source="narrator", turn_id=locked.turn_id - 1)
         NarratorDraft.objects.filter(pk=locked.pk).update(status=DraftStatus.ACCEPTED, chosen_number=number)
     draft.status = DraftStatus.ACCEPTED
     return event

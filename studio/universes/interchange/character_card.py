@@ -68,6 +68,7 @@ from studio.universes.interchange.codec import (
     rebuild_decorators,
     split_decorators,
 )
+from studio.memory.lore_activation import MAX_SCAN_DEPTH, META_RECURSION_DEPTH, META_SCAN_DEPTH, META_TOKEN_BUDGET
 from studio.universes.interchange import card_fields
 from studio.universes.models import LoreKind
 
@@ -412,12 +413,12 @@ def book_from_card(doc: Any, *, source: str) -> IncomingBook:
         has_book = card_data.get("character_book") is not None
         record = card_fields.card_record(doc, card_data, book_fields if has_book else None)
     defaults = {}
-    if isinstance(book.get("scan_depth"), int) and not isinstance(book["scan_depth"], bool) and 0 <= book["scan_depth"] <= 1000:
-        defaults["lore_scan_depth"] = str(book["scan_depth"])
+    if isinstance(book.get("scan_depth"), int) and not isinstance(book["scan_depth"], bool) and 0 <= book["scan_depth"] <= MAX_SCAN_DEPTH:
+        defaults[META_SCAN_DEPTH] = str(book["scan_depth"])
     if isinstance(book.get("token_budget"), int) and not isinstance(book["token_budget"], bool) and 0 <= book["token_budget"] <= 1_000_000:
-        defaults["lore_token_budget"] = str(book["token_budget"])
+        defaults[META_TOKEN_BUDGET] = str(book["token_budget"])
     if book.get("recursive_scanning") is False:
-        defaults["lore_recursion_depth"] = "0"  # CCv3: MUST NOT recurse
+        defaults[META_RECURSION_DEPTH] = "0"  # CCv3: MUST NOT recurse
     return IncomingBook(source=source, entries=entries, meta=meta, notes=notes, defaults=defaults, card=record)
 
 

@@ -12,6 +12,16 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils.text import slugify
 
+from studio.memory.context_lore import SHARE_CLASS_NAMES, share_meta_key
+from studio.memory.lore_activation import (
+    MAX_SCAN_DEPTH,
+    META_CASE_SENSITIVE,
+    META_MATCH_WHOLE_WORDS,
+    META_RECURSION_DEPTH,
+    META_SCAN_DEPTH,
+    META_TOKEN_BUDGET,
+)
+from studio.memory.macros import CHARACTER_CARD_META
 from studio.memory.missions import parse_missions_text
 from studio.universes.models import Universe, UniverseMeta
 
@@ -20,24 +30,21 @@ logger = logging.getLogger(__name__)
 BELIEF_MISSION = "belief_mission"
 BELIEF_MISSIONS = "belief_missions"
 # File-level fields of imported character cards / world-info files, kept for re-export.
-CHARACTER_CARD_META = "character_card"
 CHARACTER_BOOK_META = "character_book"
 SILLYTAVERN_META = "sillytavern_world"
 JSON_OBJECT_META_KEYS = {CHARACTER_CARD_META, CHARACTER_BOOK_META, SILLYTAVERN_META}
 
-# Book-wide lore activation defaults (studio.memory.lore_activation.defaults_from_meta).
+# Book-wide lore activation defaults: the keys are the engine's (lore_activation/spec.py).
 LORE_INT_META = {
-    "lore_scan_depth": (0, 1000, "messages scanned for keys; the pending input is 1, a turn is 2"),
-    "lore_token_budget": (0, 1_000_000, "tokens the activated entries may use; 0 = no budget"),
-    "lore_recursion_depth": (0, 100, "recursion passes after the first scan; 0 = no recursion"),
+    META_SCAN_DEPTH: (0, MAX_SCAN_DEPTH, "messages scanned for keys; the pending input is 1, a turn is 2"),
+    META_TOKEN_BUDGET: (0, 1_000_000, "tokens the activated entries may use; 0 = no budget"),
+    META_RECURSION_DEPTH: (0, 100, "recursion passes after the first scan; 0 = no recursion"),
 }
-LORE_BOOL_META = {"lore_case_sensitive", "lore_match_whole_words"}
-# Memory context budget shares (studio.memory.context_lore.SHARE_CLASSES), percent of the budget.
+LORE_BOOL_META = {META_CASE_SENSITIVE, META_MATCH_WHOLE_WORDS}
+# Memory context budget shares (context_lore.SHARE_CLASSES), percent of the budget.
 CONTEXT_SHARE_META = {
-    f"context_share_{share_class}": (0, 100, f"percent of the context budget {what} may use")
-    for share_class, what in (("lore_activated", "activated lore entries"), ("mental_model", "mental models"),
-                              ("belief", "beliefs"), ("fact", "facts"), ("narrative", "narrative chunks"),
-                              ("lore", "lore found by meaning"))
+    share_meta_key(share_class): (0, 100, f"percent of the context budget {what} may use")
+    for share_class, what in SHARE_CLASS_NAMES.items()
 }
 LORE_INT_META.update(CONTEXT_SHARE_META)
 
