@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "studio.universes",
     "studio.saves",
     "studio.memory",
+    "studio.inspector",
     "studio.api",
 ]
 

@@ -16,7 +16,7 @@ from studio.api.http import Params, api_view, json_body, page, page_params
 from studio.api.openapi import build_openapi
 from studio.memory import selectors as memory_selectors
 from studio.memory.observations import TRENDS
-from studio.memory.search import memory_horizon, memory_search
+from studio.memory.recall.search import memory_horizon, memory_search
 from studio.memory.selectors import belief_list_at_turn, fact_list_at_turn, mental_model_list_at_turn
 from studio.roles import is_author, is_playtester
 from studio.saves.models import Event, MemoryMode, Save, StateCache
@@ -305,7 +305,7 @@ def _query_warnings(stats) -> list[str]:
 @api_view("GET", "POST")
 def memory_context(request: HttpRequest, save_id: str) -> JsonResponse:
     """Return the memory context for the save's next turn (the context viewer's service)."""
-    from studio.memory.context import (
+    from studio.memory.recall.context import (
         DEFAULT_K_LORE,
         DEFAULT_K_NARRATIVE,
         DEFAULT_TOKEN_BUDGET,

@@ -16,7 +16,7 @@ class MemoryConfig(AppConfig):
         # not pay the model load (several seconds). Off by default: tests and management
         # commands that never embed should not load torch.
         if getattr(settings, "AXIOM_WARM_EMBEDDINGS", False):
-            from studio.memory.embedding import get_embedder, preload_embedding_runtime
+            from studio.memory.embeddings.embedding import get_embedder, preload_embedding_runtime
 
             preload_embedding_runtime()
             threading.Thread(target=get_embedder, name="warm-embeddings", daemon=True).start()
@@ -24,7 +24,7 @@ class MemoryConfig(AppConfig):
     @staticmethod
     def register_save_file_sections() -> None:
         """Add the lore activation state to every save file (the saves package knows no memory section)."""
-        from studio.memory.lore_activation_portable import LORE_ACTIVATION_SECTION
+        from studio.saves.portable.sections.lore_activation import LORE_ACTIVATION_SECTION
         from studio.saves.portable import register_section
 
         register_section(LORE_ACTIVATION_SECTION)

@@ -46,8 +46,8 @@ from typing import Any
 
 import numpy as np
 
-from studio.memory import embedding
-from studio.memory.embedding import preload_embedding_runtime
+from studio.memory.embeddings import embedding
+from studio.memory.embeddings.embedding import preload_embedding_runtime
 from studio.memory.retrieval import chunks
 from studio.memory.retrieval.chunks import BOOKKEEPING_KEYS, CORE_KEYS, LORE
 from studio.memory.retrieval.config import RetrievalConfig

@@ -38,7 +38,7 @@ from django.utils import timezone
 
 from studio.memory import jobs
 from studio.memory.facts import delete_facts_after
-from studio.memory.lore_activation_state import lore_activation_copy, lore_activation_rollback
+from studio.memory.lore.activation_state import lore_activation_copy, lore_activation_rollback
 from studio.memory.mental_models import MentalModel, models_to_roll_back, rollback_models_for_pk
 from studio.memory.models import Fact as FactRow
 from studio.memory.models import Job, JobKind, JobStatus, LoreActivation, RecordedQuery

@@ -21,9 +21,9 @@ import time
 from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field
 
-from studio.memory.context import DEFAULT_TOKEN_BUDGET
+from studio.memory.recall.context import DEFAULT_TOKEN_BUDGET
 from studio.memory.lore_activation import activate, key_errors, scan_messages
-from studio.memory.lore_activation_state import history_turns, lore_seed_for, universe_book
+from studio.memory.lore.activation_state import history_turns, lore_seed_for, universe_book
 from studio.saves.models import Event
 
 

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 
 from studio.memory.lore_activation import activate, activation_seed, scan_messages
-from studio.memory.lore_activation_state import activation_state_as_of, history_turns, lore_seed_for, universe_book
+from studio.memory.lore.activation_state import activation_state_as_of, history_turns, lore_seed_for, universe_book
 from studio.saves.models import Event
 
 

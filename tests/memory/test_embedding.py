@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from studio.memory import embedding, embedding_onnx
+from studio.memory.embeddings import embedding
+from studio.memory.embeddings import embedding_onnx
 from tests.fakes import HashingEmbedder
 
 ROOT = Path(__file__).resolve().parents[2]

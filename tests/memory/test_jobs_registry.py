@@ -105,7 +105,7 @@ def _imports(path: Path) -> set[str]:
     return names
 
 
-ENGINE = ["memory/jobs", "memory/pipeline", "memory/lore_state.py", "memory/tasks.py"]
+ENGINE = ["memory/jobs", "memory/pipeline", "memory/lore/embedding_state.py", "memory/tasks.py"]
 # What the engine may know of the apps: the data models it stores against.
 ALLOWED_APP_MODULES = {"studio.saves.models", "studio.universes.models"}
 

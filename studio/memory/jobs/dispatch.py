@@ -24,7 +24,7 @@ from django.db import close_old_connections
 from django.utils import timezone
 
 from studio.celery import app as celery_app
-from studio.memory import lore_state
+from studio.memory.lore import embedding_state as lore_state
 from studio.memory.jobs import ledger
 from studio.memory.jobs.runner import inside_runner, run_job
 from studio.memory.models import Job, JobKind, JobStatus

@@ -11,7 +11,7 @@ import time
 
 from django.utils import timezone
 
-from studio.memory import lore_state
+from studio.memory.lore import embedding_state as lore_state
 from studio.memory.jobs import JobContext, enqueue_sync_lore
 
 

@@ -7,7 +7,7 @@ meta key, a template the author edits per universe (Universe-as-Code carries it 
 author set) and `{{meta}}`, which lists the other short meta values as `key: value` lines.
 A line whose placeholders are all empty is left out (no "Tone: " with nothing after it); a
 placeholder naming no meta key is left as written, so a typo shows in the preview. Then the
-`{{user}}` / `{{char}}` macros are filled (`studio.memory.macros.fill_macros`) with the
+`{{user}}` / `{{char}}` macros are filled (`studio.memory.recall.macros.fill_macros`) with the
 player character and the character card's name.
 
 Meta is read live from the universe (an edit of the template applies to the next
@@ -22,9 +22,9 @@ import json
 import re
 from dataclasses import dataclass
 
-from studio.memory.context import build_memory_context
+from studio.memory.recall.context import build_memory_context
 from studio.memory.llm import estimate_tokens
-from studio.memory.macros import fill_macros
+from studio.memory.recall.macros import fill_macros
 
 TEMPLATE_KEY = "narrator_instructions"
 KNOWN_KEYS = ("narrator_style", "tone", "player_character", "era")

@@ -17,7 +17,7 @@ from typing import Any
 
 from django.db import models, transaction
 
-from studio.memory.lore_state import lore_embedding_state_set
+from studio.memory.lore.embedding_state import lore_embedding_state_set
 from studio.saves.models import Event, MemoryMode, Save, StateCache
 from studio.universes.models import (
     EmbeddingState,
@@ -191,7 +191,7 @@ def _save_changed(instance: models.Model, changed: list[str]) -> None:
 def _lore_counts(text: str) -> dict[str, Any]:
     """Word and token counts the lore services keep on an entry (when that module exists)."""
     try:
-        from studio.universes.counting import text_counts
+        from studio.memory.embeddings.counting import text_counts
     except ImportError:
         return {}
     words, tokens = text_counts(text)
@@ -318,7 +318,7 @@ def _load_lore(universe: Universe, data: DemoData, result: DemoLoadResult) -> No
 def _trim_after(game_save: Save, last_turn: int, result: DemoLoadResult) -> None:
     """Roll living memory back to the demo's last turn when the save was played past it."""
     from studio.memory.facts import delete_facts_after
-    from studio.memory.lore_activation_state import lore_activation_rollback
+    from studio.memory.lore.activation_state import lore_activation_rollback
     from studio.memory.mental_models import rollback_models_for_pk
     from studio.memory.observations import rollback_beliefs_for_pk
 

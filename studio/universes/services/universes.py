@@ -31,7 +31,7 @@ LORE_INT_META = {
     "lore_recursion_depth": (0, 100, "recursion passes after the first scan; 0 = no recursion"),
 }
 LORE_BOOL_META = {"lore_case_sensitive", "lore_match_whole_words"}
-# Memory context budget shares (studio.memory.context_lore.SHARE_CLASSES), percent of the budget.
+# Memory context budget shares (studio.memory.recall.context_lore.SHARE_CLASSES), percent of the budget.
 CONTEXT_SHARE_META = {
     f"context_share_{share_class}": (0, 100, f"percent of the context budget {what} may use")
     for share_class, what in (("lore_activated", "activated lore entries"), ("mental_model", "mental models"),

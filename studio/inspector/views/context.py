@@ -6,7 +6,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from studio.memory.context import DEFAULT_K_LORE, DEFAULT_K_NARRATIVE, DEFAULT_TOKEN_BUDGET, build_memory_context
+from studio.memory.recall.context import DEFAULT_K_LORE, DEFAULT_K_NARRATIVE, DEFAULT_TOKEN_BUDGET, build_memory_context
 from studio.roles import is_playtester
 from studio.saves.views.access import visible_save
 from studio.saves.views.saves import save_page_context

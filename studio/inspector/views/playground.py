@@ -6,7 +6,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from studio.memory.search import memory_explain_chunk, memory_search
+from studio.memory.recall.search import memory_explain_chunk, memory_search
 from studio.roles import is_playtester
 from studio.saves.views.access import visible_save
 from studio.saves.views.saves import save_page_context

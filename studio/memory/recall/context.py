@@ -9,7 +9,7 @@ hierarchy (`axiom.mental_models`), most synthetic first:
 3. facts naming them (`get_facts(entity=...)`, most recent first),
 4. narrative chunks (a hybrid `VectorMemory.query` that excludes lore),
 5. lore: first the entries the Lore Book activates for the next turn (constant, keys,
-   recursion, sticky, ...; `studio.memory.context_lore`), then lore found by meaning (a query
+   recursion, sticky, ...; `studio.memory.recall.context_lore`), then lore found by meaning (a query
    restricted to lore) plus one hop of link expansion from the lore hits
    (`query_explained(expand_links=True)`: the entries a hit links to, capped).
 
@@ -23,11 +23,11 @@ for every entry of the book, whether it is in and why. Each item says why it is 
 layer, the focus term or query mention that pulled it in, the activation decision for
 activated lore, the retrieval arm ranks for chunks, the link for expanded lore.
 
-Both vector queries go through `studio.memory.search.memory_search`, which clamps the
+Both vector queries go through `studio.memory.recall.search.memory_search`, which clamps the
 horizon to the save's current turn (`memory_horizon`, also the turn beliefs' trends and
 facts are read at), so a chunk a failed rewind left behind is never returned. With
 `record=True` the two vector queries are stored as `RecordedQuery` rows (see
-`studio.memory.replay`), which is how a lore edit can later be replayed against what play
+`studio.memory.recall.replay`), which is how a lore edit can later be replayed against what play
 actually asked.
 """
 from __future__ import annotations
@@ -37,10 +37,10 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from studio.memory import context_lore
+from studio.memory.recall import context_lore
 from studio.memory.models import MentalModel, Observation, subject_key_for
 from studio.memory.observations import compute_trend
-from studio.memory.search import memory_horizon, memory_search, result_key
+from studio.memory.recall.search import memory_horizon, memory_search, result_key
 
 DEFAULT_TOKEN_BUDGET = 1200
 DEFAULT_K_NARRATIVE = 6
@@ -61,7 +61,7 @@ LAYER_TITLES = {
 def count_tokens(text: str) -> int:
     """Return the token count of `text` (the embedding model's tokenizer when available)."""
     try:
-        from studio.universes.counting import count_tokens as counter
+        from studio.memory.embeddings.counting import count_tokens as counter
     except ImportError:  # pragma: no cover - the lore counting module ships with the studio
         return len(re.findall(r"\w+|[^\w\s]", text or ""))
     return counter(text or "")

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from studio.memory.lore_activation import LoreState
-from studio.memory.lore_activation_state import lore_activation_replay
+from studio.memory.lore.activation_state import lore_activation_replay
 from studio.memory.models import LoreActivation
 from studio.saves.portable.registry import INVALID, CheckContext, ExportContext, ImportContext, SaveSection
 

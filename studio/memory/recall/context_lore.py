@@ -1,6 +1,6 @@
 """The Lore Book's part of the memory context: activated entries, the budget rules, the explain.
 
-`build_memory_context` (studio/memory/context.py) calls these; the rules live here only.
+`build_memory_context` (studio/memory/recall/context.py) calls these; the rules live here only.
 
 Activation: the save's book is evaluated for the next turn with the pending input
 (`lore_activation_for_turn`, the same evaluation `turn_append` records), so the viewer, the
@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from studio.memory.macros import fill_macros
+from studio.memory.recall.macros import fill_macros
 
 SHARE_CLASSES = ("lore_activated", "mental_model", "belief", "fact", "narrative", "lore")
 SHARE_META_PREFIX = "context_share_"
@@ -93,7 +93,7 @@ class LoreActivationView:
 
 def evaluate_lore(game_save, query_text: str) -> LoreActivationView | None:
     """Evaluate the save's book for its next turn with `query_text` as the pending input (None: no book)."""
-    from studio.memory.lore_activation_state import lore_activation_for_turn, lore_macros_for
+    from studio.memory.lore.activation_state import lore_activation_for_turn, lore_macros_for
 
     if not game_save.universe.lore_entries.exists():
         return None

@@ -254,7 +254,7 @@ def _load_torch() -> SentenceTransformerEmbedder:
 
 
 def _load_onnx():
-    from studio.memory import embedding_onnx
+    from studio.memory.embeddings import embedding_onnx
 
     _force_offline()
 
@@ -350,7 +350,7 @@ def _preload_onnx() -> bool:
         import onnxruntime  # noqa: F401
         import tokenizers  # noqa: F401
 
-        from studio.memory import embedding_onnx
+        from studio.memory.embeddings import embedding_onnx
 
         directory = embedding_onnx.cache_dir(onnx_cache_root(), model_path())
     except Exception:
