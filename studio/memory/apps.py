@@ -10,7 +10,6 @@ class MemoryConfig(AppConfig):
 
     def ready(self) -> None:
         self.register_job_handlers()
-        self.register_save_file_sections()
         # A serving process (the run command, gunicorn, a worker) may ask to load the
         # embedding model at start-up, in the background, so the first memory query does
         # not pay the model load (several seconds). Off by default: tests and management
@@ -20,14 +19,6 @@ class MemoryConfig(AppConfig):
 
             preload_embedding_runtime()
             threading.Thread(target=get_embedder, name="warm-embeddings", daemon=True).start()
-
-    @staticmethod
-    def register_save_file_sections() -> None:
-        """Add the lore activation state to every save file (the saves package knows no memory section)."""
-        from studio.saves.portable.sections.lore_activation import LORE_ACTIVATION_SECTION
-        from studio.saves.portable import register_section
-
-        register_section(LORE_ACTIVATION_SECTION)
 
     @staticmethod
     def register_job_handlers() -> None:
