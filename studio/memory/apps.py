@@ -27,7 +27,7 @@ class MemoryConfig(AppConfig):
         from studio.memory.models import JobKind
         from studio.memory.pipeline import embedding, living, lore
 
-        jobs.register(JobKind.SYNC_LORE, lore.run_sync_lore)
+        jobs.register(JobKind.SYNC_LORE, lore.run_sync_lore, on_not_queued=lore.sync_lore_not_queued)
         # A batch of turns is embedded with one model call.
         jobs.register(JobKind.EMBED_TURN, embedding.run_embed_turn, run_batch=embedding.run_embed_batch)
         # A batch of living turns runs one by one in turn order, sharing per-save lookups.

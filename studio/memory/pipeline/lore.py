@@ -31,6 +31,19 @@ def _lore_entries(universe_id: int) -> list[dict]:
     return entries
 
 
+def sync_lore_not_queued(job, error: str) -> None:
+    """A universe's lore sync could not be queued: its pending entries are failed, with why."""
+    from studio.universes.models import EmbeddingState, LoreEntry
+
+    if job.game_save_id is not None:  # a save's sync marks no entry
+        return
+    lore_state.lore_embedding_state_set(
+        LoreEntry.objects.filter(universe_id=job.universe_id, embedding_state=EmbeddingState.PENDING),
+        state=EmbeddingState.FAILED,
+        error=error,
+    )
+
+
 def run_sync_lore(ctx: JobContext):
     """Embed a Lore Book: a universe's own (then queue each save's), or one save's."""
     from studio.saves.models import Save
