@@ -196,6 +196,6 @@ def test_two_processes_starting_at_once_export_once(tmp_path):
     assert built == ["False", "True"] and len(sizes) == 1
     # The preload of a process that will have to export loads torch too (the export runs it).
     fresh = tempfile.mkdtemp(dir=tmp_path)
-    proc = _run("from studio.memory import embedding; import sys; print(embedding.preload_embedding_runtime(), 'torch' in sys.modules)",
+    proc = _run("from studio.memory.embeddings import embedding; import sys; print(embedding.preload_embedding_runtime(), 'torch' in sys.modules)",
                 AXIOM_VAR_DIR=fresh, AXIOM_EMBEDDING_RUNTIME="onnx")
     assert proc.stdout.split() == ["True", "True"], proc.stderr[-2000:]
