@@ -10,6 +10,7 @@ class MemoryConfig(AppConfig):
 
     def ready(self) -> None:
         self.register_job_handlers()
+        self.give_the_embedder_its_settings()
         # A serving process (the run command, gunicorn, a worker) may ask to load the
         # embedding model at start-up, in the background, so the first memory query does
         # not pay the model load (several seconds). Off by default: tests and management
@@ -19,6 +20,13 @@ class MemoryConfig(AppConfig):
 
             preload_embedding_runtime()
             threading.Thread(target=get_embedder, name="warm-embeddings", daemon=True).start()
+
+    @staticmethod
+    def give_the_embedder_its_settings() -> None:
+        """The embedding module reads Django's settings through this reader (it imports no Django)."""
+        from studio.memory.embeddings import embedding
+
+        embedding.use_settings(lambda name, default: getattr(settings, name, default))
 
     @staticmethod
     def register_job_handlers() -> None:
