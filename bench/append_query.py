@@ -139,7 +139,7 @@ def main() -> int:
     from django.conf import settings
     from rank_bm25 import BM25Okapi
 
-    from studio.memory import embedding
+    from studio.memory.embeddings import embedding
     from studio.memory.retrieval import corpus as corpus_module
     from studio.memory.retrieval.lexical import tokenize
     from studio.memory.vector import VectorMemory

@@ -34,7 +34,7 @@ def main() -> int:
     setup_django()
     from django.conf import settings
 
-    from studio.memory.embedding import get_embedder
+    from studio.memory.embeddings.embedding import get_embedder
     from studio.memory.vector import VectorMemory
 
     vm = VectorMemory(settings.CHROMA_PATH)

@@ -210,8 +210,8 @@ def main() -> int:
     workdir = setup_django()
     game_save = load_demo()
 
-    from studio.memory.embedding import get_embedder
-    from studio.memory.search import memory_search
+    from studio.memory.embeddings.embedding import get_embedder
+    from studio.memory.recall.search import memory_search
     from studio.memory.vector import get_vector_memory
 
     store = get_vector_memory()

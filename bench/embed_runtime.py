@@ -67,7 +67,8 @@ def main() -> int:
     setup_django()
     from django.conf import settings
 
-    from studio.memory import embedding, embedding_onnx
+    from studio.memory.embeddings import embedding
+    from studio.memory.embeddings import embedding_onnx
     from studio.memory.vector import VectorMemory
 
     timings = {}

@@ -274,7 +274,7 @@ def main() -> None:
         return
     from rank_bm25 import BM25Okapi
 
-    from studio.memory import embedding
+    from studio.memory.embeddings import embedding
 
     embedder = embedding.get_embedder()
     collection = memory.collection_for(big.save_id)

@@ -71,7 +71,7 @@ def main() -> int:
     from django.conf import settings
     from rank_bm25 import BM25Okapi
 
-    from studio.memory.embedding import get_embedder, query_cache_clear
+    from studio.memory.embeddings.embedding import get_embedder, query_cache_clear
     from studio.memory.retrieval.lexical import tokenize
     from studio.memory.vector import VectorMemory
 

@@ -193,7 +193,7 @@ def main() -> int:
         parser.error("--shape takes session, turn or session,turn")
 
     setup_django()
-    from studio.memory.embedding import get_embedder
+    from studio.memory.embeddings.embedding import get_embedder
     from studio.memory.vector import RetrievalConfig, VectorMemory
     from django.conf import settings
 

@@ -22,6 +22,12 @@ if [ ! -f tests/browser/node_modules/axe-core/axe.min.js ]; then
   (cd tests/browser && npm ci --no-audit --no-fund --loglevel=error) || echo "warning: npm ci failed in tests/browser" >&2
 fi
 
+# The import contracts (pyproject.toml [tool.importlinter]; docs/architecture.md "Layers"):
+# static, so they run first and fail the run on their own.
+echo "=== import contracts ==="
+PYTHONPATH="$(pwd)${PYTHONPATH:+:$PYTHONPATH}" "$(dirname "$PY")/lint-imports" --no-cache --no-logo || {
+  echo "import contracts broken: SOME SUITES FAILED" >&2; exit 1; }
+
 services_start || exit 1
 trap services_stop EXIT
 

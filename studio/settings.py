@@ -67,6 +67,7 @@ INSTALLED_APPS = [
     "studio.universes",
     "studio.saves",
     "studio.memory",
+    "studio.inspector",
     "studio.api",
 ]
 

@@ -13,7 +13,7 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("universes/", include("studio.universes.urls")),
     path("saves/", include("studio.saves.urls")),
-    path("memory/", include("studio.memory.urls")),
+    path("memory/", include("studio.inspector.urls")),
     path("accounts/tokens/", include("studio.api.account_urls")),
     path("api/v1/", include("studio.api.urls")),
     path("admin/", admin.site.urls),

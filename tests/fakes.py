@@ -29,7 +29,7 @@ import uuid
 import numpy as np
 import pytest
 
-from studio.memory.chunking import whitespace_spans
+from studio.memory.embeddings.chunking import whitespace_spans
 from studio.memory.retrieval.lexical import tokenize
 
 # -- the embedder ---------------------------------------------------------------------------
@@ -306,7 +306,7 @@ def stricter_clamp(monkeypatch):
     """Swap the one horizon clamp (`search.memory_horizon`) for a stricter rule: one turn
     before the current one. A caller that re-typed the clamp instead of going through
     `memory_search` would keep answering with the current turn's chunks."""
-    from studio.memory import search
+    from studio.memory.recall import search
 
     def one_turn_back(*, game_save, turn_id=None):
         limit = game_save.current_turn - 1

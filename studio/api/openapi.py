@@ -8,7 +8,7 @@ from __future__ import annotations
 from copy import deepcopy
 from typing import Any
 
-from studio.memory.context_lore import SHARE_CLASSES
+from studio.memory.recall.context_lore import SHARE_CLASSES
 
 API_VERSION = "1.0.0"
 

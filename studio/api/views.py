@@ -26,7 +26,7 @@ from studio.memory.query_params import (
     InvalidParameters,
     SearchParams,
 )
-from studio.memory.search import memory_horizon, memory_search
+from studio.memory.recall.search import memory_horizon, memory_search
 from studio.memory.selectors import belief_list_at_turn, fact_list_at_turn, mental_model_list_at_turn
 from studio.roles import is_author, is_playtester
 from studio.saves.access import Access, require, save_for, universe_for
@@ -330,7 +330,7 @@ def _query_warnings(stats) -> list[str]:
 @api_view("GET", "POST")
 def memory_context(request: HttpRequest, save_id: str) -> JsonResponse:
     """Return the memory context for the save's next turn: what the narrator reads (`next_turn_context`)."""
-    from studio.memory.context import next_turn_context
+    from studio.memory.recall.context import next_turn_context
 
     save = save_for(user=request.user, save_id=save_id)
     params = _read_params(request)

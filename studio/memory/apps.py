@@ -11,13 +11,13 @@ class MemoryConfig(AppConfig):
     def ready(self) -> None:
         self.register_job_handlers()
         self.register_timeline_tables()
-        self.register_save_file_sections()
+        self.give_the_embedder_its_settings()
         # A serving process (the run command, gunicorn, a worker) may ask to load the
         # embedding model at start-up, in the background, so the first memory query does
         # not pay the model load (several seconds). Off by default: tests and management
         # commands that never embed should not load torch.
         if getattr(settings, "AXIOM_WARM_EMBEDDINGS", False):
-            from studio.memory.embedding import get_embedder, preload_embedding_runtime
+            from studio.memory.embeddings.embedding import get_embedder, preload_embedding_runtime
 
             preload_embedding_runtime()
             threading.Thread(target=get_embedder, name="warm-embeddings", daemon=True).start()
@@ -30,12 +30,11 @@ class MemoryConfig(AppConfig):
         timeline_tables.register()
 
     @staticmethod
-    def register_save_file_sections() -> None:
-        """Add the lore activation state to every save file (the saves package knows no memory section)."""
-        from studio.memory.lore_activation_portable import LORE_ACTIVATION_SECTION
-        from studio.saves.portable import register_section
+    def give_the_embedder_its_settings() -> None:
+        """The embedding module reads Django's settings through this reader (it imports no Django)."""
+        from studio.memory.embeddings import embedding
 
-        register_section(LORE_ACTIVATION_SECTION)
+        embedding.use_settings(lambda name, default: getattr(settings, name, default))
 
     @staticmethod
     def register_job_handlers() -> None:
@@ -44,7 +43,7 @@ class MemoryConfig(AppConfig):
         from studio.memory.models import JobKind
         from studio.memory.pipeline import embedding, living, lore
 
-        jobs.register(JobKind.SYNC_LORE, lore.run_sync_lore)
+        jobs.register(JobKind.SYNC_LORE, lore.run_sync_lore, on_not_queued=lore.sync_lore_not_queued)
         # A batch of turns is embedded with one model call.
         jobs.register(JobKind.EMBED_TURN, embedding.run_embed_turn, run_batch=embedding.run_embed_batch)
         # A batch of living turns runs one by one in turn order, sharing per-save lookups.

@@ -273,7 +273,7 @@ class LoreActivation(models.Model):
     windows, first matches; studio.memory.lore_activation), `activated` the entry ids in
     prompt order, `sequence` the order they activated in, `seed` the seed of every draw.
     A rewind to N deletes the rows after N; a fork copies the rows up to N; the state as of
-    N is the row with the highest turn <= N (studio/memory/lore_activation_state.py).
+    N is the row with the highest turn <= N (studio/memory/lore/activation_state.py).
     """
 
     game_save = models.ForeignKey("saves.Save", on_delete=models.CASCADE, related_name="lore_activations")

@@ -126,7 +126,7 @@ class ContextParams:
     """One request for the memory context of a save's next turn (`next_turn_context`).
 
     No focus terms means the narrator's own focus: the player character (see
-    `studio.memory.context.next_turn_context`), so the Context viewer and the API show
+    `studio.memory.recall.context.next_turn_context`), so the Context viewer and the API show
     what the narrator reads for the same input.
     """
 

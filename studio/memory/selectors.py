@@ -7,7 +7,7 @@ Invariants
   their trends is the paginator's count and the page; mental models with their first
   source beliefs are two queries; a page of facts, beliefs or models for the API is one.
 - The inspector pages read at the save's current turn. The API's reads (`*_at_turn`) take
-  a `horizon` the caller has clamped with `studio.memory.search.memory_horizon`, and
+  a `horizon` the caller has clamped with `studio.memory.recall.search.memory_horizon`, and
   return the engine's records (`studio.memory.facts.Fact`, `observations.Observation`,
   `mental_models.MentalModel`), the shapes the API serializes.
 - A belief's trend is computed from the turn ids in its `sources` at a turn (see

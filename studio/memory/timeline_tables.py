@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from studio.memory import timeline, turn_rows
 from studio.memory.facts import FACT_ROLLBACK
-from studio.memory.lore_activation_state import lore_activation_copy, lore_activation_rollback
+from studio.memory.lore.activation_state import lore_activation_copy, lore_activation_rollback
 from studio.memory.mental_models import MODEL_ROLLBACK
 from studio.memory.models import Fact as FactRow
 from studio.memory.models import Job, LoreActivation, RecordedQuery

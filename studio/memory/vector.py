@@ -46,12 +46,12 @@ from typing import Any
 
 import numpy as np
 
-from studio.memory import embedding
-from studio.memory.embedding import preload_embedding_runtime
+from studio.memory.embeddings import embedding
+from studio.memory.embeddings.embedding import preload_embedding_runtime
 from studio.memory.retrieval import chunks
 from studio.memory.retrieval.chunks import BOOKKEEPING_KEYS, CORE_KEYS, LORE
 from studio.memory.retrieval.config import RetrievalConfig
-from studio.memory.retrieval.corpus import CorpusCache, DatabaseCorpusVersions, LocalCorpusVersions, SearchFilter
+from studio.memory.retrieval.corpus import CorpusCache, LocalCorpusVersions, SearchFilter
 from studio.memory.retrieval.explain import QueryResult, QueryStats, why_not
 from studio.memory.retrieval.search import HybridSearch
 from studio.memory.retrieval.store import (
@@ -95,6 +95,40 @@ __all__ = [
     "reset_vector_memory",
     "scope_collection_name",
 ]
+
+
+class DatabaseCorpusVersions:
+    """Per-scope change counters in the database (VectorCorpusVersion rows); the retrieval
+    package's caches take any `versions` object and know no database.
+
+    Every write bumps its scope's counter; every search reads it (one indexed SELECT) and
+    rebuilds its cached corpus only when the number moved, whichever process wrote.
+    """
+
+    def current(self, scope_id: str) -> int:
+        from studio.memory.models import VectorCorpusVersion
+
+        version = VectorCorpusVersion.objects.filter(scope_id=scope_id).values_list("version", flat=True).first()
+        return int(version or 0)
+
+    def bump(self, scope_id: str) -> int:
+        from django.db import IntegrityError, transaction
+        from django.db.models import F
+
+        from studio.memory.models import VectorCorpusVersion
+
+        for _attempt in range(3):
+            try:
+                with transaction.atomic():
+                    updated = VectorCorpusVersion.objects.filter(scope_id=scope_id).update(
+                        version=F("version") + 1
+                    )
+                    if not updated:
+                        VectorCorpusVersion.objects.create(scope_id=scope_id, version=1)
+                    return self.current(scope_id)
+            except IntegrityError:  # two processes created the row at once: update again
+                continue
+        raise VectorStoreError(f"could not bump the corpus version of {scope_id!r}")
 
 
 class VectorMemory:

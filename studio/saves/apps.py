@@ -19,11 +19,16 @@ class SavesConfig(AppConfig):
 
     @staticmethod
     def register_save_file_sections() -> None:
-        """Add the narrator's snapshots to the save file (an optional section of its own)."""
+        """Add the optional sections: the narrator's snapshots and the lore activation state.
+
+        The save file is the saves app's; the engine below it knows no save-file section.
+        """
         from studio.saves.narrator import portable
         from studio.saves.portable import register_section
+        from studio.saves.portable.sections.lore_activation import LORE_ACTIVATION_SECTION
 
         register_section(portable.SECTION)
+        register_section(LORE_ACTIVATION_SECTION)
 
     @staticmethod
     def register_job_handlers() -> None:

@@ -6,7 +6,7 @@ commits (`studio.memory.jobs`). If the job queue is unreachable at that moment t
 kept all the same and its jobs are marked failed with a retryable error.
 
 `turn_append` records the turn's lore activation (what activated, the sticky and cooldown
-windows it left; `studio.memory.lore_activation_state`) in the same transaction.
+windows it left; `studio.memory.lore.activation_state`) in the same transaction.
 
 `turn_append` first finishes a failed rewind's vector delete (outside any transaction: the
 vector store is not the database), so it must not be called inside an open transaction.
@@ -21,7 +21,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from studio.memory import jobs
-from studio.memory.lore_activation_state import lore_activation_record_turn
+from studio.memory.lore.activation_state import lore_activation_record_turn
 from studio.memory.vector import VectorStoreError
 from studio.saves.checkpoints import CheckpointManager
 from studio.saves.errors import TurnConflict

@@ -21,10 +21,10 @@ import time
 from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field
 
-from studio.memory.context import DEFAULT_TOKEN_BUDGET
+from studio.memory.recall.context import DEFAULT_TOKEN_BUDGET
 from studio.memory.lore_activation import activate, key_errors, scan_messages
-from studio.memory.lore_activation_state import history_turns, lore_seed_for, universe_book
-from studio.memory.macros import macro_names
+from studio.memory.lore.activation_state import history_turns, lore_seed_for, universe_book
+from studio.memory.recall.macros import macro_names
 from studio.saves.models import Event
 
 
@@ -130,7 +130,7 @@ def _replay(report: HealthReport, book, saves) -> tuple[Counter, Counter]:
 def lore_health(*, universe, saves=(), share: int = DEFAULT_SHARE) -> HealthReport:
     """Check the book and replay `saves` (an iterable of Save rows of this universe) through it."""
     started = time.perf_counter()
-    # {{user}} / {{char}} in keys as play fills them (studio.memory.macros; the universe's meta).
+    # {{user}} / {{char}} in keys as play fills them (studio.memory.recall.macros; the universe's meta).
     book = universe_book(universe, macros=macro_names(universe=universe).as_dict())
     report = HealthReport(entries=len(book.specs), saves=list(saves), share=share)
     report.budget_from_meta = book.defaults.token_budget > 0

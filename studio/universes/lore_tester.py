@@ -15,8 +15,8 @@ import time
 from dataclasses import dataclass, field
 
 from studio.memory.lore_activation import activate, activation_seed, scan_messages
-from studio.memory.lore_activation_state import activation_state_as_of, history_turns, lore_seed_for, universe_book
-from studio.memory.macros import macro_names
+from studio.memory.lore.activation_state import activation_state_as_of, history_turns, lore_seed_for, universe_book
+from studio.memory.recall.macros import macro_names
 from studio.saves.models import Event
 
 
@@ -66,7 +66,7 @@ def lore_key_test(*, universe, text: str, save=None, turn: int | None = None,
                   show_all: bool = False) -> TesterResult:
     """Evaluate the universe's book for `text` (as a new save's first turn, or turn `turn` of `save`)."""
     started = time.perf_counter()
-    # {{user}} / {{char}} in keys: the names play fills them with (studio.memory.macros).
+    # {{user}} / {{char}} in keys: the names play fills them with (studio.memory.recall.macros).
     book = universe_book(universe, macros=macro_names(universe=universe, save=save).as_dict())
     text = (text or "")[:MAX_TEXT_CHARS]
     if save is None:

@@ -8,7 +8,7 @@ from django.db.models import Count, Q, QuerySet, Sum, TextField
 from django.db.models.functions import Cast, Lower
 from django.shortcuts import get_object_or_404
 
-from studio.universes.counting import text_counts
+from studio.memory.embeddings.counting import text_counts
 from studio.universes.models import EmbeddingState, LoreEntry, LoreRevision, Universe
 
 logger = logging.getLogger(__name__)

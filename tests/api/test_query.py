@@ -103,7 +103,7 @@ def test_query_of_another_universe_is_404(api, other_universe_save, memory):
 
 
 def test_query_without_the_embedding_model_says_so(api, game_save, monkeypatch):
-    from studio.memory import embedding
+    from studio.memory.embeddings import embedding
 
     monkeypatch.setattr(embedding, "get_embedder", lambda: None)
     vm = make_vector_memory(embedder=None)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from studio.memory.context import LAYERS, build_memory_context, count_tokens
+from studio.memory.recall.context import LAYERS, build_memory_context, count_tokens
 from studio.memory.models import Fact, MentalModel, Observation, RecordedQuery
 from studio.saves.models import MemoryMode
 
@@ -144,7 +144,7 @@ def test_context_viewer_records_only_for_playtesters(client, universe, playteste
 
 
 def test_record_query_keys_results_stably_and_skips_link_expansions(game_save):
-    from studio.memory.search import record_query
+    from studio.memory.recall.search import record_query
 
     recorded = record_query(
         game_save=game_save,

@@ -6,8 +6,8 @@ import io
 import pytest
 from django.core.management import call_command
 
-from studio.memory.context import build_memory_context
-from studio.memory.context_lore import assemble, whole_sentences
+from studio.memory.recall.context import build_memory_context
+from studio.memory.recall.context_lore import assemble, whole_sentences
 from studio.saves.models import Save
 from studio.universes import services
 from studio.universes.models import LoreEntry
@@ -55,7 +55,7 @@ def test_a_named_entry_beats_narrative_chunks(demo):
 
 
 def test_budget_passes_ignore_budget_protected_then_shares():
-    from studio.memory.context import ContextItem
+    from studio.memory.recall.context import ContextItem
 
     def item(layer, tokens, **why):
         return ContextItem(layer=layer, text="x", tokens=tokens, reason="", why=why)
@@ -100,7 +100,7 @@ def test_rules_refuse_semantic_lore_too(demo, author):
 def test_share_meta_keys_are_validated_and_used(demo):
     from django.core.exceptions import ValidationError
 
-    from studio.memory.context_lore import SHARE_CLASSES, share_meta_key
+    from studio.memory.recall.context_lore import SHARE_CLASSES, share_meta_key
     from studio.universes.services import meta_validate
 
     for share_class in SHARE_CLASSES:

@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from studio.memory import embedding, embedding_onnx
+from studio.memory.embeddings import embedding
+from studio.memory.embeddings import embedding_onnx
 from tests.fakes import HashingEmbedder
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -391,3 +392,19 @@ def test_a_pipeline_the_graph_does_not_compute_is_refused(model_dir, change):
 
 def test_the_packaged_pipeline_is_accepted():
     assert embedding_onnx.check_pipeline(embedding.model_path()) == {"max_seq_length": 256, "dimension": 384}
+
+
+def test_without_settings_or_var_dir_the_onnx_cache_is_the_repository_var(monkeypatch):
+    monkeypatch.setattr(embedding, "_settings_reader", None)  # a script with no Django project
+    monkeypatch.delenv("AXIOM_VAR_DIR", raising=False)
+    assert embedding.onnx_cache_root() == ROOT / "var" / "onnx"
+
+
+def test_the_memory_app_hands_the_embedder_djangos_settings(settings, monkeypatch):
+    from django.apps import apps
+
+    monkeypatch.setattr(embedding, "_settings_reader", None)
+    assert embedding.torch_threads() == 1
+    apps.get_app_config("memory").give_the_embedder_its_settings()
+    settings.AXIOM_TORCH_THREADS = 3  # read at call time, through the installed reader
+    assert embedding.torch_threads() == 3

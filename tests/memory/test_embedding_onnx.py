@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from studio.memory import embedding, embedding_onnx
+from studio.memory.embeddings import embedding
+from studio.memory.embeddings import embedding_onnx
 
 pytestmark = pytest.mark.slow
 
@@ -140,7 +141,7 @@ def _run(code: str, **env: str) -> subprocess.CompletedProcess:
 PROCESS = """
 import sys, django
 django.setup()
-from studio.memory import embedding
+from studio.memory.embeddings import embedding
 ok = embedding.preload_embedding_runtime()
 preloaded = sorted(m for m in ("torch", "onnxruntime") if m in sys.modules)
 embedder = embedding.get_embedder()
@@ -168,7 +169,8 @@ def test_preload_loads_torch_for_the_torch_runtime(settings):
 
 EXPORTER = """
 import sys, time
-from studio.memory import embedding, embedding_onnx
+from studio.memory.embeddings import embedding
+from studio.memory.embeddings import embedding_onnx
 sys.stdin.readline()  # both processes start, then go at once
 data, path, built = embedding_onnx.ensure_model(sys.argv[1], embedding.model_path(), lambda: embedding._load_sentence_transformer(attn_implementation="eager"))
 print(built, len(data))
@@ -194,6 +196,6 @@ def test_two_processes_starting_at_once_export_once(tmp_path):
     assert built == ["False", "True"] and len(sizes) == 1
     # The preload of a process that will have to export loads torch too (the export runs it).
     fresh = tempfile.mkdtemp(dir=tmp_path)
-    proc = _run("from studio.memory import embedding; import sys; print(embedding.preload_embedding_runtime(), 'torch' in sys.modules)",
+    proc = _run("from studio.memory.embeddings import embedding; import sys; print(embedding.preload_embedding_runtime(), 'torch' in sys.modules)",
                 AXIOM_VAR_DIR=fresh, AXIOM_EMBEDDING_RUNTIME="onnx")
     assert proc.stdout.split() == ["True", "True"], proc.stderr[-2000:]

@@ -105,7 +105,7 @@ def _imports(path: Path) -> set[str]:
     return names
 
 
-ENGINE = ["memory/jobs", "memory/pipeline", "memory/lore_state.py", "memory/tasks.py"]
+ENGINE = ["memory/jobs", "memory/pipeline", "memory/lore/embedding_state.py", "memory/tasks.py"]
 # What the engine may know of the apps: the data models it stores against.
 ALLOWED_APP_MODULES = {"studio.saves.models", "studio.universes.models"}
 
@@ -147,3 +147,37 @@ def _package_modules(path: Path) -> set[str]:
 )
 def test_each_layer_of_the_jobs_package_imports_only_those_below_it(module, allowed):
     assert _package_modules(STUDIO / "memory" / "jobs" / f"{module}.py") <= allowed
+
+
+def test_a_job_that_could_not_be_queued_goes_to_its_kinds_hook(game_save, settings, django_capture_on_commit_callbacks):
+    """The dispatcher knows no kind: what waited on a job it could not queue is its app's to mark."""
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"  # nothing listens there
+    settings.AXIOM_JOBS_EAGER = False
+    told = []
+    saved = registry._handlers[JobKind.REFRESH_MODELS]
+    jobs.register(JobKind.REFRESH_MODELS, saved.run, on_not_queued=lambda job, error: told.append((job.pk, error)))
+    try:
+        with django_capture_on_commit_callbacks(execute=True):
+            job = jobs.enqueue_refresh_models(game_save=game_save)
+    finally:
+        registry._handlers[JobKind.REFRESH_MODELS] = saved
+    job.refresh_from_db()
+    assert job.status == JobStatus.FAILED
+    assert told == [(job.pk, job.error)] and job.error.startswith(jobs.QUEUE_DOWN_PREFIX)
+
+
+def test_the_lore_sync_registers_its_not_queued_hook_and_a_saves_sync_marks_no_entry(game_save, settings, django_capture_on_commit_callbacks):
+    from studio.memory.pipeline import lore
+    from studio.universes.models import EmbeddingState, LoreEntry
+
+    assert jobs.handler_for(JobKind.SYNC_LORE).on_not_queued is lore.sync_lore_not_queued
+    LoreEntry.objects.filter(universe_id=game_save.universe_id).update(embedding_state=EmbeddingState.PENDING)
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"
+    settings.AXIOM_JOBS_EAGER = False
+    with django_capture_on_commit_callbacks(execute=True):
+        job = jobs.enqueue_sync_lore(game_save=game_save)
+    job.refresh_from_db()
+    assert job.status == JobStatus.FAILED
+    assert set(LoreEntry.objects.filter(universe_id=game_save.universe_id).values_list("embedding_state", flat=True)) == {
+        EmbeddingState.PENDING
+    }

@@ -6,7 +6,7 @@ from django.db import transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from studio.memory.lore_activation_state import (
+from studio.memory.lore.activation_state import (
     activation_state_as_of,
     book_version_for,
     lore_activation_copy,

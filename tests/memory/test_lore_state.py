@@ -1,4 +1,4 @@
-"""LoreEntry.embedding_state has one writer: studio.memory.lore_state.lore_embedding_state_set."""
+"""LoreEntry.embedding_state has one writer: studio.memory.lore.embedding_state.lore_embedding_state_set."""
 from __future__ import annotations
 
 import ast
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from studio.memory.lore_state import lore_embedding_state_set
+from studio.memory.lore.embedding_state import lore_embedding_state_set
 from studio.universes.models import EmbeddingState, LoreEntry
 
 pytestmark = pytest.mark.django_db
@@ -69,7 +69,7 @@ def test_no_other_module_writes_the_embedding_state():
     offending = {}
     for path in sorted(STUDIO.rglob("*.py")):
         relative = path.relative_to(STUDIO).as_posix()
-        if "migrations/" in relative or relative in {"memory/lore_state.py", "universes/models.py"}:
+        if "migrations/" in relative or relative in {"memory/lore/embedding_state.py", "universes/models.py"}:
             continue
         writes = _writes(path)
         if writes:

@@ -1,4 +1,4 @@
-from studio.memory.macros import fill_macros, has_macros
+from studio.memory.recall.macros import fill_macros, has_macros
 
 
 def test_user_and_char_are_filled_case_insensitively_with_legacy_forms():

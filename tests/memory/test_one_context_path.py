@@ -14,9 +14,9 @@ import json
 import pytest
 from django.urls import reverse
 
-from studio.memory.lore_activation_state import lore_activation_for_turn, lore_macros_for
+from studio.memory.lore.activation_state import lore_activation_for_turn, lore_macros_for
 from studio.memory.models import Fact, RecordedQuery
-from studio.memory.replay import replay_recorded_queries
+from studio.memory.recall.replay import replay_recorded_queries
 from studio.saves.models import Event, NarratorDraft
 from studio.saves.narrator import services as narrator_services
 from studio.saves.narrator.prompt import build_narrator_prompt

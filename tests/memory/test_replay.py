@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from studio.memory.context import build_memory_context
+from studio.memory.recall.context import build_memory_context
 from studio.memory.models import Job, JobKind, JobStatus, RecordedQuery
-from studio.memory.replay import replay_recorded_queries
+from studio.memory.recall.replay import replay_recorded_queries
 from studio.saves.checkpoints import CheckpointManager
 from studio.universes.models import LoreRevision
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from studio.memory.context import build_memory_context
+from studio.memory.recall.context import build_memory_context
 from studio.memory.models import RecordedQuery
-from studio.memory.search import memory_explain_chunk, memory_horizon, memory_search
+from studio.memory.recall.search import memory_explain_chunk, memory_horizon, memory_search
 
 pytestmark = pytest.mark.django_db
 

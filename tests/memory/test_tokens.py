@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from studio.memory import context, tokens
+from studio.memory import tokens
+from studio.memory.recall import context
 from studio.memory.lore_activation import spec_from_entry
-from studio.universes import counting
+from studio.memory.embeddings import counting
 
 
 def test_lore_counts_and_the_memory_context_use_the_same_counter():

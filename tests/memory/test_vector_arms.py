@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from studio.memory import embedding
+from studio.memory.embeddings import embedding
 from studio.memory.retrieval import arms, views
 from studio.memory.retrieval.corpus import CorpusCache, LocalCorpusVersions
 from studio.memory.vector import RetrievalConfig, VectorMemory

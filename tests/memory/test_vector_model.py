@@ -6,7 +6,7 @@ import threading
 import numpy as np
 import pytest
 
-from studio.memory import embedding
+from studio.memory.embeddings import embedding
 from studio.memory.vector import VectorMemory, preload_embedding_runtime
 
 pytestmark = pytest.mark.slow

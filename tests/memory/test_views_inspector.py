@@ -8,7 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from studio.memory.charts import evidence_chart
+from studio.inspector.charts import evidence_chart
 from studio.memory.models import Fact, Job, JobKind, MentalModel, Observation
 
 pytestmark = pytest.mark.django_db

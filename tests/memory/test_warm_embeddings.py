@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PROBE = """
 import sys, threading, django
 django.setup()
-from studio.memory import embedding
+from studio.memory.embeddings import embedding
 warm = [t for t in threading.enumerate() if t.name == "warm-embeddings"]
 for t in warm:
     t.join(300)

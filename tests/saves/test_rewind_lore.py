@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from studio.memory.lore_activation_state import activation_state_as_of, lore_activation_replay
+from studio.memory.lore.activation_state import activation_state_as_of, lore_activation_replay
 from studio.memory.models import LoreActivation
 from studio.saves.checkpoints import CheckpointManager
 from studio.saves.models import Save

@@ -13,7 +13,7 @@ from django.utils.html import escape
 
 from studio.memory.models import Fact, Job, LLMCall, MentalModel, Observation
 from studio.saves.models import Event, Save, StateCache
-from studio.universes.demo import living
+from studio.saves import demo_living as living
 from tests.llm_server import Reply, ScriptedLLMServer
 
 DEMO_SAVE_ID = "drowned-reach-demo"

@@ -5,7 +5,7 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from studio.universes import services
-from studio.universes.counting import TOKENIZER_METHOD, count_tokens, count_words, text_counts_many, token_method
+from studio.memory.embeddings.counting import TOKENIZER_METHOD, count_tokens, count_words, text_counts_many, token_method
 from studio.universes.models import EmbeddingState, LoreEntry, LoreRevision
 
 pytestmark = pytest.mark.django_db

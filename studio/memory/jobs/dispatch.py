@@ -24,10 +24,9 @@ from django.db import close_old_connections
 from django.utils import timezone
 
 from studio.celery import app as celery_app
-from studio.memory import lore_state
 from studio.memory.jobs import ledger
-from studio.memory.jobs.runner import inside_runner, run_job
-from studio.memory.models import Job, JobKind, JobStatus
+from studio.memory.jobs.runner import inside_runner, not_queued, run_job
+from studio.memory.models import Job, JobStatus
 
 logger = logging.getLogger(__name__)
 
@@ -84,15 +83,9 @@ def _send_celery(job_id: int, countdown: float) -> None:
         Job.objects.filter(pk=job_id, status__in=ledger.PENDING).update(
             status=JobStatus.FAILED, error=error, progress="not queued", finished_at=timezone.now()
         )
-        job = Job.objects.filter(pk=job_id, kind=JobKind.SYNC_LORE, game_save__isnull=True).first()
-        if job is not None:  # the Lore Book must not look "pending" forever
-            from studio.universes.models import EmbeddingState, LoreEntry
-
-            lore_state.lore_embedding_state_set(
-                LoreEntry.objects.filter(universe_id=job.universe_id, embedding_state=EmbeddingState.PENDING),
-                state=EmbeddingState.FAILED,
-                error=error,
-            )
+        job = Job.objects.filter(pk=job_id).first()
+        if job is not None:  # what waited on the job must not look "pending" forever
+            not_queued(job, error)
         return
     Job.objects.filter(pk=job_id).update(task_id=str(result.id)[:64])
 

@@ -18,8 +18,9 @@ first
 
 It raises `JobSkipped`, `JobPaused` or any exception for the other outcomes (see `ledger`).
 A handler declares at registration whether its kind is claimed in batches (`run_batch`, or
-`batches_in_order` for jobs run one by one sharing lookups) and whether callers run it at
-once (`immediate`).
+`batches_in_order` for jobs run one by one sharing lookups), whether callers run it at
+once (`immediate`), and what to do when one of its jobs could not be queued
+(`on_not_queued`: the lore sync marks its entries failed, so no page shows them pending).
 """
 from __future__ import annotations
 
@@ -165,6 +166,7 @@ class JobContext:
 
 Handler = Callable[[JobContext], "dict | None"]
 BatchHandler = Callable[[list[JobContext]], "dict[int, tuple[str, dict]]"]
+NotQueuedHook = Callable[[Job, str], None]
 
 
 @dataclass(frozen=True)
@@ -181,6 +183,9 @@ class JobHandler:
     # Callers run the job right away (`runner.run_now`) instead of waiting for the scope's
     # runner: a rewind's vector delete after its commit, a retry from the Jobs page.
     immediate: bool = False
+    # Called with (job, error) when the dispatcher could not hand a job of this kind to the
+    # queue (the job is FAILED, retryable), so the kind's app can mark what waited on it.
+    on_not_queued: NotQueuedHook | None = None
 
     @property
     def batched(self) -> bool:
@@ -197,13 +202,17 @@ def register(
     run_batch: BatchHandler | None = None,
     batches_in_order: bool = False,
     immediate: bool = False,
+    on_not_queued: NotQueuedHook | None = None,
 ) -> JobHandler:
     """Register (or replace) the handler of `kind`; call from `AppConfig.ready()`."""
     if kind not in JobKind.values:
         raise ValueError(f"unknown job kind {kind!r}")
     if run_batch is not None and batches_in_order:
         raise ValueError("a kind takes batches through run_batch or in order, not both")
-    handler = JobHandler(kind=kind, run=run, run_batch=run_batch, batches_in_order=batches_in_order, immediate=immediate)
+    handler = JobHandler(
+        kind=kind, run=run, run_batch=run_batch, batches_in_order=batches_in_order, immediate=immediate,
+        on_not_queued=on_not_queued,
+    )
     _handlers[kind] = handler
     return handler
 

@@ -91,6 +91,16 @@ def run_job(job_id: int) -> None:
         _local.running = previous
 
 
+def not_queued(job: Job, error: str) -> None:
+    """`job` could not be handed to a runner: call its kind's `on_not_queued` hook, if any."""
+    try:
+        handler = registry.handler_for(job.kind)
+    except LookupError:
+        return
+    if handler.on_not_queued is not None:
+        handler.on_not_queued(job, error)
+
+
 def run_now(job_id: int, *, vectors: Callable[[], object] | None = None, take_failed: bool = False) -> Outcome:
     """Claim `job_id` itself and run it in this thread; return how it ended.
 

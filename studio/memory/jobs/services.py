@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from studio.memory import lore_state
+from studio.memory.lore import embedding_state as lore_state
 from studio.memory.jobs import ledger, registry, runner
 from studio.memory.models import Job, JobKind, JobStatus
 

@@ -18,7 +18,7 @@ from studio.memory.factextract import extract_facts_detailed
 from studio.memory.facts import delete_facts_after, insert_facts
 from studio.memory.jobs import JobContext, JobPaused, JobSkipped
 from studio.memory.llm import LLMError, SpendLimitExceeded, TrackedLLM, get_llm_backend
-from studio.memory.macros import macro_names
+from studio.memory.recall.macros import macro_names
 from studio.memory.mental_models import rollback_models_for_pk, stale_subjects, upsert_mental_model
 from studio.memory.models import Fact as FactRow
 from studio.memory.models import Observation as ObservationRow

@@ -11,7 +11,7 @@ import time
 
 from django.utils import timezone
 
-from studio.memory import lore_state
+from studio.memory.lore import embedding_state as lore_state
 from studio.memory.jobs import JobContext, enqueue_sync_lore
 
 
@@ -29,6 +29,19 @@ def _lore_entries(universe_id: int) -> list[dict]:
             }
         )
     return entries
+
+
+def sync_lore_not_queued(job, error: str) -> None:
+    """A universe's lore sync could not be queued: its pending entries are failed, with why."""
+    from studio.universes.models import EmbeddingState, LoreEntry
+
+    if job.game_save_id is not None:  # a save's sync marks no entry
+        return
+    lore_state.lore_embedding_state_set(
+        LoreEntry.objects.filter(universe_id=job.universe_id, embedding_state=EmbeddingState.PENDING),
+        state=EmbeddingState.FAILED,
+        error=error,
+    )
 
 
 def run_sync_lore(ctx: JobContext):

@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from studio.memory import embedding
+from studio.memory.embeddings import embedding
 from studio.memory.retrieval import lexical
 from studio.memory.retrieval.config import RetrievalConfig
 from studio.memory.retrieval.corpus import Corpus, SearchFilter, View, index_terms

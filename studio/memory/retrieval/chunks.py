@@ -19,7 +19,7 @@ import time
 import uuid
 from typing import Any
 
-from studio.memory import chunking
+from studio.memory.embeddings import chunking
 
 CORE_KEYS = ("save_id", "turn_id", "chunk_type")
 BOOKKEEPING_KEYS = ("chunk_seq", "chunk_part", "chunk_parts")

@@ -7,9 +7,9 @@ scope, a `Corpus` (the chunks in turn, type and write order) and, per filter, a 
 
 Invariants:
 - A corpus is valid for exactly one corpus version. Every write bumps its scope's counter
-  (`DatabaseCorpusVersions`: one row per scope, so a worker process's write invalidates the
-  web process's cache too); every read checks it (one indexed SELECT) and reloads only when
-  it moved.
+  (`versions`: in the studio `studio.memory.vector.DatabaseCorpusVersions`, one row per
+  scope, so a worker process's write invalidates the web process's cache too; this package
+  imports no Django); every read checks it (one indexed SELECT) and reloads only when it moved.
 - A reload lists the scope's ids and fetches and tokenises only the chunks it has not seen
   (chunks are never modified in place), so a turn's write costs a page of ids, not the
   save. The new corpus records what changed (`CorpusDelta`).
@@ -46,7 +46,7 @@ import numpy as np
 from studio.memory.retrieval import lexical
 from studio.memory.retrieval import store as store_module
 from studio.memory.retrieval.config import RetrievalConfig
-from studio.memory.retrieval.store import ChunkStore, VectorStoreError, is_store_failure, where_clause
+from studio.memory.retrieval.store import ChunkStore, is_store_failure, where_clause
 from studio.memory.retrieval.views import View, build_view, extend_view
 
 __all__ = ["View", "build_view"]  # re-exported: callers read views through the cache
@@ -55,39 +55,6 @@ logger = logging.getLogger(__name__)
 
 
 # --- Per-scope corpus version (cache invalidation across processes) ----------------------
-
-
-class DatabaseCorpusVersions:
-    """Per-scope change counters in the database (VectorCorpusVersion rows).
-
-    Every write bumps its scope's counter; every search reads it (one indexed SELECT) and
-    rebuilds its cached corpus only when the number moved, whichever process wrote.
-    """
-
-    def current(self, scope_id: str) -> int:
-        from studio.memory.models import VectorCorpusVersion
-
-        version = VectorCorpusVersion.objects.filter(scope_id=scope_id).values_list("version", flat=True).first()
-        return int(version or 0)
-
-    def bump(self, scope_id: str) -> int:
-        from django.db import IntegrityError, transaction
-        from django.db.models import F
-
-        from studio.memory.models import VectorCorpusVersion
-
-        for _attempt in range(3):
-            try:
-                with transaction.atomic():
-                    updated = VectorCorpusVersion.objects.filter(scope_id=scope_id).update(
-                        version=F("version") + 1
-                    )
-                    if not updated:
-                        VectorCorpusVersion.objects.create(scope_id=scope_id, version=1)
-                    return self.current(scope_id)
-            except IntegrityError:  # two processes created the row at once: update again
-                continue
-        raise VectorStoreError(f"could not bump the corpus version of {scope_id!r}")
 
 
 class LocalCorpusVersions:

@@ -8,12 +8,12 @@ author set) and `{{meta}}`, which lists the other short meta values as `key: val
 A line whose placeholders are all empty is left out (no "Tone: " with nothing after it); a
 placeholder naming no meta key is left as written, so a typo shows in the preview. Then the
 `{{user}}` / `{{char}}` macros are filled with the names the memory context was built with
-(`MemoryContext.macros`, from `studio.memory.macros.macro_names`: the player character;
+(`MemoryContext.macros`, from `studio.memory.recall.macros.macro_names`: the player character;
 the card's character, else the first character in focus who is not the player).
 
 Meta is read live from the universe (an edit of the template applies to the next
 narration) over the save's copy made at creation (keys the universe no longer has):
-`studio.memory.macros.play_meta`.
+`studio.memory.recall.macros.play_meta`.
 
 The user message holds the memory context (`next_turn_context`, the path the Context viewer
 and the API take too, with the narrator's defaults: the player character in focus),
@@ -24,9 +24,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from studio.memory.context import next_turn_context
+from studio.memory.recall.context import next_turn_context
 from studio.memory.llm import estimate_tokens
-from studio.memory.macros import (
+from studio.memory.recall.macros import (
     CHARACTER_CARD_META,
     PLAYER_CHARACTER_META,
     MacroNames,

@@ -26,7 +26,7 @@ from django.db import transaction
 from django.db.models import Max
 
 from studio.memory.llm import LLMError, LLMResponse, SpendLimitExceeded, TrackedLLM, get_llm_backend
-from studio.memory.search import record_context_queries
+from studio.memory.recall.search import record_context_queries
 from studio.saves.errors import TurnConflict
 from studio.saves.models import (
     AlternativeStatus,

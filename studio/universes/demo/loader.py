@@ -17,7 +17,7 @@ from typing import Any
 
 from django.db import models, transaction
 
-from studio.memory.lore_state import lore_embedding_state_set
+from studio.memory.lore.embedding_state import lore_embedding_state_set
 from studio.saves.models import Event, MemoryMode, Save, StateCache
 from studio.universes.models import (
     EmbeddingState,
@@ -194,7 +194,7 @@ def _save_changed(instance: models.Model, changed: list[str]) -> None:
 def _lore_counts(text: str) -> dict[str, Any]:
     """Word and token counts the lore services keep on an entry (when that module exists)."""
     try:
-        from studio.universes.counting import text_counts
+        from studio.memory.embeddings.counting import text_counts
     except ImportError:
         return {}
     words, tokens = text_counts(text)

@@ -15,9 +15,9 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from studio.memory.lore_state import lore_embedding_state_set
+from studio.memory.lore.embedding_state import lore_embedding_state_set
 from studio.universes.activation import activation_validate, activation_values
-from studio.universes.counting import text_counts, text_counts_many
+from studio.memory.embeddings.counting import text_counts, text_counts_many
 from studio.universes.models import EmbeddingState, LoreEntry, LoreKind, LoreRevision, Universe
 from studio.universes.selectors import with_link_ids
 from studio.universes.services.universes import RESERVED_ENTRY_IDS, _unique_slug

@@ -12,7 +12,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils.text import slugify
 
-from studio.memory.context_lore import SHARE_CLASS_NAMES, share_meta_key
+from studio.memory.recall.context_lore import SHARE_CLASS_NAMES, share_meta_key
 from studio.memory.lore_activation import (
     MAX_SCAN_DEPTH,
     META_CASE_SENSITIVE,
@@ -21,7 +21,7 @@ from studio.memory.lore_activation import (
     META_SCAN_DEPTH,
     META_TOKEN_BUDGET,
 )
-from studio.memory.macros import CHARACTER_CARD_META
+from studio.memory.recall.macros import CHARACTER_CARD_META
 from studio.memory.missions import parse_missions_text
 from studio.universes.models import Universe, UniverseMeta
 

@@ -16,7 +16,7 @@ from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 from studio.universes import lore_merge, services
 from studio.universes.activation import NAMES as ACTIVATION_NAMES
 from studio.universes.activation import activation_display, invalid_regex_keys
-from studio.universes.counting import EMBEDDING_MAX_TOKENS, token_method
+from studio.memory.embeddings.counting import EMBEDDING_MAX_TOKENS, token_method
 from studio.universes.forms import BulkActionForm, LoreEntryForm, LoreFilterForm
 from studio.universes.models import EmbeddingState, LoreEntry, LoreKind, LoreRevision
 from studio.universes.selectors import (

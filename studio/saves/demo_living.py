@@ -29,11 +29,11 @@ from typing import Any
 from django.db import transaction
 
 from studio.saves.models import Save
-from studio.universes.demo.loader import DemoDataError
+from studio.universes.demo.loader import DEMO_DIR, DemoDataError
 
 logger = logging.getLogger(__name__)
 
-LIVING_DIR = Path(__file__).resolve().parent / "living"
+LIVING_DIR = DEMO_DIR / "living"  # the recording is demo data, kept beside the universe files
 LIVING_SAVE_FILE = LIVING_DIR / "save.axiom-save.json"
 PROVENANCE_FILE = LIVING_DIR / "provenance.json"
 EXCHANGES_FILE = LIVING_DIR / "llm-exchanges.jsonl"

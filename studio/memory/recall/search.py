@@ -12,7 +12,7 @@ the search playground, the context builder's narrative and lore queries, lore re
 - `max_turn_id` is passed through unchanged: the store filters on
   min(current_turn_id, max_turn_id), so it can only narrow the clamped horizon further.
 - With `record_source` given, the search is stored as a `RecordedQuery` (see
-  `studio.memory.replay`) with the parameters it ran with, `None` ones dropped, and
+  `studio.memory.recall.replay`) with the parameters it ran with, `None` ones dropped, and
   params["source"] = record_source. Whether the user may record is the caller's check
   (a view decides by role and passes `record_source` only when allowed).
 
@@ -24,8 +24,8 @@ one, and the recorded row is a single insert.
 
 The stable result keys (`result_key`) and the recording (`query_record`, `record_query`,
 `record_context_queries`) live here too,
-beside the search that produces what they store; `studio.memory.context` and
-`studio.memory.replay` use them from here.
+beside the search that produces what they store; `studio.memory.recall.context` and
+`studio.memory.recall.replay` use them from here.
 """
 from __future__ import annotations
 

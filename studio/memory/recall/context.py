@@ -12,14 +12,14 @@ recall hierarchy (`axiom.mental_models`), most synthetic first:
 3. facts naming them (`get_facts(entity=...)`, most recent first),
 4. narrative chunks (a hybrid `VectorMemory.query` that excludes lore),
 5. lore: first the entries the Lore Book activates for the next turn (constant, keys,
-   recursion, sticky, ...; `studio.memory.context_lore`), then lore found by meaning (a query
+   recursion, sticky, ...; `studio.memory.recall.context_lore`), then lore found by meaning (a query
    restricted to lore) plus one hop of link expansion from the lore hits
    (`query_explained(expand_links=True)`: the entries a hit links to, capped).
 
 Characters in focus are the focus terms given (on-scene names), then every character the
 query names: a known subject (of a belief or a mental model) or a Character entry of the
 Lore Book (its title or a key). `{{user}}` / `{{char}}` in item texts are filled by the one
-rule of `studio.memory.macros` (the player character; the card's character, else the first
+rule of `studio.memory.recall.macros` (the player character; the card's character, else the first
 character in focus who is not the player). The budget rules are `context_lore.assemble`:
 ignore-budget entries always fit, entries the pending input or a character in focus
 activated go in before every other layer, the rest in hierarchy order within per-class
@@ -30,7 +30,7 @@ item says why it is there: which layer, the focus term or query mention that pul
 the activation decision for activated lore, the retrieval arm ranks for chunks, the link
 for expanded lore.
 
-Both vector queries go through `studio.memory.search.memory_search`, which clamps the
+Both vector queries go through `studio.memory.recall.search.memory_search`, which clamps the
 horizon to the save's current turn (`memory_horizon`, also the turn beliefs' trends and
 facts are read at), so a chunk a failed rewind left behind is never returned. The context
 keeps both queries as Lore replay records them (`MemoryContext.queries`); recording them
@@ -45,13 +45,13 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from studio.memory import context_lore
-from studio.memory.macros import macro_names
+from studio.memory.recall import context_lore
+from studio.memory.recall.macros import macro_names
 from studio.memory.models import MentalModel, Observation, subject_key_for
 from studio.memory.observations import compute_trend
 from studio.memory.tokens import count_tokens
 from studio.memory.query_params import DEFAULT_K_LORE, DEFAULT_K_NARRATIVE, DEFAULT_TOKEN_BUDGET, ContextParams
-from studio.memory.search import memory_horizon, memory_search, query_record, record_context_queries, result_key
+from studio.memory.recall.search import memory_horizon, memory_search, query_record, record_context_queries, result_key
 
 __all__ = [
     "DEFAULT_K_LORE", "DEFAULT_K_NARRATIVE", "DEFAULT_TOKEN_BUDGET", "ContextItem", "MemoryContext",
@@ -96,7 +96,7 @@ class MemoryContext:
     notes: list[str] = field(default_factory=list)
     lore_explain: list[dict[str, Any]] = field(default_factory=list)
     shares: dict[str, int] = field(default_factory=dict)
-    # Who {{user}} / {{char}} are in the item texts (`studio.memory.macros.macro_names`).
+    # Who {{user}} / {{char}} are in the item texts (`studio.memory.recall.macros.macro_names`).
     macros: dict[str, str] = field(default_factory=dict)
     # The two vector queries, as Lore replay records them (`search.query_record`).
     queries: list[dict[str, Any]] = field(default_factory=list)
@@ -289,7 +289,7 @@ def build_memory_context(
     view = context_lore.evaluate_lore(game_save, query_text)
     focus_names = focus_terms + [key for key in subject_keys if key not in {t.lower() for t in focus_terms}]
     # {{user}} is the player character, {{char}} the card's character (else the first
-    # character in focus who is not the player): studio.memory.macros, the one rule.
+    # character in focus who is not the player): studio.memory.recall.macros, the one rule.
     names = macro_names(universe=game_save.universe, save=game_save,
                         focus=focus_terms + [name for _key, _why, name in subjects])
     macros = context.macros = names.as_dict()

@@ -1,6 +1,6 @@
 """The Lore Book's part of the memory context: activated entries, the budget rules, the explain.
 
-`build_memory_context` (studio/memory/context.py, under `next_turn_context`) calls these; the
+`build_memory_context` (studio/memory/recall/context.py, under `next_turn_context`) calls these; the
 rules live here only.
 
 Activation: the save's book is evaluated for the next turn with the pending input
@@ -21,7 +21,7 @@ Budget (`assemble`), in four passes over the candidates in hierarchy order:
 An item that does not fit is left out whole ("over budget: ..."); no text is cut.
 
 Text: lore items carry the whole entry (never a stored chunk of it), narrative chunks end at
-a sentence end, and `{{user}}` / `{{char}}` are filled (`studio.memory.macros.macro_names`: the
+a sentence end, and `{{user}}` / `{{char}}` are filled (`studio.memory.recall.macros.macro_names`: the
 player character; the card's character, else the first character in focus who is not the
 player) in the item text only; stored text is unchanged.
 
@@ -34,7 +34,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from studio.memory.macros import fill_macros
+from studio.memory.recall.macros import fill_macros
 
 # The budget classes, each with what it holds (the Metadata page's help for its share key).
 SHARE_CLASS_NAMES = {
@@ -100,7 +100,7 @@ class LoreActivationView:
 
 def evaluate_lore(game_save, query_text: str) -> LoreActivationView | None:
     """Evaluate the save's book for its next turn with `query_text` as the pending input (None: no book)."""
-    from studio.memory.lore_activation_state import lore_activation_for_turn, lore_macros_for
+    from studio.memory.lore.activation_state import lore_activation_for_turn, lore_macros_for
 
     if not game_save.universe.lore_entries.exists():
         return None

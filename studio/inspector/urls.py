@@ -1,7 +1,7 @@
 from django.urls import path
 
-from studio.memory import views_jobs
-from studio.memory.views import beliefs, context, facts, mental_models, playground, replay
+from studio.inspector.views import jobs as views_jobs
+from studio.inspector.views import beliefs, context, facts, mental_models, playground, replay
 
 app_name = "memory"
 

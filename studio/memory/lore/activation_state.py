@@ -25,7 +25,7 @@ so new rolls after N, as the issue asks. A fork takes its source's timeline gene
 save counts its own rewinds from there.
 
 Macros: `{{user}}` / `{{char}}` in keys are filled from `lore_macros_for(save)`, the one
-rule of `studio.memory.macros.macro_names` (the player character; the imported card's
+rule of `studio.memory.recall.macros.macro_names` (the player character; the imported card's
 character), the same values for the recording, the Context viewer and the key tester, so
 all see the same activations.
 """
@@ -48,7 +48,7 @@ from studio.memory.lore_activation import (
     scan_messages,
     spec_from_entry,
 )
-from studio.memory.macros import macro_names
+from studio.memory.recall.macros import macro_names
 from studio.memory.models import LoreActivation
 
 HISTORY_TURNS_CAP = 500  # scan depth is at most 1000 messages = 500 turns
@@ -128,7 +128,7 @@ def history_turns(book: CompiledBook) -> int:
 
 
 def lore_macros_for(save) -> dict[str, str]:
-    """Return the macro values keys are matched with: `studio.memory.macros.macro_names`, nothing in focus."""
+    """Return the macro values keys are matched with: `studio.memory.recall.macros.macro_names`, nothing in focus."""
     return macro_names(universe=save.universe, save=save).as_dict()
 
 

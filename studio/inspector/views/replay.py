@@ -6,7 +6,7 @@ from django.db.models import Count, Max
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
-from studio.memory.replay import DEFAULT_TURNS, lore_sync_pending, recorded_queries_for, replay_recorded_queries
+from studio.memory.recall.replay import DEFAULT_TURNS, lore_sync_pending, recorded_queries_for, replay_recorded_queries
 from studio.saves.access import save_for
 from studio.saves.views.saves import save_page_context
 from studio.saves.models import Save

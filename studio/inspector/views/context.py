@@ -16,7 +16,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from studio.memory.context import default_focus, next_turn_context
+from studio.memory.recall.context import default_focus, next_turn_context
 from studio.memory.query_params import (
     DEFAULT_K_LORE,
     DEFAULT_K_NARRATIVE,

@@ -5,7 +5,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from studio.memory.charts import evidence_chart
+from studio.inspector.charts import evidence_chart
 from studio.memory.models import subject_key_for
 from studio.memory.selectors import belief_get, belief_page, belief_sources, belief_subjects, source_turns
 from studio.saves.access import save_for

@@ -1,7 +1,7 @@
 """The save file's `lore_activation` section: the per-save activation state, turn by turn.
 
-Registered by `MemoryConfig.ready()` through the save file's section registry
-(`studio.saves.portable.register_section`), so the saves package does not know about it.
+Registered by `SavesConfig.ready()` through the save file's section registry
+(`studio.saves.portable.register_section`), beside the narrator's optional section.
 One item per LoreActivation row, in turn order::
 
     {"turn_id": 3, "state": {"sticky": {...}, "cooldown": {...}, "first_matched": {...}},
@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from studio.memory.lore_activation import LoreState
-from studio.memory.lore_activation_state import lore_activation_replay
+from studio.memory.lore.activation_state import lore_activation_replay
 from studio.memory.models import LoreActivation
 from studio.saves.portable.registry import INVALID, CheckContext, ExportContext, ImportContext, SaveSection
 

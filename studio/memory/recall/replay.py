@@ -31,7 +31,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from studio.memory.search import memory_search, result_key
+from studio.memory.recall.search import memory_search, result_key
 from studio.memory.models import Job, JobKind, JobStatus, RecordedQuery
 
 DEFAULT_TURNS = 10

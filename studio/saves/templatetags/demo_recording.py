@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from django import template
 
-from studio.universes.demo.living import recording_for
+from studio.saves.demo_living import recording_for
 
 register = template.Library()
 

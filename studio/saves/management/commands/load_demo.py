@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from studio.universes.demo.living import demo_living_load
+from studio.saves.demo_living import demo_living_load
 from studio.universes.demo.loader import DemoDataError, demo_embed, demo_load, demo_read
 
 

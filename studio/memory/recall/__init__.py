@@ -1,0 +1,3 @@
+"""What the engine hands back for a turn: the clamped search (`search`), the memory context
+within a token budget (`context`, with the Lore Book's part in `context_lore` and the
+`{{user}}` / `{{char}}` macros in `macros`), and replay after a lore change (`replay`)."""
