@@ -161,6 +161,11 @@ class LoreEntryForm(forms.Form):
             "Aliases and trigger keys, separated by commas. A key written /pattern/flags is a regular "
             "expression (flags g i m s u y), as in SillyTavern.")
         if entry is not None:
+            # An edit must say which version it started from, or it could overwrite a newer one.
+            self.fields["base_version"].required = True
+            self.fields["base_version"].error_messages["required"] = (
+                "This edit does not say which version of the entry it started from (base_version), so it "
+                "could overwrite a newer one; nothing was saved. Reload the entry and make the edit again.")
             self.fields["entry_id"].disabled = True
             self.fields["entry_id"].help_text = "The id stays fixed so links and saves keep pointing here."
 
