@@ -123,7 +123,7 @@ def _refuse_catastrophic_keys(entries) -> None:
         for message in hazardous_regex_keys({"keys": keys, **activation}):
             problems.append(f"{label} (“{title}”): {message}")
     if problems:
-        raise ValidationError(["Nothing was imported."] + problems)
+        raise ValidationError(problems)
 
 
 def _bounded_regex_note(book: IncomingBook) -> str:
