@@ -13,6 +13,7 @@ import json
 import pytest
 from django.core.exceptions import ValidationError
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.utils import timezone
 
 from studio.saves.models import Event
 from studio.universes import services
@@ -32,7 +33,7 @@ ISSUE_KEY, ISSUE_TEXT = "/(a+)+$/", "a" * 29 + "!"  # the issue's key: RE2 runs 
 
 def store_bomb(universe, entry_id="kael", key=BOMB):
     """Put a key in the book as an old save would have it (the services refuse it now)."""
-    LoreEntry.objects.filter(universe=universe, entry_id=entry_id).update(keys=[key])
+    LoreEntry.objects.filter(universe=universe, entry_id=entry_id).update(keys=[key], updated_at=timezone.now())
 
 
 # --- running: the key tester, /context, Lore health ------------------------------------------------
@@ -131,3 +132,52 @@ def test_import_report_says_which_regex_keys_run_with_a_time_limit(universe, aut
                                   book=sillytavern.parse_world_info(json.dumps(doc).encode()))
     note = next(note for note in report.notes if "100 ms limit" in note)
     assert note.startswith("1 regex key uses a feature RE2 lacks")
+
+
+# --- smaller defects of the lore pages -----------------------------------------------------------------
+
+
+def test_form_applies_the_key_limits_the_import_applies(author_client, universe):
+    from studio.universes.interchange import MAX_KEY_CHARS, MAX_KEYS
+
+    response = author_client.post(url(universe, "new/"), form_data("new-", keys="x" * 10_000))
+    assert response.status_code == 400 and f"longer than {MAX_KEY_CHARS} characters" in response.content.decode()
+    many = ", ".join(f"key{n}" for n in range(5_000))
+    response = author_client.post(url(universe, "new/"), form_data("new-", keys=many))
+    assert response.status_code == 400 and f"5000 keys; the limit is {MAX_KEYS}" in response.content.decode()
+    kael = universe.lore_entries.get(entry_id="kael")
+    response = author_client.post(url(universe, "kael/edit/"), {"title": "Kaël", "kind": "character", "keys": many,
+                                                                "base_version": kael.version})
+    assert response.status_code == 400 and not LoreEntry.objects.filter(title="Hesper Vale").exists()
+    assert universe.lore_entries.get(entry_id="kael").keys == []
+
+
+def test_key_tester_takes_a_long_text_by_post(author_client, htmx, universe):
+    page = author_client.get(url(universe, "tester/")).content.decode()
+    assert 'method="post"' in page and "hx-post=" in page and 'name="csrfmiddlewaretoken"' in page
+    text = ("The smuggler Kaël waits in the fog. " * 400)[:12_000]
+    response = author_client.post(url(universe, "tester/"), {"text": text})  # without JavaScript: the full page
+    html = response.content.decode()
+    assert response.status_code == 200 and "<html" in html and 'data-entry="kael"' not in html  # no key yet
+    services.lore_entry_update(entry=universe.lore_entries.get(entry_id="kael"), user=None, keys=["Kaël"])
+    html = author_client.post(url(universe, "tester/"), {"text": text}, **htmx).content.decode()
+    assert html.strip().startswith('<div id="tester-result"') and 'data-entry="kael" data-code="key"' in html
+
+
+def test_key_tester_post_needs_the_csrf_token(universe, author):
+    from django.test import Client
+
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(author)
+    assert client.post(url(universe, "tester/"), {"text": "Kaël"}).status_code == 403
+
+
+def test_a_lore_edit_without_base_version_is_refused(author_client, htmx, universe, author):
+    kael = universe.lore_entries.get(entry_id="kael")
+    services.lore_entry_update(entry=kael, user=author, text="A newer version.", base_version=kael.version)
+    for extra in ({}, htmx):
+        response = author_client.post(url(universe, "kael/edit/"), {"title": "Kaël", "kind": "character",
+                                                                    "text": "Overwritten?"}, **extra)
+        assert "which version of the entry it started from (base_version)" in response.content.decode()
+    kael.refresh_from_db()
+    assert kael.text == "A newer version." and kael.version == 2
