@@ -14,6 +14,7 @@ by `key_hazards`, and every save path refuses it.
 """
 from __future__ import annotations
 
+import functools
 import re
 import string
 from collections.abc import Iterable
@@ -64,6 +65,8 @@ class RegexKey:
     literal: str = ""
     ignore_case: bool = False
     engine: str = ENGINE_RE2
+    python_pattern: str = ""  # the pattern in Python syntax, and its flags: the bounded fallback
+    flags: int = 0
 
     def search(self, haystack: str, lowered: str | None = None) -> Any:
         """Return the match (it has `.start()`) or None; raise RegexTimeout past the time limit."""
@@ -73,14 +76,23 @@ class RegexKey:
                     return None
             elif self.literal not in haystack:
                 return None
+        pattern = self.pattern
         if self.engine == ENGINE_RE2:
-            return self.pattern.match(haystack) if self.sticky else self.pattern.search(haystack)
+            try:
+                return pattern.match(haystack) if self.sticky else pattern.search(haystack)
+            except UnicodeEncodeError:  # a lone surrogate: RE2 reads UTF-8 only
+                pattern = _backtracking(self.python_pattern, self.flags)
         try:
             if self.sticky:
-                return self.pattern.match(haystack, timeout=REGEX_TIMEOUT)
-            return self.pattern.search(haystack, timeout=REGEX_TIMEOUT)
+                return pattern.match(haystack, timeout=REGEX_TIMEOUT)
+            return pattern.search(haystack, timeout=REGEX_TIMEOUT)
         except TimeoutError as exc:
             raise RegexTimeout(self.source) from exc
+
+
+@functools.lru_cache(maxsize=256)
+def _backtracking(python_pattern: str, flags: int):
+    return regex.compile(python_pattern, flags)
 
 
 _LITERAL_CHARS = frozenset(string.ascii_letters + string.digits + " _-'")
@@ -179,8 +191,8 @@ def parse_regex_key(key: str) -> tuple[RegexKey | None, str]:
     literal = _required_literal(pattern) if "m" not in flags and "x" not in flags else ""
     if "i" in flags:
         literal = literal.lower()
-    return RegexKey(source=key, pattern=compiled, sticky="y" in flags, literal=literal,
-                    ignore_case="i" in flags, engine=engine), ""
+    return RegexKey(source=key, pattern=compiled, sticky="y" in flags, literal=literal, ignore_case="i" in flags,
+                    engine=engine, python_pattern=python_pattern, flags=compile_flags), ""
 
 
 def regex_key_hazard(key: str) -> str:
