@@ -3,7 +3,7 @@
 A key's pattern is parsed once by Python's own regex parser (`re._parser`), which fixes
 what the pattern means. From that tree:
 
-- `to_re2(tree, flags)` writes the same pattern in RE2 syntax when every node has an exact
+- `to_re2(tree)` writes the same pattern in RE2 syntax when every node has an exact
   RE2 equivalent (literals, classes of literals and ranges, `.`, groups, alternation,
   greedy and lazy repeats up to 1000, `^ $ \\A \\Z`, the i / m / s flags, also scoped).
   RE2 runs in time linear in the text, so such a key needs no limit. Nodes RE2 has no
@@ -13,11 +13,12 @@ what the pattern means. From that tree:
   Unicode). Python's `$` also matches before a final line break; it is written
   `(?:\\n?\\z)` for RE2, which finds the same matches.
 - `hazard(tree)` names the shape that makes a backtracking engine take exponential time:
-  a repeated group holding another variable repeat (`(a+)+`, `(\\w+\\s?)*`), or a repeated
-  alternation whose branches can start with the same character (`(a|aa)+`, `(\\w|\\d)*`).
-  It is a structural check (like the `safe-regex` family of linters): it may refuse a
-  pattern that would in fact run fast, never runs anything, and is only asked about keys
-  RE2 cannot run.
+  inside a repeated group, a variable part (a repeat, an optional part, alternatives) that
+  can take the same characters as what may follow it, the next iteration included
+  (`(a+)+`, `(\\w+\\s?)*`, `(a|aa)+`), or alternatives that can start alike. A text that
+  almost matches can then be split between iterations in exponentially many ways. It is a
+  structural check (like the `safe-regex` family of linters): it may refuse a pattern that
+  would in fact run fast, never runs anything, and is only asked about keys RE2 cannot run.
 """
 from __future__ import annotations
 
