@@ -62,7 +62,7 @@ RULES: dict[str, tuple[str, str]] = {
     "universes:lore_bulk": ("-", "author"),
     "universes:lore_status": ("member", "-"),
     "universes:lore_deleted": ("member", "-"),
-    "universes:lore_tester": ("member", "-"),
+    "universes:lore_tester": ("member", "member"),
     "universes:lore_health": ("member", "-"),
     "universes:lore_detail": ("member", "-"),
     "universes:lore_row": ("member", "-"),

@@ -447,6 +447,7 @@ SCHEMAS: dict[str, Any] = {
             "threshold": {"type": ["number", "null"], "description": "The entry's probability."},
             "group": STRING,
             "rivals": {"type": "array", "items": STRING, "description": "Entry ids it won its inclusion group against, or lost to."},
+            "regex_timeouts": {"type": "array", "items": STRING, "description": "Regex keys of the entry whose search ran past its time limit (100 ms) and so counted as not matching."},
             "semantic_rank": {**NULLABLE_INTEGER, "description": "Rank among the lore found by meaning, when it was found."},
             "context": {"type": "array", "items": STRING, "description": "What the context did: semantic rank, budget decision."},
         },

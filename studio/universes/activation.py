@@ -15,11 +15,14 @@ from typing import Any
 from django.core.exceptions import ValidationError
 
 from studio.memory.lore_activation import (
+    ENGINE_REGEX,
     MAX_SCAN_DEPTH,
     META_CASE_SENSITIVE,
     META_MATCH_WHOLE_WORDS,
     META_SCAN_DEPTH,
     key_errors,
+    key_hazards,
+    parse_regex_key,
 )
 from studio.universes.interchange import MAX_KEY_CHARS, MAX_KEYS
 from studio.universes.models import AfterFirstMatch, ForcedActivation, LorePosition, LoreRole, SelectiveLogic
@@ -162,7 +165,9 @@ def activation_validate(values: dict[str, Any], *, strict_keys: bool = True,
     Missing fields are left out (the caller keeps the current or default value). With
     `strict_keys`, a regex-shaped key that does not compile is an error naming the key
     (`primary_keys` are checked too, under "keys"); imports pass strict_keys=False, because
-    SillyTavern matches such a key as plain text and the import report says so.
+    SillyTavern matches such a key as plain text and the import report says so. Always (every
+    write path: form, bulk edit, imports, restores): the key limits, also for `primary_keys`,
+    and a regex key known to be catastrophic is refused (`key_hazards`).
     """
     errors: dict[str, Any] = {}
     clean: dict[str, Any] = {}
@@ -214,24 +219,48 @@ def activation_validate(values: dict[str, Any], *, strict_keys: bool = True,
                 errors[name] = f"{f.label}: longer than {f.maximum} characters."
             else:
                 clean[name] = ", ".join(part.strip() for part in value.split(",") if part.strip())
+    if primary_keys is not None:
+        _clean_key_list(list(primary_keys), "Keys", errors, "keys")
+    for name, keys in (("keys", primary_keys or []), ("secondary_keys", clean.get("secondary_keys", [])),
+                       ("exclude_keys", clean.get("exclude_keys", [])),
+                       ("additional_keys", [k for g in clean.get("additional_keys", []) for k in g])):
+        if name not in errors:
+            problems = key_hazards(keys)
+            if problems:
+                errors[name] = problems
     if strict_keys:
         for name, keys in (("keys", primary_keys or []), ("secondary_keys", clean.get("secondary_keys", [])),
                            ("exclude_keys", clean.get("exclude_keys", [])),
                            ("additional_keys", [k for g in clean.get("additional_keys", []) for k in g])):
             problems = key_errors(keys)
-            if problems:
+            if problems and name not in errors:
                 errors[name] = problems
     if errors:
         raise ValidationError(errors)
     return clean
 
 
-def invalid_regex_keys(entry_or_values) -> list[str]:
-    """Return the regex-shaped keys of an entry that do not compile (kept from imports)."""
+def _all_keys(entry_or_values) -> list[str]:
     get = entry_or_values.get if isinstance(entry_or_values, dict) else lambda n, d=None: getattr(entry_or_values, n, d)
     keys = list(get("keys", []) or []) + list(get("secondary_keys", []) or []) + list(get("exclude_keys", []) or [])
     keys += [k for group in get("additional_keys", []) or [] for k in group]
-    return [message for message in key_errors(keys)]
+    return keys
+
+
+def invalid_regex_keys(entry_or_values) -> list[str]:
+    """Return the regex-shaped keys of an entry that do not compile (kept from imports)."""
+    return [message for message in key_errors(_all_keys(entry_or_values))]
+
+
+def hazardous_regex_keys(entry_or_values) -> list[str]:
+    """Return a message per regex key of an entry refused as catastrophic (see `key_hazards`)."""
+    return key_hazards(_all_keys(entry_or_values))
+
+
+def bounded_regex_keys(entry_or_values) -> list[str]:
+    """Return the entry's regex keys that run on the `regex` module with a time limit (not on RE2)."""
+    return [key for key in _all_keys(entry_or_values)
+            if (compiled := parse_regex_key(key)[0]) is not None and compiled.engine == ENGINE_REGEX]
 
 
 def _display(f: ActivationField, value: Any) -> str:

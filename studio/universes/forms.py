@@ -172,8 +172,15 @@ class LoreEntryForm(forms.Form):
         return [(section, [self[f.name] for f in activation_fields.FIELDS if f.section == section])
                 for section in activation_fields.SECTIONS]
 
+    MISSING_BASE_VERSION = (
+        "This edit does not say which version of the entry it started from (base_version), so it could "
+        "overwrite a newer one; nothing was saved. Reload the entry and make the edit again.")
+
     def clean(self):
         cleaned = super().clean()
+        if self.entry is not None and cleaned.get("base_version") is None and "base_version" not in self.errors:
+            # An edit must say which version it started from, or it could overwrite a newer one.
+            self.add_error(None, self.MISSING_BASE_VERSION)
         if not cleaned.get("activation_shown"):
             cleaned["activation"] = None
             keys = cleaned.get("keys") or []

@@ -1,14 +1,16 @@
 """Lore health: what a Lore Book does over recorded play, and what in it cannot work (reads only).
 
 Two kinds of finding:
-- from the book alone: regex keys that do not compile, keys shared by several entries,
+- from the book alone: regex keys that do not compile, regex keys known to be catastrophic
+  (saved before the studio refused them), keys shared by several entries,
   entries larger than their share of the lore budget, links to entries that no longer
   exist (a deleted target, or an imported link naming an id the book never had);
 - from play: the chosen save's turns (or every save's) replayed through the activation
   engine with today's book, turn by turn exactly as the play loop evaluates them (the
   state chained from turn to turn, the play loop's seeds): entries that never activated,
-  the keys that activate entries on the most turns, and each entry's cost (its tokens
-  times the turns it was in the prompt).
+  the keys that activate entries on the most turns, each entry's cost (its tokens
+  times the turns it was in the prompt), and the regex keys that ran past their time limit
+  (on how many turns: each such turn counted the key as not matching).
 
 Cost: the book is compiled once (cached per book version); each turn's messages are scanned
 once by the book's automaton and then come from its message cache as the scan window moves
@@ -22,7 +24,7 @@ from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field
 
 from studio.memory.recall.context import DEFAULT_TOKEN_BUDGET
-from studio.memory.lore_activation import activate, key_errors, scan_messages
+from studio.memory.lore_activation import REGEX_TIMEOUT, activate, key_errors, key_hazards, scan_messages
 from studio.memory.lore.activation_state import history_turns, lore_seed_for, universe_book
 from studio.memory.recall.macros import macro_names
 from studio.saves.models import Event
@@ -42,6 +44,9 @@ class HealthReport:
     busy_keys: list[dict] = field(default_factory=list)
     shared_keys: list[dict] = field(default_factory=list)
     bad_regex: list[dict] = field(default_factory=list)
+    slow_regex: list[dict] = field(default_factory=list)  # catastrophic shapes, refused at save today
+    regex_timeouts: list[dict] = field(default_factory=list)  # keys past their time limit in the replay
+    regex_timeout_ms: int = int(REGEX_TIMEOUT * 1000)
     oversized: list[dict] = field(default_factory=list)
     missing_links: list[dict] = field(default_factory=list)
     costs: list[dict] = field(default_factory=list)
@@ -51,6 +56,10 @@ class HealthReport:
     share: int = DEFAULT_SHARE
     disabled: int = 0
     elapsed_ms: float = 0.0
+
+    @property
+    def regex_problems(self) -> int:
+        return len(self.slow_regex) + len(self.regex_timeouts)
 
 
 def _static_findings(report: HealthReport, universe, book) -> None:
@@ -66,6 +75,9 @@ def _static_findings(report: HealthReport, universe, book) -> None:
                 for message in key_errors([key]):
                     report.bad_regex.append({"entry_id": spec.entry_id, "title": spec.title, "key": key,
                                              "where": group_name, "message": message})
+                for message in key_hazards([key]):
+                    report.slow_regex.append({"entry_id": spec.entry_id, "title": spec.title, "key": key,
+                                              "where": group_name, "message": message})
         if spec.token_count * 100 > report.budget * report.share and not spec.ignore_budget:
             report.oversized.append({"entry_id": spec.entry_id, "title": spec.title, "tokens": spec.token_count})
     report.shared_keys = sorted(
@@ -101,10 +113,11 @@ def _missing_links(report: HealthReport, universe, book) -> None:
                                              "target_title": target})
 
 
-def _replay(report: HealthReport, book, saves) -> tuple[Counter, Counter]:
-    """Replay each save's turns through the engine; count activations and activating keys."""
+def _replay(report: HealthReport, book, saves) -> tuple[Counter, Counter, Counter]:
+    """Replay each save's turns through the engine; count activations, activating keys and regex timeouts."""
     activations: Counter = Counter()
     key_turns: Counter = Counter()
+    timeouts: Counter = Counter()  # (entry index, key) -> turns its search ran past the limit
     window = history_turns(book)
     for save in saves:
         history: deque = deque(maxlen=window)
@@ -121,10 +134,16 @@ def _replay(report: HealthReport, book, saves) -> tuple[Counter, Counter]:
                 key = explanations[spec.entry_id].matched_key
                 if key:
                     key_turns[(spec.entry_id, key)] += 1
+            if result.regex_timeouts:
+                late = set(result.regex_timeouts)
+                for index, refs in book.regex_refs.items():
+                    for ref in refs:
+                        if ref.regex.source in late:
+                            timeouts[(index, ref.raw)] += 1
             # The turn's own input and narration join the buffer for the next turn.
             history.appendleft((turn_id, player_input, narrative))
             report.turns += 1
-    return activations, key_turns
+    return activations, key_turns, timeouts
 
 
 def lore_health(*, universe, saves=(), share: int = DEFAULT_SHARE) -> HealthReport:
@@ -137,7 +156,10 @@ def lore_health(*, universe, saves=(), share: int = DEFAULT_SHARE) -> HealthRepo
     report.budget = book.defaults.token_budget if report.budget_from_meta else DEFAULT_CONTEXT_BUDGET
     _static_findings(report, universe, book)
     if report.saves:
-        activations, key_turns = _replay(report, book, report.saves)
+        activations, key_turns, timeouts = _replay(report, book, report.saves)
+        report.regex_timeouts = [
+            {"entry_id": book.specs[index].entry_id, "title": book.specs[index].title, "key": key, "turns": count}
+            for (index, key), count in sorted(timeouts.items(), key=lambda item: (-item[1], item[0]))]
         report.never_activated = [{"entry_id": s.entry_id, "title": s.title, "constant": s.constant}
                                   for s in book.specs if s.enabled and not activations[s.entry_id]]
         report.busy_keys = [

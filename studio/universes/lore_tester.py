@@ -7,14 +7,15 @@ ones recorded for N - 1, and the draws use the seed the play loop would use, so 
 answers what would happen if the player typed this at that turn.
 
 Each entry's explanation comes from the engine (`studio.memory.lore_activation.activate`);
-nothing here re-implements a rule.
+nothing here re-implements a rule. A regex key that ran past its time limit counts as not
+matching (as in play); the result lists the entries it happened to (`regex_timeouts`).
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
 
-from studio.memory.lore_activation import activate, activation_seed, scan_messages
+from studio.memory.lore_activation import REGEX_TIMEOUT, activate, activation_seed, scan_messages
 from studio.memory.lore.activation_state import activation_state_as_of, history_turns, lore_seed_for, universe_book
 from studio.memory.recall.macros import macro_names
 from studio.saves.models import Event
@@ -38,6 +39,7 @@ class TesterRow:
     rivals: list[str] = field(default_factory=list)
     roll: float | None = None
     threshold: float | None = None
+    regex_timeouts: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -51,6 +53,8 @@ class TesterResult:
     passes: int
     history: int  # past turns in the scan buffer
     elapsed_ms: float
+    regex_timeouts: list[TesterRow] = field(default_factory=list)  # entries with a regex key past its time limit
+    regex_timeout_ms: int = 0
 
 
 def _row(explanation) -> TesterRow:
@@ -58,7 +62,7 @@ def _row(explanation) -> TesterRow:
         entry_id=explanation.entry_id, title=explanation.title, included=explanation.included,
         code=explanation.code, reasons=list(explanation.reasons), matched_key=explanation.matched_key,
         via_entry=explanation.via_entry, group=explanation.group, rivals=list(explanation.rivals),
-        roll=explanation.roll, threshold=explanation.threshold,
+        roll=explanation.roll, threshold=explanation.threshold, regex_timeouts=list(explanation.regex_timeouts),
     )
 
 
@@ -87,10 +91,12 @@ def lore_key_test(*, universe, text: str, save=None, turn: int | None = None,
         record = explanations[entry_id]
         if record.included:
             continue
-        if record.code in QUIET_CODES and not show_all:
+        if record.code in QUIET_CODES and not show_all and not record.regex_timeouts:
             quiet += 1
             continue
         considered.append(_row(record))
+    timeouts = [row for row in included + considered if row.regex_timeouts]
     return TesterResult(included=included, considered=considered, quiet=quiet, total=len(book.specs), turn=turn,
                         save=save, passes=result.passes, history=len(turns),
-                        elapsed_ms=(time.perf_counter() - started) * 1000)
+                        elapsed_ms=(time.perf_counter() - started) * 1000, regex_timeouts=timeouts,
+                        regex_timeout_ms=int(REGEX_TIMEOUT * 1000))

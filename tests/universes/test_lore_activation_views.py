@@ -78,13 +78,14 @@ def test_edit_page_changes_fields_and_the_inline_row_leaves_them(author_client, 
     kael = universe.lore_entries.get(entry_id="kael")
     response = author_client.post(url(universe, "kael/edit/"), form_data(
         title="Kaël", keys="Kael", text="Kaël is a smuggler.", constant="on", match_whole_words="false",
-        delay_until_recursion="2", priority="-3", links="Port Vey"))
+        delay_until_recursion="2", priority="-3", links="Port Vey", base_version=kael.version))
     assert response.status_code == 302
     kael.refresh_from_db()
     assert (kael.constant, kael.match_whole_words, kael.delay_until_recursion, kael.priority) == (True, False, 2, -3)
     # the inline edit row has no activation fields: saving it keeps them
     response = author_client.post(url(universe, "kael/edit/"), {"title": "Kaël the Fox", "kind": "character",
-                                                                "text": "Kaël is a smuggler.", "keys": "Kael"}, **htmx)
+                                                                "text": "Kaël is a smuggler.", "keys": "Kael",
+                                                                "base_version": kael.version}, **htmx)
     assert response.status_code == 200
     kael.refresh_from_db()
     assert kael.title == "Kaël the Fox" and kael.constant is True and kael.priority == -3

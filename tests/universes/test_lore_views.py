@@ -120,6 +120,7 @@ def test_inline_edit_saves_and_marks_pending(author_client, htmx, universe, auth
     LoreEntry.objects.filter(pk=kael.pk).update(embedding_state=EmbeddingState.EMBEDDED)
     response = author_client.post(url(universe, "kael/edit/"), {
         "title": "Kaël the Smuggler", "kind": "character", "keys": "Kael", "text": "Kaël smuggles salt.", "links": "",
+        "base_version": kael.version,
     }, **htmx)
     html = response.content.decode()
     assert "Kaël the Smuggler" in html and 'class="badge pending"' in html and "<html" not in html
@@ -131,7 +132,9 @@ def test_inline_edit_saves_and_marks_pending(author_client, htmx, universe, auth
 
 
 def test_edit_without_js_redirects(author_client, universe):
-    response = author_client.post(url(universe, "kael/edit/"), {"title": "K", "kind": "character", "text": "t"})
+    version = universe.lore_entries.get(entry_id="kael").version
+    response = author_client.post(url(universe, "kael/edit/"), {"title": "K", "kind": "character", "text": "t",
+                                                                "base_version": version})
     assert response.status_code == 302 and response["Location"].endswith("/lore/kael/")
 
 
@@ -142,7 +145,8 @@ def test_edit_invalid_link_is_an_error_and_nothing_changes(author_client, htmx, 
 
 
 def test_edit_unchanged_records_no_revision(author_client, universe):
-    author_client.post(url(universe, "kael/edit/"), {"title": "Kaël", "kind": "character", "text": "Kaël is a smuggler.", "links": "Port Vey"})
+    author_client.post(url(universe, "kael/edit/"), {"title": "Kaël", "kind": "character", "text": "Kaël is a smuggler.", "links": "Port Vey",
+                                                     "base_version": universe.lore_entries.get(entry_id="kael").version})
     assert not LoreRevision.objects.filter(entry_id="kael").exists()
 
 
@@ -329,8 +333,10 @@ def test_inline_edit_and_create_refresh_the_rows_whose_backlinks_they_change(aut
     band; an untouched link swaps nothing; a new entry linking to Port Vey swaps its row again."""
     port = universe.lore_entries.get(entry_id="port-vey")
     fields = {"title": "Kaël", "kind": "character", "keys": "", "text": "Kaël is a smuggler."}
+    fields["base_version"] = universe.lore_entries.get(entry_id="kael").version
     same = author_client.post(url(universe, "kael/edit/"), {**fields, "links": "port-vey"}, **htmx).content.decode()
     assert oob_row(same, port) == ""  # the link did not change: nothing else to refresh
+    fields["base_version"] = universe.lore_entries.get(entry_id="kael").version
     html = author_client.post(url(universe, "kael/edit/"), {**fields, "links": ""}, **htmx).content.decode()
     assert oob_row(html, port) and "backlink" not in oob_row(html, port)
     created = author_client.post(url(universe, "new/"), {

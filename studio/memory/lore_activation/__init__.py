@@ -23,10 +23,14 @@ Invariants:
 
 Failure modes: a key that looks like `/pattern/flags` but does not compile is matched as
 plain text, exactly as SillyTavern does (the studio refuses such keys when an author saves
-them; imports keep them and the import report and health page name them).
+them; imports keep them and the import report and health page name them). Regex keys run
+in bounded time (`regex_keys`, `regex_safety`): on RE2 when RE2 can run the pattern's exact
+meaning, else on the `regex` module with `REGEX_TIMEOUT` per search; a key past the limit
+counts as not matching and its explanation (`regex_timeouts`) says so. A key RE2 cannot
+run whose shape is known to be catastrophic is refused by every save path (`key_hazards`).
 
 The package, by subject: `spec` (inputs, state, output dataclasses), `regex_keys`
-(`/pattern/flags` keys), `matcher` (the compiled book and the scan buffer), `groups`
+(`/pattern/flags` keys), `regex_safety` (what RE2 can run; catastrophic shapes), `matcher` (the compiled book and the scan buffer), `groups`
 (inclusion groups), `engine` (`activate`), `explain` (the per-entry explanations). Callers
 import the public names from here.
 """
@@ -35,7 +39,17 @@ from __future__ import annotations
 from studio.memory.lore_activation.engine import activate
 from studio.memory.lore_activation.explain import Explanations
 from studio.memory.lore_activation.matcher import JOINER, MATCHER, CompiledBook, compiled_book
-from studio.memory.lore_activation.regex_keys import RegexKey, key_errors, parse_regex_key
+from studio.memory.lore_activation.regex_keys import (
+    ENGINE_RE2,
+    ENGINE_REGEX,
+    REGEX_TIMEOUT,
+    RegexKey,
+    RegexTimeout,
+    key_errors,
+    key_hazards,
+    parse_regex_key,
+    regex_key_hazard,
+)
 from studio.memory.lore_activation.spec import (
     ACTIVATION_ATTRIBUTES,
     AND_ALL,
@@ -67,7 +81,8 @@ from studio.memory.lore_activation.spec import (
 )
 
 __all__ = [
-    "ACTIVATION_ATTRIBUTES", "AND_ALL", "AND_ANY", "DEFAULT_GROUP_WEIGHT", "DEFAULT_META_KEYS", "JOINER",
+    "ACTIVATION_ATTRIBUTES", "AND_ALL", "AND_ANY", "DEFAULT_GROUP_WEIGHT", "DEFAULT_META_KEYS", "ENGINE_RE2",
+    "ENGINE_REGEX", "JOINER", "REGEX_TIMEOUT", "RegexTimeout", "key_hazards", "regex_key_hazard",
     "LOGIC_NAMES", "MATCHER", "MAX_SCAN_DEPTH", "MESSAGES_PER_TURN", "META_CASE_SENSITIVE", "META_MATCH_WHOLE_WORDS",
     "META_RECURSION_DEPTH", "META_SCAN_DEPTH", "META_TOKEN_BUDGET", "NOT_ALL", "NOT_ANY", "ActivationResult",
     "CompiledBook", "Explanation", "Explanations", "LoreDefaults", "LoreSpec", "LoreState", "RegexKey",

@@ -18,7 +18,7 @@ from typing import Any
 
 import ahocorasick
 
-from studio.memory.lore_activation.regex_keys import RegexKey, parse_regex_key
+from studio.memory.lore_activation.regex_keys import RegexKey, RegexTimeout, parse_regex_key
 from studio.memory.lore_activation.spec import MAX_SCAN_DEPTH, LoreDefaults, LoreSpec, ScanMessage
 
 MATCHER = "\x01"  # world-info.js WorldInfoBuffer.get(): every message starts with \x01
@@ -110,6 +110,14 @@ class CompiledBook:
                 tuple(r for r in (ref(index, spec, k) for k in group) if r is not None) for group in spec.additional_keys))
             self.exclude.append(tuple(r for r in (ref(index, spec, k) for k in spec.exclude_keys) if r is not None))
         self.needle_entries = {n: tuple(sorted(e)) for n, e in needle_entries.items()}
+        # Entry index -> its regex keys of every kind (for the regex keys that ran out of time).
+        self.regex_refs: dict[int, tuple[KeyRef, ...]] = {}
+        for index in range(len(self.specs)):
+            refs = (*self.primary[index], *self.secondary[index], *(r for g in self.additional[index] for r in g),
+                    *self.exclude[index])
+            regex_refs = tuple(r for r in refs if r.regex is not None)
+            if regex_refs:
+                self.regex_refs[index] = regex_refs
         self.automata: dict[bool, Any] = {}
         for case in (False, True):
             words: dict[str, list[int]] = {}
@@ -183,10 +191,11 @@ def compiled_book(*, version: str, specs: Sequence[LoreSpec] | None = None, load
     """Return the compiled book for `version`, building it from `specs` (or `loader()`) once.
 
     `version` must change whenever an entry changes (e.g. the universe id with the newest
-    `updated_at` and the entry count); the case and whole-word defaults and the macros are
-    part of the cache key because the automaton depends on them.
+    `updated_at` and the entry count); every default (scan depth, recursion depth, token
+    budget, case and whole words) and the macros are part of the cache key, because the
+    book carries the defaults an evaluation uses and the automaton depends on some of them.
     """
-    key = (version, defaults.case_sensitive, defaults.match_whole_words, tuple(sorted((macros or {}).items())))
+    key = (version, defaults, tuple(sorted((macros or {}).items())))
     with _BOOK_CACHE_LOCK:
         book = _BOOK_CACHE.get(key)
         if book is not None:
@@ -216,6 +225,9 @@ class ScanBuffer:
         self._joined: dict[int, str] = {}
         self._regex_hits: dict[tuple[int, int], bool] = {}  # (regex id, depth or -1 - chunk) -> hit
         self._lowered_cache: dict[int, str] = {}
+        # Regex keys whose search ran past the time limit: not matching for the rest of the
+        # evaluation (searched again, each would cost the limit again). Key source -> True.
+        self.timed_out: dict[str, bool] = {}
 
     def add_recursion(self, indices: Sequence[int]) -> set[int]:
         """Add the entries' text to the buffer; return the needles that are new in the recursion text."""
@@ -246,6 +258,16 @@ class ScanBuffer:
             lowered = self._lowered_cache[key] = text.lower()
         return lowered
 
+    def _search(self, regex: RegexKey, text: str, lowered: str | None):
+        """The key's match in `text`, or None; None also once the key ran past its time limit."""
+        if regex.source in self.timed_out:
+            return None
+        try:
+            return regex.search(text, lowered)
+        except RegexTimeout:
+            self.timed_out[regex.source] = True
+            return None
+
     def _regex_hit(self, regex: RegexKey, depth: int) -> bool:
         # The chat part once per depth, then each recursion chunk on its own (a chunk is
         # scanned once per evaluation however many entries carry the key).
@@ -254,7 +276,7 @@ class ScanBuffer:
         if hit is None:
             text = self.joined(depth)
             lowered = self._lowered(depth, text) if regex.ignore_case and regex.literal else None
-            hit = self._regex_hits[key] = regex.search(text, lowered) is not None
+            hit = self._regex_hits[key] = self._search(regex, text, lowered) is not None
         if hit:
             return True
         if regex.sticky:
@@ -265,7 +287,7 @@ class ScanBuffer:
             if hit is None:
                 text = MATCHER + chunk
                 lowered = self._lowered(-1 - index, text) if regex.ignore_case and regex.literal else None
-                hit = self._regex_hits[key] = regex.search(text, lowered) is not None
+                hit = self._regex_hits[key] = self._search(regex, text, lowered) is not None
             if hit:
                 return True
         return False
@@ -285,7 +307,7 @@ class ScanBuffer:
         return None
 
     def _regex_where(self, regex: RegexKey, depth: int) -> str:
-        match = regex.search(self.joined(depth))
+        match = self._search(regex, self.joined(depth), None)
         if match is None:
             return "the recursion text"
         offset = match.start()

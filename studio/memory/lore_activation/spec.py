@@ -259,6 +259,7 @@ class Explanation:
     threshold: float | None = None
     group: str = ""
     rivals: list[str] = field(default_factory=list)
+    regex_timeouts: list[str] = field(default_factory=list)  # regex keys that ran past their time limit
 
     def as_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}
@@ -272,6 +273,7 @@ class ActivationResult:
     explanations: Mapping[str, Explanation]  # every entry of the book (see Explanations)
     passes: int
     turn: int
+    regex_timeouts: list[str] = field(default_factory=list)  # sources of regex keys past their time limit
 
     @property
     def activated_ids(self) -> list[str]:

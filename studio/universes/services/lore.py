@@ -456,7 +456,8 @@ def _lore_bulk_create(
             text=item["text"], keys=_clean_keys(item["keys"]), extensions=item.get("extensions") or {},
         )
         lore_embedding_state_set(entry, state=EmbeddingState.PENDING)
-        _apply_activation(entry, activation_validate(item.get("activation") or {}, strict_keys=False))
+        _apply_activation(entry, activation_validate(item.get("activation") or {}, strict_keys=False,
+                                                     primary_keys=entry.keys))
         entries.append(entry)
     if not entries:
         return {}

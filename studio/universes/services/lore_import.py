@@ -9,7 +9,8 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from studio.universes.activation import invalid_regex_keys
+from studio.memory.lore_activation import REGEX_TIMEOUT
+from studio.universes.activation import bounded_regex_keys, hazardous_regex_keys, invalid_regex_keys
 from studio.universes.interchange import IncomingBook, IncomingEntry
 from studio.universes.interchange.card_fields import CARD_TAG_EXTENSION
 from studio.universes.models import LoreEntry, LoreKind, LoreRevision, Universe, UniverseMeta
@@ -72,31 +73,33 @@ def _match(incoming: IncomingEntry, by_id: dict, by_identity: dict, by_title: di
     return matches[0] if len(matches) == 1 else None
 
 
-@transaction.atomic
-def lore_import(*, universe: Universe, user, book: IncomingBook, default_kind: str = LoreKind.CONCEPT,
-                match_titles: bool = True, match_ids: bool = True, card: str = "",
-                report: ImportReport | None = None) -> ImportReport:
-    """Create or update lore entries from an imported book; return what happened to each.
+@dataclass
+class _Step:
+    """One incoming entry's planned outcome: "skip" (its line is final), "create" or "update"."""
 
-    An incoming entry matches an existing one by studio id (`match_ids`), then by the id it
-    had in the other tool (kept in `extensions`), then by a unique title (`match_titles`).
-    With `card` (the entry_id of the Character entry a card made), the book's entries are
-    tagged `extensions["card"] = card` and the other tool's ids match only entries tagged
-    with the same card. Fields the studio does not use are merged into the entry's
-    `extensions`. File-level fields go to Universe_Meta.
-    """
-    if default_kind not in LoreKind.values:
-        raise ValidationError({"default_kind": f"Unknown kind “{default_kind}”."})
-    if report is None:
-        report = ImportReport(source=book.source)
-    report.notes.extend(book.notes)
-    existing = list(with_link_ids(universe.lore_entries.all()))
-    by_id = {e.entry_id: e for e in existing}
+    action: str
+    line: ImportLine
+    incoming: IncomingEntry | None = None
+    target: LoreEntry | None = None
+    how: str = ""
+
+
+@dataclass
+class _ImportPlan:
+    """What an import will write, decided before anything is written."""
+
+    steps: list[_Step] = field(default_factory=list)
+    to_create: list[dict[str, Any]] = field(default_factory=list)
+    new_links: dict[str, list[str]] = field(default_factory=dict)
+    renamed: dict[str, str] = field(default_factory=dict)  # the file's studio id -> the id a new entry got
+    by_id: dict[str, LoreEntry] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def _identities(existing: list[LoreEntry], card: str) -> dict:
+    """The other tool's ids (`uid` / `id` in an entry's extensions) -> the entry, for re-matching."""
     by_identity: dict = {}
-    by_title: dict[str, list[LoreEntry]] = {}
     for entry in existing:
-        if match_titles:
-            by_title.setdefault(entry.title.strip().casefold(), []).append(entry)
         if card and (entry.extensions or {}).get(CARD_TAG_EXTENSION) != card:
             continue
         for ext_name, ext in (entry.extensions or {}).items():
@@ -107,19 +110,54 @@ def lore_import(*, universe: Universe, user, book: IncomingBook, default_kind: s
                             by_identity[(ext_name, field_name, ext[field_name])] = entry
                         except TypeError:  # an unhashable id is no identity
                             pass
-    taken = set(by_id)
+    return by_identity
+
+
+def _refuse_catastrophic_keys(entries) -> None:
+    """Refuse the whole import when an entry carries a regex key known to be catastrophic.
+
+    `entries` are (label, title, keys, activation) of the entries the import would write.
+    """
+    problems = []
+    for label, title, keys, activation in entries:
+        for message in hazardous_regex_keys({"keys": keys, **activation}):
+            problems.append(f"{label} (“{title}”): {message}")
+    if problems:
+        raise ValidationError(problems)
+
+
+def _bounded_regex_note(book: IncomingBook) -> str:
+    count = sum(len(bounded_regex_keys({"keys": i.keys, **i.activation})) for i in book.entries if not i.skip_reason)
+    if not count:
+        return ""
+    return (f"{count} regex key{'s' if count != 1 else ''} use{'' if count != 1 else 's'} a feature RE2 lacks "
+            f"(\\b, \\w, \\d, \\s, look-around or back-references): "
+            f"{'they run' if count != 1 else 'it runs'} on the backtracking `regex` module with a "
+            f"{int(REGEX_TIMEOUT * 1000)} ms limit per search; a search past the limit counts as not matching "
+            f"and Lore health lists it.")
+
+
+def _plan_import(*, universe: Universe, book: IncomingBook, default_kind: str, match_titles: bool, match_ids: bool,
+                 card: str) -> _ImportPlan:
+    """Match every incoming entry and decide what happens to it; write nothing."""
+    _refuse_catastrophic_keys((i.label, i.title, i.keys, i.activation) for i in book.entries if not i.skip_reason)
+    existing = list(with_link_ids(universe.lore_entries.all()))
+    plan = _ImportPlan(by_id={e.entry_id: e for e in existing})
+    by_identity = _identities(existing, card)
+    by_title: dict[str, list[LoreEntry]] = {}
+    if match_titles:
+        for entry in existing:
+            by_title.setdefault(entry.title.strip().casefold(), []).append(entry)
+    taken = set(plan.by_id)
     seen: set[int] = set()
-    pending_links: list[tuple[LoreEntry, list[str], str]] = []
-    to_create: list[dict[str, Any]] = []
-    new_links: dict[str, list[str]] = {}
     incoming_ids = {i.entry_id for i in book.entries if i.entry_id}
-    matchable = by_id if match_ids else {}
-    renamed: dict[str, str] = {}  # the file's studio id -> the id a new entry got instead
+    matchable = plan.by_id if match_ids else {}
     for incoming in book.entries:
         if card:
             incoming.extensions = {**incoming.extensions, CARD_TAG_EXTENSION: card}
         if incoming.skip_reason:
-            report.lines.append(ImportLine(incoming.label, "skipped", incoming.skip_reason, title=incoming.title))
+            plan.steps.append(_Step("skip", ImportLine(incoming.label, "skipped", incoming.skip_reason,
+                                                       title=incoming.title)))
             continue
         warnings = list(incoming.warnings) + [
             f"{problem} It is matched as plain text, as SillyTavern does; fix it in the entry."
@@ -127,10 +165,10 @@ def lore_import(*, universe: Universe, user, book: IncomingBook, default_kind: s
         effect = {"acting": list(incoming.acting), "kept": list(incoming.kept), "warnings": warnings}
         target = _match(incoming, matchable, by_identity, by_title)
         if target is not None and target.pk in seen:
-            report.lines.append(ImportLine(
+            plan.steps.append(_Step("skip", ImportLine(
                 incoming.label, "skipped",
                 f"matches “{target.title}”, which an earlier entry of this file already imported",
-                target.entry_id, incoming.title))
+                target.entry_id, incoming.title)))
             continue
         if target is None:
             entry_id = incoming.entry_id
@@ -140,42 +178,54 @@ def lore_import(*, universe: Universe, user, book: IncomingBook, default_kind: s
                 entry_id = lore_entry_id_for(universe=universe, title=incoming.title, taken=taken)
             taken.add(entry_id)
             if incoming.entry_id and incoming.entry_id != entry_id:
-                renamed[incoming.entry_id] = entry_id
-            to_create.append({
+                plan.renamed[incoming.entry_id] = entry_id
+            plan.to_create.append({
                 "entry_id": entry_id, "title": incoming.title, "kind": incoming.kind or default_kind,
                 "text": incoming.text, "keys": incoming.keys, "extensions": incoming.extensions,
                 "activation": incoming.activation,
             })
             if incoming.links is not None:
-                new_links[entry_id] = incoming.links
-                missing = [i for i in incoming.links if i not in by_id and i not in incoming_ids]
+                plan.new_links[entry_id] = incoming.links
+                missing = [i for i in incoming.links if i not in plan.by_id and i not in incoming_ids]
                 if missing:
-                    report.notes.append(f"{incoming.label}: links to unknown entries dropped: {', '.join(missing)}")
-            report.lines.append(ImportLine(incoming.label, "created", "new entry", entry_id, incoming.title.strip(),
-                                           **effect))
+                    plan.notes.append(f"{incoming.label}: links to unknown entries dropped: {', '.join(missing)}")
+            plan.steps.append(_Step("create", ImportLine(incoming.label, "created", "new entry", entry_id,
+                                                         incoming.title.strip(), **effect)))
             continue
         seen.add(target.pk)
-        extensions = {**(target.extensions or {}), **incoming.extensions}
-        changed = lore_entry_update(
-            entry=target, user=user, title=incoming.title, kind=incoming.kind or None,
-            text=incoming.text, keys=incoming.keys, extensions=extensions,
-            activation=incoming.activation, strict_keys=False, action=LoreRevision.Action.IMPORT,
-        )
-        if incoming.links is not None:
-            pending_links.append((target, incoming.links, incoming.label))
         how = "same id" if incoming.entry_id == target.entry_id else (
             "same id in the source tool" if incoming.identity and by_identity.get(incoming.identity) is target
             else "same title")
-        report.lines.append(ImportLine(
-            incoming.label, "updated" if changed else "skipped",
-            f"changed {', '.join(changed)}; matched by {how}" if changed
-            else f"identical to the existing entry (matched by {how})",
-            target.entry_id, target.title, **effect))
-    if renamed:  # links between the file's entries follow them to their new ids
-        new_links = {k: [renamed.get(i, i) for i in v] for k, v in new_links.items()}
-        pending_links = [(e, [renamed.get(i, i) for i in ids], label) for e, ids, label in pending_links]
+        plan.steps.append(_Step("update", ImportLine(incoming.label, "", "", target.entry_id, target.title, **effect),
+                                incoming=incoming, target=target, how=how))
+    if plan.renamed:  # links between the file's entries follow them to their new ids
+        plan.new_links = {k: [plan.renamed.get(i, i) for i in v] for k, v in plan.new_links.items()}
+    return plan
+
+
+def _apply_import(*, universe: Universe, user, book: IncomingBook, plan: _ImportPlan, report: ImportReport) -> None:
+    """Write what the plan decided, in the file's order; fill in the report."""
+    pending_links: list[tuple[LoreEntry, list[str], str]] = []
+    for step in plan.steps:
+        if step.action == "update":
+            incoming, target = step.incoming, step.target
+            extensions = {**(target.extensions or {}), **incoming.extensions}
+            changed = lore_entry_update(
+                entry=target, user=user, title=incoming.title, kind=incoming.kind or None,
+                text=incoming.text, keys=incoming.keys, extensions=extensions,
+                activation=incoming.activation, strict_keys=False, action=LoreRevision.Action.IMPORT,
+            )
+            if incoming.links is not None:
+                pending_links.append((target, [plan.renamed.get(i, i) for i in incoming.links], incoming.label))
+            step.line.outcome = "updated" if changed else "skipped"
+            step.line.reason = (f"changed {', '.join(changed)}; matched by {step.how}" if changed
+                                else f"identical to the existing entry (matched by {step.how})")
+            step.line.title = target.title
+        report.lines.append(step.line)
+    report.notes.extend(plan.notes)
+    by_id = plan.by_id
     known = {entry_id: entry.pk for entry_id, entry in by_id.items()}
-    by_id.update(_lore_bulk_create(universe=universe, user=user, items=to_create, links=new_links,
+    by_id.update(_lore_bulk_create(universe=universe, user=user, items=plan.to_create, links=plan.new_links,
                                    known=known, action=LoreRevision.Action.IMPORT))
     for entry, link_ids, label in pending_links:
         targets = [by_id[i] for i in link_ids if i in by_id and i != entry.entry_id]
@@ -198,6 +248,33 @@ def lore_import(*, universe: Universe, user, book: IncomingBook, default_kind: s
             report.notes.append(f"The book's setting became the universe's {key} = {value}.")
         elif current[key] != value:
             report.notes.append(f"The book asks for {key} = {value}; the universe keeps its own {current[key]}.")
+
+
+@transaction.atomic
+def lore_import(*, universe: Universe, user, book: IncomingBook, default_kind: str = LoreKind.CONCEPT,
+                match_titles: bool = True, match_ids: bool = True, card: str = "",
+                report: ImportReport | None = None) -> ImportReport:
+    """Create or update lore entries from an imported book; return what happened to each.
+
+    An incoming entry matches an existing one by studio id (`match_ids`), then by the id it
+    had in the other tool (kept in `extensions`), then by a unique title (`match_titles`).
+    With `card` (the entry_id of the Character entry a card made), the book's entries are
+    tagged `extensions["card"] = card` and the other tool's ids match only entries tagged
+    with the same card. Fields the studio does not use are merged into the entry's
+    `extensions`. File-level fields go to Universe_Meta. The import is planned first (every
+    entry matched, a regex key known to be catastrophic refuses the whole file), then applied.
+    """
+    if default_kind not in LoreKind.values:
+        raise ValidationError({"default_kind": f"Unknown kind “{default_kind}”."})
+    if report is None:
+        report = ImportReport(source=book.source)
+    report.notes.extend(book.notes)
+    plan = _plan_import(universe=universe, book=book, default_kind=default_kind, match_titles=match_titles,
+                        match_ids=match_ids, card=card)
+    _apply_import(universe=universe, user=user, book=book, plan=plan, report=report)
+    note = _bounded_regex_note(book)
+    if note:
+        report.notes.append(note)
     return report
 
 
@@ -211,6 +288,8 @@ def universe_import_document(*, user, document, universe: Universe | None = None
     Entries missing from the document are deleted (with revisions, so they can be restored).
     Return the universe and counts of created / updated / deleted / unchanged entries.
     """
+    _refuse_catastrophic_keys((f"entry “{lore.entry_id}”", lore.title, lore.keys, lore.activation)
+                              for lore in document.lore)
     if universe is None:
         universe = universe_create(
             user=user, name=document.name, slug=document.slug, description=document.description

@@ -1,14 +1,16 @@
 """Lore Book tools: the key tester and the health tab (both read only).
 
-Both are GET forms that work without JavaScript (a full page); with htmx the tester
-re-evaluates as the author types (debounced) and the health report reloads in place,
-each answering with its template's named fragment.
+Both work without JavaScript (a full page); with htmx the tester re-evaluates as the author
+types (debounced) and the health report reloads in place, each answering with its
+template's named fragment. The tester's form POSTs its text (up to 20,000 characters do
+not fit in a URL); it writes nothing, so a POST answers with the page, not a redirect. A GET
+with `?text=` still works for a short text in a link.
 """
 from __future__ import annotations
 
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_http_methods
 
 from studio.universes.lore_health import DEFAULT_SHARE, lore_health
 from studio.universes.lore_tester import MAX_TEXT_CHARS, lore_key_test
@@ -44,14 +46,15 @@ def _int(value, default=None, low=None, high=None):
     return number
 
 
-@require_GET
+@require_http_methods(["GET", "POST"])
 def lore_tester(request: HttpRequest, slug: str) -> HttpResponse:
     universe = universe_for(user=request.user, slug=slug)
     saves = _saves(universe)
-    text = request.GET.get("text", "")[:MAX_TEXT_CHARS]
-    save = _pick_save(saves, request.GET.get("save", ""))
-    turn = _int(request.GET.get("turn"), low=1)
-    show_all = request.GET.get("all") == "1"
+    data = request.POST if request.method == "POST" else request.GET
+    text = data.get("text", "")[:MAX_TEXT_CHARS]
+    save = _pick_save(saves, data.get("save", ""))
+    turn = _int(data.get("turn"), low=1)
+    show_all = data.get("all") == "1"
     result = lore_key_test(universe=universe, text=text, save=save, turn=turn, show_all=show_all) if text.strip() else None
     context = {**universe_context(request, universe, "lore"), "lore_tab": "tester", "saves": saves, "text": text,
                "save": save, "turn": turn, "show_all": show_all, "result": result, "max_chars": MAX_TEXT_CHARS}

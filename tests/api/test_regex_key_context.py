@@ -1,0 +1,26 @@
+"""`/context` answers with a catastrophic regex key in the book and a turn that sets it off.
+
+Before the fix a turn holding the text made every `/context` on the save hang; now the key
+runs out of time, counts as not matching, and the explanation says so. No timing asserted.
+"""
+from __future__ import annotations
+
+import pytest
+
+from studio.saves.models import Event
+from tests.universes.test_regex_key_safety import BOMB, BOMB_TEXT, store_bomb
+
+pytestmark = pytest.mark.django_db
+
+
+def test_context_api_answers_for_a_member_without_a_role(make_api, member_without_role, universe, game_save):
+    store_bomb(universe)
+    Event.objects.create(game_save=game_save, turn_id=4, player_input=BOMB_TEXT, narrative=f"The clerk reads: {BOMB_TEXT}")
+    game_save.current_turn = 4
+    game_save.save()
+    response = make_api(member_without_role).post(f"/api/v1/saves/{game_save.save_id}/context",
+                                                  {"query_text": "what now?"})
+    assert response.status_code == 200
+    explain = {row["entry_id"]: row for row in response.json()["lore_explain"]}
+    assert explain["kael"]["regex_timeouts"] == [BOMB] and not explain["kael"]["activated"]
+    assert any("ran past its 100 ms limit" in reason for reason in explain["kael"]["reasons"])
