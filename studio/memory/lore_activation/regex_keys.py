@@ -198,10 +198,13 @@ def parse_regex_key(key: str) -> tuple[RegexKey | None, str]:
 def regex_key_hazard(key: str) -> str:
     """Why a valid regex key is refused as catastrophic, or "" (also for plain and invalid keys).
 
-    Only keys RE2 cannot run are judged: on RE2 every key runs in linear time.
+    Every key is judged, whichever engine runs it here: the studio runs a key RE2 can take in
+    linear time, but the same key is exported to SillyTavern world info and Character Card
+    books, whose JavaScript engine backtracks and hangs on it. A key already stored keeps
+    running (on RE2, or with the time limit) until the author fixes it.
     """
     compiled, _why = parse_regex_key(key)
-    if compiled is None or compiled.engine == ENGINE_RE2:
+    if compiled is None:
         return ""
     (pattern, flags), _why = _split_key(key)
     return hazard(parse(_js_to_python(pattern), _compile_flags(flags)))
@@ -223,7 +226,7 @@ def key_hazards(keys: Iterable[str]) -> list[str]:
     for key in keys:
         why = regex_key_hazard(key)
         if why:
-            errors.append(f"Key “{key}” is refused: {why}. It uses a feature the linear-time engine (RE2) "
-                          f"lacks, so it would run on a backtracking one; rewrite it without the nested or "
-                          f"overlapping repeat (for example (a+)+ as a+, (a|aa)+ as a+).")
+            errors.append(f"Key “{key}” is refused: {why}. A backtracking engine (SillyTavern's, or this "
+                          f"studio's for keys RE2 cannot run) can take exponential time on it; rewrite it "
+                          f"without the nested or overlapping repeat (for example (a+)+ as a+, (a|aa)+ as a+).")
     return errors
