@@ -1,5 +1,12 @@
-"""Shared fixtures: users in each role, a universe with lore, a save with turns; the vector
-store doubles of tests/fakes.py (`fake_vectors`, `vector_memory`) and `stricter_clamp`."""
+"""Shared fixtures: users in each role, a universe with lore, a save with turns.
+
+Fixtures more than one test folder uses live in plugin modules registered here once
+(`pytest_plugins`), so no test module imports a fixture: the vector store doubles of
+tests/fakes.py (`fake_vectors`, `vector_memory`, `stricter_clamp`), the job fixtures
+(tests/plugins/jobs.py: `eager_jobs`, `llm_server`, `living_universe`), the scripted narrator
+(tests/plugins/narrator.py: `narrator`, `meta`), the demo save (tests/plugins/demo.py: `demo`) and
+the API client (tests/plugins/api.py: `make_api`). Each test folder's conftest.py holds what only
+its tests share."""
 from __future__ import annotations
 
 import pytest
@@ -8,7 +15,14 @@ from django.contrib.auth.models import Group, User
 from studio.roles import AUTHORS, PLAYTESTERS
 from studio.saves.models import Event, Save
 from studio.universes.models import LoreEntry, Universe, UniverseMeta
-from tests.fakes import fake_vectors, stricter_clamp, vector_memory  # noqa: F401  (the shared doubles)
+
+pytest_plugins = [
+    "tests.fakes",
+    "tests.plugins.jobs",
+    "tests.plugins.narrator",
+    "tests.plugins.demo",
+    "tests.plugins.api",
+]
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def chunks(vector_memory, game_save):  # noqa: F811
+def chunks(vector_memory, game_save):
     ids = vector_memory.embed_chunks(
         game_save.save_id,
         [

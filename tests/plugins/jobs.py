@@ -1,4 +1,5 @@
-"""Fixtures for the job and pipeline tests (imported by those test modules).
+"""Fixtures for the job and pipeline tests, registered for the whole suite by tests/conftest.py
+(`pytest_plugins`): the memory, saves and API tests all use them, so they are defined once here.
 
 `llm_server` starts the scripted OpenAI-compatible server and points the settings at it.
 `eager_jobs` runs each job inline when its transaction commits. The vector store these
@@ -8,7 +9,6 @@ from __future__ import annotations
 
 import pytest
 
-from tests.fakes import FakeVectorMemory, fake_vectors  # noqa: F401  (fake_vectors is a fixture the job tests use)
 from tests.llm_server import ScriptedLLMServer, scripted_pipeline_responder
 
 

@@ -23,7 +23,7 @@ from studio.memory.embeddings import embedding
 from studio.memory.embeddings import embedding_onnx
 from tests.fakes import HashingEmbedder
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 class RuntimeEmbedder(HashingEmbedder):

@@ -21,7 +21,7 @@ from studio.memory.embeddings import embedding_onnx
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 TEXTS = [
     "",

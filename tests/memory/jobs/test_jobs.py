@@ -16,7 +16,6 @@ from studio.saves.models import Event, MemoryMode, Save, StateCache
 from studio.saves.services import save_create, turn_append, turn_update_narrative
 from studio.universes.models import EmbeddingState, LoreEntry
 from tests.llm_server import Reply, operation_of, scripted_pipeline_responder, user_prompt
-from tests.memory.jobs_support import eager_jobs, living_universe, llm_server  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 

@@ -16,7 +16,6 @@ from studio.memory.models import Fact, Job, JobKind, JobStatus, Observation
 from studio.saves.models import MemoryMode, Save
 from studio.saves.services import save_create, turn_append
 from tests.llm_server import Reply, operation_of, scripted_pipeline_responder, user_prompt
-from tests.memory.jobs_support import eager_jobs, living_universe, llm_server  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 

@@ -13,7 +13,7 @@ from studio.memory.models import Job, JobKind, JobStatus
 
 pytestmark = pytest.mark.django_db
 
-STUDIO = Path(__file__).resolve().parents[2] / "studio"
+STUDIO = Path(__file__).resolve().parents[3] / "studio"
 
 
 def test_every_kind_has_the_handler_its_app_registered():

@@ -20,8 +20,7 @@ from studio.saves.models import Event, MemoryMode, NarratorSnapshot, Save
 from studio.saves.services import save_create, turn_append, turn_update_narrative
 from tests.fakes import make_vector_memory
 from tests.llm_server import operation_of, scripted_pipeline_responder, user_prompt
-from tests.memory.jobs_support import eager_jobs, living_universe, llm_server  # noqa: F401
-from tests.memory.rewind_race import (
+from tests.memory.jobs.rewind_race import (
     TURNS,
     assert_kept_turns_remembered,
     fact_for,
@@ -334,7 +333,7 @@ def test_lore_activations_and_narrator_snapshots_of_kept_turns_are_untouched(
 def test_append_then_rewind_at_once_keeps_the_kept_turns_memory_on_the_inprocess_pool(
     living_universe, settings, llm_server, monkeypatch, playtester
 ):
-    from tests.api.conftest import ApiClient
+    from tests.plugins.api import ApiClient
     from studio.api.services import api_token_create
 
     settings.REDIS_URL = ""

@@ -13,7 +13,7 @@ from studio.memory.consolidate import (
 from studio.memory.facts import Fact
 from studio.memory.llm import LLMTruncated
 from studio.memory.observations import Observation
-from tests.memory.scripted import ScriptedBackend, truncated
+from tests.memory.llm.scripted import ScriptedBackend, truncated
 
 
 def facts():

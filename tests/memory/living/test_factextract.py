@@ -13,10 +13,10 @@ import pytest
 from studio.memory.factextract import SYSTEM_PROMPT, extract_facts, extract_facts_detailed, fact_schema, parse_facts
 from studio.memory.llm import LLMTruncated, LLMUnavailable
 from studio.memory.llm.normalise import is_placeholder, statement_key
-from tests.memory.scripted import CompleteOnlyBackend, ScriptedBackend, truncated
+from tests.memory.llm.scripted import CompleteOnlyBackend, ScriptedBackend, truncated
 
 FIXTURES = Path(__file__).parent / "fixtures" / "real_answers"
-DEMO = Path(__file__).resolve().parents[2] / "studio" / "universes" / "demo" / "universe.json"
+DEMO = Path(__file__).resolve().parents[3] / "studio" / "universes" / "demo" / "universe.json"
 
 
 def demo_names() -> list[str]:

@@ -7,7 +7,7 @@ from studio.memory.consolidate import ConsolidationAction
 from studio.memory.llm import LLMTruncated
 from studio.memory.observations import Observation
 from studio.memory.reflect import affected_subjects, reflect, reflect_detailed, summary_schema
-from tests.memory.scripted import CompleteOnlyBackend, ScriptedBackend, truncated
+from tests.memory.llm.scripted import CompleteOnlyBackend, ScriptedBackend, truncated
 
 
 def beliefs(n, subject="Kaël"):

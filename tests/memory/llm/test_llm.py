@@ -23,13 +23,6 @@ from studio.memory.models import Job, JobKind, LLMCall
 from tests.llm_server import Reply, ScriptedLLMServer
 
 
-@pytest.fixture(autouse=True)
-def clean_capabilities():
-    CAPABILITIES.clear()
-    yield
-    CAPABILITIES.clear()
-
-
 @pytest.fixture
 def server():
     srv = ScriptedLLMServer(lambda request: Reply(content="hello")).start()

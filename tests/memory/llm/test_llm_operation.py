@@ -12,7 +12,7 @@ from studio.memory.facts import Fact
 from studio.memory.llm import LLMTruncated, LLMUnavailable
 from studio.memory.llm.operation import Operation, Request, run_operation
 from studio.memory.observations import Observation
-from tests.memory.scripted import ScriptedBackend, truncated
+from tests.memory.llm.scripted import ScriptedBackend, truncated
 
 ECHO = Operation(name="echo", system="Answer.", item="word", activity="echoing")
 

@@ -9,18 +9,11 @@ import json
 
 import pytest
 
-from studio.memory.llm import CAPABILITIES, LLMUnavailable, OpenAICompatibleBackend, TrackedLLM
+from studio.memory.llm import LLMUnavailable, OpenAICompatibleBackend, TrackedLLM
 from studio.memory.models import LLMCall
 from tests.llm_server import Reply, ScriptedLLMServer
 
 STORY = "The tide turns. Brask lifts the lantern and the quay goes gold."
-
-
-@pytest.fixture(autouse=True)
-def clean_capabilities():
-    CAPABILITIES.clear()
-    yield
-    CAPABILITIES.clear()
 
 
 @pytest.fixture

@@ -23,13 +23,6 @@ SCHEMA = {
 ANSWER = '{"facts": ["A."]}'
 
 
-@pytest.fixture(autouse=True)
-def clean_capabilities():
-    CAPABILITIES.clear()
-    yield
-    CAPABILITIES.clear()
-
-
 @pytest.fixture
 def make_server():
     servers = []

@@ -11,7 +11,7 @@ from studio.universes.models import EmbeddingState, LoreEntry
 
 pytestmark = pytest.mark.django_db
 
-STUDIO = Path(__file__).resolve().parents[2] / "studio"
+STUDIO = Path(__file__).resolve().parents[3] / "studio"
 FIELDS = {"embedding_state", "embedding_error"}
 WRITE_CALLS = {"update", "create", "get_or_create", "update_or_create", "LoreEntry"}
 

@@ -31,7 +31,7 @@ from tests.llm_server import Reply, ScriptedLLMServer, operation_of, scripted_pi
 
 pytestmark = [pytest.mark.celery, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 VENV_BIN = Path(sys.executable).parent
 REDIS_URL = os.environ.get("AXIOM_TEST_REDIS_URL", "redis://127.0.0.1:6379/9")
 TERMINAL = (JobStatus.DONE, JobStatus.FAILED, JobStatus.SKIPPED, JobStatus.PAUSED)
@@ -332,13 +332,13 @@ def test_append_then_rewind_at_once_keeps_the_kept_turns_memory_on_the_worker(wo
     kept turn is found by /query and has its facts, turn 3 left nothing."""
     from studio.api.services import api_token_create
     from studio.memory.vector import reset_vector_memory
-    from tests.api.conftest import ApiClient
-    from tests.memory.rewind_race import (
+    from tests.plugins.api import ApiClient
+    from tests.memory.jobs.rewind_race import (
         assert_kept_turns_remembered,
         narrative_facts_responder,
         play_then_rewind,
     )
-    from tests.memory.rewind_race import wait_idle as wait_save_idle
+    from tests.memory.jobs.rewind_race import wait_idle as wait_save_idle
 
     hold = threading.Event()
     worker.llm.responder = narrative_facts_responder(hold)

@@ -10,7 +10,6 @@ from studio.saves.models import MemoryMode
 from studio.saves.services import save_create, turn_append
 from studio.universes.models import UniverseMeta
 from tests.llm_server import Reply, json_reply, operation_of, user_prompt
-from tests.memory.jobs_support import eager_jobs, fake_vectors, living_universe, llm_server  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def living(game_save, vector_memory):  # noqa: F811
+def living(game_save, vector_memory):
     game_save.memory_mode = MemoryMode.LIVING
     game_save.save()
     MentalModel.objects.create(game_save=game_save, subject="Kaël", summary="A smuggler drowning in debt to Mira.")
@@ -89,7 +89,7 @@ def test_smaller_later_items_still_fill_the_budget(living):
     assert context.used_tokens <= 60
 
 
-def test_classic_save_recalls_only_chunks_and_lore(game_save, vector_memory):  # noqa: F811
+def test_classic_save_recalls_only_chunks_and_lore(game_save, vector_memory):
     MentalModel.objects.create(game_save=game_save, subject="Kaël", summary="x")
     vector_memory.embed_chunks(game_save.save_id, [{"turn_id": 1, "text": "Kaël docks."}])
     context = build_memory_context(game_save=game_save, query_text="Kaël")
@@ -97,7 +97,7 @@ def test_classic_save_recalls_only_chunks_and_lore(game_save, vector_memory):  #
     assert any("Classic memory mode" in n for n in context.notes)
 
 
-def test_chunks_after_the_current_turn_never_come_in(living, vector_memory):  # noqa: F811
+def test_chunks_after_the_current_turn_never_come_in(living, vector_memory):
     vector_memory.embed_chunks(living.save_id, [{"turn_id": 9, "text": "Kaël silver crowns from the future."}])
     context = build_memory_context(game_save=living, query_text="Kaël silver crowns")
     assert all("future" not in i.text for i in context.items)

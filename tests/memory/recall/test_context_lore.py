@@ -1,31 +1,16 @@
 """The Lore Book in the memory context: activated entries first, the budget rules, macros, the explain."""
 from __future__ import annotations
 
-import io
 
 import pytest
-from django.core.management import call_command
 
 from studio.memory.recall.context import build_memory_context
 from studio.memory.recall.context_lore import assemble, whole_sentences
-from studio.saves.models import Save
 from studio.universes import services
 from studio.universes.models import LoreEntry
-from tests.fakes import vector_memory  # noqa: F401
+from tests.plugins.demo import QUESTION
 
 pytestmark = pytest.mark.django_db
-QUESTION = "ask Hesper Vale about the Copper Hood"
-
-
-@pytest.fixture
-def demo(vector_memory):  # noqa: F811
-    call_command("load_demo", "--no-embed", stdout=io.StringIO())
-    save = Save.objects.get(save_id="drowned-reach-demo")
-    vector_memory.embed_chunks(save.save_id, [{"turn_id": e.turn_id, "text": e.narrative} for e in save.events.all()])
-    vector_memory.sync_lore(save.save_id, [{"entry_id": e.entry_id, "title": e.title, "text": e.text,
-                                            "links": [link.entry_id for link in e.links.all()]}
-                                           for e in save.universe.lore_entries.prefetch_related("links")])
-    return save
 
 
 def included_entries(context):

@@ -24,10 +24,8 @@ from studio.saves.services import save_create
 from studio.universes import services
 from studio.universes.interchange import character_card
 from studio.universes.lore_tester import lore_key_test
-from tests.api.conftest import ApiClient, make_api  # noqa: F401  (fixture)
-from tests.saves.test_narrator import narrator, stream_all  # noqa: F401  (fixture)
+from tests.saves.test_narrator import stream_all
 from tests.universes.test_card_character import DATA, v2_card
-from tests.memory.jobs_support import eager_jobs  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.django_db
 
@@ -46,7 +44,7 @@ def no_lore_jobs(monkeypatch):
 
 
 @pytest.fixture
-def lighthouse(author, playtester, vector_memory):  # noqa: F811
+def lighthouse(author, playtester, vector_memory):
     """A new universe with a player character and an imported card; a living save with two turns."""
     universe = services.universe_create(user=author, name="Lighthouse")
     universe.members.add(playtester)
@@ -80,7 +78,7 @@ def shape(items) -> list[tuple]:
     return [(i["layer"], i["text"], i["tokens"], i["included"]) for i in rows]
 
 
-def test_viewer_api_and_narrator_read_the_same_context(lighthouse, client, playtester, make_api):  # noqa: F811
+def test_viewer_api_and_narrator_read_the_same_context(lighthouse, client, playtester, make_api):
     narrator_memory = build_narrator_prompt(game_save=lighthouse, player_input=INPUT).memory
     client.force_login(playtester)
     viewer = client.get(reverse("memory:context", args=[lighthouse.save_id]), {"q": INPUT}).context["memory_context"]
@@ -115,7 +113,7 @@ def test_the_key_tester_fills_macros_as_play_does(lighthouse):
     assert [row.entry_id for row in tested.included] == list(played.activated_ids)
 
 
-def test_narrated_turns_record_their_queries_for_lore_replay(lighthouse, client, playtester, narrator):  # noqa: F811
+def test_narrated_turns_record_their_queries_for_lore_replay(lighthouse, client, playtester, narrator):
     client.force_login(playtester)
     for number in range(2):
         draft = narrator_services.narrator_draft_create(game_save=lighthouse, player_input=f"{INPUT} ({number})")

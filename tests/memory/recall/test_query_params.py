@@ -13,14 +13,13 @@ from django.urls import reverse
 
 from studio.memory.models import RecordedQuery
 from studio.memory.query_params import LIMITS, ContextParams, InvalidParameters, SearchParams
-from tests.api.conftest import make_api  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.django_db
 HX = {"HTTP_HX_REQUEST": "true"}
 
 
 @pytest.fixture
-def chunks(vector_memory, game_save):  # noqa: F811
+def chunks(vector_memory, game_save):
     vector_memory.embed_chunks(game_save.save_id, [
         {"turn_id": 1, "text": "Kaël docks at Port Vey with a hold of contraband."},
         {"turn_id": 2, "text": "Mira lends Kaël ten silver crowns."},
@@ -42,7 +41,7 @@ def test_params_objects_list_every_field_out_of_its_limits():
     assert ContextParams(focus_terms=" Kaël , ,Mira").focus_terms == ("Kaël", "Mira")
 
 
-def test_pages_and_api_accept_and_refuse_the_same_values(client, playtester, chunks, make_api):  # noqa: F811
+def test_pages_and_api_accept_and_refuse_the_same_values(client, playtester, chunks, make_api):
     client.force_login(playtester)
     api = make_api(playtester)
     long_query = "silver crowns " * 250  # 3,500 characters: the pages used to stop at 2,000
@@ -62,7 +61,7 @@ def test_pages_and_api_accept_and_refuse_the_same_values(client, playtester, chu
                     {"token_budget": LIMITS.token_budget_max + 1}).status_code == 400
 
 
-def test_a_get_never_records(client, playtester, chunks, make_api):  # noqa: F811
+def test_a_get_never_records(client, playtester, chunks, make_api):
     client.force_login(playtester)
     client.get(page("playground", chunks), {"q": "silver crowns", "record": "on"})
     client.get(page("context", chunks), {"q": "silver crowns", "record": "on"})

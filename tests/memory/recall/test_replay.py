@@ -20,7 +20,7 @@ LORE = [
 
 
 @pytest.fixture
-def played(game_save, vector_memory):  # noqa: F811
+def recorded_save(game_save, vector_memory):
     vector_memory.embed_chunks(
         game_save.save_id,
         [
@@ -39,19 +39,19 @@ def played(game_save, vector_memory):  # noqa: F811
     return game_save
 
 
-def test_nothing_changed_means_every_query_the_same(played):
-    report = replay_recorded_queries(game_save=played)
+def test_nothing_changed_means_every_query_the_same(recorded_save):
+    report = replay_recorded_queries(game_save=recorded_save)
     assert len(report.queries) == 4 and not report.changed and report.top_changed_count == 0
 
 
-def test_a_lore_edit_changes_the_lore_queries_it_touches(played, vector_memory):  # noqa: F811
+def test_a_lore_edit_changes_the_lore_queries_it_touches(recorded_save, vector_memory):
     before = {q.query_text: q.result_ids for q in RecordedQuery.objects.filter(params__chunk_type="lore")}
     assert before["who lends money"] == ["lore:mira"]
     edited = [dict(e) for e in LORE]
     edited[2]["text"] = "Storms lend money to nobody; who lends money? Not the storm."
     edited[1]["text"] = "A quiet shop."
-    vector_memory.sync_lore(played.save_id, edited)
-    report = replay_recorded_queries(game_save=played)
+    vector_memory.sync_lore(recorded_save.save_id, edited)
+    report = replay_recorded_queries(game_save=recorded_save)
     changed = {q.recorded.query_text: q for q in report.changed}
     assert list(changed) == ["who lends money"]
     query = changed["who lends money"]
@@ -62,29 +62,29 @@ def test_a_lore_edit_changes_the_lore_queries_it_touches(played, vector_memory):
     assert all(not q.changed for q in report.queries if q.recorded.params.get("exclude_chunk_type") == "lore")
 
 
-def test_replay_keeps_later_narrative_out(played, vector_memory):  # noqa: F811
-    vector_memory.embed_chunks(played.save_id, [{"turn_id": 4, "text": "Mira lends Kaël money again, more money."}])
-    played.current_turn = 4
-    played.save()
-    report = replay_recorded_queries(game_save=played, turns=10)
+def test_replay_keeps_later_narrative_out(recorded_save, vector_memory):
+    vector_memory.embed_chunks(recorded_save.save_id, [{"turn_id": 4, "text": "Mira lends Kaël money again, more money."}])
+    recorded_save.current_turn = 4
+    recorded_save.save()
+    report = replay_recorded_queries(game_save=recorded_save, turns=10)
     assert not report.changed
 
 
-def test_replay_window_and_rewind(played):
-    assert len(replay_recorded_queries(game_save=played, turns=1).queries) == 2  # turn 3 only
-    CheckpointManager().rewind(played, 2)
-    played.refresh_from_db()
+def test_replay_window_and_rewind(recorded_save):
+    assert len(replay_recorded_queries(game_save=recorded_save, turns=1).queries) == 2  # turn 3 only
+    CheckpointManager().rewind(recorded_save, 2)
+    recorded_save.refresh_from_db()
     assert set(RecordedQuery.objects.values_list("turn_id", flat=True)) == {2}
 
 
-def test_replay_page_full_and_fragment(client, author, played, vector_memory):  # noqa: F811
-    LoreRevision.objects.create(universe=played.universe, entry_id="mira", action=LoreRevision.Action.UPDATE, author=author)
+def test_replay_page_full_and_fragment(client, author, recorded_save, vector_memory):
+    LoreRevision.objects.create(universe=recorded_save.universe, entry_id="mira", action=LoreRevision.Action.UPDATE, author=author)
     edited = [dict(e) for e in LORE]
     edited[1]["text"] = "A quiet shop."
     edited[2]["text"] = "Money storms lend nothing to anyone."
-    vector_memory.sync_lore(played.save_id, edited)
+    vector_memory.sync_lore(recorded_save.save_id, edited)
     client.force_login(author)
-    url = reverse("memory:replay", args=[played.save_id])
+    url = reverse("memory:replay", args=[recorded_save.save_id])
     page = client.get(url).content.decode()
     assert "<html" in page and "4 recorded queries" in page and "<code>mira</code>" in page
     assert 'id="replay-summary"' not in page  # nothing runs until asked
@@ -94,31 +94,31 @@ def test_replay_page_full_and_fragment(client, author, played, vector_memory):  
     assert 'data-changed="yes"' in fragment and "lore:storm" in fragment
 
 
-def test_replay_warns_while_the_lore_sync_is_pending(client, playtester, played):
-    Job.objects.create(kind=JobKind.SYNC_LORE, game_save=played, status=JobStatus.QUEUED)
+def test_replay_warns_while_the_lore_sync_is_pending(client, playtester, recorded_save):
+    Job.objects.create(kind=JobKind.SYNC_LORE, game_save=recorded_save, status=JobStatus.QUEUED)
     client.force_login(playtester)
-    page = client.get(reverse("memory:replay", args=[played.save_id])).content.decode()
+    page = client.get(reverse("memory:replay", args=[recorded_save.save_id])).content.decode()
     assert "lore re-sync is still queued or running" in page
 
 
-def test_universe_replay_lists_saves_with_recorded_play(client, author, outsider, played):
-    url = reverse("memory:universe_replay", args=[played.universe.slug])
+def test_universe_replay_lists_saves_with_recorded_play(client, author, outsider, recorded_save):
+    url = reverse("memory:universe_replay", args=[recorded_save.universe.slug])
     client.force_login(author)
     html = client.get(url).content.decode()
-    row = html[html.index(f'data-save="{played.save_id}"'):]
-    assert reverse("memory:replay", args=[played.save_id]) in row and '<td class="num">4</td>' in row[: row.index("</tr>")]
+    row = html[html.index(f'data-save="{recorded_save.save_id}"'):]
+    assert reverse("memory:replay", args=[recorded_save.save_id]) in row and '<td class="num">4</td>' in row[: row.index("</tr>")]
     client.force_login(outsider)
     assert client.get(url).status_code == 404
 
 
-def test_a_lore_edit_in_the_studio_reaches_the_replay(played, author, settings, django_capture_on_commit_callbacks):
+def test_a_lore_edit_in_the_studio_reaches_the_replay(recorded_save, author, settings, django_capture_on_commit_callbacks):
     """Edit lore through the lore service; the sync jobs re-embed the save's lore; replay sees it."""
     from studio.universes.models import LoreEntry
     from studio.universes.services import lore_entry_update
 
     settings.AXIOM_JOBS_EAGER = True
     settings.REDIS_URL = ""
-    universe = played.universe
+    universe = recorded_save.universe
     for entry in LORE:
         LoreEntry.objects.update_or_create(
             universe=universe, entry_id=entry["entry_id"], defaults={"title": entry["title"], "text": entry["text"]}
@@ -128,7 +128,7 @@ def test_a_lore_edit_in_the_studio_reaches_the_replay(played, author, settings, 
     with django_capture_on_commit_callbacks(execute=True):
         lore_entry_update(entry=storm, user=author, text="Storms lend money to nobody; who lends money? Not the storm.")
         LoreEntry.objects.filter(universe=universe, entry_id="mira").update(text="A quiet shop.")
-    assert Job.objects.filter(game_save=played, kind=JobKind.SYNC_LORE, status=JobStatus.DONE).exists()
-    report = replay_recorded_queries(game_save=played)
+    assert Job.objects.filter(game_save=recorded_save, kind=JobKind.SYNC_LORE, status=JobStatus.DONE).exists()
+    report = replay_recorded_queries(game_save=recorded_save)
     changed = {q.recorded.query_text: (q.before, q.after) for q in report.changed}
     assert changed == {"who lends money": (["lore:mira"], ["lore:storm"])}

@@ -23,7 +23,7 @@ TEXTS = {
 
 
 @pytest.fixture
-def chunks(vector_memory, game_save):  # noqa: F811
+def chunks(vector_memory, game_save):
     ids = vector_memory.embed_chunks(game_save.save_id, [{"turn_id": t, "text": text} for t, text in TEXTS.items()])
     return dict(zip(TEXTS, ids))
 

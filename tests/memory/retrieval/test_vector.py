@@ -15,18 +15,6 @@ EXPLAIN_KEYS = {
 }
 
 
-@pytest.fixture
-def embedder():
-    return HashingEmbedder()
-
-
-@pytest.fixture
-def vm(db, tmp_path, embedder):
-    memory = VectorMemory(str(tmp_path / "chroma"), embedder=embedder)
-    yield memory
-    memory.close()
-
-
 def fill(vm, save_id="s1"):
     texts = {
         1: "Kaël the smuggler docks at Port Vey at dawn",

@@ -7,23 +7,9 @@ import numpy as np
 import pytest
 
 from studio.memory.embeddings import embedding
-from studio.memory.vector import VectorMemory, preload_embedding_runtime
+from studio.memory.vector import preload_embedding_runtime
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def model_embedder():
-    embedder = embedding.get_embedder()
-    assert embedder is not None, embedding.embedding_unavailable_reason()
-    return embedder
-
-
-@pytest.fixture
-def vm(db, tmp_path, model_embedder):
-    memory = VectorMemory(str(tmp_path / "chroma"))
-    yield memory
-    memory.close()
 
 
 def test_preload_embedding_runtime():
@@ -65,37 +51,37 @@ def test_model_is_loaded_once_under_concurrent_first_use(monkeypatch, settings, 
     assert len({id(e) for e in got}) == 1 and got[0] is not None
 
 
-def test_semantic_arm_finds_meaning_without_shared_words(vm):
-    vm.embed_chunk("s", 1, "The knight unsheathed his longsword before the duel.")
-    vm.embed_chunk("s", 2, "Grain prices rose at the harvest market.")
-    vm.embed_chunk("s", 3, "Rain fell on the quiet monastery all night.")
-    [top] = vm.query("s", "a warrior pulls out a blade", k=1)
+def test_semantic_arm_finds_meaning_without_shared_words(model_vm):
+    model_vm.embed_chunk("s", 1, "The knight unsheathed his longsword before the duel.")
+    model_vm.embed_chunk("s", 2, "Grain prices rose at the harvest market.")
+    model_vm.embed_chunk("s", 3, "Rain fell on the quiet monastery all night.")
+    [top] = model_vm.query("s", "a warrior pulls out a blade", k=1)
     assert "longsword" in top["text"]
     assert top["explain"]["semantic_rank"] == 1
     assert top["explain"]["lexical_rank"] is None  # no shared term
     assert 0.0 <= top["distance"] < 1.0
 
 
-def test_long_narrative_is_split_by_the_model_tokenizer(vm, model_embedder):
+def test_long_narrative_is_split_by_the_model_tokenizer(model_vm, model_embedder):
     sentences = [f"In chapter {i} the caravan crossed the salt flats toward Qal'at and rested." for i in range(60)]
     text = " ".join(sentences)
     assert len(model_embedder.token_spans(text)) > 600
-    first = vm.embed_chunk("s", 4, text)
-    rows = vm.get_chunks("s")
+    first = model_vm.embed_chunk("s", 4, text)
+    rows = model_vm.get_chunks("s")
     assert len(rows) >= 3 and rows[0]["id"] == first
     assert {r["turn_id"] for r in rows} == {4}
     for row in rows:
         assert len(model_embedder.token_spans(row["text"])) <= 256
-    hits = vm.query("s", "chapter 57 caravan", k=1)
+    hits = model_vm.query("s", "chapter 57 caravan", k=1)
     assert hits[0]["turn_id"] == 4 and "chapter 57" in hits[0]["text"]
 
 
-def test_accented_names_and_other_scripts_end_to_end(vm):
-    vm.embed_chunk("s", 1, "Kaël vendit la carte au marché de Port-Vey.")
-    vm.embed_chunk("s", 2, "Капитан Орлов ждал в гавани.")
-    vm.embed_chunk("s", 3, "風が強くて船は港に戻った。")
-    vm.embed_chunk("s", 4, "The weather was fine and nothing happened.")
-    vm.embed_chunk("s", 5, "Nobody came to the harbour that day.")
-    assert vm.query("s", "Kaël", k=1)[0]["turn_id"] == 1
-    assert vm.query("s", "Орлов", k=1)[0]["turn_id"] == 2
-    assert vm.query("s", "港", k=1)[0]["turn_id"] == 3
+def test_accented_names_and_other_scripts_end_to_end(model_vm):
+    model_vm.embed_chunk("s", 1, "Kaël vendit la carte au marché de Port-Vey.")
+    model_vm.embed_chunk("s", 2, "Капитан Орлов ждал в гавани.")
+    model_vm.embed_chunk("s", 3, "風が強くて船は港に戻った。")
+    model_vm.embed_chunk("s", 4, "The weather was fine and nothing happened.")
+    model_vm.embed_chunk("s", 5, "Nobody came to the harbour that day.")
+    assert model_vm.query("s", "Kaël", k=1)[0]["turn_id"] == 1
+    assert model_vm.query("s", "Орлов", k=1)[0]["turn_id"] == 2
+    assert model_vm.query("s", "港", k=1)[0]["turn_id"] == 3

@@ -20,7 +20,7 @@ from studio.memory.vector import (
 )
 from tests.fakes import HashingEmbedder
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def open_in_other_process(path: str) -> subprocess.CompletedProcess:

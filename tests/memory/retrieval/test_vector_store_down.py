@@ -9,32 +9,30 @@ from tests.fakes import HashingEmbedder
 
 
 @pytest.fixture
-def vm(db, tmp_path):
-    memory = VectorMemory(str(tmp_path / "chroma"), embedder=HashingEmbedder())
-    memory.embed_chunk("s1", 1, "Kaël the smuggler docks at Port Vey at dawn")
-    memory.embed_chunk("s1", 2, "A storm batters the lighthouse on the northern cliffs")
-    memory.embed_chunk("s1", 3, "Mira sells salted fish in the market of Port Vey")
-    yield memory
-    memory.close()
+def three_turns_vm(vm):
+    vm.embed_chunk("s1", 1, "Kaël the smuggler docks at Port Vey at dawn")
+    vm.embed_chunk("s1", 2, "A storm batters the lighthouse on the northern cliffs")
+    vm.embed_chunk("s1", 3, "Mira sells salted fish in the market of Port Vey")
+    return vm
 
 
-def break_store(vm, monkeypatch):
+def break_store(three_turns_vm, monkeypatch):
     """Every collection call from now on fails the way an unreachable Chroma server does."""
 
     def down(*args, **kwargs):
         raise httpx.ConnectError("connection refused")
 
     # Every read and write of a scope's collection goes through ChunkStore.call.
-    monkeypatch.setattr(vm.store, "call", down)
+    monkeypatch.setattr(three_turns_vm.store, "call", down)
 
 
-def test_warm_query_falls_back_to_the_lexical_arms_with_a_warning(vm, monkeypatch):
-    healthy = vm.query_explained("s1", "smuggler at Port Vey", k=3)
+def test_warm_query_falls_back_to_the_lexical_arms_with_a_warning(three_turns_vm, monkeypatch):
+    healthy = three_turns_vm.query_explained("s1", "smuggler at Port Vey", k=3)
     assert healthy.stats.semantic_available and not healthy.stats.vector_store_error
-    break_store(vm, monkeypatch)
+    break_store(three_turns_vm, monkeypatch)
     # A write elsewhere moved the corpus version: the reload fails, the cached corpus answers.
-    vm._bump("s1")
-    degraded = vm.query_explained("s1", "smuggler at Port Vey", k=3)
+    three_turns_vm._bump("s1")
+    degraded = three_turns_vm.query_explained("s1", "smuggler at Port Vey", k=3)
     assert not degraded.stats.semantic_available
     assert "ConnectError" in degraded.stats.vector_store_error
     assert degraded.results and degraded.results[0]["turn_id"] == 1
@@ -42,10 +40,10 @@ def test_warm_query_falls_back_to_the_lexical_arms_with_a_warning(vm, monkeypatc
     assert degraded.results[0]["explain"]["lexical_rank"] == 1
 
 
-def test_cold_query_with_the_store_down_is_a_clear_error(vm, monkeypatch):
-    break_store(vm, monkeypatch)
+def test_cold_query_with_the_store_down_is_a_clear_error(three_turns_vm, monkeypatch):
+    break_store(three_turns_vm, monkeypatch)
     with pytest.raises((VectorStoreError, httpx.ConnectError)):
-        vm.query("s1", "smuggler", k=3)
+        three_turns_vm.query("s1", "smuggler", k=3)
 
 
 def test_api_answers_with_a_warning_not_an_error(client, game_save, playtester, monkeypatch, tmp_path):
