@@ -3,7 +3,7 @@
 The ONNX cache tests run `embedding_onnx.ensure_model` for real (hashing, manifest, file
 lock, atomic publish, corruption checks) on a small copy of the packaged model's configs,
 with the torch export step replaced by one that writes known bytes: what is under test is
-the cache, not the exporter (tests/memory/test_embedding_onnx.py exports the real model).
+the cache, not the exporter (tests/memory/embeddings/test_embedding_onnx.py exports the real model).
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 from django.db import transaction
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from studio.memory.lore.activation_state import (
@@ -118,7 +118,7 @@ def test_book_version_changes_with_every_edit(timed_book, author):
     assert len({first, second, book_version_for(timed_book)}) == 3
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=12)
 @given(inputs=st.lists(st.sampled_from(["bell", "coin", "oath", "coin bell", ""]), min_size=2, max_size=7),
        data=st.data())
 def test_property_rewind_to_n_gives_the_state_recorded_at_n(fresh_save, inputs, data):

@@ -5,7 +5,7 @@ import random
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from rank_bm25 import BM25Okapi
 
@@ -135,7 +135,6 @@ def test_postings_scores_equal_bm25okapi_exactly():
     )
 
 
-@settings(max_examples=60, deadline=None)
 @given(
     corpus=st.lists(st.lists(st.sampled_from("abcdefgh"), min_size=1, max_size=12), min_size=1, max_size=40),
     query=st.lists(st.sampled_from("abcdefghij"), min_size=1, max_size=6),
