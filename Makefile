@@ -38,7 +38,7 @@ test-fast: install
 	mkdir -p var
 	PYTHONPATH="$(CURDIR)" $(VENV)/bin/lint-imports --no-cache --no-logo
 	DJANGO_ALLOW_ASYNC_UNSAFE=true DATABASE_URL="sqlite:///$(CURDIR)/var/test-fast.sqlite3" \
-		$(PY) -m pytest -p no:cacheprovider -q -n 2 -m "not browser and not celery and not slow" $(ARGS)
+		$(PY) -m pytest -p no:cacheprovider -q -n 2 --maxschedchunk 1 -m "not browser and not celery and not slow" $(ARGS)
 
 bench: install
 	./scripts/bench.sh

@@ -57,7 +57,10 @@ PYEOF
 # database, var dir and Chroma store). AXIOM_TEST_WORKERS=0 runs in one process; an explicit
 # -n in the arguments wins.
 WORKERS=()
-case " $* " in *" -n "*|*" -n="*|*" --numprocesses"*) ;; *) [ "${AXIOM_TEST_WORKERS:-2}" != 0 ] && WORKERS=(-n "${AXIOM_TEST_WORKERS:-2}") ;; esac
+# Tests go to the workers one at a time (--maxschedchunk 1): tests/conftest.py puts the long
+# ones (browser, celery, slow) first, so each worker starts on a long test and the short ones
+# fill in around them, instead of one worker receiving the first few hundred tests in one chunk.
+case " $* " in *" -n "*|*" -n="*|*" --numprocesses"*) ;; *) [ "${AXIOM_TEST_WORKERS:-2}" != 0 ] && WORKERS=(-n "${AXIOM_TEST_WORKERS:-2}" --maxschedchunk 1) ;; esac
 set -- "${WORKERS[@]}" "$@"
 
 status=0
