@@ -2,7 +2,9 @@
 #   make run    venv + installs, migrate, demo universe and save, a local Chroma server,
 #               and the studio on http://127.0.0.1:8000
 #   make test   venv + installs, services (Redis, PostgreSQL) when not running, the suite
-#               on SQLite and on PostgreSQL
+#               on SQLite and (the tests that use the database) on PostgreSQL
+#   make test-fast  the import contracts and the suite on SQLite without a browser, a Celery
+#               worker or the real embedding model (markers browser, celery, slow), two workers
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -30,6 +32,13 @@ run: install
 
 test: install
 	./scripts/test.sh
+
+# No services needed: SQLite in var/, the hashing embedder, eager jobs.
+test-fast: install
+	mkdir -p var
+	PYTHONPATH="$(CURDIR)" $(VENV)/bin/lint-imports --no-cache --no-logo
+	DJANGO_ALLOW_ASYNC_UNSAFE=true DATABASE_URL="sqlite:///$(CURDIR)/var/test-fast.sqlite3" \
+		$(PY) -m pytest -p no:cacheprovider -q -n 2 --maxschedchunk 1 -m "not browser and not celery and not slow" $(ARGS)
 
 bench: install
 	./scripts/bench.sh

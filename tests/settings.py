@@ -37,7 +37,7 @@ STATIC_ROOT = os.path.join(os.environ["AXIOM_VAR_DIR"], "staticfiles")
 os.makedirs(STATIC_ROOT, exist_ok=True)
 
 # A file-based SQLite test database (not Django's in-memory default), so a Celery worker
-# subprocess started by tests/memory/test_pipeline_celery.py can open the same database.
+# subprocess started by tests/memory/pipeline/test_pipeline_celery.py can open the same database.
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
     DATABASES["default"].setdefault("TEST", {})["NAME"] = os.path.join(  # noqa: F405
         os.environ["AXIOM_VAR_DIR"], "test-db.sqlite3"

@@ -5,12 +5,12 @@ import pytest
 
 from studio.api.openapi import build_openapi
 from tests.api.test_openapi import schema_validator
-from tests.memory.test_context_lore import QUESTION, demo  # noqa: F401  (the demo save fixture)
+from tests.plugins.demo import QUESTION
 
 pytestmark = pytest.mark.django_db
 
 
-def test_context_response_explains_every_entry(demo, make_api, playtester):  # noqa: F811
+def test_context_response_explains_every_entry(demo, make_api, playtester):
     demo.universe.members.add(playtester)
     response = make_api(playtester).post(f"/api/v1/saves/{demo.save_id}/context", {"query_text": QUESTION})
     assert response.status_code == 200

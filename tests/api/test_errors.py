@@ -7,7 +7,9 @@ from django.test import Client
 
 from studio.saves.models import Save
 
-from .conftest import ApiClient, error_code
+from tests.plugins.api import ApiClient
+
+from .conftest import error_code
 
 pytestmark = pytest.mark.django_db
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from studio.saves.models import Event, Save
@@ -19,10 +19,8 @@ json_values = st.recursive(
 FIELDS = ["narrative", "player_input", "state", "turn_id", "name", "universe", "memory_mode", "query_text", "k",
           "expected_current_turn", "beliefs_enabled"]
 bodies = st.dictionaries(st.sampled_from(FIELDS), json_values, max_size=6)
-FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
-@FUZZ
 @given(body=bodies)
 def test_append_turn_with_any_body(api, game_save, body):
     before = Event.objects.filter(game_save=game_save).count()
@@ -34,7 +32,6 @@ def test_append_turn_with_any_body(api, game_save, body):
         assert response.json()["error"]["details"]
 
 
-@FUZZ
 @given(body=bodies)
 def test_rewind_with_any_body(api, game_save, body):
     save = Save.objects.get(pk=game_save.pk)
@@ -44,7 +41,6 @@ def test_rewind_with_any_body(api, game_save, body):
         assert Save.objects.get(pk=game_save.pk).current_turn == save.current_turn
 
 
-@FUZZ
 @given(body=bodies)
 def test_create_save_with_any_body(api, universe, body):
     before = Save.objects.count()
@@ -53,7 +49,6 @@ def test_create_save_with_any_body(api, universe, body):
     assert Save.objects.count() == before + (1 if response.status_code == 201 else 0)
 
 
-@FUZZ
 @given(raw=st.binary(max_size=200))
 def test_any_bytes_as_a_body(api, game_save, raw):
     response = api.post(f"/api/v1/saves/{game_save.save_id}/rewind", raw=raw)
@@ -61,7 +56,6 @@ def test_any_bytes_as_a_body(api, game_save, raw):
     assert response["Content-Type"] == "application/json"
 
 
-@FUZZ
 @given(params=st.dictionaries(st.sampled_from(["limit", "offset", "max_turn_id", "entity", "subject", "trend", "stale", "status", "turn_id"]),
                               st.text(max_size=12), max_size=5))
 def test_any_query_string(api, game_save, params):

@@ -5,8 +5,7 @@ import pytest
 
 from studio.memory.models import LLMCall
 from studio.saves.models import Event, NarratorDraft
-from tests.saves.test_narrator import STORY, meta, narrator  # noqa: F401  (fixtures)
-from tests.memory.jobs_support import eager_jobs  # noqa: F401
+from tests.plugins.narrator import STORY
 
 pytestmark = pytest.mark.django_db
 
@@ -27,7 +26,7 @@ def test_api_narrate_without_a_model_is_503(game_save, api, settings):
     assert response.status_code == 503 and response.json()["error"]["code"] == "no_model"
 
 
-def test_api_narrate_over_the_spend_guard_is_429(game_save, api, narrator, settings):  # noqa: F811
+def test_api_narrate_over_the_spend_guard_is_429(game_save, api, narrator, settings):
     settings.AXIOM_LLM_CALLS_PER_HOUR = 1
     LLMCall.objects.create(game_save=game_save, operation="extract", model="test-model")
     response = api.post(f"/api/v1/saves/{game_save.save_id}/narrate", {"player_input": "I light a lamp"})

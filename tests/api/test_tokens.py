@@ -10,7 +10,9 @@ from django.test import Client
 from studio.api.models import ApiToken
 from studio.api.services import api_token_authenticate, api_token_create, api_token_revoke
 
-from .conftest import ApiClient, error_code
+from tests.plugins.api import ApiClient
+
+from .conftest import error_code
 
 pytestmark = pytest.mark.django_db
 

@@ -34,7 +34,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes import vector_memory  # noqa: F401  (fixture, for `world`)
 
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
 
@@ -119,7 +118,7 @@ def phone_page(browser, live_server):
 
 
 @pytest.fixture
-def world(universe, game_save, author, vector_memory, monkeypatch):  # noqa: F811
+def world(universe, game_save, author, vector_memory, monkeypatch):
     """A universe and a living save with something on every page (tests/browser/pages.py).
 
     Lore edits queue no real embedding job here (the entries are marked embedded).
@@ -244,3 +243,25 @@ def screenshot(request):
         return path
 
     return take
+
+
+# Jobs run inline when their transaction commits (no worker); `played` is the shared save with
+# three turns embedded, which the playtesting and fresh-state pages start from.
+@pytest.fixture
+def eager(settings):
+    settings.AXIOM_JOBS_EAGER = True
+    settings.REDIS_URL = ""
+    return settings
+
+
+@pytest.fixture
+def played(game_save, vector_memory, eager):
+    vector_memory.embed_chunks(
+        game_save.save_id,
+        [
+            {"turn_id": 1, "text": "Kaël docks at Port Vey with contraband."},
+            {"turn_id": 2, "text": "Mira lends Kaël ten silver crowns."},
+            {"turn_id": 3, "text": "A storm drowns the harbour lights."},
+        ],
+    )
+    return game_save

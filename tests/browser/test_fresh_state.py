@@ -15,23 +15,8 @@ from playwright.sync_api import expect
 
 from studio.saves.models import Event, Save
 from studio.universes import services
-from tests.fakes import vector_memory  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def played(game_save, vector_memory, settings):  # noqa: F811
-    settings.AXIOM_JOBS_EAGER, settings.REDIS_URL = True, ""
-    vector_memory.embed_chunks(
-        game_save.save_id,
-        [
-            {"turn_id": 1, "text": "Kaël docks at Port Vey with contraband."},
-            {"turn_id": 2, "text": "Mira lends Kaël ten silver crowns."},
-            {"turn_id": 3, "text": "A storm drowns the harbour lights."},
-        ],
-    )
-    return game_save
 
 
 def mark(page) -> None:
@@ -129,7 +114,7 @@ def test_inline_delete_and_restore_keep_backlink_counts_and_totals_true(logged_i
     assert not_reloaded(page)
 
 
-def test_transcript_import_lands_on_the_new_save_with_its_turns(logged_in_page, playtester, universe, settings, tmp_path, vector_memory):  # noqa: F811
+def test_transcript_import_lands_on_the_new_save_with_its_turns(logged_in_page, playtester, universe, settings, tmp_path, vector_memory):
     settings.AXIOM_JOBS_EAGER, settings.REDIS_URL = True, ""
     transcript = tmp_path / "run.jsonl"
     transcript.write_text('{"player_input": "look", "narrative": "Fog over Port Vey."}\n{"narrative": "Rain."}\n')
@@ -148,7 +133,7 @@ def test_transcript_import_lands_on_the_new_save_with_its_turns(logged_in_page, 
     expect(page.locator("#save-table")).to_contain_text("Imported run")
 
 
-def test_why_not_this_turn_from_the_timeline_explains_that_turns_chunk(logged_in_page, playtester, played, vector_memory):  # noqa: F811
+def test_why_not_this_turn_from_the_timeline_explains_that_turns_chunk(logged_in_page, playtester, played, vector_memory):
     chunk_id = next(c["id"] for c in vector_memory.get_chunks(played.save_id) if c["turn_id"] == 1)
     page = logged_in_page(playtester)
     page.goto(f"/saves/{played.save_id}/timeline/")
@@ -172,7 +157,7 @@ def test_why_not_this_turn_from_the_timeline_explains_that_turns_chunk(logged_in
     expect(page.locator("tr.result").first.locator("td[data-explain=fused]")).to_contain_text("RRF 0.")
 
 
-def test_the_new_htmx_states_fit_a_phone_and_pass_axe(phone_page, login, author, world, axe, vector_memory):  # noqa: F811
+def test_the_new_htmx_states_fit_a_phone_and_pass_axe(phone_page, login, author, world, axe, vector_memory):
     """The states this file adds, at 390x844: the rewind summary with its out-of-band swaps, the
     undo row of an inline delete and the restored row, meaning-search scores, a search asked
     about one chunk with its report."""

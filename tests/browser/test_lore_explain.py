@@ -3,13 +3,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.memory.test_context_lore import QUESTION, demo  # noqa: F401  (the demo save fixture)
-from tests.fakes import vector_memory  # noqa: F401  (fixture)
+from tests.plugins.demo import QUESTION
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_explain_panel_says_why_each_entry_is_in_or_out(page, login, playtester, demo):  # noqa: F811
+def test_explain_panel_says_why_each_entry_is_in_or_out(page, login, playtester, demo):
     failures: list[str] = []
     page.on("pageerror", lambda exc: failures.append(str(exc)))
     demo.universe.members.add(playtester)

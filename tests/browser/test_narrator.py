@@ -7,9 +7,7 @@ import pytest
 from playwright.sync_api import expect
 
 from studio.saves.models import Event, NarratorSnapshot
-from tests.browser.test_playtesting import eager  # noqa: F401  (fixture)
 from tests.llm_server import Reply, ScriptedLLMServer, operation_of
-from tests.fakes import vector_memory  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -18,7 +16,7 @@ SECOND = "Fog hides the quay; somewhere a bell rings twice."
 
 
 @pytest.fixture
-def narrator_server(settings, eager, vector_memory):  # noqa: F811
+def narrator_server(settings, eager, vector_memory):
     script = {"reply": Reply(content=FIRST, chunk_delay=0.15)}
     server = ScriptedLLMServer(lambda request: script["reply"] if operation_of(request) == "narrate" else Reply(content="{}")).start()
     settings.AXIOM_LLM_BASE_URL = server.base_url

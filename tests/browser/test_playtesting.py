@@ -9,32 +9,11 @@ import pytest
 
 from studio.memory.models import Fact, Observation
 from studio.saves.models import Event, Save
-from tests.fakes import vector_memory  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-@pytest.fixture
-def eager(settings):
-    settings.AXIOM_JOBS_EAGER = True
-    settings.REDIS_URL = ""
-    return settings
-
-
-@pytest.fixture
-def played(game_save, vector_memory, eager):  # noqa: F811
-    vector_memory.embed_chunks(
-        game_save.save_id,
-        [
-            {"turn_id": 1, "text": "Kaël docks at Port Vey with contraband."},
-            {"turn_id": 2, "text": "Mira lends Kaël ten silver crowns."},
-            {"turn_id": 3, "text": "A storm drowns the harbour lights."},
-        ],
-    )
-    return game_save
-
-
-def test_append_a_turn(logged_in_page, playtester, played):  # noqa: F811
+def test_append_a_turn(logged_in_page, playtester, played):
     page = logged_in_page(playtester)
     page.goto(played.get_absolute_url())
     page.fill("#id_player_input", "I pay Mira back.")
@@ -52,7 +31,7 @@ def test_append_a_turn(logged_in_page, playtester, played):  # noqa: F811
     assert "twelve silver crowns" in page.locator("#results").inner_text()
 
 
-def test_rewind_with_preview_and_confirm(logged_in_page, playtester, played):  # noqa: F811
+def test_rewind_with_preview_and_confirm(logged_in_page, playtester, played):
     page = logged_in_page(playtester)
     page.goto(f"/saves/{played.save_id}/rewind/")
     page.fill("#id_turn", "1")
@@ -73,7 +52,7 @@ def test_rewind_with_preview_and_confirm(logged_in_page, playtester, played):  #
     assert list(Event.objects.filter(game_save=played).values_list("turn_id", flat=True)) == [1]
 
 
-def test_fork_from_here(logged_in_page, playtester, played, vector_memory):  # noqa: F811
+def test_fork_from_here(logged_in_page, playtester, played, vector_memory):
     page = logged_in_page(playtester)
     page.goto(f"/saves/{played.save_id}/rewind/?turn=2")
     page.fill("#fork-form input[name=name]", "What if Mira refused")
@@ -88,7 +67,7 @@ def test_fork_from_here(logged_in_page, playtester, played, vector_memory):  # n
     assert played.current_turn == 3
 
 
-def test_playground_with_explain_and_why_not(logged_in_page, playtester, played):  # noqa: F811
+def test_playground_with_explain_and_why_not(logged_in_page, playtester, played):
     page = logged_in_page(playtester)
     page.goto(f"/memory/{played.save_id}/search/")
     page.fill("#id_q", "silver crowns")
@@ -107,7 +86,7 @@ def test_playground_with_explain_and_why_not(logged_in_page, playtester, played)
     assert "In the results at rank 1 of 1." in page.locator("#why-not-verdict").inner_text()
 
 
-def test_belief_page_with_its_chart(logged_in_page, playtester, played):  # noqa: F811
+def test_belief_page_with_its_chart(logged_in_page, playtester, played):
     played.memory_mode = "living"
     played.current_turn = 30
     played.save()
@@ -134,7 +113,7 @@ def test_belief_page_with_its_chart(logged_in_page, playtester, played):  # noqa
     assert "Kaël might pay." in page.locator("ol.history").inner_text()
 
 
-def test_context_viewer_explains_each_item(logged_in_page, playtester, played, vector_memory):  # noqa: F811
+def test_context_viewer_explains_each_item(logged_in_page, playtester, played, vector_memory):
     from studio.memory.models import MentalModel
 
     played.memory_mode = "living"

@@ -5,13 +5,12 @@ from __future__ import annotations
 import pytest
 
 from studio.memory.models import RecordedQuery
-from tests.fakes import vector_memory  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
-def searchable(game_save, vector_memory):  # noqa: F811
+def searchable(game_save, vector_memory):
     vector_memory.embed_chunks(game_save.save_id, [
         {"turn_id": 1, "text": "Kaël docks at Port Vey with contraband."},
         {"turn_id": 2, "text": "Mira lends Kaël ten silver crowns."},

@@ -6,13 +6,12 @@ import pytest
 
 from studio.saves import portable
 from studio.saves.models import Save
-from tests.fakes import vector_memory  # noqa: F401  (fixture)
 from tests.saves.portable_support import rich_save
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_export_then_import_in_the_browser(page, login, playtester, universe, vector_memory, settings, tmp_path):  # noqa: F811
+def test_export_then_import_in_the_browser(page, login, playtester, universe, vector_memory, settings, tmp_path):
     settings.AXIOM_JOBS_EAGER, settings.REDIS_URL = True, ""
     failures: list[str] = []
     page.on("response", lambda r: r.status >= 400 and not r.url.endswith("/favicon.ico") and failures.append(f"{r.status} {r.url}"))

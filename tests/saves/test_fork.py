@@ -15,7 +15,6 @@ from studio.saves.checkpoints import CheckpointManager, InvalidTurnError
 from studio.saves.models import Event, Save
 
 from .scenario import play_turn, snapshot
-from .test_rewind import story, vector, world  # noqa: F401 - shared fixtures
 
 pytestmark = pytest.mark.django_db
 

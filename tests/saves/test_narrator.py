@@ -16,49 +16,12 @@ from studio.saves.models import AlternativeStatus, DraftStatus, Event, NarratorD
 from studio.saves.narrator import services
 from studio.saves.narrator.prompt import DEFAULT_INSTRUCTIONS, build_narrator_prompt, render_instructions
 from studio.universes.models import UniverseMeta
-from tests.llm_server import Reply, ScriptedLLMServer, operation_of, scripted_pipeline_responder, user_prompt
-from tests.memory.jobs_support import eager_jobs  # noqa: F401
+from tests.llm_server import Reply, operation_of, user_prompt
+from tests.plugins.narrator import STORY
 
 pytestmark = pytest.mark.django_db
 
-STORY = "Rain drums on the harbour roofs. Mira looks up from her ledger and smiles at you."
 HX = {"HTTP_HX_REQUEST": "true"}
-
-
-class Narrator:
-    """The scripted server's answer to narrator requests; everything else gets the pipeline's."""
-
-    def __init__(self):
-        self.reply = Reply(content=STORY)
-        self.pipeline = scripted_pipeline_responder()
-
-    def __call__(self, request):
-        if operation_of(request) == "narrate":
-            return self.reply
-        return self.pipeline(request)
-
-
-@pytest.fixture
-def narrator(settings, eager_jobs, vector_memory):  # noqa: F811
-    script = Narrator()
-    server = ScriptedLLMServer(script).start()
-    settings.AXIOM_LLM_BASE_URL = server.base_url
-    settings.AXIOM_LLM_MODEL = "test-model"
-    settings.AXIOM_LLM_MAX_RETRIES = 1
-    settings.AXIOM_LLM_TIMEOUT = 5
-    script.server = server
-    yield script
-    server.stop()
-
-
-@pytest.fixture
-def meta(universe):
-    for key, value in {
-        "player_character": "Wren Halloway", "narrator_style": "terse, present tense", "tone": "melancholy",
-        "era": "forty-one years after the Long Tide", "season": "late autumn",
-    }.items():
-        UniverseMeta.objects.create(universe=universe, key=key, value=value)
-    return universe
 
 
 @pytest.fixture
@@ -91,7 +54,7 @@ def test_instructions_fill_meta_drop_empty_lines_and_keep_unknown_placeholders()
     assert custom == "Speak as Mira to Wren in grim words. {{typo_key}}"
 
 
-def test_prompt_has_meta_recent_turns_memory_and_the_action(game_save, meta, vector_memory):  # noqa: F811
+def test_prompt_has_meta_recent_turns_memory_and_the_action(game_save, meta, vector_memory):
     vector_memory.embed_chunk(game_save.save_id, 2, "Mira lends you ten silver crowns.")
     prompt = build_narrator_prompt(game_save=game_save, player_input="I ask Mira about the silver crowns")
     assert "terse, present tense" in prompt.system and "Wren Halloway" in prompt.system and "season: late autumn" in prompt.system
@@ -270,7 +233,7 @@ def test_no_model_pages_of_a_living_save_say_how_to_connect_one(tester, game_sav
     assert "No language model is connected" not in tester.get(reverse(name, args=[game_save.save_id])).content.decode()
 
 
-def test_without_a_model_the_console_still_takes_a_turn_by_hand(tester, game_save, settings, eager_jobs, vector_memory):  # noqa: F811
+def test_without_a_model_the_console_still_takes_a_turn_by_hand(tester, game_save, settings, eager_jobs, vector_memory):
     settings.AXIOM_LLM_BASE_URL = ""
     page = tester.get(url("detail", game_save)).content.decode()
     assert 'id="append-form"' in page and 'id="narrate-form"' not in page and "No language model is connected" in page
@@ -317,7 +280,7 @@ def _snapshot(game_save, turn_id: int) -> NarratorSnapshot:
     )
 
 
-def test_rewind_drops_later_snapshots_and_fork_copies_earlier_ones(game_save, vector_memory):  # noqa: F811
+def test_rewind_drops_later_snapshots_and_fork_copies_earlier_ones(game_save, vector_memory):
     from studio.saves.checkpoints import CheckpointManager
 
     for turn in (1, 2, 3):

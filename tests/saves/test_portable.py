@@ -19,7 +19,6 @@ from studio.universes.models import LoreEntry, Universe
 from .portable_support import T0, rich_save, table_counts
 from .scenario import snapshot
 from tests.fakes import FakeVectorMemory
-from tests.memory.jobs_support import eager_jobs, fake_vectors, living_universe, llm_server  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 

@@ -16,7 +16,7 @@ import itertools
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from studio.saves import portable
@@ -31,7 +31,6 @@ from tests.fakes import FakeVectorMemory
 
 pytestmark = pytest.mark.django_db
 
-FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),
@@ -48,13 +47,11 @@ def read_or_refuse(data: bytes):
         return None
 
 
-@FUZZ
 @given(raw=st.binary(max_size=600), as_gzip=st.booleans())
 def test_any_bytes_are_read_or_refused_cleanly(raw, as_gzip):
     assert read_or_refuse(gzip.compress(raw) if as_gzip else raw) is None
 
 
-@FUZZ
 @given(doc=json_values, header=st.booleans())
 def test_any_json_is_checked_or_refused_cleanly(doc, header):
     if header and isinstance(doc, dict):
@@ -87,7 +84,6 @@ def valid_file(universe) -> bytes:
     return portable.save_export(game_save=rich_save(universe)).read()
 
 
-@FUZZ
 @given(data=st.data())
 def test_a_mutated_file_imports_whole_or_not_at_all(universe, valid_file, data):
     document = json.loads(valid_file)
@@ -125,7 +121,7 @@ def test_a_mutated_file_imports_whole_or_not_at_all(universe, valid_file, data):
 _counter = itertools.count()
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(max_examples=30)
 @given(data=st.data())
 def test_random_play_round_trips_byte_for_byte(db, data):
     world, _ = Universe.objects.get_or_create(slug="prop", defaults={"name": "Prop"})

@@ -7,7 +7,7 @@ at N continues with the source's rolls, and a replay of the Event_Log recomputes
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from studio.memory.lore.activation_state import activation_state_as_of, lore_activation_replay
@@ -64,7 +64,7 @@ def test_replay_recomputes_the_recorded_rows(timed_universe, fake_vectors):
     assert rows(save) == before
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=10)
 @given(inputs=st.lists(st.sampled_from(INPUTS), min_size=2, max_size=7), data=st.data())
 def test_property_rewind_to_n_restores_the_state_recorded_at_n(timed_universe, fake_vectors,
                                                                django_capture_on_commit_callbacks, inputs, data):
@@ -84,7 +84,7 @@ def test_property_rewind_to_n_restores_the_state_recorded_at_n(timed_universe, f
     save.delete()
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=10)
 @given(inputs=st.lists(st.sampled_from(INPUTS), min_size=2, max_size=7), data=st.data(), rewound=st.booleans())
 def test_property_a_fork_at_n_continues_identically(timed_universe, fake_vectors, django_capture_on_commit_callbacks,
                                                      inputs, data, rewound):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from studio.memory.models import Observation as ObservationRow
@@ -61,7 +61,7 @@ def draw_turn(data, save, fact_counter):
     return {"facts": facts, "actions": actions, "refresh": refresh}
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(max_examples=40)
 @given(data=st.data())
 def test_rewind_restores_recorded_state(db, data):
     world, _ = Universe.objects.get_or_create(slug="prop", defaults={"name": "Prop"})

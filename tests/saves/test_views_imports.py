@@ -91,7 +91,7 @@ def test_bad_transcript_imports_nothing(client, playtester, universe):
     assert not Save.objects.exists()
 
 
-def test_import_locomo_embeds_utterances_with_dia_ids(client, playtester, universe, vector_memory):  # noqa: F811
+def test_import_locomo_embeds_utterances_with_dia_ids(client, playtester, universe, vector_memory):
     client.force_login(playtester)
     url = reverse("saves:import_locomo")
     assert 'name="memory_mode"' not in client.get(url).content.decode()
@@ -108,7 +108,7 @@ def test_import_locomo_embeds_utterances_with_dia_ids(client, playtester, univer
     assert hit["metadata"]["dia_id"] == "D1:2"
 
 
-def test_locomo_import_is_undone_when_the_store_fails(client, playtester, universe, vector_memory, monkeypatch):  # noqa: F811
+def test_locomo_import_is_undone_when_the_store_fails(client, playtester, universe, vector_memory, monkeypatch):
     def broken(*args, **kwargs):
         raise ConnectionError("store down")
 

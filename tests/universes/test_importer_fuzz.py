@@ -10,7 +10,7 @@ import zlib
 import pytest
 import tomli_w
 from django.core.exceptions import ValidationError
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import given, strategies as st
 
 from studio.universes import services
 from studio.universes.interchange import ImportFormatError
@@ -19,7 +19,6 @@ from studio.universes.interchange.sillytavern import parse_world_info
 from studio.universes.interchange.toml_io import parse_document
 from studio.universes.models import LoreEntry, LoreRevision, Universe, UniverseMeta
 
-FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=40),
@@ -58,7 +57,6 @@ def parse_or_refuse(parser, data):
         return None
 
 
-@FUZZ
 @given(raw=st.binary(max_size=400))
 def test_any_bytes_are_parsed_or_refused_cleanly(raw):
     for parser in (parse_world_info, parse_card, parse_document):
@@ -66,13 +64,11 @@ def test_any_bytes_are_parsed_or_refused_cleanly(raw):
     parse_or_refuse(parse_card, png_with_text(b"chara", raw))
 
 
-@FUZZ
 @given(doc=world_info | json_values)
 def test_any_world_info_json_is_parsed_or_refused_cleanly(doc):
     parse_or_refuse(parse_world_info, json.dumps(doc).encode())
 
 
-@FUZZ
 @given(doc=card | json_values, as_png=st.booleans(), keyword=st.sampled_from([b"chara", b"ccv3"]))
 def test_any_card_is_parsed_or_refused_cleanly(doc, as_png, keyword):
     data = json.dumps(doc).encode()
@@ -91,7 +87,6 @@ def db_state(universe):
 
 
 @pytest.mark.django_db
-@FUZZ
 @given(doc=toml_docs)
 def test_universe_as_code_import_is_all_or_nothing(universe, author, doc):
     before = db_state(universe)
@@ -107,7 +102,6 @@ def test_universe_as_code_import_is_all_or_nothing(universe, author, doc):
 
 
 @pytest.mark.django_db
-@FUZZ
 @given(doc=world_info)
 def test_lore_import_writes_everything_or_nothing(universe, author, doc):
     before = db_state(universe)

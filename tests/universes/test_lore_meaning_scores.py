@@ -6,12 +6,11 @@ import re
 
 import pytest
 
-from tests.fakes import vector_memory  # noqa: F401  (fixture: the real pipeline, the hashing embedder)
 
 pytestmark = pytest.mark.django_db
 
 
-def test_meaning_search_rows_show_the_engines_scores(author_client, universe, vector_memory):  # noqa: F811
+def test_meaning_search_rows_show_the_engines_scores(author_client, universe, vector_memory):
     entries = [{"entry_id": e.entry_id, "text": e.text, "title": e.title} for e in universe.lore_entries.all()]
     vector_memory.sync_lore(universe.lore_scope_id, entries)
     query = "harbour town smuggler"

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from studio.universes import services
 from studio.universes.interchange import ImportFormatError
@@ -134,7 +134,7 @@ def test_nul_characters_are_a_clear_error(universe):
 _text = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\x00"), max_size=80)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=30)
 @given(title=_text.filter(lambda t: t.strip() == t and t), text=_text, key=_text.filter(lambda k: k.strip() == k and k),
        extra=_text)
 def test_round_trip_property(author, title, text, key, extra):
