@@ -25,7 +25,7 @@ from django.db.models import Q
 
 from studio.memory.models import MentalModel as MentalModelRow
 from studio.memory.models import subject_key_for
-from studio.memory.turn_rows import RowRollback, bounded_read, save_pk
+from studio.memory.turn_rows import RowRollback, bounded_read, save_pk_for
 
 __all__ = [
     "MentalModel",
@@ -97,7 +97,7 @@ def upsert_mental_model(
     text = (summary or "").strip()
     if not text:
         return None
-    pk = save_pk(save_id)
+    pk = save_pk_for(save_id)
     name = (subject or "").strip()
     key = subject_key_for(name)
     turn = int(turn_id)
@@ -151,7 +151,7 @@ def get_mental_models(
     the model for that subject (case-insensitive; "" is the world model); `limit` caps rows.
     """
     return bounded_read(
-        MentalModelRow.objects.filter(game_save_id=save_pk(save_id)), turn_field="created_turn_id",
+        MentalModelRow.objects.filter(game_save_id=save_pk_for(save_id)), turn_field="created_turn_id",
         max_turn_id=max_turn_id, subject=subject, order_by=("-updated_turn_id", "-id"), limit=limit,
         convert=MentalModel.from_row,
     )
@@ -159,7 +159,7 @@ def get_mental_models(
 
 def count_mental_models(save_id: str) -> int:
     """Return the number of stored mental models for a save (a cheap COUNT)."""
-    return MentalModelRow.objects.filter(game_save_id=save_pk(save_id)).count()
+    return MentalModelRow.objects.filter(game_save_id=save_pk_for(save_id)).count()
 
 
 def stale_subjects(save_id: str, *, max_turn_id: int | None = None, limit: int = 5) -> list[str]:
@@ -170,7 +170,7 @@ def stale_subjects(save_id: str, *, max_turn_id: int | None = None, limit: int =
     """
     if limit is not None and limit <= 0:
         return []
-    qs = MentalModelRow.objects.filter(game_save_id=save_pk(save_id), stale=True).values_list("subject", flat=True)
+    qs = MentalModelRow.objects.filter(game_save_id=save_pk_for(save_id), stale=True).values_list("subject", flat=True)
     return bounded_read(
         qs, turn_field="created_turn_id", max_turn_id=max_turn_id, order_by=("updated_turn_id", "id"), limit=limit
     )
@@ -224,7 +224,7 @@ def models_to_roll_back(pk: int, target_turn_id: int):
     return MODEL_ROLLBACK.split(pk, target_turn_id)
 
 
-def rollback_models_for_pk(pk: int, target_turn_id: int) -> dict[str, int]:
+def rollback_mental_models_for_pk(pk: int, target_turn_id: int) -> dict[str, int]:
     """Roll back the mental models of the save with pk `pk` in the caller's transaction."""
     return MODEL_ROLLBACK.roll_back(pk, target_turn_id)
 

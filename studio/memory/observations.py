@@ -30,7 +30,7 @@ from django.db.models import Q
 from studio.memory.models import Fact as FactRow
 from studio.memory.models import Observation as ObservationRow
 from studio.memory.models import subject_key_for
-from studio.memory.turn_rows import RowRollback, bounded_read, save_pk
+from studio.memory.turn_rows import RowRollback, bounded_read, save_pk_for
 
 __all__ = [
     "TREND_NEW",
@@ -208,7 +208,7 @@ def get_observations(
     never returned.
     """
     return bounded_read(
-        ObservationRow.objects.filter(game_save_id=save_pk(save_id)), turn_field="created_turn_id",
+        ObservationRow.objects.filter(game_save_id=save_pk_for(save_id)), turn_field="created_turn_id",
         max_turn_id=max_turn_id, subject=subject, order_by=("-updated_turn_id", "-id"), limit=limit,
         convert=Observation.from_row,
     )
@@ -216,7 +216,7 @@ def get_observations(
 
 def count_observations(save_id: str) -> int:
     """Return the number of beliefs a save holds (a cheap COUNT; retired ones excluded)."""
-    return ObservationRow.objects.filter(game_save_id=save_pk(save_id)).count()
+    return ObservationRow.objects.filter(game_save_id=save_pk_for(save_id)).count()
 
 
 # -- writes --------------------------------------------------------------------------------
@@ -239,7 +239,7 @@ def insert_observation(save_id: str, obs: Observation) -> int | None:
     if not history:
         history = [_entry(CREATE, obs.created_turn_id, statement, subject, sources)]
     row = ObservationRow(
-        game_save_id=save_pk(save_id),
+        game_save_id=save_pk_for(save_id),
         statement=statement,
         subject=subject,
         sources=sources,
@@ -305,7 +305,7 @@ def apply_consolidation(
     actions = list(actions or [])
     if not actions:
         return counts
-    pk = save_pk(save_id)
+    pk = save_pk_for(save_id)
     turn = int(turn_id)
     all_ids = [i for a in actions for i in _fact_ids(a)]
     fact_turns = _resolve_fact_turns(pk, all_ids, fact_turn_map)

@@ -206,7 +206,7 @@ class CheckpointManager:
             generation = locked.timeline_generation + 1
             # Jobs of the kept turns go on to the new timeline; those of dropped turns write nothing.
             jobs.job_timeline_rewind(
-                game_save=locked, to_turn=n, generation=generation,
+                game_save=locked, target_turn=n, generation=generation,
                 memory_rewound=any(counts.get(key) for key in (
                     "beliefs_deleted", "beliefs_updated", "mental_models_deleted", "mental_models_updated")),
             )
@@ -411,7 +411,7 @@ class CheckpointManager:
                 fork_turn=n,
             )
             # Every per-turn table as it stood at n, in registry order (`studio.memory.timeline`).
-            timeline.copy_up_to(source=source, fork=fork, turn=n)
+            timeline.copy_up_to(source=source, fork=fork, target_turn=n)
             # This fork runs the job itself after commit: no runner is woken for it.
             job = jobs.job_create(
                 wake=False,

@@ -12,7 +12,7 @@ from django.test import Client
 from django.urls import reverse
 
 from studio.memory.models import RecordedQuery
-from studio.memory.query_params import LIMITS, ContextParams, InvalidParameters, SearchParams
+from studio.memory.recall.query_params import LIMITS, ContextParams, InvalidParameters, SearchParams
 from tests.api.conftest import make_api  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.django_db
