@@ -36,7 +36,7 @@ __all__ = [
     "rollback_mental_models",
     "rollback_mental_models_standalone",
     "restore_model_as_of",
-    "models_to_roll_back",
+    "mental_models_to_roll_back",
 ]
 
 
@@ -219,7 +219,7 @@ MODEL_ROLLBACK = RowRollback(
 )
 
 
-def models_to_roll_back(pk: int, target_turn_id: int):
+def mental_models_to_roll_back(pk: int, target_turn_id: int):
     """Return (models created after the target, survivors refreshed after it) as querysets."""
     return MODEL_ROLLBACK.split(pk, target_turn_id)
 

@@ -44,7 +44,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from studio.memory import jobs, timeline
-from studio.memory.mental_models import MentalModel, models_to_roll_back
+from studio.memory.mental_models import MentalModel, mental_models_to_roll_back
 from studio.memory.models import Job, JobKind, JobStatus
 from studio.memory.observations import Observation, beliefs_to_roll_back
 from studio.saves import checkpoint_rows
@@ -336,7 +336,7 @@ class CheckpointManager:
             )
         pk = current.pk
         doomed_beliefs, changed_beliefs = beliefs_to_roll_back(pk, n)
-        doomed_models, changed_models = models_to_roll_back(pk, n)
+        doomed_models, changed_models = mental_models_to_roll_back(pk, n)
         beliefs_changed = []
         for row in changed_beliefs.order_by("-updated_turn_id", "-id"):
             values = checkpoint_rows.belief_values_at(row, n)
