@@ -17,7 +17,7 @@ from studio.memory.models import ENTITY_SEPARATOR, entity_index_for
 from studio.memory.models import Fact as FactRow
 from studio.memory.turn_rows import RowRollback, bounded_read, save_pk_for
 
-__all__ = ["Fact", "insert_facts", "get_facts", "count_facts", "rollback_facts", "save_pk_for"]
+__all__ = ["Fact", "insert_facts", "get_facts", "count_facts", "rollback_facts"]
 
 
 @dataclass
@@ -70,14 +70,14 @@ def insert_facts(save_id: str, turn_id: int, facts: list[Fact]) -> list[int]:
     kept = [f for f in facts or [] if _text(f.statement).strip()]
     if not kept:
         return []
-    pk = save_pk_for(save_id)
+    save_pk = save_pk_for(save_id)
     turn = int(turn_id)
     rows = []
     for f in kept:
         entities = [str(e) for e in (f.entities or []) if str(e).strip()]
         rows.append(
             FactRow(
-                game_save_id=pk,
+                game_save_id=save_pk,
                 turn_id=turn,
                 statement=_text(f.statement).strip(),
                 fact_type=_text(f.fact_type).strip() or "world",

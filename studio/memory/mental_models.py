@@ -97,7 +97,7 @@ def upsert_mental_model(
     text = (summary or "").strip()
     if not text:
         return None
-    pk = save_pk_for(save_id)
+    save_pk = save_pk_for(save_id)
     name = (subject or "").strip()
     key = subject_key_for(name)
     turn = int(turn_id)
@@ -107,12 +107,12 @@ def upsert_mental_model(
             with transaction.atomic():
                 row = (
                     MentalModelRow.objects.select_for_update()
-                    .filter(game_save_id=pk, subject_key=key)
+                    .filter(game_save_id=save_pk, subject_key=key)
                     .first()
                 )
                 if row is None:
                     row = MentalModelRow(
-                        game_save_id=pk,
+                        game_save_id=save_pk,
                         subject=name,
                         summary=text,
                         sources=ids,
@@ -219,14 +219,14 @@ MODEL_ROLLBACK = RowRollback(
 )
 
 
-def mental_models_to_roll_back(pk: int, target_turn_id: int):
+def mental_models_to_roll_back(save_pk: int, target_turn_id: int):
     """Return (models created after the target, survivors refreshed after it) as querysets."""
-    return MODEL_ROLLBACK.split(pk, target_turn_id)
+    return MODEL_ROLLBACK.split(save_pk, target_turn_id)
 
 
-def rollback_mental_models_for_pk(pk: int, target_turn_id: int) -> dict[str, int]:
-    """Roll back the mental models of the save with pk `pk` in the caller's transaction."""
-    return MODEL_ROLLBACK.roll_back(pk, target_turn_id)
+def rollback_mental_models_for_pk(save_pk: int, target_turn_id: int) -> dict[str, int]:
+    """`rollback_mental_models` for the save whose integer key is `save_pk`, in the caller's transaction."""
+    return MODEL_ROLLBACK.roll_back(save_pk, target_turn_id)
 
 
 def rollback_mental_models(save_id: str, target_turn_id: int) -> dict[str, int]:

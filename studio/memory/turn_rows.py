@@ -37,7 +37,7 @@ __all__ = [
 
 
 def save_pk_for(save_id) -> int:
-    """Return the integer pk of the save named by `save_id` (a public id or a `Save`).
+    """Return the `save_pk` (the Save row's integer key) of the save named by `save_id` (a public id or a `Save`).
 
     Raise `Save.DoesNotExist` for an unknown id: writing memory for a save that does not
     exist is a caller bug, not something to paper over.
