@@ -16,7 +16,7 @@ from studio.api.http import Params, api_view, json_body, page, page_params
 from studio.api.openapi import build_openapi
 from studio.memory import selectors as memory_selectors
 from studio.memory.observations import TRENDS
-from studio.memory.query_params import (
+from studio.memory.recall.query_params import (
     DEFAULT_K,
     DEFAULT_K_LORE,
     DEFAULT_K_NARRATIVE,

@@ -4,8 +4,10 @@
 turns on a long save) counting the source facts from that turn, a step line with the
 cumulative proof count, the recent and older windows `compute_trend` reads (so the trend
 badge can be checked by eye), and a marker for each CREATE / UPDATE / DELETE of its
-history. Every text that reaches the markup is escaped; the SVG uses presentation
-attributes and classes only (the studio's CSP forbids inline styles).
+history. The numbers (bins, windows, coordinates as the markup prints them) are computed
+here; the markup is the `evidence-svg` partial of `memory/belief_detail.html`, so Django's
+autoescaping covers every text that reaches it. The SVG uses presentation attributes and
+classes only (the studio's CSP forbids inline styles).
 """
 from __future__ import annotations
 
@@ -13,8 +15,8 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from django.utils.html import escape
-from django.utils.safestring import SafeString, mark_safe
+from django.template.loader import render_to_string
+from django.utils.safestring import SafeString
 
 from studio.memory.observations import compute_trend
 
@@ -23,15 +25,25 @@ OLD_TURNS = 45
 MAX_BARS = 60
 
 
+CHART_TEMPLATE = "memory/belief_detail.html#evidence-svg"
+HISTORY_COLOURS = {"CREATE": "#23308f", "UPDATE": "#b26a00", "DELETE": "#c62828"}
+OTHER_COLOUR = "#687085"
+
+
 @dataclass
 class EvidenceChart:
-    svg: SafeString
+    layout: dict  # what the template draws: sizes, windows, ticks, bars, line, markers
     bins: list[tuple[int, int, int]]  # (first turn, last turn, source count)
     cumulative: list[tuple[int, int]]  # (turn, proof count after that turn)
     trend: str
     first_turn: int
     last_turn: int
     bin_width: int
+
+    @property
+    def svg(self) -> SafeString:
+        """The chart as SVG markup (the template's partial rendered with `layout`)."""
+        return render_to_string(CHART_TEMPLATE, {"layout": self.layout})
 
 
 def _nice_ticks(lo: int, hi: int, count: int = 6) -> list[int]:
@@ -71,9 +83,39 @@ def evidence_chart(
             cumulative.append((t, running))
     trend = compute_trend(turns, now_turn, recent_turns=RECENT_TURNS, old_turns=OLD_TURNS)
 
+    layout = _layout(
+        turns=turns, history=history or [], bins=bins, cumulative=cumulative, trend=trend,
+        now_turn=now_turn, first=first, last=last, span=span, width=width, height=height,
+    )
+    return EvidenceChart(
+        layout=layout,
+        bins=bins,
+        cumulative=cumulative,
+        trend=trend,
+        first_turn=first,
+        last_turn=last,
+        bin_width=bin_width,
+    )
+
+
+def _f(value: float) -> str:
+    """A coordinate as the markup prints it (one decimal)."""
+    return f"{value:.1f}"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _layout(
+    *, turns: list[int], history: list[dict], bins: list[tuple[int, int, int]], cumulative: list[tuple[int, int]],
+    trend: str, now_turn: int, first: int, last: int, span: int, width: int, height: int,
+) -> dict:
+    """Return everything the chart template draws, coordinates already formatted."""
     left, right, top, bottom = 36, 44, 16, 28
     plot_w = width - left - right
     plot_h = height - top - bottom
+    base = top + plot_h  # the x axis
     max_bar = max((b[2] for b in bins), default=0) or 1
     max_total = max(len(turns), 1)
     # Bars use the lower part of the plot, so the cumulative line above them stays legible.
@@ -83,109 +125,67 @@ def evidence_chart(
         return left + (turn - first) / span * plot_w
 
     def y_bar(n: int) -> float:
-        return top + plot_h - n / max_bar * bar_h
+        return base - n / max_bar * bar_h
 
     def y_total(n: int) -> float:
-        return top + plot_h - n / max_total * plot_h
+        return base - n / max_total * plot_h
 
-    parts: list[str] = []
-    title = f"Evidence over turns: {len(turns)} source fact{'s' if len(turns) != 1 else ''}, trend {trend.upper()} at turn {now_turn}"
-    parts.append(
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart evidence-chart" viewBox="0 0 {width} {height}" '
-        f'width="{width}" height="{height}" role="img" aria-labelledby="evidence-title evidence-desc">'
-    )
-    parts.append(f'<title id="evidence-title">{escape(title)}</title>')
-    desc = "; ".join(f"turn {a}{'' if a == b else f'-{b}'}: {n}" for a, b, n in bins if n) or "no sources"
-    parts.append(f'<desc id="evidence-desc">Source facts per turn: {escape(desc)}</desc>')
     # The windows compute_trend reads: the recent one and the older one behind it.
-    old_lo = max(now_turn - OLD_TURNS, first - 0.5)
-    recent_lo = max(now_turn - RECENT_TURNS, first - 0.5)
-    parts.append(
-        f'<rect class="window-old" x="{x_of(old_lo + 0.5):.1f}" y="{top}" '
-        f'width="{max(x_of(recent_lo + 0.5) - x_of(old_lo + 0.5), 0):.1f}" height="{plot_h}" fill="#f3f4f8"/>'
-    )
-    parts.append(
-        f'<rect class="window-recent" x="{x_of(recent_lo + 0.5):.1f}" y="{top}" '
-        f'width="{max(x_of(now_turn + 1) - x_of(recent_lo + 0.5), 0):.1f}" height="{plot_h}" fill="#e8edff"/>'
-    )
-    parts.append(
-        f'<text class="window-label" x="{x_of(recent_lo + 0.5) + 3:.1f}" y="{top - 4}" '
-        f'font-size="10" fill="#4a55a2">recent ({RECENT_TURNS} turns)</text>'
-    )
-    if x_of(recent_lo + 0.5) - x_of(old_lo + 0.5) > 60:
-        parts.append(
-            f'<text class="window-label" x="{x_of(old_lo + 0.5) + 3:.1f}" y="{top - 4}" '
-            f'font-size="10" fill="#687085">older</text>'
-        )
-    # Axes and ticks.
-    parts.append(
-        f'<line x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}" stroke="#9aa0b0"/>'
-        f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + plot_h}" stroke="#9aa0b0"/>'
-    )
-    for tick in _nice_ticks(first, last):
-        x = x_of(tick + 0.5)
-        parts.append(
-            f'<line x1="{x:.1f}" y1="{top + plot_h}" x2="{x:.1f}" y2="{top + plot_h + 4}" stroke="#9aa0b0"/>'
-            f'<text x="{x:.1f}" y="{height - 10}" text-anchor="middle" font-size="10" fill="#687085">{tick}</text>'
-        )
-    parts.append(
-        f'<text x="{left - 6}" y="{y_bar(max_bar) + 4:.1f}" text-anchor="end" font-size="10" fill="#3d5afe">{max_bar}</text>'
-        f'<text x="{left - 6}" y="{top + plot_h}" text-anchor="end" font-size="10" fill="#687085">0</text>'
-        f'<text x="{left + plot_w / 2:.1f}" y="{height - 0.5}" text-anchor="middle" font-size="10" fill="#687085">turn</text>'
-    )
-    # Bars: source facts per turn (or bin).
+    old_x = x_of(max(now_turn - OLD_TURNS, first - 0.5) + 0.5)
+    recent_x = x_of(max(now_turn - RECENT_TURNS, first - 0.5) + 0.5)
+    desc = "; ".join(f"turn {a}{'' if a == b else f'-{b}'}: {n}" for a, b, n in bins if n) or "no sources"
+
     bar_w = plot_w / len(bins)
+    bars = []
     for index, (a, b, n) in enumerate(bins):
-        if not n:
-            continue
-        x = left + index * bar_w
-        y = y_bar(n)
-        label = f"turn {a}" if a == b else f"turns {a}-{b}"
-        parts.append(
-            f'<rect class="bar" data-turn="{a}" data-count="{n}" x="{x + 1:.1f}" y="{y:.1f}" '
-            f'width="{max(bar_w - 2, 1):.1f}" height="{top + plot_h - y:.1f}" fill="#8c9eff">'
-            f"<title>{escape(label)}: {n} source fact{'s' if n != 1 else ''}</title></rect>"
-        )
-    # Cumulative proof count as a step line (own scale: 0..total).
+        if n:
+            y = y_bar(n)
+            bars.append({
+                "turn": a, "count": n, "x": _f(left + index * bar_w + 1), "y": _f(y),
+                "width": _f(max(bar_w - 2, 1)), "height": _f(base - y),
+                "title": f"{f'turn {a}' if a == b else f'turns {a}-{b}'}: {_plural(n, 'source fact')}",
+            })
+
+    line = None
     if turns:
         points = []
         previous_y = y_total(0)
         for t, total in cumulative:
             x = x_of(t)
-            points.append(f"{x:.1f},{previous_y:.1f}")
+            points.append(f"{_f(x)},{_f(previous_y)}")
             previous_y = y_total(total)
-            points.append(f"{x:.1f},{previous_y:.1f}")
-        points.append(f"{x_of(last + 1):.1f},{previous_y:.1f}")
-        parts.append(
-            f'<polyline class="cumulative" points="{" ".join(points)}" fill="none" stroke="#1b873f" stroke-width="2">'
-            f"<title>proof count over turns (now {len(turns)})</title></polyline>"
-        )
-        parts.append(
-            f'<text x="{left + plot_w + 4}" y="{previous_y + 4:.1f}" font-size="10" fill="#1b873f">'
-            f"{len(turns)} proof{'s' if len(turns) != 1 else ''}</text>"
-        )
-    # History markers.
-    colours = {"CREATE": "#23308f", "UPDATE": "#b26a00", "DELETE": "#c62828"}
-    for entry in history or []:
+            points.append(f"{_f(x)},{_f(previous_y)}")
+        points.append(f"{_f(x_of(last + 1))},{_f(previous_y)}")
+        line = {"points": " ".join(points), "total": len(turns), "label_x": left + plot_w + 4,
+                "label_y": _f(previous_y + 4), "label": _plural(len(turns), "proof")}
+
+    markers = []
+    for entry in history:
         turn = int(entry.get("turn_id") or 0)
-        if turn < first or turn > last:
-            continue
-        action = str(entry.get("action", "")).upper()
-        x = x_of(turn + 0.5)
-        statement = str(entry.get("statement", ""))[:160]
-        parts.append(
-            f'<g class="history-marker" data-action="{escape(action)}" data-turn="{turn}">'
-            f'<path d="M{x - 5:.1f},{top + plot_h + 10} L{x + 5:.1f},{top + plot_h + 10} L{x:.1f},{top + plot_h + 2} Z" '
-            f'fill="{colours.get(action, "#687085")}"/>'
-            f"<title>{escape(action)} at turn {turn}: {escape(statement)}</title></g>"
-        )
-    parts.append("</svg>")
-    return EvidenceChart(
-        svg=mark_safe("".join(parts)),  # noqa: S308 - every interpolated text above is escaped
-        bins=bins,
-        cumulative=cumulative,
-        trend=trend,
-        first_turn=first,
-        last_turn=last,
-        bin_width=bin_width,
-    )
+        if first <= turn <= last:
+            action = str(entry.get("action", "")).upper()
+            x = x_of(turn + 0.5)
+            markers.append({
+                "action": action, "turn": turn, "fill": HISTORY_COLOURS.get(action, OTHER_COLOUR),
+                "path": f"M{_f(x - 5)},{base + 10} L{_f(x + 5)},{base + 10} L{_f(x)},{base + 2} Z",
+                "statement": str(entry.get("statement", ""))[:160],
+            })
+
+    return {
+        "width": width, "height": height, "left": left, "top": top, "right_x": left + plot_w, "base": base,
+        "plot_h": plot_h,
+        "title": f"Evidence over turns: {_plural(len(turns), 'source fact')}, trend {trend.upper()} at turn {now_turn}",
+        "desc": desc,
+        "old": {"x": _f(old_x), "width": _f(max(recent_x - old_x, 0)), "label_x": _f(old_x + 3),
+                "labelled": recent_x - old_x > 60},
+        "recent": {"x": _f(recent_x), "width": _f(max(x_of(now_turn + 1) - recent_x, 0)),
+                   "label_x": _f(recent_x + 3), "turns": RECENT_TURNS},
+        "label_y": top - 4,
+        "ticks": [{"x": _f(x_of(tick + 0.5)), "label": tick} for tick in _nice_ticks(first, last)],
+        "tick_end": base + 4,
+        "tick_label_y": height - 10,
+        "axis_label_x": left - 6,
+        "max_bar": max_bar, "max_bar_y": _f(y_bar(max_bar) + 4),
+        "turn_label_x": _f(left + plot_w / 2), "turn_label_y": height - 0.5,
+        "bars": bars, "line": line, "markers": markers,
+    }

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 from studio.memory.models import ENTITY_SEPARATOR, entity_index_for
 from studio.memory.models import Fact as FactRow
-from studio.memory.turn_rows import RowRollback, bounded_read, save_pk
+from studio.memory.turn_rows import RowRollback, bounded_read, save_pk_for
 
-__all__ = ["Fact", "insert_facts", "get_facts", "count_facts", "rollback_facts", "save_pk"]
+__all__ = ["Fact", "insert_facts", "get_facts", "count_facts", "rollback_facts"]
 
 
 @dataclass
@@ -70,14 +70,14 @@ def insert_facts(save_id: str, turn_id: int, facts: list[Fact]) -> list[int]:
     kept = [f for f in facts or [] if _text(f.statement).strip()]
     if not kept:
         return []
-    pk = save_pk(save_id)
+    save_pk = save_pk_for(save_id)
     turn = int(turn_id)
     rows = []
     for f in kept:
         entities = [str(e) for e in (f.entities or []) if str(e).strip()]
         rows.append(
             FactRow(
-                game_save_id=pk,
+                game_save_id=save_pk,
                 turn_id=turn,
                 statement=_text(f.statement).strip(),
                 fact_type=_text(f.fact_type).strip() or "world",
@@ -115,7 +115,7 @@ def get_facts(
     `entity` keeps facts whose entities list contains that name (case-insensitive exact
     match); `limit` caps the rows. None means no bound / no filter.
     """
-    qs = FactRow.objects.filter(game_save_id=save_pk(save_id))
+    qs = FactRow.objects.filter(game_save_id=save_pk_for(save_id))
     if entity is not None:
         needle = str(entity).strip().casefold()
         if not needle:
@@ -129,16 +129,16 @@ def get_facts(
 
 def count_facts(save_id: str) -> int:
     """Return the number of stored facts for a save (a cheap COUNT)."""
-    return FactRow.objects.filter(game_save_id=save_pk(save_id)).count()
+    return FactRow.objects.filter(game_save_id=save_pk_for(save_id)).count()
 
 
 # Facts never change once written: a rollback only deletes the later ones.
 FACT_ROLLBACK = RowRollback(model=FactRow, created_field="turn_id")
 
 
-def delete_facts_after(save_pk_value: int, target_turn_id: int) -> int:
+def rollback_facts_for_pk(save_pk: int, target_turn_id: int) -> int:
     """Delete facts after `target_turn_id` in the caller's transaction; return the count."""
-    return FACT_ROLLBACK.roll_back(save_pk_value, target_turn_id)["deleted"]
+    return FACT_ROLLBACK.roll_back(save_pk, target_turn_id)["deleted"]
 
 
 def rollback_facts(save_id: str, target_turn_id: int) -> int:

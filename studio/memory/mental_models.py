@@ -25,7 +25,7 @@ from django.db.models import Q
 
 from studio.memory.models import MentalModel as MentalModelRow
 from studio.memory.models import subject_key_for
-from studio.memory.turn_rows import RowRollback, bounded_read, save_pk
+from studio.memory.turn_rows import RowRollback, bounded_read, save_pk_for
 
 __all__ = [
     "MentalModel",
@@ -36,7 +36,7 @@ __all__ = [
     "rollback_mental_models",
     "rollback_mental_models_standalone",
     "restore_model_as_of",
-    "models_to_roll_back",
+    "mental_models_to_roll_back",
 ]
 
 
@@ -97,7 +97,7 @@ def upsert_mental_model(
     text = (summary or "").strip()
     if not text:
         return None
-    pk = save_pk(save_id)
+    save_pk = save_pk_for(save_id)
     name = (subject or "").strip()
     key = subject_key_for(name)
     turn = int(turn_id)
@@ -107,12 +107,12 @@ def upsert_mental_model(
             with transaction.atomic():
                 row = (
                     MentalModelRow.objects.select_for_update()
-                    .filter(game_save_id=pk, subject_key=key)
+                    .filter(game_save_id=save_pk, subject_key=key)
                     .first()
                 )
                 if row is None:
                     row = MentalModelRow(
-                        game_save_id=pk,
+                        game_save_id=save_pk,
                         subject=name,
                         summary=text,
                         sources=ids,
@@ -151,7 +151,7 @@ def get_mental_models(
     the model for that subject (case-insensitive; "" is the world model); `limit` caps rows.
     """
     return bounded_read(
-        MentalModelRow.objects.filter(game_save_id=save_pk(save_id)), turn_field="created_turn_id",
+        MentalModelRow.objects.filter(game_save_id=save_pk_for(save_id)), turn_field="created_turn_id",
         max_turn_id=max_turn_id, subject=subject, order_by=("-updated_turn_id", "-id"), limit=limit,
         convert=MentalModel.from_row,
     )
@@ -159,7 +159,7 @@ def get_mental_models(
 
 def count_mental_models(save_id: str) -> int:
     """Return the number of stored mental models for a save (a cheap COUNT)."""
-    return MentalModelRow.objects.filter(game_save_id=save_pk(save_id)).count()
+    return MentalModelRow.objects.filter(game_save_id=save_pk_for(save_id)).count()
 
 
 def stale_subjects(save_id: str, *, max_turn_id: int | None = None, limit: int = 5) -> list[str]:
@@ -170,7 +170,7 @@ def stale_subjects(save_id: str, *, max_turn_id: int | None = None, limit: int =
     """
     if limit is not None and limit <= 0:
         return []
-    qs = MentalModelRow.objects.filter(game_save_id=save_pk(save_id), stale=True).values_list("subject", flat=True)
+    qs = MentalModelRow.objects.filter(game_save_id=save_pk_for(save_id), stale=True).values_list("subject", flat=True)
     return bounded_read(
         qs, turn_field="created_turn_id", max_turn_id=max_turn_id, order_by=("updated_turn_id", "id"), limit=limit
     )
@@ -219,14 +219,14 @@ MODEL_ROLLBACK = RowRollback(
 )
 
 
-def models_to_roll_back(pk: int, target_turn_id: int):
+def mental_models_to_roll_back(save_pk: int, target_turn_id: int):
     """Return (models created after the target, survivors refreshed after it) as querysets."""
-    return MODEL_ROLLBACK.split(pk, target_turn_id)
+    return MODEL_ROLLBACK.split(save_pk, target_turn_id)
 
 
-def rollback_models_for_pk(pk: int, target_turn_id: int) -> dict[str, int]:
-    """Roll back the mental models of the save with pk `pk` in the caller's transaction."""
-    return MODEL_ROLLBACK.roll_back(pk, target_turn_id)
+def rollback_mental_models_for_pk(save_pk: int, target_turn_id: int) -> dict[str, int]:
+    """`rollback_mental_models` for the save whose integer key is `save_pk`, in the caller's transaction."""
+    return MODEL_ROLLBACK.roll_back(save_pk, target_turn_id)
 
 
 def rollback_mental_models(save_id: str, target_turn_id: int) -> dict[str, int]:

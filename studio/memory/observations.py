@@ -18,6 +18,12 @@ also gets back the statement and subject it had at N, rebuilt from its history t
 (whose later entries are dropped), and a belief DELETEd after N comes back (a DELETE keeps
 the row as a tombstone, `deleted_turn_id`). So nothing learnt after N survives a rewind.
 See docs/living-memory.md.
+
+Names. The engine contract calls a belief an observation: its names stay (`Observation`,
+`observation_id`, `get_observations`, `count_observations`, `insert_observation`,
+`rollback_observations[_standalone]`, `obs`); everything else here says belief
+(`restore_belief_as_of`, `beliefs_to_roll_back`, `rollback_beliefs_for_pk`). A `save_id`
+is the save's public id, a `save_pk` its row's integer key (docs/architecture.md, "Glossary").
 """
 from __future__ import annotations
 
@@ -30,7 +36,7 @@ from django.db.models import Q
 from studio.memory.models import Fact as FactRow
 from studio.memory.models import Observation as ObservationRow
 from studio.memory.models import subject_key_for
-from studio.memory.turn_rows import RowRollback, bounded_read, save_pk
+from studio.memory.turn_rows import RowRollback, bounded_read, save_pk_for
 
 __all__ = [
     "TREND_NEW",
@@ -208,7 +214,7 @@ def get_observations(
     never returned.
     """
     return bounded_read(
-        ObservationRow.objects.filter(game_save_id=save_pk(save_id)), turn_field="created_turn_id",
+        ObservationRow.objects.filter(game_save_id=save_pk_for(save_id)), turn_field="created_turn_id",
         max_turn_id=max_turn_id, subject=subject, order_by=("-updated_turn_id", "-id"), limit=limit,
         convert=Observation.from_row,
     )
@@ -216,7 +222,7 @@ def get_observations(
 
 def count_observations(save_id: str) -> int:
     """Return the number of beliefs a save holds (a cheap COUNT; retired ones excluded)."""
-    return ObservationRow.objects.filter(game_save_id=save_pk(save_id)).count()
+    return ObservationRow.objects.filter(game_save_id=save_pk_for(save_id)).count()
 
 
 # -- writes --------------------------------------------------------------------------------
@@ -239,7 +245,7 @@ def insert_observation(save_id: str, obs: Observation) -> int | None:
     if not history:
         history = [_entry(CREATE, obs.created_turn_id, statement, subject, sources)]
     row = ObservationRow(
-        game_save_id=save_pk(save_id),
+        game_save_id=save_pk_for(save_id),
         statement=statement,
         subject=subject,
         sources=sources,
@@ -256,7 +262,7 @@ def insert_observation(save_id: str, obs: Observation) -> int | None:
     return row.pk
 
 
-def _resolve_fact_turns(pk: int, fact_ids: list[int], fact_turn_map: dict[int, int]) -> dict[int, int]:
+def _resolve_fact_turns(save_pk: int, fact_ids: list[int], fact_turn_map: dict[int, int]) -> dict[int, int]:
     """Map cited fact ids to turns: `fact_turn_map` first, then this save's Fact rows.
 
     Ids that are neither (a hallucinated citation, a fact of another save) are dropped.
@@ -270,7 +276,7 @@ def _resolve_fact_turns(pk: int, fact_ids: list[int], fact_turn_map: dict[int, i
     missing = [i for i in fact_ids if i not in known]
     if missing:
         known.update(
-            FactRow.objects.filter(game_save_id=pk, pk__in=missing).values_list("pk", "turn_id")
+            FactRow.objects.filter(game_save_id=save_pk, pk__in=missing).values_list("pk", "turn_id")
         )
     return known
 
@@ -305,10 +311,10 @@ def apply_consolidation(
     actions = list(actions or [])
     if not actions:
         return counts
-    pk = save_pk(save_id)
+    save_pk = save_pk_for(save_id)
     turn = int(turn_id)
     all_ids = [i for a in actions for i in _fact_ids(a)]
-    fact_turns = _resolve_fact_turns(pk, all_ids, fact_turn_map)
+    fact_turns = _resolve_fact_turns(save_pk, all_ids, fact_turn_map)
 
     def sources_for(action) -> list[dict]:
         return _clean_sources(
@@ -326,7 +332,7 @@ def apply_consolidation(
                     continue
                 sources = sources_for(action)
                 ObservationRow(
-                    game_save_id=pk,
+                    game_save_id=save_pk,
                     statement=statement,
                     subject=subject,
                     sources=sources,
@@ -346,7 +352,7 @@ def apply_consolidation(
                 continue
             row = (
                 ObservationRow.objects.select_for_update()
-                .filter(game_save_id=pk, pk=observation_id)
+                .filter(game_save_id=save_pk, pk=observation_id)
                 .first()
             )
             if row is None:
@@ -463,18 +469,18 @@ BELIEF_ROLLBACK = RowRollback(
 )
 
 
-def beliefs_to_roll_back(pk: int, target_turn_id: int):
+def beliefs_to_roll_back(save_pk: int, target_turn_id: int):
     """Return (rows created after the target, survivors changed after it) as querysets.
 
     Both include retired beliefs; the second finds its rows through the indexed
     `updated_turn_id` / `last_source_turn` columns, never by scanning every belief.
     """
-    return BELIEF_ROLLBACK.split(pk, target_turn_id)
+    return BELIEF_ROLLBACK.split(save_pk, target_turn_id)
 
 
-def rollback_beliefs_for_pk(pk: int, target_turn_id: int) -> dict[str, int]:
-    """Roll back the beliefs of the save with pk `pk` in the caller's transaction."""
-    return BELIEF_ROLLBACK.roll_back(pk, target_turn_id)
+def rollback_beliefs_for_pk(save_pk: int, target_turn_id: int) -> dict[str, int]:
+    """`rollback_observations` for the save whose integer key is `save_pk`, in the caller's transaction."""
+    return BELIEF_ROLLBACK.roll_back(save_pk, target_turn_id)
 
 
 def rollback_observations(save_id: str, target_turn_id: int) -> dict[str, int]:

@@ -69,7 +69,7 @@ TURN_COLUMN = re.compile(r"(^|_)turn(_id)?$")
 
 @dataclass
 class ForkContext:
-    """What a table's `copy` sees: the source save (locked), the new fork and the turn.
+    """What a table's `copy` sees: the source save (locked), the new fork and `target_turn`.
 
     `ids[name]` maps the pks of a table's source rows to the fork's new pks, for the tables
     after it (beliefs cite facts, mental models cite beliefs); a table that remaps ids
@@ -78,7 +78,7 @@ class ForkContext:
 
     source: Any
     fork: Any
-    turn: int
+    target_turn: int
     ids: dict[str, dict[int, int]] = field(default_factory=dict)
 
     def ids_of(self, name: str) -> dict[int, int]:
@@ -141,7 +141,7 @@ class TurnTable:
             return {name: turn_rows.count_after(model, save.pk, n)} if counted else {}
 
         def copy(ctx: ForkContext) -> None:
-            turn_rows.copy_turn_rows(model, ctx.source.pk, ctx.fork.pk, ctx.turn)
+            turn_rows.copy_turn_rows(model, ctx.source.pk, ctx.fork.pk, ctx.target_turn)
 
         return cls(
             name=name,
@@ -262,12 +262,12 @@ def count_rollback(save, n: int) -> dict[str, int]:
     return counts
 
 
-def copy_up_to(*, source, fork, turn: int) -> ForkContext:
-    """Copy every registered table of `source` as it stood at `turn` into `fork`.
+def copy_up_to(*, source, fork, target_turn: int) -> ForkContext:
+    """Copy every registered table of `source` as it stood at `target_turn` into `fork`.
 
     Runs in the caller's transaction; return the context with the id maps the copies made.
     """
-    ctx = ForkContext(source=source, fork=fork, turn=turn)
+    ctx = ForkContext(source=source, fork=fork, target_turn=target_turn)
     for entry in registered_tables():
         if entry.copy is not None:
             entry.copy(ctx)

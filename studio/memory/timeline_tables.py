@@ -98,15 +98,15 @@ def _rolled(rule: turn_rows.RowRollback, prefix: str, labels: tuple[str, str]):
 
 
 def _copy_facts(ctx: timeline.ForkContext) -> None:
-    ctx.ids["facts"] = copy_facts(ctx.source.pk, ctx.fork.pk, ctx.turn)
+    ctx.ids["facts"] = copy_facts(ctx.source.pk, ctx.fork.pk, ctx.target_turn)
 
 
 def _copy_beliefs(ctx: timeline.ForkContext) -> None:
-    ctx.ids["beliefs"] = copy_beliefs(ctx.source.pk, ctx.fork.pk, ctx.turn, ctx.ids_of("facts"))
+    ctx.ids["beliefs"] = copy_beliefs(ctx.source.pk, ctx.fork.pk, ctx.target_turn, ctx.ids_of("facts"))
 
 
 def _copy_models(ctx: timeline.ForkContext) -> None:
-    copy_models(ctx.source.pk, ctx.fork.pk, ctx.turn, ctx.ids_of("beliefs"))
+    copy_models(ctx.source.pk, ctx.fork.pk, ctx.target_turn, ctx.ids_of("beliefs"))
 
 
 TABLES = [
@@ -148,9 +148,9 @@ TABLES = [
     timeline.TurnTable(
         name="lore_activations",
         model=LoreActivation,
-        rollback=lambda save, n: {"lore_activations": lore_activation_rollback(save=save, to_turn=n)},
+        rollback=lambda save, n: {"lore_activations": lore_activation_rollback(save=save, target_turn=n)},
         count=lambda save, n: {"lore_activations": turn_rows.count_after(LoreActivation, save.pk, n)},
-        copy=lambda ctx: lore_activation_copy(source=ctx.source, target=ctx.fork, up_to_turn=ctx.turn),
+        copy=lambda ctx: lore_activation_copy(source=ctx.source, fork=ctx.fork, target_turn=ctx.target_turn),
         section="lore_activation",
         order=70,
         labels={"lore_activations": "Lore activation records"},

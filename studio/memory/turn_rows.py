@@ -26,7 +26,7 @@ from django.db.models import Q, QuerySet
 from studio.memory.models import subject_key_for
 
 __all__ = [
-    "save_pk",
+    "save_pk_for",
     "bounded_read",
     "RowRollback",
     "update_rows",
@@ -36,8 +36,8 @@ __all__ = [
 ]
 
 
-def save_pk(save_id) -> int:
-    """Return the integer pk of the save named by `save_id` (a public id or a `Save`).
+def save_pk_for(save_id) -> int:
+    """Return the `save_pk` (the Save row's integer key) of the save named by `save_id` (a public id or a `Save`).
 
     Raise `Save.DoesNotExist` for an unknown id: writing memory for a save that does not
     exist is a caller bug, not something to paper over.
@@ -137,7 +137,7 @@ class RowRollback:
         caller has none), so a failure never leaves the rows half rolled back.
         """
         with transaction.atomic():
-            return self.roll_back(save_pk(save_id), target_turn_id)
+            return self.roll_back(save_pk_for(save_id), target_turn_id)
 
 
 def update_rows(model, rows, field_names: list[str]) -> None:

@@ -53,7 +53,7 @@ from studio.memory.retrieval.chunks import BOOKKEEPING_KEYS, CORE_KEYS, LORE
 from studio.memory.retrieval.config import RetrievalConfig
 from studio.memory.retrieval.corpus import CorpusCache, LocalCorpusVersions, SearchFilter
 from studio.memory.retrieval.explain import QueryResult, QueryStats, why_not
-from studio.memory.retrieval.search import HybridSearch
+from studio.memory.retrieval.hybrid import HybridSearch
 from studio.memory.retrieval.store import (
     COLLECTION_NAME,
     LOCK_FILE_NAME,

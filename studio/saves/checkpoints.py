@@ -44,7 +44,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from studio.memory import jobs, timeline
-from studio.memory.mental_models import MentalModel, models_to_roll_back
+from studio.memory.mental_models import MentalModel, mental_models_to_roll_back
 from studio.memory.models import Job, JobKind, JobStatus
 from studio.memory.observations import Observation, beliefs_to_roll_back
 from studio.saves import checkpoint_rows
@@ -206,7 +206,7 @@ class CheckpointManager:
             generation = locked.timeline_generation + 1
             # Jobs of the kept turns go on to the new timeline; those of dropped turns write nothing.
             jobs.job_timeline_rewind(
-                game_save=locked, to_turn=n, generation=generation,
+                game_save=locked, target_turn=n, generation=generation,
                 memory_rewound=any(counts.get(key) for key in (
                     "beliefs_deleted", "beliefs_updated", "mental_models_deleted", "mental_models_updated")),
             )
@@ -336,7 +336,7 @@ class CheckpointManager:
             )
         pk = current.pk
         doomed_beliefs, changed_beliefs = beliefs_to_roll_back(pk, n)
-        doomed_models, changed_models = models_to_roll_back(pk, n)
+        doomed_models, changed_models = mental_models_to_roll_back(pk, n)
         beliefs_changed = []
         for row in changed_beliefs.order_by("-updated_turn_id", "-id"):
             values = checkpoint_rows.belief_values_at(row, n)
@@ -411,7 +411,7 @@ class CheckpointManager:
                 fork_turn=n,
             )
             # Every per-turn table as it stood at n, in registry order (`studio.memory.timeline`).
-            timeline.copy_up_to(source=source, fork=fork, turn=n)
+            timeline.copy_up_to(source=source, fork=fork, target_turn=n)
             # This fork runs the job itself after commit: no runner is woken for it.
             job = jobs.job_create(
                 wake=False,

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -130,6 +131,18 @@ def test_evidence_chart_bins_a_long_save():
     assert chart.bin_width > 1 and len(chart.bins) <= 60
     assert sum(n for _, _, n in chart.bins) == len(range(1, 1001, 7))
     assert chart.cumulative[-1] == (1000, len(range(1, 1001, 7)))
+
+
+def test_evidence_chart_markup_is_unchanged_by_the_template():
+    """The chart's SVG, byte for byte as it was when Python strings built it (the fixture was
+    written by the string version): bars, windows, ticks, line, markers and escaping."""
+    history = [
+        {"action": "CREATE", "turn_id": 1, "statement": "Kael <trusts> \"Ilya\" & 'Mara'"},
+        {"action": "UPDATE", "turn_id": 9, "statement": "x"},
+    ]
+    chart = evidence_chart(source_turns=[1, 2, 2, 5, 9], history=history, now_turn=12)
+    expected = (Path(__file__).parent / "fixtures" / "evidence_chart.svg").read_text().rstrip("\n")
+    assert str(chart.svg) == expected
 
 
 def test_mental_models_with_sources_and_refresh(client, playtester, memory):

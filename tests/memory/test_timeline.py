@@ -100,7 +100,7 @@ def test_exempt_models_say_why():
 
 
 def test_a_fork_copy_that_needs_ids_not_copied_yet_is_a_clear_error():
-    ctx = timeline.ForkContext(source=None, fork=None, turn=3)
+    ctx = timeline.ForkContext(source=None, fork=None, target_turn=3)
     with pytest.raises(LookupError, match="has not copied 'facts' yet"):
         ctx.ids_of("facts")
 

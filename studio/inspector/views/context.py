@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from studio.memory.recall.context import default_focus, next_turn_context
-from studio.memory.query_params import (
+from studio.memory.recall.query_params import (
     DEFAULT_K_LORE,
     DEFAULT_K_NARRATIVE,
     DEFAULT_TOKEN_BUDGET,

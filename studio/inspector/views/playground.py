@@ -15,7 +15,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from studio.memory.query_params import DEFAULT_K, LIMITS, InvalidParameters, SearchParams
+from studio.memory.recall.query_params import DEFAULT_K, LIMITS, InvalidParameters, SearchParams
 from studio.memory.recall.search import memory_explain_chunk, memory_search
 from studio.saves.access import Access, save_for
 from studio.saves.views.saves import save_page_context

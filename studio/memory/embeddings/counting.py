@@ -1,6 +1,6 @@
 """Word and token counts for lore text.
 
-Tokens are the engine's one count (`studio.memory.tokens`: the embedding model's WordPiece
+Tokens are the engine's one count (`studio.memory.embeddings.tokens`: the embedding model's WordPiece
 tokens, or its documented approximation; `token_method()` says which); words are
 whitespace-separated runs.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from studio.memory.tokens import (  # noqa: F401  (re-exported: the lore pages' names)
+from studio.memory.embeddings.tokens import (  # noqa: F401  (re-exported: the lore pages' names)
     APPROXIMATE_METHOD,
     EMBEDDING_MAX_TOKENS,
     TOKENIZER_METHOD,

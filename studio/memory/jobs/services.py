@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from studio.memory.lore import embedding_state as lore_state
+from studio.memory.lore import embedding_state
 from studio.memory.jobs import ledger, registry, runner
 from studio.memory.models import Job, JobKind, JobStatus
 
@@ -42,7 +42,7 @@ def enqueue_sync_lore(*, universe=None, game_save=None) -> Job:
     if universe is not None:
         scope = {"universe": universe, "game_save": None}
         # The entries' state tracks the universe's own Lore Book embedding.
-        lore_state.lore_embedding_state_set(
+        embedding_state.lore_embedding_state_set(
             LoreEntry.objects.filter(universe_id=universe.pk), state=EmbeddingState.PENDING
         )
     else:

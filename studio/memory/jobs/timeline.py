@@ -43,19 +43,19 @@ TIMELINE_KINDS = (JobKind.EMBED_TURN, JobKind.LIVING_TURN, JobKind.REFRESH_MODEL
 MEMORY_READING_KINDS = (JobKind.LIVING_TURN, JobKind.REFRESH_MODELS)
 
 
-def job_timeline_rewind(*, game_save, to_turn: int, generation: int, memory_rewound: bool) -> dict[str, int]:
-    """Carry the save's per-turn jobs across a rewind to `to_turn`; return counts per outcome.
+def job_timeline_rewind(*, game_save, target_turn: int, generation: int, memory_rewound: bool) -> dict[str, int]:
+    """Carry the save's per-turn jobs across a rewind to `target_turn`; return counts per outcome.
 
     Call inside the rewind's transaction, with `game_save` the locked row as it was before
     the rewind (its `timeline_generation` the old one) and `generation` the new one.
     `memory_rewound`: the rewind rolled back beliefs or mental models (a running living or
     refresh job may have read them). Finished (done) jobs are left as they are.
 
-    - jobs of kept turns (turn <= `to_turn`) move to `generation`, whatever their state
+    - jobs of kept turns (turn <= `target_turn`) move to `generation`, whatever their state
       (queued and paused ones run on the new timeline; failed and skipped ones can be
       retried there); running living / refresh jobs are flagged to redo if `memory_rewound`;
     - a pending (queued, paused, running) mental-model refresh of a later turn is moved to
-      `to_turn` and carried the same way;
+      `target_turn` and carried the same way;
     - jobs of dropped turns stay on the old generation: a queued or paused one ends skipped
       when a runner reaches it, a running one at its write, a retried one at its start;
       none writes anything.
@@ -67,13 +67,13 @@ def job_timeline_rewind(*, game_save, to_turn: int, generation: int, memory_rewo
         timeline_generation=game_save.timeline_generation,
     ).exclude(status=JobStatus.DONE)
     pending_refresh = Q(kind=JobKind.REFRESH_MODELS, status__in=UNFINISHED)
-    kept = old.filter(Q(turn_id__lte=to_turn) | pending_refresh)
+    kept = old.filter(Q(turn_id__lte=target_turn) | pending_refresh)
     redo = kept.filter(status=JobStatus.RUNNING, kind__in=MEMORY_READING_KINDS) if memory_rewound else kept.none()
     redone = 0
     for row in redo.select_for_update():
-        row.payload = {**(row.payload or {}), REDO_KEY: f"the rewind to turn {to_turn} changed the memory it read"}
+        row.payload = {**(row.payload or {}), REDO_KEY: f"the rewind to turn {target_turn} changed the memory it read"}
         row.save(update_fields=["payload"])
         redone += 1
-    old.filter(pending_refresh, turn_id__gt=to_turn).update(turn_id=to_turn)
+    old.filter(pending_refresh, turn_id__gt=target_turn).update(turn_id=target_turn)
     carried = kept.update(timeline_generation=generation)
     return {"carried": carried, "redo": redone, "dropped": old.count()}

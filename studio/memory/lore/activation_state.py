@@ -82,18 +82,18 @@ def record_activation(*, save, turn_id: int, result: ActivationResult, seed: str
     return row
 
 
-def lore_activation_rollback(*, save, to_turn: int) -> int:
-    """Delete the activation rows after `to_turn`; return how many. Run inside the rewind's transaction."""
-    deleted, _ = LoreActivation.objects.filter(game_save=save, turn_id__gt=to_turn).delete()
+def lore_activation_rollback(*, save, target_turn: int) -> int:
+    """Delete the activation rows after `target_turn`; return how many. Run inside the rewind's transaction."""
+    deleted, _ = LoreActivation.objects.filter(game_save=save, turn_id__gt=target_turn).delete()
     return deleted
 
 
-def lore_activation_copy(*, source, target, up_to_turn: int) -> int:
-    """Copy the activation rows of `source` up to `up_to_turn` to `target` (a fork); return how many."""
+def lore_activation_copy(*, source, fork, target_turn: int) -> int:
+    """Copy the activation rows of `source` up to `target_turn` to `fork`; return how many."""
     rows = [
-        LoreActivation(game_save=target, turn_id=row.turn_id, state=row.state, activated=row.activated,
+        LoreActivation(game_save=fork, turn_id=row.turn_id, state=row.state, activated=row.activated,
                        sequence=row.sequence, seed=row.seed, book_version=row.book_version)
-        for row in LoreActivation.objects.filter(game_save=source, turn_id__lte=up_to_turn).order_by("turn_id")
+        for row in LoreActivation.objects.filter(game_save=source, turn_id__lte=target_turn).order_by("turn_id")
     ]
     LoreActivation.objects.bulk_create(rows, batch_size=500)
     return len(rows)

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from studio.memory.tokens import count_tokens
+from studio.memory.embeddings.tokens import count_tokens
 
 MAX_SCAN_DEPTH = 1000  # world-info.js MAX_SCAN_DEPTH
 DEFAULT_GROUP_WEIGHT = 100  # world-info.js DEFAULT_WEIGHT

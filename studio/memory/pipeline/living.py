@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from studio.memory import missions as missions_module
 from studio.memory.consolidate import batch_characters, consolidate_detailed
 from studio.memory.factextract import extract_facts_detailed
-from studio.memory.facts import delete_facts_after, insert_facts
+from studio.memory.facts import rollback_facts_for_pk, insert_facts
 from studio.memory.jobs import JobContext, JobPaused, JobSkipped
 from studio.memory.llm import LLMError, SpendLimitExceeded, TrackedLLM, get_llm_backend
 from studio.memory.recall.macros import macro_names
-from studio.memory.mental_models import rollback_models_for_pk, stale_subjects, upsert_mental_model
+from studio.memory.mental_models import rollback_mental_models_for_pk, stale_subjects, upsert_mental_model
 from studio.memory.models import Fact as FactRow
 from studio.memory.models import Observation as ObservationRow
 from studio.memory.models import subject_key_for
@@ -112,9 +112,9 @@ def forget_turn_outputs(save, turn_id: int) -> dict:
     those sources and are flagged stale, so the next consolidation re-examines them.
     """
     if turn_id >= save.current_turn:
-        facts = delete_facts_after(save.pk, turn_id - 1)
+        facts = rollback_facts_for_pk(save.pk, turn_id - 1)
         beliefs = rollback_beliefs_for_pk(save.pk, turn_id - 1)
-        models = rollback_models_for_pk(save.pk, turn_id - 1)
+        models = rollback_mental_models_for_pk(save.pk, turn_id - 1)
         return {"facts": facts, "beliefs": beliefs, "models": models}
     fact_ids = set(FactRow.objects.filter(game_save_id=save.pk, turn_id=turn_id).values_list("pk", flat=True))
     FactRow.objects.filter(pk__in=fact_ids).delete()

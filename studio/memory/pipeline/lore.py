@@ -11,7 +11,7 @@ import time
 
 from django.utils import timezone
 
-from studio.memory.lore import embedding_state as lore_state
+from studio.memory.lore import embedding_state
 from studio.memory.jobs import JobContext, enqueue_sync_lore
 
 
@@ -37,7 +37,7 @@ def sync_lore_not_queued(job, error: str) -> None:
 
     if job.game_save_id is not None:  # a save's sync marks no entry
         return
-    lore_state.lore_embedding_state_set(
+    embedding_state.lore_embedding_state_set(
         LoreEntry.objects.filter(universe_id=job.universe_id, embedding_state=EmbeddingState.PENDING),
         state=EmbeddingState.FAILED,
         error=error,
@@ -62,7 +62,7 @@ def run_sync_lore(ctx: JobContext):
         embedded = ctx.vectors.sync_lore(scope_id, entries)
     except Exception as exc:
         if save is None:
-            lore_state.lore_embedding_state_set(
+            embedding_state.lore_embedding_state_set(
                 unchanged_since_start, state=EmbeddingState.FAILED, error=f"{exc.__class__.__name__}: {exc}"
             )
         raise
@@ -71,7 +71,7 @@ def run_sync_lore(ctx: JobContext):
     def write(_save):
         result = {"scope_id": scope_id, "entries": len(entries), "embedded": embedded}
         if save is None:
-            lore_state.lore_embedding_state_set(unchanged_since_start, state=EmbeddingState.EMBEDDED)
+            embedding_state.lore_embedding_state_set(unchanged_since_start, state=EmbeddingState.EMBEDDED)
             queued = [enqueue_sync_lore(game_save=s).pk for s in Save.objects.filter(universe_id=job.universe_id)]
             result["save_jobs"] = queued
         return result

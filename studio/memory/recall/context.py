@@ -2,7 +2,7 @@
 
 `next_turn_context` is the one path to it: the narrator's prompt, the Context viewer, the
 JSON API's context and the recording for Lore replay call it with a `ContextParams`
-(`studio.memory.query_params`), so the viewer shows exactly what the narrator gets for the
+(`studio.memory.recall.query_params`), so the viewer shows exactly what the narrator gets for the
 same input. Without focus terms the focus is the narrator's own: the player character
 (`default_focus`). `build_memory_context` is the assembly under it. The order is the seed's
 recall hierarchy (`axiom.mental_models`), most synthetic first:
@@ -49,8 +49,8 @@ from studio.memory.recall import context_lore
 from studio.memory.recall.macros import macro_names
 from studio.memory.models import MentalModel, Observation, subject_key_for
 from studio.memory.observations import compute_trend
-from studio.memory.tokens import count_tokens
-from studio.memory.query_params import DEFAULT_K_LORE, DEFAULT_K_NARRATIVE, DEFAULT_TOKEN_BUDGET, ContextParams
+from studio.memory.embeddings.tokens import count_tokens
+from studio.memory.recall.query_params import DEFAULT_K_LORE, DEFAULT_K_NARRATIVE, DEFAULT_TOKEN_BUDGET, ContextParams
 from studio.memory.recall.search import memory_horizon, memory_search, query_record, record_context_queries, result_key
 
 __all__ = [

@@ -11,6 +11,6 @@ Bottom to top (a module imports only those above it in this list):
 - corpus.py: corpus versions and the per-process corpus cache with its BM25 views;
 - explain.py: QueryStats, the explain records, "why not this chunk?";
 - arms.py: the arms, each naming the evidence it reads;
-- search.py: the fused search (arms, fusion, focus, rerank, top k, link expansion).
+- hybrid.py: the fused search (arms, fusion, focus, rerank, top k, link expansion).
 docs/retrieval.md ("Module map") says the same with what each stage costs.
 """

@@ -28,7 +28,7 @@ from studio.memory.retrieval.chunks import result_row
 
 if TYPE_CHECKING:  # pragma: no cover
     from studio.memory.retrieval.corpus import SearchFilter
-    from studio.memory.retrieval.search import HybridSearch
+    from studio.memory.retrieval.hybrid import HybridSearch
 
 EXPLAIN_KEYS = (
     "semantic_rank",

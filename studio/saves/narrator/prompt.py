@@ -33,7 +33,7 @@ from studio.memory.recall.macros import (
     macro_names_from_meta,
     play_meta,
 )
-from studio.memory.query_params import DEFAULT_TOKEN_BUDGET, LIMITS, ContextParams
+from studio.memory.recall.query_params import DEFAULT_TOKEN_BUDGET, LIMITS, ContextParams
 
 TEMPLATE_KEY = "narrator_instructions"
 KNOWN_KEYS = ("narrator_style", "tone", PLAYER_CHARACTER_META, "era")

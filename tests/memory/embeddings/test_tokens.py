@@ -1,9 +1,9 @@
-"""One token counter (`studio.memory.tokens`) for lore counts, the context budget and activation."""
+"""One token counter (`studio.memory.embeddings.tokens`) for lore counts, the context budget and activation."""
 from __future__ import annotations
 
 from types import SimpleNamespace
 
-from studio.memory import tokens
+from studio.memory.embeddings import tokens
 from studio.memory.recall import context
 from studio.memory.lore_activation import spec_from_entry
 from studio.memory.embeddings import counting

@@ -156,11 +156,11 @@ def test_a_running_memory_job_is_flagged_to_redo_only_when_the_rewind_rolled_bac
     common = {"universe_id": game_save.universe_id, "game_save": game_save, "status": JobStatus.RUNNING}
     living = Job.objects.create(kind=JobKind.LIVING_TURN, turn_id=1, payload={"worker": "w"}, **common)
     embed = Job.objects.create(kind=JobKind.EMBED_TURN, turn_id=1, payload={"worker": "w"}, **common)
-    jobs.job_timeline_rewind(game_save=game_save, to_turn=2, generation=1, memory_rewound=False)
+    jobs.job_timeline_rewind(game_save=game_save, target_turn=2, generation=1, memory_rewound=False)
     living.refresh_from_db()
     assert living.timeline_generation == 1 and "redo" not in living.payload
     game_save.timeline_generation = 1
-    jobs.job_timeline_rewind(game_save=game_save, to_turn=2, generation=2, memory_rewound=True)
+    jobs.job_timeline_rewind(game_save=game_save, target_turn=2, generation=2, memory_rewound=True)
     living.refresh_from_db()
     embed.refresh_from_db()
     assert living.timeline_generation == 2 and "rewind to turn 2" in living.payload["redo"]

@@ -67,7 +67,7 @@ def test_state_as_of_reads_the_newest_row_at_or_before_n(fresh_save):
 
 def test_rollback_restores_the_state_recorded_at_n(fresh_save):
     results = [play_turn(fresh_save, text) for text in ["ring the bell", "", "", "oath", "bell"]]
-    assert lore_activation_rollback(save=fresh_save, to_turn=2) == 3
+    assert lore_activation_rollback(save=fresh_save, target_turn=2) == 3
     assert sorted(LoreActivation.objects.filter(game_save=fresh_save).values_list("turn_id", flat=True)) == [1, 2]
     assert activation_state_as_of(save=fresh_save, turn_id=99) == results[1].state
     # The bell rang at turn 1 and is sticky at 2; at 3 its sticky window ends and the cooldown starts.
@@ -86,7 +86,7 @@ def test_fork_copies_rows_and_continues_identically(fresh_save):
     for event in Event.objects.filter(game_save=fresh_save, turn_id__lte=2):
         Event.objects.create(game_save=fork, turn_id=event.turn_id, player_input=event.player_input,
                              narrative=event.narrative)
-    assert lore_activation_copy(source=fresh_save, target=fork, up_to_turn=2) == 2
+    assert lore_activation_copy(source=fresh_save, fork=fork, target_turn=2) == 2
     assert activation_state_as_of(save=fork, turn_id=2) == activation_state_as_of(save=fresh_save, turn_id=2)
     parent_turn_3 = LoreActivation.objects.get(game_save=fresh_save, turn_id=3)
     forked = play_turn(fork, "coin oath")
@@ -127,7 +127,7 @@ def test_property_rewind_to_n_gives_the_state_recorded_at_n(fresh_save, inputs, 
         save = Save.objects.create(universe=fresh_save.universe, name="P", save_id="prop-save")
         recorded = {result.turn: result.state for result in (play_turn(save, text) for text in inputs)}
         n = data.draw(st.integers(min_value=0, max_value=len(inputs)))
-        lore_activation_rollback(save=save, to_turn=n)
+        lore_activation_rollback(save=save, target_turn=n)
         assert activation_state_as_of(save=save, turn_id=len(inputs)) == recorded.get(n, activation_state_as_of(
             save=save, turn_id=0))
         transaction.savepoint_rollback(sid)

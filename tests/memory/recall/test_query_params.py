@@ -12,7 +12,7 @@ from django.test import Client
 from django.urls import reverse
 
 from studio.memory.models import RecordedQuery
-from studio.memory.query_params import LIMITS, ContextParams, InvalidParameters, SearchParams
+from studio.memory.recall.query_params import LIMITS, ContextParams, InvalidParameters, SearchParams
 
 pytestmark = pytest.mark.django_db
 HX = {"HTTP_HX_REQUEST": "true"}

@@ -58,7 +58,7 @@ def check_lore_activation(items: list, ctx: CheckContext, where: str) -> list[di
             return value
         unknown = set(value) - {"sticky", "cooldown", "first_matched"}
         if unknown:
-            c.add(loc, f"holds {', '.join(sorted(unknown))}; a lore state has sticky, cooldown and first_matched")
+            c.add(loc, f"holds {', '.join(sorted(unknown))}; a lore activation state has sticky, cooldown and first_matched")
             return INVALID
         try:
             parsed = LoreState.from_dict(value)
