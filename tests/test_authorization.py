@@ -111,6 +111,7 @@ RULES: dict[str, tuple[str, str]] = {
     "memory:replay": ("member", "-"),
     "memory:jobs": ("member", "-"),
     "memory:job_retry": ("-", "player"),
+    "memory:jobs_retry_skipped": ("-", "player"),
     # API tokens (studio pages for the user's own tokens)
     "api_tokens:list": ("any", "-"),
     "api_tokens:create": ("-", "any"),

@@ -707,9 +707,24 @@ def _paths() -> dict[str, Any]:
         "/saves/{save_id}/jobs/{job_id}/retry": {
             "parameters": [SAVE_ID, JOB_ID],
             "post": operation(
-                "retryJob", "Queue a failed, skipped or paused job again.",
+                "retryJob", "Queue a failed, skipped or paused job again (a per-turn job a rewind skipped: "
+                "on the live timeline if its turn still exists; 409 with the reason if the rewind dropped it).",
                 {"200": json_response("The job, queued.", ref("Job"))}, tag="Jobs",
                 errors={**READ_ERRORS, "403": error("Forbidden"), "409": error("Conflict")},
+            ),
+        },
+        "/saves/{save_id}/jobs/retry-skipped": {
+            "parameters": [SAVE_ID],
+            "post": operation(
+                "retrySkippedJobs",
+                "Queue again every skipped memory job (embedding, living, refresh) of the save whose turn is "
+                "still on its live timeline; the others are left and counted.",
+                {"200": json_response("How many were recovered and left.", obj(
+                    {"recovered": INTEGER, "left": INTEGER, "reasons": {"type": "array", "items": STRING}},
+                    ["recovered", "left", "reasons"],
+                ))},
+                tag="Jobs",
+                errors={**READ_ERRORS, "403": error("Forbidden")},
             ),
         },
     }

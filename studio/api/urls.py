@@ -26,6 +26,7 @@ urlpatterns = [
     path("saves/<str:save_id>/jobs", views.job_list, name="job_list"),
     path("saves/<str:save_id>/jobs/<int:job_id>", views.job_detail, name="job_detail"),
     path("saves/<str:save_id>/jobs/<int:job_id>/retry", views.job_retry, name="job_retry"),
+    path("saves/<str:save_id>/jobs/retry-skipped", views.jobs_retry_skipped, name="jobs_retry_skipped"),
     path("saves/<str:save_id>/export", views_portable.save_export, name="save_export"),
     path("universes/<str:slug>/saves/import", views_portable.save_import, name="save_import"),
     # Anything else under /api/v1/ answers a JSON 404 (after authentication), not an HTML page.

@@ -443,6 +443,15 @@ def job_retry(request: HttpRequest, save_id: str, job_id: int) -> JsonResponse:
     return JsonResponse(serializers.job_json(job))
 
 
+@api_view("POST")
+def jobs_retry_skipped(request: HttpRequest, save_id: str) -> JsonResponse:
+    """Retry the save's skipped memory jobs of turns still on its live timeline."""
+    from studio.memory.jobs import jobs_retry_skipped as retry_skipped
+
+    save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
+    return JsonResponse(retry_skipped(game_save=save))
+
+
 # -- anything else under /api/ -------------------------------------------------------------
 
 

@@ -281,3 +281,11 @@ def job_get(*, game_save: Save, job_id: int) -> Job | None:
 def jobs_active(*, game_save: Save) -> bool:
     """True while a job of the save is queued or running (the Jobs page keeps polling)."""
     return jobs_active_for_save(game_save=game_save)
+
+
+def jobs_skipped_memory(*, game_save: Save) -> bool:
+    """True when a per-turn memory job of the save ended skipped (the Jobs page offers to retry them)."""
+    from studio.memory.jobs import TIMELINE_KINDS
+    from studio.memory.models import JobStatus
+
+    return jobs_for_save(game_save=game_save).filter(kind__in=TIMELINE_KINDS, status=JobStatus.SKIPPED).exists()

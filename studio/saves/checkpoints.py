@@ -24,7 +24,11 @@ fork carries, as it stood at N (new ids for every row, fact ids remapped in beli
 belief ids remapped in mental-model sources; the fork takes the source's timeline
 generation, from which it counts its own rewinds, so its seeded lore rolls after N are the
 source's), and copies the vector chunks after commit as a FORK_VECTORS job, run the same
-way; the original is untouched. The jobs' handlers are in `studio.saves.vector_jobs`
+way; the original is untouched. Work the source had not finished for turns <= N (its latest
+embedding or living job of a turn not done: queued, running, paused, failed, skipped) is
+done again for the fork, so the fork ends with the memory a finished source has: the copy
+job embeds those turns after copying (it cannot clear them), and the fork queues its own
+living jobs for them, in turn order. The jobs' handlers are in `studio.saves.vector_jobs`
 (registered by `SavesConfig.ready()`).
 
 With `expected_current_turn`, a rewind first checks, under the save's lock, that the save
@@ -49,7 +53,7 @@ from studio.memory.models import Job, JobKind, JobStatus
 from studio.memory.observations import Observation, beliefs_to_roll_back
 from studio.saves import checkpoint_rows
 from studio.saves.errors import TurnConflict
-from studio.saves.models import Save
+from studio.saves.models import Event, Save
 from studio.saves.vector_jobs import PENDING_STATUSES
 
 __all__ = [
@@ -412,6 +416,13 @@ class CheckpointManager:
             )
             # Every per-turn table as it stood at n, in registry order (`studio.memory.timeline`).
             timeline.copy_up_to(source=source, fork=fork, target_turn=n)
+            # The source's turns <= n whose memory work is not done yet: the fork does it itself.
+            unfinished = jobs.jobs_unfinished_up_to(game_save=source, turn=n)
+            events = dict(
+                Event.objects.filter(game_save_id=fork.pk, turn_id__in={j.turn_id for j in unfinished})
+                .values_list("turn_id", "pk")
+            )
+            embed = sorted({j.turn_id for j in unfinished if j.kind == JobKind.EMBED_TURN and j.turn_id in events})
             # This fork runs the job itself after commit: no runner is woken for it.
             job = jobs.job_create(
                 wake=False,
@@ -421,9 +432,23 @@ class CheckpointManager:
                 turn_id=n,
                 timeline_generation=fork.timeline_generation,
                 progress=f"copy vector chunks of {source.save_id} up to turn {n}",
-                payload={"source_save_id": source.save_id, "max_turn_id": n},
+                payload={
+                    "source_save_id": source.save_id,
+                    "max_turn_id": n,
+                    # embedded by the copy, after it: {turn: the fork's Event pk}
+                    "embed_turns": [[turn, events[turn]] for turn in embed],
+                },
             )
             transaction.on_commit(lambda: self._run_fork_job(job.pk), robust=True)
+            if fork.is_living:
+                # Queued after the copy's callback, in turn order: the living jobs run as the
+                # source's would have, on the memory copied (which has nothing of these turns).
+                for row in unfinished:
+                    if row.kind == JobKind.LIVING_TURN and row.turn_id in events:
+                        jobs.enqueue_living_turn(
+                            game_save=fork, turn_id=row.turn_id, event_id=events[row.turn_id],
+                            reextract=bool((row.payload or {}).get("reextract")),
+                        )
         return fork
 
     def _run_fork_job(self, job_pk: int) -> dict[str, Any]:

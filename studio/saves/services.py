@@ -101,7 +101,7 @@ def turn_append(
         Save.objects.filter(pk=locked.pk).update(current_turn=turn_id, last_activity_at=now, updated_at=now)
         locked.current_turn = turn_id
         locked.last_activity_at = now
-        jobs.enqueue_turn(game_save=locked, turn_id=turn_id)
+        jobs.enqueue_turn(game_save=locked, turn_id=turn_id, event_id=event.pk)
     game_save.current_turn = turn_id
     game_save.last_activity_at = now
     event.game_save = game_save
@@ -121,7 +121,7 @@ def turn_update_narrative(*, game_save: Save, turn_id: int, narrative: str) -> E
         event.narrative = narrative or ""
         event.save(update_fields=["narrative"])
         Save.objects.filter(pk=locked.pk).update(updated_at=timezone.now())
-        jobs.enqueue_turn(game_save=locked, turn_id=turn_id, reextract=True)
+        jobs.enqueue_turn(game_save=locked, turn_id=turn_id, reextract=True, event_id=event.pk)
     event.game_save = game_save
     return event
 

@@ -11,6 +11,8 @@ Both are idempotent. A delete to turn N covers every pending delete to a later t
 jobs end done, "covered by job ..."). Turns played again after a failed delete had their
 chunks mixed with the dead timeline's, so after deleting > N the delete re-embeds the live
 narratives after N. A copy that is run again first clears what an earlier attempt copied.
+A fork made while the source still had turns <= N to embed lists them
+(`payload["embed_turns"]`): the copy embeds them from the fork's Events once it has copied.
 """
 from __future__ import annotations
 
@@ -69,4 +71,15 @@ def run_fork_vectors(ctx: JobContext):
         # An earlier attempt may have copied part of the chunks: start clean.
         vectors.rollback(fork.save_id, -1)
     copied = vectors.copy_save(job.payload["source_save_id"], fork.save_id, max_turn_id=job.turn_id)
-    return {"copied": copied if isinstance(copied, int) else None}
+    # Turns the source had not embedded when the fork was made: embedded here, after the
+    # copy (which replaces the fork's chunks up to its turn), from the fork's own Events as
+    # they still stand (a rewind of the fork since dropped some).
+    pending = {event_pk: turn for turn, event_pk in (job.payload or {}).get("embed_turns", [])}
+    texts = dict(
+        Event.objects.filter(game_save_id=fork.pk, pk__in=pending, turn_id__lte=fork.current_turn)
+        .values_list("turn_id", "narrative")
+    )
+    if texts:
+        ctx.progress(f"embedding {len(texts)} turn(s) the source had not embedded yet", force=True)
+        vectors.update_turn_narratives(fork.save_id, {turn: texts[turn] for turn in sorted(texts)})
+    return {"copied": copied if isinstance(copied, int) else None, "embedded_turns": sorted(texts)}

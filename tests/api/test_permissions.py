@@ -43,6 +43,7 @@ RULES = {
     ("job_list", "GET"): ("read", None, 200),
     ("job_detail", "GET"): ("read", None, 200),
     ("job_retry", "POST"): ("write", None, 200),
+    ("jobs_retry_skipped", "POST"): ("write", None, 200),
     ("save_export", "GET"): ("write", None, 200),  # reads, but needs the playtester role like an import
     ("save_import", "POST"): ("create", {
         "format": "axiom-save", "format_version": 1,

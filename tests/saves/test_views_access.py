@@ -27,6 +27,7 @@ PLAYTEST_ROUTES = {
     "saves:export": "get",
     "memory:mental_models_refresh": "post",
     "memory:job_retry": "post",
+    "memory:jobs_retry_skipped": "post",
     "memory:playground_record": "post",
     "memory:context_record": "post",
     "saves:narrate": "post",

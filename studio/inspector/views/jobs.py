@@ -9,7 +9,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
 from studio.memory import selectors
-from studio.memory.jobs import RETRYABLE_STATUSES, JobNotRetryable, job_retry
+from studio.memory.jobs import RETRYABLE_STATUSES, JobNotRetryable, job_retry, jobs_retry_skipped
 from studio.memory.models import JobStatus
 from studio.saves.access import Access, save_for
 from studio.saves.views.saves import save_page_context
@@ -24,6 +24,7 @@ def _context(request: HttpRequest, game_save, **extra) -> dict:
             "jobs": list(selectors.job_list(game_save=game_save)[:JOBS_SHOWN]),
             "active": selectors.jobs_active(game_save=game_save),
             "retryable": RETRYABLE_STATUSES,
+            "has_skipped": selectors.jobs_skipped_memory(game_save=game_save),
         }
     )
     context.update(extra)
@@ -54,7 +55,10 @@ def save_job_retry(request: HttpRequest, save_id: str, job_id: int) -> HttpRespo
     try:
         job = job_retry(job=job)
     except JobNotRetryable as exc:
-        note = f"Job {job.pk} is {exc.job.get_status_display().lower()}; nothing to retry."
+        if exc.reason:
+            note = str(exc)
+        else:
+            note = f"Job {job.pk} is {exc.job.get_status_display().lower()}; nothing to retry."
     else:
         if job.status in (JobStatus.QUEUED, JobStatus.RUNNING):
             note = f"Job {job.pk} queued again."
@@ -65,4 +69,19 @@ def save_job_retry(request: HttpRequest, save_id: str, job_id: int) -> HttpRespo
         return redirect("memory:jobs", save_id=game_save.save_id)
     # Answer 200 (not "stop polling") even when the retried job already ended (a rewind's
     # vector delete runs at once): the fragment carries its outcome.
+    return render(request, "memory/jobs.html#jobs", _context(request, game_save, note=note))
+
+
+@require_POST
+def save_jobs_retry_skipped(request: HttpRequest, save_id: str) -> HttpResponse:
+    """Retry the save's skipped memory jobs whose turns are still on its live timeline."""
+    game_save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
+    counts = jobs_retry_skipped(game_save=game_save)
+    note = f"Recovered {counts['recovered']} skipped memory job{'s' if counts['recovered'] != 1 else ''}"
+    if counts["left"]:
+        note += f"; {counts['left']} left skipped (their turns were dropped by a rewind or replaced)"
+    note += "."
+    if not request.htmx:
+        messages.info(request, note)
+        return redirect("memory:jobs", save_id=game_save.save_id)
     return render(request, "memory/jobs.html#jobs", _context(request, game_save, note=note))

@@ -11,7 +11,8 @@ Layers, each importing only the ones above it in this list:
                `AppConfig.ready()`), and the `JobContext` a handler is given;
 - `runner`     `run_job` drains a scope, `run_now` runs one immediate job here;
 - `dispatch`   hands job ids to Celery, the in-process pool, or runs them inline (eager);
-- `services`   `enqueue_*` and `job_retry` (`JobNotRetryable`), what the apps call; `selectors` the reads.
+- `services`   `enqueue_*`, `job_retry` (`JobNotRetryable`) and `jobs_retry_skipped`, what the
+               apps call; `selectors` the reads.
 
 The engine's ledger knows the models it stores against (Job, Save, Universe, LoreEntry),
 never an app's services, views or checkpoints: the saves app registers the vector jobs of
@@ -37,12 +38,20 @@ from studio.memory.jobs.runner import LOST, Outcome, batch_size, claim_batch, ru
 from studio.memory.jobs.selectors import jobs_active_for_save, jobs_for_save
 from studio.memory.jobs.services import (
     JobNotRetryable,
+    enqueue_living_turn,
     enqueue_refresh_models,
     enqueue_sync_lore,
     enqueue_turn,
     job_retry,
+    jobs_retry_skipped,
 )
-from studio.memory.jobs.timeline import TIMELINE_KINDS, job_timeline_rewind
+from studio.memory.jobs.timeline import (
+    TIMELINE_KINDS,
+    job_timeline_recover,
+    job_timeline_rewind,
+    job_turn_gone,
+    jobs_unfinished_up_to,
+)
 
 __all__ = [
     "LOST",
@@ -63,15 +72,20 @@ __all__ = [
     "PermanentJobError",
     "batch_size",
     "claim_batch",
+    "enqueue_living_turn",
     "enqueue_refresh_models",
     "enqueue_sync_lore",
     "enqueue_turn",
     "handler_for",
     "job_create",
     "job_retry",
+    "job_timeline_recover",
     "job_timeline_rewind",
+    "job_turn_gone",
     "jobs_active_for_save",
     "jobs_for_save",
+    "jobs_retry_skipped",
+    "jobs_unfinished_up_to",
     "register",
     "registered_kinds",
     "run_job",

@@ -29,18 +29,35 @@ An embedding reads only its turn's narrative, which a kept turn keeps: it is nev
 A mental-model refresh is not tied to one turn's narrative: a rewind before its turn moves
 a pending one to the rewind's target instead of dropping it (the stale models still need
 it).
+
+Recovering a job a rewind left behind (`job_timeline_recover`, called by `job_retry`): a
+skipped or failed job of an older generation is brought onto the live timeline only if its
+turn is still the turn it was queued for (`job_turn_gone`): the save's Event of that turn
+is the one recorded in the job's payload (`payload["event"]`, set for every turn job queued
+since), or, for an older job without it, was created before the job (an Event appended
+again after a rewind is newer than the old turn's jobs); and no newer job of the same kind
+and turn replaced it (an edit's re-extraction). Until issue 19's fix a rewind skipped the
+jobs of the turns it kept too; those are recovered this way, the jobs of dropped turns never.
+
+A fork at N copies memory as the source holds it; the source's turns <= N whose latest
+embedding or living job has not ended done (`jobs_unfinished_up_to`) are worked again for
+the fork (`studio.saves.checkpoints`).
 """
 from __future__ import annotations
 
-from django.db.models import Q
+from django.db.models import Max, Q
 
-from studio.memory.jobs.ledger import REDO_KEY, UNFINISHED
+from studio.memory.jobs.ledger import REDO_KEY, RETRYABLE_STATUSES, UNFINISHED
 from studio.memory.models import Job, JobKind, JobStatus
 
 # Work that belongs to a turn of a save's timeline (the other kinds never check it).
 TIMELINE_KINDS = (JobKind.EMBED_TURN, JobKind.LIVING_TURN, JobKind.REFRESH_MODELS)
 # Kinds whose reads a rewind can change under them (beliefs, mental models).
 MEMORY_READING_KINDS = (JobKind.LIVING_TURN, JobKind.REFRESH_MODELS)
+# Work on one turn's narrative: it belongs to that turn's Event.
+TURN_KINDS = (JobKind.EMBED_TURN, JobKind.LIVING_TURN)
+# The payload key naming the Event (pk) a turn job was queued for.
+EVENT_KEY = "event"
 
 
 def job_timeline_rewind(*, game_save, target_turn: int, generation: int, memory_rewound: bool) -> dict[str, int]:
@@ -77,3 +94,107 @@ def job_timeline_rewind(*, game_save, target_turn: int, generation: int, memory_
     old.filter(pending_refresh, turn_id__gt=target_turn).update(turn_id=target_turn)
     carried = kept.update(timeline_generation=generation)
     return {"carried": carried, "redo": redone, "dropped": old.count()}
+
+
+def _event_of(save_pk: int, turn_id: int):
+    from studio.saves.models import Event
+
+    return Event.objects.filter(game_save_id=save_pk, turn_id=turn_id).values("pk", "created_at").first()
+
+
+def _same_turn(job: Job, event: dict | None) -> bool:
+    """True when `event` (pk, created_at) is the turn `job` was queued for."""
+    if event is None:
+        return False
+    recorded = (job.payload or {}).get(EVENT_KEY)
+    if recorded is not None:
+        return recorded == event["pk"]
+    # A job queued before the Event pk was recorded: the turn's Event is created in the
+    # transaction that queues its jobs, just before them; a turn played again after a
+    # rewind has a newer Event than the old turn's jobs.
+    return event["created_at"] <= job.created_at
+
+
+def job_turn_gone(job: Job, save) -> str:
+    """Return why `job` is not work for a turn of `save`'s live timeline ("" when it is).
+
+    `save` must be read under its lock. A refresh of the mental models is not tied to a
+    turn's narrative: it is always live (it moves to the save's turn when recovered).
+    """
+    if job.kind not in TURN_KINDS:
+        return ""
+    turn = job.turn_id
+    if turn is None or turn > save.current_turn:
+        return f"turn {turn} was dropped by a rewind (the save is at turn {save.current_turn})"
+    if not _same_turn(job, _event_of(save.pk, turn)):
+        return (
+            f"turn {turn} was dropped by a rewind and played again since this job was queued; "
+            f"the new turn {turn} has jobs of its own"
+        )
+    newer = (
+        Job.objects.filter(game_save_id=save.pk, kind=job.kind, turn_id=turn, pk__gt=job.pk)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+        .first()
+    )
+    if newer is not None:
+        return f"job {newer} replaced it (a newer {job.get_kind_display().lower()} job of turn {turn})"
+    return ""
+
+
+def job_timeline_recover(*, job: Job, strict: bool = False) -> tuple[Job, str]:
+    """Bring a retryable per-turn job of an older generation onto its save's live timeline.
+
+    Call inside the retry's transaction. Locks the save and the job's row; returns the row
+    and "" when the job may be retried (moved to the save's generation if it was on an
+    older one), or the row and why not (`job_turn_gone`; nothing changed). A job of the
+    live generation is checked only when `strict` (a bulk recovery, which must not run an
+    edit's superseded job). A job that is not per-turn, or not retryable as it stands, is
+    returned as it is with "" (the ledger's requeue decides).
+    """
+    from studio.saves.models import Save
+
+    if job.game_save_id is None or job.kind not in TIMELINE_KINDS:
+        return job, ""
+    save = Save.objects.select_for_update().only("pk", "current_turn", "timeline_generation").get(pk=job.game_save_id)
+    row = Job.objects.select_for_update().get(pk=job.pk)
+    if row.status not in RETRYABLE_STATUSES:
+        return row, ""
+    if row.timeline_generation == save.timeline_generation and not strict:
+        return row, ""
+    why = job_turn_gone(row, save)
+    if why:
+        return row, why
+    if row.timeline_generation != save.timeline_generation:
+        row.timeline_generation = save.timeline_generation
+        fields = ["timeline_generation"]
+        if row.turn_id is not None and row.turn_id > save.current_turn:  # a refresh: as of the live turn
+            row.turn_id = save.current_turn
+            fields.append("turn_id")
+        row.save(update_fields=fields)
+    return row, ""
+
+
+def jobs_unfinished_up_to(*, game_save, turn: int) -> list[Job]:
+    """Return the latest embedding and living job of each of the save's turns <= `turn`
+    that has not ended done (queued, running, paused, failed or skipped), in turn order.
+
+    Only jobs of the turns as they stand (`_same_turn`): a job of a dropped turn whose number
+    was played again does not count. Read under the save's lock (a fork does).
+    """
+    from studio.saves.models import Event
+
+    latest = (
+        Job.objects.filter(game_save_id=game_save.pk, kind__in=TURN_KINDS, turn_id__lte=turn)
+        .values("kind", "turn_id")
+        .annotate(last=Max("pk"))
+        .values("last")
+    )
+    rows = list(Job.objects.filter(pk__in=latest).exclude(status=JobStatus.DONE).order_by("turn_id", "pk"))
+    events = {
+        row["turn_id"]: row
+        for row in Event.objects.filter(game_save_id=game_save.pk, turn_id__in={r.turn_id for r in rows}).values(
+            "turn_id", "pk", "created_at"
+        )
+    }
+    return [row for row in rows if _same_turn(row, events.get(row.turn_id))]

@@ -139,10 +139,11 @@ def _package_modules(path: Path) -> set[str]:
     "module, allowed",
     [
         ("ledger", set()),
+        ("timeline", {"ledger"}),
         ("registry", {"ledger"}),
         ("runner", {"ledger", "registry"}),
         ("dispatch", {"ledger", "runner"}),
-        ("services", {"ledger", "registry", "runner"}),
+        ("services", {"ledger", "timeline", "registry", "runner"}),
     ],
 )
 def test_each_layer_of_the_jobs_package_imports_only_those_below_it(module, allowed):

@@ -181,10 +181,11 @@ def test_a_failed_job_of_a_dropped_turn_writes_nothing_after_the_turn_number_is_
     queue_turns(django_capture_on_commit_callbacks, save, [NEW_3, "Kaël sleeps."])
     rewind(save, 3, fake_vectors, django_capture_on_commit_callbacks)  # keeps the new turn 3
     with django_capture_on_commit_callbacks(execute=True):
-        jobs.job_retry(job=old_3)
+        with pytest.raises(jobs.JobNotRetryable, match="turn 3 was dropped by a rewind and played again"):
+            jobs.job_retry(job=old_3)  # its turn is gone: refused, nothing changed (issue 19's recovery)
     drain(save)
     old_3.refresh_from_db()
-    assert old_3.status == JobStatus.SKIPPED and "timeline rewound" in old_3.progress
+    assert old_3.status == JobStatus.FAILED and old_3.timeline_generation == 0
     assert extractions_of(llm_server, TURNS[3]) == []
     assert facts_by_turn(save) == [(1, fact_for(TURNS[1])), (2, fact_for(TURNS[2])), (3, fact_for(NEW_3))]
     assert fake_vectors.texts(save.save_id) == {1: [TURNS[1]], 2: [TURNS[2]], 3: [NEW_3]}
