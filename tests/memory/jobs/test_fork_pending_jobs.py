@@ -140,7 +140,7 @@ def test_a_fork_made_while_the_source_works_ends_with_a_finished_sources_memory(
     living_universe, settings, llm_server, monkeypatch, playtester
 ):
     from studio.api.services import api_token_create
-    from tests.api.conftest import ApiClient
+    from tests.plugins.api import ApiClient
 
     settings.REDIS_URL = ""
     settings.AXIOM_JOBS_EAGER = False

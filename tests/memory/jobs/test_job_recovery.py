@@ -203,7 +203,7 @@ def test_the_recovery_needs_a_playtester_and_a_csrf_token(client, outsider, univ
 
 def test_the_api_recovers_one_job_or_a_whole_save(skipped_save, playtester, django_capture_on_commit_callbacks):
     from studio.api.services import api_token_create
-    from tests.api.conftest import ApiClient
+    from tests.plugins.api import ApiClient
 
     api = ApiClient(api_token_create(user=playtester, name="engine")[1])
     base = f"/api/v1/saves/{skipped_save.save_id}/jobs"
