@@ -6,6 +6,7 @@ one-machine set-up: SQLite under var/, a local Chroma store, jobs in-process, no
 """
 from __future__ import annotations
 
+import ipaddress
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -292,6 +293,17 @@ AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 # The address a login comes from: REMOTE_ADDR, or, behind AXIOM_PROXY_COUNT trusted proxies that
 # each append to X-Forwarded-For, the address the outermost of them saw (studio/lockout.py).
 AXIOM_PROXY_COUNT = env_int("AXIOM_PROXY_COUNT", 0)
+# The peers X-Forwarded-For is taken from (addresses or networks, comma-separated). Unset, any
+# peer's header is read (a proxy count alone); set, a request from any other peer (one that
+# reached gunicorn's port directly) is counted against its own address.
+AXIOM_TRUSTED_PROXIES = env_list("AXIOM_TRUSTED_PROXIES", [])
+for _proxy in AXIOM_TRUSTED_PROXIES:
+    try:
+        ipaddress.ip_network(_proxy, strict=False)
+    except ValueError as exc:
+        raise ImproperlyConfigured(
+            f"AXIOM_TRUSTED_PROXIES must list IP addresses or networks (e.g. 172.18.0.0/16), got {_proxy!r}"
+        ) from exc
 AXES_CLIENT_IP_CALLABLE = "studio.lockout.client_ip"
 
 # --- Production hardening (active when DEBUG is off) --------------------------------------

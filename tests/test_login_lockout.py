@@ -189,6 +189,32 @@ def test_the_counted_address_trusts_only_the_configured_proxies(rf, settings, pr
     assert client_ip(request) == expected
 
 
+@pytest.mark.parametrize(
+    ("remote", "expected"),
+    [
+        ("172.18.0.5", "198.51.100.9"),  # through the proxy: the address it saw
+        ("203.0.113.7", "203.0.113.7"),  # straight to gunicorn's port: its own address, header ignored
+        ("", None),
+    ],
+)
+def test_with_trusted_proxies_only_their_header_is_read(rf, settings, remote, expected):
+    settings.AXIOM_PROXY_COUNT = 1
+    settings.AXIOM_TRUSTED_PROXIES = ["172.18.0.0/16", "10.0.0.2"]
+    request = rf.post(LOGIN, REMOTE_ADDR=remote, HTTP_X_FORWARDED_FOR="198.51.100.9")
+    assert client_ip(request) == expected
+
+
+def test_a_client_past_the_proxy_cannot_spread_its_failures_over_made_up_addresses(client, player, settings):
+    settings.AXIOM_PROXY_COUNT = 1
+    settings.AXIOM_TRUSTED_PROXIES = ["172.18.0.0/16"]
+    statuses = [
+        client.post(LOGIN, {"username": f"guess{index}", "password": "wrong"},
+                    REMOTE_ADDR="203.0.113.7", HTTP_X_FORWARDED_FOR=f"192.0.2.{index}").status_code
+        for index in range(LIMIT)
+    ]
+    assert statuses == [200] * (LIMIT - 1) + [429]
+
+
 def test_a_spoofed_forwarded_header_does_not_reset_the_address_count(client, player):
     """Without a proxy configured, varying X-Forwarded-For is still one address."""
     statuses = [

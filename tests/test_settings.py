@@ -139,6 +139,9 @@ def test_proxy_hsts_lockout_and_static_root_are_read(tmp_path):
     assert values["HSTS"] == [3600, True, True]
     assert values["LOCKOUT"] == [True, 10, None, 1]
     assert values["STATIC_ROOT"] == str(tmp_path / "static")
+    # A trusted proxy that is no address is a clear error at start, not a 500 at login.
+    proc = load_settings({"DEBUG": "1", "AXIOM_PROXY_COUNT": "1", "AXIOM_TRUSTED_PROXIES": "nginx"})
+    assert proc.returncode != 0 and "AXIOM_TRUSTED_PROXIES must list IP addresses" in proc.stderr
     # A limit of 0 turns the lockout off.
     proc = load_settings({"DEBUG": "1", "AXIOM_LOGIN_FAILURE_LIMIT": "0"})
     assert json.loads(proc.stdout.strip().splitlines()[-1])["LOCKOUT"][0] is False
