@@ -124,6 +124,9 @@ def test_a_secondary_key_past_its_limit_is_reported_on_its_entry():
     ("/(a|ab)+c\\b/", False),
     ("/(\\s*,\\s*\\w+)+/", False),
     ("/(ba+)+\\b/", False),
+    ("/(\\w+\\s?){1,10}!/", True),  # bounded repeats take about n**k steps on a backtracking engine
+    ("/(a+){2,9}$/", True),
+    ("/(a+){1,2}$/", False),  # two iterations: at most quadratic
     ("/(a+)+$/", True),  # the key: linear on RE2 here, exponential where it is exported to
     ("Port Vey", False),
     ("/foo(/", False),  # does not compile: key_errors speaks for it
