@@ -10,7 +10,11 @@ Two kinds of finding:
   state chained from turn to turn, the play loop's seeds): entries that never activated,
   the keys that activate entries on the most turns, each entry's cost (its tokens
   times the turns it was in the prompt), and the regex keys that ran past their time limit
-  (on how many turns: each such turn counted the key as not matching).
+  (on how many turns: each such turn counted the key as not matching). The replay shares one
+  `RegexBudget` of REPLAY_REGEX_BUDGET seconds between all its turns: a key that ran past its
+  limit once is not searched again (later turns count it as not matching, and still report
+  it), and once the budget is spent no slow regex key runs for the rest of the replay
+  (`regex_budget_spent` says so), so the page answers well within the server's timeout.
 
 Cost: the book is compiled once (cached per book version); each turn's messages are scanned
 once by the book's automaton and then come from its message cache as the scan window moves
@@ -24,7 +28,14 @@ from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field
 
 from studio.memory.recall.context import DEFAULT_TOKEN_BUDGET
-from studio.memory.lore_activation import REGEX_TIMEOUT, activate, key_errors, key_hazards, scan_messages
+from studio.memory.lore_activation import (
+    REGEX_TIMEOUT,
+    RegexBudget,
+    activate,
+    key_errors,
+    key_hazards,
+    scan_messages,
+)
 from studio.memory.lore.activation_state import history_turns, lore_seed_for, universe_book
 from studio.memory.recall.macros import macro_names
 from studio.saves.models import Event
@@ -33,6 +44,7 @@ from studio.saves.models import Event
 DEFAULT_CONTEXT_BUDGET = DEFAULT_TOKEN_BUDGET  # the memory context's budget when the universe sets none
 DEFAULT_SHARE = 50  # percent of the lore budget one entry may take before it is flagged
 TOP = 25
+REPLAY_REGEX_BUDGET = 5.0  # seconds of slow (backtracking) regex search a whole replay may spend
 
 
 @dataclass
@@ -47,6 +59,8 @@ class HealthReport:
     slow_regex: list[dict] = field(default_factory=list)  # catastrophic shapes, refused at save today
     regex_timeouts: list[dict] = field(default_factory=list)  # keys past their time limit in the replay
     regex_timeout_ms: int = int(REGEX_TIMEOUT * 1000)
+    regex_budget_s: float = REPLAY_REGEX_BUDGET
+    regex_budget_spent: bool = False  # slow regex keys stopped running part-way through the replay
     oversized: list[dict] = field(default_factory=list)
     missing_links: list[dict] = field(default_factory=list)
     costs: list[dict] = field(default_factory=list)
@@ -113,8 +127,11 @@ def _missing_links(report: HealthReport, universe, book) -> None:
                                              "target_title": target})
 
 
-def _replay(report: HealthReport, book, saves) -> tuple[Counter, Counter, Counter]:
-    """Replay each save's turns through the engine; count activations, activating keys and regex timeouts."""
+def _replay(report: HealthReport, book, saves, budget: RegexBudget) -> tuple[Counter, Counter, Counter]:
+    """Replay each save's turns through the engine; count activations, activating keys and regex timeouts.
+
+    `budget` is shared by every turn: a key past its limit is tried once, slow keys stop when it is spent.
+    """
     activations: Counter = Counter()
     key_turns: Counter = Counter()
     timeouts: Counter = Counter()  # (entry index, key) -> turns its search ran past the limit
@@ -126,7 +143,8 @@ def _replay(report: HealthReport, book, saves) -> tuple[Counter, Counter, Counte
                   .values_list("turn_id", "player_input", "narrative"))
         for turn_id, player_input, narrative in events.iterator(chunk_size=500):
             result = activate(book=book, messages=scan_messages(pending_input=player_input, turns=list(history)),
-                              turn=turn_id, state=state, seed=lore_seed_for(save=save, turn_id=turn_id))
+                              turn=turn_id, state=state, seed=lore_seed_for(save=save, turn_id=turn_id),
+                              regex_budget=budget)
             state = result.state
             explanations = result.explanations
             for spec in result.activated:
@@ -151,12 +169,15 @@ def lore_health(*, universe, saves=(), share: int = DEFAULT_SHARE) -> HealthRepo
     started = time.perf_counter()
     # {{user}} / {{char}} in keys as play fills them (studio.memory.recall.macros; the universe's meta).
     book = universe_book(universe, macros=macro_names(universe=universe).as_dict())
-    report = HealthReport(entries=len(book.specs), saves=list(saves), share=share)
+    report = HealthReport(entries=len(book.specs), saves=list(saves), share=share,
+                          regex_budget_s=REPLAY_REGEX_BUDGET)
     report.budget_from_meta = book.defaults.token_budget > 0
     report.budget = book.defaults.token_budget if report.budget_from_meta else DEFAULT_CONTEXT_BUDGET
     _static_findings(report, universe, book)
     if report.saves:
-        activations, key_turns, timeouts = _replay(report, book, report.saves)
+        budget = RegexBudget(report.regex_budget_s)
+        activations, key_turns, timeouts = _replay(report, book, report.saves, budget)
+        report.regex_budget_spent = budget.remaining <= 0
         report.regex_timeouts = [
             {"entry_id": book.specs[index].entry_id, "title": book.specs[index].title, "key": key, "turns": count}
             for (index, key), count in sorted(timeouts.items(), key=lambda item: (-item[1], item[0]))]

@@ -21,6 +21,8 @@ from studio.universes.interchange.toml_io import export_universe
 from studio.universes.lore_health import lore_health
 from studio.universes.models import LoreEntry
 from tests.universes.test_card_character import DATA, book_entry, v2_card
+from studio.memory.lore_activation import REGEX_TIMEOUT
+from tests.memory.lore_activation.test_regex_keys import bomb_keys, limit_hits  # noqa: F401 - a fixture
 from tests.universes.test_lore_activation_views import form_data, url
 
 pytestmark = pytest.mark.django_db
@@ -64,6 +66,35 @@ def test_lore_health_lists_stored_catastrophic_keys_and_timeouts_in_play(author_
     assert report.regex_timeouts == [{"entry_id": "kael", "title": "Kaël", "key": BOMB, "turns": 1}]
     html = author_client.get(url(universe, "health/"), {"save": game_save.save_id}).content.decode()
     assert 'id="health-slow-regex"' in html and "ran past the limit on 1 turn of the replay" in html
+
+
+def test_lore_health_tries_a_timed_out_key_once_over_the_replay(author_client, universe, game_save, limit_hits):
+    # Before: every replayed turn holding the text paid the limit again (300 turns = 30 s).
+    store_bomb(universe, "kael", BOMB)
+    for turn in range(4, 12):
+        Event.objects.create(game_save=game_save, turn_id=turn, player_input=BOMB_TEXT, narrative="The clerk frowns.")
+    report = lore_health(universe=universe, saves=[game_save])
+    assert limit_hits == [BOMB]
+    # Still reported on every turn it counted as not matching (the text stays in the scan window).
+    assert report.regex_timeouts == [{"entry_id": "kael", "title": "Kaël", "key": BOMB, "turns": 8}]
+    assert not report.regex_budget_spent
+
+
+def test_lore_health_replay_stops_running_slow_keys_when_its_budget_is_spent(
+        author_client, universe, game_save, limit_hits, monkeypatch):
+    monkeypatch.setattr("studio.universes.lore_health.REPLAY_REGEX_BUDGET", 0.3)
+    keys = bomb_keys(12)
+    for n, key in enumerate(keys):
+        LoreEntry.objects.create(universe=universe, entry_id=f"bomb-{n}", title=f"Bomb {n}", keys=[key], text="x")
+    for turn in range(4, 8):
+        Event.objects.create(game_save=game_save, turn_id=turn, player_input=BOMB_TEXT, narrative="The clerk frowns.")
+    report = lore_health(universe=universe, saves=[game_save])
+    assert 0 < len(limit_hits) <= int(0.3 / REGEX_TIMEOUT) + 1  # before: 12 keys x 4 turns = 48
+    assert report.regex_budget_spent
+    assert sorted(row["key"] for row in report.regex_timeouts) == sorted(keys)
+    assert all(row["turns"] == 4 for row in report.regex_timeouts)
+    html = author_client.get(url(universe, "health/"), {"save": game_save.save_id}).content.decode()
+    assert 'id="health-regex-budget"' in html
 
 
 # --- refusing: the form, the bulk edit, the imports ---------------------------------------------------

@@ -25,8 +25,9 @@ Failure modes: a key that looks like `/pattern/flags` but does not compile is ma
 plain text, exactly as SillyTavern does (the studio refuses such keys when an author saves
 them; imports keep them and the import report and health page name them). Regex keys run
 in bounded time (`regex_keys`, `regex_safety`): on RE2 when RE2 can run the pattern's exact
-meaning, else on the `regex` module with `REGEX_TIMEOUT` per search; a key past the limit
-counts as not matching and its explanation (`regex_timeouts`) says so. A key RE2 cannot
+meaning, else on the `regex` module with `REGEX_TIMEOUT` per search and `REGEX_BUDGET` per
+evaluation over all such keys (`RegexBudget`, which a replay shares between its turns); a
+key past either counts as not matching and its explanation (`regex_timeouts`) says so. A key RE2 cannot
 run whose shape is known to be catastrophic is refused by every save path (`key_hazards`).
 
 The package, by subject: `spec` (inputs, state, output dataclasses), `regex_keys`
@@ -42,7 +43,12 @@ from studio.memory.lore_activation.matcher import JOINER, MATCHER, CompiledBook,
 from studio.memory.lore_activation.regex_keys import (
     ENGINE_RE2,
     ENGINE_REGEX,
+    OUT_OF_BUDGET,
+    REGEX_BUDGET,
     REGEX_TIMEOUT,
+    TIMED_OUT,
+    TIMED_OUT_BEFORE,
+    RegexBudget,
     RegexKey,
     RegexTimeout,
     key_errors,
@@ -82,7 +88,8 @@ from studio.memory.lore_activation.spec import (
 
 __all__ = [
     "ACTIVATION_ATTRIBUTES", "AND_ALL", "AND_ANY", "DEFAULT_GROUP_WEIGHT", "DEFAULT_META_KEYS", "ENGINE_RE2",
-    "ENGINE_REGEX", "JOINER", "REGEX_TIMEOUT", "RegexTimeout", "key_hazards", "regex_key_hazard",
+    "ENGINE_REGEX", "JOINER", "OUT_OF_BUDGET", "REGEX_BUDGET", "REGEX_TIMEOUT", "RegexBudget", "RegexTimeout",
+    "TIMED_OUT", "TIMED_OUT_BEFORE", "key_hazards", "regex_key_hazard",
     "LOGIC_NAMES", "MATCHER", "MAX_SCAN_DEPTH", "MESSAGES_PER_TURN", "META_CASE_SENSITIVE", "META_MATCH_WHOLE_WORDS",
     "META_RECURSION_DEPTH", "META_SCAN_DEPTH", "META_TOKEN_BUDGET", "NOT_ALL", "NOT_ANY", "ActivationResult",
     "CompiledBook", "Explanation", "Explanations", "LoreDefaults", "LoreSpec", "LoreState", "RegexKey",

@@ -18,7 +18,12 @@ from collections.abc import Sequence
 from studio.memory.lore_activation.explain import Explanations, Records
 from studio.memory.lore_activation.groups import filter_groups
 from studio.memory.lore_activation.matcher import CompiledBook, ScanBuffer
-from studio.memory.lore_activation.regex_keys import REGEX_TIMEOUT
+from studio.memory.lore_activation.regex_keys import (
+    OUT_OF_BUDGET,
+    REGEX_TIMEOUT,
+    TIMED_OUT_BEFORE,
+    RegexBudget,
+)
 from studio.memory.lore_activation.spec import (
     AND_ALL,
     AND_ANY,
@@ -43,14 +48,16 @@ _NONE, _INITIAL, _RECURSION = 0, 1, 2
 
 
 def activate(*, book: CompiledBook, messages: Sequence[ScanMessage], turn: int, state: LoreState | None,
-             seed: str) -> ActivationResult:
+             seed: str, regex_budget: RegexBudget | None = None) -> ActivationResult:
     """Evaluate the book for `turn` (the turn being played) from the state left by the turn before.
 
     `messages` is the scan buffer newest first (see `scan_messages`); `state` is the state as
     of turn - 1 (None = a fresh save). Return the activated entries, the new state and an
-    explanation for every entry.
+    explanation for every entry. `regex_budget` bounds the time backtracking regex keys may
+    take (default: a fresh `RegexBudget` of REGEX_BUDGET seconds for this evaluation); a key
+    past it counts as not matching and is reported in `regex_timeouts`.
     """
-    evaluation = _Evaluation(book, messages, turn, state, seed)
+    evaluation = _Evaluation(book, messages, turn, state, seed, regex_budget)
     evaluation.apply_timed_effects()
     evaluation.run_passes()
     evaluation.start_timed_effects()
@@ -62,13 +69,13 @@ class _Evaluation:
     """The working state of one `activate` call."""
 
     def __init__(self, book: CompiledBook, messages: Sequence[ScanMessage], turn: int, state: LoreState | None,
-                 seed: str):
+                 seed: str, regex_budget: RegexBudget | None = None):
         self.book, self.specs, self.defaults = book, book.specs, book.defaults
         self.turn, self.seed = turn, seed
         self.clock = message_clock(turn)
         self.previous = state or LoreState()
         self.explanations = Records(book)
-        self.buffer = ScanBuffer(book, messages)
+        self.buffer = ScanBuffer(book, messages, regex_budget)
         self.new_state = LoreState(sticky={}, cooldown={}, first_matched=dict(self.previous.first_matched))
         self.sticky_now: set[int] = set()
         self.cooldown_now: set[int] = set()
@@ -338,17 +345,16 @@ class _Evaluation:
     # --- 4. regex keys past their time limit ----------------------------------------------------
 
     def note_regex_timeouts(self) -> None:
-        timed_out = self.buffer.timed_out
+        timed_out, seconds = self.buffer.timed_out, self.buffer.budget.seconds
         if not timed_out:
             return
         for index, refs in self.book.regex_refs.items():
-            late = [ref.raw for ref in refs if ref.regex.source in timed_out]
+            late = [ref for ref in refs if ref.regex.source in timed_out]
             if late:
                 record = self.explanations[self.specs[index].entry_id]
-                record.regex_timeouts = late
-                record.reasons = [*record.reasons, *(
-                    f"regex key “{raw}” ran past its {int(REGEX_TIMEOUT * 1000)} ms limit and counts as not "
-                    f"matching" for raw in late)]
+                record.regex_timeouts = [ref.raw for ref in late]
+                record.reasons = [*record.reasons, *(_timeout_reason(ref.raw, timed_out[ref.regex.source], seconds)
+                                                     for ref in late)]
 
     # --- the result ----------------------------------------------------------------------------
 
@@ -389,3 +395,13 @@ class _Evaluation:
             passes=self.passes, turn=self.turn,
             regex_timeouts=sorted(self.buffer.timed_out),
         )
+
+
+def _timeout_reason(raw: str, why: str, seconds: float) -> str:
+    if why == OUT_OF_BUDGET:
+        return (f"regex key “{raw}” was not run to the end: the {seconds:g} s allowed to slow regex keys "
+                f"was spent; it counts as not matching")
+    if why == TIMED_OUT_BEFORE:
+        return (f"regex key “{raw}” ran past its {int(REGEX_TIMEOUT * 1000)} ms limit earlier in this replay "
+                f"and counts as not matching")
+    return f"regex key “{raw}” ran past its {int(REGEX_TIMEOUT * 1000)} ms limit and counts as not matching"

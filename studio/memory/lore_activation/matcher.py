@@ -18,7 +18,7 @@ from typing import Any
 
 import ahocorasick
 
-from studio.memory.lore_activation.regex_keys import RegexKey, RegexTimeout, parse_regex_key
+from studio.memory.lore_activation.regex_keys import RegexBudget, RegexKey, parse_regex_key
 from studio.memory.lore_activation.spec import MAX_SCAN_DEPTH, LoreDefaults, LoreSpec, ScanMessage
 
 MATCHER = "\x01"  # world-info.js WorldInfoBuffer.get(): every message starts with \x01
@@ -211,10 +211,15 @@ def compiled_book(*, version: str, specs: Sequence[LoreSpec] | None = None, load
 
 
 class ScanBuffer:
-    """The scan buffer of one evaluation: messages (newest first) plus recursion text."""
+    """The scan buffer of one evaluation: messages (newest first) plus recursion text.
 
-    def __init__(self, book: CompiledBook, messages: Sequence[ScanMessage]):
+    `budget` bounds the time its backtracking regex keys may take (a fresh `RegexBudget` of
+    REGEX_BUDGET seconds by default; a replay passes one budget to every turn).
+    """
+
+    def __init__(self, book: CompiledBook, messages: Sequence[ScanMessage], budget: RegexBudget | None = None):
         self.book = book
+        self.budget = budget if budget is not None else RegexBudget()
         self.messages = [replace(m, text=(m.text or "").strip()) for m in messages[:MAX_SCAN_DEPTH]]
         self.first_seen: dict[int, int] = {}  # needle -> newest message index holding it
         for index, message in enumerate(self.messages):
@@ -225,9 +230,10 @@ class ScanBuffer:
         self._joined: dict[int, str] = {}
         self._regex_hits: dict[tuple[int, int], bool] = {}  # (regex id, depth or -1 - chunk) -> hit
         self._lowered_cache: dict[int, str] = {}
-        # Regex keys whose search ran past the time limit: not matching for the rest of the
-        # evaluation (searched again, each would cost the limit again). Key source -> True.
-        self.timed_out: dict[str, bool] = {}
+        # Regex keys that got no answer: past their time limit, or not run once the budget was
+        # spent or after a timeout earlier in the replay. Not matching for the rest of the
+        # evaluation. Key source -> why (regex_keys.TIMED_OUT, OUT_OF_BUDGET, TIMED_OUT_BEFORE).
+        self.timed_out: dict[str, str] = {}
 
     def add_recursion(self, indices: Sequence[int]) -> set[int]:
         """Add the entries' text to the buffer; return the needles that are new in the recursion text."""
@@ -259,14 +265,13 @@ class ScanBuffer:
         return lowered
 
     def _search(self, regex: RegexKey, text: str, lowered: str | None):
-        """The key's match in `text`, or None; None also once the key ran past its time limit."""
+        """The key's match in `text`, or None; None also once the key got no answer in time."""
         if regex.source in self.timed_out:
             return None
-        try:
-            return regex.search(text, lowered)
-        except RegexTimeout:
-            self.timed_out[regex.source] = True
-            return None
+        match, why = self.budget.search(regex, text, lowered)
+        if why:
+            self.timed_out[regex.source] = why
+        return match
 
     def _regex_hit(self, regex: RegexKey, depth: int) -> bool:
         # The chat part once per depth, then each recursion chunk on its own (a chunk is

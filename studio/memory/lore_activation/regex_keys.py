@@ -9,7 +9,9 @@ What runs a key (see `regex_safety`): Python's parser fixes the pattern's meanin
 can run exactly that meaning the key runs on google-re2 (linear time, no limit needed),
 otherwise on the `regex` module with `REGEX_TIMEOUT` seconds per search. A search past the
 limit raises `RegexTimeout`: the scan buffer counts the key as not matching and the
-explanation says so. A key RE2 cannot run whose shape is known to be catastrophic is named
+explanation says so. A `RegexBudget` bounds the `regex`-module time of a whole evaluation
+(`REGEX_BUDGET`), or of a replay of many: once spent, the remaining backtracking keys are
+not run and count as timed out; a key that ran past its limit is not searched again. A key RE2 cannot run whose shape is known to be catastrophic is named
 by `key_hazards`, and every save path refuses it.
 """
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import functools
 import re
 import string
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +30,7 @@ import regex
 from studio.memory.lore_activation.regex_safety import NotRE2, hazard, parse, to_re2
 
 REGEX_TIMEOUT = 0.1  # seconds one search of a key the `regex` module runs may take
+REGEX_BUDGET = 1.0  # seconds of `regex`-module search one evaluation may spend over all its keys
 ENGINE_RE2, ENGINE_REGEX = "re2", "regex"
 
 
@@ -68,8 +72,8 @@ class RegexKey:
     python_pattern: str = ""  # the pattern in Python syntax, and its flags: the bounded fallback
     flags: int = 0
 
-    def search(self, haystack: str, lowered: str | None = None) -> Any:
-        """Return the match (it has `.start()`) or None; raise RegexTimeout past the time limit."""
+    def search(self, haystack: str, lowered: str | None = None, timeout: float = REGEX_TIMEOUT) -> Any:
+        """Return the match (it has `.start()`) or None; raise RegexTimeout past `timeout` seconds."""
         if self.literal:
             if self.ignore_case:
                 if self.literal not in (lowered if lowered is not None else haystack.lower()):
@@ -84,10 +88,71 @@ class RegexKey:
                 pattern = _backtracking(self.python_pattern, self.flags)
         try:
             if self.sticky:
-                return pattern.match(haystack, timeout=REGEX_TIMEOUT)
-            return pattern.search(haystack, timeout=REGEX_TIMEOUT)
+                return pattern.match(haystack, timeout=timeout)
+            return pattern.search(haystack, timeout=timeout)
         except TimeoutError as exc:
             raise RegexTimeout(self.source) from exc
+
+
+# Why a regex key counted as not matching without a result (`RegexBudget.search`).
+TIMED_OUT = "limit"  # its search ran past REGEX_TIMEOUT
+OUT_OF_BUDGET = "budget"  # not run (or cut short): the evaluation's regex budget was spent
+TIMED_OUT_BEFORE = "earlier"  # not run: it ran past its limit earlier in the same replay
+
+
+class RegexBudget:
+    """The `regex`-module search time left to one evaluation, or to a replay of many.
+
+    Each search of a backtracking key runs with the smaller of REGEX_TIMEOUT and what is
+    left, and its time is charged; once the budget is spent the remaining backtracking keys
+    are not run. A key that ran past its full limit is remembered in `timed_out` and not
+    searched again by anything sharing this budget (Lore health passes one budget to every
+    turn of its replay). RE2 keys run in linear time: never charged, never skipped.
+    `searches` and `limit_hits` count the backtracking searches run and those that reached
+    their limit.
+    """
+
+    def __init__(self, seconds: float = REGEX_BUDGET):
+        if not seconds > 0:
+            raise ValueError(f"a regex budget must be a positive number of seconds, not {seconds!r}")
+        self.seconds = float(seconds)
+        self.spent = 0.0
+        self.searches = 0
+        self.limit_hits = 0
+        self.timed_out: set[str] = set()
+
+    @property
+    def remaining(self) -> float:
+        return max(0.0, self.seconds - self.spent)
+
+    def search(self, key: RegexKey, haystack: str, lowered: str | None = None) -> tuple[Any, str]:
+        """Return (match or None, "") when the key was searched to the end, else (None, why).
+
+        `why` is TIMED_OUT, OUT_OF_BUDGET or TIMED_OUT_BEFORE; the key then counts as not matching.
+        """
+        if key.engine == ENGINE_RE2:
+            try:
+                return key.search(haystack, lowered), ""
+            except RegexTimeout:  # the lone-surrogate fallback ran past its limit
+                return None, TIMED_OUT
+        if key.source in self.timed_out:
+            return None, TIMED_OUT_BEFORE
+        left = self.remaining
+        if left <= 0:
+            return None, OUT_OF_BUDGET
+        timeout = min(REGEX_TIMEOUT, left)
+        self.searches += 1
+        started = time.perf_counter()
+        try:
+            return key.search(haystack, lowered, timeout=timeout), ""
+        except RegexTimeout:
+            self.limit_hits += 1
+            if timeout < REGEX_TIMEOUT:
+                return None, OUT_OF_BUDGET
+            self.timed_out.add(key.source)
+            return None, TIMED_OUT
+        finally:
+            self.spent += time.perf_counter() - started
 
 
 @functools.lru_cache(maxsize=256)

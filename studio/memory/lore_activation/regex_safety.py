@@ -264,7 +264,9 @@ def _walk_hazard(items, ignore_case: bool) -> str:
     for op, av in items:
         if op in _REPEATS:
             low, high, body = av
-            if high == MAXREPEAT or high > 10:
+            # A bound of 3 or more is scanned too: (a+){2,9}$ takes about n**9 steps on a text that
+            # almost matches. Two iterations split a text at most n ways: at most quadratic.
+            if high == MAXREPEAT or high >= 3:
                 found = _scan_body(body, _first_items(body)[0], ignore_case)
                 if found:
                     return found

@@ -16,6 +16,7 @@ from studio.memory.lore_activation import (
     CompiledBook,
     LoreDefaults,
     LoreSpec,
+    RegexBudget,
     activate,
     compiled_book,
     key_hazards,
@@ -23,7 +24,15 @@ from studio.memory.lore_activation import (
     regex_key_hazard,
     scan_messages,
 )
-from studio.memory.lore_activation.regex_keys import _compile_flags, _js_to_python, _split_key
+from studio.memory.lore_activation.regex_keys import (
+    REGEX_BUDGET,
+    REGEX_TIMEOUT,
+    RegexKey,
+    RegexTimeout,
+    _compile_flags,
+    _js_to_python,
+    _split_key,
+)
 
 # A key only a backtracking engine can run (\b), exponential on "a" * n + "!" (fib(n) ways).
 BACKTRACKING_BOMB = "/(a|aa)+\\b$/"
@@ -108,6 +117,59 @@ def test_a_secondary_key_past_its_limit_is_reported_on_its_entry():
     assert record.code == "secondary" and record.regex_timeouts == [BACKTRACKING_BOMB]
 
 
+def bomb_keys(count):
+    """`count` distinct keys, each running past its limit on BOMB_TEXT (an old book's keys)."""
+    return [f"/(a|aa)+\\b$|zq{n}/" for n in range(count)]
+
+
+@pytest.fixture
+def limit_hits(monkeypatch):
+    """Count the regex searches that reached their time limit (a spy on RegexKey.search)."""
+    hits = []
+    search = RegexKey.search
+
+    def spy(self, *args, **kwargs):
+        try:
+            return search(self, *args, **kwargs)
+        except RegexTimeout:
+            hits.append(self.source)
+            raise
+
+    monkeypatch.setattr(RegexKey, "search", spy)
+    return hits
+
+
+def test_many_keys_past_their_limit_share_one_budget_per_evaluation(limit_hits):
+    # Before: every key paid the full limit (300 such keys = 30 s for one /context).
+    keys = bomb_keys(25)
+    specs = [E(f"e{n}", keys=(key,)) for n, key in enumerate(keys)] + [E("plain", keys=("aaa",)),
+                                                                     E("re2", keys=("/a{3}/",))]
+    result = evaluate(specs, BOMB_TEXT)
+    assert 0 < len(limit_hits) <= int(REGEX_BUDGET / REGEX_TIMEOUT) + 1
+    assert result.activated_ids == ["plain", "re2"]  # RE2 keys still run once the budget is spent
+    assert result.regex_timeouts == sorted(keys)  # every key is reported, searched or not
+    for n, key in enumerate(keys):
+        assert result.explanations[f"e{n}"].regex_timeouts == [key] and not result.explanations[f"e{n}"].included
+    reasons = [reason for n in range(len(keys)) for reason in result.explanations[f"e{n}"].reasons]
+    assert any("was spent; it counts as not matching" in reason for reason in reasons)
+
+
+def test_a_shared_budget_tries_a_timed_out_key_once(limit_hits):
+    book = CompiledBook([E("bomb", keys=(BACKTRACKING_BOMB,)), E("plain", keys=("aaa",))], LoreDefaults())
+    budget = RegexBudget(30)
+    for turn in range(1, 6):
+        result = activate(book=book, messages=scan_messages(pending_input=BOMB_TEXT, turns=[]), turn=turn,
+                          state=None, seed="s", regex_budget=budget)
+        assert result.activated_ids == ["plain"] and result.regex_timeouts == [BACKTRACKING_BOMB]
+    assert limit_hits == [BACKTRACKING_BOMB] and budget.limit_hits == 1
+    assert any("earlier in this replay" in reason for reason in result.explanations["bomb"].reasons)
+
+
+def test_a_regex_budget_must_be_positive():
+    with pytest.raises(ValueError, match="positive number of seconds"):
+        RegexBudget(0)
+
+
 # --- catastrophic shapes -------------------------------------------------------------------------
 
 
@@ -124,6 +186,9 @@ def test_a_secondary_key_past_its_limit_is_reported_on_its_entry():
     ("/(a|ab)+c\\b/", False),
     ("/(\\s*,\\s*\\w+)+/", False),
     ("/(ba+)+\\b/", False),
+    ("/(\\w+\\s?){1,10}!/", True),  # bounded repeats take about n**k steps on a backtracking engine
+    ("/(a+){2,9}$/", True),
+    ("/(a+){1,2}$/", False),  # two iterations: at most quadratic
     ("/(a+)+$/", True),  # the issue's key: linear on RE2 here, exponential where it is exported to
     ("Port Vey", False),
     ("/foo(/", False),  # does not compile: key_errors speaks for it
