@@ -343,3 +343,19 @@ def test_a_prompt_that_cannot_be_built_fails_the_alternative(tester, game_save, 
     assert stream_all(tester, game_save, draft) == ""
     alternative = draft.alternatives.get()
     assert alternative.status == AlternativeStatus.FAILED and "vector store gone" in alternative.error
+
+
+def test_an_action_with_a_nul_character_is_a_clear_error_everywhere(tester, game_save, meta, narrator):
+    """The preview, the narrate POST (htmx and without JavaScript) and so the stream never 500."""
+    page = tester.get(url("narrator_prompt", game_save), {"input": "I open\x00 the door"})
+    html = page.content.decode()
+    assert page.status_code == 400 and "<html" in html and "cannot be used: Must not contain NUL characters" in html
+    fragment = tester.get(url("narrator_prompt", game_save), {"input": "\x00"}, **HX)
+    assert fragment.status_code == 200 and "cannot be used" in fragment.content.decode()  # htmx swaps 2xx only
+    panel = tester.post(url("narrate", game_save), {"player_input": "I open\x00 the door"}, **HX)
+    assert panel.status_code == 200 and "cannot be used" in panel.content.decode()
+    response = tester.post(url("narrate", game_save), {"player_input": "\x00"})
+    assert response.status_code == 302
+    assert "cannot be used" in tester.get(url("detail", game_save)).content.decode()
+    assert not NarratorDraft.objects.filter(game_save=game_save).exists()  # nothing to stream
+    assert [r for r in narrator.server.requests if operation_of(r) == "narrate"] == []

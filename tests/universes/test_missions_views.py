@@ -79,3 +79,14 @@ def test_playtester_cannot_change_missions(client, playtester, universe):
     for suffix, data in [("universe/", {"mission": "x"}), ("table/", {"name": ["a"], "mission": ["b"]}), ("text/", {"text": "a: b"})]:
         assert client.post(m_url(universe, suffix), data).status_code == 403
     assert get_universe_mission(universe) == "Remember debts."
+
+
+def test_an_invalid_universe_mission_writes_nothing(author_client, htmx, universe):
+    author_client.post(m_url(universe, "universe/"), {"mission": "Remember every slight."}, **htmx)
+    response = author_client.post(m_url(universe, "universe/"), {"mission": "Remember\x00 nothing."})
+    html = response.content.decode()
+    assert response.status_code == 400 and "Nothing was saved" in html and "Null characters are not allowed" in html
+    assert "Saved the universe mission" not in html
+    response = author_client.post(m_url(universe, "universe/"), {"mission": "\x00"}, **htmx)
+    assert "Null characters are not allowed" in response.content.decode()
+    assert get_universe_mission(universe) == "Remember every slight."

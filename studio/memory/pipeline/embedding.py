@@ -6,9 +6,11 @@ chunks deleted), both of which replace a turn's chunks, so an edit, a re-run aft
 or a turn number reused after a rewind never duplicates. Chroma is outside the
 transaction: after embedding, the job checks its turn is still on the live timeline
 (`JobContext.check_timeline`: a rewind to the turn or later keeps it, and the job ends done);
-if a rewind dropped the turn meanwhile it deletes whatever lies beyond the live horizon
-again and ends skipped (queries never see those chunks anyway: they use the save's current
-turn as their horizon).
+if a rewind dropped the turn meanwhile the job repairs what it wrote and ends skipped
+(`_undo_dropped`): it deletes whatever lies beyond the live horizon again, and when a new
+turn with the same number was appended meanwhile (its chunks were just replaced by the
+dropped turn's narrative) it embeds that live turn's narrative again, so the store ends
+holding only the live turn's chunks (a dropped turn is never written, `jobs.timeline`).
 """
 from __future__ import annotations
 
@@ -16,6 +18,54 @@ import time
 
 from studio.memory.jobs import JobContext, JobSkipped
 from studio.memory.models import JobStatus
+
+# How many times a repair is redone when yet another rewind or edit lands during it.
+REPAIR_ATTEMPTS = 3
+
+
+def _live_state(save, turns: list[int]) -> tuple[int, int, dict[int, str]]:
+    """The save's (generation, current turn) under its lock and the live narratives of `turns`
+    ("" for a turn without an Event): what a repair writes and then checks is unchanged."""
+    from django.db import transaction
+
+    from studio.saves.models import Event, Save
+
+    with transaction.atomic():
+        locked = Save.objects.select_for_update().only("timeline_generation", "current_turn").get(pk=save.pk)
+        live = [turn for turn in turns if turn <= locked.current_turn]
+        texts = dict(Event.objects.filter(game_save_id=save.pk, turn_id__in=live).values_list("turn_id", "narrative"))
+    return locked.timeline_generation, locked.current_turn, {turn: texts.get(turn, "") for turn in live}
+
+
+def _undo_dropped(save, vectors, turns: list[int]) -> list[int]:
+    """Undo an embedding of `turns` that a rewind dropped while it was being written.
+
+    The write is outside the transaction, so it may have landed after the rewind's own
+    vector rollback: delete whatever lies beyond the live horizon again, and for each of
+    `turns` whose number the live timeline uses again (a new turn appended after the
+    rewind), whose chunks the write just replaced with the dropped turn's narrative, embed
+    the live Event's narrative again. Redone while another rewind or an edit changes the
+    state meanwhile (at most `REPAIR_ATTEMPTS` times; a later rewind rolls back itself and
+    an edit queues its own embedding). Return the turns re-embedded.
+    """
+    state = _live_state(save, turns)
+    for _ in range(REPAIR_ATTEMPTS):
+        _generation, current_turn, texts = state
+        vectors.rollback(save.save_id, current_turn)
+        if texts:
+            vectors.update_turn_narratives(save.save_id, texts)
+        after = _live_state(save, turns)
+        if after == state:
+            break
+        state = after
+    return sorted(state[2])
+
+
+def _dropped_progress(reembedded: list[int]) -> str:
+    done = "timeline rewound during embedding; the chunk was removed again"
+    if reembedded:
+        return f"{done} and turn(s) {', '.join(map(str, reembedded))} of the live timeline embedded again"
+    return done
 
 
 def run_embed_turn(ctx: JobContext):
@@ -34,10 +84,9 @@ def run_embed_turn(ctx: JobContext):
     try:
         ctx.check_timeline(save)
     except JobSkipped:
-        # A rewind dropped the turn meanwhile and may have deleted chunks before this one
-        # landed: remove whatever lies beyond the live horizon again (queries never see it).
-        vectors.rollback(save.save_id, save.current_turn)
-        raise JobSkipped("timeline rewound during embedding; the chunk was removed again") from None
+        # A rewind dropped the turn meanwhile and may have deleted chunks before these
+        # landed, or a new turn took its number: undo the write (see `_undo_dropped`).
+        raise JobSkipped(_dropped_progress(_undo_dropped(save, vectors, [event.turn_id]))) from None
     return {"turn_id": event.turn_id, "chars": len(event.narrative), "timings": {"embed_seconds": round(seconds, 4)}}
 
 
@@ -46,9 +95,10 @@ def run_embed_batch(contexts: list[JobContext]) -> dict[int, tuple[str, dict]]:
 
     The outcome per job id is (status, {"progress", "result"}) for the runner to record in
     one transaction. Same checks as `run_embed_turn`: a job whose turn a rewind dropped, or
-    of a turn that no longer exists, is skipped; a rewind during the embedding removes the
-    chunks beyond the live horizon again and skips the jobs of the turns it dropped (those
-    of the turns it kept end done).
+    of a turn that no longer exists, is skipped; a rewind during the embedding is undone
+    (`_undo_dropped`: the chunks beyond the live horizon removed again, a reused turn number
+    given its live narrative back) and skips the jobs of the turns it dropped (those of the
+    turns it kept end done).
     """
     from studio.saves.models import Event
 
@@ -77,20 +127,16 @@ def run_embed_batch(contexts: list[JobContext]) -> dict[int, tuple[str, dict]]:
     t0 = time.perf_counter()
     vectors.update_turn_narratives(save.save_id, {turn: texts[turn] for turn in sorted(texts)})
     seconds = time.perf_counter() - t0
-    dropped = set()
+    dropped = {}
     for ctx in live:
         try:
             ctx.check_timeline(save)
         except JobSkipped:
-            dropped.add(ctx.job.pk)
-    if dropped:
-        vectors.rollback(save.save_id, save.current_turn)
+            dropped[ctx.job.pk] = ctx.job.turn_id
+    reembedded = _undo_dropped(save, vectors, sorted(set(dropped.values()))) if dropped else []
     for ctx in live:
         if ctx.job.pk in dropped:
-            outcomes[ctx.job.pk] = (
-                JobStatus.SKIPPED,
-                {"progress": "skipped: timeline rewound during embedding; the chunk was removed again"},
-            )
+            outcomes[ctx.job.pk] = (JobStatus.SKIPPED, {"progress": f"skipped: {_dropped_progress(reembedded)}"})
             continue
         turn = ctx.job.turn_id
         outcomes[ctx.job.pk] = (

@@ -33,7 +33,7 @@ from studio.memory.recall.macros import (
     macro_names_from_meta,
     play_meta,
 )
-from studio.memory.recall.query_params import DEFAULT_TOKEN_BUDGET, LIMITS, ContextParams
+from studio.memory.recall.query_params import DEFAULT_TOKEN_BUDGET, LIMITS, ContextParams, InvalidParameters
 
 TEMPLATE_KEY = "narrator_instructions"
 KNOWN_KEYS = ("narrator_style", "tone", PLAYER_CHARACTER_META, "era")
@@ -127,15 +127,30 @@ def _recent_turns_text(events) -> str:
     return "\n\n".join(blocks)
 
 
+class InvalidPlayerInput(ValueError):
+    """The player's action cannot be used as the memory query (e.g. it holds a NUL character)."""
+
+
+def check_player_input(player_input: str, config: NarratorConfig = CONFIG) -> ContextParams:
+    """Return the memory query for `player_input`; raise InvalidPlayerInput (a clear message) if unusable."""
+    try:
+        return ContextParams(query_text=player_input, token_budget=config.token_budget)
+    except InvalidParameters as exc:
+        reason = str(exc).removeprefix("query_text: ")  # the query is the action itself
+        raise InvalidPlayerInput(f"The player's action cannot be used: {reason}") from exc
+
+
 def build_narrator_prompt(*, game_save, player_input: str, config: NarratorConfig = CONFIG, vector_memory=None) -> NarratorPrompt:
-    """Return the whole prompt the narrator gets for `player_input` as the save's next turn."""
+    """Return the whole prompt the narrator gets for `player_input` as the save's next turn.
+
+    Raise InvalidPlayerInput when the action cannot be used (`check_player_input`)."""
     from studio.saves.selectors import recent_events
 
     meta = narrator_meta(game_save)
     template = meta.get(TEMPLATE_KEY, "").strip()
     memory = next_turn_context(
         game_save=game_save,
-        params=ContextParams(query_text=player_input, token_budget=config.token_budget),
+        params=check_player_input(player_input, config),
         vector_memory=vector_memory,
     )
     macros = MacroNames(**memory.macros)

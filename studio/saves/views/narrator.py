@@ -15,7 +15,14 @@ from django.views.decorators.http import require_GET, require_POST
 
 from studio.saves.models import NarratorDraft, NarratorSnapshot, Save
 from studio.saves.narrator import services
-from studio.saves.narrator.prompt import CONFIG, DEFAULT_INSTRUCTIONS, TEMPLATE_KEY, build_narrator_prompt
+from studio.saves.narrator.prompt import (
+    CONFIG,
+    DEFAULT_INSTRUCTIONS,
+    TEMPLATE_KEY,
+    InvalidPlayerInput,
+    build_narrator_prompt,
+    check_player_input,
+)
 from studio.saves.narrator.selectors import llm_connected, narrator_panel_context
 from studio.saves.access import Access, save_for
 from studio.saves.views.saves import console_context, save_page_context
@@ -50,6 +57,10 @@ def narrate(request: HttpRequest, save_id: str) -> HttpResponse:
     player_input = request.POST.get("player_input", "").strip()
     if not player_input:
         return _panel(request, game_save, error="Type the player's action first.")
+    try:
+        check_player_input(player_input)
+    except InvalidPlayerInput as exc:  # e.g. a NUL character: no draft is opened
+        return _panel(request, game_save, error=str(exc))
     if not llm_connected():
         return _panel(request, game_save, error=services.NO_MODEL)
     draft = services.narrator_draft_create(game_save=game_save, player_input=player_input)
@@ -139,15 +150,23 @@ def narrator_prompt(request: HttpRequest, save_id: str) -> HttpResponse:
     game_save = save_for(user=request.user, save_id=save_id)
     player_input = request.GET.get("input", "").strip()[: CONFIG.max_input_chars]
     context = save_page_context(request, game_save, "console")
+    prompt, error = None, ""
+    if player_input:
+        try:
+            prompt = build_narrator_prompt(game_save=game_save, player_input=player_input)
+        except InvalidPlayerInput as exc:
+            error = str(exc)
     context.update({
-        "player_input": player_input,
-        "prompt": build_narrator_prompt(game_save=game_save, player_input=player_input) if player_input else None,
+        "player_input": player_input.replace("\x00", ""),
+        "prompt": prompt,
+        "prompt_error": error,
         "template_key": TEMPLATE_KEY,
         "default_instructions": DEFAULT_INSTRUCTIONS,
         "llm_connected": llm_connected(),
     })
     template = "saves/narrator/prompt.html#prompt" if request.htmx else "saves/narrator/prompt.html"
-    return render(request, template, context)
+    # htmx swaps only 2xx answers: the fragment shows the error in place
+    return render(request, template, context, status=400 if error and not request.htmx else 200)
 
 
 @require_GET

@@ -75,9 +75,10 @@ def _saved(missions: dict[str, str]) -> str:
 def missions_universe(request: HttpRequest, slug: str) -> HttpResponse:
     universe = universe_for(user=request.user, slug=slug, access=Access.EDIT)
     form = UniverseMissionForm(request.POST)
-    form.is_valid()  # the form only reads the field; the service checks it
+    if not form.is_valid():  # e.g. a NUL character: nothing is written (an empty mission would delete it)
+        return _respond(request, universe, "", errors=form.errors.get("mission", ["The form is invalid."]))
     try:
-        services.missions_set(universe=universe, universe_mission=form.cleaned_data.get("mission", ""))
+        services.missions_set(universe=universe, universe_mission=form.cleaned_data["mission"])
     except ValidationError as exc:
         return _respond(request, universe, "", errors=exc.messages)
     return _respond(request, universe, "Saved the universe mission.")
