@@ -19,6 +19,10 @@
   }
 
   function finish(element) {
+    // The playtester acted while the text arrived (chose another alternative, regenerated,
+    // discarded): their answer already replaced this panel, so asking for it again could only
+    // put an older state back over theirs.
+    if (!document.body.contains(element)) return;
     var url = element.getAttribute("data-narrator-done");
     if (window.htmx) {
       window.htmx.ajax("GET", url, { target: "#narrator", swap: "outerHTML" });

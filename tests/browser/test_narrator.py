@@ -44,6 +44,9 @@ def test_narrate_stream_regenerate_choose_edit_accept_then_discard(logged_in_pag
     narrator_server.script["reply"] = Reply(content=SECOND, chunk_delay=0.05)
     page.click("#narrator-regenerate")
     expect(page.locator("#narration")).to_contain_text("a bell rings twice")
+    # The regenerated narration has ended and its final panel is in (the choice below must not
+    # race the stream's own refresh of the panel).
+    expect(page.locator("#narration")).to_have_attribute("data-status", "done")
     page.get_by_role("button", name="Alternative 1").click()
     expect(page.locator("#narration")).to_contain_text("Rain drums on the harbour roofs")
 
