@@ -46,7 +46,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from studio.memory.recall import context_lore
-from studio.memory.recall.macros import macro_names
+from studio.memory.recall.macros import macro_names_from_meta, play_meta
 from studio.memory.models import MentalModel, Observation, subject_key_for
 from studio.memory.observations import compute_trend
 from studio.memory.embeddings.tokens import count_tokens
@@ -228,9 +228,12 @@ def _subject_name(game_save, key: str) -> str | None:
             or Observation.objects.filter(game_save=game_save, subject_key=key).values_list("subject", flat=True).first())
 
 
-def default_focus(game_save) -> list[str]:
-    """Return the narrator's characters in focus when none are given: the player character."""
-    player = macro_names(universe=game_save.universe, save=game_save).user
+def default_focus(game_save, *, universe_meta: dict[str, str] | None = None) -> list[str]:
+    """Return the narrator's characters in focus when none are given: the player character.
+
+    `universe_meta`: the universe's meta rows when the caller has read them already.
+    """
+    player = macro_names_from_meta(play_meta(universe=game_save.universe, save=game_save, universe_meta=universe_meta)).user
     return [player] if player else []
 
 
@@ -244,14 +247,16 @@ def next_turn_context(*, game_save, params: ContextParams, record_source: str | 
     character). With `record_source`, the context's two vector queries are stored as
     RecordedQuery rows with that source (a write: the caller's is a POST).
     """
+    universe_meta = dict(game_save.universe.meta.values_list("key", "value"))  # read once for the whole context
     context = build_memory_context(
         game_save=game_save,
         query_text=params.query_text,
-        focus_terms=list(params.focus_terms) or default_focus(game_save),
+        focus_terms=list(params.focus_terms) or default_focus(game_save, universe_meta=universe_meta),
         token_budget=params.token_budget,
         k_narrative=params.k_narrative,
         k_lore=params.k_lore,
         vector_memory=vector_memory,
+        universe_meta=universe_meta,
     )
     if record_source:
         record_context_queries(game_save=game_save, queries=context.queries, source=record_source)
@@ -268,8 +273,13 @@ def build_memory_context(
     k_lore: int = DEFAULT_K_LORE,
     record: bool = False,
     vector_memory=None,
+    universe_meta: dict[str, str] | None = None,
 ) -> MemoryContext:
-    """Return the memory context for the save's next turn, assembled within `token_budget`."""
+    """Return the memory context for the save's next turn, assembled within `token_budget`.
+
+    `universe_meta`: the universe's meta rows when the caller has read them (else read here,
+    once: the macros, the lore keys' macros and the budget shares all come from it).
+    """
     started = time.perf_counter()
     focus_terms = [t.strip() for t in focus_terms or [] if t and t.strip()]
     turn = memory_horizon(game_save=game_save)
@@ -285,19 +295,21 @@ def build_memory_context(
         token_budget=token_budget,
     )
     candidates: list[ContextItem] = []
+    if universe_meta is None:
+        universe_meta = dict(game_save.universe.meta.values_list("key", "value"))
+    meta = play_meta(universe=game_save.universe, save=game_save, universe_meta=universe_meta)
     t0 = time.perf_counter()
-    view = context_lore.evaluate_lore(game_save, query_text)
+    # Lore keys are matched with nobody in focus (`lore_macros_for`'s rule).
+    view = context_lore.evaluate_lore(game_save, query_text, macros=macro_names_from_meta(meta).as_dict())
     focus_names = focus_terms + [key for key in subject_keys if key not in {t.lower() for t in focus_terms}]
     # {{user}} is the player character, {{char}} the card's character (else the first
     # character in focus who is not the player): studio.memory.recall.macros, the one rule.
-    names = macro_names(universe=game_save.universe, save=game_save,
-                        focus=focus_terms + [name for _key, _why, name in subjects])
+    names = macro_names_from_meta(meta, focus=focus_terms + [name for _key, _why, name in subjects])
     macros = context.macros = names.as_dict()
     activated = (context_lore.activated_items(view, focus=focus_names, macros=macros, make_item=ContextItem,
                                               count_tokens=count_tokens) if view else [])
     context.timings["activation_ms"] = round((time.perf_counter() - t0) * 1000, 2)
-    meta = dict(game_save.universe.meta.values_list("key", "value"))
-    context.shares = context_lore.shares_from_meta(meta)
+    context.shares = context_lore.shares_from_meta(universe_meta)
     refused: dict[str, str] = {}
 
     if game_save.is_living:

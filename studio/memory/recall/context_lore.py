@@ -98,13 +98,17 @@ class LoreActivationView:
     macros: dict[str, str]
 
 
-def evaluate_lore(game_save, query_text: str) -> LoreActivationView | None:
-    """Evaluate the save's book for its next turn with `query_text` as the pending input (None: no book)."""
+def evaluate_lore(game_save, query_text: str, *, macros: dict[str, str] | None = None) -> LoreActivationView | None:
+    """Evaluate the save's book for its next turn with `query_text` as the pending input (None: no book).
+
+    `macros`: the keys' macro values (`lore_macros_for`), when the caller has them already.
+    """
     from studio.memory.lore.activation_state import lore_activation_for_turn, lore_macros_for
 
     if not game_save.universe.lore_entries.exists():
         return None
-    macros = lore_macros_for(game_save)
+    if macros is None:
+        macros = lore_macros_for(game_save)
     result, _extra = lore_activation_for_turn(save=game_save, pending_input=query_text or "", macros=macros)
     specs = {spec.entry_id: spec for spec in result.explanations.specs}
     return LoreActivationView(result=result, specs=specs, macros=macros)

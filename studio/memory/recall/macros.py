@@ -96,10 +96,15 @@ def macro_names_from_meta(meta: Mapping[str, str], *, focus: Iterable[str] = ())
     return MacroNames(user=user, char=char)
 
 
-def play_meta(*, universe, save=None) -> dict[str, str]:
-    """Return the meta play reads: the universe's current meta over the save's copy made at creation."""
+def play_meta(*, universe, save=None, universe_meta: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Return the meta play reads: the universe's current meta over the save's copy made at creation.
+
+    `universe_meta`: the universe's meta already read by the caller (then nothing is queried).
+    """
+    if universe_meta is None:
+        universe_meta = dict(universe.meta.values_list("key", "value"))
     meta = {str(k): str(v) for k, v in ((save.meta or {}) if save is not None else {}).items()}
-    meta.update({str(k): str(v) for k, v in universe.meta.values_list("key", "value")})
+    meta.update({str(k): str(v) for k, v in universe_meta.items()})
     return meta
 
 

@@ -159,3 +159,20 @@ def test_record_query_keys_results_stably_and_skips_link_expansions(game_save):
     assert recorded.result_ids == ["lore:kael", "chunk:c2"]
     assert recorded.params["labels"]["lore:kael"] == "Kaël is a smuggler."
     assert "focus_terms" not in recorded.params and recorded.turn_id == 3
+
+
+def test_next_turn_context_reads_the_universe_meta_once(living):
+    """The macros, the lore keys' macros, the default focus and the shares share one read of the meta."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from studio.memory.recall.context import next_turn_context
+    from studio.memory.recall.query_params import ContextParams
+
+    living.universe.meta.create(key="player_character", value="Kaël")
+    with CaptureQueriesContext(connection) as queries:
+        context = next_turn_context(game_save=living, params=ContextParams(query_text="Mira and the loan"))
+    meta_reads = [q["sql"] for q in queries.captured_queries if "universes_universemeta" in q["sql"]]
+    # One for the context, one inside the lore activation's own evaluation (its module's).
+    assert len(meta_reads) <= 2
+    assert context.focus_terms == ["Kaël"] and context.macros["user"] == "Kaël"
