@@ -210,22 +210,23 @@ def _focus_subjects(game_save, query_text: str, focus_terms: list[str]) -> list[
         if key:
             chosen.setdefault(key, (f"focus term “{term.strip()}”", term.strip()))
     if query_text.strip():
-        known = set(
-            Observation.objects.filter(game_save=game_save).exclude(subject_key="").values_list("subject_key", flat=True).distinct()
-        ) | set(MentalModel.objects.filter(game_save=game_save).exclude(subject_key="").values_list("subject_key", flat=True))
-        for key in sorted(known):
+        model_names, belief_names = _subject_names(MentalModel, game_save), _subject_names(Observation, game_save)
+        for key in sorted(model_names.keys() | belief_names.keys()):
             if key not in chosen and _word_in(key, query_text):
-                chosen[key] = ("named in the query", _subject_name(game_save, key) or key)
+                # The name as the living memory writes it (keys are lower-cased): a mental model's first.
+                chosen[key] = ("named in the query", model_names.get(key) or belief_names.get(key) or key)
         for key, title in _characters_named(game_save, query_text).items():
             if key and key not in chosen:
                 chosen[key] = ("named in the query", title)
     return [(key, why, name) for key, (why, name) in chosen.items()]
 
 
-def _subject_name(game_save, key: str) -> str | None:
-    """Return a subject's name as the living memory writes it (keys are lower-cased)."""
-    return (MentalModel.objects.filter(game_save=game_save, subject_key=key).values_list("subject", flat=True).first()
-            or Observation.objects.filter(game_save=game_save, subject_key=key).values_list("subject", flat=True).first())
+def _subject_names(model, game_save) -> dict[str, str]:
+    """Return {subject key: name} of the save's mental models or live beliefs (one query; newest row's name)."""
+    names: dict[str, str] = {}
+    for key, name in model.objects.filter(game_save=game_save).exclude(subject_key="").values_list("subject_key", "subject"):
+        names.setdefault(key, name)  # the model's ordering: most recently updated first
+    return names
 
 
 def default_focus(game_save, *, universe_meta: dict[str, str] | None = None) -> list[str]:

@@ -176,3 +176,21 @@ def test_next_turn_context_reads_the_universe_meta_once(living):
     # One for the context, one inside the lore activation's own evaluation (its module's).
     assert len(meta_reads) <= 2
     assert context.focus_terms == ["Kaël"] and context.macros["user"] == "Kaël"
+
+
+def test_subjects_named_in_the_query_cost_no_query_each(living):
+    """Finding the characters a query names reads the living memory's subjects once, not once per name."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def subject_reads(query_text):
+        with CaptureQueriesContext(connection) as queries:
+            context = build_memory_context(game_save=living, query_text=query_text)
+        sql = [q["sql"] for q in queries.captured_queries]
+        return context, sum(1 for s in sql if "memory_mentalmodel" in s or "memory_observation" in s)
+
+    one, reads_one = subject_reads("Kaël waits")
+    three, reads_three = subject_reads("Kaël waits for Mira and Tomas")
+    assert one.subjects == ["kaël"] and three.subjects == ["kaël", "mira", "tomas"]
+    assert reads_three == reads_one
+    assert three.macros["char"] == "Kaël"  # the name as the living memory writes it, not its key
