@@ -82,6 +82,11 @@ class ContextItem:
     included: bool = True
     cut: str = ""
 
+    @classmethod
+    def of(cls, *, layer: str, text: str, reason: str, why: dict[str, Any], ref: dict[str, Any]) -> ContextItem:
+        """Return the item for `text`, its tokens counted (`count_tokens`, what the budget spends)."""
+        return cls(layer=layer, text=text, tokens=count_tokens(text), reason=reason, why=why, ref=ref)
+
 
 @dataclass
 class MemoryContext:
@@ -307,8 +312,7 @@ def build_memory_context(
     # character in focus who is not the player): studio.memory.recall.macros, the one rule.
     names = macro_names_from_meta(meta, focus=focus_terms + [name for _key, _why, name in subjects])
     macros = context.macros = names.as_dict()
-    activated = (context_lore.activated_items(view, focus=focus_names, macros=macros, make_item=ContextItem,
-                                              count_tokens=count_tokens) if view else [])
+    activated = (context_lore.activated_items(view, focus=focus_names, macros=macros, make_item=ContextItem.of) if view else [])
     context.timings["activation_ms"] = round((time.perf_counter() - t0) * 1000, 2)
     context.shares = context_lore.shares_from_meta(universe_meta)
     refused: dict[str, str] = {}
@@ -380,10 +384,9 @@ def _mental_model_items(game_save, subject_keys: list[str], subject_why: dict[st
         stale = " — stale: rolled back by a rewind, not refreshed yet" if model.stale else ""
         text = f"{model.subject or 'The world'}: {model.summary}"
         items.append(
-            ContextItem(
+            ContextItem.of(
                 layer="mental_model",
                 text=text,
-                tokens=count_tokens(text),
                 reason=f"mental model of {model.subject or 'the world'}: {why}{stale}",
                 why={"subject": model.subject, "focus": why, "stale": model.stale, "updated_turn_id": model.updated_turn_id},
                 ref={"model_id": model.pk},
@@ -407,10 +410,9 @@ def _belief_items(game_save, subject_keys: list[str], subject_why: dict[str, str
         trend = compute_trend([s.get("turn_id") for s in belief.sources or []], turn)
         text = belief.statement
         items.append(
-            ContextItem(
+            ContextItem.of(
                 layer="belief",
                 text=text,
-                tokens=count_tokens(text),
                 reason=(
                     f"belief about {belief.subject} ({subject_why[belief.subject_key]}): "
                     f"{belief.proof_count} proof{'s' if belief.proof_count != 1 else ''}, {trend.upper()}"
@@ -438,10 +440,9 @@ def _fact_items(game_save, subject_keys: list[str], subject_why: dict[str, str],
             seen.add(fact.fact_id)
             text = f"(turn {fact.turn_id}) {fact.statement}"
             items.append(
-                ContextItem(
+                ContextItem.of(
                     layer="fact",
                     text=text,
-                    tokens=count_tokens(text),
                     reason=f"fact naming {key} ({subject_why[key]}), from turn {fact.turn_id}",
                     why={"entity": key, "focus": subject_why[key], "turn_id": fact.turn_id, "fact_type": fact.fact_type},
                     ref={"fact_id": fact.fact_id, "turn_id": fact.turn_id},
@@ -457,10 +458,9 @@ def _narrative_items(results: list[dict], macros: dict[str, str]) -> list[Contex
         body = context_lore.fill(context_lore.whole_sentences(result.get("text", "")), macros)
         text = f"(turn {result.get('turn_id')}) {body}"
         items.append(
-            ContextItem(
+            ContextItem.of(
                 layer="narrative",
                 text=text,
-                tokens=count_tokens(text),
                 reason=f"narrative chunk, {reason}",
                 why=explain,
                 ref={"chunk_id": result.get("id"), "turn_id": result.get("turn_id"), "key": result_key(result)},
@@ -484,10 +484,9 @@ def _lore_items(results: list[dict], view=None, macros: dict[str, str] | None = 
         text = f"{title}: {result.get('text', '')}" if title else result.get("text", "")
         text = context_lore.whole_entry_text(view, entry_id, text, macros or {})
         items.append(
-            ContextItem(
+            ContextItem.of(
                 layer="lore",
                 text=text,
-                tokens=count_tokens(text),
                 reason=("lore " + reason) if explain.get("expanded_from") else f"lore hit, {reason}",
                 why=explain,
                 ref={"entry_id": entry_id, "chunk_id": result.get("id"), "key": result_key(result)},

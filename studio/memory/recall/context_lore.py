@@ -118,8 +118,11 @@ def fill(text: str, macros: dict[str, str]) -> str:
     return fill_macros(text, user=macros.get("user"), char=macros.get("char"))
 
 
-def activated_items(view: LoreActivationView, *, focus: list[str], macros: dict[str, str], make_item, count_tokens):
-    """Return the context items of the activated entries, in prompt order, protected ones marked."""
+def activated_items(view: LoreActivationView, *, focus: list[str], macros: dict[str, str], make_item):
+    """Return the context items of the activated entries, in prompt order, protected ones marked.
+
+    `make_item(layer=, text=, reason=, why=, ref=)` makes one (`ContextItem.of`: it counts the tokens).
+    """
     focus_names = _names(focus)
     items = []
     for spec in view.result.activated:
@@ -133,7 +136,7 @@ def activated_items(view: LoreActivationView, *, focus: list[str], macros: dict[
         if in_focus and not pending:
             why += f"; names “{in_focus[0]}”, in focus"
         items.append(make_item(
-            layer="lore", text=text, tokens=count_tokens(text),
+            layer="lore", text=text,
             reason=f"lore activated: {why}",
             why={"activation": record.code, "activation_rank": 0 if protected else ACTIVATION_RANK.get(record.code, 2),
                  "matched_key": record.matched_key, "matched_in": record.matched_in,
