@@ -82,10 +82,11 @@ def _page(request: HttpRequest, game_save, form: ContextForm, memory_context=Non
 @require_GET
 def context_viewer(request: HttpRequest, save_id: str) -> HttpResponse:
     game_save = save_for(user=request.user, save_id=save_id)
+    default_query = _default_query(game_save)
     data = request.GET.copy() if request.GET else None
     if data is not None and "q" not in data:
-        data["q"] = _default_query(game_save)
-    form = ContextForm(data, initial={"q": _default_query(game_save)})
+        data["q"] = default_query
+    form = ContextForm(data, initial={"q": default_query})
     memory_context = None
     if form.is_bound and form.is_valid():
         memory_context = next_turn_context(game_save=game_save, params=form.cleaned_data["params"])

@@ -194,3 +194,23 @@ def test_subjects_named_in_the_query_cost_no_query_each(living):
     assert one.subjects == ["kaël"] and three.subjects == ["kaël", "mira", "tomas"]
     assert reads_three == reads_one
     assert three.macros["char"] == "Kaël"  # the name as the living memory writes it, not its key
+
+
+def test_context_viewer_reads_the_default_query_once(client, playtester, living):
+    """Without "q" the last turn's input is both the form's initial value and the query: one read."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from studio.saves.models import Event
+
+    last = Event.objects.filter(game_save=living).order_by("-turn_id").first()
+    last.player_input = "Kaël counts the crowns"
+    last.save(update_fields=["player_input"])
+    client.force_login(playtester)
+    with CaptureQueriesContext(connection) as queries:
+        page = client.get(reverse("memory:context", args=[living.save_id]), {"budget": 500}).content.decode()
+    assert "Kaël counts the crowns" in page
+    last_turn_reads = [q["sql"] for q in queries.captured_queries
+                       if '"saves_event"."player_input"' in q["sql"] and '"saves_event"."narrative"' in q["sql"]
+                       and "LIMIT 1" in q["sql"]]
+    assert len(last_turn_reads) == 1
