@@ -19,10 +19,10 @@ def replay(request: HttpRequest, save_id: str) -> HttpResponse:
     game_save = save_for(user=request.user, save_id=save_id)
     turns_param = request.GET.get("turns", "")
     turns = max(1, min(int(turns_param), 1000)) if turns_param.isdigit() else DEFAULT_TURNS
-    recorded = list(recorded_queries_for(game_save=game_save, turns=turns))
-    report = None
-    if request.GET.get("run"):
-        report = replay_recorded_queries(game_save=game_save, turns=turns)
+    report = replay_recorded_queries(game_save=game_save, turns=turns) if request.GET.get("run") else None
+    # A run has read the recorded queries and the sync flag already (same order, same filter).
+    recorded = [q.recorded for q in report.queries] if report else list(recorded_queries_for(game_save=game_save, turns=turns))
+    sync_pending = report.lore_sync_pending if report else lore_sync_pending(game_save=game_save)
     oldest = min((r.created_at for r in recorded), default=None)
     revisions = LoreRevision.objects.filter(universe_id=game_save.universe_id).select_related("author")
     if oldest is not None:
@@ -34,7 +34,7 @@ def replay(request: HttpRequest, save_id: str) -> HttpResponse:
             "recorded": recorded,
             "report": report,
             "revisions": revisions[:20],
-            "sync_pending": lore_sync_pending(game_save=game_save),
+            "sync_pending": sync_pending,
         }
     )
     template = "memory/replay.html#replay-result" if request.htmx else "memory/replay.html"

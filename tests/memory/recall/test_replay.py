@@ -132,3 +132,16 @@ def test_a_lore_edit_in_the_studio_reaches_the_replay(recorded_save, author, set
     report = replay_recorded_queries(game_save=recorded_save)
     changed = {q.recorded.query_text: (q.before, q.after) for q in report.changed}
     assert changed == {"who lends money": (["lore:mira"], ["lore:storm"])}
+
+
+def test_a_replay_run_reads_the_recorded_queries_and_the_sync_flag_once(client, author, recorded_save):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client.force_login(author)
+    with CaptureQueriesContext(connection) as queries:
+        page = client.get(reverse("memory:replay", args=[recorded_save.save_id]), {"run": 1}).content.decode()
+    assert "of 4 queries changed" in page
+    sql = [q["sql"] for q in queries.captured_queries]
+    assert sum(1 for s in sql if s.startswith("SELECT") and 'FROM "memory_recordedquery"' in s) == 1
+    assert sum(1 for s in sql if 'FROM "memory_job"' in s) == 1
