@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from django.db import transaction
 
-from studio.memory.jobs.ledger import REDO_KEY, ClaimRules, JobLost, JobRedo, JobSkipped, mark_finished, owned_row
+from studio.memory.jobs.ledger import REDO_KEY, TURN_KINDS, ClaimRules, JobLost, JobRedo, JobSkipped, mark_finished, owned_row
 from studio.memory.models import Job, JobKind, JobStatus
 
 # Seconds between two progress writes of one job (the Jobs page polls every 2 s).
@@ -63,9 +63,8 @@ def job_timeline_check(job: Job, save, row: Job | None = None) -> None:
             f"timeline rewound (generation {row.timeline_generation} -> {save.timeline_generation}); "
             f"{turn}, nothing written"
         )
-    if row.turn_id is not None and job.kind in (JobKind.EMBED_TURN, JobKind.LIVING_TURN):
-        if row.turn_id > save.current_turn:
-            raise JobSkipped(f"turn {row.turn_id} no longer exists; nothing written")
+    if row.turn_id is not None and job.kind in TURN_KINDS and row.turn_id > save.current_turn:
+        raise JobSkipped(f"turn {row.turn_id} no longer exists; nothing written")
     reason = (row.payload or {}).get(REDO_KEY)
     if reason:
         raise JobRedo(reason)

@@ -16,14 +16,9 @@ from studio.memory.models import Fact, Job, JobKind, JobStatus, Observation
 from studio.saves.models import MemoryMode, Save
 from studio.saves.services import save_create, turn_append
 from tests.llm_server import Reply, operation_of, scripted_pipeline_responder, user_prompt
+from tests.memory.jobs.rewind_race import queue_turns
 
 pytestmark = pytest.mark.django_db
-
-
-def queue_turns(capture, save, narratives):
-    """Append turns without running their jobs; return the turn ids."""
-    with capture(execute=False):
-        return [turn_append(game_save=save, player_input="go", narrative=text).turn_id for text in narratives]
 
 
 def living_save(universe, capture):
