@@ -207,14 +207,8 @@ MODEL_ROLLBACK = RowRollback(
     model=MentalModelRow,
     created_field="created_turn_id",
     changed=lambda n: Q(updated_turn_id__gt=n),
-    restore=lambda row, n: restore_model_as_of(
-        summary=row.summary,
-        sources=row.sources,
-        versions=row.versions,
-        updated_turn_id=row.updated_turn_id,
-        target_turn_id=n,
-    ),
-    read_fields=("id", "summary", "sources", "versions", "updated_turn_id"),
+    restore=restore_model_as_of,
+    restore_from=("summary", "sources", "versions", "updated_turn_id"),
     write_fields=tuple(ROLLBACK_FIELDS),
 )
 

@@ -455,16 +455,8 @@ BELIEF_ROLLBACK = RowRollback(
     manager="all_objects",
     created_field="created_turn_id",
     changed=lambda n: Q(updated_turn_id__gt=n) | Q(last_source_turn__gt=n),
-    restore=lambda row, n: restore_belief_as_of(
-        statement=row.statement,
-        subject=row.subject,
-        sources=row.sources,
-        history=row.history,
-        updated_turn_id=row.updated_turn_id,
-        deleted_turn_id=row.deleted_turn_id,
-        target_turn_id=n,
-    ),
-    read_fields=("id", "statement", "subject", "sources", "history", "updated_turn_id", "deleted_turn_id"),
+    restore=restore_belief_as_of,
+    restore_from=("statement", "subject", "sources", "history", "updated_turn_id", "deleted_turn_id"),
     write_fields=tuple(ROLLBACK_FIELDS),
 )
 

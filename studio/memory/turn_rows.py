@@ -84,19 +84,25 @@ class RowRollback:
 
     `created_field` dates a row: rows created after N are deleted. `changed(n)` is the Q of
     the survivors that changed after N (None: rows never change, so only deletes happen);
-    `restore(row, n)` returns the fields such a row had at N, derived columns included
-    (the write bypasses `save()`), and `write_fields` names them. `read_fields` are the
-    columns `restore` reads, so a rollback loads nothing else. `manager` names the model's
-    manager that sees every row (beliefs: `all_objects`, with the retired ones).
+    `restore(**columns, target_turn_id=n)` returns the fields such a row had at N, derived
+    columns included (the write bypasses `save()`), and `write_fields` names them.
+    `restore_from` names the row's columns passed to `restore` as keyword arguments: a
+    rollback loads those and the id, nothing else (`read_fields`). `manager` names the
+    model's manager that sees every row (beliefs: `all_objects`, with the retired ones).
     """
 
     model: type
     created_field: str
     changed: Callable[[int], Q] | None = None
-    restore: Callable[[Any, int], dict[str, Any]] | None = None
-    read_fields: tuple[str, ...] = ()
+    restore: Callable[..., dict[str, Any]] | None = None
+    restore_from: tuple[str, ...] = ()
     write_fields: tuple[str, ...] = ()
     manager: str = "objects"
+
+    @property
+    def read_fields(self) -> tuple[str, ...]:
+        """The columns a rollback loads for a changed row: its id and what `restore` reads."""
+        return ("id", *self.restore_from)
 
     def split(self, save_pk: int, target_turn_id: int) -> tuple[QuerySet, QuerySet]:
         """Return (rows created after the target, survivors changed after it) as querysets."""
@@ -111,7 +117,7 @@ class RowRollback:
         """Return the fields `row` had at turn `target_turn_id` (as a rewind leaves them)."""
         if self.restore is None:
             raise TypeError(f"{self.model.__name__} rows never change: they have no earlier values")
-        return self.restore(row, target_turn_id)
+        return self.restore(**{name: getattr(row, name) for name in self.restore_from}, target_turn_id=target_turn_id)
 
     def roll_back(self, save_pk: int, target_turn_id: int) -> dict[str, int]:
         """Roll the save's rows back to `target_turn_id` in the caller's transaction.

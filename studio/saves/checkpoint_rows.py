@@ -1,19 +1,18 @@
 """Row-level helpers of the rewind preview: beliefs and mental models as they stood at turn N.
 
-`belief_values_at` / `model_values_at` give a belief's or a mental model's fields as a
-rewind to N would leave them (the storage layer's rollback rules, `BELIEF_ROLLBACK` and
-`MODEL_ROLLBACK`); `belief_after` / `model_after` wrap them for a rewind preview. What a
-rewind and a fork do to each per-turn table is in the timeline registry
-(`studio.memory.timeline`).
+`belief_after` / `model_after` turn a belief's or a mental model's fields as a rewind to N
+would leave them (the storage layer's rollback rules, `BELIEF_ROLLBACK.values_at` and
+`MODEL_ROLLBACK.values_at`) into the rows a rewind preview shows. What a rewind and a fork
+do to each per-turn table is in the timeline registry (`studio.memory.timeline`).
 """
 from __future__ import annotations
 
 from typing import Any
 
-from studio.memory.mental_models import MODEL_ROLLBACK, MentalModel
+from studio.memory.mental_models import MentalModel
 from studio.memory.models import MentalModel as MentalModelRow
 from studio.memory.models import Observation as ObservationRow
-from studio.memory.observations import BELIEF_ROLLBACK, Observation
+from studio.memory.observations import Observation
 
 
 def belief_after(row: ObservationRow, values: dict[str, Any]) -> Observation:
@@ -43,12 +42,3 @@ def model_after(row: MentalModelRow, values: dict[str, Any]) -> MentalModel:
         model_id=row.pk,
     )
 
-
-def belief_values_at(row: ObservationRow, n: int) -> dict[str, Any]:
-    """Return the fields of belief `row` as they stood at turn `n`."""
-    return BELIEF_ROLLBACK.values_at(row, n)
-
-
-def model_values_at(row: MentalModelRow, n: int) -> dict[str, Any]:
-    """Return the fields of mental model `row` as they stood at turn `n`."""
-    return MODEL_ROLLBACK.values_at(row, n)

@@ -48,9 +48,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from studio.memory import jobs, timeline
-from studio.memory.mental_models import MentalModel, mental_models_to_roll_back
+from studio.memory.mental_models import MODEL_ROLLBACK, MentalModel, mental_models_to_roll_back
 from studio.memory.models import Job, JobKind, JobStatus
-from studio.memory.observations import Observation, beliefs_to_roll_back
+from studio.memory.observations import BELIEF_ROLLBACK, Observation, beliefs_to_roll_back
 from studio.saves import checkpoint_rows
 from studio.saves.errors import TurnConflict
 from studio.saves.models import Event, Save
@@ -343,7 +343,7 @@ class CheckpointManager:
         doomed_models, changed_models = mental_models_to_roll_back(pk, n)
         beliefs_changed = []
         for row in changed_beliefs.order_by("-updated_turn_id", "-id"):
-            values = checkpoint_rows.belief_values_at(row, n)
+            values = BELIEF_ROLLBACK.values_at(row, n)
             restored = row.deleted_turn_id is not None and values["deleted_turn_id"] is None
             if row.deleted_turn_id is not None and not restored:
                 continue
@@ -351,7 +351,7 @@ class CheckpointManager:
                 BeliefChange(before=Observation.from_row(row), after=checkpoint_rows.belief_after(row, values), restored=restored)
             )
         models_changed = [
-            ModelChange(before=MentalModel.from_row(row), after=checkpoint_rows.model_after(row, checkpoint_rows.model_values_at(row, n)))
+            ModelChange(before=MentalModel.from_row(row), after=checkpoint_rows.model_after(row, MODEL_ROLLBACK.values_at(row, n)))
             for row in changed_models.order_by("-updated_turn_id", "-id")
         ]
         counts = timeline.count_rollback(current, n)

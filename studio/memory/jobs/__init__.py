@@ -33,7 +33,7 @@ from studio.memory.jobs.ledger import (
     job_create,
     worker_identity,
 )
-from studio.memory.jobs.registry import JobContext, JobHandler, handler_for, register, registered_kinds
+from studio.memory.jobs.registry import JobContext, JobHandler, check_timelines, handler_for, register, registered_kinds
 from studio.memory.jobs.runner import LOST, Outcome, batch_size, claim_batch, run_job, run_now
 from studio.memory.jobs.selectors import jobs_active_for_save, jobs_for_save
 from studio.memory.jobs.services import (
@@ -54,6 +54,7 @@ from studio.memory.jobs.timeline import (
 )
 
 __all__ = [
+    "check_timelines",
     "LOST",
     "ORDERED_KINDS",
     "PENDING",

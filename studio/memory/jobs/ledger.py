@@ -58,6 +58,9 @@ UNFINISHED = (JobStatus.QUEUED, JobStatus.PAUSED, JobStatus.RUNNING)
 RETRYABLE_STATUSES = (JobStatus.FAILED, JobStatus.SKIPPED, JobStatus.PAUSED)
 # Living-memory work that must follow the turn order of a timeline.
 ORDERED_KINDS = (JobKind.LIVING_TURN, JobKind.REFRESH_MODELS)
+# Work on one turn's narrative: it belongs to that turn's Event (`timeline`), and ends
+# skipped once the save is rewound before its turn (`registry.job_timeline_check`).
+TURN_KINDS = (JobKind.EMBED_TURN, JobKind.LIVING_TURN)
 # A claim's keys in a job's payload (removed when the claim ends).
 CLAIM_KEYS = ("worker", "claimed_at")
 # Set by a rewind on a running job that must run again (`timeline`); a new claim clears it.

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from django.db import transaction
 
-from studio.memory.jobs.ledger import REDO_KEY, ClaimRules, JobLost, JobRedo, JobSkipped, mark_finished, owned_row
+from studio.memory.jobs.ledger import REDO_KEY, TURN_KINDS, ClaimRules, JobLost, JobRedo, JobSkipped, mark_finished, owned_row
 from studio.memory.models import Job, JobKind, JobStatus
 
 # Seconds between two progress writes of one job (the Jobs page polls every 2 s).
@@ -63,9 +63,8 @@ def job_timeline_check(job: Job, save, row: Job | None = None) -> None:
             f"timeline rewound (generation {row.timeline_generation} -> {save.timeline_generation}); "
             f"{turn}, nothing written"
         )
-    if row.turn_id is not None and job.kind in (JobKind.EMBED_TURN, JobKind.LIVING_TURN):
-        if row.turn_id > save.current_turn:
-            raise JobSkipped(f"turn {row.turn_id} no longer exists; nothing written")
+    if row.turn_id is not None and job.kind in TURN_KINDS and row.turn_id > save.current_turn:
+        raise JobSkipped(f"turn {row.turn_id} no longer exists; nothing written")
     reason = (row.payload or {}).get(REDO_KEY)
     if reason:
         raise JobRedo(reason)
@@ -130,17 +129,9 @@ class JobContext:
         anything is then simply cleared. (An embedding calls it again after its vector write:
         a rewind that dropped its turn meanwhile means the chunk is removed again.)
         """
-        from studio.saves.models import Save
-
-        with transaction.atomic():
-            locked = Save.objects.select_for_update().only("timeline_generation", "current_turn").get(pk=save.pk)
-            save.timeline_generation, save.current_turn = locked.timeline_generation, locked.current_turn
-            try:
-                job_timeline_check(self.job, save)
-            except JobRedo:
-                row = Job.objects.select_for_update().get(pk=self.job.pk)
-                row.payload = {k: v for k, v in (row.payload or {}).items() if k != REDO_KEY}
-                row.save(update_fields=["payload"])
+        skipped = check_timelines([self], save)
+        if skipped:
+            raise skipped[self.job.pk]
 
     def commit(self, write, *, check_timeline: bool = True) -> dict:
         """Run `write(save)` and mark the job done, atomically, if the job may still write."""
@@ -243,3 +234,35 @@ def claim_rules() -> ClaimRules:
         batched=frozenset(k for k, h in _handlers.items() if h.batched),
         immediate=frozenset(k for k, h in _handlers.items() if h.immediate),
     )
+
+
+
+def check_timelines(contexts: list[JobContext], save) -> dict[int, JobSkipped]:
+    """`JobContext.check_timeline` for jobs of one save: one lock, one read of their rows.
+
+    Return the JobSkipped of each job that may not write, by job id (the others may). A batch
+    of embeddings checks all its turns in one transaction instead of one per job.
+    """
+    from studio.saves.models import Save
+
+    skipped: dict[int, JobSkipped] = {}
+    with transaction.atomic():
+        locked = Save.objects.select_for_update().only("timeline_generation", "current_turn").get(pk=save.pk)
+        save.timeline_generation, save.current_turn = locked.timeline_generation, locked.current_turn
+        rows = Job.objects.only("timeline_generation", "turn_id", "payload").in_bulk([ctx.job.pk for ctx in contexts])
+        redone = []
+        for ctx in contexts:
+            row = rows.get(ctx.job.pk)
+            try:
+                if row is None:
+                    raise JobSkipped("the job was deleted; nothing written")
+                job_timeline_check(ctx.job, save, row)
+            except JobSkipped as exc:
+                skipped[ctx.job.pk] = exc
+            except JobRedo:
+                redone.append(ctx.job.pk)
+        # Flagged to redo before anything was read: the flag is simply cleared.
+        for row in Job.objects.select_for_update().filter(pk__in=redone):
+            row.payload = {k: v for k, v in (row.payload or {}).items() if k != REDO_KEY}
+            row.save(update_fields=["payload"])
+    return skipped

@@ -47,15 +47,13 @@ from __future__ import annotations
 
 from django.db.models import Max, Q
 
-from studio.memory.jobs.ledger import REDO_KEY, RETRYABLE_STATUSES, UNFINISHED
+from studio.memory.jobs.ledger import REDO_KEY, RETRYABLE_STATUSES, TURN_KINDS, UNFINISHED
 from studio.memory.models import Job, JobKind, JobStatus
 
 # Work that belongs to a turn of a save's timeline (the other kinds never check it).
 TIMELINE_KINDS = (JobKind.EMBED_TURN, JobKind.LIVING_TURN, JobKind.REFRESH_MODELS)
 # Kinds whose reads a rewind can change under them (beliefs, mental models).
 MEMORY_READING_KINDS = (JobKind.LIVING_TURN, JobKind.REFRESH_MODELS)
-# Work on one turn's narrative: it belongs to that turn's Event.
-TURN_KINDS = (JobKind.EMBED_TURN, JobKind.LIVING_TURN)
 # The payload key naming the Event (pk) a turn job was queued for.
 EVENT_KEY = "event"
 

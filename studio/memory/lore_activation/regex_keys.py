@@ -236,28 +236,8 @@ def parse_regex_key(key: str) -> tuple[RegexKey | None, str]:
     Python's `re` compiles it; the key then runs on RE2 when RE2 can run the same meaning,
     else on the `regex` module with a time limit.
     """
-    parts, why = _split_key(key)
-    if parts is None:
-        return None, why
-    pattern, flags = parts
-    python_pattern, compile_flags = _js_to_python(pattern), _compile_flags(flags)
-    try:
-        re.compile(python_pattern, compile_flags)
-        tree = parse(python_pattern, compile_flags)
-    except re.error as exc:
-        return None, f"does not compile: {exc}"
-    try:
-        compiled, engine = re2.compile(to_re2(tree), _RE2_OPTIONS), ENGINE_RE2
-    except (NotRE2, re2.error):
-        try:
-            compiled, engine = regex.compile(python_pattern, compile_flags), ENGINE_REGEX
-        except regex.error as exc:
-            return None, f"does not compile: {exc}"
-    literal = _required_literal(pattern) if "m" not in flags and "x" not in flags else ""
-    if "i" in flags:
-        literal = literal.lower()
-    return RegexKey(source=key, pattern=compiled, sticky="y" in flags, literal=literal, ignore_case="i" in flags,
-                    engine=engine, python_pattern=python_pattern, flags=compile_flags), ""
+    compiled, why, _hazard = _analyse(key)
+    return compiled, why
 
 
 def regex_key_hazard(key: str) -> str:
@@ -268,11 +248,40 @@ def regex_key_hazard(key: str) -> str:
     books, whose JavaScript engine backtracks and hangs on it. A key already stored keeps
     running (on RE2, or with the time limit) until the author fixes it.
     """
-    compiled, _why = parse_regex_key(key)
-    if compiled is None:
-        return ""
-    (pattern, flags), _why = _split_key(key)
-    return hazard(parse(_js_to_python(pattern), _compile_flags(flags)))
+    return _analyse(key)[2]
+
+
+@functools.lru_cache(maxsize=4096)
+def _analyse(key: str) -> tuple[RegexKey | None, str, str]:
+    """(compiled key or None, why it is not a valid regex key, why it is catastrophic) for `key`.
+
+    One parse, translation, compile and hazard check per distinct key, shared by every caller:
+    a save validates its keys (`key_errors`, `key_hazards`), an import also notes the keys RE2
+    cannot run, and a book rebuilt after one edit compiles its unchanged keys again. A
+    RegexKey is immutable, so the cached one is safe to share between books and threads.
+    """
+    parts, why = _split_key(key)
+    if parts is None:
+        return None, why, ""
+    pattern, flags = parts
+    python_pattern, compile_flags = _js_to_python(pattern), _compile_flags(flags)
+    try:
+        re.compile(python_pattern, compile_flags)
+        tree = parse(python_pattern, compile_flags)
+    except re.error as exc:
+        return None, f"does not compile: {exc}", ""
+    try:
+        compiled, engine = re2.compile(to_re2(tree), _RE2_OPTIONS), ENGINE_RE2
+    except (NotRE2, re2.error):
+        try:
+            compiled, engine = regex.compile(python_pattern, compile_flags), ENGINE_REGEX
+        except regex.error as exc:
+            return None, f"does not compile: {exc}", ""
+    literal = _required_literal(pattern) if "m" not in flags and "x" not in flags else ""
+    if "i" in flags:
+        literal = literal.lower()
+    return (RegexKey(source=key, pattern=compiled, sticky="y" in flags, literal=literal, ignore_case="i" in flags,
+                     engine=engine, python_pattern=python_pattern, flags=compile_flags), "", hazard(tree))
 
 
 def key_errors(keys: Iterable[str]) -> list[str]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 
-from studio.memory.jobs import JobContext, JobSkipped
+from studio.memory.jobs import JobContext, JobSkipped, check_timelines
 from studio.memory.models import JobStatus
 
 # How many times a repair is redone when yet another rewind or edit lands during it.
@@ -105,11 +105,10 @@ def run_embed_batch(contexts: list[JobContext]) -> dict[int, tuple[str, dict]]:
     save = contexts[0].save()
     outcomes: dict[int, tuple[str, dict]] = {}
     live: list[JobContext] = []
+    skipped = check_timelines(contexts, save)
     for ctx in contexts:
-        try:
-            ctx.check_timeline(save)
-        except JobSkipped as exc:
-            outcomes[ctx.job.pk] = (JobStatus.SKIPPED, {"progress": f"skipped: {exc}"})
+        if ctx.job.pk in skipped:
+            outcomes[ctx.job.pk] = (JobStatus.SKIPPED, {"progress": f"skipped: {skipped[ctx.job.pk]}"})
             continue
         live.append(ctx)
     texts = dict(
@@ -127,12 +126,8 @@ def run_embed_batch(contexts: list[JobContext]) -> dict[int, tuple[str, dict]]:
     t0 = time.perf_counter()
     vectors.update_turn_narratives(save.save_id, {turn: texts[turn] for turn in sorted(texts)})
     seconds = time.perf_counter() - t0
-    dropped = {}
-    for ctx in live:
-        try:
-            ctx.check_timeline(save)
-        except JobSkipped:
-            dropped[ctx.job.pk] = ctx.job.turn_id
+    gone = check_timelines(live, save)
+    dropped = {ctx.job.pk: ctx.job.turn_id for ctx in live if ctx.job.pk in gone}
     reembedded = _undo_dropped(save, vectors, sorted(set(dropped.values()))) if dropped else []
     for ctx in live:
         if ctx.job.pk in dropped:

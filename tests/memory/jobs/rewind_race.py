@@ -50,6 +50,54 @@ def narrative_facts_responder(hold: threading.Event | None = None):
     return respond
 
 
+def queue_turns(capture, save, narratives):
+    """Append turns without running their jobs (they wait as behind a busy worker); return
+    the turn ids."""
+    from studio.saves.services import turn_append
+
+    with capture(execute=False):
+        return [turn_append(game_save=save, player_input="go", narrative=text).turn_id for text in narratives]
+
+
+def drain(save):
+    """Run every queued job of the save (the scope's runner drains it)."""
+    from studio.memory import jobs
+    from studio.memory.models import Job, JobStatus
+
+    queued = Job.objects.filter(game_save=save, status=JobStatus.QUEUED).order_by("id").first()
+    if queued is not None:
+        jobs.run_job(queued.pk)
+
+
+def facts_by_turn(save):
+    from studio.memory.models import Fact
+
+    return sorted(Fact.objects.filter(game_save=save).values_list("turn_id", "statement"))
+
+
+def engine_api(user):
+    """An API client with a fresh token of `user`."""
+    from studio.api.services import api_token_create
+    from tests.plugins.api import ApiClient
+
+    return ApiClient(api_token_create(user=user, name="engine")[1])
+
+
+def live_pool(settings, monkeypatch, llm_server):
+    """Run jobs on the in-process pool (no Redis, not eager) with an in-memory vector store,
+    the model answering each extraction with a fact of its turn and holding the first one;
+    return (vectors, hold): set `hold` to release that extraction."""
+    from tests.fakes import make_vector_memory
+
+    settings.REDIS_URL = ""
+    settings.AXIOM_JOBS_EAGER = False
+    vectors = make_vector_memory()
+    monkeypatch.setattr("studio.memory.vector.get_vector_memory", lambda: vectors)
+    hold = threading.Event()
+    llm_server.responder = narrative_facts_responder(hold)
+    return vectors, hold
+
+
 def wait_idle(save, timeout: float = 120) -> None:
     from studio.memory.models import Job, JobStatus
 
@@ -62,17 +110,23 @@ def wait_idle(save, timeout: float = 120) -> None:
     raise AssertionError(f"jobs still busy: {list(Job.objects.filter(game_save=save, status__in=busy).values())}")
 
 
+def play_while_held(api, save, llm) -> None:
+    """Append turns 1-3 through the API while the model holds turn 1's fact extraction: turn
+    1's living job is running, turns 2-3 wait behind it."""
+    turns = f"/api/v1/saves/{save.save_id}/turns"
+    response = api.post(turns, {"player_input": "go", "narrative": TURNS[1], "turn_id": 1})
+    assert response.status_code == 201, response.content
+    # Turn 1's living job is running now: the model holds its extraction.
+    assert llm.wait_for("extract", timeout=120), "turn 1's fact extraction never started"
+    for turn in (2, 3):
+        response = api.post(turns, {"player_input": "go", "narrative": TURNS[turn], "turn_id": turn})
+        assert response.status_code == 201, response.content
+
+
 def play_then_rewind(api, save, llm, hold: threading.Event) -> dict:
     """Append turns 1-3 through the API and rewind to 2 at once; return the rewind's body."""
-    turns = f"/api/v1/saves/{save.save_id}/turns"
     try:
-        response = api.post(turns, {"player_input": "go", "narrative": TURNS[1], "turn_id": 1})
-        assert response.status_code == 201, response.content
-        # Turn 1's living job is running now: the model holds its extraction.
-        assert llm.wait_for("extract", timeout=120), "turn 1's fact extraction never started"
-        for turn in (2, 3):
-            response = api.post(turns, {"player_input": "go", "narrative": TURNS[turn], "turn_id": turn})
-            assert response.status_code == 201, response.content
+        play_while_held(api, save, llm)
         response = api.post(f"/api/v1/saves/{save.save_id}/rewind", {"turn_id": 2, "expected_current_turn": 3})
         assert response.status_code == 200, response.content
     finally:

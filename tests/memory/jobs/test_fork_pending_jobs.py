@@ -9,36 +9,27 @@ after the source finished), and the source is unaffected.
 """
 from __future__ import annotations
 
-import threading
-
 import pytest
 
 from studio.memory import jobs
-from studio.memory.models import Fact, Job, JobKind, JobStatus, Observation
+from studio.memory.models import Job, JobKind, JobStatus, Observation
 from studio.saves.checkpoints import CheckpointManager
 from studio.saves.models import MemoryMode, Save
 from studio.saves.services import save_create, turn_append, turn_update_narrative
-from tests.fakes import make_vector_memory
-from tests.memory.jobs.rewind_race import TURNS, fact_for, narrative_facts_responder, wait_idle
+from tests.memory.jobs.rewind_race import (
+    TURNS,
+    drain,
+    engine_api,
+    fact_for,
+    facts_by_turn,
+    live_pool,
+    narrative_facts_responder,
+    play_while_held,
+    queue_turns,
+    wait_idle,
+)
 
 pytestmark = pytest.mark.django_db
-
-
-def queue_turns(capture, save, narratives):
-    """Append turns without running their jobs (they wait as behind a busy worker)."""
-    with capture(execute=False):
-        for text in narratives:
-            turn_append(game_save=Save.objects.get(pk=save.pk), player_input="go", narrative=text)
-
-
-def drain(save):
-    queued = Job.objects.filter(game_save=save, status=JobStatus.QUEUED).order_by("id").first()
-    if queued is not None:
-        jobs.run_job(queued.pk)
-
-
-def facts_by_turn(save):
-    return sorted(Fact.objects.filter(game_save=save).values_list("turn_id", "statement"))
 
 
 def beliefs(save):
@@ -139,25 +130,11 @@ def test_a_fork_rewound_before_its_copy_ran_does_not_embed_the_dropped_turns(
 def test_a_fork_made_while_the_source_works_ends_with_a_finished_sources_memory(
     living_universe, settings, llm_server, monkeypatch, playtester
 ):
-    from studio.api.services import api_token_create
-    from tests.plugins.api import ApiClient
-
-    settings.REDIS_URL = ""
-    settings.AXIOM_JOBS_EAGER = False
-    vectors = make_vector_memory()
-    monkeypatch.setattr("studio.memory.vector.get_vector_memory", lambda: vectors)
-    hold = threading.Event()
-    llm_server.responder = narrative_facts_responder(hold)
+    vectors, hold = live_pool(settings, monkeypatch, llm_server)
     source = save_create(universe=living_universe, name="Source", memory_mode=MemoryMode.LIVING)
-    api = ApiClient(api_token_create(user=playtester, name="engine")[1])
-    turns = f"/api/v1/saves/{source.save_id}/turns"
+    api = engine_api(playtester)
     try:
-        response = api.post(turns, {"player_input": "go", "narrative": TURNS[1], "turn_id": 1})
-        assert response.status_code == 201, response.content
-        assert llm_server.wait_for("extract", timeout=120), "turn 1's fact extraction never started"
-        for turn in (2, 3):
-            response = api.post(turns, {"player_input": "go", "narrative": TURNS[turn], "turn_id": turn})
-            assert response.status_code == 201, response.content
+        play_while_held(api, source, llm_server)
         # Turn 1's living job is running (the model holds it), turns 2-3 wait behind it.
         pending = dict(Job.objects.filter(game_save=source, kind=JobKind.LIVING_TURN).values_list("turn_id", "status"))
         assert pending == {1: JobStatus.RUNNING, 2: JobStatus.QUEUED, 3: JobStatus.QUEUED}

@@ -18,11 +18,11 @@ from django.test import Client
 from django.urls import reverse
 
 from studio.memory import jobs
-from studio.memory.models import Fact, Job, JobKind, JobStatus
+from studio.memory.models import Job, JobKind, JobStatus
 from studio.saves.checkpoints import CheckpointManager
 from studio.saves.models import Event, MemoryMode, Save
 from studio.saves.services import save_create, turn_append, turn_update_narrative
-from tests.memory.jobs.rewind_race import TURNS, fact_for, narrative_facts_responder
+from tests.memory.jobs.rewind_race import TURNS, drain, engine_api, fact_for, facts_by_turn, narrative_facts_responder
 
 pytestmark = pytest.mark.django_db
 
@@ -56,16 +56,6 @@ def old_bug_state(universe, vectors, capture, *, record_event=True):
 
 def job_of(save, kind, turn):
     return Job.objects.filter(game_save=save, kind=kind, turn_id=turn).latest("id")
-
-
-def drain(save):
-    queued = Job.objects.filter(game_save=save, status=JobStatus.QUEUED).order_by("id").first()
-    if queued is not None:
-        jobs.run_job(queued.pk)
-
-
-def facts_by_turn(save):
-    return sorted(Fact.objects.filter(game_save=save).values_list("turn_id", "statement"))
 
 
 # -- one job ------------------------------------------------------------------------------------
@@ -202,10 +192,7 @@ def test_the_recovery_needs_a_playtester_and_a_csrf_token(client, outsider, univ
 
 
 def test_the_api_recovers_one_job_or_a_whole_save(skipped_save, playtester, django_capture_on_commit_callbacks):
-    from studio.api.services import api_token_create
-    from tests.plugins.api import ApiClient
-
-    api = ApiClient(api_token_create(user=playtester, name="engine")[1])
+    api = engine_api(playtester)
     base = f"/api/v1/saves/{skipped_save.save_id}/jobs"
     dropped = job_of(skipped_save, JobKind.EMBED_TURN, 3)
     response = api.post(f"{base}/{dropped.pk}/retry", {})

@@ -16,14 +16,9 @@ from studio.memory.models import Fact, Job, JobKind, JobStatus, Observation
 from studio.saves.models import MemoryMode, Save
 from studio.saves.services import save_create, turn_append
 from tests.llm_server import Reply, operation_of, scripted_pipeline_responder, user_prompt
+from tests.memory.jobs.rewind_race import queue_turns
 
 pytestmark = pytest.mark.django_db
-
-
-def queue_turns(capture, save, narratives):
-    """Append turns without running their jobs; return the turn ids."""
-    with capture(execute=False):
-        return [turn_append(game_save=save, player_input="go", narrative=text).turn_id for text in narratives]
 
 
 def living_save(universe, capture):
@@ -373,3 +368,29 @@ def test_batched_embedding_on_the_real_store_then_replaced(
         assert hits and hits[0]["turn_id"] == turns[1]
     finally:
         memory.close()
+
+
+def test_a_batch_checks_its_timeline_in_one_read_whatever_its_size(game_save):
+    """`check_timelines`: one save lock and one read of the jobs' rows, not one per job."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from studio.memory import jobs
+    from studio.memory.models import Job, JobKind
+
+    def contexts(count):
+        return [
+            jobs.JobContext(job=Job.objects.create(kind=JobKind.EMBED_TURN, universe_id=game_save.universe_id,
+                                                   game_save=game_save, turn_id=1 + index % game_save.current_turn,
+                                                   timeline_generation=game_save.timeline_generation),
+                            worker="test")
+            for index in range(count)
+        ]
+
+    counts = []
+    for size in (2, 6):
+        batch = contexts(size)
+        with CaptureQueriesContext(connection) as queries:
+            assert jobs.check_timelines(batch, game_save) == {}
+        counts.append(len(queries))
+    assert counts[0] == counts[1]

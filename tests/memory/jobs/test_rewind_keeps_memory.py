@@ -18,26 +18,24 @@ from studio.memory.models import Fact, Job, JobKind, JobStatus, LoreActivation, 
 from studio.saves.checkpoints import CheckpointManager
 from studio.saves.models import Event, MemoryMode, NarratorSnapshot, Save
 from studio.saves.services import save_create, turn_append, turn_update_narrative
-from tests.fakes import make_vector_memory
 from tests.llm_server import operation_of, scripted_pipeline_responder, user_prompt
 from tests.memory.jobs.rewind_race import (
     TURNS,
     assert_kept_turns_remembered,
+    drain,
+    engine_api,
     fact_for,
+    facts_by_turn,
+    live_pool,
     narrative_facts_responder,
     play_then_rewind,
+    queue_turns,
     wait_idle,
 )
 
 pytestmark = pytest.mark.django_db
 
 NEW_3 = "Kaël buys a new lantern from the harbour master at dawn."
-
-
-def queue_turns(capture, save, narratives):
-    """Append turns without running their jobs (they wait as behind a busy worker)."""
-    with capture(execute=False):
-        return [turn_append(game_save=save, player_input="go", narrative=text).turn_id for text in narratives]
 
 
 def rewind(save, turn, vectors, capture=None, **kwargs):
@@ -48,19 +46,8 @@ def rewind(save, turn, vectors, capture=None, **kwargs):
         return CheckpointManager(vector_memory=vectors).rewind(fresh, turn, **kwargs)
 
 
-def drain(save):
-    """Run every queued job of the save (the scope's runner drains it)."""
-    queued = Job.objects.filter(game_save=save, status=JobStatus.QUEUED).order_by("id").first()
-    if queued is not None:
-        jobs.run_job(queued.pk)
-
-
 def statuses(save, kind):
     return {turn: status for turn, status in Job.objects.filter(game_save=save, kind=kind).values_list("turn_id", "status")}
-
-
-def facts_by_turn(save):
-    return sorted(Fact.objects.filter(game_save=save).values_list("turn_id", "statement"))
 
 
 def extractions_of(server, text):
@@ -334,17 +321,9 @@ def test_lore_activations_and_narrator_snapshots_of_kept_turns_are_untouched(
 def test_append_then_rewind_at_once_keeps_the_kept_turns_memory_on_the_inprocess_pool(
     living_universe, settings, llm_server, monkeypatch, playtester
 ):
-    from tests.plugins.api import ApiClient
-    from studio.api.services import api_token_create
-
-    settings.REDIS_URL = ""
-    settings.AXIOM_JOBS_EAGER = False
-    vectors = make_vector_memory()
-    monkeypatch.setattr("studio.memory.vector.get_vector_memory", lambda: vectors)
-    hold = threading.Event()
-    llm_server.responder = narrative_facts_responder(hold)
+    vectors, hold = live_pool(settings, monkeypatch, llm_server)
     save = save_create(universe=living_universe, name="Race", memory_mode=MemoryMode.LIVING)
-    api = ApiClient(api_token_create(user=playtester, name="engine")[1])
+    api = engine_api(playtester)
     try:
         play_then_rewind(api, save, llm_server, hold)
         wait_idle(save)

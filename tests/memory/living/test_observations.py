@@ -260,3 +260,23 @@ def test_conn_variant_runs_in_the_callers_transaction(save):
             assert O.count_observations("s1") == 1
             raise RuntimeError("the caller's later step fails")
     assert sorted(o.statement for o in O.get_observations("s1")) == ["a", "b"]
+
+
+def _rollback_queries(save_id: str, beliefs: int) -> int:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    O.apply_consolidation(save_id, 1, [Action("CREATE", f"b{i}") for i in range(beliefs)], {})
+    O.apply_consolidation(
+        save_id, 3, [Action("UPDATE", f"b{i}'", "", o.observation_id) for i, o in enumerate(O.get_observations(save_id))], {}
+    )
+    with CaptureQueriesContext(connection) as queries:
+        assert O.rollback_observations(save_id, 2) == {"deleted": 0, "updated": beliefs}
+    return len(queries)
+
+
+def test_rollback_reads_every_column_it_restores_in_one_query(save):
+    # The changed rows load only the columns the restore rule reads (`restore_from`): a column
+    # left out would be fetched row by row, so the query count would grow with the beliefs.
+    Save.objects.create(universe=save.universe, name="S2", save_id="s2", current_turn=10)
+    assert _rollback_queries("s1", 2) == _rollback_queries("s2", 6)

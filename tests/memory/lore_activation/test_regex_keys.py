@@ -229,3 +229,23 @@ def test_a_delay_explanation_counts_the_messages_the_rule_counts(turn, messages)
     reason = result.explanations["a"].reasons[0]
     assert result.activated_ids == [] and f"holds {messages} message(s) counting this turn's input" in reason
     assert evaluate([E("a", constant=True, delay=messages)], "", turns=turns, turn=turn).activated_ids == ["a"]
+
+
+def test_a_key_is_parsed_compiled_and_judged_once_however_many_checks_ask(monkeypatch):
+    # A save runs key_errors and key_hazards on every key, an import also asks which keys RE2
+    # cannot run, and a rebuilt book compiles its unchanged keys again: one analysis per key.
+    import uuid
+
+    from studio.memory.lore_activation import regex_keys
+
+    calls = []
+    real_parse = regex_keys.parse
+    monkeypatch.setattr(regex_keys, "parse", lambda *args: calls.append(args) or real_parse(*args))
+    fresh = uuid.uuid4().hex  # a key no earlier test analysed
+    key, slow = f"/dragon{fresh}s?/i", f"/(a+)+{fresh}/"
+    for _ in range(3):
+        assert regex_keys.key_errors([key, slow]) == []
+        assert regex_keys.key_hazards([key]) == []
+        assert len(regex_keys.key_hazards([slow])) == 1
+        assert regex_keys.parse_regex_key(key)[0].engine == regex_keys.ENGINE_RE2
+    assert len(calls) == 2
