@@ -104,7 +104,7 @@ def build_save(conv: str, conversation: dict, universe):
 def add_chapters(game_save, conversation) -> int:
     """One chapter per LoCoMo session, its summary LoCoMo's own (a playtester's edit); 0 without chapters."""
     try:
-        from studio.memory.chapters.services import chapter_record_summary_edit, chapters_close_at
+        from studio.memory.chapters.services import chapter_summary_edit, chapters_close_at
     except ImportError:
         return 0
     closed = 0
@@ -112,7 +112,7 @@ def add_chapters(game_save, conversation) -> int:
         chapter = chapters_close_at(game_save=game_save, last_turn=session["last"], reason="bench: LoCoMo session",
                                     story_time=session["date"])
         if chapter is not None and session["summary"]:
-            chapter_record_summary_edit(chapter=chapter, text=session["summary"])
+            chapter_summary_edit(chapter=chapter, text=session["summary"])
         closed += chapter is not None
     return closed
 

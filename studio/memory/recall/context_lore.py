@@ -38,6 +38,7 @@ from studio.memory.recall.macros import fill_macros
 
 # The budget classes, each with what it holds (the Metadata page's help for its share key).
 SHARE_CLASS_NAMES = {
+    "summary": "chapter and arc summaries (the story so far)", "chapter": "the open chapter's turns",
     "lore_activated": "activated lore entries", "mental_model": "mental models", "belief": "beliefs",
     "fact": "facts", "narrative": "narrative chunks", "lore": "lore found by meaning",
 }
@@ -48,7 +49,11 @@ SHARE_META_PREFIX = "context_share_"
 # out, and with activation first the recursion through the demo's book (22 of 34 entries for
 # "ask Hesper Vale about the Copper Hood") took every token. Half for activated lore, 40% for
 # narrative leaves the lore found by meaning its place; protected entries are not capped.
-DEFAULT_SHARES = {"lore_activated": 50, "mental_model": 100, "belief": 100, "fact": 100, "narrative": 40, "lore": 100}
+# The story so far (long play): summaries up to 15%, the recent turns up to 70% (they
+# replaced the four recent turns that sat outside the budget; the narrator's budget grew).
+# The recent turns come before what the action recalls, so the larger their part, the more of
+# the prompt a model server's prefix cache reuses (bench/prompt_prefix.py).
+DEFAULT_SHARES = {"summary": 15, "chapter": 70, "lore_activated": 50, "mental_model": 100, "belief": 100, "fact": 100, "narrative": 40, "lore": 100}
 # Within activated lore, what the budget is offered first (protected entries come before all).
 ACTIVATION_RANK = {"constant": 1, "forced": 1, "sticky": 2, "key": 2, "after_first_match": 2, "recursion": 3}
 # Engine decisions after which lore found by meaning may still bring an entry in: the entry
