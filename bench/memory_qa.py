@@ -11,8 +11,9 @@ question's annotated evidence utterances that are in it, per LoCoMo category, fo
 - **studio**: the narrator's prompt (`build_narrator_prompt`, token budget = `--budget`): its
   memory context plus the turns it shows in full (the recent turns / the current chapter);
 - **chat window**: the last turns, newest first, while they fit the budget (a plain chat);
-- **plain RAG**: the narrator's recent turns, then semantic top-k only (the engine's
-  semantic arm, as SillyTavern's vector storage), results taken in rank order while they fit;
+- **plain RAG**: the last four turns, then semantic top-k only (the engine's semantic arm,
+  as SillyTavern's vector storage), results taken in rank order while they fit what the
+  budget leaves after those turns (every arm reads about `--budget` tokens);
 - **hybrid fill**: the same, with the engine's own hybrid search (`VectorMemory.query`);
 - **studio without chapter summaries**: the studio arm with the story-so-far summaries'
   share set to 0 (`context_share_summary`); identical to *studio* where the code has no
@@ -146,7 +147,8 @@ def studio_arm(game_save, question: str, budget: int) -> tuple[set[int], int, di
     layers = defaultdict(int)
     for item in prompt.memory.included:
         layers[item.layer] += item.tokens
-    return turns | set(shown), prompt.memory.used_tokens + (0 if getattr(prompt, "shown_in_budget", False) else shown_tokens), dict(layers)
+    in_budget = hasattr(prompt, "shown_turns")  # the recent turns are part of the memory budget now
+    return turns | set(shown), prompt.memory.used_tokens + (0 if in_budget else shown_tokens), dict(layers)
 
 
 def main() -> int:
@@ -201,7 +203,7 @@ def main() -> int:
                 results = vm.query(game_save.save_id, q["question"], k=80, current_turn_id=last,
                                    exclude_chunk_type="lore")
                 ranked = [(r["turn_id"], text[r["turn_id"]]) for r in results if r.get("turn_id") in text and r["turn_id"] not in recent]
-                taken, used = fill(ranked, args.budget, count_tokens)
+                taken, used = fill(ranked, args.budget - recent_tokens, count_tokens)  # the same tokens in all
                 found[arm] = (taken | set(recent), used + recent_tokens)
             vm.set_config(default_config)
             row = {"conv": conv, "category": q["category"], "question": q["question"], "evidence": q["evidence"]}

@@ -64,6 +64,7 @@ def query(name: str, schema: dict, description: str, *, required: bool = False) 
 JOB_STATUSES = ["queued", "running", "done", "failed", "skipped", "paused"]
 JOB_ID = {"name": "job_id", "in": "path", "required": True, "schema": INTEGER, "description": "The job's id."}
 TURN_ID = {"name": "turn_id", "in": "path", "required": True, "schema": INTEGER, "description": "The turn."}
+CHAPTER_ID = {"name": "chapter_id", "in": "path", "required": True, "schema": INTEGER, "description": "The chapter's id."}
 SAVE_ID = {"name": "save_id", "in": "path", "required": True, "schema": STRING, "description": "The save's public id."}
 PAGE = [
     query("limit", {"type": "integer", "minimum": 1, "maximum": 200, "default": 50}, "Page size."),
@@ -272,10 +273,21 @@ SCHEMAS: dict[str, Any] = {
         },
         ["save_id", "from_turn", "target_turn", "changed", "message", "counts"],
     ),
+    "Chapter": obj(
+        {
+            "id": INTEGER, "level": INTEGER, "kind": STRING, "first_turn": INTEGER, "last_turn": INTEGER,
+            "closed_turn": INTEGER,
+            "close_reason": {"type": "string", "enum": ["playtester", "scene", "length", "rollup", "import"]},
+            "close_note": STRING, "story_time": STRING, "summary": STRING,
+            "summary_status": {"type": "string", "enum": ["pending", "done", "no_model", "failed", "empty"]},
+            "summary_error": STRING, "summary_model": STRING, "edited": BOOLEAN, "generated_summary": STRING,
+        },
+        ["id", "level", "first_turn", "last_turn", "close_reason", "summary", "summary_status", "edited"],
+    ),
     "Job": obj(
         {
             "id": INTEGER,
-            "kind": {"type": "string", "enum": ["sync_lore", "embed_turn", "living_turn", "refresh_models", "vector_rollback", "fork_vectors"]},
+            "kind": {"type": "string", "enum": ["sync_lore", "embed_turn", "living_turn", "refresh_models", "vector_rollback", "fork_vectors", "summarize_chapter"]},
             "status": {"type": "string", "enum": JOB_STATUSES},
             "save_id": NULLABLE_STRING,
             "turn_id": NULLABLE_INTEGER,
@@ -710,6 +722,47 @@ def _paths() -> dict[str, Any]:
                 "retryJob", "Queue a failed, skipped or paused job again (a per-turn job a rewind skipped: "
                 "on the live timeline if its turn still exists; 409 with the reason if the rewind dropped it).",
                 {"200": json_response("The job, queued.", ref("Job"))}, tag="Jobs",
+                errors={**READ_ERRORS, "403": error("Forbidden"), "409": error("Conflict")},
+            ),
+        },
+        "/saves/{save_id}/chapters": {
+            "parameters": [SAVE_ID],
+            "get": operation(
+                "listChapters", "The save's chapters and arcs in turn order (summaries, who closed them, story time), "
+                "the open chapter, and the Universe_Meta settings that close chapters.",
+                {"200": json_response("Chapters, the open chapter, the settings.", obj(
+                    {"items": {"type": "array", "items": ref("Chapter")}, "open_chapter": obj({"first_turn": INTEGER, "current_turn": INTEGER}),
+                     "settings": obj({})}, ["items", "open_chapter", "settings"]))},
+                tag="Chapters",
+            ),
+        },
+        "/saves/{save_id}/chapters/close": {
+            "parameters": [SAVE_ID],
+            "post": operation(
+                "closeChapter", "Close the open chapter at the current turn; its summary job is queued (without a "
+                "model the chapter says no summary was made). 409 when the open chapter has no turns.",
+                {"201": json_response("The closed chapter.", ref("Chapter"))}, tag="Chapters",
+                body=json_body(obj({"note": {"type": "string", "maxLength": 300}}), required=False),
+                errors={**READ_ERRORS, "403": error("Forbidden"), "409": error("Conflict")},
+            ),
+        },
+        "/saves/{save_id}/chapters/{chapter_id}": {
+            "parameters": [SAVE_ID, CHAPTER_ID],
+            "get": operation("getChapter", "One chapter or arc.", {"200": json_response("The chapter.", ref("Chapter"))},
+                             tag="Chapters"),
+            "patch": operation(
+                "editChapterSummary", "Set the playtester's summary: an override, marked edited, never regenerated over "
+                "(the model's text is kept as generated_summary). An empty summary removes the edit.",
+                {"200": json_response("The chapter.", ref("Chapter"))}, tag="Chapters",
+                body=json_body(obj({"summary": {"type": "string", "maxLength": 20000}}, ["summary"], additional=False)),
+                errors={**READ_ERRORS, "403": error("Forbidden"), "409": error("Conflict")},
+            ),
+        },
+        "/saves/{save_id}/chapters/{chapter_id}/summarize": {
+            "parameters": [SAVE_ID, CHAPTER_ID],
+            "post": operation(
+                "summarizeChapter", "Queue a new summary of the chapter (409 if a playtester edited it, or no model is configured).",
+                {"200": json_response("The chapter, its summary pending.", ref("Chapter"))}, tag="Chapters",
                 errors={**READ_ERRORS, "403": error("Forbidden"), "409": error("Conflict")},
             ),
         },

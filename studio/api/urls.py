@@ -2,7 +2,7 @@
 from django.urls import path, re_path
 
 from studio.api import views
-from studio.api import views_portable
+from studio.api import views_chapters, views_portable
 
 app_name = "api"
 
@@ -27,6 +27,10 @@ urlpatterns = [
     path("saves/<str:save_id>/jobs/<int:job_id>", views.job_detail, name="job_detail"),
     path("saves/<str:save_id>/jobs/<int:job_id>/retry", views.job_retry, name="job_retry"),
     path("saves/<str:save_id>/jobs/retry-skipped", views.jobs_retry_skipped, name="jobs_retry_skipped"),
+    path("saves/<str:save_id>/chapters", views_chapters.chapter_list, name="chapter_list"),
+    path("saves/<str:save_id>/chapters/close", views_chapters.chapter_close_view, name="chapter_close"),
+    path("saves/<str:save_id>/chapters/<int:chapter_id>", views_chapters.chapter_detail, name="chapter_detail"),
+    path("saves/<str:save_id>/chapters/<int:chapter_id>/summarize", views_chapters.chapter_summarize, name="chapter_summarize"),
     path("saves/<str:save_id>/export", views_portable.save_export, name="save_export"),
     path("universes/<str:slug>/saves/import", views_portable.save_import, name="save_import"),
     # Anything else under /api/v1/ answers a JSON 404 (after authentication), not an HTML page.

@@ -70,13 +70,14 @@ def top_summaries(game_save, *, before_turn: int) -> list[Chapter]:
     """Return the summaries the story so far is told with, oldest first, the fewest rows that cover it.
 
     Each closed turn before `before_turn` is covered once, by the highest-level row holding
-    it (an arc rather than its chapters).
+    it that has a summary (an arc rather than its chapters; an arc without one gives way to
+    its parts). A chapter that nothing summarises is returned too: it says why it has none.
     """
     rows = list(Chapter.objects.filter(game_save_id=game_save.pk, last_turn__lt=before_turn).order_by("-level", "first_turn"))
     chosen: list[Chapter] = []
     covered: list[tuple[int, int]] = []
     for row in rows:
-        if any(first <= row.first_turn and row.last_turn <= last for first, last in covered):
+        if (row.level and not row.has_summary) or any(first <= row.first_turn and row.last_turn <= last for first, last in covered):
             continue
         chosen.append(row)
         covered.append((row.first_turn, row.last_turn))

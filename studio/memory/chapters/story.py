@@ -9,9 +9,9 @@ rest of memory:
   whether a playtester edited it. A row with no summary (no model, failed, pending) is a
   cut item that says so: nothing is invented for it.
 - `chapter` items (share `context_share_chapter`): the recent turns, in order, each whole (the
-  action and the narrative) with its story time: the open chapter's turns, and, while the
-  share holds them, the turns before it (a chapter just opened still reads as a story). The
-  window starts at a turn 1 + k * `WINDOW_STEP` (the earliest that fits the share), so from
+  action and the narrative) with its story time: the open chapter's turns, and at least the
+  last `MIN_RECENT` turns (a chapter just opened still reads as a story). The window starts
+  at a turn 1 + k * `WINDOW_STEP` (the earliest that fits the share), so from
   one turn to the next the prompt keeps the same beginning (a model server's prefix cache
   reuses it) until the window moves; turns of the open chapter before the window are cut
   items ("before the window") and stay reachable by the narrative search. The last turn
@@ -30,6 +30,7 @@ from studio.memory.embeddings.tokens import count_tokens
 
 WINDOW_STEP = 4  # turns the window moves by: the prompt's beginning changes once every few turns
 MAX_LOOKBACK = 60  # turns read for the window (a share holds far fewer)
+MIN_RECENT = 4  # turns always shown in full when the open chapter holds fewer (the old "last four turns")
 
 
 @dataclass
@@ -109,7 +110,11 @@ def story_items(game_save, *, horizon: int, token_budget: int, shares: dict[str,
         return story
     cap = token_budget * shares.get("chapter", 100) // 100
     sizes = {turn_id: count_tokens(text) for turn_id, text in texts}
-    window_start = window_start_for(sizes, horizon=horizon, cap=cap)
+    # The open chapter's turns, and at least the last MIN_RECENT turns (a chapter just opened
+    # still reads as a story): earlier chapters are told by their summaries.
+    floor = min(start, max(horizon - MIN_RECENT + 1, 1))
+    floor = ((floor - 1) // WINDOW_STEP) * WINDOW_STEP + 1  # anchored, so it moves a step at a time
+    window_start = window_start_for({t: n for t, n in sizes.items() if t >= floor}, horizon=horizon, cap=cap)
     for turn_id, text in texts:
         if turn_id < min(start, window_start):
             continue  # an earlier chapter's turn the window does not reach: its summary tells it

@@ -45,10 +45,10 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from studio.memory.chapters.story import story_items, turn_texts
+from studio.memory.chapters.story import Story, story_items, turn_texts
 from studio.memory.chapters.story_time import story_times
 from studio.memory.recall import context_lore
-from studio.memory.recall.fit import fit_to_share, mark_piece
+from studio.memory.recall.fit import fit_to_share, item_cap, mark_piece
 from studio.memory.recall.macros import macro_names_from_meta, play_meta
 from studio.memory.models import MentalModel, Observation, subject_key_for
 from studio.memory.observations import compute_trend
@@ -67,7 +67,7 @@ MAX_FACTS = 12
 # the budget, not k, decides how many go in: with k = 6 the context used 222 of its 1,200
 # tokens on LoCoMo (one utterance a turn, ~25 tokens each).
 TOKENS_PER_SMALL_CHUNK = 20
-MAX_FILL_K = 40
+MAX_FILL_K = 80
 
 LAYERS = ("story", "chapter", "mental_model", "belief", "fact", "narrative", "lore")
 LAYER_TITLES = {
@@ -293,6 +293,7 @@ def next_turn_context(*, game_save, params: ContextParams, record_source: str | 
         k_lore=params.k_lore,
         vector_memory=vector_memory,
         universe_meta=universe_meta,
+        story=True,
     )
     if record_source:
         record_context_queries(game_save=game_save, queries=context.queries, source=record_source)
@@ -310,8 +311,13 @@ def build_memory_context(
     record: bool = False,
     vector_memory=None,
     universe_meta: dict[str, str] | None = None,
+    story: bool = False,
 ) -> MemoryContext:
     """Return the memory context for the save's next turn, assembled within `token_budget`.
+
+    `story`: include the story-so-far layers (summaries, the recent turns in full;
+    `studio.memory.chapters.story`), as `next_turn_context` (the narrator, the viewer, the API)
+    does; without it only what memory recalls is assembled (the recall hierarchy alone).
 
     `universe_meta`: the universe's meta rows when the caller has read them (else read here,
     once: the macros, the lore keys' macros and the budget shares all come from it).
@@ -347,8 +353,9 @@ def build_memory_context(
     context.shares = context_lore.shares_from_meta(universe_meta)
     refused: dict[str, str] = {}
     t0 = time.perf_counter()
+    with_story = story
     story = story_items(game_save, horizon=turn, token_budget=token_budget, shares=context.shares,
-                        make_item=ContextItem.of, fill=lambda text: context_lore.fill(text, macros))
+                        make_item=ContextItem.of, fill=lambda text: context_lore.fill(text, macros)) if with_story else Story()
     context.shown_turns, context.chapter_start = story.shown_turns, story.chapter_start
     candidates += [i for i in story.summaries if i.included] + story.turns
     context.timings["story_ms"] = round((time.perf_counter() - t0) * 1000, 2)
@@ -368,7 +375,7 @@ def build_memory_context(
     if query_text.strip():
         # Ask for enough chunks to fill the narrative share (the budget decides, not k): the
         # turns shown in full come back from the search too and are left out of it.
-        fill_k = min(MAX_FILL_K, context.shares.get("narrative", 100) * token_budget // 100 // TOKENS_PER_SMALL_CHUNK)
+        fill_k = min(MAX_FILL_K, token_budget // TOKENS_PER_SMALL_CHUNK)  # the refill pass may give it the whole budget
         searches = {
             "narrative": {"k": max(k_narrative, fill_k + len(story.shown_turns)), "focus_terms": focus_terms or None, "chunk_type": None,
                           "exclude_chunk_type": "lore"},
@@ -409,12 +416,15 @@ def build_memory_context(
         why = candidates[i].why
         if why.get("protected"):
             return (0, 0, i)
-        if candidates[i].layer in ("story", "chapter"):
+        if candidates[i].layer == "chapter":
             return (1, 0, i)
+        if candidates[i].layer == "story":  # the newest summaries first: the share keeps the nearest past
+            return (1, 1, -candidates[i].why.get("first_turn", 0))
         return (2 if why.get("activation") else 3, why.get("activation_rank", 0), i)
 
     for item in candidates:  # an entry longer than its share is represented by a passage, not dropped
-        fit_to_share(item, cap=token_budget * context.shares.get(context_lore.budget_class(item), 100) // 100)
+        fit_to_share(item, cap=item_cap(item, token_budget=token_budget,
+                                        share_cap=token_budget * context.shares.get(context_lore.budget_class(item), 100) // 100))
     decided = {id(i) for i in candidates if not i.included and i.cut}  # outside the chapter's window, shown already
     context_lore.assemble([candidates[i] for i in sorted(range(len(candidates)), key=offer) if id(candidates[i]) not in decided],
                           token_budget=token_budget, shares=context.shares)

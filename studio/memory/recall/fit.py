@@ -4,7 +4,8 @@
   long narrative as overlapping pieces) is shown as it is, with "[…]" where the turn goes
   on; a chunk that is the whole turn is shown whole. No chunk is trimmed to a sentence end
   (that dropped LoCoMo's "[shares a photo: …]" captions, 94 evidence utterances).
-- `fit_to_share`: an item longer than its layer's share is represented, not dropped and
+- `fit_to_share`: an item longer than its layer's share or 40% of the budget (`item_cap`; a
+  protected entry, named in the input or in focus, only when longer than the budget) is represented, not dropped and
   not allowed to crowd the rest out: a lore entry found by meaning by the passage the search
   found (the stored chunk), marked as a passage; any other entry by its leading whole
   sentences within the share, the cut marked with how much was left out. Narrative chunks
@@ -38,6 +39,16 @@ def leading_sentences(text: str, tokens: int) -> str:
             break
         best = candidate
     return best
+
+
+MAX_ITEM_PERCENT = 40  # of the budget: no one entry takes more (the 796-token card took two thirds of 1,200)
+
+
+def item_cap(item, *, token_budget: int, share_cap: int) -> int:
+    """Return how many tokens `item` may take whole: its share and 40% of the budget; a protected entry the budget."""
+    if item.why.get("protected"):
+        return token_budget
+    return min(share_cap, token_budget * MAX_ITEM_PERCENT // 100)
 
 
 def fit_to_share(item, *, cap: int) -> None:
