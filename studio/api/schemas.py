@@ -9,7 +9,7 @@ query strings are text, so their integers and booleans are parsed. No string may
 where the body is parsed (`studio.api.http.json_body`).
 
 Responses: the views build their JSON with `studio.api.serializers` (plain dicts, no per-request
-validation cost); the `...Out` schemas below describe them, and tests/api/test_openapi.py
+validation cost); the response schemas below describe them, and tests/api/test_openapi.py
 validates real responses against the generated document, so the two cannot drift apart.
 """
 from __future__ import annotations
