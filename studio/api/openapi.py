@@ -296,8 +296,11 @@ def _hoist_path_parameters(paths: dict) -> None:
 
 def build_openapi(*, server_url: str = "/api/v1") -> dict[str, Any]:
     """Return the OpenAPI 3.1 document (a fresh copy: callers may change it)."""
-    import studio.api.urls  # noqa: F401 - registers every endpoint on the router
+    from django.urls import get_resolver
+
     from studio.api.ninja_api import api
+
+    get_resolver().url_patterns  # the URLconf loaded: every endpoint module has registered on the router
 
     document = deepcopy(dict(api.get_openapi_schema(path_prefix="")))
     document["servers"] = [{"url": server_url}]

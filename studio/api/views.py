@@ -9,8 +9,6 @@ the studio pages use, and serialize.
 """
 from __future__ import annotations
 
-from typing import Any
-
 from django.http import HttpRequest, JsonResponse
 
 from ninja import Query
@@ -20,7 +18,6 @@ from studio.api import serializers
 from studio.api.errors import ApiError, conflict, not_found, validation_error
 from studio.api.http import page
 from studio.api.ninja_api import router
-from studio.api.openapi import build_openapi
 from studio.memory import selectors as memory_selectors
 
 from studio.memory.recall.query_params import ContextParams, InvalidParameters, SearchParams
@@ -47,12 +44,6 @@ def _created(body: dict) -> JsonResponse:
 
 
 # -- about the caller and the API ----------------------------------------------------------
-
-
-@router.get("/openapi.json", response={200: dict[str, Any], 401: S.Error}, url_name="openapi", tags=["Meta"],
-            operation_id="getOpenApi", summary="This document.")
-def openapi_document(request: HttpRequest):
-    return JsonResponse(build_openapi(server_url=request.build_absolute_uri("/api/v1")))
 
 
 @router.get("/me", response={200: S.Me, 401: S.Error}, url_name="me", tags=["Meta"], operation_id="getMe",

@@ -1,4 +1,4 @@
-"""The API's interactive docs page (Swagger UI from static files) and the JSON 404 for anything else under /api/v1/.
+"""The API's description: `openapi.json` (generated), the interactive docs page (Swagger UI from static files); the JSON 404.
 
 `GET /api/v1/docs` renders the generated document (`openapi.json`) with Swagger UI, as
 django-ninja ships it in its static files (`ninja/swagger-ui-bundle.js`, `swagger-ui-init.js`,
@@ -9,6 +9,7 @@ needs a token or a session.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from django.http import HttpRequest, JsonResponse
 from django.shortcuts import render
@@ -18,6 +19,13 @@ from studio.api import schemas as S
 from studio.api.errors import ApiError
 from studio.api.http import guard
 from studio.api.ninja_api import router
+from studio.api.openapi import build_openapi
+
+
+@router.get("/openapi.json", response={200: dict[str, Any], 401: S.Error}, url_name="openapi", tags=["Meta"],
+            operation_id="getOpenApi", summary="This document.")
+def openapi_document(request: HttpRequest):
+    return JsonResponse(build_openapi(server_url=request.build_absolute_uri("/api/v1")))
 
 
 @router.get(
