@@ -27,8 +27,9 @@ it only spends budget; the "without summaries" arm shows what that costs.
 
 Every arm's tokens are counted with the studio's counter (`count_tokens`) and printed, so
 an arm that reads more is visible. Deterministic for a given embedding model (the real
-MiniLM the studio ships). The real-model part (answer F1 with the local model answering
-from each arm's context) runs only with `--llm` and the usual AXIOM_LLM_* variables.
+MiniLM the studio ships). Not here yet: the real-model part (answer token F1 with the local
+model answering from each arm's context, >= 50 questions per arm); it needs the shared local
+model for longer than the issue's session had.
 
     .venv/bin/python bench/memory_qa.py [--convs 26,30] [--budget 1500] [--json bench/data/memory_qa.json]
 """
