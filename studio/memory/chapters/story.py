@@ -82,7 +82,7 @@ def story_items(game_save, *, horizon: int, token_budget: int, shares: dict[str,
         kind = "arc" if row.level else "chapter"
         when = f", {row.story_time}" if row.story_time else ""
         covers = f"turns {row.first_turn}-{row.last_turn}"
-        why = {"budget_class": "summary", "chapter_id": row.pk, "level": row.level, "first_turn": row.first_turn,
+        why = {"budget_class": "summary", "no_refill": True, "chapter_id": row.pk, "level": row.level, "first_turn": row.first_turn,
                "last_turn": row.last_turn, "edited": row.edited, "close_reason": row.close_reason,
                "story_time": row.story_time, "covers": covers}
         if row.has_summary:
@@ -118,7 +118,7 @@ def story_items(game_save, *, horizon: int, token_budget: int, shares: dict[str,
     for turn_id, text in texts:
         if turn_id < min(start, window_start):
             continue  # an earlier chapter's turn the window does not reach: its summary tells it
-        why = {"budget_class": "chapter", "turn_id": turn_id, "chapter_start": start, "window_start": window_start,
+        why = {"budget_class": "chapter", "no_refill": True, "turn_id": turn_id, "chapter_start": start, "window_start": window_start,
                "before_chapter": turn_id < start}
         ref = {"turn_id": turn_id}
         if turn_id < window_start:

@@ -17,7 +17,9 @@ Budget (`assemble`), in four passes over the candidates in hierarchy order:
    narrative chunks and semantic lore never push them out;
 3. every other item, while it fits both what is left and its layer's share
    (`context_share_<class>` in Universe_Meta, a percentage of the budget);
-4. items left out only by their share, if they fit what is left after pass 3.
+4. items left out only by their share, if they fit what is left after pass 3 (never those of
+   a share set to 0, nor the story so far's summaries and turns, `no_refill`: what memory
+   recalls for the action gets what the shares left).
 An item that does not fit is left out whole ("over budget: ..."); no text is cut.
 
 Text: lore items carry the whole entry (never a stored chunk of it), narrative chunks end at
@@ -229,8 +231,10 @@ def assemble(candidates: list, *, token_budget: int, shares: dict[str, int]) -> 
             take(index, item)
             continue
         decided.add(index)
-    for index in share_cut:  # 4: what the shares left unused
+    for index in share_cut:  # 4: what the shares left unused (not for a share set to 0, nor the story so far)
         item = candidates[index]
+        if item.why.get("no_refill") or shares.get(budget_class(item), 100) == 0:
+            continue
         if item.tokens <= remaining:
             take(index, item, "over its share, taken from the budget the other layers left")
 
