@@ -29,7 +29,8 @@ class UniverseRenameForm(forms.Form):
 
 
 class MetaForm(forms.Form):
-    key = forms.CharField(max_length=200)
+    key = forms.CharField(max_length=200, widget=forms.TextInput(attrs={"list": "meta-known-keys"}),
+                          help_text="A key the studio reads (offered as you type) or one of your own.")
     value = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False, strip=False)
 
     def clean(self):
@@ -38,6 +39,20 @@ class MetaForm(forms.Form):
             cleaned["value"] = meta_validate(key=cleaned["key"].strip(), value=cleaned.get("value", ""))
             cleaned["key"] = cleaned["key"].strip()
         return cleaned
+
+
+class PersonaForm(forms.Form):
+    """The player's persona (validated again by `services.persona_set`)."""
+
+    name = forms.CharField(
+        max_length=120, required=False, label="Name",
+        help_text="{{user}} in lore and prompts; who “you” is in facts, beliefs and mental models. Empty: no persona.")
+    description = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 4}), required=False, max_length=4000, label="Description",
+        help_text="Who the player character is, told to the narrator once per prompt; never part of a name or a fact.")
+    portrait = forms.FileField(required=False, label="Portrait (PNG)", help_text="Optional; up to 5 MB.",
+                               widget=forms.FileInput(attrs={"accept": "image/png"}))
+    remove_portrait = forms.BooleanField(required=False, label="Remove the portrait")
 
 
 _REGEX_DONE = re.compile(r"^/.+/[A-Za-z]*$", re.DOTALL)
