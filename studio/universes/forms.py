@@ -144,7 +144,8 @@ class LoreEntryForm(forms.Form):
     )
     links = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 3, "list": "lore-titles"}), required=False,
-        help_text="Titles of entries this one links to, one per line (or an entry id).",
+        help_text="Titles of entries this one links to, one per line (or an entry id). A title no entry has "
+                  "yet is kept as a pending link and becomes a link when that entry is written.",
     )
     # Present only where the form shows the activation fieldsets; without it (the inline
     # rows of the list) the activation fields are left as they are.
@@ -167,7 +168,8 @@ class LoreEntryForm(forms.Form):
             initial.update(
                 title=entry.title, kind=entry.kind, entry_id=entry.entry_id,
                 keys=", ".join(entry.keys or []), text=entry.text,
-                links="\n".join(_link_names(entry)), base_version=entry.version,
+                links="\n".join([*_link_names(entry), *entry.pending_links.values_list("name", flat=True)]),
+                base_version=entry.version,
             )
         super().__init__(*args, **kwargs)
         for f in activation_fields.FIELDS:
@@ -193,6 +195,7 @@ class LoreEntryForm(forms.Form):
 
     def clean(self):
         cleaned = super().clean()
+        cleaned["pending_links"] = getattr(self, "pending_links", [])
         if self.entry is not None and cleaned.get("base_version") is None and "base_version" not in self.errors:
             # An edit must say which version it started from, or it could overwrite a newer one.
             self.add_error(None, self.MISSING_BASE_VERSION)
@@ -256,9 +259,12 @@ class LoreEntryForm(forms.Form):
         return entry_id
 
     def clean_links(self):
+        """Return the linked entries; names no entry has yet go to `cleaned_data["pending_links"]`."""
         names = [line.strip() for line in self.cleaned_data.get("links", "").splitlines() if line.strip()]
+        self.pending_links = []
         if not names:
             return []
+        own_title = (self.cleaned_data.get("title") or (self.entry.title if self.entry else "")).strip().casefold()
         index = lore_title_index(universe=self.universe)
         by_title: dict[str, list[tuple[int, str, str]]] = {}
         by_id = {}
@@ -272,7 +278,10 @@ class LoreEntryForm(forms.Form):
             if rows is None and name in by_id:
                 rows = [by_id[name]]
             if not rows:
-                errors.append(f"No entry is titled “{name}”.")
+                if name.casefold() == own_title:
+                    errors.append("An entry cannot link to itself.")
+                elif name.casefold() not in {n.casefold() for n in self.pending_links}:
+                    self.pending_links.append(name)  # not written yet: kept until it is
             elif len(rows) > 1:
                 ids = ", ".join(r[1] for r in rows)
                 errors.append(f"Several entries are titled “{name}”; write one of their ids instead: {ids}.")
