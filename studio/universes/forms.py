@@ -361,7 +361,7 @@ class LoreImportForm(forms.Form):
         ("card", "Character Card V2/V3 (JSON or PNG)"),
         ("sillytavern", "SillyTavern world info (JSON)"),
     ]
-    file = forms.FileField()
+    file = forms.FileField(required=False)
     format = forms.ChoiceField(choices=FORMATS, initial="auto")
     default_kind = forms.ChoiceField(
         choices=LoreKind.choices, initial=LoreKind.CONCEPT,
@@ -379,6 +379,18 @@ class LoreImportForm(forms.Form):
         label="Merge the card's book into existing entries with the same title", required=False,
         help_text="Character Cards only. Off: the book stays its own set of entries, tagged with the card.",
     )
+    # The second step of an import that would merge by title: the file kept since the preview
+    # (interchange/pending.py), its name, and the author's answer.
+    token = forms.CharField(widget=forms.HiddenInput, required=False, max_length=64)
+    filename = forms.CharField(widget=forms.HiddenInput, required=False, max_length=300)
+    titles = forms.ChoiceField(widget=forms.HiddenInput, required=False,
+                               choices=[("", "ask"), ("merge", "merge by title"), ("new", "import as new entries")])
+
+    def clean(self):
+        cleaned = super().clean()
+        if not cleaned.get("file") and not cleaned.get("token"):
+            self.add_error("file", "Choose a file to import.")
+        return cleaned
 
 
 class TomlImportForm(forms.Form):

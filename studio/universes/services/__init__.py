@@ -54,6 +54,7 @@ from studio.universes.services.lore_import import (  # noqa: F401
     ImportLine,
     ImportReport,
     lore_import,
+    lore_import_title_merges,
     universe_import_document,
     lore_extension,
 )
@@ -66,6 +67,7 @@ from studio.universes.services.persona import (  # noqa: F401
 )
 from studio.universes.services.card_import import (  # noqa: F401
     card_import,
+    card_import_title_merges,
     card_character_for,
     card_characters,
 )
