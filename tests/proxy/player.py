@@ -33,15 +33,18 @@ def sse_text(raw: bytes) -> str:
 
 
 class Player:
-    def __init__(self, api, game_save, *, stream: bool = False, model: str = "test-model"):
+    def __init__(self, api, game_save, *, stream: bool = False, model: str = "test-model",
+                 system: str = SYSTEM, greeting: str = GREETING):
         self.api = api
         self.save = game_save
         self.stream = stream
         self.model = model
+        self.system = system
+        self.greeting = greeting
         self.chat: list[list[str]] = []  # [input, answer]; the last answer is the pending turn's
 
     def messages(self, turns, pending: str) -> list[dict]:
-        messages = [{"role": "system", "content": SYSTEM}, {"role": "assistant", "content": GREETING}]
+        messages = [{"role": "system", "content": self.system}, {"role": "assistant", "content": self.greeting}]
         for player_input, answer in turns:
             messages += [{"role": "user", "content": player_input}, {"role": "assistant", "content": answer}]
         messages.append({"role": "user", "content": pending})
@@ -84,10 +87,13 @@ class Player:
         return self.chat[-1][0]
 
 
-def play_straight(api, universe, settled, pending: str, *, name: str = "straight"):
-    """Return a new save played through the proxy straight to `settled` + `pending`, one request a turn."""
-    game_save = save_create(universe=universe, name=name, memory_mode=MemoryMode.LIVING)
-    player = Player(api, game_save)
+def play_straight(api, universe, settled, pending: str, *, name: str = "straight", memory_mode=MemoryMode.LIVING,
+                  **front_end):
+    """Return a new save played through the proxy straight to `settled` + `pending`, one request a turn.
+
+    `front_end`: the Player's system prompt and greeting, when not the tests' own."""
+    game_save = save_create(universe=universe, name=name, memory_mode=memory_mode)
+    player = Player(api, game_save, **front_end)
     for index, (player_input, _) in enumerate(settled):
         player.request(settled[:index], player_input)
     player.request(settled, pending)
