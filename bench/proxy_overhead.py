@@ -144,7 +144,12 @@ def main() -> int:
         for _ in iterator:
             pass
         response.close()
-        return elapsed, float(response["X-Axiom-Prepare-Ms"])
+        timing = {}
+        for part in response["X-Axiom-Timing"].split(", "):
+            name, _, ms = part.partition("=")
+            timing[name] = float(ms) / 1000
+        timing["prepare"] = float(response["X-Axiom-Prepare-Ms"]) / 1000
+        return elapsed, timing
 
     results = []
     for size in [int(s) for s in args.sizes.split(",")]:
@@ -161,27 +166,26 @@ def main() -> int:
             return out + [{"role": "user", "content": pending}]
 
         model = f"axiom/{game_save.save_id}/bench-model"
-        samples = {"swipe": {"direct": [], "proxy": [], "prepare": []},
-                   "new message": {"direct": [], "proxy": [], "prepare": []}}
+        samples = {"swipe": {"direct": [], "proxy": []}, "new message": {"direct": [], "proxy": []}}
+
+        def timed(kind, body, direct_body):
+            samples[kind]["direct"].append(first_byte_direct(direct_body))
+            proxy_s, timing = first_byte_proxy(body)
+            samples[kind]["proxy"].append(proxy_s)
+            for name, seconds in timing.items():
+                samples[kind].setdefault(name, []).append(seconds)
+
         pending = f"I ask {rng.choice(NAMES)} about the {rng.choice(WORDS)}."
         first_byte_proxy({"model": model, "messages": messages(chat, pending), "stream": True})  # warm-up
         wait_jobs(game_save)
         for _ in range(args.repeats):
             body = {"model": model, "messages": messages(chat, pending), "stream": True}
-            direct_body = {"model": "bench-model", "messages": body["messages"], "stream": True}
-            samples["swipe"]["direct"].append(first_byte_direct(direct_body))
-            proxy_s, prepare_ms = first_byte_proxy(body)
-            samples["swipe"]["proxy"].append(proxy_s)
-            samples["swipe"]["prepare"].append(prepare_ms / 1000)
+            timed("swipe", body, {"model": "bench-model", "messages": body["messages"], "stream": True})
         for _ in range(args.repeats):
             chat = (chat + [(pending, "The tide turns; Mira closes her ledger and looks up.")])[-args.window:]
             pending = f"I ask {rng.choice(NAMES)} about the {rng.choice(WORDS)}."
             body = {"model": model, "messages": messages(chat, pending), "stream": True}
-            direct_body = {"model": "bench-model", "messages": body["messages"], "stream": True}
-            samples["new message"]["direct"].append(first_byte_direct(direct_body))
-            proxy_s, prepare_ms = first_byte_proxy(body)
-            samples["new message"]["proxy"].append(proxy_s)
-            samples["new message"]["prepare"].append(prepare_ms / 1000)
+            timed("new message", body, {"model": "bench-model", "messages": body["messages"], "stream": True})
             wait_jobs(game_save)
         game_save.refresh_from_db()
         for kind, s in samples.items():
@@ -190,6 +194,7 @@ def main() -> int:
                 "turns": size, "kind": kind, "repeats": args.repeats, "direct_p50_ms": round(d50, 2),
                 "proxy_p50_ms": round(p50, 2), "proxy_p95_ms": round(percentile(s["proxy"], 95) * 1000, 2),
                 "prepare_p50_ms": round(prep50, 2), "added_p50_ms": round(p50 - d50, 2),
+                **{f"{name}_p50_ms": round(percentile(s[name], 50) * 1000, 2) for name in ("sync", "memory", "proposal")},
                 "ratio": round(p50 / d50, 1) if d50 else None, "setup_s": round(setup_s, 1),
                 "save_turn_after": game_save.current_turn,
             }
@@ -198,11 +203,11 @@ def main() -> int:
     server.stop()
     load = os.getloadavg()
     print(f"\nload average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-    print("| turns | request | direct p50 ms | proxy p50 ms | proxy p95 ms | added p50 ms | of which before the relay | ratio |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|")
+    print("| turns | request | direct p50 ms | proxy p50 ms | proxy p95 ms | added p50 ms | sync | memory context | proposal | ratio |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
         print(f"| {r['turns']:,} | {r['kind']} | {r['direct_p50_ms']} | {r['proxy_p50_ms']} | {r['proxy_p95_ms']} | "
-              f"{r['added_p50_ms']} | {r['prepare_p50_ms']} | {r['ratio']}x |")
+              f"{r['added_p50_ms']} | {r['sync_p50_ms']} | {r['memory_p50_ms']} | {r['proposal_p50_ms']} | {r['ratio']}x |")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps({"load_average": load, "results": results}, indent=2))

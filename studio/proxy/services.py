@@ -20,7 +20,8 @@ written to the Event_Log only when a later request's chat carries it (`sync`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 from django.db import transaction
 from django.db.models import Max
@@ -52,6 +53,7 @@ class Prepared:
     placed: str  # where the memory went: marker, after_system, start, none
     memory: object | None  # the MemoryContext, or None when there was nothing to ask with
     alternative_id: int | None  # the proposal this answer fills (None: continue, impersonate)
+    timings: dict[str, float] = field(default_factory=dict)  # ms: sync, memory, proposal
 
 
 def memory_budget(value) -> int:
@@ -144,10 +146,21 @@ def proxy_prepare(*, game_save: Save, body: dict, upstream_model: str, memory_to
     Raise `history.InvalidMessages`, `sync.HistoryMismatch` or `TurnConflict` (nothing written
     by this request beyond the turns it synced).
     """
+    clock = time.perf_counter()
+    timings = {}
+
+    def lap(name: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        timings[name] = round((now - clock) * 1000, 1)
+        clock = now
+
     chat = read_chat(body.get("messages"))
     sync = proxy_sync(game_save=game_save, chat=chat)
+    lap("sync")
     budget = memory_budget(memory_tokens if memory_tokens is not None else body.get("axiom_memory_tokens"))
     memory = _memory(game_save, chat, budget, vector_memory)
+    lap("memory")
     messages, placed = inject(body["messages"], memory_block(memory))
     upstream = {key: value for key, value in body.items() if key not in OWN_FIELDS}
     upstream["model"] = upstream_model
@@ -162,9 +175,10 @@ def proxy_prepare(*, game_save: Save, body: dict, upstream_model: str, memory_to
             record={"system_prompt": system_prompt, "user_prompt": user_prompt, "context": context},
         )
         alternative_id = alternative.pk
+    lap("proposal")
     return Prepared(
         game_save=game_save, chat=chat, sync=sync, body=upstream, stream=bool(body.get("stream")),
-        placed=placed, memory=memory, alternative_id=alternative_id,
+        placed=placed, memory=memory, alternative_id=alternative_id, timings=timings,
     )
 
 

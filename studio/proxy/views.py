@@ -160,6 +160,7 @@ def chat_completions(request: HttpRequest, user) -> HttpResponse:
         "X-Axiom-Turn": str(game_save.current_turn),
         "X-Axiom-Memory": prepared.placed,
         "X-Axiom-Prepare-Ms": f"{prepared_ms:.1f}",
+        "X-Axiom-Timing": ", ".join(f"{name}={ms}" for name, ms in prepared.timings.items()),
     }
     if prepared.stream:
         response = StreamingHttpResponse(relay, content_type=relay.content_type)
