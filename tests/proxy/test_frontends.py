@@ -168,3 +168,16 @@ def test_each_relay_is_one_logged_call_of_the_save(proxy, upstream, play_save):
     play(proxy, sillytavern, model, ["One.", "Two."])
     calls = LLMCall.objects.filter(game_save_id=play_save.pk, operation="proxy")
     assert calls.count() == 2 and all(call.error == "" and call.model == "test-model" for call in calls)
+
+
+def test_a_reader_that_leaves_mid_stream_cancels_the_proposal_and_the_upstream(proxy, upstream, play_save):
+    upstream.reply = Reply(content="one two three four five six", chunk_delay=0.2)
+    response = proxy.post(URL, sillytavern(f"axiom/{play_save.save_id}/test-model", [], "I wait."))
+    chunks = iter(response.streaming_content)
+    next(chunks)
+    response.close()  # what Django does when the client disconnects
+    alternative = NarratorAlternative.objects.get(draft__game_save=play_save)
+    assert alternative.status == "cancelled"
+    assert upstream.server.disconnected.wait(5)
+    call = LLMCall.objects.get(game_save_id=play_save.pk, operation="proxy")
+    assert call.error.startswith("cancelled by the reader")
