@@ -181,3 +181,12 @@ def test_a_reader_that_leaves_mid_stream_cancels_the_proposal_and_the_upstream(p
     assert upstream.server.disconnected.wait(5)
     call = LLMCall.objects.get(game_save_id=play_save.pk, operation="proxy")
     assert call.error.startswith("cancelled by the reader")
+
+
+def test_an_upstream_that_breaks_mid_stream_fails_the_proposal(proxy, upstream, play_save):
+    upstream.reply = Reply(content="one two three four", error_after=2)
+    response = proxy.post(URL, sillytavern(f"axiom/{play_save.save_id}/test-model", [], "I wait."))
+    raw = b"".join(response.streaming_content)
+    assert b'"error"' in raw  # the endpoint's error event reaches the front end as sent
+    alternative = NarratorAlternative.objects.get(draft__game_save=play_save)
+    assert alternative.status == "failed" and alternative.text == "one two " and "broke off" in alternative.error
