@@ -10,7 +10,8 @@ CSRF here. Errors use the OpenAI error shape, `{"error": {"message", "type", "co
 which front ends show to the player: 401 (no or bad key), 400 (bad body, no save named),
 404 (no such save, or one the key's user may not see), 403 (no Playtester role), 409 (the
 chat is not this save's, or another request moved the save), 429 (the save's spend guard),
-502 (the model could not be reached), 503 (no model configured). A refusal by the model's
+502 (the model could not be reached), 503 (no model configured, or the memory store is
+down), 500 (anything else, logged). A refusal by the model's
 endpoint itself (its own 4xx) is passed back with its status and body.
 """
 from __future__ import annotations
@@ -26,6 +27,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from studio.api.services import api_token_authenticate
 from studio.memory.llm import LLMError, RelayRefused, SpendLimitExceeded, get_llm_backend
+from studio.memory.vector import VectorStoreError
 from studio.proxy.binding import SAVE_HEADER, BindingError, binding_for, model_name
 from studio.proxy.history import InvalidMessages
 from studio.proxy.services import proxy_prepare, proxy_relay
@@ -75,7 +77,13 @@ def endpoint(*methods: str):
             if request.method not in methods:
                 return error(405, f"{request.method} is not allowed here.", "method_not_allowed",
                              headers={"Allow": ", ".join(methods)})
-            return view(request, user, *args, **kwargs)
+            try:
+                return view(request, user, *args, **kwargs)
+            except VectorStoreError as exc:
+                return error(503, f"The memory store cannot be reached: {exc}", "memory_unavailable", kind="server_error")
+            except Exception:
+                logger.exception("proxy error on %s %s", request.method, request.path)
+                return error(500, "The studio failed to handle this request.", "internal_error", kind="server_error")
 
         wrapped.__name__ = view.__name__
         wrapped.__doc__ = view.__doc__

@@ -81,3 +81,14 @@ def test_the_spend_guard_pauses_a_save(proxy, upstream, play_save, settings):
     player.say("One.")
     response = proxy.post(URL, sillytavern(f"axiom/{play_save.save_id}", [], "Two.", stream=False))
     assert response.status_code == 429 and code(response) == "spend_limit"
+
+
+def test_a_memory_store_that_is_down_is_a_503(proxy, upstream, play_save, monkeypatch):
+    from studio.memory.vector import VectorStoreError
+
+    def down(**kwargs):
+        raise VectorStoreError("chroma is down")
+
+    monkeypatch.setattr("studio.proxy.services.next_turn_context", down)
+    response = proxy.post(URL, sillytavern(f"axiom/{play_save.save_id}", [], "Hi.", stream=False))
+    assert response.status_code == 503 and code(response) == "memory_unavailable"
