@@ -6,8 +6,9 @@ a player input and the narration that answered it) with the save's Event_Log:
 1. **Where the chat starts.** A front end sends only as much of a long chat as fits its
    context, so the chat's first turn is looked up among the save's turns: turn 1 if it
    matches, else the save's turns with the same input and narration (the one followed by
-   the longest run of matching turns, the latest on a tie). A first turn whose input is
-   turn 1's (its narration edited) starts at 1. A save with no turns starts at 1. A chat
+   the longest run of matching turns, the latest on a tie). A first turn that is turn 1
+   edited (its input or its narration as turn 1's, or the chat's second turn as turn 2)
+   starts at 1. A save with no turns starts at 1. A chat
    that matches nowhere in a save that has turns is refused (`HistoryMismatch`, nothing
    written): it is another chat, and binding it to this save would rewind it to nothing.
 2. **The longest common prefix** from there decides the last turn the chat and the save
@@ -110,8 +111,9 @@ def chat_start(*, game_save: Save, chat: Chat) -> tuple[int, int]:
         .values_list("turn_id", flat=True)[:MAX_CANDIDATES]
     )
     if not candidates:
-        if rows.get(1, ("", ""))[0] == turns[0][0]:
-            return 1, 0  # turn 1's narration was edited
+        first = rows.get(1, ("", ""))
+        if first[0] == turns[0][0] or first[1] == turns[0][1] or (len(turns) > 1 and rows.get(2) == turns[1]):
+            return 1, 0  # turn 1 edited: its input, its narration, or both with turn 2 unchanged
         raise HistoryMismatch(
             f"This chat has no turn in common with save {game_save.save_id} (at turn {current}): its first turn "
             "is none of the save's. Start a new save for a new chat, or rewind this one in the studio."

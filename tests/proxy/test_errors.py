@@ -92,3 +92,18 @@ def test_a_memory_store_that_is_down_is_a_503(proxy, upstream, play_save, monkey
     monkeypatch.setattr("studio.proxy.services.next_turn_context", down)
     response = proxy.post(URL, sillytavern(f"axiom/{play_save.save_id}", [], "Hi.", stream=False))
     assert response.status_code == 503 and code(response) == "memory_unavailable"
+
+
+def test_a_chat_deleted_back_to_a_new_first_message_is_refused(proxy, upstream, play_save):
+    from tests.proxy.player import Player
+
+    player = Player(proxy, play_save)
+    player.say("One.")
+    player.say("Two.")
+    response = proxy.post(URL, {"model": f"axiom/{play_save.save_id}", "messages": player.messages([], "A new start.")})
+    assert response.status_code == 409 and "new save" in response.json()["error"]["message"]
+    # Deleted back to the first message and asked again (a swipe of the first answer): turn 1 goes.
+    response = proxy.post(URL, {"model": f"axiom/{play_save.save_id}", "messages": player.messages([], "One.")})
+    assert response.status_code == 200
+    play_save.refresh_from_db()
+    assert play_save.current_turn == 0
