@@ -55,6 +55,7 @@ ACTIONS = [
     "I follow the fisherman's directions to the net sheds.", "I call out Kael's name.",
     "I ask Kael about Bellspire.", "I offer to help Kael pay his debt.",
 ]
+MEMORY_TOKENS = 400  # a small model's context (4,096 tokens here): the memory block's budget per request
 MORE = ["I leave the harbour and climb toward Bellspire.", "I listen for the bell at low tide.",
         "I light a lantern and step into the chapel."]
 
@@ -89,7 +90,7 @@ class FrontEnd:
         parts = []
         stream = self.client.chat.completions.create(
             model=self.model, messages=self.messages(turns, pending), stream=True, max_tokens=90,
-            temperature=0.7, stop=["\nYou:"],
+            temperature=0.7, stop=["\nYou:"], extra_body={"axiom_memory_tokens": MEMORY_TOKENS},
         )
         for chunk in stream:
             if first is None:
@@ -174,7 +175,8 @@ def main() -> int:
         settings.AXIOM_LLM_BASE_URL, settings.AXIOM_LLM_MODEL = scripted.base_url, "scripted"
         try:
             straight = play_straight(ApiClient(key), universe, front.settled, front.chat[-1][0], name=f"straight {step}",
-                                     memory_mode=MemoryMode.CLASSIC, system=SYSTEM, greeting=GREETING)
+                                     memory_mode=MemoryMode.CLASSIC, system=SYSTEM, greeting=GREETING,
+                                     memory_tokens=MEMORY_TOKENS)
         finally:
             settings.AXIOM_LLM_BASE_URL, settings.AXIOM_LLM_MODEL = real_url, real_model
         ours, theirs = rows(game_save), rows(straight)

@@ -34,13 +34,14 @@ def sse_text(raw: bytes) -> str:
 
 class Player:
     def __init__(self, api, game_save, *, stream: bool = False, model: str = "test-model",
-                 system: str = SYSTEM, greeting: str = GREETING):
+                 system: str = SYSTEM, greeting: str = GREETING, memory_tokens: int | None = None):
         self.api = api
         self.save = game_save
         self.stream = stream
         self.model = model
         self.system = system
         self.greeting = greeting
+        self.memory_tokens = memory_tokens
         self.chat: list[list[str]] = []  # [input, answer]; the last answer is the pending turn's
 
     def messages(self, turns, pending: str) -> list[dict]:
@@ -53,6 +54,8 @@ class Player:
     def request(self, turns, pending: str, **extra):
         body = {"model": f"axiom/{self.save.save_id}/{self.model}", "messages": self.messages(turns, pending),
                 "stream": self.stream, **extra}
+        if self.memory_tokens is not None:
+            body["axiom_memory_tokens"] = self.memory_tokens
         response = self.api.post("/v1/chat/completions", body)
         assert response.status_code == 200, response.content
         if self.stream:
