@@ -80,6 +80,8 @@ def operation_of(request: dict) -> str:
         return "reflect"
     if "narrator of an interactive story" in system:
         return "narrate"
+    if "You summarize a part of an interactive story" in system:
+        return "summarize"
     return ""
 
 

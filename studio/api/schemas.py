@@ -66,7 +66,8 @@ QueryTermList = Optional[list[QueryText]]
 
 MemoryModeName = Literal["classic", "living"]
 JobStatusName = Literal["queued", "running", "done", "failed", "skipped", "paused"]
-JobKindName = Literal["sync_lore", "embed_turn", "living_turn", "refresh_models", "vector_rollback", "fork_vectors"]
+JobKindName = Literal["sync_lore", "embed_turn", "living_turn", "refresh_models", "vector_rollback", "fork_vectors",
+                      "summarize_chapter"]
 TrendName = Literal["new", "strengthening", "weakening", "stale", "stable"]
 
 

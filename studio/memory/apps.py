@@ -26,8 +26,10 @@ class MemoryConfig(AppConfig):
     def register_timeline_tables() -> None:
         """Hand rewind, fork and the demo's trim the engine's per-turn tables (`memory/timeline_tables.py`)."""
         from studio.memory import timeline_tables
+        from studio.memory.chapters import timeline as chapter_timeline
 
         timeline_tables.register()
+        chapter_timeline.register()
 
     @staticmethod
     def give_the_embedder_its_settings() -> None:
@@ -49,3 +51,5 @@ class MemoryConfig(AppConfig):
         # A batch of living turns runs one by one in turn order, sharing per-save lookups.
         jobs.register(JobKind.LIVING_TURN, living.run_living_turn, batches_in_order=True)
         jobs.register(JobKind.REFRESH_MODELS, living.run_refresh_models)
+        from studio.memory.chapters.summarize import run_summarize_chapter
+        jobs.register(JobKind.SUMMARIZE_CHAPTER, run_summarize_chapter)

@@ -165,6 +165,7 @@ class JobKind(models.TextChoices):
     REFRESH_MODELS = "refresh_models", "Refresh stale mental models"
     VECTOR_ROLLBACK = "vector_rollback", "Delete rewound vector chunks"
     FORK_VECTORS = "fork_vectors", "Copy vector chunks to a fork"
+    SUMMARIZE_CHAPTER = "summarize_chapter", "Summarize a chapter or arc"
 
 
 class JobStatus(models.TextChoices):
@@ -294,3 +295,7 @@ class LoreActivation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.game_save_id} lore @ {self.turn_id}: {len(self.activated)} active"
+
+
+# Chapters and arcs (long play) live in their own package; imported here so Django registers them.
+from studio.memory.chapters.models import Chapter  # noqa: E402,F401

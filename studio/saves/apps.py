@@ -29,6 +29,9 @@ class SavesConfig(AppConfig):
 
         register_section(portable.SECTION)
         register_section(LORE_ACTIVATION_SECTION)
+        from studio.saves.portable.sections.chapters import SECTION as CHAPTERS_SECTION
+
+        register_section(CHAPTERS_SECTION)
 
     @staticmethod
     def register_job_handlers() -> None:

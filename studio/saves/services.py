@@ -21,6 +21,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from studio.memory import jobs
+from studio.memory.chapters.services import chapter_after_turn
 from studio.memory.lore.activation_state import lore_activation_record_turn
 from studio.memory.vector import VectorStoreError
 from studio.saves.checkpoints import CheckpointManager
@@ -100,6 +101,8 @@ def turn_append(
         StateCache.objects.create(game_save=locked, turn_id=turn_id, state=state if state is not None else {})
         # The turn's lore activation (sticky, cooldown, every roll) is part of its timeline.
         lore_activation_record_turn(save=locked, turn_id=turn_id, player_input=player_input or "")
+        # A scene change or the chapter's turn limit closes the open chapter (its summary job queued on commit).
+        chapter_after_turn(game_save=locked, turn_id=turn_id, state=state)
         now = timezone.now()
         Save.objects.filter(pk=locked.pk).update(current_turn=turn_id, last_activity_at=now, updated_at=now)
         locked.current_turn = turn_id

@@ -1,6 +1,7 @@
 from django.urls import path
 
 from studio.saves.views import imports, narrator, rewind, saves, timeline
+from studio.saves.views import chapters as chapter_views
 from studio.saves.views import portable as portable_views
 
 app_name = "saves"
@@ -22,6 +23,9 @@ urlpatterns = [
     path("<str:save_id>/rewind/summary/", rewind.rewind_summary, name="rewind_summary"),
     path("<str:save_id>/fork/", rewind.fork, name="fork"),
     path("<str:save_id>/export/", portable_views.save_export, name="export"),
+    path("<str:save_id>/chapters/", chapter_views.chapters, name="chapters"),
+    path("<str:save_id>/chapters/close/", chapter_views.chapter_close_view, name="chapter_close"),
+    path("<str:save_id>/chapters/<int:chapter_id>/", chapter_views.chapter_edit, name="chapter_edit"),
     # The narrator (studio/saves/views/narrator.py).
     path("<str:save_id>/narrator/", narrator.narrate, name="narrate"),
     path("<str:save_id>/narrator/prompt/", narrator.narrator_prompt, name="narrator_prompt"),

@@ -45,6 +45,11 @@ RULES = {
     ("job_detail", "GET"): ("read", None, 200),
     ("job_retry", "POST"): ("write", None, 200),
     ("jobs_retry_skipped", "POST"): ("write", None, 200),
+    ("chapter_list", "GET"): ("read", None, 200),
+    ("chapter_close", "POST"): ("write", None, 201),
+    ("chapter_detail", "GET"): ("read", None, 200),
+    ("chapter_detail", "PATCH"): ("write", {"summary": "You wait."}, 200),
+    ("chapter_summarize", "POST"): ("write", None, 409),  # no LLM configured in tests
     ("save_export", "GET"): ("write", None, 200),  # reads, but needs the playtester role like an import
     ("save_import", "POST"): ("create", {
         "format": "axiom-save", "format_version": 1,
@@ -80,7 +85,12 @@ def world(game_save, monkeypatch):
     vm.embed_chunk(game_save.save_id, 1, "The harbour at dawn.")
     monkeypatch.setattr("studio.memory.vector.get_vector_memory", lambda: vm)
     job = Job.objects.create(kind=JobKind.EMBED_TURN, game_save=game_save, turn_id=1, status=JobStatus.FAILED)
-    return {"save_id": game_save.save_id, "turn_id": 1, "job_id": job.pk, "slug": game_save.universe.slug}
+    from studio.memory.chapters.models import Chapter
+
+    chapter = Chapter.objects.create(game_save=game_save, first_turn=1, last_turn=1, closed_turn=1, close_reason="playtester",
+                                     summary_status="no_model")
+    return {"save_id": game_save.save_id, "turn_id": 1, "job_id": job.pk, "slug": game_save.universe.slug,
+            "chapter_id": chapter.pk}
 
 
 def url_for(pattern: URLPattern, world: dict) -> str:

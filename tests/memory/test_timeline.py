@@ -64,7 +64,7 @@ def test_registered_tables_run_in_one_order_and_name_their_save_file_section():
     names = [t.name for t in timeline.registered_tables()]
     assert names == [
         "events", "states", "facts", "beliefs", "mental_models", "recorded_queries",
-        "lore_activations", "narrator_snapshots", "narrator_drafts",
+        "lore_activations", "chapters", "narrator_snapshots", "narrator_drafts",
     ]
     sections = {s.name for s in registered_sections()}
     for entry in timeline.registered_tables():
@@ -87,8 +87,8 @@ def test_a_model_or_name_registers_once():
     with pytest.raises(ValueError, match="already registered as timeline table 'facts'"):
         timeline.register_table(dataclasses.replace(facts, name="facts_again"))
     assert timeline.register_table(facts) is facts  # the same entry again is no change
-    with pytest.raises(KeyError, match="no timeline table 'chapters'"):
-        timeline.table("chapters")
+    with pytest.raises(KeyError, match="no timeline table 'presence_rows'"):
+        timeline.table("presence_rows")
 
 
 def test_exempt_models_say_why():

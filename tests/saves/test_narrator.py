@@ -55,13 +55,36 @@ def test_instructions_fill_meta_drop_empty_lines_and_keep_unknown_placeholders()
 
 
 def test_prompt_has_meta_recent_turns_memory_and_the_action(game_save, meta, vector_memory):
+    # A share of the recent turns that holds only the last turn: turn 2 is left to memory.
+    UniverseMeta.objects.create(universe=meta, key="context_share_chapter", value="1")
     vector_memory.embed_chunk(game_save.save_id, 2, "Mira lends you ten silver crowns.")
+    vector_memory.embed_chunk(game_save.save_id, 3, "Turn 3 text.")
     prompt = build_narrator_prompt(game_save=game_save, player_input="I ask Mira about the silver crowns")
     assert "terse, present tense" in prompt.system and "Wren Halloway" in prompt.system and "season: late autumn" in prompt.system
     assert prompt.template_is_default and prompt.turn_id == 4
     assert "Turn 3\n> input 3\nTurn 3 text." in prompt.user and "I ask Mira about the silver crowns" in prompt.user
     assert "Mira lends you ten silver crowns." in prompt.user  # the memory context (build_memory_context)
-    assert prompt.context_record()["items"]
+    assert prompt.shown_turns == [3] and prompt.context_record()["items"]
+    # Nothing twice: turn 3 is shown in full, so its chunk is not repeated as memory.
+    assert prompt.user.count("Turn 3 text.") == 1
+    cut = next(i for i in prompt.memory.items if i.layer == "narrative" and i.ref["turn_id"] == 3)
+    assert not cut.included and cut.cut.startswith("already in the prompt: turn 3")
+    # From what changes least to what changes most: recent turns, then what the action recalled, then the action.
+    user = prompt.user
+    assert user.index("## Recent turns") < user.index("## Recalled for this action") < user.index("## The player's action")
+
+
+def test_consecutive_prompts_share_their_beginning(game_save, meta, vector_memory):
+    from studio.saves.services import turn_append
+
+    first = build_narrator_prompt(game_save=game_save, player_input="I ask Mira about the silver crowns")
+    turn_append(game_save=game_save, player_input="I ask Mira about the silver crowns", narrative="Mira shrugs.")
+    second = build_narrator_prompt(game_save=game_save, player_input="I leave for the docks")
+    before, after = first.system + first.user, second.system + second.user
+    shared = next((i for i, (a, b) in enumerate(zip(before, after)) if a != b), len(before))
+    # The instructions and the three turns shown before are the start of the next prompt too.
+    assert before[:shared].endswith("Turn 3 text.\n\n")
+    assert after[shared:].startswith("Turn 4\n> I ask Mira about the silver crowns\nMira shrugs.")
 
 
 def test_the_author_template_replaces_the_default(game_save, meta):
@@ -109,7 +132,7 @@ def test_narrate_streams_and_appends_nothing_until_accepted(tester, game_save, m
     assert (event.player_input, event.narrative) == ("I knock at Mira's door", STORY)
     snapshot = NarratorSnapshot.objects.get(game_save=game_save, turn_id=4)
     assert not snapshot.edited and snapshot.model == "test-model" and snapshot.prompt_chars > 100
-    assert snapshot.context["token_budget"] == 1200 and "items" in snapshot.context
+    assert snapshot.context["token_budget"] == 2000 and "items" in snapshot.context  # story so far included
     assert Job.objects.filter(game_save=game_save, turn_id=4).exists()  # the turn's memory jobs ran
     assert NarratorDraft.objects.get(pk=draft.pk).status == DraftStatus.ACCEPTED
 

@@ -51,7 +51,7 @@ from studio.memory.jobs.ledger import REDO_KEY, RETRYABLE_STATUSES, TURN_KINDS, 
 from studio.memory.models import Job, JobKind, JobStatus
 
 # Work that belongs to a turn of a save's timeline (the other kinds never check it).
-TIMELINE_KINDS = (JobKind.EMBED_TURN, JobKind.LIVING_TURN, JobKind.REFRESH_MODELS)
+TIMELINE_KINDS = (JobKind.EMBED_TURN, JobKind.LIVING_TURN, JobKind.REFRESH_MODELS, JobKind.SUMMARIZE_CHAPTER)
 # Kinds whose reads a rewind can change under them (beliefs, mental models).
 MEMORY_READING_KINDS = (JobKind.LIVING_TURN, JobKind.REFRESH_MODELS)
 # The payload key naming the Event (pk) a turn job was queued for.

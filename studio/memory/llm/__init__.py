@@ -114,6 +114,7 @@ def get_llm_backend() -> OpenAICompatibleBackend | None:
             "consolidate": settings.AXIOM_LLM_MODEL_CONSOLIDATE,
             "reflect": settings.AXIOM_LLM_MODEL_REFLECT,
             "narrate": getattr(settings, "AXIOM_LLM_MODEL_NARRATE", ""),
+            "summarize": getattr(settings, "AXIOM_LLM_MODEL_SUMMARIZE", ""),
         },
         "operation_options": operation_options_from_settings(),
         "stream_all": getattr(settings, "AXIOM_LLM_STREAM", False),

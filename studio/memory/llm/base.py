@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-OPERATIONS = ("extract", "consolidate", "reflect", "narrate")
+OPERATIONS = ("extract", "consolidate", "reflect", "narrate", "summarize")
 
 # The sampling fields sent only when set; a server that refuses one gets it dropped.
 SAMPLING_FIELDS = ("temperature", "frequency_penalty", "presence_penalty", "repeat_penalty")

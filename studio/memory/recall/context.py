@@ -45,7 +45,10 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from studio.memory.chapters.story import Story, story_items, turn_texts
+from studio.memory.chapters.story_time import story_times
 from studio.memory.recall import context_lore
+from studio.memory.recall.fit import fit_to_share, item_cap, mark_piece
 from studio.memory.recall.macros import macro_names_from_meta, play_meta
 from studio.memory.models import MentalModel, Observation, subject_key_for
 from studio.memory.observations import compute_trend
@@ -60,9 +63,16 @@ __all__ = [
 
 MAX_BELIEFS_PER_SUBJECT = 6
 MAX_FACTS = 12
+# The narrative search asks for share / TOKENS_PER_SMALL_CHUNK chunks (at most MAX_FILL_K), so
+# the budget, not k, decides how many go in: with k = 6 the context used 222 of its 1,200
+# tokens on LoCoMo (one utterance a turn, ~25 tokens each).
+TOKENS_PER_SMALL_CHUNK = 20
+MAX_FILL_K = 80
 
-LAYERS = ("mental_model", "belief", "fact", "narrative", "lore")
+LAYERS = ("story", "chapter", "mental_model", "belief", "fact", "narrative", "lore")
 LAYER_TITLES = {
+    "story": "The story so far",
+    "chapter": "This chapter",
     "mental_model": "Mental models",
     "belief": "Beliefs",
     "fact": "Facts",
@@ -105,6 +115,9 @@ class MemoryContext:
     macros: dict[str, str] = field(default_factory=dict)
     # The two vector queries, as Lore replay records them (`search.query_record`).
     queries: list[dict[str, Any]] = field(default_factory=list)
+    # The turns the story-so-far layer shows in full (the open chapter's window), oldest first.
+    shown_turns: list[int] = field(default_factory=list)
+    chapter_start: int = 1
 
     @property
     def included(self) -> list[ContextItem]:
@@ -161,6 +174,8 @@ class MemoryContext:
             "lore_explain": self.lore_explain,
             "macros": self.macros,
             "queries": self.queries,
+            "shown_turns": self.shown_turns,
+            "chapter_start": self.chapter_start,
         }
 
 
@@ -193,14 +208,29 @@ def _explain_reason(result: dict) -> tuple[str, dict]:
     return head + (" (" + ", ".join(bits) + ")" if bits else ""), explain
 
 
+def _character_names(entry_title: str, keys) -> list[str]:
+    return [n.strip() for n in [entry_title, *(k for k in keys or [] if isinstance(k, str))]
+            if n.strip() and "{{" not in n and not n.startswith("/")]
+
+
 def _characters_named(game_save, query_text: str) -> dict[str, str]:
     """Return {subject key: name} of the Lore Book's Character entries the query names (title or key)."""
     named: dict[str, str] = {}
     for title, keys in game_save.universe.lore_entries.filter(kind="character").values_list("title", "keys"):
-        names = [title, *(k for k in keys or [] if isinstance(k, str))]
-        if any(n.strip() and "{{" not in n and not n.startswith("/") and _word_in(n.strip(), query_text) for n in names):
+        if any(_word_in(n, query_text) for n in _character_names(title, keys)):
             named.setdefault(subject_key_for(title), title)
     return named
+
+
+def _characters_absent(game_save, query_text: str, focus: list[str]) -> dict[str, str]:
+    """Return {entry id: title} of Character entries neither in focus (on scene) nor named in the query."""
+    focus_keys = {subject_key_for(f) for f in focus if f}
+    absent = {}
+    for entry_id, title, keys in game_save.universe.lore_entries.filter(kind="character").values_list("entry_id", "title", "keys"):
+        names = _character_names(title, keys)
+        if not any(subject_key_for(n) in focus_keys or _word_in(n, query_text) for n in names):
+            absent[entry_id] = title
+    return absent
 
 
 def _focus_subjects(game_save, query_text: str, focus_terms: list[str]) -> list[tuple[str, str, str]]:
@@ -263,6 +293,7 @@ def next_turn_context(*, game_save, params: ContextParams, record_source: str | 
         k_lore=params.k_lore,
         vector_memory=vector_memory,
         universe_meta=universe_meta,
+        story=True,
     )
     if record_source:
         record_context_queries(game_save=game_save, queries=context.queries, source=record_source)
@@ -280,8 +311,13 @@ def build_memory_context(
     record: bool = False,
     vector_memory=None,
     universe_meta: dict[str, str] | None = None,
+    story: bool = False,
 ) -> MemoryContext:
     """Return the memory context for the save's next turn, assembled within `token_budget`.
+
+    `story`: include the story-so-far layers (summaries, the recent turns in full;
+    `studio.memory.chapters.story`), as `next_turn_context` (the narrator, the viewer, the API)
+    does; without it only what memory recalls is assembled (the recall hierarchy alone).
 
     `universe_meta`: the universe's meta rows when the caller has read them (else read here,
     once: the macros, the lore keys' macros and the budget shares all come from it).
@@ -316,6 +352,13 @@ def build_memory_context(
     context.timings["activation_ms"] = round((time.perf_counter() - t0) * 1000, 2)
     context.shares = context_lore.shares_from_meta(universe_meta)
     refused: dict[str, str] = {}
+    t0 = time.perf_counter()
+    with_story = story
+    story = story_items(game_save, horizon=turn, token_budget=token_budget, shares=context.shares,
+                        make_item=ContextItem.of, fill=lambda text: context_lore.fill(text, macros)) if with_story else Story()
+    context.shown_turns, context.chapter_start = story.shown_turns, story.chapter_start
+    candidates += [i for i in story.summaries if i.included] + story.turns
+    context.timings["story_ms"] = round((time.perf_counter() - t0) * 1000, 2)
 
     if game_save.is_living:
         t0 = time.perf_counter()
@@ -330,8 +373,11 @@ def build_memory_context(
         context.notes.append("Classic memory mode: only narrative chunks and lore are recalled.")
 
     if query_text.strip():
+        # Ask for enough chunks to fill the narrative share (the budget decides, not k): the
+        # turns shown in full come back from the search too and are left out of it.
+        fill_k = min(MAX_FILL_K, token_budget // TOKENS_PER_SMALL_CHUNK)  # the refill pass may give it the whole budget
         searches = {
-            "narrative": {"k": k_narrative, "focus_terms": focus_terms or None, "chunk_type": None,
+            "narrative": {"k": max(k_narrative, fill_k + len(story.shown_turns)), "focus_terms": focus_terms or None, "chunk_type": None,
                           "exclude_chunk_type": "lore"},
             "lore": {"k": k_lore, "focus_terms": focus_terms or None, "chunk_type": "lore",
                      "exclude_chunk_type": None},
@@ -346,11 +392,15 @@ def build_memory_context(
         ]
         context.timings["narrative_query_ms"] = round(narrative_outcome.stats.timings_ms.get("total", 0.0), 2)
         context.timings["lore_query_ms"] = round(lore_outcome.stats.timings_ms.get("total", 0.0), 2)
-        candidates += _narrative_items(narrative_outcome.results, macros)
+        candidates += _narrative_items(game_save, narrative_outcome.results, macros, shown=set(story.shown_turns))
         candidates += activated
         activated = []
+        absent = _characters_absent(game_save, query_text, focus_names) if view else {}
         for item in _lore_items(lore_outcome.results, view, macros):
             allowed, why = context_lore.semantic_allowed(view, item.ref.get("entry_id"))
+            if allowed and item.ref.get("entry_id") in absent:
+                allowed, why = False, (f"a character's description enters when {absent[item.ref['entry_id']]} "
+                                       "is on scene (in focus) or named in the action")
             if allowed:
                 candidates.append(item)
             else:
@@ -359,11 +409,26 @@ def build_memory_context(
         context.notes.append("No query text: narrative memory and lore found by meaning need one.")
     candidates += activated
 
-    # Activated lore is offered to the budget first (protected, constant, named in the chat,
-    # then found through recursion); the items keep their layer and order for display.
-    order = sorted(range(len(candidates)), key=lambda i: (not candidates[i].why.get("activation"),
-                                                          candidates[i].why.get("activation_rank", 0), i))
-    context_lore.assemble([candidates[i] for i in order], token_budget=token_budget, shares=context.shares)
+    # Protected lore first (named in the input or in focus), then the story so far (summaries,
+    # the chapter's turns), then the rest of activated lore (constant, named in the chat,
+    # recursion), then the other layers; the items keep their layer and order for display.
+    def offer(i: int):
+        why = candidates[i].why
+        if why.get("protected"):
+            return (0, 0, i)
+        if candidates[i].layer == "chapter":
+            return (1, 0, i)
+        if candidates[i].layer == "story":  # the newest summaries first: the share keeps the nearest past
+            return (1, 1, -candidates[i].why.get("first_turn", 0))
+        return (2 if why.get("activation") else 3, why.get("activation_rank", 0), i)
+
+    for item in candidates:  # an entry longer than its share is represented by a passage, not dropped
+        fit_to_share(item, cap=item_cap(item, token_budget=token_budget,
+                                        share_cap=token_budget * context.shares.get(context_lore.budget_class(item), 100) // 100))
+    decided = {id(i) for i in candidates if not i.included and i.cut}  # outside the chapter's window, shown already
+    context_lore.assemble([candidates[i] for i in sorted(range(len(candidates)), key=offer) if id(candidates[i]) not in decided],
+                          token_budget=token_budget, shares=context.shares)
+    context.items.extend([i for i in story.summaries if not i.included])
     context.items.extend(candidates)
     context.lore_explain = context_lore.lore_explain(view, candidates, refused)
     context.timings["total_ms"] = round((time.perf_counter() - started) * 1000, 2)
@@ -433,39 +498,51 @@ def _fact_items(game_save, subject_keys: list[str], subject_why: dict[str, str],
 
     items = []
     seen: set[int] = set()
-    for key in subject_keys:
-        for fact in get_facts(game_save.save_id, max_turn_id=turn, entity=key, limit=MAX_FACTS):
-            if fact.fact_id in seen:
-                continue
-            seen.add(fact.fact_id)
-            text = f"(turn {fact.turn_id}) {fact.statement}"
-            items.append(
-                ContextItem.of(
-                    layer="fact",
-                    text=text,
-                    reason=f"fact naming {key} ({subject_why[key]}), from turn {fact.turn_id}",
-                    why={"entity": key, "focus": subject_why[key], "turn_id": fact.turn_id, "fact_type": fact.fact_type},
-                    ref={"fact_id": fact.fact_id, "turn_id": fact.turn_id},
-                )
+    facts = [(key, fact) for key in subject_keys for fact in get_facts(game_save.save_id, max_turn_id=turn, entity=key, limit=MAX_FACTS)]
+    times = story_times(game_save, {fact.turn_id for _key, fact in facts})  # a fact is dated by its turn
+    for key, fact in facts:
+        if fact.fact_id in seen:
+            continue
+        seen.add(fact.fact_id)
+        when = f", {times[fact.turn_id]}" if fact.turn_id in times else ""
+        text = f"(turn {fact.turn_id}{when}) {fact.statement}"
+        items.append(
+            ContextItem.of(
+                layer="fact",
+                text=text,
+                reason=f"fact naming {key} ({subject_why[key]}), from turn {fact.turn_id}",
+                why={"entity": key, "focus": subject_why[key], "turn_id": fact.turn_id, "fact_type": fact.fact_type},
+                ref={"fact_id": fact.fact_id, "turn_id": fact.turn_id},
             )
+        )
     return items[: MAX_FACTS * max(len(subject_keys), 1)]
 
 
-def _narrative_items(results: list[dict], macros: dict[str, str]) -> list[ContextItem]:
-    items = []
+def _narrative_items(game_save, results: list[dict], macros: dict[str, str], *, shown: set[int]) -> list[ContextItem]:
+    """Narrative chunks, each whole ("[…]" marks where a long turn goes on), dated by story time.
+
+    A chunk of a turn the story-so-far layer shows in full is a cut item: it is in the prompt once.
+    """
+    turn_ids = {r.get("turn_id") for r in results}
+    texts, times = turn_texts(game_save, turn_ids), story_times(game_save, turn_ids)
+    items, seen = [], set()
     for result in results:
         reason, explain = _explain_reason(result)
-        body = context_lore.fill(context_lore.whole_sentences(result.get("text", "")), macros)
-        text = f"(turn {result.get('turn_id')}) {body}"
-        items.append(
-            ContextItem.of(
-                layer="narrative",
-                text=text,
-                reason=f"narrative chunk, {reason}",
-                why=explain,
-                ref={"chunk_id": result.get("id"), "turn_id": result.get("turn_id"), "key": result_key(result)},
-            )
+        turn_id = result.get("turn_id")
+        body = context_lore.fill(mark_piece(result.get("text", ""), texts.get(turn_id)), macros)
+        when = f", {times[turn_id]}" if turn_id in times else ""
+        item = ContextItem.of(
+            layer="narrative",
+            text=f"(turn {turn_id}{when}) {body}",
+            reason=f"narrative chunk, {reason}",
+            why={**explain, "story_time": times.get(turn_id, "")},
+            ref={"chunk_id": result.get("id"), "turn_id": turn_id, "key": result_key(result)},
         )
+        if turn_id in shown or (turn_id, body) in seen:
+            item.included = False
+            item.cut = f"already in the prompt: turn {turn_id} is shown in full under “This chapter”" if turn_id in shown else "a copy of a chunk already taken"
+        seen.add((turn_id, body))
+        items.append(item)
     return items
 
 
@@ -488,7 +565,7 @@ def _lore_items(results: list[dict], view=None, macros: dict[str, str] | None = 
                 layer="lore",
                 text=text,
                 reason=("lore " + reason) if explain.get("expanded_from") else f"lore hit, {reason}",
-                why=explain,
+                why={**explain, "passage": context_lore.fill(result.get("text", ""), macros or {}), "title": title},
                 ref={"entry_id": entry_id, "chunk_id": result.get("id"), "key": result_key(result)},
             )
         )

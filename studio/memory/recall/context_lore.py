@@ -17,7 +17,9 @@ Budget (`assemble`), in four passes over the candidates in hierarchy order:
    narrative chunks and semantic lore never push them out;
 3. every other item, while it fits both what is left and its layer's share
    (`context_share_<class>` in Universe_Meta, a percentage of the budget);
-4. items left out only by their share, if they fit what is left after pass 3.
+4. items left out only by their share, if they fit what is left after pass 3 (never those of
+   a share set to 0, nor the story so far's summaries and turns, `no_refill`: what memory
+   recalls for the action gets what the shares left).
 An item that does not fit is left out whole ("over budget: ..."); no text is cut.
 
 Text: lore items carry the whole entry (never a stored chunk of it), narrative chunks end at
@@ -38,6 +40,7 @@ from studio.memory.recall.macros import fill_macros
 
 # The budget classes, each with what it holds (the Metadata page's help for its share key).
 SHARE_CLASS_NAMES = {
+    "summary": "chapter and arc summaries (the story so far)", "chapter": "the open chapter's turns",
     "lore_activated": "activated lore entries", "mental_model": "mental models", "belief": "beliefs",
     "fact": "facts", "narrative": "narrative chunks", "lore": "lore found by meaning",
 }
@@ -48,7 +51,11 @@ SHARE_META_PREFIX = "context_share_"
 # out, and with activation first the recursion through the demo's book (22 of 34 entries for
 # "ask Hesper Vale about the Copper Hood") took every token. Half for activated lore, 40% for
 # narrative leaves the lore found by meaning its place; protected entries are not capped.
-DEFAULT_SHARES = {"lore_activated": 50, "mental_model": 100, "belief": 100, "fact": 100, "narrative": 40, "lore": 100}
+# The story so far (long play): summaries up to 15%, the recent turns up to 70% (they
+# replaced the four recent turns that sat outside the budget; the narrator's budget grew).
+# The recent turns come before what the action recalls, so the larger their part, the more of
+# the prompt a model server's prefix cache reuses (bench/prompt_prefix.py).
+DEFAULT_SHARES = {"summary": 15, "chapter": 70, "lore_activated": 50, "mental_model": 100, "belief": 100, "fact": 100, "narrative": 40, "lore": 100}
 # Within activated lore, what the budget is offered first (protected entries come before all).
 ACTIVATION_RANK = {"constant": 1, "forced": 1, "sticky": 2, "key": 2, "after_first_match": 2, "recursion": 3}
 # Engine decisions after which lore found by meaning may still bring an entry in: the entry
@@ -224,8 +231,10 @@ def assemble(candidates: list, *, token_budget: int, shares: dict[str, int]) -> 
             take(index, item)
             continue
         decided.add(index)
-    for index in share_cut:  # 4: what the shares left unused
+    for index in share_cut:  # 4: what the shares left unused (not for a share set to 0, nor the story so far)
         item = candidates[index]
+        if item.why.get("no_refill") or shares.get(budget_class(item), 100) == 0:
+            continue
         if item.tokens <= remaining:
             take(index, item, "over its share, taken from the budget the other layers left")
 

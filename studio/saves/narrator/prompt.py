@@ -20,8 +20,23 @@ narration) over the save's copy made at creation (keys the universe no longer ha
 `studio.memory.recall.macros.play_meta`.
 
 The user message holds the memory context (`next_turn_context`, the path the Context viewer
-and the API take too, with the narrator's defaults: the player character in focus),
-the last `NarratorConfig.recent_turns` turns and the player's action.
+and the API take too, with the narrator's defaults: the player character in focus) and the
+player's action, ordered from what changes least to what changes most, so that a model
+server's prefix cache (llama.cpp, Ollama, vLLM; a hosted API's cached-prefix discount)
+reuses most of the previous turn's prompt (`PROMPT_ORDER`):
+
+1. lore that is always active (constant entries),
+2. the story so far (arc and chapter summaries: they change when a chapter closes),
+3. mental models, in a stable order (by subject),
+4. the recent turns: the open chapter's turns (and those before it while their share holds
+   them), in order; each turn appends one, and the window moves a few turns at a time
+   (`studio.memory.chapters.story.WINDOW_STEP`),
+5. what this action recalled (beliefs, facts, narrative memory, lore found or named),
+6. the action.
+
+The chapter's turns replaced the fixed "last four turns", and are part of the memory budget
+(they sat outside it before, and were repeated as narrative memory: 2,619 duplicated
+tokens over the demo's first 16 turns); the narrator's budget grew by what they used to take.
 """
 from __future__ import annotations
 
@@ -65,8 +80,9 @@ _MACROS = {"user", "char"}
 class NarratorConfig:
     """The narrator's tunables (chosen by hand, not measured: a small model's context)."""
 
-    recent_turns: int = 4  # enough for continuity; older turns come back through memory
-    token_budget: int = DEFAULT_TOKEN_BUDGET  # the memory context's, as the Context viewer's default
+    # The memory context's, story so far included: the Context viewer's default plus the ~800
+    # tokens the four recent turns took outside the budget before the chapter's turns joined it.
+    token_budget: int = DEFAULT_TOKEN_BUDGET + 800
     max_meta_value_chars: int = 300  # longer meta values are data, not a line of the prompt
     max_input_chars: int = LIMITS.query_text_chars  # the input is the context's query text
 
@@ -81,6 +97,11 @@ class NarratorPrompt:
     turn_id: int
     template_is_default: bool
     memory: object  # MemoryContext
+
+    @property
+    def shown_turns(self) -> list[int]:
+        """The turns the prompt shows in full (the open chapter's window)."""
+        return list(self.memory.shown_turns)
 
     @property
     def chars(self) -> int:
@@ -131,13 +152,35 @@ def render_instructions(template: str, meta: dict[str, str], *, config: Narrator
     return (macros or macro_names_from_meta(meta)).fill(text)
 
 
-def _recent_turns_text(events) -> str:
+PROMPT_ORDER = ("constant lore", "story so far", "mental models", "this chapter", "recalled", "action")
+RECALLED_TITLES = {"belief": "Beliefs", "fact": "Facts", "narrative": "Narrative memory", "lore": "Lore"}
+
+
+def memory_sections(memory) -> list[str]:
+    """Return the memory context's blocks in prompt order (`PROMPT_ORDER`), empty ones left out."""
+    included = memory.included
+    constant = [i for i in included if i.layer == "lore" and i.why.get("activation") == "constant"]
+    by_layer: dict[str, list] = {}
+    for item in included:
+        if item not in constant:
+            by_layer.setdefault(item.layer, []).append(item)
     blocks = []
-    for event in events:
-        head = f"Turn {event.turn_id}"
-        body = (f"> {event.player_input}\n" if event.player_input else "") + event.narrative.strip()
-        blocks.append(f"{head}\n{body}")
-    return "\n\n".join(blocks)
+    if constant:
+        blocks.append("## Lore (always active)\n" + "\n".join(f"- {i.text}" for i in constant))
+    if by_layer.get("story"):
+        blocks.append("## The story so far\n" + "\n".join(f"- {i.text}" for i in by_layer["story"]))
+    if by_layer.get("mental_model"):
+        models = sorted(by_layer["mental_model"], key=lambda i: (i.why.get("subject") or "").casefold())
+        blocks.append("## Mental models\n" + "\n".join(f"- {i.text}" for i in models))
+    # The chapter's start is marked on its turn, not in the heading: a heading that named it
+    # would change the prompt's beginning whenever a chapter closes.
+    chapter = [("(A new chapter begins.)\n" if i.ref.get("turn_id") == memory.chapter_start and i.ref.get("turn_id") != 1 else "") + i.text
+               for i in by_layer.get("chapter") or []]
+    blocks.append("## Recent turns\n" + ("\n\n".join(chapter) or "(none yet: this is the first turn)"))
+    recalled = [f"### {title}\n" + "\n".join(f"- {i.text}" for i in by_layer[layer])
+                for layer, title in RECALLED_TITLES.items() if by_layer.get(layer)]
+    blocks.append("## Recalled for this action\n" + ("\n\n".join(recalled) or "(nothing recalled for this action)"))
+    return blocks
 
 
 class InvalidPlayerInput(ValueError):
@@ -157,8 +200,6 @@ def build_narrator_prompt(*, game_save, player_input: str, config: NarratorConfi
     """Return the whole prompt the narrator gets for `player_input` as the save's next turn.
 
     Raise InvalidPlayerInput when the action cannot be used (`check_player_input`)."""
-    from studio.saves.selectors import recent_events
-
     meta = narrator_meta(game_save)
     template = meta.get(TEMPLATE_KEY, "").strip()
     memory = next_turn_context(
@@ -169,11 +210,8 @@ def build_narrator_prompt(*, game_save, player_input: str, config: NarratorConfi
     macros = MacroNames(**memory.macros)
     system = render_instructions(template or DEFAULT_INSTRUCTIONS, meta, config=config, macros=macros)
     turn_id = game_save.current_turn + 1
-    recent = _recent_turns_text(recent_events(game_save=game_save, limit=config.recent_turns))
-    memory_text = memory.as_text().strip()
     parts = [
-        "## Memory\n" + (memory_text or "(nothing recalled for this action)"),
-        "## Recent turns\n" + (recent or "(none yet: this is the first turn)"),
+        *memory_sections(memory),
         f"## The player's action (turn {turn_id})\n" + (player_input.strip() or "(no action: continue the scene)"),
         f"Narrate turn {turn_id}.",
     ]

@@ -18,6 +18,7 @@ STUDIO = Path(__file__).resolve().parents[3] / "studio"
 
 def test_every_kind_has_the_handler_its_app_registered():
     from studio.memory.pipeline import embedding, living, lore
+    from studio.memory.chapters.summarize import run_summarize_chapter
     from studio.saves import vector_jobs
 
     expected = {
@@ -27,6 +28,7 @@ def test_every_kind_has_the_handler_its_app_registered():
         JobKind.REFRESH_MODELS: living.run_refresh_models,
         JobKind.VECTOR_ROLLBACK: vector_jobs.run_vector_rollback,
         JobKind.FORK_VECTORS: vector_jobs.run_fork_vectors,
+        JobKind.SUMMARIZE_CHAPTER: run_summarize_chapter,
     }
     assert set(jobs.registered_kinds()) == set(JobKind.values)
     assert {kind: jobs.handler_for(kind).run for kind in JobKind.values} == expected

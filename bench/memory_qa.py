@@ -1,0 +1,238 @@
+"""End-to-end memory quality: how much of a question's evidence reaches what the narrator reads.
+
+LoCoMo (../shared/data/locomo, never copied into the repository) in the game's shape: one
+conversation = one *classic* save, one utterance = one turn (narrative "Speaker: text", plus
+"[shares a photo: caption]" when there is one; the session's date as the turn's story time,
+state key `date`), the question as the player's action, the save as of the end of the
+conversation. For every question of categories 1-4 the bench builds what the narrator would
+read at a fixed memory budget (`--budget`, default 1,500 tokens) and scores the share of the
+question's annotated evidence utterances that are in it, per LoCoMo category, for these arms:
+
+- **studio**: the narrator's prompt (`build_narrator_prompt`, token budget = `--budget`): its
+  memory context plus the turns it shows in full (the recent turns / the current chapter);
+- **chat window**: the last turns, newest first, while they fit the budget (a plain chat);
+- **plain RAG**: the last four turns, then semantic top-k only (the engine's semantic arm,
+  as SillyTavern's vector storage), results taken in rank order while they fit what the
+  budget leaves after those turns (every arm reads about `--budget` tokens);
+- **hybrid fill**: the same, with the engine's own hybrid search (`VectorMemory.query`);
+- **studio without chapter summaries**: the studio arm with the story-so-far summaries'
+  share set to 0 (`context_share_summary`); identical to *studio* where the code has no
+  chapters.
+
+Chapters: where the code has them (`studio.memory.chapters`), each LoCoMo session is one
+chapter, closed at its last utterance, and its summary is LoCoMo's own annotated
+`session_N_summary`, entered as a playtester's edit (so no model is involved and the
+figure is deterministic). A summary holds no dia_id, so it never counts as evidence here:
+it only spends budget; the "without summaries" arm shows what that costs.
+
+Every arm's tokens are counted with the studio's counter (`count_tokens`) and printed, so
+an arm that reads more is visible. Deterministic for a given embedding model (the real
+MiniLM the studio ships). Not here yet: the real-model part (answer token F1 with the local
+model answering from each arm's context, >= 50 questions per arm); it needs the shared local
+model for longer than the issue's session had.
+
+    .venv/bin/python bench/memory_qa.py [--convs 26,30] [--budget 1500] [--json bench/data/memory_qa.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import DEFAULT_LOCOMO, setup_django  # noqa: E402
+
+EVIDENCE = re.compile(r"D\s*:?\s*(\d+)\s*:\s*(\d+)")
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+ARMS = ("studio", "chat window", "plain RAG", "hybrid fill", "studio without chapter summaries")
+
+
+def load(path: Path) -> dict:
+    """Return the conversation as turns, sessions and questions (evidence ids that exist only)."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    turns = []  # {turn_id, dia_id, text, date, session}
+    sessions = []  # {number, first, last, date, summary}
+    number = 1
+    while f"session_{number}" in data:
+        first = len(turns) + 1
+        date = data.get(f"session_{number}_date_time", "")
+        for utterance in data[f"session_{number}"]:
+            text = f"{utterance['speaker']}: {utterance['text']}"
+            if utterance.get("blip_caption"):
+                text += f" [shares a photo: {utterance['blip_caption']}]"
+            turns.append({"turn_id": len(turns) + 1, "dia_id": utterance["dia_id"], "text": text,
+                          "date": date, "session": number})
+        sessions.append({"number": number, "first": first, "last": len(turns), "date": date,
+                         "summary": data.get(f"session_{number}_summary", "")})
+        number += 1
+    known = {t["dia_id"] for t in turns}
+    questions, skipped = [], 0
+    for qa in data["qa"]:
+        if qa.get("category") not in CATEGORIES:
+            continue
+        evidence = sorted({f"D{a}:{b}" for item in qa.get("evidence", []) for a, b in EVIDENCE.findall(str(item))} & known)
+        if not evidence:
+            skipped += 1
+            continue
+        questions.append({"question": qa["question"], "answer": str(qa.get("answer", "")),
+                          "category": qa["category"], "evidence": evidence})
+    return {"turns": turns, "sessions": sessions, "questions": questions, "skipped": skipped}
+
+
+def build_save(conv: str, conversation: dict, universe):
+    """Write the conversation as a classic save (one utterance a turn) and embed its turns."""
+    from studio.memory.vector import get_vector_memory
+    from studio.saves.models import Event, Save, StateCache
+
+    game_save = Save.objects.create(universe=universe, name=f"LoCoMo {conv}", meta={})
+    Event.objects.bulk_create([Event(game_save=game_save, turn_id=t["turn_id"], player_input="", narrative=t["text"])
+                               for t in conversation["turns"]])
+    StateCache.objects.bulk_create([StateCache(game_save=game_save, turn_id=t["turn_id"], state={"date": t["date"]})
+                                    for t in conversation["turns"]])
+    Save.objects.filter(pk=game_save.pk).update(current_turn=len(conversation["turns"]))
+    game_save.refresh_from_db()
+    vm = get_vector_memory()
+    vm.embed_chunks(game_save.save_id, [{"turn_id": t["turn_id"], "text": t["text"],
+                                         "metadata_extra": {"dia_id": t["dia_id"]}} for t in conversation["turns"]])
+    chapters = add_chapters(game_save, conversation)
+    return game_save, chapters
+
+
+def add_chapters(game_save, conversation) -> int:
+    """One chapter per LoCoMo session, its summary LoCoMo's own (a playtester's edit); 0 without chapters."""
+    try:
+        from studio.memory.chapters.services import chapter_summary_edit, chapters_close_at
+    except ImportError:
+        return 0
+    closed = 0
+    for session in conversation["sessions"]:
+        chapter = chapters_close_at(game_save=game_save, last_turn=session["last"], reason="bench: LoCoMo session",
+                                    story_time=session["date"])
+        if chapter is not None and session["summary"]:
+            chapter_summary_edit(chapter=chapter, text=session["summary"])
+        closed += chapter is not None
+    return closed
+
+
+def fill(texts: list[tuple[int, str]], budget: int, count_tokens) -> tuple[set[int], int]:
+    """Take (turn_id, text) in order while each fits what is left; return the turns taken and tokens."""
+    taken, used = set(), 0
+    for turn_id, text in texts:
+        if turn_id in taken:
+            continue
+        tokens = count_tokens(f"(turn {turn_id}) {text}")
+        if used + tokens <= budget:
+            taken.add(turn_id)
+            used += tokens
+    return taken, used
+
+
+def studio_arm(game_save, question: str, budget: int) -> tuple[set[int], int, dict]:
+    from studio.saves.narrator.prompt import NarratorConfig, build_narrator_prompt
+    from studio.memory.embeddings.tokens import count_tokens
+
+    prompt = build_narrator_prompt(game_save=game_save, player_input=question,
+                                   config=NarratorConfig(token_budget=budget))
+    turns = {i.ref.get("turn_id") for i in prompt.memory.included if i.layer == "narrative"}
+    shown = getattr(prompt, "shown_turns", None)
+    if shown is None:  # the old prompt: the last four turns, outside the memory budget
+        shown = range(max(prompt.turn_id - 4, 1), prompt.turn_id)
+    shown_tokens = getattr(prompt, "shown_tokens", None)
+    if shown_tokens is None:
+        shown_tokens = sum(count_tokens(e.narrative) for e in game_save.events.filter(turn_id__in=shown))
+    layers = defaultdict(int)
+    for item in prompt.memory.included:
+        layers[item.layer] += item.tokens
+    in_budget = hasattr(prompt, "shown_turns")  # the recent turns are part of the memory budget now
+    return turns | set(shown), prompt.memory.used_tokens + (0 if in_budget else shown_tokens), dict(layers)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", default=str(DEFAULT_LOCOMO))
+    parser.add_argument("--convs", default="26,30", help="conversation ids (file stems); all five: 26,30,41,42,43")
+    parser.add_argument("--budget", type=int, default=1500, help="the narrator's memory budget in tokens")
+    parser.add_argument("--limit", type=int, default=0, help="at most this many questions per conversation (0: all)")
+    parser.add_argument("--json", help="write per-question rows to this file")
+    args = parser.parse_args()
+    setup_django()
+    from dataclasses import replace
+
+    from studio.memory.embeddings.tokens import count_tokens
+    from studio.memory.vector import get_vector_memory
+    from studio.universes.models import Universe, UniverseMeta
+
+    vm = get_vector_memory()
+    default_config = vm.config
+    scores = {arm: defaultdict(list) for arm in ARMS}
+    tokens = {arm: [] for arm in ARMS}
+    layer_tokens = defaultdict(list)
+    rows = []
+    started = time.perf_counter()
+    for conv in args.convs.split(","):
+        conversation = load(Path(args.data) / f"{conv}.json")
+        universe = Universe.objects.create(name=f"LoCoMo {conv}", slug=f"locomo-{conv}")
+        game_save, chapters = build_save(conv, conversation, universe)
+        dia = {t["turn_id"]: t["dia_id"] for t in conversation["turns"]}
+        text = {t["turn_id"]: t["text"] for t in conversation["turns"]}
+        last = len(conversation["turns"])
+        questions = conversation["questions"][: args.limit or None]
+        print(f"conversation {conv}: {last} turns, {len(conversation['sessions'])} sessions, {chapters} chapters, "
+              f"{len(questions)} questions ({conversation['skipped']} without usable evidence)", file=sys.stderr)
+        recent = set(range(max(last - 3, 1), last + 1))  # the last four turns, as a chat front end shows them
+        recent_tokens = sum(count_tokens(f"(turn {t}) {text[t]}") for t in recent)
+        for q in questions:
+            wanted = set(q["evidence"])
+            found: dict[str, tuple[set[int], int]] = {}
+            turns, used, layers = studio_arm(game_save, q["question"], args.budget)
+            found["studio"] = (turns, used)
+            for layer, value in layers.items():
+                layer_tokens[layer].append(value)
+            UniverseMeta.objects.update_or_create(universe=universe, key="context_share_summary", defaults={"value": "0"})
+            turns, used, _ = studio_arm(game_save, q["question"], args.budget)
+            UniverseMeta.objects.filter(universe=universe, key="context_share_summary").delete()
+            found["studio without chapter summaries"] = (turns, used)
+            window = [(t, text[t]) for t in range(last, 0, -1)]
+            found["chat window"] = fill(window, args.budget, count_tokens)
+            for arm, arms in (("plain RAG", ("semantic",)), ("hybrid fill", None)):
+                vm.set_config(replace(default_config, arms=arms) if arms else default_config)
+                results = vm.query(game_save.save_id, q["question"], k=80, current_turn_id=last,
+                                   exclude_chunk_type="lore")
+                ranked = [(r["turn_id"], text[r["turn_id"]]) for r in results if r.get("turn_id") in text and r["turn_id"] not in recent]
+                taken, used = fill(ranked, args.budget - recent_tokens, count_tokens)  # the same tokens in all
+                found[arm] = (taken | set(recent), used + recent_tokens)
+            vm.set_config(default_config)
+            row = {"conv": conv, "category": q["category"], "question": q["question"], "evidence": q["evidence"]}
+            for arm, (turns, used) in found.items():
+                share = len(wanted & {dia[t] for t in turns if t in dia}) / len(wanted)
+                scores[arm][q["category"]].append(share)
+                tokens[arm].append(used)
+                row[arm] = round(share, 3)
+            rows.append(row)
+    elapsed = time.perf_counter() - started
+
+    n = len(rows)
+    print(f"\nLoCoMo conversations {args.convs}: {n} questions (categories 1-4), memory budget {args.budget} tokens, "
+          f"one utterance a turn, as of the conversation's end; {elapsed:.0f} s.")
+    print("Share of each question's annotated evidence in what the narrator reads (mean over questions).\n")
+    header = " | ".join(f"{CATEGORIES[c]} (n={len(scores['studio'][c])})" for c in CATEGORIES)
+    print(f"| arm | all (n={n}) | {header} | tokens read (mean) |")
+    print("|---|---|" + "---|" * len(CATEGORIES) + "---|")
+    for arm in ARMS:
+        every = [s for c in CATEGORIES for s in scores[arm][c]]
+        cells = " | ".join(f"{sum(scores[arm][c]) / len(scores[arm][c]):.3f}" if scores[arm][c] else "-" for c in CATEGORIES)
+        print(f"| {arm} | {sum(every) / len(every):.3f} | {cells} | {sum(tokens[arm]) / len(tokens[arm]):.0f} |")
+    print("\nStudio arm, mean tokens by layer: " + ", ".join(
+        f"{layer} {sum(v) / len(rows):.0f}" for layer, v in sorted(layer_tokens.items())))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"budget": args.budget, "convs": args.convs, "rows": rows}, indent=0))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

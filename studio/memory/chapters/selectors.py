@@ -1,0 +1,84 @@
+"""Reads of chapters: the open chapter, the closed ones, the settings that close them."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from studio.memory.chapters.models import Chapter
+
+TURNS_PER_CHAPTER_META = "chapter_turns"
+CHAPTERS_PER_ARC_META = "chapters_per_arc"
+SCENE_CHANGE_META = "chapter_on_scene_change"
+MIN_TURNS_META = "chapter_min_turns"
+# The turn-state keys whose change is a scene change (the location, as games record it).
+SCENE_KEYS = ("location",)
+
+
+@dataclass(frozen=True)
+class ChapterSettings:
+    """How a save's chapters close (Universe_Meta, read live like the narrator's meta).
+
+    `turns_per_chapter` (`chapter_turns`, default 20; 0 turns the limit off): a chapter
+    closes when it reaches that many turns. `chapters_per_arc` (`chapters_per_arc`, default
+    4; 0 off): that many consecutive chapters (or arcs) roll up into an arc one level up.
+    `on_scene_change` (`chapter_on_scene_change`, default on): a turn whose state's
+    `location` differs from the previous turn's starts a new chapter, once the open chapter
+    holds `min_turns` turns (`chapter_min_turns`, default 4: the demo changes place almost
+    every turn, and one-turn chapters summarise nothing).
+    """
+
+    turns_per_chapter: int = 20
+    chapters_per_arc: int = 4
+    on_scene_change: bool = True
+    min_turns: int = 4
+
+
+def _int(value, default: int) -> int:
+    try:
+        number = int(str(value).strip())
+    except (TypeError, ValueError):
+        return default
+    return number if 0 <= number <= 10_000 else default
+
+
+def chapter_settings(*, universe_meta: dict[str, str]) -> ChapterSettings:
+    """Return the chapter settings from the universe's meta rows (defaults where unset or invalid)."""
+    default = ChapterSettings()
+    scene = str(universe_meta.get(SCENE_CHANGE_META, "")).strip().lower()
+    return ChapterSettings(
+        turns_per_chapter=_int(universe_meta.get(TURNS_PER_CHAPTER_META), default.turns_per_chapter),
+        chapters_per_arc=_int(universe_meta.get(CHAPTERS_PER_ARC_META), default.chapters_per_arc),
+        on_scene_change=scene not in {"0", "false", "no", "off"},
+        min_turns=_int(universe_meta.get(MIN_TURNS_META), default.min_turns),
+    )
+
+
+def open_chapter_start(game_save) -> int:
+    """Return the first turn of the open chapter: the turn after the last closed chapter."""
+    last = Chapter.objects.filter(game_save_id=game_save.pk, level=0).order_by("-last_turn").values_list("last_turn", flat=True).first()
+    return (last or 0) + 1
+
+
+def chapters_for(game_save, *, max_turn: int | None = None):
+    """Return the save's chapters and arcs (every level), in turn order, deepest level first at a tie."""
+    rows = Chapter.objects.filter(game_save_id=game_save.pk)
+    if max_turn is not None:
+        rows = rows.filter(last_turn__lte=max_turn)
+    return rows.order_by("first_turn", "-level")
+
+
+def top_summaries(game_save, *, before_turn: int) -> list[Chapter]:
+    """Return the summaries the story so far is told with, oldest first, the fewest rows that cover it.
+
+    Each closed turn before `before_turn` is covered once, by the highest-level row holding
+    it that has a summary (an arc rather than its chapters; an arc without one gives way to
+    its parts). A chapter that nothing summarises is returned too: it says why it has none.
+    """
+    rows = list(Chapter.objects.filter(game_save_id=game_save.pk, last_turn__lt=before_turn).order_by("-level", "first_turn"))
+    chosen: list[Chapter] = []
+    covered: list[tuple[int, int]] = []
+    for row in rows:
+        if (row.level and not row.has_summary) or any(first <= row.first_turn and row.last_turn <= last for first, last in covered):
+            continue
+        chosen.append(row)
+        covered.append((row.first_turn, row.last_turn))
+    return sorted(chosen, key=lambda r: r.first_turn)

@@ -1,0 +1,153 @@
+"""The story-so-far layer of the memory context: summaries, then the open chapter's turns.
+
+`story_items` returns the candidates `build_memory_context` offers the budget before the
+rest of memory:
+
+- `summary` items (share `context_share_summary`): the fewest closed rows that cover the
+  story before the open chapter, oldest first, an arc rather than its chapters
+  (`top_summaries`); each says which turns it covers, its story time, why it closed, and
+  whether a playtester edited it. A row with no summary (no model, failed, pending) is a
+  cut item that says so: nothing is invented for it.
+- `chapter` items (share `context_share_chapter`): the recent turns, in order, each whole (the
+  action and the narrative) with its story time: the open chapter's turns, and at least the
+  last `MIN_RECENT` turns (a chapter just opened still reads as a story). The window starts
+  at a turn 1 + k * `WINDOW_STEP` (the earliest that fits the share), so from
+  one turn to the next the prompt keeps the same beginning (a model server's prefix cache
+  reuses it) until the window moves; turns of the open chapter before the window are cut
+  items ("before the window") and stay reachable by the narrative search. The last turn
+  always shows: if it alone is longer than the share, its end is shown with the cut marked.
+
+`shown_turns` is what the prompt shows in full: the narrative search leaves those turns out
+(an item is in the prompt once).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from studio.memory.chapters.selectors import open_chapter_start, top_summaries
+from studio.memory.chapters.story_time import story_time_of
+from studio.memory.embeddings.tokens import count_tokens
+
+WINDOW_STEP = 4  # turns the window moves by: the prompt's beginning changes once every few turns
+MAX_LOOKBACK = 60  # turns read for the window (a share holds far fewer)
+MIN_RECENT = 4  # turns always shown in full when the open chapter holds fewer (the old "last four turns")
+
+
+@dataclass
+class Story:
+    summaries: list = field(default_factory=list)  # ContextItem, layer "story"
+    turns: list = field(default_factory=list)  # ContextItem, layer "chapter"
+    shown_turns: list[int] = field(default_factory=list)
+    chapter_start: int = 1
+
+
+def turn_texts(game_save, turn_ids) -> dict[int, str]:
+    """Return {turn id: narrative} of those turns (one query)."""
+    from studio.saves.models import Event
+
+    return dict(Event.objects.filter(game_save_id=game_save.pk, turn_id__in=list(turn_ids)).values_list("turn_id", "narrative"))
+
+
+def _turn_text(turn_id: int, player_input: str, narrative: str, when: str) -> str:
+    head = f"Turn {turn_id}" + (f" ({when})" if when else "")
+    action = f"> {player_input.strip()}\n" if player_input.strip() else ""
+    return f"{head}\n{action}{narrative.strip()}"
+
+
+def _tail(text: str, tokens: int) -> str:
+    """Return the end of `text` within about `tokens` tokens, starting at a sentence, the cut marked."""
+    words = text.split()
+    kept: list[str] = []
+    for word in reversed(words):
+        if count_tokens(" ".join([word, *kept])) > max(tokens - 8, 1):
+            break
+        kept.insert(0, word)
+    body = " ".join(kept)
+    for mark in (". ", "! ", "? "):
+        index = body.find(mark)
+        if 0 <= index < len(body) // 2:
+            body = body[index + 2:]
+            break
+    return "[… the start of this turn is cut …] " + body
+
+
+def story_items(game_save, *, horizon: int, token_budget: int, shares: dict[str, int], make_item, fill) -> Story:
+    """Return the story-so-far candidates for the save's next turn (see the module docstring)."""
+    from studio.saves.models import Event, StateCache
+
+    story = Story()
+    start = open_chapter_start(game_save)
+    story.chapter_start = start
+    for row in top_summaries(game_save, before_turn=min(start, horizon + 1)):
+        kind = "arc" if row.level else "chapter"
+        when = f", {row.story_time}" if row.story_time else ""
+        covers = f"turns {row.first_turn}-{row.last_turn}"
+        why = {"budget_class": "summary", "no_refill": True, "chapter_id": row.pk, "level": row.level, "first_turn": row.first_turn,
+               "last_turn": row.last_turn, "edited": row.edited, "close_reason": row.close_reason,
+               "story_time": row.story_time, "covers": covers}
+        if row.has_summary:
+            item = make_item(layer="story", text=f"({covers}{when}) {fill(row.summary.strip())}",
+                             reason=f"{kind} summary of {covers}{when} (closed: {row.get_close_reason_display().lower()}"
+                                    + ("; edited by a playtester" if row.edited else "") + ")",
+                             why=why, ref={"chapter_id": row.pk, "first_turn": row.first_turn, "last_turn": row.last_turn})
+        else:
+            item = make_item(layer="story", text="", reason=f"{kind} of {covers}: {row.get_summary_status_display().lower()}",
+                             why=why, ref={"chapter_id": row.pk, "first_turn": row.first_turn, "last_turn": row.last_turn})
+            item.included, item.cut = False, f"no summary: {row.get_summary_status_display().lower()}"
+            why["no_summary"] = True
+        story.summaries.append(item)
+
+    if horizon < 1:
+        return story
+    lookback = max(1, horizon - MAX_LOOKBACK + 1)
+    events = list(Event.objects.filter(game_save_id=game_save.pk, turn_id__gte=lookback, turn_id__lte=horizon)
+                  .order_by("turn_id").values_list("turn_id", "player_input", "narrative"))
+    states = dict(StateCache.objects.filter(game_save_id=game_save.pk, turn_id__gte=lookback, turn_id__lte=horizon)
+                  .values_list("turn_id", "state"))
+    texts = [(turn_id, fill(_turn_text(turn_id, player_input, narrative, story_time_of(states.get(turn_id)))))
+             for turn_id, player_input, narrative in events]
+    if not texts:
+        return story
+    cap = token_budget * shares.get("chapter", 100) // 100
+    sizes = {turn_id: count_tokens(text) for turn_id, text in texts}
+    # The open chapter's turns, and at least the last MIN_RECENT turns (a chapter just opened
+    # still reads as a story): earlier chapters are told by their summaries.
+    floor = min(start, max(horizon - MIN_RECENT + 1, 1))
+    floor = ((floor - 1) // WINDOW_STEP) * WINDOW_STEP + 1  # anchored, so it moves a step at a time
+    window_start = window_start_for({t: n for t, n in sizes.items() if t >= floor}, horizon=horizon, cap=cap)
+    for turn_id, text in texts:
+        if turn_id < min(start, window_start):
+            continue  # an earlier chapter's turn the window does not reach: its summary tells it
+        why = {"budget_class": "chapter", "no_refill": True, "turn_id": turn_id, "chapter_start": start, "window_start": window_start,
+               "before_chapter": turn_id < start}
+        ref = {"turn_id": turn_id}
+        if turn_id < window_start:
+            item = make_item(layer="chapter", text=text, reason=f"turn {turn_id} of the open chapter", why=why, ref=ref)
+            item.included = False
+            item.cut = (f"before the window: turns {window_start}-{horizon} fill the share of the recent turns "
+                        f"({shares.get('chapter', 100)}% = {cap} tokens); the window moves {WINDOW_STEP} turns at a time")
+            why["outside_window"] = True
+        else:
+            if turn_id == horizon and sizes[turn_id] > cap:
+                text = _tail(text, cap)
+                why["cut_marked"] = True
+            where = "of the open chapter" if turn_id >= start else f"before the open chapter (it began at turn {start})"
+            item = make_item(layer="chapter", text=text, reason=f"turn {turn_id}, {where}: a recent turn, in full",
+                             why=why, ref=ref)
+            story.shown_turns.append(turn_id)
+        story.turns.append(item)
+    return story
+
+
+def window_start_for(sizes: dict[int, int], *, horizon: int, cap: int) -> int:
+    """Return the first turn shown in full: the earliest turn 1 + k * WINDOW_STEP whose window fits `cap`.
+
+    Anchored on fixed turn numbers, so the window's start stays put while turns are appended
+    and moves by WINDOW_STEP turns when it must (the last turn is always shown).
+    """
+    anchor = ((min(sizes) - 1) // WINDOW_STEP) * WINDOW_STEP + 1
+    while anchor <= horizon:
+        if sum(size for turn_id, size in sizes.items() if turn_id >= anchor) <= cap:
+            return max(anchor, min(sizes))
+        anchor += WINDOW_STEP
+    return horizon

@@ -1,0 +1,70 @@
+"""The Chapters page: a save's chapters and arcs as bands over its turns, their summaries.
+
+Reading is open to whoever may read the save; closing the open chapter, editing a summary
+(an override, marked edited) and asking for a new summary need the playtester role. Every
+rule is a service of `studio.memory.chapters`; a `ChapterError` becomes a message on the
+page. POSTs redirect back (htmx or not: the page is small).
+"""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from studio.memory.chapters.models import Chapter
+from studio.memory.chapters.selectors import chapter_settings, chapters_for, open_chapter_start
+from studio.memory.chapters.services import ChapterError, chapter_close, chapter_summarize_again, chapter_summary_edit
+from studio.saves.access import Access, save_for
+from studio.saves.views.saves import save_page_context
+
+
+def _bands(game_save, rows) -> list[dict]:
+    """Each row as a band: where it starts and how wide it is, in percent of the save's turns."""
+    total = max(game_save.current_turn, 1)
+    return [{"row": row, "left": round((row.first_turn - 1) * 100 / total, 2),
+             "width": max(round((row.last_turn - row.first_turn + 1) * 100 / total, 2), 0.5)} for row in rows]
+
+
+@require_GET
+def chapters(request: HttpRequest, save_id: str) -> HttpResponse:
+    game_save = save_for(user=request.user, save_id=save_id)
+    rows = list(chapters_for(game_save))
+    levels = sorted({row.level for row in rows}, reverse=True)
+    context = save_page_context(request, game_save, "chapters")
+    context.update({
+        "rows": rows,
+        "band_levels": [{"level": level, "bands": _bands(game_save, [r for r in rows if r.level == level])} for level in levels],
+        "open_start": open_chapter_start(game_save),
+        "settings": chapter_settings(universe_meta=dict(game_save.universe.meta.values_list("key", "value"))),
+    })
+    return render(request, "saves/chapters.html", context)
+
+
+@require_POST
+def chapter_close_view(request: HttpRequest, save_id: str) -> HttpResponse:
+    game_save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
+    try:
+        chapter = chapter_close(game_save=game_save, note=request.POST.get("note", "")[:300])
+    except ChapterError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Chapter closed: turns {chapter.first_turn}-{chapter.last_turn}.")
+    return redirect("saves:chapters", save_id=game_save.save_id)
+
+
+@require_POST
+def chapter_edit(request: HttpRequest, save_id: str, chapter_id: int) -> HttpResponse:
+    game_save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
+    chapter = get_object_or_404(Chapter, game_save=game_save, pk=chapter_id)
+    try:
+        if request.POST.get("action") == "summarize":
+            chapter_summarize_again(chapter=chapter)
+            messages.success(request, f"A new summary of turns {chapter.first_turn}-{chapter.last_turn} is queued.")
+        else:
+            chapter = chapter_summary_edit(chapter=chapter, text=request.POST.get("summary", ""))
+            messages.success(request, "Summary saved (marked edited: no job writes over it)." if chapter.edited
+                             else "Your edit was removed.")
+    except ChapterError as exc:
+        messages.error(request, str(exc))
+    return redirect("saves:chapters", save_id=game_save.save_id)
