@@ -24,6 +24,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -129,7 +130,12 @@ def _claim(alternative_id: int) -> bool:
 
 def _finish(alternative_id: int, status: str, *, text: str = "", error: str = "", response=None, prompt=None,
             settings: dict | None = None) -> None:
+    """Record how a stream ended. A Stop (the row already cancelled) keeps the stopped text and
+    message the player saw; only the usage and the prompt are added."""
     values = {"status": status, "text": text, "error": error[:2000]}
+    rows = NarratorAlternative.objects.filter(pk=alternative_id)
+    if rows.filter(status=AlternativeStatus.CANCELLED).exists():
+        values = {}
     if response is not None:
         values.update(
             model=(response.model or "")[:200], finish_reason=(response.finish_reason or "")[:40],
@@ -142,7 +148,27 @@ def _finish(alternative_id: int, status: str, *, text: str = "", error: str = ""
         values.update(system_prompt=prompt.system, user_prompt=prompt.user, context=context)
     if settings is not None:
         values["play_settings"] = settings
-    NarratorAlternative.objects.filter(pk=alternative_id).update(**values)
+    rows.update(**values)
+
+
+STOP_CHECK_SECONDS = 0.5  # how often a stream looks for a Stop (one small read)
+
+
+def narration_stop(*, alternative: NarratorAlternative, shown_text: str = "") -> bool:
+    """Stop a pending or streaming alternative: it becomes `cancelled` with the text the player saw.
+
+    The stream notices at its next delta (`STOP_CHECK_SECONDS`), closes the model's stream
+    and adds the usage. Return False when the alternative had already ended.
+    """
+    text = (alternative.prefix + " " if alternative.prefix else "") + (shown_text or "").strip()
+    return bool(NarratorAlternative.objects.filter(
+        pk=alternative.pk, status__in=(AlternativeStatus.PENDING, AlternativeStatus.STREAMING)
+    ).update(status=AlternativeStatus.CANCELLED, text=text.strip(),
+             error="Stopped before the end; nothing was appended. Edit the text and accept it, continue it, or regenerate."))
+
+
+def _stopped(alternative_id: int) -> bool:
+    return NarratorAlternative.objects.filter(pk=alternative_id, status=AlternativeStatus.CANCELLED).exists()
 
 
 def play_settings_record(*, game_save: Save, sampler) -> dict:
@@ -209,8 +235,13 @@ def narration_stream(*, alternative_id: int, vector_memory=None) -> Iterator[str
                 prompt=prompt, settings=settings, text=prefix)
         return
     ended = False
+    checked = time.monotonic()
     try:
         for delta in stream:
+            if time.monotonic() - checked >= STOP_CHECK_SECONDS:
+                checked = time.monotonic()
+                if _stopped(alternative_id):
+                    return  # the finally block closes the model's stream and adds the usage
             yield delta
         ended = True
     except LLMError as exc:
@@ -316,6 +347,7 @@ __all__ = [
     "TurnConflict",
     "narrate_once",
     "narration_run",
+    "narration_stop",
     "narration_stream",
     "narrator_accept",
     "narrator_choose",
