@@ -390,3 +390,28 @@ def test_a_running_job_says_how_long_its_step_runs(game_save):
     assert 19 <= job.step_seconds <= 25 and 49 <= job.running_seconds <= 55
     job.status = "done"
     assert job.step_seconds is None and job.running_seconds is None
+
+
+# -- fork and save file ------------------------------------------------------------------------------
+
+
+def test_a_fork_copies_the_play_settings_and_the_save_file_keeps_snapshot_settings(tester, game_save, universe, narrator):
+    from studio.saves import portable
+    from studio.saves.checkpoints import CheckpointManager
+
+    PlaySettings.objects.create(game_save=game_save, authors_note="Fog.", authors_note_depth=0, temperature=0.4)
+    narrate_and_accept(tester, game_save)
+    fork = CheckpointManager().fork(game_save, 4)
+    copied = PlaySettings.objects.get(game_save=fork)
+    assert (copied.authors_note, copied.authors_note_depth, copied.temperature) == ("Fog.", 0, 0.4)
+    assert PlaySettings.objects.get(game_save=game_save).authors_note == "Fog."  # the source keeps its own
+    data = portable.save_export(game_save=game_save).read()
+    item = json.loads(data)["sections"]["narrator_snapshots"]["items"][0]
+    assert item["play_settings"]["authors_note"] == "Fog."
+    imported = portable.save_import(universe=universe, data=data).game_save
+    assert NarratorSnapshot.objects.get(game_save=imported, turn_id=4).play_settings["authors_note"] == "Fog."
+    # An older file without the field still imports.
+    document = json.loads(data)
+    del document["sections"]["narrator_snapshots"]["items"][0]["play_settings"]
+    older = portable.save_import(universe=universe, data=json.dumps(document).encode()).game_save
+    assert NarratorSnapshot.objects.get(game_save=older, turn_id=4).play_settings == {}
