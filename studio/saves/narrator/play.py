@@ -241,7 +241,9 @@ def last_turn_reopen(*, game_save: Save, expected_turn: int, then: str = "") -> 
             "status", "text", "error", "model", "finish_reason", "latency_ms", "prompt_tokens", "completion_tokens",
             "system_prompt", "user_prompt", "context", "prefix", "first_token_ms", "play_settings",
         )) if accepted is not None else []
-        chosen = accepted.chosen_number if accepted is not None else 0
+        for values in kept:  # one never finished (accepted while another streamed) is not resumed
+            if values["status"] in (AlternativeStatus.PENDING, AlternativeStatus.STREAMING):
+                values.update(status=AlternativeStatus.CANCELLED, error="Not finished before the turn was accepted.")
         texts = [k["text"].strip() for k in kept]
         if event.narrative.strip() not in texts:
             # Written by hand, or edited before accepting / afterwards: the turn's text is an alternative too.

@@ -58,8 +58,8 @@ def narrate(request: HttpRequest, save_id: str) -> HttpResponse:
     """Open a draft for the player's action (shaped by its Do / Say / Story mode); stream it
     (htmx) or narrate it to its end."""
     game_save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
-    mode = request.POST.get("mode", "do")
-    player_input = shape_action(request.POST.get("player_input", ""), mode if mode in ("do", "say", "story") else "do")
+    mode = request.POST.get("mode", "story")  # a request without a mode (a script, an older page): as written
+    player_input = shape_action(request.POST.get("player_input", ""), mode)
     if not player_input:
         return _panel(request, game_save, error="Type the player's action first.")
     try:
