@@ -415,3 +415,37 @@ def test_a_fork_copies_the_play_settings_and_the_save_file_keeps_snapshot_settin
     del document["sections"]["narrator_snapshots"]["items"][0]["play_settings"]
     older = portable.save_import(universe=universe, data=json.dumps(document).encode()).game_save
     assert NarratorSnapshot.objects.get(game_save=older, turn_id=4).play_settings == {}
+
+
+# -- the services the API calls ----------------------------------------------------------------------
+
+
+def test_play_settings_update_checks_every_value_and_saves_nothing_on_error(game_save):
+    from studio.saves.narrator.play_settings import play_settings_read, play_settings_update
+
+    state = play_settings_update(game_save=game_save, changes={"authors_note": "Rain.", "temperature": 0.5, "max_tokens": 90})
+    assert state["authors_note"] == "Rain." and state["overrides"]["temperature"] == 0.5
+    assert state["effective"]["max_tokens"] == {"value": 90, "source": "save"}
+    for bad in ({"temperature": 5}, {"max_tokens": 1.5}, {"authors_note_depth": -1}, {"top_p": "0.5"},
+                {"authors_note": "x" * 3000}, {"seed": 1}, {"temperature": True}):
+        with pytest.raises(ValueError):
+            play_settings_update(game_save=game_save, changes={"authors_note": "changed", **bad})
+    assert play_settings_read(game_save=game_save)["authors_note"] == "Rain."
+    assert play_settings_update(game_save=game_save, changes={"temperature": None})["overrides"]["temperature"] is None
+
+
+def test_opening_accept_appends_the_chosen_greeting(carded_save):
+    with pytest.raises(play.PlayError):
+        play.opening_accept(game_save=carded_save, number=4)
+    event = play.opening_accept(game_save=carded_save, number=3)
+    assert (event.turn_id, event.narrative) == (1, "Rain. Mira does not look up.")
+    with pytest.raises(play.PlayError):
+        play.opening_accept(game_save=carded_save, number=1)
+
+
+def test_continue_once_extends_the_last_turn_and_stores_nothing(game_save, narrator):
+    narrator.reply = Reply(content="The bell rings.")
+    result = play.continue_once(game_save=game_save)
+    assert result.addition == "The bell rings." and result.narrative == "Turn 3 text. The bell rings."
+    assert "## The narration so far (turn 3)\nTurn 3 text." in user_prompt(narrate_requests(narrator)[-1])
+    assert Event.objects.get(game_save=game_save, turn_id=3).narrative == "Turn 3 text."

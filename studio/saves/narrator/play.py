@@ -271,3 +271,60 @@ def last_turn_reopen(*, game_save: Save, expected_turn: int, then: str = "") -> 
         NarratorDraft.objects.filter(pk=draft.pk).update(chosen_number=draft.chosen_number)
     game_save.refresh_from_db()
     return draft
+
+
+# -- for the API: the same controls, nothing kept but what they append ---------------------------
+
+
+def opening_accept(*, game_save: Save, number: int = 1):
+    """Append the card's greeting `number` (1 = the first message) as turn 1; return the Event.
+
+    Raise PlayError without a card, for a greeting that does not exist, or when the save has
+    turns already (TurnConflict from `turn_append` when another request appended meanwhile).
+    """
+    from studio.saves.services import turn_append
+
+    greetings = card_greetings(game_save=game_save)
+    if not greetings:
+        raise PlayError("This universe has no Character Card with a first message.")
+    if not 1 <= number <= len(greetings):
+        raise PlayError(f"The card has {len(greetings)} greeting{'s' if len(greetings) != 1 else ''}; there is no {number}.")
+    if game_save.current_turn != 0:
+        raise PlayError(f"The opening is turn 1; this save is already at turn {game_save.current_turn}.")
+    return turn_append(game_save=game_save, player_input="", narrative=greetings[number - 1], expected_turn_id=1)
+
+
+@dataclass
+class Continuation:
+    addition: str
+    narrative: str
+    response: object
+
+
+def continue_once(*, game_save: Save, narrative: str | None = None) -> Continuation:
+    """Return the model's continuation of `narrative` (default: the last turn's); store nothing.
+
+    The prompt is the narrator's for the last turn's action (the memory as it is now) with the
+    text to extend. Raise PlayError without a turn, NoModelConnected / SpendLimitExceeded /
+    LLMError as `narrate_once` does.
+    """
+    from studio.saves.narrator.prompt import build_narrator_prompt
+    from studio.saves.narrator.sampler import resolve_sampler
+    from studio.saves.narrator.services import NO_MODEL, NoModelConnected
+
+    event = game_save.events.filter(turn_id=game_save.current_turn).first()
+    if narrative is None:
+        if event is None:
+            raise PlayError("There is no turn to continue yet; give the narrative to continue.")
+        narrative = event.narrative
+    if not narrative.strip():
+        raise PlayError("The narrative to continue is empty.")
+    backend = get_llm_backend()
+    if backend is None:
+        raise NoModelConnected(NO_MODEL)
+    prompt = build_narrator_prompt(game_save=game_save, player_input=event.player_input if event else "")
+    user = continue_prompt(prompt.user, prefix=narrative, turn_id=max(1, game_save.current_turn))
+    response = TrackedLLM(backend, game_save_id=game_save.pk).chat(
+        system=prompt.system, prompt=user, operation="narrate", **resolve_sampler(game_save=game_save).request_options())
+    addition = response.text.strip()
+    return Continuation(addition=addition, narrative=join_continuation(narrative, addition), response=response)
