@@ -449,3 +449,14 @@ def test_continue_once_extends_the_last_turn_and_stores_nothing(game_save, narra
     assert result.addition == "The bell rings." and result.narrative == "Turn 3 text. The bell rings."
     assert "## The narration so far (turn 3)\nTurn 3 text." in user_prompt(narrate_requests(narrator)[-1])
     assert Event.objects.get(game_save=game_save, turn_id=3).narrative == "Turn 3 text."
+
+
+def test_empty_memory_pages_of_a_living_save_say_what_each_layer_needs(tester, game_save):
+    game_save.memory_mode = "living"
+    game_save.save()
+    models = tester.get(reverse("memory:mental_models", args=[game_save.save_id])).content.decode()
+    assert "at least two beliefs" in models
+    beliefs = tester.get(reverse("memory:beliefs", args=[game_save.save_id])).content.decode()
+    assert "Beliefs form from the facts" in beliefs
+    facts = tester.get(reverse("memory:facts", args=[game_save.save_id])).content.decode()
+    assert "shows what the model answered" in facts
