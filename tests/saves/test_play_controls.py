@@ -460,3 +460,17 @@ def test_empty_memory_pages_of_a_living_save_say_what_each_layer_needs(tester, g
     assert "Beliefs form from the facts" in beliefs
     facts = tester.get(reverse("memory:facts", args=[game_save.save_id])).content.decode()
     assert "shows what the model answered" in facts
+
+
+def test_a_continued_narration_continued_again_asks_once(tester, game_save, narrator):
+    draft = services.narrator_draft_create(game_save=game_save, player_input="I wait")
+    stream_all(tester, game_save, draft, 1)
+    narrator.reply = Reply(content="One.")
+    tester.post(url("narrator_continue", game_save, draft.pk), **HX)
+    stream_all(tester, game_save, draft, 2)
+    narrator.reply = Reply(content="Two.")
+    tester.post(url("narrator_continue", game_save, draft.pk), **HX)
+    stream_all(tester, game_save, draft, 3)
+    sent = user_prompt(narrate_requests(narrator)[-1])
+    assert sent.count("## The narration so far") == 1 and f"{STORY} One." in sent
+    assert draft.alternatives.get(number=3).text == f"{STORY} One. Two."

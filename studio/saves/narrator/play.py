@@ -138,7 +138,8 @@ def narrator_continue(*, draft: NarratorDraft) -> NarratorAlternative:
 
 
 def continue_prompt(user: str, *, prefix: str, turn_id: int) -> str:
-    """Return the narrator's user message asking to extend `prefix`."""
+    """Return the narrator's user message asking to extend `prefix` (a continued one's request is replaced)."""
+    user = user.split("\n\n## The narration so far (turn", 1)[0]
     return f"{user.rstrip()}\n\n{CONTINUE_INSTRUCTION.format(turn=turn_id, text=prefix.strip())}"
 
 
