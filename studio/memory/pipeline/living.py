@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 
 from studio.memory import missions as missions_module
+from studio.plural import counted
 from studio.memory.consolidate import batch_characters, consolidate_detailed
 from studio.memory.factextract import extract_facts_detailed
 from studio.memory.facts import rollback_facts_for_pk, insert_facts
@@ -230,7 +231,7 @@ def extract_turn_facts(ctx: JobContext, save, llm, narrative: str, state) -> lis
 def consolidate_turn(ctx: JobContext, save, llm, facts) -> list:
     """The consolidate call: what the facts do to the beliefs they bear on."""
     turn = ctx.job.turn_id
-    ctx.progress(f"consolidating {len(facts)} facts into beliefs", force=True)
+    ctx.progress(f"consolidating {counted(len(facts), 'fact')} into beliefs", force=True)
     # A re-extraction of the latest turn replaces what that turn produced before, so
     # the beliefs it created are not shown as existing ones.
     horizon = turn - 1 if ctx.job.payload.get("reextract") and turn >= save.current_turn else turn
