@@ -25,6 +25,7 @@ from django.db import transaction
 from django.db.models import Max
 
 from studio.memory.llm import TrackedLLM, get_llm_backend
+from studio.saves.narrator.continuation import continue_prompt, join_continuation
 from studio.saves.models import AlternativeStatus, DraftStatus, NarratorAlternative, NarratorDraft, Save
 
 MODES = (("do", "Do"), ("say", "Say"), ("story", "Story"))
@@ -39,10 +40,6 @@ IMPERSONATE_INSTRUCTIONS = (
     "You write the player's next action in an interactive story. The player character (\"you\") is {name}. "
     "Answer with one or two short sentences in the second person (\"You ...\"): what the player character does or "
     "says next, consistent with the story so far. Do not narrate what happens as a result."
-)
-CONTINUE_INSTRUCTION = (
-    "## The narration so far (turn {turn})\n{text}\n\nContinue this narration from exactly where it stops, in the "
-    "same style. Do not repeat what is already written."
 )
 
 
@@ -135,22 +132,6 @@ def narrator_continue(*, draft: NarratorDraft) -> NarratorAlternative:
         NarratorDraft.objects.filter(pk=locked.pk).update(chosen_number=number)
     draft.chosen_number = number
     return alternative
-
-
-def continue_prompt(user: str, *, prefix: str, turn_id: int) -> str:
-    """Return the narrator's user message asking to extend `prefix` (a continued one's request is replaced)."""
-    user = user.split("\n\n## The narration so far (turn", 1)[0]
-    return f"{user.rstrip()}\n\n{CONTINUE_INSTRUCTION.format(turn=turn_id, text=prefix.strip())}"
-
-
-def join_continuation(prefix: str, addition: str) -> str:
-    """Return `prefix` extended by `addition` (a space between words, nothing before punctuation)."""
-    prefix, addition = prefix.rstrip(), addition.strip()
-    if not addition:
-        return prefix
-    if addition[0] in ",.;:!?)\u2019'" or prefix.endswith("\n"):
-        return prefix + addition
-    return f"{prefix} {addition}"
 
 
 # -- impersonate ---------------------------------------------------------------------------------

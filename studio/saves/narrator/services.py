@@ -43,7 +43,7 @@ from studio.saves.models import (
     Save,
 )
 from studio.saves.narrator.authors_note import note_of
-from studio.saves.narrator.play import continue_prompt, join_continuation
+from studio.saves.narrator.continuation import continue_prompt, join_continuation
 from studio.saves.narrator.prompt import CONFIG, NarratorPrompt, build_narrator_prompt
 from studio.saves.narrator.sampler import resolve_sampler
 
