@@ -1,4 +1,4 @@
-"""URL configuration: the studio pages, the admin and the JSON API."""
+"""URL configuration: the studio pages, the admin, the JSON API and the memory proxy (`/v1/`)."""
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
@@ -16,6 +16,7 @@ urlpatterns = [
     path("memory/", include("studio.inspector.urls")),
     path("accounts/tokens/", include("studio.api.account_urls")),
     path("api/v1/", include("studio.api.urls")),
+    path("v1/", include("studio.proxy.urls")),
     path("admin/", admin.site.urls),
 ]
 

@@ -1,7 +1,8 @@
 """Who may do what on every studio page and htmx action.
 
 Every URL pattern of the studio (not the admin, not the API, which has its own table in
-tests/api/test_permissions.py) must appear in RULES with a rule for GET and for POST; the
+tests/api/test_permissions.py, not the memory proxy's `/v1/`, bearer-key only, whose 401 /
+403 / 404 are in tests/proxy/test_errors.py) must appear in RULES with a rule for GET and for POST; the
 test walks the URL configuration, so a new view fails the suite until its rule is written
 here and holds. Each request runs in a savepoint that is rolled back, so a permitted
 delete or rewind does not disturb the next request.
@@ -23,7 +24,7 @@ from studio.roles import AUTHORS, PLAYTESTERS
 from studio.universes.models import LoreRevision, UniverseMeta
 
 PUBLIC = {"login", "logout", "healthz", "favicon"}
-SKIP_PREFIXES = ("admin/", "api/")
+SKIP_PREFIXES = ("admin/", "api/", "v1/")
 
 # A rule says who is allowed:
 #   any      every logged-in user

@@ -12,8 +12,8 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 # URLs that are public on purpose.
 PUBLIC = {"login", "logout", "healthz", "favicon"}
-# API endpoints answer 401 JSON instead of redirecting to a login page.
-API_PREFIX = "api/"
+# API endpoints (the JSON API and the memory proxy) answer 401 JSON instead of redirecting to a login page.
+API_PREFIX = ("api/", "v1/")
 
 
 def walk(patterns, prefix=""):

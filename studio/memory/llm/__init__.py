@@ -10,6 +10,8 @@
   sampling fields sent only where accepted, a model and settings per operation.
 - `capabilities`: what each endpoint and model accepts, remembered process-wide.
 - `tracked`: `TrackedLLM`, one job's view of a backend: spend guard, call log, truncation.
+- `relay`: a caller's own chat-completions body relayed byte for byte (the memory proxy's
+  upstream call, `TrackedLLM.relay`), with the answer read out as it passes.
 - `operation`: `run_operation`, how extract, consolidate and reflect ask, parse, name a
   truncation and never raise (one runner for the three).
 - `parsing` / `normalise`: reading JSON and fields out of what real models answer.
@@ -47,6 +49,7 @@ from studio.memory.llm.parsing import (
     scan_json,
     strip_code_fences,
 )
+from studio.memory.llm.relay import Relay, RelayRefused
 from studio.memory.llm.tracked import SpendStatus, TrackedLLM, spend_status
 
 __all__ = [
@@ -63,6 +66,8 @@ __all__ = [
     "LLMUnavailable",
     "OpenAICompatibleBackend",
     "OperationOptions",
+    "Relay",
+    "RelayRefused",
     "SpendLimitExceeded",
     "SpendStatus",
     "TrackedLLM",

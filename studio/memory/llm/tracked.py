@@ -24,6 +24,7 @@ from django.db.models import Count, F, Min, Sum
 from django.utils import timezone
 
 from studio.memory.llm.base import LLMBackend, LLMError, LLMResponse, LLMUnavailable, SpendLimitExceeded, estimate_tokens
+from studio.memory.llm.relay import relay_open
 
 LOGGED_TEXT_CHARS = 40_000  # per request and per answer: enough for a narrator prompt
 
@@ -170,6 +171,36 @@ class TrackedLLM:
 
         stream.on_finish.append(finished)
         return stream
+
+    def relay(self, body: dict, *, stream: bool, operation: str = "proxy"):
+        """Relay a caller's chat-completions `body` (guarded); logged when the answer ends.
+
+        Return the open `studio.memory.llm.relay.Relay`; raise SpendLimitExceeded (nothing
+        sent), LLMUnavailable or RelayRefused (logged as failed calls).
+        """
+        self._guard(operation)
+        started = time.monotonic()
+        prompt_text = _messages_text(body.get("messages"))
+        try:
+            relay = relay_open(self.backend, body, stream=stream)
+        except Exception as exc:
+            error = exc if isinstance(exc, LLMError) else LLMUnavailable(f"{exc.__class__.__name__}: {exc}")
+            self.errors.append((operation, error))
+            self._log(operation, str(body.get("model") or ""), 0, 0, int((time.monotonic() - started) * 1000), str(error),
+                      request=request_text("", "", body.get("messages")))
+            raise error from exc
+
+        def finished(done) -> None:
+            note = str(done.error) if done.error is not None else ""
+            if done.error is not None:
+                self.errors.append((operation, done.error))
+            elif done.cancelled:
+                note = f"cancelled by the reader after {len(done.text)} characters"
+            self._record(operation, done.response, prompt_text=prompt_text, error=note,
+                         request=request_text("", "", body.get("messages")))
+
+        relay.on_finish.append(finished)
+        return relay
 
     def _record(self, operation: str, response: LLMResponse, *, prompt_text: str, error: str = "", request: str = "") -> None:
         if response.estimated_tokens and not response.prompt_tokens:

@@ -1,0 +1,152 @@
+"""Read a chat front end's `messages` as turns, and place the memory context in them.
+
+A front end sends its whole prompt on every request: its system prompts (the character
+card, the scenario, world info, author's notes, example dialogue, "[Start a new chat]"),
+the chat itself, and whatever it injects between the chat's messages. The proxy reads the
+chat as the save's turns:
+
+- every `system` (or `developer`) message is the front end's own and is ignored, wherever it
+  stands; so are messages of any other role (`tool`, `function`);
+- consecutive messages of the same role are one message (joined with a blank line);
+- assistant messages before the first user message are the greeting (the character's first
+  message) and are ignored: a turn is a player's input and the narration that answered it;
+- the messages before the last user message pair up as settled turns (input, narration);
+- the last user message is the turn being asked for (`pending_input`). An assistant message
+  after it (a "continue" request, or an impersonation, which SillyTavern sends after the last
+  chat message) makes the request one whose answer is never a turn's narration:
+  `records_answer` is False.
+
+Text is compared stripped of surrounding white space; a content given as a list of parts
+(the vision format) counts by its text parts.
+
+`inject(messages, block)` returns the messages with the memory block placed at the first
+`{{axiom_memory}}` marker (every other marker is removed), or, without a marker, as a system
+message right after the leading system messages (at the start when there is none).
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+MARKER = "{{axiom_memory}}"
+SYSTEM_ROLES = {"system", "developer"}
+CHAT_ROLES = {"user", "assistant"}
+
+
+class InvalidMessages(ValueError):
+    """`messages` is not a chat-completions message list."""
+
+
+@dataclass(frozen=True)
+class Chat:
+    """The chat a request carries, read as turns."""
+
+    turns: list[tuple[str, str]] = field(default_factory=list)  # settled (input, narration) pairs
+    pending_input: str | None = None  # the last user message: the turn asked for
+    trailing_answer: str | None = None  # an assistant message after it (continue, impersonate)
+    greeting: str = ""
+
+    @property
+    def records_answer(self) -> bool:
+        """True when the answer to this request is a proposal for the pending turn's narration."""
+        return self.pending_input is not None and self.trailing_answer is None
+
+
+def content_text(content) -> str:
+    """Return a message content's text: the string, or the text parts of a list, joined."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+            elif isinstance(part, str):
+                parts.append(part)
+        return "\n".join(parts)
+    raise InvalidMessages(f"a message content must be a string or a list of parts, not {type(content).__name__}")
+
+
+def check_messages(messages) -> list[dict]:
+    """Return `messages` if it is a non-empty list of {role, content} objects; else raise InvalidMessages."""
+    if not isinstance(messages, list) or not messages:
+        raise InvalidMessages("`messages` must be a non-empty list of chat messages")
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise InvalidMessages(f"messages[{index}] must be an object with a string `role`")
+        try:
+            content_text(message.get("content"))
+        except InvalidMessages as exc:
+            raise InvalidMessages(f"messages[{index}]: {exc}") from None
+    return messages
+
+
+def read_chat(messages: list[dict]) -> Chat:
+    """Return the turns of `messages` (see the module docstring for the rules)."""
+    merged: list[list[str]] = []  # [role, text]
+    for message in check_messages(messages):
+        role = message["role"]
+        if role not in CHAT_ROLES:
+            continue
+        text = content_text(message.get("content")).strip()
+        if merged and merged[-1][0] == role:
+            merged[-1][1] = f"{merged[-1][1]}\n\n{text}".strip()
+        else:
+            merged.append([role, text])
+    greeting = []
+    while merged and merged[0][0] == "assistant":
+        greeting.append(merged.pop(0)[1])
+    trailing = None
+    if merged and merged[-1][0] == "assistant" and len(merged) >= 2:
+        trailing = merged.pop()[1]
+    pending = merged.pop()[1] if merged and merged[-1][0] == "user" else None
+    turns = [(merged[i][1], merged[i + 1][1]) for i in range(0, len(merged) - 1, 2)]
+    return Chat(turns=turns, pending_input=pending, trailing_answer=trailing, greeting="\n\n".join(greeting))
+
+
+def _replace_in(content, block: str, first: bool):
+    """Return (content with markers replaced, whether a marker was found)."""
+    if isinstance(content, str):
+        if MARKER not in content:
+            return content, False
+        if first:
+            head, _, tail = content.partition(MARKER)
+            return head + block + tail.replace(MARKER, ""), True
+        return content.replace(MARKER, ""), True
+    if isinstance(content, list):
+        found = False
+        parts = []
+        for part in content:
+            if isinstance(part, dict) and isinstance(part.get("text"), str) and MARKER in part["text"]:
+                text, _ = _replace_in(part["text"], block, first and not found)
+                part = {**part, "text": text}
+                found = True
+            parts.append(part)
+        return parts, found
+    return content, False
+
+
+def inject(messages: list[dict], block: str) -> tuple[list[dict], str]:
+    """Return (a copy of `messages` with the memory `block` placed, where it went).
+
+    Where: "marker" (at the first `{{axiom_memory}}`), "after_system" (a system message after
+    the leading ones), "start" (a system message first), or "none" (empty block, no marker).
+    """
+    out = copy.deepcopy(messages)
+    placed = None
+    for message in out:
+        content, found = _replace_in(message.get("content"), block, placed is None)
+        if found:
+            message["content"] = content
+            placed = placed or "marker"
+    if placed:
+        return out, placed
+    if not block:
+        return out, "none"
+    index = 0
+    while index < len(out) and out[index].get("role") in SYSTEM_ROLES:
+        index += 1
+    out.insert(index, {"role": "system", "content": block})
+    return out, "after_system" if index else "start"

@@ -1,0 +1,200 @@
+"""One proxy request: sync the save, add the memory context, relay, keep the answer as a proposal.
+
+`proxy_prepare(game_save=, body=, ...)` does everything before the upstream call:
+
+1. reads the chat (`history.read_chat`) and syncs the save to it (`sync.proxy_sync`);
+2. builds the memory context for the pending input the way the studio's narrator does
+   (`next_turn_context` with the narrator's token budget and focus: lore activation, the
+   memory layers, the explain record) and places it in the front end's messages
+   (`history.inject`: at `{{axiom_memory}}`, else after the system prompt);
+3. when the answer will be a proposal for the next turn's narration
+   (`Chat.records_answer`: not a continue or an impersonation), opens the save's narrator
+   draft for that turn (the same input: the draft it already has, so a swipe is one more
+   alternative of it) and a new alternative, "streaming", which holds the prompt and the
+   memory context as sent.
+
+`proxy_relay(prepared, backend=)` sends the body through `TrackedLLM.relay` (the save's
+spend guard and call log, operation "proxy") and returns the `Relay`; when the answer ends
+the alternative is "done" with its text, model and usage, or "failed" / "cancelled". It is
+written to the Event_Log only when a later request's chat carries it (`sync`).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from django.db import transaction
+from django.db.models import Max
+
+from studio.memory.llm import LLMError, Relay, TrackedLLM
+from studio.memory.recall.context import next_turn_context
+from studio.memory.recall.macros import MacroNames
+from studio.memory.recall.query_params import LIMITS, ContextParams, InvalidParameters
+from studio.proxy.history import Chat, content_text, inject, read_chat
+from studio.proxy.sync import SyncResult, proxy_sync
+from studio.saves.models import AlternativeStatus, DraftStatus, NarratorAlternative, NarratorDraft, Save
+from studio.saves.narrator.prompt import CONFIG as NARRATOR_CONFIG
+
+OPERATION = "proxy"
+MEMORY_HEADING = "## Memory"
+# Body fields the proxy reads and removes before relaying.
+OWN_FIELDS = ("axiom_memory_tokens",)
+
+
+@dataclass
+class Prepared:
+    """A request ready to relay: the upstream body and where its answer is recorded."""
+
+    game_save: Save
+    chat: Chat
+    sync: SyncResult
+    body: dict
+    stream: bool
+    placed: str  # where the memory went: marker, after_system, start, none
+    memory: object | None  # the MemoryContext, or None when there was nothing to ask with
+    alternative_id: int | None  # the proposal this answer fills (None: continue, impersonate)
+    timings: dict[str, float] = field(default_factory=dict)  # ms: sync, memory, proposal
+
+
+def memory_budget(value) -> int:
+    """Return the memory context's token budget: `value` if a usable whole number, else the narrator's."""
+    try:
+        budget = int(value)
+    except (TypeError, ValueError):
+        return NARRATOR_CONFIG.token_budget
+    return min(max(budget, LIMITS.token_budget_min), LIMITS.token_budget_max)
+
+
+def memory_block(memory) -> str:
+    """Return the memory context as the text placed in the front end's prompt ("" when empty)."""
+    text = memory.as_text().strip() if memory is not None else ""
+    if not text:
+        return ""
+    return MacroNames(**memory.macros).fill(f"{MEMORY_HEADING}\n{text}")
+
+
+def _memory(game_save: Save, chat: Chat, budget: int, vector_memory):
+    query = chat.pending_input if chat.pending_input is not None else (chat.turns[-1][0] if chat.turns else "")
+    query = (query or "").replace("\x00", "")[: LIMITS.query_text_chars]
+    try:
+        params = ContextParams(query_text=query, token_budget=budget)
+    except InvalidParameters:
+        return None
+    return next_turn_context(game_save=game_save, params=params, vector_memory=vector_memory)
+
+
+def prompt_record(messages: list[dict]) -> tuple[str, str]:
+    """Return (the system messages, the rest) of `messages` as text, as a narrator snapshot keeps a prompt."""
+    system, chat = [], []
+    for message in messages:
+        text = content_text(message.get("content"))
+        if message.get("role") in ("system", "developer"):
+            system.append(text)
+        else:
+            name = f" ({message['name']})" if isinstance(message.get("name"), str) and message["name"] else ""
+            chat.append(f"[{message.get('role')}{name}]\n{text}")
+    return "\n\n".join(system), "\n\n".join(chat)
+
+
+def proposal_open(*, game_save: Save, player_input: str, record: dict) -> NarratorAlternative:
+    """Add a "streaming" alternative to the save's open draft for its next turn with `player_input`.
+
+    A draft for another input (or none) is replaced by a new one: older open drafts are
+    discarded, as the console's narrator does when a new action is narrated.
+    """
+    with transaction.atomic():
+        locked = Save.objects.select_for_update().get(pk=game_save.pk)
+        turn_id = locked.current_turn + 1
+        draft = (
+            NarratorDraft.objects.filter(game_save=locked, status=DraftStatus.OPEN, turn_id=turn_id, player_input=player_input)
+            .order_by("-id")
+            .first()
+        )
+        if draft is None:
+            NarratorDraft.objects.filter(game_save=locked, status=DraftStatus.OPEN).update(status=DraftStatus.DISCARDED)
+            draft = NarratorDraft.objects.create(game_save=locked, turn_id=turn_id, player_input=player_input)
+        number = (draft.alternatives.aggregate(n=Max("number"))["n"] or 0) + 1
+        alternative = NarratorAlternative.objects.create(draft=draft, number=number, status=AlternativeStatus.STREAMING, **record)
+        NarratorDraft.objects.filter(pk=draft.pk).update(chosen_number=number)
+    return alternative
+
+
+def proposal_finish(*, alternative_id: int, relay: Relay | None, error: str = "") -> None:
+    """Record how a relayed answer ended on its alternative (done, failed or cancelled)."""
+    values: dict = {"error": error[:2000]}
+    if relay is not None and relay.response is not None:
+        response = relay.response
+        values.update(
+            text=response.text, model=(response.model or "")[:200], finish_reason=(response.finish_reason or "")[:40],
+            latency_ms=max(0, int(response.latency_ms or 0)), prompt_tokens=max(0, int(response.prompt_tokens or 0)),
+            completion_tokens=max(0, int(response.completion_tokens or 0)),
+        )
+        if relay.error is not None:
+            values["error"] = f"The answer broke off: {relay.error}"[:2000]
+    if error or relay is None or relay.error is not None:
+        values["status"] = AlternativeStatus.FAILED
+    elif relay.cancelled:
+        values["status"] = AlternativeStatus.CANCELLED
+    else:
+        values["status"] = AlternativeStatus.DONE
+    NarratorAlternative.objects.filter(pk=alternative_id).update(**values)
+
+
+def proxy_prepare(*, game_save: Save, body: dict, upstream_model: str, memory_tokens=None, vector_memory=None) -> Prepared:
+    """Sync the save to the request's chat and build the upstream body (see the module docstring).
+
+    Raise `history.InvalidMessages`, `sync.HistoryMismatch` or `TurnConflict` (nothing written
+    by this request beyond the turns it synced).
+    """
+    clock = time.perf_counter()
+    timings = {}
+
+    def lap(name: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        timings[name] = round((now - clock) * 1000, 1)
+        clock = now
+
+    chat = read_chat(body.get("messages"))
+    sync = proxy_sync(game_save=game_save, chat=chat)
+    lap("sync")
+    budget = memory_budget(memory_tokens if memory_tokens is not None else body.get("axiom_memory_tokens"))
+    memory = _memory(game_save, chat, budget, vector_memory)
+    lap("memory")
+    messages, placed = inject(body["messages"], memory_block(memory))
+    upstream = {key: value for key, value in body.items() if key not in OWN_FIELDS}
+    upstream["model"] = upstream_model
+    upstream["messages"] = messages
+    alternative_id = None
+    if chat.records_answer:
+        system_prompt, user_prompt = prompt_record(messages)
+        context = memory.as_dict() if memory is not None else {}
+        context["proxy"] = {"placed": placed, "upstream_model": upstream_model, "stream": bool(body.get("stream"))}
+        alternative = proposal_open(
+            game_save=game_save, player_input=chat.pending_input,
+            record={"system_prompt": system_prompt, "user_prompt": user_prompt, "context": context},
+        )
+        alternative_id = alternative.pk
+    lap("proposal")
+    return Prepared(
+        game_save=game_save, chat=chat, sync=sync, body=upstream, stream=bool(body.get("stream")),
+        placed=placed, memory=memory, alternative_id=alternative_id, timings=timings,
+    )
+
+
+def proxy_relay(prepared: Prepared, *, backend) -> Relay:
+    """Relay the prepared body (guarded and logged); record the answer on its alternative when it ends.
+
+    Raise what `TrackedLLM.relay` raises (the alternative is then marked failed).
+    """
+    tracked = TrackedLLM(backend, game_save_id=prepared.game_save.pk)
+    try:
+        relay = tracked.relay(prepared.body, stream=prepared.stream, operation=OPERATION)
+    except LLMError as exc:
+        if prepared.alternative_id is not None:
+            proposal_finish(alternative_id=prepared.alternative_id, relay=None, error=str(exc))
+        raise
+    if prepared.alternative_id is not None:
+        alternative_id = prepared.alternative_id
+        relay.on_finish.append(lambda done: proposal_finish(alternative_id=alternative_id, relay=done))
+    return relay

@@ -1,0 +1,178 @@
+"""Bring a save to the turn a front end's chat is on: rewind what it dropped, append what is new.
+
+`proxy_sync(game_save=, chat=)` compares the chat's settled turns (`history.Chat.turns`, each
+a player input and the narration that answered it) with the save's Event_Log:
+
+1. **Where the chat starts.** A front end sends only as much of a long chat as fits its
+   context, so the chat's first turn is looked up among the save's turns: turn 1 if it
+   matches, else the save's turns with the same input and narration (the one followed by
+   the longest run of matching turns, the latest on a tie). A first turn that is turn 1
+   edited (its input or its narration as turn 1's, or the chat's second turn as turn 2)
+   starts at 1. A save with no turns starts at 1. A chat
+   that matches nowhere in a save that has turns is refused (`HistoryMismatch`, nothing
+   written): it is another chat, and binding it to this save would rewind it to nothing.
+2. **The longest common prefix** from there decides the last turn the chat and the save
+   share, K. When the save holds turns after K (the player swiped, edited or deleted a
+   message), the save is rewound to K through `CheckpointManager.rewind` (one transaction,
+   with the save's turn as the expected turn: every registered per-turn table, facts,
+   beliefs, mental models, lore activation, snapshots, the vector chunks after commit).
+3. **The chat's turns after K are appended**, each through `turn_append` (the turn's memory
+   jobs are queued as for any turn). The first of them is usually the answer the proxy
+   relayed for the save's pending turn: when an open narrator draft holds that turn's input,
+   it is accepted through `narrator_accept` with the narration as the chat has it (the
+   alternative it matches, else the latest, marked edited), which writes the turn's
+   narrator snapshot. An answer swiped away is an alternative never accepted: never written.
+
+Appends are separate transactions (`turn_append` must finish a pending vector delete outside
+one); a failure midway leaves the save at the last turn appended, and the next request
+carries on from there. Two requests racing on one save: one of them gets `TurnConflict`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from studio.proxy.history import Chat
+from studio.saves.checkpoints import CheckpointManager
+from studio.saves.models import DraftStatus, Event, NarratorDraft, Save
+from studio.saves.narrator.services import NarratorError, narrator_accept
+from studio.saves.services import turn_append
+
+# How many earlier turns with the same input and narration as the chat's first are tried.
+MAX_CANDIDATES = 20
+
+
+class HistoryMismatch(Exception):
+    """The chat is not this save's: its first turn matches none of the save's turns."""
+
+
+@dataclass
+class SyncResult:
+    """What `proxy_sync` did to the save."""
+
+    from_turn: int
+    kept_turn: int  # K: the last turn the chat and the save shared
+    start_turn: int  # the save turn the chat's first settled turn is
+    rewound: bool = False
+    appended: list[int] = field(default_factory=list)
+    accepted_turn: int | None = None  # the turn whose narration was a relayed answer (snapshot written)
+
+    @property
+    def changed(self) -> bool:
+        return self.rewound or bool(self.appended)
+
+
+def _norm(text: str | None) -> str:
+    return (text or "").strip()
+
+
+def _rows(game_save: Save, first: int, last: int) -> dict[int, tuple[str, str]]:
+    rows = Event.objects.filter(game_save=game_save, turn_id__gte=first, turn_id__lte=last).values_list(
+        "turn_id", "player_input", "narrative"
+    )
+    return {turn: (_norm(i), _norm(n)) for turn, i, n in rows}
+
+
+def _run(rows: dict[int, tuple[str, str]], start: int, turns: list[tuple[str, str]]) -> int:
+    """Return how many of `turns` match the save's turns from `start` on."""
+    count = 0
+    for offset, turn in enumerate(turns):
+        if rows.get(start + offset) != turn:
+            break
+        count += 1
+    return count
+
+
+def chat_start(*, game_save: Save, chat: Chat) -> tuple[int, int]:
+    """Return (the save turn the chat's first settled turn is, how many turns match from there).
+
+    Raise HistoryMismatch when the chat cannot be this save's (see the module docstring).
+    """
+    current = game_save.current_turn
+    turns = chat.turns
+    if current == 0:
+        return 1, 0
+    if not turns:
+        # Nothing settled: the first message of a chat. It is this save's only if it is turn 1's
+        # input (the player deleted back to the first message, or swiped its answer).
+        first = _rows(game_save, 1, 1).get(1)
+        if first is not None and chat.pending_input is not None and first[0] == _norm(chat.pending_input):
+            return 1, 0
+        raise HistoryMismatch(
+            f"This chat has no turn in common with save {game_save.save_id} (at turn {current}): its first "
+            "message is not the save's first input. Start a new save for a new chat, or rewind this one in the studio."
+        )
+    window = len(turns)
+    rows = _rows(game_save, 1, min(current, window))
+    if rows.get(1) == turns[0]:
+        return 1, _run(rows, 1, turns)
+    candidates = list(
+        Event.objects.filter(game_save=game_save, player_input=turns[0][0], narrative=turns[0][1])
+        .order_by("-turn_id")
+        .values_list("turn_id", flat=True)[:MAX_CANDIDATES]
+    )
+    if not candidates:
+        first = rows.get(1, ("", ""))
+        if first[0] == turns[0][0] or first[1] == turns[0][1] or (len(turns) > 1 and rows.get(2) == turns[1]):
+            return 1, 0  # turn 1 edited: its input, its narration, or both with turn 2 unchanged
+        raise HistoryMismatch(
+            f"This chat has no turn in common with save {game_save.save_id} (at turn {current}): its first turn "
+            "is none of the save's. Start a new save for a new chat, or rewind this one in the studio."
+        )
+    rows = _rows(game_save, min(candidates), min(current, max(candidates) + window - 1))
+    best, best_run = candidates[0], -1
+    for start in candidates:  # latest first: a tie keeps the latest
+        run = _run(rows, start, turns)
+        if run > best_run:
+            best, best_run = start, run
+    return best, best_run
+
+
+def _open_draft(game_save: Save, turn_id: int, player_input: str) -> NarratorDraft | None:
+    return (
+        NarratorDraft.objects.filter(
+            game_save=game_save, status=DraftStatus.OPEN, turn_id=turn_id, player_input=player_input
+        )
+        .order_by("-id")
+        .first()
+    )
+
+
+def _accept(game_save: Save, draft: NarratorDraft, narrative: str) -> Event | None:
+    """Accept the draft's alternative that became `narrative`; None when it has no complete one."""
+    alternatives = [a for a in draft.alternatives.order_by("-number") if a.acceptable]
+    if not alternatives or not narrative:
+        return None
+    chosen = next((a for a in alternatives if _norm(a.text) == narrative), alternatives[0])
+    draft.game_save = game_save  # turn_append moves this instance's current turn
+    try:
+        return narrator_accept(draft=draft, number=chosen.number, narrative=narrative)
+    except NarratorError:
+        return None  # closed meanwhile (the console accepted or discarded it): appended as is
+
+
+def proxy_sync(*, game_save: Save, chat: Chat, checkpoints: CheckpointManager | None = None) -> SyncResult:
+    """Rewind and append so that the save's turns end as the chat's settled turns do."""
+    from_turn = game_save.current_turn
+    start, run = chat_start(game_save=game_save, chat=chat)
+    kept = start - 1 + run
+    result = SyncResult(from_turn=from_turn, kept_turn=kept, start_turn=start)
+    if kept < game_save.current_turn:
+        (checkpoints or CheckpointManager()).rewind(game_save, kept, expected_current_turn=from_turn)
+        result.rewound = True
+    for player_input, narrative in chat.turns[run:]:
+        turn_id = game_save.current_turn + 1
+        event = None
+        if not result.appended:  # only the save's next turn can have the relayed answer
+            draft = _open_draft(game_save, turn_id, player_input)
+            if draft is not None:
+                event = _accept(game_save, draft, narrative)
+                if event is not None:
+                    result.accepted_turn = event.turn_id
+                    game_save.current_turn = event.turn_id
+        if event is None:
+            event = turn_append(
+                game_save=game_save, player_input=player_input, narrative=narrative, expected_turn_id=turn_id
+            )
+        result.appended.append(event.turn_id)
+    return result
+

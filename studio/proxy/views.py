@@ -1,0 +1,181 @@
+"""`/v1/`: the OpenAI-compatible endpoints a chat front end talks to.
+
+- `POST /v1/chat/completions`: a chat-completions request, streamed (`stream: true`, the
+  endpoint's server-sent events relayed as they come) or not (its JSON answer as it is).
+- `GET /v1/models`: the model names that bind a request to each save the key may play.
+
+Authentication is a studio API token as the bearer key (`Authorization: Bearer axm_...`,
+which is what every front end sends as its "API key"); there is no session login and so no
+CSRF here. Errors use the OpenAI error shape, `{"error": {"message", "type", "code"}}`,
+which front ends show to the player: 401 (no or bad key), 400 (bad body, no save named),
+404 (no such save, or one the key's user may not see), 403 (no Playtester role), 409 (the
+chat is not this save's, or another request moved the save), 429 (the save's spend guard),
+502 (the model could not be reached), 503 (no model configured, or the memory store is
+down), 500 (anything else, logged). A refusal by the model's
+endpoint itself (its own 4xx) is passed back with its status and body.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.contrib.auth.decorators import login_not_required
+from django.views.decorators.csrf import csrf_exempt
+
+from studio.api.services import api_token_authenticate
+from studio.memory.llm import LLMError, RelayRefused, SpendLimitExceeded, get_llm_backend
+from studio.memory.vector import VectorStoreError
+from studio.proxy.binding import SAVE_HEADER, BindingError, binding_for, model_name
+from studio.proxy.history import InvalidMessages
+from studio.proxy.services import proxy_prepare, proxy_relay
+from studio.proxy.sync import HistoryMismatch
+from studio.saves.access import Access, NotFound, RoleRequired, may, save_for
+from studio.saves.errors import TurnConflict
+from studio.saves.selectors import save_list_for_user
+
+logger = logging.getLogger(__name__)
+
+MEMORY_TOKENS_HEADER = "X-Axiom-Memory-Tokens"
+MODELS_LISTED = 200
+
+
+def error(status: int, message: str, code: str, kind: str = "invalid_request_error", headers=None) -> JsonResponse:
+    """Return an error in the OpenAI shape."""
+    response = JsonResponse({"error": {"message": message, "type": kind, "code": code, "param": None}}, status=status)
+    for key, value in (headers or {}).items():
+        response[key] = value
+    return response
+
+
+def _user(request: HttpRequest):
+    """Return the user of the request's bearer key, or None."""
+    scheme, _, key = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
+    if scheme.lower() != "bearer" or not key.strip():
+        return None
+    token = api_token_authenticate(key=key.strip())
+    return token.user if token is not None else None
+
+
+def _unauthenticated() -> JsonResponse:
+    return error(
+        401, "Send a studio API token as the API key (Authorization: Bearer axm_...); create one under Account, API tokens.",
+        "invalid_api_key", headers={"WWW-Authenticate": 'Bearer realm="axiom"'},
+    )
+
+
+def endpoint(*methods: str):
+    """Wrap a view: bearer authentication (401) first, then the method (405)."""
+
+    def decorator(view):
+        def wrapped(request: HttpRequest, *args, **kwargs):
+            user = _user(request)
+            if user is None:
+                return _unauthenticated()
+            if request.method not in methods:
+                return error(405, f"{request.method} is not allowed here.", "method_not_allowed",
+                             headers={"Allow": ", ".join(methods)})
+            try:
+                return view(request, user, *args, **kwargs)
+            except VectorStoreError as exc:
+                return error(503, f"The memory store cannot be reached: {exc}", "memory_unavailable", kind="server_error")
+            except Exception:
+                logger.exception("proxy error on %s %s", request.method, request.path)
+                return error(500, "The studio failed to handle this request.", "internal_error", kind="server_error")
+
+        wrapped.__name__ = view.__name__
+        wrapped.__doc__ = view.__doc__
+        return csrf_exempt(login_not_required(wrapped))
+
+    return decorator
+
+
+@endpoint("GET", "HEAD")
+def models(request: HttpRequest, user) -> JsonResponse:
+    """List `axiom/<save_id>/<model>` for the saves the key's user may play, latest played first."""
+    backend = get_llm_backend()
+    upstream = backend.model_for("narrate") if backend is not None else ""
+    saves = save_list_for_user(user=user).order_by("-last_activity_at", "-id")[:MODELS_LISTED] if may(user, Access.PLAY) else []
+    data = [
+        {
+            "id": model_name(game_save.save_id, upstream),
+            "object": "model",
+            "created": int(game_save.created_at.timestamp()),
+            "owned_by": "axiom-studio",
+            "name": f"{game_save.name} ({game_save.universe.name})",
+        }
+        for game_save in saves
+    ]
+    return JsonResponse({"object": "list", "data": data})
+
+
+def _body(request: HttpRequest) -> dict | JsonResponse:
+    try:
+        raw = request.body
+    except RequestDataTooBig:
+        return error(413, "The request body is too large.", "request_too_large")
+    try:
+        body = json.loads(raw or b"")
+    except (ValueError, UnicodeDecodeError):
+        return error(400, "The body must be a JSON object (a chat-completions request).", "invalid_json")
+    if not isinstance(body, dict):
+        return error(400, "The body must be a JSON object (a chat-completions request).", "invalid_json")
+    return body
+
+
+@endpoint("POST")
+def chat_completions(request: HttpRequest, user) -> HttpResponse:
+    """Sync the bound save to the chat, add its memory, relay to the model, hand the answer back."""
+    started = time.perf_counter()
+    body = _body(request)
+    if isinstance(body, JsonResponse):
+        return body
+    try:
+        binding = binding_for(model=body.get("model"), header=request.headers.get(SAVE_HEADER))
+    except BindingError as exc:
+        return error(400, str(exc), "model_not_found")
+    try:
+        game_save = save_for(user=user, save_id=binding.save_id, access=Access.PLAY)
+    except NotFound:
+        return error(404, f"No save {binding.save_id!r}, or this key may not see it.", "save_not_found")
+    except RoleRequired as exc:
+        return error(403, str(exc), "permission_denied", kind="permission_error")
+    backend = get_llm_backend()
+    if backend is None:
+        return error(503, "No language model is configured for the studio (AXIOM_LLM_BASE_URL).", "no_model", kind="server_error")
+    try:
+        prepared = proxy_prepare(
+            game_save=game_save, body=body, upstream_model=binding.upstream_model or backend.model_for("narrate"),
+            memory_tokens=request.headers.get(MEMORY_TOKENS_HEADER),
+        )
+    except InvalidMessages as exc:
+        return error(400, str(exc), "invalid_messages")
+    except (HistoryMismatch, TurnConflict) as exc:
+        return error(409, str(exc), "history_conflict")
+    prepared_ms = (time.perf_counter() - started) * 1000
+    try:
+        relay = proxy_relay(prepared, backend=backend)
+    except SpendLimitExceeded as exc:
+        return error(429, f"Paused by the {exc.reason}", "spend_limit", kind="rate_limit_error")
+    except RelayRefused as exc:
+        return HttpResponse(exc.body, status=exc.status, content_type=exc.content_type)
+    except LLMError as exc:
+        return error(502, f"The model could not be reached: {exc}", "upstream_unavailable", kind="server_error")
+    headers = {
+        "X-Axiom-Save": game_save.save_id,
+        "X-Axiom-Turn": str(game_save.current_turn),
+        "X-Axiom-Memory": prepared.placed,
+        "X-Axiom-Prepare-Ms": f"{prepared_ms:.1f}",
+        "X-Axiom-Timing": ", ".join(f"{name}={ms}" for name, ms in prepared.timings.items()),
+    }
+    if prepared.stream:
+        response = StreamingHttpResponse(relay, content_type=relay.content_type)
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"  # nginx: pass the events on as they come
+    else:
+        response = HttpResponse(relay.read(), content_type=relay.content_type)
+    for key, value in headers.items():
+        response[key] = value
+    return response
