@@ -97,6 +97,13 @@ RULES: dict[str, tuple[str, str]] = {
     "saves:narrator_discard": ("-", "player"),
     "saves:narrator_accept": ("-", "player"),
     "saves:narrator_snapshot": ("member", "-"),
+    "saves:narrator_opening": ("-", "player"),
+    "saves:narrator_impersonate": ("-", "player"),
+    "saves:narrator_continue": ("-", "player"),
+    "saves:narrator_stop": ("-", "player"),
+    "saves:turn_undo": ("-", "player"),
+    "saves:turn_retry": ("-", "player"),
+    "saves:play_settings": ("member", "player"),
     "saves:fork": ("-", "player"),
     "saves:export": ("player", "-"),
     # memory inspector
@@ -113,6 +120,7 @@ RULES: dict[str, tuple[str, str]] = {
     "memory:context_record": ("-", "player"),
     "memory:replay": ("member", "-"),
     "memory:jobs": ("member", "-"),
+    "memory:job_detail": ("member", "-"),
     "memory:job_retry": ("-", "player"),
     "memory:jobs_retry_skipped": ("-", "player"),
     # API tokens (studio pages for the user's own tokens)

@@ -52,7 +52,8 @@ def poisoned(universe, game_save, author):
     MentalModel.objects.create(game_save=game_save, subject=PAYLOAD, summary=f"Model {PAYLOAD}", sources=[belief.pk], created_turn_id=1, updated_turn_id=1,
                                versions=[{"turn_id": 1, "summary": PAYLOAD, "sources": [belief.pk]}])
     job = Job.objects.create(kind="living_turn", game_save=game_save, turn_id=1, status="failed", error=PAYLOAD, progress=PAYLOAD)
-    LLMCall.objects.create(game_save=game_save, job=job, operation="extract", model=PAYLOAD, error=PAYLOAD)
+    LLMCall.objects.create(game_save=game_save, job=job, operation="extract", model=PAYLOAD, error=PAYLOAD,
+                           request=PAYLOAD, answer=PAYLOAD)
     RecordedQuery.objects.create(game_save=game_save, turn_id=1, query_text=PAYLOAD, params={"k": 5}, result_ids=[])
     token, _ = api_token_create(user=author, name=PAYLOAD)
     from studio.saves.models import NarratorAlternative, NarratorDraft, NarratorSnapshot

@@ -78,6 +78,7 @@ def wants_stream(request: HttpRequest, payload: S.NarrateRequest) -> bool:
 def narrate(request: HttpRequest, save_id: str, payload: S.NarrateRequest):
     from studio.memory.llm import LLMError, TrackedLLM, get_llm_backend
     from studio.saves.narrator.prompt import build_narrator_prompt
+    from studio.saves.narrator.sampler import resolve_sampler
     from studio.saves.narrator.services import NO_MODEL, NoModelConnected, narrate_once
 
     save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
@@ -95,8 +96,10 @@ def narrate(request: HttpRequest, save_id: str, payload: S.NarrateRequest):
     if backend is None:
         raise ApiError(503, "no_model", NO_MODEL)
     prompt = build_narrator_prompt(game_save=save, player_input=player_input)
+    sampler = resolve_sampler(game_save=save)  # the save's play settings, as the Console's narrations
     try:
-        stream = TrackedLLM(backend, game_save_id=save.pk).stream(system=prompt.system, prompt=prompt.user, operation="narrate")
+        stream = TrackedLLM(backend, game_save_id=save.pk).stream(system=prompt.system, prompt=prompt.user,
+                                                                  operation="narrate", **sampler.request_options())
     except LLMError as exc:  # the spend guard, or a model that cannot be reached: nothing sent yet
         raise _llm_error(exc) from exc
     events = _events(save, player_input, prompt, stream)

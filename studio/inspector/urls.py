@@ -19,6 +19,7 @@ urlpatterns = [
     path("<str:save_id>/context/record/", context.context_record, name="context_record"),
     path("<str:save_id>/replay/", replay.replay, name="replay"),
     path("<str:save_id>/jobs/", views_jobs.save_jobs, name="jobs"),
+    path("<str:save_id>/jobs/<int:job_id>/", views_jobs.save_job_detail, name="job_detail"),
     path("<str:save_id>/jobs/<int:job_id>/retry/", views_jobs.save_job_retry, name="job_retry"),
     path("<str:save_id>/jobs/retry-skipped/", views_jobs.save_jobs_retry_skipped, name="jobs_retry_skipped"),
 ]

@@ -189,6 +189,7 @@ class Job(models.Model):
     timeline_generation = models.PositiveIntegerField(default=0)
     status = models.CharField(max_length=10, choices=JobStatus.choices, default=JobStatus.QUEUED)
     progress = models.CharField(max_length=200, blank=True)
+    progress_at = models.DateTimeField(null=True, blank=True, help_text="When the step in `progress` began.")
     error = models.TextField(blank=True)
     attempts = models.PositiveIntegerField(default=0)
     payload = models.JSONField(default=dict, blank=True)
@@ -218,6 +219,25 @@ class Job(models.Model):
             return (self.finished_at - self.started_at).total_seconds()
         return None
 
+    @property
+    def running_seconds(self) -> float | None:
+        """How long a running job has run so far (None unless running)."""
+        from django.utils import timezone
+
+        if self.status != "running" or not self.started_at:
+            return None
+        return max(0.0, (timezone.now() - self.started_at).total_seconds())
+
+    @property
+    def step_seconds(self) -> float | None:
+        """How long a running job has been at its current step (`progress`), None unless running."""
+        from django.utils import timezone
+
+        if self.status != "running":
+            return None
+        since = max(filter(None, (self.progress_at, self.started_at)), default=None)
+        return max(0.0, (timezone.now() - since).total_seconds()) if since else None
+
 
 class LLMCall(models.Model):
     """One call to the LLM endpoint, for the spend guard and for admins."""
@@ -234,6 +254,8 @@ class LLMCall(models.Model):
     completion_tokens = models.PositiveIntegerField(default=0)
     latency_ms = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True)
+    request = models.TextField(blank=True, help_text="The messages sent (system, then user), for playtesters.")
+    answer = models.TextField(blank=True, help_text="The model's text (what arrived of it, for a broken stream).")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -417,6 +417,7 @@ class CheckpointManager:
             )
             # Every per-turn table as it stood at n, in registry order (`studio.memory.timeline`).
             timeline.copy_up_to(source=source, fork=fork, target_turn=n)
+            copy_play_settings(source=source, fork=fork)
             # The source's turns <= n whose memory work is not done yet: the fork does it itself.
             unfinished = jobs.jobs_unfinished_up_to(game_save=source, turn=n)
             events = dict(
@@ -470,3 +471,16 @@ class CheckpointManager:
             return {"done": 0, "error": ""}
         outcome = self._run_fork_job(job.pk)
         return {"done": 0 if outcome.get("error") else 1, "error": outcome.get("error", "")}
+
+
+def copy_play_settings(*, source: Save, fork: Save) -> None:
+    """Give a fork the source's play settings (author's note, sampler): not per turn, copied as they are."""
+    from studio.saves.models import PlaySettings
+
+    row = PlaySettings.objects.filter(game_save=source).first()
+    if row is not None:
+        row.pk = None
+        row.id = None
+        row.game_save = fork
+        row._state.adding = True
+        row.save()

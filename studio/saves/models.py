@@ -147,6 +147,13 @@ class NarratorAlternative(models.Model):
     system_prompt = models.TextField(blank=True)
     user_prompt = models.TextField(blank=True)
     context = models.JSONField(default=dict, blank=True, help_text="MemoryContext.as_dict() of the prompt.")
+    prefix = models.TextField(
+        blank=True, help_text="Continue: the narration this alternative extends (its text starts with it)."
+    )
+    first_token_ms = models.PositiveIntegerField(null=True, blank=True, help_text="Time to the first streamed text.")
+    play_settings = models.JSONField(
+        default=dict, blank=True, help_text="The author's note and sampler settings the narration was made with."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -159,6 +166,11 @@ class NarratorAlternative(models.Model):
     @property
     def acceptable(self) -> bool:
         return self.status == AlternativeStatus.DONE and bool(self.text.strip())
+
+    @property
+    def stopped_with_text(self) -> bool:
+        """A stream stopped (or broken) after some text: editable, accepted only as edited text."""
+        return self.status in (AlternativeStatus.CANCELLED, AlternativeStatus.FAILED) and bool(self.text.strip())
 
 
 class NarratorSnapshot(models.Model):
@@ -179,6 +191,9 @@ class NarratorSnapshot(models.Model):
     system_prompt = models.TextField(blank=True)
     user_prompt = models.TextField(blank=True)
     context = models.JSONField(default=dict, blank=True, help_text="MemoryContext.as_dict(): items, reasons, cuts.")
+    play_settings = models.JSONField(
+        default=dict, blank=True, help_text="The author's note (text, depth) and sampler settings of the narration."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -200,3 +215,26 @@ class NarratorSnapshot(models.Model):
     @property
     def cut_items(self) -> list[dict]:
         return [i for i in (self.context or {}).get("items", []) if not i.get("included", True)]
+
+
+class PlaySettings(models.Model):
+    """A save's play settings: the author's note and the sampler overrides (None: not overridden).
+
+    Not per turn (a rewind keeps them; a fork copies them). What a narration used is kept on
+    its alternative and snapshot (`play_settings`).
+    """
+
+    game_save = models.OneToOneField(Save, on_delete=models.CASCADE, related_name="play_settings")
+    authors_note = models.TextField(blank=True, help_text="Text put into the narrator's prompt at the depth below.")
+    authors_note_depth = models.PositiveSmallIntegerField(
+        default=1, help_text="Where in the prompt: 0 after the last instruction, 1 just before it, higher earlier."
+    )
+    temperature = models.FloatField(null=True, blank=True)
+    top_p = models.FloatField(null=True, blank=True)
+    max_tokens = models.PositiveIntegerField(null=True, blank=True)
+    frequency_penalty = models.FloatField(null=True, blank=True)
+    repeat_penalty = models.FloatField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"play settings of {self.game_save_id}"

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from studio.saves.views import imports, narrator, rewind, saves, timeline
+from studio.saves.views import imports, narrator, play, rewind, saves, timeline
 from studio.saves.views import chapters as chapter_views
 from studio.saves.views import portable as portable_views
 
@@ -36,4 +36,12 @@ urlpatterns = [
     path("<str:save_id>/narrator/<int:draft_id>/discard/", narrator.narrator_discard, name="narrator_discard"),
     path("<str:save_id>/narrator/<int:draft_id>/accept/", narrator.narrator_accept, name="narrator_accept"),
     path("<str:save_id>/turns/<int:turn_id>/narrator/", narrator.narrator_snapshot, name="narrator_snapshot"),
+    # The play controls (studio/saves/views/play.py).
+    path("<str:save_id>/narrator/opening/", play.narrator_opening, name="narrator_opening"),
+    path("<str:save_id>/narrator/impersonate/", play.narrator_impersonate, name="narrator_impersonate"),
+    path("<str:save_id>/narrator/<int:draft_id>/continue/", play.narrator_continue, name="narrator_continue"),
+    path("<str:save_id>/narrator/<int:draft_id>/stop/<int:number>/", play.narrator_stop, name="narrator_stop"),
+    path("<str:save_id>/turns/last/undo/", play.turn_undo, name="turn_undo"),
+    path("<str:save_id>/turns/last/retry/", play.turn_retry, name="turn_retry"),
+    path("<str:save_id>/play-settings/", play.play_settings, name="play_settings"),
 ]

@@ -38,6 +38,14 @@ RULES = {
     ("memory_context", "GET"): ("read", {"query_text": "harbour"}, 200),
     ("memory_context", "POST"): ("read", {"query_text": "harbour"}, 200),
     ("narrate", "POST"): ("write", {"player_input": "look"}, 503),  # no LLM configured in tests
+    ("opening", "GET"): ("read", None, 200),
+    ("opening", "POST"): ("write", {"number": 1}, 409),  # the test world has no card and turns already
+    ("continue", "POST"): ("write", {}, 503),
+    ("impersonate", "POST"): ("write", {}, 503),
+    ("undo", "POST"): ("write", {"expected_current_turn": 3}, 200),
+    ("retry", "POST"): ("write", {"expected_current_turn": 3}, 503),
+    ("play_settings", "GET"): ("read", None, 200),
+    ("play_settings", "PATCH"): ("write", {"authors_note": "Rain."}, 200),
     ("rewind_preview", "GET"): ("read", {"turn_id": 1}, 200),
     ("rewind", "POST"): ("write", {"turn_id": 1}, 200),
     ("fork", "POST"): ("write", {"turn_id": 1}, 201),

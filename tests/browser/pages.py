@@ -91,7 +91,7 @@ def card_png(card: dict = CARD) -> bytes:
 def build_world(*, universe, game_save, author, vector_memory) -> World:
     """Fill `universe` and `game_save` (the shared fixtures) so every page shows content."""
     from studio.api.services import api_token_create
-    from studio.memory.models import Fact, Job, JobKind, JobStatus, MentalModel, Observation, RecordedQuery
+    from studio.memory.models import Fact, Job, JobKind, JobStatus, LLMCall, MentalModel, Observation, RecordedQuery
     from studio.universes import services
     from studio.saves.models import NarratorAlternative, NarratorDraft, NarratorSnapshot
     from studio.universes.models import LoreEntry

@@ -55,7 +55,8 @@ def test_narrate_stream_regenerate_choose_edit_accept_then_discard(logged_in_pag
     page.click("#narrator-accept button[type=submit]")
     expect(page.locator("#console-turns li[data-turn='4']")).to_contain_text("She closes the ledger.")
     event = Event.objects.get(game_save=game_save, turn_id=4)
-    assert event.narrative.endswith("She closes the ledger.") and event.player_input == "I ask Mira what she knows"
+    # The Console's default input mode is Do: the action is sent as "You ...".
+    assert event.narrative.endswith("She closes the ledger.") and event.player_input == "You ask Mira what she knows."
     snapshot = NarratorSnapshot.objects.get(game_save=game_save, turn_id=4)
     assert snapshot.edited and snapshot.alternatives == 2 and snapshot.proposed == FIRST
 

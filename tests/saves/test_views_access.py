@@ -36,6 +36,13 @@ PLAYTEST_ROUTES = {
     "saves:narrator_choose": "post",
     "saves:narrator_discard": "post",
     "saves:narrator_accept": "post",
+    "saves:narrator_opening": "post",
+    "saves:narrator_impersonate": "post",
+    "saves:narrator_continue": "post",
+    "saves:narrator_stop": "post",
+    "saves:turn_undo": "post",
+    "saves:turn_retry": "post",
+    "saves:play_settings": "post",
 }
 
 

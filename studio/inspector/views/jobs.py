@@ -16,11 +16,20 @@ from studio.memory.jobs import (
     jobs_dropped_by_rewind,
     jobs_retry_skipped,
 )
-from studio.memory.models import JobStatus
+from studio.memory.models import JobStatus, LLMCall
+from studio.memory.reflect import MIN_BELIEFS
 from studio.saves.access import Access, save_for
 from studio.saves.views.saves import save_page_context
 
 JOBS_SHOWN = 50
+# What a living job's layer needs before it forms anything (shown on the job's page).
+LAYER_HINTS = {
+    "living_turn": "Extraction turns the turn's narrative into facts; consolidation forms beliefs from them; a "
+    f"mental model forms for a subject once it has at least {MIN_BELIEFS} beliefs. A model answer that is not the "
+    "JSON asked for (see the answers below) keeps nothing.",
+    "refresh_models": f"A mental model is written for each subject with at least {MIN_BELIEFS} beliefs; with fewer, "
+    "none is.",
+}
 
 
 def _context(request: HttpRequest, game_save, **extra) -> dict:
@@ -55,6 +64,22 @@ def save_jobs(request: HttpRequest, save_id: str) -> HttpResponse:
     if request.htmx:
         return _fragment(request, game_save)
     return render(request, "memory/jobs.html", _context(request, game_save))
+
+
+@require_GET
+def save_job_detail(request: HttpRequest, save_id: str, job_id: int) -> HttpResponse:
+    """One job: its step and time, and each LLM call's request and answer (playtesters)."""
+    game_save = save_for(user=request.user, save_id=save_id)
+    job = selectors.job_get(game_save=game_save, job_id=job_id)
+    if job is None:
+        raise Http404("No such job.")
+    context = save_page_context(request, game_save, "jobs")
+    context.update({
+        "job": job,
+        "llm_calls": list(LLMCall.objects.filter(job=job).order_by("created_at", "id")),
+        "layer_hint": LAYER_HINTS.get(job.kind, ""),
+    })
+    return render(request, "memory/job.html", context)
 
 
 @require_POST

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from django.db import transaction
+from django.utils import timezone
 
 from studio.memory.jobs.ledger import REDO_KEY, TURN_KINDS, ClaimRules, JobLost, JobRedo, JobSkipped, mark_finished, owned_row
 from studio.memory.models import Job, JobKind, JobStatus
@@ -118,7 +119,7 @@ class JobContext:
         if not force and now - self.progress_written < PROGRESS_INTERVAL:
             return
         self.progress_written = now
-        Job.objects.filter(pk=self.job.pk, status=JobStatus.RUNNING).update(progress=text[:200])
+        Job.objects.filter(pk=self.job.pk, status=JobStatus.RUNNING).update(progress=text[:200], progress_at=timezone.now())
 
     def check_timeline(self, save) -> None:
         """Raise JobSkipped unless the job's turn is on the save's live timeline (see `timeline`).

@@ -21,7 +21,7 @@ from typing import Protocol, runtime_checkable
 OPERATIONS = ("extract", "consolidate", "reflect", "narrate", "summarize")
 
 # The sampling fields sent only when set; a server that refuses one gets it dropped.
-SAMPLING_FIELDS = ("temperature", "frequency_penalty", "presence_penalty", "repeat_penalty")
+SAMPLING_FIELDS = ("temperature", "top_p", "frequency_penalty", "presence_penalty", "repeat_penalty")
 
 
 class LLMError(Exception):
@@ -95,6 +95,7 @@ class OperationOptions:
     """
 
     temperature: float | None = None
+    top_p: float | None = None
     frequency_penalty: float | None = None
     presence_penalty: float | None = None
     repeat_penalty: float | None = None

@@ -131,6 +131,7 @@ class OpenAICompatibleBackend:
         max_tokens: int | None = None,
         temperature: float | None = None,
         stream: bool | None = None,
+        sampling: dict | None = None,
     ) -> LLMResponse:
         """Send one request and return the whole answer (retries and fallbacks included).
 
@@ -140,6 +141,7 @@ class OpenAICompatibleBackend:
             with self.stream(
                 system=system, prompt=prompt, operation=operation, json_mode=json_mode, schema=schema,
                 schema_name=schema_name, messages=messages, max_tokens=max_tokens, temperature=temperature,
+                sampling=sampling,
             ) as chat_stream:
                 for _ in chat_stream:
                     pass
@@ -148,7 +150,7 @@ class OpenAICompatibleBackend:
         response, sent = self._open(
             operation=operation, system=system, prompt=prompt, messages=messages, json_mode=json_mode,
             schema=schema, schema_name=schema_name or operation, max_tokens=max_tokens, temperature=temperature,
-            stream=False,
+            stream=False, sampling=sampling,
         )
         try:
             return self._parse(response, sent, started)
@@ -167,20 +169,26 @@ class OpenAICompatibleBackend:
         messages: list[dict] | None = None,
         max_tokens: int | None = None,
         temperature: float | None = None,
+        sampling: dict | None = None,
     ) -> "ChatStream":
-        """Open a streamed request; return the iterator of its text deltas."""
+        """Open a streamed request; return the iterator of its text deltas.
+
+        `sampling`: request-level sampling fields (`SAMPLING_FIELDS`, e.g. a save's sampler
+        settings) over the operation's own; None values are not sent.
+        """
         started = time.monotonic()
         response, sent = self._open(
             operation=operation, system=system, prompt=prompt, messages=messages, json_mode=json_mode,
             schema=schema, schema_name=schema_name or operation, max_tokens=max_tokens, temperature=temperature,
-            stream=True,
+            stream=True, sampling=sampling,
         )
         return ChatStream(response, sent=sent, started=started)
 
     # -- the request loop -----------------------------------------------------------------
 
     def _open(
-        self, *, operation, system, prompt, messages, json_mode, schema, schema_name, max_tokens, temperature, stream
+        self, *, operation, system, prompt, messages, json_mode, schema, schema_name, max_tokens, temperature, stream,
+        sampling=None,
     ) -> tuple[httpx.Response, dict]:
         model = self.model_for(operation)
         options = self.options_for(operation)
@@ -190,6 +198,7 @@ class OpenAICompatibleBackend:
         limit = int(max_tokens or options.max_tokens or self.max_tokens)
         timeout = self._timeout(float(options.timeout or self.timeout))
         optional = options.sampling()
+        optional.update({k: v for k, v in (sampling or {}).items() if k in SAMPLING_FIELDS and v is not None})
         if temperature is not None:
             optional["temperature"] = temperature
         if stream:

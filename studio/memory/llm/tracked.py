@@ -9,6 +9,9 @@
   `tracked.truncated` in the job's result (the living jobs do this) so the Jobs table
   can say "truncated" next to the facts that were kept.
 - `stream()` logs when the stream ends, fails or is closed early.
+- Each row keeps the request (system and user messages, `request_text`) and the answer
+  (or what arrived of it), each cut at `LOGGED_TEXT_CHARS`, so a playtester can read on the
+  job and turn pages what the model was asked and said.
 """
 from __future__ import annotations
 
@@ -22,6 +25,17 @@ from django.utils import timezone
 
 from studio.memory.llm.base import LLMBackend, LLMError, LLMResponse, LLMUnavailable, SpendLimitExceeded, estimate_tokens
 from studio.memory.llm.relay import relay_open
+
+LOGGED_TEXT_CHARS = 40_000  # per request and per answer: enough for a narrator prompt
+
+
+def request_text(system: str, prompt: str, messages=None) -> str:
+    """Return a call's messages as the log keeps them: `## role` then the content, in order."""
+    if messages:
+        parts = [f"## {m.get('role', '?')}\n{m.get('content') or ''}" for m in messages if isinstance(m, dict)]
+    else:
+        parts = ([f"## system\n{system}"] if system else []) + [f"## user\n{prompt}"]
+    return "\n\n".join(parts)[:LOGGED_TEXT_CHARS]
 
 
 @dataclass
@@ -121,9 +135,11 @@ class TrackedLLM:
         except Exception as exc:
             error = exc if isinstance(exc, LLMError) else LLMUnavailable(f"{exc.__class__.__name__}: {exc}")
             self.errors.append((operation, error))
-            self._log(operation, model, 0, 0, int((time.monotonic() - started) * 1000), str(error))
+            self._log(operation, model, 0, 0, int((time.monotonic() - started) * 1000), str(error),
+                      request=request_text(system, prompt, options.get("messages")))
             raise error from exc
-        self._record(operation, response, prompt_text=system + prompt + _messages_text(options.get("messages")))
+        self._record(operation, response, prompt_text=system + prompt + _messages_text(options.get("messages")),
+                     request=request_text(system, prompt, options.get("messages")))
         return response
 
     def stream(self, *, system: str = "", prompt: str = "", operation: str = "narrate", **options):
@@ -137,7 +153,8 @@ class TrackedLLM:
         except Exception as exc:
             error = exc if isinstance(exc, LLMError) else LLMUnavailable(f"{exc.__class__.__name__}: {exc}")
             self.errors.append((operation, error))
-            self._log(operation, model, 0, 0, int((time.monotonic() - started) * 1000), str(error))
+            self._log(operation, model, 0, 0, int((time.monotonic() - started) * 1000), str(error),
+                      request=request_text(system, prompt, options.get("messages")))
             raise error from exc
 
         def finished(chat_stream) -> None:
@@ -149,7 +166,8 @@ class TrackedLLM:
                 note = str(chat_stream.error)
             elif chat_stream.cancelled:
                 note = f"cancelled by the reader after {len(response.text)} characters"
-            self._record(operation, response, prompt_text=prompt_text, error=note)
+            self._record(operation, response, prompt_text=prompt_text, error=note,
+                         request=request_text(system, prompt, options.get("messages")))
 
         stream.on_finish.append(finished)
         return stream
@@ -168,7 +186,8 @@ class TrackedLLM:
         except Exception as exc:
             error = exc if isinstance(exc, LLMError) else LLMUnavailable(f"{exc.__class__.__name__}: {exc}")
             self.errors.append((operation, error))
-            self._log(operation, str(body.get("model") or ""), 0, 0, int((time.monotonic() - started) * 1000), str(error))
+            self._log(operation, str(body.get("model") or ""), 0, 0, int((time.monotonic() - started) * 1000), str(error),
+                      request=request_text("", "", body.get("messages")))
             raise error from exc
 
         def finished(done) -> None:
@@ -177,12 +196,13 @@ class TrackedLLM:
                 self.errors.append((operation, done.error))
             elif done.cancelled:
                 note = f"cancelled by the reader after {len(done.text)} characters"
-            self._record(operation, done.response, prompt_text=prompt_text, error=note)
+            self._record(operation, done.response, prompt_text=prompt_text, error=note,
+                         request=request_text("", "", body.get("messages")))
 
         relay.on_finish.append(finished)
         return relay
 
-    def _record(self, operation: str, response: LLMResponse, *, prompt_text: str, error: str = "") -> None:
+    def _record(self, operation: str, response: LLMResponse, *, prompt_text: str, error: str = "", request: str = "") -> None:
         if response.estimated_tokens and not response.prompt_tokens:
             response.prompt_tokens = estimate_tokens(prompt_text)
         if response.truncated:
@@ -194,10 +214,12 @@ class TrackedLLM:
                 }
             )
         self._log(
-            operation, response.model, response.prompt_tokens, response.completion_tokens, response.latency_ms, error
+            operation, response.model, response.prompt_tokens, response.completion_tokens, response.latency_ms, error,
+            request=request, answer=response.text or "",
         )
 
-    def _log(self, operation: str, model: str, prompt_tokens: int, completion_tokens: int, latency_ms: int, error: str):
+    def _log(self, operation: str, model: str, prompt_tokens: int, completion_tokens: int, latency_ms: int, error: str,
+             *, request: str = "", answer: str = ""):
         from studio.memory.models import Job, LLMCall
 
         LLMCall.objects.create(
@@ -209,6 +231,8 @@ class TrackedLLM:
             completion_tokens=completion_tokens,
             latency_ms=latency_ms,
             error=error[:2000],
+            request=request[:LOGGED_TEXT_CHARS],
+            answer=(answer or "")[:LOGGED_TEXT_CHARS],
         )
         self.calls += 1
         self.tokens += prompt_tokens + completion_tokens

@@ -215,7 +215,7 @@ def turn_inputs(ctx: JobContext, save) -> tuple[str, object]:
 def extract_turn_facts(ctx: JobContext, save, llm, narrative: str, state) -> list:
     """The extract call: the turn's facts (provisional ids)."""
     turn = ctx.job.turn_id
-    ctx.progress("extracting facts")
+    ctx.progress("extracting facts", force=True)  # a step: shown (and timed) at once
     facts, error = extract_facts_detailed(
         llm,
         narrative,
@@ -231,7 +231,7 @@ def extract_turn_facts(ctx: JobContext, save, llm, narrative: str, state) -> lis
 def consolidate_turn(ctx: JobContext, save, llm, facts) -> list:
     """The consolidate call: what the facts do to the beliefs they bear on."""
     turn = ctx.job.turn_id
-    ctx.progress(f"consolidating {counted(len(facts), 'fact')} into beliefs")
+    ctx.progress(f"consolidating {counted(len(facts), 'fact')} into beliefs", force=True)
     # A re-extraction of the latest turn replaces what that turn produced before, so
     # the beliefs it created are not shown as existing ones.
     horizon = turn - 1 if ctx.job.payload.get("reextract") and turn >= save.current_turn else turn
@@ -260,7 +260,7 @@ def reflect_turn(ctx: JobContext, save, llm, actions) -> dict[str, str]:
             subjects.append(stale)
     summaries: dict[str, str] = {}
     for subject in subjects:
-        ctx.progress(f"reflecting on {subject or 'the world'}")
+        ctx.progress(f"reflecting on {subject or 'the world'}", force=True)
         current = get_observations(save, max_turn_id=turn, subject=subject, limit=REFLECT_MAX_BELIEFS)
         beliefs = _project_beliefs(current, actions, subject)
         subject_mission = missions.get(subject) or next(

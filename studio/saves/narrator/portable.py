@@ -1,7 +1,8 @@
 """The `narrator_snapshots` section of the save file: what the narrator saw at each turn.
 
 One item per snapshot, in turn order, with every field of `NarratorSnapshot` but the ids
-(`context` is the memory context as it was recorded: `MemoryContext.as_dict()`). Optional:
+(`context` is the memory context as it was recorded: `MemoryContext.as_dict()`;
+`play_settings` the author's note and sampler settings, optional: older files lack it). Optional:
 a studio without the narrator imports the file without them (with a warning). Each turn
 has at most one snapshot, and it must be a turn of the file.
 """
@@ -27,6 +28,7 @@ def export_snapshots(ctx: ExportContext) -> Iterator[dict]:
             "edited": row.edited,
             **{name: getattr(row, name) for name in COUNT_FIELDS},
             "context": row.context or {},
+            "play_settings": row.play_settings or {},
             "created_at": iso(row.created_at),
         }
 
@@ -51,9 +53,12 @@ def check_snapshots(items: list, ctx: CheckContext, where: str) -> list[dict]:
         "edited": r["bool"](),
         **{name: r["int"]() for name in COUNT_FIELDS},
         "context": r["object"](),
+        "play_settings": r["object"](),
         "created_at": r["time"](),
     }
-    return [item for _loc, item in _items(ctx, items, where, spec) if len(item) == len(spec)]
+    optional = ("play_settings",)
+    return [item for _loc, item in _items(ctx, items, where, spec, optional=optional)
+            if all(key in item for key in spec if key not in optional)]
 
 
 def load_snapshots(items: list[dict], ctx: ImportContext) -> int:

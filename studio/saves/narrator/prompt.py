@@ -56,12 +56,14 @@ from studio.memory.recall.macros import (
     play_meta,
 )
 from studio.memory.recall.query_params import DEFAULT_TOKEN_BUDGET, LIMITS, ContextParams, InvalidParameters
+from studio.saves.narrator.authors_note import with_authors_note
 
 TEMPLATE_KEY = "narrator_instructions"
 KNOWN_KEYS = ("narrator_style", "tone", PLAYER_CHARACTER_META, PLAYER_DESCRIPTION_META, "era")
 # Meta that is structured data for other parts of the studio, never prose for {{meta}}.
 NOT_PROSE = {TEMPLATE_KEY, CHARACTER_CARD_META, "belief_mission", "belief_missions", "lore_activation",
-             PLAYER_PORTRAIT_META}
+             PLAYER_PORTRAIT_META,
+             *(f"sampler_{n}" for n in ("temperature", "top_p", "max_tokens", "frequency_penalty", "repeat_penalty"))}
 
 DEFAULT_INSTRUCTIONS = """You are the narrator of an interactive story. Continue the story from the player's action.
 The player character ("you") is {{player_character}}.
@@ -215,5 +217,6 @@ def build_narrator_prompt(*, game_save, player_input: str, config: NarratorConfi
         f"## The player's action (turn {turn_id})\n" + (player_input.strip() or "(no action: continue the scene)"),
         f"Narrate turn {turn_id}.",
     ]
+    parts = with_authors_note(parts, game_save)  # studio/saves/narrator/authors_note.py
     user = macros.fill("\n\n".join(parts))
     return NarratorPrompt(system=system, user=user, turn_id=turn_id, template_is_default=not template, memory=memory)

@@ -34,13 +34,33 @@ def narrator_panel_context(*, game_save: Save, draft=None) -> dict:
         draft = open_draft(game_save=game_save)
     alternatives = list(draft.alternatives.all()) if draft is not None else []
     chosen = next((a for a in alternatives if a.number == draft.chosen_number), alternatives[-1] if alternatives else None)
+    from studio.saves.narrator.authors_note import note_of
+    from studio.saves.narrator.play import MODE_HELP, MODES, card_greetings
+
+    note, depth = note_of(game_save)
     return {
         "draft": draft,
         "alternatives": alternatives,
         "chosen": chosen,
         "llm_connected": llm_connected(),
         "spend_paused": spend_pause_note(game_save=game_save) if llm_connected() else "",
+        "greetings": card_greetings(game_save=game_save) if game_save.current_turn == 0 and draft is None else [],
+        "last_alternatives": last_turn_alternatives(game_save=game_save),
+        "input_modes": [(value, label, MODE_HELP[value]) for value, label in MODES],
+        "authors_note": note,
+        "authors_note_depth": depth,
     }
+
+
+def last_turn_alternatives(*, game_save: Save) -> int:
+    """Return how many alternatives the last turn's narration had (0 when written by hand)."""
+    from studio.saves.models import DraftStatus, NarratorAlternative
+
+    if game_save.current_turn < 1:
+        return 0
+    return NarratorAlternative.objects.filter(
+        draft__game_save=game_save, draft__turn_id=game_save.current_turn, draft__status=DraftStatus.ACCEPTED
+    ).count()
 
 
 def snapshot_turn_ids(*, game_save: Save, turn_ids) -> set[int]:

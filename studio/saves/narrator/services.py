@@ -15,10 +15,16 @@
   narration's two memory queries (`RecordedQuery`, source "narrator", for Lore replay) in
   the same transaction; the turn's memory jobs are queued on commit as for any append.
 - `narrate_once` (the API) builds the prompt and asks for the whole answer, storing no draft.
+- Every narration is sent with the save's sampler settings (`sampler.resolve_sampler`) and
+  its prompt holds the save's author's note (`authors_note`); the alternative and the
+  accepted turn's snapshot keep both (`play_settings`).
+- A stream stopped (or broken) after some text leaves that text on the alternative: it is
+  accepted only as an edited narrative (the form's text), never by itself.
 """
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -36,7 +42,10 @@ from studio.saves.models import (
     NarratorSnapshot,
     Save,
 )
+from studio.saves.narrator.authors_note import note_of
+from studio.saves.narrator.continuation import continue_prompt, join_continuation
 from studio.saves.narrator.prompt import CONFIG, NarratorPrompt, build_narrator_prompt
+from studio.saves.narrator.sampler import resolve_sampler
 
 logger = logging.getLogger(__name__)
 
@@ -119,24 +128,77 @@ def _claim(alternative_id: int) -> bool:
     )
 
 
-def _finish(alternative_id: int, status: str, *, text: str = "", error: str = "", response=None, prompt=None) -> None:
+def _finish(alternative_id: int, status: str, *, text: str = "", error: str = "", response=None, prompt=None,
+            settings: dict | None = None) -> None:
+    """Record how a stream ended. A Stop (the row already cancelled) keeps the stopped text and
+    message the player saw; only the usage and the prompt are added."""
     values = {"status": status, "text": text, "error": error[:2000]}
+    rows = NarratorAlternative.objects.filter(pk=alternative_id)
+    if rows.filter(status=AlternativeStatus.CANCELLED).exists():
+        values = {}
     if response is not None:
         values.update(
             model=(response.model or "")[:200], finish_reason=(response.finish_reason or "")[:40],
             latency_ms=max(0, int(response.latency_ms or 0)), prompt_tokens=max(0, int(response.prompt_tokens or 0)),
             completion_tokens=max(0, int(response.completion_tokens or 0)),
+            first_token_ms=response.first_token_ms,
         )
     if prompt is not None:
-        values.update(system_prompt=prompt.system, user_prompt=prompt.user, context=prompt.context_record())
-    NarratorAlternative.objects.filter(pk=alternative_id).update(**values)
+        context = prompt.context_record() if prompt.memory is not None else getattr(prompt, "stored_context", {})
+        values.update(system_prompt=prompt.system, user_prompt=prompt.user, context=context)
+    if settings is not None:
+        values["play_settings"] = settings
+    rows.update(**values)
+
+
+STOP_CHECK_SECONDS = 0.5  # how often a stream looks for a Stop (one small read)
+
+
+def narration_stop(*, alternative: NarratorAlternative, shown_text: str = "") -> bool:
+    """Stop a pending or streaming alternative: it becomes `cancelled` with the text the player saw.
+
+    The stream notices at its next delta (`STOP_CHECK_SECONDS`), closes the model's stream
+    and adds the usage. Return False when the alternative had already ended.
+    """
+    text = (alternative.prefix + " " if alternative.prefix else "") + (shown_text or "").strip()
+    return bool(NarratorAlternative.objects.filter(
+        pk=alternative.pk, status__in=(AlternativeStatus.PENDING, AlternativeStatus.STREAMING)
+    ).update(status=AlternativeStatus.CANCELLED, text=text.strip(),
+             error="Stopped before the end; nothing was appended. Edit the text and accept it, continue it, or regenerate."))
+
+
+def _stopped(alternative_id: int) -> bool:
+    return NarratorAlternative.objects.filter(pk=alternative_id, status=AlternativeStatus.CANCELLED).exists()
+
+
+def play_settings_record(*, game_save: Save, sampler) -> dict:
+    """Return what a narration keeps of the save's play settings: the author's note and the sampler."""
+    note, depth = note_of(game_save)
+    return {"authors_note": note, "authors_note_depth": depth, "sampler": sampler.as_record()}
+
+
+def _prompt_for(alternative: NarratorAlternative, *, vector_memory=None) -> NarratorPrompt:
+    """The prompt of a pending alternative: built now, or (Continue) the base's with the text to extend."""
+    draft = alternative.draft
+    if alternative.prefix and alternative.system_prompt:
+        prompt = NarratorPrompt(system=alternative.system_prompt, user=alternative.user_prompt, turn_id=draft.turn_id,
+                                template_is_default=False, memory=None)
+    else:
+        prompt = build_narrator_prompt(game_save=draft.game_save, player_input=draft.player_input,
+                                       vector_memory=vector_memory)
+    if alternative.prefix:
+        prompt.user = continue_prompt(prompt.user, prefix=alternative.prefix, turn_id=draft.turn_id)
+        if prompt.memory is None:
+            prompt.stored_context = alternative.context or {}
+    return prompt
 
 
 def narration_stream(*, alternative_id: int, vector_memory=None) -> Iterator[str]:
     """Yield the narrative of a pending alternative as it streams; record how it ended.
 
     Yields nothing when the alternative is not pending (already streamed, or its draft was
-    closed). Never raises an LLM error: a failure is recorded on the alternative.
+    closed). Never raises an LLM error: a failure is recorded on the alternative. A
+    Continue alternative yields only what the model adds; its stored text is the whole.
     """
     if not _claim(alternative_id):
         return
@@ -148,48 +210,65 @@ def narration_stream(*, alternative_id: int, vector_memory=None) -> Iterator[str
         _finish(alternative_id, AlternativeStatus.FAILED, error=NO_MODEL)
         return
     try:
-        prompt = build_narrator_prompt(game_save=game_save, player_input=draft.player_input, vector_memory=vector_memory)
+        prompt = _prompt_for(alternative, vector_memory=vector_memory)
+        sampler = resolve_sampler(game_save=game_save)
+        settings = play_settings_record(game_save=game_save, sampler=sampler)
     except Exception as exc:  # noqa: BLE001 - the alternative must never stay "streaming"
         logger.exception("narrator prompt for alternative %s failed", alternative_id)
         _finish(alternative_id, AlternativeStatus.FAILED, error=f"The prompt could not be built: {exc.__class__.__name__}: {exc}")
         return
+    prefix = alternative.prefix
+
+    def whole(text: str) -> str:
+        return join_continuation(prefix, text) if prefix else text
+
     tracked = TrackedLLM(backend, game_save_id=game_save.pk)
     try:
-        stream = tracked.stream(system=prompt.system, prompt=prompt.user, operation="narrate")
+        stream = tracked.stream(system=prompt.system, prompt=prompt.user, operation="narrate",
+                                **sampler.request_options())
     except SpendLimitExceeded as exc:
-        _finish(alternative_id, AlternativeStatus.FAILED, error=f"Paused by the {exc.reason}", prompt=prompt)
+        _finish(alternative_id, AlternativeStatus.FAILED, error=f"Paused by the {exc.reason}", prompt=prompt,
+                settings=settings, text=prefix)
         return
     except LLMError as exc:
-        _finish(alternative_id, AlternativeStatus.FAILED, error=f"The model could not be reached: {exc}", prompt=prompt)
+        _finish(alternative_id, AlternativeStatus.FAILED, error=f"The model could not be reached: {exc}",
+                prompt=prompt, settings=settings, text=prefix)
         return
     ended = False
+    checked = time.monotonic()
     try:
         for delta in stream:
+            if time.monotonic() - checked >= STOP_CHECK_SECONDS:
+                checked = time.monotonic()
+                if _stopped(alternative_id):
+                    return  # the finally block closes the model's stream and adds the usage
             yield delta
         ended = True
     except LLMError as exc:
         ended = True
         _finish(
-            alternative_id, AlternativeStatus.FAILED, text=stream.text,
-            error=f"The narration broke off ({exc}); nothing was appended. Regenerate to try again.",
-            response=stream.response, prompt=prompt,
+            alternative_id, AlternativeStatus.FAILED, text=whole(stream.text),
+            error=f"The narration broke off ({exc}); nothing was appended. Edit it, continue it or regenerate.",
+            response=stream.response, prompt=prompt, settings=settings,
         )
         return
     finally:
         if not ended:
-            # The reader went away mid-narration (GeneratorExit): close the model's stream.
+            # The reader went away mid-narration (GeneratorExit, the Stop button): close the model's stream.
             stream.close()
             _finish(
-                alternative_id, AlternativeStatus.CANCELLED, text=stream.text,
-                error="The narration was stopped before it ended; nothing was appended.",
-                response=stream.response, prompt=prompt,
+                alternative_id, AlternativeStatus.CANCELLED, text=whole(stream.text),
+                error="Stopped before the end; nothing was appended. Edit the text and accept it, continue it, or regenerate.",
+                response=stream.response, prompt=prompt, settings=settings,
             )
     response = stream.response
     status = AlternativeStatus.DONE if response.text.strip() else AlternativeStatus.FAILED
     error = "" if response.text.strip() else "The model answered with no text."
     if response.truncated:
-        error = f"Cut at the token limit ({response.max_tokens} tokens): raise AXIOM_LLM_MAX_TOKENS_NARRATE or edit before accepting."
-    _finish(alternative_id, status, text=response.text.strip(), error=error, response=response, prompt=prompt)
+        error = (f"Cut at the token limit ({response.max_tokens} tokens): raise Max tokens in the play settings "
+                 "(or AXIOM_LLM_MAX_TOKENS_NARRATE), continue it, or edit before accepting.")
+    _finish(alternative_id, status, text=whole(response.text.strip()), error=error, response=response, prompt=prompt,
+            settings=settings)
 
 
 def narration_run(*, alternative_id: int, vector_memory=None) -> NarratorAlternative:
@@ -210,7 +289,8 @@ def narrate_once(*, game_save: Save, player_input: str, vector_memory=None) -> N
         raise NoModelConnected(NO_MODEL)
     prompt = build_narrator_prompt(game_save=game_save, player_input=player_input, vector_memory=vector_memory)
     tracked = TrackedLLM(backend, game_save_id=game_save.pk)
-    response = tracked.chat(system=prompt.system, prompt=prompt.user, operation="narrate")
+    response = tracked.chat(system=prompt.system, prompt=prompt.user, operation="narrate",
+                            **resolve_sampler(game_save=game_save).request_options())
     return Narration(text=response.text.strip(), response=response, prompt=prompt)
 
 
@@ -225,7 +305,8 @@ def narrator_accept(*, draft: NarratorDraft, number: int | None = None, narrativ
 
     number = number or draft.chosen_number
     alternative = draft.alternatives.filter(number=number).first()
-    if alternative is None or not alternative.acceptable:
+    stopped = alternative is not None and alternative.stopped_with_text and narrative is not None
+    if alternative is None or not (alternative.acceptable or stopped):
         raise NarratorError("Only a complete narration can be accepted: regenerate, or write the turn by hand.")
     text = (narrative if narrative is not None else alternative.text).strip()
     if not text:
@@ -247,6 +328,7 @@ def narrator_accept(*, draft: NarratorDraft, number: int | None = None, narrativ
             completion_tokens=alternative.completion_tokens,
             prompt_chars=len(alternative.system_prompt) + len(alternative.user_prompt),
             system_prompt=alternative.system_prompt, user_prompt=alternative.user_prompt, context=alternative.context,
+            play_settings=alternative.play_settings or {},
         )
         # The memory queries the narration was built with, for Lore replay: asked at the
         # turn before this one, as any next-turn context is.
@@ -265,6 +347,7 @@ __all__ = [
     "TurnConflict",
     "narrate_once",
     "narration_run",
+    "narration_stop",
     "narration_stream",
     "narrator_accept",
     "narrator_choose",

@@ -15,6 +15,9 @@ from django.views.decorators.http import require_GET, require_POST
 
 from studio.saves.models import NarratorDraft, NarratorSnapshot, Save
 from studio.saves.narrator import services
+from studio.saves.narrator.authors_note import note_of
+from studio.saves.narrator.play import shape_action
+from studio.saves.narrator.sampler import resolve_sampler
 from studio.saves.narrator.prompt import (
     CONFIG,
     DEFAULT_INSTRUCTIONS,
@@ -52,9 +55,11 @@ def _number(request: HttpRequest) -> int | None:
 
 @require_POST
 def narrate(request: HttpRequest, save_id: str) -> HttpResponse:
-    """Open a draft for the player's action; stream it (htmx) or narrate it to its end."""
+    """Open a draft for the player's action (shaped by its Do / Say / Story mode); stream it
+    (htmx) or narrate it to its end."""
     game_save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
-    player_input = request.POST.get("player_input", "").strip()
+    mode = request.POST.get("mode", "story")  # a request without a mode (a script, an older page): as written
+    player_input = shape_action(request.POST.get("player_input", ""), mode)
     if not player_input:
         return _panel(request, game_save, error="Type the player's action first.")
     try:
@@ -163,7 +168,9 @@ def narrator_prompt(request: HttpRequest, save_id: str) -> HttpResponse:
         "template_key": TEMPLATE_KEY,
         "default_instructions": DEFAULT_INSTRUCTIONS,
         "llm_connected": llm_connected(),
+        "sampler": resolve_sampler(game_save=game_save),
     })
+    context["authors_note"], context["authors_note_depth"] = note_of(game_save)
     template = "saves/narrator/prompt.html#prompt" if request.htmx else "saves/narrator/prompt.html"
     # htmx swaps only 2xx answers: the fragment shows the error in place
     return render(request, template, context, status=400 if error and not request.htmx else 200)

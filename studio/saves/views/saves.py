@@ -78,6 +78,12 @@ def _console_context(request: HttpRequest, game_save: Save, form: TurnAppendForm
     )
     # The narrator panel (its own partial, saves/narrator/panel.html).
     context.update(narrator_panel_context(game_save=game_save))
+    # An action handed back by Undo or written by Impersonate (no-JavaScript path: kept in the session).
+    context["action_text"] = request.session.pop("console_action_text", "")
+    if context["action_text"]:
+        context["action_mode"] = "story"  # already a whole action: not shaped again
+        if form is None:  # without a model, the hand-written turn's form takes it
+            context["form"] = TurnAppendForm(initial={"player_input": context["action_text"]})
     return context
 
 

@@ -40,10 +40,27 @@ def turn_detail(request: HttpRequest, save_id: str, turn_id: int) -> HttpRespons
     context["turn"] = turn
     context["snapshot_turns"] = snapshot_turn_ids(game_save=game_save, turn_ids=[turn_id])
     if not request.htmx:
+        from studio.memory.models import LLMCall
+
+        context["llm_calls"] = list(LLMCall.objects.filter(
+            job__game_save=game_save, job__turn_id=turn_id, job__timeline_generation=game_save.timeline_generation,
+        ).order_by("created_at", "id"))
         return render(request, "saves/turn.html", context)
     # The row polls itself while its jobs run; htmx is told to stop once they are settled.
     response_class = HttpResponse if turn.job_state in PENDING_JOB_STATES else HttpResponseStopPolling
     return response_class(render_to_string("saves/timeline.html#turn", context, request=request))
+
+
+def _edited_on_console(request: HttpRequest, game_save, turn_id: int) -> HttpResponse:
+    from studio.saves.views.saves import console_context
+
+    note = f"Turn {turn_id} updated; its memory is being rebuilt (re-embedded, and re-extracted in living mode)."
+    if not request.htmx:
+        messages.success(request, note)
+        return redirect("saves:detail", save_id=game_save.save_id)
+    context = console_context(request, game_save)
+    context["notice"] = note
+    return render(request, "saves/console.html#console", context)
 
 
 @require_http_methods(["GET", "POST"])
@@ -62,6 +79,8 @@ def turn_edit(request: HttpRequest, save_id: str, turn_id: int) -> HttpResponse:
             from studio.saves.services import turn_update_narrative
 
             turn_update_narrative(game_save=game_save, turn_id=turn_id, narrative=form.cleaned_data["narrative"])
+            if request.POST.get("next") == "console":  # the Console's in-place edit of a past turn
+                return _edited_on_console(request, game_save, turn_id)
             if not request.htmx:
                 messages.success(request, f"Turn {turn_id} updated; its memory is being rebuilt.")
                 url = reverse("saves:timeline", kwargs={"save_id": game_save.save_id})

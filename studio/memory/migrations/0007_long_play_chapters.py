@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('memory', '0005_recorded_queries_plural'),
+        ('memory', '0006_console_llm_calls'),
         ('saves', '0002_narrator'),
     ]
 

@@ -1,0 +1,42 @@
+"""The author's note: a save's text put into the narrator's prompt at a depth.
+
+The narrator's user message is a list of sections (memory, recent turns, the player's
+action, the closing "Narrate turn N." instruction). The note is inserted as its own section,
+`depth` sections from the end, as SillyTavern counts its "in-chat @ depth": depth 0 puts it
+after the closing instruction (last thing the model reads), 1 just before it (the default),
+2 before the player's action, 3 before the recent turns, anything larger at the top.
+
+The note is filled with the `{{user}}` / `{{char}}` macros like the rest of the message.
+What a narration used is kept on its alternative and its turn's snapshot (`play_settings`).
+"""
+from __future__ import annotations
+
+NOTE_HEADING = "## Author's note"
+MAX_NOTE_CHARS = 2000
+MAX_DEPTH = 20
+
+
+def insert_at_depth(sections: list[str], text: str, depth: int) -> list[str]:
+    """Return `sections` with `text` inserted `depth` sections from the end (clamped); unchanged for no text."""
+    text = (text or "").strip()
+    if not text:
+        return list(sections)
+    depth = max(0, int(depth))
+    index = max(0, len(sections) - depth)
+    return [*sections[:index], f"{NOTE_HEADING}\n{text}", *sections[index:]]
+
+
+def note_of(game_save) -> tuple[str, int]:
+    """Return the save's author's note and depth ("" when it has none)."""
+    from studio.saves.models import PlaySettings
+
+    row = PlaySettings.objects.filter(game_save_id=getattr(game_save, "pk", None)).first()
+    if row is None:
+        return "", 1
+    return (row.authors_note or "").strip(), row.authors_note_depth
+
+
+def with_authors_note(sections: list[str], game_save) -> list[str]:
+    """Return the prompt's sections with the save's author's note inserted (the prompt's hook)."""
+    text, depth = note_of(game_save)
+    return insert_at_depth(sections, text, depth)

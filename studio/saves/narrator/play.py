@@ -1,0 +1,321 @@
+"""The Console's play controls beyond narrate / regenerate / accept.
+
+- `shape_action`: the Do / Say / Story input modes (AI Dungeon's): "Do" makes "open the
+  door" the action "You open the door.", "Say" makes "hello" `You say: "hello"`, "Story"
+  passes the text as written (a line of story the narrator continues from).
+- `card_greetings` / `opening_draft_create`: the opening turn from the universe's Character
+  Card: its first message and alternate greetings become the alternatives of a draft for
+  turn 1 (macros filled), with no model call; the player chooses one and accepts it.
+- `narrator_continue`: a new alternative that extends the chosen one (done, or stopped
+  with text): streamed like any other, its text is the old text plus what the model adds.
+- `impersonate`: the model writes the player's next action (nothing is stored but the call log).
+- `last_turn_reopen` / `last_turn_undo`: Retry, swipes and Undo of the last turn. Each is
+  a rewind by one (`CheckpointManager.rewind` with the expected current turn, so a page made
+  for another turn changes nothing) in one transaction with what follows: Undo hands back the
+  undone turn's action for the action box; reopen makes the undone turn a draft again with
+  every alternative it had kept (the turn's text is alternative 1 when it was written by
+  hand or edited), and Retry adds a new one to stream, Continue one that extends the text.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.db.models import Max
+
+from studio.memory.llm import TrackedLLM, get_llm_backend
+from studio.saves.narrator.continuation import continue_prompt, join_continuation
+from studio.saves.models import AlternativeStatus, DraftStatus, NarratorAlternative, NarratorDraft, Save
+
+MODES = (("do", "Do"), ("say", "Say"), ("story", "Story"))
+MODE_HELP = {
+    "do": "An action: “open the door” becomes “You open the door.”",
+    "say": "Words the player character says: “hello” becomes “You say: \"hello\"”.",
+    "story": "A line of story, as written; the narrator continues from it.",
+}
+CARD_SOURCE = "character card"
+HAND_SOURCE = "as the turn was"
+IMPERSONATE_INSTRUCTIONS = (
+    "You write the player's next action in an interactive story. The player character (\"you\") is {name}. "
+    "Answer with one or two short sentences in the second person (\"You ...\"): what the player character does or "
+    "says next, consistent with the story so far. Do not narrate what happens as a result."
+)
+
+
+class PlayError(Exception):
+    """A play control that cannot be done as asked (nothing was changed)."""
+
+
+def shape_action(text: str, mode: str) -> str:
+    """Return the player's `text` as the action of input mode `mode` (do / say / story)."""
+    text = (text or "").strip()
+    if not text or mode not in ("do", "say"):
+        return text
+    if mode == "say":
+        if text[0] in "\"“'":
+            return f"You say: {text}"
+        return f"You say: \u201c{text}\u201d"
+    body = re.sub(r"^(you|i)\s+", "", text, flags=re.IGNORECASE)
+    body = body[:1].lower() + body[1:] if body[:2] != body[:2].upper() else body
+    if body and body[-1] not in ".!?\u2026\"\u201d":
+        body += "."
+    return f"You {body}"
+
+
+# -- the opening turn ----------------------------------------------------------------------------
+
+
+def card_greetings(*, game_save: Save) -> list[str]:
+    """Return the universe's card's first message then its alternate greetings, macros filled ([] without a card)."""
+    import json
+
+    from studio.memory.recall.macros import CHARACTER_CARD_META, macro_names
+    from studio.saves.narrator.prompt import narrator_meta
+    from studio.universes.models import LoreEntry
+
+    meta = narrator_meta(game_save)
+    try:
+        card = json.loads(meta.get(CHARACTER_CARD_META) or "")
+    except (TypeError, ValueError):
+        return []
+    if not isinstance(card, dict):
+        return []
+    data = None
+    entry_id = card.get("entry_id")
+    if isinstance(entry_id, str):
+        entry = LoreEntry.objects.filter(universe=game_save.universe, entry_id=entry_id).first()
+        extension = (entry.extensions or {}).get("character_card") if entry is not None else None
+        data = extension.get("data") if isinstance(extension, dict) else None
+    if not isinstance(data, dict):
+        data = card.get("data") if isinstance(card.get("data"), dict) else card  # older universes: the whole card
+    greetings = [data.get("first_mes")] + list(data.get("alternate_greetings") or [])
+    names = macro_names(universe=game_save.universe, save=game_save)
+    return [names.fill(g.strip()) for g in greetings if isinstance(g, str) and g.strip()]
+
+
+def opening_draft_create(*, game_save: Save) -> NarratorDraft:
+    """Open a draft for turn 1 whose alternatives are the card's greetings (done, no model call)."""
+    greetings = card_greetings(game_save=game_save)
+    if not greetings:
+        raise PlayError("This universe has no Character Card with a first message: narrate or write turn 1 instead.")
+    with transaction.atomic():
+        locked = Save.objects.select_for_update().get(pk=game_save.pk)
+        if locked.current_turn != 0:
+            raise PlayError(f"The opening is turn 1; this save is already at turn {locked.current_turn}.")
+        NarratorDraft.objects.filter(game_save=locked, status=DraftStatus.OPEN).update(status=DraftStatus.DISCARDED)
+        draft = NarratorDraft.objects.create(game_save=locked, turn_id=1, player_input="")
+        NarratorAlternative.objects.bulk_create([
+            NarratorAlternative(draft=draft, number=n, status=AlternativeStatus.DONE, text=text, model=CARD_SOURCE)
+            for n, text in enumerate(greetings, start=1)
+        ])
+    return draft
+
+
+# -- continue ------------------------------------------------------------------------------------
+
+
+def narrator_continue(*, draft: NarratorDraft) -> NarratorAlternative:
+    """Add (and choose) a pending alternative that extends the chosen one; the chosen one is kept."""
+    with transaction.atomic():
+        locked = NarratorDraft.objects.select_for_update().get(pk=draft.pk)
+        if locked.status != DraftStatus.OPEN:
+            raise PlayError(f"This draft was {locked.get_status_display().lower()}; start a new narration.")
+        base = locked.alternatives.filter(number=locked.chosen_number).first()
+        if base is None or not (base.acceptable or base.stopped_with_text):
+            raise PlayError("Only a narration with text can be continued: regenerate, or wait for it to end.")
+        number = (locked.alternatives.aggregate(n=Max("number"))["n"] or 0) + 1
+        alternative = NarratorAlternative.objects.create(
+            draft=locked, number=number, prefix=base.text.strip(), system_prompt=base.system_prompt,
+            user_prompt=base.user_prompt, context=base.context,
+        )
+        NarratorDraft.objects.filter(pk=locked.pk).update(chosen_number=number)
+    draft.chosen_number = number
+    return alternative
+
+
+# -- impersonate ---------------------------------------------------------------------------------
+
+
+def _recent_turns_text(events) -> str:
+    """The last turns as the impersonation prompt shows them: "Turn N", the action, the narration."""
+    blocks = []
+    for event in events:
+        body = (f"> {event.player_input}\n" if event.player_input else "") + event.narrative.strip()
+        blocks.append(f"Turn {event.turn_id}\n{body}")
+    return "\n\n".join(blocks)
+
+
+@dataclass
+class Impersonation:
+    text: str
+    model: str
+    latency_ms: int
+
+
+def impersonate(*, game_save: Save, mode: str = "do") -> Impersonation:
+    """Return the player's next action as the model writes it (for the action box); log the call.
+
+    Raise NoModelConnected without an endpoint, SpendLimitExceeded / LLMError when the call fails.
+    """
+    from studio.saves.narrator.prompt import narrator_meta
+    from studio.saves.narrator.sampler import resolve_sampler
+    from studio.saves.narrator.services import NO_MODEL, NoModelConnected
+    from studio.saves.selectors import recent_events
+    from studio.memory.recall.macros import macro_names_from_meta
+
+    backend = get_llm_backend()
+    if backend is None:
+        raise NoModelConnected(NO_MODEL)
+    meta = narrator_meta(game_save)
+    names = macro_names_from_meta(meta)
+    recent = _recent_turns_text(recent_events(game_save=game_save, limit=4)) or "(the story has not begun)"
+    kind = {"say": "what the player character says next", "story": "the next line of the story"}.get(
+        mode, "what the player character does next")
+    prompt = names.fill(f"## Recent turns\n{recent}\n\nWrite {kind}, as the player would type it.")
+    system = IMPERSONATE_INSTRUCTIONS.format(name=names.user or "the player character")
+    options = resolve_sampler(game_save=game_save, meta=meta).request_options()
+    options["max_tokens"] = min(int(options.get("max_tokens") or 120), 120)
+    response = TrackedLLM(backend, game_save_id=game_save.pk).chat(
+        system=system, prompt=prompt, operation="impersonate", **options)
+    text = response.text.strip().strip('"').strip()
+    return Impersonation(text=text[:4000], model=response.model or "", latency_ms=response.latency_ms or 0)
+
+
+# -- undo, retry, swipes of the last turn --------------------------------------------------------
+
+
+def _rewind_one(locked: Save, expected_turn: int):
+    from studio.saves.checkpoints import CheckpointManager
+
+    if locked.current_turn < 1:
+        raise PlayError("There is no turn to undo yet.")
+    return CheckpointManager().rewind(locked, locked.current_turn - 1, expected_current_turn=expected_turn)
+
+
+def last_turn_undo(*, game_save: Save, expected_turn: int) -> tuple[str, object]:
+    """Rewind the save by one turn; return the undone turn's player action and the rewind's result.
+
+    Raise TurnConflict (nothing changed) when the save is no longer at `expected_turn`.
+    """
+    from studio.saves.services import finish_pending_vector_rollback
+
+    finish_pending_vector_rollback(game_save=game_save)
+    with transaction.atomic():
+        locked = Save.objects.select_for_update().get(pk=game_save.pk)
+        event = locked.events.filter(turn_id=locked.current_turn).first()
+        player_input = event.player_input if event is not None else ""
+        result = _rewind_one(locked, expected_turn)
+    game_save.refresh_from_db()
+    return player_input, result
+
+
+def last_turn_reopen(*, game_save: Save, expected_turn: int, then: str = "") -> NarratorDraft:
+    """Make the last turn a draft again (a rewind by one); its alternatives are kept.
+
+    `then`: "" (choose among the kept ones), "retry" (a new alternative to stream) or
+    "continue" (one that extends the turn's text). Raise TurnConflict when the save is no
+    longer at `expected_turn`, PlayError when it has no turn.
+    """
+    from studio.saves.services import finish_pending_vector_rollback
+
+    finish_pending_vector_rollback(game_save=game_save)
+    with transaction.atomic():
+        locked = Save.objects.select_for_update().get(pk=game_save.pk)
+        turn_id = locked.current_turn
+        event = locked.events.filter(turn_id=turn_id).first()
+        if event is None:
+            raise PlayError("There is no turn to retry yet.")
+        accepted = (NarratorDraft.objects.filter(game_save=locked, turn_id=turn_id, status=DraftStatus.ACCEPTED)
+                    .order_by("-id").first())
+        kept = list(accepted.alternatives.order_by("number").values(
+            "status", "text", "error", "model", "finish_reason", "latency_ms", "prompt_tokens", "completion_tokens",
+            "system_prompt", "user_prompt", "context", "prefix", "first_token_ms", "play_settings",
+        )) if accepted is not None else []
+        for values in kept:  # one never finished (accepted while another streamed) is not resumed
+            if values["status"] in (AlternativeStatus.PENDING, AlternativeStatus.STREAMING):
+                values.update(status=AlternativeStatus.CANCELLED, error="Not finished before the turn was accepted.")
+        texts = [k["text"].strip() for k in kept]
+        if event.narrative.strip() not in texts:
+            # Written by hand, or edited before accepting / afterwards: the turn's text is an alternative too.
+            kept.insert(0, {"status": AlternativeStatus.DONE, "text": event.narrative, "model": HAND_SOURCE})
+            chosen = 1
+        else:
+            chosen = texts.index(event.narrative.strip()) + 1
+        _rewind_one(locked, expected_turn)
+        NarratorDraft.objects.filter(game_save=locked, status=DraftStatus.OPEN).update(status=DraftStatus.DISCARDED)
+        draft = NarratorDraft.objects.create(game_save=locked, turn_id=turn_id, player_input=event.player_input,
+                                             chosen_number=chosen)
+        NarratorAlternative.objects.bulk_create(
+            [NarratorAlternative(draft=draft, number=n, **values) for n, values in enumerate(kept, start=1)]
+        )
+        if then == "retry":
+            NarratorAlternative.objects.create(draft=draft, number=len(kept) + 1)
+            draft.chosen_number = len(kept) + 1
+        elif then == "continue":
+            base = kept[chosen - 1]
+            NarratorAlternative.objects.create(
+                draft=draft, number=len(kept) + 1, prefix=base["text"].strip(),
+                system_prompt=base.get("system_prompt", ""), user_prompt=base.get("user_prompt", ""),
+            )
+            draft.chosen_number = len(kept) + 1
+        NarratorDraft.objects.filter(pk=draft.pk).update(chosen_number=draft.chosen_number)
+    game_save.refresh_from_db()
+    return draft
+
+
+# -- for the API: the same controls, nothing kept but what they append ---------------------------
+
+
+def opening_accept(*, game_save: Save, number: int = 1):
+    """Append the card's greeting `number` (1 = the first message) as turn 1; return the Event.
+
+    Raise PlayError without a card, for a greeting that does not exist, or when the save has
+    turns already (TurnConflict from `turn_append` when another request appended meanwhile).
+    """
+    from studio.saves.services import turn_append
+
+    greetings = card_greetings(game_save=game_save)
+    if not greetings:
+        raise PlayError("This universe has no Character Card with a first message.")
+    if not 1 <= number <= len(greetings):
+        raise PlayError(f"The card has {len(greetings)} greeting{'s' if len(greetings) != 1 else ''}; there is no {number}.")
+    if game_save.current_turn != 0:
+        raise PlayError(f"The opening is turn 1; this save is already at turn {game_save.current_turn}.")
+    return turn_append(game_save=game_save, player_input="", narrative=greetings[number - 1], expected_turn_id=1)
+
+
+@dataclass
+class Continuation:
+    addition: str
+    narrative: str
+    response: object
+
+
+def continue_once(*, game_save: Save, narrative: str | None = None) -> Continuation:
+    """Return the model's continuation of `narrative` (default: the last turn's); store nothing.
+
+    The prompt is the narrator's for the last turn's action (the memory as it is now) with the
+    text to extend. Raise PlayError without a turn, NoModelConnected / SpendLimitExceeded /
+    LLMError as `narrate_once` does.
+    """
+    from studio.saves.narrator.prompt import build_narrator_prompt
+    from studio.saves.narrator.sampler import resolve_sampler
+    from studio.saves.narrator.services import NO_MODEL, NoModelConnected
+
+    event = game_save.events.filter(turn_id=game_save.current_turn).first()
+    if narrative is None:
+        if event is None:
+            raise PlayError("There is no turn to continue yet; give the narrative to continue.")
+        narrative = event.narrative
+    if not narrative.strip():
+        raise PlayError("The narrative to continue is empty.")
+    backend = get_llm_backend()
+    if backend is None:
+        raise NoModelConnected(NO_MODEL)
+    prompt = build_narrator_prompt(game_save=game_save, player_input=event.player_input if event else "")
+    user = continue_prompt(prompt.user, prefix=narrative, turn_id=max(1, game_save.current_turn))
+    response = TrackedLLM(backend, game_save_id=game_save.pk).chat(
+        system=prompt.system, prompt=user, operation="narrate", **resolve_sampler(game_save=game_save).request_options())
+    addition = response.text.strip()
+    return Continuation(addition=addition, narrative=join_continuation(narrative, addition), response=response)
