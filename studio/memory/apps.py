@@ -26,8 +26,10 @@ class MemoryConfig(AppConfig):
     def register_timeline_tables() -> None:
         """Hand rewind, fork and the demo's trim the engine's per-turn tables (`memory/timeline_tables.py`)."""
         from studio.memory import timeline_tables
+        from studio.memory.knowledge import timeline_tables as knowledge_tables
 
         timeline_tables.register()
+        knowledge_tables.register()
 
     @staticmethod
     def give_the_embedder_its_settings() -> None:

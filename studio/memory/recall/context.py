@@ -105,6 +105,8 @@ class MemoryContext:
     macros: dict[str, str] = field(default_factory=dict)
     # The two vector queries, as Lore replay records them (`search.query_record`).
     queries: list[dict[str, Any]] = field(default_factory=list)
+    # Who knows what: per on-scene character, what they know (`studio.memory.knowledge.pov`).
+    pov: Any = None
 
     @property
     def included(self) -> list[ContextItem]:
@@ -138,9 +140,12 @@ class MemoryContext:
         """Return the included items as the text block a narrator prompt would carry."""
         blocks = []
         for section in self.sections():
-            lines = [f"- {i.text}" for i in section["items"] if i.included]
+            lines = [f"- {'[narrator-only] ' if i.why.get('narrator_only') else ''}{i.text}"
+                     for i in section["items"] if i.included]
             if lines:
                 blocks.append(f"## {section['title']}\n" + "\n".join(lines))
+        if self.pov is not None and self.pov.as_text():
+            blocks.append(self.pov.as_text())
         return "\n\n".join(blocks)
 
     def as_dict(self) -> dict[str, Any]:
@@ -161,6 +166,7 @@ class MemoryContext:
             "lore_explain": self.lore_explain,
             "macros": self.macros,
             "queries": self.queries,
+            "pov": self.pov.as_dict() if self.pov is not None else None,
         }
 
 
@@ -263,6 +269,7 @@ def next_turn_context(*, game_save, params: ContextParams, record_source: str | 
         k_lore=params.k_lore,
         vector_memory=vector_memory,
         universe_meta=universe_meta,
+        pov=params.pov,
     )
     if record_source:
         record_context_queries(game_save=game_save, queries=context.queries, source=record_source)
@@ -280,8 +287,12 @@ def build_memory_context(
     record: bool = False,
     vector_memory=None,
     universe_meta: dict[str, str] | None = None,
+    pov: list[str] | tuple[str, ...] | None = None,
 ) -> MemoryContext:
     """Return the memory context for the save's next turn, assembled within `token_budget`.
+
+    `pov`: the characters whose point of view the context adds (None: those on scene, when
+    the save records who knows what; empty: none), `studio.memory.knowledge.pov`.
 
     `universe_meta`: the universe's meta rows when the caller has read them (else read here,
     once: the macros, the lore keys' macros and the budget shares all come from it).
@@ -366,6 +377,15 @@ def build_memory_context(
     context_lore.assemble([candidates[i] for i in order], token_budget=token_budget, shares=context.shares)
     context.items.extend(candidates)
     context.lore_explain = context_lore.lore_explain(view, candidates, refused)
+    # -- who knows what (studio.memory.knowledge): one hook, after the budget --
+    if pov is None or list(pov):
+        from studio.memory.knowledge.pov import pov_sections
+
+        t0 = time.perf_counter()
+        context.pov = pov_sections(game_save=game_save, context=context, pov=pov, query_text=query_text,
+                                   focus_terms=focus_terms)
+        context.timings["pov_ms"] = round((time.perf_counter() - t0) * 1000, 2)
+    # -- end of the who-knows-what hook --
     context.timings["total_ms"] = round((time.perf_counter() - started) * 1000, 2)
     if record:
         record_context_queries(game_save=game_save, queries=context.queries, source="context")
