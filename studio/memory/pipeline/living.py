@@ -16,6 +16,7 @@ from typing import Any
 from studio.memory import missions as missions_module
 from studio.memory.consolidate import batch_characters, consolidate_detailed
 from studio.memory.factextract import extract_facts_detailed
+from studio.memory.knowledge.beliefs import assign_holders, drop_mission_restatements
 from studio.memory.knowledge.extract import Scene
 from studio.memory.knowledge.models import Reveal, RevealSource
 from studio.memory.knowledge.names import character_index
@@ -308,11 +309,18 @@ def write_turn(locked_save, job, plan: TurnPlan, llm) -> dict:
     real_id = {tmp: f.fact_id for tmp, f in provisional.items() if f.fact_id is not None}
     for action in plan.actions:
         action.source_fact_ids = [real_id[i] for i in action.source_fact_ids if i in real_id]
+    missions = missions_module.get_belief_missions(locked_save)
+    actions = drop_mission_restatements(plan.actions, mission=missions_module.get_universe_mission(locked_save),
+                                        missions=missions)
     counts = (
-        apply_consolidation(locked_save, turn, plan.actions, {fid: turn for fid in fact_ids})
-        if plan.actions
+        apply_consolidation(locked_save, turn, actions, {fid: turn for fid in fact_ids})
+        if actions
         else {}
     )
+    if len(actions) < len(plan.actions):
+        counts = {**counts, "refused_mission_restatements": len(plan.actions) - len(actions)}
+    if actions:
+        assign_holders(locked_save, turn, missions=missions)
     models = []
     for subject, summary in plan.summaries.items():
         upsert_mental_model(locked_save, subject, summary, turn, sources=belief_ids(locked_save, subject, turn))
