@@ -9,6 +9,10 @@ those the input names and the focus terms that are characters — and, for each:
 - up to `MAX_RECALLED` more facts the character knows that bear on the action (they share
   an index term with the input) and that the context did not already hold.
 
+The prompt text stays small: an item every character on scene knows is listed once (in its
+layer, unmarked); each section lists only what that character knows and some other on-scene
+character does not (`shared` marks the rest in `sections`, which keep every known item).
+
 Every included item that no character on scene knows is marked narrator-only: the narrator
 may use it to narrate, and the prompt tells it that no character reveals it. Mental models
 are the narrator's synthesis and are marked the same way. The explain record has one line per
@@ -33,9 +37,10 @@ __all__ = ["MAX_RECALLED", "PovContext", "pov_sections", "on_scene", "item_knowi
 
 MAX_RECALLED = 6
 POV_INSTRUCTION = (
-    "The narrator knows everything in this memory. Each character on scene speaks and acts only from "
-    "what their section below lists. No character reveals, hints at or guesses an item marked "
-    "[narrator-only]: only the narration may use it."
+    "The narrator knows everything in this memory. The characters on scene know every item above that is "
+    "not marked [narrator-only], except an item also listed below under some of them: only those know it. "
+    "Each character speaks and acts only from what they know. No character reveals, hints at or guesses an item marked [narrator-only]: only "
+    "the narration may use it."
 )
 
 
@@ -55,13 +60,14 @@ class PovContext:
     def as_text(self) -> str:
         if not self.characters:
             return ""
-        blocks = ["## Point of view\n" + POV_INSTRUCTION]
-        for person in self.characters:
-            lines = [f"- {i['text']}" for i in self.sections.get(person["name"], [])]
-            blocks.append(f"### What {person['name']} knows\n" + ("\n".join(lines) or "- (nothing in this memory)"))
-        if self.narrator_only:
-            blocks.append("### Narrator-only (no character on scene knows these; no character reveals them)\n"
-                          + "\n".join(f"- {i['text']}" for i in self.narrator_only))
+        names = ", ".join(p["name"] for p in self.characters)
+        marked = f" {len(self.narrator_only)} item(s) above are [narrator-only]." if self.narrator_only else ""
+        blocks = ["## Point of view\n" + POV_INSTRUCTION + f"\nOn scene: {names}.{marked}"]
+        if len(self.characters) > 1 or any(not i.get("shared") for s in self.sections.values() for i in s):
+            for person in self.characters:
+                lines = [f"- {i['text']}" for i in self.sections.get(person["name"], []) if not i.get("shared")]
+                if lines:
+                    blocks.append(f"### {person['name']} knows\n" + "\n".join(lines))
         return "\n\n".join(blocks)
 
     def as_dict(self) -> dict[str, Any]:
@@ -138,6 +144,9 @@ def pov_sections(*, game_save, context, pov=None, query_text: str = "", focus_te
                 knowers.append(name)
                 result.sections.setdefault(name, []).append(
                     {"text": item.text, "layer": item.layer, "ref": item.ref, "why": reason})
+        if len(knowers) == len(names):
+            for name in names:  # known to everyone on scene: the prompt lists it once, above
+                result.sections[name][-1]["shared"] = True
         if not knowers:
             item.why["narrator_only"] = True
             result.narrator_only.append({"text": item.text, "layer": item.layer, "ref": item.ref,
