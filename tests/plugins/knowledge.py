@@ -1,4 +1,4 @@
-"""A universe with four characters, a faction and a secret, and a save played through turn_append."""
+"""Who-knows-what fixtures (shared by the memory, inspector and browser tests): a universe with four characters, a faction and secrets (`cast`), a living save of it (`living`), and `no_runner`."""
 from __future__ import annotations
 
 import pytest
