@@ -68,12 +68,20 @@ def _scenario_state(turn: dict) -> dict:
 
 def scenario_secrets_load(*, universe, data: dict) -> None:
     """Write the scenario's secret entries into `universe`'s Lore Book (matched by entry id)."""
+    by_id = {e.entry_id: e for e in LoreEntry.objects.filter(universe=universe)}
     for secret in data["secrets"]:
-        LoreEntry.objects.update_or_create(
-            universe=universe, entry_id=secret["entry_id"],
-            defaults={"title": secret["title"], "kind": LoreKind.CONCEPT, "text": secret["text"],
-                      "keys": list(secret["keys"]), "known_by": list(secret["known_by"])},
-        )
+        values = {"title": secret["title"], "kind": LoreKind.CONCEPT, "text": secret["text"],
+                  "keys": list(secret["keys"]), "known_by": list(secret["known_by"])}
+        entry = by_id.get(secret["entry_id"])
+        if entry is None:
+            entry = LoreEntry.objects.create(universe=universe, entry_id=secret["entry_id"], **values)
+        elif any(getattr(entry, name) != value for name, value in values.items()):
+            for name, value in values.items():
+                setattr(entry, name, value)
+            entry.save()  # only when the file changed: a second load leaves the rows as they are
+        links = [by_id[i] for i in secret.get("links", []) if i in by_id]
+        if {l.pk for l in entry.links.all()} != {l.pk for l in links}:
+            entry.links.set(links)
 
 
 def scenario_append_turn(*, save: Save, turn: dict, index=None) -> list[int]:

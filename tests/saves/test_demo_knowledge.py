@@ -27,8 +27,12 @@ def test_load_demo_adds_the_knowledge_save_once(fake_vectors):
     assert Presence.objects.filter(game_save=save).count() == 32
     assert Reveal.objects.filter(game_save=save).count() == 9
     assert LoreEntry.objects.get(entry_id="secret-tide-code").known_by == []
+    secrets = list(LoreEntry.objects.filter(entry_id__startswith="secret-").order_by("pk").values_list("pk", "updated_at"))
+    assert len(secrets) == 9
     again = io.StringIO()
     call_command("load_demo", "--no-embed", stdout=again)
+    assert list(LoreEntry.objects.filter(entry_id__startswith="secret-").order_by("pk")
+                .values_list("pk", "updated_at")) == secrets  # a second load writes nothing
     assert "up to date" in again.getvalue()
     assert Save.objects.get(save_id="drowned-reach-knowledge").pk == save.pk
 
