@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "axes",
     "django_htmx",
     "template_partials",
+    "ninja",  # the API's Swagger UI static files (studio/api/views_docs.py)
     "studio.universes",
     "studio.saves",
     "studio.memory",

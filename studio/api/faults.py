@@ -4,7 +4,7 @@ Access (`studio.universes.access`): `NotFound` is 404 `not_found` naming what wa
 (a save, a universe), whether it does not exist or may not be seen; `RoleRequired` is 403
 `permission_denied` with the role the action needs. Pages get 404 / 403 from the same errors.
 
-Called from `api_view` inside an `except` block; returns None for anything it does not
+Called from the API's exception handler (`ninja_api.py`); returns None for anything it does not
 recognise, which then becomes a logged 500.
 """
 from __future__ import annotations

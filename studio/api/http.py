@@ -1,4 +1,4 @@
-"""The plumbing every API view shares: authentication, methods, CSRF, bodies, parameters.
+"""The plumbing every API view shares: authentication, methods, CSRF, bodies, pages.
 
 Authentication (see docs/api.md, "Authentication"):
 - `Authorization: Bearer <key>`: the token's user. CSRF does not apply: a browser never
@@ -13,7 +13,6 @@ that sends a key means to be that key's user.
 from __future__ import annotations
 
 import json
-import logging
 import re
 from functools import wraps
 from typing import Any
@@ -23,12 +22,9 @@ from django.contrib.auth.decorators import login_not_required
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest
 from django.middleware.csrf import CsrfViewMiddleware
-from django.views.decorators.csrf import csrf_exempt
 
 from studio.api.errors import ApiError, error_response, validation_error
 from studio.api.services import api_token_authenticate
-
-logger = logging.getLogger(__name__)
 
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
 # How deeply a request body's arrays and objects may nest (the body object itself is level 1),
@@ -82,48 +78,51 @@ def _check_csrf(request: HttpRequest) -> None:
         )
 
 
-def api_view(*methods: str):
-    """Wrap a function view as an API endpoint answering only `methods`.
+def guard(view, methods: tuple[str, ...]):
+    """Wrap one URL's view (django-ninja's, for every method the URL answers) with the API's checks.
 
-    Order of checks: authentication (401), method (405), CSRF for session writes (403). Any
-    ApiError raised by the view becomes its JSON error; an unexpected exception becomes a
-    JSON 500 (and is logged) rather than an HTML page.
+    Order of checks: authentication (401), method (405), CSRF for session writes (403), so an
+    anonymous client learns nothing about a route, not even its methods. Then `view` runs:
+    django-ninja parses and validates the parameters and body and calls the endpoint; the
+    errors it raises become JSON in `studio.api.ninja_api`. `api_methods` on the result lists
+    the methods (tests walk the URL patterns with it).
     """
     allowed = set(methods)
     if "GET" in allowed:
         allowed.add("HEAD")
 
-    def decorator(view):
-        @wraps(view)
-        def wrapped(request: HttpRequest, *args, **kwargs):
-            try:
-                authenticate(request)
-                if request.method not in allowed:
-                    raise ApiError(
-                        405,
-                        "method_not_allowed",
-                        f"{request.method} is not allowed here.",
-                        {"allowed": sorted(allowed - {"HEAD"})},
-                        headers={"Allow": ", ".join(sorted(allowed))},
-                    )
-                if request.api_token is None and request.method not in SAFE_METHODS:
-                    _check_csrf(request)
-                return view(request, *args, **kwargs)
-            except ApiError as exc:
-                return exc.response()
-            except Exception:
-                from studio.api.faults import translate_exception
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args, **kwargs):
+        try:
+            authenticate(request)
+            if request.method not in allowed:
+                raise ApiError(
+                    405,
+                    "method_not_allowed",
+                    f"{request.method} is not allowed here.",
+                    {"allowed": sorted(allowed - {"HEAD"})},
+                    headers={"Allow": ", ".join(sorted(allowed))},
+                )
+            if request.api_token is None and request.method not in SAFE_METHODS:
+                _check_csrf(request)
+        except ApiError as exc:
+            return exc.response()
+        if request.method not in SAFE_METHODS and _declared_length(request) == 0:
+            request._body = b"{}"  # no body is an empty object, as it always was (the fields' defaults apply)
+        if request.method == "HEAD":
+            request.method = "GET"  # django-ninja routes HEAD nowhere; Django drops the body of the answer
+        return view(request, *args, **kwargs)
 
-                translated = translate_exception()
-                if translated is not None:
-                    return translated.response()
-                logger.exception("API error on %s %s", request.method, request.path)
-                return error_response(500, "internal_error", "The server failed to handle this request.")
+    wrapped.api_methods = tuple(sorted(set(methods)))
+    wrapped.csrf_exempt = True  # the CSRF check above is the API's own, for session writes only
+    return login_not_required(wrapped)
 
-        wrapped.api_methods = tuple(sorted(set(methods)))
-        return csrf_exempt(login_not_required(wrapped))
 
-    return decorator
+def _declared_length(request: HttpRequest) -> int | None:
+    try:
+        return int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return None
 
 
 def json_body(request: HttpRequest) -> dict[str, Any]:
@@ -207,145 +206,6 @@ def _refuse_constant(name: str):
 
 def body_too_large(limit: int) -> ApiError:
     return ApiError(413, "body_too_large", f"The body exceeds the limit of {limit} bytes.", {"max_bytes": limit})
-
-
-class Params:
-    """Read typed values out of a JSON body or a query string, collecting every problem.
-
-    Call `.done()` after reading: it raises one 400 listing all invalid fields, so a client
-    sees every mistake at once.
-    """
-
-    def __init__(self, source, *, from_query: bool = False):
-        self.source = source
-        self.from_query = from_query
-        self.errors: dict[str, list[str]] = {}
-
-    def _error(self, name: str, message: str) -> None:
-        self.errors.setdefault(name, []).append(message)
-
-    def _raw(self, name: str):
-        if self.from_query:
-            values = self.source.getlist(name)
-            if not values:
-                return None
-            return values[-1]
-        return self.source.get(name)
-
-    def string(self, name: str, *, required: bool = False, default: str | None = None,
-               max_length: int | None = None, allow_blank: bool = True, choices=None) -> str | None:
-        value = self._raw(name)
-        if value is None:
-            if required:
-                self._error(name, "This field is required.")
-            return default
-        if not isinstance(value, str):
-            self._error(name, "Must be a string.")
-            return default
-        if "\x00" in value:
-            # PostgreSQL cannot store NUL in text; refuse it on every database alike.
-            self._error(name, "Must not contain NUL characters.")
-            return default
-        if not allow_blank and not value.strip():
-            self._error(name, "Must not be blank.")
-            return default
-        if max_length is not None and len(value) > max_length:
-            self._error(name, f"At most {max_length} characters.")
-            return default
-        if choices is not None and value not in choices:
-            self._error(name, f"Must be one of: {', '.join(choices)}.")
-            return default
-        return value
-
-    def integer(self, name: str, *, required: bool = False, default: int | None = None,
-                minimum: int | None = None, maximum: int | None = None) -> int | None:
-        value = self._raw(name)
-        if value is None or (self.from_query and value == ""):
-            if required:
-                self._error(name, "This field is required.")
-            return default
-        if isinstance(value, bool):
-            self._error(name, "Must be an integer.")
-            return default
-        if isinstance(value, str) and self.from_query:
-            try:
-                value = int(value)
-            except ValueError:
-                self._error(name, "Must be an integer.")
-                return default
-        if not isinstance(value, int):
-            self._error(name, "Must be an integer.")
-            return default
-        if minimum is not None and value < minimum:
-            self._error(name, f"Must be >= {minimum}.")
-            return default
-        if maximum is not None and value > maximum:
-            self._error(name, f"Must be <= {maximum}.")
-            return default
-        return value
-
-    def boolean(self, name: str, *, default: bool | None = None) -> bool | None:
-        value = self._raw(name)
-        if value is None:
-            return default
-        if self.from_query and isinstance(value, str):
-            lowered = value.lower()
-            if lowered in {"1", "true", "yes"}:
-                return True
-            if lowered in {"0", "false", "no"}:
-                return False
-        if isinstance(value, bool):
-            return value
-        self._error(name, "Must be a boolean.")
-        return default
-
-    def string_list(self, name: str, *, max_items: int = 50, max_length: int = 200) -> list[str] | None:
-        if self.from_query:
-            values = [v for v in self.source.getlist(name) if v != ""]
-            if any("\x00" in v for v in values):
-                self._error(name, "Must not contain NUL characters.")
-                return None
-            return values or None
-        value = self.source.get(name)
-        if value is None:
-            return None
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            self._error(name, "Must be a list of strings.")
-            return None
-        if any("\x00" in v for v in value):
-            self._error(name, "Must not contain NUL characters.")
-            return None
-        if len(value) > max_items:
-            self._error(name, f"At most {max_items} items.")
-            return None
-        if any(len(v) > max_length for v in value):
-            self._error(name, f"Each item at most {max_length} characters.")
-            return None
-        return value
-
-    def json_object(self, name: str, *, default=None):
-        value = self._raw(name)
-        if value is None:
-            return default
-        if not isinstance(value, dict):
-            self._error(name, "Must be a JSON object.")
-            return default
-        if "\\u0000" in json.dumps(value):
-            self._error(name, "Must not contain NUL characters.")
-            return default
-        return value
-
-    def done(self) -> None:
-        if self.errors:
-            raise validation_error(self.errors)
-
-
-def page_params(request: HttpRequest, *, default_limit: int = 50, max_limit: int = 200) -> tuple[Params, int, int]:
-    """Read `limit` and `offset` from the query string (validated with the other params)."""
-    params = Params(request.GET, from_query=True)
-    limit = params.integer("limit", default=default_limit, minimum=1, maximum=max_limit)
-    offset = params.integer("offset", default=0, minimum=0, maximum=1_000_000)
-    return params, limit, offset
 
 
 def page(items: list, *, limit: int, offset: int, total: int | None = None) -> dict:

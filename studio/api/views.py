@@ -1,8 +1,9 @@
 """The engine's JSON API, version 1 (see docs/api.md and `openapi.json`).
 
-Every view is wrapped by `api_view`, which authenticates (bearer token or session), checks
-the method and CSRF, and turns errors into {"error": {...}} JSON. Views stay thin: they
-validate parameters, check access (`studio.saves.access`: its NotFound and RoleRequired
+Every endpoint registers on the django-ninja `router` with its typed parameters
+(`studio.api.schemas`) and responses; `ninja_api.api_urlpatterns` wraps each URL with the
+authentication, method and CSRF checks and turns errors into {"error": {...}} JSON. Views stay
+thin: django-ninja has validated their parameters; they check access (`studio.saves.access`: its NotFound and RoleRequired
 become 404 `not_found` / 403 `permission_denied` in `faults.py`), call the services and selectors
 the studio pages use, and serialize.
 """
@@ -10,29 +11,32 @@ from __future__ import annotations
 
 from django.http import HttpRequest, JsonResponse
 
+from ninja import Query
+
+from studio.api import schemas as S
 from studio.api import serializers
 from studio.api.errors import ApiError, conflict, not_found, validation_error
-from studio.api.http import Params, api_view, json_body, page, page_params
-from studio.api.openapi import build_openapi
+from studio.api.http import page
+from studio.api.ninja_api import router
 from studio.memory import selectors as memory_selectors
-from studio.memory.observations import TRENDS
-from studio.memory.recall.query_params import (
-    DEFAULT_K,
-    DEFAULT_K_LORE,
-    DEFAULT_K_NARRATIVE,
-    DEFAULT_TOKEN_BUDGET,
-    LIMITS,
-    ContextParams,
-    InvalidParameters,
-    SearchParams,
-)
+
+from studio.memory.recall.query_params import ContextParams, InvalidParameters, SearchParams
 from studio.memory.recall.search import memory_horizon, memory_search
 from studio.memory.selectors import belief_list_at_turn, fact_list_at_turn, mental_model_list_at_turn
 from studio.roles import is_author, is_playtester
 from studio.saves.access import Access, require, save_for, universe_for
-from studio.saves.models import Event, MemoryMode, Save, StateCache
+from studio.saves.models import Event, Save, StateCache
 from studio.saves.selectors import save_list_for_user
 from studio.universes.selectors import universe_list_for_user
+
+
+READ_ERRORS = {400: S.Error, 401: S.Error, 404: S.Error, 503: S.Error}
+WRITE_ERRORS = {**READ_ERRORS, 403: S.Error, 409: S.Error, 413: S.Error, 415: S.Error}
+SAVE = "/saves/{str:save_id}"
+
+
+def _json(body: dict, status: int = 200) -> JsonResponse:
+    return JsonResponse(body, status=status, encoder=serializers.ApiJSONEncoder)
 
 
 def _created(body: dict) -> JsonResponse:
@@ -42,13 +46,9 @@ def _created(body: dict) -> JsonResponse:
 # -- about the caller and the API ----------------------------------------------------------
 
 
-@api_view("GET")
-def openapi_document(request: HttpRequest) -> JsonResponse:
-    return JsonResponse(build_openapi(server_url=request.build_absolute_uri("/api/v1")))
-
-
-@api_view("GET")
-def me(request: HttpRequest) -> JsonResponse:
+@router.get("/me", response={200: S.Me, 401: S.Error}, url_name="me", tags=["Meta"], operation_id="getMe",
+            summary="Who the credentials belong to, and their roles.")
+def me(request: HttpRequest):
     user = request.user
     token = request.api_token
     return JsonResponse(
@@ -68,95 +68,81 @@ def me(request: HttpRequest) -> JsonResponse:
 # -- universes and saves -------------------------------------------------------------------
 
 
-@api_view("GET")
-def universe_list(request: HttpRequest) -> JsonResponse:
-    params, limit, offset = page_params(request)
-    params.done()
+@router.get("/universes", response={200: S.UniversePage, 400: S.Error, 401: S.Error}, url_name="universe_list",
+            tags=["Universes"], operation_id="listUniverses", summary="Universes you own or are a member of (staff: all).")
+def universe_list(request: HttpRequest, params: Query[S.PageQuery]):
+    limit, offset = params.limit, params.offset
     rows = list(universe_list_for_user(user=request.user).order_by("name", "pk")[offset : offset + limit + 1])
     return JsonResponse(page([serializers.universe_json(u) for u in rows], limit=limit, offset=offset))
 
 
-@api_view("GET", "POST")
-def save_collection(request: HttpRequest) -> JsonResponse:
-    if request.method == "POST":
-        return _save_create(request)
-    params, limit, offset = page_params(request)
-    universe_slug = params.string("universe", max_length=80)
-    params.done()
+@router.get("/saves", response={200: S.SavePage, 400: S.Error, 401: S.Error}, url_name="save_collection",
+            tags=["Saves"], operation_id="listSaves", summary="Saves of the universes you may see, most recently played first.")
+def save_list(request: HttpRequest, params: Query[S.SaveListQuery]):
+    limit, offset = params.limit, params.offset
     qs = save_list_for_user(user=request.user).select_related("forked_from")
-    if universe_slug:
-        qs = qs.filter(universe__slug=universe_slug)
+    if params.universe:
+        qs = qs.filter(universe__slug=params.universe)
     rows = list(qs.order_by("-last_activity_at", "-pk")[offset : offset + limit + 1])
     return JsonResponse(page([serializers.save_json(s) for s in rows], limit=limit, offset=offset))
 
 
-def _save_create(request: HttpRequest) -> JsonResponse:
+@router.post("/saves", response={201: S.Save, **WRITE_ERRORS}, tags=["Saves"], operation_id="createSave",
+             summary="Start a new save (playthrough) of a universe; its meta is copied at creation.")
+def save_create(request: HttpRequest, payload: S.SaveCreate):
     from studio.saves.services import save_create
 
-    data = json_body(request)
-    params = Params(data)
-    universe_slug = params.string("universe", required=True, max_length=80, allow_blank=False)
-    name = params.string("name", required=True, max_length=200, allow_blank=False)
-    memory_mode = params.string("memory_mode", default=MemoryMode.CLASSIC, choices=list(MemoryMode.values))
-    beliefs_enabled = params.boolean("beliefs_enabled", default=True)
-    params.done()
-    universe = universe_for(user=request.user, slug=universe_slug, access=Access.PLAY)
-    save = save_create(universe=universe, name=name.strip(), memory_mode=memory_mode, beliefs_enabled=beliefs_enabled)
+    universe = universe_for(user=request.user, slug=payload.universe, access=Access.PLAY)
+    save = save_create(universe=universe, name=payload.name.strip(), memory_mode=payload.memory_mode,
+                       beliefs_enabled=payload.beliefs_enabled)
     return _created(serializers.save_json(save))
 
 
-@api_view("GET")
-def save_detail(request: HttpRequest, save_id: str) -> JsonResponse:
+@router.get(SAVE, response={200: S.Save, **READ_ERRORS}, url_name="save_detail", tags=["Saves"],
+            operation_id="getSave", summary="One save.")
+def save_detail(request: HttpRequest, save_id: str):
     return JsonResponse(serializers.save_json(save_for(user=request.user, save_id=save_id)))
 
 
 # -- turns ---------------------------------------------------------------------------------
 
 
-@api_view("GET", "POST")
-def turn_collection(request: HttpRequest, save_id: str) -> JsonResponse:
-    if request.method == "POST":
-        return _turn_append(request, save_id)
+@router.get(SAVE + "/turns", response={200: S.TurnPage, **READ_ERRORS}, url_name="turn_collection", tags=["Saves"],
+            operation_id="listTurns", summary="The save's turns, oldest first.")
+def turn_list(request: HttpRequest, save_id: str, params: Query[S.TurnListQuery]):
     save = save_for(user=request.user, save_id=save_id)
-    params, limit, offset = page_params(request)
-    since = params.integer("after_turn", minimum=0)
-    include_state = params.boolean("include_state", default=False)
-    params.done()
+    limit, offset = params.limit, params.offset
     events = Event.objects.filter(game_save=save).order_by("turn_id")
-    if since is not None:
-        events = events.filter(turn_id__gt=since)
+    if params.after_turn is not None:
+        events = events.filter(turn_id__gt=params.after_turn)
     rows = list(events[offset : offset + limit + 1])
     states = {}
-    if include_state and rows:
+    if params.include_state and rows:
         states = dict(
             StateCache.objects.filter(game_save=save, turn_id__in=[e.turn_id for e in rows]).values_list("turn_id", "state")
         )
-    items = [serializers.event_json(e, states.get(e.turn_id) if include_state else None) for e in rows]
+    items = [serializers.event_json(e, states.get(e.turn_id) if params.include_state else None) for e in rows]
     return JsonResponse(page(items, limit=limit, offset=offset))
 
 
-def _turn_append(request: HttpRequest, save_id: str) -> JsonResponse:
+@router.post(SAVE + "/turns", response={201: S.TurnAppended, **WRITE_ERRORS}, tags=["Saves"], operation_id="appendTurn",
+             summary="Append the next turn (player input, narrative, state); memory jobs are queued.")
+def turn_append(request: HttpRequest, save_id: str, payload: S.TurnAppend):
     from studio.saves.services import TurnConflict, turn_append
 
     save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
-    data = json_body(request)
-    params = Params(data)
-    player_input = params.string("player_input", default="", max_length=20_000)
-    narrative = params.string("narrative", required=True, max_length=200_000)
-    state = params.json_object("state")
-    turn_id = params.integer("turn_id", minimum=1)
-    params.done()
     # No transaction here: the service finishes a pending vector delete first (outside the
     # database) and checks the expected turn under the save's lock (two engines appending
     # at once: one gets its turn, the other a 409).
     try:
         event = turn_append(
-            game_save=save, player_input=player_input, narrative=narrative, state=state, expected_turn_id=turn_id
+            game_save=save, player_input=payload.player_input, narrative=payload.narrative, state=payload.state,
+            expected_turn_id=payload.turn_id,
         )
     except TurnConflict as exc:
         raise conflict(exc.message, {"current_turn": exc.current_turn}) from exc
     save.refresh_from_db()
-    return _created({"turn": serializers.event_json(event, state or {}), "save": serializers.save_json(save)})
+    return _created({"turn": serializers.event_json(event, payload.state or {}), "save": serializers.save_json(save)})
 
 
 def _event_for(save: Save, turn_id: int) -> Event:
@@ -166,97 +152,78 @@ def _event_for(save: Save, turn_id: int) -> Event:
     return event
 
 
-@api_view("GET", "PATCH")
-def turn_detail(request: HttpRequest, save_id: str, turn_id: int) -> JsonResponse:
-    if request.method == "PATCH":
-        return _turn_update(request, save_id, turn_id)
+@router.get(SAVE + "/turns/{int:turn_id}", response={200: S.Turn, **READ_ERRORS}, url_name="turn_detail",
+            tags=["Saves"], operation_id="getTurn", summary="One turn, with its state.")
+def turn_detail(request: HttpRequest, save_id: str, turn_id: int):
     save = save_for(user=request.user, save_id=save_id)
     event = _event_for(save, turn_id)
     state = StateCache.objects.filter(game_save=save, turn_id=turn_id).values_list("state", flat=True).first()
     return JsonResponse(serializers.event_json(event, state if state is not None else {}))
 
 
-def _turn_update(request: HttpRequest, save_id: str, turn_id: int) -> JsonResponse:
+@router.patch(SAVE + "/turns/{int:turn_id}", response={200: S.Turn, **WRITE_ERRORS}, tags=["Saves"],
+              operation_id="updateTurn", summary="Replace a turn's narrative (its memory is rebuilt).")
+def turn_update(request: HttpRequest, save_id: str, turn_id: int, payload: S.TurnUpdate):
     from studio.saves.services import turn_update_narrative
 
     save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
-    params = Params(json_body(request))
-    narrative = params.string("narrative", required=True, max_length=200_000)
-    params.done()
     _event_for(save, turn_id)
-    event = turn_update_narrative(game_save=save, turn_id=turn_id, narrative=narrative)
+    event = turn_update_narrative(game_save=save, turn_id=turn_id, narrative=payload.narrative)
     return JsonResponse(serializers.event_json(event))
 
 
 # -- living memory reads -------------------------------------------------------------------
 
 
-def _horizon(params: Params, save: Save) -> int:
-    """Read `max_turn_id`, clamped to the save's current turn (absent: the current turn)."""
-    return memory_horizon(game_save=save, turn_id=params.integer("max_turn_id", minimum=0))
+def _horizon(params, save: Save) -> int:
+    """`max_turn_id`, clamped to the save's current turn (absent: the current turn)."""
+    return memory_horizon(game_save=save, turn_id=params.max_turn_id)
 
 
-@api_view("GET")
-def fact_list(request: HttpRequest, save_id: str) -> JsonResponse:
+@router.get(SAVE + "/facts", response={200: S.FactPage, **READ_ERRORS}, url_name="fact_list", tags=["Memory"],
+            operation_id="listFacts", summary="Facts extracted up to the horizon, newest first.")
+def fact_list(request: HttpRequest, save_id: str, params: Query[S.FactQuery]):
     save = save_for(user=request.user, save_id=save_id)
-    params, limit, offset = page_params(request)
-    horizon = _horizon(params, save)
-    entity = params.string("entity", max_length=200)
-    params.done()
-    facts = fact_list_at_turn(game_save=save, horizon=horizon, entity=entity, offset=offset, limit=limit + 1)
+    limit, offset = params.limit, params.offset
+    facts = fact_list_at_turn(game_save=save, horizon=_horizon(params, save), entity=params.entity, offset=offset,
+                              limit=limit + 1)
     return JsonResponse(page([serializers.fact_json(f) for f in facts], limit=limit, offset=offset))
 
 
-@api_view("GET")
-def belief_list(request: HttpRequest, save_id: str) -> JsonResponse:
+@router.get(SAVE + "/beliefs", response={200: S.BeliefPage, **READ_ERRORS}, url_name="belief_list", tags=["Memory"],
+            operation_id="listBeliefs", summary="Beliefs (observations) as of the horizon, with their trend.")
+def belief_list(request: HttpRequest, save_id: str, params: Query[S.BeliefQuery]):
     save = save_for(user=request.user, save_id=save_id)
-    params, limit, offset = page_params(request)
+    limit, offset = params.limit, params.offset
     horizon = _horizon(params, save)
-    subject = params.string("subject", max_length=200)
-    trend = params.string("trend", choices=list(TRENDS))
-    stale = params.boolean("stale")
-    params.done()
     beliefs = belief_list_at_turn(
-        game_save=save, horizon=horizon, subject=subject, trend=trend, stale=stale, offset=offset, limit=limit + 1
+        game_save=save, horizon=horizon, subject=params.subject, trend=params.trend, stale=params.stale,
+        offset=offset, limit=limit + 1,
     )
     items = [serializers.belief_json(b, horizon) for b in beliefs]
     return JsonResponse(page(items, limit=limit, offset=offset) | {"now_turn": horizon})
 
 
-@api_view("GET")
-def mental_model_list(request: HttpRequest, save_id: str) -> JsonResponse:
+@router.get(SAVE + "/mental-models", response={200: S.MentalModelPage, **READ_ERRORS}, url_name="mental_model_list",
+            tags=["Memory"], operation_id="listMentalModels", summary="Mental models as of the horizon.")
+def mental_model_list(request: HttpRequest, save_id: str, params: Query[S.MentalModelQuery]):
     save = save_for(user=request.user, save_id=save_id)
-    params, limit, offset = page_params(request)
-    horizon = _horizon(params, save)
-    subject = params.string("subject", max_length=200)
-    params.done()
-    models = mental_model_list_at_turn(game_save=save, horizon=horizon, subject=subject, offset=offset, limit=limit + 1)
+    limit, offset = params.limit, params.offset
+    models = mental_model_list_at_turn(game_save=save, horizon=_horizon(params, save), subject=params.subject,
+                                       offset=offset, limit=limit + 1)
     return JsonResponse(page([serializers.mental_model_json(m) for m in models], limit=limit, offset=offset))
 
 
 # -- memory query and the assembled context ------------------------------------------------
 
 
-def _read_params(request: HttpRequest) -> Params:
-    """Parameters from the query string (GET) or the JSON body (POST)."""
-    if request.method == "POST":
-        return Params(json_body(request))
-    return Params(request.GET, from_query=True)
+def _built(request: HttpRequest, params, build):
+    """Return `build()` (SearchParams / ContextParams), refusing `record` on a GET in the same 400.
 
-
-def _json(body: dict, status: int = 200) -> JsonResponse:
-    return JsonResponse(body, status=status, encoder=serializers.ApiJSONEncoder)
-
-
-def _parameters(request: HttpRequest, params: Params, build) -> tuple:
-    """Return (`build()`, record): the SearchParams / ContextParams and whether to record.
-
-    One 400 lists every invalid field, `record` on a GET among them (recording writes, so it
-    is a POST); then recording needs the playtester role (403).
+    Recording writes, so it is a POST; then it needs the playtester role (403).
     """
-    record = bool(params.boolean("record", default=False))
-    errors = {name: list(messages) for name, messages in params.errors.items()}
-    if record and request.method != "POST":
+    errors = {}
+    if params.record and request.method != "POST":
         errors["record"] = ["Recording writes: send the request as a POST."]
     built = None
     try:
@@ -266,13 +233,12 @@ def _parameters(request: HttpRequest, params: Params, build) -> tuple:
             errors.setdefault(name, [message])
     if errors:
         raise validation_error(errors)
-    if record:
+    if params.record:
         require(request.user, Access.PLAY)
-    return built, record
+    return built
 
 
-@api_view("GET", "POST")
-def memory_query(request: HttpRequest, save_id: str) -> JsonResponse:
+def _memory_query(request: HttpRequest, save_id: str, params) -> JsonResponse:
     """Run VectorMemory.query on the save with every engine parameter; return results with explain records.
 
     A vector store that cannot be reached is a 503 (see faults.py); an embedding model that
@@ -280,25 +246,16 @@ def memory_query(request: HttpRequest, save_id: str) -> JsonResponse:
     are `SearchParams`'s, the ones the search playground has.
     """
     save = save_for(user=request.user, save_id=save_id)
-    params = _read_params(request)
-    query_text = params.string("query_text", required=True)
-    k = params.integer("k", default=DEFAULT_K)
-    current_turn_id = params.integer("current_turn_id")
-    max_turn_id = params.integer("max_turn_id")
-    focus_terms = params.string_list("focus_terms", max_items=LIMITS.focus_terms, max_length=LIMITS.focus_term_chars)
-    chunk_type = params.string("chunk_type")
-    exclude_chunk_type = params.string("exclude_chunk_type")
-    expand_links = params.boolean("expand_links", default=False)
-    search, record = _parameters(request, params, lambda: SearchParams(
-        query_text=query_text or "", k=k, current_turn_id=current_turn_id, max_turn_id=max_turn_id,
-        focus_terms=focus_terms, chunk_type=chunk_type, exclude_chunk_type=exclude_chunk_type,
-        expand_links=bool(expand_links),
+    search = _built(request, params, lambda: SearchParams(
+        query_text=params.query_text or "", k=params.k, current_turn_id=params.current_turn_id,
+        max_turn_id=params.max_turn_id, focus_terms=params.focus_terms, chunk_type=params.chunk_type,
+        exclude_chunk_type=params.exclude_chunk_type, expand_links=bool(params.expand_links),
     ))
     # memory_search clamps the horizon to the save's current turn: a chunk a failed rewind
     # left behind (turn > current) never comes back, whatever the client asks.
     outcome = memory_search(
         game_save=save, **search.search_kwargs(), expand_links=search.expand_links,
-        record_source="api" if record else None,
+        record_source="api" if params.record else None,
     )
     return _json(
         {
@@ -310,6 +267,21 @@ def memory_query(request: HttpRequest, save_id: str) -> JsonResponse:
             "stats": outcome.stats.as_dict(),
         }
     )
+
+
+QUERY_SUMMARY = "Search the save's narrative memory (VectorMemory.query) with every engine parameter."
+
+
+@router.get(SAVE + "/query", response={200: S.QueryResult, **READ_ERRORS, 403: S.Error}, url_name="memory_query",
+            tags=["Memory"], operation_id="queryMemoryGet", summary=QUERY_SUMMARY)
+def memory_query_get(request: HttpRequest, save_id: str, params: Query[S.QueryQuery]):
+    return _memory_query(request, save_id, params)
+
+
+@router.post(SAVE + "/query", response={200: S.QueryResult, **WRITE_ERRORS}, tags=["Memory"],
+             operation_id="queryMemory", summary=QUERY_SUMMARY)
+def memory_query(request: HttpRequest, save_id: str, payload: S.QueryRequest):
+    return _memory_query(request, save_id, payload)
 
 
 def _query_warnings(stats) -> list[str]:
@@ -327,32 +299,38 @@ def _query_warnings(stats) -> list[str]:
     return warnings
 
 
-@api_view("GET", "POST")
-def memory_context(request: HttpRequest, save_id: str) -> JsonResponse:
-    """Return the memory context for the save's next turn: what the narrator reads (`next_turn_context`)."""
+def _memory_context(request: HttpRequest, save_id: str, params) -> JsonResponse:
+    """The memory context for the save's next turn: what the narrator reads (`next_turn_context`)."""
     from studio.memory.recall.context import next_turn_context
 
     save = save_for(user=request.user, save_id=save_id)
-    params = _read_params(request)
-    query_text = params.string("query_text", default="")
-    focus_terms = params.string_list("focus_terms", max_items=LIMITS.focus_terms, max_length=LIMITS.focus_term_chars)
-    token_budget = params.integer("token_budget", default=DEFAULT_TOKEN_BUDGET)
-    k_narrative = params.integer("k_narrative", default=DEFAULT_K_NARRATIVE)
-    k_lore = params.integer("k_lore", default=DEFAULT_K_LORE)
-    context_params, record = _parameters(request, params, lambda: ContextParams(
-        query_text=query_text, focus_terms=focus_terms, token_budget=token_budget, k_narrative=k_narrative,
-        k_lore=k_lore,
+    context_params = _built(request, params, lambda: ContextParams(
+        query_text=params.query_text, focus_terms=params.focus_terms, token_budget=params.token_budget,
+        k_narrative=params.k_narrative, k_lore=params.k_lore,
     ))
-    context = next_turn_context(game_save=save, params=context_params, record_source="context" if record else None)
+    context = next_turn_context(game_save=save, params=context_params, record_source="context" if params.record else None)
     return _json(context.as_dict())
+
+
+CONTEXT_SUMMARY = "The memory context the narrator reads for the next turn, with why each item is in or out."
+
+
+@router.get(SAVE + "/context", response={200: S.MemoryContext, **READ_ERRORS, 403: S.Error}, url_name="memory_context",
+            tags=["Memory"], operation_id="getMemoryContext", summary=CONTEXT_SUMMARY)
+def memory_context_get(request: HttpRequest, save_id: str, params: Query[S.ContextQuery]):
+    return _memory_context(request, save_id, params)
+
+
+@router.post(SAVE + "/context", response={200: S.MemoryContext, **WRITE_ERRORS}, tags=["Memory"],
+             operation_id="postMemoryContext", summary=CONTEXT_SUMMARY)
+def memory_context(request: HttpRequest, save_id: str, payload: S.ContextRequest):
+    return _memory_context(request, save_id, payload)
 
 
 # -- rewind and fork -----------------------------------------------------------------------
 
 
-def _target_turn(params: Params, save: Save, *, name: str = "turn_id", required: bool = True) -> int | None:
-    turn = params.integer(name, required=required, minimum=0)
-    params.done()
+def _check_target(save: Save, turn: int | None) -> int | None:
     if turn is not None and turn > save.current_turn:
         raise conflict(
             f"Save {save.save_id} is only at turn {save.current_turn}; turn {turn} is in its future.",
@@ -361,46 +339,47 @@ def _target_turn(params: Params, save: Save, *, name: str = "turn_id", required:
     return turn
 
 
-@api_view("GET")
-def rewind_preview(request: HttpRequest, save_id: str) -> JsonResponse:
-    save = save_for(user=request.user, save_id=save_id)
-    turn = _target_turn(Params(request.GET, from_query=True), save)
+@router.get(SAVE + "/rewind-preview", response={200: S.RewindPreview, **READ_ERRORS, 409: S.Error},
+            url_name="rewind_preview", tags=["Saves"], operation_id="previewRewind",
+            summary="What a rewind to turn_id would delete and restore; changes nothing.")
+def rewind_preview(request: HttpRequest, save_id: str, params: Query[S.RewindPreviewQuery]):
     from studio.saves.checkpoints import CheckpointManager
 
+    save = save_for(user=request.user, save_id=save_id)
+    turn = _check_target(save, params.turn_id)
     preview = CheckpointManager().preview(save, turn)
     return JsonResponse(serializers.rewind_preview_json(preview, save.current_turn))
 
 
-@api_view("POST")
-def rewind(request: HttpRequest, save_id: str) -> JsonResponse:
+@router.post(SAVE + "/rewind", response={200: S.RewindResult, **WRITE_ERRORS}, url_name="rewind", tags=["Saves"],
+             operation_id="rewindSave", summary="Rewind the save to the end of turn_id, exactly (one transaction).")
+def rewind(request: HttpRequest, save_id: str, payload: S.RewindRequest):
     from studio.saves.checkpoints import CheckpointManager, TurnConflict
 
     save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
-    params = Params(json_body(request))
-    expected = params.integer("expected_current_turn", minimum=0)
-    turn = _target_turn(params, save)
+    turn = _check_target(save, payload.turn_id)
     try:
-        result = CheckpointManager().rewind(save, turn, expected_current_turn=expected)
+        result = CheckpointManager().rewind(save, turn, expected_current_turn=payload.expected_current_turn)
     except TurnConflict as exc:
         raise conflict(exc.message, {"current_turn": exc.current_turn}) from exc
     save.refresh_from_db()
     return JsonResponse(serializers.rewind_result_json(result) | {"save": serializers.save_json(save)})
 
 
-@api_view("POST")
-def fork(request: HttpRequest, save_id: str) -> JsonResponse:
-    save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
-    params = Params(json_body(request))
-    name = params.string("name", max_length=200)
-    turn = _target_turn(params, save, required=False)
+@router.post(SAVE + "/fork", response={201: S.Save, **WRITE_ERRORS}, url_name="fork", tags=["Saves"],
+             operation_id="forkSave", summary="Copy the save as of turn_id (default: now) into a new save.")
+def fork(request: HttpRequest, save_id: str, payload: S.ForkRequest):
     from studio.saves.checkpoints import CheckpointManager
 
-    new_save = CheckpointManager().fork(save, save.current_turn if turn is None else turn, name=name)
+    save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
+    turn = _check_target(save, payload.turn_id)
+    new_save = CheckpointManager().fork(save, save.current_turn if turn is None else turn, name=payload.name)
     new_save = Save.objects.select_related("universe", "forked_from").get(pk=new_save.pk)
     return _created(serializers.save_json(new_save))
 
 
 # -- background jobs -----------------------------------------------------------------------
+
 
 def _job_for(save: Save, job_id: int):
     job = memory_selectors.job_get(game_save=save, job_id=job_id)
@@ -409,29 +388,26 @@ def _job_for(save: Save, job_id: int):
     return job
 
 
-@api_view("GET")
-def job_list(request: HttpRequest, save_id: str) -> JsonResponse:
-    from studio.memory.models import JobKind, JobStatus
-
+@router.get(SAVE + "/jobs", response={200: S.JobPage, **READ_ERRORS}, url_name="job_list", tags=["Jobs"],
+            operation_id="listJobs", summary="The save's background memory jobs, newest first.")
+def job_list(request: HttpRequest, save_id: str, params: Query[S.JobQuery]):
     save = save_for(user=request.user, save_id=save_id)
-    params, limit, offset = page_params(request)
-    status = params.string("status", choices=list(JobStatus.values))
-    kind = params.string("kind", choices=list(JobKind.values))
-    turn_id = params.integer("turn_id", minimum=0)
-    params.done()
-    jobs = memory_selectors.job_list(game_save=save, status=status, kind=kind, turn_id=turn_id)
+    limit, offset = params.limit, params.offset
+    jobs = memory_selectors.job_list(game_save=save, status=params.status, kind=params.kind, turn_id=params.turn_id)
     rows = list(jobs[offset : offset + limit + 1])
     return JsonResponse(page([serializers.job_json(j) for j in rows], limit=limit, offset=offset))
 
 
-@api_view("GET")
-def job_detail(request: HttpRequest, save_id: str, job_id: int) -> JsonResponse:
+@router.get(SAVE + "/jobs/{int:job_id}", response={200: S.Job, **READ_ERRORS}, url_name="job_detail", tags=["Jobs"],
+            operation_id="getJob", summary="One job.")
+def job_detail(request: HttpRequest, save_id: str, job_id: int):
     save = save_for(user=request.user, save_id=save_id)
     return JsonResponse(serializers.job_json(_job_for(save, job_id)))
 
 
-@api_view("POST")
-def job_retry(request: HttpRequest, save_id: str, job_id: int) -> JsonResponse:
+@router.post(SAVE + "/jobs/{int:job_id}/retry", response={200: S.Job, **WRITE_ERRORS}, url_name="job_retry",
+             tags=["Jobs"], operation_id="retryJob", summary="Queue a failed or skipped job again (409 otherwise).")
+def job_retry(request: HttpRequest, save_id: str, job_id: int):
     from studio.memory.jobs import JobNotRetryable
     from studio.memory.jobs import job_retry as retry
 
@@ -443,59 +419,11 @@ def job_retry(request: HttpRequest, save_id: str, job_id: int) -> JsonResponse:
     return JsonResponse(serializers.job_json(job))
 
 
-@api_view("POST")
-def jobs_retry_skipped(request: HttpRequest, save_id: str) -> JsonResponse:
-    """Retry the save's skipped memory jobs of turns still on its live timeline."""
+@router.post(SAVE + "/jobs/retry-skipped", response={200: S.RetrySkipped, **WRITE_ERRORS},
+             url_name="jobs_retry_skipped", tags=["Jobs"], operation_id="retrySkippedJobs",
+             summary="Retry the save's skipped memory jobs of turns still on its live timeline.")
+def jobs_retry_skipped(request: HttpRequest, save_id: str):
     from studio.memory.jobs import jobs_retry_skipped as retry_skipped
 
     save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
     return JsonResponse(retry_skipped(game_save=save))
-
-
-# -- anything else under /api/ -------------------------------------------------------------
-
-
-@api_view("GET", "POST", "PUT", "PATCH", "DELETE")
-def unknown_endpoint(request: HttpRequest, rest: str = "") -> JsonResponse:
-    raise ApiError(404, "not_found", f"No API endpoint at {request.path}.")
-
-
-# -- the narrator --------------------------------------------------------------------------
-
-
-@api_view("POST")
-def narrate(request: HttpRequest, save_id: str) -> JsonResponse:
-    """Return a proposed narrative for `player_input` as the next turn; append nothing."""
-    from studio.memory.llm import LLMError, SpendLimitExceeded
-    from studio.saves.narrator.services import NoModelConnected, narrate_once
-
-    save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
-    params = Params(json_body(request))
-    player_input = params.string("player_input", required=True, max_length=4000)
-    params.done()
-    try:
-        narration = narrate_once(game_save=save, player_input=player_input)
-    except NoModelConnected as exc:
-        raise ApiError(503, "no_model", str(exc)) from exc
-    except SpendLimitExceeded as exc:
-        raise ApiError(429, "spend_limit", exc.reason, {"resume_at": exc.resume_at.isoformat()}) from exc
-    except LLMError as exc:
-        raise ApiError(502, "llm_failed", f"The narrator's model failed: {exc}") from exc
-    response = narration.response
-    return _json(
-        {
-            "save_id": save.save_id,
-            "turn_id": narration.prompt.turn_id,
-            "player_input": player_input,
-            "narrative": narration.text,
-            "appended": False,
-            "model": response.model,
-            "finish_reason": response.finish_reason,
-            "truncated": response.truncated,
-            "latency_ms": response.latency_ms,
-            "prompt_tokens": response.prompt_tokens,
-            "completion_tokens": response.completion_tokens,
-            "prompt": {"system": narration.prompt.system, "user": narration.prompt.user, "chars": narration.prompt.chars},
-            "context": narration.prompt.context_record(),
-        }
-    )

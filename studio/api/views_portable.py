@@ -10,11 +10,15 @@ membership of the universe (404).
 """
 from __future__ import annotations
 
-from django.http import FileResponse, HttpRequest, JsonResponse
+from django.http import HttpRequest, FileResponse, JsonResponse
+from ninja import Query
 
+from studio.api import schemas as S
 from studio.api import serializers
 from studio.api.errors import ApiError
-from studio.api.http import Params, api_view, body_too_large
+from studio.api.http import body_too_large
+from studio.api.ninja_api import router
+from studio.api.openapi import SAVE_FILE_BODY, SAVE_FILE_RESPONSE
 from studio.saves import portable
 from studio.saves.access import Access, save_for, universe_for
 
@@ -22,13 +26,15 @@ IMPORT_CONTENT_TYPES = ("application/json", "application/gzip", "application/x-g
 READ_CHUNK = 64 * 1024
 
 
-@api_view("GET")
-def save_export(request: HttpRequest, save_id: str) -> FileResponse:
+@router.get(
+    "/saves/{str:save_id}/export", response={400: S.Error, 401: S.Error, 403: S.Error, 404: S.Error, 503: S.Error},
+    url_name="save_export", tags=["Saves"], operation_id="exportSave", summary="Download the save as one portable file.",
+    description="Needs the playtester role. Vector chunks are not in the file; an import rebuilds them.",
+    openapi_extra={"responses": {"200": SAVE_FILE_RESPONSE}},
+)
+def save_export(request: HttpRequest, save_id: str, params: Query[S.ExportQuery]):
     save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)  # a read, but a playtester's, like an import
-    params = Params(request.GET, from_query=True)
-    compress = params.string("compress", choices=["gzip"])
-    params.done()
-    export = portable.save_export(game_save=save, compress=compress == "gzip")
+    export = portable.save_export(game_save=save, compress=params.compress == "gzip")
     return FileResponse(export.file, as_attachment=True, filename=export.filename, content_type=export.content_type)
 
 
@@ -52,12 +58,23 @@ def _read_body(request: HttpRequest, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-@api_view("POST")
-def save_import(request: HttpRequest, slug: str) -> JsonResponse:
+@router.post(
+    "/universes/{str:slug}/saves/import",
+    response={201: S.SaveImported, 400: S.Error, 401: S.Error, 403: S.Error, 404: S.Error, 409: S.Error, 413: S.Error,
+              415: S.Error, 503: S.Error},
+    url_name="save_import", tags=["Saves"], operation_id="importSave",
+    summary="Create a new save from a save file; the file is checked whole first and written all or nothing.",
+    description=(
+        "The body is the file as exported (JSON, or gzip: told apart by the magic bytes), at most "
+        "AXIOM_SAVE_FILE_MAX_BYTES before and after decompression (413 beyond). A malformed file is 400 "
+        "`invalid_save_file` with every problem in `details.problems`. The save's lore sync and turn embeddings "
+        "are queued when the import commits."
+    ),
+    openapi_extra={"requestBody": SAVE_FILE_BODY},
+)
+def save_import(request: HttpRequest, slug: str, params: Query[S.ImportQuery]):
     universe = universe_for(user=request.user, slug=slug, access=Access.PLAY)
-    params = Params(request.GET, from_query=True)
-    name = params.string("name", max_length=200, default="")
-    params.done()
+    name = params.name
     content_type = request.content_type or ""
     if content_type not in IMPORT_CONTENT_TYPES:
         raise ApiError(
