@@ -184,3 +184,24 @@ def _recall_known_facts(view: KnowledgeView, result: PovContext, query_text: str
                 {"text": f"(turn {fact.turn_id}) {fact.statement}", "layer": "fact", "ref": ref, "why": why})
             result.explain.append({"item": None, "layer": "fact", "ref": ref, "character": name,
                                    "in_section": True, "why": why})
+
+
+def pov_filter_results(*, game_save, results: list[dict], pov, horizon: int) -> tuple[list[dict], list[dict]]:
+    """Keep the search hits at least one of the `pov` characters knows; say why for the rest.
+
+    A narrative chunk is known to a character present at its turn; a lore chunk to one who
+    knows its entry (`KnowledgeView`). Return (kept hits, [{"id", "why"}] left out).
+    """
+    view = KnowledgeView(game_save, horizon=horizon)
+    names = [view.index.resolve(name) for name in pov]
+    kept, left_out = [], []
+    for result in results:
+        entry_id = result.get("entry_id") or (result.get("metadata") or {}).get("entry_id")
+        verdicts = [view.entry(n, entry_id) if entry_id else view.narrative(n, int(result.get("turn_id") or 0))
+                    for n in names]
+        if any(v.known for v in verdicts):
+            kept.append({**result, "pov": [{"character": n, "known": v.known, "why": v.why}
+                                            for n, v in zip(names, verdicts)]})
+        else:
+            left_out.append({"id": result.get("id"), "why": "; ".join(v.why for v in verdicts)})
+    return kept, left_out

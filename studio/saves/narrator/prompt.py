@@ -21,6 +21,8 @@ the last `NarratorConfig.recent_turns` turns and the player's action.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import re
 from dataclasses import dataclass
 
@@ -140,17 +142,21 @@ def check_player_input(player_input: str, config: NarratorConfig = CONFIG) -> Co
         raise InvalidPlayerInput(f"The player's action cannot be used: {reason}") from exc
 
 
-def build_narrator_prompt(*, game_save, player_input: str, config: NarratorConfig = CONFIG, vector_memory=None) -> NarratorPrompt:
+def build_narrator_prompt(*, game_save, player_input: str, config: NarratorConfig = CONFIG, vector_memory=None,
+                          pov=None) -> NarratorPrompt:
     """Return the whole prompt the narrator gets for `player_input` as the save's next turn.
 
-    Raise InvalidPlayerInput when the action cannot be used (`check_player_input`)."""
+    `pov`: the characters whose point of view the memory carries (None: those on scene;
+    studio.memory.knowledge.pov). Raise InvalidPlayerInput when the action cannot be used
+    (`check_player_input`)."""
     from studio.saves.selectors import recent_events
 
     meta = narrator_meta(game_save)
     template = meta.get(TEMPLATE_KEY, "").strip()
     memory = next_turn_context(
         game_save=game_save,
-        params=check_player_input(player_input, config),
+        params=(check_player_input(player_input, config) if pov is None
+                else dataclasses.replace(check_player_input(player_input, config), pov=tuple(pov))),
         vector_memory=vector_memory,
     )
     macros = MacroNames(**memory.macros)
