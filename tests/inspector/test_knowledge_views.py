@@ -70,3 +70,18 @@ def test_timeline_shows_presence_with_its_picker(client, playtester, played):
     client.force_login(playtester)
     page = client.get(reverse("saves:timeline", args=[played.save_id])).content.decode()
     assert "Present at turn 1:" in page and "Mira, Kael" in page and 'name="present"' in page
+
+
+def test_lore_health_flags_public_secrets_and_unwitnessed_facts(client, author, played):
+    from studio.memory.knowledge.reveals import reveal_add
+
+    for name in ("Mira", "Ivo", "Ash"):
+        reveal_add(game_save=played, turn_id=2, character=name, entry_id="ledger")
+    insert_facts(played.save_id, 2, [Fact("A bell rang somewhere.")])
+    from studio.memory.knowledge.presence import presence_set
+
+    presence_set(game_save=played, turn_id=2, characters=[])
+    client.force_login(author)
+    page = client.get(reverse("universes:lore_health", args=[played.universe.slug]) + f"?save={played.save_id}").content.decode()
+    assert "Secrets every character knows by now" in page and "The Ledger" in page
+    assert "Facts nobody witnessed" in page and "A bell rang somewhere." in page
