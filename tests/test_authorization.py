@@ -47,6 +47,8 @@ RULES: dict[str, tuple[str, str]] = {
     "universes:meta_save": ("-", "author"),
     "universes:meta_edit": ("author", "-"),
     "universes:meta_delete": ("-", "author"),
+    "universes:persona_save": ("-", "author"),
+    "universes:persona_portrait": ("member", "-"),
     "universes:missions": ("member", "-"),
     "universes:missions_universe": ("-", "author"),
     "universes:missions_table": ("-", "author"),
@@ -181,6 +183,9 @@ def objects(universe, game_save, author):
     belief = Observation.objects.create(game_save=game_save, statement="Kaël owes money.", subject="Kaël", sources=[])
     job = Job.objects.create(kind="embed_turn", game_save=game_save, turn_id=1, status="failed", error="x")
     token, _ = api_token_create(user=author, name="engine")
+    from studio.universes.services import persona_set
+
+    persona_set(universe=universe, name="Wren", description="", portrait=b"\x89PNG\r\n\x1a\n" + bytes(16))
     from studio.saves.models import NarratorAlternative, NarratorDraft
 
     draft = NarratorDraft.objects.create(game_save=game_save, turn_id=game_save.current_turn + 1, player_input="look")

@@ -28,6 +28,8 @@ def poisoned(universe, game_save, author):
     universe.description = f"About {PAYLOAD}"
     universe.save()
     UniverseMeta.objects.create(universe=universe, key=f"note{ATTR_PAYLOAD}"[:200], value=PAYLOAD)
+    # An old one-value persona, so the Metadata page shows the split it read.
+    UniverseMeta.objects.create(universe=universe, key="player_character", value=f"Ilya Voss, {PAYLOAD} {ATTR_PAYLOAD}")
     UniverseMeta.objects.update_or_create(universe=universe, key="belief_missions", defaults={"value": '{"Kaël": "%s"}' % PAYLOAD.replace('"', "'")})
     kael = LoreEntry.objects.get(universe=universe, entry_id="kael")
     kael.title = f"Kaël {PAYLOAD}"

@@ -285,10 +285,18 @@ class Me(Schema):
     token: Optional[Token] = None
 
 
+class Persona(Schema):
+    name: str = Field("", description="The player character's name: {{user}}, and who “you” is in memory.")
+    description: str = Field("", description="Who the player character is, for the narrator alone.")
+    has_portrait: bool = False
+
+
 class Universe(Schema):
     slug: str
     name: str
     description: str = ""
+    persona: Persona = Field(default_factory=Persona, description="The player persona play reads (universe meta "
+                             "player_character / player_description; an old one-value name is split).")
     created_at: Time = None
     updated_at: Time = None
 

@@ -7,6 +7,15 @@ from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
 
+from studio.memory.recall.macros import (
+    PLAYER_CHARACTER_META,
+    PLAYER_DESCRIPTION_META,
+    PLAYER_PORTRAIT_META,
+    persona_from_meta,
+)
+
+PERSONA_META_KEYS = (PLAYER_CHARACTER_META, PLAYER_DESCRIPTION_META, PLAYER_PORTRAIT_META)
+
 
 class ApiJSONEncoder(DjangoJSONEncoder):
     """DjangoJSONEncoder that also writes numpy scalars and arrays (scores from the retrieval arms)."""
@@ -39,11 +48,20 @@ def _time(value: datetime | None) -> str | None:
     return value.isoformat() if value else None
 
 
+def persona_json(meta: dict[str, str]) -> dict[str, Any]:
+    """The player persona play reads from this meta: `{{user}}` is `name` (an old one-value name split)."""
+    persona = persona_from_meta(meta)
+    return {"name": persona.name, "description": persona.description, "has_portrait": bool(persona.portrait)}
+
+
 def universe_json(universe) -> dict[str, Any]:
+    """`universe.meta` is read once (prefetch the persona keys for a list: `PERSONA_META_KEYS`)."""
     return {
         "slug": universe.slug,
         "name": universe.name,
         "description": universe.description,
+        "persona": persona_json({row.key: row.value for row in universe.meta.all()
+                                 if row.key in PERSONA_META_KEYS}),
         "created_at": _time(universe.created_at),
         "updated_at": _time(universe.updated_at),
     }

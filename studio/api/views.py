@@ -9,6 +9,7 @@ the studio pages use, and serialize.
 """
 from __future__ import annotations
 
+from django.db.models import Prefetch
 from django.http import HttpRequest, JsonResponse
 
 from ninja import Query
@@ -27,6 +28,7 @@ from studio.roles import is_author, is_playtester
 from studio.saves.access import Access, require, save_for, universe_for
 from studio.saves.models import Event, Save, StateCache
 from studio.saves.selectors import save_list_for_user
+from studio.universes.models import UniverseMeta
 from studio.universes.selectors import universe_list_for_user
 
 
@@ -72,7 +74,9 @@ def me(request: HttpRequest):
             tags=["Universes"], operation_id="listUniverses", summary="Universes you own or are a member of (staff: all).")
 def universe_list(request: HttpRequest, params: Query[S.PageQuery]):
     limit, offset = params.limit, params.offset
-    rows = list(universe_list_for_user(user=request.user).order_by("name", "pk")[offset : offset + limit + 1])
+    persona_meta = Prefetch("meta", queryset=UniverseMeta.objects.filter(key__in=serializers.PERSONA_META_KEYS))
+    rows = list(universe_list_for_user(user=request.user).order_by("name", "pk")
+                .prefetch_related(persona_meta)[offset : offset + limit + 1])
     return JsonResponse(page([serializers.universe_json(u) for u in rows], limit=limit, offset=offset))
 
 

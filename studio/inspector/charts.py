@@ -19,6 +19,7 @@ from django.template.loader import render_to_string
 from django.utils.safestring import SafeString
 
 from studio.memory.observations import compute_trend
+from studio.plural import counted
 
 RECENT_TURNS = 15
 OLD_TURNS = 45
@@ -103,8 +104,7 @@ def _f(value: float) -> str:
     return f"{value:.1f}"
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
+_plural = counted  # the one counted-noun rule (studio/plural.py)
 
 
 def _layout(

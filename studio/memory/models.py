@@ -265,6 +265,7 @@ class RecordedQuery(models.Model):
     class Meta:
         ordering = ["-turn_id", "-id"]
         indexes = [models.Index(fields=["game_save", "turn_id"])]
+        verbose_name_plural = "recorded queries"  # not Django's "recorded querys"
 
     def __str__(self) -> str:
         return f"{self.game_save_id}@{self.turn_id}: {self.query_text[:40]}"

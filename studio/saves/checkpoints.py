@@ -48,6 +48,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from studio.memory import jobs, timeline
+from studio.plural import counted
 from studio.memory.mental_models import MODEL_ROLLBACK, MentalModel, mental_models_to_roll_back
 from studio.memory.models import Job, JobKind, JobStatus
 from studio.memory.observations import BELIEF_ROLLBACK, Observation, beliefs_to_roll_back
@@ -362,10 +363,10 @@ class CheckpointManager:
             changed=True,
             message=(
                 f"Rewinding save {current.save_id} from turn {current.current_turn} to turn {n} "
-                f"deletes {counts['events']} turns, {counts['facts']} facts, "
-                f"{counts['beliefs_deleted']} beliefs and {counts['mental_models_deleted']} "
-                f"mental models, and rolls back {len(beliefs_changed)} beliefs and "
-                f"{len(models_changed)} mental models."
+                f"deletes {counted(counts['events'], 'turn')}, {counted(counts['facts'], 'fact')}, "
+                f"{counted(counts['beliefs_deleted'], 'belief')} and "
+                f"{counted(counts['mental_models_deleted'], 'mental model')}, and rolls back "
+                f"{counted(len(beliefs_changed), 'belief')} and {counted(len(models_changed), 'mental model')}."
             ),
             counts=counts,
             beliefs_deleted=[

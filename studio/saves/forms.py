@@ -29,15 +29,31 @@ class SaveCreateForm(forms.Form):
         "Living: each turn also goes to the LLM, which extracts facts, forms beliefs and writes "
         "mental models. Fixed once the save exists.",
     )
+    LIVING_WHY = "Living is chosen because a model is connected: its memory forms as you play."
+    CLASSIC_WHY = ("Classic is chosen because no model is connected (AXIOM_LLM_BASE_URL is not set): living "
+                   "memory would only report “no LLM”.")
     beliefs_enabled = forms.BooleanField(
         required=False, initial=True, label="Beliefs on",
         help_text="Living mode only. Off: facts are still extracted, but no beliefs or mental models form.",
     )
 
-    def __init__(self, *args, universes=None, **kwargs):
+    def __init__(self, *args, universes=None, llm_connected: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
         if universes is not None:
             self.fields["universe"].queryset = universes
+        # Living memory by default when it can form; the form says why either way.
+        mode = self.fields["memory_mode"]
+        mode.initial = MemoryMode.LIVING if llm_connected else MemoryMode.CLASSIC
+        mode.help_text = f"{mode.help_text} {self.LIVING_WHY if llm_connected else self.CLASSIC_WHY}"
+
+
+def default_save_name(universe: Universe) -> str:
+    """A name for a new save of `universe` that no save of it has yet ("The Drowned Reach — play 3")."""
+    taken = set(universe.saves.values_list("name", flat=True))
+    number = len(taken) + 1
+    while f"{universe.name} — play {number}" in taken:
+        number += 1
+    return f"{universe.name} — play {number}"
 
 
 class TurnAppendForm(forms.Form):

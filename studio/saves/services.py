@@ -33,6 +33,7 @@ from studio.memory.vector import VectorStoreError
 from studio.saves.checkpoints import CheckpointManager
 from studio.saves.errors import TurnConflict
 from studio.saves.models import Event, MemoryMode, Save, StateCache
+from studio.universes.services.persona import persona_settle
 
 __all__ = [
     "PendingVectorCleanupError",
@@ -60,6 +61,8 @@ def save_create(
     if memory_mode not in MemoryMode.values:
         raise ValueError(f"unknown memory mode {memory_mode!r}")
     with transaction.atomic():
+        # First use of an old one-value player_character: keep its name / description split.
+        persona_settle(universe=universe)
         meta = dict(universe.meta.values_list("key", "value"))
         save = Save.objects.create(
             universe=universe,

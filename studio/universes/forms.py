@@ -29,7 +29,8 @@ class UniverseRenameForm(forms.Form):
 
 
 class MetaForm(forms.Form):
-    key = forms.CharField(max_length=200)
+    key = forms.CharField(max_length=200, widget=forms.TextInput(attrs={"list": "meta-known-keys"}),
+                          help_text="A key the studio reads (offered as you type) or one of your own.")
     value = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False, strip=False)
 
     def clean(self):
@@ -38,6 +39,20 @@ class MetaForm(forms.Form):
             cleaned["value"] = meta_validate(key=cleaned["key"].strip(), value=cleaned.get("value", ""))
             cleaned["key"] = cleaned["key"].strip()
         return cleaned
+
+
+class PersonaForm(forms.Form):
+    """The player's persona (validated again by `services.persona_set`)."""
+
+    name = forms.CharField(
+        max_length=120, required=False, label="Name",
+        help_text="{{user}} in lore and prompts; who “you” is in facts, beliefs and mental models. Empty: no persona.")
+    description = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 4}), required=False, max_length=4000, label="Description",
+        help_text="Who the player character is, told to the narrator once per prompt; never part of a name or a fact.")
+    portrait = forms.FileField(required=False, label="Portrait (PNG)", help_text="Optional; up to 5 MB.",
+                               widget=forms.FileInput(attrs={"accept": "image/png"}))
+    remove_portrait = forms.BooleanField(required=False, label="Remove the portrait")
 
 
 _REGEX_DONE = re.compile(r"^/.+/[A-Za-z]*$", re.DOTALL)
@@ -129,7 +144,8 @@ class LoreEntryForm(forms.Form):
     )
     links = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 3, "list": "lore-titles"}), required=False,
-        help_text="Titles of entries this one links to, one per line (or an entry id).",
+        help_text="Titles of entries this one links to, one per line (or an entry id). A title no entry has "
+                  "yet is kept as a pending link and becomes a link when that entry is written.",
     )
     secrecy = forms.ChoiceField(
         required=False, label="Who knows this",
@@ -165,7 +181,8 @@ class LoreEntryForm(forms.Form):
             initial.update(
                 title=entry.title, kind=entry.kind, entry_id=entry.entry_id,
                 keys=", ".join(entry.keys or []), text=entry.text,
-                links="\n".join(_link_names(entry)), base_version=entry.version,
+                links="\n".join([*_link_names(entry), *entry.pending_links.values_list("name", flat=True)]),
+                base_version=entry.version,
                 secrecy="everyone" if entry.known_by is None else ("some" if entry.known_by else "narrator"),
                 known_by=", ".join(entry.known_by or []),
             )
@@ -204,6 +221,7 @@ class LoreEntryForm(forms.Form):
     def clean(self):
         cleaned = super().clean()
         self._clean_known_by(cleaned)
+        cleaned["pending_links"] = getattr(self, "pending_links", [])
         if self.entry is not None and cleaned.get("base_version") is None and "base_version" not in self.errors:
             # An edit must say which version it started from, or it could overwrite a newer one.
             self.add_error(None, self.MISSING_BASE_VERSION)
@@ -267,9 +285,12 @@ class LoreEntryForm(forms.Form):
         return entry_id
 
     def clean_links(self):
+        """Return the linked entries; names no entry has yet go to `cleaned_data["pending_links"]`."""
         names = [line.strip() for line in self.cleaned_data.get("links", "").splitlines() if line.strip()]
+        self.pending_links = []
         if not names:
             return []
+        own_title = (self.cleaned_data.get("title") or (self.entry.title if self.entry else "")).strip().casefold()
         index = lore_title_index(universe=self.universe)
         by_title: dict[str, list[tuple[int, str, str]]] = {}
         by_id = {}
@@ -283,7 +304,10 @@ class LoreEntryForm(forms.Form):
             if rows is None and name in by_id:
                 rows = [by_id[name]]
             if not rows:
-                errors.append(f"No entry is titled “{name}”.")
+                if name.casefold() == own_title:
+                    errors.append("An entry cannot link to itself.")
+                elif name.casefold() not in {n.casefold() for n in self.pending_links}:
+                    self.pending_links.append(name)  # not written yet: kept until it is
             elif len(rows) > 1:
                 ids = ", ".join(r[1] for r in rows)
                 errors.append(f"Several entries are titled “{name}”; write one of their ids instead: {ids}.")
@@ -363,7 +387,7 @@ class LoreImportForm(forms.Form):
         ("card", "Character Card V2/V3 (JSON or PNG)"),
         ("sillytavern", "SillyTavern world info (JSON)"),
     ]
-    file = forms.FileField()
+    file = forms.FileField(required=False)
     format = forms.ChoiceField(choices=FORMATS, initial="auto")
     default_kind = forms.ChoiceField(
         choices=LoreKind.choices, initial=LoreKind.CONCEPT,
@@ -381,6 +405,18 @@ class LoreImportForm(forms.Form):
         label="Merge the card's book into existing entries with the same title", required=False,
         help_text="Character Cards only. Off: the book stays its own set of entries, tagged with the card.",
     )
+    # The second step of an import that would merge by title: the file kept since the preview
+    # (interchange/pending.py), its name, and the author's answer.
+    token = forms.CharField(widget=forms.HiddenInput, required=False, max_length=64)
+    filename = forms.CharField(widget=forms.HiddenInput, required=False, max_length=300)
+    titles = forms.ChoiceField(widget=forms.HiddenInput, required=False,
+                               choices=[("", "ask"), ("merge", "merge by title"), ("new", "import as new entries")])
+
+    def clean(self):
+        cleaned = super().clean()
+        if not cleaned.get("file") and not cleaned.get("token"):
+            self.add_error("file", "Choose a file to import.")
+        return cleaned
 
 
 class TomlImportForm(forms.Form):

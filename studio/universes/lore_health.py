@@ -4,7 +4,8 @@ Two kinds of finding:
 - from the book alone: regex keys that do not compile, regex keys known to be catastrophic
   (saved before the studio refused them), keys shared by several entries,
   entries larger than their share of the lore budget, links to entries that no longer
-  exist (a deleted target, or an imported link naming an id the book never had);
+  exist (a deleted target, or an imported link naming an id the book never had), and
+  pending links (written to an entry not written yet; they resolve when it is);
 - from play: the chosen save's turns (or every save's) replayed through the activation
   engine with today's book, turn by turn exactly as the play loop evaluates them (the
   state chained from turn to turn, the play loop's seeds): entries that never activated,
@@ -63,6 +64,7 @@ class HealthReport:
     regex_budget_spent: bool = False  # slow regex keys stopped running part-way through the replay
     oversized: list[dict] = field(default_factory=list)
     missing_links: list[dict] = field(default_factory=list)
+    pending_links: list[dict] = field(default_factory=list)
     costs: list[dict] = field(default_factory=list)
     total_cost: int = 0
     budget: int = 0
@@ -101,6 +103,10 @@ def _static_findings(report: HealthReport, universe, book) -> None:
     report.oversized.sort(key=lambda row: -row["tokens"])
     report.disabled = sum(1 for spec in book.specs if not spec.enabled)
     _missing_links(report, universe, book)
+    report.pending_links = [
+        {"entry_id": entry_id, "title": title, "name": name}
+        for entry_id, title, name in universe.pending_lore_links.order_by("source__title", "name_key")
+        .values_list("source__entry_id", "source__title", "name")]
 
 
 def _missing_links(report: HealthReport, universe, book) -> None:

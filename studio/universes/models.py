@@ -246,3 +246,26 @@ class LoreRevision(models.Model):
 
     def __str__(self) -> str:
         return f"{self.entry_id} {self.action} @ {self.created_at:%Y-%m-%d %H:%M}"
+
+
+class PendingLoreLink(models.Model):
+    """A link an author wrote to an entry not written yet: kept by name, resolved when it appears.
+
+    `name` is what the author typed (a title or an entry id); `name_key` its casefold, the
+    form lookups use. The lore services turn it into a real link, and delete it, when an
+    entry of that title or id is created, renamed to it, imported or restored.
+    """
+
+    universe = models.ForeignKey(Universe, on_delete=models.CASCADE, related_name="pending_lore_links")
+    source = models.ForeignKey(LoreEntry, on_delete=models.CASCADE, related_name="pending_links")
+    name = models.CharField(max_length=300)
+    name_key = models.CharField(max_length=300)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name_key", "id"]
+        constraints = [models.UniqueConstraint(fields=["source", "name_key"], name="pending_lore_link_unique")]
+        indexes = [models.Index(fields=["universe", "name_key"])]
+
+    def __str__(self) -> str:
+        return f"{self.source.entry_id} -> {self.name} (pending)"

@@ -16,6 +16,8 @@ urlpatterns = [
     path("<slug:slug>/meta/save/", views.meta_save, name="meta_save"),
     path("<slug:slug>/meta/<int:pk>/edit/", views.meta_edit, name="meta_edit"),
     path("<slug:slug>/meta/<int:pk>/delete/", views.meta_delete, name="meta_delete"),
+    path("<slug:slug>/meta/persona/", views.persona_save, name="persona_save"),
+    path("<slug:slug>/meta/persona/portrait.png", views.persona_portrait, name="persona_portrait"),
     # Missions
     path("<slug:slug>/missions/", views.missions_page, name="missions"),
     path("<slug:slug>/missions/universe/", views.missions_universe, name="missions_universe"),

@@ -27,6 +27,7 @@ NOT_PAGES = {
     "universes:export_card": "file download",
     "universes:export_card_png": "file download",
     "saves:export": "file download (the save file)",
+    "universes:persona_portrait": "the persona's PNG portrait (an image, 404 without one)",
 }
 # Query strings that put a page in its most filled state (results shown, not an empty form).
 QUERIES = {

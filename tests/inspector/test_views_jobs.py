@@ -92,3 +92,28 @@ def test_admin_lists_jobs_and_llm_calls(client, staff_user, game_save, failed_jo
     assert jobs_page.status_code == 200 and "Living memory (extract, consolidate, reflect)" in jobs_page.content.decode()
     calls_page = client.get(reverse("admin:memory_llmcall_changelist"))
     assert calls_page.status_code == 200 and "HTTP 500" in calls_page.content.decode()
+
+
+def test_after_a_rewind_the_jobs_of_dropped_turns_show_as_abandoned_not_done(client, playtester, game_save, fake_vectors):
+    from studio.saves.checkpoints import CheckpointManager
+    from studio.saves.models import Event
+
+    events = {e.turn_id: e.pk for e in Event.objects.filter(game_save=game_save)}
+    jobs = {turn: Job.objects.create(kind=JobKind.EMBED_TURN, game_save=game_save, turn_id=turn, status=JobStatus.DONE,
+                                     payload={"event": events[turn]}, timeline_generation=game_save.timeline_generation)
+            for turn in (1, 2, 3)}
+    CheckpointManager(vector_memory=fake_vectors).rewind(game_save, 1)
+    # Turn 2 is played again: its new job is live, the old one stays abandoned.
+    from studio.saves.services import turn_append
+
+    turn_append(game_save=game_save, player_input="again", narrative="Turn 2, the second time.")
+    client.force_login(playtester)
+    html = client.get(reverse("memory:jobs", args=[game_save.save_id])).content.decode()
+    assert f'id="job-{jobs[1].pk}" data-status="done">' in html  # a kept turn's job stays Done
+    for turn in (2, 3):
+        row = html.split(f'id="job-{jobs[turn].pk}"')[1].split("</tr>")[0]
+        assert 'data-abandoned="1"' in row and "Abandoned" in row and ">Done<" not in row and "Retry" not in row
+        assert "dropped by a rewind" in row
+    assert "played again since" in html.split(f'id="job-{jobs[2].pk}"')[1].split("</tr>")[0]
+    new_job = Job.objects.filter(game_save=game_save, turn_id=2).exclude(pk=jobs[2].pk).first()
+    assert new_job is not None and 'data-abandoned' not in html.split(f'id="job-{new_job.pk}"')[1].split("</tr>")[0]

@@ -4,6 +4,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import re
 import struct
 import zlib
 
@@ -259,6 +260,13 @@ def test_import_view_full_page_report(author_client, universe):
     response = author_client.post(f"/universes/{universe.slug}/exchange/import/", {
         "file": upload("world.json", json.dumps(ST_WORLD).encode()), "format": "auto", "default_kind": "concept",
     })
+    html = response.content.decode()
+    # “Port Vey” would merge by title alone: the page says so and asks first, writing nothing.
+    assert response.status_code == 200 and "would merge 1 entry by title" in html and "“Port Vey”" in html
+    assert not LoreRevision.objects.exists()
+    token = re.search(r'name="token" value="([^"]+)"', html).group(1)
+    response = author_client.post(f"/universes/{universe.slug}/exchange/import/", {
+        "token": token, "filename": "world.json", "format": "auto", "default_kind": "concept", "titles": "merge"})
     html = response.content.decode()
     assert response.status_code == 200 and "<html" in html and 'id="import-report"' in html
     assert "<strong>1</strong> created" in html and "<strong>1</strong> updated" in html and "no content and no keys" in html

@@ -182,7 +182,7 @@ def test_ccv3_decorators_and_fields_act(empty_universe, author):
     assert (dragons.secondary_keys, dragons.constant, dragons.enabled) == ([], False, False)  # CCv3: ignored
     assert dragons.activate_only_every == 3  # the @@@ fallback of an unknown decorator
     assert dragons.position == 1  # @@position after_desc
-    tide = empty_universe.lore_entries.get(title="tide")
+    tide = empty_universe.lore_entries.get(title="Tide")  # no name or comment: the key, not lowercased
     assert (tide.forced, tide.after_first_match, tide.delay_until_recursion) == ("activate", "stop", 1)
 
 

@@ -9,7 +9,13 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
 from studio.memory import selectors
-from studio.memory.jobs import RETRYABLE_STATUSES, JobNotRetryable, job_retry, jobs_retry_skipped
+from studio.memory.jobs import (
+    RETRYABLE_STATUSES,
+    JobNotRetryable,
+    job_retry,
+    jobs_dropped_by_rewind,
+    jobs_retry_skipped,
+)
 from studio.memory.models import JobStatus
 from studio.saves.access import Access, save_for
 from studio.saves.views.saves import save_page_context
@@ -19,9 +25,14 @@ JOBS_SHOWN = 50
 
 def _context(request: HttpRequest, game_save, **extra) -> dict:
     context = save_page_context(request, game_save, "jobs")
+    jobs = list(selectors.job_list(game_save=game_save)[:JOBS_SHOWN])
+    # Jobs of turns a rewind dropped: shown as abandoned, not as the Done they did on them.
+    dropped = jobs_dropped_by_rewind(jobs, game_save)
+    for job in jobs:
+        job.abandoned = dropped.get(job.pk, "")
     context.update(
         {
-            "jobs": list(selectors.job_list(game_save=game_save)[:JOBS_SHOWN]),
+            "jobs": jobs,
             "active": selectors.jobs_active(game_save=game_save),
             "retryable": RETRYABLE_STATUSES,
             "has_skipped": selectors.jobs_skipped_memory(game_save=game_save),

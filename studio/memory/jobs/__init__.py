@@ -50,6 +50,7 @@ from studio.memory.jobs.timeline import (
     job_timeline_recover,
     job_timeline_rewind,
     job_turn_gone,
+    jobs_dropped_by_rewind,
     jobs_unfinished_up_to,
 )
 
@@ -84,6 +85,7 @@ __all__ = [
     "job_timeline_rewind",
     "job_turn_gone",
     "jobs_active_for_save",
+    "jobs_dropped_by_rewind",
     "jobs_for_save",
     "jobs_retry_skipped",
     "jobs_unfinished_up_to",

@@ -196,3 +196,28 @@ def jobs_unfinished_up_to(*, game_save, turn: int) -> list[Job]:
         )
     }
     return [row for row in rows if _same_turn(row, events.get(row.turn_id))]
+
+
+def jobs_dropped_by_rewind(jobs, save) -> dict[int, str]:
+    """Return {job pk: why} for those of `jobs` (a page's list) whose turn a rewind dropped; two queries at most.
+
+    The batch form of `job_turn_gone`'s first two cases, for listing: a turn job whose turn
+    is past the save's current turn, or whose turn was played again since (another Event),
+    belongs to an abandoned timeline whatever its status says (a Done job stays Done in the
+    ledger: it did its work, on turns that no longer exist).
+    """
+    turn_jobs = [job for job in jobs if job.kind in TURN_KINDS and job.turn_id is not None]
+    if not turn_jobs:
+        return {}
+    from studio.saves.models import Event
+
+    live = {job.turn_id for job in turn_jobs if job.turn_id <= save.current_turn}
+    events = {row["turn_id"]: row for row in Event.objects.filter(game_save_id=save.pk, turn_id__in=live)
+              .values("turn_id", "pk", "created_at")} if live else {}
+    gone = {}
+    for job in turn_jobs:
+        if job.turn_id > save.current_turn:
+            gone[job.pk] = f"turn {job.turn_id} was dropped by a rewind (the save is at turn {save.current_turn})"
+        elif not _same_turn(job, events.get(job.turn_id)):
+            gone[job.pk] = f"turn {job.turn_id} was dropped by a rewind and played again since"
+    return gone

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from studio.memory import missions as missions_module
+from studio.plural import counted
 from studio.memory.consolidate import batch_characters, consolidate_detailed
 from studio.memory.factextract import extract_facts_detailed
 from studio.memory.knowledge.beliefs import assign_holders, drop_mission_restatements
@@ -240,7 +241,7 @@ def extract_turn_facts(ctx: JobContext, save, llm, narrative: str, state, scene=
 def consolidate_turn(ctx: JobContext, save, llm, facts) -> list:
     """The consolidate call: what the facts do to the beliefs they bear on."""
     turn = ctx.job.turn_id
-    ctx.progress(f"consolidating {len(facts)} facts into beliefs")
+    ctx.progress(f"consolidating {counted(len(facts), 'fact')} into beliefs")
     # A re-extraction of the latest turn replaces what that turn produced before, so
     # the beliefs it created are not shown as existing ones.
     horizon = turn - 1 if ctx.job.payload.get("reextract") and turn >= save.current_turn else turn

@@ -5,6 +5,10 @@ meta key, a template the author edits per universe (Universe-as-Code carries it 
 `[extra]`); without one, `DEFAULT_INSTRUCTIONS`. Placeholders are `{{key}}` with a meta key
 (`{{narrator_style}}`, `{{tone}}`, `{{player_character}}`, `{{era}}`, any other key the
 author set) and `{{meta}}`, which lists the other short meta values as `key: value` lines.
+The player's persona (`studio.memory.recall.macros.persona_from_meta`): `{{player_character}}`
+is its name, `{{player_description}}` its description, which reaches the narrator once: where
+the template places it, else as one line after the instructions (a template written before
+personas existed still gets it).
 A line whose placeholders are all empty is left out (no "Tone: " with nothing after it); a
 placeholder naming no meta key is left as written, so a typo shows in the preview. Then the
 `{{user}}` / `{{char}}` macros are filled with the names the memory context was built with
@@ -31,19 +35,24 @@ from studio.memory.llm import estimate_tokens
 from studio.memory.recall.macros import (
     CHARACTER_CARD_META,
     PLAYER_CHARACTER_META,
+    PLAYER_DESCRIPTION_META,
+    PLAYER_PORTRAIT_META,
     MacroNames,
     macro_names_from_meta,
+    persona_from_meta,
     play_meta,
 )
 from studio.memory.recall.query_params import DEFAULT_TOKEN_BUDGET, LIMITS, ContextParams, InvalidParameters
 
 TEMPLATE_KEY = "narrator_instructions"
-KNOWN_KEYS = ("narrator_style", "tone", PLAYER_CHARACTER_META, "era")
+KNOWN_KEYS = ("narrator_style", "tone", PLAYER_CHARACTER_META, PLAYER_DESCRIPTION_META, "era")
 # Meta that is structured data for other parts of the studio, never prose for {{meta}}.
-NOT_PROSE = {TEMPLATE_KEY, CHARACTER_CARD_META, "belief_mission", "belief_missions", "lore_activation"}
+NOT_PROSE = {TEMPLATE_KEY, CHARACTER_CARD_META, "belief_mission", "belief_missions", "lore_activation",
+             PLAYER_PORTRAIT_META}
 
 DEFAULT_INSTRUCTIONS = """You are the narrator of an interactive story. Continue the story from the player's action.
 The player character ("you") is {{player_character}}.
+The player character's persona: {{player_description}}
 Narration style: {{narrator_style}}
 Tone: {{tone}}
 Era: {{era}}
@@ -108,6 +117,8 @@ def render_instructions(template: str, meta: dict[str, str], *, config: Narrator
     ]
     values = {key: meta.get(key, "").strip() for key in KNOWN_KEYS}
     values.update({key: value.strip() for key, value in meta.items()})
+    persona = persona_from_meta(meta)  # the name alone; the description once (module docstring)
+    values[PLAYER_CHARACTER_META], values[PLAYER_DESCRIPTION_META] = persona.name, persona.description
     values["meta"] = "\n".join(others)
     lines = []
     for line in template.splitlines():
@@ -117,6 +128,8 @@ def render_instructions(template: str, meta: dict[str, str], *, config: Narrator
             continue  # every placeholder of the line is empty
         lines.append(_PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)) if m.group(1) not in _MACROS else m.group(0), line))
     text = "\n".join(lines).strip()
+    if persona.description and PLAYER_DESCRIPTION_META not in used:
+        text += f"\nThe player character ({persona.name or 'you'}): {persona.description}"
     return (macros or macro_names_from_meta(meta)).fill(text)
 
 

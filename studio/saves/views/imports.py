@@ -8,6 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
+from studio.plural import counted
 from studio.saves import importers
 from studio.saves.forms import ImportForm
 from studio.saves.access import Access, require
@@ -59,7 +60,7 @@ def _import(request: HttpRequest, kind: str) -> HttpResponse:
                     beliefs_enabled=form.cleaned_data["beliefs_enabled"],
                     turns=turns,
                 )
-                note = f"Imported {result.turns} turns into “{result.game_save.name}”; their memory jobs are queued."
+                note = f"Imported {counted(result.turns, 'turn')} into “{result.game_save.name}”; their memory jobs are queued."
             else:
                 try:
                     result = importers.import_locomo(

@@ -12,6 +12,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HttpResponseClientRedirect
 
+from studio.plural import counted
 from studio.saves import portable
 from studio.saves.forms import SaveImportForm
 from studio.saves.access import Access, require, save_for
@@ -56,10 +57,11 @@ def save_import(request: HttpRequest) -> HttpResponse:
                 game_save = result.game_save
                 messages.success(
                     request,
-                    f"Imported “{game_save.name}” into {universe.name}: {result.counts.get('turns', 0)} turns, "
-                    f"{result.counts.get('facts', 0)} facts, {result.counts.get('beliefs', 0)} beliefs, "
-                    f"{result.counts.get('mental_models', 0)} mental models. Its memory chunks are being rebuilt "
-                    f"({result.jobs_queued} embedding jobs queued).",
+                    f"Imported “{game_save.name}” into {universe.name}: "
+                    f"{counted(result.counts.get('turns', 0), 'turn')}, {counted(result.counts.get('facts', 0), 'fact')}, "
+                    f"{counted(result.counts.get('beliefs', 0), 'belief')}, "
+                    f"{counted(result.counts.get('mental_models', 0), 'mental model')}. Its memory chunks are being "
+                    f"rebuilt ({counted(result.jobs_queued, 'embedding job')} queued).",
                 )
                 for warning in result.warnings:
                     messages.warning(request, warning)

@@ -7,9 +7,9 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from studio.roles import is_playtester
-from studio.saves.forms import SaveCreateForm, TurnAppendForm
+from studio.saves.forms import SaveCreateForm, TurnAppendForm, default_save_name
 from studio.saves.models import Save
-from studio.saves.narrator.selectors import narrator_panel_context
+from studio.saves.narrator.selectors import llm_connected, narrator_panel_context
 from studio.saves.selectors import recent_events, save_list_with_counts
 from studio.saves.access import Access, require, save_for
 from studio.universes.selectors import universe_list_for_user
@@ -45,7 +45,7 @@ def save_create(request: HttpRequest) -> HttpResponse:
     require(request.user, Access.PLAY)
     universes = universe_list_for_user(user=request.user).order_by("name")
     if request.method == "POST":
-        form = SaveCreateForm(request.POST, universes=universes)
+        form = SaveCreateForm(request.POST, universes=universes, llm_connected=llm_connected())
         if form.is_valid():
             from studio.saves.services import save_create as create
 
@@ -60,9 +60,10 @@ def save_create(request: HttpRequest) -> HttpResponse:
     else:
         initial = {}
         slug = request.GET.get("universe", "").strip()
-        if slug:
-            initial["universe"] = universes.filter(slug=slug).first()
-        form = SaveCreateForm(universes=universes, initial=initial)
+        universe = universes.filter(slug=slug).first() if slug else None
+        if universe is not None:  # from the universe's New save: one click more to play
+            initial.update(universe=universe, name=default_save_name(universe))
+        form = SaveCreateForm(universes=universes, initial=initial, llm_connected=llm_connected())
     template = "saves/create.html#create-form" if request.htmx else "saves/create.html"
     return render(request, template, {"form": form})
 

@@ -49,6 +49,7 @@ from studio.universes.interchange import (
     require_string_list,
     require_text,
 )
+from studio.universes.interchange import card_kinds
 from studio.universes.interchange.codec import (
     CCV3_SUPPORTED,
     DECORATOR_COLUMN_OF,
@@ -273,7 +274,10 @@ def derived_title(entry: dict[str, Any], entry_index: Any) -> str:
         if isinstance(value, str) and value.strip():
             return value.strip()[:MAX_TITLE_CHARS]
     keys = [k for k in entry.get("keys") or [] if isinstance(k, str) and k.strip()]
-    return keys[0].strip()[:MAX_TITLE_CHARS] if keys else f"Entry {entry_index}"
+    if not keys:
+        return f"Entry {entry_index}"
+    content = entry.get("content") if isinstance(entry.get("content"), str) else ""
+    return card_kinds.title_from_key(keys[0], content)[:MAX_TITLE_CHARS]  # the card's spelling, not a lowercase key
 
 
 def parse_card(data: bytes, *, filename: str = "") -> IncomingBook:
@@ -380,13 +384,20 @@ def book_from_card(doc: Any, *, source: str) -> IncomingBook:
         if "id" in raw and isinstance(raw["id"], (int, str)) and not isinstance(raw["id"], bool):
             identity = (EXTENSION, "id", raw["id"])
         text, keys, activation, acting, kept_fields, warnings = decode_entry(raw, text, keys)
+        title = derived_title(raw, entry_number)
+        kind = axiom.get("kind") if axiom.get("kind") in LoreKind.values else ""
+        if not kind:  # where the card says it (interchange/card_kinds.py)
+            kind, said_by = card_kinds.card_entry_kind(raw, title=title, keys=keys,
+                                                       card_name=str((card_data or {}).get("name") or ""))
+            if kind:
+                acting = [*acting, f"{said_by} → kind {kind}"]
         decorator_lines = split_decorators(raw.get("content") or "")[0]
         incoming_extensions = {EXTENSION: kept}
         if decorator_lines:
             incoming_extensions[DECORATOR_EXTENSION] = decorator_lines
         incoming = IncomingEntry(
             label=f"entry {index + 1} (id {entry_number})" if "id" in raw else f"entry {index + 1}",
-            title=derived_title(raw, entry_number),
+            title=title,
             text=text,
             keys=keys,
             activation=activation,
@@ -394,7 +405,7 @@ def book_from_card(doc: Any, *, source: str) -> IncomingBook:
             kept=kept_fields,
             warnings=warnings,
             entry_id=str(axiom.get("entry_id") or ""),
-            kind=axiom.get("kind") if axiom.get("kind") in LoreKind.values else "",
+            kind=kind,
             links=[str(x) for x in axiom["links"]] if isinstance(axiom.get("links"), list) else None,
             known_by=known_by_from_extension(axiom),
             extensions=incoming_extensions,

@@ -1,8 +1,8 @@
 """Writes for universes: universes, Universe_Meta, the Lore Book, missions and imports.
 
-One package, four modules by subject: `universes` (universes, meta, missions), `lore` (entries,
+One package, five modules by subject: `universes` (universes, meta, missions), `lore` (entries,
 revisions, bulk edits, the embedding sync), `lore_import` (lore books from Character Cards and
-SillyTavern, Universe-as-Code imports) and `card_import` (a Character Card's Character entry,
+SillyTavern, Universe-as-Code imports), `persona` (the player's persona in meta) and `card_import` (a Character Card's Character entry,
 portrait and book). Callers import from here.
 
 Every function that touches more than one row runs in one `transaction.atomic()` block.
@@ -54,11 +54,20 @@ from studio.universes.services.lore_import import (  # noqa: F401
     ImportLine,
     ImportReport,
     lore_import,
+    lore_import_title_merges,
     universe_import_document,
     lore_extension,
 )
+from studio.universes.services.persona import (  # noqa: F401
+    MAX_PORTRAIT_BYTES,
+    persona_of,
+    persona_set,
+    persona_settle,
+    persona_validate,
+)
 from studio.universes.services.card_import import (  # noqa: F401
     card_import,
+    card_import_title_merges,
     card_character_for,
     card_characters,
 )

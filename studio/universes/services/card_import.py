@@ -18,7 +18,7 @@ from studio.universes.interchange.card_fields import CHARACTER_EXTENSION, entry_
 from studio.universes.models import LoreEntry, LoreKind, LoreRevision, Universe
 from studio.universes.portraits import portrait_store
 from studio.universes.services.lore import _lore_bulk_create, lore_entry_id_for, lore_entry_update
-from studio.universes.services.lore_import import ImportLine, ImportReport, lore_import
+from studio.universes.services.lore_import import ImportLine, ImportReport, lore_import, lore_import_title_merges
 from studio.universes.services.universes import CHARACTER_CARD_META, meta_set
 
 CREATE, UPDATE = "create", "update"
@@ -103,3 +103,13 @@ def _kept(card: dict) -> list[str]:
     kept = [k for k in data if k not in ("name", "description", "personality", "scenario", "nickname")
             and data[k] not in ("", [], {}, None)]
     return kept + [f"{k} (V1 top level)" for k in card.get("v1") or {}]
+
+
+def card_import_title_merges(*, universe: Universe, book: IncomingBook, mode: str = CREATE,
+                             match_titles: bool = False) -> list[dict[str, str]]:
+    """Return the card's book entries `card_import` would merge into existing entries by title; write nothing."""
+    target = card_character_for(universe=universe, card=dict(book.card or {})) if mode == UPDATE else None
+    # A new Character entry has no id yet: a tag no entry carries keeps the card's ids matching nothing.
+    card = target.entry_id if target is not None else "\x00new-card"
+    return lore_import_title_merges(universe=universe, book=book, match_titles=match_titles,
+                                    match_ids=mode == UPDATE, card=card)

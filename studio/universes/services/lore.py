@@ -2,6 +2,11 @@
 
 Every change to a lore entry records a `LoreRevision` (who, when, before, after); work
 outside the database (the embedding job) is queued with `transaction.on_commit`.
+
+Pending links: a link to an entry not written yet is kept by name (`PendingLoreLink`) and
+becomes a real link, with a revision of the entry that wrote it, when an entry with that
+title or id appears (created, renamed, imported or restored: `_resolve_pending_links`), so
+entries that link to each other need no create-then-edit pass.
 """
 from __future__ import annotations
 
@@ -18,7 +23,7 @@ from django.utils.text import slugify
 from studio.memory.lore.embedding_state import lore_embedding_state_set
 from studio.universes.activation import activation_validate, activation_values
 from studio.memory.embeddings.counting import text_counts, text_counts_many
-from studio.universes.models import EmbeddingState, LoreEntry, LoreKind, LoreRevision, Universe
+from studio.universes.models import EmbeddingState, LoreEntry, LoreKind, LoreRevision, PendingLoreLink, Universe
 from studio.universes.selectors import with_link_ids
 from studio.universes.services.universes import RESERVED_ENTRY_IDS, _unique_slug
 
@@ -209,11 +214,14 @@ def lore_entry_create(
     strict_keys: bool = True,
     action: str = LoreRevision.Action.CREATE,
     known_by: list[str] | None = None,
+    pending_links: Sequence[str] = (),
 ) -> LoreEntry:
     """Create a lore entry, record its revision and queue its embedding.
 
     `activation` holds activation fields (studio defaults for the rest: see activation.py);
     with `strict_keys` a regex key that does not compile is refused, naming the key.
+    `pending_links` names entries not written yet (titles or ids): kept until they appear.
+    Links other entries left pending for this entry's title or id are resolved.
     """
     _validate_entry_fields(title=title, kind=kind)
     keys = _clean_keys(keys)
@@ -246,6 +254,8 @@ def lore_entry_create(
         universe=universe, entry=entry, entry_id=entry.entry_id, user=user, action=action,
         before=None, after=lore_entry_snapshot(entry),
     ).save()
+    _set_pending_links(entry, pending_links)
+    _resolve_pending_links(universe, [entry], user)
     schedule_lore_sync(universe=universe)
     return entry
 
@@ -266,8 +276,13 @@ def lore_entry_update(
     action: str = LoreRevision.Action.UPDATE,
     base_version: int | None = None,
     known_by: Any = UNCHANGED,
+    pending_links: Sequence[str] | None = None,
 ) -> list[str]:
     """Apply the given changes (None = unchanged); record a revision. Return the changed fields.
+
+    `pending_links` replaces the names of entries not written yet this entry links to
+    ("pending_links" is then among the changed fields when they differ); a new title
+    resolves the links other entries left pending for it.
 
     `activation` changes only the activation fields it names; keys are checked as in create.
     The row is locked and re-read first; with `base_version` (the version the author's form
@@ -314,8 +329,10 @@ def lore_entry_update(
         link_ids = sorted(link.entry_id for link in links)
     after = lore_entry_snapshot(entry, links=link_ids)
     changed_fields = [name for name in after if after[name] != before[name]]
-    if not changed_fields:
-        return []
+    if pending_links is not None and _set_pending_links(entry, pending_links):
+        changed_fields.append("pending_links")
+    if not [name for name in changed_fields if name != "pending_links"]:
+        return changed_fields
     content_changed = any(before[f] != after[f] for f in ("title", "text", "keys"))
     if content_changed:
         lore_embedding_state_set(entry, state=EmbeddingState.PENDING)
@@ -330,6 +347,8 @@ def lore_entry_update(
         universe=entry.universe, entry=entry, entry_id=entry.entry_id, user=user, action=action,
         before=before, after=after,
     ).save()
+    if before["title"] != after["title"]:
+        _resolve_pending_links(entry.universe, [entry], user)
     if content_changed:
         schedule_lore_sync(universe=entry.universe)
     return changed_fields
@@ -507,5 +526,63 @@ def _lore_bulk_create(
                                  action=action, before=None, after=lore_entry_snapshot(entry, links=targets)))
     through.objects.bulk_create(link_rows, batch_size=1000)
     LoreRevision.objects.bulk_create(revisions, batch_size=500)
+    _resolve_pending_links(universe, entries, user)
     schedule_lore_sync(universe=universe)
     return {entry.entry_id: entry for entry in entries}
+
+
+# --- Pending links ------------------------------------------------------------------------
+
+
+def _set_pending_links(entry: LoreEntry, names: Sequence[str]) -> bool:
+    """Make `names` the entry's pending links (its own title and id left out); return whether they changed."""
+    own = {entry.title.casefold(), entry.entry_id.casefold()}
+    wanted: dict[str, str] = {}
+    for name in names:
+        name = " ".join(str(name).split())[:300]
+        if name and name.casefold() not in own:
+            wanted.setdefault(name.casefold(), name)
+    current = dict(entry.pending_links.values_list("name_key", "name"))
+    if current == wanted:
+        return False
+    entry.pending_links.exclude(name_key__in=list(wanted)).delete()
+    PendingLoreLink.objects.bulk_create(
+        PendingLoreLink(universe_id=entry.universe_id, source=entry, name=name, name_key=key)
+        for key, name in wanted.items() if key not in current)
+    return True
+
+
+def _resolve_pending_links(universe: Universe, targets: Sequence[LoreEntry], user) -> int:
+    """Turn the links left pending for `targets`' titles or ids into links; return how many.
+
+    Each source entry that gains a link records a revision (the link is an edit of that
+    entry, made for its author when the target appeared) and its version goes up by one.
+    """
+    by_key: dict[str, LoreEntry] = {}
+    for target in targets:
+        by_key.setdefault(target.title.casefold(), target)
+        by_key.setdefault(target.entry_id.casefold(), target)
+    rows = list(PendingLoreLink.objects.filter(universe=universe, name_key__in=list(by_key))
+                .select_related("source").order_by("source_id", "id"))
+    if not rows:
+        return 0
+    resolved = 0
+    by_source: dict[int, list[PendingLoreLink]] = {}
+    for row in rows:
+        by_source.setdefault(row.source_id, []).append(row)
+    for source_rows in by_source.values():
+        source = _lock_current(source_rows[0].source)
+        before = lore_entry_snapshot(source)
+        new = [by_key[row.name_key] for row in source_rows if by_key[row.name_key].pk != source.pk]
+        link_ids = sorted(set(before["links"]) | {target.entry_id for target in new})
+        PendingLoreLink.objects.filter(pk__in=[row.pk for row in source_rows]).delete()
+        if link_ids == before["links"]:
+            continue
+        source.links.add(*new)
+        source.version += 1
+        source.save(update_fields=["version", "updated_at"])
+        _record(universe=universe, entry=source, entry_id=source.entry_id, user=user,
+                action=LoreRevision.Action.UPDATE, before=before,
+                after={**before, "links": link_ids}).save()
+        resolved += len(link_ids) - len(before["links"])
+    return resolved

@@ -2,6 +2,7 @@
 """
 from __future__ import annotations
 
+import copy
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -250,6 +251,21 @@ def _apply_import(*, universe: Universe, user, book: IncomingBook, plan: _Import
             report.notes.append(f"The book's setting became the universe's {key} = {value}.")
         elif current[key] != value:
             report.notes.append(f"The book asks for {key} = {value}; the universe keeps its own {current[key]}.")
+
+
+def lore_import_title_merges(*, universe: Universe, book: IncomingBook, match_titles: bool = True,
+                             match_ids: bool = True, card: str = "") -> list[dict[str, str]]:
+    """Return the file's entries an import would merge into existing entries by title alone; write nothing.
+
+    Each is {"label", "title", "entry_id", "existing_title"}. The import page shows them and
+    asks before merging (an entry matched by id, or by its id in the other tool, is the same
+    entry and is not asked about). Raise ValidationError as `lore_import` would.
+    """
+    plan = _plan_import(universe=universe, book=copy.deepcopy(book), default_kind=LoreKind.CONCEPT,
+                        match_titles=match_titles, match_ids=match_ids, card=card)
+    return [{"label": step.line.label, "title": step.incoming.title.strip(), "entry_id": step.target.entry_id,
+             "existing_title": step.target.title}
+            for step in plan.steps if step.action == "update" and step.how == "same title"]
 
 
 @transaction.atomic

@@ -21,7 +21,7 @@ from studio.memory.lore_activation import (
     META_SCAN_DEPTH,
     META_TOKEN_BUDGET,
 )
-from studio.memory.recall.macros import CHARACTER_CARD_META
+from studio.memory.recall.macros import CHARACTER_CARD_META, PLAYER_PORTRAIT_META
 from studio.memory.missions import parse_missions_text
 from studio.universes.models import Universe, UniverseMeta
 
@@ -32,7 +32,10 @@ BELIEF_MISSIONS = "belief_missions"
 # File-level fields of imported character cards / world-info files, kept for re-export.
 CHARACTER_BOOK_META = "character_book"
 SILLYTAVERN_META = "sillytavern_world"
-JSON_OBJECT_META_KEYS = {CHARACTER_CARD_META, CHARACTER_BOOK_META, SILLYTAVERN_META}
+JSON_OBJECT_META_KEYS = {CHARACTER_CARD_META, CHARACTER_BOOK_META, SILLYTAVERN_META, PLAYER_PORTRAIT_META}
+# What a new universe starts with (an existing one keeps what it has): no lore recursion, as
+# SillyTavern's default; the engine's own default (3 passes) stays for universes made before.
+NEW_UNIVERSE_META = {META_RECURSION_DEPTH: "0"}
 
 # Book-wide lore activation defaults: the keys are the engine's (lore_activation/spec.py).
 LORE_INT_META = {
@@ -73,7 +76,7 @@ def _unique_slug(base: str, taken: Iterable[str], *, max_length: int) -> str:
 
 
 def universe_create(*, user, name: str, slug: str = "", description: str = "") -> Universe:
-    """Create a universe owned by `user`; derive a free slug from the name when none is given."""
+    """Create a universe owned by `user` with `NEW_UNIVERSE_META`; derive a free slug from the name when none is given."""
     name = name.strip()
     if not name:
         raise ValidationError({"name": "Give the universe a name."})
@@ -86,7 +89,11 @@ def universe_create(*, user, name: str, slug: str = "", description: str = "") -
         base = slugify(name)[:80] or "universe"
         taken = set(Universe.objects.filter(slug__startswith=base).values_list("slug", flat=True))
         slug = _unique_slug(base, taken | RESERVED_UNIVERSE_SLUGS, max_length=80)
-    return Universe.objects.create(name=name, slug=slug, description=description, owner=user)
+    with transaction.atomic():
+        universe = Universe.objects.create(name=name, slug=slug, description=description, owner=user)
+        UniverseMeta.objects.bulk_create(UniverseMeta(universe=universe, key=key, value=value)
+                                         for key, value in NEW_UNIVERSE_META.items())
+    return universe
 
 
 def universe_rename(*, universe: Universe, name: str, description: str | None = None) -> Universe:

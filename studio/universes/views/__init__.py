@@ -26,7 +26,14 @@ from studio.universes.views.lore import (  # noqa: F401
     lore_status,
 )
 from studio.universes.views.lore_tools import lore_health_page, lore_tester  # noqa: F401
-from studio.universes.views.meta import meta_delete, meta_edit, meta_page, meta_save  # noqa: F401
+from studio.universes.views.meta import (  # noqa: F401
+    meta_delete,
+    meta_edit,
+    meta_page,
+    meta_save,
+    persona_portrait,
+    persona_save,
+)
 from studio.universes.views.missions import (  # noqa: F401
     missions_page,
     missions_table,

@@ -109,9 +109,7 @@ def export_card_png(request: HttpRequest, slug: str) -> HttpResponse:
                        f"{stem}-card.png", "image/png")
 
 
-def _parse_lore_file(upload, chosen: str):
-    data = upload.read(MAX_IMPORT_BYTES + 1)
-    name = upload.name or ""
+def _parse_lore_file(data: bytes, name: str, chosen: str):
     if chosen == "card":
         return character_card.parse_card(data, filename=name)
     if chosen == "sillytavern":
@@ -127,30 +125,62 @@ def _parse_lore_file(upload, chosen: str):
     return character_card.parse_card(data, filename=name)
 
 
+def _lore_file(request: HttpRequest, form: LoreImportForm) -> tuple[bytes, str]:
+    """The file's bytes and name: the upload, or the one kept since the title-merge preview."""
+    upload = form.cleaned_data.get("file")
+    if upload:
+        return upload.read(MAX_IMPORT_BYTES + 1), upload.name or ""
+    data = pending.fetch(user_pk=request.user.pk, token=form.cleaned_data["token"])
+    if data is None:
+        raise ImportFormatError("This preview has expired (or belongs to another user); upload the file again.")
+    return data, form.cleaned_data.get("filename") or ""
+
+
 @require_POST
 def lore_import(request: HttpRequest, slug: str) -> HttpResponse:
-    """Import a Character Card or SillyTavern file into this Lore Book and show the report."""
+    """Import a Character Card or SillyTavern file into this Lore Book and show the report.
+
+    When the import would merge some of the file's entries into existing entries by title
+    alone, nothing is written yet: the page lists them and asks (merge them, or import them
+    as new entries); the file waits in `pending` for the answer.
+    """
     universe = universe_for(user=request.user, slug=slug, access=Access.EDIT)
     form = LoreImportForm(request.POST, request.FILES)
     context = {**universe_context(request, universe, "exchange"), "import_form": form,
                "toml_form": TomlImportForm(), "max_bytes": MAX_IMPORT_BYTES,
                "characters": services.card_characters(universe=universe)}
     if form.is_valid():
+        data = form.cleaned_data
         try:
-            book = _parse_lore_file(form.cleaned_data["file"], form.cleaned_data["format"])
-            if book.card is not None:
+            raw, filename = _lore_file(request, form)
+            book = _parse_lore_file(raw, filename, data["format"])
+            is_card = book.card is not None
+            mode = data["character"] or "create"
+            answer = data["titles"]  # "" until the author answered the title-merge question
+            match_titles = {"new": False, "merge": True}.get(answer, data["match_titles"] if is_card else True)
+            if match_titles and not answer:
+                merges = (services.card_import_title_merges(universe=universe, book=book, mode=mode, match_titles=True)
+                          if is_card else services.lore_import_title_merges(universe=universe, book=book))
+                if merges:
+                    context.update(merges=merges, filename=filename, values=data,
+                                   token=data["token"] or pending.stash(user_pk=request.user.pk, data=raw))
+                    template = "universes/exchange.html#merge-preview" if request.htmx else "universes/import_merge.html"
+                    return render(request, template, context)
+            if is_card:
                 report = services.card_import(
-                    universe=universe, user=request.user, book=book, mode=form.cleaned_data["character"] or "create",
-                    match_titles=form.cleaned_data["match_titles"], default_kind=form.cleaned_data["default_kind"])
+                    universe=universe, user=request.user, book=book, mode=mode,
+                    match_titles=match_titles, default_kind=data["default_kind"])
             else:
                 report = services.lore_import(universe=universe, user=request.user, book=book,
-                                              default_kind=form.cleaned_data["default_kind"])
+                                              default_kind=data["default_kind"], match_titles=match_titles)
         except (ImportFormatError, ValidationError) as exc:
             message = str(exc) if isinstance(exc, ImportFormatError) else "; ".join(exc.messages)
             form.add_error("file", f"Nothing was imported. {message}")
         else:
+            if data["token"]:
+                pending.drop(user_pk=request.user.pk, token=data["token"])
             context["report"] = report
-            context["filename"] = form.cleaned_data["file"].name
+            context["filename"] = filename
             template = "universes/exchange.html#report" if request.htmx else "universes/import_report.html"
             return render(request, template, context)
     template = "universes/exchange.html#import-panel" if request.htmx else "universes/exchange.html"

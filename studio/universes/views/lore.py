@@ -127,7 +127,9 @@ def _reload(universe, entry_id: str) -> LoreEntry:
 @require_http_methods(["GET", "POST"])
 def lore_create(request: HttpRequest, slug: str) -> HttpResponse:
     universe = universe_for(user=request.user, slug=slug, access=Access.EDIT)
-    form = LoreEntryForm(request.POST or None, universe=universe, prefix="new")
+    # ?title= prefills the title (Lore health's "write it" for a pending link).
+    initial = {"title": request.GET.get("title", "")[:300]} if request.method == "GET" else {}
+    form = LoreEntryForm(request.POST or None, universe=universe, prefix="new", initial=initial)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
@@ -135,6 +137,7 @@ def lore_create(request: HttpRequest, slug: str) -> HttpResponse:
                 universe=universe, user=request.user, title=data["title"], kind=data["kind"],
                 text=data["text"], keys=data["keys"], links=data["links"], entry_id=data["entry_id"],
                 activation=data.get("activation"), known_by=data.get("known_by_value"),
+                pending_links=data["pending_links"],
             )
         except ValidationError as exc:
             form.add_error(None, exc)
@@ -194,7 +197,7 @@ def lore_edit(request: HttpRequest, slug: str, entry_id: str) -> HttpResponse:
             services.lore_entry_update(
                 entry=entry, user=request.user, title=data["title"], kind=data["kind"],
                 text=data["text"], keys=data["keys"], links=data["links"], activation=data.get("activation"),
-                base_version=data.get("base_version"),
+                base_version=data.get("base_version"), pending_links=data["pending_links"],
                 **({"known_by": data["known_by_value"]} if "known_by_value" in data else {}),
             )
         except services.LoreEditConflict as conflict:

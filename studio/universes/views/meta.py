@@ -2,30 +2,22 @@
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.core.exceptions import ValidationError
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import reswap, retarget
 
 from studio.universes import services
-from studio.universes.forms import MetaForm
+from studio.universes.forms import MetaForm, PersonaForm
 from studio.universes.meta_display import meta_summary
+from studio.universes.meta_keys import KNOWN_BY_KEY, KNOWN_META_KEYS, known_key_groups
+from studio.universes.portraits import portrait_load
 from studio.universes.access import Access, universe_for
 from studio.universes.views.common import universe_context
 
-KNOWN_KEYS = {
-    services.BELIEF_MISSION: "The universe-wide belief mission (text).",
-    services.BELIEF_MISSIONS: 'Per-character missions: a JSON object, {"Name": "mission"}.',
-    services.CHARACTER_CARD_META: ("The Character entry of the last imported Character Card (JSON object: entry_id, "
-                                   "name, spec); the card's fields are shown from that entry."),
-    services.CHARACTER_BOOK_META: "Fields of an imported character_book (JSON object), kept for re-export.",
-    services.SILLYTAVERN_META: "Fields of an imported SillyTavern world-info file (JSON object).",
-    "narrator_instructions": (
-        "The narrator's instructions, a template: {{narrator_style}}, {{tone}}, {{player_character}}, {{era}}, "
-        "any other key, {{meta}} and {{user}} / {{char}} are filled in (preview it from a save's Console)."
-    ),
-}
+KNOWN_KEYS = {item.key: item.help for item in KNOWN_META_KEYS}
 
 
 def _context(request, universe, **extra) -> dict:
@@ -33,10 +25,19 @@ def _context(request, universe, **extra) -> dict:
     for row in rows:
         row.known_help = KNOWN_KEYS.get(row.key, "")
         row.summary = meta_summary(universe=universe, key=row.key, value=row.value)
+    stored = {row.key: row for row in rows}
+    known_groups = [(group, [{**item, "row": stored.get(item["meta"].key)} for item in items])
+                    for group, items in known_key_groups({k: r.value for k, r in stored.items()})]
+    persona = services.persona_of(universe=universe)
     return {
         **universe_context(request, universe, "meta"),
         "rows": rows,
+        "free_rows": [row for row in rows if row.key not in KNOWN_BY_KEY],
+        "known_groups": known_groups,
         "known_keys": KNOWN_KEYS,
+        "persona": persona,
+        "persona_form": extra.pop("persona_form", None) or PersonaForm(
+            initial={"name": persona.name, "description": persona.description}),
         "form": extra.pop("form", None) or MetaForm(),
         **extra,
     }
@@ -44,9 +45,15 @@ def _context(request, universe, **extra) -> dict:
 
 @require_GET
 def meta_page(request: HttpRequest, slug: str) -> HttpResponse:
+    """The page; `?key=` opens the add form on that key with its current value (the known keys' Set links)."""
     universe = universe_for(user=request.user, slug=slug)
     template = "universes/meta.html#meta-table" if request.htmx else "universes/meta.html"
-    return render(request, template, _context(request, universe))
+    key = request.GET.get("key", "").strip()
+    form = None
+    if key:
+        current = universe.meta.filter(key=key).values_list("value", flat=True).first()
+        form = MetaForm(initial={"key": key, "value": current or ""})
+    return render(request, template, _context(request, universe, form=form))
 
 
 @require_POST
@@ -62,8 +69,8 @@ def meta_save(request: HttpRequest, slug: str) -> HttpResponse:
             if old.key != key:
                 services.meta_delete(universe=universe, key=old.key)
         services.meta_set(universe=universe, key=key, value=form.cleaned_data["value"])
-        if request.htmx:
-            return render(request, "universes/meta.html#meta-table", _context(request, universe, saved=key))
+        if request.htmx:  # the table, and a fresh add form out of band: the form does not keep the last key
+            return render(request, "universes/meta.html#saved", _context(request, universe, saved=key))
         messages.success(request, f"Saved “{key}”.")
         return redirect("universes:meta", slug=universe.slug)
     if request.htmx:
@@ -97,3 +104,40 @@ def meta_delete(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
         return render(request, "universes/meta.html#meta-table", _context(request, universe))
     messages.success(request, f"Deleted “{row.key}”.")
     return redirect(reverse("universes:meta", kwargs={"slug": universe.slug}))
+
+
+@require_POST
+def persona_save(request: HttpRequest, slug: str) -> HttpResponse:
+    """Store the player's persona: name, description and an optional PNG portrait."""
+    universe = universe_for(user=request.user, slug=slug, access=Access.EDIT)
+    form = PersonaForm(request.POST, request.FILES)
+    if form.is_valid():
+        upload = form.cleaned_data.get("portrait")
+        try:
+            persona = services.persona_set(
+                universe=universe, name=form.cleaned_data["name"], description=form.cleaned_data["description"],
+                portrait=upload.read(services.MAX_PORTRAIT_BYTES + 1) if upload else None,
+                remove_portrait=form.cleaned_data["remove_portrait"])
+        except ValidationError as exc:
+            for field, errors in exc.message_dict.items():
+                form.add_error(field if field in form.fields else None, errors)
+        else:
+            message = f"Saved the persona “{persona.name}”." if persona.name else "Removed the persona."
+            if request.htmx:
+                return render(request, "universes/meta.html#persona", _context(request, universe, persona_saved=message))
+            messages.success(request, message)
+            return redirect("universes:meta", slug=universe.slug)
+    template = "universes/meta.html#persona" if request.htmx else "universes/meta.html"
+    return render(request, template, _context(request, universe, persona_form=form), status=200 if request.htmx else 400)
+
+
+@require_GET
+def persona_portrait(request: HttpRequest, slug: str) -> HttpResponse:
+    """The persona's portrait (PNG), or 404."""
+    universe = universe_for(user=request.user, slug=slug)
+    data = portrait_load(services.persona_of(universe=universe).portrait)
+    if data is None:
+        raise Http404("This universe's persona has no portrait.")
+    response = HttpResponse(data, content_type="image/png")
+    response["Cache-Control"] = "private, max-age=3600"
+    return response

@@ -18,7 +18,7 @@ from studio.universes.selectors import (
     universe_delete_summary,
     universe_list_with_counts,
 )
-from studio.universes.access import Access, require, universe_for
+from studio.universes.access import Access, may, require, universe_for
 from studio.universes.views.common import universe_context
 
 
@@ -66,6 +66,8 @@ def universe_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "kind_counts": sorted(lore_kind_counts(universe=universe).items()),
         "meta": universe.meta.all(),
         "saves": universe.saves.all()[:20],
+        "can_play": may(request.user, Access.PLAY),
+        "persona": services.persona_of(universe=universe),
     }
     return render(request, "universes/detail.html", context)
 

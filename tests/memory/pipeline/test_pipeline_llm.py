@@ -98,3 +98,29 @@ def test_consolidation_is_shown_only_beliefs_the_turn_can_bear_on(
     prompt = user_prompt(request)
     assert "Corvin Tull keeps accounts." in prompt and "The tide is low." in prompt
     assert "Hesper" not in prompt
+
+
+def test_an_old_name_plus_description_persona_reaches_the_operations_as_the_name_only(
+    living_universe, eager_jobs, fake_vectors, llm_server, django_capture_on_commit_callbacks
+):
+    legacy = "Ilya Voss, a young lighthouse-keeper's apprentice who can hear glass sing"
+    llm_server.responder = lambda request: {
+        "extract": json_reply({"facts": [{"statement": "You nod.", "fact_type": "event", "who": "you",
+                                          "what": "nods", "entities": ["you"]}]}),
+        "consolidate": json_reply({"actions": [{"action": "CREATE", "subject": "you",
+                                                "statement": "You agree to go.", "source_fact_ids": [1]}]}),
+    }.get(operation_of(request), Reply(status=400))
+    save = _living_save(living_universe, django_capture_on_commit_callbacks)
+    save.meta = {**save.meta, "player_character": legacy}  # a save copied before personas existed
+    save.save(update_fields=["meta"])
+    _append(django_capture_on_commit_callbacks, save, "You nod at the keeper.")
+
+    job = Job.objects.get(game_save=save, kind=JobKind.LIVING_TURN)
+    assert job.status == JobStatus.DONE, job.error
+    for operation in ("extract", "consolidate"):  # one belief: no mental model yet
+        (request,) = llm_server.requests_for(operation)
+        prompt = " ".join(m["content"] for m in request["messages"])
+        assert "Ilya Voss" in prompt and "glass sing" not in prompt, operation
+    fact = Fact.objects.get(game_save=save)
+    assert fact.who == "Ilya Voss" and "glass" not in fact.statement + " ".join(fact.entities)
+    assert list(Observation.objects.filter(game_save=save).values_list("subject", flat=True)) == ["Ilya Voss"]

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('memory', '0004_lore_activation'),
+        ('memory', '0005_recorded_queries_plural'),
         ('saves', '0002_narrator'),
     ]
 

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('universes', '0005_lore_entry_version'),
+        ('universes', '0006_pending_lore_links'),
     ]
 
     operations = [

@@ -1,0 +1,28 @@
+"""The chosen alternative of a draft looks different from the others, in text and for assistive technology."""
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.urls import reverse
+
+from studio.saves.narrator import services
+from tests.llm_server import Reply
+
+pytestmark = pytest.mark.django_db
+HX = {"HTTP_HX_REQUEST": "true"}
+
+
+def test_the_chosen_alternative_is_marked(client, playtester, game_save, narrator):
+    client.force_login(playtester)
+    draft = services.narrator_draft_create(game_save=game_save, player_input="I look around")
+    stream = reverse("saves:narrator_stream", args=[game_save.save_id, draft.pk, 1])
+    b"".join(client.post(stream).streaming_content)
+    narrator.reply = Reply(content="Fog hides the quay.")
+    client.post(reverse("saves:narrator_regenerate", args=[game_save.save_id, draft.pk]), **HX)
+    html = client.post(reverse("saves:narrator_choose", args=[game_save.save_id, draft.pk]), {"number": 1},
+                       **HX).content.decode()
+    buttons = re.findall(r"<button[^>]*aria-pressed=\"(true|false)\"[^>]*>(.*?)</button>", html, re.S)
+    assert [(pressed, "chosen" in label) for pressed, label in buttons] == [("true", True), ("false", False)]
+    chosen = re.search(r"<button[^>]*aria-current=\"true\"[^>]*>Alternative (\d)", html)
+    assert chosen and chosen.group(1) == "1"
