@@ -197,7 +197,7 @@ NARRATOR_SYSTEM = ("You are the narrator of an interactive story. Answer the pla
                    "of narration and dialogue. Use the memory below.\n\n{memory}")
 
 
-def real_model_probe(result: dict, *, out_path: Path) -> str:
+def real_model_probe(result: dict, *, out_path: Path, limit: int = 0) -> str:
     """Narrate each probe with the POV context and with today's; count the secret's terms in the answers."""
     from studio.memory.llm import get_llm_backend
 
@@ -210,14 +210,17 @@ def real_model_probe(result: dict, *, out_path: Path) -> str:
         secrets[s["entry_id"]] = s
     counts = {"pov": {"leak": 0, "told": 0}, "today": {"leak": 0, "told": 0}}
     n_unknown = n_known = 0
+    chosen = result["probes"]
+    if limit:
+        chosen = [p for p in chosen if not p["knows"]][:limit] + [p for p in chosen if p["knows"]][:limit]
     with out_path.open("w") as log:
-        for probe in result["probes"]:
+        for probe in chosen:
             terms = [t.casefold() for t in secrets[probe["secret"]]["terms"]]
             for variant in ("pov", "today"):
                 memory = probe[f"{variant}_context"]
                 started = time.time()
                 response = backend.chat(system=NARRATOR_SYSTEM.format(memory=memory), prompt=probe["input"],
-                                        operation="narrate", max_tokens=160, temperature=0.0)
+                                        operation="narrate", max_tokens=120, temperature=0.0)
                 text = response.text or ""
                 hit = any(term in text.casefold() for term in terms)
                 key = "told" if probe["knows"] else "leak"
@@ -238,6 +241,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--embedder", choices=["hashing", "minilm"], default="minilm")
     parser.add_argument("--real-model", action="store_true")
+    parser.add_argument("--probes", type=int, default=0,
+                        help="With --real-model: narrate only the first N unknown-secret and N known-secret probes (0: all).")
     args = parser.parse_args()
     from _common import setup_django
 
@@ -255,7 +260,7 @@ def main() -> None:
     print(f"time: {time.time() - started:.1f} s; load: {os.getloadavg()}")
     if args.real_model:
         stamp = time.strftime("%Y%m%dT%H%M%S")
-        print(real_model_probe(result, out_path=SCENARIO.parent / f"real-model-{stamp}.jsonl"))
+        print(real_model_probe(result, out_path=SCENARIO.parent / f"real-model-{stamp}.jsonl", limit=args.probes))
 
 
 if __name__ == "__main__":
