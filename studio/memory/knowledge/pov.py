@@ -116,11 +116,15 @@ def item_knowing(view: KnowledgeView, item, character: str, beliefs: dict[int, A
 
 
 def pov_sections(*, game_save, context, pov=None, query_text: str = "", focus_terms: list[str] | None = None,
-                 view: KnowledgeView | None = None) -> PovContext | None:
+                 view: KnowledgeView | None = None, universe_meta=None) -> PovContext | None:
     """Return the point-of-view sections of an assembled memory context (None: nothing to add)."""
     from studio.memory.models import Fact, Observation
 
-    view = view or KnowledgeView(game_save, horizon=context.turn)
+    if view is None:
+        from studio.memory.knowledge.names import character_index
+
+        index = character_index(game_save.universe, save=game_save, universe_meta=universe_meta)
+        view = KnowledgeView(game_save, horizon=context.turn, index=index)
     if pov is None and not view.has_data():
         return None
     result = PovContext(turn=context.turn)

@@ -383,7 +383,7 @@ def build_memory_context(
 
         t0 = time.perf_counter()
         context.pov = pov_sections(game_save=game_save, context=context, pov=pov, query_text=query_text,
-                                   focus_terms=focus_terms)
+                                   focus_terms=focus_terms, universe_meta=universe_meta)
         context.timings["pov_ms"] = round((time.perf_counter() - t0) * 1000, 2)
     # -- end of the who-knows-what hook --
     context.timings["total_ms"] = round((time.perf_counter() - started) * 1000, 2)
