@@ -26,6 +26,7 @@ pytest_plugins = [
     "tests.plugins.narrator",
     "tests.plugins.demo",
     "tests.plugins.api",
+    "tests.plugins.knowledge",
 ]
 
 

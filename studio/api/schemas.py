@@ -154,7 +154,10 @@ class SaveCreate(Schema):
 class TurnAppend(Schema):
     player_input: Text = Field("", max_length=20_000)
     narrative: Text = Field(..., max_length=200_000)
-    state: Optional[JsonObject] = Field(None, description="The game state after the turn (State_Cache).")
+    state: Optional[JsonObject] = Field(
+        None, description="The game state after the turn (State_Cache). Who knows what (docs/knowledge.md): "
+                          "`present` (names on scene; else carried from the previous turn until `location` changes) "
+                          "and `reveals` ([{to, entry | fact, from}]) are recorded with the turn.")
     turn_id: Optional[Int] = Field(
         None, ge=1, description="Optional: the turn this should become; 409 unless it is current_turn + 1."
     )
@@ -181,6 +184,8 @@ class QueryRequest(_Recordable):
     chunk_type: Optional[Text] = Field(None, max_length=LIMITS.chunk_type_chars, description="Only chunks of this type, e.g. lore.")
     exclude_chunk_type: Optional[Text] = Field(None, max_length=LIMITS.chunk_type_chars)
     expand_links: Bool = Field(False, description="Also return the lore entries each lore hit links to (one hop).")
+    pov: Optional[TermList] = Field(
+        None, description="Only hits these characters know (docs/knowledge.md); `pov_left_out` says why for the rest.")
 
 
 class QueryQuery(QuerySchema):
@@ -194,12 +199,18 @@ class QueryQuery(QuerySchema):
     chunk_type: Optional[QueryText] = Field(None, max_length=LIMITS.chunk_type_chars)
     exclude_chunk_type: Optional[QueryText] = Field(None, max_length=LIMITS.chunk_type_chars)
     expand_links: bool = False
+    pov: QueryTermList = Field(None, max_length=LIMITS.focus_terms)
     record: bool = False
+
+
+POV_HELP = ("Characters whose point of view the context adds (what each knows; secrets marked narrator-only); "
+            "[] (or `none` in a query string) for none; absent: the characters on scene. docs/knowledge.md.")
 
 
 class ContextRequest(_Recordable):
     query_text: Text = Field("", max_length=LIMITS.query_text_chars, description="Usually the player's input.")
     focus_terms: Optional[TermList] = None
+    pov: Optional[TermList] = Field(None, description=POV_HELP)
     token_budget: Int = Field(DEFAULT_TOKEN_BUDGET, ge=LIMITS.token_budget_min, le=LIMITS.token_budget_max)
     k_narrative: Int = Field(DEFAULT_K_NARRATIVE, ge=LIMITS.k_min, le=LIMITS.k_max)
     k_lore: Int = Field(DEFAULT_K_LORE, ge=LIMITS.k_min, le=LIMITS.k_max)
@@ -208,6 +219,7 @@ class ContextRequest(_Recordable):
 class ContextQuery(QuerySchema):
     query_text: QueryText = Field("", max_length=LIMITS.query_text_chars)
     focus_terms: QueryTermList = Field(None, max_length=LIMITS.focus_terms)
+    pov: QueryTermList = Field(None, max_length=LIMITS.focus_terms, description=POV_HELP)
     token_budget: QueryInt = Field(DEFAULT_TOKEN_BUDGET, ge=LIMITS.token_budget_min, le=LIMITS.token_budget_max)
     k_narrative: QueryInt = Field(DEFAULT_K_NARRATIVE, ge=LIMITS.k_min, le=LIMITS.k_max)
     k_lore: QueryInt = Field(DEFAULT_K_LORE, ge=LIMITS.k_min, le=LIMITS.k_max)
@@ -228,6 +240,12 @@ class ForkRequest(Schema):
 
 class NarrateRequest(Schema):
     player_input: Text = Field(..., max_length=4000, description="The player's action.")
+    pov: Optional[TermList] = Field(
+        None, description="Characters whose point of view the memory carries (docs/knowledge.md); [] for none; "
+                          "absent: those on scene.")
+    present: Optional[TermList] = Field(
+        None, description="Who is on scene for this turn (names or Lore Book keys); used as the point of view when "
+                          "`pov` is absent. Send it again in the state (`present`) when the turn is appended.")
     stream: Bool = Field(
         False, description="Answer as server-sent events (as does `Accept: text/event-stream`); see docs/api.md."
     )
@@ -488,6 +506,9 @@ class MemoryContext(Schema):
     macros: dict[str, str] = Field({}, description="Who {{user}} and {{char}} are in the item texts.")
     queries: list[dict[str, Any]] = Field([], description="The two vector queries (narrative, lore) as Lore replay records them.")
     lore_explain: list[LoreExplanation] = Field(..., description="One record per entry of the save's Lore Book, in book order.")
+    pov: Optional[dict[str, Any]] = Field(
+        None, description="Who knows what: the characters on scene, their sections, the narrator-only items and "
+                          "one explain record per (item, character) (docs/knowledge.md).")
 
 
 class PromptOut(Schema):

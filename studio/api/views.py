@@ -145,6 +145,8 @@ def turn_append(request: HttpRequest, save_id: str, payload: S.TurnAppend):
         )
     except TurnConflict as exc:
         raise conflict(exc.message, {"current_turn": exc.current_turn}) from exc
+    except ValueError as exc:  # the state's `present` / `reveals` (docs/knowledge.md): nothing was written
+        raise validation_error({"state": [str(exc)]}, f"The turn's state is not valid: {exc}") from exc
     save.refresh_from_db()
     return _created({"turn": serializers.event_json(event, payload.state or {}), "save": serializers.save_json(save)})
 
@@ -261,12 +263,21 @@ def _memory_query(request: HttpRequest, save_id: str, params) -> JsonResponse:
         game_save=save, **search.search_kwargs(), expand_links=search.expand_links,
         record_source="api" if params.record else None,
     )
+    results, knowledge = outcome.results, {}
+    if getattr(params, "pov", None):  # who knows what: only hits these characters know (docs/knowledge.md)
+        from studio.memory.knowledge.pov import pov_filter_results
+
+        results, left_out = pov_filter_results(game_save=save, results=results, pov=params.pov,
+                                               horizon=outcome.current_turn_id)
+        knowledge = {"pov": list(params.pov), "pov_left_out": left_out}
     return _json(
         {
             "save_id": save.save_id,
             "query_text": search.query_text,
             "current_turn_id": outcome.current_turn_id,
-            "results": [serializers.chunk_result_json(r) for r in outcome.results],
+            **knowledge,
+            "results": [{**serializers.chunk_result_json(r), **({"pov": r["pov"]} if "pov" in r else {})}
+                        for r in results],
             "warnings": _query_warnings(outcome.stats),
             "stats": outcome.stats.as_dict(),
         }
@@ -303,6 +314,14 @@ def _query_warnings(stats) -> list[str]:
     return warnings
 
 
+def _pov(names):
+    """The API's `pov`: absent (None) = those on scene; [] or ["none"] = none; else the names."""
+    if names is None:
+        return None
+    names = [n for n in names if n.strip()]
+    return () if not names or [n.casefold() for n in names] == ["none"] else tuple(names)
+
+
 def _memory_context(request: HttpRequest, save_id: str, params) -> JsonResponse:
     """The memory context for the save's next turn: what the narrator reads (`next_turn_context`)."""
     from studio.memory.recall.context import next_turn_context
@@ -310,7 +329,7 @@ def _memory_context(request: HttpRequest, save_id: str, params) -> JsonResponse:
     save = save_for(user=request.user, save_id=save_id)
     context_params = _built(request, params, lambda: ContextParams(
         query_text=params.query_text, focus_terms=params.focus_terms, token_budget=params.token_budget,
-        k_narrative=params.k_narrative, k_lore=params.k_lore,
+        k_narrative=params.k_narrative, k_lore=params.k_lore, pov=_pov(params.pov),
     ))
     context = next_turn_context(game_save=save, params=context_params, record_source="context" if params.record else None)
     return _json(context.as_dict())

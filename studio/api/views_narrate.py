@@ -62,6 +62,14 @@ def sse_event(event: str, data: dict) -> bytes:
     return f"event: {event}\ndata: {text}\n\n".encode()
 
 
+def _narrate_pov(payload: S.NarrateRequest):
+    """`pov`, else `present` (who is on scene for this turn), else None: those on scene (docs/knowledge.md)."""
+    names = payload.pov if payload.pov is not None else payload.present
+    if names is None:
+        return None
+    return tuple(n for n in names if n.strip() and n.strip().casefold() != "none")
+
+
 def wants_stream(request: HttpRequest, payload: S.NarrateRequest) -> bool:
     return payload.stream or STREAM_MEDIA_TYPE in request.headers.get("Accept", "")
 
@@ -85,7 +93,7 @@ def narrate(request: HttpRequest, save_id: str, payload: S.NarrateRequest):
     player_input = payload.player_input
     if not wants_stream(request, payload):
         try:
-            narration = narrate_once(game_save=save, player_input=player_input)
+            narration = narrate_once(game_save=save, player_input=player_input, pov=_narrate_pov(payload))
         except NoModelConnected as exc:
             raise ApiError(503, "no_model", str(exc)) from exc
         except LLMError as exc:
@@ -95,7 +103,7 @@ def narrate(request: HttpRequest, save_id: str, payload: S.NarrateRequest):
     backend = get_llm_backend()
     if backend is None:
         raise ApiError(503, "no_model", NO_MODEL)
-    prompt = build_narrator_prompt(game_save=save, player_input=player_input)
+    prompt = build_narrator_prompt(game_save=save, player_input=player_input, pov=_narrate_pov(payload))
     sampler = resolve_sampler(game_save=save)  # the save's play settings, as the Console's narrations
     try:
         stream = TrackedLLM(backend, game_save_id=save.pk).stream(system=prompt.system, prompt=prompt.user,

@@ -1,7 +1,7 @@
 from django.urls import path
 
 from studio.inspector.views import jobs as views_jobs
-from studio.inspector.views import beliefs, context, facts, mental_models, playground, replay
+from studio.inspector.views import beliefs, context, facts, knowledge, mental_models, playground, replay
 
 app_name = "memory"
 
@@ -18,6 +18,11 @@ urlpatterns = [
     path("<str:save_id>/context/", context.context_viewer, name="context"),
     path("<str:save_id>/context/record/", context.context_record, name="context_record"),
     path("<str:save_id>/replay/", replay.replay, name="replay"),
+    path("<str:save_id>/knowledge/", knowledge.knowledge, name="knowledge"),
+    path("<str:save_id>/knowledge/character/<str:name>/", knowledge.knowledge_character, name="knowledge_character"),
+    path("<str:save_id>/knowledge/presence/<int:turn_id>/", knowledge.presence_edit, name="presence_edit"),
+    path("<str:save_id>/knowledge/reveals/", knowledge.reveal_create, name="reveal_create"),
+    path("<str:save_id>/knowledge/reveals/<int:reveal_id>/delete/", knowledge.reveal_remove, name="reveal_delete"),
     path("<str:save_id>/jobs/", views_jobs.save_jobs, name="jobs"),
     path("<str:save_id>/jobs/<int:job_id>/", views_jobs.save_job_detail, name="job_detail"),
     path("<str:save_id>/jobs/<int:job_id>/retry/", views_jobs.save_job_retry, name="job_retry"),

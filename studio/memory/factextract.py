@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 
 from studio.memory.facts import Fact
+from studio.memory.knowledge.extract import Scene, extend_schema, parse_scene
 from studio.memory.llm.base import LLMTruncated
 from studio.memory.llm.normalise import (
     fold,
@@ -343,18 +344,29 @@ def extract_facts_detailed(
     when_hint: str | None = None,
     max_facts: int = 8,
     player_character: str | None = None,
+    scene: Scene | None = None,
 ) -> tuple[list[Fact], Exception | None]:
-    """Return (facts, failure): the facts, and the exception that emptied them (or None)."""
+    """Return (facts, failure): the facts, and the exception that emptied them (or None).
+
+    With `scene`, the same call also asks who is present and who told whom, and fills it.
+    """
     if not narrative_text or not str(narrative_text).strip() or max_facts <= 0:
         return [], None
     options = {"known_entities": known_entities, "when_hint": when_hint, "max_facts": max_facts,
                "player_character": player_character}
 
+    def parse(response):
+        facts = parse_facts(response.text, **options)
+        if scene is not None:  # who is present, who told whom (studio.memory.knowledge.extract)
+            parse_scene(response.text, scene, [f.statement for f in facts])
+        return facts
+
     def request() -> Request[list[Fact]]:
+        prompt = build_prompt(str(narrative_text), **options)
         return Request(
-            prompt=build_prompt(str(narrative_text), **options),
-            schema=fact_schema(max_facts),
-            parse=lambda response: parse_facts(response.text, **options),
+            prompt=prompt + ("\n\n" + scene.prompt() if scene is not None else ""),
+            schema=extend_schema(fact_schema(max_facts)) if scene is not None else fact_schema(max_facts),
+            parse=parse,
         )
 
     return run_operation(llm, EXTRACT, request, empty=[])

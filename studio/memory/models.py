@@ -71,6 +71,10 @@ class Observation(models.Model):
     statement = models.TextField()
     subject = models.CharField(max_length=200, blank=True)
     subject_key = models.CharField(max_length=200, blank=True, editable=False)
+    # Who holds the belief (studio.memory.knowledge): "" = the world's belief (every fact), a
+    # character's name = formed under that character's mission from the facts they know.
+    # `subject` stays what the belief is about; rows from before this column are the world's.
+    holder = models.CharField(max_length=200, blank=True, default="")
     proof_count = models.PositiveIntegerField(default=0)
     sources = models.JSONField(default=list, blank=True)
     history = models.JSONField(default=list, blank=True)
@@ -321,3 +325,5 @@ class LoreActivation(models.Model):
 
 # Chapters and arcs (long play) live in their own package; imported here so Django registers them.
 from studio.memory.chapters.models import Chapter  # noqa: E402,F401
+# Who knows what (presence per turn, reveal events): tables of this app, defined in their package.
+from studio.memory.knowledge.models import Presence, PresenceSource, Reveal, RevealSource  # noqa: E402,F401

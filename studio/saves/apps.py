@@ -19,12 +19,13 @@ class SavesConfig(AppConfig):
 
     @staticmethod
     def register_save_file_sections() -> None:
-        """Add the optional sections: the narrator's snapshots and the lore activation state.
+        """Add the optional sections: the narrator's snapshots, the lore activation state, presence and reveals.
 
         The save file is the saves app's; the engine below it knows no save-file section.
         """
         from studio.saves.narrator import portable
         from studio.saves.portable import register_section
+        from studio.saves.portable.sections.knowledge import PRESENCE_SECTION, REVEALS_SECTION
         from studio.saves.portable.sections.lore_activation import LORE_ACTIVATION_SECTION
 
         register_section(portable.SECTION)
@@ -32,6 +33,8 @@ class SavesConfig(AppConfig):
         from studio.saves.portable.sections.chapters import SECTION as CHAPTERS_SECTION
 
         register_section(CHAPTERS_SECTION)
+        register_section(PRESENCE_SECTION)
+        register_section(REVEALS_SECTION)
 
     @staticmethod
     def register_job_handlers() -> None:

@@ -8,6 +8,11 @@ kept all the same and its jobs are marked failed with a retryable error.
 `turn_append` records the turn's lore activation (what activated, the sticky and cooldown
 windows it left; `studio.memory.lore.activation_state`) in the same transaction.
 
+It also records the turn's presence (`state["present"]`, a list of names; else carried from
+the previous turn until the state's `location` changes) and the reveals the state lists
+(`state["reveals"]`), `studio.memory.knowledge`; a malformed key raises ValueError with
+nothing written.
+
 `turn_append` first finishes a failed rewind's vector delete (outside any transaction: the
 vector store is not the database), so it must not be called inside an open transaction.
 With `expected_turn_id` it appends only if the new turn gets that id, checked under the
@@ -22,6 +27,8 @@ from django.utils import timezone
 
 from studio.memory import jobs
 from studio.memory.chapters.services import chapter_after_turn
+from studio.memory.knowledge.presence import presence_record_turn
+from studio.memory.knowledge.reveals import reveals_from_state
 from studio.memory.lore.activation_state import lore_activation_record_turn
 from studio.memory.vector import VectorStoreError
 from studio.saves.checkpoints import CheckpointManager
@@ -103,6 +110,9 @@ def turn_append(
         lore_activation_record_turn(save=locked, turn_id=turn_id, player_input=player_input or "")
         # A scene change or the chapter's turn limit closes the open chapter (its summary job queued on commit).
         chapter_after_turn(game_save=locked, turn_id=turn_id, state=state)
+        # Who is in the scene (`state["present"]`, else carried) and what the state reveals.
+        presence_record_turn(save=locked, turn_id=turn_id, state=state)
+        reveals_from_state(save=locked, turn_id=turn_id, state=state)
         now = timezone.now()
         Save.objects.filter(pk=locked.pk).update(current_turn=turn_id, last_activity_at=now, updated_at=now)
         locked.current_turn = turn_id

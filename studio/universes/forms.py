@@ -147,13 +147,26 @@ class LoreEntryForm(forms.Form):
         help_text="Titles of entries this one links to, one per line (or an entry id). A title no entry has "
                   "yet is kept as a pending link and becomes a link when that entry is written.",
     )
+    secrecy = forms.ChoiceField(
+        required=False, label="Who knows this",
+        choices=[("everyone", "Everyone (common knowledge)"), ("some", "Only the characters or factions below"),
+                 ("narrator", "Nobody: a secret only the narrator holds")],
+        help_text="Characters on scene speak only from what they know; a secret reaches the narrator marked "
+                  "narrator-only until it is revealed to someone (Who knows what).",
+    )
+    known_by = forms.CharField(
+        required=False, label="Known by",
+        help_text="Characters, factions or other entries, separated by commas; a faction stands for the "
+                  "characters linked to it.",
+        widget=forms.TextInput(attrs={"placeholder": "Odile Sarn, The Brine Wardens"}),
+    )
     # Present only where the form shows the activation fieldsets; without it (the inline
     # rows of the list) the activation fields are left as they are.
     activation_shown = forms.BooleanField(required=False, widget=forms.HiddenInput)
     # The entry version this edit started from; the service refuses to save over a newer one.
     base_version = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
 
-    BASE_FIELDS = ("title", "kind", "entry_id", "keys", "text", "links")
+    BASE_FIELDS = ("title", "kind", "entry_id", "keys", "text", "links", "secrecy", "known_by")
 
     def __init__(self, *args, universe, entry=None, **kwargs):
         self.universe = universe
@@ -170,6 +183,8 @@ class LoreEntryForm(forms.Form):
                 keys=", ".join(entry.keys or []), text=entry.text,
                 links="\n".join([*_link_names(entry), *entry.pending_links.values_list("name", flat=True)]),
                 base_version=entry.version,
+                secrecy="everyone" if entry.known_by is None else ("some" if entry.known_by else "narrator"),
+                known_by=", ".join(entry.known_by or []),
             )
         super().__init__(*args, **kwargs)
         for f in activation_fields.FIELDS:
@@ -193,8 +208,19 @@ class LoreEntryForm(forms.Form):
         "This edit does not say which version of the entry it started from (base_version), so it could "
         "overwrite a newer one; nothing was saved. Reload the entry and make the edit again.")
 
+    def _clean_known_by(self, cleaned) -> None:
+        """`known_by_value`: None (everyone), [] (narrator only), the names, or absent (not on this form)."""
+        if self.add_prefix("secrecy") not in self.data:
+            return  # the inline rows do not show secrecy: leave it as it is
+        secrecy = cleaned.get("secrecy") or "everyone"
+        names = _split_keys(cleaned.get("known_by") or "")
+        if secrecy == "some" and not names:
+            self.add_error("known_by", "Name who knows it, or choose “Everyone” or “Nobody”.")
+        cleaned["known_by_value"] = None if secrecy == "everyone" else ([] if secrecy == "narrator" else names)
+
     def clean(self):
         cleaned = super().clean()
+        self._clean_known_by(cleaned)
         cleaned["pending_links"] = getattr(self, "pending_links", [])
         if self.entry is not None and cleaned.get("base_version") is None and "base_version" not in self.errors:
             # An edit must say which version it started from, or it could overwrite a newer one.

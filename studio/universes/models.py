@@ -125,6 +125,9 @@ class LoreEntry(models.Model):
     kind = models.CharField(max_length=20, choices=LoreKind.choices, default=LoreKind.CONCEPT)
     text = models.TextField(blank=True)
     keys = models.JSONField(default=list, blank=True, help_text="Aliases and trigger keys.")
+    # Who knows this entry (studio.memory.knowledge): None = everyone; a list of characters,
+    # factions or other entries (their linked characters); [] = nobody but the narrator (a secret).
+    known_by = models.JSONField(null=True, blank=True, default=None)
     links = models.ManyToManyField(
         "self", symmetrical=False, blank=True, related_name="backlinks"
     )

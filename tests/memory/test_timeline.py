@@ -63,7 +63,7 @@ def test_the_check_sees_turn_ranges_and_links_to_per_turn_rows():
 def test_registered_tables_run_in_one_order_and_name_their_save_file_section():
     names = [t.name for t in timeline.registered_tables()]
     assert names == [
-        "events", "states", "facts", "beliefs", "mental_models", "recorded_queries",
+        "events", "states", "presence", "facts", "reveals", "beliefs", "mental_models", "recorded_queries",
         "lore_activations", "chapters", "narrator_snapshots", "narrator_drafts",
     ]
     sections = {s.name for s in registered_sections()}

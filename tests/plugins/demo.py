@@ -15,7 +15,7 @@ QUESTION = "ask Hesper Vale about the Copper Hood"
 
 @pytest.fixture
 def demo(vector_memory):
-    call_command("load_demo", "--no-embed", stdout=io.StringIO())
+    call_command("load_demo", "--no-embed", "--no-knowledge", stdout=io.StringIO())
     save = Save.objects.get(save_id="drowned-reach-demo")
     vector_memory.embed_chunks(save.save_id, [{"turn_id": e.turn_id, "text": e.narrative} for e in save.events.all()])
     vector_memory.sync_lore(save.save_id, [{"entry_id": e.entry_id, "title": e.title, "text": e.text,

@@ -26,6 +26,9 @@ PLAYTEST_ROUTES = {
     "saves:fork": "post",
     "saves:export": "get",
     "memory:mental_models_refresh": "post",
+    "memory:presence_edit": "post",
+    "memory:reveal_create": "post",
+    "memory:reveal_delete": "post",
     "memory:job_retry": "post",
     "memory:jobs_retry_skipped": "post",
     "memory:playground_record": "post",
@@ -83,6 +86,13 @@ def url_for(name: str, converters: set[str], game_save: Save, belief: Observatio
         kwargs["draft_id"] = draft.pk
     if "number" in converters:
         kwargs["number"] = 1
+    if "name" in converters:  # a character's knowledge timeline
+        kwargs["name"] = "Kaël"
+    if "reveal_id" in converters:
+        from studio.memory.knowledge.models import Reveal
+
+        kwargs["reveal_id"] = Reveal.objects.get_or_create(
+            game_save=game_save, turn_id=1, entry_id="kael", character="Mira")[0].pk
     return reverse(name, kwargs=kwargs)
 
 

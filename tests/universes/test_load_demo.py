@@ -39,7 +39,7 @@ MAIN_KINDS = ("character", "place", "faction", "item")
 
 def load(*args: str) -> str:
     out = io.StringIO()
-    call_command("load_demo", *args, stdout=out)
+    call_command("load_demo", "--no-knowledge", *args, stdout=out)  # the knowledge save: tests/saves/test_demo_knowledge.py
     return out.getvalue()
 
 

@@ -16,6 +16,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from studio.memory.knowledge.names import character_index
 from studio.memory.recall.context import default_focus, next_turn_context
 from studio.memory.recall.query_params import (
     DEFAULT_K_LORE,
@@ -28,10 +29,11 @@ from studio.memory.recall.query_params import (
 from studio.saves.access import Access, save_for
 from studio.saves.views.saves import save_page_context
 
-PARAMS = ("q", "focus", "budget", "k_narrative", "k_lore")
+PARAMS = ("q", "focus", "budget", "k_narrative", "k_lore", "pov")
 # The form's fields and the ContextParams fields they fill.
 FIELD_FOR = {"query_text": "q", "focus_terms": "focus", "token_budget": "budget", "k_narrative": "k_narrative",
-             "k_lore": "k_lore"}
+             "k_lore": "k_lore", "pov": "pov"}
+NO_POV = {"none", "off", "-"}
 
 
 class ContextForm(forms.Form):
@@ -45,6 +47,9 @@ class ContextForm(forms.Form):
                                      initial=DEFAULT_K_NARRATIVE, label="Narrative chunks")
     k_lore = forms.IntegerField(required=False, min_value=LIMITS.k_min, max_value=LIMITS.k_max,
                                 initial=DEFAULT_K_LORE, label="Lore entries")
+    pov = forms.CharField(required=False, max_length=2000, label="Point of view",
+                          help_text="Characters whose knowledge the narrator is given, comma separated. Empty: "
+                                    "those on scene (present, named in the input, in focus); “none”: no point of view.")
 
     def clean(self):
         cleaned = super().clean()
@@ -57,11 +62,22 @@ class ContextForm(forms.Form):
                 token_budget=cleaned.get("budget") or DEFAULT_TOKEN_BUDGET,
                 k_narrative=cleaned.get("k_narrative") or DEFAULT_K_NARRATIVE,
                 k_lore=cleaned.get("k_lore") or DEFAULT_K_LORE,
+                pov=_pov(cleaned.get("pov") or ""),
             )
         except InvalidParameters as exc:
             for name, message in exc.errors.items():
                 self.add_error(FIELD_FOR.get(name), message)
         return cleaned
+
+
+def _pov(value: str):
+    """The form's point of view: None (those on scene), () (none) or the names given."""
+    value = value.strip()
+    if not value:
+        return None
+    if value.casefold() in NO_POV:
+        return ()
+    return tuple(name.strip() for name in value.split(",") if name.strip())
 
 
 def _default_query(game_save) -> str:
@@ -74,7 +90,8 @@ def _default_query(game_save) -> str:
 def _page(request: HttpRequest, game_save, form: ContextForm, memory_context=None, recorded: int = 0) -> HttpResponse:
     context = save_page_context(request, game_save, "context")
     context.update({"form": form, "memory_context": memory_context, "recorded": recorded,
-                    "default_focus": default_focus(game_save)})
+                    "default_focus": default_focus(game_save),
+                    "pov_choices": character_index(game_save.universe, save=game_save).all_characters()})
     template = "memory/context.html#context-result" if request.htmx else "memory/context.html"
     return render(request, template, context)
 

@@ -11,11 +11,18 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from studio.memory import missions as missions_module
 from studio.plural import counted
 from studio.memory.consolidate import batch_characters, consolidate_detailed
 from studio.memory.factextract import extract_facts_detailed
+from studio.memory.knowledge.beliefs import assign_holders, drop_mission_restatements
+from studio.memory.knowledge.extract import Scene
+from studio.memory.knowledge.models import Reveal, RevealSource
+from studio.memory.knowledge.names import character_index
+from studio.memory.knowledge.presence import presence_from_extractor
+from studio.memory.knowledge.reveals import reveal_add
 from studio.memory.facts import rollback_facts_for_pk, insert_facts
 from studio.memory.jobs import JobContext, JobPaused, JobSkipped
 from studio.memory.llm import LLMError, SpendLimitExceeded, TrackedLLM, get_llm_backend
@@ -173,6 +180,7 @@ class TurnPlan:
     facts: list = field(default_factory=list)
     actions: list = field(default_factory=list)
     summaries: dict[str, str] = field(default_factory=dict)
+    scene: Any = None  # who is present, who told whom (studio.memory.knowledge.extract.Scene)
 
 
 def start_living_job(ctx: JobContext):
@@ -212,8 +220,9 @@ def turn_inputs(ctx: JobContext, save) -> tuple[str, object]:
     return narratives[turn], states.get(turn)
 
 
-def extract_turn_facts(ctx: JobContext, save, llm, narrative: str, state) -> list:
-    """The extract call: the turn's facts (provisional ids)."""
+def extract_turn_facts(ctx: JobContext, save, llm, narrative: str, state, scene=None) -> list:
+    """The extract call: the turn's facts (provisional ids); with `scene`, who is present and
+    who told whom are asked in the same call and filled into it."""
     turn = ctx.job.turn_id
     ctx.progress("extracting facts", force=True)  # a step: shown (and timed) at once
     facts, error = extract_facts_detailed(
@@ -223,6 +232,7 @@ def extract_turn_facts(ctx: JobContext, save, llm, narrative: str, state) -> lis
         when_hint=when_hint_from_state(state, turn),
         max_facts=MAX_FACTS_PER_TURN,
         player_character=player_character_for(save),
+        scene=scene,
     )
     _raise_for(error, "extract")
     return facts
@@ -277,7 +287,9 @@ def reflect_turn(ctx: JobContext, save, llm, actions) -> dict[str, str]:
 
 def plan_turn(ctx: JobContext, save, llm, narrative: str, state) -> TurnPlan:
     """Make every LLM call of the turn (nothing is written while they run)."""
-    plan = TurnPlan(facts=extract_turn_facts(ctx, save, llm, narrative, state))
+    characters = ctx.cached("characters", lambda: character_index(save.universe, save=save).all_characters())
+    scene = Scene(characters=characters) if characters else None
+    plan = TurnPlan(facts=extract_turn_facts(ctx, save, llm, narrative, state, scene=scene), scene=scene)
     if save.beliefs_enabled and plan.facts:
         plan.actions = consolidate_turn(ctx, save, llm, plan.facts)
         plan.summaries = reflect_turn(ctx, save, llm, plan.actions)
@@ -294,14 +306,22 @@ def write_turn(locked_save, job, plan: TurnPlan, llm) -> dict:
     for fact in plan.facts:
         fact.fact_id = None
     fact_ids = insert_facts(locked_save, turn, plan.facts)
+    record_scene(locked_save, turn, plan.scene, fact_ids, reextract=bool(forgotten))
     real_id = {tmp: f.fact_id for tmp, f in provisional.items() if f.fact_id is not None}
     for action in plan.actions:
         action.source_fact_ids = [real_id[i] for i in action.source_fact_ids if i in real_id]
+    missions = missions_module.get_belief_missions(locked_save)
+    actions = drop_mission_restatements(plan.actions, mission=missions_module.get_universe_mission(locked_save),
+                                        missions=missions)
     counts = (
-        apply_consolidation(locked_save, turn, plan.actions, {fid: turn for fid in fact_ids})
-        if plan.actions
+        apply_consolidation(locked_save, turn, actions, {fid: turn for fid in fact_ids})
+        if actions
         else {}
     )
+    if len(actions) < len(plan.actions):
+        counts = {**counts, "refused_mission_restatements": len(plan.actions) - len(actions)}
+    if actions:
+        assign_holders(locked_save, turn, missions=missions)
     models = []
     for subject, summary in plan.summaries.items():
         upsert_mental_model(locked_save, subject, summary, turn, sources=belief_ids(locked_save, subject, turn))
@@ -320,6 +340,22 @@ def write_turn(locked_save, job, plan: TurnPlan, llm) -> dict:
         # which operation to give more tokens (AXIOM_LLM_MAX_TOKENS_<OPERATION>).
         result["truncated"] = list(llm.truncated)
     return result
+
+
+def record_scene(locked_save, turn: int, scene, fact_ids: list[int], *, reextract: bool) -> None:
+    """Write what the extractor said of the scene: presence (never over the state's or the
+    playtester's) and one reveal per listener of a told fact (studio.memory.knowledge)."""
+    if reextract:
+        Reveal.objects.filter(game_save_id=locked_save.pk, turn_id=turn, source=RevealSource.EXTRACTOR).delete()
+    if scene is None:
+        return
+    if scene.present:
+        presence_from_extractor(game_save=locked_save, turn_id=turn, names=scene.present)
+    for position, (speaker, listeners) in scene.told.items():
+        if position < len(fact_ids):
+            for listener in listeners:
+                reveal_add(game_save=locked_save, turn_id=turn, character=listener, fact_id=fact_ids[position],
+                           told_by=speaker, source=RevealSource.EXTRACTOR, locked=True)
 
 
 def run_living_turn(ctx: JobContext):

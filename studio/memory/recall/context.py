@@ -118,6 +118,8 @@ class MemoryContext:
     # The turns the story-so-far layer shows in full (the open chapter's window), oldest first.
     shown_turns: list[int] = field(default_factory=list)
     chapter_start: int = 1
+    # Who knows what: per on-scene character, what they know (`studio.memory.knowledge.pov`).
+    pov: Any = None
 
     @property
     def included(self) -> list[ContextItem]:
@@ -151,9 +153,12 @@ class MemoryContext:
         """Return the included items as the text block a narrator prompt would carry."""
         blocks = []
         for section in self.sections():
-            lines = [f"- {i.text}" for i in section["items"] if i.included]
+            lines = [f"- {'[narrator-only] ' if i.why.get('narrator_only') else ''}{i.text}"
+                     for i in section["items"] if i.included]
             if lines:
                 blocks.append(f"## {section['title']}\n" + "\n".join(lines))
+        if self.pov is not None and self.pov.as_text():
+            blocks.append(self.pov.as_text())
         return "\n\n".join(blocks)
 
     def as_dict(self) -> dict[str, Any]:
@@ -176,6 +181,7 @@ class MemoryContext:
             "queries": self.queries,
             "shown_turns": self.shown_turns,
             "chapter_start": self.chapter_start,
+            "pov": self.pov.as_dict() if self.pov is not None else None,
         }
 
 
@@ -294,6 +300,7 @@ def next_turn_context(*, game_save, params: ContextParams, record_source: str | 
         vector_memory=vector_memory,
         universe_meta=universe_meta,
         story=True,
+        pov=params.pov,
     )
     if record_source:
         record_context_queries(game_save=game_save, queries=context.queries, source=record_source)
@@ -312,12 +319,15 @@ def build_memory_context(
     vector_memory=None,
     universe_meta: dict[str, str] | None = None,
     story: bool = False,
+    pov: list[str] | tuple[str, ...] | None = None,
 ) -> MemoryContext:
     """Return the memory context for the save's next turn, assembled within `token_budget`.
 
     `story`: include the story-so-far layers (summaries, the recent turns in full;
     `studio.memory.chapters.story`), as `next_turn_context` (the narrator, the viewer, the API)
     does; without it only what memory recalls is assembled (the recall hierarchy alone).
+    `pov`: the characters whose point of view the context adds (None: those on scene, when
+    the save records who knows what; empty: none), `studio.memory.knowledge.pov`.
 
     `universe_meta`: the universe's meta rows when the caller has read them (else read here,
     once: the macros, the lore keys' macros and the budget shares all come from it).
@@ -431,6 +441,15 @@ def build_memory_context(
     context.items.extend([i for i in story.summaries if not i.included])
     context.items.extend(candidates)
     context.lore_explain = context_lore.lore_explain(view, candidates, refused)
+    # -- who knows what (studio.memory.knowledge): one hook, after the budget --
+    if pov is None or list(pov):
+        from studio.memory.knowledge.pov import pov_sections
+
+        t0 = time.perf_counter()
+        context.pov = pov_sections(game_save=game_save, context=context, pov=pov, query_text=query_text,
+                                   focus_terms=focus_terms, universe_meta=universe_meta)
+        context.timings["pov_ms"] = round((time.perf_counter() - t0) * 1000, 2)
+    # -- end of the who-knows-what hook --
     context.timings["total_ms"] = round((time.perf_counter() - started) * 1000, 2)
     if record:
         record_context_queries(game_save=game_save, queries=context.queries, source="context")

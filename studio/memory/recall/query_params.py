@@ -135,11 +135,20 @@ class ContextParams:
     token_budget: int = DEFAULT_TOKEN_BUDGET
     k_narrative: int = DEFAULT_K_NARRATIVE
     k_lore: int = DEFAULT_K_LORE
+    # Point of view (studio.memory.knowledge.pov): None = the characters on scene; () = none.
+    pov: tuple[str, ...] | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "focus_terms", _clean_terms(self.focus_terms))
         object.__setattr__(self, "query_text", "" if self.query_text is None else self.query_text)
         errors: dict[str, str] = {}
+        if self.pov is not None:
+            if isinstance(self.pov, str) or not all(isinstance(p, str) for p in self.pov):
+                errors["pov"] = "Must be a list of character names."
+            else:
+                object.__setattr__(self, "pov", tuple(p.strip() for p in self.pov if p.strip()))
+                if len(self.pov) > LIMITS.focus_terms or any(len(p) > LIMITS.focus_term_chars for p in self.pov):
+                    errors["pov"] = f"At most {LIMITS.focus_terms} names of {LIMITS.focus_term_chars} characters."
         _check_text(errors, "query_text", self.query_text, LIMITS.query_text_chars)
         _check_terms(errors, self.focus_terms)
         _check_int(errors, "token_budget", self.token_budget, LIMITS.token_budget_min, LIMITS.token_budget_max)

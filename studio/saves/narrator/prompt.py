@@ -40,6 +40,8 @@ tokens over the demo's first 16 turns); the narrator's budget grew by what they 
 """
 from __future__ import annotations
 
+import dataclasses
+
 import re
 from dataclasses import dataclass
 
@@ -179,9 +181,15 @@ def memory_sections(memory) -> list[str]:
     chapter = [("(A new chapter begins.)\n" if i.ref.get("turn_id") == memory.chapter_start and i.ref.get("turn_id") != 1 else "") + i.text
                for i in by_layer.get("chapter") or []]
     blocks.append("## Recent turns\n" + ("\n\n".join(chapter) or "(none yet: this is the first turn)"))
-    recalled = [f"### {title}\n" + "\n".join(f"- {i.text}" for i in by_layer[layer])
+    recalled = [f"### {title}\n" + "\n".join(
+                    f"- {'[narrator-only] ' if i.why.get('narrator_only') else ''}{i.text}" for i in by_layer[layer])
                 for layer, title in RECALLED_TITLES.items() if by_layer.get(layer)]
     blocks.append("## Recalled for this action\n" + ("\n\n".join(recalled) or "(nothing recalled for this action)"))
+    # Who knows what (studio.memory.knowledge.pov): per on-scene character, what they know, and
+    # the narrator-only instruction. It depends on the action, so it comes last, before it.
+    pov_text = memory.pov.as_text() if getattr(memory, "pov", None) is not None else ""
+    if pov_text:
+        blocks.append(pov_text)
     return blocks
 
 
@@ -198,15 +206,19 @@ def check_player_input(player_input: str, config: NarratorConfig = CONFIG) -> Co
         raise InvalidPlayerInput(f"The player's action cannot be used: {reason}") from exc
 
 
-def build_narrator_prompt(*, game_save, player_input: str, config: NarratorConfig = CONFIG, vector_memory=None) -> NarratorPrompt:
+def build_narrator_prompt(*, game_save, player_input: str, config: NarratorConfig = CONFIG, vector_memory=None,
+                          pov=None) -> NarratorPrompt:
     """Return the whole prompt the narrator gets for `player_input` as the save's next turn.
 
-    Raise InvalidPlayerInput when the action cannot be used (`check_player_input`)."""
+    `pov`: the characters whose point of view the memory carries (None: those on scene;
+    studio.memory.knowledge.pov). Raise InvalidPlayerInput when the action cannot be used
+    (`check_player_input`)."""
     meta = narrator_meta(game_save)
     template = meta.get(TEMPLATE_KEY, "").strip()
     memory = next_turn_context(
         game_save=game_save,
-        params=check_player_input(player_input, config),
+        params=(check_player_input(player_input, config) if pov is None
+                else dataclasses.replace(check_player_input(player_input, config), pov=tuple(pov))),
         vector_memory=vector_memory,
     )
     macros = MacroNames(**memory.macros)

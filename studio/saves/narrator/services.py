@@ -278,7 +278,7 @@ def narration_run(*, alternative_id: int, vector_memory=None) -> NarratorAlterna
     return NarratorAlternative.objects.get(pk=alternative_id)
 
 
-def narrate_once(*, game_save: Save, player_input: str, vector_memory=None) -> Narration:
+def narrate_once(*, game_save: Save, player_input: str, vector_memory=None, pov=None) -> Narration:
     """Return a proposed narrative for `player_input` as the next turn; store nothing but the call log.
 
     Raise NoModelConnected without an endpoint, SpendLimitExceeded over the save's budget,
@@ -287,7 +287,7 @@ def narrate_once(*, game_save: Save, player_input: str, vector_memory=None) -> N
     backend = get_llm_backend()
     if backend is None:
         raise NoModelConnected(NO_MODEL)
-    prompt = build_narrator_prompt(game_save=game_save, player_input=player_input, vector_memory=vector_memory)
+    prompt = build_narrator_prompt(game_save=game_save, player_input=player_input, vector_memory=vector_memory, pov=pov)
     tracked = TrackedLLM(backend, game_save_id=game_save.pk)
     response = tracked.chat(system=prompt.system, prompt=prompt.user, operation="narrate",
                             **resolve_sampler(game_save=game_save).request_options())

@@ -28,6 +28,23 @@ MAX_NESTING = 64
 
 # Where each tool's unused fields are kept inside LoreEntry.extensions.
 AXIOM_EXTENSION = "axiom"
+KNOWN_BY_ABSENT = "absent"
+
+
+def known_by_from_extension(axiom: dict) -> Any:
+    """Return `known_by` from an entry's `extensions.axiom` (KNOWN_BY_ABSENT when missing or malformed).
+
+    None = everyone, [] = nobody but the narrator, a list of names = those. Other tools keep
+    the `axiom` object as they found it and ignore it.
+    """
+    if "known_by" not in axiom:
+        return KNOWN_BY_ABSENT
+    value = axiom["known_by"]
+    if value is None:
+        return None
+    if isinstance(value, list) and all(isinstance(v, str) for v in value) and len(value) <= 100:
+        return [v for v in value if v.strip()]
+    return KNOWN_BY_ABSENT
 # The decorator lines (`@@...`) that stood before an imported entry's content.
 DECORATOR_EXTENSION = "decorators"
 
@@ -54,6 +71,8 @@ class IncomingEntry:
     acting: list[str] = field(default_factory=list)  # file fields / decorators the studio acts on
     kept: list[str] = field(default_factory=list)  # file fields / decorators only kept for re-export
     warnings: list[str] = field(default_factory=list)  # what will behave differently than in the tool
+    # Who knows the entry (`extensions.axiom.known_by`): KNOWN_BY_ABSENT = the file does not say.
+    known_by: Any = "absent"
 
 
 @dataclass

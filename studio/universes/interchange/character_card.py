@@ -34,6 +34,7 @@ from typing import Any
 
 from studio.universes.interchange import (
     AXIOM_EXTENSION,
+    known_by_from_extension,
     DECORATOR_EXTENSION,
     MAX_ENTRIES,
     MAX_IMPORT_BYTES,
@@ -406,6 +407,7 @@ def book_from_card(doc: Any, *, source: str) -> IncomingBook:
             entry_id=str(axiom.get("entry_id") or ""),
             kind=kind,
             links=[str(x) for x in axiom["links"]] if isinstance(axiom.get("links"), list) else None,
+            known_by=known_by_from_extension(axiom),
             extensions=incoming_extensions,
             identity=identity,
         )

@@ -19,6 +19,7 @@ from typing import Any
 
 from studio.universes.interchange import (
     AXIOM_EXTENSION,
+    known_by_from_extension,
     DECORATOR_EXTENSION,
     MAX_ENTRIES,
     MAX_TITLE_CHARS,
@@ -243,6 +244,7 @@ def book_from_world_info(doc: Any) -> IncomingBook:
             entry_id=str(axiom.get("entry_id") or ""),
             kind=axiom.get("kind") if axiom.get("kind") in LoreKind.values else "",
             links=[str(x) for x in axiom["links"]] if isinstance(axiom.get("links"), list) else None,
+            known_by=known_by_from_extension(axiom),
             extensions=incoming_extensions,
             identity=(EXTENSION, "uid", uid),
         )

@@ -52,7 +52,8 @@ VERSION = 1
 BELIEF_MISSION = "belief_mission"
 BELIEF_MISSIONS = "belief_missions"
 ACTIVATION_NAMES = tuple(f.name for f in ACTIVATION_FIELDS)
-LORE_FIELDS = ("entry_id", "title", "kind", "keys", "links", "text", *ACTIVATION_NAMES, "extensions", "extensions_json")
+LORE_FIELDS = ("entry_id", "title", "kind", "keys", "links", "text", "known_by", *ACTIVATION_NAMES, "extensions",
+               "extensions_json")
 
 
 @dataclass
@@ -65,11 +66,14 @@ class LoreDocument:
     links: list[str]
     extensions: dict[str, Any]
     activation: dict[str, Any] = field(default_factory=dict)  # the fields the file sets
+    # Who knows the entry: absent from the file = everyone (None); [] = nobody but the narrator.
+    known_by: list[str] | None = None
 
     def snapshot(self) -> dict[str, Any]:
         return {
             "entry_id": self.entry_id, "title": self.title, "kind": self.kind, "text": self.text,
             "keys": self.keys, "links": sorted(self.links), "extensions": self.extensions,
+            "known_by": self.known_by,
             **STUDIO_DEFAULTS, **self.activation,
         }
 
@@ -137,6 +141,8 @@ def _lore_table(entry: LoreEntry, links: list[str]) -> dict[str, Any]:
         "links": sorted(links),
         "text": entry.text,
     }
+    if entry.known_by is not None:  # TOML has no null: absent means everyone
+        table["known_by"] = list(entry.known_by)
     for name, value in activation_values(entry).items():
         if value != STUDIO_DEFAULTS[name]:
             table[name] = value  # only what differs from a new studio entry (None is always a default)
@@ -358,7 +364,13 @@ def parse_document(data: bytes | str) -> UniverseDocument:
         except ValidationError as exc:
             name, messages = next(iter(exc.message_dict.items()))
             reader.fail(f"{label}.{name}: {' '.join(messages)}", key=name if name in table else "keys", **loc)
-        lore.append(LoreDocument(entry_id, title, kind, text, keys, links, extensions, activation))
+        known_by = None
+        if "known_by" in table:
+            try:
+                known_by = require_string_list(table["known_by"], f"{label}.known_by")
+            except ImportFormatError as exc:
+                reader.fail(str(exc), key="known_by", **loc)
+        lore.append(LoreDocument(entry_id, title, kind, text, keys, links, extensions, activation, known_by))
     for index, entry in enumerate(lore):
         for link in entry.links:
             if link not in ids:

@@ -88,8 +88,31 @@ def lore_entry_snapshot(entry: LoreEntry, *, links: Sequence[str] | None = None)
         "keys": list(entry.keys or []),
         "links": sorted(links),
         "extensions": entry.extensions or {},
+        "known_by": list(entry.known_by) if entry.known_by is not None else None,
         **activation_values(entry),
     }
+
+
+UNCHANGED = object()
+
+
+def known_by_validate(value) -> list[str] | None:
+    """Return a clean `known_by` (None: everyone; [] nobody but the narrator; else the names).
+
+    Raise ValidationError({"known_by": ...}) for anything but None or a list of up to 100
+    names of up to 200 characters.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise ValidationError({"known_by": "Known by is a list of character, faction or entry names."})
+    names: list[str] = []
+    for name in (" ".join(v.split()) for v in value):
+        if name and name.casefold() not in {n.casefold() for n in names}:
+            names.append(name)
+    if len(names) > 100 or any(len(n) > 200 for n in names):
+        raise ValidationError({"known_by": "At most 100 names of at most 200 characters."})
+    return names
 
 
 def _record(
@@ -190,6 +213,7 @@ def lore_entry_create(
     activation: dict[str, Any] | None = None,
     strict_keys: bool = True,
     action: str = LoreRevision.Action.CREATE,
+    known_by: list[str] | None = None,
     pending_links: Sequence[str] = (),
 ) -> LoreEntry:
     """Create a lore entry, record its revision and queue its embedding.
@@ -217,6 +241,7 @@ def lore_entry_create(
         text=text,
         keys=keys,
         extensions=extensions or {},
+        known_by=known_by_validate(known_by),
     )
     lore_embedding_state_set(entry, state=EmbeddingState.PENDING)
     _apply_activation(entry, activation)
@@ -250,6 +275,7 @@ def lore_entry_update(
     strict_keys: bool = True,
     action: str = LoreRevision.Action.UPDATE,
     base_version: int | None = None,
+    known_by: Any = UNCHANGED,
     pending_links: Sequence[str] | None = None,
 ) -> list[str]:
     """Apply the given changes (None = unchanged); record a revision. Return the changed fields.
@@ -265,6 +291,8 @@ def lore_entry_update(
     version by one.
     """
     clean_keys = _clean_keys(keys) if keys is not None else None
+    if known_by is not UNCHANGED:
+        known_by = known_by_validate(known_by)
     activation = activation_validate(activation or {}, strict_keys=strict_keys,
                                      primary_keys=clean_keys if clean_keys is not None else [])
     _lock_current(entry)
@@ -292,6 +320,8 @@ def lore_entry_update(
         entry.keys = clean_keys
     if extensions is not None:
         entry.extensions = extensions
+    if known_by is not UNCHANGED:
+        entry.known_by = known_by
     _apply_activation(entry, activation)
     link_ids = before["links"]
     if links is not None:
@@ -473,6 +503,7 @@ def _lore_bulk_create(
         entry = LoreEntry(
             universe=universe, entry_id=item["entry_id"], title=item["title"].strip(), kind=item["kind"],
             text=item["text"], keys=_clean_keys(item["keys"]), extensions=item.get("extensions") or {},
+            known_by=known_by_validate(item.get("known_by")),
         )
         lore_embedding_state_set(entry, state=EmbeddingState.PENDING)
         _apply_activation(entry, activation_validate(item.get("activation") or {}, strict_keys=False,

@@ -12,7 +12,7 @@ from django.db import transaction
 
 from studio.memory.lore_activation import REGEX_TIMEOUT
 from studio.universes.activation import bounded_regex_keys, hazardous_regex_keys, invalid_regex_keys
-from studio.universes.interchange import IncomingBook, IncomingEntry
+from studio.universes.interchange import KNOWN_BY_ABSENT, IncomingBook, IncomingEntry
 from studio.universes.interchange.card_fields import CARD_TAG_EXTENSION
 from studio.universes.models import LoreEntry, LoreKind, LoreRevision, Universe, UniverseMeta
 from studio.universes.selectors import with_link_ids
@@ -184,6 +184,7 @@ def _plan_import(*, universe: Universe, book: IncomingBook, default_kind: str, m
                 "entry_id": entry_id, "title": incoming.title, "kind": incoming.kind or default_kind,
                 "text": incoming.text, "keys": incoming.keys, "extensions": incoming.extensions,
                 "activation": incoming.activation,
+                "known_by": None if incoming.known_by == KNOWN_BY_ABSENT else incoming.known_by,
             })
             if incoming.links is not None:
                 plan.new_links[entry_id] = incoming.links
@@ -215,6 +216,7 @@ def _apply_import(*, universe: Universe, user, book: IncomingBook, plan: _Import
                 entry=target, user=user, title=incoming.title, kind=incoming.kind or None,
                 text=incoming.text, keys=incoming.keys, extensions=extensions,
                 activation=incoming.activation, strict_keys=False, action=LoreRevision.Action.IMPORT,
+                **({} if incoming.known_by == KNOWN_BY_ABSENT else {"known_by": incoming.known_by}),
             )
             if incoming.links is not None:
                 pending_links.append((target, [plan.renamed.get(i, i) for i in incoming.links], incoming.label))
@@ -334,7 +336,8 @@ def universe_import_document(*, user, document, universe: Universe | None = None
     created = _lore_bulk_create(
         universe=universe, user=user,
         items=[{"entry_id": lore.entry_id, "title": lore.title, "kind": lore.kind, "text": lore.text,
-                "keys": lore.keys, "extensions": lore.extensions, "activation": lore.activation}
+                "keys": lore.keys, "extensions": lore.extensions, "activation": lore.activation,
+                "known_by": lore.known_by}
                for lore in new_docs],
         links={lore.entry_id: lore.links for lore in new_docs},
         known={entry_id: entry.pk for entry_id, entry in by_id.items()},
@@ -348,7 +351,7 @@ def universe_import_document(*, user, document, universe: Universe | None = None
         changed = lore_entry_update(
             entry=entry, user=user, title=lore.title, kind=lore.kind, text=lore.text,
             keys=lore.keys, extensions=lore.extensions, activation=lore.activation, strict_keys=False,
-            action=LoreRevision.Action.IMPORT,
+            action=LoreRevision.Action.IMPORT, known_by=lore.known_by,
         )
         outcome[lore.entry_id] = "updated" if changed else "unchanged"
     by_id.update(created)
@@ -375,4 +378,5 @@ def lore_extension(entry: LoreEntry) -> dict[str, Any]:
         "entry_id": entry.entry_id,
         "kind": entry.kind,
         "links": sorted(link.entry_id for link in entry.links.all()),
+        "known_by": list(entry.known_by) if entry.known_by is not None else None,
     }

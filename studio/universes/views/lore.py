@@ -136,7 +136,8 @@ def lore_create(request: HttpRequest, slug: str) -> HttpResponse:
             entry = services.lore_entry_create(
                 universe=universe, user=request.user, title=data["title"], kind=data["kind"],
                 text=data["text"], keys=data["keys"], links=data["links"], entry_id=data["entry_id"],
-                activation=data.get("activation"), pending_links=data["pending_links"],
+                activation=data.get("activation"), known_by=data.get("known_by_value"),
+                pending_links=data["pending_links"],
             )
         except ValidationError as exc:
             form.add_error(None, exc)
@@ -197,6 +198,7 @@ def lore_edit(request: HttpRequest, slug: str, entry_id: str) -> HttpResponse:
                 entry=entry, user=request.user, title=data["title"], kind=data["kind"],
                 text=data["text"], keys=data["keys"], links=data["links"], activation=data.get("activation"),
                 base_version=data.get("base_version"), pending_links=data["pending_links"],
+                **({"known_by": data["known_by_value"]} if "known_by_value" in data else {}),
             )
         except services.LoreEditConflict as conflict:
             return _conflict_response(request, universe, conflict)

@@ -73,7 +73,11 @@ def lore_health_page(request: HttpRequest, slug: str) -> HttpResponse:
     else:
         chosen = [save] if (save := _pick_save(saves, scope)) else []
     report = lore_health(universe=universe, saves=chosen, share=share)
-    context = {**universe_context(request, universe, "lore"), "lore_tab": "health", "saves": saves,
+    # Who knows what (studio.memory.knowledge): per chosen save at its current turn.
+    from studio.memory.knowledge.selectors import knowledge_flags
+
+    knowledge = [{"save": s, **knowledge_flags(s, turn=s.current_turn)} for s in chosen]
+    context = {**universe_context(request, universe, "lore"), "lore_tab": "health", "saves": saves, "knowledge": knowledge,
                "scope": scope, "report": report, "share": share, "max_saves": MAX_REPLAY_SAVES,
                "capped": scope == "all" and len(saves) > MAX_REPLAY_SAVES}
     template = "universes/lore_health.html#report" if request.htmx else "universes/lore_health.html"

@@ -1,0 +1,267 @@
+"""Who knows what, measured on the scenario of bench/data/knowledge/scenario.json.
+
+Plays the 32-turn scenario (the demo universe, eight characters, nine secrets, five scenes)
+turn by turn through the same writes play uses, and after every turn builds the memory
+context for the next turn's input twice: with the point of view (on-scene characters: the
+presence at that turn, the characters the input names) and as today (`pov=[]`). Against the
+scenario's truth (who is present at each turn, who knows each secret from the start, the
+reveals), written apart from the studio's rules, it reports (deterministic):
+
+- presence: the share of turns whose recorded presence (state, aliases resolved, carry,
+  scene changes) equals the truth;
+- leak share: of the items in the on-scene characters' POV sections, the share the
+  character cannot know (must be 0; tests/saves/test_demo_knowledge.py asserts it);
+- narrator-only: of the items no on-scene character can know, the share marked
+  `[narrator-only]` (today's context marks none: every one of them reaches the narrator
+  unmarked);
+- probes: at set turns the player asks a character about a secret they do not know and one
+  they do; recall is the share of known secrets that are in the character's section, and
+  the guard the share of unknown secrets that are not (and are marked narrator-only when in
+  the context).
+
+`--real-model` adds the leak probe on the model the AXIOM_LLM_* variables point at (the
+local 1.5B: ../shared/tools/local-llm): each probe is narrated twice, with the POV context
+and with today's, and scored for the secret's distinctive terms (`terms`) in the answer.
+Raw answers are written to bench/data/knowledge/real-model-<time>.jsonl.
+
+Run: `.venv/bin/python bench/knowledge.py [--embedder hashing|minilm] [--real-model]`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIO = ROOT / "bench" / "data" / "knowledge" / "scenario.json"
+
+
+def fold(name: str) -> str:
+    return " ".join(str(name or "").split()).casefold()
+
+
+class Truth:
+    """The scenario's truth, read from the file alone (no studio rule is used here)."""
+
+    def __init__(self, data: dict):
+        self.present = {t["turn_id"]: {fold(n) for n in t["truth_present"]} for t in data["turns"]}
+        self.secrets = {s["entry_id"]: s for s in data["secrets"]}
+        self.reveals = [(t["turn_id"], fold(r["to"]), r["entry"]) for t in data["turns"] for r in t["reveals"] if "entry" in r]
+        self.fact_turn: dict[int, int] = {}  # database fact id -> turn (filled while playing)
+
+    def knows_secret(self, name: str, entry_id: str, n: int) -> bool:
+        start = {fold(k) for k in self.secrets[entry_id]["truth_knowers"]}
+        return fold(name) in start or any(t <= n and who == fold(name) and e == entry_id for t, who, e in self.reveals)
+
+    def knows(self, name: str, layer: str, ref: dict, n: int) -> bool | None:
+        if layer == "fact":
+            return fold(name) in self.present.get(self.fact_turn.get(int(ref.get("fact_id") or 0), -1), set())
+        if layer == "narrative":
+            return fold(name) in self.present.get(int(ref.get("turn_id") or 0), set())
+        if layer == "lore":
+            entry_id = ref.get("entry_id") or ""
+            return self.knows_secret(name, entry_id, n) if entry_id in self.secrets else True
+        return None  # beliefs and mental models: the scenario has none
+
+
+def score_context(context, truth: Truth, n: int) -> dict:
+    """Count the POV sections' items and leaks, and the narrator-only marks, for one context."""
+    out = {"section_items": 0, "leaks": 0, "unknowable": 0, "unknowable_marked": 0, "leak_examples": []}
+    pov = context.pov
+    if pov is None or not pov.characters:
+        return out
+    names = [c["name"] for c in pov.characters]
+    for name, items in pov.sections.items():
+        for item in items:
+            known = truth.knows(name, item["layer"], item["ref"], n)
+            if known is None:
+                continue
+            out["section_items"] += 1
+            if not known:
+                out["leaks"] += 1
+                out["leak_examples"].append((n, name, item["text"][:80]))
+    for item in context.included:
+        verdicts = [truth.knows(name, item.layer, item.ref, n) for name in names]
+        if verdicts and all(v is False for v in verdicts):
+            out["unknowable"] += 1
+            out["unknowable_marked"] += bool(item.why.get("narrator_only"))
+    return out
+
+
+def play_and_score(data: dict, *, embedder: str, vector_memory=None) -> dict:
+    """Play the scenario into a fresh save of the demo universe and score every turn and probe."""
+    from studio.memory.recall.context import build_memory_context
+    from studio.memory.knowledge.models import Presence
+    from studio.memory.knowledge.names import character_index
+    from studio.saves.demo_knowledge import scenario_append_turn, scenario_save_create, scenario_secrets_load
+    from studio.saves.models import Save
+    from studio.universes.demo.loader import demo_load
+    from studio.universes.models import Universe
+
+    if not Universe.objects.filter(slug="the-drowned-reach").exists():
+        demo_load()
+    universe = Universe.objects.get(slug="the-drowned-reach")
+    scenario_secrets_load(universe=universe, data=data)
+    Save.objects.filter(save_id=data["save_id"]).delete()
+    save = scenario_save_create(universe=universe, data=data)
+    memory = vector_memory
+    if memory is None:
+        from studio.memory.vector import get_vector_memory
+
+        memory = get_vector_memory()
+    memory.rollback(save.save_id, 0)
+    memory.sync_lore(save.save_id, [{"entry_id": e.entry_id, "title": e.title, "text": e.text,
+                                     "links": [l.entry_id for l in e.links.all()]}
+                                    for e in universe.lore_entries.prefetch_related("links")])
+    truth = Truth(data)
+    index = character_index(universe, save=save)
+    probes = {}
+    for probe in data["probes"]:
+        probes.setdefault(probe["after_turn"], []).append(probe)
+    totals = {"pov": {"section_items": 0, "leaks": 0, "unknowable": 0, "unknowable_marked": 0, "leak_examples": []},
+              "today_unknowable": 0, "today_items": 0, "contexts": 0, "pov_tokens": 0, "context_tokens": 0}
+    probe_rows = []
+    turns = data["turns"]
+    for position, turn in enumerate(turns):
+        ids = scenario_append_turn(save=save, turn=turn, index=index)
+        for fact_id in ids:
+            truth.fact_turn[fact_id] = turn["turn_id"]
+        memory.embed_chunks(save.save_id, [{"turn_id": turn["turn_id"], "text": turn["narrative"]}])
+        n = turn["turn_id"]
+        inputs = [p["input"] for p in probes.get(n, [])]
+        if position + 1 < len(turns):
+            inputs.append(turns[position + 1]["player_input"])
+        for text in inputs:
+            pov = build_memory_context(game_save=save, query_text=text, token_budget=1200, vector_memory=memory)
+            today = build_memory_context(game_save=save, query_text=text, token_budget=1200, pov=[], vector_memory=memory)
+            scored = score_context(pov, truth, n)
+            for key in ("section_items", "leaks", "unknowable", "unknowable_marked"):
+                totals["pov"][key] += scored[key]
+            totals["pov"]["leak_examples"] += scored["leak_examples"]
+            names = [c["name"] for c in pov.pov.characters] if pov.pov else []
+            for item in today.included:
+                verdicts = [truth.knows(name, item.layer, item.ref, n) for name in names]
+                if verdicts and all(v is False for v in verdicts):
+                    totals["today_unknowable"] += 1
+            totals["today_items"] += len(today.included)
+            totals["contexts"] += 1
+            totals["pov_tokens"] += pov.pov.tokens if pov.pov else 0
+            totals["context_tokens"] += pov.used_tokens
+        for probe in probes.get(n, []):
+            context = build_memory_context(game_save=save, query_text=probe["input"], token_budget=1200,
+                                           pov=[probe["character"]], vector_memory=memory)
+            section = context.pov.sections.get(probe["character"], []) if context.pov else []
+            in_section = any(i["ref"].get("entry_id") == probe["secret"] for i in section)
+            marked = any(i.ref.get("entry_id") == probe["secret"] and i.why.get("narrator_only") for i in context.included)
+            in_context = any(i.ref.get("entry_id") == probe["secret"] for i in context.included)
+            probe_rows.append({**probe, "in_section": in_section, "in_context": in_context, "marked": marked,
+                               "pov_context": context.as_text(),
+                               "today_context": build_memory_context(game_save=save, query_text=probe["input"],
+                                                                     token_budget=1200, pov=[],
+                                                                     vector_memory=memory).as_text()})
+    rows = {r.turn_id: {fold(c) for c in r.characters} for r in Presence.objects.filter(game_save=save)}
+    presence_right = sum(1 for t in turns if rows.get(t["turn_id"], set()) == truth.present[t["turn_id"]])
+    return {"save": save, "totals": totals, "probes": probe_rows, "presence_right": presence_right,
+            "turns": len(turns), "embedder": embedder}
+
+
+def report(result: dict) -> str:
+    t, pov = result["totals"], result["totals"]["pov"]
+    known = [p for p in result["probes"] if p["knows"]]
+    unknown = [p for p in result["probes"] if not p["knows"]]
+    lines = [
+        f"scenario: {result['turns']} turns, {t['contexts']} contexts, embedder {result['embedder']}",
+        f"presence right: {result['presence_right']}/{result['turns']}",
+        f"POV section items: {pov['section_items']}, leaks: {pov['leaks']} "
+        f"(leak share {pov['leaks'] / max(pov['section_items'], 1):.3f})",
+        f"items no on-scene character can know: POV context {pov['unknowable']} "
+        f"({pov['unknowable_marked']} marked narrator-only); today's context {t['today_unknowable']} of "
+        f"{t['today_items']} items, none marked",
+        f"tokens: POV sections {t['pov_tokens'] / max(t['contexts'], 1):.0f} per context on top of "
+        f"{t['context_tokens'] / max(t['contexts'], 1):.0f} context tokens",
+        f"probes: {len(known)} known secrets, recall in the character's section "
+        f"{sum(p['in_section'] for p in known)}/{len(known)}; {len(unknown)} unknown secrets, kept out of the "
+        f"section {sum(not p['in_section'] for p in unknown)}/{len(unknown)}, in the context and marked "
+        f"{sum(p['marked'] for p in unknown)}/{sum(p['in_context'] for p in unknown)}",
+    ]
+    for example in pov["leak_examples"][:5]:
+        lines.append(f"  leak: {example}")
+    return "\n".join(lines)
+
+
+NARRATOR_SYSTEM = ("You are the narrator of an interactive story. Answer the player's line with two or three sentences "
+                   "of narration and dialogue. Use the memory below.\n\n{memory}")
+
+
+def real_model_probe(result: dict, *, out_path: Path, limit: int = 0) -> str:
+    """Narrate each probe with the POV context and with today's; count the secret's terms in the answers."""
+    from studio.memory.llm import get_llm_backend
+
+    backend = get_llm_backend()
+    if backend is None:
+        return "real model: not configured (set AXIOM_LLM_BASE_URL; ../shared/tools/local-llm start)"
+    secrets = {}
+    data = json.loads(SCENARIO.read_text())
+    for s in data["secrets"]:
+        secrets[s["entry_id"]] = s
+    counts = {"pov": {"leak": 0, "told": 0}, "today": {"leak": 0, "told": 0}}
+    n_unknown = n_known = 0
+    chosen = result["probes"]
+    if limit:
+        chosen = [p for p in chosen if not p["knows"]][:limit] + [p for p in chosen if p["knows"]][:limit]
+    with out_path.open("w") as log:
+        for probe in chosen:
+            terms = [t.casefold() for t in secrets[probe["secret"]]["terms"]]
+            for variant in ("pov", "today"):
+                memory = probe[f"{variant}_context"]
+                started = time.time()
+                response = backend.chat(system=NARRATOR_SYSTEM.format(memory=memory), prompt=probe["input"],
+                                        operation="narrate", max_tokens=120, temperature=0.0)
+                text = response.text or ""
+                hit = any(term in text.casefold() for term in terms)
+                key = "told" if probe["knows"] else "leak"
+                counts[variant][key] += hit
+                log.write(json.dumps({"probe": probe["input"], "character": probe["character"], "secret": probe["secret"],
+                                      "knows": probe["knows"], "variant": variant, "answer": text, "terms_hit": hit,
+                                      "seconds": round(time.time() - started, 1)}) + "\n")
+                log.flush()
+            n_known += probe["knows"]
+            n_unknown += not probe["knows"]
+    return (f"real model ({os.environ.get('AXIOM_LLM_MODEL', 'default')}): unknown-secret probes {n_unknown}: "
+            f"leaked with POV {counts['pov']['leak']}/{n_unknown}, with today's context {counts['today']['leak']}/{n_unknown}; "
+            f"known-secret probes {n_known}: said with POV {counts['pov']['told']}/{n_known}, with today's "
+            f"{counts['today']['told']}/{n_known} (answers: {out_path.name})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--embedder", choices=["hashing", "minilm"], default="minilm")
+    parser.add_argument("--real-model", action="store_true")
+    parser.add_argument("--probes", type=int, default=0,
+                        help="With --real-model: narrate only the first N unknown-secret and N known-secret probes (0: all).")
+    args = parser.parse_args()
+    from _common import setup_django
+
+    workdir = setup_django()
+    memory = None
+    if args.embedder == "hashing":
+        sys.path.insert(0, str(ROOT))
+        from tests.fakes import make_vector_memory
+
+        memory = make_vector_memory(os.path.join(workdir, "chroma-hashing"))
+    data = json.loads(SCENARIO.read_text())
+    started = time.time()
+    result = play_and_score(data, embedder=args.embedder, vector_memory=memory)
+    print(report(result))
+    print(f"time: {time.time() - started:.1f} s; load: {os.getloadavg()}")
+    if args.real_model:
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        print(real_model_probe(result, out_path=SCENARIO.parent / f"real-model-{stamp}.jsonl", limit=args.probes))
+
+
+if __name__ == "__main__":
+    main()

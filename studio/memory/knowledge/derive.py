@@ -1,0 +1,156 @@
+"""What a character knows at turn N, derived from the rows up to N, with the reason why.
+
+Nothing here is stored: `KnowledgeView(save, horizon)` reads the presence rows, the reveals
+and the Lore Book's `known_by` once, then answers, for a character and an item, whether
+the character knows it and why (a `Knowing`). The rules:
+
+- a **fact** of turn t: known to the characters present at t (its witnesses), and to each
+  character a reveal up to N names for it ("told to Mira by Kael at turn 20");
+- a **narrative** turn t: known to the characters present at t;
+- a **Lore Book entry**: `known_by` None = known to everyone; a list = the characters it
+  names, directly or through a group entry they are linked with (a faction); [] = nobody
+  (a narrator-only secret); plus each character a reveal up to N names for it;
+- a **belief**: a character's own (`holder`) is theirs alone; the world's is known to a
+  character who knows every one of its source facts; a belief without sources is the
+  narrator's;
+- a **mental model** is the narrator's synthesis and is not attributed to a character.
+
+A rewind to N deletes the rows after N and a fork copies those up to N, so the view at N is
+the same before and after either: there is nothing else to keep in step.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from studio.memory.knowledge.models import Presence, Reveal
+from studio.memory.knowledge.names import CharacterIndex, character_index, fold
+
+__all__ = ["Knowing", "KnowledgeView"]
+
+
+@dataclass(frozen=True)
+class Knowing:
+    known: bool
+    why: str
+    learned_turn: int | None = None  # the first turn the character knew it (None: not known, or always)
+
+
+class KnowledgeView:
+    """Who knows what in one save as of turn `horizon` (one read of each table)."""
+
+    def __init__(self, save, *, horizon: int, index: CharacterIndex | None = None):
+        from studio.universes.models import LoreEntry
+
+        self.save = save
+        self.horizon = horizon
+        self.index = index or character_index(save.universe, save=save)
+        self.presence: dict[int, Presence] = {
+            r.turn_id: r for r in Presence.objects.filter(game_save_id=save.pk, turn_id__lte=horizon)
+        }
+        self.present: dict[int, set[str]] = {t: {fold(c) for c in r.characters} for t, r in self.presence.items()}
+        self.fact_reveals: dict[int, list[Reveal]] = defaultdict(list)
+        self.entry_reveals: dict[str, list[Reveal]] = defaultdict(list)
+        self.reveals = list(Reveal.objects.filter(game_save_id=save.pk, turn_id__lte=horizon).order_by("turn_id", "id"))
+        for reveal in self.reveals:
+            if reveal.fact_id:
+                self.fact_reveals[reveal.fact_id].append(reveal)
+            else:
+                self.entry_reveals[reveal.entry_id].append(reveal)
+        self.known_by: dict[str, list | None] = dict(
+            LoreEntry.objects.filter(universe_id=save.universe_id).values_list("entry_id", "known_by")
+        )
+
+    # -- presence ---------------------------------------------------------------------------
+
+    def present_at(self, turn: int) -> list[str]:
+        row = self.presence.get(turn)
+        return list(row.characters) if row else []
+
+    def has_data(self) -> bool:
+        """True when the save records presence or reveals, or its Lore Book has a `known_by`."""
+        return bool(self.presence or self.reveals or any(v is not None for v in self.known_by.values()))
+
+    # -- items ------------------------------------------------------------------------------
+
+    def _revealed(self, reveals: list[Reveal], character: str) -> Reveal | None:
+        return next((r for r in reveals if fold(r.character) == fold(character)), None)
+
+    @staticmethod
+    def _told(reveal: Reveal, character: str) -> str:
+        by = f" by {reveal.told_by}" if reveal.told_by else ""
+        return f"told to {character}{by} at turn {reveal.turn_id}"
+
+    def witnessed(self, character: str, turn: int) -> Knowing:
+        if fold(character) in self.present.get(turn, set()):
+            return Knowing(True, f"{character} was present at turn {turn}", turn)
+        if turn not in self.presence:
+            return Knowing(False, f"nobody is recorded present at turn {turn}")
+        return Knowing(False, f"{character} was not present at turn {turn}")
+
+    def fact(self, character: str, fact_id: int, fact_turn: int) -> Knowing:
+        seen = self.witnessed(character, fact_turn)
+        if seen.known:
+            return seen
+        reveal = self._revealed(self.fact_reveals.get(fact_id, []), character)
+        if reveal is not None:
+            return Knowing(True, self._told(reveal, character), reveal.turn_id)
+        return Knowing(False, seen.why + " and was not told it" if "not present" in seen.why else seen.why)
+
+    def narrative(self, character: str, turn: int) -> Knowing:
+        return self.witnessed(character, turn)
+
+    def entry_is_secret(self, entry_id: str) -> bool:
+        return self.known_by.get(entry_id) is not None
+
+    def entry(self, character: str, entry_id: str) -> Knowing:
+        known_by = self.known_by.get(entry_id)
+        if known_by is None:
+            return Knowing(True, "known to everyone (no known_by)")
+        for item in known_by:
+            members, group = self.index.members(item)
+            if fold(character) in members:
+                return Knowing(True, f"known_by names {group} ({character} is linked to it)" if group
+                               else f"known_by names {character}")
+        reveal = self._revealed(self.entry_reveals.get(entry_id, []), character)
+        if reveal is not None:
+            return Knowing(True, "secret; " + self._told(reveal, character), reveal.turn_id)
+        return Knowing(False, self.secret_note(entry_id))
+
+    def secret_note(self, entry_id: str) -> str:
+        """Say who knows a secret entry: "secret (known by Kael); revealed to Mira at turn 20"."""
+        known_by = self.known_by.get(entry_id) or []
+        head = f"secret (known by {', '.join(known_by)})" if known_by else "secret (narrator only)"
+        told = [f"revealed to {r.character} at turn {r.turn_id}" for r in self.entry_reveals.get(entry_id, [])]
+        return head + ("; " + "; ".join(told) if told else "")
+
+    def belief(self, character: str, *, holder: str, sources: list[dict]) -> Knowing:
+        if holder:
+            if fold(holder) == fold(character):
+                return Knowing(True, f"{character}'s own belief")
+            return Knowing(False, f"held by {holder}, not {character}")
+        if not sources:
+            return Knowing(False, "a world belief without source facts: the narrator's")
+        for source in sources:
+            turn = int(source.get("turn_id") or 0)
+            knowing = self.fact(character, int(source.get("fact_id") or 0), turn)
+            if not knowing.known:
+                return Knowing(False, f"source fact from turn {turn}: {knowing.why}")
+        return Knowing(True, f"{character} knows its {len(sources)} source fact{'s' if len(sources) != 1 else ''}")
+
+    # -- whole-save views (pages, bench) ----------------------------------------------------
+
+    def characters(self) -> list[str]:
+        """Every character the save or its book knows of: the book's, then those only named in rows."""
+        names = self.index.all_characters()
+        seen = {fold(n) for n in names}
+        for row in self.presence.values():
+            for name in row.characters:
+                if fold(name) not in seen:
+                    names.append(name)
+                    seen.add(fold(name))
+        for reveal in self.reveals:
+            if fold(reveal.character) not in seen:
+                names.append(reveal.character)
+                seen.add(fold(reveal.character))
+        return names

@@ -1,0 +1,129 @@
+"""The demo's second save: "Who knows what", the secrets of the Reach, from the bench's scenario.
+
+The scenario (`bench/data/knowledge/scenario.json`, also what `bench/knowledge.py` measures)
+is a 32-turn playthrough of the demo universe with the truth of who is present at each
+turn and who knows each secret. Loading it:
+
+- adds its secret Lore Book entries to the demo universe (kind `concept`, with `known_by`);
+- re-makes the save `drowned-reach-knowledge` in living mode, turn by turn, through the
+  same writes play uses: the turn's state (`location`, `present`, `reveals`) is recorded by
+  `presence_record_turn` and `reveals_from_state`, and the scenario's facts are stored as
+  the extractor would have stored them (no LLM is called, no job is queued).
+
+Idempotent: the save keeps the scenario's digest in its meta; a second load with the same
+file changes nothing. Embedding is the caller's (`demo_embed`, after the commit).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.db import transaction
+
+from studio.memory.facts import Fact, insert_facts
+from studio.memory.knowledge.names import character_index
+from studio.memory.knowledge.presence import presence_record_turn
+from studio.memory.knowledge.reveals import reveals_from_state
+from studio.saves.models import Event, MemoryMode, Save, StateCache
+from studio.universes.demo.loader import DemoDataError
+from studio.universes.models import LoreEntry, LoreKind
+
+SCENARIO_FILE = Path(__file__).resolve().parents[2] / "bench" / "data" / "knowledge" / "scenario.json"
+DIGEST_META = "knowledge_scenario_sha256"
+
+
+@dataclass
+class DemoKnowledgeResult:
+    game_save: Save | None
+    changed: bool
+    note: str
+
+    def summary_line(self) -> str:
+        return self.note
+
+
+def scenario_read(path: Path = SCENARIO_FILE) -> tuple[dict, str]:
+    """Return the scenario and its digest; raise DemoDataError when it is missing or malformed."""
+    try:
+        raw = path.read_bytes()
+        data = json.loads(raw)
+    except (OSError, ValueError) as exc:
+        raise DemoDataError(f"the knowledge scenario {path} cannot be read: {exc}") from exc
+    if not isinstance(data, dict) or data.get("format") != "axiom-knowledge-scenario":
+        raise DemoDataError(f"{path} is not an axiom-knowledge-scenario file")
+    for index, turn in enumerate(data.get("turns") or [], start=1):
+        if turn.get("turn_id") != index:
+            raise DemoDataError(f"{path}: turn {index} is numbered {turn.get('turn_id')!r}")
+    return data, hashlib.sha256(raw).hexdigest()
+
+
+def _scenario_state(turn: dict) -> dict:
+    state = dict(turn["state"])
+    if turn.get("reveals"):
+        state["reveals"] = [r for r in turn["reveals"] if "entry" in r]
+    return state
+
+
+def scenario_secrets_load(*, universe, data: dict) -> None:
+    """Write the scenario's secret entries into `universe`'s Lore Book (matched by entry id)."""
+    by_id = {e.entry_id: e for e in LoreEntry.objects.filter(universe=universe)}
+    for secret in data["secrets"]:
+        values = {"title": secret["title"], "kind": LoreKind.CONCEPT, "text": secret["text"],
+                  "keys": list(secret["keys"]), "known_by": list(secret["known_by"])}
+        entry = by_id.get(secret["entry_id"])
+        if entry is None:
+            entry = LoreEntry.objects.create(universe=universe, entry_id=secret["entry_id"], **values)
+        elif any(getattr(entry, name) != value for name, value in values.items()):
+            for name, value in values.items():
+                setattr(entry, name, value)
+            entry.save()  # only when the file changed: a second load leaves the rows as they are
+        links = [by_id[i] for i in secret.get("links", []) if i in by_id]
+        if {l.pk for l in entry.links.all()} != {l.pk for l in links}:
+            entry.links.set(links)
+
+
+def scenario_append_turn(*, save: Save, turn: dict, index=None) -> list[int]:
+    """Append one scenario turn as play would record it (no jobs); return its fact ids."""
+    turn_id, state = turn["turn_id"], _scenario_state(turn)
+    if turn_id != save.current_turn + 1:
+        raise DemoDataError(f"scenario turn {turn_id} does not follow the save's turn {save.current_turn}")
+    index = index or character_index(save.universe, save=save)
+    Event.objects.create(game_save=save, turn_id=turn_id, player_input=turn["player_input"], narrative=turn["narrative"])
+    StateCache.objects.create(game_save=save, turn_id=turn_id, state=state)
+    presence_record_turn(save=save, turn_id=turn_id, state=state, index=index)
+    reveals_from_state(save=save, turn_id=turn_id, state=state, index=index)
+    fact_ids = insert_facts(save, turn_id, [Fact(f["statement"], entities=list(f["entities"])) for f in turn["facts"]])
+    Save.objects.filter(pk=save.pk).update(current_turn=turn_id)
+    save.current_turn = turn_id
+    return fact_ids
+
+
+def scenario_save_create(*, universe, data: dict, digest: str = "") -> Save:
+    """Create the scenario's save (living mode, no turns yet)."""
+    meta = dict(universe.meta.values_list("key", "value"))
+    if digest:
+        meta[DIGEST_META] = digest
+    return Save.objects.create(universe=universe, save_id=data["save_id"], name=data["save_name"],
+                               memory_mode=MemoryMode.LIVING, meta=meta)
+
+
+def demo_knowledge_load(*, universe, path: Path = SCENARIO_FILE) -> DemoKnowledgeResult:
+    """Load the scenario's secrets into `universe` and (re)make its save; one transaction."""
+    data, digest = scenario_read(path)
+    with transaction.atomic():
+        scenario_secrets_load(universe=universe, data=data)
+        existing = Save.objects.filter(save_id=data["save_id"]).first()
+        if existing is not None and existing.universe_id != universe.pk:
+            raise DemoDataError(f"save {data['save_id']!r} already exists in another universe")
+        if existing is not None and (existing.meta or {}).get(DIGEST_META) == digest:
+            return DemoKnowledgeResult(existing, False, f"Knowledge demo save {existing.save_id!r}: up to date.")
+        if existing is not None:
+            existing.delete()
+        save = scenario_save_create(universe=universe, data=data, digest=digest)
+        index = character_index(universe, save=save)
+        for turn in data["turns"]:
+            scenario_append_turn(save=save, turn=turn, index=index)
+    return DemoKnowledgeResult(save, True, f"Loaded the knowledge demo save {save.save_id!r}: "
+                                           f"{len(data['turns'])} turns, {len(data['secrets'])} secrets.")

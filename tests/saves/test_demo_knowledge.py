@@ -1,0 +1,53 @@
+"""The demo's second save ("Who knows what") and the scenario's deterministic figures.
+
+The leak share — items in a character's point-of-view section that the character cannot
+know, judged against the scenario's own truth — must be 0 (bench/knowledge.py reports it).
+"""
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from django.core.management import call_command
+
+from bench.knowledge import SCENARIO, play_and_score
+from studio.memory.knowledge.models import Presence, Reveal
+from studio.saves.models import Save
+from studio.universes.models import LoreEntry
+
+pytestmark = pytest.mark.django_db
+
+
+def test_load_demo_adds_the_knowledge_save_once(fake_vectors):
+    out = io.StringIO()
+    call_command("load_demo", "--no-embed", stdout=out)
+    save = Save.objects.get(save_id="drowned-reach-knowledge")
+    assert save.current_turn == 32 and save.is_living
+    assert Presence.objects.filter(game_save=save).count() == 32
+    assert Reveal.objects.filter(game_save=save).count() == 9
+    assert LoreEntry.objects.get(entry_id="secret-tide-code").known_by == []
+    secrets = list(LoreEntry.objects.filter(entry_id__startswith="secret-").order_by("pk").values_list("pk", "updated_at"))
+    assert len(secrets) == 9
+    again = io.StringIO()
+    call_command("load_demo", "--no-embed", stdout=again)
+    assert list(LoreEntry.objects.filter(entry_id__startswith="secret-").order_by("pk")
+                .values_list("pk", "updated_at")) == secrets  # a second load writes nothing
+    assert "up to date" in again.getvalue()
+    assert Save.objects.get(save_id="drowned-reach-knowledge").pk == save.pk
+
+
+def test_the_scenario_leaks_nothing_and_recalls_what_each_character_knows(vector_memory):
+    data = json.loads(SCENARIO.read_text())
+    assert len(data["turns"]) >= 30 and len(data["secrets"]) >= 8
+    result = play_and_score(data, embedder="hashing", vector_memory=vector_memory)
+    pov = result["totals"]["pov"]
+    assert pov["section_items"] > 100
+    assert pov["leaks"] == 0, pov["leak_examples"][:3]
+    assert result["presence_right"] == 32
+    assert pov["unknowable_marked"] == pov["unknowable"]
+    known = [p for p in result["probes"] if p["knows"]]
+    unknown = [p for p in result["probes"] if not p["knows"]]
+    assert all(p["in_section"] for p in known)
+    assert not any(p["in_section"] for p in unknown)
+    assert all(p["marked"] for p in unknown if p["in_context"])
