@@ -104,6 +104,9 @@ RULES: dict[str, tuple[str, str]] = {
     "saves:turn_undo": ("-", "player"),
     "saves:turn_retry": ("-", "player"),
     "saves:play_settings": ("member", "player"),
+    "saves:chapters": ("member", "-"),
+    "saves:chapter_close": ("-", "player"),
+    "saves:chapter_edit": ("-", "player"),
     "saves:fork": ("-", "player"),
     "saves:export": ("player", "-"),
     # memory inspector
@@ -117,6 +120,11 @@ RULES: dict[str, tuple[str, str]] = {
     "memory:mental_models": ("member", "-"),
     "memory:mental_models_refresh": ("-", "player"),
     "memory:context": ("member", "-"),
+    "memory:knowledge": ("member", "-"),
+    "memory:knowledge_character": ("member", "-"),
+    "memory:presence_edit": ("-", "player"),
+    "memory:reveal_create": ("-", "player"),
+    "memory:reveal_delete": ("-", "player"),
     "memory:context_record": ("-", "player"),
     "memory:replay": ("member", "-"),
     "memory:jobs": ("member", "-"),
@@ -199,8 +207,13 @@ def objects(universe, game_save, author):
 
     draft = NarratorDraft.objects.create(game_save=game_save, turn_id=game_save.current_turn + 1, player_input="look")
     NarratorAlternative.objects.create(draft=draft, number=1, status="done", text="You look.")
+    from studio.memory.chapters.models import Chapter
+    from studio.memory.knowledge.models import Reveal
+
+    chapter = Chapter.objects.create(game_save=game_save, first_turn=1, last_turn=1, closed_turn=1, close_reason="playtester")
+    reveal = Reveal.objects.create(game_save=game_save, turn_id=1, entry_id="kael", character="Mira")
     return {
-        "draft_id": draft.pk, "number": 1,
+        "draft_id": draft.pk, "number": 1, "chapter_id": chapter.pk, "name": "Kaël", "reveal_id": reveal.pk,
         "slug": universe.slug, "save_id": game_save.save_id, "entry_id": "kael", "pk": meta.pk,
         "revision_id": revision.pk, "turn_id": 1, "observation_id": belief.pk, "job_id": job.pk, "token_id": token.pk,
     }

@@ -66,8 +66,14 @@ def poisoned(universe, game_save, author):
     draft = NarratorDraft.objects.create(game_save=game_save, turn_id=game_save.current_turn + 1, player_input=PAYLOAD)
     NarratorAlternative.objects.create(draft=draft, number=1, status="done", text=f"Story {PAYLOAD}", model=PAYLOAD)
     NarratorAlternative.objects.create(draft=draft, number=2, status="failed", text=PAYLOAD, error=PAYLOAD)
+    from studio.memory.chapters.models import Chapter
+    from studio.memory.knowledge.models import Reveal
+
+    chapter = Chapter.objects.create(game_save=game_save, first_turn=1, last_turn=1, closed_turn=1, close_reason="playtester",
+                                     summary=f"Summary {PAYLOAD}", summary_status="done")
+    reveal = Reveal.objects.create(game_save=game_save, turn_id=1, entry_id="kael", character=PAYLOAD)
     return {
-        "draft_id": draft.pk, "number": 1,
+        "draft_id": draft.pk, "number": 1, "chapter_id": chapter.pk, "name": "Kaël", "reveal_id": reveal.pk,
         "slug": universe.slug, "save_id": game_save.save_id, "entry_id": "kael",
         "pk": UniverseMeta.objects.get(universe=universe, key="belief_mission").pk,
         "revision_id": revision.pk, "turn_id": 1, "observation_id": belief.pk, "job_id": job.pk, "token_id": token.pk,

@@ -46,6 +46,8 @@ PLAYTEST_ROUTES = {
     "saves:turn_undo": "post",
     "saves:turn_retry": "post",
     "saves:play_settings": "post",
+    "saves:chapter_close": "post",
+    "saves:chapter_edit": "post",
 }
 
 
@@ -93,6 +95,11 @@ def url_for(name: str, converters: set[str], game_save: Save, belief: Observatio
 
         kwargs["reveal_id"] = Reveal.objects.get_or_create(
             game_save=game_save, turn_id=1, entry_id="kael", character="Mira")[0].pk
+    if "chapter_id" in converters:
+        from studio.memory.chapters.models import Chapter
+
+        kwargs["chapter_id"] = Chapter.objects.get_or_create(
+            game_save=game_save, first_turn=1, last_turn=1, closed_turn=1, defaults={"close_reason": "playtester"})[0].pk
     return reverse(name, kwargs=kwargs)
 
 
