@@ -178,7 +178,13 @@ def build_world(*, universe, game_save, author, vector_memory) -> World:
     draft = NarratorDraft.objects.create(game_save=game_save, turn_id=game_save.current_turn + 1, player_input="I pay Mira back")
     NarratorAlternative.objects.create(draft=draft, number=1, status="done", text="You count ten crowns into her palm.", model="scripted")
     NarratorAlternative.objects.create(draft=draft, number=2, status="failed", text="You count", error="The narration broke off.")
+    from studio.memory.chapters.models import Chapter
+    from studio.memory.knowledge.models import Reveal
+
+    chapter = Chapter.objects.create(game_save=game_save, first_turn=1, last_turn=2, closed_turn=2, close_reason="playtester")
+    reveal = Reveal.objects.create(game_save=game_save, turn_id=2, entry_id="mira", character="Kaël")
     return World(universe=universe, game_save=game_save, ids={
+        "chapter_id": chapter.pk, "reveal_id": reveal.pk, "name": "Kaël",
         "entry_id": "mira", "revision_id": mira.revisions.order_by("pk").first().pk,
         "observation_id": belief.pk, "job_id": failed.pk, "token_id": token.pk,
         "pk": universe.meta.get(key="character_card").pk, "turn_id": 2, "chunk_id": chunk_id,
@@ -189,7 +195,7 @@ def build_world(*, universe, game_save, author, vector_memory) -> World:
 def _walk(patterns, prefix="", namespace=""):
     for entry in patterns:
         if isinstance(entry, URLResolver):
-            if str(entry.pattern).startswith(("admin/", "api/")):
+            if str(entry.pattern).startswith(("admin/", "api/", "v1/")):  # v1/: the memory proxy, bearer key only
                 continue  # the admin is Django's; the API answers JSON
             inner = f"{namespace}{entry.namespace}:" if entry.namespace else namespace
             yield from _walk(entry.url_patterns, prefix + str(entry.pattern), inner)

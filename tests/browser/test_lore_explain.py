@@ -20,10 +20,12 @@ def test_explain_panel_says_why_each_entry_is_in_or_out(page, login, playtester,
     rows = page.locator("#lore-explain tbody tr")
     assert rows.count() == demo.universe.lore_entries.count()
     hesper = page.locator("#lore-explain tr[data-entry-id='hesper-vale']")
-    assert hesper.get_attribute("data-included") == "yes"
+    assert hesper.get_attribute("data-included") == "yes", hesper.inner_text()
     assert "matched key “Hesper” in the pending input" in hesper.inner_text()
     hood = page.locator("#lore-explain tr[data-entry-id='copper-hood']")
-    assert hood.get_attribute("data-included") == "yes" and "found by meaning at rank" in hood.inner_text()
+    # Found by meaning; since the story-so-far layer shares the budget (issue 21) it may be left out, and then says so.
+    assert "found by meaning at rank" in hood.inner_text(), hood.inner_text()
+    assert hood.get_attribute("data-included") == "yes" or "over budget" in hood.inner_text(), hood.inner_text()
     out = page.locator("#lore-explain tr[data-included='no']")
     assert out.count() >= 1 and out.first.locator("td").nth(2).inner_text().strip()  # an out entry says why
     # The htmx swap kept the page (the panel came with the fragment) and pushed the query to the URL.
