@@ -457,7 +457,8 @@ class QueryResult(Schema):
 
 class ContextItem(Schema):
     model_config = ConfigDict(extra="allow")
-    layer: Literal["mental_model", "belief", "fact", "narrative", "lore"]
+    layer: Literal["story", "chapter", "mental_model", "belief", "fact", "narrative", "lore"] = Field(
+        ..., description="The memory layer, in hierarchy order (studio.memory.recall.context.LAYERS).")
     text: str
     tokens: int
     reason: str = ""
@@ -506,6 +507,9 @@ class MemoryContext(Schema):
     macros: dict[str, str] = Field({}, description="Who {{user}} and {{char}} are in the item texts.")
     queries: list[dict[str, Any]] = Field([], description="The two vector queries (narrative, lore) as Lore replay records them.")
     lore_explain: list[LoreExplanation] = Field(..., description="One record per entry of the save's Lore Book, in book order.")
+    shown_turns: list[int] = Field([], description="The turns the story so far shows in full (layer `chapter`: the open "
+                                                   "chapter's window), oldest first (docs/long-play.md).")
+    chapter_start: int = Field(1, description="The open chapter's first turn.")
     pov: Optional[dict[str, Any]] = Field(
         None, description="Who knows what: the characters on scene, their sections, the narrator-only items and "
                           "one explain record per (item, character) (docs/knowledge.md).")

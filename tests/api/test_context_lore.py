@@ -12,7 +12,13 @@ pytestmark = pytest.mark.django_db
 
 def test_context_response_explains_every_entry(demo, make_api, playtester):
     demo.universe.members.add(playtester)
-    response = make_api(playtester).post(f"/api/v1/saves/{demo.save_id}/context", {"query_text": QUESTION})
+    # The context endpoint assembles what the narrator reads, the story so far included (docs/long-play.md):
+    # the demo's recent turns and the lore their text activates now share the budget ahead of lore found
+    # by meaning (the last layer), so at the default (1,200), the narrator's (2,000) or even 8,000 the
+    # entry is left out over budget. Ask for room enough that nothing is cut: this test is about the
+    # explain, not the budget (tests/memory/recall/test_context_lore.py covers the budget rules).
+    response = make_api(playtester).post(f"/api/v1/saves/{demo.save_id}/context",
+                                         {"query_text": QUESTION, "token_budget": 20_000})
     assert response.status_code == 200
     body = response.json()
     explain = {r["entry_id"]: r for r in body["lore_explain"]}

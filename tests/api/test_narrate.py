@@ -15,7 +15,7 @@ def test_api_narrate_proposes_without_appending(game_save, meta, narrator, api):
     body = response.json()
     assert response.status_code == 200, body
     assert body["narrative"] == STORY and body["turn_id"] == 4 and body["appended"] is False
-    assert "Wren Halloway" in body["prompt"]["system"] and body["context"]["token_budget"] == 1200
+    assert "Wren Halloway" in body["prompt"]["system"] and body["context"]["token_budget"] == 2000
     assert Event.objects.filter(game_save=game_save).count() == 3 and not NarratorDraft.objects.exists()
     assert LLMCall.objects.filter(game_save=game_save, operation="narrate").count() == 1
 

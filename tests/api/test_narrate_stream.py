@@ -51,7 +51,7 @@ def test_narrate_streams_events_and_appends_nothing(game_save, meta, narrator, a
     done = events[-1][1]
     # The last event is the whole answer, as the non-streaming call gives it.
     assert done["narrative"] == STORY and done["turn_id"] == 4 and done["appended"] is False
-    assert "Wren Halloway" in done["prompt"]["system"] and done["context"]["token_budget"] == 1200
+    assert "Wren Halloway" in done["prompt"]["system"] and done["context"]["token_budget"] == 2000
     assert nothing_written(game_save)
     assert LLMCall.objects.filter(game_save=game_save, operation="narrate").count() == 1
 

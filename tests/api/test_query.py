@@ -158,7 +158,9 @@ def test_context_assembles_the_layers(api, game_save, memory):
     body = response.json()
     schema("MemoryContext").validate(body)
     layers = [item["layer"] for item in body["items"]]
-    assert layers[0] == "mental_model" and "narrative" in layers and "lore" in layers
+    # The story so far (the save's turns in full, `chapter`) comes first; then the recall hierarchy.
+    recalled = [layer for layer in layers if layer not in ("story", "chapter")]
+    assert "chapter" in layers and recalled[0] == "mental_model" and "narrative" in layers and "lore" in layers
     assert "Kael, a smuggler who pays his debts." in body["text"]
     assert body["used_tokens"] <= 400 and body["subjects"] == ["kael"]
     assert not any("betrays" in item["text"] for item in body["items"])

@@ -103,8 +103,10 @@ def item_knowing(view: KnowledgeView, item, character: str, beliefs: dict[int, A
     ref, layer = item.ref or {}, item.layer
     if layer == "fact":
         return view.fact(character, int(ref.get("fact_id") or 0), int(ref.get("turn_id") or 0))
-    if layer == "narrative":
+    if layer in ("narrative", "chapter"):  # a chunk of a turn, or the turn shown in full
         return view.narrative(character, int(ref.get("turn_id") or 0))
+    if layer == "story":
+        return Knowing(False, "a summary is the narrator's synthesis, not a character's")
     if layer == "lore":
         return view.entry(character, ref.get("entry_id") or "")
     if layer == "belief":
