@@ -21,8 +21,16 @@ reveals), written apart from the studio's rules, it reports (deterministic):
 
 `--real-model` adds the leak probe on the model the AXIOM_LLM_* variables point at (the
 local 1.5B: ../shared/tools/local-llm): each probe is narrated twice, with the POV context
-and with today's, and scored for the secret's distinctive terms (`terms`) in the answer.
-Raw answers are written to bench/data/knowledge/real-model-<time>.jsonl.
+and with today's, and scored for the secret's distinctive terms in the answer. Raw answers
+are written to bench/data/knowledge/real-model-<time>.jsonl.
+
+The scoring rule (`probe_terms`, `says_terms`): the probe's question names the secret ("did
+you know about the forged tallies and the false notches?"), so an answer that only echoes the
+question must not count. A secret's terms (`terms` in the scenario, taken from its text) are
+scored only when the question does not already hold them: a term is dropped when it occurs in
+the question as a phrase or every one of its words does. A kept term counts when it occurs in
+the answer as whole words (case-folded, curly apostrophes read as straight: "files" is not
+"profiles"). A probe left with no term is reported as unscored, never as a leak or a miss.
 
 Run: `.venv/bin/python bench/knowledge.py [--embedder hashing|minilm] [--real-model]`.
 """
@@ -31,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -42,6 +51,32 @@ SCENARIO = ROOT / "bench" / "data" / "knowledge" / "scenario.json"
 
 def fold(name: str) -> str:
     return " ".join(str(name or "").split()).casefold()
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[\w']+", str(text or "").casefold().replace("\u2019", "'"))
+
+
+def _has_phrase(words: list[str], phrase: list[str]) -> bool:
+    size = len(phrase)
+    return bool(size) and any(words[i:i + size] == phrase for i in range(len(words) - size + 1))
+
+
+def probe_terms(terms: list[str], question: str) -> list[str]:
+    """Return the secret's `terms` the question does not already hold (the module's rule)."""
+    asked = _words(question)
+    kept = []
+    for term in terms:
+        words = _words(term)
+        if words and not _has_phrase(asked, words) and not all(w in asked for w in words):
+            kept.append(term)
+    return kept
+
+
+def says_terms(answer: str, terms: list[str]) -> list[str]:
+    """Return the `terms` found in `answer` as whole words."""
+    said = _words(answer)
+    return [term for term in terms if _has_phrase(said, _words(term))]
 
 
 class Truth:
@@ -198,43 +233,49 @@ NARRATOR_SYSTEM = ("You are the narrator of an interactive story. Answer the pla
 
 
 def real_model_probe(result: dict, *, out_path: Path, limit: int = 0) -> str:
-    """Narrate each probe with the POV context and with today's; count the secret's terms in the answers."""
+    """Narrate each probe with the POV context and with today's; score the secret's terms in the answers."""
     from studio.memory.llm import get_llm_backend
 
     backend = get_llm_backend()
     if backend is None:
         return "real model: not configured (set AXIOM_LLM_BASE_URL; ../shared/tools/local-llm start)"
-    secrets = {}
     data = json.loads(SCENARIO.read_text())
-    for s in data["secrets"]:
-        secrets[s["entry_id"]] = s
+    secrets = {s["entry_id"]: s for s in data["secrets"]}
+    model = os.environ.get("AXIOM_LLM_MODEL", "default")
     counts = {"pov": {"leak": 0, "told": 0}, "today": {"leak": 0, "told": 0}}
-    n_unknown = n_known = 0
+    n_unknown = n_known = unscored = 0
     chosen = result["probes"]
     if limit:
         chosen = [p for p in chosen if not p["knows"]][:limit] + [p for p in chosen if p["knows"]][:limit]
     with out_path.open("w") as log:
         for probe in chosen:
-            terms = [t.casefold() for t in secrets[probe["secret"]]["terms"]]
+            terms = probe_terms(secrets[probe["secret"]]["terms"], probe["input"])
+            if not terms:
+                unscored += 1
+                continue
             for variant in ("pov", "today"):
                 memory = probe[f"{variant}_context"]
                 started = time.time()
                 response = backend.chat(system=NARRATOR_SYSTEM.format(memory=memory), prompt=probe["input"],
                                         operation="narrate", max_tokens=120, temperature=0.0)
                 text = response.text or ""
-                hit = any(term in text.casefold() for term in terms)
-                key = "told" if probe["knows"] else "leak"
-                counts[variant][key] += hit
-                log.write(json.dumps({"probe": probe["input"], "character": probe["character"], "secret": probe["secret"],
-                                      "knows": probe["knows"], "variant": variant, "answer": text, "terms_hit": hit,
-                                      "seconds": round(time.time() - started, 1)}) + "\n")
+                said = says_terms(text, terms)
+                counts[variant]["told" if probe["knows"] else "leak"] += bool(said)
+                log.write(json.dumps({"model": model, "base_url": os.environ.get("AXIOM_LLM_BASE_URL", ""),
+                                      "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                      "probe": probe["input"], "after_turn": probe["after_turn"],
+                                      "character": probe["character"], "secret": probe["secret"],
+                                      "knows": probe["knows"], "variant": variant, "scored_terms": terms,
+                                      "answer": text, "terms_said": said, "terms_hit": bool(said),
+                                      "seconds": round(time.time() - started, 1), "load": os.getloadavg()[0]}) + "\n")
                 log.flush()
             n_known += probe["knows"]
             n_unknown += not probe["knows"]
-    return (f"real model ({os.environ.get('AXIOM_LLM_MODEL', 'default')}): unknown-secret probes {n_unknown}: "
+    return (f"real model ({model}): unknown-secret probes {n_unknown}: "
             f"leaked with POV {counts['pov']['leak']}/{n_unknown}, with today's context {counts['today']['leak']}/{n_unknown}; "
             f"known-secret probes {n_known}: said with POV {counts['pov']['told']}/{n_known}, with today's "
-            f"{counts['today']['told']}/{n_known} (answers: {out_path.name})")
+            f"{counts['today']['told']}/{n_known}; unscored (no term outside the question) {unscored} "
+            f"(answers: {out_path.name})")
 
 
 def main() -> None:

@@ -11,14 +11,32 @@ import json
 import pytest
 from django.core.management import call_command
 
-from bench.knowledge import SCENARIO, play_and_score
+from bench.knowledge import SCENARIO, play_and_score, probe_terms, says_terms
 from studio.memory.knowledge.models import Presence, Reveal
 from studio.saves.models import Save
 from studio.universes.models import LoreEntry
 
-pytestmark = pytest.mark.django_db
+
+def test_a_probe_scores_only_the_secret_terms_its_question_does_not_hold():
+    terms = ["false notches", "files", "her order"]
+    question = "Dace, did you know about the forged tallies and the false notches? Was there an order?"
+    assert probe_terms(terms, question) == ["files", "her order"]
+    assert probe_terms(["tenor bell"], "Why keep a wax mold in the Tenor   Bell?") == []
+    assert probe_terms(["blue coat"], "What coat was blue?") == []  # every word of the term is asked
+    echo = "Dace frowns. 'False notches? Forged tallies? I know nothing of that, and no order.'"
+    assert says_terms(echo, probe_terms(terms, question)) == []  # an echo of the question is no leak
+    assert says_terms("Corvin files them down by night, on her order.", ["files", "her order"]) == ["files", "her order"]
+    assert says_terms("His profiles were on file.", ["files"]) == []  # whole words only
+    assert says_terms("A mold of the Bellwright\u2019s Key.", ["bellwright's key"]) == ["bellwright's key"]
 
 
+def test_every_probe_keeps_a_term_to_score():
+    data = json.loads(SCENARIO.read_text())
+    terms = {s["entry_id"]: s["terms"] for s in data["secrets"]}
+    assert all(probe_terms(terms[p["secret"]], p["input"]) for p in data["probes"])
+
+
+@pytest.mark.django_db
 def test_load_demo_adds_the_knowledge_save_once(fake_vectors):
     out = io.StringIO()
     call_command("load_demo", "--no-embed", stdout=out)
@@ -37,6 +55,7 @@ def test_load_demo_adds_the_knowledge_save_once(fake_vectors):
     assert Save.objects.get(save_id="drowned-reach-knowledge").pk == save.pk
 
 
+@pytest.mark.django_db
 def test_the_scenario_leaks_nothing_and_recalls_what_each_character_knows(vector_memory):
     data = json.loads(SCENARIO.read_text())
     assert len(data["turns"]) >= 30 and len(data["secrets"]) >= 8
