@@ -256,6 +256,28 @@ def test_history_and_restore_of_deleted_entry(author_client, author, htmx, unive
     assert LoreRevision.objects.filter(action="restore").count() == 2
 
 
+def test_restore_brings_back_who_knows_the_entry(author_client, author, universe):
+    port = universe.lore_entries.get(entry_id="port-vey")
+    services.lore_entry_update(entry=port, user=author, known_by=["Kaël"])  # a secret Kaël keeps
+    secret = LoreRevision.objects.filter(entry_id="port-vey", action="update").first()
+    services.lore_entry_update(entry=port, user=author, known_by=None, text="Everyone knows it now.")
+    history = author_client.get(url(universe, "port-vey/history/")).content.decode()
+    assert "only Kaël" in history and "everyone" in history  # the history shows each change of secrecy
+    author_client.post(url(universe, f"port-vey/history/{secret.pk}/restore/"))
+    assert universe.lore_entries.get(entry_id="port-vey").known_by == ["Kaël"]
+    services.lore_entry_update(entry=port, user=author, known_by=[])  # the narrator's alone
+    services.lore_entry_delete(entry=universe.lore_entries.get(entry_id="port-vey"), user=author)
+    deleted = LoreRevision.objects.filter(entry_id="port-vey", action="delete").first()
+    author_client.post(url(universe, f"port-vey/history/{deleted.pk}/restore/"))
+    assert universe.lore_entries.get(entry_id="port-vey").known_by == []
+    # a revision recorded before `known_by` existed leaves the entry's secrecy as it is
+    old = LoreRevision.objects.create(universe=universe, entry_id="port-vey", action="update", before=None,
+                                      after={"title": "Port Vey", "kind": "place", "text": "Old text."})
+    author_client.post(url(universe, f"port-vey/history/{old.pk}/restore/"))
+    restored = universe.lore_entries.get(entry_id="port-vey")
+    assert restored.text == "Old text." and restored.known_by == []
+
+
 def test_history_of_unknown_entry_is_404(author_client, universe):
     assert author_client.get(url(universe, "nobody/history/")).status_code == 404
 

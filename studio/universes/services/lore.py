@@ -377,7 +377,12 @@ def _restorable_activation(state: dict[str, Any]) -> dict[str, Any]:
 
 @transaction.atomic
 def lore_entry_restore(*, revision: LoreRevision, user) -> LoreEntry:
-    """Bring an entry back to the state a revision recorded (re-creating it if deleted)."""
+    """Bring an entry back to the state a revision recorded (re-creating it if deleted).
+
+    Who knows the entry (`known_by`, its secrecy) comes back with the rest; a revision
+    recorded before `known_by` existed has no such key and leaves it as it is (a re-created
+    entry is everyone's), like the activation fields.
+    """
     state = revision.after if revision.after is not None else revision.before
     if not state:
         raise ValidationError("This revision holds no state to restore.")
@@ -392,7 +397,7 @@ def lore_entry_restore(*, revision: LoreRevision, user) -> LoreEntry:
             text=state.get("text", ""), keys=state.get("keys", []), links=links,
             entry_id=revision.entry_id, extensions=state.get("extensions") or {},
             activation=_restorable_activation(state), strict_keys=False,
-            action=LoreRevision.Action.RESTORE,
+            action=LoreRevision.Action.RESTORE, known_by=state.get("known_by"),
         )
     else:
         lore_entry_update(
@@ -400,6 +405,7 @@ def lore_entry_restore(*, revision: LoreRevision, user) -> LoreEntry:
             text=state.get("text", ""), keys=state.get("keys", []), links=links,
             extensions=state.get("extensions") or {}, activation=_restorable_activation(state),
             strict_keys=False, action=LoreRevision.Action.RESTORE,
+            known_by=state["known_by"] if "known_by" in state else UNCHANGED,
         )
     for source_id in state.get("backlinks", []):
         if source_id in by_id:

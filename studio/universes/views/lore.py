@@ -326,13 +326,26 @@ def lore_status(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "universes/lore_status.html", context)
 
 
+def _who_knows(state: dict) -> str:
+    """The `known_by` a revision recorded, as the entry page says it ("" when none was recorded)."""
+    if not state:
+        return ""
+    value = state.get("known_by")
+    if value is None:
+        return "everyone"
+    return f"only {', '.join(value)}" if value else "nobody but the narrator"
+
+
 def _revision_changes(revision: LoreRevision) -> list[tuple[str, object, object]]:
     before, after = revision.before or {}, revision.after or {}
     names = ["title", "kind", "keys", "links", "text", *ACTIVATION_NAMES, "extensions"]
+    secrecy = ("known_by", _who_knows(before), _who_knows(after))
     if not before or not after:
         state = after or before
-        return [(name, before.get(name, ""), after.get(name, "")) for name in names if state.get(name) not in ("", [], {}, None)]
-    return [(name, before.get(name), after.get(name)) for name in names if before.get(name) != after.get(name)]
+        changes = [(name, before.get(name, ""), after.get(name, "")) for name in names if state.get(name) not in ("", [], {}, None)]
+        return changes + ([secrecy] if state.get("known_by") is not None else [])
+    changes = [(name, before.get(name), after.get(name)) for name in names if before.get(name) != after.get(name)]
+    return changes + ([secrecy] if before.get("known_by") != after.get("known_by") else [])
 
 
 @require_GET
