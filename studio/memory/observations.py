@@ -395,6 +395,7 @@ def restore_belief_as_of(
     updated_turn_id: int,
     deleted_turn_id: int | None,
     target_turn_id: int,
+    holder: str = "",
 ) -> dict[str, Any]:
     """Return the field values a surviving belief had at `target_turn_id`.
 
@@ -403,7 +404,10 @@ def restore_belief_as_of(
     subject and sources are rebuilt exactly as they stood at the target, and the trail
     loses its later entries. A trail written elsewhere without that detail falls back to
     the seed's rule (statement kept). `updated_turn_id` is clamped to the target, the
-    belief is flagged stale, and a DELETE after the target is undone.
+    belief is flagged stale, and a DELETE after the target is undone. The studio's `holder`
+    (who holds the belief, judged at each write: `knowledge/beliefs.py`) is the one the
+    last entry up to the target records; with none recorded by then, the first one recorded
+    later (the holder had not changed before it); with none at all, the current one.
     """
     n = target_turn_id
     kept_history = [dict(h) for h in history or [] if int(h.get("turn_id") or 0) <= n]
@@ -431,7 +435,17 @@ def restore_belief_as_of(
         "updated_turn_id": min(int(updated_turn_id), n),
         "deleted_turn_id": deleted_turn_id if deleted_turn_id is not None and deleted_turn_id <= n else None,
         "stale": True,
+        "holder": _holder_as_of(history, kept_history, holder),
     }
+
+
+def _holder_as_of(history: list[dict], kept_history: list[dict], holder: str) -> str:
+    """The holder the kept trail records (see `restore_belief_as_of`)."""
+    for trail in (reversed(kept_history), history or []):
+        for entry in trail:
+            if "holder" in entry:
+                return str(entry["holder"] or "")
+    return holder
 
 
 ROLLBACK_FIELDS = [
@@ -445,6 +459,7 @@ ROLLBACK_FIELDS = [
     "updated_turn_id",
     "deleted_turn_id",
     "stale",
+    "holder",
 ]
 
 # Beliefs created after N go; a survivor that changed after N (found through the indexed
@@ -456,7 +471,7 @@ BELIEF_ROLLBACK = RowRollback(
     created_field="created_turn_id",
     changed=lambda n: Q(updated_turn_id__gt=n) | Q(last_source_turn__gt=n),
     restore=restore_belief_as_of,
-    restore_from=("statement", "subject", "sources", "history", "updated_turn_id", "deleted_turn_id"),
+    restore_from=("statement", "subject", "sources", "history", "updated_turn_id", "deleted_turn_id", "holder"),
     write_fields=tuple(ROLLBACK_FIELDS),
 )
 

@@ -1,4 +1,4 @@
-"""Character-held beliefs (holder fixed at creation) and the refusal of mission restatements."""
+"""Character-held beliefs (holder judged at each write, given back by a rewind) and the refusal of mission restatements."""
 from __future__ import annotations
 
 import pytest
@@ -41,3 +41,44 @@ def test_a_belief_is_held_by_its_subject_only_when_they_know_every_source(living
     assert assign_holders(living, 2, missions={"mira": "Remembers loss."}) == 1
     holders = dict(Observation.objects.filter(game_save=living).values_list("statement", "holder"))
     assert holders == {"Mira mourns her ship.": "Mira", "Mira was betrayed by Kael.": "", "Kael is a cheat.": ""}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("trail_records_holders", [True, False], ids=["new", "from-before-the-trail-held-holders"])
+def test_an_update_judges_the_holder_again_and_a_rewind_or_fork_gives_back_the_holder_at_n(
+        living, no_runner, trail_records_holders):
+    from studio.saves.checkpoints import CheckpointManager
+    from tests.fakes import FakeVectorMemory
+
+    missions = {"mira": "Remembers loss."}
+    turn_append(game_save=living, player_input="a", narrative="a", state={"present": ["Mira"]})
+    (seen,) = insert_facts(living.save_id, 1, [Fact("Mira saw the ship sink.", entities=["Mira"])])
+    apply_consolidation(living.save_id, 1, [
+        {"kind": "CREATE", "statement": "Mira mourns her ship.", "subject": "Mira", "source_fact_ids": [seen]},
+        {"kind": "CREATE", "statement": "The ship is lost.", "subject": "Kael", "source_fact_ids": [seen]},
+    ], {seen: 1})
+    assign_holders(living, 1, missions=missions)
+    if not trail_records_holders:  # a belief written when the holder was fixed at creation
+        for belief in Observation.objects.filter(game_save=living):
+            Observation.objects.filter(pk=belief.pk).update(
+                history=[{k: v for k, v in h.items() if k != "holder"} for h in belief.history])
+    mourns = Observation.objects.get(game_save=living, statement="Mira mourns her ship.")
+    lost = Observation.objects.get(game_save=living, statement="The ship is lost.")
+    turn_append(game_save=living, player_input="b", narrative="b", state={"present": ["Kael"]})
+    (unseen,) = insert_facts(living.save_id, 2, [Fact("Kael sold Mira's ship.", entities=["Mira", "Kael"])])
+    apply_consolidation(living.save_id, 2, [
+        # Mira's belief now rests on a fact she did not witness: it is no longer hers alone to hold.
+        {"kind": "UPDATE", "observation_id": mourns.pk, "statement": "Mira mourns the ship Kael sold.",
+         "subject": "Mira", "source_fact_ids": [unseen]},
+        # The world's belief becomes one about Mira, from a fact she witnessed: hers.
+        {"kind": "UPDATE", "observation_id": lost.pk, "statement": "Mira knows the ship is lost.", "subject": "Mira",
+         "source_fact_ids": []},
+    ], {unseen: 2})
+    assign_holders(living, 2, missions=missions)
+    assert [Observation.objects.get(pk=pk).holder for pk in (mourns.pk, lost.pk)] == ["", "Mira"]
+    manager = CheckpointManager(vector_memory=FakeVectorMemory())
+    fork = manager.fork(living, 1)
+    assert sorted(Observation.objects.filter(game_save=fork).values_list("statement", "holder")) == [
+        ("Mira mourns her ship.", "Mira"), ("The ship is lost.", "")]
+    manager.rewind(living, 1)
+    assert [Observation.objects.get(pk=pk).holder for pk in (mourns.pk, lost.pk)] == ["Mira", ""]
