@@ -19,10 +19,13 @@ reveals), written apart from the studio's rules, it reports (deterministic):
   the guard the share of unknown secrets that are not (and are marked narrator-only when in
   the context).
 
-`--real-model` adds the leak probe on the model the AXIOM_LLM_* variables point at (the
-local 1.5B: ../shared/tools/local-llm): each probe is narrated twice, with the POV context
-and with today's, and scored for the secret's distinctive terms in the answer. Raw answers
-are written to bench/data/knowledge/real-model-<time>.jsonl.
+On the model the AXIOM_LLM_* variables point at (the local 1.5B: ../shared/tools/local-llm;
+bench/knowledge_llm.py, raw answers in bench/data/knowledge/<mode>-<time>.jsonl):
+`--real-model` adds the leak probe (each probe narrated twice, with the POV context and with
+today's, and scored for the secret's distinctive terms in the answer); `--extraction` the
+presence and told-to accuracy of the living extraction on a fixed subset of the turns;
+`--beliefs` the share of beliefs restating a fact or a mission, before and after. The last
+two run without the deterministic part unless `--real-model` is given too.
 
 The scoring rule (`probe_terms`, `says_terms`): the probe's question names the secret ("did
 you know about the forged tallies and the false notches?"), so an answer that only echoes the
@@ -32,7 +35,7 @@ the question as a phrase or every one of its words does. A kept term counts when
 the answer as whole words (case-folded, curly apostrophes read as straight: "files" is not
 "profiles"). A probe left with no term is reported as unscored, never as a leak or a miss.
 
-Run: `.venv/bin/python bench/knowledge.py [--embedder hashing|minilm] [--real-model]`.
+Run: `.venv/bin/python bench/knowledge.py [--embedder hashing|minilm] [--real-model] [--extraction] [--beliefs]`.
 """
 from __future__ import annotations
 
@@ -228,80 +231,45 @@ def report(result: dict) -> str:
     return "\n".join(lines)
 
 
-NARRATOR_SYSTEM = ("You are the narrator of an interactive story. Answer the player's line with two or three sentences "
-                   "of narration and dialogue. Use the memory below.\n\n{memory}")
-
-
-def real_model_probe(result: dict, *, out_path: Path, limit: int = 0) -> str:
-    """Narrate each probe with the POV context and with today's; score the secret's terms in the answers."""
-    from studio.memory.llm import get_llm_backend
-
-    backend = get_llm_backend()
-    if backend is None:
-        return "real model: not configured (set AXIOM_LLM_BASE_URL; ../shared/tools/local-llm start)"
-    data = json.loads(SCENARIO.read_text())
-    secrets = {s["entry_id"]: s for s in data["secrets"]}
-    model = os.environ.get("AXIOM_LLM_MODEL", "default")
-    counts = {"pov": {"leak": 0, "told": 0}, "today": {"leak": 0, "told": 0}}
-    n_unknown = n_known = unscored = 0
-    chosen = result["probes"]
-    if limit:
-        chosen = [p for p in chosen if not p["knows"]][:limit] + [p for p in chosen if p["knows"]][:limit]
-    with out_path.open("w") as log:
-        for probe in chosen:
-            terms = probe_terms(secrets[probe["secret"]]["terms"], probe["input"])
-            if not terms:
-                unscored += 1
-                continue
-            for variant in ("pov", "today"):
-                memory = probe[f"{variant}_context"]
-                started = time.time()
-                response = backend.chat(system=NARRATOR_SYSTEM.format(memory=memory), prompt=probe["input"],
-                                        operation="narrate", max_tokens=120, temperature=0.0)
-                text = response.text or ""
-                said = says_terms(text, terms)
-                counts[variant]["told" if probe["knows"] else "leak"] += bool(said)
-                log.write(json.dumps({"model": model, "base_url": os.environ.get("AXIOM_LLM_BASE_URL", ""),
-                                      "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                                      "probe": probe["input"], "after_turn": probe["after_turn"],
-                                      "character": probe["character"], "secret": probe["secret"],
-                                      "knows": probe["knows"], "variant": variant, "scored_terms": terms,
-                                      "answer": text, "terms_said": said, "terms_hit": bool(said),
-                                      "seconds": round(time.time() - started, 1), "load": os.getloadavg()[0]}) + "\n")
-                log.flush()
-            n_known += probe["knows"]
-            n_unknown += not probe["knows"]
-    return (f"real model ({model}): unknown-secret probes {n_unknown}: "
-            f"leaked with POV {counts['pov']['leak']}/{n_unknown}, with today's context {counts['today']['leak']}/{n_unknown}; "
-            f"known-secret probes {n_known}: said with POV {counts['pov']['told']}/{n_known}, with today's "
-            f"{counts['today']['told']}/{n_known}; unscored (no term outside the question) {unscored} "
-            f"(answers: {out_path.name})")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--embedder", choices=["hashing", "minilm"], default="minilm")
-    parser.add_argument("--real-model", action="store_true")
+    parser.add_argument("--real-model", action="store_true", help="The leak probe on the model (after the scenario).")
     parser.add_argument("--probes", type=int, default=0,
                         help="With --real-model: narrate only the first N unknown-secret and N known-secret probes (0: all).")
+    parser.add_argument("--extraction", action="store_true",
+                        help="Presence and told-to extraction on the model, on a fixed subset of the scenario's turns.")
+    parser.add_argument("--beliefs", action="store_true",
+                        help="Belief restatement before/after on the model (the living demo save's facts).")
+    parser.add_argument("--belief-turns", type=int, default=0, help="With --beliefs: only turns 1..N (0: all).")
+    parser.add_argument("--out", type=Path, default=SCENARIO.parent, help="Where the answers go (jsonl).")
     args = parser.parse_args()
     from _common import setup_django
 
     workdir = setup_django()
-    memory = None
-    if args.embedder == "hashing":
-        sys.path.insert(0, str(ROOT))
-        from tests.fakes import make_vector_memory
+    import knowledge_llm
 
-        memory = make_vector_memory(os.path.join(workdir, "chroma-hashing"))
-    data = json.loads(SCENARIO.read_text())
-    started = time.time()
-    result = play_and_score(data, embedder=args.embedder, vector_memory=memory)
-    print(report(result))
-    print(f"time: {time.time() - started:.1f} s; load: {os.getloadavg()}")
-    if args.real_model:
-        stamp = time.strftime("%Y%m%dT%H%M%S")
-        print(real_model_probe(result, out_path=SCENARIO.parent / f"real-model-{stamp}.jsonl", limit=args.probes))
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    out = args.out
+    if args.real_model or not (args.extraction or args.beliefs):
+        memory = None
+        if args.embedder == "hashing":
+            sys.path.insert(0, str(ROOT))
+            from tests.fakes import make_vector_memory
+
+            memory = make_vector_memory(os.path.join(workdir, "chroma-hashing"))
+        data = json.loads(SCENARIO.read_text())
+        started = time.time()
+        result = play_and_score(data, embedder=args.embedder, vector_memory=memory)
+        print(report(result))
+        print(f"time: {time.time() - started:.1f} s; load: {os.getloadavg()}")
+        if args.real_model:
+            print(knowledge_llm.probe_leaks(result, out_path=out / f"real-model-{stamp}.jsonl", limit=args.probes))
+    if args.extraction:
+        print(knowledge_llm.extraction_accuracy(out_path=out / f"extraction-{stamp}.jsonl"))
+    if args.beliefs:
+        print(knowledge_llm.belief_restatement(out_path=out / f"beliefs-{stamp}.jsonl", turns=args.belief_turns))
+    print(f"load at the end: {os.getloadavg()}")
 
 
 if __name__ == "__main__":
