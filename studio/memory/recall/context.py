@@ -155,7 +155,9 @@ class MemoryContext:
 
     @property
     def used_tokens(self) -> int:
-        return sum(i.tokens for i in self.included)
+        """The included items' tokens, with the story-time headings they are listed under (`layer_lines`)."""
+        headings = {i.why["group"]: i.why.get("group_tokens", 0) for i in self.included if i.why.get("group")}
+        return sum(i.tokens for i in self.included) + sum(headings.values())
 
     @property
     def cut_tokens(self) -> int:
