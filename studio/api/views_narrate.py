@@ -34,7 +34,8 @@ def _llm_error(exc) -> ApiError:
     from studio.memory.llm import SpendLimitExceeded
 
     if isinstance(exc, SpendLimitExceeded):
-        return ApiError(429, "spend_limit", exc.reason, {"resume_at": exc.resume_at.isoformat()})
+        return ApiError(429, "spend_limit", exc.reason, {"resume_at": exc.resume_at.isoformat()},
+                        headers={"Retry-After": exc.retry_after()})
     return ApiError(502, "llm_failed", f"The narrator's model failed: {exc}")
 
 

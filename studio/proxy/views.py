@@ -204,7 +204,8 @@ def chat_completions(request: HttpRequest, user) -> HttpResponse:
     try:
         relay = proxy_relay(prepared, backend=backend)
     except SpendLimitExceeded as exc:
-        return error(429, f"Paused by the {exc.reason}", "spend_limit", kind="rate_limit_error")
+        return error(429, f"Paused by the {exc.reason}", "spend_limit", kind="rate_limit_error",
+                     headers={"Retry-After": exc.retry_after()})
     except RelayRefused as exc:
         return HttpResponse(exc.body, status=exc.status, content_type=exc.content_type)
     except LLMError as exc:
