@@ -8,6 +8,7 @@ test's; what is checked is what the studio sends, keeps and appends.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from django.urls import reverse
@@ -284,6 +285,23 @@ def test_impersonate_writes_the_action_into_the_box(tester, game_save, narrator)
     response = tester.post(url("narrator_impersonate", game_save), {"mode": "do"})
     assert response.status_code == 302
     assert ">You ask Mira about the ledger.</textarea>" in tester.get(url("detail", game_save)).content.decode()
+
+
+def test_impersonate_reads_the_turns_the_narrator_shows(game_save, narrator):
+    # Seven short turns of one open chapter: the narrator's window shows them all (not only
+    # the last four), and the impersonation reads the same turns, as the narrator shows them.
+    for turn in range(4, 8):
+        Event.objects.create(game_save=game_save, turn_id=turn, player_input=f"input {turn}", narrative=f"Turn {turn} text.")
+    game_save.current_turn = 7
+    game_save.save()
+    seen = []
+    narrator.pipeline = lambda request: seen.append(request) or Reply(content="You wave.")
+    shown = build_narrator_prompt(game_save=game_save, player_input="I wait").shown_turns
+    play.impersonate(game_save=game_save)
+    prompt = user_prompt(seen[-1])
+    assert shown == [1, 2, 3, 4, 5, 6, 7]
+    assert [int(n) for n in re.findall(r"^Turn (\d+)$", prompt, flags=re.M)] == shown
+    assert "> input 1\nTurn 1 text." in prompt
 
 
 # -- undo, retry, swipes ----------------------------------------------------------------------------

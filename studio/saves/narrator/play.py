@@ -137,13 +137,18 @@ def narrator_continue(*, draft: NarratorDraft) -> NarratorAlternative:
 # -- impersonate ---------------------------------------------------------------------------------
 
 
-def _recent_turns_text(events) -> str:
-    """The last turns as the impersonation prompt shows them: "Turn N", the action, the narration."""
-    blocks = []
-    for event in events:
-        body = (f"> {event.player_input}\n" if event.player_input else "") + event.narrative.strip()
-        blocks.append(f"Turn {event.turn_id}\n{body}")
-    return "\n\n".join(blocks)
+def _recent_turns_text(game_save: Save, *, universe_meta: dict[str, str], fill) -> str:
+    """The recent turns as the narrator's prompt shows them: the story-so-far window of
+    `studio.memory.chapters.story` (the open chapter's turns that fit its share of the
+    narrator's budget, at least the last few), "Turn N (story time)", the action, the narration."""
+    from studio.memory.chapters.story import story_items
+    from studio.memory.recall.context import ContextItem
+    from studio.memory.recall.context_lore import shares_from_meta
+    from studio.saves.narrator.prompt import CONFIG
+
+    story = story_items(game_save, horizon=game_save.current_turn, token_budget=CONFIG.token_budget,
+                        shares=shares_from_meta(universe_meta), make_item=ContextItem.of, fill=fill)
+    return "\n\n".join(item.text for item in story.turns if item.included)
 
 
 @dataclass
@@ -158,18 +163,17 @@ def impersonate(*, game_save: Save, mode: str = "do") -> Impersonation:
 
     Raise NoModelConnected without an endpoint, SpendLimitExceeded / LLMError when the call fails.
     """
-    from studio.saves.narrator.prompt import narrator_meta
     from studio.saves.narrator.sampler import resolve_sampler
     from studio.saves.narrator.services import NO_MODEL, NoModelConnected
-    from studio.saves.selectors import recent_events
-    from studio.memory.recall.macros import macro_names_from_meta
+    from studio.memory.recall.macros import macro_names_from_meta, play_meta
 
     backend = get_llm_backend()
     if backend is None:
         raise NoModelConnected(NO_MODEL)
-    meta = narrator_meta(game_save)
+    universe_meta = dict(game_save.universe.meta.values_list("key", "value"))  # read once: the meta and the shares
+    meta = play_meta(universe=game_save.universe, save=game_save, universe_meta=universe_meta)
     names = macro_names_from_meta(meta)
-    recent = _recent_turns_text(recent_events(game_save=game_save, limit=4)) or "(the story has not begun)"
+    recent = _recent_turns_text(game_save, universe_meta=universe_meta, fill=names.fill) or "(the story has not begun)"
     kind = {"say": "what the player character says next", "story": "the next line of the story"}.get(
         mode, "what the player character does next")
     prompt = names.fill(f"## Recent turns\n{recent}\n\nWrite {kind}, as the player would type it.")
