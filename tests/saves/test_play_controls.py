@@ -361,6 +361,19 @@ def test_continue_of_the_last_turn(tester, game_save, narrator):
     assert draft.alternatives.get(number=draft.chosen_number).text == f"{STORY} The bell rings."
 
 
+def test_continue_of_the_last_turn_keeps_the_memory_context_of_the_narration_it_extends(tester, game_save, narrator):
+    # As a Continue of a draft does: the continuation reuses the base's prompt, so its record
+    # (and the accepted turn's snapshot) keeps the base's memory context, not an empty one.
+    event = narrate_and_accept(tester, game_save)
+    base_context = NarratorSnapshot.objects.get(game_save=game_save, turn_id=event.turn_id).context
+    assert base_context
+    narrator.reply = Reply(content="The bell rings.")
+    tester.post(url("turn_retry", game_save), {"expected_turn": 4, "then": "continue"})
+    draft = NarratorDraft.objects.get(game_save=game_save, status=DraftStatus.OPEN)
+    continued = draft.alternatives.get(number=draft.chosen_number)
+    assert continued.text == f"{STORY} The bell rings." and continued.context == base_context
+
+
 # -- edit of a past turn ----------------------------------------------------------------------------
 
 

@@ -125,13 +125,21 @@ def narrator_continue(*, draft: NarratorDraft) -> NarratorAlternative:
         if base is None or not (base.acceptable or base.stopped_with_text):
             raise PlayError("Only a narration with text can be continued: regenerate, or wait for it to end.")
         number = (locked.alternatives.aggregate(n=Max("number"))["n"] or 0) + 1
-        alternative = NarratorAlternative.objects.create(
-            draft=locked, number=number, prefix=base.text.strip(), system_prompt=base.system_prompt,
-            user_prompt=base.user_prompt, context=base.context,
-        )
+        alternative = _continuation_create(locked, number, text=base.text, system_prompt=base.system_prompt,
+                                           user_prompt=base.user_prompt, context=base.context)
         NarratorDraft.objects.filter(pk=locked.pk).update(chosen_number=number)
     draft.chosen_number = number
     return alternative
+
+
+def _continuation_create(draft: NarratorDraft, number: int, *, text: str, system_prompt: str, user_prompt: str,
+                         context) -> NarratorAlternative:
+    """Add alternative `number`, pending, that extends `text` with the prompt (and its memory
+    context record) of the narration it continues: the stream asks with that prompt again."""
+    return NarratorAlternative.objects.create(
+        draft=draft, number=number, prefix=text.strip(), system_prompt=system_prompt or "",
+        user_prompt=user_prompt or "", context=context or {},
+    )
 
 
 # -- impersonate ---------------------------------------------------------------------------------
@@ -258,10 +266,8 @@ def last_turn_reopen(*, game_save: Save, expected_turn: int, then: str = "") -> 
             draft.chosen_number = len(kept) + 1
         elif then == "continue":
             base = kept[chosen - 1]
-            NarratorAlternative.objects.create(
-                draft=draft, number=len(kept) + 1, prefix=base["text"].strip(),
-                system_prompt=base.get("system_prompt", ""), user_prompt=base.get("user_prompt", ""),
-            )
+            _continuation_create(draft, len(kept) + 1, text=base["text"], system_prompt=base.get("system_prompt", ""),
+                                 user_prompt=base.get("user_prompt", ""), context=base.get("context"))
             draft.chosen_number = len(kept) + 1
         NarratorDraft.objects.filter(pk=draft.pk).update(chosen_number=draft.chosen_number)
     game_save.refresh_from_db()
