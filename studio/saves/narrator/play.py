@@ -22,7 +22,6 @@ import re
 from dataclasses import dataclass
 
 from django.db import transaction
-from django.db.models import Max
 
 from studio.memory.llm import TrackedLLM, get_llm_backend
 from studio.saves.narrator.continuation import continue_prompt, join_continuation
@@ -124,22 +123,20 @@ def narrator_continue(*, draft: NarratorDraft) -> NarratorAlternative:
         base = locked.alternatives.filter(number=locked.chosen_number).first()
         if base is None or not (base.acceptable or base.stopped_with_text):
             raise PlayError("Only a narration with text can be continued: regenerate, or wait for it to end.")
-        number = (locked.alternatives.aggregate(n=Max("number"))["n"] or 0) + 1
-        alternative = _continuation_create(locked, number, text=base.text, system_prompt=base.system_prompt,
-                                           user_prompt=base.user_prompt, context=base.context)
-        NarratorDraft.objects.filter(pk=locked.pk).update(chosen_number=number)
-    draft.chosen_number = number
+        alternative = _continuation_add(locked, text=base.text, system_prompt=base.system_prompt,
+                                        user_prompt=base.user_prompt, context=base.context)
+    draft.chosen_number = locked.chosen_number
     return alternative
 
 
-def _continuation_create(draft: NarratorDraft, number: int, *, text: str, system_prompt: str, user_prompt: str,
-                         context) -> NarratorAlternative:
-    """Add alternative `number`, pending, that extends `text` with the prompt (and its memory
+def _continuation_add(draft: NarratorDraft, *, text: str, system_prompt: str, user_prompt: str,
+                      context) -> NarratorAlternative:
+    """Add (and choose) a pending alternative that extends `text` with the prompt (and its memory
     context record) of the narration it continues: the stream asks with that prompt again."""
-    return NarratorAlternative.objects.create(
-        draft=draft, number=number, prefix=text.strip(), system_prompt=system_prompt or "",
-        user_prompt=user_prompt or "", context=context or {},
-    )
+    from studio.saves.narrator.services import narrator_alternative_add
+
+    return narrator_alternative_add(draft=draft, prefix=text.strip(), system_prompt=system_prompt or "",
+                                    user_prompt=user_prompt or "", context=context or {})
 
 
 # -- impersonate ---------------------------------------------------------------------------------
@@ -262,14 +259,13 @@ def last_turn_reopen(*, game_save: Save, expected_turn: int, then: str = "") -> 
             [NarratorAlternative(draft=draft, number=n, **values) for n, values in enumerate(kept, start=1)]
         )
         if then == "retry":
-            NarratorAlternative.objects.create(draft=draft, number=len(kept) + 1)
-            draft.chosen_number = len(kept) + 1
+            from studio.saves.narrator.services import narrator_alternative_add
+
+            narrator_alternative_add(draft=draft)
         elif then == "continue":
             base = kept[chosen - 1]
-            _continuation_create(draft, len(kept) + 1, text=base["text"], system_prompt=base.get("system_prompt", ""),
-                                 user_prompt=base.get("user_prompt", ""), context=base.get("context"))
-            draft.chosen_number = len(kept) + 1
-        NarratorDraft.objects.filter(pk=draft.pk).update(chosen_number=draft.chosen_number)
+            _continuation_add(draft, text=base["text"], system_prompt=base.get("system_prompt", ""),
+                              user_prompt=base.get("user_prompt", ""), context=base.get("context"))
     game_save.refresh_from_db()
     return draft
 
