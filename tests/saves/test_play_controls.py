@@ -304,6 +304,23 @@ def test_impersonate_reads_the_turns_the_narrator_shows(game_save, narrator):
     assert "> input 1\nTurn 1 text." in prompt
 
 
+def test_impersonate_reads_the_narrators_window_when_the_budget_bounds_it(game_save, narrator):
+    # Long turns: the narrator's window (its share of the budget, less what is kept for
+    # recall) holds only the last few; the impersonation reads exactly those.
+    Event.objects.filter(game_save=game_save).update(narrative=" ".join(["The tide rolls in."] * 30))
+    for turn in range(4, 13):
+        Event.objects.create(game_save=game_save, turn_id=turn, player_input=f"input {turn}",
+                             narrative=" ".join([f"Turn {turn}: the tide rolls in."] * 30))
+    game_save.current_turn = 12
+    game_save.save()
+    seen = []
+    narrator.pipeline = lambda request: seen.append(request) or Reply(content="You wave.")
+    shown = build_narrator_prompt(game_save=game_save, player_input="I wait").shown_turns
+    play.impersonate(game_save=game_save)
+    assert 12 in shown and len(shown) < 12
+    assert [int(n) for n in re.findall(r"^Turn (\d+)$", user_prompt(seen[-1]), flags=re.M)] == shown
+
+
 # -- undo, retry, swipes ----------------------------------------------------------------------------
 
 
