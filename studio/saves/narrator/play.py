@@ -148,15 +148,13 @@ def _recent_turns_text(game_save: Save, *, universe_meta: dict[str, str], fill) 
     narrator's budget, at least the last few), "Turn N (story time)", the action, the narration."""
     from studio.memory.chapters.story import story_items
     from studio.memory.recall.context import ContextItem
-    from studio.memory.recall.context_lore import reserve_from_meta, shares_from_meta
+    from studio.memory.recall.context_lore import reserve_from_meta, shares_from_meta, window_shares
     from studio.saves.narrator.prompt import CONFIG
 
-    shares = shares_from_meta(universe_meta)
-    # As build_memory_context plans the window: never on the budget kept for recall nor the
-    # summaries' share (studio/memory/recall/context.py; the test compares the two windows).
-    chapter = min(shares.get("chapter", 100), max(100 - reserve_from_meta(universe_meta) - shares.get("summary", 0), 0))
+    # As build_memory_context plans the window (context_lore.window_shares; the test compares the two windows).
+    shares = window_shares(shares_from_meta(universe_meta), reserve_from_meta(universe_meta))
     story = story_items(game_save, horizon=game_save.current_turn, token_budget=CONFIG.token_budget,
-                        shares={**shares, "chapter": chapter}, make_item=ContextItem.of, fill=fill)
+                        shares=shares, make_item=ContextItem.of, fill=fill)
     return "\n\n".join(item.text for item in story.turns if item.included)
 
 
