@@ -33,7 +33,7 @@ from studio.proxy.history import Chat, content_text, inject, read_chat
 from studio.proxy.sync import SyncResult, proxy_sync
 from studio.saves.models import AlternativeStatus, DraftStatus, NarratorAlternative, NarratorDraft, Save
 from studio.saves.narrator.prompt import CONFIG as NARRATOR_CONFIG
-from studio.saves.narrator.services import narrator_alternative_add
+from studio.saves.narrator.services import answer_values, narrator_alternative_add
 
 OPERATION = "proxy"
 MEMORY_HEADING = "## Memory"
@@ -121,12 +121,7 @@ def proposal_finish(*, alternative_id: int, relay: Relay | None, error: str = ""
     """Record how a relayed answer ended on its alternative (done, failed or cancelled)."""
     values: dict = {"error": error[:2000]}
     if relay is not None and relay.response is not None:
-        response = relay.response
-        values.update(
-            text=response.text, model=(response.model or "")[:200], finish_reason=(response.finish_reason or "")[:40],
-            latency_ms=max(0, int(response.latency_ms or 0)), prompt_tokens=max(0, int(response.prompt_tokens or 0)),
-            completion_tokens=max(0, int(response.completion_tokens or 0)),
-        )
+        values.update(answer_values(relay.response), text=relay.response.text)
         if relay.error is not None:
             values["error"] = f"The answer broke off: {relay.error}"[:2000]
     if error or relay is None or relay.error is not None:

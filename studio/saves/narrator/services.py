@@ -139,6 +139,19 @@ def _claim(alternative_id: int) -> bool:
     )
 
 
+def answer_values(response: LLMResponse) -> dict:
+    """The NarratorAlternative fields a model's answer fills: its model, why it stopped, timing, usage.
+
+    The one mapping of the console's streams (`_finish`) and the memory proxy's relays
+    (`proxy.services.proposal_finish`); the text is the caller's (a Stop keeps what was shown).
+    """
+    return {
+        "model": (response.model or "")[:200], "finish_reason": (response.finish_reason or "")[:40],
+        "latency_ms": max(0, int(response.latency_ms or 0)), "prompt_tokens": max(0, int(response.prompt_tokens or 0)),
+        "completion_tokens": max(0, int(response.completion_tokens or 0)), "first_token_ms": response.first_token_ms,
+    }
+
+
 def _finish(alternative_id: int, status: str, *, text: str = "", error: str = "", response=None, prompt=None,
             settings: dict | None = None) -> None:
     """Record how a stream ended. A Stop (the row already cancelled) keeps the stopped text and
@@ -148,12 +161,7 @@ def _finish(alternative_id: int, status: str, *, text: str = "", error: str = ""
     if rows.filter(status=AlternativeStatus.CANCELLED).exists():
         values = {}
     if response is not None:
-        values.update(
-            model=(response.model or "")[:200], finish_reason=(response.finish_reason or "")[:40],
-            latency_ms=max(0, int(response.latency_ms or 0)), prompt_tokens=max(0, int(response.prompt_tokens or 0)),
-            completion_tokens=max(0, int(response.completion_tokens or 0)),
-            first_token_ms=response.first_token_ms,
-        )
+        values.update(answer_values(response))
     if prompt is not None:
         context = prompt.context_record() if prompt.memory is not None else getattr(prompt, "stored_context", {})
         values.update(system_prompt=prompt.system, user_prompt=prompt.user, context=context)
