@@ -100,6 +100,24 @@ def test_authors_note_is_in_the_prompt_the_preview_and_the_snapshot(tester, game
     assert "at depth 2" in page
 
 
+def test_a_narration_reads_the_play_settings_once(tester, game_save, narrator):
+    """The prompt's note, the sampler and what the alternative keeps share one read (it was three)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    PlaySettings.objects.create(game_save=game_save, authors_note="Mist.", authors_note_depth=1, temperature=0.2)
+    draft = services.narrator_draft_create(game_save=game_save, player_input="I wait")
+    with CaptureQueriesContext(connection) as queries:
+        stream_all(tester, game_save, draft, 1)
+    reads = [q["sql"] for q in queries if '"saves_playsettings"' in q["sql"] and q["sql"].startswith("SELECT")]
+    assert len(reads) == 1, reads
+    alternative = draft.alternatives.get(number=1)
+    assert alternative.play_settings["authors_note"] == "Mist." and "## Author's note\nMist." in alternative.user_prompt
+    assert alternative.play_settings["sampler"]["temperature"] == {"value": 0.2, "source": "save"}
+    assert narrate_requests(narrator)[-1]["temperature"] == 0.2
+
+
+
 # -- sampler settings -------------------------------------------------------------------------------
 
 

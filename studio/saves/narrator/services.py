@@ -221,7 +221,9 @@ def narration_stream(*, alternative_id: int, vector_memory=None) -> Iterator[str
     """
     if not _claim(alternative_id):
         return
-    alternative = NarratorAlternative.objects.select_related("draft__game_save__universe").get(pk=alternative_id)
+    # The save's play settings come in this query: the prompt, the sampler and the record share the row.
+    alternative = (NarratorAlternative.objects.select_related("draft__game_save__universe", "draft__game_save__play_settings")
+                   .get(pk=alternative_id))
     draft = alternative.draft
     game_save = draft.game_save
     backend = get_llm_backend()
