@@ -46,6 +46,10 @@ class PlayError(Exception):
     """A play control that cannot be done as asked (nothing was changed)."""
 
 
+class NoSuchGreeting(PlayError):
+    """The opening asked for a greeting the card does not have (a bad request, not a conflict)."""
+
+
 def shape_action(text: str, mode: str) -> str:
     """Return the player's `text` as the action of input mode `mode` (do / say / story)."""
     text = (text or "").strip()
@@ -278,8 +282,9 @@ def last_turn_reopen(*, game_save: Save, expected_turn: int, then: str = "") -> 
 def opening_accept(*, game_save: Save, number: int = 1):
     """Append the card's greeting `number` (1 = the first message) as turn 1; return the Event.
 
-    Raise PlayError without a card, for a greeting that does not exist, or when the save has
-    turns already (TurnConflict from `turn_append` when another request appended meanwhile).
+    The one check of the opening (the API and the Console call only this): raise PlayError
+    without a card or when the save has turns already (TurnConflict from `turn_append` when
+    another request appended meanwhile), NoSuchGreeting for a greeting the card does not have.
     """
     from studio.saves.services import turn_append
 
@@ -287,7 +292,7 @@ def opening_accept(*, game_save: Save, number: int = 1):
     if not greetings:
         raise PlayError("This universe has no Character Card with a first message.")
     if not 1 <= number <= len(greetings):
-        raise PlayError(f"The card has {len(greetings)} greeting{'s' if len(greetings) != 1 else ''}; there is no {number}.")
+        raise NoSuchGreeting(f"The card has {len(greetings)} greeting{'s' if len(greetings) != 1 else ''}; there is no {number}.")
     if game_save.current_turn != 0:
         raise PlayError(f"The opening is turn 1; this save is already at turn {game_save.current_turn}.")
     return turn_append(game_save=game_save, player_input="", narrative=greetings[number - 1], expected_turn_id=1)
