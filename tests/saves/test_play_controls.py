@@ -483,6 +483,47 @@ def test_a_fork_copies_the_play_settings_and_the_save_file_keeps_snapshot_settin
     assert NarratorSnapshot.objects.get(game_save=older, turn_id=4).play_settings == {}
 
 
+def test_the_save_file_carries_the_saves_play_settings(game_save, universe):
+    """Round trip, checked with the settings' own ranges (nothing written on a problem), and an
+    older file without the section imports with no settings."""
+    from studio.saves import portable
+    from studio.saves.models import Save
+
+    PlaySettings.objects.create(game_save=game_save, authors_note="Rain, always.", authors_note_depth=3,
+                                temperature=0.4, max_tokens=300)
+    data = portable.save_export(game_save=game_save).read()
+    document = json.loads(data)
+    assert document["sections"]["play_settings"]["items"] == [{
+        "authors_note": "Rain, always.", "authors_note_depth": 3, "temperature": 0.4, "top_p": None,
+        "max_tokens": 300, "frequency_penalty": None, "repeat_penalty": None}]
+    result = portable.save_import(universe=universe, data=data)
+    row = PlaySettings.objects.get(game_save=result.game_save)
+    assert (row.authors_note, row.authors_note_depth, row.temperature, row.max_tokens, row.top_p) == (
+        "Rain, always.", 3, 0.4, 300, None)
+    assert result.counts["play_settings"] == 1 and result.warnings == []
+    assert portable.save_export(game_save=result.game_save).read() == data
+
+    saves = Save.objects.count()
+    bad = json.loads(data)
+    bad["sections"]["play_settings"]["items"][0].update(temperature=3, authors_note_depth=99, top_p="high")
+    with pytest.raises(portable.SaveFileError) as refused:
+        portable.save_import(universe=universe, data=json.dumps(bad).encode())
+    where = "sections.play_settings.items[0]"
+    assert {p.location for p in refused.value.problems} == {f"{where}.temperature", f"{where}.authors_note_depth",
+                                                            f"{where}.top_p"}
+    assert "out of range" in str(refused.value) and Save.objects.count() == saves  # nothing half-written
+    two = json.loads(data)
+    two["sections"]["play_settings"]["items"] *= 2
+    with pytest.raises(portable.SaveFileError, match="one set of play settings"):
+        portable.save_import(universe=universe, data=json.dumps(two).encode())
+
+    older = json.loads(data)
+    del older["sections"]["play_settings"]
+    imported = portable.save_import(universe=universe, data=json.dumps(older).encode()).game_save
+    assert not PlaySettings.objects.filter(game_save=imported).exists()
+    assert json.loads(portable.save_export(game_save=imported).read())["sections"]["play_settings"]["items"] == []
+
+
 # -- the services the API calls ----------------------------------------------------------------------
 
 
