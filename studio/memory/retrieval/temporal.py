@@ -6,7 +6,8 @@ and a note for the explain record ("named time: May 2023 → turns 40-61 preferr
 arm then searches those turns only, as the engine searches the save: Chroma's nearest
 chunks among them (the query's own embedding) and BM25 of their own text (the scores the
 lexical arm computed over the whole view), fused by Reciprocal Rank Fusion into one best-first
-list. Fused with the other arms at `RetrievalConfig.temporal_weight`, it lifts the memory of
+list. Fused with the other arms at `RetrievalConfig.temporal_weight` (2: the named time is
+the player's explicit intent, and it measured best), it lifts the memory of
 the named time without hiding the rest: a question whose time was misread, or whose answer
 was told later than it happened, still finds it through the other arms.
 
@@ -18,8 +19,9 @@ near the top. A filter would lose every answer told outside the named time.
 Invariants: no `TimePreference` (the query names no time, or the save records no story time)
 means no arm, no skip record and results identical to a search without it. The arm only
 ranks chunks that pass the query's filter. It is skipped, with the reason, when no chunk
-searched lies inside the named time, or when every one does (it would repeat the other
-arms). Failure modes: the store failing during its nearest query leaves the BM25 half
+searched lies inside the named time, or when more than `temporal_max_share` of them do: a time
+covering most of the story says little about which memory is meant, and the arm would
+mostly repeat the semantic and lexical arms (evidence counted twice). Failure modes: the store failing during its nearest query leaves the BM25 half
 (as the semantic arm degrades); no embedder or no BM25 backend leaves the other half.
 """
 from __future__ import annotations
@@ -52,8 +54,10 @@ def skip_reason(arm_input) -> str | None:
     inside = in_range_positions(arm_input)
     if not len(inside):
         return "no chunk searched lies inside the named time"
-    if len(inside) == len(arm_input.view.positions):
-        return "every chunk searched lies inside the named time"
+    searched = len(arm_input.view.positions)
+    if len(inside) > arm_input.config.temporal_max_share * searched:
+        return (f"the named time holds {len(inside)} of the {searched} chunks searched: too wide to say which "
+                "memory is meant (RetrievalConfig.temporal_max_share)")
     return None
 
 
