@@ -140,3 +140,28 @@ def test_why_not_ranks_the_chunk_in_the_temporal_arm(dated_save, vector_memory):
 def test_turn_runs():
     assert turn_runs([1, 2, 3, 7, 9, 10]) == "1-3, 7, 9-10"
     assert turn_runs(list(range(1, 30, 2))) == "1, 3, 5, 7, 9, 11, … (15 turns)"
+
+
+def test_the_search_page_says_which_turns_the_named_time_prefers(client, playtester, dated_save):
+    from django.urls import reverse
+
+    client.force_login(playtester)
+    url = reverse("memory:playground", args=[dated_save.save_id])
+    html = client.get(url, {"q": "the lantern in May 2023", "k": 4}).content.decode()
+    assert 'id="named-time"' in html and "Named time: May 2023 (1 May 2023 – 31 May 2023) → turns 5-8 preferred" in html
+    assert 'data-explain="temporal">#1<' in html
+    plain = client.get(url, {"q": "the lantern", "k": 4}).content.decode()
+    assert 'id="named-time"' not in plain and 'data-explain="temporal"' not in plain
+    chunk_id = next(c["id"] for c in vector_memory_chunks(dated_save) if c["turn_id"] == 6)
+    why = client.get(reverse("memory:why_not", args=[dated_save.save_id]),
+                     {"q": "the lantern in May 2023", "k": 4, "chunk_id": chunk_id}).content.decode()
+    assert '<tr data-arm="temporal">' in why
+    why_plain = client.get(reverse("memory:why_not", args=[dated_save.save_id]),
+                           {"q": "the lantern", "k": 4, "chunk_id": chunk_id}).content.decode()
+    assert 'data-arm="temporal"' not in why_plain and '<tr data-arm="turn">' in why_plain
+
+
+def vector_memory_chunks(game_save):
+    from studio.memory.vector import get_vector_memory
+
+    return get_vector_memory().get_chunks(game_save.save_id)
