@@ -23,11 +23,14 @@ Arms, in the same run on the same saves:
   `--boost` added to the fused score of the chunks inside the named time, re-sorted (a boost
   only reorders what the other arms found).
 Questions that name no time must come out identical with and without the arm; the bench
-counts any that do not (it must print 0).
+counts any that do not (it must print 0). For the questions that name a time, the narrator's
+own memory context (`next_turn_context`, token budget `--budget`, the question as the action)
+is scored too, with and without the arm: the share of the evidence among its narrative items
+and the turns it shows in full.
 
 Reported: how many questions name a time, per category (category 5, adversarial, counted
 but not scored: its evidence belongs to the other speaker), how many of those the arm ran for
-(some turns inside the named time, not all), and the evidence shares for (a) the questions
+(some chunks inside the named time, at most half), and the evidence shares for (a) the questions
 that name a time, per category, (b) LoCoMo's temporal category (2), all of its questions, and
 (c) every question.
 
@@ -116,6 +119,8 @@ def main() -> int:
     args = parser.parse_args()
     setup_django()
     from studio.memory.embeddings.tokens import count_tokens
+    from studio.memory.recall.context import next_turn_context
+    from studio.memory.recall.query_params import ContextParams
     from studio.memory.recall.search import memory_search
     from studio.memory.recall.temporal import time_preference
     from studio.memory.vector import get_vector_memory
@@ -145,7 +150,7 @@ def main() -> int:
             prefer = time_preference(game_save=game_save, query_text=q["question"], horizon=game_save.current_turn)
             named = prefer is not None
             named_count[category] += named
-            ran = named and 0 < len(prefer.turns) < len(text)
+            ran = named and 0 < len(prefer.turns) <= default.temporal_max_share * len(text)
             ran_count[category] += ran
             if category not in SCORED:
                 continue
@@ -160,6 +165,15 @@ def main() -> int:
                 fused[arm] = [(r["turn_id"], r["score"]) for r in outcome.results]
                 ranked[arm] = [t for t, _ in fused[arm]]
             vm.set_config(default)
+            if named:
+                for arm in ("without", "with the arm"):
+                    vm.set_config(configs[arm])
+                    context = next_turn_context(game_save=game_save,
+                                                params=ContextParams(query_text=q["question"], token_budget=args.budget))
+                    seen = {i.ref.get("turn_id") for i in context.included if i.layer == "narrative"} | set(context.shown_turns)
+                    found = {dia[t] for t in seen if t in dia} & set(q["evidence"])
+                    scores[("context", arm)][category].append((0.0, len(found) / len(q["evidence"])))
+                vm.set_config(default)
             if not named:
                 differing += ranked["without"] != ranked["with the arm"]
                 for arm in (*VARIANTS, "boost"):
@@ -192,15 +206,16 @@ def mean(values: list[float]) -> float:
 def report(args, scores, named_count, ran_count, total_count, differing, elapsed) -> None:
     print(f"\nLoCoMo conversations {args.convs}, one utterance a turn dated by its session, as of the end; "
           f"budget {args.budget} tokens; {elapsed:.0f} s.")
-    print("\nQuestions that name a time (the parser fires) / the arm ran (some turns inside, not all) / all:")
+    print("\nQuestions that name a time (the parser fires) / the arm ran (some chunks inside, at most half) / all:")
     for category, name in CATEGORIES.items():
         print(f"  {category} {name}: {named_count[category]} / {ran_count[category]} / {total_count[category]}")
     print(f"Questions naming no time whose results differ with the arm: {differing} (must be 0)\n")
     print("| questions | n | arm | R@10 | evidence in budget | R@10 vs without | budget vs without |")
     print("|---|---|---|---|---|---|---|")
-    groups = [("named", c) for c in SCORED] + [("named", None), ("ran", None), ("all", 2), ("all", None)]
+    groups = [("named", c) for c in SCORED] + [("named", None), ("ran", None), ("all", 2), ("all", None), ("context", None)]
     for group, category in groups:
-        label = {"named": "name a time", "ran": "name a time, arm ran", "all": "all"}[group]
+        label = {"named": "name a time", "ran": "name a time, arm ran", "all": "all",
+                 "context": "name a time: the narrator's memory context (its R@10 column is unused)"}[group]
         label += f", category {category} ({CATEGORIES[category]})" if category else ", categories 1-4"
         base = None
         for arm in ARMS:
