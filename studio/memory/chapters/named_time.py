@@ -476,6 +476,21 @@ def _bounded(span: Span, bound: str) -> Span:
     return Span(span.clock, None, span.end)  # until, till, by
 
 
+_FIRST_DAY, _LAST_DAY = dt.date.min.toordinal(), dt.date.max.toordinal()
+
+
+def _resolved(item: _Found, now: StoryPoint | None, default_year: int | None) -> Span | None:
+    """Resolve one expression; None when it cannot be, or falls off the calendar ("999 years ago" in year 50)."""
+    try:
+        span = item.resolve(now, default_year)
+    except (ValueError, OverflowError):
+        return None
+    if span is not None and span.clock == CALENDAR and any(
+            value is not None and not _FIRST_DAY <= value <= _LAST_DAY for value in (span.start, span.end)):
+        return None
+    return span
+
+
 def named_time(query: str, now: StoryPoint | None) -> NamedTime | None:
     """Return the time `query` names, resolved against `now` (the save's story time), or None."""
     if not isinstance(query, str) or not query.strip():
@@ -491,17 +506,17 @@ def named_time(query: str, now: StoryPoint | None) -> NamedTime | None:
         joined = following is not None and before in ("between", "from") and \
             query[item.end:following.start].strip().lower() in ("and", "to", "until", "till", "-", "–", "through")
         if joined:
-            second = following.resolve(now, None)
+            second = _resolved(following, now, None)
             default_year = None
             if second is not None and second.clock == CALENDAR and following.has_year and not item.has_year:
                 default_year = dt.date.fromordinal(second.end).year
-            first = item.resolve(now, default_year)
+            first = _resolved(item, now, default_year)
             if first is not None and second is not None and first.clock == second.clock:
                 spans.append(Span(first.clock, first.start, second.end))
                 phrases.append(query[_phrase_start(query, item.start):following.end].strip())
             index += 2
             continue
-        span = item.resolve(now, None)
+        span = _resolved(item, now, None)
         if span is not None:
             if before in BOUNDS:
                 span = _bounded(span, before)

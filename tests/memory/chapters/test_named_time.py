@@ -4,6 +4,8 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from studio.memory.chapters.named_time import (
     CALENDAR,
@@ -149,3 +151,23 @@ def test_calendar_date_needs_day_month_and_year():
     assert calendar_date("8 May") is None
     assert calendar_date("May 2023") is None
     assert calendar_date(20230508) is None
+
+
+def test_times_off_the_calendar_name_nothing():
+    early = StoryPoint(date=dt.date(50, 3, 1))
+    assert named_time("999 years ago", early) is None
+    assert named_time("3 days ago", StoryPoint(date=dt.date(1, 1, 2))) is None
+    assert days("yesterday", StoryPoint(date=dt.date(1, 1, 2))) == [("0001-01-01", "0001-01-01")]
+
+
+WORDS = ["in", "May", "may", "last", "winter", "2023", "8", "days", "ago", "before", "after", "between", "and",
+         "yesterday", "week", "the", "of", "June", "day", "12", "this", "weekend", "Monday", "on", "summer", "a", "few"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(WORDS), max_size=8), st.dates(min_value=dt.date(2, 1, 1)), st.integers(-5, 10_000))
+def test_any_text_gives_ordered_spans_or_nothing(words, today, day):
+    found = named_time(" ".join(words), StoryPoint(date=today, day=day))
+    for span in found.spans if found else ():
+        assert span.start is None or span.end is None or span.start <= span.end, (words, span)
+        assert found.label
