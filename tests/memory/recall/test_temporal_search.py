@@ -165,3 +165,14 @@ def vector_memory_chunks(game_save):
     from studio.memory.vector import get_vector_memory
 
     return get_vector_memory().get_chunks(game_save.save_id)
+
+
+def test_the_api_query_says_which_turns_the_named_time_prefers(make_api, playtester, dated_save):
+    api = make_api(playtester)
+    url = f"/api/v1/saves/{dated_save.save_id}/query"
+    body = api.post(url, {"query_text": "the lantern in May 2023", "k": 4}).json()
+    assert body["stats"]["named_time"] == "named time: May 2023 (1 May 2023 – 31 May 2023) → turns 5-8 preferred"
+    ranked = {row["turn_id"] for row in body["results"] if row["explain"]["temporal_rank"]}
+    assert ranked and ranked <= {5, 6, 7, 8}
+    plain = api.post(url, {"query_text": "the lantern", "k": 4}).json()
+    assert plain["stats"]["named_time"] == "" and "temporal" not in plain["stats"]["skipped_arms"]
