@@ -34,7 +34,11 @@ but not scored: its evidence belongs to the other speaker), how many of those th
 that name a time, per category, (b) LoCoMo's temporal category (2), all of its questions, and
 (c) every question.
 
-    .venv/bin/python bench/temporal_qa.py [--convs 26,30,41,42,43] [--budget 1500] [--json out.json]
+`--latency` adds, for the last conversation, the median time of a search (k = 40, caches
+warm: each question asked twice, the second timed) naming a time with and without the arm,
+and naming none.
+
+    .venv/bin/python bench/temporal_qa.py [--convs 26,30,41,42,43] [--budget 1500] [--json out.json] [--latency]
 """
 from __future__ import annotations
 
@@ -116,6 +120,7 @@ def main() -> int:
     parser.add_argument("--budget", type=int, default=1500)
     parser.add_argument("--boost", type=float, default=0.02, help="the boost alternative's addition to the RRF score")
     parser.add_argument("--json", help="write per-question rows to this file")
+    parser.add_argument("--latency", action="store_true", help="time the searches of the last conversation")
     args = parser.parse_args()
     setup_django()
     from studio.memory.embeddings.tokens import count_tokens
@@ -194,9 +199,35 @@ def main() -> int:
             rows.append(row)
     elapsed = time.perf_counter() - started
     report(args, scores, named_count, ran_count, total_count, differing, elapsed)
+    if args.latency:
+        latency(game_save, [row["question"] for row in rows if row["conv"] == conv and row["named"]],
+                [row["question"] for row in rows if row["conv"] == conv and not row["named"]], configs)
     if args.json:
         Path(args.json).write_text(json.dumps({"budget": args.budget, "convs": args.convs, "rows": rows}, indent=0))
     return 0
+
+
+def latency(game_save, named: list[str], plain: list[str], configs: dict) -> None:
+    """Print the median search time (warm) for questions naming a time, with and without the arm, and naming none."""
+    from statistics import median
+
+    from studio.memory.recall.search import memory_search
+    from studio.memory.vector import get_vector_memory
+
+    vm = get_vector_memory()
+    plain = plain[: len(named)]
+    for label, questions, arm in (("naming a time, without the arm", named, "without"),
+                                  ("naming a time, with the arm", named, "with the arm"),
+                                  ("naming no time", plain, "with the arm")):
+        vm.set_config(configs[arm])
+        timings = []
+        for question in questions * 2:
+            start = time.perf_counter()
+            memory_search(game_save=game_save, query_text=question, k=40, exclude_chunk_type="lore")
+            timings.append((time.perf_counter() - start) * 1000)
+        print(f"search latency, {label}: median {median(timings[len(questions):]):.1f} ms (n={len(questions)}, "
+              f"{game_save.current_turn} turns)")
+    vm.set_config(configs["with the arm"])
 
 
 def mean(values: list[float]) -> float:

@@ -19,9 +19,9 @@ inside it returns an empty preference: the arm is skipped and the explain record
 
 Cost: one query of the turns' three story-time keys (JSON key extraction, not the whole
 state), made only when the query's text names a time; each distinct story time is parsed
-once. Measured on LoCoMo 43 (680 turns, 33 questions naming a time, warm caches, load ~3):
-a search naming a time took a median 7.5 ms with the arm, 5.9 ms without it (the turns'
-story time read either way: 3.8 ms), against 1.8 ms for a search naming none.
+once. Measured on LoCoMo 43 (680 turns, `bench/temporal_qa.py --latency`, caches warm): a
+search naming a time took a median 8.2 ms with the arm, 6.3 ms without it (the turns' story
+time read either way: ~4 ms), against 2.1 ms for a search naming none.
 """
 from __future__ import annotations
 
