@@ -176,3 +176,14 @@ def test_the_api_query_says_which_turns_the_named_time_prefers(make_api, playtes
     assert ranked and ranked <= {5, 6, 7, 8}
     plain = api.post(url, {"query_text": "the lantern", "k": 4}).json()
     assert plain["stats"]["named_time"] == "" and "temporal" not in plain["stats"]["skipped_arms"]
+
+
+def test_the_narrators_context_says_which_time_it_prefers(dated_save, vector_memory):
+    from studio.memory.recall.context import build_memory_context
+
+    context = build_memory_context(game_save=dated_save, query_text="What happened in May 2023?", vector_memory=vector_memory)
+    assert "Named time: May 2023 (1 May 2023 – 31 May 2023) → turns 5-8 preferred." in context.notes
+    preferred = [i for i in context.items if i.layer == "narrative" and i.why.get("temporal_rank") is not None]
+    assert preferred and all("named time #" in i.reason for i in preferred)
+    plain = build_memory_context(game_save=dated_save, query_text="What happened at the market?", vector_memory=vector_memory)
+    assert not any(n.startswith("Named time") for n in plain.notes)
