@@ -372,6 +372,9 @@ def build_memory_context(
         ]
         context.timings["narrative_query_ms"] = round(narrative_outcome.stats.timings_ms.get("total", 0.0), 2)
         context.timings["lore_query_ms"] = round(lore_outcome.stats.timings_ms.get("total", 0.0), 2)
+        named = narrative_outcome.stats.named_time  # the query named a time: memory from it is preferred
+        if named:
+            context.notes.append(named[:1].upper() + named[1:] + ".")
         candidates += narrative_items(game_save, narrative_outcome.results, macros, shown=set(story.shown_turns))
         candidates += activated
         activated = []

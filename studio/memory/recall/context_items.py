@@ -81,6 +81,8 @@ def explain_reason(result: dict) -> tuple[str, dict]:
         bits.append(f"context #{explain['context_rank']}")
     if explain.get("turn_rank") is not None:
         bits.append(f"turn #{explain['turn_rank']}")
+    if explain.get("temporal_rank") is not None:
+        bits.append(f"named time #{explain['temporal_rank']}")
     if explain.get("focus_boost"):
         bits.append(f"focus boost +{explain['focus_boost']:g}")
     if explain.get("rerank_score") is not None:
