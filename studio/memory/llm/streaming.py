@@ -154,21 +154,34 @@ class AnswerStream:
     # -- reading ------------------------------------------------------------------------------
 
     def _read(self, chunks: Iterable[bytes]) -> Iterator[bytes | str]:
-        """Read the body's chunks to the end; yield each chunk (before it is read, so an error
-        event reaches a relay's caller too) or each text delta; then finish the answer."""
+        """Read the body's chunks to the end; yield each chunk or each text delta; then finish the answer.
+
+        A relay reads each streamed chunk before it hands it on, so a reader that leaves right
+        after a chunk (a front end's Stop) finds its text in `text`; a chunk that carries an
+        error is still handed on before the error ends the relay.
+        """
         parser = SSEParser() if "text/event-stream" in self.content_type else None
         body = b""
         try:
             for chunk in chunks:
                 if not chunk:
                     continue
-                if self.yields_bytes:
-                    self._mark_first()
-                    yield chunk
                 if parser is None:
+                    if self.yields_bytes:
+                        self._mark_first()
+                        yield chunk
                     body += chunk
                     continue
-                yield from self._deltas(parser.feed(chunk))
+                if not self.yields_bytes:
+                    yield from self._deltas(parser.feed(chunk))
+                else:
+                    self._mark_first()
+                    try:
+                        list(self._deltas(parser.feed(chunk)))  # fills `text`; a relay's deltas yield nothing
+                    except Exception:
+                        yield chunk  # the bytes that carried the error reach the caller too
+                        raise
+                    yield chunk
                 if parser.done and self.stops_at_done:
                     break
             if parser is None:
