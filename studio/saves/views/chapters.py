@@ -33,15 +33,20 @@ def _bands(game_save, rows) -> list[dict]:
              "width": max(round((row.last_turn - row.first_turn + 1) * 100 / total, 2), 0.5)} for row in rows]
 
 
+def chapter_band_levels(game_save, rows) -> list[dict]:
+    """The rows as band rows for `saves/_chapter_bands.html`: one per level, the highest first."""
+    levels = sorted({row.level for row in rows}, reverse=True)
+    return [{"level": level, "bands": _bands(game_save, [r for r in rows if r.level == level])} for level in levels]
+
+
 @require_GET
 def chapters(request: HttpRequest, save_id: str) -> HttpResponse:
     game_save = save_for(user=request.user, save_id=save_id)
     rows = list(chapters_for(game_save))
-    levels = sorted({row.level for row in rows}, reverse=True)
     context = save_page_context(request, game_save, "chapters")
     context.update({
         "rows": rows,
-        "band_levels": [{"level": level, "bands": _bands(game_save, [r for r in rows if r.level == level])} for level in levels],
+        "band_levels": chapter_band_levels(game_save, rows),
         "open_start": open_chapter_start(game_save),
         "settings": chapter_settings(universe_meta=dict(game_save.universe.meta.values_list("key", "value"))),
     })
