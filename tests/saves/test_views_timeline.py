@@ -174,7 +174,7 @@ def test_the_timeline_shows_the_chapters_and_arcs_as_bands_linking_to_them(clien
     assert bands.index('aria-label="Arcs (level 1)"') < bands.index('aria-label="Chapters"')
     for row, label in ((first, "Chapter turns 1–4: Summarized"), (second, "Chapter turns 5–8: Summary pending"),
                        (arc, "Arc turns 1–8: Summary pending")):
-        assert f'href="{chapters_url}#chapter-{row.pk}" aria-label="{label}"' in bands
+        assert f'<a href="{chapters_url}#chapter-{row.pk}" aria-label="{label}">' in bands
     # Drawn with SVG attributes (x and width in percent of the save's turns), never a style attribute.
     assert '<rect x="40.0%" y="1" width="40.0%"' in bands and "style=" not in bands
     # A page of turns (htmx) is the turns only: the bands stay where they are.
