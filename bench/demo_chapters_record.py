@@ -146,6 +146,9 @@ def main() -> int:
             print(f"the export changed more than the chapters: {problems}; nothing written", file=sys.stderr)
             return 1
         summary_exchanges = [exchange.as_dict() for exchange in proxy.exchanges]
+        # The save's totals (what load_demo imports); the chapters block below says what this run added.
+        provenance["counts"]["llm_calls"] = LLMCall.objects.filter(game_save=game_save).count()
+        provenance["counts"]["llm_exchanges"] += len(summary_exchanges)
         system_prompt = summarize.SYSTEM_PROMPT.encode("utf-8")
         provenance["chapters"] = {
             "model": args.model_name,
