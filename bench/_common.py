@@ -63,3 +63,14 @@ class Stopwatch:
 
     def __exit__(self, *exc):
         self.seconds = time.perf_counter() - self.start
+
+
+def parse_meta_pairs(parser, pairs: list[str]) -> dict[str, str]:
+    """Return {key: value} of `--meta KEY=VALUE` options (a Universe_Meta key to set before a run)."""
+    meta = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            parser.error(f"--meta takes KEY=VALUE, not {pair!r}")
+        meta[key.strip()] = value.strip()
+    return meta

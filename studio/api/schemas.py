@@ -504,6 +504,8 @@ class MemoryContext(Schema):
     timings: dict[str, float] = {}
     notes: list[str] = []
     shares: dict[str, int] = Field({}, description="Budget share per class (percent of token_budget; Universe_Meta context_share_*).")
+    reserve_recall: int = Field(0, description="Percent of token_budget kept for what the action recalls until it has been "
+                                               "offered (Universe_Meta context_reserve_recall; docs/long-play.md).")
     macros: dict[str, str] = Field({}, description="Who {{user}} and {{char}} are in the item texts.")
     queries: list[dict[str, Any]] = Field([], description="The two vector queries (narrative, lore) as Lore replay records them.")
     lore_explain: list[LoreExplanation] = Field(..., description="One record per entry of the save's Lore Book, in book order.")

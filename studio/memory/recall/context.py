@@ -58,7 +58,7 @@ from studio.memory.recall.search import memory_horizon, memory_search, query_rec
 
 __all__ = [
     "DEFAULT_K_LORE", "DEFAULT_K_NARRATIVE", "DEFAULT_TOKEN_BUDGET", "ContextItem", "MemoryContext",
-    "build_memory_context", "default_focus", "next_turn_context",
+    "build_memory_context", "default_focus", "group_heading", "layer_lines", "next_turn_context",
 ]
 
 MAX_BELIEFS_PER_SUBJECT = 6
@@ -79,6 +79,28 @@ LAYER_TITLES = {
     "narrative": "Narrative memory",
     "lore": "Lore",
 }
+
+
+def group_heading(story_time: str) -> str:
+    """The heading the items of one story time are listed under."""
+    return f"[{story_time}]"
+
+
+def layer_lines(items: list) -> list[str]:
+    """Return the lines of one layer's included items as the narrator reads them.
+
+    Narrative chunks come in story order (by turn), under one heading per story time
+    (`why["group"]`); other layers keep their order. A secret is marked narrator-only.
+    """
+    if items and all(i.layer == "narrative" for i in items):
+        items = sorted(items, key=lambda i: i.ref.get("turn_id") or 0)
+    lines, group = [], None
+    for item in items:
+        if item.why.get("group") and item.why["group"] != group:
+            lines.append(group_heading(item.why["group"]))
+        group = item.why.get("group")
+        lines.append(f"- {'[narrator-only] ' if item.why.get('narrator_only') else ''}{item.text}")
+    return lines
 
 
 @dataclass
@@ -111,6 +133,8 @@ class MemoryContext:
     notes: list[str] = field(default_factory=list)
     lore_explain: list[dict[str, Any]] = field(default_factory=list)
     shares: dict[str, int] = field(default_factory=dict)
+    # Percent of the budget kept for what the action recalls (`context_lore.reserve_from_meta`).
+    reserve_recall: int = 0
     # Who {{user}} / {{char}} are in the item texts (`studio.memory.recall.macros.macro_names`).
     macros: dict[str, str] = field(default_factory=dict)
     # The two vector queries, as Lore replay records them (`search.query_record`).
@@ -131,7 +155,9 @@ class MemoryContext:
 
     @property
     def used_tokens(self) -> int:
-        return sum(i.tokens for i in self.included)
+        """The included items' tokens, with the story-time headings they are listed under (`layer_lines`)."""
+        headings = {i.why["group"]: i.why.get("group_tokens", 0) for i in self.included if i.why.get("group")}
+        return sum(i.tokens for i in self.included) + sum(headings.values())
 
     @property
     def cut_tokens(self) -> int:
@@ -153,8 +179,7 @@ class MemoryContext:
         """Return the included items as the text block a narrator prompt would carry."""
         blocks = []
         for section in self.sections():
-            lines = [f"- {'[narrator-only] ' if i.why.get('narrator_only') else ''}{i.text}"
-                     for i in section["items"] if i.included]
+            lines = layer_lines([i for i in section["items"] if i.included])
             if lines:
                 blocks.append(f"## {section['title']}\n" + "\n".join(lines))
         if self.pov is not None and self.pov.as_text():
@@ -176,6 +201,7 @@ class MemoryContext:
             "timings": self.timings,
             "notes": self.notes,
             "shares": self.shares,
+            "reserve_recall": self.reserve_recall,
             "lore_explain": self.lore_explain,
             "macros": self.macros,
             "queries": self.queries,
@@ -361,10 +387,14 @@ def build_memory_context(
     activated = (context_lore.activated_items(view, focus=focus_names, macros=macros, make_item=ContextItem.of) if view else [])
     context.timings["activation_ms"] = round((time.perf_counter() - t0) * 1000, 2)
     context.shares = context_lore.shares_from_meta(universe_meta)
+    context.reserve_recall = context_lore.reserve_from_meta(universe_meta)
     refused: dict[str, str] = {}
     t0 = time.perf_counter()
     with_story = story
-    story = story_items(game_save, horizon=turn, token_budget=token_budget, shares=context.shares,
+    # The window of recent turns never plans on the budget kept for recall nor the summaries' share.
+    story_shares = {**context.shares, "chapter": min(context.shares.get("chapter", 100),
+                                                     max(100 - context.reserve_recall - context.shares.get("summary", 0), 0))}
+    story = story_items(game_save, horizon=turn, token_budget=token_budget, shares=story_shares,
                         make_item=ContextItem.of, fill=lambda text: context_lore.fill(text, macros)) if with_story else Story()
     context.shown_turns, context.chapter_start = story.shown_turns, story.chapter_start
     candidates += [i for i in story.summaries if i.included] + story.turns
@@ -419,25 +449,36 @@ def build_memory_context(
         context.notes.append("No query text: narrative memory and lore found by meaning need one.")
     candidates += activated
 
-    # Protected lore first (named in the input or in focus), then the story so far (summaries,
-    # the chapter's turns), then the rest of activated lore (constant, named in the chat,
-    # recursion), then the other layers; the items keep their layer and order for display.
+    # Protected lore first (named in the input or in focus), then the story so far (the
+    # chapter's turns, the summaries), then the rest of activated lore (constant, named in the
+    # chat, recursion), then what the action recalled, in rounds: the best item of every layer,
+    # then the second of every layer, ... (so the top lore hit is not behind forty chunks). The
+    # items keep their layer and order for display.
+    decided = {id(i) for i in candidates if not i.included and i.cut}  # outside the chapter's window, shown already
+    rounds: dict[int, int] = {}
+    per_layer: dict[str, int] = {}
+    for index, item in enumerate(candidates):
+        if id(item) not in decided and context_lore.is_recall(item):
+            rounds[index] = per_layer.get(item.layer, 0)
+            per_layer[item.layer] = rounds[index] + 1
+
     def offer(i: int):
         why = candidates[i].why
         if why.get("protected"):
-            return (0, 0, i)
+            return (0, 0, 0, i)
         if candidates[i].layer == "chapter":
-            return (1, 0, i)
+            return (1, 0, 0, i)
         if candidates[i].layer == "story":  # the newest summaries first: the share keeps the nearest past
-            return (1, 1, -candidates[i].why.get("first_turn", 0))
-        return (2 if why.get("activation") else 3, why.get("activation_rank", 0), i)
+            return (1, 1, -candidates[i].why.get("first_turn", 0), i)
+        if i in rounds:
+            return (3, rounds[i], LAYERS.index(candidates[i].layer), i)
+        return (2 if why.get("activation") else 4, why.get("activation_rank", 0), 0, i)
 
     for item in candidates:  # an entry longer than its share is represented by a passage, not dropped
         fit_to_share(item, cap=item_cap(item, token_budget=token_budget,
                                         share_cap=token_budget * context.shares.get(context_lore.budget_class(item), 100) // 100))
-    decided = {id(i) for i in candidates if not i.included and i.cut}  # outside the chapter's window, shown already
     context_lore.assemble([candidates[i] for i in sorted(range(len(candidates)), key=offer) if id(candidates[i]) not in decided],
-                          token_budget=token_budget, shares=context.shares)
+                          token_budget=token_budget, shares=context.shares, reserve=context.reserve_recall)
     context.items.extend([i for i in story.summaries if not i.included])
     context.items.extend(candidates)
     context.lore_explain = context_lore.lore_explain(view, candidates, refused)
@@ -540,6 +581,10 @@ def _fact_items(game_save, subject_keys: list[str], subject_why: dict[str, str],
 def _narrative_items(game_save, results: list[dict], macros: dict[str, str], *, shown: set[int]) -> list[ContextItem]:
     """Narrative chunks, each whole ("[…]" marks where a long turn goes on), dated by story time.
 
+The prompt lists them in story order under one heading per story time (`layer_lines`):
+LoCoMo's session dates ("1:56 pm on 8 May, 2023", ~10 tokens) printed on every ~25-token
+chunk took a third of the narrative layer.
+
     A chunk of a turn the story-so-far layer shows in full is a cut item: it is in the prompt once.
     """
     turn_ids = {r.get("turn_id") for r in results}
@@ -549,12 +594,14 @@ def _narrative_items(game_save, results: list[dict], macros: dict[str, str], *, 
         reason, explain = _explain_reason(result)
         turn_id = result.get("turn_id")
         body = context_lore.fill(mark_piece(result.get("text", ""), texts.get(turn_id)), macros)
-        when = f", {times[turn_id]}" if turn_id in times else ""
+        when = times.get(turn_id, "")
+        # Dated once per story time (`layer_lines`): the heading is paid by the group's first item.
+        group = {"group": when, "group_tokens": count_tokens(group_heading(when)) + 1} if when else {}
         item = ContextItem.of(
             layer="narrative",
-            text=f"(turn {turn_id}{when}) {body}",
+            text=f"(turn {turn_id}) {body}",
             reason=f"narrative chunk, {reason}",
-            why={**explain, "story_time": times.get(turn_id, "")},
+            why={**explain, "story_time": when, **group},
             ref={"chunk_id": result.get("id"), "turn_id": turn_id, "key": result_key(result)},
         )
         if turn_id in shown or (turn_id, body) in seen:
