@@ -13,7 +13,8 @@ from studio.memory.chapters.models import Chapter
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_close_a_chapter_on_the_console_then_follow_its_band_on_the_timeline(logged_in_page, playtester, played, settings, axe):
+def test_close_a_chapter_on_the_console_then_follow_its_band_on_the_timeline(logged_in_page, playtester, played, settings, axe,
+                                                                          screenshot):
     from studio.saves.services import turn_append
 
     settings.AXIOM_LLM_BASE_URL = ""
@@ -38,6 +39,7 @@ def test_close_a_chapter_on_the_console_then_follow_its_band_on_the_timeline(log
     expect(card.get_by_role("heading")).to_have_text("Chapter 2")
     expect(page.locator("#chapter-close")).to_be_disabled()  # the open chapter has no turns yet
     assert axe(page) == []
+    screenshot("console-closed")
     chapter = Chapter.objects.get(game_save=played)
     assert (chapter.first_turn, chapter.last_turn, chapter.summary_status) == (1, 4, "no_model")
 
@@ -46,6 +48,7 @@ def test_close_a_chapter_on_the_console_then_follow_its_band_on_the_timeline(log
     band = page.get_by_role("link", name="Chapter turns 1–4: No summary made: no model configured")
     expect(band).to_be_visible()
     assert axe(page) == []
+    screenshot("timeline-bands")
     band.click()
     page.wait_for_url(re.compile(rf"/saves/{played.save_id}/chapters/#chapter-{chapter.pk}$"))
     expect(page.locator(f"#chapter-{chapter.pk}")).to_contain_text("No summary was made: no model is configured")
