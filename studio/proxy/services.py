@@ -24,7 +24,6 @@ import time
 from dataclasses import dataclass, field
 
 from django.db import transaction
-from django.db.models import Max
 
 from studio.memory.llm import LLMError, Relay, TrackedLLM
 from studio.memory.recall.context import next_turn_context
@@ -34,6 +33,7 @@ from studio.proxy.history import Chat, content_text, inject, read_chat
 from studio.proxy.sync import SyncResult, proxy_sync
 from studio.saves.models import AlternativeStatus, DraftStatus, NarratorAlternative, NarratorDraft, Save
 from studio.saves.narrator.prompt import CONFIG as NARRATOR_CONFIG
+from studio.saves.narrator.services import narrator_alternative_add
 
 OPERATION = "proxy"
 MEMORY_HEADING = "## Memory"
@@ -113,9 +113,7 @@ def proposal_open(*, game_save: Save, player_input: str, record: dict) -> Narrat
         if draft is None:
             NarratorDraft.objects.filter(game_save=locked, status=DraftStatus.OPEN).update(status=DraftStatus.DISCARDED)
             draft = NarratorDraft.objects.create(game_save=locked, turn_id=turn_id, player_input=player_input)
-        number = (draft.alternatives.aggregate(n=Max("number"))["n"] or 0) + 1
-        alternative = NarratorAlternative.objects.create(draft=draft, number=number, status=AlternativeStatus.STREAMING, **record)
-        NarratorDraft.objects.filter(pk=draft.pk).update(chosen_number=number)
+        alternative = narrator_alternative_add(draft=draft, status=AlternativeStatus.STREAMING, **record)
     return alternative
 
 

@@ -8,6 +8,7 @@ test's; what is checked is what the studio sends, keeps and appends.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from django.urls import reverse
@@ -286,6 +287,40 @@ def test_impersonate_writes_the_action_into_the_box(tester, game_save, narrator)
     assert ">You ask Mira about the ledger.</textarea>" in tester.get(url("detail", game_save)).content.decode()
 
 
+def test_impersonate_reads_the_turns_the_narrator_shows(game_save, narrator):
+    # Seven short turns of one open chapter: the narrator's window shows them all (not only
+    # the last four), and the impersonation reads the same turns, as the narrator shows them.
+    for turn in range(4, 8):
+        Event.objects.create(game_save=game_save, turn_id=turn, player_input=f"input {turn}", narrative=f"Turn {turn} text.")
+    game_save.current_turn = 7
+    game_save.save()
+    seen = []
+    narrator.pipeline = lambda request: seen.append(request) or Reply(content="You wave.")
+    shown = build_narrator_prompt(game_save=game_save, player_input="I wait").shown_turns
+    play.impersonate(game_save=game_save)
+    prompt = user_prompt(seen[-1])
+    assert shown == [1, 2, 3, 4, 5, 6, 7]
+    assert [int(n) for n in re.findall(r"^Turn (\d+)$", prompt, flags=re.M)] == shown
+    assert "> input 1\nTurn 1 text." in prompt
+
+
+def test_impersonate_reads_the_narrators_window_when_the_budget_bounds_it(game_save, narrator):
+    # Long turns: the narrator's window (its share of the budget, less what is kept for
+    # recall) holds only the last few; the impersonation reads exactly those.
+    Event.objects.filter(game_save=game_save).update(narrative=" ".join(["The tide rolls in."] * 30))
+    for turn in range(4, 13):
+        Event.objects.create(game_save=game_save, turn_id=turn, player_input=f"input {turn}",
+                             narrative=" ".join([f"Turn {turn}: the tide rolls in."] * 30))
+    game_save.current_turn = 12
+    game_save.save()
+    seen = []
+    narrator.pipeline = lambda request: seen.append(request) or Reply(content="You wave.")
+    shown = build_narrator_prompt(game_save=game_save, player_input="I wait").shown_turns
+    play.impersonate(game_save=game_save)
+    assert 12 in shown and len(shown) < 12
+    assert [int(n) for n in re.findall(r"^Turn (\d+)$", user_prompt(seen[-1]), flags=re.M)] == shown
+
+
 # -- undo, retry, swipes ----------------------------------------------------------------------------
 
 
@@ -341,6 +376,19 @@ def test_continue_of_the_last_turn(tester, game_save, narrator):
     tester.post(url("turn_retry", game_save), {"expected_turn": 4, "then": "continue"})  # no JavaScript: runs to the end
     draft = NarratorDraft.objects.get(game_save=game_save, status=DraftStatus.OPEN)
     assert draft.alternatives.get(number=draft.chosen_number).text == f"{STORY} The bell rings."
+
+
+def test_continue_of_the_last_turn_keeps_the_memory_context_of_the_narration_it_extends(tester, game_save, narrator):
+    # As a Continue of a draft does: the continuation reuses the base's prompt, so its record
+    # (and the accepted turn's snapshot) keeps the base's memory context, not an empty one.
+    event = narrate_and_accept(tester, game_save)
+    base_context = NarratorSnapshot.objects.get(game_save=game_save, turn_id=event.turn_id).context
+    assert base_context
+    narrator.reply = Reply(content="The bell rings.")
+    tester.post(url("turn_retry", game_save), {"expected_turn": 4, "then": "continue"})
+    draft = NarratorDraft.objects.get(game_save=game_save, status=DraftStatus.OPEN)
+    continued = draft.alternatives.get(number=draft.chosen_number)
+    assert continued.text == f"{STORY} The bell rings." and continued.context == base_context
 
 
 # -- edit of a past turn ----------------------------------------------------------------------------

@@ -467,3 +467,14 @@ def test_a_save_played_through_the_living_pipeline_round_trips(
     assert snapshot(imported) == snapshot(save)
     assert export_bytes(imported) == data
     assert fake_vectors.texts(imported.save_id) == fake_vectors.texts(save.save_id)
+
+
+def test_a_chapter_with_an_unknown_close_reason_is_refused_with_the_checkers_message(universe, exported):
+    chapter = {"level": 0, "first_turn": 1, "last_turn": 1, "closed_turn": 1, "close_reason": "boredom",
+               "close_note": "", "story_time_start": "", "story_time_end": "", "summary": "", "summary_status": "done",
+               "summary_error": "", "summary_model": "", "edited": False, "generated_summary": ""}
+    exported["sections"].setdefault("chapters", {"version": 1, "optional": True, "items": []})
+    items(exported, "chapters").append(chapter)
+    error = refused(encoded(exported), universe)
+    assert any(p.location.endswith("close_reason") and p.message.startswith("must be one of playtester")
+               for p in error.problems), error.problems

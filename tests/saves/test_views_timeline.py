@@ -57,6 +57,23 @@ def test_timeline_query_count_does_not_grow_with_facts_and_jobs(client, playtest
     assert len(many) == len(few)
 
 
+def test_timeline_query_count_does_not_grow_with_turns(client, playtester, game_save):
+    # Each turn shows its presence picker: the characters and the page's presence rows are
+    # read once for the page, not once per turn.
+    client.force_login(playtester)
+    client.get(timeline_url(game_save))
+    with CaptureQueriesContext(connection) as few:
+        client.get(timeline_url(game_save))
+    for turn in range(4, 10):
+        Event.objects.create(game_save=game_save, turn_id=turn, player_input=f"input {turn}", narrative=f"Turn {turn} text.")
+    game_save.current_turn = 9
+    game_save.save()
+    with CaptureQueriesContext(connection) as many:
+        html = client.get(timeline_url(game_save)).content.decode()
+    assert html.count('data-presence-turn="') == 9
+    assert len(many) == len(few)
+
+
 def test_turn_fragment_stops_polling_when_jobs_settle(client, playtester, game_save):
     job = Job.objects.create(kind=JobKind.EMBED_TURN, game_save=game_save, turn_id=2, status=JobStatus.RUNNING)
     client.force_login(playtester)

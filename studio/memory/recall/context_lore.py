@@ -107,6 +107,12 @@ def reserve_from_meta(meta: dict[str, str]) -> int:
     return value if 0 <= value <= 100 else DEFAULT_RECALL_RESERVE
 
 
+def window_shares(shares: dict[str, int], reserve: int) -> dict[str, int]:
+    """Return `shares` with the recent turns' share as their window plans it: never on the budget
+    kept for recall nor on the summaries' share (the narrator and impersonation read the same window)."""
+    return {**shares, "chapter": min(shares.get("chapter", 100), max(100 - reserve - shares.get("summary", 0), 0))}
+
+
 def is_recall(item) -> bool:
     """Is `item` something the action itself recalled (not the story so far, not activated lore)?"""
     return item.layer in RECALL_LAYERS and not item.why.get("activation") and not item.why.get("protected")

@@ -90,16 +90,27 @@ def narrator_draft_create(*, game_save: Save, player_input: str) -> NarratorDraf
     return draft
 
 
+def narrator_alternative_add(*, draft: NarratorDraft, **fields) -> NarratorAlternative:
+    """Add the draft's next alternative (numbered after the last) with `fields` and choose it.
+
+    The one numbering rule of Regenerate, Continue and the memory proxy's proposals; call it
+    in a transaction that holds the draft (or its save) locked, so two adds never share a number.
+    """
+    number = (draft.alternatives.aggregate(n=Max("number"))["n"] or 0) + 1
+    alternative = NarratorAlternative.objects.create(draft=draft, number=number, **fields)
+    NarratorDraft.objects.filter(pk=draft.pk).update(chosen_number=number)
+    draft.chosen_number = number
+    return alternative
+
+
 def narrator_regenerate(*, draft: NarratorDraft) -> NarratorAlternative:
     """Add a pending alternative to an open draft and choose it; the earlier ones are kept."""
     with transaction.atomic():
         locked = NarratorDraft.objects.select_for_update().get(pk=draft.pk)
         if locked.status != DraftStatus.OPEN:
             raise NarratorError(f"This draft was {locked.get_status_display().lower()}; start a new narration.")
-        number = (locked.alternatives.aggregate(n=Max("number"))["n"] or 0) + 1
-        alternative = NarratorAlternative.objects.create(draft=locked, number=number)
-        NarratorDraft.objects.filter(pk=locked.pk).update(chosen_number=number)
-    draft.chosen_number = number
+        alternative = narrator_alternative_add(draft=locked)
+    draft.chosen_number = locked.chosen_number
     return alternative
 
 
@@ -350,6 +361,7 @@ __all__ = [
     "narration_stop",
     "narration_stream",
     "narrator_accept",
+    "narrator_alternative_add",
     "narrator_choose",
     "narrator_discard",
     "narrator_draft_create",

@@ -101,9 +101,7 @@ def narrator_impersonate(request: HttpRequest, save_id: str) -> HttpResponse:
         return _panel(request, game_save, error=f"The model could not write an action: {exc}")
     note = f"The model wrote this action ({result.latency_ms / 1000:.1f} s); edit it, then narrate."
     if not request.htmx:
-        request.session["console_action_text"] = result.text
-        messages.info(request, note)
-        return redirect("saves:detail", save_id=game_save.save_id)
+        return _console(request, game_save, note=note, action_text=result.text)
     return _with_action(request, game_save, result.text, note)
 
 
