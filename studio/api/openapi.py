@@ -218,7 +218,7 @@ SAVE_FILE_SCHEMAS: dict[str, Any] = {
                             ["turns", "facts", "beliefs", "mental_models", "jobs", "llm_calls", "recorded_queries"],
                         ),
                         "additionalProperties": _section(
-                            {"type": "object"}, "A section another app registered (narrator snapshots, lore activation state)."
+                            {"type": "object"}, "A section another app registered (narrator snapshots, lore activation state, chapters, presence and reveals, play settings)."
                         ),
                     },
                 },
