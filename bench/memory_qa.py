@@ -198,8 +198,10 @@ def stratified(contexts: list, n: int) -> list:
     return chosen
 
 
-def answer_f1(contexts: list, n: int) -> list[dict]:
-    """Answer each chosen question from each arm's context with the real model; print mean F1 per arm and category."""
+def answer_f1(contexts: list, n: int, log: str | None = None) -> list[dict]:
+    """Answer each chosen question from each arm's context with the real model; print mean F1 per arm and category.
+
+    `log`: a JSON-lines file each answer is appended to as it comes (a run cut short keeps them)."""
     import httpx
 
     base = os.environ.get("AXIOM_LLM_BASE_URL", "").rstrip("/")
@@ -221,7 +223,11 @@ def answer_f1(contexts: list, n: int) -> list[dict]:
                 score = token_f1(answer, row["answer"])
                 f1[arm][row["category"]].append(score)
                 out.append({"conv": row["conv"], "category": row["category"], "question": row["question"], "arm": arm,
-                            "truth": row["answer"], "answer": answer, "f1": round(score, 3)})
+                            "truth": row["answer"], "answer": answer, "f1": round(score, 3), "model": model,
+                            "when": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "load": round(os.getloadavg()[0], 2)})
+                if log:
+                    with open(log, "a", encoding="utf-8") as handle:
+                        handle.write(json.dumps(out[-1]) + "\n")
             print(f"answered {index}/{len(chosen)} questions on every arm ({time.perf_counter() - started:.0f} s)",
                   file=sys.stderr, flush=True)
     n_by = {c: len(f1["studio"][c]) for c in CATEGORIES}
@@ -323,7 +329,7 @@ def main() -> int:
         print(f"| {arm} | {sum(every) / len(every):.3f} | {cells} | {sum(tokens[arm]) / len(tokens[arm]):.0f} |")
     print("\nStudio arm, mean tokens by layer: " + ", ".join(
         f"{layer} {sum(v) / len(rows):.0f}" for layer, v in sorted(layer_tokens.items())))
-    answers = answer_f1(contexts, args.real_model) if args.real_model else []
+    answers = answer_f1(contexts, args.real_model, log=(args.json + ".answers.jsonl") if args.json else None) if args.real_model else []
     if args.json:
         Path(args.json).write_text(json.dumps({"budget": args.budget, "convs": args.convs, "rows": rows,
                                                "answers": answers}, indent=0))
