@@ -50,7 +50,7 @@ from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import DEFAULT_LOCOMO, setup_django  # noqa: E402
+from _common import DEFAULT_LOCOMO, locomo_save, setup_django  # noqa: E402
 
 EVIDENCE = re.compile(r"D\s*:?\s*(\d+)\s*:\s*(\d+)")
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -90,22 +90,9 @@ def load(path: Path) -> dict:
 
 
 def build_save(conv: str, conversation: dict, universe):
-    """Write the conversation as a classic save (one utterance a turn) and embed its turns."""
-    from studio.memory.vector import get_vector_memory
-    from studio.saves.models import Event, Save, StateCache
-
-    game_save = Save.objects.create(universe=universe, name=f"LoCoMo {conv}", meta={})
-    Event.objects.bulk_create([Event(game_save=game_save, turn_id=t["turn_id"], player_input="", narrative=t["text"])
-                               for t in conversation["turns"]])
-    StateCache.objects.bulk_create([StateCache(game_save=game_save, turn_id=t["turn_id"], state={"date": t["date"]})
-                                    for t in conversation["turns"]])
-    Save.objects.filter(pk=game_save.pk).update(current_turn=len(conversation["turns"]))
-    game_save.refresh_from_db()
-    vm = get_vector_memory()
-    vm.embed_chunks(game_save.save_id, [{"turn_id": t["turn_id"], "text": t["text"],
-                                         "metadata_extra": {"dia_id": t["dia_id"]}} for t in conversation["turns"]])
-    chapters = add_chapters(game_save, conversation)
-    return game_save, chapters
+    """Write the conversation as a classic save (`_common.locomo_save`) with one chapter per session."""
+    game_save = locomo_save(conv, conversation["turns"], universe)
+    return game_save, add_chapters(game_save, conversation)
 
 
 def add_chapters(game_save, conversation) -> int:
