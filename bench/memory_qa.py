@@ -27,11 +27,16 @@ it only spends budget; the "without summaries" arm shows what that costs.
 
 Every arm's tokens are counted with the studio's counter (`count_tokens`) and printed, so
 an arm that reads more is visible. Deterministic for a given embedding model (the real
-MiniLM the studio ships). Not here yet: the real-model part (answer token F1 with the local
-model answering from each arm's context, >= 50 questions per arm); it needs the shared local
-model for longer than the issue's session had.
+MiniLM the studio ships).
+
+`--real-model N` adds the answer part: N questions (stratified by category, every k-th of
+each, the same questions for every arm) answered by the model the AXIOM_LLM_* variables point
+at from each arm's text (the studio: its memory sections as the narrator prompt lays them
+out; a baseline: its turns in order), temperature 0, scored with LoCoMo's answer token F1
+(without its stemming). One call per question and arm: ~30 s each on the local 1.5B model.
 
     .venv/bin/python bench/memory_qa.py [--convs 26,30] [--budget 1500] [--json bench/data/memory_qa.json]
+        [--real-model 50]
 """
 from __future__ import annotations
 
@@ -45,7 +50,7 @@ from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import DEFAULT_LOCOMO, setup_django  # noqa: E402
+from _common import DEFAULT_LOCOMO, locomo_save, setup_django  # noqa: E402
 
 EVIDENCE = re.compile(r"D\s*:?\s*(\d+)\s*:\s*(\d+)")
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -85,22 +90,9 @@ def load(path: Path) -> dict:
 
 
 def build_save(conv: str, conversation: dict, universe):
-    """Write the conversation as a classic save (one utterance a turn) and embed its turns."""
-    from studio.memory.vector import get_vector_memory
-    from studio.saves.models import Event, Save, StateCache
-
-    game_save = Save.objects.create(universe=universe, name=f"LoCoMo {conv}", meta={})
-    Event.objects.bulk_create([Event(game_save=game_save, turn_id=t["turn_id"], player_input="", narrative=t["text"])
-                               for t in conversation["turns"]])
-    StateCache.objects.bulk_create([StateCache(game_save=game_save, turn_id=t["turn_id"], state={"date": t["date"]})
-                                    for t in conversation["turns"]])
-    Save.objects.filter(pk=game_save.pk).update(current_turn=len(conversation["turns"]))
-    game_save.refresh_from_db()
-    vm = get_vector_memory()
-    vm.embed_chunks(game_save.save_id, [{"turn_id": t["turn_id"], "text": t["text"],
-                                         "metadata_extra": {"dia_id": t["dia_id"]}} for t in conversation["turns"]])
-    chapters = add_chapters(game_save, conversation)
-    return game_save, chapters
+    """Write the conversation as a classic save (`_common.locomo_save`) with one chapter per session."""
+    game_save = locomo_save(conv, conversation["turns"], universe)
+    return game_save, add_chapters(game_save, conversation)
 
 
 def add_chapters(game_save, conversation) -> int:
@@ -132,8 +124,8 @@ def fill(texts: list[tuple[int, str]], budget: int, count_tokens) -> tuple[set[i
     return taken, used
 
 
-def studio_arm(game_save, question: str, budget: int) -> tuple[set[int], int, dict]:
-    from studio.saves.narrator.prompt import NarratorConfig, build_narrator_prompt
+def studio_arm(game_save, question: str, budget: int) -> tuple[set[int], int, dict, str]:
+    from studio.saves.narrator.prompt import NarratorConfig, build_narrator_prompt, memory_sections
     from studio.memory.embeddings.tokens import count_tokens
 
     prompt = build_narrator_prompt(game_save=game_save, player_input=question,
@@ -149,7 +141,92 @@ def studio_arm(game_save, question: str, budget: int) -> tuple[set[int], int, di
     for item in prompt.memory.included:
         layers[item.layer] += item.tokens
     in_budget = hasattr(prompt, "shown_turns")  # the recent turns are part of the memory budget now
-    return turns | set(shown), prompt.memory.used_tokens + (0 if in_budget else shown_tokens), dict(layers)
+    return (turns | set(shown), prompt.memory.used_tokens + (0 if in_budget else shown_tokens), dict(layers),
+            "\n\n".join(memory_sections(prompt.memory)))
+
+
+def arm_text(turns: set[int], text: dict[int, str]) -> str:
+    """What a baseline arm's reader sees: its turns in order, as the token counts assumed."""
+    return "\n".join(f"(turn {t}) {text[t]}" for t in sorted(turns) if t in text)
+
+
+ANSWER_SYSTEM = ("Answer the question using only the memory given. Answer in a few words (a name, a date, a "
+                 "short phrase), no explanation. If the memory does not say, answer: unknown.")
+
+
+def normalize_answer(text: str) -> list[str]:
+    """LoCoMo's answer normalization (lower case, no punctuation, no articles), as tokens; no stemming."""
+    text = re.sub(r"[^\w\s]", " ", str(text).lower())
+    return [w for w in text.split() if w not in {"a", "an", "the", "and"}]
+
+
+def token_f1(prediction: str, truth: str) -> float:
+    """LoCoMo's answer token F1 (without its Porter stemming)."""
+    pred, gold = normalize_answer(prediction), normalize_answer(truth)
+    common = sum(min(pred.count(w), gold.count(w)) for w in set(pred) & set(gold))
+    if not pred or not gold or not common:
+        return 0.0
+    precision, recall = common / len(pred), common / len(gold)
+    return 2 * precision * recall / (precision + recall)
+
+
+def stratified(contexts: list, n: int) -> list:
+    """Every k-th question of each category (spread over the conversations), n in all, categories in proportion
+    with at least 2 each; the same questions for every arm."""
+    by_category = defaultdict(list)
+    for row, texts in contexts:
+        by_category[row["category"]].append((row, texts))
+    total = len(contexts)
+    chosen = []
+    for category, items in sorted(by_category.items()):
+        want = min(len(items), max(2, round(n * len(items) / total)))
+        step = len(items) / want
+        chosen += [items[int(i * step)] for i in range(want)]
+    return chosen
+
+
+def answer_f1(contexts: list, n: int, log: str | None = None) -> list[dict]:
+    """Answer each chosen question from each arm's context with the real model; print mean F1 per arm and category.
+
+    `log`: a JSON-lines file each answer is appended to as it comes (a run cut short keeps them)."""
+    import httpx
+
+    base = os.environ.get("AXIOM_LLM_BASE_URL", "").rstrip("/")
+    if not base:
+        sys.exit("--real-model needs AXIOM_LLM_BASE_URL (../shared/tools/local-llm start prints it)")
+    model = os.environ.get("AXIOM_LLM_MODEL", "local")
+    chosen = stratified(contexts, n)
+    out, f1 = [], {arm: defaultdict(list) for arm in ARMS}
+    started = time.perf_counter()
+    with httpx.Client(timeout=float(os.environ.get("AXIOM_LLM_TIMEOUT", "300"))) as client:
+        for index, (row, texts) in enumerate(chosen, 1):
+            for arm in ARMS:
+                body = {"model": model, "temperature": 0, "max_tokens": 32, "messages": [
+                    {"role": "system", "content": ANSWER_SYSTEM},
+                    {"role": "user", "content": f"Memory:\n{texts[arm]}\n\nQuestion: {row['question']}\nShort answer:"}]}
+                response = client.post(base + "/chat/completions", json=body)
+                response.raise_for_status()
+                answer = (response.json()["choices"][0]["message"].get("content") or "").strip()
+                score = token_f1(answer, row["answer"])
+                f1[arm][row["category"]].append(score)
+                out.append({"conv": row["conv"], "category": row["category"], "question": row["question"], "arm": arm,
+                            "truth": row["answer"], "answer": answer, "f1": round(score, 3), "model": model,
+                            "when": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "load": round(os.getloadavg()[0], 2)})
+                if log:
+                    with open(log, "a", encoding="utf-8") as handle:
+                        handle.write(json.dumps(out[-1]) + "\n")
+            print(f"answered {index}/{len(chosen)} questions on every arm ({time.perf_counter() - started:.0f} s)",
+                  file=sys.stderr, flush=True)
+    n_by = {c: len(f1["studio"][c]) for c in CATEGORIES}
+    print(f"\nAnswer token F1 (LoCoMo's metric, no stemming) on {len(chosen)} questions per arm, model {model} at {base}, "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {os.getloadavg()[0]:.1f}:\n")
+    print("| arm | all (n=" + str(len(chosen)) + ") | " + " | ".join(f"{CATEGORIES[c]} (n={n_by[c]})" for c in CATEGORIES) + " |")
+    print("|---|---|" + "---|" * len(CATEGORIES))
+    for arm in ARMS:
+        every = [s for c in CATEGORIES for s in f1[arm][c]]
+        cells = " | ".join(f"{sum(f1[arm][c]) / len(f1[arm][c]):.3f}" if f1[arm][c] else "-" for c in CATEGORIES)
+        print(f"| {arm} | {sum(every) / max(len(every), 1):.3f} | {cells} |")
+    return out
 
 
 def main() -> int:
@@ -159,6 +236,9 @@ def main() -> int:
     parser.add_argument("--budget", type=int, default=1500, help="the narrator's memory budget in tokens")
     parser.add_argument("--limit", type=int, default=0, help="at most this many questions per conversation (0: all)")
     parser.add_argument("--json", help="write per-question rows to this file")
+    parser.add_argument("--real-model", type=int, default=0, metavar="N",
+                        help="also answer N questions (stratified by category, the same for every arm) with the model "
+                             "the AXIOM_LLM_* variables point at, from each arm's context, and score token F1")
     args = parser.parse_args()
     setup_django()
     from dataclasses import replace
@@ -173,6 +253,7 @@ def main() -> int:
     tokens = {arm: [] for arm in ARMS}
     layer_tokens = defaultdict(list)
     rows = []
+    contexts: list[tuple[dict, dict[str, str]]] = []  # (row, {arm: what it reads}) for --real-model
     started = time.perf_counter()
     for conv in args.convs.split(","):
         conversation = load(Path(args.data) / f"{conv}.json")
@@ -189,12 +270,13 @@ def main() -> int:
         for q in questions:
             wanted = set(q["evidence"])
             found: dict[str, tuple[set[int], int]] = {}
-            turns, used, layers = studio_arm(game_save, q["question"], args.budget)
+            turns, used, layers, memory = studio_arm(game_save, q["question"], args.budget)
             found["studio"] = (turns, used)
+            texts = {"studio": memory}
             for layer, value in layers.items():
                 layer_tokens[layer].append(value)
             UniverseMeta.objects.update_or_create(universe=universe, key="context_share_summary", defaults={"value": "0"})
-            turns, used, _ = studio_arm(game_save, q["question"], args.budget)
+            turns, used, _, texts["studio without chapter summaries"] = studio_arm(game_save, q["question"], args.budget)
             UniverseMeta.objects.filter(universe=universe, key="context_share_summary").delete()
             found["studio without chapter summaries"] = (turns, used)
             window = [(t, text[t]) for t in range(last, 0, -1)]
@@ -207,7 +289,12 @@ def main() -> int:
                 taken, used = fill(ranked, args.budget - recent_tokens, count_tokens)  # the same tokens in all
                 found[arm] = (taken | set(recent), used + recent_tokens)
             vm.set_config(default_config)
-            row = {"conv": conv, "category": q["category"], "question": q["question"], "evidence": q["evidence"]}
+            for arm in ("chat window", "plain RAG", "hybrid fill"):
+                texts[arm] = arm_text(found[arm][0], text)
+            row = {"conv": conv, "category": q["category"], "question": q["question"], "evidence": q["evidence"],
+                   "answer": q["answer"]}
+            if args.real_model:
+                contexts.append((row, texts))
             for arm, (turns, used) in found.items():
                 share = len(wanted & {dia[t] for t in turns if t in dia}) / len(wanted)
                 scores[arm][q["category"]].append(share)
@@ -229,8 +316,10 @@ def main() -> int:
         print(f"| {arm} | {sum(every) / len(every):.3f} | {cells} | {sum(tokens[arm]) / len(tokens[arm]):.0f} |")
     print("\nStudio arm, mean tokens by layer: " + ", ".join(
         f"{layer} {sum(v) / len(rows):.0f}" for layer, v in sorted(layer_tokens.items())))
+    answers = answer_f1(contexts, args.real_model, log=(args.json + ".answers.jsonl") if args.json else None) if args.real_model else []
     if args.json:
-        Path(args.json).write_text(json.dumps({"budget": args.budget, "convs": args.convs, "rows": rows}, indent=0))
+        Path(args.json).write_text(json.dumps({"budget": args.budget, "convs": args.convs, "rows": rows,
+                                               "answers": answers}, indent=0))
     return 0
 
 

@@ -17,6 +17,10 @@ No model is called: the prompts are what the narrator would be sent. Determinist
 given embedding model (the real MiniLM the studio uses).
 
     .venv/bin/python bench/prompt_prefix.py [--turns 16] [--json bench/data/prompt_prefix.json]
+        [--meta context_reserve_recall=20 --meta context_share_chapter=70]
+
+`--meta key=value` sets a Universe_Meta key of the demo universe before play (the budget's
+split: a lower `context_reserve_recall` trades recall for a longer shared prefix).
 """
 from __future__ import annotations
 
@@ -28,7 +32,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import setup_django  # noqa: E402
+from _common import parse_meta_pairs, setup_django  # noqa: E402
 
 
 def shared_prefix(a: str, b: str) -> int:
@@ -58,13 +62,15 @@ def duplicated_tokens(prompt) -> int:
     return total
 
 
-def play(turns: int) -> list[dict]:
+def play(turns: int, meta: dict[str, str] | None = None) -> list[dict]:
     from studio.saves.narrator.prompt import build_narrator_prompt
     from studio.saves.services import save_create, turn_append
     from studio.universes.demo.loader import demo_load, demo_read
 
     data = demo_read()
     loaded = demo_load(data=data)
+    for key, value in (meta or {}).items():
+        loaded.universe.meta.update_or_create(key=key, defaults={"value": value})
     game_save = save_create(universe=loaded.universe, name="prompt prefix bench")
     rows = []
     previous = ""
@@ -91,10 +97,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--turns", type=int, default=16, help="how many of the demo's turns to play (default 16)")
     parser.add_argument("--json", help="write the per-turn rows to this file")
+    parser.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Universe_Meta key of the demo universe to set before play (repeatable)")
     args = parser.parse_args()
+    meta = parse_meta_pairs(parser, args.meta)
     os.environ["AXIOM_JOBS_EAGER"] = "1"  # each turn's embedding runs inline, before the next prompt
     setup_django()
-    rows = play(args.turns)
+    rows = play(args.turns, meta)
     shares = [r["shared_share"] for r in rows if r["shared_share"] is not None]
     print("| turn | prompt chars | ~tokens | shared prefix | share | duplicated recent-turn tokens | memory tokens |")
     print("|---|---|---|---|---|---|---|")
@@ -108,7 +117,7 @@ def main() -> int:
           f"total {sum(duplicated)}, max {max(duplicated)} in one prompt; "
           f"naive (no cache) re-reads 100% of every prompt.")
     if args.json:
-        Path(args.json).write_text(json.dumps({"turns": rows, "median_shared": statistics.median(shares)}, indent=1))
+        Path(args.json).write_text(json.dumps({"turns": rows, "median_shared": statistics.median(shares), "meta": meta}, indent=1))
     return 0
 
 

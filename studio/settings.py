@@ -299,6 +299,9 @@ AXIOM_PROXY_COUNT = env_int("AXIOM_PROXY_COUNT", 0)
 # peer's header is read (a proxy count alone); set, a request from any other peer (one that
 # reached gunicorn's port directly) is counted against its own address.
 AXIOM_TRUSTED_PROXIES = env_list("AXIOM_TRUSTED_PROXIES", [])
+# Origins whose pages may call the memory proxy (/v1/) from the browser (RisuAI's web build):
+# comma-separated, or * for any; empty: no CORS headers (studio/proxy/views.py).
+AXIOM_PROXY_CORS_ORIGINS = env_list("AXIOM_PROXY_CORS_ORIGINS", [])
 for _proxy in AXIOM_TRUSTED_PROXIES:
     try:
         ipaddress.ip_network(_proxy, strict=False)

@@ -9,6 +9,9 @@ scripted, and tests assert on the prompts the studio sent.
     with ScriptedLLMServer(responder) as server:
         settings.AXIOM_LLM_BASE_URL = server.base_url
 
+A fixture that makes the server the studio's model uses `serve_as_studio_model`, which
+starts it, points the settings at it and stops it afterwards.
+
 Besides plain JSON answers it behaves like the real servers the client must cope with:
 
 - `stream: true` is answered with server-sent events (`data: {chunk}` lines, CRLF-separated
@@ -35,6 +38,8 @@ import json
 import re
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
@@ -321,6 +326,23 @@ class ScriptedLLMServer:
                     return False
                 self.arrived.wait(remaining)
         return True
+
+
+@contextmanager
+def serve_as_studio_model(
+    settings, responder: Callable[[dict], Reply], *, max_retries: int = 1, timeout: float = 5
+) -> Iterator[ScriptedLLMServer]:
+    """Start a server answering with `responder` and make it the studio's model (`settings`,
+    pytest-django's fixture, restores them after the test); stop it when the block ends."""
+    server = ScriptedLLMServer(responder).start()
+    settings.AXIOM_LLM_BASE_URL = server.base_url
+    settings.AXIOM_LLM_MODEL = "test-model"
+    settings.AXIOM_LLM_MAX_RETRIES = max_retries
+    settings.AXIOM_LLM_TIMEOUT = timeout
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 def scripted_pipeline_responder(

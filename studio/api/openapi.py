@@ -218,7 +218,7 @@ SAVE_FILE_SCHEMAS: dict[str, Any] = {
                             ["turns", "facts", "beliefs", "mental_models", "jobs", "llm_calls", "recorded_queries"],
                         ),
                         "additionalProperties": _section(
-                            {"type": "object"}, "A section another app registered (narrator snapshots, lore activation state)."
+                            {"type": "object"}, "A section another app registered (narrator snapshots, lore activation state, chapters, presence and reveals, play settings)."
                         ),
                     },
                 },
@@ -272,6 +272,24 @@ def _string_status_codes(paths: dict) -> None:
                 op["responses"] = responses
 
 
+RESPONSE_HEADERS = {
+    "401": {"WWW-Authenticate": {"description": 'The scheme to authenticate with: Bearer realm="axiom".', "schema": STRING}},
+    "429": {"Retry-After": {"description": "Seconds until the save's spend guard lets the model be called again.",
+                            "schema": STRING}},
+    "503": {"Retry-After": {"description": "Seconds to wait before retrying (the vector store or the database "
+                                           "was unavailable; absent when no model is configured).", "schema": STRING}},
+}
+
+
+def _document_headers(paths: dict) -> None:
+    """Declare the headers the error answers carry (WWW-Authenticate on 401, Retry-After on 429 and 503)."""
+    for item in paths.values():
+        for method in METHODS:
+            for code, response in ((item.get(method) or {}).get("responses") or {}).items():
+                if code in RESPONSE_HEADERS:
+                    response.setdefault("headers", {}).update(deepcopy(RESPONSE_HEADERS[code]))
+
+
 def _hoist_path_parameters(paths: dict) -> None:
     """Declare each path parameter once on its path item rather than on every operation."""
     for item in paths.values():
@@ -309,5 +327,6 @@ def build_openapi(*, server_url: str = "/api/v1") -> dict[str, Any]:
     components.setdefault("schemas", {}).update(deepcopy(SAVE_FILE_SCHEMAS))
     components["securitySchemes"] = {"bearerAuth": BEARER}
     _string_status_codes(document.get("paths", {}))
+    _document_headers(document.get("paths", {}))
     _hoist_path_parameters(document.get("paths", {}))
     return document

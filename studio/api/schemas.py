@@ -207,6 +207,15 @@ POV_HELP = ("Characters whose point of view the context adds (what each knows; s
             "[] (or `none` in a query string) for none; absent: the characters on scene. docs/knowledge.md.")
 
 
+def pov_names(names) -> tuple[str, ...] | None:
+    """Return the point of view a request's `pov` asks for (`ContextParams.pov`, POV_HELP): None when
+    absent (the characters on scene), else the names given; blank names and "none" are left out, so
+    [] and ["none"] ask for none."""
+    if names is None:
+        return None
+    return tuple(name for name in names if name.strip() and name.strip().casefold() != "none")
+
+
 class ContextRequest(_Recordable):
     query_text: Text = Field("", max_length=LIMITS.query_text_chars, description="Usually the player's input.")
     focus_terms: Optional[TermList] = None
@@ -452,7 +461,7 @@ class QueryResult(Schema):
     current_turn_id: int
     results: list[Chunk]
     warnings: list[str] = Field(..., description="Degradations, e.g. a retrieval arm was down.")
-    stats: dict[str, Any] = Field(..., description="What the search did: stage timings (ms), corpus and arm sizes, arm availability.")
+    stats: dict[str, Any] = Field(..., description="What the search did: stage timings (ms), corpus and arm sizes, arm availability, the arms skipped and why, the time the query names and the turns preferred for it (named_time, docs/retrieval.md \"Named time\").")
 
 
 class ContextItem(Schema):
@@ -504,6 +513,8 @@ class MemoryContext(Schema):
     timings: dict[str, float] = {}
     notes: list[str] = []
     shares: dict[str, int] = Field({}, description="Budget share per class (percent of token_budget; Universe_Meta context_share_*).")
+    reserve_recall: int = Field(0, description="Percent of token_budget kept for what the action recalls until it has been "
+                                               "offered (Universe_Meta context_reserve_recall; docs/long-play.md).")
     macros: dict[str, str] = Field({}, description="Who {{user}} and {{char}} are in the item texts.")
     queries: list[dict[str, Any]] = Field([], description="The two vector queries (narrative, lore) as Lore replay records them.")
     lore_explain: list[LoreExplanation] = Field(..., description="One record per entry of the save's Lore Book, in book order.")

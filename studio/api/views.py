@@ -314,14 +314,6 @@ def _query_warnings(stats) -> list[str]:
     return warnings
 
 
-def _pov(names):
-    """The API's `pov`: absent (None) = those on scene; [] or ["none"] = none; else the names."""
-    if names is None:
-        return None
-    names = [n for n in names if n.strip()]
-    return () if not names or [n.casefold() for n in names] == ["none"] else tuple(names)
-
-
 def _memory_context(request: HttpRequest, save_id: str, params) -> JsonResponse:
     """The memory context for the save's next turn: what the narrator reads (`next_turn_context`)."""
     from studio.memory.recall.context import next_turn_context
@@ -329,7 +321,7 @@ def _memory_context(request: HttpRequest, save_id: str, params) -> JsonResponse:
     save = save_for(user=request.user, save_id=save_id)
     context_params = _built(request, params, lambda: ContextParams(
         query_text=params.query_text, focus_terms=params.focus_terms, token_budget=params.token_budget,
-        k_narrative=params.k_narrative, k_lore=params.k_lore, pov=_pov(params.pov),
+        k_narrative=params.k_narrative, k_lore=params.k_lore, pov=S.pov_names(params.pov),
     ))
     context = next_turn_context(game_save=save, params=context_params, record_source="context" if params.record else None)
     return _json(context.as_dict())

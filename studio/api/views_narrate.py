@@ -34,7 +34,8 @@ def _llm_error(exc) -> ApiError:
     from studio.memory.llm import SpendLimitExceeded
 
     if isinstance(exc, SpendLimitExceeded):
-        return ApiError(429, "spend_limit", exc.reason, {"resume_at": exc.resume_at.isoformat()})
+        return ApiError(429, "spend_limit", exc.reason, {"resume_at": exc.resume_at.isoformat()},
+                        headers={"Retry-After": exc.retry_after()})
     return ApiError(502, "llm_failed", f"The narrator's model failed: {exc}")
 
 
@@ -64,10 +65,7 @@ def sse_event(event: str, data: dict) -> bytes:
 
 def _narrate_pov(payload: S.NarrateRequest):
     """`pov`, else `present` (who is on scene for this turn), else None: those on scene (docs/knowledge.md)."""
-    names = payload.pov if payload.pov is not None else payload.present
-    if names is None:
-        return None
-    return tuple(n for n in names if n.strip() and n.strip().casefold() != "none")
+    return S.pov_names(payload.pov if payload.pov is not None else payload.present)
 
 
 def wants_stream(request: HttpRequest, payload: S.NarrateRequest) -> bool:

@@ -147,16 +147,15 @@ def opening(request: HttpRequest, save_id: str):
              summary="Append the card's greeting `number` as turn 1 (no model call).")
 def opening_append(request: HttpRequest, save_id: str, payload: OpeningRequest):
     from studio.saves.errors import TurnConflict
-    from studio.saves.narrator.play import PlayError, card_greetings, opening_accept
+    from studio.saves.narrator.play import NoSuchGreeting, PlayError, opening_accept
 
     save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
-    greetings = card_greetings(game_save=save)
-    if greetings and payload.number > len(greetings):
-        raise validation_error({"number": [f"The card has {len(greetings)} greetings."]})
-    try:
+    try:  # the service's check is the only one: 400 for a greeting the card lacks, 409 for the save's state
         event = opening_accept(game_save=save, number=payload.number)
     except TurnConflict as exc:
         raise conflict(exc.message, {"current_turn": exc.current_turn}) from exc
+    except NoSuchGreeting as exc:
+        raise validation_error({"number": [str(exc)]}) from exc
     except PlayError as exc:
         raise conflict(str(exc), {"current_turn": save.current_turn}) from exc
     save.refresh_from_db()

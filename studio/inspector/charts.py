@@ -104,9 +104,6 @@ def _f(value: float) -> str:
     return f"{value:.1f}"
 
 
-_plural = counted  # the one counted-noun rule (studio/plural.py)
-
-
 def _layout(
     *, turns: list[int], history: list[dict], bins: list[tuple[int, int, int]], cumulative: list[tuple[int, int]],
     trend: str, now_turn: int, first: int, last: int, span: int, width: int, height: int,
@@ -143,7 +140,7 @@ def _layout(
             bars.append({
                 "turn": a, "count": n, "x": _f(left + index * bar_w + 1), "y": _f(y),
                 "width": _f(max(bar_w - 2, 1)), "height": _f(base - y),
-                "title": f"{f'turn {a}' if a == b else f'turns {a}-{b}'}: {_plural(n, 'source fact')}",
+                "title": f"{f'turn {a}' if a == b else f'turns {a}-{b}'}: {counted(n, 'source fact')}",
             })
 
     line = None
@@ -157,7 +154,7 @@ def _layout(
             points.append(f"{_f(x)},{_f(previous_y)}")
         points.append(f"{_f(x_of(last + 1))},{_f(previous_y)}")
         line = {"points": " ".join(points), "total": len(turns), "label_x": left + plot_w + 4,
-                "label_y": _f(previous_y + 4), "label": _plural(len(turns), "proof")}
+                "label_y": _f(previous_y + 4), "label": counted(len(turns), "proof")}
 
     markers = []
     for entry in history:
@@ -174,7 +171,7 @@ def _layout(
     return {
         "width": width, "height": height, "left": left, "top": top, "right_x": left + plot_w, "base": base,
         "plot_h": plot_h,
-        "title": f"Evidence over turns: {_plural(len(turns), 'source fact')}, trend {trend.upper()} at turn {now_turn}",
+        "title": f"Evidence over turns: {counted(len(turns), 'source fact')}, trend {trend.upper()} at turn {now_turn}",
         "desc": desc,
         "old": {"x": _f(old_x), "width": _f(max(recent_x - old_x, 0)), "label_x": _f(old_x + 3),
                 "labelled": recent_x - old_x > 60},

@@ -54,6 +54,7 @@ from studio.memory.retrieval.config import RetrievalConfig
 from studio.memory.retrieval.corpus import CorpusCache, LocalCorpusVersions, SearchFilter
 from studio.memory.retrieval.explain import QueryResult, QueryStats, why_not
 from studio.memory.retrieval.hybrid import HybridSearch
+from studio.memory.retrieval.temporal import TimePreference
 from studio.memory.retrieval.store import (
     COLLECTION_NAME,
     LOCK_FILE_NAME,
@@ -460,13 +461,15 @@ class VectorMemory:
         *,
         expand_links: bool = False,
         use_reranker: bool = True,
+        prefer: TimePreference | None = None,
     ) -> QueryResult:
         """Run `query` and return its results together with the stage timings.
 
         `expand_links`: for each lore hit, also return the lore entries it links to (one
         hop, at most config.link_expansion_cap in all), after the top k, each marked with
         explain["expanded_from"] = the linking entry's entry_id. `use_reranker=False` skips
-        the reranker for this query.
+        the reranker for this query. `prefer`: the turns inside the time the query names
+        (`studio.memory.recall.temporal`), searched by the temporal arm; None: no such arm.
         """
         return self._search.query(
             save_id,
@@ -476,6 +479,7 @@ class VectorMemory:
             focus_terms=focus_terms,
             expand_links=expand_links,
             use_reranker=use_reranker,
+            prefer=prefer,
             **self._knobs(),
         )
 
@@ -490,6 +494,8 @@ class VectorMemory:
         focus_terms: list[str] | None = None,
         chunk_type: str | None = None,
         exclude_chunk_type: str | None = None,
+        *,
+        prefer: TimePreference | None = None,
     ) -> dict[str, Any]:
         """Explain where one chunk ranked for a query ("why not this chunk?").
 
@@ -508,6 +514,7 @@ class VectorMemory:
             k=k,
             filters=SearchFilter.for_query(current_turn_id, max_turn_id, chunk_type, exclude_chunk_type),
             focus_terms=focus_terms,
+            prefer=prefer,
             **self._knobs(),
         )
 

@@ -24,7 +24,6 @@ import time
 from dataclasses import dataclass, field
 
 from django.db import transaction
-from django.db.models import Max
 
 from studio.memory.llm import LLMError, Relay, TrackedLLM
 from studio.memory.recall.context import next_turn_context
@@ -34,6 +33,7 @@ from studio.proxy.history import Chat, content_text, inject, read_chat
 from studio.proxy.sync import SyncResult, proxy_sync
 from studio.saves.models import AlternativeStatus, DraftStatus, NarratorAlternative, NarratorDraft, Save
 from studio.saves.narrator.prompt import CONFIG as NARRATOR_CONFIG
+from studio.saves.narrator.services import answer_values, narrator_alternative_add
 
 OPERATION = "proxy"
 MEMORY_HEADING = "## Memory"
@@ -113,9 +113,7 @@ def proposal_open(*, game_save: Save, player_input: str, record: dict) -> Narrat
         if draft is None:
             NarratorDraft.objects.filter(game_save=locked, status=DraftStatus.OPEN).update(status=DraftStatus.DISCARDED)
             draft = NarratorDraft.objects.create(game_save=locked, turn_id=turn_id, player_input=player_input)
-        number = (draft.alternatives.aggregate(n=Max("number"))["n"] or 0) + 1
-        alternative = NarratorAlternative.objects.create(draft=draft, number=number, status=AlternativeStatus.STREAMING, **record)
-        NarratorDraft.objects.filter(pk=draft.pk).update(chosen_number=number)
+        alternative = narrator_alternative_add(draft=draft, status=AlternativeStatus.STREAMING, **record)
     return alternative
 
 
@@ -123,12 +121,7 @@ def proposal_finish(*, alternative_id: int, relay: Relay | None, error: str = ""
     """Record how a relayed answer ended on its alternative (done, failed or cancelled)."""
     values: dict = {"error": error[:2000]}
     if relay is not None and relay.response is not None:
-        response = relay.response
-        values.update(
-            text=response.text, model=(response.model or "")[:200], finish_reason=(response.finish_reason or "")[:40],
-            latency_ms=max(0, int(response.latency_ms or 0)), prompt_tokens=max(0, int(response.prompt_tokens or 0)),
-            completion_tokens=max(0, int(response.completion_tokens or 0)),
-        )
+        values.update(answer_values(relay.response), text=relay.response.text)
         if relay.error is not None:
             values["error"] = f"The answer broke off: {relay.error}"[:2000]
     if error or relay is None or relay.error is not None:

@@ -21,7 +21,9 @@ a player input and the narration that answered it) with the save's Event_Log:
    relayed for the save's pending turn: when an open narrator draft holds that turn's input,
    it is accepted through `narrator_accept` with the narration as the chat has it (the
    alternative it matches, else the latest, marked edited), which writes the turn's
-   narrator snapshot. An answer swiped away is an alternative never accepted: never written.
+   narrator snapshot; an answer stopped by the front end is accepted the same way (the
+   chat keeps the text it showed). An answer swiped away is an alternative never accepted:
+   never written.
 
 Appends are separate transactions (`turn_append` must finish a pending vector delete outside
 one); a failure midway leaves the save at the last turn appended, and the next request
@@ -138,11 +140,18 @@ def _open_draft(game_save: Save, turn_id: int, player_input: str) -> NarratorDra
 
 
 def _accept(game_save: Save, draft: NarratorDraft, narrative: str) -> Event | None:
-    """Accept the draft's alternative that became `narrative`; None when it has no complete one."""
-    alternatives = [a for a in draft.alternatives.order_by("-number") if a.acceptable]
+    """Accept the draft's alternative that became `narrative`; None when it has none with text.
+
+    A stopped answer (the front end cancelled the stream, or it broke off, after some text)
+    counts too, as in the Console: the chat keeps what was shown, so the turn gets the
+    snapshot of the prompt and memory it was written from. The alternative whose text is the
+    narration is chosen, else the latest complete one, else the latest stopped one.
+    """
+    alternatives = [a for a in draft.alternatives.order_by("-number") if a.acceptable or a.stopped_with_text]
     if not alternatives or not narrative:
         return None
-    chosen = next((a for a in alternatives if _norm(a.text) == narrative), alternatives[0])
+    chosen = (next((a for a in alternatives if _norm(a.text) == narrative), None)
+              or next((a for a in alternatives if a.acceptable), alternatives[0]))
     draft.game_save = game_save  # turn_append moves this instance's current turn
     try:
         return narrator_accept(draft=draft, number=chosen.number, narrative=narrative)

@@ -13,6 +13,13 @@ chat is not this save's, or another request moved the save), 429 (the save's spe
 502 (the model could not be reached), 503 (no model configured, or the memory store is
 down), 500 (anything else, logged). A refusal by the model's
 endpoint itself (its own 4xx) is passed back with its status and body.
+
+CORS, for front ends that call the endpoint from the browser (RisuAI's web build): off unless
+`AXIOM_PROXY_CORS_ORIGINS` lists the origins (or `*`). For an allowed `Origin`, a preflight
+(`OPTIONS`, which carries no key) is answered 204 with the methods and the headers asked
+for, and every answer (errors and streams included) carries `Access-Control-Allow-Origin`
+and exposes the `X-Axiom-*` headers. No credentials are allowed: the bearer key is sent by
+the front end, never a cookie, so a page cannot use a key it was not given.
 """
 from __future__ import annotations
 
@@ -20,9 +27,11 @@ import json
 import logging
 import time
 
+from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.contrib.auth.decorators import login_not_required
+from django.utils.cache import patch_vary_headers
 from django.views.decorators.csrf import csrf_exempt
 
 from studio.api.services import api_token_authenticate
@@ -66,11 +75,48 @@ def _unauthenticated() -> JsonResponse:
     )
 
 
+EXPOSED_HEADERS = ("X-Axiom-Save", "X-Axiom-Turn", "X-Axiom-Memory", "X-Axiom-Prepare-Ms", "X-Axiom-Timing",
+                   "Retry-After", "WWW-Authenticate")
+CORS_MAX_AGE = 600  # seconds a browser may keep a preflight's answer
+
+
+def _cors_origin(request: HttpRequest) -> str | None:
+    """Return the request's Origin when AXIOM_PROXY_CORS_ORIGINS allows it, else None."""
+    origin = request.headers.get("Origin", "").strip()
+    allowed = getattr(settings, "AXIOM_PROXY_CORS_ORIGINS", [])
+    return origin if origin and ("*" in allowed or origin in allowed) else None
+
+
+def _with_cors(request: HttpRequest, response: HttpResponse) -> HttpResponse:
+    origin = _cors_origin(request)
+    if origin:
+        response["Access-Control-Allow-Origin"] = origin
+        response["Access-Control-Expose-Headers"] = ", ".join(EXPOSED_HEADERS)
+    if getattr(settings, "AXIOM_PROXY_CORS_ORIGINS", []):
+        patch_vary_headers(response, ("Origin",))  # the answer depends on the Origin: caches keep them apart
+    return response
+
+
+def _preflight(request: HttpRequest, methods: tuple[str, ...]) -> HttpResponse:
+    """Answer a CORS preflight from an allowed origin (the methods, the headers it asked for)."""
+    response = HttpResponse(status=204)
+    response["Access-Control-Allow-Methods"] = ", ".join((*methods, "OPTIONS"))
+    asked = request.headers.get("Access-Control-Request-Headers", "")
+    response["Access-Control-Allow-Headers"] = asked or f"Authorization, Content-Type, {SAVE_HEADER}, {MEMORY_TOKENS_HEADER}"
+    response["Access-Control-Max-Age"] = str(CORS_MAX_AGE)
+    return response
+
+
 def endpoint(*methods: str):
-    """Wrap a view: bearer authentication (401) first, then the method (405)."""
+    """Wrap a view: a CORS preflight from an allowed origin, then bearer authentication (401), then the method (405)."""
 
     def decorator(view):
         def wrapped(request: HttpRequest, *args, **kwargs):
+            if request.method == "OPTIONS" and _cors_origin(request):
+                return _with_cors(request, _preflight(request, methods))
+            return _with_cors(request, handle(request, *args, **kwargs))
+
+        def handle(request: HttpRequest, *args, **kwargs):
             user = _user(request)
             if user is None:
                 return _unauthenticated()
@@ -158,7 +204,8 @@ def chat_completions(request: HttpRequest, user) -> HttpResponse:
     try:
         relay = proxy_relay(prepared, backend=backend)
     except SpendLimitExceeded as exc:
-        return error(429, f"Paused by the {exc.reason}", "spend_limit", kind="rate_limit_error")
+        return error(429, f"Paused by the {exc.reason}", "spend_limit", kind="rate_limit_error",
+                     headers={"Retry-After": exc.retry_after()})
     except RelayRefused as exc:
         return HttpResponse(exc.body, status=exc.status, content_type=exc.content_type)
     except LLMError as exc:

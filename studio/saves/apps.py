@@ -19,7 +19,8 @@ class SavesConfig(AppConfig):
 
     @staticmethod
     def register_save_file_sections() -> None:
-        """Add the optional sections: the narrator's snapshots, the lore activation state, presence and reveals.
+        """Add the optional sections: the narrator's snapshots, the save's play settings, the lore
+        activation state, presence and reveals.
 
         The save file is the saves app's; the engine below it knows no save-file section.
         """
@@ -29,6 +30,7 @@ class SavesConfig(AppConfig):
         from studio.saves.portable.sections.lore_activation import LORE_ACTIVATION_SECTION
 
         register_section(portable.SECTION)
+        register_section(portable.PLAY_SETTINGS_SECTION)
         register_section(LORE_ACTIVATION_SECTION)
         from studio.saves.portable.sections.chapters import SECTION as CHAPTERS_SECTION
 

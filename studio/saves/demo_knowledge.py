@@ -4,14 +4,16 @@ The scenario (`bench/data/knowledge/scenario.json`, also what `bench/knowledge.p
 is a 32-turn playthrough of the demo universe with the truth of who is present at each
 turn and who knows each secret. Loading it:
 
-- adds its secret Lore Book entries to the demo universe (kind `concept`, with `known_by`);
+- adds its secret Lore Book entries to the demo universe (kind `concept`, with `known_by`)
+  through the lore services, so they carry revisions and queue their embedding like an
+  author's import;
 - re-makes the save `drowned-reach-knowledge` in living mode, turn by turn, through the
   same writes play uses: the turn's state (`location`, `present`, `reveals`) is recorded by
   `presence_record_turn` and `reveals_from_state`, and the scenario's facts are stored as
   the extractor would have stored them (no LLM is called, no job is queued).
 
 Idempotent: the save keeps the scenario's digest in its meta; a second load with the same
-file changes nothing. Embedding is the caller's (`demo_embed`, after the commit).
+file changes nothing. Embedding the save is the caller's (`demo_embed`, after the commit).
 """
 from __future__ import annotations
 
@@ -28,7 +30,8 @@ from studio.memory.knowledge.presence import presence_record_turn
 from studio.memory.knowledge.reveals import reveals_from_state
 from studio.saves.models import Event, MemoryMode, Save, StateCache
 from studio.universes.demo.loader import DemoDataError
-from studio.universes.models import LoreEntry, LoreKind
+from studio.universes.models import LoreEntry, LoreKind, LoreRevision
+from studio.universes.services.lore import lore_entry_create, lore_entry_update
 
 SCENARIO_FILE = Path(__file__).resolve().parents[2] / "bench" / "data" / "knowledge" / "scenario.json"
 DIGEST_META = "knowledge_scenario_sha256"
@@ -67,21 +70,28 @@ def _scenario_state(turn: dict) -> dict:
 
 
 def scenario_secrets_load(*, universe, data: dict) -> None:
-    """Write the scenario's secret entries into `universe`'s Lore Book (matched by entry id)."""
+    """Write the scenario's secret entries into `universe`'s Lore Book (matched by entry id).
+
+    Through the lore services, as an author's import would: each new or changed entry gets a
+    revision (action import), its word counts and a pending embedding state (the sync job is
+    queued on commit), and a link to a secret written later in the file is kept pending
+    until that secret is created. A second load with the same file writes nothing.
+    """
     by_id = {e.entry_id: e for e in LoreEntry.objects.filter(universe=universe)}
     for secret in data["secrets"]:
         values = {"title": secret["title"], "kind": LoreKind.CONCEPT, "text": secret["text"],
                   "keys": list(secret["keys"]), "known_by": list(secret["known_by"])}
+        link_ids = list(secret.get("links", []))
+        links = [by_id[i] for i in link_ids if i in by_id]
+        pending = [i for i in link_ids if i not in by_id]
         entry = by_id.get(secret["entry_id"])
         if entry is None:
-            entry = LoreEntry.objects.create(universe=universe, entry_id=secret["entry_id"], **values)
-        elif any(getattr(entry, name) != value for name, value in values.items()):
-            for name, value in values.items():
-                setattr(entry, name, value)
-            entry.save()  # only when the file changed: a second load leaves the rows as they are
-        links = [by_id[i] for i in secret.get("links", []) if i in by_id]
-        if {l.pk for l in entry.links.all()} != {l.pk for l in links}:
-            entry.links.set(links)
+            by_id[secret["entry_id"]] = lore_entry_create(
+                universe=universe, user=None, entry_id=secret["entry_id"], links=links, pending_links=pending,
+                action=LoreRevision.Action.IMPORT, **values)
+        else:
+            lore_entry_update(entry=entry, user=None, links=links, pending_links=pending,
+                              action=LoreRevision.Action.IMPORT, **values)
 
 
 def scenario_append_turn(*, save: Save, turn: dict, index=None) -> list[int]:

@@ -9,13 +9,18 @@ into `studio/universes/demo/living/`:
 - `llm-exchanges.jsonl`: every request sent and the model's answer as received;
 - `provenance.json`: the model, the endpoint kind, the dates, the settings, the turns.
 
+`bench/demo_chapters_record.py` then closed the save's chapters by the studio's rules (scene
+changes, the turn limit, arcs) and summarised them on a real model: the file carries them
+(`chapters` section), and the provenance's `chapters` block says which model, when, with
+which prompt (its hash) and code.
+
 `demo_living_load(universe=...)` imports the save file (`save_import`) as the save
 `demo-living`. It is idempotent: when that save exists and exports to the same bytes as the
 file, nothing is written; when it differs (played on, rewound, or the file changed) it is
 replaced. No LLM is called: the import only queues the embedding of the turns and the lore
-sync. `recording_for(save)` gives the save page its "recorded with <model> on <date>" line,
-and only for that save while the provenance file exists, so no other save's memory is ever
-attributed to a model it did not come from.
+sync. `recording_for(save)` gives the save pages their "recorded with <model> on <date>" line
+(and which model summarised the chapters), and only for that save while the provenance file
+exists, so no other save's memory is ever attributed to a model it did not come from.
 """
 from __future__ import annotations
 
@@ -99,7 +104,22 @@ def recording_summary(provenance: dict[str, Any] | None) -> dict[str, Any] | Non
         "partial": turns < requested,
         "endpoint_kind": str(provenance.get("endpoint_kind") or ""),
         "text": f"recorded with {model} on {date} {span}",
+        "chapters_text": _chapters_text(provenance.get("chapters")),
     }
+
+
+def _chapters_text(chapters: Any) -> str:
+    """Say which model summarised the recorded chapters, and when ("" when the recording has none)."""
+    if not isinstance(chapters, dict):
+        return ""
+    model = str(chapters.get("model") or "").strip()
+    date = str(chapters.get("recorded_to") or "")[:10]
+    counts = chapters.get("counts") or {}
+    number, arcs = int(counts.get("chapters") or 0), int(counts.get("arcs") or 0)
+    if not model or not date or not number:
+        return ""
+    rows = f"{number} chapter{'s' if number != 1 else ''}" + (f" and {arcs} arc{'s' if arcs != 1 else ''}" if arcs else "")
+    return f"The summaries of its {rows} were recorded with {model} on {date}."
 
 
 def recording_for(game_save: Save) -> dict[str, Any] | None:

@@ -19,7 +19,13 @@ from studio.memory.lore_activation import (
     META_TOKEN_BUDGET,
 )
 from studio.memory.lore_activation.spec import LoreDefaults
-from studio.memory.recall.context_lore import DEFAULT_SHARES, SHARE_CLASS_NAMES, share_meta_key
+from studio.memory.recall.context_lore import (
+    DEFAULT_RECALL_RESERVE,
+    DEFAULT_SHARES,
+    RECALL_RESERVE_META,
+    SHARE_CLASS_NAMES,
+    share_meta_key,
+)
 from studio.memory.recall.macros import (
     CHARACTER_CARD_META,
     PLAYER_CHARACTER_META,
@@ -80,6 +86,10 @@ KNOWN_META_KEYS: tuple[MetaKey, ...] = (
     *(MetaKey(share_meta_key(share_class), BUDGET, f"Percent of the memory context's budget {what} may use (0-100).",
               default=str(DEFAULT_SHARES[share_class]))
       for share_class, what in SHARE_CLASS_NAMES.items()),
+    MetaKey(RECALL_RESERVE_META, BUDGET, "Percent of the memory context's budget kept for what the action recalls "
+            "(narrative memory, lore found by meaning, facts, beliefs, models): the recent turns and activated lore "
+            "may not spend it; what recall does not need goes back to them (0-100).",
+            default=str(DEFAULT_RECALL_RESERVE)),
     MetaKey("belief_mission", MISSIONS, "The universe-wide belief mission (text).", edited_on="missions",
             multiline=True),
     MetaKey("belief_missions", MISSIONS, 'Per-character missions: a JSON object, {"Name": "mission"}.',

@@ -12,13 +12,10 @@ pytestmark = pytest.mark.django_db
 
 def test_context_response_explains_every_entry(demo, make_api, playtester):
     demo.universe.members.add(playtester)
-    # The context endpoint assembles what the narrator reads, the story so far included (docs/long-play.md):
-    # the demo's recent turns and the lore their text activates now share the budget ahead of lore found
-    # by meaning (the last layer), so at the default (1,200), the narrator's (2,000) or even 8,000 the
-    # entry is left out over budget. Ask for room enough that nothing is cut: this test is about the
-    # explain, not the budget (tests/memory/recall/test_context_lore.py covers the budget rules).
-    response = make_api(playtester).post(f"/api/v1/saves/{demo.save_id}/context",
-                                         {"query_text": QUESTION, "token_budget": 20_000})
+    # At the context's default budget (1,200), with the story so far and the lore its recent turns
+    # activate competing: the budget kept for what the action recalls still takes the entry asked
+    # about, found by meaning (docs/long-play.md, "What the budget keeps for recall").
+    response = make_api(playtester).post(f"/api/v1/saves/{demo.save_id}/context", {"query_text": QUESTION})
     assert response.status_code == 200
     body = response.json()
     explain = {r["entry_id"]: r for r in body["lore_explain"]}
@@ -26,7 +23,7 @@ def test_context_response_explains_every_entry(demo, make_api, playtester):
     hesper = explain["hesper-vale"]
     assert hesper["included"] and hesper["activated"] and hesper["reasons"][0] == "matched key “Hesper” in the pending input"
     assert explain["copper-hood"]["included"] and explain["copper-hood"]["semantic_rank"] is not None
-    assert body["shares"]["narrative"] == 40
+    assert body["shares"]["narrative"] == 40 and body["reserve_recall"] == 40
     schemas = build_openapi()["components"]["schemas"]
     assert set(schemas["LoreExplanation"]["required"]) <= set(hesper) <= set(schemas["LoreExplanation"]["properties"])
     assert set(body) <= set(schemas["MemoryContext"]["properties"])

@@ -46,3 +46,12 @@ def test_context_pov_and_query_pov(api, living, no_runner, vector_memory):
     query = api.post(base(living) + "/query", {"query_text": "ledger", "pov": ["Mira"]}).json()
     assert {r["turn_id"] for r in query["results"]} == {2}
     assert query["pov_left_out"] and "Mira was not present at turn 1" in query["pov_left_out"][0]["why"]
+
+
+def test_none_in_a_pov_list_means_no_one_on_context_as_on_narrate(api, living, no_runner, vector_memory):
+    # One rule for the API's `pov` (schemas.pov_names): "none" is never a character's name.
+    api.post(base(living) + "/turns", {"narrative": "Mira waits at the ledger stall.", "state": {"present": ["Mira"]}})
+    mixed = api.post(base(living) + "/context", {"query_text": "the ledger", "pov": ["Mira", "None"]}).json()
+    assert [c["name"] for c in mixed["pov"]["characters"]] == ["Mira"]
+    off = api.post(base(living) + "/context", {"query_text": "the ledger", "pov": ["none"]}).json()
+    assert off["pov"] is None

@@ -31,6 +31,7 @@ def test_api_narrate_over_the_spend_guard_is_429(game_save, api, narrator, setti
     LLMCall.objects.create(game_save=game_save, operation="extract", model="test-model")
     response = api.post(f"/api/v1/saves/{game_save.save_id}/narrate", {"player_input": "I light a lamp"})
     assert response.status_code == 429 and response.json()["error"]["code"] == "spend_limit"
+    assert 1 <= int(response["Retry-After"]) <= 3600  # the guard's hour, in whole seconds
 
 
 def test_api_narrate_with_a_nul_character_is_400(game_save, narrator, api):

@@ -121,3 +121,11 @@ def test_memory_and_job_responses_match_their_schemas(api, game_save):
     schema_validator("TurnAppended").validate(appended.json())
     forked = api.post(f"{base}/fork", {"turn_id": 1})
     schema_validator("Save").validate(forked.json())
+
+
+def test_error_answers_declare_their_headers():
+    document = build_openapi()
+    context = document["paths"]["/saves/{save_id}/context"]["post"]["responses"]
+    assert "WWW-Authenticate" in context["401"]["headers"] and "Retry-After" in context["503"]["headers"]
+    narrate = document["paths"]["/saves/{save_id}/narrate"]["post"]["responses"]
+    assert "Retry-After" in narrate["429"]["headers"]

@@ -52,6 +52,21 @@ def test_opening_lists_the_greetings_and_appends_the_chosen_one(api, carded_save
     assert api.get(f"{base(carded_save)}/opening").json()["available"] is False
 
 
+def test_the_opening_reads_the_greetings_once_and_answers_one_status(api, carded_save, eager_jobs, vector_memory,
+                                                                     monkeypatch):
+    """The service's check is the only one (the view read and checked the greetings again)."""
+    from studio.saves.narrator import play
+
+    calls = []
+    real = play.card_greetings
+    monkeypatch.setattr(play, "card_greetings", lambda **kw: calls.append(1) or real(**kw))
+    bad = api.post(f"{base(carded_save)}/opening", {"number": 3})
+    assert bad.status_code == 400 and "2 greetings" in bad.json()["error"]["details"]["number"][0]
+    assert len(calls) == 1
+    assert api.post(f"{base(carded_save)}/opening", {"number": 1}).status_code == 201
+    assert len(calls) == 2
+
+
 def test_continue_extends_the_last_turn_and_appends_nothing(api, game_save, narrator):
     narrator.reply = Reply(content="The bell rings.")
     response = api.post(f"{base(game_save)}/continue", {})

@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import expect
 
 from studio.saves.models import Event, NarratorDraft
-from tests.llm_server import Reply, ScriptedLLMServer, operation_of
+from tests.llm_server import Reply, operation_of, serve_as_studio_model
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -24,15 +24,13 @@ SLOW = " ".join(["Waves"] + ["roll"] * 60) + "."
 @pytest.fixture
 def narrator_server(settings, eager, vector_memory):
     script = {"reply": Reply(content=FIRST, chunk_delay=0.02)}
-    server = ScriptedLLMServer(
-        lambda request: script["reply"] if operation_of(request) == "narrate" else Reply(content="{}")).start()
-    settings.AXIOM_LLM_BASE_URL = server.base_url
-    settings.AXIOM_LLM_MODEL = "test-model"
-    settings.AXIOM_LLM_MAX_RETRIES = 0
-    settings.AXIOM_LLM_TIMEOUT = 10
-    server.script = script
-    yield server
-    server.stop()
+
+    def respond(request):
+        return script["reply"] if operation_of(request) == "narrate" else Reply(content="{}")
+
+    with serve_as_studio_model(settings, respond, max_retries=0, timeout=10) as server:
+        server.script = script
+        yield server
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from studio.universes.models import UniverseMeta
-from tests.llm_server import Reply, ScriptedLLMServer, operation_of, scripted_pipeline_responder
+from tests.llm_server import Reply, operation_of, scripted_pipeline_responder, serve_as_studio_model
 
 STORY = "Rain drums on the harbour roofs. Mira looks up from her ledger and smiles at you."
 
@@ -26,14 +26,9 @@ class Narrator:
 @pytest.fixture
 def narrator(settings, eager_jobs, vector_memory):
     script = Narrator()
-    server = ScriptedLLMServer(script).start()
-    settings.AXIOM_LLM_BASE_URL = server.base_url
-    settings.AXIOM_LLM_MODEL = "test-model"
-    settings.AXIOM_LLM_MAX_RETRIES = 1
-    settings.AXIOM_LLM_TIMEOUT = 5
-    script.server = server
-    yield script
-    server.stop()
+    with serve_as_studio_model(settings, script) as server:
+        script.server = server
+        yield script
 
 
 @pytest.fixture

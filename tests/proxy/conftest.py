@@ -13,7 +13,7 @@ import pytest
 
 from studio.saves.models import MemoryMode
 from studio.saves.services import save_create
-from tests.llm_server import Reply, ScriptedLLMServer, operation_of, scripted_pipeline_responder
+from tests.llm_server import Reply, operation_of, scripted_pipeline_responder, serve_as_studio_model
 
 
 def last_user(request: dict) -> str:
@@ -48,14 +48,9 @@ class Upstream:
 @pytest.fixture
 def upstream(settings, eager_jobs, vector_memory):
     script = Upstream()
-    server = ScriptedLLMServer(script).start()
-    settings.AXIOM_LLM_BASE_URL = server.base_url
-    settings.AXIOM_LLM_MODEL = "test-model"
-    settings.AXIOM_LLM_MAX_RETRIES = 1
-    settings.AXIOM_LLM_TIMEOUT = 5
-    script.server = server
-    yield script
-    server.stop()
+    with serve_as_studio_model(settings, script) as server:
+        script.server = server
+        yield script
 
 
 @pytest.fixture

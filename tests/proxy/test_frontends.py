@@ -183,6 +183,31 @@ def test_a_reader_that_leaves_mid_stream_cancels_the_proposal_and_the_upstream(p
     assert call.error.startswith("cancelled by the reader")
 
 
+def test_a_stopped_answer_the_chat_keeps_is_accepted_with_its_snapshot(proxy, upstream, play_save):
+    """The front end's Stop leaves the shown text in its chat: that turn gets the prompt and
+    memory snapshot of the answer (it was appended bare, with no snapshot)."""
+    model = f"axiom/{play_save.save_id}/test-model"
+    upstream.reply = Reply(content="one two three four five six", chunk_delay=0.2)
+    response = proxy.post(URL, sillytavern(model, [], "I wait."))
+    chunks, shown = iter(response.streaming_content), b""
+    while len(sse_text(shown).split()) < 3:
+        shown += next(chunks)
+    response.close()  # the player pressed Stop
+    shown_text = sse_text(shown).strip()
+    alternative = NarratorAlternative.objects.get(draft__game_save=play_save)
+    assert alternative.status == "cancelled" and alternative.text.strip()
+    assert alternative.system_prompt and alternative.context
+    assert alternative.text.strip() == shown_text  # the relay reads each chunk before handing it on
+    upstream.reply = None
+    proxy.post(URL, sillytavern(model, [("I wait.", shown_text)], "I look around.", stream=False))
+    assert Event.objects.get(game_save=play_save, turn_id=1).narrative == shown_text
+    snapshot = NarratorSnapshot.objects.get(game_save=play_save, turn_id=1)
+    assert (snapshot.proposed, snapshot.edited, snapshot.player_input) == (alternative.text, False, "I wait.")
+    assert (snapshot.system_prompt, snapshot.user_prompt, snapshot.context) == (
+        alternative.system_prompt, alternative.user_prompt, alternative.context)
+    assert snapshot.finish_reason == "cancelled"
+
+
 def test_an_upstream_that_breaks_mid_stream_fails_the_proposal(proxy, upstream, play_save):
     upstream.reply = Reply(content="one two three four", error_after=2)
     response = proxy.post(URL, sillytavern(f"axiom/{play_save.save_id}/test-model", [], "I wait."))

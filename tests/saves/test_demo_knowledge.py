@@ -12,9 +12,12 @@ import pytest
 from django.core.management import call_command
 
 from bench.knowledge import SCENARIO, play_and_score, probe_terms, says_terms
+from studio.saves.demo_knowledge import scenario_secrets_load
 from studio.memory.knowledge.models import Presence, Reveal
 from studio.saves.models import Save
-from studio.universes.models import LoreEntry
+from studio.universes.models import EmbeddingState, LoreEntry, LoreRevision
+
+pytestmark = pytest.mark.django_db
 
 
 def test_a_probe_scores_only_the_secret_terms_its_question_does_not_hold():
@@ -36,7 +39,6 @@ def test_every_probe_keeps_a_term_to_score():
     assert all(probe_terms(terms[p["secret"]], p["input"]) for p in data["probes"])
 
 
-@pytest.mark.django_db
 def test_load_demo_adds_the_knowledge_save_once(fake_vectors):
     out = io.StringIO()
     call_command("load_demo", "--no-embed", stdout=out)
@@ -55,7 +57,6 @@ def test_load_demo_adds_the_knowledge_save_once(fake_vectors):
     assert Save.objects.get(save_id="drowned-reach-knowledge").pk == save.pk
 
 
-@pytest.mark.django_db
 def test_the_scenario_leaks_nothing_and_recalls_what_each_character_knows(vector_memory):
     data = json.loads(SCENARIO.read_text())
     assert len(data["turns"]) >= 30 and len(data["secrets"]) >= 8
@@ -70,3 +71,28 @@ def test_the_scenario_leaks_nothing_and_recalls_what_each_character_knows(vector
     assert all(p["in_section"] for p in known)
     assert not any(p["in_section"] for p in unknown)
     assert all(p["marked"] for p in unknown if p["in_context"])
+
+
+def test_secrets_load_through_the_lore_services_and_keep_links_to_later_secrets(universe):
+    """Each secret gets an import revision, counts and a pending embedding; a link to a secret
+    written later in the file is made when that secret is created (it used to be dropped)."""
+    secret = {"kind": "concept", "keys": ["code"], "known_by": ["Wren"]}
+    data = {"secrets": [
+        {**secret, "entry_id": "secret-a", "title": "Secret A", "text": "Alpha tide code.", "links": ["secret-b"]},
+        {**secret, "entry_id": "secret-b", "title": "Secret B", "text": "Beta.", "links": ["secret-a"]},
+    ]}
+    scenario_secrets_load(universe=universe, data=data)
+    a, b = LoreEntry.objects.get(entry_id="secret-a"), LoreEntry.objects.get(entry_id="secret-b")
+    assert [e.entry_id for e in a.links.all()] == ["secret-b"]
+    assert [e.entry_id for e in b.links.all()] == ["secret-a"]
+    assert a.embedding_state == b.embedding_state == EmbeddingState.PENDING
+    assert (a.word_count, b.word_count) == (3, 1)
+    assert set(LoreRevision.objects.filter(entry_id="secret-a").values_list("action", flat=True)) >= {"import"}
+    assert LoreRevision.objects.filter(entry_id="secret-b", action="import").count() == 1
+    revisions = LoreRevision.objects.count()
+    scenario_secrets_load(universe=universe, data=data)
+    assert LoreRevision.objects.count() == revisions  # a second load with the same file writes nothing
+    data["secrets"][1]["text"] = "Beta, changed."
+    scenario_secrets_load(universe=universe, data=data)
+    changed = LoreRevision.objects.filter(entry_id="secret-b").latest("pk")
+    assert (changed.action, changed.before["text"], changed.after["text"]) == ("import", "Beta.", "Beta, changed.")

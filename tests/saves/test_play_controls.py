@@ -8,6 +8,7 @@ test's; what is checked is what the studio sends, keeps and appends.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from django.urls import reverse
@@ -97,6 +98,24 @@ def test_authors_note_is_in_the_prompt_the_preview_and_the_snapshot(tester, game
     assert snapshot.play_settings["authors_note_depth"] == 2 and "soaked" in snapshot.user_prompt
     page = tester.get(url("narrator_snapshot", game_save, 4)).content.decode()
     assert "at depth 2" in page
+
+
+def test_a_narration_reads_the_play_settings_once(tester, game_save, narrator):
+    """The prompt's note, the sampler and what the alternative keeps share one read (it was three)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    PlaySettings.objects.create(game_save=game_save, authors_note="Mist.", authors_note_depth=1, temperature=0.2)
+    draft = services.narrator_draft_create(game_save=game_save, player_input="I wait")
+    with CaptureQueriesContext(connection) as queries:
+        stream_all(tester, game_save, draft, 1)
+    reads = [q["sql"] for q in queries if '"saves_playsettings"' in q["sql"] and q["sql"].startswith("SELECT")]
+    assert len(reads) == 1, reads
+    alternative = draft.alternatives.get(number=1)
+    assert alternative.play_settings["authors_note"] == "Mist." and "## Author's note\nMist." in alternative.user_prompt
+    assert alternative.play_settings["sampler"]["temperature"] == {"value": 0.2, "source": "save"}
+    assert narrate_requests(narrator)[-1]["temperature"] == 0.2
+
 
 
 # -- sampler settings -------------------------------------------------------------------------------
@@ -286,6 +305,40 @@ def test_impersonate_writes_the_action_into_the_box(tester, game_save, narrator)
     assert ">You ask Mira about the ledger.</textarea>" in tester.get(url("detail", game_save)).content.decode()
 
 
+def test_impersonate_reads_the_turns_the_narrator_shows(game_save, narrator):
+    # Seven short turns of one open chapter: the narrator's window shows them all (not only
+    # the last four), and the impersonation reads the same turns, as the narrator shows them.
+    for turn in range(4, 8):
+        Event.objects.create(game_save=game_save, turn_id=turn, player_input=f"input {turn}", narrative=f"Turn {turn} text.")
+    game_save.current_turn = 7
+    game_save.save()
+    seen = []
+    narrator.pipeline = lambda request: seen.append(request) or Reply(content="You wave.")
+    shown = build_narrator_prompt(game_save=game_save, player_input="I wait").shown_turns
+    play.impersonate(game_save=game_save)
+    prompt = user_prompt(seen[-1])
+    assert shown == [1, 2, 3, 4, 5, 6, 7]
+    assert [int(n) for n in re.findall(r"^Turn (\d+)$", prompt, flags=re.M)] == shown
+    assert "> input 1\nTurn 1 text." in prompt
+
+
+def test_impersonate_reads_the_narrators_window_when_the_budget_bounds_it(game_save, narrator):
+    # Long turns: the narrator's window (its share of the budget, less what is kept for
+    # recall) holds only the last few; the impersonation reads exactly those.
+    Event.objects.filter(game_save=game_save).update(narrative=" ".join(["The tide rolls in."] * 30))
+    for turn in range(4, 13):
+        Event.objects.create(game_save=game_save, turn_id=turn, player_input=f"input {turn}",
+                             narrative=" ".join([f"Turn {turn}: the tide rolls in."] * 30))
+    game_save.current_turn = 12
+    game_save.save()
+    seen = []
+    narrator.pipeline = lambda request: seen.append(request) or Reply(content="You wave.")
+    shown = build_narrator_prompt(game_save=game_save, player_input="I wait").shown_turns
+    play.impersonate(game_save=game_save)
+    assert 12 in shown and len(shown) < 12
+    assert [int(n) for n in re.findall(r"^Turn (\d+)$", user_prompt(seen[-1]), flags=re.M)] == shown
+
+
 # -- undo, retry, swipes ----------------------------------------------------------------------------
 
 
@@ -341,6 +394,19 @@ def test_continue_of_the_last_turn(tester, game_save, narrator):
     tester.post(url("turn_retry", game_save), {"expected_turn": 4, "then": "continue"})  # no JavaScript: runs to the end
     draft = NarratorDraft.objects.get(game_save=game_save, status=DraftStatus.OPEN)
     assert draft.alternatives.get(number=draft.chosen_number).text == f"{STORY} The bell rings."
+
+
+def test_continue_of_the_last_turn_keeps_the_memory_context_of_the_narration_it_extends(tester, game_save, narrator):
+    # As a Continue of a draft does: the continuation reuses the base's prompt, so its record
+    # (and the accepted turn's snapshot) keeps the base's memory context, not an empty one.
+    event = narrate_and_accept(tester, game_save)
+    base_context = NarratorSnapshot.objects.get(game_save=game_save, turn_id=event.turn_id).context
+    assert base_context
+    narrator.reply = Reply(content="The bell rings.")
+    tester.post(url("turn_retry", game_save), {"expected_turn": 4, "then": "continue"})
+    draft = NarratorDraft.objects.get(game_save=game_save, status=DraftStatus.OPEN)
+    continued = draft.alternatives.get(number=draft.chosen_number)
+    assert continued.text == f"{STORY} The bell rings." and continued.context == base_context
 
 
 # -- edit of a past turn ----------------------------------------------------------------------------
@@ -415,6 +481,47 @@ def test_a_fork_copies_the_play_settings_and_the_save_file_keeps_snapshot_settin
     del document["sections"]["narrator_snapshots"]["items"][0]["play_settings"]
     older = portable.save_import(universe=universe, data=json.dumps(document).encode()).game_save
     assert NarratorSnapshot.objects.get(game_save=older, turn_id=4).play_settings == {}
+
+
+def test_the_save_file_carries_the_saves_play_settings(game_save, universe):
+    """Round trip, checked with the settings' own ranges (nothing written on a problem), and an
+    older file without the section imports with no settings."""
+    from studio.saves import portable
+    from studio.saves.models import Save
+
+    PlaySettings.objects.create(game_save=game_save, authors_note="Rain, always.", authors_note_depth=3,
+                                temperature=0.4, max_tokens=300)
+    data = portable.save_export(game_save=game_save).read()
+    document = json.loads(data)
+    assert document["sections"]["play_settings"]["items"] == [{
+        "authors_note": "Rain, always.", "authors_note_depth": 3, "temperature": 0.4, "top_p": None,
+        "max_tokens": 300, "frequency_penalty": None, "repeat_penalty": None}]
+    result = portable.save_import(universe=universe, data=data)
+    row = PlaySettings.objects.get(game_save=result.game_save)
+    assert (row.authors_note, row.authors_note_depth, row.temperature, row.max_tokens, row.top_p) == (
+        "Rain, always.", 3, 0.4, 300, None)
+    assert result.counts["play_settings"] == 1 and result.warnings == []
+    assert portable.save_export(game_save=result.game_save).read() == data
+
+    saves = Save.objects.count()
+    bad = json.loads(data)
+    bad["sections"]["play_settings"]["items"][0].update(temperature=3, authors_note_depth=99, top_p="high")
+    with pytest.raises(portable.SaveFileError) as refused:
+        portable.save_import(universe=universe, data=json.dumps(bad).encode())
+    where = "sections.play_settings.items[0]"
+    assert {p.location for p in refused.value.problems} == {f"{where}.temperature", f"{where}.authors_note_depth",
+                                                            f"{where}.top_p"}
+    assert "out of range" in str(refused.value) and Save.objects.count() == saves  # nothing half-written
+    two = json.loads(data)
+    two["sections"]["play_settings"]["items"] *= 2
+    with pytest.raises(portable.SaveFileError, match="one set of play settings"):
+        portable.save_import(universe=universe, data=json.dumps(two).encode())
+
+    older = json.loads(data)
+    del older["sections"]["play_settings"]
+    imported = portable.save_import(universe=universe, data=json.dumps(older).encode()).game_save
+    assert not PlaySettings.objects.filter(game_save=imported).exists()
+    assert json.loads(portable.save_export(game_save=imported).read())["sections"]["play_settings"]["items"] == []
 
 
 # -- the services the API calls ----------------------------------------------------------------------

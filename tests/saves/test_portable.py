@@ -122,7 +122,7 @@ def test_imported_save_equals_the_original_and_exports_the_same_bytes(universe):
     assert result.warnings == []
     assert result.counts == {"turns": 4, "facts": 5, "beliefs": 3, "mental_models": 2, "jobs": 4, "llm_calls": 2,
                              "recorded_queries": 1, "lore_activation": 0, "chapters": 0, "narrator_snapshots": 0,
-                             "presence": 0, "reveals": 0}
+                             "presence": 0, "reveals": 0, "play_settings": 0}
     for field in ("name", "memory_mode", "beliefs_enabled", "meta", "current_turn", "timeline_generation", "last_activity_at"):
         assert getattr(imported, field) == getattr(save, field), field
     assert list(imported.events.order_by("turn_id").values_list("created_at", flat=True)) == list(
@@ -467,3 +467,14 @@ def test_a_save_played_through_the_living_pipeline_round_trips(
     assert snapshot(imported) == snapshot(save)
     assert export_bytes(imported) == data
     assert fake_vectors.texts(imported.save_id) == fake_vectors.texts(save.save_id)
+
+
+def test_a_chapter_with_an_unknown_close_reason_is_refused_with_the_checkers_message(universe, exported):
+    chapter = {"level": 0, "first_turn": 1, "last_turn": 1, "closed_turn": 1, "close_reason": "boredom",
+               "close_note": "", "story_time_start": "", "story_time_end": "", "summary": "", "summary_status": "done",
+               "summary_error": "", "summary_model": "", "edited": False, "generated_summary": ""}
+    exported["sections"].setdefault("chapters", {"version": 1, "optional": True, "items": []})
+    items(exported, "chapters").append(chapter)
+    error = refused(encoded(exported), universe)
+    assert any(p.location.endswith("close_reason") and p.message.startswith("must be one of playtester")
+               for p in error.problems), error.problems

@@ -60,3 +60,15 @@ def test_a_bad_state_is_refused_with_its_location(lore_save):
     errors = caught.value.errors
     assert any(e.startswith("sections.lore_activation.items[1].state: is not a lore activation state") for e in errors)
     assert any(e.startswith("sections.lore_activation.items[2].turn_id: turn 99 does not exist") for e in errors)
+
+
+def test_two_records_of_one_turn_and_a_blank_entry_id_are_refused(lore_save):
+    document = json.loads(portable.save_export(game_save=lore_save).read())
+    items = document["sections"]["lore_activation"]["items"]
+    items[2]["turn_id"] = 2
+    items[3]["activated"] = ["bell", ""]
+    with pytest.raises(portable.SaveFileError) as caught:
+        portable.save_import(universe=lore_save.universe, data=json.dumps(document).encode())
+    errors = caught.value.errors
+    assert any(e.startswith("sections.lore_activation.items[2].turn_id: turn 2 has two activation records") for e in errors)
+    assert any(e.startswith("sections.lore_activation.items[3].activated[1]:") for e in errors)

@@ -57,6 +57,23 @@ def test_timeline_query_count_does_not_grow_with_facts_and_jobs(client, playtest
     assert len(many) == len(few)
 
 
+def test_timeline_query_count_does_not_grow_with_turns(client, playtester, game_save):
+    # Each turn shows its presence picker: the characters and the page's presence rows are
+    # read once for the page, not once per turn.
+    client.force_login(playtester)
+    client.get(timeline_url(game_save))
+    with CaptureQueriesContext(connection) as few:
+        client.get(timeline_url(game_save))
+    for turn in range(4, 10):
+        Event.objects.create(game_save=game_save, turn_id=turn, player_input=f"input {turn}", narrative=f"Turn {turn} text.")
+    game_save.current_turn = 9
+    game_save.save()
+    with CaptureQueriesContext(connection) as many:
+        html = client.get(timeline_url(game_save)).content.decode()
+    assert html.count('data-presence-turn="') == 9
+    assert len(many) == len(few)
+
+
 def test_turn_fragment_stops_polling_when_jobs_settle(client, playtester, game_save):
     job = Job.objects.create(kind=JobKind.EMBED_TURN, game_save=game_save, turn_id=2, status=JobStatus.RUNNING)
     client.force_login(playtester)
@@ -150,3 +167,39 @@ def test_timeline_shows_without_chunk_ids_when_the_store_fails(client, playteste
     response = client.get(timeline_url(game_save))
     html = response.content.decode()
     assert response.status_code == 200 and 'id="turn-3"' in html and "Memory chunk" not in html and "No memory chunk" not in html
+
+
+def test_the_timeline_shows_the_chapters_and_arcs_as_bands_linking_to_them(client, game_save, django_user_model):
+    from studio.memory.chapters.models import Chapter, SummaryStatus
+
+    for turn in range(4, 11):
+        Event.objects.create(game_save=game_save, turn_id=turn, narrative=f"Turn {turn} text.")
+    game_save.current_turn = 10
+    game_save.save()
+    first = Chapter.objects.create(game_save=game_save, first_turn=1, last_turn=4, closed_turn=5, close_reason="scene",
+                                   summary="You reach the harbour.", summary_status=SummaryStatus.DONE)
+    second = Chapter.objects.create(game_save=game_save, first_turn=5, last_turn=8, closed_turn=8, close_reason="length")
+    arc = Chapter.objects.create(game_save=game_save, level=1, first_turn=1, last_turn=8, closed_turn=8, close_reason="rollup")
+    reader = django_user_model.objects.create_user("reader", password="x")
+    game_save.universe.members.add(reader)
+    client.force_login(reader)  # reading the save is enough to see its chapters
+    html = client.get(timeline_url(game_save)).content.decode()
+    chapters_url = reverse("saves:chapters", args=[game_save.save_id])
+    assert "Turns 1–10: 2 closed chapters in 1 arc;" in html and "the open chapter runs from turn 9." in html
+    bands = html[html.index('id="timeline-chapters-h"'):html.index('id="turns"')]
+    # The arc row first, then the chapters; each band a named link to its chapter on the Chapters page.
+    assert bands.index('aria-label="Arcs (level 1)"') < bands.index('aria-label="Chapters"')
+    for row, label in ((first, "Chapter turns 1–4: Summarized"), (second, "Chapter turns 5–8: Summary pending"),
+                       (arc, "Arc turns 1–8: Summary pending")):
+        assert f'<a href="{chapters_url}#chapter-{row.pk}" aria-label="{label}">' in bands
+    # Drawn with SVG attributes (x and width in percent of the save's turns), never a style attribute.
+    assert '<rect x="40.0%" y="1" width="40.0%"' in bands and "style=" not in bands
+    # A page of turns (htmx) is the turns only: the bands stay where they are.
+    fragment = client.get(timeline_url(game_save), HTTP_HX_REQUEST="true").content.decode()
+    assert "timeline-chapters" not in fragment and "Turn 10 text." in fragment
+
+
+def test_the_timeline_says_when_no_chapter_has_closed(client, playtester, game_save):
+    client.force_login(playtester)
+    html = client.get(timeline_url(game_save)).content.decode()
+    assert "No chapter has closed yet: the turns so far are the open chapter" in html and "chapter-bands" not in html

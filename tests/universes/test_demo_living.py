@@ -157,3 +157,52 @@ def test_without_the_recording_the_living_save_is_skipped(tmp_path):
         universe=universe, save_path=tmp_path / "none.json", provenance_path=tmp_path / "none-provenance.json"
     )
     assert result.outcome == "missing"
+
+
+def summarize_exchanges() -> list[dict]:
+    """The recorded exchanges of the `summarize` operation (its system prompt), as received."""
+    from studio.memory.chapters.summarize import SYSTEM_PROMPT
+
+    opening = SYSTEM_PROMPT.split("{")[0]
+    exchanges = [json.loads(line) for line in living.EXCHANGES_FILE.read_text(encoding="utf-8").splitlines() if line]
+    return [e for e in exchanges if e["request"]["messages"][0]["content"].startswith(opening)]
+
+
+@pytest.mark.django_db
+def test_load_demo_gives_the_living_save_its_chapters_summarised_on_the_recorded_model(client, staff_user):
+    from studio.memory.chapters.models import Chapter, ChapterCloseReason, SummaryStatus
+    from studio.memory.llm.parsing import parse_json_payload
+
+    load("--no-embed")
+    recorded = provenance()["chapters"]
+    assert recorded["model"] and recorded["endpoint_kind"] and recorded["recorded_to"]
+    assert recorded["operation"] == "summarize" and len(recorded["prompt"]["sha256"]) == 64 and recorded["code_commit"]
+    save = Save.objects.get(save_id=living.DEMO_LIVING_SAVE_ID)
+    rows = list(Chapter.objects.filter(game_save=save).order_by("level", "first_turn"))
+    assert [(r.level, r.first_turn, r.last_turn, r.closed_turn, r.close_reason) for r in rows] == [
+        (x["level"], x["first_turn"], x["last_turn"], x["closed_turn"], x["close_reason"]) for x in recorded["rows"]]
+    chapters = [r for r in rows if r.level == 0]
+    assert len(chapters) == recorded["counts"]["chapters"] >= 2
+    # Closed by the studio's own rules (a scene change, the turn limit), arcs rolled up from them.
+    assert {r.close_reason for r in chapters} <= {ChapterCloseReason.SCENE, ChapterCloseReason.LENGTH}
+    assert all(r.close_reason == ChapterCloseReason.ROLLUP for r in rows if r.level > 0)
+    # Every row has the model's summary (not an edit), and each is the answer recorded for it.
+    assert all(r.summary_status == SummaryStatus.DONE and r.summary.strip() and not r.edited for r in rows)
+    assert all(r.summary_model == recorded["served_model_id"] for r in rows)
+    answers = {" ".join(str(parse_json_payload(e["content"])["summary"]).split()) for e in summarize_exchanges()}
+    assert {r.summary for r in rows} <= answers
+    assert LLMCall.objects.filter(game_save=save, operation="summarize").count() == recorded["counts"]["llm_calls"] == len(rows)
+    # The Chapters page shows them, and says which model summarised them and when.
+    client.force_login(staff_user)
+    html = client.get(reverse("saves:chapters", args=[save.save_id])).content.decode()
+    assert all(escape(r.summary) in html for r in rows)
+    assert f"were recorded with {recorded['model']} on {recorded['recorded_to'][:10]}" in html
+
+
+def test_the_chapters_line_names_the_summaries_model_only_when_the_recording_has_them():
+    base = {"model": "M", "recorded_to": "2026-12-01T14:20:00+00:00", "turns_recorded": 20, "turns_requested": 20}
+    assert living.recording_summary(base)["chapters_text"] == ""
+    chapters = {"model": "S", "recorded_to": "2026-12-02T05:40:00+00:00", "counts": {"chapters": 4, "arcs": 1}}
+    assert living.recording_summary({**base, "chapters": chapters})["chapters_text"] == (
+        "The summaries of its 4 chapters and 1 arc were recorded with S on 2026-12-02.")
+    assert living.recording_summary({**base, "chapters": {**chapters, "model": ""}})["chapters_text"] == ""

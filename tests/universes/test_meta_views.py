@@ -21,6 +21,18 @@ def test_page_and_fragment(author_client, htmx, universe):
     assert fragment.strip().startswith('<div id="meta-table">') and "<html" not in fragment
 
 
+def test_the_page_reads_the_meta_rows_once(author_client, universe):
+    """The persona and the `?key=` form use the rows the table shows (they each read them again)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        page = author_client.get(meta_url(universe), {"key": "belief_mission"}).content.decode()
+    assert 'value="belief_mission"' in page and "Remember debts." in page
+    reads = [q["sql"] for q in queries if q["sql"].startswith("SELECT") and 'FROM "universes_universemeta"' in q["sql"]]
+    assert len(reads) == 1, reads
+
+
 def test_add_key_htmx_and_no_js(author_client, htmx, universe):
     response = author_client.post(meta_url(universe, "save/"), {"key": "tone", "value": "grim"}, **htmx)
     assert 'Saved “tone”' in response.content.decode() and "<html" not in response.content.decode()

@@ -64,3 +64,35 @@ def test_self_links_and_duplicates_are_refused_or_folded(author_client, universe
     author_client.post(f"/universes/{universe.slug}/lore/new/", {
         "new-title": "Moonwell", "new-kind": "place", "new-links": "Tide Gate\ntide gate"})
     assert list(universe.pending_lore_links.values_list("name", flat=True)) == ["Tide Gate"]
+
+
+def _import_resolving(universe, author, count: int, tag: str) -> int:
+    """Leave `count` entries each a pending link, import the entries they name; return the import's queries."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    for i in range(count):
+        services.lore_entry_create(universe=universe, user=author, title=f"{tag} source {i}",
+                                   pending_links=[f"{tag} target {i}", f"{tag} target {(i + 1) % count}"])
+    book = IncomingBook(source="test", entries=[
+        IncomingEntry(label=f"entry {i}", title=f"{tag} target {i}", text="A place.", keys=[f"{tag}{i}"])
+        for i in range(count)])
+    with CaptureQueriesContext(connection) as queries:
+        services.lore_import(universe=universe, user=author, book=book)
+    for i in range(count):
+        assert links_of(universe, f"{tag.lower()}-source-{i}") == sorted(
+            {f"{tag.lower()}-target-{i}", f"{tag.lower()}-target-{(i + 1) % count}"})
+    # The entries' INSERT is split by the database's parameter limit (SQLite: 999), not per entry.
+    return len([q for q in queries if not q["sql"].startswith('INSERT INTO "universes_loreentry" ')])
+
+
+def test_an_import_resolves_pending_links_in_a_constant_number_of_queries(author, universe):
+    """Resolving costs the same queries for 3 sources as for 40 (it was about 6 per source)."""
+    few = _import_resolving(universe, author, 3, "Few")
+    many = _import_resolving(universe, author, 40, "Many")
+    assert many == few
+    assert not PendingLoreLink.objects.exists()
+    source = universe.lore_entries.get(entry_id="many-source-7")
+    revision = universe.lore_revisions.filter(entry_id="many-source-7").first()
+    assert source.version == 2 and revision.action == LoreRevision.Action.UPDATE
+    assert revision.before["links"] == [] and revision.after["links"] == ["many-target-7", "many-target-8"]

@@ -33,11 +33,12 @@ def knowledge(request: HttpRequest, save_id: str) -> HttpResponse:
     game_save = save_for(user=request.user, save_id=save_id)
     turn = _turn(request, game_save)
     table = knowledge_at(game_save, turn=turn)
+    counts = table.counts()  # one pass over the table's cells, not one per character
     context = save_page_context(request, game_save, "knowledge")
     context.update({
         "turn": turn,
         "table": table,
-        "summary": [{"name": name, "present": name in table.presence.get(turn, []), **table.counts()[name]}
+        "summary": [{"name": name, "present": name in table.presence.get(turn, []), **counts[name]}
                     for name in table.characters],
         "reveals": Reveal.objects.filter(game_save=game_save, turn_id__lte=turn).select_related("fact").order_by("turn_id", "id"),
         "entries": [(s["entry_id"], s["title"]) for s in table.secrets],

@@ -21,6 +21,7 @@ from studio.saves.access import Access, save_for
 from studio.saves.views.saves import save_page_context
 
 ARMS = ("semantic", "lexical", "context", "turn")
+TEMPORAL_ARM = "temporal"  # shown only when the query names a time (it runs for no other query)
 CHUNK_FILTERS = [
     ("", "all chunks"),
     ("narrative_only", "narrative only (exclude lore)"),
@@ -98,7 +99,7 @@ def _why_not_context(game_save, form: PlaygroundForm, chunk_id: str) -> dict:
     if report and not report.get("filtered_out"):
         arms = [
             {"name": name, "rank": report["ranks"].get(name), "score": report["scores"].get(name)}
-            for name in ARMS
+            for name in ARMS + ((TEMPORAL_ARM,) if TEMPORAL_ARM in report["ranks"] else ())
         ]
     return {"chunk_id": chunk_id, "report": report, "arms": arms, "error": error}
 

@@ -7,5 +7,6 @@
 - `selectors`: the open chapter, the chapters and arcs for pages and the API.
 - `story`: the story-so-far layer of the memory context (summaries, the chapter's turns).
 - `story_time`: the story time a turn's state records (`date`, `day`, `time`).
+- `named_time`: a turn's point in story time, and the time a query names as ranges of it.
 - `timeline`: the chapters' registration with the timeline registry (rewind, fork, file).
 """

@@ -58,6 +58,23 @@ def open_chapter_start(game_save) -> int:
     return (last or 0) + 1
 
 
+def open_chapter_number(game_save) -> int:
+    """Return the number the open chapter will have when it closes (closed chapters + 1)."""
+    return Chapter.objects.filter(game_save_id=game_save.pk, level=0).count() + 1
+
+
+def chapter_number(chapter: Chapter) -> int:
+    """Return the chapter's number among the rows of its level (chapter 3, arc 1), counted from the save's start."""
+    return Chapter.objects.filter(game_save_id=chapter.game_save_id, level=chapter.level,
+                                  first_turn__lte=chapter.first_turn).count()
+
+
+def arc_closed_with(chapter: Chapter) -> Chapter | None:
+    """Return the arc (the highest level) that closing `chapter` completed, or None."""
+    return Chapter.objects.filter(game_save_id=chapter.game_save_id, level__gt=chapter.level, last_turn=chapter.last_turn,
+                                  closed_turn=chapter.closed_turn).order_by("-level").first()
+
+
 def chapters_for(game_save, *, max_turn: int | None = None):
     """Return the save's chapters and arcs (every level), in turn order, deepest level first at a tie."""
     rows = Chapter.objects.filter(game_save_id=game_save.pk)

@@ -140,12 +140,19 @@ def chapter_after_turn(*, game_save, turn_id: int, state: dict | None, universe_
 
 
 def chapters_close_at(*, game_save, last_turn: int, reason: str = ChapterCloseReason.PLAYTESTER, note: str = "",
-                      story_time: str | None = None) -> Chapter | None:
-    """Close the open chapter at `last_turn` (<= the current turn); return it, or None when it would be empty."""
+                      story_time: str | None = None, expected_turn: int | None = None) -> Chapter | None:
+    """Close the open chapter at `last_turn` (<= the current turn); return it, or None when it would be empty.
+
+    `expected_turn`: the save's current turn as the caller's page showed it; when the save has
+    moved since (a turn appended or undone elsewhere), nothing is closed (ChapterError).
+    """
     from studio.saves.models import Save
 
     with transaction.atomic():
         locked = Save.objects.select_for_update().select_related("universe").get(pk=game_save.pk)
+        if expected_turn is not None and expected_turn != locked.current_turn:
+            raise ChapterError(f"The save is at turn {locked.current_turn} now, not turn {expected_turn} as this page "
+                               "showed: no chapter was closed. Read the latest turns, then close it again.")
         if last_turn > locked.current_turn:
             raise ChapterError(f"turn {last_turn} is after the save's current turn ({locked.current_turn})")
         first = open_chapter_start(locked)
@@ -159,9 +166,15 @@ def chapters_close_at(*, game_save, last_turn: int, reason: str = ChapterCloseRe
     return chapter
 
 
-def chapter_close(*, game_save, note: str = "") -> Chapter:
-    """Close the open chapter at the save's current turn (the playtester's action); raise ChapterError if it is empty."""
-    chapter = chapters_close_at(game_save=game_save, last_turn=game_save.current_turn, note=note or "closed by the playtester")
+def chapter_close(*, game_save, note: str = "", expected_turn: int | None = None) -> Chapter:
+    """Close the open chapter at the save's current turn (the playtester's action); raise ChapterError if it is empty.
+
+    With `expected_turn` (the console's button says which turn it closes at), the chapter is
+    closed at that turn only if the save still stands there.
+    """
+    last_turn = game_save.current_turn if expected_turn is None else expected_turn
+    chapter = chapters_close_at(game_save=game_save, last_turn=last_turn, note=note or "closed by the playtester",
+                                expected_turn=expected_turn)
     if chapter is None:
         raise ChapterError("The open chapter has no turns yet: play a turn before closing it.")
     return chapter

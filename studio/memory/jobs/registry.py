@@ -237,7 +237,6 @@ def claim_rules() -> ClaimRules:
     )
 
 
-
 def check_timelines(contexts: list[JobContext], save) -> dict[int, JobSkipped]:
     """`JobContext.check_timeline` for jobs of one save: one lock, one read of their rows.
 

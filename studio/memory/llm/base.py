@@ -59,6 +59,13 @@ class SpendLimitExceeded(LLMError):
         self.reason = reason
         self.resume_at = resume_at
 
+    def retry_after(self, now: datetime | None = None) -> str:
+        """Whole seconds until `resume_at` (at least 1): an HTTP answer's `Retry-After`."""
+        from django.utils import timezone
+
+        seconds = (self.resume_at - (now or timezone.now())).total_seconds()
+        return str(max(int(seconds + 0.999), 1))
+
 
 @dataclass
 class LLMResponse:

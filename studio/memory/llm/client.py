@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import httpx
 
@@ -41,6 +41,7 @@ from studio.memory.llm.base import (
     estimate_tokens,
 )
 from studio.memory.llm.capabilities import CAPABILITIES, EndpointCapabilities, mode_chain, response_format_for
+from studio.memory.llm.streaming import AnswerStream
 
 logger = logging.getLogger(__name__)
 
@@ -352,149 +353,35 @@ def _response(*, text: str, data: dict, finish_reason, usage, sent: dict, latenc
     )
 
 
-class ChatStream:
+class ChatStream(AnswerStream):
     """The text deltas of one streamed answer; `response` is set once it ended.
 
     Iterate it (or use it as a context manager and iterate). `close()` before the end
     closes the HTTP connection and ends the stream with `finish_reason` "cancelled".
-    `on_finish(stream)` callbacks run exactly once, at the end, on error or on close.
+    `on_finish(stream)` callbacks run exactly once, at the end, on error or on close. An
+    error after the first delta is raised from the iterator once the stream has finished.
     """
 
     def __init__(self, response: httpx.Response, *, sent: dict, started: float):
-        self._http = response
         self.sent = sent
-        self.started = started
-        self.response: LLMResponse | None = None
-        self.error: LLMError | None = None
-        self.cancelled = False
-        self.on_finish: list[Callable[["ChatStream"], None]] = []
-        self._parts: list[str] = []
-        self._first_token_ms: int | None = None
-        self._finished = False
-        self._gen = self._deltas()
+        super().__init__(response, model=sent["model"], started=started)
 
-    @property
-    def text(self) -> str:
-        return "".join(self._parts)
-
-    def __iter__(self) -> Iterator[str]:
-        return self
-
-    def __next__(self) -> str:
-        return next(self._gen)
-
-    def __enter__(self) -> "ChatStream":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Stop reading: close the HTTP stream (the server sees the reader leave)."""
-        if self._finished:
-            return
-        self.cancelled = True
-        self._gen.close()
-        self._http.close()
-        self._finish(finish_reason="cancelled", data={}, usage=None)
-
-    def _finish(self, *, finish_reason, data, usage) -> None:
-        if self._finished:
-            return
-        self._finished = True
-        self.response = _response(
-            text=self.text, data=data, finish_reason=finish_reason, usage=usage, sent=self.sent,
-            latency_ms=int((time.monotonic() - self.started) * 1000), first_token_ms=self._first_token_ms,
-        )
-        for callback in self.on_finish:
-            try:
-                callback(self)
-            except Exception:  # noqa: BLE001 - a logging hook must not break the reader
-                logger.exception("ChatStream on_finish callback failed")
-
-    def _delta(self, text: str) -> str:
-        if self._first_token_ms is None:
-            self._first_token_ms = int((time.monotonic() - self.started) * 1000)
-        self._parts.append(text)
-        return text
-
-    def _deltas(self) -> Iterator[str]:
-        finish_reason = None
-        usage = None
-        last: dict = {}
-        try:
-            content_type = self._http.headers.get("content-type", "")
-            if "text/event-stream" not in content_type:
-                # The server ignored `stream: true` and sent one JSON answer: yield it whole.
-                self._http.read()
-                data = self._http.json()
-                choice = data["choices"][0]
-                text = (choice.get("message") or {}).get("content") or ""
-                if text:
-                    yield self._delta(str(text))
-                self._finish(finish_reason=choice.get("finish_reason"), data=data, usage=data.get("usage"))
-                return
-            done = False
-            for data in _sse_events(self._http.iter_lines()):
-                if data is None:
-                    done = True
-                    break  # [DONE]
-                if isinstance(data.get("error"), (dict, str)):
-                    raise LLMUnavailable(f"the server reported an error mid-stream: {str(data['error'])[:300]}")
-                last = data
-                if isinstance(data.get("usage"), dict) and data["usage"]:
-                    usage = data["usage"]
-                for choice in data.get("choices") or []:
-                    delta = choice.get("delta") or choice.get("message") or {}
-                    text = delta.get("content") if isinstance(delta, dict) else None
-                    if text:
-                        yield self._delta(str(text))
-                    if choice.get("finish_reason"):
-                        finish_reason = choice["finish_reason"]
-            if not done and not finish_reason:
-                # The connection closed without a finish reason or [DONE]: the server (or a
-                # proxy) gave up mid-answer; the text so far may be half a sentence.
-                raise LLMUnavailable(f"the stream ended unfinished after {len(self.text)} characters")
-        except httpx.TimeoutException as exc:
-            self.error = LLMUnavailable(f"the stream stalled ({exc.__class__.__name__}) after {len(self.text)} characters")
-        except httpx.HTTPError as exc:
-            self.error = LLMUnavailable(f"the stream broke after {len(self.text)} characters: {exc}")
-        except LLMError as exc:
-            self.error = exc
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
-            self.error = LLMUnavailable(f"malformed stream: {exc}")
-        finally:
-            if not self.cancelled:
-                self._http.close()
+    def _items(self) -> Iterator[str]:
+        yield from self._read(self._http.iter_bytes())
         if self.error is not None:
-            self._finish(finish_reason="error", data=last, usage=usage)
             raise self.error
-        self._finish(finish_reason=finish_reason, data=last, usage=usage)
 
+    def _read_document(self, data) -> str:
+        # The server ignored `stream: true` and sent one JSON answer: it must hold a choice.
+        if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
+            raise ValueError(f"no choices in {str(data)[:200]!r}")
+        return super()._read_document(data)
 
-def _sse_events(lines: Iterator[str]) -> Iterator[dict | None]:
-    """Yield each server-sent event's JSON data (None for `[DONE]`); comments are skipped."""
-    buffer: list[str] = []
-    for raw in lines:
-        line = raw.rstrip("\r")
-        if line.startswith("data:"):
-            buffer.append(line[5:].lstrip(" "))
-            continue
-        if line.strip() == "" and buffer:
-            payload = "\n".join(buffer).strip()
-            buffer = []
-            if payload == "[DONE]":
-                yield None
-                return
-            if payload:
-                yield json.loads(payload)
-        # "event:", "id:", "retry:" and ":" comment lines carry nothing we need
-    if buffer:
-        payload = "\n".join(buffer).strip()
-        if payload == "[DONE]":
-            yield None
-        elif payload:
-            yield json.loads(payload)
+    def _response(self, finish_reason: str) -> LLMResponse:
+        return _response(
+            text=self.text, data={"model": self.model}, finish_reason=finish_reason, usage=self._usage or None,
+            sent=self.sent, latency_ms=int((time.monotonic() - self.started) * 1000), first_token_ms=self._first_ms,
+        )
 
 
 def _int(value) -> int:

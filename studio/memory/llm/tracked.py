@@ -133,11 +133,7 @@ class TrackedLLM:
                     estimated_tokens=True,
                 )
         except Exception as exc:
-            error = exc if isinstance(exc, LLMError) else LLMUnavailable(f"{exc.__class__.__name__}: {exc}")
-            self.errors.append((operation, error))
-            self._log(operation, model, 0, 0, int((time.monotonic() - started) * 1000), str(error),
-                      request=request_text(system, prompt, options.get("messages")))
-            raise error from exc
+            raise self._failed(operation, model, started, exc, request_text(system, prompt, options.get("messages"))) from exc
         self._record(operation, response, prompt_text=system + prompt + _messages_text(options.get("messages")),
                      request=request_text(system, prompt, options.get("messages")))
         return response
@@ -147,30 +143,13 @@ class TrackedLLM:
         self._guard(operation)
         model = self.model_for(operation)
         started = time.monotonic()
-        prompt_text = system + prompt + _messages_text(options.get("messages"))
+        request = request_text(system, prompt, options.get("messages"))
         try:
             stream = self.backend.stream(system=system, prompt=prompt, operation=operation, **options)
         except Exception as exc:
-            error = exc if isinstance(exc, LLMError) else LLMUnavailable(f"{exc.__class__.__name__}: {exc}")
-            self.errors.append((operation, error))
-            self._log(operation, model, 0, 0, int((time.monotonic() - started) * 1000), str(error),
-                      request=request_text(system, prompt, options.get("messages")))
-            raise error from exc
-
-        def finished(chat_stream) -> None:
-            response = chat_stream.response
-            if chat_stream.error is not None:
-                self.errors.append((operation, chat_stream.error))
-            note = ""
-            if chat_stream.error is not None:
-                note = str(chat_stream.error)
-            elif chat_stream.cancelled:
-                note = f"cancelled by the reader after {len(response.text)} characters"
-            self._record(operation, response, prompt_text=prompt_text, error=note,
-                         request=request_text(system, prompt, options.get("messages")))
-
-        stream.on_finish.append(finished)
-        return stream
+            raise self._failed(operation, model, started, exc, request) from exc
+        return self._logged_at_end(stream, operation, prompt_text=system + prompt + _messages_text(options.get("messages")),
+                                   request=request)
 
     def relay(self, body: dict, *, stream: bool, operation: str = "proxy"):
         """Relay a caller's chat-completions `body` (guarded); logged when the answer ends.
@@ -180,27 +159,34 @@ class TrackedLLM:
         """
         self._guard(operation)
         started = time.monotonic()
-        prompt_text = _messages_text(body.get("messages"))
+        request = request_text("", "", body.get("messages"))
         try:
             relay = relay_open(self.backend, body, stream=stream)
         except Exception as exc:
-            error = exc if isinstance(exc, LLMError) else LLMUnavailable(f"{exc.__class__.__name__}: {exc}")
-            self.errors.append((operation, error))
-            self._log(operation, str(body.get("model") or ""), 0, 0, int((time.monotonic() - started) * 1000), str(error),
-                      request=request_text("", "", body.get("messages")))
-            raise error from exc
+            raise self._failed(operation, str(body.get("model") or ""), started, exc, request) from exc
+        return self._logged_at_end(relay, operation, prompt_text=_messages_text(body.get("messages")), request=request)
+
+    def _failed(self, operation: str, model: str, started: float, exc: Exception, request: str) -> LLMError:
+        """Log a call that failed before any answer; return the LLMError to raise."""
+        error = exc if isinstance(exc, LLMError) else LLMUnavailable(f"{exc.__class__.__name__}: {exc}")
+        self.errors.append((operation, error))
+        self._log(operation, model, 0, 0, int((time.monotonic() - started) * 1000), str(error), request=request)
+        return error
+
+    def _logged_at_end(self, answer, operation: str, *, prompt_text: str, request: str):
+        """Log an open answer (a `ChatStream` or a `Relay`) once it ends, fails or is closed; return it."""
 
         def finished(done) -> None:
-            note = str(done.error) if done.error is not None else ""
+            note = ""
             if done.error is not None:
                 self.errors.append((operation, done.error))
+                note = str(done.error)
             elif done.cancelled:
-                note = f"cancelled by the reader after {len(done.text)} characters"
-            self._record(operation, done.response, prompt_text=prompt_text, error=note,
-                         request=request_text("", "", body.get("messages")))
+                note = f"cancelled by the reader after {len(done.response.text)} characters"
+            self._record(operation, done.response, prompt_text=prompt_text, error=note, request=request)
 
-        relay.on_finish.append(finished)
-        return relay
+        answer.on_finish.append(finished)
+        return answer
 
     def _record(self, operation: str, response: LLMResponse, *, prompt_text: str, error: str = "", request: str = "") -> None:
         if response.estimated_tokens and not response.prompt_tokens:

@@ -351,11 +351,13 @@ def record_scene(locked_save, turn: int, scene, fact_ids: list[int], *, reextrac
         return
     if scene.present:
         presence_from_extractor(game_save=locked_save, turn_id=turn, names=scene.present)
-    for position, (speaker, listeners) in scene.told.items():
-        if position < len(fact_ids):
-            for listener in listeners:
-                reveal_add(game_save=locked_save, turn_id=turn, character=listener, fact_id=fact_ids[position],
-                           told_by=speaker, source=RevealSource.EXTRACTOR, locked=True)
+    told = [(fact_ids[position], speaker, listeners) for position, (speaker, listeners) in scene.told.items()
+            if position < len(fact_ids)]
+    index = character_index(locked_save.universe, save=locked_save) if told else None  # once, not per listener
+    for fact_id, speaker, listeners in told:
+        for listener in listeners:
+            reveal_add(game_save=locked_save, turn_id=turn, character=listener, fact_id=fact_id,
+                       told_by=speaker, source=RevealSource.EXTRACTOR, locked=True, index=index)
 
 
 def run_living_turn(ctx: JobContext):

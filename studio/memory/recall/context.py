@@ -45,24 +45,30 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from studio.memory.chapters.story import Story, story_items, turn_texts
-from studio.memory.chapters.story_time import story_times
-from studio.memory.recall import context_lore
-from studio.memory.recall.fit import fit_to_share, item_cap, mark_piece
-from studio.memory.recall.macros import macro_names_from_meta, play_meta
+from studio.memory.chapters.story import Story, story_items
+from studio.memory.embeddings.tokens import count_tokens  # noqa: F401  (what the budget counts; tests read it here)
 from studio.memory.models import MentalModel, Observation, subject_key_for
-from studio.memory.observations import compute_trend
-from studio.memory.embeddings.tokens import count_tokens
+from studio.memory.recall import context_lore
+from studio.memory.recall.context_items import (
+    ContextItem,
+    belief_items,
+    fact_items,
+    lore_items,
+    mental_model_items,
+    narrative_items,
+    group_heading,
+    layer_lines,
+)
+from studio.memory.recall.fit import fit_to_share, item_cap
+from studio.memory.recall.macros import macro_names_from_meta, play_meta
 from studio.memory.recall.query_params import DEFAULT_K_LORE, DEFAULT_K_NARRATIVE, DEFAULT_TOKEN_BUDGET, ContextParams
-from studio.memory.recall.search import memory_horizon, memory_search, query_record, record_context_queries, result_key
+from studio.memory.recall.search import memory_horizon, memory_search, query_record, record_context_queries
 
 __all__ = [
     "DEFAULT_K_LORE", "DEFAULT_K_NARRATIVE", "DEFAULT_TOKEN_BUDGET", "ContextItem", "MemoryContext",
-    "build_memory_context", "default_focus", "next_turn_context",
+    "build_memory_context", "default_focus", "group_heading", "layer_lines", "next_turn_context",
 ]
 
-MAX_BELIEFS_PER_SUBJECT = 6
-MAX_FACTS = 12
 # The narrative search asks for share / TOKENS_PER_SMALL_CHUNK chunks (at most MAX_FILL_K), so
 # the budget, not k, decides how many go in: with k = 6 the context used 222 of its 1,200
 # tokens on LoCoMo (one utterance a turn, ~25 tokens each).
@@ -82,23 +88,6 @@ LAYER_TITLES = {
 
 
 @dataclass
-class ContextItem:
-    layer: str
-    text: str
-    tokens: int
-    reason: str
-    why: dict[str, Any] = field(default_factory=dict)
-    ref: dict[str, Any] = field(default_factory=dict)
-    included: bool = True
-    cut: str = ""
-
-    @classmethod
-    def of(cls, *, layer: str, text: str, reason: str, why: dict[str, Any], ref: dict[str, Any]) -> ContextItem:
-        """Return the item for `text`, its tokens counted (`count_tokens`, what the budget spends)."""
-        return cls(layer=layer, text=text, tokens=count_tokens(text), reason=reason, why=why, ref=ref)
-
-
-@dataclass
 class MemoryContext:
     save_id: str
     turn: int
@@ -111,6 +100,8 @@ class MemoryContext:
     notes: list[str] = field(default_factory=list)
     lore_explain: list[dict[str, Any]] = field(default_factory=list)
     shares: dict[str, int] = field(default_factory=dict)
+    # Percent of the budget kept for what the action recalls (`context_lore.reserve_from_meta`).
+    reserve_recall: int = 0
     # Who {{user}} / {{char}} are in the item texts (`studio.memory.recall.macros.macro_names`).
     macros: dict[str, str] = field(default_factory=dict)
     # The two vector queries, as Lore replay records them (`search.query_record`).
@@ -131,7 +122,9 @@ class MemoryContext:
 
     @property
     def used_tokens(self) -> int:
-        return sum(i.tokens for i in self.included)
+        """The included items' tokens, with the story-time headings they are listed under (`layer_lines`)."""
+        headings = {i.why["group"]: i.why.get("group_tokens", 0) for i in self.included if i.why.get("group")}
+        return sum(i.tokens for i in self.included) + sum(headings.values())
 
     @property
     def cut_tokens(self) -> int:
@@ -153,8 +146,7 @@ class MemoryContext:
         """Return the included items as the text block a narrator prompt would carry."""
         blocks = []
         for section in self.sections():
-            lines = [f"- {'[narrator-only] ' if i.why.get('narrator_only') else ''}{i.text}"
-                     for i in section["items"] if i.included]
+            lines = layer_lines([i for i in section["items"] if i.included])
             if lines:
                 blocks.append(f"## {section['title']}\n" + "\n".join(lines))
         if self.pov is not None and self.pov.as_text():
@@ -176,6 +168,7 @@ class MemoryContext:
             "timings": self.timings,
             "notes": self.notes,
             "shares": self.shares,
+            "reserve_recall": self.reserve_recall,
             "lore_explain": self.lore_explain,
             "macros": self.macros,
             "queries": self.queries,
@@ -187,31 +180,6 @@ class MemoryContext:
 
 def _word_in(term: str, text: str) -> bool:
     return re.search(rf"(?<!\w){re.escape(term)}(?!\w)", text, flags=re.IGNORECASE) is not None
-
-
-def _explain_reason(result: dict) -> tuple[str, dict]:
-    """Return a one-line "why" for a retrieved chunk and its structured explain record."""
-    explain = dict(result.get("explain") or {})
-    if explain.get("expanded_from"):
-        return f"linked from lore entry {explain['expanded_from']} (one hop of link expansion)", explain
-    bits = []
-    if explain.get("semantic_rank") is not None:
-        distance = explain.get("semantic_distance")
-        bits.append(f"semantic #{explain['semantic_rank']}" + (f" (distance {distance:.3f})" if isinstance(distance, (int, float)) else ""))
-    if explain.get("lexical_rank") is not None:
-        score = explain.get("bm25_score")
-        bits.append(f"lexical #{explain['lexical_rank']}" + (f" (BM25 {score:.2f})" if isinstance(score, (int, float)) else ""))
-    if explain.get("context_rank") is not None:
-        bits.append(f"context #{explain['context_rank']}")
-    if explain.get("turn_rank") is not None:
-        bits.append(f"turn #{explain['turn_rank']}")
-    if explain.get("focus_boost"):
-        bits.append(f"focus boost +{explain['focus_boost']:g}")
-    if explain.get("rerank_score") is not None:
-        bits.append(f"rerank {explain['rerank_score']:.3f}")
-    final_rank = explain.get("final_rank")
-    head = f"rank {final_rank}" if final_rank is not None else "retrieved"
-    return head + (" (" + ", ".join(bits) + ")" if bits else ""), explain
 
 
 def _character_names(entry_title: str, keys) -> list[str]:
@@ -361,10 +329,12 @@ def build_memory_context(
     activated = (context_lore.activated_items(view, focus=focus_names, macros=macros, make_item=ContextItem.of) if view else [])
     context.timings["activation_ms"] = round((time.perf_counter() - t0) * 1000, 2)
     context.shares = context_lore.shares_from_meta(universe_meta)
+    context.reserve_recall = context_lore.reserve_from_meta(universe_meta)
     refused: dict[str, str] = {}
     t0 = time.perf_counter()
     with_story = story
-    story = story_items(game_save, horizon=turn, token_budget=token_budget, shares=context.shares,
+    story = story_items(game_save, horizon=turn, token_budget=token_budget,
+                        shares=context_lore.window_shares(context.shares, context.reserve_recall),
                         make_item=ContextItem.of, fill=lambda text: context_lore.fill(text, macros)) if with_story else Story()
     context.shown_turns, context.chapter_start = story.shown_turns, story.chapter_start
     candidates += [i for i in story.summaries if i.included] + story.turns
@@ -372,10 +342,10 @@ def build_memory_context(
 
     if game_save.is_living:
         t0 = time.perf_counter()
-        candidates += _mental_model_items(game_save, subject_keys, subject_why)
+        candidates += mental_model_items(game_save, subject_keys, subject_why)
         if game_save.beliefs_enabled:
-            candidates += _belief_items(game_save, subject_keys, subject_why, turn)
-        candidates += _fact_items(game_save, subject_keys, subject_why, turn)
+            candidates += belief_items(game_save, subject_keys, subject_why, turn)
+        candidates += fact_items(game_save, subject_keys, subject_why, turn)
         context.timings["structured_ms"] = round((time.perf_counter() - t0) * 1000, 2)
         if not subject_keys:
             context.notes.append("No character in focus: name one in the query or give focus terms to bring in mental models, beliefs and facts.")
@@ -402,11 +372,14 @@ def build_memory_context(
         ]
         context.timings["narrative_query_ms"] = round(narrative_outcome.stats.timings_ms.get("total", 0.0), 2)
         context.timings["lore_query_ms"] = round(lore_outcome.stats.timings_ms.get("total", 0.0), 2)
-        candidates += _narrative_items(game_save, narrative_outcome.results, macros, shown=set(story.shown_turns))
+        named = narrative_outcome.stats.named_time  # the query named a time: memory from it is preferred
+        if named:
+            context.notes.append(named[:1].upper() + named[1:] + ".")
+        candidates += narrative_items(game_save, narrative_outcome.results, macros, shown=set(story.shown_turns))
         candidates += activated
         activated = []
         absent = _characters_absent(game_save, query_text, focus_names) if view else {}
-        for item in _lore_items(lore_outcome.results, view, macros):
+        for item in lore_items(lore_outcome.results, view, macros):
             allowed, why = context_lore.semantic_allowed(view, item.ref.get("entry_id"))
             if allowed and item.ref.get("entry_id") in absent:
                 allowed, why = False, (f"a character's description enters when {absent[item.ref['entry_id']]} "
@@ -419,25 +392,36 @@ def build_memory_context(
         context.notes.append("No query text: narrative memory and lore found by meaning need one.")
     candidates += activated
 
-    # Protected lore first (named in the input or in focus), then the story so far (summaries,
-    # the chapter's turns), then the rest of activated lore (constant, named in the chat,
-    # recursion), then the other layers; the items keep their layer and order for display.
+    # Protected lore first (named in the input or in focus), then the story so far (the
+    # chapter's turns, the summaries), then the rest of activated lore (constant, named in the
+    # chat, recursion), then what the action recalled, in rounds: the best item of every layer,
+    # then the second of every layer, ... (so the top lore hit is not behind forty chunks). The
+    # items keep their layer and order for display.
+    decided = {id(i) for i in candidates if not i.included and i.cut}  # outside the chapter's window, shown already
+    rounds: dict[int, int] = {}
+    per_layer: dict[str, int] = {}
+    for index, item in enumerate(candidates):
+        if id(item) not in decided and context_lore.is_recall(item):
+            rounds[index] = per_layer.get(item.layer, 0)
+            per_layer[item.layer] = rounds[index] + 1
+
     def offer(i: int):
         why = candidates[i].why
         if why.get("protected"):
-            return (0, 0, i)
+            return (0, 0, 0, i)
         if candidates[i].layer == "chapter":
-            return (1, 0, i)
+            return (1, 0, 0, i)
         if candidates[i].layer == "story":  # the newest summaries first: the share keeps the nearest past
-            return (1, 1, -candidates[i].why.get("first_turn", 0))
-        return (2 if why.get("activation") else 3, why.get("activation_rank", 0), i)
+            return (1, 1, -candidates[i].why.get("first_turn", 0), i)
+        if i in rounds:
+            return (3, rounds[i], LAYERS.index(candidates[i].layer), i)
+        return (2 if why.get("activation") else 4, why.get("activation_rank", 0), 0, i)
 
     for item in candidates:  # an entry longer than its share is represented by a passage, not dropped
         fit_to_share(item, cap=item_cap(item, token_budget=token_budget,
                                         share_cap=token_budget * context.shares.get(context_lore.budget_class(item), 100) // 100))
-    decided = {id(i) for i in candidates if not i.included and i.cut}  # outside the chapter's window, shown already
     context_lore.assemble([candidates[i] for i in sorted(range(len(candidates)), key=offer) if id(candidates[i]) not in decided],
-                          token_budget=token_budget, shares=context.shares)
+                          token_budget=token_budget, shares=context.shares, reserve=context.reserve_recall)
     context.items.extend([i for i in story.summaries if not i.included])
     context.items.extend(candidates)
     context.lore_explain = context_lore.lore_explain(view, candidates, refused)
@@ -454,138 +438,3 @@ def build_memory_context(
     if record:
         record_context_queries(game_save=game_save, queries=context.queries, source="context")
     return context
-
-
-def _mental_model_items(game_save, subject_keys: list[str], subject_why: dict[str, str]) -> list[ContextItem]:
-    keys = subject_keys + [""]
-    models = {m.subject_key: m for m in MentalModel.objects.filter(game_save=game_save, subject_key__in=keys)}
-    items = []
-    for key in keys:
-        model = models.get(key)
-        if model is None:
-            continue
-        why = subject_why.get(key, "the world model (always considered)")
-        stale = " — stale: rolled back by a rewind, not refreshed yet" if model.stale else ""
-        text = f"{model.subject or 'The world'}: {model.summary}"
-        items.append(
-            ContextItem.of(
-                layer="mental_model",
-                text=text,
-                reason=f"mental model of {model.subject or 'the world'}: {why}{stale}",
-                why={"subject": model.subject, "focus": why, "stale": model.stale, "updated_turn_id": model.updated_turn_id},
-                ref={"model_id": model.pk},
-            )
-        )
-    return items
-
-
-def _belief_items(game_save, subject_keys: list[str], subject_why: dict[str, str], turn: int) -> list[ContextItem]:
-    if not subject_keys:
-        return []
-    rows = Observation.objects.filter(game_save=game_save, subject_key__in=subject_keys).order_by(
-        "-proof_count", "-updated_turn_id", "-id"
-    )
-    per_subject: dict[str, int] = {}
-    items = []
-    for belief in rows[: MAX_BELIEFS_PER_SUBJECT * len(subject_keys) * 4]:
-        if per_subject.get(belief.subject_key, 0) >= MAX_BELIEFS_PER_SUBJECT:
-            continue
-        per_subject[belief.subject_key] = per_subject.get(belief.subject_key, 0) + 1
-        trend = compute_trend([s.get("turn_id") for s in belief.sources or []], turn)
-        text = belief.statement
-        items.append(
-            ContextItem.of(
-                layer="belief",
-                text=text,
-                reason=(
-                    f"belief about {belief.subject} ({subject_why[belief.subject_key]}): "
-                    f"{belief.proof_count} proof{'s' if belief.proof_count != 1 else ''}, {trend.upper()}"
-                    + (", stale" if belief.stale else "")
-                ),
-                why={"subject": belief.subject, "focus": subject_why[belief.subject_key], "proof_count": belief.proof_count, "trend": trend, "stale": belief.stale},
-                ref={"observation_id": belief.pk},
-            )
-        )
-    # Keep the subjects in focus order: the first focus character's beliefs come first.
-    order = {key: index for index, key in enumerate(subject_keys)}
-    items.sort(key=lambda i: order[subject_key_for(i.why["subject"])])
-    return items
-
-
-def _fact_items(game_save, subject_keys: list[str], subject_why: dict[str, str], turn: int) -> list[ContextItem]:
-    from studio.memory.facts import get_facts
-
-    items = []
-    seen: set[int] = set()
-    facts = [(key, fact) for key in subject_keys for fact in get_facts(game_save.save_id, max_turn_id=turn, entity=key, limit=MAX_FACTS)]
-    times = story_times(game_save, {fact.turn_id for _key, fact in facts})  # a fact is dated by its turn
-    for key, fact in facts:
-        if fact.fact_id in seen:
-            continue
-        seen.add(fact.fact_id)
-        when = f", {times[fact.turn_id]}" if fact.turn_id in times else ""
-        text = f"(turn {fact.turn_id}{when}) {fact.statement}"
-        items.append(
-            ContextItem.of(
-                layer="fact",
-                text=text,
-                reason=f"fact naming {key} ({subject_why[key]}), from turn {fact.turn_id}",
-                why={"entity": key, "focus": subject_why[key], "turn_id": fact.turn_id, "fact_type": fact.fact_type},
-                ref={"fact_id": fact.fact_id, "turn_id": fact.turn_id},
-            )
-        )
-    return items[: MAX_FACTS * max(len(subject_keys), 1)]
-
-
-def _narrative_items(game_save, results: list[dict], macros: dict[str, str], *, shown: set[int]) -> list[ContextItem]:
-    """Narrative chunks, each whole ("[…]" marks where a long turn goes on), dated by story time.
-
-    A chunk of a turn the story-so-far layer shows in full is a cut item: it is in the prompt once.
-    """
-    turn_ids = {r.get("turn_id") for r in results}
-    texts, times = turn_texts(game_save, turn_ids), story_times(game_save, turn_ids)
-    items, seen = [], set()
-    for result in results:
-        reason, explain = _explain_reason(result)
-        turn_id = result.get("turn_id")
-        body = context_lore.fill(mark_piece(result.get("text", ""), texts.get(turn_id)), macros)
-        when = f", {times[turn_id]}" if turn_id in times else ""
-        item = ContextItem.of(
-            layer="narrative",
-            text=f"(turn {turn_id}{when}) {body}",
-            reason=f"narrative chunk, {reason}",
-            why={**explain, "story_time": times.get(turn_id, "")},
-            ref={"chunk_id": result.get("id"), "turn_id": turn_id, "key": result_key(result)},
-        )
-        if turn_id in shown or (turn_id, body) in seen:
-            item.included = False
-            item.cut = f"already in the prompt: turn {turn_id} is shown in full under “This chapter”" if turn_id in shown else "a copy of a chunk already taken"
-        seen.add((turn_id, body))
-        items.append(item)
-    return items
-
-
-def _lore_items(results: list[dict], view=None, macros: dict[str, str] | None = None) -> list[ContextItem]:
-    """Lore hits, then the entries they link to (one hop, capped, expanded by the search); whole entries."""
-    items = []
-    seen: set[str] = set()
-    for result in results:
-        entry_id = result.get("entry_id")
-        if entry_id and entry_id in seen:
-            continue  # a long entry stored in several pieces: one item per entry
-        if entry_id:
-            seen.add(entry_id)
-        reason, explain = _explain_reason(result)
-        title = (result.get("metadata") or {}).get("title") or result.get("title")
-        text = f"{title}: {result.get('text', '')}" if title else result.get("text", "")
-        text = context_lore.whole_entry_text(view, entry_id, text, macros or {})
-        items.append(
-            ContextItem.of(
-                layer="lore",
-                text=text,
-                reason=("lore " + reason) if explain.get("expanded_from") else f"lore hit, {reason}",
-                why={**explain, "passage": context_lore.fill(result.get("text", ""), macros or {}), "title": title},
-                ref={"entry_id": entry_id, "chunk_id": result.get("id"), "key": result_key(result)},
-            )
-        )
-    return items

@@ -10,17 +10,27 @@ sticky, decorators) come before lore found by meaning, in prompt order (insertio
 priority where set). An activated entry is *protected* when the pending input matched it or
 it names a character in focus (one of its keys or its title is a focus term or subject).
 
-Budget (`assemble`), in four passes over the candidates in hierarchy order:
+Budget (`assemble`), in four passes over the candidates in the order they are offered:
 1. ignore-budget entries always go in, outside the budget (`used_tokens` may then exceed it;
    they take nothing from what the other items share);
 2. protected entries go in while the whole budget allows: before any other layer, so
    narrative chunks and semantic lore never push them out;
 3. every other item, while it fits both what is left and its layer's share
-   (`context_share_<class>` in Universe_Meta, a percentage of the budget);
-4. items left out only by their share, if they fit what is left after pass 3 (never those of
-   a share set to 0, nor the story so far's summaries and turns, `no_refill`: what memory
-   recalls for the action gets what the shares left).
-An item that does not fit is left out whole ("over budget: ..."); no text is cut.
+   (`context_share_<class>` in Universe_Meta, a percentage of the budget). Part of the
+   budget is *kept for what the action recalls* (`context_reserve_recall`, `is_recall`: the
+   mental models, beliefs, facts, narrative chunks and lore found by meaning for this
+   action): the story so far and activated lore, offered before them, may not spend it, so
+   recent turns and lore their text activates never crowd out the entry the player asked
+   about (measured on the demo: 742 tokens of recent turns and 987 of activated lore left
+   "The Copper Hood", found by meaning at rank 1 for "ask Hesper Vale about the Copper
+   Hood", out of a 2,000-token context);
+4. items left out only by their share or by that reservation, if they fit what is left after
+   pass 3 (never those of a share set to 0, nor the story so far's summaries and turns,
+   `no_refill`: what memory recalls for the action gets what the shares left, and what it
+   did not need goes back to the rest).
+An item that does not fit is left out whole ("over budget: ..."); no text is cut. Items of a
+dated group (`why["group"]`, e.g. narrative chunks of one story day) share one heading,
+whose tokens (`why["group_tokens"]`) the group's first item taken pays.
 
 Text: lore items carry the whole entry (never a stored chunk of it), narrative chunks end at
 a sentence end, and `{{user}}` / `{{char}}` are filled (`studio.memory.recall.macros.macro_names`: the
@@ -56,6 +66,11 @@ SHARE_META_PREFIX = "context_share_"
 # The recent turns come before what the action recalls, so the larger their part, the more of
 # the prompt a model server's prefix cache reuses (bench/prompt_prefix.py).
 DEFAULT_SHARES = {"summary": 15, "chapter": 70, "lore_activated": 50, "mental_model": 100, "belief": 100, "fact": 100, "narrative": 40, "lore": 100}
+# Percent of the budget kept for what the action recalls until it has been offered (a floor,
+# not a cap: unused, it goes back to the rest in pass 4).
+RECALL_RESERVE_META = "context_reserve_recall"
+DEFAULT_RECALL_RESERVE = 40
+RECALL_LAYERS = ("mental_model", "belief", "fact", "narrative", "lore")
 # Within activated lore, what the budget is offered first (protected entries come before all).
 ACTIVATION_RANK = {"constant": 1, "forced": 1, "sticky": 2, "key": 2, "after_first_match": 2, "recursion": 3}
 # Engine decisions after which lore found by meaning may still bring an entry in: the entry
@@ -81,6 +96,26 @@ def shares_from_meta(meta: dict[str, str]) -> dict[str, int]:
         if 0 <= value <= 100:
             shares[share_class] = value
     return shares
+
+
+def reserve_from_meta(meta: dict[str, str]) -> int:
+    """Return the percent of the budget kept for what the action recalls (`context_reserve_recall`)."""
+    try:
+        value = int(str(meta.get(RECALL_RESERVE_META, "")).strip())
+    except ValueError:
+        return DEFAULT_RECALL_RESERVE
+    return value if 0 <= value <= 100 else DEFAULT_RECALL_RESERVE
+
+
+def window_shares(shares: dict[str, int], reserve: int) -> dict[str, int]:
+    """Return `shares` with the recent turns' share as their window plans it: never on the budget
+    kept for recall nor on the summaries' share (the narrator and impersonation read the same window)."""
+    return {**shares, "chapter": min(shares.get("chapter", 100), max(100 - reserve - shares.get("summary", 0), 0))}
+
+
+def is_recall(item) -> bool:
+    """Is `item` something the action itself recalled (not the story so far, not activated lore)?"""
+    return item.layer in RECALL_LAYERS and not item.why.get("activation") and not item.why.get("protected")
 
 
 def whole_sentences(text: str) -> str:
@@ -184,21 +219,39 @@ def budget_class(item) -> str:
     return item.why.get("budget_class") or item.layer
 
 
-def assemble(candidates: list, *, token_budget: int, shares: dict[str, int]) -> None:
-    """Decide `included` / `cut` for every candidate (see the module docstring); nothing is truncated."""
+def assemble(candidates: list, *, token_budget: int, shares: dict[str, int], reserve: int = 0) -> None:
+    """Decide `included` / `cut` for every candidate (see the module docstring); nothing is truncated.
+
+    `reserve`: the percent of the budget kept for what the action recalls (`is_recall`) until
+    every candidate has been offered once.
+    """
     remaining = token_budget
     used: dict[str, int] = {}
     decided: set[int] = set()
+    kept = token_budget * reserve // 100  # what recall may still draw on before the others may
+    groups: set[str] = set()  # dated groups whose heading is paid for
+
+    def cost(item) -> int:
+        group = item.why.get("group")
+        return item.tokens + (item.why.get("group_tokens", 0) if group and group not in groups else 0)
 
     def take(index: int, item, note: str = "", *, outside: bool = False) -> None:
-        nonlocal remaining
+        nonlocal remaining, kept
         if not outside:
-            remaining -= item.tokens
-            used[budget_class(item)] = used.get(budget_class(item), 0) + item.tokens
+            spent = cost(item)
+            remaining -= spent
+            used[budget_class(item)] = used.get(budget_class(item), 0) + spent
+            if is_recall(item):
+                kept = max(kept - spent, 0)
+        if item.why.get("group"):
+            groups.add(item.why["group"])
         item.included, item.cut = True, ""
         if note:
             item.why["budget"] = note
         decided.add(index)
+
+    def over(item, left: int) -> str:
+        return f"over budget: needs {cost(item)} tokens, {max(left, 0)} left (left out whole)"
 
     for index, item in enumerate(candidates):  # 1: ignore budget
         if item.why.get("ignore_budget"):
@@ -206,37 +259,42 @@ def assemble(candidates: list, *, token_budget: int, shares: dict[str, int]) -> 
     for index, item in enumerate(candidates):  # 2: protected
         if index in decided or not item.why.get("protected"):
             continue
-        if item.tokens <= remaining:
+        if cost(item) <= remaining:
             take(index, item, "protected (named in the input or in focus): taken before the other layers")
         else:
-            item.included = False
-            item.cut = f"over budget: needs {item.tokens} tokens, {max(remaining, 0)} left (left out whole)"
+            item.included, item.cut = False, over(item, remaining)
             decided.add(index)
-    share_cut: list[int] = []
-    for index, item in enumerate(candidates):  # 3: shares
+    refill: dict[int, str] = {}  # index -> what held it back
+    for index, item in enumerate(candidates):  # 3: shares, and the budget kept for recall
         if index in decided:
             continue
         cls = budget_class(item)
         cap = token_budget * shares.get(cls, 100) // 100
-        if item.tokens > remaining:
+        available = remaining if is_recall(item) else remaining - kept
+        if cost(item) > remaining:
+            item.included, item.cut = False, over(item, remaining)
+        elif used.get(cls, 0) + cost(item) > cap:
             item.included = False
-            item.cut = f"over budget: needs {item.tokens} tokens, {max(remaining, 0)} left (left out whole)"
-        elif used.get(cls, 0) + item.tokens > cap:
-            item.included = False
-            item.cut = (f"over budget: needs {item.tokens} tokens; the {cls.replace('_', ' ')} share "
+            item.cut = (f"over budget: needs {cost(item)} tokens; the {cls.replace('_', ' ')} share "
                         f"({shares.get(cls, 100)}% = {cap} tokens) has {max(cap - used.get(cls, 0), 0)} left (left out whole)")
-            share_cut.append(index)
+            refill[index] = "over its share"
+            continue
+        elif cost(item) > available:
+            item.included = False
+            item.cut = (f"over budget: needs {cost(item)} tokens, {max(available, 0)} left beside the {kept} "
+                        f"kept for what the action recalls ({reserve}% of the budget; left out whole)")
+            refill[index] = "held back by the budget kept for recall"
             continue
         else:
             take(index, item)
             continue
         decided.add(index)
-    for index in share_cut:  # 4: what the shares left unused (not for a share set to 0, nor the story so far)
+    for index, held in refill.items():  # 4: what the shares and the reservation left unused (not for a share set to 0, nor the story so far)
         item = candidates[index]
         if item.why.get("no_refill") or shares.get(budget_class(item), 100) == 0:
             continue
-        if item.tokens <= remaining:
-            take(index, item, "over its share, taken from the budget the other layers left")
+        if cost(item) <= remaining:
+            take(index, item, f"{held}, taken from the budget the other layers left")
 
 
 def lore_explain(view: LoreActivationView | None, items: list, refused: dict[str, str]) -> list[dict]:

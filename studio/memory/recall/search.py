@@ -11,6 +11,10 @@ the search playground, the context builder's narrative and lore queries, lore re
   fact, belief and mental model reads clamp their `max_turn_id` with the same function.
 - `max_turn_id` is passed through unchanged: the store filters on
   min(current_turn_id, max_turn_id), so it can only narrow the clamped horizon further.
+- A query that names a time ("in May 2023", "three days ago") in a save whose turns record
+  story time gets the temporal arm: `temporal.time_preference` picks the turns inside that
+  time, the search prefers them and its stats say so (`named_time`). Any other query runs
+  exactly as before (no arm, no record).
 - With `record_source` given, the search is stored as a `RecordedQuery` (see
   `studio.memory.recall.replay`) with the parameters it ran with, `None` ones dropped, and
   params["source"] = record_source. Whether the user may record is the caller's check
@@ -34,6 +38,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from studio.memory.models import RecordedQuery
+from studio.memory.recall.temporal import time_preference
 
 if TYPE_CHECKING:
     from studio.memory.vector import QueryStats, VectorMemory
@@ -87,12 +92,14 @@ def memory_search(
     """Search the save's chunks (`VectorMemory.query_explained`) at the clamped horizon.
 
     `current_turn_id` asks for an earlier horizon than the save's current turn (a later one
-    is clamped, see `memory_horizon`); the other search parameters are the engine's. With
-    `record_source`, store the search for lore replay and return the row as `recorded`.
+    is clamped, see `memory_horizon`); the other search parameters are the engine's. A time
+    the query names brings in the temporal arm (`time_preference`). With `record_source`,
+    store the search for lore replay and return the row as `recorded`.
     """
     horizon = memory_horizon(game_save=game_save, turn_id=current_turn_id)
     store = _vector_memory(vector_memory)
     started = time.perf_counter()
+    prefer = time_preference(game_save=game_save, query_text=query_text, horizon=horizon, chunk_type=chunk_type)
     outcome = store.query_explained(
         game_save.save_id,
         query_text,
@@ -103,6 +110,7 @@ def memory_search(
         chunk_type=chunk_type,
         exclude_chunk_type=exclude_chunk_type,
         expand_links=expand_links,
+        prefer=prefer,
     )
     elapsed_ms = round((time.perf_counter() - started) * 1000, 1)
     recorded = None
@@ -137,17 +145,20 @@ def memory_explain_chunk(
     exclude_chunk_type: str | None = None,
     vector_memory: VectorMemory | None = None,
 ) -> dict[str, Any]:
-    """Return where one chunk ranked for a search at the clamped horizon (`VectorMemory.explain_chunk`)."""
+    """Return where one chunk ranked for a search at the clamped horizon (`VectorMemory.explain_chunk`),
+    the temporal arm included when the query names a time, as `memory_search` runs it."""
+    horizon = memory_horizon(game_save=game_save, turn_id=current_turn_id)
     return _vector_memory(vector_memory).explain_chunk(
         game_save.save_id,
         query_text,
         chunk_id,
         k=k,
-        current_turn_id=memory_horizon(game_save=game_save, turn_id=current_turn_id),
+        current_turn_id=horizon,
         max_turn_id=max_turn_id,
         focus_terms=focus_terms,
         chunk_type=chunk_type,
         exclude_chunk_type=exclude_chunk_type,
+        prefer=time_preference(game_save=game_save, query_text=query_text, horizon=horizon, chunk_type=chunk_type),
     )
 
 

@@ -10,6 +10,7 @@ Bottom to top (a module imports only those above it in this list):
   which arms add evidence for the corpus's shape, the numpy build and the append update;
 - corpus.py: corpus versions and the per-process corpus cache with its BM25 views;
 - explain.py: QueryStats, the explain records, "why not this chunk?";
+- temporal.py: the temporal arm's ranking within the turns a named time prefers;
 - arms.py: the arms, each naming the evidence it reads;
 - hybrid.py: the fused search (arms, fusion, focus, rerank, top k, link expansion).
 docs/retrieval.md ("Module map") says the same with what each stage costs.

@@ -12,7 +12,11 @@ The arms (docs/retrieval.md, "Search pipeline", has what each bought on LoCoMo):
 - context: BM25 over each chunk read with its neighbours in write order within the save
   (across turn boundaries, never past the query's horizon: views.py);
 - turn: the chunks of the turns whose whole text matches best, each turn's chunks by their
-  own BM25 score.
+  own BM25 score;
+- temporal: only when the query names a time the save's story time places (`ArmInput.prefer`,
+  temporal.py): the chunks of the turns inside it, nearest and BM25 within them, fused. A
+  query that names no time has no temporal arm at all (`Arm.applies`): nothing ran, nothing
+  was skipped, the results are those of the other arms.
 
 Evidence is counted once: the context arm ranks only chunks whose context holds more than
 their own text, the turn arm only chunks whose turn holds more than their own text and
@@ -46,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from studio.memory.embeddings import embedding
-from studio.memory.retrieval import lexical
+from studio.memory.retrieval import lexical, temporal
 from studio.memory.retrieval.config import RetrievalConfig
 from studio.memory.retrieval.corpus import Corpus, SearchFilter, View, index_terms
 from studio.memory.retrieval.explain import QueryStats, StageTimer
@@ -61,6 +65,7 @@ EVIDENCE = {
     "bm25_own": "BM25 of each chunk's own text",
     "bm25_context": "BM25 of each chunk read with its neighbours in write order (across turns)",
     "bm25_turn": "BM25 of each chunk's whole turn",
+    "story_time": "the turns inside the time the query names, by the save's story time (the caller's)",
 }
 
 
@@ -88,6 +93,7 @@ class ArmInput:
     embedder: Any | None
     stats: QueryStats
     timer: StageTimer
+    prefer: temporal.TimePreference | None = None
     _evidence: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -127,6 +133,10 @@ class Arm(abc.ABC):
     name: str = ""
     reads: tuple[str, ...] = ()
     stage: str = ""  # the timings key its time is added to
+
+    def applies(self, arm_input: ArmInput) -> bool:
+        """Whether the arm belongs to this query at all (False: not run, not recorded as skipped)."""
+        return True
 
     def skip_reason(self, arm_input: ArmInput) -> str | None:
         """Return why this arm cannot run for the query, or None when it can."""
@@ -242,7 +252,25 @@ class TurnArm(_BM25Arm):
         return ArmRanking(ids, {chunk_id: float(per_chunk_turn[i]) for chunk_id, i in zip(ids, ranked)})
 
 
-ARMS: tuple[Arm, ...] = (SemanticArm(), OwnTextArm(), ContextArm(), TurnArm())
+class TemporalArm(Arm):
+    name = "temporal"
+    reads = ("story_time", "query_embedding", "nearest_chunks", "query_terms", "bm25_own")
+    stage = "semantic"  # mostly its nearest query among the preferred turns
+
+    def applies(self, arm_input: ArmInput) -> bool:
+        return arm_input.prefer is not None
+
+    def skip_reason(self, arm_input: ArmInput) -> str | None:
+        if not len(arm_input.view.positions):
+            return "no chunk passes the filters"
+        return temporal.skip_reason(arm_input)
+
+    def rank(self, arm_input: ArmInput) -> ArmRanking:
+        ids, scores = temporal.rank(arm_input)
+        return ArmRanking(ids, scores)
+
+
+ARMS: tuple[Arm, ...] = (SemanticArm(), OwnTextArm(), ContextArm(), TurnArm(), TemporalArm())
 
 
 def run_arms(arm_input: ArmInput, enabled: tuple[str, ...]) -> dict[str, ArmRanking]:
@@ -252,6 +280,8 @@ def run_arms(arm_input: ArmInput, enabled: tuple[str, ...]) -> dict[str, ArmRank
     stats.lexical_available = lexical.is_available()
     rankings: dict[str, ArmRanking] = {}
     for arm in ARMS:
+        if not arm.applies(arm_input):
+            continue
         if arm.name not in enabled:
             stats.skipped_arms[arm.name] = "not in RetrievalConfig.arms"
             continue

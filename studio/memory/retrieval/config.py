@@ -16,7 +16,8 @@ from studio.memory.retrieval import fusion
 class RetrievalConfig:
     """The search pipeline's knobs; the defaults are the measured ones (docs/retrieval.md)."""
 
-    arms: tuple[str, ...] = ("semantic", "lexical", "context", "turn")
+    # "temporal" runs only for a query that names a time the save's story time places.
+    arms: tuple[str, ...] = ("semantic", "lexical", "context", "turn", "temporal")
     stop_words: bool = True
     fold_inflections: bool = True
     rrf_k: int = fusion.DEFAULT_RRF_K
@@ -25,6 +26,12 @@ class RetrievalConfig:
     lexical_weight: float = 1.0
     context_weight: float = 1.0
     turn_weight: float = 1.0
+    # docs/retrieval.md "Named time" (bench/temporal_qa.py, LoCoMo questions naming a time):
+    # weight 2 over 1 took evidence in the 1,500-token budget from +0.054 to +0.114; a time
+    # holding more than half the chunks searched ("before August 3" late in a story) skips
+    # the arm, which then only repeated the other arms and cost three questions their evidence.
+    temporal_weight: float = 2.0
+    temporal_max_share: float = 0.5
     context_window: int = 2  # neighbours read on each side, in write order
     # "save": neighbours across turn boundaries (views.py); "turn": only within the chunk's
     # turn (the rule before 2026-12-01, kept to measure against: bench/retrieval_quality.py).

@@ -7,8 +7,8 @@ rank and score; a row added by link expansion has no ranks, rrf_score 0.0 and
 milliseconds under the keys corpus, index, embed_query, semantic, lexical, fusion, focus,
 rerank, expand and total (a stage that did not run has no key; `lexical` sums the BM25
 arms), the corpus and filtered sizes, each arm's ranking size, which arms did not run and
-why (`skipped_arms`), and the degradations (no semantic arm, no lexical arm, the store
-unreachable). docs/retrieval.md ("Result rows") documents each field for callers.
+why (`skipped_arms`), the time the query names with the turns preferred (`named_time`), and
+the degradations (no semantic arm, no lexical arm, the store unreachable). docs/retrieval.md ("Result rows") documents each field for callers.
 
 `why_not` ranks one chunk exactly over the whole filtered corpus in every arm (not cut at
 the arm depth a search uses), then runs the search itself to give its fused rank, fused
@@ -38,6 +38,7 @@ EXPLAIN_KEYS = (
     "context_rank",
     "context_bm25_score",
     "turn_rank",
+    "temporal_rank",
     "rrf_score",
     "fused_rank",
     "focus_boost",
@@ -64,6 +65,8 @@ class QueryStats:
     vector_store_error: str = ""
     # Arm name -> why it did not run for this query (an arm that ran is absent).
     skipped_arms: dict[str, str] = field(default_factory=dict)
+    # The time the query names and the turns preferred for it ("" when it names none).
+    named_time: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -77,6 +80,7 @@ class QueryStats:
             "lexical_available": self.lexical_available,
             "vector_store_error": self.vector_store_error,
             "skipped_arms": dict(self.skipped_arms),
+            "named_time": self.named_time,
         }
 
 
@@ -128,6 +132,7 @@ def hit_explain(
         "context_rank": ranks.get("context", {}).get(chunk_id),
         "context_bm25_score": score("context"),
         "turn_rank": ranks.get("turn", {}).get(chunk_id),
+        "temporal_rank": ranks.get("temporal", {}).get(chunk_id),
         "rrf_score": rrf_score,
         "fused_rank": fused_rank,
         "focus_boost": focus_boost,
@@ -166,11 +171,13 @@ def why_not(
     k: int,
     filters: SearchFilter,
     focus_terms: list[str] | None,
+    prefer: Any | None = None,
     **knobs: Any,
 ) -> dict[str, Any]:
     """Explain where one chunk ranked for a query (see VectorMemory.explain_chunk).
 
-    `knobs` (config, reranker, embedder) are passed on to the search as they are.
+    `knobs` (config, reranker, embedder) are passed on to the search as they are; `prefer`
+    (the turns inside the time the query names) to both the arms and the search.
     """
     config = knobs["config"]
     report: dict[str, Any] = {
@@ -197,14 +204,15 @@ def why_not(
     stats = QueryStats()
     _corpus, view, rankings = search.rank(
         str(scope_id), query_text, filters, 0, stats, StageTimer(stats), full=True,
-        config=config, embedder=knobs["embedder"],
+        config=config, embedder=knobs["embedder"], prefer=prefer,
     )
     report["filtered_size"] = len(view.positions)
     for name, ranking in rankings.items():
         if chunk_id in ranking.scores:
             report["ranks"][name] = ranking.ids.index(chunk_id) + 1
             report["scores"][name] = ranking.scores[chunk_id]
-    outcome = search.query(scope_id, query_text, k=max(k, 1), filters=filters, focus_terms=focus_terms, **knobs)
+    outcome = search.query(scope_id, query_text, k=max(k, 1), filters=filters, focus_terms=focus_terms, prefer=prefer,
+                           **knobs)
     for row in outcome.results:
         if row["id"] == chunk_id:
             report["final_rank"] = row["explain"]["final_rank"]

@@ -2,7 +2,9 @@
 
 `HybridSearch.query` runs the pipeline of docs/retrieval.md ("Search pipeline"):
 1. the scope's cached corpus (corpus.py) and the view of the query's filter;
-2. the arms (arms.py), each contributing its best `depth` = max(arm_depth, 2k) ids;
+2. the arms (arms.py), each contributing its best `depth` = max(arm_depth, 2k) ids; the
+   temporal arm too when the caller passes a `TimePreference` (the query names a time:
+   temporal.py), and `stats.named_time` then says which turns it prefers;
 3. Reciprocal Rank Fusion over the arms that ran (fusion.py), weighted per arm;
 4. the focus boost: a chunk mentioning a focus term as a whole-word phrase gets
    `focus_boost`, which reorders close candidates and never lifts an irrelevant one over a
@@ -37,6 +39,7 @@ from studio.memory.retrieval.config import RetrievalConfig
 from studio.memory.retrieval.corpus import Corpus, CorpusCache, SearchFilter, View
 from studio.memory.retrieval.explain import QueryResult, QueryStats, StageTimer, expansion_explain, hit_explain
 from studio.memory.retrieval.store import ChunkStore
+from studio.memory.retrieval.temporal import TimePreference
 
 
 @dataclass
@@ -81,8 +84,11 @@ class HybridSearch:
         full: bool = False,
         config: RetrievalConfig,
         embedder: Callable[[], Any | None],
+        prefer: TimePreference | None = None,
     ) -> tuple[Corpus, View, dict[str, arm_units.ArmRanking]]:
         """Run every enabled arm; return the corpus, the view and arm name -> ranking."""
+        if prefer is not None:
+            stats.named_time = prefer.note
         read = self.corpora.read(str(scope_id), config)
         corpus = read.corpus
         if read.rebuilt:
@@ -94,6 +100,7 @@ class HybridSearch:
         stats.corpus_size = len(corpus.ids)
         stats.filtered_size = len(view.positions)
         timer.lap("index")
+        wants_embedding = "semantic" in config.arms or (prefer is not None and "temporal" in config.arms)
         arm_input = arm_units.ArmInput(
             scope_id=str(scope_id),
             query_text=query_text,
@@ -104,9 +111,10 @@ class HybridSearch:
             full=full,
             config=config,
             store=self.store,
-            embedder=embedder() if "semantic" in config.arms else None,
+            embedder=embedder() if wants_embedding else None,
             stats=stats,
             timer=timer,
+            prefer=prefer,
         )
         return corpus, view, arm_units.run_arms(arm_input, config.arms)
 
@@ -123,8 +131,12 @@ class HybridSearch:
         config: RetrievalConfig,
         reranker: Any | None,
         embedder: Callable[[], Any | None],
+        prefer: TimePreference | None = None,
     ) -> QueryResult:
-        """Return the top-k results of the scope for `query_text` and the search's stats."""
+        """Return the top-k results of the scope for `query_text` and the search's stats.
+
+        `prefer`: the turns inside the time the query names (the temporal arm); None: no arm.
+        """
         stats = QueryStats()
         self._local.stats = stats
         timer = StageTimer(stats)
@@ -133,7 +145,7 @@ class HybridSearch:
             return QueryResult([], stats)
         depth = max(config.arm_depth, 2 * k)
         corpus, view, rankings = self.rank(
-            scope_id, query_text, filters, depth, stats, timer, config=config, embedder=embedder
+            scope_id, query_text, filters, depth, stats, timer, config=config, embedder=embedder, prefer=prefer
         )
         if not rankings:
             timer.total()

@@ -6,7 +6,7 @@
   path the Context viewer and the API take too).
 - `services`: drafts and their alternatives, the streamed narration, accept / choose /
   discard, and `narrate_once` (the API's proposal, nothing stored).
-- `portable`: the `narrator_snapshots` section of the save file.
+- `portable`: the `narrator_snapshots` and `play_settings` sections of the save file.
 
 Invariant: nothing reaches the Event_Log before the playtester accepts. A narration that
 fails, is cut, or whose request is killed mid-stream leaves an alternative marked failed or

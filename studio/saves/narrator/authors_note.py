@@ -26,11 +26,28 @@ def insert_at_depth(sections: list[str], text: str, depth: int) -> list[str]:
     return [*sections[:index], f"{NOTE_HEADING}\n{text}", *sections[index:]]
 
 
-def note_of(game_save) -> tuple[str, int]:
-    """Return the save's author's note and depth ("" when it has none)."""
+def play_settings_of(game_save):
+    """Return the save's `PlaySettings` row, or None: the one read of it every reader uses.
+
+    Through the save's reverse one-to-one accessor, which Django caches on the instance (a
+    missing row too): a narration reads the row once however many of its parts ask (the
+    prompt's note, the sampler, what the alternative keeps), and a caller that loads the save
+    with `select_related("play_settings")` reads it in that query. A writer that saves another
+    instance of the row sets the accessor (`game_save.play_settings = row`).
+    """
     from studio.saves.models import PlaySettings
 
-    row = PlaySettings.objects.filter(game_save_id=getattr(game_save, "pk", None)).first()
+    if getattr(game_save, "pk", None) is None:
+        return None
+    try:
+        return game_save.play_settings
+    except PlaySettings.DoesNotExist:
+        return None
+
+
+def note_of(game_save) -> tuple[str, int]:
+    """Return the save's author's note and depth ("" when it has none)."""
+    row = play_settings_of(game_save)
     if row is None:
         return "", 1
     return (row.authors_note or "").strip(), row.authors_note_depth

@@ -22,7 +22,6 @@ import re
 from dataclasses import dataclass
 
 from django.db import transaction
-from django.db.models import Max
 
 from studio.memory.llm import TrackedLLM, get_llm_backend
 from studio.saves.narrator.continuation import continue_prompt, join_continuation
@@ -45,6 +44,10 @@ IMPERSONATE_INSTRUCTIONS = (
 
 class PlayError(Exception):
     """A play control that cannot be done as asked (nothing was changed)."""
+
+
+class NoSuchGreeting(PlayError):
+    """The opening asked for a greeting the card does not have (a bad request, not a conflict)."""
 
 
 def shape_action(text: str, mode: str) -> str:
@@ -124,26 +127,39 @@ def narrator_continue(*, draft: NarratorDraft) -> NarratorAlternative:
         base = locked.alternatives.filter(number=locked.chosen_number).first()
         if base is None or not (base.acceptable or base.stopped_with_text):
             raise PlayError("Only a narration with text can be continued: regenerate, or wait for it to end.")
-        number = (locked.alternatives.aggregate(n=Max("number"))["n"] or 0) + 1
-        alternative = NarratorAlternative.objects.create(
-            draft=locked, number=number, prefix=base.text.strip(), system_prompt=base.system_prompt,
-            user_prompt=base.user_prompt, context=base.context,
-        )
-        NarratorDraft.objects.filter(pk=locked.pk).update(chosen_number=number)
-    draft.chosen_number = number
+        alternative = _continuation_add(locked, text=base.text, system_prompt=base.system_prompt,
+                                        user_prompt=base.user_prompt, context=base.context)
+    draft.chosen_number = locked.chosen_number
     return alternative
+
+
+def _continuation_add(draft: NarratorDraft, *, text: str, system_prompt: str, user_prompt: str,
+                      context) -> NarratorAlternative:
+    """Add (and choose) a pending alternative that extends `text` with the prompt (and its memory
+    context record) of the narration it continues: the stream asks with that prompt again."""
+    from studio.saves.narrator.services import narrator_alternative_add
+
+    return narrator_alternative_add(draft=draft, prefix=text.strip(), system_prompt=system_prompt or "",
+                                    user_prompt=user_prompt or "", context=context or {})
 
 
 # -- impersonate ---------------------------------------------------------------------------------
 
 
-def _recent_turns_text(events) -> str:
-    """The last turns as the impersonation prompt shows them: "Turn N", the action, the narration."""
-    blocks = []
-    for event in events:
-        body = (f"> {event.player_input}\n" if event.player_input else "") + event.narrative.strip()
-        blocks.append(f"Turn {event.turn_id}\n{body}")
-    return "\n\n".join(blocks)
+def _recent_turns_text(game_save: Save, *, universe_meta: dict[str, str], fill) -> str:
+    """The recent turns as the narrator's prompt shows them: the story-so-far window of
+    `studio.memory.chapters.story` (the open chapter's turns that fit its share of the
+    narrator's budget, at least the last few), "Turn N (story time)", the action, the narration."""
+    from studio.memory.chapters.story import story_items
+    from studio.memory.recall.context import ContextItem
+    from studio.memory.recall.context_lore import reserve_from_meta, shares_from_meta, window_shares
+    from studio.saves.narrator.prompt import CONFIG
+
+    # As build_memory_context plans the window (context_lore.window_shares; the test compares the two windows).
+    shares = window_shares(shares_from_meta(universe_meta), reserve_from_meta(universe_meta))
+    story = story_items(game_save, horizon=game_save.current_turn, token_budget=CONFIG.token_budget,
+                        shares=shares, make_item=ContextItem.of, fill=fill)
+    return "\n\n".join(item.text for item in story.turns if item.included)
 
 
 @dataclass
@@ -158,18 +174,17 @@ def impersonate(*, game_save: Save, mode: str = "do") -> Impersonation:
 
     Raise NoModelConnected without an endpoint, SpendLimitExceeded / LLMError when the call fails.
     """
-    from studio.saves.narrator.prompt import narrator_meta
     from studio.saves.narrator.sampler import resolve_sampler
     from studio.saves.narrator.services import NO_MODEL, NoModelConnected
-    from studio.saves.selectors import recent_events
-    from studio.memory.recall.macros import macro_names_from_meta
+    from studio.memory.recall.macros import macro_names_from_meta, play_meta
 
     backend = get_llm_backend()
     if backend is None:
         raise NoModelConnected(NO_MODEL)
-    meta = narrator_meta(game_save)
+    universe_meta = dict(game_save.universe.meta.values_list("key", "value"))  # read once: the meta and the shares
+    meta = play_meta(universe=game_save.universe, save=game_save, universe_meta=universe_meta)
     names = macro_names_from_meta(meta)
-    recent = _recent_turns_text(recent_events(game_save=game_save, limit=4)) or "(the story has not begun)"
+    recent = _recent_turns_text(game_save, universe_meta=universe_meta, fill=names.fill) or "(the story has not begun)"
     kind = {"say": "what the player character says next", "story": "the next line of the story"}.get(
         mode, "what the player character does next")
     prompt = names.fill(f"## Recent turns\n{recent}\n\nWrite {kind}, as the player would type it.")
@@ -250,16 +265,13 @@ def last_turn_reopen(*, game_save: Save, expected_turn: int, then: str = "") -> 
             [NarratorAlternative(draft=draft, number=n, **values) for n, values in enumerate(kept, start=1)]
         )
         if then == "retry":
-            NarratorAlternative.objects.create(draft=draft, number=len(kept) + 1)
-            draft.chosen_number = len(kept) + 1
+            from studio.saves.narrator.services import narrator_alternative_add
+
+            narrator_alternative_add(draft=draft)
         elif then == "continue":
             base = kept[chosen - 1]
-            NarratorAlternative.objects.create(
-                draft=draft, number=len(kept) + 1, prefix=base["text"].strip(),
-                system_prompt=base.get("system_prompt", ""), user_prompt=base.get("user_prompt", ""),
-            )
-            draft.chosen_number = len(kept) + 1
-        NarratorDraft.objects.filter(pk=draft.pk).update(chosen_number=draft.chosen_number)
+            _continuation_add(draft, text=base["text"], system_prompt=base.get("system_prompt", ""),
+                              user_prompt=base.get("user_prompt", ""), context=base.get("context"))
     game_save.refresh_from_db()
     return draft
 
@@ -270,8 +282,9 @@ def last_turn_reopen(*, game_save: Save, expected_turn: int, then: str = "") -> 
 def opening_accept(*, game_save: Save, number: int = 1):
     """Append the card's greeting `number` (1 = the first message) as turn 1; return the Event.
 
-    Raise PlayError without a card, for a greeting that does not exist, or when the save has
-    turns already (TurnConflict from `turn_append` when another request appended meanwhile).
+    The one check of the opening (the API and the Console call only this): raise PlayError
+    without a card or when the save has turns already (TurnConflict from `turn_append` when
+    another request appended meanwhile), NoSuchGreeting for a greeting the card does not have.
     """
     from studio.saves.services import turn_append
 
@@ -279,7 +292,7 @@ def opening_accept(*, game_save: Save, number: int = 1):
     if not greetings:
         raise PlayError("This universe has no Character Card with a first message.")
     if not 1 <= number <= len(greetings):
-        raise PlayError(f"The card has {len(greetings)} greeting{'s' if len(greetings) != 1 else ''}; there is no {number}.")
+        raise NoSuchGreeting(f"The card has {len(greetings)} greeting{'s' if len(greetings) != 1 else ''}; there is no {number}.")
     if game_save.current_turn != 0:
         raise PlayError(f"The opening is turn 1; this save is already at turn {game_save.current_turn}.")
     return turn_append(game_save=game_save, player_input="", narrative=greetings[number - 1], expected_turn_id=1)

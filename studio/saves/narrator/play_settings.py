@@ -6,14 +6,14 @@ The Console's page uses `PlaySettingsForm`; both check the same ranges (`sampler
 from __future__ import annotations
 
 from studio.saves.models import PlaySettings, Save
-from studio.saves.narrator.authors_note import MAX_DEPTH, MAX_NOTE_CHARS
+from studio.saves.narrator.authors_note import MAX_DEPTH, MAX_NOTE_CHARS, play_settings_of
 from studio.saves.narrator.sampler import FIELDS, InvalidSampler, parse_value, resolve_sampler
 
 
 def play_settings_read(*, game_save: Save) -> dict:
     """Return the save's author's note, its own sampler overrides and what the next narration is sent."""
-    row = PlaySettings.objects.filter(game_save=game_save).first()
-    sampler = resolve_sampler(game_save=game_save)
+    row = play_settings_of(game_save)
+    sampler = resolve_sampler(game_save=game_save)  # the same row: read once
     return {
         "authors_note": row.authors_note if row else "",
         "authors_note_depth": row.authors_note_depth if row else 1,
@@ -48,4 +48,5 @@ def play_settings_update(*, game_save: Save, changes: dict) -> dict:
         else:
             raise ValueError(f"{key}: not a play setting (expected authors_note, authors_note_depth, {', '.join(FIELDS)}).")
     row.save()
+    game_save.play_settings = row  # what play_settings_read sees is what was saved
     return play_settings_read(game_save=game_save)

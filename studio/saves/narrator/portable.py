@@ -5,12 +5,20 @@ One item per snapshot, in turn order, with every field of `NarratorSnapshot` but
 `play_settings` the author's note and sampler settings, optional: older files lack it). Optional:
 a studio without the narrator imports the file without them (with a warning). Each turn
 has at most one snapshot, and it must be a turn of the file.
+
+The `play_settings` section carries the save's own `PlaySettings` (the author's note and its
+depth, the sampler overrides; `null` where the save does not override): one item, or none
+when the save has no settings. Checked with the play settings' own ranges
+(`authors_note.MAX_NOTE_CHARS` / `MAX_DEPTH`, `sampler.parse_value`), each problem at its
+location; optional, and a file without it (exported before it existed) imports with none.
 """
 from __future__ import annotations
 
 from typing import Iterator
 
-from studio.saves.models import NarratorSnapshot
+from studio.saves.models import NarratorSnapshot, PlaySettings
+from studio.saves.narrator.authors_note import MAX_DEPTH, MAX_NOTE_CHARS
+from studio.saves.narrator.sampler import FIELDS as SAMPLER_FIELDS, InvalidSampler, parse_value
 from studio.saves.portable.registry import INVALID, CheckContext, ExportContext, ImportContext, SaveSection
 from studio.saves.portable.sections.rows import BATCH, _items, _readers, insert_rows, iso
 
@@ -69,4 +77,61 @@ def load_snapshots(items: list[dict], ctx: ImportContext) -> int:
 SECTION = SaveSection(
     name=NAME, version=1, order=80, optional=True,
     export=export_snapshots, check=check_snapshots, load=load_snapshots,
+)
+
+
+# -- play settings ---------------------------------------------------------------------------
+
+PLAY_SETTINGS = "play_settings"
+
+
+def export_play_settings(ctx: ExportContext) -> Iterator[dict]:
+    row = PlaySettings.objects.filter(game_save_id=ctx.game_save.pk).first()
+    if row is not None:
+        yield {"authors_note": row.authors_note, "authors_note_depth": row.authors_note_depth,
+               **{name: getattr(row, name) for name in SAMPLER_FIELDS}}
+
+
+def check_play_settings(items: list, ctx: CheckContext, where: str) -> list[dict]:
+    c = ctx.checker
+    if len(items) > 1:
+        c.add(where, f"holds {len(items)} items; a save has one set of play settings")
+        return []
+
+    def sampler(name: str):
+        def read(value, loc):
+            if value is None:
+                return None
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                c.add(loc, "must be a number, or null where the save does not override it")
+                return INVALID
+            try:
+                return parse_value(name, value)  # the play settings' own ranges
+            except InvalidSampler as exc:
+                c.add(loc, str(exc))
+                return INVALID
+        return read
+
+    spec = {"authors_note": lambda value, loc: c.text(value, loc, max_length=MAX_NOTE_CHARS),
+            "authors_note_depth": lambda value, loc: c.integer(value, loc, maximum=MAX_DEPTH),
+            **{name: sampler(name) for name in SAMPLER_FIELDS}}
+    checked = []
+    for index, raw in enumerate(items):
+        problems = len(c.problems)
+        item = c.record(raw, f"{where}[{index}]", spec, optional=SAMPLER_FIELDS)
+        if item is not None and len(c.problems) == problems:
+            # A sampler setting missing from the item (a file from before it existed) is not overridden.
+            checked.append({**dict.fromkeys(SAMPLER_FIELDS), **item})
+    return checked
+
+
+def load_play_settings(items: list[dict], ctx: ImportContext) -> int:
+    for item in items:
+        PlaySettings.objects.create(game_save=ctx.game_save, **item)
+    return len(items)
+
+
+PLAY_SETTINGS_SECTION = SaveSection(
+    name=PLAY_SETTINGS, version=1, order=85, optional=True,
+    export=export_play_settings, check=check_play_settings, load=load_play_settings,
 )

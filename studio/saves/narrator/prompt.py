@@ -45,7 +45,7 @@ import dataclasses
 import re
 from dataclasses import dataclass
 
-from studio.memory.recall.context import next_turn_context
+from studio.memory.recall.context import layer_lines, next_turn_context
 from studio.memory.llm import estimate_tokens
 from studio.memory.recall.macros import (
     CHARACTER_CARD_META,
@@ -181,8 +181,7 @@ def memory_sections(memory) -> list[str]:
     chapter = [("(A new chapter begins.)\n" if i.ref.get("turn_id") == memory.chapter_start and i.ref.get("turn_id") != 1 else "") + i.text
                for i in by_layer.get("chapter") or []]
     blocks.append("## Recent turns\n" + ("\n\n".join(chapter) or "(none yet: this is the first turn)"))
-    recalled = [f"### {title}\n" + "\n".join(
-                    f"- {'[narrator-only] ' if i.why.get('narrator_only') else ''}{i.text}" for i in by_layer[layer])
+    recalled = [f"### {title}\n" + "\n".join(layer_lines(by_layer[layer]))
                 for layer, title in RECALLED_TITLES.items() if by_layer.get(layer)]
     blocks.append("## Recalled for this action\n" + ("\n\n".join(recalled) or "(nothing recalled for this action)"))
     # Who knows what (studio.memory.knowledge.pov): per on-scene character, what they know, and

@@ -101,11 +101,11 @@ def environment_defaults() -> dict:
 
 def resolve_sampler(*, game_save, meta: dict | None = None) -> SamplerSettings:
     """Return the sampler settings a narration of `game_save` uses (see the module)."""
-    from studio.saves.models import PlaySettings
+    from studio.saves.narrator.authors_note import play_settings_of
     from studio.saves.narrator.prompt import narrator_meta
 
     meta = narrator_meta(game_save) if meta is None else meta
-    own = PlaySettings.objects.filter(game_save=game_save).first()
+    own = play_settings_of(game_save)
     env = environment_defaults()
     values, sources, problems = {}, {}, []
     for name in FIELDS:

@@ -90,16 +90,27 @@ def narrator_draft_create(*, game_save: Save, player_input: str) -> NarratorDraf
     return draft
 
 
+def narrator_alternative_add(*, draft: NarratorDraft, **fields) -> NarratorAlternative:
+    """Add the draft's next alternative (numbered after the last) with `fields` and choose it.
+
+    The one numbering rule of Regenerate, Continue and the memory proxy's proposals; call it
+    in a transaction that holds the draft (or its save) locked, so two adds never share a number.
+    """
+    number = (draft.alternatives.aggregate(n=Max("number"))["n"] or 0) + 1
+    alternative = NarratorAlternative.objects.create(draft=draft, number=number, **fields)
+    NarratorDraft.objects.filter(pk=draft.pk).update(chosen_number=number)
+    draft.chosen_number = number
+    return alternative
+
+
 def narrator_regenerate(*, draft: NarratorDraft) -> NarratorAlternative:
     """Add a pending alternative to an open draft and choose it; the earlier ones are kept."""
     with transaction.atomic():
         locked = NarratorDraft.objects.select_for_update().get(pk=draft.pk)
         if locked.status != DraftStatus.OPEN:
             raise NarratorError(f"This draft was {locked.get_status_display().lower()}; start a new narration.")
-        number = (locked.alternatives.aggregate(n=Max("number"))["n"] or 0) + 1
-        alternative = NarratorAlternative.objects.create(draft=locked, number=number)
-        NarratorDraft.objects.filter(pk=locked.pk).update(chosen_number=number)
-    draft.chosen_number = number
+        alternative = narrator_alternative_add(draft=locked)
+    draft.chosen_number = locked.chosen_number
     return alternative
 
 
@@ -128,6 +139,19 @@ def _claim(alternative_id: int) -> bool:
     )
 
 
+def answer_values(response: LLMResponse) -> dict:
+    """The NarratorAlternative fields a model's answer fills: its model, why it stopped, timing, usage.
+
+    The one mapping of the console's streams (`_finish`) and the memory proxy's relays
+    (`proxy.services.proposal_finish`); the text is the caller's (a Stop keeps what was shown).
+    """
+    return {
+        "model": (response.model or "")[:200], "finish_reason": (response.finish_reason or "")[:40],
+        "latency_ms": max(0, int(response.latency_ms or 0)), "prompt_tokens": max(0, int(response.prompt_tokens or 0)),
+        "completion_tokens": max(0, int(response.completion_tokens or 0)), "first_token_ms": response.first_token_ms,
+    }
+
+
 def _finish(alternative_id: int, status: str, *, text: str = "", error: str = "", response=None, prompt=None,
             settings: dict | None = None) -> None:
     """Record how a stream ended. A Stop (the row already cancelled) keeps the stopped text and
@@ -137,12 +161,7 @@ def _finish(alternative_id: int, status: str, *, text: str = "", error: str = ""
     if rows.filter(status=AlternativeStatus.CANCELLED).exists():
         values = {}
     if response is not None:
-        values.update(
-            model=(response.model or "")[:200], finish_reason=(response.finish_reason or "")[:40],
-            latency_ms=max(0, int(response.latency_ms or 0)), prompt_tokens=max(0, int(response.prompt_tokens or 0)),
-            completion_tokens=max(0, int(response.completion_tokens or 0)),
-            first_token_ms=response.first_token_ms,
-        )
+        values.update(answer_values(response))
     if prompt is not None:
         context = prompt.context_record() if prompt.memory is not None else getattr(prompt, "stored_context", {})
         values.update(system_prompt=prompt.system, user_prompt=prompt.user, context=context)
@@ -202,7 +221,9 @@ def narration_stream(*, alternative_id: int, vector_memory=None) -> Iterator[str
     """
     if not _claim(alternative_id):
         return
-    alternative = NarratorAlternative.objects.select_related("draft__game_save__universe").get(pk=alternative_id)
+    # The save's play settings come in this query: the prompt, the sampler and the record share the row.
+    alternative = (NarratorAlternative.objects.select_related("draft__game_save__universe", "draft__game_save__play_settings")
+                   .get(pk=alternative_id))
     draft = alternative.draft
     game_save = draft.game_save
     backend = get_llm_backend()
@@ -350,6 +371,7 @@ __all__ = [
     "narration_stop",
     "narration_stream",
     "narrator_accept",
+    "narrator_alternative_add",
     "narrator_choose",
     "narrator_discard",
     "narrator_draft_create",

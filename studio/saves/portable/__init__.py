@@ -14,7 +14,8 @@ The file is one JSON document (optionally gzip, recognised by its magic bytes)::
   and the export of an imported save is the file it came from.
 - Vector chunks are not in the file; an import queues the jobs that rebuild them.
 - Sections come from a registry (`register_section`); see `registry.py` for how another app
-  adds its own (narrator snapshots, lore activation state) without editing this package.
+  adds its own (narrator snapshots, lore activation state, chapters, presence and reveals,
+  play settings) without editing this package.
 - Every problem with a file is reported before anything is written (SaveFileError lists
   them with their JSON locations); the import itself is one transaction.
 

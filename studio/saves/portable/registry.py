@@ -42,7 +42,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 INT_MAX = 2**31 - 1  # PositiveIntegerField on PostgreSQL is a 4-byte integer
 SECTION_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
@@ -180,6 +180,16 @@ class Checker:
             return INVALID
         return value
 
+    def names(self, value: Any, loc: str, *, max_items: int, max_length: int):
+        """Read a list of non-blank strings (character names, lore entry ids)."""
+        value = self.array(value, loc, max_items=max_items)
+        if value is INVALID:
+            return value
+        for index, name in enumerate(value):
+            if self.text(name, f"{loc}[{index}]", max_length=max_length, blank=False) is INVALID:
+                return INVALID
+        return value
+
     def choice(self, value: Any, loc: str, choices: Iterable[str]):
         choices = list(choices)
         if not isinstance(value, str) or value not in choices:
@@ -261,6 +271,26 @@ class CheckContext:
             )
             return INVALID
         return value
+
+    def complete_records(self, items: list, where: str, spec: dict, *, one_per_turn: str = "") -> Iterator[tuple[str, dict]]:
+        """Yield (location, item) for each of `items` whose every field passed `spec`'s readers.
+
+        `one_per_turn` (what an item records, e.g. "presence"): a section of per-turn rows
+        keeps one item per `turn_id`; a second is a problem ("turn 3 has two presence
+        records") and left out.
+        """
+        seen: set[int] = set()
+        for index, raw in enumerate(items):
+            loc = f"{where}[{index}]"
+            item = self.checker.record(raw, loc, spec)
+            if item is None or len(item) != len(spec):
+                continue
+            if one_per_turn:
+                if item["turn_id"] in seen:
+                    self.checker.add(f"{loc}.turn_id", f"turn {item['turn_id']} has two {one_per_turn} records")
+                    continue
+                seen.add(item["turn_id"])
+            yield loc, item
 
     def reference(self, value: Any, loc: str, section: str, *, what: str):
         """Read a file id that must name an item of an earlier `section`."""

@@ -3,6 +3,11 @@
 One small include (`saves/_presence.html`) for the timeline, the turn page and the Console;
 the form posts to the inspector's `memory:presence_edit`, which sets presence through
 `studio.memory.knowledge.presence.presence_set` and re-carries it forward.
+
+A page that shows many turns (the timeline) reads their presence rows once and passes them
+as `presence_rows` ({turn: row}, `studio.saves.selectors.presence_by_turns`); the universe's
+characters are read once per page render. Without `presence_rows` the tag reads its turn's
+row itself.
 """
 from __future__ import annotations
 
@@ -20,9 +25,13 @@ def presence_picker(context, game_save, turn_id):
     """Render turn `turn_id`'s presence (nothing for turn 0) with its picker."""
     request = context.get("request")
     turn_id = int(turn_id or 0)
-    row = presence_at(game_save, turn_id) if turn_id else None
+    rows = context.get("presence_rows")
+    if not turn_id:
+        row = None
+    else:
+        row = rows.get(turn_id) if rows is not None else presence_at(game_save, turn_id)
     present = list(row.characters) if row else []
-    choices = character_index(game_save.universe, save=game_save).all_characters() if turn_id else []
+    choices = _characters(context, game_save) if turn_id else []
     known = {fold(c) for c in choices}
     return {
         "save": game_save,
@@ -33,3 +42,12 @@ def presence_picker(context, game_save, turn_id):
         "others": ", ".join(p for p in present if fold(p) not in known),
         "can_edit": bool(request and is_playtester(request.user)),
     }
+
+
+def _characters(context, game_save) -> list[str]:
+    """The universe's characters, read once per page render however many pickers it shows."""
+    cache = context.render_context
+    key = ("presence_picker characters", game_save.pk)
+    if key not in cache:
+        cache[key] = character_index(game_save.universe, save=game_save).all_characters()
+    return cache[key]

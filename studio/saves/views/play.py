@@ -7,6 +7,8 @@ whole console. The services are in `studio/saves/narrator/play.py`.
 """
 from __future__ import annotations
 
+import copy
+
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -18,6 +20,7 @@ from studio.saves.errors import TurnConflict
 from studio.saves.forms_play import PlaySettingsForm
 from studio.saves.models import PlaySettings, Save
 from studio.saves.narrator import play, services
+from studio.saves.narrator.authors_note import play_settings_of
 from studio.saves.narrator.sampler import resolve_sampler
 from studio.saves.narrator.selectors import llm_connected
 from studio.saves.views.narrator import _draft, _panel
@@ -101,9 +104,7 @@ def narrator_impersonate(request: HttpRequest, save_id: str) -> HttpResponse:
         return _panel(request, game_save, error=f"The model could not write an action: {exc}")
     note = f"The model wrote this action ({result.latency_ms / 1000:.1f} s); edit it, then narrate."
     if not request.htmx:
-        request.session["console_action_text"] = result.text
-        messages.info(request, note)
-        return redirect("saves:detail", save_id=game_save.save_id)
+        return _console(request, game_save, note=note, action_text=result.text)
     return _with_action(request, game_save, result.text, note)
 
 
@@ -164,18 +165,19 @@ def turn_retry(request: HttpRequest, save_id: str) -> HttpResponse:
 def play_settings(request: HttpRequest, save_id: str) -> HttpResponse:
     """The save's author's note and sampler overrides (GET shows the form, POST saves it)."""
     game_save = save_for(user=request.user, save_id=save_id, access=Access.PLAY if request.method == "POST" else Access.READ)
-    row = PlaySettings.objects.filter(game_save=game_save).first()
+    row = play_settings_of(game_save)  # one read: the page and the sampler below use the same row
     saved = False
     if request.method == "POST":
-        form = PlaySettingsForm(request.POST, instance=row or PlaySettings(game_save=game_save))
+        # The form edits a copy: a refused form leaves the row the page shows as it is saved.
+        form = PlaySettingsForm(request.POST, instance=copy.copy(row) if row else PlaySettings(game_save_id=game_save.pk))
         if form.is_valid():
-            form.save()
+            game_save.play_settings = form.save()
             saved = True
             if not request.htmx:
                 messages.success(request, "Play settings saved; the next narration uses them.")
                 return redirect("saves:detail", save_id=game_save.save_id)
     else:
-        form = PlaySettingsForm(instance=row or PlaySettings(game_save=game_save))
+        form = PlaySettingsForm(instance=row or PlaySettings(game_save_id=game_save.pk))
     context = save_page_context(request, game_save, "console")
     context.update({"settings_form": form, "sampler": resolve_sampler(game_save=game_save), "settings_saved": saved})
     template = "saves/narrator/settings.html#settings" if request.htmx else "saves/narrator/settings.html"

@@ -6,6 +6,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from studio.memory.chapters.selectors import open_chapter_number, open_chapter_start
 from studio.roles import is_playtester
 from studio.saves.forms import SaveCreateForm, TurnAppendForm, default_save_name
 from studio.saves.models import Save
@@ -68,6 +69,11 @@ def save_create(request: HttpRequest) -> HttpResponse:
     return render(request, template, {"form": form})
 
 
+def console_chapter(game_save: Save) -> dict:
+    """What the Console's chapter card shows: the open chapter's number and first turn."""
+    return {"number": open_chapter_number(game_save), "open_start": open_chapter_start(game_save)}
+
+
 def _console_context(request: HttpRequest, game_save: Save, form: TurnAppendForm | None = None) -> dict:
     context = save_page_context(request, game_save, "console")
     context.update(
@@ -76,6 +82,8 @@ def _console_context(request: HttpRequest, game_save: Save, form: TurnAppendForm
             "recent": recent_events(game_save=game_save, limit=CONSOLE_RECENT_TURNS),
         }
     )
+    # The open chapter and its Close button (the card's own partial, console.html#chapter).
+    context["chapter"] = console_chapter(game_save)
     # The narrator panel (its own partial, saves/narrator/panel.html).
     context.update(narrator_panel_context(game_save=game_save))
     # An action handed back by Undo or written by Impersonate (no-JavaScript path: kept in the session).

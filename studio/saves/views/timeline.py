@@ -1,4 +1,5 @@
-"""The timeline: turns with the facts they produced and their jobs; editing a turn's narrative."""
+"""The timeline: the chapters as bands over the turns, the turns with the facts they produced
+and their jobs; editing a turn's narrative."""
 from __future__ import annotations
 
 from django.contrib import messages
@@ -9,10 +10,12 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HttpResponseStopPolling
 
+from studio.memory.chapters.selectors import chapters_for, open_chapter_start
 from studio.saves.forms import NarrativeEditForm
 from studio.saves.narrator.selectors import snapshot_turn_ids
-from studio.saves.selectors import attach_turn_chunks, timeline_page, timeline_turn
+from studio.saves.selectors import attach_turn_chunks, presence_by_turns, timeline_page, timeline_turn
 from studio.saves.access import Access, save_for
+from studio.saves.views.chapters import chapter_band_levels
 from studio.saves.views.saves import save_page_context
 
 PENDING_JOB_STATES = ("queued", "running")
@@ -26,8 +29,17 @@ def timeline(request: HttpRequest, save_id: str) -> HttpResponse:
     context = save_page_context(request, game_save, "timeline")
     context.update({"page": page, "turns": turns})
     context["snapshot_turns"] = snapshot_turn_ids(game_save=game_save, turn_ids=[t.turn_id for t in turns])
-    template = "saves/timeline.html#turns" if request.htmx else "saves/timeline.html"
-    return render(request, template, context)
+    context["presence_rows"] = presence_by_turns(game_save=game_save, turn_ids=[t.turn_id for t in turns])
+    if request.htmx:  # a page of turns; the chapter bands above them stay as they are
+        return render(request, "saves/timeline.html#turns", context)
+    rows = list(chapters_for(game_save))
+    context.update({
+        "band_levels": chapter_band_levels(game_save, rows),
+        "chapter_count": sum(1 for row in rows if row.level == 0),
+        "arc_count": sum(1 for row in rows if row.level == 1),
+        "open_start": open_chapter_start(game_save),
+    })
+    return render(request, "saves/timeline.html", context)
 
 
 @require_GET

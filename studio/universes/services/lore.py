@@ -563,32 +563,37 @@ def _resolve_pending_links(universe: Universe, targets: Sequence[LoreEntry], use
 
     Each source entry that gains a link records a revision (the link is an edit of that
     entry, made for its author when the target appeared) and its version goes up by one.
+    Done in bulk: a constant number of queries however many entries an import resolves.
     """
     by_key: dict[str, LoreEntry] = {}
     for target in targets:
         by_key.setdefault(target.title.casefold(), target)
         by_key.setdefault(target.entry_id.casefold(), target)
     rows = list(PendingLoreLink.objects.filter(universe=universe, name_key__in=list(by_key))
-                .select_related("source").order_by("source_id", "id"))
+                .order_by("source_id", "id").values_list("pk", "source_id", "name_key"))
     if not rows:
         return 0
-    resolved = 0
-    by_source: dict[int, list[PendingLoreLink]] = {}
-    for row in rows:
-        by_source.setdefault(row.source_id, []).append(row)
-    for source_rows in by_source.values():
-        source = _lock_current(source_rows[0].source)
+    PendingLoreLink.objects.filter(pk__in=[pk for pk, _source, _key in rows]).delete()
+    wanted: dict[int, dict[int, LoreEntry]] = {}
+    for _pk, source_id, key in rows:
+        wanted.setdefault(source_id, {}).setdefault(by_key[key].pk, by_key[key])
+    # Lock the sources' rows (as `_lock_current` does for one) and read them with their links.
+    sources = with_link_ids(LoreEntry.objects.select_for_update().filter(pk__in=list(wanted)).order_by("pk"))
+    through, now = LoreEntry.links.through, timezone.now()
+    link_rows, changed, revisions = [], [], []
+    for source in sources:
         before = lore_entry_snapshot(source)
-        new = [by_key[row.name_key] for row in source_rows if by_key[row.name_key].pk != source.pk]
-        link_ids = sorted(set(before["links"]) | {target.entry_id for target in new})
-        PendingLoreLink.objects.filter(pk__in=[row.pk for row in source_rows]).delete()
-        if link_ids == before["links"]:
+        new = [t for t in wanted[source.pk].values() if t.pk != source.pk and t.entry_id not in before["links"]]
+        if not new:
             continue
-        source.links.add(*new)
+        link_rows.extend(through(from_loreentry_id=source.pk, to_loreentry_id=t.pk) for t in new)
         source.version += 1
-        source.save(update_fields=["version", "updated_at"])
-        _record(universe=universe, entry=source, entry_id=source.entry_id, user=user,
-                action=LoreRevision.Action.UPDATE, before=before,
-                after={**before, "links": link_ids}).save()
-        resolved += len(link_ids) - len(before["links"])
-    return resolved
+        source.updated_at = now  # bulk_update skips auto_now
+        changed.append(source)
+        revisions.append(_record(universe=universe, entry=source, entry_id=source.entry_id, user=user,
+                                 action=LoreRevision.Action.UPDATE, before=before,
+                                 after={**before, "links": sorted([*before["links"], *(t.entry_id for t in new)])}))
+    through.objects.bulk_create(link_rows, batch_size=1000)
+    LoreEntry.objects.bulk_update(changed, ["version", "updated_at"], batch_size=500)
+    LoreRevision.objects.bulk_create(revisions, batch_size=500)
+    return len(link_rows)

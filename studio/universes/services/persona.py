@@ -12,6 +12,7 @@ settled: an empty description keeps a long name whole.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -32,9 +33,12 @@ MAX_PORTRAIT_BYTES = 5 * 1024 * 1024
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-def persona_of(*, universe: Universe) -> Persona:
-    """Return the universe's persona as play reads it (an old one-value name split)."""
-    return persona_from_meta(dict(universe.meta.values_list("key", "value")))
+def persona_of(*, universe: Universe, meta: Mapping[str, str] | None = None) -> Persona:
+    """Return the universe's persona as play reads it (an old one-value name split).
+
+    `meta`: the universe's meta already read (key -> value), so a page that has it reads no more.
+    """
+    return persona_from_meta(dict(universe.meta.values_list("key", "value")) if meta is None else meta)
 
 
 def persona_validate(*, name: str, description: str, portrait: bytes | None = None) -> tuple[str, str]:

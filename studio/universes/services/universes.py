@@ -12,7 +12,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils.text import slugify
 
-from studio.memory.recall.context_lore import SHARE_CLASS_NAMES, share_meta_key
+from studio.memory.recall.context_lore import RECALL_RESERVE_META, SHARE_CLASS_NAMES, share_meta_key
 from studio.memory.lore_activation import (
     MAX_SCAN_DEPTH,
     META_CASE_SENSITIVE,
@@ -49,6 +49,7 @@ CONTEXT_SHARE_META = {
     share_meta_key(share_class): (0, 100, f"percent of the context budget {what} may use")
     for share_class, what in SHARE_CLASS_NAMES.items()
 }
+CONTEXT_SHARE_META[RECALL_RESERVE_META] = (0, 100, "percent of the context budget kept for what the action recalls")
 LORE_INT_META.update(CONTEXT_SHARE_META)
 
 # Entry ids that would collide with the Lore Book's own URLs (/lore/new/, /lore/bulk/, ...).

@@ -20,7 +20,8 @@ from studio.universes.views.common import universe_context
 KNOWN_KEYS = {item.key: item.help for item in KNOWN_META_KEYS}
 
 
-def _context(request, universe, **extra) -> dict:
+def _context(request, universe, open_key: str = "", **extra) -> dict:
+    """The page's context from one read of the meta rows (the persona and `open_key`'s form use them too)."""
     rows = list(universe.meta.all())
     for row in rows:
         row.known_help = KNOWN_KEYS.get(row.key, "")
@@ -28,7 +29,9 @@ def _context(request, universe, **extra) -> dict:
     stored = {row.key: row for row in rows}
     known_groups = [(group, [{**item, "row": stored.get(item["meta"].key)} for item in items])
                     for group, items in known_key_groups({k: r.value for k, r in stored.items()})]
-    persona = services.persona_of(universe=universe)
+    persona = services.persona_of(universe=universe, meta={k: r.value for k, r in stored.items()})
+    if open_key and "form" not in extra:
+        extra["form"] = MetaForm(initial={"key": open_key, "value": stored[open_key].value if open_key in stored else ""})
     return {
         **universe_context(request, universe, "meta"),
         "rows": rows,
@@ -48,12 +51,7 @@ def meta_page(request: HttpRequest, slug: str) -> HttpResponse:
     """The page; `?key=` opens the add form on that key with its current value (the known keys' Set links)."""
     universe = universe_for(user=request.user, slug=slug)
     template = "universes/meta.html#meta-table" if request.htmx else "universes/meta.html"
-    key = request.GET.get("key", "").strip()
-    form = None
-    if key:
-        current = universe.meta.filter(key=key).values_list("value", flat=True).first()
-        form = MetaForm(initial={"key": key, "value": current or ""})
-    return render(request, template, _context(request, universe, form=form))
+    return render(request, template, _context(request, universe, open_key=request.GET.get("key", "").strip()))
 
 
 @require_POST

@@ -51,3 +51,24 @@ def test_the_living_turn_records_presence_and_reveals(living_universe, eager_job
     reveal = Reveal.objects.get(game_save=save)
     assert (reveal.fact_id, reveal.character, reveal.told_by, reveal.source) == (
         Fact.objects.get(game_save=save).pk, "Mira", "Kaël", "extractor")
+
+
+def test_a_told_fact_records_one_reveal_per_listener_reading_the_characters_once(living, no_runner, fake_vectors,
+                                                                                 monkeypatch):
+    from studio.memory.facts import Fact as FactRecord, insert_facts
+    from studio.memory.knowledge import names
+    from studio.memory.pipeline.living import record_scene
+
+    turn_append(game_save=living, player_input="a", narrative="Kael talks.", state={"present": ["Kael"]})
+    (fact_id,) = insert_facts(living, 1, [FactRecord("Kael hid the map.")])
+    reads = []
+    real = names.character_index
+    monkeypatch.setattr(names, "character_index", lambda *a, **k: reads.append(1) or real(*a, **k))
+    monkeypatch.setattr("studio.memory.knowledge.reveals.character_index", names.character_index)
+    monkeypatch.setattr("studio.memory.pipeline.living.character_index", names.character_index)
+    scene = Scene(characters=["Mira", "Kael", "Ivo"], told={0: ("Kael", ["Mira", "Ivo", "the captain"])})
+    record_scene(living, 1, scene, [fact_id], reextract=False)
+    rows = Reveal.objects.filter(game_save=living).order_by("id")
+    assert [(r.character, r.told_by, r.fact_id) for r in rows] == [
+        ("Mira", "Kael", fact_id), ("Ivo", "Kael", fact_id), ("Mira", "Kael", fact_id)]
+    assert len(reads) == 1  # the universe's characters, once for the scene (not once per listener)

@@ -47,3 +47,16 @@ def test_a_reveal_of_a_later_fact_is_refused(living, no_runner, fake_vectors):
         {"turn_id": 1, "fact": 1, "entry_id": "", "character": "Mira", "told_by": "", "source": "api"}]
     with pytest.raises(portable.SaveFileError, match="later turn"):
         portable.save_import(universe=living.universe, data=json.dumps(document).encode())
+
+
+def test_two_presence_records_of_one_turn_are_refused(living, no_runner, fake_vectors):
+    turn_append(game_save=living, player_input="a", narrative="a", state={"present": ["Mira"]})
+    document = json.loads(portable.save_export(game_save=living).read())
+    items = document["sections"]["presence"]["items"]
+    items.append(dict(items[0], characters=["Kael", " "]))
+    items.append(dict(items[0]))
+    with pytest.raises(portable.SaveFileError) as caught:
+        portable.save_import(universe=living.universe, data=json.dumps(document).encode())
+    errors = caught.value.errors
+    assert any(e.startswith("sections.presence.items[1].characters[1]:") for e in errors)
+    assert any(e.startswith("sections.presence.items[2].turn_id: turn 1 has two presence records") for e in errors)

@@ -56,6 +56,59 @@ def test_budget_passes_ignore_budget_protected_then_shares():
     assert [i.included for i in items] == [True, True, True] and "other layers left" in items[1].why["budget"]
 
 
+def _item(layer, tokens, **why):
+    from studio.memory.recall.context import ContextItem
+
+    return ContextItem(layer=layer, text="x", tokens=tokens, reason="", why=why)
+
+
+def test_the_budget_kept_for_recall_holds_off_the_story_and_activated_lore():
+    # Offered first, recent turns and activated lore may not spend the 40% kept for what the action recalls.
+    turns = [_item("chapter", 30, budget_class="chapter", no_refill=True) for _ in range(3)]
+    activated = [_item("lore", 20, activation="recursion", budget_class="lore_activated") for _ in range(2)]
+    recalled = [_item("lore", 45, final_rank=1), _item("narrative", 35, final_rank=1)]
+    items = turns + activated + recalled
+    assemble(items, token_budget=200, shares={"chapter": 100, "lore_activated": 100}, reserve=40)
+    assert [i.included for i in turns] == [True, True, True]  # 90 of the 120 the others may use
+    assert [i.included for i in activated] == [True, False]
+    assert "kept for what the action recalls (40% of the budget" in activated[1].cut
+    assert all(i.included for i in recalled)  # the 80 kept: the top lore hit is in; 10 left, too few to refill
+    # What recall did not need goes back: with a smaller recall, the held-back entry is taken in pass 4.
+    items = [_item("lore", 20, activation="recursion", budget_class="lore_activated") for _ in range(5)] + [_item("narrative", 10)]
+    assemble(items, token_budget=100, shares={"lore_activated": 100}, reserve=40)
+    assert [i.included for i in items] == [True, True, True, True, False, True]
+    items = [_item("lore", 20, activation="recursion", budget_class="lore_activated") for _ in range(4)] + [_item("narrative", 10)]
+    assemble(items, token_budget=90, shares={"lore_activated": 100}, reserve=40)
+    assert all(i.included for i in items[:4]) and items[4].included
+    assert items[3].why["budget"] == "held back by the budget kept for recall, taken from the budget the other layers left"
+    # A story-so-far item is never refilled (its window is planned): held back, it stays out.
+    items = [_item("chapter", 80, budget_class="chapter", no_refill=True), _item("narrative", 5)]
+    assemble(items, token_budget=100, shares={}, reserve=40)
+    assert [i.included for i in items] == [False, True]
+
+
+def test_a_dated_groups_heading_is_paid_once():
+    items = [_item("narrative", 10, group="8 May", group_tokens=4), _item("narrative", 10, group="8 May", group_tokens=4),
+             _item("narrative", 10, group="9 May", group_tokens=4)]
+    assemble(items, token_budget=38, shares={})
+    assert [i.included for i in items] == [True, True, True]  # 14 + 10 + 14
+    items = [_item("narrative", 10, group="8 May", group_tokens=4), _item("narrative", 10, group="9 May", group_tokens=4)]
+    assemble(items, token_budget=27, shares={})
+    assert [i.included for i in items] == [True, False] and items[1].cut.startswith("over budget: needs 14 tokens, 13 left")
+
+
+def test_recall_is_offered_in_rounds_so_the_top_lore_hit_is_not_behind_the_chunks(demo):
+    # A budget where, after the protected entry, the lore the chat activates and the best chunk,
+    # the second chunk (~170 tokens) would leave too little for the top lore hit (~90) if lore
+    # found by meaning were offered after every chunk (as before: checked by that sabotage).
+    demo.universe.meta.update_or_create(key="context_share_narrative", defaults={"value": "100"})
+    context = build_memory_context(game_save=demo, query_text=QUESTION, token_budget=640, k_narrative=12)
+    narrative = [i for i in context.items if i.layer == "narrative"]
+    hood = next(i for i in context.items if i.ref.get("entry_id") == "copper-hood")
+    assert hood.included and hood.why.get("final_rank") is not None
+    assert any(not i.included for i in narrative) and context.used_tokens <= 640
+
+
 def test_whole_sentences_drop_an_unfinished_tail():
     assert whole_sentences("The tide turns. Wren runs to the") == "The tide turns."
     assert whole_sentences("No sentence end at all") == "No sentence end at all"

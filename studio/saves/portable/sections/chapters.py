@@ -12,8 +12,8 @@ from typing import Iterator
 
 from studio.memory.chapters.models import Chapter, ChapterCloseReason, SummaryStatus
 from studio.memory.chapters.timeline import COPIED_FIELDS
-from studio.saves.portable.registry import INVALID, CheckContext, ExportContext, ImportContext, SaveSection
-from studio.saves.portable.sections.rows import _items, _readers, insert_rows
+from studio.saves.portable.registry import CheckContext, ExportContext, ImportContext, SaveSection
+from studio.saves.portable.sections.rows import _readers, insert_rows
 
 NAME = "chapters"
 
@@ -29,13 +29,7 @@ def check_chapters(items: list, ctx: CheckContext, where: str) -> list[dict]:
     c = ctx.checker
 
     def choice(values):
-        def read(value, loc):
-            value = c.text(value, loc, max_length=20)
-            if value is not INVALID and value not in values:
-                c.add(loc, f"unknown value {value!r}; one of {', '.join(values)}")
-                return INVALID
-            return value
-        return read
+        return lambda value, loc: c.choice(value, loc, values)
 
     spec = {
         "level": r["int"](),
@@ -55,9 +49,7 @@ def check_chapters(items: list, ctx: CheckContext, where: str) -> list[dict]:
     }
     cleaned = []
     spans: dict[int, list[tuple[int, int, str]]] = {}
-    for loc, item in _items(ctx, items, where, spec):
-        if len(item) != len(spec):
-            continue
+    for loc, item in ctx.complete_records(items, where, spec):
         if not item["first_turn"] <= item["last_turn"] <= item["closed_turn"]:
             c.add(loc, f"turns must run first_turn <= last_turn <= closed_turn ({item['first_turn']}, "
                        f"{item['last_turn']}, {item['closed_turn']})")

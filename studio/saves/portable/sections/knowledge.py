@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from studio.memory.knowledge.models import Presence, PresenceSource, Reveal, RevealSource
-from studio.saves.portable.registry import INVALID, CheckContext, ExportContext, ImportContext, SaveSection
+from studio.saves.portable.registry import CheckContext, ExportContext, ImportContext, SaveSection
 
 
 def export_presence(ctx: ExportContext) -> Iterator[dict]:
@@ -26,36 +26,15 @@ def export_presence(ctx: ExportContext) -> Iterator[dict]:
         yield {"turn_id": row.turn_id, "characters": list(row.characters), "source": row.source, "scene": row.scene}
 
 
-def _names(c, value, loc):
-    value = c.array(value, loc, max_items=100)
-    if value is INVALID:
-        return value
-    for index, name in enumerate(value):
-        if c.text(name, f"{loc}[{index}]", max_length=200, blank=False) is INVALID:
-            return INVALID
-    return value
-
-
 def check_presence(items: list, ctx: CheckContext, where: str) -> list[dict]:
     c = ctx.checker
     spec = {
         "turn_id": lambda v, loc: ctx.turn(v, loc, first=1),
-        "characters": lambda v, loc: _names(c, v, loc),
+        "characters": lambda v, loc: c.names(v, loc, max_items=100, max_length=200),
         "source": lambda v, loc: c.choice(v, loc, PresenceSource.values),
         "scene": lambda v, loc: c.text(v, loc, max_length=300),
     }
-    out, seen = [], set()
-    for index, raw in enumerate(items):
-        loc = f"{where}[{index}]"
-        item = c.record(raw, loc, spec)
-        if item is None or len(item) != len(spec):
-            continue
-        if item["turn_id"] in seen:
-            c.add(f"{loc}.turn_id", f"turn {item['turn_id']} has two presence records")
-            continue
-        seen.add(item["turn_id"])
-        out.append(item)
-    return out
+    return [item for _loc, item in ctx.complete_records(items, where, spec, one_per_turn="presence")]
 
 
 def load_presence(items: list[dict], ctx: ImportContext) -> int:
@@ -83,11 +62,7 @@ def check_reveals(items: list, ctx: CheckContext, where: str) -> list[dict]:
         "source": lambda v, loc: c.choice(v, loc, RevealSource.values),
     }
     out = []
-    for index, raw in enumerate(items):
-        loc = f"{where}[{index}]"
-        item = c.record(raw, loc, spec)
-        if item is None or len(item) != len(spec):
-            continue
+    for loc, item in ctx.complete_records(items, where, spec):
         if (item["fact"] is None) == (not item["entry_id"]):
             c.add(loc, "a reveal names one fact or one lore entry")
             continue

@@ -44,13 +44,7 @@ def check_lore_activation(items: list, ctx: CheckContext, where: str) -> list[di
     c = ctx.checker
 
     def ids(value: Any, loc: str):
-        value = c.array(value, loc, max_items=MAX_IDS)
-        if value is INVALID:
-            return value
-        for index, entry_id in enumerate(value):
-            if c.text(entry_id, f"{loc}[{index}]", max_length=200, blank=False) is INVALID:
-                return INVALID
-        return value
+        return c.names(value, loc, max_items=MAX_IDS, max_length=200)
 
     def state(value: Any, loc: str):
         value = c.mapping(value, loc)
@@ -73,18 +67,7 @@ def check_lore_activation(items: list, ctx: CheckContext, where: str) -> list[di
         "activated": ids,
         "sequence": ids,
     }
-    out, seen = _Checked(), set()
-    for index, raw in enumerate(items):
-        loc = f"{where}[{index}]"
-        item = c.record(raw, loc, spec)
-        if item is None or len(item) != len(spec):
-            continue
-        if item["turn_id"] in seen:
-            c.add(f"{loc}.turn_id", f"turn {item['turn_id']} has two activation records")
-            continue
-        seen.add(item["turn_id"])
-        out.append(item)
-    return out
+    return _Checked(item for _loc, item in ctx.complete_records(items, where, spec, one_per_turn="activation"))
 
 
 def load_lore_activation(items: list[dict], ctx: ImportContext) -> int:
