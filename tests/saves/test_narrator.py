@@ -7,8 +7,10 @@ appended before the playtester accepts.
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
+from django.db import connection
 from django.urls import reverse
 
 from studio.memory.models import Job, LLMCall
@@ -387,10 +389,6 @@ def test_an_action_with_a_nul_character_is_a_clear_error_everywhere(tester, game
 @pytest.mark.django_db(transaction=True)
 def test_stop_before_the_first_word_ends_the_model_request(game_save, narrator):
     """A CPU server reads the prompt for half a minute before its first word: a Stop ends that wait."""
-    import threading
-
-    from django.db import connection
-
     release = threading.Event()  # the scripted "model" answers only once released, after the test
     narrator.reply = Reply(content=STORY, hold=release)
     draft = services.narrator_draft_create(game_save=game_save, player_input="I dive")

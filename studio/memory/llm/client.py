@@ -119,7 +119,7 @@ class OpenAICompatibleBackend:
                                                 transport=self._transport, limits=httpx.Limits(max_keepalive_connections=0))
             return self._own_client
 
-    def send_streamed(self, request: httpx.Request, *, abort: StreamAbort | None = None) -> httpx.Response:
+    def _send_streamed(self, request: httpx.Request, *, abort: StreamAbort | None = None) -> httpx.Response:
         """Send `request` and return its open response; with `abort`, on a connection of its own.
 
         Raise LLMCancelled when `abort` ended it before the answer began.
@@ -259,7 +259,7 @@ class OpenAICompatibleBackend:
             delay = None
             try:
                 if stream:
-                    response = self.send_streamed(
+                    response = self._send_streamed(
                         self._client.build_request("POST", self.url, json=payload, timeout=timeout), abort=abort
                     )
                 else:

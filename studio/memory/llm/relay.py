@@ -26,7 +26,6 @@ from collections.abc import Iterator
 
 import httpx
 
-from studio.memory.llm.abort import StreamAbort
 from studio.memory.llm.base import LLMError, LLMRequestRejected, LLMUnavailable
 from studio.memory.llm.streaming import AnswerStream
 
@@ -41,21 +40,20 @@ class RelayRefused(LLMRequestRejected):
         self.content_type = content_type or "application/json"
 
 
-def relay_open(backend, body: dict, *, stream: bool, abort: StreamAbort | None = None) -> "Relay":
+def relay_open(backend, body: dict, *, stream: bool) -> "Relay":
     """Send `body` to `backend`'s chat-completions URL; return the open `Relay` (HTTP 200).
 
     Raise `LLMUnavailable` when the endpoint cannot be reached after the backend's retries,
-    `RelayRefused` for any other refusal (with the endpoint's own status and body),
-    `LLMCancelled` when `abort` (another thread) ended it before the answer began.
+    `RelayRefused` for any other refusal (with the endpoint's own status and body).
     """
     started = time.monotonic()
     attempt = 0
     while True:
         delay = None
         try:
-            response = backend.send_streamed(
+            response = backend._client.send(
                 backend._client.build_request("POST", backend.url, json=body, timeout=backend._timeout(backend.timeout)),
-                abort=abort,
+                stream=True,
             )
         except httpx.TimeoutException as exc:
             error: LLMError = LLMUnavailable(f"timed out after {backend.timeout:g}s ({exc.__class__.__name__})")
@@ -63,7 +61,7 @@ def relay_open(backend, body: dict, *, stream: bool, abort: StreamAbort | None =
             error = LLMUnavailable(f"could not reach {backend.url}: {exc}")
         else:
             if response.status_code == 200:
-                return Relay(response, model=str(body.get("model") or ""), started=started, stream=stream, abort=abort)
+                return Relay(response, model=str(body.get("model") or ""), started=started, stream=stream)
             raw = response.read()
             response.close()
             if response.status_code != 429 and response.status_code < 500:
@@ -93,10 +91,9 @@ class Relay(AnswerStream):
     yields_bytes = True
     stops_at_done = False
 
-    def __init__(self, http: httpx.Response, *, model: str, started: float, stream: bool,
-                 abort: StreamAbort | None = None):
+    def __init__(self, http: httpx.Response, *, model: str, started: float, stream: bool):
         self.stream = stream
-        super().__init__(http, model=model, started=started, abort=abort)
+        super().__init__(http, model=model, started=started)
         self.content_type = self.content_type or "application/json"
 
     def read(self) -> bytes:
