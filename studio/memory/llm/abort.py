@@ -6,10 +6,10 @@ mid-answer). Closing the httpx response from another thread does not help: the t
 blocked in the socket read keeps waiting until the read timeout. Shutting the socket down
 does: the blocked read fails at once and the server sees the reader leave.
 
-- `StreamAbort` is the switch. Passed as `abort=` to `OpenAICompatibleBackend.stream` or
-  `relay_open`, the request goes on a connection of its own (never a pooled one, whose socket
-  the caller cannot see) and the switch learns its socket through httpcore's `trace`
-  extension when it connects. `abort()`, from any thread, shuts that socket down: a request
+- `StreamAbort` is the switch. Passed as `abort=` to `OpenAICompatibleBackend.stream`
+  (through `TrackedLLM.stream`), the request goes on a connection of its own (never a pooled
+  one, whose socket the caller cannot see) and the switch learns its socket through
+  httpcore's `trace` extension when it connects. `abort()`, from any thread, shuts that socket down: a request
   still waiting for its answer raises `LLMCancelled` (never retried), an open answer
   (`streaming.AnswerStream`) ends "cancelled" instead of failing.
 - `abort_when(stopped, every=...)` is the watcher: a thread that calls `stopped()` every
