@@ -74,3 +74,24 @@ def parse_meta_pairs(parser, pairs: list[str]) -> dict[str, str]:
             parser.error(f"--meta takes KEY=VALUE, not {pair!r}")
         meta[key.strip()] = value.strip()
     return meta
+
+
+def locomo_save(conv: str, turns: list[dict], universe):
+    """Write a LoCoMo conversation as a classic save in the game's shape (one utterance a turn,
+    the session's date as the turn's story time, state key `date`) and embed its turns.
+
+    `turns`: {turn_id, dia_id, text, date} in order. Returns the save (its current turn the last).
+    """
+    from studio.memory.vector import get_vector_memory
+    from studio.saves.models import Event, Save, StateCache
+
+    game_save = Save.objects.create(universe=universe, name=f"LoCoMo {conv}", meta={})
+    Event.objects.bulk_create([Event(game_save=game_save, turn_id=t["turn_id"], player_input="", narrative=t["text"])
+                               for t in turns])
+    StateCache.objects.bulk_create([StateCache(game_save=game_save, turn_id=t["turn_id"], state={"date": t["date"]})
+                                    for t in turns])
+    Save.objects.filter(pk=game_save.pk).update(current_turn=len(turns))
+    game_save.refresh_from_db()
+    get_vector_memory().embed_chunks(game_save.save_id, [
+        {"turn_id": t["turn_id"], "text": t["text"], "metadata_extra": {"dia_id": t["dia_id"]}} for t in turns])
+    return game_save

@@ -50,7 +50,7 @@ from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import DEFAULT_LOCOMO, setup_django  # noqa: E402
+from _common import DEFAULT_LOCOMO, locomo_save, setup_django  # noqa: E402
 
 EVIDENCE = re.compile(r"D\s*:?\s*(\d+)\s*:\s*(\d+)")
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -90,22 +90,9 @@ def load(path: Path) -> dict:
 
 
 def build_save(conv: str, conversation: dict, universe):
-    """Write the conversation as a classic save (one utterance a turn) and embed its turns."""
-    from studio.memory.vector import get_vector_memory
-    from studio.saves.models import Event, Save, StateCache
-
-    game_save = Save.objects.create(universe=universe, name=f"LoCoMo {conv}", meta={})
-    Event.objects.bulk_create([Event(game_save=game_save, turn_id=t["turn_id"], player_input="", narrative=t["text"])
-                               for t in conversation["turns"]])
-    StateCache.objects.bulk_create([StateCache(game_save=game_save, turn_id=t["turn_id"], state={"date": t["date"]})
-                                    for t in conversation["turns"]])
-    Save.objects.filter(pk=game_save.pk).update(current_turn=len(conversation["turns"]))
-    game_save.refresh_from_db()
-    vm = get_vector_memory()
-    vm.embed_chunks(game_save.save_id, [{"turn_id": t["turn_id"], "text": t["text"],
-                                         "metadata_extra": {"dia_id": t["dia_id"]}} for t in conversation["turns"]])
-    chapters = add_chapters(game_save, conversation)
-    return game_save, chapters
+    """Write the conversation as a classic save (`_common.locomo_save`) with one chapter per session."""
+    game_save = locomo_save(conv, conversation["turns"], universe)
+    return game_save, add_chapters(game_save, conversation)
 
 
 def add_chapters(game_save, conversation) -> int:
@@ -198,8 +185,10 @@ def stratified(contexts: list, n: int) -> list:
     return chosen
 
 
-def answer_f1(contexts: list, n: int) -> list[dict]:
-    """Answer each chosen question from each arm's context with the real model; print mean F1 per arm and category."""
+def answer_f1(contexts: list, n: int, log: str | None = None) -> list[dict]:
+    """Answer each chosen question from each arm's context with the real model; print mean F1 per arm and category.
+
+    `log`: a JSON-lines file each answer is appended to as it comes (a run cut short keeps them)."""
     import httpx
 
     base = os.environ.get("AXIOM_LLM_BASE_URL", "").rstrip("/")
@@ -221,7 +210,11 @@ def answer_f1(contexts: list, n: int) -> list[dict]:
                 score = token_f1(answer, row["answer"])
                 f1[arm][row["category"]].append(score)
                 out.append({"conv": row["conv"], "category": row["category"], "question": row["question"], "arm": arm,
-                            "truth": row["answer"], "answer": answer, "f1": round(score, 3)})
+                            "truth": row["answer"], "answer": answer, "f1": round(score, 3), "model": model,
+                            "when": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "load": round(os.getloadavg()[0], 2)})
+                if log:
+                    with open(log, "a", encoding="utf-8") as handle:
+                        handle.write(json.dumps(out[-1]) + "\n")
             print(f"answered {index}/{len(chosen)} questions on every arm ({time.perf_counter() - started:.0f} s)",
                   file=sys.stderr, flush=True)
     n_by = {c: len(f1["studio"][c]) for c in CATEGORIES}
@@ -323,7 +316,7 @@ def main() -> int:
         print(f"| {arm} | {sum(every) / len(every):.3f} | {cells} | {sum(tokens[arm]) / len(tokens[arm]):.0f} |")
     print("\nStudio arm, mean tokens by layer: " + ", ".join(
         f"{layer} {sum(v) / len(rows):.0f}" for layer, v in sorted(layer_tokens.items())))
-    answers = answer_f1(contexts, args.real_model) if args.real_model else []
+    answers = answer_f1(contexts, args.real_model, log=(args.json + ".answers.jsonl") if args.json else None) if args.real_model else []
     if args.json:
         Path(args.json).write_text(json.dumps({"budget": args.budget, "convs": args.convs, "rows": rows,
                                                "answers": answers}, indent=0))

@@ -52,7 +52,7 @@ from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import DEFAULT_LOCOMO, setup_django  # noqa: E402
+from _common import DEFAULT_LOCOMO, locomo_save, setup_django  # noqa: E402
 
 EVIDENCE = re.compile(r"D\s*:?\s*(\d+)\s*:\s*(\d+)")
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
@@ -84,20 +84,8 @@ def load(path: Path) -> dict:
 
 
 def build_save(conv: str, conversation: dict, universe):
-    """The conversation as a classic save, dated by session, embedded with the real MiniLM."""
-    from studio.memory.vector import get_vector_memory
-    from studio.saves.models import Event, Save, StateCache
-
-    game_save = Save.objects.create(universe=universe, name=f"LoCoMo {conv}", meta={})
-    Event.objects.bulk_create([Event(game_save=game_save, turn_id=t["turn_id"], player_input="", narrative=t["text"])
-                               for t in conversation["turns"]])
-    StateCache.objects.bulk_create([StateCache(game_save=game_save, turn_id=t["turn_id"], state={"date": t["date"]})
-                                    for t in conversation["turns"]])
-    Save.objects.filter(pk=game_save.pk).update(current_turn=len(conversation["turns"]))
-    game_save.refresh_from_db()
-    get_vector_memory().embed_chunks(game_save.save_id, [
-        {"turn_id": t["turn_id"], "text": t["text"], "metadata_extra": {"dia_id": t["dia_id"]}} for t in conversation["turns"]])
-    return game_save
+    """The conversation as a classic save, dated by session, embedded with the real MiniLM (`_common.locomo_save`)."""
+    return locomo_save(conv, conversation["turns"], universe)
 
 
 def shares(ranked_turns: list[int], wanted: set[str], dia: dict[int, str], text: dict[int, str],

@@ -16,7 +16,8 @@ one run:
    cache is reset with an unrelated prompt, so the first turn of every file starts cold and
    each later turn finds only the previous turn's prompt in the cache, as in play.
 
-Prints per turn the prompt tokens the server reports and the time to first token, and the
+Prints per turn the prompt tokens (as the server reports them, else the studio's estimate)
+and the time to first token, and the
 median over turns 2.. per file, with the ratio between files. Real model only (never in CI);
 wrap in `flock /tmp/llm.lock` on a shared machine.
 
@@ -53,7 +54,8 @@ def dump(turns: int, path: str, meta: dict[str, str]) -> None:
     prompts = []
     for turn in data.turns[:turns]:
         prompt = build_narrator_prompt(game_save=game_save, player_input=turn["player_input"])
-        prompts.append({"turn": prompt.turn_id, "system": prompt.system, "user": prompt.user})
+        prompts.append({"turn": prompt.turn_id, "system": prompt.system, "user": prompt.user,
+                        "tokens_estimate": prompt.tokens_estimate})
         turn_append(game_save=game_save, player_input=turn["player_input"], narrative=turn["narrative"],
                     state=turn.get("state") or {})
     Path(path).write_text(json.dumps({"prompts": prompts, "meta": meta}, indent=1))
@@ -98,6 +100,8 @@ def replay(paths: list[str], out: str | None) -> None:
             rows = []
             for prompt in prompts:
                 seconds, tokens = first_token(client, url, model, prompt["system"], prompt["user"])
+                # llama-cpp-python sends no usage in a stream: the studio's estimate stands in
+                tokens = tokens or prompt.get("tokens_estimate") or (len(prompt["system"]) + len(prompt["user"])) // 4
                 rows.append({"turn": prompt["turn"], "ttft_s": round(seconds, 2), "prompt_tokens": tokens})
                 print(f"{Path(path).name} turn {prompt['turn']}: {tokens} prompt tokens, first token after {seconds:.1f} s", flush=True)
             results[path] = rows

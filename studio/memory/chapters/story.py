@@ -16,6 +16,8 @@ rest of memory:
   reuses it) until the window moves; turns of the open chapter before the window are cut
   items ("before the window") and stay reachable by the narrative search. The last turn
   always shows: if it alone is longer than the share, its end is shown with the cut marked.
+  A turn is dated ("Turn 12 (day 3, dusk)") when its story time differs from the turn before
+  it, and the window's first turn always is.
 
 `shown_turns` is what the prompt shows in full: the narrative search leaves those turns out
 (an item is in the prompt once).
@@ -104,18 +106,29 @@ def story_items(game_save, *, horizon: int, token_budget: int, shares: dict[str,
                   .order_by("turn_id").values_list("turn_id", "player_input", "narrative"))
     states = dict(StateCache.objects.filter(game_save_id=game_save.pk, turn_id__gte=lookback, turn_id__lte=horizon)
                   .values_list("turn_id", "state"))
-    texts = [(turn_id, fill(_turn_text(turn_id, player_input, narrative, story_time_of(states.get(turn_id)))))
-             for turn_id, player_input, narrative in events]
+    # A turn is dated when its story time differs from the turn before it (a session of LoCoMo's
+    # shape shares one date over dozens of turns); the window's first turn is always dated.
+    dated: dict[int, str] = {}
+    texts, previous = [], None
+    for turn_id, player_input, narrative in events:
+        when = story_time_of(states.get(turn_id))
+        dated[turn_id] = fill(_turn_text(turn_id, player_input, narrative, when))
+        texts.append((turn_id, dated[turn_id] if when != previous else fill(_turn_text(turn_id, player_input, narrative, ""))))
+        previous = when
     if not texts:
         return story
     cap = token_budget * shares.get("chapter", 100) // 100
     sizes = {turn_id: count_tokens(text) for turn_id, text in texts}
+    dated_sizes = {turn_id: count_tokens(text) for turn_id, text in dated.items()}
     # The open chapter's turns, and at least the last MIN_RECENT turns (a chapter just opened
     # still reads as a story): earlier chapters are told by their summaries.
     floor = min(start, max(horizon - MIN_RECENT + 1, 1))
     floor = ((floor - 1) // WINDOW_STEP) * WINDOW_STEP + 1  # anchored, so it moves a step at a time
-    window_start = window_start_for({t: n for t, n in sizes.items() if t >= floor}, horizon=horizon, cap=cap)
+    window_start = window_start_for({t: n for t, n in sizes.items() if t >= floor}, horizon=horizon, cap=cap,
+                                    first_sizes=dated_sizes)
     for turn_id, text in texts:
+        if turn_id == window_start:
+            text = dated[turn_id]
         if turn_id < min(start, window_start):
             continue  # an earlier chapter's turn the window does not reach: its summary tells it
         why = {"budget_class": "chapter", "no_refill": True, "turn_id": turn_id, "chapter_start": start, "window_start": window_start,
@@ -139,15 +152,19 @@ def story_items(game_save, *, horizon: int, token_budget: int, shares: dict[str,
     return story
 
 
-def window_start_for(sizes: dict[int, int], *, horizon: int, cap: int) -> int:
+def window_start_for(sizes: dict[int, int], *, horizon: int, cap: int, first_sizes: dict[int, int] | None = None) -> int:
     """Return the first turn shown in full: the earliest turn 1 + k * WINDOW_STEP whose window fits `cap`.
 
     Anchored on fixed turn numbers, so the window's start stays put while turns are appended
-    and moves by WINDOW_STEP turns when it must (the last turn is always shown).
+    and moves by WINDOW_STEP turns when it must (the last turn is always shown). `first_sizes`:
+    a turn's size when it opens the window (dated in full), where that differs.
     """
+    first_sizes = first_sizes or {}
     anchor = ((min(sizes) - 1) // WINDOW_STEP) * WINDOW_STEP + 1
     while anchor <= horizon:
-        if sum(size for turn_id, size in sizes.items() if turn_id >= anchor) <= cap:
-            return max(anchor, min(sizes))
+        first = max(anchor, min(sizes))
+        total = sum(size for turn_id, size in sizes.items() if turn_id > first) + first_sizes.get(first, sizes.get(first, 0))
+        if total <= cap:
+            return first
         anchor += WINDOW_STEP
     return horizon

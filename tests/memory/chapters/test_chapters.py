@@ -188,3 +188,21 @@ def test_the_save_file_carries_chapters_and_refuses_overlaps(save, fake_vectors,
     items.append(dict(items[0], first_turn=2, last_turn=4))
     with pytest.raises(portable.SaveFileError, match="overlap"):
         portable.save_import(universe=save.universe, data=json.dumps(document).encode())
+
+
+def test_recent_turns_are_dated_when_their_story_time_changes_and_the_window_opens_dated(universe, fake_vectors):
+    from studio.memory.chapters.story import story_items
+    from studio.memory.recall.context_items import ContextItem
+
+    game_save = Save.objects.create(universe=universe, name="Dated")
+    for turn, date in enumerate(["8 May, 2023"] * 3 + ["9 May, 2023"] * 2, start=1):
+        turn_append(game_save=game_save, player_input="", narrative=f"Line {turn}.", state={"date": date})
+
+    def shown(budget):
+        story = story_items(game_save, horizon=5, token_budget=budget, shares={"chapter": 100}, make_item=ContextItem.of,
+                            fill=lambda text: text)
+        return [i.text.split("\n")[0] for i in story.turns if i.included]
+
+    assert shown(10_000) == ["Turn 1 (8 May, 2023)", "Turn 2", "Turn 3", "Turn 4 (9 May, 2023)", "Turn 5"]
+    # A window that moved past turn 4 opens on turn 5, dated though turn 4 had the same date.
+    assert shown(14) == ["Turn 5 (9 May, 2023)"]
