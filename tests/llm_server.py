@@ -19,7 +19,9 @@ Besides plain JSON answers it behaves like the real servers the client must cope
   (`Reply.chunks`, or word by word) with `Reply.chunk_delay` between them; the usage chunk
   comes only when `stream_options.include_usage` was asked. Every stream is logged in
   `stream_log` (deltas sent, whether the reader went away first); `disconnected` is set
-  when a reader closes a stream early.
+  when a reader closes a stream early. While an answer is held back (`Reply.delay`,
+  `Reply.hold`) or paused between deltas (`Reply.chunk_delay`) the server watches the
+  connection and gives up as soon as the client leaves (logged as a disconnected stream).
 - `refuse_json_schema=True` answers `response_format: {type: json_schema}` with HTTP 500 and
   an internal-server-error body, the way llama-cpp-python's server (0.3.x) does: its
   request model only knows `text` and `json_object` (with an optional `schema`). This is a
@@ -36,6 +38,8 @@ from __future__ import annotations
 
 import json
 import re
+import select
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -147,10 +151,15 @@ class ScriptedLLMServer:
                 if refusal is not None:
                     return self._send(*refusal)
                 reply = server.responder(request)
-                if reply.hold is not None:
-                    reply.hold.wait(timeout=120)
-                if reply.delay:
-                    time.sleep(reply.delay)
+                if not server.hold_back(reply, self.connection):
+                    # The client went away while the answer was held back (a Stop while the
+                    # "model" reads the prompt): a real server stops here too.
+                    if request.get("stream"):
+                        with server.lock:
+                            server.stream_log.append({"deltas_sent": 0, "disconnected": True, "completed": False})
+                        server.disconnected.set()
+                    self.close_connection = True
+                    return
                 if reply.raw_body is not None:
                     return self._send(reply.status, reply.raw_body, reply.headers)
                 if reply.status != 200:
@@ -214,8 +223,8 @@ class ScriptedLLMServer:
                             write("")  # the body ends: no finish_reason, no [DONE]
                             entry["completed"] = True
                             return
-                        if reply.chunk_delay:
-                            time.sleep(reply.chunk_delay)
+                        if reply.chunk_delay and not _wait_watching(self.connection, reply.chunk_delay):
+                            raise ConnectionAbortedError("the reader left during a pause")
                         write("data: " + json.dumps(chunk({"content": piece})) + "\r\n\r\n")
                         entry["deltas_sent"] += 1
                     write("data: " + json.dumps(chunk({}, reply.finish_reason)) + "\r\n\r\n")
@@ -247,6 +256,13 @@ class ScriptedLLMServer:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=lambda: self.httpd.serve_forever(poll_interval=0.05), daemon=True)
+
+    @staticmethod
+    def hold_back(reply: Reply, connection: socket.socket) -> bool:
+        """Wait as `reply` says (`hold`, then `delay`), watching the client; False when it left meanwhile."""
+        if reply.hold is not None and not _wait_watching(connection, 120, until=reply.hold):
+            return False
+        return _wait_watching(connection, reply.delay)
 
     def settled_stream_log(self, timeout: float = 5.0) -> list[dict]:
         """`stream_log` once every stream has ended (completed or the reader left).
@@ -325,6 +341,25 @@ class ScriptedLLMServer:
                 if remaining <= 0:
                     return False
                 self.arrived.wait(remaining)
+        return True
+
+
+def _wait_watching(connection: socket.socket, seconds: float, *, until: threading.Event | None = None) -> bool:
+    """Wait `seconds` (or until `until` is set); False as soon as the client closed the connection."""
+    deadline = time.monotonic() + seconds
+    while (until is None or not until.is_set()) and (left := deadline - time.monotonic()) > 0:
+        if _client_left(connection):
+            return False
+        time.sleep(min(0.05, left))
+    return True
+
+
+def _client_left(connection: socket.socket) -> bool:
+    """True when the client closed its side of the connection (nothing more to read, ever)."""
+    try:
+        readable, _, _ = select.select([connection], [], [], 0)
+        return bool(readable) and connection.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
         return True
 
 

@@ -7,8 +7,10 @@ appended before the playtester accepts.
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
+from django.db import connection
 from django.urls import reverse
 
 from studio.memory.models import Job, LLMCall
@@ -382,3 +384,45 @@ def test_an_action_with_a_nul_character_is_a_clear_error_everywhere(tester, game
     assert "cannot be used" in tester.get(url("detail", game_save)).content.decode()
     assert not NarratorDraft.objects.filter(game_save=game_save).exists()  # nothing to stream
     assert [r for r in narrator.server.requests if operation_of(r) == "narrate"] == []
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("headers_first", [False, True], ids=["answer-held-back", "first-word-held-back"])
+def test_stop_before_the_first_word_ends_the_model_request(game_save, narrator, headers_first):
+    """A CPU server reads the prompt for half a minute before its first word: a Stop ends that wait.
+
+    Some servers answer only once the first word is ready (llama-cpp-python), others send
+    the headers at once and the words later (llama.cpp's `llama-server`): both are stopped.
+    """
+    release = threading.Event()  # the scripted "model" answers only once released, after the test
+    narrator.reply = Reply(content=STORY, chunk_delay=60) if headers_first else Reply(content=STORY, hold=release)
+    draft = services.narrator_draft_create(game_save=game_save, player_input="I dive")
+    alternative = draft.alternatives.get()
+
+    def press_stop():
+        try:
+            assert narrator.server.wait_for("narrate", timeout=10)
+            assert services.narration_stop(alternative=alternative, shown_text="")
+        finally:
+            connection.close()  # this thread's own connection
+
+    stopper = threading.Thread(target=press_stop)
+    stopper.start()
+    try:
+        deltas = list(services.narration_stream(alternative_id=alternative.pk))
+        stopper.join()
+        assert deltas == []
+        assert narrator.server.disconnected.wait(5)  # the server saw the client go away...
+        # ...before it sent a word: the stream ended while the model had not answered.
+        assert narrator.server.stream_log == [{"deltas_sent": 0, "disconnected": True, "completed": False}]
+        assert not release.is_set()
+        alternative.refresh_from_db()
+        assert alternative.status == AlternativeStatus.CANCELLED and alternative.error == services.STOPPED
+        assert alternative.text == "" and alternative.system_prompt  # the prompt is kept
+        assert len(narrator.server.requests_for("narrate")) == 1  # a Stop is not retried
+        call = LLMCall.objects.get(game_save=game_save, operation="narrate")
+        assert ("cancelled by the reader" if headers_first else "before the answer began") in call.error
+        assert Event.objects.filter(game_save=game_save).count() == 3
+    finally:
+        release.set()
+        stopper.join()

@@ -8,6 +8,8 @@
   non-streamed `chat` and streamed `stream` (server-sent events), retries with backoff,
   structured outputs with a JSON schema (falling back through the modes a server takes),
   sampling fields sent only where accepted, a model and settings per operation.
+- `abort`: `StreamAbort`, ending a streamed request from another thread even before its
+  first byte, and `abort_when`, the watcher thread that flips it (the console's Stop).
 - `capabilities`: what each endpoint and model accepts, remembered process-wide.
 - `tracked`: `TrackedLLM`, one job's view of a backend: spend guard, call log, truncation.
 - `relay`: a caller's own chat-completions body relayed byte for byte (the memory proxy's
@@ -26,9 +28,11 @@ import threading
 
 from django.conf import settings
 
+from studio.memory.llm.abort import StreamAbort, abort_when
 from studio.memory.llm.base import (
     OPERATIONS,
     LLMBackend,
+    LLMCancelled,
     LLMError,
     LLMRequestRejected,
     LLMResponse,
@@ -59,6 +63,7 @@ __all__ = [
     "ChatStream",
     "EndpointCapabilities",
     "LLMBackend",
+    "LLMCancelled",
     "LLMError",
     "LLMRequestRejected",
     "LLMResponse",
@@ -70,7 +75,9 @@ __all__ = [
     "RelayRefused",
     "SpendLimitExceeded",
     "SpendStatus",
+    "StreamAbort",
     "TrackedLLM",
+    "abort_when",
     "ask",
     "estimate_tokens",
     "get_llm_backend",

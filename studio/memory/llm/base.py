@@ -40,6 +40,12 @@ class LLMRequestRejected(LLMError):
     retryable = False
 
 
+class LLMCancelled(LLMError):
+    """The caller stopped the request (`abort.StreamAbort`) before its answer began: never retried."""
+
+    retryable = False
+
+
 class LLMTruncated(LLMError):
     """The answer hit the token limit before one complete item: raise the operation's max tokens.
 

@@ -21,18 +21,24 @@ One request loop serves `chat` (one JSON answer) and `stream` (server-sent event
   stream (or leaving its `with` block) closes the HTTP connection, which is how a server
   learns that the reader went away. An error after the first delta raises
   `LLMUnavailable` from the iterator; nothing is retried once text has been yielded.
+- Stopping from another thread: `stream(abort=StreamAbort())` sends the request on a
+  connection of its own, whose socket `abort()` shuts down (`abort.py`): before the answer
+  began `stream()` raises `LLMCancelled`, after it the stream ends "cancelled".
 """
 from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Iterator
 
 import httpx
 
+from studio.memory.llm.abort import StreamAbort
 from studio.memory.llm.base import (
     SAMPLING_FIELDS,
+    LLMCancelled,
     LLMError,
     LLMRequestRejected,
     LLMResponse,
@@ -96,9 +102,38 @@ class OpenAICompatibleBackend:
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
         self._client = httpx.Client(timeout=self._timeout(self.timeout), headers=headers, transport=transport)
+        self._transport = transport
+        self._own_client: httpx.Client | None = None  # built at the first abortable stream
+        self._own_lock = threading.Lock()
 
     def close(self) -> None:
         self._client.close()
+        if self._own_client is not None:
+            self._own_client.close()
+
+    def _abortable_client(self) -> httpx.Client:
+        """The client of abortable streams: a connection each, never kept (its socket is the abort's)."""
+        with self._own_lock:
+            if self._own_client is None:
+                self._own_client = httpx.Client(timeout=self._timeout(self.timeout), headers=self._client.headers,
+                                                transport=self._transport, limits=httpx.Limits(max_keepalive_connections=0))
+            return self._own_client
+
+    def _send_streamed(self, request: httpx.Request, *, abort: StreamAbort | None = None) -> httpx.Response:
+        """Send `request` and return its open response; with `abort`, on a connection of its own.
+
+        Raise LLMCancelled when `abort` ended it before the answer began.
+        """
+        if abort is None:
+            return self._client.send(request, stream=True)
+        request.extensions["trace"] = abort.trace
+        if not abort.aborted:
+            try:
+                return self._abortable_client().send(request, stream=True)
+            except httpx.HTTPError:
+                if not abort.aborted:
+                    raise
+        raise LLMCancelled("stopped before the answer began")
 
     def model_for(self, operation: str) -> str:
         return self.operation_models.get(operation) or self.model
@@ -171,25 +206,28 @@ class OpenAICompatibleBackend:
         max_tokens: int | None = None,
         temperature: float | None = None,
         sampling: dict | None = None,
+        abort: StreamAbort | None = None,
     ) -> "ChatStream":
         """Open a streamed request; return the iterator of its text deltas.
 
         `sampling`: request-level sampling fields (`SAMPLING_FIELDS`, e.g. a save's sampler
-        settings) over the operation's own; None values are not sent.
+        settings) over the operation's own; None values are not sent. `abort`: a switch
+        another thread may flip to end the request at once (raises LLMCancelled before the
+        answer began; the stream ends "cancelled" after).
         """
         started = time.monotonic()
         response, sent = self._open(
             operation=operation, system=system, prompt=prompt, messages=messages, json_mode=json_mode,
             schema=schema, schema_name=schema_name or operation, max_tokens=max_tokens, temperature=temperature,
-            stream=True, sampling=sampling,
+            stream=True, sampling=sampling, abort=abort,
         )
-        return ChatStream(response, sent=sent, started=started)
+        return ChatStream(response, sent=sent, started=started, abort=abort)
 
     # -- the request loop -----------------------------------------------------------------
 
     def _open(
         self, *, operation, system, prompt, messages, json_mode, schema, schema_name, max_tokens, temperature, stream,
-        sampling=None,
+        sampling=None, abort: StreamAbort | None = None,
     ) -> tuple[httpx.Response, dict]:
         model = self.model_for(operation)
         options = self.options_for(operation)
@@ -221,8 +259,8 @@ class OpenAICompatibleBackend:
             delay = None
             try:
                 if stream:
-                    response = self._client.send(
-                        self._client.build_request("POST", self.url, json=payload, timeout=timeout), stream=True
+                    response = self._send_streamed(
+                        self._client.build_request("POST", self.url, json=payload, timeout=timeout), abort=abort
                     )
                 else:
                     response = self._client.post(self.url, json=payload, timeout=timeout)
@@ -362,9 +400,9 @@ class ChatStream(AnswerStream):
     error after the first delta is raised from the iterator once the stream has finished.
     """
 
-    def __init__(self, response: httpx.Response, *, sent: dict, started: float):
+    def __init__(self, response: httpx.Response, *, sent: dict, started: float, abort: StreamAbort | None = None):
         self.sent = sent
-        super().__init__(response, model=sent["model"], started=started)
+        super().__init__(response, model=sent["model"], started=started, abort=abort)
 
     def _items(self) -> Iterator[str]:
         yield from self._read(self._http.iter_bytes())

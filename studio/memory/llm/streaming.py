@@ -16,6 +16,9 @@ what they share:
   reader went away and stops generating) and ends the answer "cancelled". Leaving a `with`
   block closes it too. `on_finish(answer)` callbacks run exactly once, at the end, on error
   or on close; a failing callback is logged and never breaks the reader.
+- Aborting: a read that fails because another thread flipped the answer's `abort`
+  (`abort.StreamAbort`, which shuts the socket down) ends the answer "cancelled", as
+  `close()` does, never with an error.
 
 A subclass says what its iterator yields (`yields_bytes`), whether reading stops at `[DONE]`
 (`stops_at_done`), which HTTP iterator it reads (`_items`) and how it builds its response.
@@ -29,6 +32,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 import httpx
 
+from studio.memory.llm.abort import StreamAbort
 from studio.memory.llm.base import LLMError, LLMResponse, LLMUnavailable, estimate_tokens
 
 logger = logging.getLogger(__name__)
@@ -85,8 +89,9 @@ class AnswerStream:
     yields_bytes = False  # True: the iterator yields the raw chunks; False: the text deltas
     stops_at_done = True  # stop reading at `[DONE]` (a relay reads the body to its end)
 
-    def __init__(self, http: httpx.Response, *, model: str, started: float):
+    def __init__(self, http: httpx.Response, *, model: str, started: float, abort: StreamAbort | None = None):
         self._http = http
+        self._abort = abort
         self.model = model
         self.started = started
         self.content_type = http.headers.get("content-type", "")
@@ -203,7 +208,9 @@ class AnswerStream:
         finally:
             if not self.cancelled:
                 self._http.close()
-        self._finish("error" if self.error is not None else self._finish_reason)
+        if self.error is not None and self._abort is not None and self._abort.aborted:
+            self.error, self.cancelled = None, True  # another thread's Stop, not a broken answer
+        self._finish("cancelled" if self.cancelled else "error" if self.error is not None else self._finish_reason)
 
     def _deltas(self, events: list, *, read: bool = False) -> Iterator[str]:
         """Read each event (`read`: already read, they are texts); yield its text when it has any

@@ -8,8 +8,10 @@
   the living jobs, operation "narrate"). When the stream ends the alternative is `done`
   with the model, latency, tokens and the prompt and memory context it was built from. A
   stream that breaks marks it `failed`; a reader that goes away (the generator is closed,
-  as Django does when the client disconnects) marks it `cancelled`. Either way nothing is
-  appended.
+  as Django does when the client disconnects) or a Stop (`narration_stop`) marks it
+  `cancelled`. Either way nothing is appended. A watcher thread (`llm.abort_when`) looks for
+  the Stop every `STOP_CHECK_SECONDS` while the model's request is open and ends that
+  request at once, before its first word as well (`llm.StreamAbort`).
 - `narrator_accept` appends the chosen (possibly edited) text through `turn_append` with the
   draft's turn as the expected turn, and writes the turn's `NarratorSnapshot` and the
   narration's two memory queries (`RecordedQuery`, source "narrator", for Lore replay) in
@@ -31,7 +33,15 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.db.models import Max
 
-from studio.memory.llm import LLMError, LLMResponse, SpendLimitExceeded, TrackedLLM, get_llm_backend
+from studio.memory.llm import (
+    LLMCancelled,
+    LLMError,
+    LLMResponse,
+    SpendLimitExceeded,
+    TrackedLLM,
+    abort_when,
+    get_llm_backend,
+)
 from studio.memory.recall.search import record_context_queries
 from studio.saves.errors import TurnConflict
 from studio.saves.models import (
@@ -171,19 +181,21 @@ def _finish(alternative_id: int, status: str, *, text: str = "", error: str = ""
 
 
 STOP_CHECK_SECONDS = 0.5  # how often a stream looks for a Stop (one small read)
+STOPPED = "Stopped before the end; nothing was appended. Edit the text and accept it, continue it, or regenerate."
 
 
 def narration_stop(*, alternative: NarratorAlternative, shown_text: str = "") -> bool:
     """Stop a pending or streaming alternative: it becomes `cancelled` with the text the player saw.
 
-    The stream notices at its next delta (`STOP_CHECK_SECONDS`), closes the model's stream
-    and adds the usage. Return False when the alternative had already ended.
+    The stream's watcher notices within `STOP_CHECK_SECONDS`, even before the model's first
+    word (a CPU server may read the prompt for half a minute) or in a stall, and ends the
+    model's request; the stream then adds the usage. Return False when the alternative had
+    already ended.
     """
     text = (alternative.prefix + " " if alternative.prefix else "") + (shown_text or "").strip()
     return bool(NarratorAlternative.objects.filter(
         pk=alternative.pk, status__in=(AlternativeStatus.PENDING, AlternativeStatus.STREAMING)
-    ).update(status=AlternativeStatus.CANCELLED, text=text.strip(),
-             error="Stopped before the end; nothing was appended. Edit the text and accept it, continue it, or regenerate."))
+    ).update(status=AlternativeStatus.CANCELLED, text=text.strip(), error=STOPPED))
 
 
 def _stopped(alternative_id: int) -> bool:
@@ -244,44 +256,51 @@ def narration_stream(*, alternative_id: int, vector_memory=None) -> Iterator[str
         return join_continuation(prefix, text) if prefix else text
 
     tracked = TrackedLLM(backend, game_save_id=game_save.pk)
-    try:
-        stream = tracked.stream(system=prompt.system, prompt=prompt.user, operation="narrate",
-                                **sampler.request_options())
-    except SpendLimitExceeded as exc:
-        _finish(alternative_id, AlternativeStatus.FAILED, error=f"Paused by the {exc.reason}", prompt=prompt,
-                settings=settings, text=prefix)
-        return
-    except LLMError as exc:
-        _finish(alternative_id, AlternativeStatus.FAILED, error=f"The model could not be reached: {exc}",
-                prompt=prompt, settings=settings, text=prefix)
-        return
-    ended = False
-    checked = time.monotonic()
-    try:
-        for delta in stream:
-            if time.monotonic() - checked >= STOP_CHECK_SECONDS:
-                checked = time.monotonic()
-                if _stopped(alternative_id):
-                    return  # the finally block closes the model's stream and adds the usage
-            yield delta
-        ended = True
-    except LLMError as exc:
-        ended = True
-        _finish(
-            alternative_id, AlternativeStatus.FAILED, text=whole(stream.text),
-            error=f"The narration broke off ({exc}); nothing was appended. Edit it, continue it or regenerate.",
-            response=stream.response, prompt=prompt, settings=settings,
-        )
-        return
-    finally:
-        if not ended:
-            # The reader went away mid-narration (GeneratorExit, the Stop button): close the model's stream.
-            stream.close()
+    # The watcher ends the model's request at a Stop even while nothing arrives (a CPU server
+    # reading the prompt, a stall); the check between deltas stays, the watcher's thread
+    # cannot see a Stop that this thread's open transaction holds.
+    with abort_when(lambda: _stopped(alternative_id), every=STOP_CHECK_SECONDS) as abort:
+        try:
+            stream = tracked.stream(system=prompt.system, prompt=prompt.user, operation="narrate", abort=abort,
+                                    **sampler.request_options())
+        except LLMCancelled:
+            _finish(alternative_id, AlternativeStatus.CANCELLED, error=STOPPED, prompt=prompt, settings=settings,
+                    text=prefix)
+            return
+        except SpendLimitExceeded as exc:
+            _finish(alternative_id, AlternativeStatus.FAILED, error=f"Paused by the {exc.reason}", prompt=prompt,
+                    settings=settings, text=prefix)
+            return
+        except LLMError as exc:
+            _finish(alternative_id, AlternativeStatus.FAILED, error=f"The model could not be reached: {exc}",
+                    prompt=prompt, settings=settings, text=prefix)
+            return
+        ended = False
+        checked = time.monotonic()
+        try:
+            for delta in stream:
+                if time.monotonic() - checked >= STOP_CHECK_SECONDS:
+                    checked = time.monotonic()
+                    if _stopped(alternative_id):
+                        return  # the finally block closes the model's stream and adds the usage
+                yield delta
+            if stream.cancelled:
+                return  # the watcher aborted the model's request at a Stop: recorded as below
+            ended = True
+        except LLMError as exc:
+            ended = True
             _finish(
-                alternative_id, AlternativeStatus.CANCELLED, text=whole(stream.text),
-                error="Stopped before the end; nothing was appended. Edit the text and accept it, continue it, or regenerate.",
+                alternative_id, AlternativeStatus.FAILED, text=whole(stream.text),
+                error=f"The narration broke off ({exc}); nothing was appended. Edit it, continue it or regenerate.",
                 response=stream.response, prompt=prompt, settings=settings,
             )
+            return
+        finally:
+            if not ended:
+                # The reader went away mid-narration (GeneratorExit) or a Stop: close the model's stream.
+                stream.close()
+                _finish(alternative_id, AlternativeStatus.CANCELLED, text=whole(stream.text), error=STOPPED,
+                        response=stream.response, prompt=prompt, settings=settings)
     response = stream.response
     status = AlternativeStatus.DONE if response.text.strip() else AlternativeStatus.FAILED
     error = "" if response.text.strip() else "The model answered with no text."
