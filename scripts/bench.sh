@@ -9,7 +9,8 @@ for script in bench/*.py; do
   case "$(basename "$script")" in
     _*) continue ;;
     # Need a real model (run by hand, see README) or are not benchmarks themselves.
-    llm_recorder.py|living_quality.py|demo_living_record.py|e2e_narrator.py|proxy_e2e.py) continue ;;
+    llm_recorder.py|living_quality.py|demo_living_record.py|demo_chapters_record.py|e2e_narrator.py|proxy_e2e.py) continue ;;
+    console_try.py|ttft.py|knowledge_llm.py) continue ;;
   esac
   echo "=== $script ==="
   .venv/bin/python "$script" || status=1
