@@ -130,12 +130,9 @@ def score_context(context, truth: Truth, n: int) -> dict:
     return out
 
 
-def play_and_score(data: dict, *, embedder: str, vector_memory=None) -> dict:
-    """Play the scenario into a fresh save of the demo universe and score every turn and probe."""
-    from studio.memory.recall.context import build_memory_context
-    from studio.memory.knowledge.models import Presence
-    from studio.memory.knowledge.names import character_index
-    from studio.saves.demo_knowledge import scenario_append_turn, scenario_save_create, scenario_secrets_load
+def scenario_save(data: dict):
+    """Return a fresh save of the scenario (its secrets loaded into the demo universe, loaded first if needed)."""
+    from studio.saves.demo_knowledge import scenario_save_create, scenario_secrets_load
     from studio.saves.models import Save
     from studio.universes.demo.loader import demo_load
     from studio.universes.models import Universe
@@ -145,7 +142,18 @@ def play_and_score(data: dict, *, embedder: str, vector_memory=None) -> dict:
     universe = Universe.objects.get(slug="the-drowned-reach")
     scenario_secrets_load(universe=universe, data=data)
     Save.objects.filter(save_id=data["save_id"]).delete()
-    save = scenario_save_create(universe=universe, data=data)
+    return scenario_save_create(universe=universe, data=data)
+
+
+def play_and_score(data: dict, *, embedder: str, vector_memory=None) -> dict:
+    """Play the scenario into a fresh save of the demo universe and score every turn and probe."""
+    from studio.memory.recall.context import build_memory_context
+    from studio.memory.knowledge.models import Presence
+    from studio.memory.knowledge.names import character_index
+    from studio.saves.demo_knowledge import scenario_append_turn
+
+    save = scenario_save(data)
+    universe = save.universe
     memory = vector_memory
     if memory is None:
         from studio.memory.vector import get_vector_memory

@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-from knowledge import SCENARIO, fold, probe_terms, says_terms
+from knowledge import SCENARIO, fold, probe_terms, says_terms, scenario_save
 
 # Turns of the scenario the extraction is asked about, fixed before any run: the five scene
 # changes (1, 8, 14, 21, 27), a departure (18) and the six turns where someone tells a secret
@@ -143,18 +143,10 @@ def extraction_accuracy(*, out_path: Path) -> str:
     from studio.memory.knowledge.names import character_index
     from studio.memory.llm import TrackedLLM
     from studio.memory.pipeline.living import extract_turn_facts
-    from studio.saves.demo_knowledge import scenario_save_create, scenario_secrets_load
-    from studio.saves.models import Save
-    from studio.universes.demo.loader import demo_load
-    from studio.universes.models import Universe
 
     data = json.loads(SCENARIO.read_text())
-    if not Universe.objects.filter(slug="the-drowned-reach").exists():
-        demo_load()
-    universe = Universe.objects.get(slug="the-drowned-reach")
-    scenario_secrets_load(universe=universe, data=data)
-    Save.objects.filter(save_id=data["save_id"]).delete()
-    save = scenario_save_create(universe=universe, data=data)
+    save = scenario_save(data)
+    universe = save.universe
     characters = character_index(universe, save=save).all_characters()
     recorder = Recorder(backend)
     llm = TrackedLLM(recorder, game_save_id=save.pk)
