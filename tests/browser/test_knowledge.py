@@ -36,7 +36,7 @@ def test_who_knows_what_presence_and_reveals(logged_in_page, playtester, scene, 
     picker.locator("summary").click()
     picker.locator("input[value='Ivo']").check()
     picker.locator("button[type=submit]").click()
-    page.wait_for_function("document.querySelector('#presence-1').innerText.includes('Ivo')")
+    page.wait_for_selector("#presence-1 > p:has-text('Ivo')")  # the swapped line, not the picker's labels (no eval: the CSP)
     assert "Ivo" in Presence.objects.get(game_save=scene, turn_id=1).characters
     # Add a reveal from the page's form.
     page.goto(f"/memory/{scene.save_id}/knowledge/")
