@@ -31,7 +31,6 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterator
 
 import httpx
 
@@ -403,11 +402,6 @@ class ChatStream(AnswerStream):
     def __init__(self, response: httpx.Response, *, sent: dict, started: float, abort: StreamAbort | None = None):
         self.sent = sent
         super().__init__(response, model=sent["model"], started=started, abort=abort)
-
-    def _items(self) -> Iterator[str]:
-        yield from self._read(self._http.iter_bytes())
-        if self.error is not None:
-            raise self.error
 
     def _read_document(self, data) -> str:
         # The server ignored `stream: true` and sent one JSON answer: it must hold a choice.

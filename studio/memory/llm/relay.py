@@ -22,7 +22,6 @@ timeout) and, through `TrackedLLM.relay`, the same spend guard and call log.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import httpx
 
@@ -99,6 +98,3 @@ class Relay(AnswerStream):
     def read(self) -> bytes:
         """Return the whole body (a non-streamed answer)."""
         return b"".join(self)
-
-    def _items(self) -> Iterator[bytes]:
-        yield from self._read(self._http.iter_raw())

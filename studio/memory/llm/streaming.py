@@ -20,8 +20,9 @@ what they share:
   (`abort.StreamAbort`, which shuts the socket down) ends the answer "cancelled", as
   `close()` does, never with an error.
 
-A subclass says what its iterator yields (`yields_bytes`), whether reading stops at `[DONE]`
-(`stops_at_done`), which HTTP iterator it reads (`_items`) and how it builds its response.
+A subclass says what its iterator yields (`yields_bytes`: the raw body, errors left in
+`error`; or text deltas, an error raised at the end), whether reading stops at `[DONE]`
+(`stops_at_done`) and how it builds its response.
 """
 from __future__ import annotations
 
@@ -131,11 +132,18 @@ class AnswerStream:
         self._http.close()
         self._finish("cancelled")
 
-    # -- for subclasses ---------------------------------------------------------------------
+    # -- what subclasses may override ----------------------------------------------------------
 
     def _items(self) -> Iterator:
-        """Yield what the iterator hands out: `yield from self._read(<the HTTP chunks>)`."""
-        raise NotImplementedError
+        """Yield what the iterator hands out: the raw chunks (a relay: the body as sent, its errors
+        left in `error`, the caller having the bytes that carried them) or the decoded text deltas
+        (an error then raised once the stream has finished: a text reader sees it no other way)."""
+        if self.yields_bytes:
+            yield from self._read(self._http.iter_raw())
+            return
+        yield from self._read(self._http.iter_bytes())
+        if self.error is not None:
+            raise self.error
 
     def _response(self, finish_reason: str) -> LLMResponse:
         """Return the whole answer, from what was read (`text`, `model`, usage, timings)."""
