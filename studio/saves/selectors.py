@@ -15,7 +15,6 @@ from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery, 
 from django.db.models.functions import Coalesce
 from django.http import Http404
 
-from studio.memory.knowledge.models import Presence
 from studio.memory.models import Fact, Job, MentalModel, Observation
 from studio.saves.models import Event, Save
 from studio.universes.models import Universe
@@ -100,11 +99,6 @@ def timeline_page(*, game_save: Save, page_number=1, per_page: int = TIMELINE_TU
             turn.facts = facts_by_turn.get(turn.turn_id, [])
             turn.jobs = jobs_by_turn.get(turn.turn_id, [])
     return page, turns
-
-
-def presence_by_turns(*, game_save: Save, turn_ids) -> dict[int, Presence]:
-    """Return {turn: Presence row} of those turns (one query): who is present on a page of turns."""
-    return {row.turn_id: row for row in Presence.objects.filter(game_save_id=game_save.pk, turn_id__in=list(turn_ids))}
 
 
 def event_get(*, game_save: Save, turn_id: int) -> Event:

@@ -151,6 +151,11 @@ def presence_at(save, turn_id: int) -> Presence | None:
     return Presence.objects.filter(game_save_id=save.pk, turn_id=turn_id).first()
 
 
-def presence_by_turn(save, *, horizon: int) -> dict[int, Presence]:
-    """Return {turn: row} of the save's presence up to `horizon` (one query)."""
-    return {r.turn_id: r for r in Presence.objects.filter(game_save_id=save.pk, turn_id__lte=horizon)}
+def presence_by_turn(save, *, horizon: int | None = None, turn_ids=None) -> dict[int, Presence]:
+    """Return {turn: row} of the save's presence up to `horizon`, or of the turns `turn_ids` (one query)."""
+    rows = Presence.objects.filter(game_save_id=save.pk)
+    if horizon is not None:
+        rows = rows.filter(turn_id__lte=horizon)
+    if turn_ids is not None:
+        rows = rows.filter(turn_id__in=list(turn_ids))
+    return {r.turn_id: r for r in rows}

@@ -5,7 +5,7 @@ the form posts to the inspector's `memory:presence_edit`, which sets presence th
 `studio.memory.knowledge.presence.presence_set` and re-carries it forward.
 
 A page that shows many turns (the timeline) reads their presence rows once and passes them
-as `presence_rows` ({turn: row}, `studio.saves.selectors.presence_by_turns`); the universe's
+as `presence_rows` ({turn: row}, `studio.memory.knowledge.presence.presence_by_turn`); the universe's
 characters are read once per page render. Without `presence_rows` the tag reads its turn's
 row itself.
 """

@@ -13,7 +13,8 @@ from django_htmx.http import HttpResponseStopPolling
 from studio.memory.chapters.selectors import chapters_for, open_chapter_start
 from studio.saves.forms import NarrativeEditForm
 from studio.saves.narrator.selectors import snapshot_turn_ids
-from studio.saves.selectors import attach_turn_chunks, presence_by_turns, timeline_page, timeline_turn
+from studio.memory.knowledge.presence import presence_by_turn
+from studio.saves.selectors import attach_turn_chunks, timeline_page, timeline_turn
 from studio.saves.access import Access, save_for
 from studio.saves.views.chapters import chapter_band_levels
 from studio.saves.views.saves import save_page_context
@@ -29,7 +30,7 @@ def timeline(request: HttpRequest, save_id: str) -> HttpResponse:
     context = save_page_context(request, game_save, "timeline")
     context.update({"page": page, "turns": turns})
     context["snapshot_turns"] = snapshot_turn_ids(game_save=game_save, turn_ids=[t.turn_id for t in turns])
-    context["presence_rows"] = presence_by_turns(game_save=game_save, turn_ids=[t.turn_id for t in turns])
+    context["presence_rows"] = presence_by_turn(game_save, turn_ids=[t.turn_id for t in turns])
     if request.htmx:  # a page of turns; the chapter bands above them stay as they are
         return render(request, "saves/timeline.html#turns", context)
     rows = list(chapters_for(game_save))
