@@ -16,7 +16,7 @@ from ninja import Query
 
 from studio.api import schemas as S
 from studio.api import serializers
-from studio.api.errors import ApiError, conflict, not_found, validation_error
+from studio.api.errors import conflict, not_found, validation_error
 from studio.api.http import page
 from studio.api.ninja_api import router
 from studio.memory import selectors as memory_selectors
