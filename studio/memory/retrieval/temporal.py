@@ -43,10 +43,14 @@ class TimePreference:
 
 
 def in_range_positions(arm_input) -> np.ndarray:
-    """Return the view indices of the chunks whose turn is preferred."""
-    turns = np.fromiter(arm_input.prefer.turns, dtype=np.int64, count=len(arm_input.prefer.turns))
-    view_turns = arm_input.corpus.turn_ids[arm_input.view.positions]
-    return np.flatnonzero(np.isin(view_turns, turns))
+    """Return the view indices of the chunks whose turn is preferred (computed once per search:
+    `skip_reason` and `rank` both ask, kept as the arm's `story_time` evidence)."""
+    evidence = arm_input._evidence
+    if "story_time" not in evidence:
+        turns = np.fromiter(arm_input.prefer.turns, dtype=np.int64, count=len(arm_input.prefer.turns))
+        view_turns = arm_input.corpus.turn_ids[arm_input.view.positions]
+        evidence["story_time"] = np.flatnonzero(np.isin(view_turns, turns))
+    return evidence["story_time"]
 
 
 def skip_reason(arm_input) -> str | None:
