@@ -85,7 +85,7 @@ def _nearest_inside(arm_input, inside: np.ndarray) -> list[str]:
     """Chroma's nearest chunks among the preferred turns (a `where` on their turn ids)."""
     corpus, view = arm_input.corpus, arm_input.view
     depth = len(inside) if arm_input.full else min(arm_input.depth, len(inside))
-    turns = sorted({int(corpus.turn_ids[view.positions[i]]) for i in inside})
+    turns = np.unique(corpus.turn_ids[view.positions[inside]]).tolist()  # sorted, as Python ints
     conditions = [condition for condition in (arm_input.filters.chroma_where(),) if condition]
     conditions.append({"turn_id": {"$in": turns}})
     try:
