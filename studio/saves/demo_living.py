@@ -33,6 +33,7 @@ from typing import Any
 
 from django.db import transaction
 
+from studio.plural import counted
 from studio.saves.models import Save
 from studio.universes.demo.loader import DEMO_DIR, DemoDataError
 
@@ -118,7 +119,7 @@ def _chapters_text(chapters: Any) -> str:
     number, arcs = int(counts.get("chapters") or 0), int(counts.get("arcs") or 0)
     if not model or not date or not number:
         return ""
-    rows = f"{number} chapter{'s' if number != 1 else ''}" + (f" and {arcs} arc{'s' if arcs != 1 else ''}" if arcs else "")
+    rows = counted(number, "chapter") + (f" and {counted(arcs, 'arc')}" if arcs else "")
     return f"The summaries of its {rows} were recorded with {model} on {date}."
 
 

@@ -119,7 +119,7 @@ def story_items(game_save, *, horizon: int, token_budget: int, shares: dict[str,
         return story
     cap = token_budget * shares.get("chapter", 100) // 100
     sizes = {turn_id: count_tokens(text) for turn_id, text in texts}
-    dated_sizes = {turn_id: count_tokens(text) for turn_id, text in dated.items()}
+    dated_sizes = {turn_id: count_tokens(dated[turn_id]) for turn_id, text in texts if text != dated[turn_id]}
     # The open chapter's turns, and at least the last MIN_RECENT turns (a chapter just opened
     # still reads as a story): earlier chapters are told by their summaries.
     floor = min(start, max(horizon - MIN_RECENT + 1, 1))

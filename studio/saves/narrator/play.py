@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from studio.memory.llm import TrackedLLM, get_llm_backend
+from studio.plural import counted
 from studio.saves.narrator.continuation import continue_prompt, join_continuation
 from studio.saves.models import AlternativeStatus, DraftStatus, NarratorAlternative, NarratorDraft, Save
 
@@ -292,7 +293,7 @@ def opening_accept(*, game_save: Save, number: int = 1):
     if not greetings:
         raise PlayError("This universe has no Character Card with a first message.")
     if not 1 <= number <= len(greetings):
-        raise NoSuchGreeting(f"The card has {len(greetings)} greeting{'s' if len(greetings) != 1 else ''}; there is no {number}.")
+        raise NoSuchGreeting(f"The card has {counted(len(greetings), 'greeting')}; there is no {number}.")
     if game_save.current_turn != 0:
         raise PlayError(f"The opening is turn 1; this save is already at turn {game_save.current_turn}.")
     return turn_append(game_save=game_save, player_input="", narrative=greetings[number - 1], expected_turn_id=1)

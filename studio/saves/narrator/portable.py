@@ -115,14 +115,10 @@ def check_play_settings(items: list, ctx: CheckContext, where: str) -> list[dict
     spec = {"authors_note": lambda value, loc: c.text(value, loc, max_length=MAX_NOTE_CHARS),
             "authors_note_depth": lambda value, loc: c.integer(value, loc, maximum=MAX_DEPTH),
             **{name: sampler(name) for name in SAMPLER_FIELDS}}
-    checked = []
-    for index, raw in enumerate(items):
-        problems = len(c.problems)
-        item = c.record(raw, f"{where}[{index}]", spec, optional=SAMPLER_FIELDS)
-        if item is not None and len(c.problems) == problems:
-            # A sampler setting missing from the item (a file from before it existed) is not overridden.
-            checked.append({**dict.fromkeys(SAMPLER_FIELDS), **item})
-    return checked
+    # A sampler setting missing from the item (a file from before it existed) is not overridden.
+    return [{**dict.fromkeys(SAMPLER_FIELDS), **item}
+            for _loc, item in _items(ctx, items, where, spec, optional=SAMPLER_FIELDS)
+            if all(key in item for key in spec if key not in SAMPLER_FIELDS)]
 
 
 def load_play_settings(items: list[dict], ctx: ImportContext) -> int:

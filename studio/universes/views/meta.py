@@ -27,11 +27,12 @@ def _context(request, universe, open_key: str = "", **extra) -> dict:
         row.known_help = KNOWN_KEYS.get(row.key, "")
         row.summary = meta_summary(universe=universe, key=row.key, value=row.value)
     stored = {row.key: row for row in rows}
+    values = {row.key: row.value for row in rows}
     known_groups = [(group, [{**item, "row": stored.get(item["meta"].key)} for item in items])
-                    for group, items in known_key_groups({k: r.value for k, r in stored.items()})]
-    persona = services.persona_of(universe=universe, meta={k: r.value for k, r in stored.items()})
+                    for group, items in known_key_groups(values)]
+    persona = services.persona_of(universe=universe, meta=values)
     if open_key and "form" not in extra:
-        extra["form"] = MetaForm(initial={"key": open_key, "value": stored[open_key].value if open_key in stored else ""})
+        extra["form"] = MetaForm(initial={"key": open_key, "value": values.get(open_key, "")})
     return {
         **universe_context(request, universe, "meta"),
         "rows": rows,
