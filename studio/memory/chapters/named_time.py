@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import calendar
 import datetime as dt
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -172,8 +173,8 @@ def story_point(state: Any) -> StoryPoint | None:
     raw_day = state.get("day")
     if isinstance(raw_day, int) and not isinstance(raw_day, bool):
         day = raw_day
-    elif isinstance(raw_day, str) and _DAY_COUNT_VALUE.match(raw_day):
-        day = int(_DAY_COUNT_VALUE.match(raw_day)["day"])
+    elif isinstance(raw_day, str) and (match := _DAY_COUNT_VALUE.match(raw_day)):
+        day = int(match["day"])
     if date is None and day is None:
         return None
     return StoryPoint(date=date, day=day)
@@ -227,7 +228,7 @@ def _week_start(day: dt.date) -> dt.date:
 # --- The expressions -----------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Found:
     """One expression found in a query, before it is resolved."""
 
@@ -407,7 +408,7 @@ def _day_count(match: re.Match) -> Callable:
 
 # (pattern, resolver factory, needs a time word before it: `TIME_PREPOSITIONS`)
 _RULES: tuple[tuple[re.Pattern, Callable[[re.Match], Callable], bool], ...] = (
-    (re.compile(r"\b(?P<year>\d{4})-(?P<month>\d{1,2})-(?P<day>\d{1,2})(?!\d)"), _iso_day, False),
+    (_ISO, _iso_day, False),
     (re.compile(rf"\b(?:the\s+)?{_DAY}(?:\s+of)?\s+{_MONTH_NAME}(?:,?\s+{_YEAR})?\b", re.I), _a_day, False),
     (re.compile(rf"\b{_MONTH_NAME}\s+{_DAY}\b(?!:)(?:,?\s*{_YEAR}\b)?", re.I), _a_day, False),
     (re.compile(rf"\b(?:(?P<relation>last|this|early|mid|late)[\s-]+)?{_MONTH_NAME},?\s+(?:of\s+)?{_YEAR}\b", re.I), _a_month, False),
@@ -448,8 +449,13 @@ def _acceptable(rule_index: int, match: re.Match, query: str) -> bool:
     return True
 
 
-def _find(query: str) -> list[_Found]:
-    """Every expression of the query, longest first where two overlap, in text order."""
+@functools.lru_cache(maxsize=256)
+def _find(query: str) -> tuple[_Found, ...]:
+    """Every expression of the query, longest first where two overlap, in text order.
+
+    Cached: a search asks `names_a_time` and then `named_time` of the same text (and "why
+    not?" runs the search again), so each query is scanned by the fifteen rules once.
+    """
     found: list[_Found] = []
     for index, (pattern, factory, _needs_word) in enumerate(_RULES):
         for match in pattern.finditer(query):
@@ -462,7 +468,7 @@ def _find(query: str) -> list[_Found]:
         if kept and item.start < kept[-1].end:
             continue
         kept.append(item)
-    return kept
+    return tuple(kept)
 
 
 def _bounded(span: Span, bound: str) -> Span:

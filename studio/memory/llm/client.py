@@ -327,11 +327,16 @@ class OpenAICompatibleBackend:
                     raise LLMRequestRejected(f"HTTP {status} from {self.url}: {detail[:300]}")
             if attempt >= self.max_retries:
                 raise error
-            wait = self.backoff_base * (2**attempt)
-            if delay is not None:
-                wait = max(wait, delay)
-            self._sleep(min(wait, self.backoff_max))
+            self._back_off(attempt, delay)
             attempt += 1
+
+    def _back_off(self, attempt: int, delay: float | None) -> None:
+        """Sleep before retry `attempt` + 1: exponential from `backoff_base`, at least the server's
+        `Retry-After` (`delay`), at most `backoff_max` (the memory proxy's relays wait the same)."""
+        wait = self.backoff_base * (2**attempt)
+        if delay is not None:
+            wait = max(wait, delay)
+        self._sleep(min(wait, self.backoff_max))
 
     def _payload(self, *, model, system, prompt, messages, mode, schema, schema_name, limit, extras, stream) -> dict:
         if messages is None:

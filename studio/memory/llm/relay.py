@@ -26,6 +26,7 @@ import time
 import httpx
 
 from studio.memory.llm.base import LLMError, LLMRequestRejected, LLMUnavailable
+from studio.memory.llm.client import _retry_after
 from studio.memory.llm.streaming import AnswerStream
 
 
@@ -66,17 +67,10 @@ def relay_open(backend, body: dict, *, stream: bool) -> "Relay":
             if response.status_code != 429 and response.status_code < 500:
                 raise RelayRefused(response.status_code, raw, response.headers.get("content-type", ""))
             error = RelayRefused(response.status_code, raw, response.headers.get("content-type", ""))
-            retry_after = response.headers.get("Retry-After", "").strip()
-            try:
-                delay = float(retry_after) if retry_after else None
-            except ValueError:
-                delay = None
+            delay = _retry_after(response)
         if attempt >= backend.max_retries:
             raise error
-        wait = backend.backoff_base * (2**attempt)
-        if delay is not None:
-            wait = max(wait, delay)
-        backend._sleep(min(wait, backend.backoff_max))
+        backend._back_off(attempt, delay)
         attempt += 1
 
 

@@ -55,8 +55,9 @@ def turn_story_points(*, game_save: Save, horizon: int) -> dict[int, StoryPoint]
 
 def current_story_point(points: dict[int, StoryPoint]) -> StoryPoint | None:
     """The save's current story time: per clock, that of the latest turn recording one."""
-    date = next((points[t].date for t in sorted(points, reverse=True) if points[t].date is not None), None)
-    day = next((points[t].day for t in sorted(points, reverse=True) if points[t].day is not None), None)
+    latest_first = [points[turn] for turn in sorted(points, reverse=True)]
+    date = next((point.date for point in latest_first if point.date is not None), None)
+    day = next((point.day for point in latest_first if point.day is not None), None)
     return StoryPoint(date=date, day=day) if date is not None or day is not None else None
 
 

@@ -43,10 +43,14 @@ class TimePreference:
 
 
 def in_range_positions(arm_input) -> np.ndarray:
-    """Return the view indices of the chunks whose turn is preferred."""
-    turns = np.fromiter(arm_input.prefer.turns, dtype=np.int64, count=len(arm_input.prefer.turns))
-    view_turns = arm_input.corpus.turn_ids[arm_input.view.positions]
-    return np.flatnonzero(np.isin(view_turns, turns))
+    """Return the view indices of the chunks whose turn is preferred (computed once per search:
+    `skip_reason` and `rank` both ask, kept as the arm's `story_time` evidence)."""
+    evidence = arm_input._evidence
+    if "story_time" not in evidence:
+        turns = np.fromiter(arm_input.prefer.turns, dtype=np.int64, count=len(arm_input.prefer.turns))
+        view_turns = arm_input.corpus.turn_ids[arm_input.view.positions]
+        evidence["story_time"] = np.flatnonzero(np.isin(view_turns, turns))
+    return evidence["story_time"]
 
 
 def skip_reason(arm_input) -> str | None:
@@ -81,7 +85,7 @@ def _nearest_inside(arm_input, inside: np.ndarray) -> list[str]:
     """Chroma's nearest chunks among the preferred turns (a `where` on their turn ids)."""
     corpus, view = arm_input.corpus, arm_input.view
     depth = len(inside) if arm_input.full else min(arm_input.depth, len(inside))
-    turns = sorted({int(corpus.turn_ids[view.positions[i]]) for i in inside})
+    turns = np.unique(corpus.turn_ids[view.positions[inside]]).tolist()  # sorted, as Python ints
     conditions = [condition for condition in (arm_input.filters.chroma_where(),) if condition]
     conditions.append({"turn_id": {"$in": turns}})
     try:
