@@ -45,6 +45,7 @@ from __future__ import annotations
 import abc
 import logging
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -100,6 +101,12 @@ class ArmInput:
     def top(self) -> int | None:
         """How many ids an arm keeps (None: all)."""
         return None if self.full else self.depth
+
+    def evidence(self, name: str, compute: Callable[[], Any]) -> Any:
+        """Return the search's evidence `name`, computed once (`compute()`) and kept for the other arms."""
+        if name not in self._evidence:
+            self._evidence[name] = compute()
+        return self._evidence[name]
 
     def terms(self) -> list[str]:
         if "query_terms" not in self._evidence:

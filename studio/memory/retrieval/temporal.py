@@ -45,12 +45,11 @@ class TimePreference:
 def in_range_positions(arm_input) -> np.ndarray:
     """Return the view indices of the chunks whose turn is preferred (computed once per search:
     `skip_reason` and `rank` both ask, kept as the arm's `story_time` evidence)."""
-    evidence = arm_input._evidence
-    if "story_time" not in evidence:
+    def positions() -> np.ndarray:
         turns = np.fromiter(arm_input.prefer.turns, dtype=np.int64, count=len(arm_input.prefer.turns))
-        view_turns = arm_input.corpus.turn_ids[arm_input.view.positions]
-        evidence["story_time"] = np.flatnonzero(np.isin(view_turns, turns))
-    return evidence["story_time"]
+        return np.flatnonzero(np.isin(arm_input.corpus.turn_ids[arm_input.view.positions], turns))
+
+    return arm_input.evidence("story_time", positions)
 
 
 def skip_reason(arm_input) -> str | None:
