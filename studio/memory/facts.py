@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from django.db.models import Q
+
 from studio.memory.models import ENTITY_SEPARATOR, entity_index_for
 from studio.memory.models import Fact as FactRow
 from studio.memory.turn_rows import RowRollback, bounded_read, save_pk_for
 
-__all__ = ["Fact", "insert_facts", "get_facts", "count_facts", "rollback_facts"]
+__all__ = ["Fact", "insert_facts", "get_facts", "get_facts_in_turns", "count_facts", "rollback_facts"]
 
 
 @dataclass
@@ -115,16 +117,61 @@ def get_facts(
     `entity` keeps facts whose entities list contains that name (case-insensitive exact
     match); `limit` caps the rows. None means no bound / no filter.
     """
-    qs = FactRow.objects.filter(game_save_id=save_pk_for(save_id))
-    if entity is not None:
-        needle = str(entity).strip().casefold()
-        if not needle:
-            return []
-        qs = qs.filter(entity_index__contains=f"{ENTITY_SEPARATOR}{needle}{ENTITY_SEPARATOR}")
+    qs = _facts_naming(save_id, entity)
+    if qs is None:
+        return []
     return bounded_read(
         qs, turn_field="turn_id", max_turn_id=max_turn_id, order_by=("-turn_id", "-id"), limit=limit,
         convert=Fact.from_row,
     )
+
+
+def get_facts_in_turns(
+    save_id: str,
+    turns,
+    *,
+    max_turn_id: int | None = None,
+    entity: str | None = None,
+    limit: int | None = None,
+) -> list[Fact]:
+    """Fetch a save's facts from the turns `turns` (any iterable of turn ids), most recent first.
+
+    The other parameters are `get_facts`'s. The turns are queried as runs of consecutive
+    ids (`turn_id BETWEEN a AND b` each), so a named time of hundreds of turns is a few
+    ranges, not a list of hundreds of parameters.
+    """
+    ranges = Q()
+    for first, last in _runs(sorted({int(t) for t in turns})):
+        ranges |= Q(turn_id__range=(first, last))
+    qs = _facts_naming(save_id, entity)
+    if qs is None or not ranges:
+        return []
+    return bounded_read(
+        qs.filter(ranges), turn_field="turn_id", max_turn_id=max_turn_id, order_by=("-turn_id", "-id"), limit=limit,
+        convert=Fact.from_row,
+    )
+
+
+def _facts_naming(save_id: str, entity: str | None):
+    """The save's fact rows, those naming `entity` when given; None when `entity` is blank (no fact names it)."""
+    qs = FactRow.objects.filter(game_save_id=save_pk_for(save_id))
+    if entity is None:
+        return qs
+    needle = str(entity).strip().casefold()
+    if not needle:
+        return None
+    return qs.filter(entity_index__contains=f"{ENTITY_SEPARATOR}{needle}{ENTITY_SEPARATOR}")
+
+
+def _runs(turns: list[int]) -> list[tuple[int, int]]:
+    """Sorted turn ids as (first, last) runs of consecutive ids."""
+    runs: list[list[int]] = []
+    for turn in turns:
+        if runs and turn == runs[-1][1] + 1:
+            runs[-1][1] = turn
+        else:
+            runs.append([turn, turn])
+    return [(first, last) for first, last in runs]
 
 
 def count_facts(save_id: str) -> int:

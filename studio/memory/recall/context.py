@@ -63,6 +63,7 @@ from studio.memory.recall.fit import fit_to_share, item_cap
 from studio.memory.recall.macros import macro_names_from_meta, play_meta
 from studio.memory.recall.query_params import DEFAULT_K_LORE, DEFAULT_K_NARRATIVE, DEFAULT_TOKEN_BUDGET, ContextParams
 from studio.memory.recall.search import memory_horizon, memory_search, query_record, record_context_queries
+from studio.memory.recall.temporal import time_preference
 
 __all__ = [
     "DEFAULT_K_LORE", "DEFAULT_K_NARRATIVE", "DEFAULT_TOKEN_BUDGET", "ContextItem", "MemoryContext",
@@ -122,8 +123,8 @@ class MemoryContext:
 
     @property
     def used_tokens(self) -> int:
-        """The included items' tokens, with the story-time headings they are listed under (`layer_lines`)."""
-        headings = {i.why["group"]: i.why.get("group_tokens", 0) for i in self.included if i.why.get("group")}
+        """The included items' tokens, with the story-time headings they are listed under (`layer_lines`: one per layer and story time)."""
+        headings = {(i.layer, i.why["group"]): i.why.get("group_tokens", 0) for i in self.included if i.why.get("group")}
         return sum(i.tokens for i in self.included) + sum(headings.values())
 
     @property
@@ -340,12 +341,17 @@ def build_memory_context(
     candidates += [i for i in story.summaries if i.included] + story.turns
     context.timings["story_ms"] = round((time.perf_counter() - t0) * 1000, 2)
 
+    # The time the action names, read from the save's story time once for every layer it lifts
+    # (beliefs, facts, the narrative search's temporal arm); None when it names none.
+    t0 = time.perf_counter()
+    prefer = time_preference(game_save=game_save, query_text=query_text, horizon=turn) if query_text.strip() else None
+    context.timings["named_time_ms"] = round((time.perf_counter() - t0) * 1000, 2)
     if game_save.is_living:
         t0 = time.perf_counter()
         candidates += mental_model_items(game_save, subject_keys, subject_why)
         if game_save.beliefs_enabled:
-            candidates += belief_items(game_save, subject_keys, subject_why, turn)
-        candidates += fact_items(game_save, subject_keys, subject_why, turn)
+            candidates += belief_items(game_save, subject_keys, subject_why, turn, prefer)
+        candidates += fact_items(game_save, subject_keys, subject_why, turn, prefer)
         context.timings["structured_ms"] = round((time.perf_counter() - t0) * 1000, 2)
         if not subject_keys:
             context.notes.append("No character in focus: name one in the query or give focus terms to bring in mental models, beliefs and facts.")
@@ -362,10 +368,10 @@ def build_memory_context(
             "lore": {"k": k_lore, "focus_terms": focus_terms or None, "chunk_type": "lore",
                      "exclude_chunk_type": None},
         }
-        narrative_outcome = memory_search(game_save=game_save, query_text=query_text,
+        narrative_outcome = memory_search(game_save=game_save, query_text=query_text, prefer=prefer,
                                           vector_memory=vector_memory, **searches["narrative"])
-        lore_outcome = memory_search(game_save=game_save, query_text=query_text, expand_links=True,
-                                     vector_memory=vector_memory, **searches["lore"])
+        lore_outcome = memory_search(game_save=game_save, query_text=query_text, expand_links=True, prefer=None,
+                                     vector_memory=vector_memory, **searches["lore"])  # lore has no story time
         context.queries = [
             query_record(query_text=query_text, params=searches["narrative"], results=narrative_outcome.results),
             query_record(query_text=query_text, params=searches["lore"], results=lore_outcome.results),

@@ -21,9 +21,12 @@ from studio.memory.observations import compute_trend
 from studio.memory.recall import context_lore
 from studio.memory.recall.fit import mark_piece
 from studio.memory.recall.search import result_key
+from studio.memory.retrieval.temporal import TimePreference
 
 MAX_BELIEFS_PER_SUBJECT = 6
 MAX_FACTS = 12
+# The layers listed in story order under story-time headings (`layer_lines`).
+STORY_ORDERED = ("narrative", "fact")
 
 
 def group_heading(story_time: str) -> str:
@@ -34,11 +37,13 @@ def group_heading(story_time: str) -> str:
 def layer_lines(items: list) -> list[str]:
     """Return the lines of one layer's included items as the narrator reads them.
 
-    Narrative chunks come in story order (by turn), under one heading per story time
-    (`why["group"]`); other layers keep their order. A secret is marked narrator-only.
+    Narrative chunks and facts come in story order (by turn), under one heading per story
+    time (`why["group"]`): the date is printed once for the items it dates, not on each
+    ("1:56 pm on 8 May, 2023" is ~10 tokens, a LoCoMo fact ~20). Other layers keep their
+    order. A secret is marked narrator-only.
     """
-    if items and all(i.layer == "narrative" for i in items):
-        items = sorted(items, key=lambda i: i.ref.get("turn_id") or 0)
+    if items and all(i.layer in STORY_ORDERED for i in items):
+        items = sorted(items, key=lambda i: (i.ref.get("turn_id") or 0, i.ref.get("fact_id") or 0))
     lines, group = [], None
     for item in items:
         if item.why.get("group") and item.why["group"] != group:
@@ -115,62 +120,139 @@ def mental_model_items(game_save, subject_keys: list[str], subject_why: dict[str
     return items
 
 
-def belief_items(game_save, subject_keys: list[str], subject_why: dict[str, str], turn: int) -> list[ContextItem]:
+def belief_items(game_save, subject_keys: list[str], subject_why: dict[str, str], turn: int,
+                 prefer: TimePreference | None = None) -> list[ContextItem]:
+    """Live beliefs about the subjects in focus, strongest first, at most `MAX_BELIEFS_PER_SUBJECT` each.
+
+    With `prefer` (the query names a time), a belief dated to that time (`dated_to`: at least
+    half of its source turns inside it) comes first within its subject, lifted from wherever
+    it ranked, and says so; every belief chosen without it is still offered after those.
+    """
     if not subject_keys:
         return []
     rows = Observation.objects.filter(game_save=game_save, subject_key__in=subject_keys).order_by(
         "-proof_count", "-updated_turn_id", "-id"
     )
-    per_subject: dict[str, int] = {}
+    chosen = _strongest_per_subject(rows[: MAX_BELIEFS_PER_SUBJECT * len(subject_keys) * 4])
+    lifted: list = []
+    if prefer is not None and prefer.turns:
+        lifted = _strongest_per_subject([belief for belief in rows if dated_to(belief, prefer)])
+    lifted_ids = {belief.pk for belief in lifted}
     items = []
-    for belief in rows[: MAX_BELIEFS_PER_SUBJECT * len(subject_keys) * 4]:
-        if per_subject.get(belief.subject_key, 0) >= MAX_BELIEFS_PER_SUBJECT:
-            continue
-        per_subject[belief.subject_key] = per_subject.get(belief.subject_key, 0) + 1
+    for belief in lifted + [belief for belief in chosen if belief.pk not in lifted_ids]:
         trend = compute_trend([s.get("turn_id") for s in belief.sources or []], turn)
-        text = belief.statement
+        why = {"subject": belief.subject, "focus": subject_why[belief.subject_key], "proof_count": belief.proof_count, "trend": trend, "stale": belief.stale}
+        lift = ""
+        if belief.pk in lifted_ids:
+            inside, total = source_turns_inside(belief, prefer)
+            why["named_time"] = lift = (f"lifted by the named time {prefer.label}: "
+                                        f"{inside} of its {total} source turns lie inside it")
         items.append(
             ContextItem.of(
                 layer="belief",
-                text=text,
+                text=belief.statement,
                 reason=(
                     f"belief about {belief.subject} ({subject_why[belief.subject_key]}): "
                     f"{belief.proof_count} proof{'s' if belief.proof_count != 1 else ''}, {trend.upper()}"
-                    + (", stale" if belief.stale else "")
+                    + (", stale" if belief.stale else "") + (f"; {lift}" if lift else "")
                 ),
-                why={"subject": belief.subject, "focus": subject_why[belief.subject_key], "proof_count": belief.proof_count, "trend": trend, "stale": belief.stale},
+                why=why,
                 ref={"observation_id": belief.pk},
             )
         )
-    # Keep the subjects in focus order: the first focus character's beliefs come first.
+    # Keep the subjects in focus order: the first focus character's beliefs come first (a stable sort).
     order = {key: index for index, key in enumerate(subject_keys)}
     items.sort(key=lambda i: order[subject_key_for(i.why["subject"])])
     return items
 
 
-def fact_items(game_save, subject_keys: list[str], subject_why: dict[str, str], turn: int) -> list[ContextItem]:
-    from studio.memory.facts import get_facts
-
-    items = []
-    seen: set[int] = set()
-    facts = [(key, fact) for key in subject_keys for fact in get_facts(game_save.save_id, max_turn_id=turn, entity=key, limit=MAX_FACTS)]
-    times = story_times(game_save, {fact.turn_id for _key, fact in facts})  # a fact is dated by its turn
-    for key, fact in facts:
-        if fact.fact_id in seen:
+def _strongest_per_subject(beliefs) -> list:
+    """The first `MAX_BELIEFS_PER_SUBJECT` beliefs of each subject, in the order given."""
+    per_subject: dict[str, int] = {}
+    kept = []
+    for belief in beliefs:
+        if per_subject.get(belief.subject_key, 0) >= MAX_BELIEFS_PER_SUBJECT:
             continue
-        seen.add(fact.fact_id)
-        when = f", {times[fact.turn_id]}" if fact.turn_id in times else ""
-        text = f"(turn {fact.turn_id}{when}) {fact.statement}"
+        per_subject[belief.subject_key] = per_subject.get(belief.subject_key, 0) + 1
+        kept.append(belief)
+    return kept
+
+
+def source_turns_inside(belief, prefer: TimePreference) -> tuple[int, int]:
+    """(how many of the belief's distinct source turns lie inside the named time, how many it has)."""
+    turns = {s.get("turn_id") for s in belief.sources or [] if isinstance(s, dict) and isinstance(s.get("turn_id"), int)}
+    return len(turns & prefer.turns), len(turns)
+
+
+def dated_to(belief, prefer: TimePreference) -> bool:
+    """Whether a belief belongs to the named time: at least half of its source turns lie inside it.
+
+    A belief is durable: one backed by evidence from across the story ("Kaël owes Mira",
+    reinforced every month) is not memory *from* May because one of its ten sources is; one
+    whose evidence was mostly recorded then is. A belief without sources is dated to no time.
+    """
+    inside, total = source_turns_inside(belief, prefer)
+    return total > 0 and 2 * inside >= total
+
+
+def fact_items(game_save, subject_keys: list[str], subject_why: dict[str, str], turn: int,
+               prefer: TimePreference | None = None) -> list[ContextItem]:
+    """Facts naming the subjects in focus, most recent first (`MAX_FACTS` each), dated by their turn's story time.
+
+    With `prefer` (the query names a time), the facts of the turns inside it come first (the
+    most recent `MAX_FACTS` of each subject inside it), lifted, and say so; the facts chosen
+    without it all follow, in their order: the named time adds and reorders, it removes none.
+    A fact is listed under its story time's heading, as narrative chunks are (`layer_lines`).
+    """
+    from studio.memory.facts import get_facts, get_facts_in_turns
+
+    usual = _unique_facts([(key, fact) for key in subject_keys
+                           for fact in get_facts(game_save.save_id, max_turn_id=turn, entity=key, limit=MAX_FACTS)])
+    usual = usual[: MAX_FACTS * max(len(subject_keys), 1)]
+    lifted = []
+    if prefer is not None and prefer.turns:
+        lifted = _unique_facts([(key, fact) for key in subject_keys
+                                for fact in get_facts_in_turns(game_save.save_id, prefer.turns, max_turn_id=turn,
+                                                               entity=key, limit=MAX_FACTS)])
+    lifted_ids = {fact.fact_id for _key, fact in lifted}
+    facts = lifted + [(key, fact) for key, fact in usual if fact.fact_id not in lifted_ids]
+    times = story_times(game_save, {fact.turn_id for _key, fact in facts})  # a fact is dated by its turn
+    items = []
+    for key, fact in facts:
+        when = times.get(fact.turn_id, "")
+        why = {"entity": key, "focus": subject_why[key], "turn_id": fact.turn_id, "fact_type": fact.fact_type,
+               "story_time": when, **dated_group(when)}
+        lift = ""
+        if fact.fact_id in lifted_ids:
+            why["named_time"] = lift = f"lifted by the named time {prefer.label}: turn {fact.turn_id} lies inside it"
         items.append(
             ContextItem.of(
                 layer="fact",
-                text=text,
-                reason=f"fact naming {key} ({subject_why[key]}), from turn {fact.turn_id}",
-                why={"entity": key, "focus": subject_why[key], "turn_id": fact.turn_id, "fact_type": fact.fact_type},
+                text=f"(turn {fact.turn_id}) {fact.statement}",
+                reason=(f"fact naming {key} ({subject_why[key]}), from turn {fact.turn_id}"
+                        + (f" ({when})" if when else "") + (f"; {lift}" if lift else "")),
+                why=why,
                 ref={"fact_id": fact.fact_id, "turn_id": fact.turn_id},
             )
         )
-    return items[: MAX_FACTS * max(len(subject_keys), 1)]
+    return items
+
+
+def _unique_facts(pairs: list) -> list:
+    """(subject key, fact) pairs with each fact once, where it first appears."""
+    seen: set[int] = set()
+    kept = []
+    for key, fact in pairs:
+        if fact.fact_id not in seen:
+            seen.add(fact.fact_id)
+            kept.append((key, fact))
+    return kept
+
+
+def dated_group(story_time: str) -> dict[str, Any]:
+    """The `why` keys that list an item under its story time's heading (`layer_lines`), the heading's
+    tokens paid by the group's first item taken (`context_lore.assemble`); none without a story time."""
+    return {"group": story_time, "group_tokens": count_tokens(group_heading(story_time)) + 1} if story_time else {}
 
 
 def narrative_items(game_save, results: list[dict], macros: dict[str, str], *, shown: set[int]) -> list[ContextItem]:
@@ -190,13 +272,11 @@ chunk took a third of the narrative layer.
         turn_id = result.get("turn_id")
         body = context_lore.fill(mark_piece(result.get("text", ""), texts.get(turn_id)), macros)
         when = times.get(turn_id, "")
-        # Dated once per story time (`layer_lines`): the heading is paid by the group's first item.
-        group = {"group": when, "group_tokens": count_tokens(group_heading(when)) + 1} if when else {}
         item = ContextItem.of(
             layer="narrative",
             text=f"(turn {turn_id}) {body}",
             reason=f"narrative chunk, {reason}",
-            why={**explain, "story_time": when, **group},
+            why={**explain, "story_time": when, **dated_group(when)},  # dated once per story time
             ref={"chunk_id": result.get("id"), "turn_id": turn_id, "key": result_key(result)},
         )
         if turn_id in shown or (turn_id, body) in seen:

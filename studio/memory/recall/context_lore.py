@@ -29,8 +29,8 @@ Budget (`assemble`), in four passes over the candidates in the order they are of
    `no_refill`: what memory recalls for the action gets what the shares left, and what it
    did not need goes back to the rest).
 An item that does not fit is left out whole ("over budget: ..."); no text is cut. Items of a
-dated group (`why["group"]`, e.g. narrative chunks of one story day) share one heading,
-whose tokens (`why["group_tokens"]`) the group's first item taken pays.
+dated group (`why["group"]`, e.g. narrative chunks of one story day) share one heading per
+layer, whose tokens (`why["group_tokens"]`) the group's first item taken in that layer pays.
 
 Text: lore items carry the whole entry (never a stored chunk of it), narrative chunks end at
 a sentence end, and `{{user}}` / `{{char}}` are filled (`studio.memory.recall.macros.macro_names`: the
@@ -229,11 +229,11 @@ def assemble(candidates: list, *, token_budget: int, shares: dict[str, int], res
     used: dict[str, int] = {}
     decided: set[int] = set()
     kept = token_budget * reserve // 100  # what recall may still draw on before the others may
-    groups: set[str] = set()  # dated groups whose heading is paid for
+    groups: set[tuple[str, str]] = set()  # (layer, dated group) whose heading is paid for: each layer prints its own
 
     def cost(item) -> int:
         group = item.why.get("group")
-        return item.tokens + (item.why.get("group_tokens", 0) if group and group not in groups else 0)
+        return item.tokens + (item.why.get("group_tokens", 0) if group and (item.layer, group) not in groups else 0)
 
     def take(index: int, item, note: str = "", *, outside: bool = False) -> None:
         nonlocal remaining, kept
@@ -244,7 +244,7 @@ def assemble(candidates: list, *, token_budget: int, shares: dict[str, int], res
             if is_recall(item):
                 kept = max(kept - spent, 0)
         if item.why.get("group"):
-            groups.add(item.why["group"])
+            groups.add((item.layer, item.why["group"]))
         item.included, item.cut = True, ""
         if note:
             item.why["budget"] = note

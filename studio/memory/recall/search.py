@@ -41,8 +41,12 @@ from studio.memory.models import RecordedQuery
 from studio.memory.recall.temporal import time_preference
 
 if TYPE_CHECKING:
+    from studio.memory.retrieval.temporal import TimePreference
     from studio.memory.vector import QueryStats, VectorMemory
     from studio.saves.models import Save
+
+# `memory_search`'s default `prefer`: read the save's story time for the query's named time.
+READ_STORY_TIME = "read the save's story time"
 
 
 def memory_horizon(*, game_save: Save, turn_id: int | None = None) -> int:
@@ -88,6 +92,7 @@ def memory_search(
     expand_links: bool = False,
     record_source: str | None = None,
     vector_memory: VectorMemory | None = None,
+    prefer: TimePreference | None | str = READ_STORY_TIME,
 ) -> MemorySearch:
     """Search the save's chunks (`VectorMemory.query_explained`) at the clamped horizon.
 
@@ -95,11 +100,16 @@ def memory_search(
     is clamped, see `memory_horizon`); the other search parameters are the engine's. A time
     the query names brings in the temporal arm (`time_preference`). With `record_source`,
     store the search for lore replay and return the row as `recorded`.
+
+    `prefer`: `READ_STORY_TIME` (the default) reads the save's story time here; a caller
+    that has read it already for the same query and horizon (the memory context, once for
+    all its layers) passes its `time_preference` result, None included.
     """
     horizon = memory_horizon(game_save=game_save, turn_id=current_turn_id)
     store = _vector_memory(vector_memory)
     started = time.perf_counter()
-    prefer = time_preference(game_save=game_save, query_text=query_text, horizon=horizon, chunk_type=chunk_type)
+    if prefer == READ_STORY_TIME:
+        prefer = time_preference(game_save=game_save, query_text=query_text, horizon=horizon, chunk_type=chunk_type)
     outcome = store.query_explained(
         game_save.save_id,
         query_text,

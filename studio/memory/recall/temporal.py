@@ -88,6 +88,7 @@ def time_preference(*, game_save: Save, query_text: str, horizon: int,
         return None
     inside = sorted(turn for turn, point in points.items() if named.holds(point))
     if not inside:
-        return TimePreference(turns=frozenset(), note=f"named time: {named.label} → no turn inside it")
+        return TimePreference(turns=frozenset(), note=f"named time: {named.label} → no turn inside it", label=named.label)
     turns = "turn" if len(inside) == 1 else "turns"
-    return TimePreference(turns=frozenset(inside), note=f"named time: {named.label} → {turns} {turn_runs(inside)} preferred")
+    return TimePreference(turns=frozenset(inside), note=f"named time: {named.label} → {turns} {turn_runs(inside)} preferred",
+                          label=named.label)

@@ -36,10 +36,15 @@ from studio.memory.retrieval.store import is_store_failure, where_clause
 
 @dataclass(frozen=True)
 class TimePreference:
-    """The turns inside the time a query names, and what the explain record says about it."""
+    """The turns inside the time a query names, and what the explain record says about it.
+
+    `label`: the named time alone ("May 2023 (1 May 2023 – 31 May 2023)"), for the explain
+    record of an item it lifted (a fact, a belief); `note` is the search's whole line.
+    """
 
     turns: frozenset[int]
     note: str
+    label: str = ""
 
 
 def in_range_positions(arm_input) -> np.ndarray:
