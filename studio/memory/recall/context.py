@@ -16,6 +16,10 @@ recall hierarchy (`axiom.mental_models`), most synthetic first:
    restricted to lore) plus one hop of link expansion from the lore hits
    (`query_explained(expand_links=True)`: the entries a hit links to, capped).
 
+When the query names a time (`recall.temporal.time_preference`, read once for the whole
+context), the beliefs and facts of that time come first in their layers and say so, and the
+narrative search gets its temporal arm; nothing any layer offers without it is dropped.
+
 Characters in focus are the focus terms given (on-scene names), then every character the
 query names: a known subject (of a belief or a mental model) or a Character entry of the
 Lore Book (its title or a key). `{{user}}` / `{{char}}` in item texts are filled by the one

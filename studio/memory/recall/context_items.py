@@ -4,8 +4,10 @@
 once the budget has decided, whether it is in or why it was cut). The builders turn the
 recall hierarchy's sources into items for `build_memory_context`
 (studio/memory/recall/context.py): mental models, beliefs (live ones, strongest first, with
-their trend), facts naming a subject (most recent first), narrative chunks (whole, dated by
-story time) and lore hits (the whole entry). `layer_lines` is how one layer's items are
+their trend), facts naming a subject (most recent first, dated by story time), narrative
+chunks (whole, dated by story time) and lore hits (the whole entry). When the query names a
+time (a `TimePreference`), the beliefs and facts of that time come first and say so; none
+of the others is dropped. `layer_lines` is how one layer's items are
 printed, for the narrator's prompt and the Context viewer's text alike.
 """
 from __future__ import annotations

@@ -14,7 +14,9 @@ the search playground, the context builder's narrative and lore queries, lore re
 - A query that names a time ("in May 2023", "three days ago") in a save whose turns record
   story time gets the temporal arm: `temporal.time_preference` picks the turns inside that
   time, the search prefers them and its stats say so (`named_time`). Any other query runs
-  exactly as before (no arm, no record).
+  exactly as before (no arm, no record). A caller that has read that preference already for
+  the same query and horizon (the memory context: once for all its layers) passes it as
+  `prefer` and the search reads no story time.
 - With `record_source` given, the search is stored as a `RecordedQuery` (see
   `studio.memory.recall.replay`) with the parameters it ran with, `None` ones dropped, and
   params["source"] = record_source. Whether the user may record is the caller's check

@@ -1,7 +1,9 @@
 """Named time in memory search: the turns inside the time a query names, read from the save's story time.
 
-`time_preference` is what `memory_search` (and so the narrator's context, the API's query,
-the search playground and "why not?") asks before a search. When the query names a time
+`time_preference` is what `memory_search` (the API's query, the search playground and "why
+not?") asks before a search, and what the narrator's context asks once, before its layers:
+the same preference lifts its facts and beliefs (`context_items`) and goes to its narrative
+search (`memory_search(prefer=...)`, which then reads nothing). When the query names a time
 (`chapters.named_time`: "in May 2023", "three days ago", "last winter") and the save's turns
 record story time (`chapters.story_time` keys `date`, `time`, `day`), it returns the turns up
 to the horizon whose story time falls inside it, as a `retrieval.temporal.TimePreference`
@@ -18,8 +20,9 @@ keys); or a relative expression has no story time to count from. A named time wi
 inside it returns an empty preference: the arm is skipped and the explain record says so.
 
 Cost: one query of the turns' three story-time keys (JSON key extraction, not the whole
-state), made only when the query's text names a time; each distinct story time is parsed
-once. Measured on LoCoMo 43 (680 turns, `bench/temporal_qa.py --latency`, caches warm): a
+state), made only when the query's text names a time (once per context, whatever the layers
+it serves); each distinct story time is parsed once. Not cached across calls: a cache would
+have to be dropped on every turn appended, rewind, fork and state edit. Measured on LoCoMo 43 (680 turns, `bench/temporal_qa.py --latency`, caches warm): a
 search naming a time took a median 8.2 ms with the arm, 6.3 ms without it (the turns' story
 time read either way: ~4 ms), against 2.1 ms for a search naming none.
 """
