@@ -199,7 +199,7 @@ def answered(log: str | None) -> dict[tuple, dict]:
 
 
 def answer_f1(contexts: list, n: int, log: str | None = None, arms: tuple[str, ...] = ARMS,
-              resume: bool = False) -> list[dict]:
+              resume: bool = False, base: str = "") -> list[dict]:
     """Answer each chosen question from each arm's context with the real model; print mean F1 per arm and category.
 
     `log`: a JSON-lines file each answer is appended to as it comes (a run cut short keeps them); with `resume`,
@@ -209,7 +209,7 @@ def answer_f1(contexts: list, n: int, log: str | None = None, arms: tuple[str, .
     then only the questions every arm in `arms` answered (the same questions for every arm)."""
     import httpx
 
-    base = os.environ.get("AXIOM_LLM_BASE_URL", "").rstrip("/")
+    base = base.rstrip("/")
     if not base:
         sys.exit("--real-model needs AXIOM_LLM_BASE_URL (../shared/tools/local-llm start prints it)")
     model = os.environ.get("AXIOM_LLM_MODEL", "local")
@@ -275,6 +275,9 @@ def main() -> int:
     parser.add_argument("--resume", action="store_true",
                         help="with --real-model and --json: keep the answers already in the JSON's .answers.jsonl log")
     args = parser.parse_args()
+    # The model answers the questions only: the studio under test gets none, or closing the sessions' chapters
+    # would queue a summary of each from it (the bench enters LoCoMo's own summaries as edits).
+    base = os.environ.pop("AXIOM_LLM_BASE_URL", "")
     setup_django()
     from dataclasses import replace
 
@@ -356,7 +359,7 @@ def main() -> int:
     if unknown:
         parser.error(f"--arms: unknown arm(s) {', '.join(unknown)}; the arms are: {', '.join(ARMS)}")
     answers = answer_f1(contexts, args.real_model, log=(args.json + ".answers.jsonl") if args.json else None,
-                        arms=arms, resume=args.resume) if args.real_model else []
+                        arms=arms, resume=args.resume, base=base) if args.real_model else []
     if args.json:
         Path(args.json).write_text(json.dumps({"budget": args.budget, "convs": args.convs, "rows": rows,
                                                "answers": answers}, indent=0))
