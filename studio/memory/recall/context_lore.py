@@ -297,12 +297,17 @@ def assemble(candidates: list, *, token_budget: int, shares: dict[str, int], res
     def over(item, left: int) -> str:
         return f"over budget: needs {cost(item)} tokens, {max(left, 0)} left (left out whole)"
 
-    def over_cap(item) -> str:
-        """The cut when `item` would take what changes with each action past the cap, else ''."""
-        if changing_cap is None or not changes_per_action(item) or changing + cost(item) <= changing_cap:
+    def over_cap(item, *, keep: int = 0) -> str:
+        """The cut when `item` would take what changes with each action past the cap, else ''. `keep`: the part
+        of the cap still kept for what the action recalls, which lore its turn activated may not spend."""
+        if changing_cap is None or not changes_per_action(item):
             return ""
+        limit = changing_cap - (0 if is_recall(item) else keep)
+        if changing + cost(item) <= limit:
+            return ""
+        kept_note = f" beside the {keep} kept for what the action recalls" if keep and not is_recall(item) else ""
         return (f"over budget: needs {cost(item)} tokens; what changes with each action is capped at {cap}% of the "
-                f"budget = {changing_cap} tokens (context_cap_recall), {max(changing_cap - changing, 0)} left "
+                f"budget = {changing_cap} tokens (context_cap_recall), {max(limit - changing, 0)} left{kept_note} "
                 "(left out whole)")
 
     for index, item in enumerate(candidates):  # 1: ignore budget
@@ -325,8 +330,10 @@ def assemble(candidates: list, *, token_budget: int, shares: dict[str, int], res
         available = remaining if is_recall(item) else remaining - kept
         if cost(item) > remaining:
             item.included, item.cut = False, over(item, remaining)
-        elif over_cap(item):
-            item.included, item.cut = False, over_cap(item)
+        elif over_cap(item, keep=kept):
+            item.included, item.cut = False, over_cap(item, keep=kept)
+            refill[index] = "held back by the cap on what changes with each action"
+            continue
         elif used.get(cls, 0) + cost(item) > share_cap:
             item.included = False
             item.cut = (f"over budget: needs {cost(item)} tokens; the {cls.replace('_', ' ')} share "

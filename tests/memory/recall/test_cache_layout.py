@@ -54,6 +54,20 @@ def test_the_cap_holds_what_changes_with_each_action_even_when_budget_is_left():
     assert all(i.included for i in items)
 
 
+def test_lore_the_turn_activated_does_not_spend_the_part_of_the_cap_kept_for_recall():
+    # Activated by the recent turns' text and offered before recall, it waits: the 20 kept for recall come first.
+    activated = [_item("lore", 20, activation="recursion", budget_class="lore_activated") for _ in range(2)]
+    hit = _item("lore", 20, final_rank=1)  # the entry found by meaning for the action
+    items = [*activated, hit]
+    assemble(items, token_budget=200, shares={}, reserve=10, cap=20)  # cap 40, of which 20 kept for recall
+    assert hit.included and [i.included for i in activated] == [True, False]
+    assert "capped at 20% of the budget = 40 tokens (context_cap_recall), 0 left" in activated[1].cut
+    # What recall leaves of the cap goes back to activated lore afterwards.
+    items = [*[_item("lore", 10, activation="recursion", budget_class="lore_activated") for _ in range(3)], _item("lore", 5, final_rank=1)]
+    assemble(items, token_budget=200, shares={}, reserve=10, cap=20)
+    assert all(i.included for i in items)  # 10 + (held, then refilled) 10 + 10 + 5 = 35 <= 40
+
+
 def test_the_cap_is_read_from_meta_and_the_reserve_never_exceeds_it():
     assert recall_cap_from_meta({}) is None and reserve_from_meta({}) == 40
     assert recall_cap_from_meta({"context_cap_recall": " 15 "}) == 15
