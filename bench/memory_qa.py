@@ -172,60 +172,91 @@ def token_f1(prediction: str, truth: str) -> float:
 
 def stratified(contexts: list, n: int) -> list:
     """Every k-th question of each category (spread over the conversations), n in all, categories in proportion
-    with at least 2 each; the same questions for every arm."""
+    with at least 2 each; the same questions for every arm. Returned round-robin over the categories, so a run
+    cut short (or resumed) still holds every category in proportion."""
     by_category = defaultdict(list)
     for row, texts in contexts:
         by_category[row["category"]].append((row, texts))
     total = len(contexts)
-    chosen = []
+    picked = []
     for category, items in sorted(by_category.items()):
         want = min(len(items), max(2, round(n * len(items) / total)))
         step = len(items) / want
-        chosen += [items[int(i * step)] for i in range(want)]
+        picked.append([items[int(i * step)] for i in range(want)])
+    # Each category's questions at their fractional position (i + 0.5) / count, merged: a prefix of the
+    # order holds every category in proportion.
+    spread = sorted(((i + 0.5) / len(items), category, i) for category, items in enumerate(picked) for i in range(len(items)))
+    chosen = [picked[category][i] for _, category, i in spread]
     return chosen
 
 
-def answer_f1(contexts: list, n: int, log: str | None = None) -> list[dict]:
+def answered(log: str | None) -> dict[tuple, dict]:
+    """{(conv, question, arm): answer row} of a previous run's log, for --resume."""
+    if not log or not Path(log).exists():
+        return {}
+    rows = [json.loads(line) for line in Path(log).read_text(encoding="utf-8").splitlines() if line.strip()]
+    return {(r["conv"], r["question"], r["arm"]): r for r in rows}
+
+
+def answer_f1(contexts: list, n: int, log: str | None = None, arms: tuple[str, ...] = ARMS,
+              resume: bool = False, base: str = "") -> list[dict]:
     """Answer each chosen question from each arm's context with the real model; print mean F1 per arm and category.
 
-    `log`: a JSON-lines file each answer is appended to as it comes (a run cut short keeps them)."""
+    `log`: a JSON-lines file each answer is appended to as it comes (a run cut short keeps them); with `resume`,
+    answers already in it are kept and not asked again. The chat window's context is the same for every
+    question of a conversation, so its questions are asked together (a prefix-caching server reads it once);
+    the other arms are asked question by question. The table counts, per arm, the questions it answered, and
+    then only the questions every arm in `arms` answered (the same questions for every arm)."""
     import httpx
 
-    base = os.environ.get("AXIOM_LLM_BASE_URL", "").rstrip("/")
+    base = base.rstrip("/")
     if not base:
         sys.exit("--real-model needs AXIOM_LLM_BASE_URL (../shared/tools/local-llm start prints it)")
     model = os.environ.get("AXIOM_LLM_MODEL", "local")
     chosen = stratified(contexts, n)
-    out, f1 = [], {arm: defaultdict(list) for arm in ARMS}
-    started = time.perf_counter()
+    done = answered(log) if resume else {}
+    order = [(row, texts, arm) for arm in arms if arm == "chat window"
+             for row, texts in sorted(chosen, key=lambda c: c[0]["conv"])]
+    order += [(row, texts, arm) for row, texts in chosen for arm in arms if arm != "chat window"]
+    started, asked = time.perf_counter(), 0
     with httpx.Client(timeout=float(os.environ.get("AXIOM_LLM_TIMEOUT", "300"))) as client:
-        for index, (row, texts) in enumerate(chosen, 1):
-            for arm in ARMS:
-                body = {"model": model, "temperature": 0, "max_tokens": 32, "messages": [
-                    {"role": "system", "content": ANSWER_SYSTEM},
-                    {"role": "user", "content": f"Memory:\n{texts[arm]}\n\nQuestion: {row['question']}\nShort answer:"}]}
-                response = client.post(base + "/chat/completions", json=body)
-                response.raise_for_status()
-                answer = (response.json()["choices"][0]["message"].get("content") or "").strip()
-                score = token_f1(answer, row["answer"])
-                f1[arm][row["category"]].append(score)
-                out.append({"conv": row["conv"], "category": row["category"], "question": row["question"], "arm": arm,
-                            "truth": row["answer"], "answer": answer, "f1": round(score, 3), "model": model,
-                            "when": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "load": round(os.getloadavg()[0], 2)})
-                if log:
-                    with open(log, "a", encoding="utf-8") as handle:
-                        handle.write(json.dumps(out[-1]) + "\n")
-            print(f"answered {index}/{len(chosen)} questions on every arm ({time.perf_counter() - started:.0f} s)",
-                  file=sys.stderr, flush=True)
-    n_by = {c: len(f1["studio"][c]) for c in CATEGORIES}
-    print(f"\nAnswer token F1 (LoCoMo's metric, no stemming) on {len(chosen)} questions per arm, model {model} at {base}, "
-          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {os.getloadavg()[0]:.1f}:\n")
-    print("| arm | all (n=" + str(len(chosen)) + ") | " + " | ".join(f"{CATEGORIES[c]} (n={n_by[c]})" for c in CATEGORIES) + " |")
-    print("|---|---|" + "---|" * len(CATEGORIES))
-    for arm in ARMS:
-        every = [s for c in CATEGORIES for s in f1[arm][c]]
-        cells = " | ".join(f"{sum(f1[arm][c]) / len(f1[arm][c]):.3f}" if f1[arm][c] else "-" for c in CATEGORIES)
-        print(f"| {arm} | {sum(every) / max(len(every), 1):.3f} | {cells} |")
+        for row, texts, arm in order:
+            key = (row["conv"], row["question"], arm)
+            if key in done:
+                continue
+            body = {"model": model, "temperature": 0, "max_tokens": 32, "messages": [
+                {"role": "system", "content": ANSWER_SYSTEM},
+                {"role": "user", "content": f"Memory:\n{texts[arm]}\n\nQuestion: {row['question']}\nShort answer:"}]}
+            response = client.post(base + "/chat/completions", json=body)
+            response.raise_for_status()
+            answer = (response.json()["choices"][0]["message"].get("content") or "").strip()
+            done[key] = {"conv": row["conv"], "category": row["category"], "question": row["question"], "arm": arm,
+                         "truth": row["answer"], "answer": answer, "f1": round(token_f1(answer, row["answer"]), 3),
+                         "model": model, "when": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+                         "load": round(os.getloadavg()[0], 2)}
+            if log:
+                with open(log, "a", encoding="utf-8") as handle:
+                    handle.write(json.dumps(done[key]) + "\n")
+            asked += 1
+            print(f"{arm}: {row['question'][:60]!r} -> {answer[:40]!r} ({asked} asked, "
+                  f"{time.perf_counter() - started:.0f} s)", file=sys.stderr, flush=True)
+    out = [done[(row["conv"], row["question"], arm)] for row, _ in chosen for arm in arms
+           if (row["conv"], row["question"], arm) in done]
+    common = [row for row, _ in chosen if all((row["conv"], row["question"], arm) in done for arm in arms)]
+    print(f"\nAnswer token F1 (LoCoMo's metric, no stemming), model {model} at {base}, "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {os.getloadavg()[0]:.1f}.")
+    for title, rows in (("every question each arm answered", [row for row, _ in chosen]),
+                        (f"the {len(common)} questions every arm answered", common)):
+        print(f"\n{title}:\n")
+        print("| arm | all | " + " | ".join(CATEGORIES.values()) + " |")
+        print("|---|---|" + "---|" * len(CATEGORIES))
+        for arm in arms:
+            scored = [(row["category"], done[(row["conv"], row["question"], arm)]["f1"]) for row in rows
+                      if (row["conv"], row["question"], arm) in done]
+            by = {c: [f for cat, f in scored if cat == c] for c in CATEGORIES}
+            cells = " | ".join(f"{sum(v) / len(v):.3f} (n={len(v)})" if v else "-" for v in by.values())
+            mean = sum(f for _, f in scored) / len(scored) if scored else 0.0
+            print(f"| {arm} | {mean:.3f} (n={len(scored)}) | {cells} |")
     return out
 
 
@@ -239,7 +270,14 @@ def main() -> int:
     parser.add_argument("--real-model", type=int, default=0, metavar="N",
                         help="also answer N questions (stratified by category, the same for every arm) with the model "
                              "the AXIOM_LLM_* variables point at, from each arm's context, and score token F1")
+    parser.add_argument("--arms", default=",".join(ARMS),
+                        help="with --real-model: the arms to answer, comma-separated (default: all five)")
+    parser.add_argument("--resume", action="store_true",
+                        help="with --real-model and --json: keep the answers already in the JSON's .answers.jsonl log")
     args = parser.parse_args()
+    # The model answers the questions only: the studio under test gets none, or closing the sessions' chapters
+    # would queue a summary of each from it (the bench enters LoCoMo's own summaries as edits).
+    base = os.environ.pop("AXIOM_LLM_BASE_URL", "")
     setup_django()
     from dataclasses import replace
 
@@ -316,7 +354,12 @@ def main() -> int:
         print(f"| {arm} | {sum(every) / len(every):.3f} | {cells} | {sum(tokens[arm]) / len(tokens[arm]):.0f} |")
     print("\nStudio arm, mean tokens by layer: " + ", ".join(
         f"{layer} {sum(v) / len(rows):.0f}" for layer, v in sorted(layer_tokens.items())))
-    answers = answer_f1(contexts, args.real_model, log=(args.json + ".answers.jsonl") if args.json else None) if args.real_model else []
+    arms = tuple(a.strip() for a in args.arms.split(",") if a.strip())
+    unknown = [a for a in arms if a not in ARMS]
+    if unknown:
+        parser.error(f"--arms: unknown arm(s) {', '.join(unknown)}; the arms are: {', '.join(ARMS)}")
+    answers = answer_f1(contexts, args.real_model, log=(args.json + ".answers.jsonl") if args.json else None,
+                        arms=arms, resume=args.resume, base=base) if args.real_model else []
     if args.json:
         Path(args.json).write_text(json.dumps({"budget": args.budget, "convs": args.convs, "rows": rows,
                                                "answers": answers}, indent=0))

@@ -16,11 +16,12 @@ prompt), and for every turn after the first prints:
 No model is called: the prompts are what the narrator would be sent. Deterministic for a
 given embedding model (the real MiniLM the studio uses).
 
-    .venv/bin/python bench/prompt_prefix.py [--turns 16] [--json bench/data/prompt_prefix.json]
-        [--meta context_reserve_recall=20 --meta context_share_chapter=70]
+    .venv/bin/python bench/prompt_prefix.py [--turns 16] [--json bench/data/prompt_prefix.json] [--budget 3000]
+        [--meta context_cap_recall=10 --meta context_share_chapter=85]
 
 `--meta key=value` sets a Universe_Meta key of the demo universe before play (the budget's
-split: a lower `context_reserve_recall` trades recall for a longer shared prefix).
+split: `context_cap_recall`, the cache-first layout, trades recall for a longer shared prefix;
+docs/long-play.md). `--budget` replaces the narrator's memory budget (2,000 tokens).
 """
 from __future__ import annotations
 
@@ -62,8 +63,8 @@ def duplicated_tokens(prompt) -> int:
     return total
 
 
-def play(turns: int, meta: dict[str, str] | None = None) -> list[dict]:
-    from studio.saves.narrator.prompt import build_narrator_prompt
+def play(turns: int, meta: dict[str, str] | None = None, budget: int | None = None) -> list[dict]:
+    from studio.saves.narrator.prompt import CONFIG, NarratorConfig, build_narrator_prompt
     from studio.saves.services import save_create, turn_append
     from studio.universes.demo.loader import demo_load, demo_read
 
@@ -75,7 +76,8 @@ def play(turns: int, meta: dict[str, str] | None = None) -> list[dict]:
     rows = []
     previous = ""
     for turn in data.turns[:turns]:
-        prompt = build_narrator_prompt(game_save=game_save, player_input=turn["player_input"])
+        prompt = build_narrator_prompt(game_save=game_save, player_input=turn["player_input"],
+                                       config=NarratorConfig(token_budget=budget) if budget else CONFIG)
         text = prompt_text(prompt)
         prefix = shared_prefix(previous, text) if previous else 0
         rows.append({
@@ -97,13 +99,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--turns", type=int, default=16, help="how many of the demo's turns to play (default 16)")
     parser.add_argument("--json", help="write the per-turn rows to this file")
+    parser.add_argument("--budget", type=int, help="the narrator's memory budget in tokens (default: the narrator's own)")
     parser.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE",
                         help="a Universe_Meta key of the demo universe to set before play (repeatable)")
     args = parser.parse_args()
     meta = parse_meta_pairs(parser, args.meta)
     os.environ["AXIOM_JOBS_EAGER"] = "1"  # each turn's embedding runs inline, before the next prompt
     setup_django()
-    rows = play(args.turns, meta)
+    rows = play(args.turns, meta, args.budget)
     shares = [r["shared_share"] for r in rows if r["shared_share"] is not None]
     print("| turn | prompt chars | ~tokens | shared prefix | share | duplicated recent-turn tokens | memory tokens |")
     print("|---|---|---|---|---|---|---|")
@@ -117,7 +120,8 @@ def main() -> int:
           f"total {sum(duplicated)}, max {max(duplicated)} in one prompt; "
           f"naive (no cache) re-reads 100% of every prompt.")
     if args.json:
-        Path(args.json).write_text(json.dumps({"turns": rows, "median_shared": statistics.median(shares), "meta": meta}, indent=1))
+        Path(args.json).write_text(json.dumps({"turns": rows, "median_shared": statistics.median(shares), "meta": meta,
+                                               "budget": args.budget}, indent=1))
     return 0
 
 

@@ -515,6 +515,9 @@ class MemoryContext(Schema):
     shares: dict[str, int] = Field({}, description="Budget share per class (percent of token_budget; Universe_Meta context_share_*).")
     reserve_recall: int = Field(0, description="Percent of token_budget kept for what the action recalls until it has been "
                                                "offered (Universe_Meta context_reserve_recall; docs/long-play.md).")
+    cap_recall: int | None = Field(None, description="Percent of token_budget that what changes with each action (what it "
+                                                     "recalled, lore its turn activated) may use in all, or null: no cap "
+                                                     "(Universe_Meta context_cap_recall; docs/long-play.md).")
     macros: dict[str, str] = Field({}, description="Who {{user}} and {{char}} are in the item texts.")
     queries: list[dict[str, Any]] = Field([], description="The two vector queries (narrative, lore) as Lore replay records them.")
     lore_explain: list[LoreExplanation] = Field(..., description="One record per entry of the save's Lore Book, in book order.")

@@ -18,10 +18,18 @@ from studio.memory.lore_activation import (
     META_SCAN_DEPTH,
     META_TOKEN_BUDGET,
 )
+from studio.memory.chapters.selectors import (
+    CHAPTERS_PER_ARC_META,
+    MIN_TURNS_META,
+    SCENE_CHANGE_META,
+    TURNS_PER_CHAPTER_META,
+    ChapterSettings,
+)
 from studio.memory.lore_activation.spec import LoreDefaults
 from studio.memory.recall.context_lore import (
     DEFAULT_RECALL_RESERVE,
     DEFAULT_SHARES,
+    RECALL_CAP_META,
     RECALL_RESERVE_META,
     SHARE_CLASS_NAMES,
     share_meta_key,
@@ -47,9 +55,12 @@ class MetaKey:
 
 
 _LORE = LoreDefaults()
-PERSONA, NARRATOR, SAMPLER, LORE, BUDGET, MISSIONS, IMPORTED = (
+_CHAPTERS = ChapterSettings()
+PERSONA, NARRATOR, SAMPLER, LORE, BUDGET, CHAPTERS, MISSIONS, IMPORTED = (
     "Player persona", "Narrator", "Sampler settings", "Lore activation", "Memory context budget shares",
-    "Missions", "Imported files")
+    "Chapters", "Missions", "Imported files")
+# Groups whose keys are settings or structured data for the studio, never prose for the narrator's {{meta}}.
+SETTINGS_GROUPS = (SAMPLER, LORE, BUDGET, CHAPTERS, MISSIONS, IMPORTED)
 
 KNOWN_META_KEYS: tuple[MetaKey, ...] = (
     MetaKey(PLAYER_CHARACTER_META, PERSONA,
@@ -90,6 +101,20 @@ KNOWN_META_KEYS: tuple[MetaKey, ...] = (
             "(narrative memory, lore found by meaning, facts, beliefs, models): the recent turns and activated lore "
             "may not spend it; what recall does not need goes back to them (0-100).",
             default=str(DEFAULT_RECALL_RESERVE)),
+    MetaKey(RECALL_CAP_META, BUDGET, "Percent of the memory context's budget that what changes with each action (what it "
+            "recalled, lore its turn activated) may use in all, even when the rest leaves budget unused (0-100; unset: "
+            "no cap). A low cap (e.g. 20) keeps most of the prompt the same from turn to turn, so a model server's "
+            "prefix cache reuses it and the first word comes sooner, at the cost of recall (docs/long-play.md).",
+            default=""),
+    MetaKey(TURNS_PER_CHAPTER_META, CHAPTERS, "A chapter closes when it holds this many turns (0: no limit).",
+            default=str(_CHAPTERS.turns_per_chapter)),
+    MetaKey(SCENE_CHANGE_META, CHAPTERS, "true or false: a turn whose state's location differs from the previous turn's "
+            "starts a new chapter (once the open chapter holds chapter_min_turns turns).",
+            default=str(_CHAPTERS.on_scene_change).lower()),
+    MetaKey(MIN_TURNS_META, CHAPTERS, "Turns a chapter holds before a scene change may close it.",
+            default=str(_CHAPTERS.min_turns)),
+    MetaKey(CHAPTERS_PER_ARC_META, CHAPTERS, "This many consecutive chapters (or arcs) roll up into an arc one level up "
+            "(0: no arcs).", default=str(_CHAPTERS.chapters_per_arc)),
     MetaKey("belief_mission", MISSIONS, "The universe-wide belief mission (text).", edited_on="missions",
             multiline=True),
     MetaKey("belief_missions", MISSIONS, 'Per-character missions: a JSON object, {"Name": "mission"}.',

@@ -58,9 +58,18 @@ def open_chapter_start(game_save) -> int:
     return (last or 0) + 1
 
 
-def open_chapter_number(game_save) -> int:
-    """Return the number the open chapter will have when it closes (closed chapters + 1)."""
-    return Chapter.objects.filter(game_save_id=game_save.pk, level=0).count() + 1
+def open_chapter(game_save) -> tuple[int, int]:
+    """Return the open chapter's number (the one it will have when it closes: closed chapters + 1) and first turn
+    (`open_chapter_start`), in one query."""
+    from django.db.models import Count, Max
+
+    found = Chapter.objects.filter(game_save_id=game_save.pk, level=0).aggregate(closed=Count("pk"), last=Max("last_turn"))
+    return found["closed"] + 1, (found["last"] or 0) + 1
+
+
+def open_start_of(rows) -> int:
+    """`open_chapter_start` from the save's rows (every level) a page already read: no query."""
+    return max((row.last_turn for row in rows if row.level == 0), default=0) + 1
 
 
 def chapter_number(chapter: Chapter) -> int:

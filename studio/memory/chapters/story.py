@@ -17,7 +17,11 @@ rest of memory:
   items ("before the window") and stay reachable by the narrative search. The last turn
   always shows: if it alone is longer than the share, its end is shown with the cut marked.
   A turn is dated ("Turn 12 (day 3, dusk)") when its story time differs from the turn before
-  it, and the window's first turn always is.
+  it, and the window's first turn always is. Every chapter that begins inside the window is
+  marked on its first turn (`why["begins_chapter"]`), so the marks do not move.
+  With `reach_back` (the cache-first layout, `context_cap_recall`) the window is not held to
+  the open chapter: it shows earlier chapters' turns while its share holds them, and the
+  summaries tell only what it does not show.
 
 `shown_turns` is what the prompt shows in full: the narrative search leaves those turns out
 (an item is in the prompt once).
@@ -73,14 +77,10 @@ def _tail(text: str, tokens: int) -> str:
     return "[… the start of this turn is cut …] " + body
 
 
-def story_items(game_save, *, horizon: int, token_budget: int, shares: dict[str, int], make_item, fill) -> Story:
-    """Return the story-so-far candidates for the save's next turn (see the module docstring)."""
-    from studio.saves.models import Event, StateCache
-
-    story = Story()
-    start = open_chapter_start(game_save)
-    story.chapter_start = start
-    for row in top_summaries(game_save, before_turn=min(start, horizon + 1)):
+def _summary_items(game_save, *, before_turn: int, make_item, fill) -> list:
+    """The `summary` items of the closed rows that tell the story before `before_turn` (`top_summaries`)."""
+    items = []
+    for row in top_summaries(game_save, before_turn=before_turn):
         kind = "arc" if row.level else "chapter"
         when = f", {row.story_time}" if row.story_time else ""
         covers = f"turns {row.first_turn}-{row.last_turn}"
@@ -97,10 +97,52 @@ def story_items(game_save, *, horizon: int, token_budget: int, shares: dict[str,
                              why=why, ref={"chapter_id": row.pk, "first_turn": row.first_turn, "last_turn": row.last_turn})
             item.included, item.cut = False, f"no summary: {row.get_summary_status_display().lower()}"
             why["no_summary"] = True
-        story.summaries.append(item)
+        items.append(item)
+    return items
+
+
+def _told_before(game_save, *, window_start: int, chapter_start: int) -> int:
+    """With `reach_back`: the turn the summaries stop before. The closed chapter holding the turn just before the
+    window is summarised whole (part of it is out of sight); the chapters the window shows whole are not."""
+    from studio.memory.chapters.models import Chapter
+
+    if window_start >= chapter_start:
+        return chapter_start
+    last = (Chapter.objects.filter(game_save_id=game_save.pk, level=0, first_turn__lte=window_start - 1,
+                                   last_turn__gte=window_start - 1).values_list("last_turn", flat=True).first())
+    return min(chapter_start, (last + 1) if last else window_start)
+
+
+def _chapter_starts(game_save, *, first: int, last: int) -> set[int]:
+    """The first turns of the closed chapters that begin between `first` and `last` (one query)."""
+    from studio.memory.chapters.models import Chapter
+
+    return set(Chapter.objects.filter(game_save_id=game_save.pk, level=0, first_turn__gte=first, first_turn__lte=last)
+               .values_list("first_turn", flat=True))
+
+
+def story_items(game_save, *, horizon: int, token_budget: int, shares: dict[str, int], make_item, fill,
+                reach_back: bool = False) -> Story:
+    """Return the story-so-far candidates for the save's next turn (see the module docstring).
+
+    `reach_back`: the window is not held to the open chapter (and its last MIN_RECENT turns):
+    it shows the turns before it too while its share holds them, and the summaries then tell
+    only what it does not show (`_told_before`). The layout for prefix caches (a cap on what
+    changes with each action, `context_lore.RECALL_CAP_META`) asks for it: the budget recall
+    may not use goes to a longer window, which the next turn's prompt starts with.
+    """
+    from studio.saves.models import Event, StateCache
+
+    story = Story()
+    start = open_chapter_start(game_save)
+    story.chapter_start = start
+
+    def summaries(before_turn: int) -> Story:
+        story.summaries = _summary_items(game_save, before_turn=before_turn, make_item=make_item, fill=fill)
+        return story
 
     if horizon < 1:
-        return story
+        return summaries(min(start, horizon + 1))
     lookback = max(1, horizon - MAX_LOOKBACK + 1)
     events = list(Event.objects.filter(game_save_id=game_save.pk, turn_id__gte=lookback, turn_id__lte=horizon)
                   .order_by("turn_id").values_list("turn_id", "player_input", "narrative"))
@@ -116,23 +158,27 @@ def story_items(game_save, *, horizon: int, token_budget: int, shares: dict[str,
         texts.append((turn_id, dated[turn_id] if when != previous else fill(_turn_text(turn_id, player_input, narrative, ""))))
         previous = when
     if not texts:
-        return story
+        return summaries(min(start, horizon + 1))
     cap = token_budget * shares.get("chapter", 100) // 100
     sizes = {turn_id: count_tokens(text) for turn_id, text in texts}
     dated_sizes = {turn_id: count_tokens(dated[turn_id]) for turn_id, text in texts if text != dated[turn_id]}
     # The open chapter's turns, and at least the last MIN_RECENT turns (a chapter just opened
     # still reads as a story): earlier chapters are told by their summaries.
-    floor = min(start, max(horizon - MIN_RECENT + 1, 1))
+    floor = lookback if reach_back else min(start, max(horizon - MIN_RECENT + 1, 1))
     floor = ((floor - 1) // WINDOW_STEP) * WINDOW_STEP + 1  # anchored, so it moves a step at a time
     window_start = window_start_for({t: n for t, n in sizes.items() if t >= floor}, horizon=horizon, cap=cap,
                                     first_sizes=dated_sizes)
+    summaries(_told_before(game_save, window_start=window_start, chapter_start=start) if reach_back else min(start, horizon + 1))
+    # Every chapter that begins inside the window is marked on its first turn, not only the open one: a mark
+    # that moved when the next chapter opened would change the prompt's middle (and a prefix cache's reuse).
+    begins = _chapter_starts(game_save, first=window_start, last=horizon) | {start}
     for turn_id, text in texts:
         if turn_id == window_start:
             text = dated[turn_id]
         if turn_id < min(start, window_start):
             continue  # an earlier chapter's turn the window does not reach: its summary tells it
         why = {"budget_class": "chapter", "no_refill": True, "turn_id": turn_id, "chapter_start": start, "window_start": window_start,
-               "before_chapter": turn_id < start}
+               "before_chapter": turn_id < start, "begins_chapter": turn_id in begins and turn_id != 1}
         ref = {"turn_id": turn_id}
         if turn_id < window_start:
             item = make_item(layer="chapter", text=text, reason=f"turn {turn_id} of the open chapter", why=why, ref=ref)

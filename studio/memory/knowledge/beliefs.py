@@ -97,10 +97,13 @@ def assign_holders(save, turn: int, *, missions: dict[str, str]) -> int:
     if not written or (not with_mission and not any(b.holder for b in written)):
         return 0  # nothing is or can be held: nothing to write
     view = KnowledgeView(save, horizon=turn) if any(fold(b.subject) in with_mission for b in written) else None
-    held = 0
+    held, changed = 0, []
     for belief in written:
         holder = _judged(view, belief, with_mission) if view else ""
         history = _trail_with_holder(belief.history, turn, before=belief.holder, holder=holder)
-        Observation.objects.filter(pk=belief.pk).update(holder=holder, history=history)
+        if (holder, history) != (belief.holder, belief.history):  # a job run again judges the same: no write
+            belief.holder, belief.history = holder, history
+            changed.append(belief)
         held += bool(holder)
+    Observation.objects.bulk_update(changed, ["holder", "history"])  # one statement (per batch), not one per belief
     return held

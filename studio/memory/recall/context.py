@@ -107,6 +107,8 @@ class MemoryContext:
     shares: dict[str, int] = field(default_factory=dict)
     # Percent of the budget kept for what the action recalls (`context_lore.reserve_from_meta`).
     reserve_recall: int = 0
+    # Percent of the budget that what changes with each action may use, or None (`context_lore.recall_cap_from_meta`).
+    cap_recall: int | None = None
     # Who {{user}} / {{char}} are in the item texts (`studio.memory.recall.macros.macro_names`).
     macros: dict[str, str] = field(default_factory=dict)
     # The two vector queries, as Lore replay records them (`search.query_record`).
@@ -174,6 +176,7 @@ class MemoryContext:
             "notes": self.notes,
             "shares": self.shares,
             "reserve_recall": self.reserve_recall,
+            "cap_recall": self.cap_recall,
             "lore_explain": self.lore_explain,
             "macros": self.macros,
             "queries": self.queries,
@@ -335,11 +338,11 @@ def build_memory_context(
     context.timings["activation_ms"] = round((time.perf_counter() - t0) * 1000, 2)
     context.shares = context_lore.shares_from_meta(universe_meta)
     context.reserve_recall = context_lore.reserve_from_meta(universe_meta)
+    context.cap_recall = context_lore.recall_cap_from_meta(universe_meta)
     refused: dict[str, str] = {}
     t0 = time.perf_counter()
     with_story = story
-    story = story_items(game_save, horizon=turn, token_budget=token_budget,
-                        shares=context_lore.window_shares(context.shares, context.reserve_recall),
+    story = story_items(game_save, horizon=turn, token_budget=token_budget, **context_lore.window_plan(universe_meta),
                         make_item=ContextItem.of, fill=lambda text: context_lore.fill(text, macros)) if with_story else Story()
     context.shown_turns, context.chapter_start = story.shown_turns, story.chapter_start
     candidates += [i for i in story.summaries if i.included] + story.turns
@@ -427,11 +430,14 @@ def build_memory_context(
             return (3, rounds[i], LAYERS.index(candidates[i].layer), i)
         return (2 if why.get("activation") else 4, why.get("activation_rank", 0), 0, i)
 
-    for item in candidates:  # an entry longer than its share is represented by a passage, not dropped
-        fit_to_share(item, cap=item_cap(item, token_budget=token_budget,
-                                        share_cap=token_budget * context.shares.get(context_lore.budget_class(item), 100) // 100))
+    for item in candidates:  # an entry longer than its share (or the cap) is represented by a passage, not dropped
+        share_cap = token_budget * context.shares.get(context_lore.budget_class(item), 100) // 100
+        if context.cap_recall is not None and context_lore.changes_per_action(item):
+            share_cap = min(share_cap, token_budget * context.cap_recall // 100)
+        fit_to_share(item, cap=item_cap(item, token_budget=token_budget, share_cap=share_cap))
     context_lore.assemble([candidates[i] for i in sorted(range(len(candidates)), key=offer) if id(candidates[i]) not in decided],
-                          token_budget=token_budget, shares=context.shares, reserve=context.reserve_recall)
+                          token_budget=token_budget, shares=context.shares, reserve=context.reserve_recall,
+                          cap=context.cap_recall)
     context.items.extend([i for i in story.summaries if not i.included])
     context.items.extend(candidates)
     context.lore_explain = context_lore.lore_explain(view, candidates, refused)

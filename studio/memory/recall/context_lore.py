@@ -28,6 +28,14 @@ Budget (`assemble`), in four passes over the candidates in the order they are of
    pass 3 (never those of a share set to 0, nor the story so far's summaries and turns,
    `no_refill`: what memory recalls for the action gets what the shares left, and what it
    did not need goes back to the rest).
+A cap on what changes with each action (`context_cap_recall`, unset by default; `changes_per_action`:
+everything the prompt lays out after the recent turns, i.e. what the action recalled and the
+lore the turn activated, but not constant lore, the story so far or mental models) holds those
+items to a percentage of the budget in passes 3 and 4, even when the rest leaves budget
+unused: the prompt is then shorter, and the part before it (instructions, constant lore,
+summaries, the recent turns) is a larger share of it, which a model server's prefix cache
+reuses from the previous turn (docs/long-play.md, "A prompt the model server can cache").
+Entries the player named (protected) still go in, and count against it.
 An item that does not fit is left out whole ("over budget: ..."); no text is cut. Items of a
 dated group (`why["group"]`, e.g. narrative chunks of one story day) share one heading per
 layer, whose tokens (`why["group_tokens"]`) the group's first item taken in that layer pays.
@@ -70,6 +78,7 @@ DEFAULT_SHARES = {"summary": 15, "chapter": 70, "lore_activated": 50, "mental_mo
 # not a cap: unused, it goes back to the rest in pass 4).
 RECALL_RESERVE_META = "context_reserve_recall"
 DEFAULT_RECALL_RESERVE = 40
+RECALL_CAP_META = "context_cap_recall"  # unset (the default): no cap
 RECALL_LAYERS = ("mental_model", "belief", "fact", "narrative", "lore")
 # Within activated lore, what the budget is offered first (protected entries come before all).
 ACTIVATION_RANK = {"constant": 1, "forced": 1, "sticky": 2, "key": 2, "after_first_match": 2, "recursion": 3}
@@ -98,19 +107,49 @@ def shares_from_meta(meta: dict[str, str]) -> dict[str, int]:
     return shares
 
 
-def reserve_from_meta(meta: dict[str, str]) -> int:
-    """Return the percent of the budget kept for what the action recalls (`context_reserve_recall`)."""
+def _percent(meta: dict[str, str], key: str) -> int | None:
     try:
-        value = int(str(meta.get(RECALL_RESERVE_META, "")).strip())
+        value = int(str(meta.get(key, "")).strip())
     except ValueError:
-        return DEFAULT_RECALL_RESERVE
-    return value if 0 <= value <= 100 else DEFAULT_RECALL_RESERVE
+        return None
+    return value if 0 <= value <= 100 else None
+
+
+def recall_cap_from_meta(meta: dict[str, str]) -> int | None:
+    """Return the percent of the budget that what changes with each action may use (`context_cap_recall`), or None."""
+    return _percent(meta, RECALL_CAP_META)
+
+
+def reserve_from_meta(meta: dict[str, str]) -> int:
+    """Return the percent of the budget kept for what the action recalls (`context_reserve_recall`), never above
+    the cap on what changes with each action (a floor above the cap could not be kept)."""
+    reserve = _percent(meta, RECALL_RESERVE_META)
+    reserve = DEFAULT_RECALL_RESERVE if reserve is None else reserve
+    cap = recall_cap_from_meta(meta)
+    return reserve if cap is None else min(reserve, cap)
 
 
 def window_shares(shares: dict[str, int], reserve: int) -> dict[str, int]:
     """Return `shares` with the recent turns' share as their window plans it: never on the budget
     kept for recall nor on the summaries' share (the narrator and impersonation read the same window)."""
     return {**shares, "chapter": min(shares.get("chapter", 100), max(100 - reserve - shares.get("summary", 0), 0))}
+
+
+def window_plan(meta: dict[str, str]) -> dict[str, Any]:
+    """The recent turns' window as Universe_Meta plans it, as `story_items` keywords (the narrator and
+    impersonation read the same window): the shares it plans on (`window_shares`), and whether it reaches
+    back past the open chapter (with a cap on what changes with each action, the budget recall may not use
+    goes to a longer window)."""
+    return {"shares": window_shares(shares_from_meta(meta), reserve_from_meta(meta)),
+            "reach_back": recall_cap_from_meta(meta) is not None}
+
+
+def changes_per_action(item) -> bool:
+    """Does the prompt lay `item` out after the recent turns (what this action recalled or its turn activated)?
+
+    The same split as `studio.saves.narrator.prompt.memory_sections`: constant lore, the story so far and
+    mental models come before the recent turns; beliefs, facts, narrative memory and other lore after them."""
+    return item.layer in ("belief", "fact", "narrative") or (item.layer == "lore" and item.why.get("activation") != "constant")
 
 
 def is_recall(item) -> bool:
@@ -219,14 +258,17 @@ def budget_class(item) -> str:
     return item.why.get("budget_class") or item.layer
 
 
-def assemble(candidates: list, *, token_budget: int, shares: dict[str, int], reserve: int = 0) -> None:
+def assemble(candidates: list, *, token_budget: int, shares: dict[str, int], reserve: int = 0,
+             cap: int | None = None) -> None:
     """Decide `included` / `cut` for every candidate (see the module docstring); nothing is truncated.
 
     `reserve`: the percent of the budget kept for what the action recalls (`is_recall`) until
-    every candidate has been offered once.
+    every candidate has been offered once. `cap`: the percent of the budget that what changes
+    with each action (`changes_per_action`) may use in all (None: no cap).
     """
     remaining = token_budget
     used: dict[str, int] = {}
+    changing, changing_cap = 0, None if cap is None else token_budget * cap // 100  # what changes with each action
     decided: set[int] = set()
     kept = token_budget * reserve // 100  # what recall may still draw on before the others may
     groups: set[tuple[str, str]] = set()  # (layer, dated group) whose heading is paid for: each layer prints its own
@@ -236,13 +278,15 @@ def assemble(candidates: list, *, token_budget: int, shares: dict[str, int], res
         return item.tokens + (item.why.get("group_tokens", 0) if group and (item.layer, group) not in groups else 0)
 
     def take(index: int, item, note: str = "", *, outside: bool = False) -> None:
-        nonlocal remaining, kept
+        nonlocal remaining, kept, changing
         if not outside:
             spent = cost(item)
             remaining -= spent
             used[budget_class(item)] = used.get(budget_class(item), 0) + spent
             if is_recall(item):
                 kept = max(kept - spent, 0)
+            if changes_per_action(item):
+                changing += spent
         if item.why.get("group"):
             groups.add((item.layer, item.why["group"]))
         item.included, item.cut = True, ""
@@ -252,6 +296,19 @@ def assemble(candidates: list, *, token_budget: int, shares: dict[str, int], res
 
     def over(item, left: int) -> str:
         return f"over budget: needs {cost(item)} tokens, {max(left, 0)} left (left out whole)"
+
+    def over_cap(item, *, keep: int = 0) -> str:
+        """The cut when `item` would take what changes with each action past the cap, else ''. `keep`: the part
+        of the cap still kept for what the action recalls, which lore its turn activated may not spend."""
+        if changing_cap is None or not changes_per_action(item):
+            return ""
+        limit = changing_cap - (0 if is_recall(item) else keep)
+        if changing + cost(item) <= limit:
+            return ""
+        kept_note = f" beside the {keep} kept for what the action recalls" if keep and not is_recall(item) else ""
+        return (f"over budget: needs {cost(item)} tokens; what changes with each action is capped at {cap}% of the "
+                f"budget = {changing_cap} tokens (context_cap_recall), {max(limit - changing, 0)} left{kept_note} "
+                "(left out whole)")
 
     for index, item in enumerate(candidates):  # 1: ignore budget
         if item.why.get("ignore_budget"):
@@ -269,14 +326,19 @@ def assemble(candidates: list, *, token_budget: int, shares: dict[str, int], res
         if index in decided:
             continue
         cls = budget_class(item)
-        cap = token_budget * shares.get(cls, 100) // 100
+        share_cap = token_budget * shares.get(cls, 100) // 100
         available = remaining if is_recall(item) else remaining - kept
         if cost(item) > remaining:
             item.included, item.cut = False, over(item, remaining)
-        elif used.get(cls, 0) + cost(item) > cap:
+        elif over_cap(item, keep=kept):
+            item.included, item.cut = False, over_cap(item, keep=kept)
+            refill[index] = "held back by the cap on what changes with each action"
+            continue
+        elif used.get(cls, 0) + cost(item) > share_cap:
             item.included = False
             item.cut = (f"over budget: needs {cost(item)} tokens; the {cls.replace('_', ' ')} share "
-                        f"({shares.get(cls, 100)}% = {cap} tokens) has {max(cap - used.get(cls, 0), 0)} left (left out whole)")
+                        f"({shares.get(cls, 100)}% = {share_cap} tokens) has {max(share_cap - used.get(cls, 0), 0)} left "
+                        "(left out whole)")
             refill[index] = "over its share"
             continue
         elif cost(item) > available:
@@ -293,7 +355,9 @@ def assemble(candidates: list, *, token_budget: int, shares: dict[str, int], res
         item = candidates[index]
         if item.why.get("no_refill") or shares.get(budget_class(item), 100) == 0:
             continue
-        if cost(item) <= remaining:
+        if over_cap(item):
+            item.cut = over_cap(item)
+        elif cost(item) <= remaining:
             take(index, item, f"{held}, taken from the budget the other layers left")
 
 

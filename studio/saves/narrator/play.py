@@ -153,13 +153,12 @@ def _recent_turns_text(game_save: Save, *, universe_meta: dict[str, str], fill) 
     narrator's budget, at least the last few), "Turn N (story time)", the action, the narration."""
     from studio.memory.chapters.story import story_items
     from studio.memory.recall.context import ContextItem
-    from studio.memory.recall.context_lore import reserve_from_meta, shares_from_meta, window_shares
+    from studio.memory.recall.context_lore import window_plan
     from studio.saves.narrator.prompt import CONFIG
 
-    # As build_memory_context plans the window (context_lore.window_shares; the test compares the two windows).
-    shares = window_shares(shares_from_meta(universe_meta), reserve_from_meta(universe_meta))
+    # As build_memory_context plans the window (context_lore.window_plan; the test compares the two windows).
     story = story_items(game_save, horizon=game_save.current_turn, token_budget=CONFIG.token_budget,
-                        shares=shares, make_item=ContextItem.of, fill=fill)
+                        **window_plan(universe_meta), make_item=ContextItem.of, fill=fill)
     return "\n\n".join(item.text for item in story.turns if item.included)
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from studio.saves.models import NarratorSnapshot, PlaySettings
-from studio.saves.narrator.authors_note import MAX_DEPTH, MAX_NOTE_CHARS
+from studio.saves.narrator.authors_note import MAX_DEPTH, MAX_NOTE_CHARS, play_settings_of
 from studio.saves.narrator.sampler import FIELDS as SAMPLER_FIELDS, InvalidSampler, parse_value
 from studio.saves.portable.registry import INVALID, CheckContext, ExportContext, ImportContext, SaveSection
 from studio.saves.portable.sections.rows import BATCH, _items, _readers, insert_rows, iso
@@ -86,7 +86,7 @@ PLAY_SETTINGS = "play_settings"
 
 
 def export_play_settings(ctx: ExportContext) -> Iterator[dict]:
-    row = PlaySettings.objects.filter(game_save_id=ctx.game_save.pk).first()
+    row = play_settings_of(ctx.game_save)  # the one read of the row (authors_note.play_settings_of)
     if row is not None:
         yield {"authors_note": row.authors_note, "authors_note_depth": row.authors_note_depth,
                **{name: getattr(row, name) for name in SAMPLER_FIELDS}}

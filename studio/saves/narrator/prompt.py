@@ -59,13 +59,15 @@ from studio.memory.recall.macros import (
 )
 from studio.memory.recall.query_params import DEFAULT_TOKEN_BUDGET, LIMITS, ContextParams, InvalidParameters
 from studio.saves.narrator.authors_note import with_authors_note
+from studio.universes.meta_keys import KNOWN_META_KEYS, SETTINGS_GROUPS
 
 TEMPLATE_KEY = "narrator_instructions"
 KNOWN_KEYS = ("narrator_style", "tone", PLAYER_CHARACTER_META, PLAYER_DESCRIPTION_META, "era")
-# Meta that is structured data for other parts of the studio, never prose for {{meta}}.
-NOT_PROSE = {TEMPLATE_KEY, CHARACTER_CARD_META, "belief_mission", "belief_missions", "lore_activation",
-             PLAYER_PORTRAIT_META,
-             *(f"sampler_{n}" for n in ("temperature", "top_p", "max_tokens", "frequency_penalty", "repeat_penalty"))}
+# Meta that is structured data or a setting for other parts of the studio, never prose for {{meta}}: every known
+# key of a settings group (samplers, lore activation, budget shares, chapters, missions, imports), and a few more.
+NOT_PROSE = {TEMPLATE_KEY, CHARACTER_CARD_META, "lore_activation", PLAYER_PORTRAIT_META,
+             *(f"sampler_{n}" for n in ("frequency_penalty", "repeat_penalty")),
+             *(k.key for k in KNOWN_META_KEYS if k.group in SETTINGS_GROUPS)}
 
 DEFAULT_INSTRUCTIONS = """You are the narrator of an interactive story. Continue the story from the player's action.
 The player character ("you") is {{player_character}}.
@@ -176,10 +178,10 @@ def memory_sections(memory) -> list[str]:
     if by_layer.get("mental_model"):
         models = sorted(by_layer["mental_model"], key=lambda i: (i.why.get("subject") or "").casefold())
         blocks.append("## Mental models\n" + "\n".join(f"- {i.text}" for i in models))
-    # The chapter's start is marked on its turn, not in the heading: a heading that named it
-    # would change the prompt's beginning whenever a chapter closes.
-    chapter = [("(A new chapter begins.)\n" if i.ref.get("turn_id") == memory.chapter_start and i.ref.get("turn_id") != 1 else "") + i.text
-               for i in by_layer.get("chapter") or []]
+    # A chapter's start is marked on its turn, not in the heading: a heading that named it
+    # would change the prompt's beginning whenever a chapter closes (story.story_items: every
+    # chapter beginning inside the window keeps its mark).
+    chapter = [("(A new chapter begins.)\n" if i.why.get("begins_chapter") else "") + i.text for i in by_layer.get("chapter") or []]
     blocks.append("## Recent turns\n" + ("\n\n".join(chapter) or "(none yet: this is the first turn)"))
     recalled = [f"### {title}\n" + "\n".join(layer_lines(by_layer[layer]))
                 for layer, title in RECALLED_TITLES.items() if by_layer.get(layer)]

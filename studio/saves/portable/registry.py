@@ -272,6 +272,15 @@ class CheckContext:
             return INVALID
         return value
 
+    def records(self, items: list, where: str, spec: dict, *, optional=()) -> Iterator[tuple[str, dict]]:
+        """Yield (location, item) for each of `items` that is a record (`Checker.record`: its fields read
+        by `spec`, those in `optional` may be missing); a field that failed is missing from its item."""
+        for index, raw in enumerate(items):
+            loc = f"{where}[{index}]"
+            item = self.checker.record(raw, loc, spec, optional=optional)
+            if item is not None:
+                yield loc, item
+
     def complete_records(self, items: list, where: str, spec: dict, *, one_per_turn: str = "") -> Iterator[tuple[str, dict]]:
         """Yield (location, item) for each of `items` whose every field passed `spec`'s readers.
 
@@ -280,10 +289,8 @@ class CheckContext:
         records") and left out.
         """
         seen: set[int] = set()
-        for index, raw in enumerate(items):
-            loc = f"{where}[{index}]"
-            item = self.checker.record(raw, loc, spec)
-            if item is None or len(item) != len(spec):
+        for loc, item in self.records(items, where, spec):
+            if len(item) != len(spec):
                 continue
             if one_per_turn:
                 if item["turn_id"] in seen:

@@ -6,7 +6,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from studio.memory.chapters.selectors import open_chapter_number, open_chapter_start
+from studio.memory.chapters.selectors import open_chapter
 from studio.roles import is_playtester
 from studio.saves.forms import SaveCreateForm, TurnAppendForm, default_save_name
 from studio.saves.models import Save
@@ -71,7 +71,8 @@ def save_create(request: HttpRequest) -> HttpResponse:
 
 def console_chapter(game_save: Save) -> dict:
     """What the Console's chapter card shows: the open chapter's number and first turn."""
-    return {"number": open_chapter_number(game_save), "open_start": open_chapter_start(game_save)}
+    number, open_start = open_chapter(game_save)
+    return {"number": number, "open_start": open_start}
 
 
 def _console_context(request: HttpRequest, game_save: Save, form: TurnAppendForm | None = None) -> dict:

@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HttpResponseStopPolling
 
-from studio.memory.chapters.selectors import chapters_for, open_chapter_start
+from studio.memory.chapters.selectors import chapters_for, open_start_of
 from studio.saves.forms import NarrativeEditForm
 from studio.saves.narrator.selectors import snapshot_turn_ids
 from studio.memory.knowledge.presence import presence_by_turn
@@ -38,7 +38,7 @@ def timeline(request: HttpRequest, save_id: str) -> HttpResponse:
         "band_levels": chapter_band_levels(game_save, rows),
         "chapter_count": sum(1 for row in rows if row.level == 0),
         "arc_count": sum(1 for row in rows if row.level == 1),
-        "open_start": open_chapter_start(game_save),
+        "open_start": open_start_of(rows),
     })
     return render(request, "saves/timeline.html", context)
 

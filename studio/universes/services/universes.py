@@ -12,7 +12,8 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils.text import slugify
 
-from studio.memory.recall.context_lore import RECALL_RESERVE_META, SHARE_CLASS_NAMES, share_meta_key
+from studio.memory.chapters.selectors import CHAPTERS_PER_ARC_META, MIN_TURNS_META, SCENE_CHANGE_META, TURNS_PER_CHAPTER_META
+from studio.memory.recall.context_lore import RECALL_CAP_META, RECALL_RESERVE_META, SHARE_CLASS_NAMES, share_meta_key
 from studio.memory.lore_activation import (
     MAX_SCAN_DEPTH,
     META_CASE_SENSITIVE,
@@ -50,7 +51,15 @@ CONTEXT_SHARE_META = {
     for share_class, what in SHARE_CLASS_NAMES.items()
 }
 CONTEXT_SHARE_META[RECALL_RESERVE_META] = (0, 100, "percent of the context budget kept for what the action recalls")
+CONTEXT_SHARE_META[RECALL_CAP_META] = (0, 100, "percent of the context budget what changes with each action may use")
 LORE_INT_META.update(CONTEXT_SHARE_META)
+# How chapters close (studio.memory.chapters.selectors.chapter_settings reads them).
+LORE_INT_META.update({
+    TURNS_PER_CHAPTER_META: (0, 10_000, "turns a chapter holds before it closes; 0 = no limit"),
+    CHAPTERS_PER_ARC_META: (0, 10_000, "chapters rolled up into an arc; 0 = no arcs"),
+    MIN_TURNS_META: (0, 10_000, "turns a chapter holds before a scene change may close it"),
+})
+LORE_BOOL_META.add(SCENE_CHANGE_META)
 
 # Entry ids that would collide with the Lore Book's own URLs (/lore/new/, /lore/bulk/, ...).
 RESERVED_ENTRY_IDS = {"new", "bulk", "status", "deleted", "tester", "health"}

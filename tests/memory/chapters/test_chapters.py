@@ -69,6 +69,21 @@ def test_a_scene_change_and_the_turn_limit_close_chapters(save, fake_vectors):
     assert (1, 1, 8, ChapterCloseReason.ROLLUP) in spans(save)
 
 
+def test_the_open_chapters_number_and_start_in_one_query_or_from_rows_already_read(save, fake_vectors,
+                                                                                  django_assert_num_queries):
+    from studio.memory.chapters.selectors import chapters_for, open_chapter, open_start_of
+
+    with django_assert_num_queries(1):
+        assert open_chapter(save) == (1, 1)  # nothing closed yet
+    play(save, ["harbour"] * 3 + ["market"] * 5 + ["mole"])  # 1-3 (scene), 4-8 (length), then an arc of both
+    with django_assert_num_queries(1):
+        assert open_chapter(save) == (3, 9)
+    rows = list(chapters_for(save))
+    with django_assert_num_queries(0):
+        start = open_start_of(rows)
+    assert start == open_chapter_start(save) == 9
+
+
 def test_a_scene_change_in_a_young_chapter_does_not_close_it(save, fake_vectors):
     play(save, ["harbour", "market"])  # one turn: below chapter_min_turns
     assert spans(save) == []

@@ -82,3 +82,25 @@ def test_an_update_judges_the_holder_again_and_a_rewind_or_fork_gives_back_the_h
         ("Mira mourns her ship.", "Mira"), ("The ship is lost.", "")]
     manager.rewind(living, 1)
     assert [Observation.objects.get(pk=pk).holder for pk in (mourns.pk, lost.pk)] == ["Mira", ""]
+
+
+@pytest.mark.django_db
+def test_holders_are_written_in_one_statement_and_a_job_run_again_writes_nothing(living, no_runner):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    turn_append(game_save=living, player_input="a", narrative="a", state={"present": ["Mira"]})
+    (seen,) = insert_facts(living.save_id, 1, [Fact("Mira saw the ship sink.", entities=["Mira"])])
+    apply_consolidation(living.save_id, 1, [
+        {"kind": "CREATE", "statement": f"Mira remembers wreck {n}.", "subject": "Mira", "source_fact_ids": [seen]}
+        for n in range(5)], {seen: 1})
+
+    def updates():
+        with CaptureQueriesContext(connection) as queries:
+            held = assign_holders(living, 1, missions={"mira": "Remembers loss."})
+        return held, sum(q["sql"].lstrip().upper().startswith("UPDATE") for q in queries.captured_queries)
+
+    assert updates() == (5, 1)  # five beliefs judged, one UPDATE statement
+    history = {pk: h for pk, h in Observation.objects.filter(game_save=living).values_list("pk", "history")}
+    assert updates() == (5, 0)  # the same judgement again: nothing written
+    assert dict(Observation.objects.filter(game_save=living).values_list("pk", "history")) == history

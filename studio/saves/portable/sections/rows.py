@@ -85,11 +85,7 @@ def _new_pks(model, game_save, file_ids: list[int]) -> dict[int, int]:
 
 
 def _items(ctx: CheckContext, items: list, where: str, spec: dict, *, optional=()) -> Iterator[tuple[str, dict]]:
-    for index, raw in enumerate(items):
-        loc = f"{where}[{index}]"
-        item = ctx.checker.record(raw, loc, spec, optional=optional)
-        if item is not None:
-            yield loc, item
+    return ctx.records(items, where, spec, optional=optional)  # CheckContext.records: the one loop
 
 
 def _complete_items(ctx: CheckContext, items: list, where: str, spec: dict, *, section: str) -> list[dict]:
