@@ -266,6 +266,9 @@ def assemble(candidates: list, *, token_budget: int, shares: dict[str, int], res
     every candidate has been offered once. `cap`: the percent of the budget that what changes
     with each action (`changes_per_action`) may use in all (None: no cap).
     """
+    for item in candidates:  # a second assembly (after excerpts) decides afresh
+        item.included, item.cut = True, ""
+        item.why.pop("budget", None)
     remaining = token_budget
     used: dict[str, int] = {}
     changing, changing_cap = 0, None if cap is None else token_budget * cap // 100  # what changes with each action
