@@ -9,7 +9,12 @@ chapter per session) the narrator's prompt is built at `--budget` tokens, and th
 - for evidence utterances that reach the narrator only as an excerpt (memory_qa credits them
   like whole ones): how many of the answer's words the excerpt still holds, against the whole
   utterance (LoCoMo's answer normalisation, `memory_qa.normalize_answer`), so what an
-  excerpt drops is visible, not assumed.
+  excerpt drops is visible, not assumed; and the studio's evidence share as memory_qa scores
+  it beside a strict one that does not count an evidence utterance whose excerpt lost every
+  answer word the whole utterance held.
+
+`--following N` sets how many sentences an excerpt keeps after each best one
+(`excerpt.FOLLOWING`), to measure what the sentence window buys.
 
     .venv/bin/python bench/excerpt_latency.py [--convs 26,30] [--budget 1500] [--limit 0]
 """
@@ -34,16 +39,22 @@ def main() -> int:
     parser.add_argument("--data", default=str(DEFAULT_LOCOMO))
     parser.add_argument("--convs", default="26,30")
     parser.add_argument("--budget", type=int, default=1500)
+    parser.add_argument("--following", type=int, default=None, help="sentences kept after each best one (default: the code's)")
     parser.add_argument("--limit", type=int, default=0, help="at most this many questions per conversation (0: all)")
     args = parser.parse_args()
     setup_django()
     import memory_qa
     from studio.saves.narrator.prompt import NarratorConfig, build_narrator_prompt
+    from studio.memory.recall import excerpt
     from studio.universes.models import Universe
+
+    if args.following is not None:
+        excerpt.FOLLOWING = args.following
 
     excerpt_ms, total_ms, counts, saved = [], [], [], []
     evidence_whole = evidence_excerpt = 0
     kept_words, whole_words = [], []
+    share, strict = [], []
     for conv in args.convs.split(","):
         conversation = memory_qa.load(Path(args.data) / f"{conv}.json")
         universe = Universe.objects.create(name=f"LoCoMo {conv}", slug=f"excerpt-{conv}")
@@ -60,6 +71,7 @@ def main() -> int:
             excerpts = [i for i in taken if i.why.get("excerpt")]
             counts.append((len(taken), len(excerpts)))
             saved.append(sum(i.why["excerpt"]["whole_tokens"] - i.tokens for i in excerpts))
+            lost = set()
             for item in taken:
                 if dia.get(item.ref.get("turn_id")) not in q["evidence"]:
                     continue
@@ -67,8 +79,13 @@ def main() -> int:
                     evidence_excerpt += 1
                     kept_words.append(answer_recall(item.text, q["answer"], memory_qa.normalize_answer))
                     whole_words.append(answer_recall(text[item.ref["turn_id"]], q["answer"], memory_qa.normalize_answer))
+                    if whole_words[-1] > 0 and kept_words[-1] == 0:
+                        lost.add(dia[item.ref["turn_id"]])
                 else:
                     evidence_whole += 1
+            reached = {dia[t] for t in {i.ref.get("turn_id") for i in taken} | set(memory.shown_turns) if t in dia}
+            share.append(len(reached & set(q["evidence"])) / len(q["evidence"]))
+            strict.append(len((reached - lost) & set(q["evidence"])) / len(q["evidence"]))
     n = len(excerpt_ms)
     print(f"LoCoMo {args.convs}: {n} contexts at {args.budget} tokens (the narrator's prompt).")
     print(f"excerpt step: p50 {percentile(excerpt_ms, 50):.1f} ms, p95 {percentile(excerpt_ms, 95):.1f} ms, "
@@ -81,6 +98,8 @@ def main() -> int:
         print(f"answer words held by those excerpts: {statistics.fmean(kept_words):.3f} "
               f"(the whole utterances: {statistics.fmean(whole_words):.3f}); excerpts holding none of them "
               f"where the whole did: {sum(1 for k, w in zip(kept_words, whole_words) if w > 0 and k == 0)}")
+    print(f"studio evidence share (memory_qa's measure): {statistics.fmean(share):.3f}; strict (an excerpt that lost "
+          f"every answer word the whole held does not count): {statistics.fmean(strict):.3f}")
     return 0
 
 

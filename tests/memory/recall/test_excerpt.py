@@ -24,23 +24,25 @@ def test_segments_end_at_sentence_ends_never_inside_brackets():
     assert segments_of(text) == ["She waves.", "[shares a photo: a sign. It reads hello] Look at it!", "And a trailing clause"]
 
 
-def test_excerpt_keeps_the_best_sentence_the_speaker_and_marks_both_cuts():
+def test_excerpt_keeps_the_best_sentence_and_the_next_the_speaker_and_marks_both_cuts():
     excerpt = focus_excerpt(LONG, weights_for("How many crates did Mira count in the cellar?"))
-    assert excerpt.text == "(turn 7) Mira: […] I counted the crates of salt in the cellar twice before dawn. […]"
-    assert excerpt.kept == (2,) and excerpt.segments == 4
+    assert excerpt.text == ("(turn 7) Mira: […] I counted the crates of salt in the cellar twice before dawn. "
+                            "The dogs barked somewhere far off and nobody came to see why. […]")
+    assert excerpt.kept == (2, 3) and excerpt.segments == 4
     assert excerpt.terms == ("cellar", "count", "crat")  # the action's BM25 terms (inflections folded); "Mira" is the speaker
 
 
 def test_excerpt_marks_only_the_side_that_is_cut():
     first = focus_excerpt(LONG, weights_for("rain on the harbour"))
-    assert first.text == "(turn 7) Mira: The rain kept falling on the harbour all night long. […]"
+    assert first.text == ("(turn 7) Mira: The rain kept falling on the harbour all night long. "
+                          "I counted the crates of salt in the cellar twice before dawn. […]")
     last = focus_excerpt(LONG, weights_for("gulls on the roofs"))
     assert last.text == "(turn 7) Mira: […] By morning the tide had turned and the gulls were back on the roofs."
 
 
-def test_sentences_apart_are_joined_by_a_mark():
+def test_without_a_saving_the_window_gives_way_to_the_best_sentences_alone_joined_by_a_mark():
     text = "One crate. Two dogs. Three crates. Four gulls. Five gulls. Six gulls."
-    excerpt = focus_excerpt(text, weights_for("crates", text))
+    excerpt = focus_excerpt(text, weights_for("crates", text))  # with the next ones: 4 of 6 sentences, too little saved
     assert excerpt is not None and excerpt.text == "One crate. […] Three crates. […]"
     assert excerpt.kept == (1, 3)
 
@@ -48,7 +50,7 @@ def test_sentences_apart_are_joined_by_a_mark():
 def test_a_window_of_a_longer_turn_keeps_its_marks_and_has_no_speaker():
     window = "[…] as follows: the rain fell. Mira counted the crates. The dogs barked. The gulls cried. […]"
     excerpt = focus_excerpt(window, weights_for("crates", window))
-    assert excerpt.text == "[…] Mira counted the crates. […]"
+    assert excerpt.text == "[…] Mira counted the crates. The dogs barked. […]"
 
 
 def test_the_chunk_stays_whole_without_a_signal_or_a_saving():
@@ -66,7 +68,7 @@ def test_a_rare_term_outweighs_one_every_chunk_holds():
     weights = term_weights("Mira and the lighthouse keeper", [text, *others])
     assert weights["mira"] < weights["lighthous"] == weights["keeper"]
     excerpt = focus_excerpt(text, weights)
-    assert excerpt.text == "[…] The lighthouse keeper waved from the rocks. […]"
+    assert excerpt.text == "[…] The lighthouse keeper waved from the rocks. Then it rained on the whole town until dawn."
 
 
 def item(text: str, rank: int) -> ContextItem:
@@ -80,13 +82,14 @@ def test_excerpt_items_keeps_the_best_whole_and_says_what_it_did():
     assert done == 2
     assert [i.text for i in items[:2]] == [LONG.replace("turn 7", f"turn {n}") for n in (1, 2)]
     tail = items[2]
-    assert tail.text == "(turn 3) Mira: […] I counted the crates of salt in the cellar twice before dawn. […]"
+    assert tail.text == ("(turn 3) Mira: […] I counted the crates of salt in the cellar twice before dawn. "
+                         "The dogs barked somewhere far off and nobody came to see why. […]")
     assert tail.tokens == count_tokens(tail.text) < count_tokens(LONG)
     record = tail.why["excerpt"]
     assert record["whole_tokens"] == count_tokens(LONG.replace("turn 7", "turn 3")) and record["tokens"] == tail.tokens
-    assert record["segments_kept"] == [2] and record["segments"] == 4 and record["terms"] == ["cellar", "crat"]
+    assert record["segments_kept"] == [2, 3] and record["segments"] == 4 and record["terms"] == ["cellar", "crat"]
     assert tail.ref == {"turn_id": 3, "chunk_id": "c3"}  # still names the chunk it comes from
-    assert "excerpted for this action: sentence 2 of 4" in tail.reason and f"→ {tail.tokens} tokens" in tail.reason
+    assert "excerpted for this action: sentences 2, 3 of 4" in tail.reason and f"→ {tail.tokens} tokens" in tail.reason
     assert excerpt_items(items, query_text="the crates in the cellar", keep_whole=2) == 0  # never excerpted twice
 
 
@@ -124,8 +127,8 @@ def test_more_memories_fit_and_the_budget_is_used(long_turns):
     excerpts = [i for i in taken if i.why.get("excerpt")]
     assert excerpts and all("crates" in i.text and i.text.count("[…]") == 2 for i in excerpts)
     for excerpt in excerpts:  # whole sentences of the turn, nothing cut inside one
-        sentence = excerpt.text.split("[…] ")[1].removesuffix(" […]")
-        assert sentence in Event.objects.get(game_save=long_turns, turn_id=excerpt.ref["turn_id"]).narrative
+        sentences = excerpt.text.split("[…] ")[1].removesuffix(" […]")
+        assert sentences.startswith("Mira counted") and sentences.endswith(".") and sentences in Event.objects.get(game_save=long_turns, turn_id=excerpt.ref["turn_id"]).narrative
     assert context.used_tokens <= budget
     assert budget - context.used_tokens < min(i.tokens for i in narrative if not i.included)  # nothing that fits is left
     assert any("excerpted" in note for note in context.notes) and "excerpt_ms" in context.timings
