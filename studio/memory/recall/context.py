@@ -25,7 +25,9 @@ ignore-budget entries always fit, entries the pending input or a character in fo
 activated go in before every other layer, the rest in hierarchy order within per-class
 shares (`context_share_*` in Universe_Meta); an item that does not fit is left out whole
 (kept in the result with the reason, `cut`), never truncated, and later, smaller items may
-still fit. `lore_explain` says, for every entry of the book, whether it is in and why. Each
+still fit. When whole narrative chunks leave a recalled one out, those ranked below the best
+`k_narrative` are represented by their focus excerpts (`studio.memory.recall.excerpt`: the
+sentences holding the action's words, the cuts marked "[…]") and the budget decides again. `lore_explain` says, for every entry of the book, whether it is in and why. Each
 item says why it is there: which layer, the focus term or query mention that pulled it in,
 the activation decision for activated lore, the retrieval arm ranks for chunks, the link
 for expanded lore.

@@ -36,7 +36,9 @@ unused: the prompt is then shorter, and the part before it (instructions, consta
 summaries, the recent turns) is a larger share of it, which a model server's prefix cache
 reuses from the previous turn (docs/long-play.md, "A prompt the model server can cache").
 Entries the player named (protected) still go in, and count against it.
-An item that does not fit is left out whole ("over budget: ..."); no text is cut. Items of a
+An item that does not fit is left out whole ("over budget: ..."); no text is cut here (a
+narrative chunk may come as a focus excerpt, `studio.memory.recall.excerpt`, decided before a
+second assembly: every call decides every candidate afresh). Items of a
 dated group (`why["group"]`, e.g. narrative chunks of one story day) share one heading,
 whose tokens (`why["group_tokens"]`) the group's first item taken pays.
 
