@@ -147,3 +147,21 @@ def test_nothing_is_excerpted_when_every_chunk_fits_whole(long_turns):
     narrative = [i for i in context.items if i.layer == "narrative"]
     assert narrative and all(i.included and "excerpt" not in i.why for i in narrative)
     assert "excerpt_ms" not in context.timings
+
+
+def test_a_chunk_is_dated_once_by_its_story_time_heading_else_by_its_turn(long_turns):
+    from studio.saves.models import StateCache
+
+    for turn in range(1, 10):  # the first nine turns carry story time, the rest none
+        StateCache.objects.create(game_save=long_turns, turn_id=turn, state={"date": "8 May, 2023"})
+    context = build_memory_context(game_save=long_turns, query_text="How many crates did Mira count?",
+                                   token_budget=20_000, k_narrative=3)
+    narrative = {i.ref["turn_id"]: i for i in context.items if i.layer == "narrative"}
+    assert set(narrative) == set(range(1, 19))
+    for turn, item in narrative.items():
+        dated = turn < 10
+        assert item.text.startswith("(turn ") != dated and item.ref["turn_id"] == turn
+        assert item.tokens == count_tokens(item.text)
+    text = context.as_text()
+    assert "[8 May, 2023]\n- The lamps of the harbour burned low on night 1." in text
+    assert "- (turn 10) The lamps of the harbour burned low on night 10." in text
