@@ -32,12 +32,13 @@ marked"):
   many were kept, the terms that chose them) and its reason ends with
   "— excerpted for this action: …"; `ref` still names the chunk and its turn.
 
-Measured (bench/excerpt_latency.py, LoCoMo 26 and 30, 1,500 tokens): ~32 narrative items a
-context, ~11 of them excerpts (~24 whole without them, on conversation 26); the excerpt step adds a p50 of ~13 ms to a
-context (no model call; the embedder, considered as the relevance signal, takes ~0.4 s to
-encode 160 such sentences, a context's worth, on this 2-core machine). Of the evidence utterances that reach the
-narrator as excerpts, 2 in 35 lost every word of the answer that the whole utterance held
-(without the sentence after: 8 in 37).
+Measured (bench/excerpt_latency.py, LoCoMo 26 and 30, 1,500 tokens, chunks dated by their
+story-time heading): ~38 narrative items a context, ~15 of them excerpts saving ~310 tokens
+(~24 chunks whole without excerpts); the excerpt step adds a p50 of ~13-18 ms to a context
+(no model call; the embedder, considered as the relevance signal, takes ~0.4 s to encode 160
+such sentences, a context's worth, on this 2-core machine). Of the evidence utterances that
+reach the narrator as excerpts, 2 in 44 lost every word of the answer that the whole
+utterance held (with the best sentence alone, without the one after: 8 in 37).
 """
 from __future__ import annotations
 
