@@ -29,7 +29,9 @@ ignore-budget entries always fit, entries the pending input or a character in fo
 activated go in before every other layer, the rest in hierarchy order within per-class
 shares (`context_share_*` in Universe_Meta); an item that does not fit is left out whole
 (kept in the result with the reason, `cut`), never truncated, and later, smaller items may
-still fit. `lore_explain` says, for every entry of the book, whether it is in and why. Each
+still fit. When whole narrative chunks leave a recalled one out, those ranked below the best
+`k_narrative` are represented by their focus excerpts (`studio.memory.recall.excerpt`: the
+sentences holding the action's words, the cuts marked "[…]") and the budget decides again. `lore_explain` says, for every entry of the book, whether it is in and why. Each
 item says why it is there: which layer, the focus term or query mention that pulled it in,
 the activation decision for activated lore, the retrieval arm ranks for chunks, the link
 for expanded lore.
@@ -63,6 +65,7 @@ from studio.memory.recall.context_items import (
     group_heading,
     layer_lines,
 )
+from studio.memory.recall.excerpt import excerpt_items
 from studio.memory.recall.fit import fit_to_share, item_cap
 from studio.memory.recall.macros import macro_names_from_meta, play_meta
 from studio.memory.recall.query_params import DEFAULT_K_LORE, DEFAULT_K_NARRATIVE, DEFAULT_TOKEN_BUDGET, ContextParams
@@ -435,9 +438,22 @@ def build_memory_context(
         if context.cap_recall is not None and context_lore.changes_per_action(item):
             share_cap = min(share_cap, token_budget * context.cap_recall // 100)
         fit_to_share(item, cap=item_cap(item, token_budget=token_budget, share_cap=share_cap))
-    context_lore.assemble([candidates[i] for i in sorted(range(len(candidates)), key=offer) if id(candidates[i]) not in decided],
-                          token_budget=token_budget, shares=context.shares, reserve=context.reserve_recall,
-                          cap=context.cap_recall)
+    offered = [candidates[i] for i in sorted(range(len(candidates)), key=offer) if id(candidates[i]) not in decided]
+    budget = {"token_budget": token_budget, "shares": context.shares, "reserve": context.reserve_recall,
+              "cap": context.cap_recall}
+    context_lore.assemble(offered, **budget)
+    # Whole chunks left a recalled memory out: the best k_narrative stay whole, those below are
+    # represented by their sentences that the action asks about, and the budget decides again
+    # (studio.memory.recall.excerpt).
+    recalled = [i for i in offered if i.layer == "narrative" and context_lore.is_recall(i)]
+    if any(not i.included for i in recalled):
+        t0 = time.perf_counter()
+        excerpted = excerpt_items(recalled, query_text=query_text, keep_whole=k_narrative)
+        if excerpted:
+            context_lore.assemble(offered, **budget)
+            context.notes.append(f"{excerpted} narrative chunks ranked below the best {k_narrative} are excerpted: "
+                                 "the sentences that hold the action's words, the rest marked […].")
+        context.timings["excerpt_ms"] = round((time.perf_counter() - t0) * 1000, 2)
     context.items.extend([i for i in story.summaries if not i.included])
     context.items.extend(candidates)
     context.lore_explain = context_lore.lore_explain(view, candidates, refused)

@@ -262,7 +262,10 @@ def narrative_items(game_save, results: list[dict], macros: dict[str, str], *, s
 
 The prompt lists them in story order under one heading per story time (`layer_lines`):
 LoCoMo's session dates ("1:56 pm on 8 May, 2023", ~10 tokens) printed on every ~25-token
-chunk took a third of the narrative layer.
+chunk took a third of the narrative layer. A chunk is dated once: under its story time's
+heading it carries no "(turn N)" label (4 tokens a chunk, ~130 of a LoCoMo context's
+narrative layer); a chunk of a turn without story time has only that label to say when.
+The item's `ref["turn_id"]` names its turn either way (the Context viewer links it).
 
     A chunk of a turn the story-so-far layer shows in full is a cut item: it is in the prompt once.
     """
@@ -276,7 +279,7 @@ chunk took a third of the narrative layer.
         when = times.get(turn_id, "")
         item = ContextItem.of(
             layer="narrative",
-            text=f"(turn {turn_id}) {body}",
+            text=body if when else f"(turn {turn_id}) {body}",
             reason=f"narrative chunk, {reason}",
             why={**explain, "story_time": when, **dated_group(when)},  # dated once per story time
             ref={"chunk_id": result.get("id"), "turn_id": turn_id, "key": result_key(result)},

@@ -36,9 +36,11 @@ unused: the prompt is then shorter, and the part before it (instructions, consta
 summaries, the recent turns) is a larger share of it, which a model server's prefix cache
 reuses from the previous turn (docs/long-play.md, "A prompt the model server can cache").
 Entries the player named (protected) still go in, and count against it.
-An item that does not fit is left out whole ("over budget: ..."); no text is cut. Items of a
-dated group (`why["group"]`, e.g. narrative chunks of one story day) share one heading per
-layer, whose tokens (`why["group_tokens"]`) the group's first item taken in that layer pays.
+An item that does not fit is left out whole ("over budget: ..."); no text is cut here (a
+narrative chunk may come as a focus excerpt, `studio.memory.recall.excerpt`, decided before a
+second assembly: every call decides every candidate afresh). Items of a dated group
+(`why["group"]`, e.g. narrative chunks of one story day) share one heading per layer, whose
+tokens (`why["group_tokens"]`) the group's first item taken in that layer pays.
 
 Text: lore items carry the whole entry (never a stored chunk of it), narrative chunks end at
 a sentence end, and `{{user}}` / `{{char}}` are filled (`studio.memory.recall.macros.macro_names`: the
@@ -266,6 +268,9 @@ def assemble(candidates: list, *, token_budget: int, shares: dict[str, int], res
     every candidate has been offered once. `cap`: the percent of the budget that what changes
     with each action (`changes_per_action`) may use in all (None: no cap).
     """
+    for item in candidates:  # a second assembly (after excerpts) decides afresh
+        item.included, item.cut = True, ""
+        item.why.pop("budget", None)
     remaining = token_budget
     used: dict[str, int] = {}
     changing, changing_cap = 0, None if cap is None else token_budget * cap // 100  # what changes with each action
