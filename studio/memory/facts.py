@@ -17,7 +17,7 @@ from django.db.models import Q
 
 from studio.memory.models import ENTITY_SEPARATOR, entity_index_for
 from studio.memory.models import Fact as FactRow
-from studio.memory.turn_rows import RowRollback, bounded_read, save_pk_for
+from studio.memory.turn_rows import RowRollback, bounded_read, consecutive_runs, save_pk_for
 
 __all__ = ["Fact", "insert_facts", "get_facts", "get_facts_in_turns", "count_facts", "rollback_facts"]
 
@@ -141,7 +141,7 @@ def get_facts_in_turns(
     ranges, not a list of hundreds of parameters.
     """
     ranges = Q()
-    for first, last in _runs(sorted({int(t) for t in turns})):
+    for first, last in consecutive_runs(sorted({int(t) for t in turns})):
         ranges |= Q(turn_id__range=(first, last))
     qs = _facts_naming(save_id, entity)
     if qs is None or not ranges:
@@ -161,17 +161,6 @@ def _facts_naming(save_id: str, entity: str | None):
     if not needle:
         return None
     return qs.filter(entity_index__contains=f"{ENTITY_SEPARATOR}{needle}{ENTITY_SEPARATOR}")
-
-
-def _runs(turns: list[int]) -> list[tuple[int, int]]:
-    """Sorted turn ids as (first, last) runs of consecutive ids."""
-    runs: list[list[int]] = []
-    for turn in turns:
-        if runs and turn == runs[-1][1] + 1:
-            runs[-1][1] = turn
-        else:
-            runs.append([turn, turn])
-    return [(first, last) for first, last in runs]
 
 
 def count_facts(save_id: str) -> int:

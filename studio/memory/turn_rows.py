@@ -33,6 +33,7 @@ __all__ = [
     "delete_after",
     "count_after",
     "copy_turn_rows",
+    "consecutive_runs",
 ]
 
 
@@ -218,3 +219,14 @@ def copy_turn_rows(model, source_pk: int, fork_pk: int, n: int, *, columns: list
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [fork_pk, source_pk, n])
+
+
+def consecutive_runs(turns) -> list[tuple[int, int]]:
+    """Sorted turn ids as (first, last) runs of consecutive ids: [3, 4, 5, 9] -> [(3, 5), (9, 9)]."""
+    runs: list[list[int]] = []
+    for turn in turns:
+        if runs and turn == runs[-1][1] + 1:
+            runs[-1][1] = turn
+        else:
+            runs.append([turn, turn])
+    return [(first, last) for first, last in runs]

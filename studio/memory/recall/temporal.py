@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 from studio.memory.chapters.named_time import StoryPoint, named_time, names_a_time, story_point
 from studio.memory.retrieval.chunks import LORE
 from studio.memory.retrieval.temporal import TimePreference
+from studio.memory.turn_rows import consecutive_runs
 
 if TYPE_CHECKING:
     from studio.saves.models import Save
@@ -66,12 +67,7 @@ def current_story_point(points: dict[int, StoryPoint]) -> StoryPoint | None:
 
 def turn_runs(turns: list[int]) -> str:
     """Write sorted turn ids as runs: "40-61, 70, 75-80" (the first few, then how many in all)."""
-    runs: list[list[int]] = []
-    for turn in turns:
-        if runs and turn == runs[-1][1] + 1:
-            runs[-1][1] = turn
-        else:
-            runs.append([turn, turn])
+    runs = consecutive_runs(turns)
     text = ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in runs[:MAX_RUNS_SHOWN])
     if len(runs) > MAX_RUNS_SHOWN:
         text += f", … ({len(turns)} turns)"
