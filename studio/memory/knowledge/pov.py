@@ -42,6 +42,15 @@ POV_INSTRUCTION = (
     "Each character speaks and acts only from what they know. No character reveals, hints at or guesses an item marked [narrator-only]: only "
     "the narration may use it."
 )
+# The same rules for a prompt that states them once at its head, before the memory they apply
+# to, and names who is on scene at its end (`head_text` / `scene_text`; the narrator's prompt:
+# the rules then stay in the part of it a model server's prefix cache reuses from turn to turn).
+POV_RULES = (
+    "The narrator knows everything in this memory. The characters on scene (named at its end, before the "
+    "action) know every item of it that is not marked [narrator-only], except an item listed there under some "
+    "of them: only those know it. Each character speaks and acts only from what they know. No character "
+    "reveals, hints at or guesses an item marked [narrator-only]: only the narration may use it."
+)
 
 
 @dataclass
@@ -58,17 +67,34 @@ class PovContext:
         return count_tokens(self.as_text()) if self.characters else 0
 
     def as_text(self) -> str:
+        """The point of view as one block after the memory: the rules, who is on scene, what only some know."""
         if not self.characters:
             return ""
+        return "\n\n".join(["## Point of view\n" + POV_INSTRUCTION + "\n" + self._on_scene(), *self._knows()])
+
+    def head_text(self) -> str:
+        """The rules alone, for the head of a prompt (`POV_RULES`); '' when nobody is on scene."""
+        return "## Point of view\n" + POV_RULES if self.characters else ""
+
+    def scene_text(self) -> str:
+        """Who is on scene and what only some of them know, for the end of a prompt whose head has `head_text`."""
+        if not self.characters:
+            return ""
+        return "\n\n".join(["## On scene\n" + self._on_scene(), *self._knows()])
+
+    def _on_scene(self) -> str:
         names = ", ".join(p["name"] for p in self.characters)
         marked = f" {len(self.narrator_only)} item(s) above are [narrator-only]." if self.narrator_only else ""
-        blocks = ["## Point of view\n" + POV_INSTRUCTION + f"\nOn scene: {names}.{marked}"]
+        return f"On scene: {names}.{marked}"
+
+    def _knows(self) -> list[str]:
+        blocks = []
         if len(self.characters) > 1 or any(not i.get("shared") for s in self.sections.values() for i in s):
             for person in self.characters:
                 lines = [f"- {i['text']}" for i in self.sections.get(person["name"], []) if not i.get("shared")]
                 if lines:
                     blocks.append(f"### {person['name']} knows\n" + "\n".join(lines))
-        return "\n\n".join(blocks)
+        return blocks
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "tokens": self.tokens, "text": self.as_text()}

@@ -25,13 +25,15 @@ player's action, ordered from what changes least to what changes most, so that a
 server's prefix cache (llama.cpp, Ollama, vLLM; a hosted API's cached-prefix discount)
 reuses most of the previous turn's prompt (`PROMPT_ORDER`):
 
-1. lore that is always active (constant entries),
+1. lore that is always active (constant entries), then the point of view's rules when
+   characters are on scene (`PovContext.head_text`; who they are comes at the end),
 2. the story so far (arc and chapter summaries: they change when a chapter closes),
 3. mental models, in a stable order (by subject),
 4. the recent turns: the open chapter's turns (and those before it while their share holds
    them), in order; each turn appends one, and the window moves a few turns at a time
    (`studio.memory.chapters.story.WINDOW_STEP`),
-5. what this action recalled (beliefs, facts, narrative memory, lore found or named),
+5. what this action recalled (beliefs, facts, narrative memory, lore found or named), then
+   who is on scene and what only some of them know (`PovContext.scene_text`),
 6. the action.
 
 The chapter's turns replaced the fixed "last four turns", and are part of the memory budget
@@ -171,8 +173,13 @@ def memory_sections(memory) -> list[str]:
         if item not in constant:
             by_layer.setdefault(item.layer, []).append(item)
     blocks = []
+    pov = getattr(memory, "pov", None)
     if constant:
         blocks.append("## Lore (always active)\n" + "\n".join(f"- {i.text}" for i in constant))
+    # Who knows what (studio.memory.knowledge.pov): its rules once, at the head (they change only
+    # when the scene empties or fills, so a prefix cache keeps them), who is on scene at the end.
+    if pov is not None and pov.head_text():
+        blocks.append(pov.head_text())
     if by_layer.get("story"):
         blocks.append("## The story so far\n" + "\n".join(f"- {i.text}" for i in by_layer["story"]))
     if by_layer.get("mental_model"):
@@ -186,11 +193,9 @@ def memory_sections(memory) -> list[str]:
     recalled = [f"### {title}\n" + "\n".join(layer_lines(by_layer[layer]))
                 for layer, title in RECALLED_TITLES.items() if by_layer.get(layer)]
     blocks.append("## Recalled for this action\n" + ("\n\n".join(recalled) or "(nothing recalled for this action)"))
-    # Who knows what (studio.memory.knowledge.pov): per on-scene character, what they know, and
-    # the narrator-only instruction. It depends on the action, so it comes last, before it.
-    pov_text = memory.pov.as_text() if getattr(memory, "pov", None) is not None else ""
-    if pov_text:
-        blocks.append(pov_text)
+    # Who is on scene and what only some of them know: it depends on the action, so it comes last, before it.
+    if pov is not None and pov.scene_text():
+        blocks.append(pov.scene_text())
     return blocks
 
 

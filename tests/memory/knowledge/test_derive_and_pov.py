@@ -135,3 +135,20 @@ def test_a_save_without_knowledge_rows_gets_the_context_it_always_had(game_save,
     vector_memory.embed_chunks(game_save.save_id, [{"turn_id": 1, "text": "Kaël docks."}])
     context = build_memory_context(game_save=game_save, query_text="Kaël", token_budget=5000)
     assert context.pov is None and "[narrator-only]" not in context.as_text()
+
+
+def test_the_narrators_prompt_states_the_rules_at_its_head_and_who_is_on_scene_at_its_end(played):
+    from studio.memory.knowledge.pov import POV_INSTRUCTION, POV_RULES
+    from studio.saves.narrator.prompt import build_narrator_prompt
+
+    save = played["save"]
+    user = build_narrator_prompt(game_save=save, player_input="Kael asks Ivo about the ledger").user
+    rules, recent = user.index("## Point of view\n" + POV_RULES), user.index("## Recent turns")
+    recalled, scene, action = (user.index("## Recalled for this action"), user.index("## On scene\nOn scene: "),
+                               user.index("## The player's action"))
+    assert rules < recent < recalled < scene < action  # the rules before the memory they apply to, once
+    assert POV_INSTRUCTION not in user and user.count("## Point of view") == 1
+    # The next turn's prompt starts with the same rules: they stay in what a prefix cache reuses.
+    append(save, {"present": ["Kael", "Ivo"]}, "Kael turns the ledger's pages.")
+    after = build_narrator_prompt(game_save=save, player_input="Ivo answers").user
+    assert after[:recent] == user[:recent]
