@@ -101,24 +101,22 @@ def _summary_items(game_save, *, before_turn: int, make_item, fill) -> list:
     return items
 
 
-def _told_before(game_save, *, window_start: int, chapter_start: int) -> int:
+def _spans_from(game_save, turn: int) -> list[tuple[int, int]]:
+    """(first, last) turns of the closed chapters that end at or after `turn` (one query): those that begin inside
+    the window starting after it, and the one holding it."""
+    from studio.memory.chapters.models import Chapter
+
+    return list(Chapter.objects.filter(game_save_id=game_save.pk, level=0, last_turn__gte=turn)
+                .values_list("first_turn", "last_turn"))
+
+
+def _told_before(spans: list[tuple[int, int]], *, window_start: int, chapter_start: int) -> int:
     """With `reach_back`: the turn the summaries stop before. The closed chapter holding the turn just before the
     window is summarised whole (part of it is out of sight); the chapters the window shows whole are not."""
-    from studio.memory.chapters.models import Chapter
-
     if window_start >= chapter_start:
         return chapter_start
-    last = (Chapter.objects.filter(game_save_id=game_save.pk, level=0, first_turn__lte=window_start - 1,
-                                   last_turn__gte=window_start - 1).values_list("last_turn", flat=True).first())
+    last = next((last for first, last in spans if first <= window_start - 1 <= last), None)
     return min(chapter_start, (last + 1) if last else window_start)
-
-
-def _chapter_starts(game_save, *, first: int, last: int) -> set[int]:
-    """The first turns of the closed chapters that begin between `first` and `last` (one query)."""
-    from studio.memory.chapters.models import Chapter
-
-    return set(Chapter.objects.filter(game_save_id=game_save.pk, level=0, first_turn__gte=first, first_turn__lte=last)
-               .values_list("first_turn", flat=True))
 
 
 def story_items(game_save, *, horizon: int, token_budget: int, shares: dict[str, int], make_item, fill,
@@ -168,10 +166,11 @@ def story_items(game_save, *, horizon: int, token_budget: int, shares: dict[str,
     floor = ((floor - 1) // WINDOW_STEP) * WINDOW_STEP + 1  # anchored, so it moves a step at a time
     window_start = window_start_for({t: n for t, n in sizes.items() if t >= floor}, horizon=horizon, cap=cap,
                                     first_sizes=dated_sizes)
-    summaries(_told_before(game_save, window_start=window_start, chapter_start=start) if reach_back else min(start, horizon + 1))
+    spans = _spans_from(game_save, window_start - 1)
+    summaries(_told_before(spans, window_start=window_start, chapter_start=start) if reach_back else min(start, horizon + 1))
     # Every chapter that begins inside the window is marked on its first turn, not only the open one: a mark
     # that moved when the next chapter opened would change the prompt's middle (and a prefix cache's reuse).
-    begins = _chapter_starts(game_save, first=window_start, last=horizon) | {start}
+    begins = {first for first, _last in spans if window_start <= first <= horizon} | {start}
     for turn_id, text in texts:
         if turn_id == window_start:
             text = dated[turn_id]

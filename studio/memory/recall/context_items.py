@@ -135,10 +135,11 @@ def belief_items(game_save, subject_keys: list[str], subject_why: dict[str, str]
     rows = Observation.objects.filter(game_save=game_save, subject_key__in=subject_keys).order_by(
         "-proof_count", "-updated_turn_id", "-id"
     )
-    chosen = _strongest_per_subject(rows[: MAX_BELIEFS_PER_SUBJECT * len(subject_keys) * 4])
-    lifted: list = []
-    if prefer is not None and prefer.turns:
-        lifted = _strongest_per_subject([belief for belief in rows if dated_to(belief, prefer)])
+    limit = MAX_BELIEFS_PER_SUBJECT * len(subject_keys) * 4
+    timed = prefer is not None and bool(prefer.turns)
+    every = list(rows) if timed else list(rows[:limit])  # one query: a named time looks at every belief
+    chosen = _strongest_per_subject(every[:limit])
+    lifted = _strongest_per_subject([belief for belief in every if dated_to(belief, prefer)]) if timed else []
     lifted_ids = {belief.pk for belief in lifted}
     items = []
     for belief in lifted + [belief for belief in chosen if belief.pk not in lifted_ids]:

@@ -335,8 +335,8 @@ def assemble(candidates: list, *, token_budget: int, shares: dict[str, int], res
         available = remaining if is_recall(item) else remaining - kept
         if cost(item) > remaining:
             item.included, item.cut = False, over(item, remaining)
-        elif over_cap(item, keep=kept):
-            item.included, item.cut = False, over_cap(item, keep=kept)
+        elif capped := over_cap(item, keep=kept):
+            item.included, item.cut = False, capped
             refill[index] = "held back by the cap on what changes with each action"
             continue
         elif used.get(cls, 0) + cost(item) > share_cap:
@@ -360,8 +360,8 @@ def assemble(candidates: list, *, token_budget: int, shares: dict[str, int], res
         item = candidates[index]
         if item.why.get("no_refill") or shares.get(budget_class(item), 100) == 0:
             continue
-        if over_cap(item):
-            item.cut = over_cap(item)
+        if capped := over_cap(item):
+            item.cut = capped
         elif cost(item) <= remaining:
             take(index, item, f"{held}, taken from the budget the other layers left")
 

@@ -110,7 +110,7 @@ def memory_search(
     horizon = memory_horizon(game_save=game_save, turn_id=current_turn_id)
     store = _vector_memory(vector_memory)
     started = time.perf_counter()
-    if prefer == READ_STORY_TIME:
+    if prefer is READ_STORY_TIME:
         prefer = time_preference(game_save=game_save, query_text=query_text, horizon=horizon, chunk_type=chunk_type)
     outcome = store.query_explained(
         game_save.save_id,

@@ -109,25 +109,26 @@ class ArmInput:
         return self._evidence[name]
 
     def terms(self) -> list[str]:
-        if "query_terms" not in self._evidence:
-            self._evidence["query_terms"] = index_terms(self.query_text, self.config)
-        return self._evidence["query_terms"]
+        return self.evidence("query_terms", lambda: index_terms(self.query_text, self.config))
 
     def bm25(self, kind: str) -> np.ndarray:
         """Return the positive BM25 scores per view position of `kind` ("own", "context", "turn")."""
-        name = f"bm25_{kind}"
-        if name not in self._evidence:
+
+        def compute() -> np.ndarray:
             index = {"own": self.view.own_index, "context": self.view.context_index, "turn": self.view.turn_index}[kind]
             scores = index.get_scores(self.terms())
-            self._evidence[name] = np.where(scores > 0, scores, 0.0)
-        return self._evidence[name]
+            return np.where(scores > 0, scores, 0.0)
+
+        return self.evidence(f"bm25_{kind}", compute)
 
     def query_vector(self) -> np.ndarray:
-        if "query_embedding" not in self._evidence:
+        def compute() -> np.ndarray:
             # Through the process-wide LRU: the context viewer and the narrator ask the same input.
-            self._evidence["query_embedding"] = embedding.embed_query(self.embedder, self.query_text)
+            vector = embedding.embed_query(self.embedder, self.query_text)
             self.timer.lap("embed_query")
-        return self._evidence["query_embedding"]
+            return vector
+
+        return self.evidence("query_embedding", compute)
 
     def ids_at(self, view_indices) -> list[str]:
         """Return the chunk ids at the given view positions."""
