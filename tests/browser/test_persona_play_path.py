@@ -48,6 +48,10 @@ def test_persona_and_known_keys_by_keyboard_and_on_a_phone(page, phone_page, liv
     expect(page.locator("#persona [role=status]")).to_contain_text("Saved the persona “Ilya Voss”")
     # A known key's Set link opens the add form on that key; after saving, the form is empty again.
     page.get_by_role("link", name="Set tone").click()
+    # The link is a full navigation: wait for it to load (htmx included) before submitting,
+    # or the submit can beat htmx and post the plain form.
+    page.wait_for_url(re.compile(r"/meta/\?key=tone"))
+    page.wait_for_load_state()
     expect(page.locator("#meta-add [name=key]")).to_have_value("tone")
     page.locator("#meta-add [name=value]").fill("melancholy")
     page.locator("#meta-add button[type=submit]").click()
