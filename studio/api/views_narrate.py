@@ -102,7 +102,7 @@ def narrate(request: HttpRequest, save_id: str, payload: S.NarrateRequest):
     if backend is None:
         raise ApiError(503, "no_model", NO_MODEL)
     prompt = build_narrator_prompt(game_save=save, player_input=player_input, pov=_narrate_pov(payload))
-    sampler = resolve_sampler(game_save=save)  # the save's play settings, as the Console's narrations
+    sampler = resolve_sampler(game_save=save, meta=prompt.meta)  # the save's play settings, as the Console's narrations
     try:
         stream = TrackedLLM(backend, game_save_id=save.pk).stream(system=prompt.system, prompt=prompt.user,
                                                                   operation="narrate", **sampler.request_options())

@@ -4,8 +4,9 @@
 
 1. reads the chat (`history.read_chat`) and syncs the save to it (`sync.proxy_sync`);
 2. builds the memory context for the pending input the way the studio's narrator does
-   (`next_turn_context` with the narrator's token budget and focus: lore activation, the
-   memory layers, the explain record) and places it in the front end's messages
+   (`next_turn_context` with the narrator's token budget, the universe's `context_budget`
+   unless the request asks for another (`axiom_memory_tokens`), and focus: lore activation,
+   the memory layers, the explain record) and places it in the front end's messages
    (`history.inject`: at `{{axiom_memory}}`, else after the system prompt);
 3. when the answer will be a proposal for the next turn's narration
    (`Chat.records_answer`: not a continue or an impersonation), opens the save's narrator
@@ -32,7 +33,7 @@ from studio.memory.recall.query_params import LIMITS, ContextParams, InvalidPara
 from studio.proxy.history import Chat, content_text, inject, read_chat
 from studio.proxy.sync import SyncResult, proxy_sync
 from studio.saves.models import AlternativeStatus, DraftStatus, NarratorAlternative, NarratorDraft, Save
-from studio.saves.narrator.prompt import CONFIG as NARRATOR_CONFIG
+from studio.saves.narrator.prompt import narrator_budget
 from studio.saves.narrator.services import answer_values, narrator_alternative_add
 
 OPERATION = "proxy"
@@ -56,12 +57,13 @@ class Prepared:
     timings: dict[str, float] = field(default_factory=dict)  # ms: sync, memory, proposal
 
 
-def memory_budget(value) -> int:
-    """Return the memory context's token budget: `value` if a usable whole number, else the narrator's."""
+def memory_budget(value, *, universe_meta: dict[str, str]) -> int:
+    """Return the memory context's token budget: `value` if a usable whole number, else the narrator's
+    for the universe whose meta rows are `universe_meta` (its `context_budget`, else the built-in one)."""
     try:
         budget = int(value)
     except (TypeError, ValueError):
-        return NARRATOR_CONFIG.token_budget
+        return narrator_budget(universe_meta)
     return min(max(budget, LIMITS.token_budget_min), LIMITS.token_budget_max)
 
 
@@ -73,14 +75,14 @@ def memory_block(memory) -> str:
     return MacroNames(**memory.macros).fill(f"{MEMORY_HEADING}\n{text}")
 
 
-def _memory(game_save: Save, chat: Chat, budget: int, vector_memory):
+def _memory(game_save: Save, chat: Chat, budget: int, vector_memory, universe_meta: dict[str, str]):
     query = chat.pending_input if chat.pending_input is not None else (chat.turns[-1][0] if chat.turns else "")
     query = (query or "").replace("\x00", "")[: LIMITS.query_text_chars]
     try:
         params = ContextParams(query_text=query, token_budget=budget)
     except InvalidParameters:
         return None
-    return next_turn_context(game_save=game_save, params=params, vector_memory=vector_memory)
+    return next_turn_context(game_save=game_save, params=params, vector_memory=vector_memory, universe_meta=universe_meta)
 
 
 def prompt_record(messages: list[dict]) -> tuple[str, str]:
@@ -151,8 +153,10 @@ def proxy_prepare(*, game_save: Save, body: dict, upstream_model: str, memory_to
     chat = read_chat(body.get("messages"))
     sync = proxy_sync(game_save=game_save, chat=chat)
     lap("sync")
-    budget = memory_budget(memory_tokens if memory_tokens is not None else body.get("axiom_memory_tokens"))
-    memory = _memory(game_save, chat, budget, vector_memory)
+    universe_meta = dict(game_save.universe.meta.values_list("key", "value"))  # read once: the budget and the context
+    budget = memory_budget(memory_tokens if memory_tokens is not None else body.get("axiom_memory_tokens"),
+                           universe_meta=universe_meta)
+    memory = _memory(game_save, chat, budget, vector_memory, universe_meta)
     lap("memory")
     messages, placed = inject(body["messages"], memory_block(memory))
     upstream = {key: value for key, value in body.items() if key not in OWN_FIELDS}

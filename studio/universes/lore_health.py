@@ -28,21 +28,21 @@ import time
 from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field
 
-from studio.memory.recall.context import DEFAULT_TOKEN_BUDGET
 from studio.memory.lore_activation import (
     REGEX_TIMEOUT,
     RegexBudget,
     activate,
+    defaults_from_meta,
     key_errors,
     key_hazards,
     scan_messages,
 )
 from studio.memory.lore.activation_state import history_turns, lore_seed_for, universe_book
-from studio.memory.recall.macros import macro_names
+from studio.memory.recall.context_lore import context_budget_from_meta
+from studio.memory.recall.macros import macro_names_from_meta, play_meta
 from studio.saves.models import Event
 
 
-DEFAULT_CONTEXT_BUDGET = DEFAULT_TOKEN_BUDGET  # the memory context's budget when the universe sets none
 DEFAULT_SHARE = 50  # percent of the lore budget one entry may take before it is flagged
 TOP = 25
 REPLAY_REGEX_BUDGET = 5.0  # seconds of slow (backtracking) regex search a whole replay may spend
@@ -173,12 +173,15 @@ def _replay(report: HealthReport, book, saves, budget: RegexBudget) -> tuple[Cou
 def lore_health(*, universe, saves=(), share: int = DEFAULT_SHARE) -> HealthReport:
     """Check the book and replay `saves` (an iterable of Save rows of this universe) through it."""
     started = time.perf_counter()
+    universe_meta = dict(universe.meta.values_list("key", "value"))  # the macros, the book's defaults, the budget
     # {{user}} / {{char}} in keys as play fills them (studio.memory.recall.macros; the universe's meta).
-    book = universe_book(universe, macros=macro_names(universe=universe).as_dict())
+    macros = macro_names_from_meta(play_meta(universe=universe, universe_meta=universe_meta)).as_dict()
+    book = universe_book(universe, defaults=defaults_from_meta(universe_meta), macros=macros)
     report = HealthReport(entries=len(book.specs), saves=list(saves), share=share,
                           regex_budget_s=REPLAY_REGEX_BUDGET)
     report.budget_from_meta = book.defaults.token_budget > 0
-    report.budget = book.defaults.token_budget if report.budget_from_meta else DEFAULT_CONTEXT_BUDGET
+    # Without a lore budget, the narrator's memory context budget (the universe's `context_budget`, else 2,000).
+    report.budget = book.defaults.token_budget if report.budget_from_meta else context_budget_from_meta(universe_meta)
     _static_findings(report, universe, book)
     if report.saves:
         budget = RegexBudget(report.regex_budget_s)

@@ -27,6 +27,10 @@ from studio.memory.chapters.selectors import (
 )
 from studio.memory.lore_activation.spec import LoreDefaults
 from studio.memory.recall.context_lore import (
+    CONTEXT_BUDGET_MAX,
+    CONTEXT_BUDGET_META,
+    CONTEXT_BUDGET_MIN,
+    DEFAULT_CONTEXT_BUDGET,
     DEFAULT_RECALL_RESERVE,
     DEFAULT_SHARES,
     RECALL_CAP_META,
@@ -57,7 +61,7 @@ class MetaKey:
 _LORE = LoreDefaults()
 _CHAPTERS = ChapterSettings()
 PERSONA, NARRATOR, SAMPLER, LORE, BUDGET, CHAPTERS, MISSIONS, IMPORTED = (
-    "Player persona", "Narrator", "Sampler settings", "Lore activation", "Memory context budget shares",
+    "Player persona", "Narrator", "Sampler settings", "Lore activation", "Memory context budget",
     "Chapters", "Missions", "Imported files")
 # Groups whose keys are settings or structured data for the studio, never prose for the narrator's {{meta}}.
 SETTINGS_GROUPS = (SAMPLER, LORE, BUDGET, CHAPTERS, MISSIONS, IMPORTED)
@@ -94,6 +98,12 @@ KNOWN_META_KEYS: tuple[MetaKey, ...] = (
             default=str(_LORE.case_sensitive).lower()),
     MetaKey(META_MATCH_WHOLE_WORDS, LORE, "true or false: keys match whole words only.",
             default=str(_LORE.match_whole_words).lower()),
+    MetaKey(CONTEXT_BUDGET_META, BUDGET, "Tokens of memory the narrator reads each turn: the story so far (summaries, "
+            "the recent turns), what the action recalls and the lore, which the shares below divide "
+            f"({CONTEXT_BUDGET_MIN:,}-{CONTEXT_BUDGET_MAX:,}). More for a model with a large context (8k, 32k, hosted), "
+            "less for a small local one: the model's context must hold this plus the instructions, the action and "
+            "the answer (sampler_max_tokens). The memory proxy uses it too unless the front end asks for another.",
+            default=f"{DEFAULT_CONTEXT_BUDGET}"),
     *(MetaKey(share_meta_key(share_class), BUDGET, f"Percent of the memory context's budget {what} may use (0-100).",
               default=str(DEFAULT_SHARES[share_class]))
       for share_class, what in SHARE_CLASS_NAMES.items()),

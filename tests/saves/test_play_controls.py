@@ -118,6 +118,23 @@ def test_a_narration_reads_the_play_settings_once(tester, game_save, narrator):
 
 
 
+def test_a_narration_reads_the_universes_meta_once(tester, game_save, narrator):
+    """The instructions, the memory budget, the memory context and the sampler share one read of the
+    universe's meta (the lore activation has its own); it was four."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    UniverseMeta.objects.create(universe=game_save.universe, key="context_budget", value="900")
+    UniverseMeta.objects.create(universe=game_save.universe, key="sampler_temperature", value="0.3")
+    draft = services.narrator_draft_create(game_save=game_save, player_input="I wait")
+    with CaptureQueriesContext(connection) as queries:
+        stream_all(tester, game_save, draft, 1)
+    reads = [q["sql"] for q in queries if q["sql"].startswith("SELECT") and 'FROM "universes_universemeta"' in q["sql"]]
+    assert len(reads) == 2, reads
+    alternative = draft.alternatives.get(number=1)
+    assert alternative.context["token_budget"] == 900 and narrate_requests(narrator)[-1]["temperature"] == 0.3
+
+
 # -- sampler settings -------------------------------------------------------------------------------
 
 
@@ -336,6 +353,26 @@ def test_impersonate_reads_the_narrators_window_when_the_budget_bounds_it(game_s
     shown = build_narrator_prompt(game_save=game_save, player_input="I wait").shown_turns
     play.impersonate(game_save=game_save)
     assert 12 in shown and len(shown) < 12
+    assert [int(n) for n in re.findall(r"^Turn (\d+)$", user_prompt(seen[-1]), flags=re.M)] == shown
+
+
+@pytest.mark.parametrize("budget", ["600", "8000"])
+def test_impersonate_reads_the_narrators_window_at_the_universes_budget(game_save, narrator, budget):
+    # The universe's context_budget moves the narrator's window (fewer turns at 600, more at
+    # 8,000 than at the built-in 2,000); the impersonation plans the same window with it.
+    for turn in range(4, 21):
+        Event.objects.create(game_save=game_save, turn_id=turn, player_input=f"input {turn}",
+                             narrative=" ".join([f"Turn {turn}: the tide rolls in."] * 20))
+    game_save.current_turn = 20
+    game_save.save()
+    default = build_narrator_prompt(game_save=game_save, player_input="I wait").shown_turns
+    UniverseMeta.objects.create(universe=game_save.universe, key="context_budget", value=budget)
+    seen = []
+    narrator.pipeline = lambda request: seen.append(request) or Reply(content="You wave.")
+    shown = build_narrator_prompt(game_save=game_save, player_input="I wait").shown_turns
+    play.impersonate(game_save=game_save)
+    assert 20 in shown and shown != default
+    assert (len(shown) < len(default)) if budget == "600" else (len(shown) > len(default))
     assert [int(n) for n in re.findall(r"^Turn (\d+)$", user_prompt(seen[-1]), flags=re.M)] == shown
 
 

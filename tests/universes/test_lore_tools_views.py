@@ -92,6 +92,21 @@ def test_lore_book_page_carries_the_tester_and_tabs(author_client, book):
     assert 'id="lore-tester"' in html and url(book, "tester/") in html and url(book, "health/") in html
 
 
+def test_health_without_a_lore_budget_measures_entries_against_the_narrators_budget(author_client, book):
+    """No lore_token_budget: an entry is oversized past half the narrator's memory budget, the universe's
+    context_budget when set (2,000 tokens unset)."""
+    LoreEntry.objects.filter(entry_id="rules").update(token_count=700)
+
+    def oversized() -> str:
+        html = author_client.get(url(book, "health/")).content.decode()
+        return html.split('id="health-oversized"', 1)[1].split("</section>", 1)[0]
+
+    assert "House rules" not in oversized()  # 700 of 2,000
+    UniverseMeta.objects.create(universe=book, key="context_budget", value="1000")
+    html = oversized()
+    assert "House rules" in html and "700 tokens" in html
+
+
 def test_health_full_page_and_fragment(author_client, htmx, book, game_save, author):
     LoreEntry.objects.filter(entry_id="harbour").update(keys=["harbour", "Turn"])
     LoreEntry.objects.create(universe=book, entry_id="twin", title="Twin", keys=["Kael"], text="Another Kael.")

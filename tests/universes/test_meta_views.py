@@ -100,3 +100,25 @@ def test_playtester_cannot_edit_meta(client, playtester, universe):
     row = universe.meta.get(key="belief_mission")
     assert client.get(meta_url(universe, f"{row.pk}/edit/")).status_code == 403
     assert client.post(meta_url(universe, f"{row.pk}/delete/")).status_code == 403
+
+
+def test_the_context_budget_is_offered_and_a_bad_value_is_refused_with_nothing_written(author_client, htmx, universe):
+    page = author_client.get(meta_url(universe)).content.decode()
+    known = page.split('id="meta-key-context_budget"', 1)[1].split("</tr>", 1)[0]
+    assert "Tokens of memory the narrator reads" in known and "play uses 2000" in known
+    assert ">Memory context budget</th>" in page
+    for bad, message in (("20", "context_budget must be between 200 and 100000"),
+                         ("lots", "context_budget is a whole number")):
+        response = author_client.post(meta_url(universe, "save/"), {"key": "context_budget", "value": bad}, **htmx)
+        assert message in response.content.decode() and response["HX-Retarget"] == "#meta-add"
+        response = author_client.post(meta_url(universe, "save/"), {"key": "context_budget", "value": bad})
+        assert response.status_code == 400 and message in response.content.decode()
+    assert not universe.meta.filter(key="context_budget").exists()
+    # An edit of a good value to a bad one keeps the good one.
+    author_client.post(meta_url(universe, "save/"), {"key": "context_budget", "value": " 8000 "})
+    row = universe.meta.get(key="context_budget")
+    assert row.value == "8000"
+    response = author_client.post(meta_url(universe, "save/"), {"row_id": row.pk, "key": "context_budget", "value": "100001"},
+                                  **htmx)
+    assert "between 200 and 100000" in response.content.decode()
+    assert universe.meta.get(key="context_budget").value == "8000"

@@ -259,16 +259,18 @@ def default_focus(game_save, *, universe_meta: dict[str, str] | None = None) -> 
 
 
 def next_turn_context(*, game_save, params: ContextParams, record_source: str | None = None,
-                      vector_memory=None) -> MemoryContext:
+                      vector_memory=None, universe_meta: dict[str, str] | None = None) -> MemoryContext:
     """Return what the narrator reads for the save's next turn: the one path to it.
 
     The narrator's prompt, the Context viewer, `POST /api/v1/saves/<id>/context` and the
     recording for Lore replay all come here, so the same `params` give the same items.
     Without focus terms the focus is the narrator's own (`default_focus`: the player
     character). With `record_source`, the context's two vector queries are stored as
-    RecordedQuery rows with that source (a write: the caller's is a POST).
+    RecordedQuery rows with that source (a write: the caller's is a POST). `universe_meta`: the
+    universe's meta rows when the caller has read them already (the narrator's budget comes from them).
     """
-    universe_meta = dict(game_save.universe.meta.values_list("key", "value"))  # read once for the whole context
+    if universe_meta is None:
+        universe_meta = dict(game_save.universe.meta.values_list("key", "value"))  # read once for the whole context
     context = build_memory_context(
         game_save=game_save,
         query_text=params.query_text,

@@ -10,7 +10,8 @@ sticky, decorators) come before lore found by meaning, in prompt order (insertio
 priority where set). An activated entry is *protected* when the pending input matched it or
 it names a character in focus (one of its keys or its title is a focus term or subject).
 
-Budget (`assemble`), in four passes over the candidates in the order they are offered:
+Budget (`assemble`): the caller's token budget (the narrator's is the universe's `context_budget`,
+`context_budget_from_meta`, else 2,000), in four passes over the candidates in the order they are offered:
 1. ignore-budget entries always go in, outside the budget (`used_tokens` may then exceed it;
    they take nothing from what the other items share);
 2. protected entries go in while the whole budget allows: before any other layer, so
@@ -57,6 +58,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from studio.memory.recall.macros import fill_macros
+from studio.memory.recall.query_params import DEFAULT_TOKEN_BUDGET, LIMITS
 
 # The budget classes, each with what it holds (the Metadata page's help for its share key).
 SHARE_CLASS_NAMES = {
@@ -81,6 +83,16 @@ DEFAULT_SHARES = {"summary": 15, "chapter": 70, "lore_activated": 50, "mental_mo
 RECALL_RESERVE_META = "context_reserve_recall"
 DEFAULT_RECALL_RESERVE = 40
 RECALL_CAP_META = "context_cap_recall"  # unset (the default): no cap
+# The narrator's memory context budget in tokens (the story so far, what the action recalls and
+# the lore, which the shares above divide): `context_budget`, for a model whose context holds more
+# (8k, 32k, a hosted one) or less. Unset: the Context viewer's default plus the ~800 tokens the
+# four recent turns took outside the budget before the chapter's turns joined it (docs/long-play.md).
+# At least 200: below it the recent turns' share holds about one short turn and recall nothing,
+# and a value typed with a zero too few (20 for 2000) is refused rather than played.
+CONTEXT_BUDGET_META = "context_budget"
+DEFAULT_CONTEXT_BUDGET = DEFAULT_TOKEN_BUDGET + 800
+CONTEXT_BUDGET_MIN = 200
+CONTEXT_BUDGET_MAX = LIMITS.token_budget_max
 RECALL_LAYERS = ("mental_model", "belief", "fact", "narrative", "lore")
 # Within activated lore, what the budget is offered first (protected entries come before all).
 ACTIVATION_RANK = {"constant": 1, "forced": 1, "sticky": 2, "key": 2, "after_first_match": 2, "recursion": 3}
@@ -115,6 +127,16 @@ def _percent(meta: dict[str, str], key: str) -> int | None:
     except ValueError:
         return None
     return value if 0 <= value <= 100 else None
+
+
+def context_budget_from_meta(meta: dict[str, str], default: int = DEFAULT_CONTEXT_BUDGET) -> int:
+    """Return the narrator's memory context budget in tokens: the universe's `context_budget` (validated on
+    save), else `default`; a value out of its bounds is ignored, as an invalid share is."""
+    try:
+        value = int(str(meta.get(CONTEXT_BUDGET_META, "")).strip())
+    except ValueError:
+        return default
+    return value if CONTEXT_BUDGET_MIN <= value <= CONTEXT_BUDGET_MAX else default
 
 
 def recall_cap_from_meta(meta: dict[str, str]) -> int | None:

@@ -150,14 +150,15 @@ def _continuation_add(draft: NarratorDraft, *, text: str, system_prompt: str, us
 def _recent_turns_text(game_save: Save, *, universe_meta: dict[str, str], fill) -> str:
     """The recent turns as the narrator's prompt shows them: the story-so-far window of
     `studio.memory.chapters.story` (the open chapter's turns that fit its share of the
-    narrator's budget, at least the last few), "Turn N (story time)", the action, the narration."""
+    narrator's budget, the universe's `context_budget`, at least the last few), "Turn N (story
+    time)", the action, the narration."""
     from studio.memory.chapters.story import story_items
     from studio.memory.recall.context import ContextItem
     from studio.memory.recall.context_lore import window_plan
-    from studio.saves.narrator.prompt import CONFIG
+    from studio.saves.narrator.prompt import narrator_budget
 
     # As build_memory_context plans the window (context_lore.window_plan; the test compares the two windows).
-    story = story_items(game_save, horizon=game_save.current_turn, token_budget=CONFIG.token_budget,
+    story = story_items(game_save, horizon=game_save.current_turn, token_budget=narrator_budget(universe_meta),
                         **window_plan(universe_meta), make_item=ContextItem.of, fill=fill)
     return "\n\n".join(item.text for item in story.turns if item.included)
 
@@ -329,6 +330,7 @@ def continue_once(*, game_save: Save, narrative: str | None = None) -> Continuat
     prompt = build_narrator_prompt(game_save=game_save, player_input=event.player_input if event else "")
     user = continue_prompt(prompt.user, prefix=narrative, turn_id=max(1, game_save.current_turn))
     response = TrackedLLM(backend, game_save_id=game_save.pk).chat(
-        system=prompt.system, prompt=user, operation="narrate", **resolve_sampler(game_save=game_save).request_options())
+        system=prompt.system, prompt=user, operation="narrate",
+        **resolve_sampler(game_save=game_save, meta=prompt.meta).request_options())
     addition = response.text.strip()
     return Continuation(addition=addition, narrative=join_continuation(narrative, addition), response=response)

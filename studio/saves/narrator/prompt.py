@@ -20,8 +20,9 @@ narration) over the save's copy made at creation (keys the universe no longer ha
 `studio.memory.recall.macros.play_meta`.
 
 The user message holds the memory context (`next_turn_context`, the path the Context viewer
-and the API take too, with the narrator's defaults: the player character in focus) and the
-player's action, ordered from what changes least to what changes most, so that a model
+and the API take too, with the narrator's defaults: the player character in focus, and the
+narrator's budget, the universe's `context_budget` else 2,000 tokens: `narrator_budget`) and
+the player's action, ordered from what changes least to what changes most, so that a model
 server's prefix cache (llama.cpp, Ollama, vLLM; a hosted API's cached-prefix discount)
 reuses most of the previous turn's prompt (`PROMPT_ORDER`):
 
@@ -48,6 +49,7 @@ import re
 from dataclasses import dataclass
 
 from studio.memory.recall.context import layer_lines, next_turn_context
+from studio.memory.recall.context_lore import DEFAULT_CONTEXT_BUDGET, context_budget_from_meta
 from studio.memory.llm import estimate_tokens
 from studio.memory.recall.macros import (
     CHARACTER_CARD_META,
@@ -59,14 +61,15 @@ from studio.memory.recall.macros import (
     persona_from_meta,
     play_meta,
 )
-from studio.memory.recall.query_params import DEFAULT_TOKEN_BUDGET, LIMITS, ContextParams, InvalidParameters
+from studio.memory.recall.query_params import LIMITS, ContextParams, InvalidParameters
 from studio.saves.narrator.authors_note import with_authors_note
 from studio.universes.meta_keys import KNOWN_META_KEYS, SETTINGS_GROUPS
 
 TEMPLATE_KEY = "narrator_instructions"
 KNOWN_KEYS = ("narrator_style", "tone", PLAYER_CHARACTER_META, PLAYER_DESCRIPTION_META, "era")
 # Meta that is structured data or a setting for other parts of the studio, never prose for {{meta}}: every known
-# key of a settings group (samplers, lore activation, budget shares, chapters, missions, imports), and a few more.
+# key of a settings group (samplers, lore activation, the memory budget and its shares, chapters, missions,
+# imports), and a few more.
 NOT_PROSE = {TEMPLATE_KEY, CHARACTER_CARD_META, "lore_activation", PLAYER_PORTRAIT_META,
              *(f"sampler_{n}" for n in ("frequency_penalty", "repeat_penalty")),
              *(k.key for k in KNOWN_META_KEYS if k.group in SETTINGS_GROUPS)}
@@ -88,9 +91,9 @@ _MACROS = {"user", "char"}
 class NarratorConfig:
     """The narrator's tunables (chosen by hand, not measured: a small model's context)."""
 
-    # The memory context's, story so far included: the Context viewer's default plus the ~800
-    # tokens the four recent turns took outside the budget before the chapter's turns joined it.
-    token_budget: int = DEFAULT_TOKEN_BUDGET + 800
+    # The memory context's, story so far included, when the universe sets no `context_budget`
+    # (`narrator_budget`; context_lore.DEFAULT_CONTEXT_BUDGET says how 2,000 was chosen).
+    token_budget: int = DEFAULT_CONTEXT_BUDGET
     max_meta_value_chars: int = 300  # longer meta values are data, not a line of the prompt
     max_input_chars: int = LIMITS.query_text_chars  # the input is the context's query text
 
@@ -105,6 +108,7 @@ class NarratorPrompt:
     turn_id: int
     template_is_default: bool
     memory: object  # MemoryContext
+    meta: dict[str, str] | None = None  # the meta it was built with (`narrator_meta`), for the sampler to reuse
 
     @property
     def shown_turns(self) -> list[int]:
@@ -124,9 +128,17 @@ class NarratorPrompt:
         return self.memory.as_dict()
 
 
-def narrator_meta(game_save) -> dict[str, str]:
-    """Return the meta the narrator reads: the universe's current meta over the save's copy."""
-    return play_meta(universe=game_save.universe, save=game_save)
+def narrator_meta(game_save, *, universe_meta: dict[str, str] | None = None) -> dict[str, str]:
+    """Return the meta the narrator reads: the universe's current meta over the save's copy.
+
+    `universe_meta`: the universe's meta rows when the caller has read them (then nothing is queried)."""
+    return play_meta(universe=game_save.universe, save=game_save, universe_meta=universe_meta)
+
+
+def narrator_budget(universe_meta: dict[str, str], config: NarratorConfig = CONFIG) -> int:
+    """Return the narrator's memory context budget in tokens: the universe's `context_budget`, else
+    `config.token_budget`. The narrator's prompt, impersonation's window and the memory proxy all read it here."""
+    return context_budget_from_meta(universe_meta, default=config.token_budget)
 
 
 def render_instructions(template: str, meta: dict[str, str], *, config: NarratorConfig = CONFIG,
@@ -203,10 +215,14 @@ class InvalidPlayerInput(ValueError):
     """The player's action cannot be used as the memory query (e.g. it holds a NUL character)."""
 
 
-def check_player_input(player_input: str, config: NarratorConfig = CONFIG) -> ContextParams:
-    """Return the memory query for `player_input`; raise InvalidPlayerInput (a clear message) if unusable."""
+def check_player_input(player_input: str, config: NarratorConfig = CONFIG, *,
+                       universe_meta: dict[str, str] | None = None) -> ContextParams:
+    """Return the memory query for `player_input` at the narrator's budget (`narrator_budget` of
+    `universe_meta`; without it, the built-in one: enough to check the input); raise InvalidPlayerInput
+    (a clear message) if unusable."""
+    budget = config.token_budget if universe_meta is None else narrator_budget(universe_meta, config)
     try:
-        return ContextParams(query_text=player_input, token_budget=config.token_budget)
+        return ContextParams(query_text=player_input, token_budget=budget)
     except InvalidParameters as exc:
         reason = str(exc).removeprefix("query_text: ")  # the query is the action itself
         raise InvalidPlayerInput(f"The player's action cannot be used: {reason}") from exc
@@ -218,14 +234,17 @@ def build_narrator_prompt(*, game_save, player_input: str, config: NarratorConfi
 
     `pov`: the characters whose point of view the memory carries (None: those on scene;
     studio.memory.knowledge.pov). Raise InvalidPlayerInput when the action cannot be used
-    (`check_player_input`)."""
-    meta = narrator_meta(game_save)
+    (`check_player_input`). The universe's meta is read once: the instructions, the memory budget
+    (`narrator_budget`) and the memory context all come from that read."""
+    universe_meta = dict(game_save.universe.meta.values_list("key", "value"))
+    meta = narrator_meta(game_save, universe_meta=universe_meta)
     template = meta.get(TEMPLATE_KEY, "").strip()
+    params = check_player_input(player_input, config, universe_meta=universe_meta)
     memory = next_turn_context(
         game_save=game_save,
-        params=(check_player_input(player_input, config) if pov is None
-                else dataclasses.replace(check_player_input(player_input, config), pov=tuple(pov))),
+        params=params if pov is None else dataclasses.replace(params, pov=tuple(pov)),
         vector_memory=vector_memory,
+        universe_meta=universe_meta,
     )
     macros = MacroNames(**memory.macros)
     system = render_instructions(template or DEFAULT_INSTRUCTIONS, meta, config=config, macros=macros)
@@ -237,4 +256,5 @@ def build_narrator_prompt(*, game_save, player_input: str, config: NarratorConfi
     ]
     parts = with_authors_note(parts, game_save)  # studio/saves/narrator/authors_note.py
     user = macros.fill("\n\n".join(parts))
-    return NarratorPrompt(system=system, user=user, turn_id=turn_id, template_is_default=not template, memory=memory)
+    return NarratorPrompt(system=system, user=user, turn_id=turn_id, template_is_default=not template, memory=memory,
+                          meta=meta)

@@ -244,7 +244,7 @@ def narration_stream(*, alternative_id: int, vector_memory=None) -> Iterator[str
         return
     try:
         prompt = _prompt_for(alternative, vector_memory=vector_memory)
-        sampler = resolve_sampler(game_save=game_save)
+        sampler = resolve_sampler(game_save=game_save, meta=prompt.meta)  # the meta the prompt read (None: read it)
         settings = play_settings_record(game_save=game_save, sampler=sampler)
     except Exception as exc:  # noqa: BLE001 - the alternative must never stay "streaming"
         logger.exception("narrator prompt for alternative %s failed", alternative_id)
@@ -330,7 +330,7 @@ def narrate_once(*, game_save: Save, player_input: str, vector_memory=None, pov=
     prompt = build_narrator_prompt(game_save=game_save, player_input=player_input, vector_memory=vector_memory, pov=pov)
     tracked = TrackedLLM(backend, game_save_id=game_save.pk)
     response = tracked.chat(system=prompt.system, prompt=prompt.user, operation="narrate",
-                            **resolve_sampler(game_save=game_save).request_options())
+                            **resolve_sampler(game_save=game_save, meta=prompt.meta).request_options())
     return Narration(text=response.text.strip(), response=response, prompt=prompt)
 
 

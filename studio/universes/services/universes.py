@@ -13,7 +13,16 @@ from django.db import transaction
 from django.utils.text import slugify
 
 from studio.memory.chapters.selectors import CHAPTERS_PER_ARC_META, MIN_TURNS_META, SCENE_CHANGE_META, TURNS_PER_CHAPTER_META
-from studio.memory.recall.context_lore import RECALL_CAP_META, RECALL_RESERVE_META, SHARE_CLASS_NAMES, share_meta_key
+from studio.memory.recall.context_lore import (
+    CONTEXT_BUDGET_MAX,
+    CONTEXT_BUDGET_META,
+    CONTEXT_BUDGET_MIN,
+    DEFAULT_CONTEXT_BUDGET,
+    RECALL_CAP_META,
+    RECALL_RESERVE_META,
+    SHARE_CLASS_NAMES,
+    share_meta_key,
+)
 from studio.memory.lore_activation import (
     MAX_SCAN_DEPTH,
     META_CASE_SENSITIVE,
@@ -53,6 +62,9 @@ CONTEXT_SHARE_META = {
 CONTEXT_SHARE_META[RECALL_RESERVE_META] = (0, 100, "percent of the context budget kept for what the action recalls")
 CONTEXT_SHARE_META[RECALL_CAP_META] = (0, 100, "percent of the context budget what changes with each action may use")
 LORE_INT_META.update(CONTEXT_SHARE_META)
+# The narrator's memory context budget itself, in tokens (what the shares above are percents of).
+LORE_INT_META[CONTEXT_BUDGET_META] = (CONTEXT_BUDGET_MIN, CONTEXT_BUDGET_MAX,
+                                      f"tokens of memory the narrator's prompt may hold; unset = {DEFAULT_CONTEXT_BUDGET}")
 # How chapters close (studio.memory.chapters.selectors.chapter_settings reads them).
 LORE_INT_META.update({
     TURNS_PER_CHAPTER_META: (0, 10_000, "turns a chapter holds before it closes; 0 = no limit"),
