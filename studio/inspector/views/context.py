@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from studio.memory.knowledge.names import character_index
 from studio.memory.recall.context import default_focus, next_turn_context
+from studio.memory.recall.context_lore import context_budget_from_meta
 from studio.memory.recall.query_params import (
     DEFAULT_K_LORE,
     DEFAULT_K_NARRATIVE,
@@ -51,6 +52,12 @@ class ContextForm(forms.Form):
                           help_text="Characters whose knowledge the narrator is given, comma separated. Empty: "
                                     "those on scene (present, named in the input, in focus); “none”: no point of view.")
 
+    def __init__(self, *args, default_budget: int = DEFAULT_TOKEN_BUDGET, **kwargs):
+        """`default_budget`: the budget when the field is left empty (the views give the narrator's)."""
+        super().__init__(*args, **kwargs)
+        self.default_budget = default_budget
+        self.fields["budget"].initial = default_budget
+
     def clean(self):
         cleaned = super().clean()
         if self.errors:
@@ -59,7 +66,7 @@ class ContextForm(forms.Form):
             cleaned["params"] = ContextParams(
                 query_text=cleaned.get("q") or "",
                 focus_terms=cleaned.get("focus") or "",
-                token_budget=cleaned.get("budget") or DEFAULT_TOKEN_BUDGET,
+                token_budget=cleaned.get("budget") or self.default_budget,
                 k_narrative=cleaned.get("k_narrative") or DEFAULT_K_NARRATIVE,
                 k_lore=cleaned.get("k_lore") or DEFAULT_K_LORE,
                 pov=_pov(cleaned.get("pov") or ""),
@@ -96,6 +103,11 @@ def _page(request: HttpRequest, game_save, form: ContextForm, memory_context=Non
     return render(request, template, context)
 
 
+def _universe_meta(game_save) -> dict[str, str]:
+    """The universe's meta rows, read once: the narrator's budget (the form's default) and the context."""
+    return dict(game_save.universe.meta.values_list("key", "value"))
+
+
 @require_GET
 def context_viewer(request: HttpRequest, save_id: str) -> HttpResponse:
     game_save = save_for(user=request.user, save_id=save_id)
@@ -103,10 +115,12 @@ def context_viewer(request: HttpRequest, save_id: str) -> HttpResponse:
     data = request.GET.copy() if request.GET else None
     if data is not None and "q" not in data:
         data["q"] = default_query
-    form = ContextForm(data, initial={"q": default_query})
+    universe_meta = _universe_meta(game_save)
+    form = ContextForm(data, initial={"q": default_query}, default_budget=context_budget_from_meta(universe_meta))
     memory_context = None
     if form.is_bound and form.is_valid():
-        memory_context = next_turn_context(game_save=game_save, params=form.cleaned_data["params"])
+        memory_context = next_turn_context(game_save=game_save, params=form.cleaned_data["params"],
+                                           universe_meta=universe_meta)
     return _page(request, game_save, form, memory_context)
 
 
@@ -114,10 +128,12 @@ def context_viewer(request: HttpRequest, save_id: str) -> HttpResponse:
 def context_record(request: HttpRequest, save_id: str) -> HttpResponse:
     """Assemble the context for the posted parameters and record its queries for Lore replay."""
     game_save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
-    form = ContextForm(request.POST)
+    universe_meta = _universe_meta(game_save)
+    form = ContextForm(request.POST, default_budget=context_budget_from_meta(universe_meta))
     if not form.is_valid():
         return _page(request, game_save, form)
-    memory_context = next_turn_context(game_save=game_save, params=form.cleaned_data["params"], record_source="context")
+    memory_context = next_turn_context(game_save=game_save, params=form.cleaned_data["params"], record_source="context",
+                                       universe_meta=universe_meta)
     recorded = len(memory_context.queries)
     if not request.htmx:
         messages.success(request, f"Recorded {recorded} memory queries for lore replay.")

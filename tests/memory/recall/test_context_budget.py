@@ -11,6 +11,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
 
 from studio.memory.recall.context_lore import (
     CONTEXT_BUDGET_META,
@@ -88,3 +89,17 @@ def test_a_narrators_prompt_reads_the_universes_meta_once(demo):
              if q["sql"].startswith("SELECT") and 'FROM "universes_universemeta"' in q["sql"]]
     assert prompt.memory.token_budget == 3000
     assert len(reads) == 2, reads  # it was three (the prompt's meta, the context's, the activation's)
+
+
+def test_the_context_viewer_starts_at_the_narrators_budget(client, playtester, game_save, vector_memory):
+    """An empty budget field means the narrator's budget: the built-in one, then the universe's; a given one wins."""
+    client.force_login(playtester)
+    url = reverse("memory:context", args=[game_save.save_id])
+    page = client.get(url, {"q": "Kaël asks Mira about the loan", "budget": ""}).content.decode()
+    assert f"of {DEFAULT_CONTEXT_BUDGET} tokens used" in page
+    _set_budget(game_save.universe, "3500")
+    page = client.get(url, {"q": "Kaël asks Mira about the loan", "budget": ""}).content.decode()
+    assert "of 3500 tokens used" in page and 'value="3500"' not in page  # the field stays empty, its default says it
+    assert "the narrator's own, 3500 tokens" in page
+    assert 'name="budget" value="3500"' in client.get(url).content.decode()  # an unbound form starts at it
+    assert "of 40 tokens used" in client.get(url, {"q": "Kaël", "budget": 40}).content.decode()
