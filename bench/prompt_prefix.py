@@ -9,7 +9,9 @@ demo's narrative and state, its jobs run inline so the turn is embedded before t
 prompt), and for every turn after the first prints:
 
 - the share of the prompt (system + user message, as a chat template concatenates them)
-  that is a prefix of the previous turn's prompt, in characters; the median is the figure;
+  that is a prefix of the previous turn's prompt, in characters; the median is the figure
+  (`studio.saves.narrator.prefix.prefix_share`, what the snapshot page "What the narrator saw
+  at turn N" shows too);
 - the tokens of the memory context that repeat a turn the prompt also shows as a recent
   turn ("duplicated recent turns": the same narrative read twice).
 
@@ -36,20 +38,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import parse_meta_pairs, setup_django  # noqa: E402
 
 
-def shared_prefix(a: str, b: str) -> int:
-    """Return the length of the longest common prefix of `a` and `b`."""
-    limit = min(len(a), len(b))
-    index = 0
-    while index < limit and a[index] == b[index]:
-        index += 1
-    return index
-
-
-def prompt_text(prompt) -> str:
-    """The prompt as a chat template lays it out: the system message, then the user message."""
-    return prompt.system + "\n\n" + prompt.user
-
-
 def duplicated_tokens(prompt) -> int:
     """Tokens of memory items that are narrative of a turn the prompt also shows in full."""
     shown = getattr(prompt, "shown_turns", None)
@@ -64,6 +52,7 @@ def duplicated_tokens(prompt) -> int:
 
 
 def play(turns: int, meta: dict[str, str] | None = None, budget: int | None = None) -> list[dict]:
+    from studio.saves.narrator.prefix import prefix_share
     from studio.saves.narrator.prompt import CONFIG, NarratorConfig, build_narrator_prompt
     from studio.saves.services import save_create, turn_append
     from studio.universes.demo.loader import demo_load, demo_read
@@ -74,22 +63,23 @@ def play(turns: int, meta: dict[str, str] | None = None, budget: int | None = No
         loaded.universe.meta.update_or_create(key=key, defaults={"value": value})
     game_save = save_create(universe=loaded.universe, name="prompt prefix bench")
     rows = []
-    previous = ""
+    previous = None  # the previous turn's prompt (system, user)
     for turn in data.turns[:turns]:
         prompt = build_narrator_prompt(game_save=game_save, player_input=turn["player_input"],
                                        config=NarratorConfig(token_budget=budget) if budget else CONFIG)
-        text = prompt_text(prompt)
-        prefix = shared_prefix(previous, text) if previous else 0
+        previous_system, previous_user = previous or ("", "")
+        share = prefix_share(system=prompt.system, user=prompt.user,
+                             previous_system=previous_system, previous_user=previous_user)
         rows.append({
             "turn": prompt.turn_id,
-            "chars": len(text),
+            "chars": share.total_chars,
             "tokens_estimate": prompt.tokens_estimate,
-            "shared_prefix_chars": prefix,
-            "shared_share": round(prefix / len(text), 4) if previous else None,
+            "shared_prefix_chars": share.shared_chars if previous else 0,
+            "shared_share": round(share.share, 4) if previous else None,
             "duplicated_recent_tokens": duplicated_tokens(prompt),
             "memory_tokens": prompt.memory.used_tokens,
         })
-        previous = text
+        previous = (prompt.system, prompt.user)
         turn_append(game_save=game_save, player_input=turn["player_input"], narrative=turn["narrative"],
                     state=turn.get("state") or {})
     return rows

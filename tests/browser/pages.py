@@ -165,7 +165,12 @@ def build_world(*, universe, game_save, author, vector_memory) -> World:
         params={"k": 3, "source": "engine"}, result_ids=[chunk_id],
     )
     token, _key = api_token_create(user=author, name="engine on my laptop")
-    # The narrator: what it saw at turn 2, and an open draft for the next turn on the Console.
+    # The narrator: what it saw at turns 1 and 2 (turn 2's page shows what the two prompts
+    # share and marks where turn 2's new part begins), and an open draft on the Console.
+    NarratorSnapshot.objects.create(
+        game_save=game_save, turn_id=1, player_input="I dock", proposed="You dock at Port Vey.", model="scripted",
+        system_prompt="You are the narrator of an interactive story.", user_prompt="## Memory\n- (nothing yet)",
+    )
     NarratorSnapshot.objects.create(
         game_save=game_save, turn_id=2, player_input="I ask Mira for a loan", proposed="Mira lends you ten silver crowns.",
         model="scripted (tests/llm_server.py)", latency_ms=40, prompt_tokens=310, completion_tokens=12, prompt_chars=1300,

@@ -3,7 +3,10 @@ playtester regenerates, chooses, edits and accepts, or discards. The narratives 
 the scripted OpenAI-compatible server (tests/llm_server.py); nothing here is a model."""
 from __future__ import annotations
 
+import re
+
 import pytest
+from django.urls import reverse
 from playwright.sync_api import expect
 
 from studio.saves.models import Event, NarratorSnapshot
@@ -73,3 +76,23 @@ def test_narrate_stream_regenerate_choose_edit_accept_then_discard(logged_in_pag
     page.goto(f"/saves/{game_save.save_id}/timeline/")
     page.get_by_role("link", name="What the narrator saw at turn 4").click()
     expect(page.locator("main, body").first).to_contain_text("test-model")
+
+
+def test_the_snapshot_page_marks_what_is_new_since_the_previous_prompt(logged_in_page, playtester, game_save, axe):
+    shared = "## Recent turns\nTurn 1\n> look\nRain on the quay.\n\n"
+    new = "Turn 2\n> wait\nFog.\n\n## The player's action\nwait"
+    for turn_id, user in ((1, shared + "## The player's action\nlook"), (2, shared + new)):
+        NarratorSnapshot.objects.create(game_save=game_save, turn_id=turn_id, system_prompt="You narrate.", user_prompt=user)
+    page = logged_in_page(playtester)
+    page.goto(reverse("saves:narrator_snapshot", args=[game_save.save_id, 2]))
+    expect(page.locator("#snapshot-prefix-share")).to_contain_text("Shared with turn 1's prompt:")
+    page.locator("#snapshot-prompt summary").click()
+    mark = page.locator("#prompt-new")
+    expect(mark).to_be_visible()
+    expect(mark).to_have_text(new)  # the label is generated content, not part of the prompt's text
+    assert mark.evaluate("el => getComputedStyle(el, '::before').content") == '"new since turn 1"'
+    assert axe(page) == []
+    page.get_by_role("link", name="go to it").click()
+    expect(page).to_have_url(re.compile(r"#prompt-new$"))
+    page.get_by_role("link", name="context_cap_recall on the universe's Metadata page").click()
+    expect(page).to_have_url(re.compile(r"/meta/\?key=context_cap_recall#meta-add$"))

@@ -5,6 +5,7 @@ from django.conf import settings
 
 from studio.memory.llm import spend_status
 from studio.saves.models import NarratorSnapshot, Save
+from studio.saves.narrator.prefix import prefix_share, split_messages
 
 
 def llm_connected() -> bool:
@@ -68,3 +69,43 @@ def snapshot_turn_ids(*, game_save: Save, turn_ids) -> set[int]:
     return set(
         NarratorSnapshot.objects.filter(game_save=game_save, turn_id__in=list(turn_ids)).values_list("turn_id", flat=True)
     )
+
+
+def previous_snapshot_prompt(*, snapshot: NarratorSnapshot) -> NarratorSnapshot | None:
+    """Return the snapshot of the nearest earlier turn (its turn and prompt only), or None (one query).
+
+    "Earlier" skips turns without a snapshot (written by hand, imported, from an API client):
+    the last accepted narration's prompt before this one is what a model server's prefix
+    cache may still hold.
+    """
+    return (
+        NarratorSnapshot.objects.filter(game_save_id=snapshot.game_save_id, turn_id__lt=snapshot.turn_id)
+        .order_by("-turn_id")
+        .only("turn_id", "system_prompt", "user_prompt")
+        .first()
+    )
+
+
+def snapshot_prefix_context(*, snapshot: NarratorSnapshot) -> dict:
+    """Return what the snapshot page shows of the prompt's beginning shared with the previous one.
+
+    `previous` is the nearest earlier snapshot (None: nothing to compare with) and
+    `previous_adjacent` whether it is the turn just before; `prefix` the `PrefixShare`, with
+    its counts formatted for reading in `prefix_figures`; `system_split` / `user_split` the
+    two messages cut where the shared part ends. One query (the previous snapshot's prompt).
+    """
+    previous = previous_snapshot_prompt(snapshot=snapshot)
+    if previous is None:
+        return {"previous": None}
+    share = prefix_share(system=snapshot.system_prompt, user=snapshot.user_prompt,
+                         previous_system=previous.system_prompt, previous_user=previous.user_prompt)
+    system, user = split_messages(system=snapshot.system_prompt, user=snapshot.user_prompt, shared_chars=share.shared_chars)
+    return {
+        "previous": previous,
+        "previous_adjacent": previous.turn_id == snapshot.turn_id - 1,
+        "prefix": share,
+        "prefix_figures": {"shared": f"{share.shared_chars:,}", "total": f"{share.total_chars:,}",
+                           "new_tokens": f"{share.new_tokens:,}"},
+        "system_split": system,
+        "user_split": user,
+    }

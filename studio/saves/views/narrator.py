@@ -26,7 +26,7 @@ from studio.saves.narrator.prompt import (
     build_narrator_prompt,
     check_player_input,
 )
-from studio.saves.narrator.selectors import llm_connected, narrator_panel_context
+from studio.saves.narrator.selectors import llm_connected, narrator_panel_context, snapshot_prefix_context
 from studio.saves.access import Access, save_for
 from studio.saves.views.saves import console_context, save_page_context
 
@@ -178,13 +178,14 @@ def narrator_prompt(request: HttpRequest, save_id: str) -> HttpResponse:
 
 @require_GET
 def narrator_snapshot(request: HttpRequest, save_id: str, turn_id: int) -> HttpResponse:
-    """What the narrator saw at turn N: prompt, memory context with reasons and cuts, usage."""
+    """What the narrator saw at turn N: prompt, memory context with reasons and cuts, usage, and
+    what the prompt shares with the previous narrated turn's (a prefix cache)."""
     game_save = save_for(user=request.user, save_id=save_id)
     if not game_save.events.filter(turn_id=turn_id).exists():
         raise Http404("No such turn.")
+    snapshot = NarratorSnapshot.objects.filter(game_save=game_save, turn_id=turn_id).first()
     context = save_page_context(request, game_save, "timeline")
-    context.update({
-        "turn_id": turn_id,
-        "snapshot": NarratorSnapshot.objects.filter(game_save=game_save, turn_id=turn_id).first(),
-    })
+    context.update({"turn_id": turn_id, "snapshot": snapshot})
+    if snapshot is not None:
+        context.update(snapshot_prefix_context(snapshot=snapshot))
     return render(request, "saves/narrator/snapshot.html", context)
