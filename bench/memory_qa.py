@@ -282,6 +282,7 @@ def main() -> int:
     from dataclasses import replace
 
     from studio.memory.embeddings.tokens import count_tokens
+    from studio.memory.recall.context import TOKENS_PER_SMALL_CHUNK
     from studio.memory.vector import get_vector_memory
     from studio.universes.models import Universe, UniverseMeta
 
@@ -304,6 +305,9 @@ def main() -> int:
         print(f"conversation {conv}: {last} turns, {len(conversation['sessions'])} sessions, {chapters} chapters, "
               f"{len(questions)} questions ({conversation['skipped']} without usable evidence)", file=sys.stderr)
         recent = set(range(max(last - 3, 1), last + 1))  # the last four turns, as a chat front end shows them
+        # The baselines search as deep as the studio may (one ~20-token chunk per 20 tokens of budget, at least 80),
+        # so at a large budget they can fill it too.
+        search_k = max(80, args.budget // TOKENS_PER_SMALL_CHUNK)
         recent_tokens = sum(count_tokens(f"(turn {t}) {text[t]}") for t in recent)
         for q in questions:
             wanted = set(q["evidence"])
@@ -321,7 +325,7 @@ def main() -> int:
             found["chat window"] = fill(window, args.budget, count_tokens)
             for arm, arms in (("plain RAG", ("semantic",)), ("hybrid fill", None)):
                 vm.set_config(replace(default_config, arms=arms) if arms else default_config)
-                results = vm.query(game_save.save_id, q["question"], k=80, current_turn_id=last,
+                results = vm.query(game_save.save_id, q["question"], k=search_k, current_turn_id=last,
                                    exclude_chunk_type="lore")
                 ranked = [(r["turn_id"], text[r["turn_id"]]) for r in results if r.get("turn_id") in text and r["turn_id"] not in recent]
                 taken, used = fill(ranked, args.budget - recent_tokens, count_tokens)  # the same tokens in all
