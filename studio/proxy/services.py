@@ -195,10 +195,10 @@ def proxy_relay(prepared: Prepared, *, backend, abort=None) -> Relay:
     tracked = TrackedLLM(backend, game_save_id=prepared.game_save.pk)
     try:
         relay = tracked.relay(prepared.body, stream=prepared.stream, operation=OPERATION, abort=abort)
-    except LLMCancelled as exc:
+    except LLMCancelled:
         if prepared.alternative_id is not None:
             proposal_finish(alternative_id=prepared.alternative_id, relay=None, cancelled=True,
-                            error=f"The front end left before the answer began ({exc}).")
+                            error="Stopped: the front end left before the answer began.")
         raise
     except LLMError as exc:
         if prepared.alternative_id is not None:
