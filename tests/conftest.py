@@ -4,8 +4,9 @@ Fixtures more than one test folder uses live in plugin modules registered here o
 (`pytest_plugins`), so no test module imports a fixture: the vector store doubles of
 tests/fakes.py (`fake_vectors`, `vector_memory`, `stricter_clamp`), the job fixtures
 (tests/plugins/jobs.py: `eager_jobs`, `llm_server`, `living_universe`), the scripted narrator
-(tests/plugins/narrator.py: `narrator`, `meta`), the demo save (tests/plugins/demo.py: `demo`) and
-the API client (tests/plugins/api.py: `make_api`). Each test folder's conftest.py holds what only
+(tests/plugins/narrator.py: `narrator`, `meta`), the demo save (tests/plugins/demo.py: `demo`),
+the API client (tests/plugins/api.py: `make_api`) and the client's connection as gunicorn hands it
+over (tests/plugins/client.py: `gunicorn_client`). Each test folder's conftest.py holds what only
 its tests share."""
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ pytest_plugins = [
     "tests.plugins.narrator",
     "tests.plugins.demo",
     "tests.plugins.api",
+    "tests.plugins.client",
     "tests.plugins.knowledge",
 ]
 

@@ -12,8 +12,16 @@ with `"stream": true` or `Accept: text/event-stream`, the answer is server-sent 
 Failures before the first byte (no model 503, spend limit 429, the model unreachable 502,
 validation 400, access 404 / 403) are ordinary JSON errors with their status. A model that
 breaks off mid-stream ends the stream with an `error` event; a client that disconnects
-closes the model's stream (Django closes the generator). Either way no turn, draft or
+closes the model's stream (Django closes the body). Either way no turn, draft or
 snapshot is written, as in the console; the call log (LLMCall) records how the call ended.
+
+A client that leaves before anything is written to it (the front end's Stop while a local
+model reads the prompt) is noticed where the server hands over its socket (gunicorn:
+`disconnect.client_watch`): the watch ends the model's request at once, from its opening to
+the body's end, as the Console's Stop does. Before the answer began the call is logged
+"stopped before the answer began" (and the view answers 499, which nobody reads); after it,
+the stream ends with no `done` event and the call is logged "cancelled by the reader".
+Without a socket to watch (runserver) nothing changes.
 """
 from __future__ import annotations
 
@@ -23,6 +31,7 @@ from django.http import HttpRequest, StreamingHttpResponse
 
 from studio.api import schemas as S
 from studio.api import serializers
+from studio.api.disconnect import ClosingBody, client_left, client_watch
 from studio.api.errors import ApiError
 from studio.api.ninja_api import router
 from studio.saves.access import Access, save_for
@@ -82,7 +91,7 @@ def wants_stream(request: HttpRequest, payload: S.NarrateRequest) -> bool:
         "type": "string", "description": "Events start, delta*, then done or error (docs/api.md, Streaming narration)."}}}}}},
 )
 def narrate(request: HttpRequest, save_id: str, payload: S.NarrateRequest):
-    from studio.memory.llm import LLMError, TrackedLLM, get_llm_backend
+    from studio.memory.llm import LLMCancelled, LLMError, TrackedLLM, get_llm_backend
     from studio.saves.narrator.prompt import build_narrator_prompt
     from studio.saves.narrator.sampler import resolve_sampler
     from studio.saves.narrator.services import NO_MODEL, NoModelConnected, narrate_once
@@ -103,12 +112,21 @@ def narrate(request: HttpRequest, save_id: str, payload: S.NarrateRequest):
         raise ApiError(503, "no_model", NO_MODEL)
     prompt = build_narrator_prompt(game_save=save, player_input=player_input, pov=_narrate_pov(payload))
     sampler = resolve_sampler(game_save=save, meta=prompt.meta)  # the save's play settings, as the Console's narrations
+    watch = client_watch(request)  # None without a socket to watch: the pooled connection, as before
+    stream = None
     try:
-        stream = TrackedLLM(backend, game_save_id=save.pk).stream(system=prompt.system, prompt=prompt.user,
-                                                                  operation="narrate", **sampler.request_options())
+        stream = TrackedLLM(backend, game_save_id=save.pk).stream(
+            system=prompt.system, prompt=prompt.user, operation="narrate", abort=watch.abort if watch else None,
+            **sampler.request_options())
+    except LLMCancelled:  # the client left while the model read the prompt
+        return client_left()
     except LLMError as exc:  # the spend guard, or a model that cannot be reached: nothing sent yet
         raise _llm_error(exc) from exc
-    events = _events(save, player_input, prompt, stream)
+    finally:
+        if stream is None and watch is not None:
+            watch.stop()
+    # The body's end or close stops the watch and closes the model's stream, even if never read.
+    events = ClosingBody(_events(save, player_input, prompt, stream), stream.close, watch.stop if watch else None)
     response = StreamingHttpResponse(events, content_type=STREAM_MEDIA_TYPE)
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"  # no proxy buffering: each event as it comes
@@ -126,6 +144,8 @@ def _events(save, player_input: str, prompt, stream):
             if delta:
                 yield sse_event("delta", {"text": delta})
         ended = True
+        if stream.cancelled:
+            return  # the client watch ended the model's request: the client has gone, no `done`
     except LLMError as exc:
         ended = True
         error = _llm_error(exc)

@@ -14,10 +14,12 @@
    alternative of it) and a new alternative, "streaming", which holds the prompt and the
    memory context as sent.
 
-`proxy_relay(prepared, backend=)` sends the body through `TrackedLLM.relay` (the save's
-spend guard and call log, operation "proxy") and returns the `Relay`; when the answer ends
-the alternative is "done" with its text, model and usage, or "failed" / "cancelled". It is
-written to the Event_Log only when a later request's chat carries it (`sync`).
+`proxy_relay(prepared, backend=, abort=)` sends the body through `TrackedLLM.relay` (the
+save's spend guard and call log, operation "proxy") and returns the `Relay`; when the answer
+ends the alternative is "done" with its text, model and usage, or "failed" / "cancelled". It
+is written to the Event_Log only when a later request's chat carries it (`sync`). `abort` is
+the view's watch on its client (`api.disconnect`): a front end that leaves before the answer
+began makes it raise `LLMCancelled` with the alternative "cancelled", as the Console's Stop.
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ from dataclasses import dataclass, field
 
 from django.db import transaction
 
-from studio.memory.llm import LLMError, Relay, TrackedLLM
+from studio.memory.llm import LLMCancelled, LLMError, Relay, TrackedLLM
 from studio.memory.recall.context import next_turn_context
 from studio.memory.recall.macros import MacroNames
 from studio.memory.recall.query_params import LIMITS, ContextParams, InvalidParameters
@@ -119,14 +121,19 @@ def proposal_open(*, game_save: Save, player_input: str, record: dict) -> Narrat
     return alternative
 
 
-def proposal_finish(*, alternative_id: int, relay: Relay | None, error: str = "") -> None:
-    """Record how a relayed answer ended on its alternative (done, failed or cancelled)."""
+def proposal_finish(*, alternative_id: int, relay: Relay | None, error: str = "", cancelled: bool = False) -> None:
+    """Record how a relayed answer ended on its alternative (done, failed or cancelled).
+
+    `cancelled` without a relay: the front end left before the answer began.
+    """
     values: dict = {"error": error[:2000]}
     if relay is not None and relay.response is not None:
         values.update(answer_values(relay.response), text=relay.response.text)
         if relay.error is not None:
             values["error"] = f"The answer broke off: {relay.error}"[:2000]
-    if error or relay is None or relay.error is not None:
+    if cancelled and relay is None:
+        values["status"] = AlternativeStatus.CANCELLED
+    elif error or relay is None or relay.error is not None:
         values["status"] = AlternativeStatus.FAILED
     elif relay.cancelled:
         values["status"] = AlternativeStatus.CANCELLED
@@ -179,14 +186,20 @@ def proxy_prepare(*, game_save: Save, body: dict, upstream_model: str, memory_to
     )
 
 
-def proxy_relay(prepared: Prepared, *, backend) -> Relay:
+def proxy_relay(prepared: Prepared, *, backend, abort=None) -> Relay:
     """Relay the prepared body (guarded and logged); record the answer on its alternative when it ends.
 
-    Raise what `TrackedLLM.relay` raises (the alternative is then marked failed).
+    Raise what `TrackedLLM.relay` raises (the alternative is then marked failed, or
+    cancelled for `LLMCancelled`: `abort` flipped before the answer began).
     """
     tracked = TrackedLLM(backend, game_save_id=prepared.game_save.pk)
     try:
-        relay = tracked.relay(prepared.body, stream=prepared.stream, operation=OPERATION)
+        relay = tracked.relay(prepared.body, stream=prepared.stream, operation=OPERATION, abort=abort)
+    except LLMCancelled:
+        if prepared.alternative_id is not None:
+            proposal_finish(alternative_id=prepared.alternative_id, relay=None, cancelled=True,
+                            error="Stopped: the front end left before the answer began.")
+        raise
     except LLMError as exc:
         if prepared.alternative_id is not None:
             proposal_finish(alternative_id=prepared.alternative_id, relay=None, error=str(exc))

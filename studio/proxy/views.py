@@ -14,6 +14,14 @@ chat is not this save's, or another request moved the save), 429 (the save's spe
 down), 500 (anything else, logged). A refusal by the model's
 endpoint itself (its own 4xx) is passed back with its status and body.
 
+A front end that leaves (its Stop, a closed tab) before the model's first token is noticed
+where the server hands over the client's socket (gunicorn: `api.disconnect.client_watch`):
+the watch, from the relay's opening to the body's end, ends the upstream request at once,
+so a single-slot local server is free for the next request (a swipe). Before the answer
+began the call is logged "stopped before the answer began", the proposal is "cancelled"
+and the view answers 499 (nobody reads it). The bytes a front end that stays receives are
+the endpoint's, unchanged. Without a socket to watch (runserver) nothing changes.
+
 CORS, for front ends that call the endpoint from the browser (RisuAI's web build): off unless
 `AXIOM_PROXY_CORS_ORIGINS` lists the origins (or `*`). For an allowed `Origin`, a preflight
 (`OPTIONS`, which carries no key) is answered 204 with the methods and the headers asked
@@ -34,8 +42,9 @@ from django.contrib.auth.decorators import login_not_required
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.csrf import csrf_exempt
 
+from studio.api.disconnect import ClosingBody, client_left, client_watch
 from studio.api.services import api_token_authenticate
-from studio.memory.llm import LLMError, RelayRefused, SpendLimitExceeded, get_llm_backend
+from studio.memory.llm import LLMCancelled, LLMError, RelayRefused, SpendLimitExceeded, get_llm_backend
 from studio.memory.vector import VectorStoreError
 from studio.proxy.binding import SAVE_HEADER, BindingError, binding_for, model_name
 from studio.proxy.history import InvalidMessages
@@ -201,8 +210,12 @@ def chat_completions(request: HttpRequest, user) -> HttpResponse:
     except (HistoryMismatch, TurnConflict) as exc:
         return error(409, str(exc), "history_conflict")
     prepared_ms = (time.perf_counter() - started) * 1000
+    watch = client_watch(request)  # None without a socket to watch: the pooled connection, as before
+    relay = None
     try:
-        relay = proxy_relay(prepared, backend=backend)
+        relay = proxy_relay(prepared, backend=backend, abort=watch.abort if watch else None)
+    except LLMCancelled:  # the front end left while the model read the prompt
+        return client_left()
     except SpendLimitExceeded as exc:
         return error(429, f"Paused by the {exc.reason}", "spend_limit", kind="rate_limit_error",
                      headers={"Retry-After": exc.retry_after()})
@@ -210,6 +223,9 @@ def chat_completions(request: HttpRequest, user) -> HttpResponse:
         return HttpResponse(exc.body, status=exc.status, content_type=exc.content_type)
     except LLMError as exc:
         return error(502, f"The model could not be reached: {exc}", "upstream_unavailable", kind="server_error")
+    finally:
+        if relay is None and watch is not None:
+            watch.stop()
     headers = {
         "X-Axiom-Save": game_save.save_id,
         "X-Axiom-Turn": str(game_save.current_turn),
@@ -218,11 +234,20 @@ def chat_completions(request: HttpRequest, user) -> HttpResponse:
         "X-Axiom-Timing": ", ".join(f"{name}={ms}" for name, ms in prepared.timings.items()),
     }
     if prepared.stream:
-        response = StreamingHttpResponse(relay, content_type=relay.content_type)
+        # The body's end or close stops the watch (the relay's own bytes pass unchanged).
+        response = StreamingHttpResponse(ClosingBody(relay, watch.stop if watch else None),
+                                         content_type=relay.content_type)
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"  # nginx: pass the events on as they come
     else:
-        response = HttpResponse(relay.read(), content_type=relay.content_type)
+        try:
+            content = relay.read()
+        finally:
+            if watch is not None:
+                watch.stop()
+        if relay.cancelled:
+            return client_left()  # the front end left while the whole answer was awaited
+        response = HttpResponse(content, content_type=relay.content_type)
     for key, value in headers.items():
         response[key] = value
     return response

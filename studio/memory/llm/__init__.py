@@ -9,7 +9,8 @@
   structured outputs with a JSON schema (falling back through the modes a server takes),
   sampling fields sent only where accepted, a model and settings per operation.
 - `abort`: `StreamAbort`, ending a streamed request from another thread even before its
-  first byte, and `abort_when`, the watcher thread that flips it (the console's Stop).
+  first byte, and `abort_when` / `AbortWatch`, the watcher thread that flips it (the console's
+  Stop; a client that left the API's or the proxy's stream).
 - `capabilities`: what each endpoint and model accepts, remembered process-wide.
 - `tracked`: `TrackedLLM`, one job's view of a backend: spend guard, call log, truncation.
 - `relay`: a caller's own chat-completions body relayed byte for byte (the memory proxy's
@@ -28,7 +29,7 @@ import threading
 
 from django.conf import settings
 
-from studio.memory.llm.abort import StreamAbort, abort_when
+from studio.memory.llm.abort import AbortWatch, StreamAbort, abort_when
 from studio.memory.llm.base import (
     OPERATIONS,
     LLMBackend,
@@ -75,6 +76,7 @@ __all__ = [
     "RelayRefused",
     "SpendLimitExceeded",
     "SpendStatus",
+    "AbortWatch",
     "StreamAbort",
     "TrackedLLM",
     "abort_when",

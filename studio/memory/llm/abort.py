@@ -16,6 +16,10 @@ does: the blocked read fails at once and the server sees the reader leave.
   `every` seconds while the block runs and flips the switch when it says True. Leaving the
   block stops the thread at once (it waits for no more than a `stopped()` in flight) and the
   thread closes the database connections it opened (Django's are per thread).
+- `AbortWatch` is the same watcher for a span that is not one block (a view opens the
+  request, a streamed response body reads it later): `start()`, then `stop()` from whoever
+  ends it (idempotent; the body's end or its close). `api/disconnect.py` watches the HTTP
+  client of a request this way.
 """
 from __future__ import annotations
 
@@ -65,23 +69,38 @@ def _shut(sock: socket.socket) -> None:
         pass  # already closed: the request ended on its own
 
 
-@contextmanager
-def abort_when(stopped: Callable[[], bool], *, every: float) -> Iterator[StreamAbort]:
-    """Watch `stopped()` every `every` seconds in a thread while the block runs; yield the switch it flips.
+class AbortWatch:
+    """Call `stopped()` every `every` seconds in a thread from `start()` to `stop()`; flip `abort` when it says True.
 
     A `stopped()` that raises (a database busy for a moment) is logged once and asked again
-    at the next check; the stream never sees the error.
+    at the next check; the stream never sees the error. After flipping the switch the
+    thread ends. `stop()` ends the thread at once (it waits for no more than a `stopped()`
+    in flight) and may be called any number of times, from any thread.
     """
-    abort = StreamAbort()
-    done = threading.Event()
 
-    def watch() -> None:
+    def __init__(self, stopped: Callable[[], bool], *, every: float, name: str = "llm-stream-stop-watch"):
+        self.abort = StreamAbort()
+        self._stopped = stopped
+        self._every = every
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name=name, daemon=True)
+
+    def start(self) -> "AbortWatch":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._done.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def _watch(self) -> None:
         logged = False
         try:
-            while not done.wait(every):
+            while not self._done.wait(self._every):
                 try:
-                    if stopped():
-                        abort.abort()
+                    if self._stopped():
+                        self.abort.abort()
                         return
                 except Exception:  # noqa: BLE001 - the watcher must never break the stream it watches
                     if not logged:
@@ -90,10 +109,16 @@ def abort_when(stopped: Callable[[], bool], *, every: float) -> Iterator[StreamA
         finally:
             connections.close_all()  # this thread's connections only
 
-    thread = threading.Thread(target=watch, name="llm-stream-stop-watch", daemon=True)
-    thread.start()
+
+@contextmanager
+def abort_when(stopped: Callable[[], bool], *, every: float) -> Iterator[StreamAbort]:
+    """Watch `stopped()` every `every` seconds in a thread while the block runs; yield the switch it flips.
+
+    A `stopped()` that raises (a database busy for a moment) is logged once and asked again
+    at the next check; the stream never sees the error.
+    """
+    watch = AbortWatch(stopped, every=every).start()
     try:
-        yield abort
+        yield watch.abort
     finally:
-        done.set()
-        thread.join()
+        watch.stop()

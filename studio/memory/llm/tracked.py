@@ -151,17 +151,18 @@ class TrackedLLM:
         return self._logged_at_end(stream, operation, prompt_text=system + prompt + _messages_text(options.get("messages")),
                                    request=request)
 
-    def relay(self, body: dict, *, stream: bool, operation: str = "proxy"):
+    def relay(self, body: dict, *, stream: bool, operation: str = "proxy", abort=None):
         """Relay a caller's chat-completions `body` (guarded); logged when the answer ends.
 
         Return the open `studio.memory.llm.relay.Relay`; raise SpendLimitExceeded (nothing
-        sent), LLMUnavailable or RelayRefused (logged as failed calls).
+        sent), LLMUnavailable, RelayRefused or (`abort` flipped before the answer began)
+        LLMCancelled, the last three logged as failed calls.
         """
         self._guard(operation)
         started = time.monotonic()
         request = request_text("", "", body.get("messages"))
         try:
-            relay = relay_open(self.backend, body, stream=stream)
+            relay = relay_open(self.backend, body, stream=stream, abort=abort)
         except Exception as exc:
             raise self._failed(operation, str(body.get("model") or ""), started, exc, request) from exc
         return self._logged_at_end(relay, operation, prompt_text=_messages_text(body.get("messages")), request=request)

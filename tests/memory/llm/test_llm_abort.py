@@ -10,7 +10,8 @@ import threading
 
 import pytest
 
-from studio.memory.llm import LLMCancelled, OpenAICompatibleBackend, StreamAbort, TrackedLLM, abort_when
+from studio.memory.llm import AbortWatch, LLMCancelled, OpenAICompatibleBackend, StreamAbort, TrackedLLM, abort_when
+from studio.memory.llm.relay import relay_open
 from studio.memory.models import LLMCall
 from tests.llm_server import Reply, ScriptedLLMServer
 
@@ -97,3 +98,35 @@ def test_leaving_the_block_stops_the_watcher_at_once():
         pass
     assert not abort.aborted and checks == []
     assert not any(t.name == "llm-stream-stop-watch" for t in threading.enumerate())
+
+
+def test_an_abort_while_a_relay_opens_ends_the_request_and_is_never_retried(held):
+    """llama-cpp-python sends its headers only with the first token: opening the relay blocks meanwhile."""
+    abort = StreamAbort()
+    thread = abort_on_arrival(held, abort)
+    with pytest.raises(LLMCancelled, match="before the answer began"):
+        relay_open(backend_for(held), {"model": "m", "messages": [], "stream": True}, stream=True, abort=abort)
+    thread.join()
+    assert not held.release.is_set() and held.disconnected.wait(5)
+    assert len(held.requests) == 1
+
+
+def test_an_abort_in_a_relay_stall_ends_it_cancelled_with_no_error(held):
+    held.responder = lambda request: Reply(chunks=["The tide ", "turns."], chunk_delay=60)
+    abort = StreamAbort()
+    relay = relay_open(backend_for(held), {"model": "m", "messages": [], "stream": True}, stream=True, abort=abort)
+    assert next(relay).startswith(b": ping")  # the endpoint's bytes as sent
+    abort.abort()
+    list(relay)  # at most what had already arrived (the role chunk): the held words never come
+    assert relay.text == "" and relay.cancelled and relay.error is None and relay.response.finish_reason == "cancelled"
+    assert held.disconnected.wait(5)
+
+
+def test_a_watch_started_and_stopped_apart_flips_once_and_ends_its_thread():
+    calls = []
+    watch = AbortWatch(lambda: calls.append(1) or len(calls) >= 2, every=0.01, name="test-watch").start()
+    watch._thread.join(5)  # the thread ends by itself once it flipped the switch
+    assert watch.abort.aborted and len(calls) == 2
+    watch.stop()
+    watch.stop()  # idempotent
+    assert not any(t.name == "test-watch" for t in threading.enumerate())
