@@ -8,7 +8,6 @@ studio's read timeout is a minute, so a request that ends within seconds was end
 from __future__ import annotations
 
 import json
-import threading
 import time
 
 import pytest
@@ -17,7 +16,7 @@ from studio.memory.llm import get_llm_backend
 from studio.memory.models import LLMCall
 from tests.api.test_narrate_stream import nothing_written, parse_events
 from tests.llm_server import Reply
-from tests.plugins.client import watch_threads
+from tests.plugins.client import held_back, watch_threads
 from tests.plugins.narrator import STORY
 
 pytestmark = pytest.mark.django_db
@@ -28,10 +27,8 @@ PROMPTLY = 5.0  # seconds from the client's leaving to the model's request endin
 @pytest.fixture
 def slow_model(narrator, settings):
     """The narrator with a read timeout far beyond the test's patience; `release` frees a held answer."""
-    settings.AXIOM_LLM_TIMEOUT = 60
-    narrator.release = threading.Event()
-    yield narrator
-    narrator.release.set()
+    with held_back(narrator, settings) as server:
+        yield server
 
 
 def narrate(api, game_save, environ=None):

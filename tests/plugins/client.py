@@ -10,7 +10,8 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -55,6 +56,18 @@ class ClientConnection:
             thread.join(15)
         self.server_end.close()
         self.client_end.close()
+
+
+@contextmanager
+def held_back(server, settings) -> Iterator:
+    """`server` (a scripted model server) with the studio's read timeout far beyond a test's patience,
+    and `server.release`, an event that frees an answer the test holds back (set again at the end)."""
+    settings.AXIOM_LLM_TIMEOUT = 60
+    server.release = threading.Event()
+    try:
+        yield server
+    finally:
+        server.release.set()
 
 
 @pytest.fixture

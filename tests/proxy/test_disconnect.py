@@ -8,7 +8,6 @@ read timeout is a minute, so a request that ends within seconds was ended by the
 """
 from __future__ import annotations
 
-import threading
 import time
 
 import httpx
@@ -18,7 +17,7 @@ from studio.memory.llm import get_llm_backend
 from studio.memory.models import LLMCall
 from studio.saves.models import NarratorAlternative
 from tests.llm_server import Reply
-from tests.plugins.client import watch_threads
+from tests.plugins.client import held_back, watch_threads
 from tests.proxy.frontends import sillytavern
 from tests.proxy.player import sse_text
 
@@ -31,10 +30,8 @@ PROMPTLY = 5.0  # seconds from the front end's leaving to the upstream request e
 @pytest.fixture
 def slow_upstream(upstream, settings):
     """The upstream with a read timeout far beyond the test's patience; `release` frees a held answer."""
-    settings.AXIOM_LLM_TIMEOUT = 60
-    upstream.release = threading.Event()
-    yield upstream
-    upstream.release.set()
+    with held_back(upstream, settings) as server:
+        yield server
 
 
 def post(proxy, play_save, environ=None, *, stream=True):
