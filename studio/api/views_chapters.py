@@ -102,7 +102,7 @@ def _chapter_for(save, chapter_id: int) -> Chapter:
             summary="The save's chapters and arcs in turn order, the open chapter, and the settings that close chapters.")
 def chapter_list(request: HttpRequest, save_id: str):
     save = save_for(user=request.user, save_id=save_id)
-    settings = chapter_settings(universe_meta=dict(save.universe.meta.values_list("key", "value")))
+    settings = chapter_settings(universe_meta=save.universe.meta_values())
     return JsonResponse({
         "items": [chapter_json(c) for c in chapters_for(save)],
         "open_chapter": {"first_turn": open_chapter_start(save), "current_turn": save.current_turn},

@@ -160,7 +160,7 @@ def proxy_prepare(*, game_save: Save, body: dict, upstream_model: str, memory_to
     chat = read_chat(body.get("messages"))
     sync = proxy_sync(game_save=game_save, chat=chat)
     lap("sync")
-    universe_meta = dict(game_save.universe.meta.values_list("key", "value"))  # read once: the budget and the context
+    universe_meta = game_save.universe.meta_values()  # read once: the budget and the context
     budget = memory_budget(memory_tokens if memory_tokens is not None else body.get("axiom_memory_tokens"),
                            universe_meta=universe_meta)
     memory = _memory(game_save, chat, budget, vector_memory, universe_meta)

@@ -112,7 +112,7 @@ def scenario_append_turn(*, save: Save, turn: dict, index=None) -> list[int]:
 
 def scenario_save_create(*, universe, data: dict, digest: str = "") -> Save:
     """Create the scenario's save (living mode, no turns yet)."""
-    meta = dict(universe.meta.values_list("key", "value"))
+    meta = universe.meta_values()
     if digest:
         meta[DIGEST_META] = digest
     return Save.objects.create(universe=universe, save_id=data["save_id"], name=data["save_name"],

@@ -64,7 +64,7 @@ def save_create(
     with transaction.atomic():
         # First use of an old one-value player_character: keep its name / description split.
         persona_settle(universe=universe)
-        meta = dict(universe.meta.values_list("key", "value"))
+        meta = universe.meta_values()
         save = Save.objects.create(
             universe=universe,
             name=name,

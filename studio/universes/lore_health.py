@@ -39,7 +39,7 @@ from studio.memory.lore_activation import (
 )
 from studio.memory.lore.activation_state import history_turns, lore_seed_for, universe_book
 from studio.memory.recall.context_lore import context_budget_from_meta
-from studio.memory.recall.macros import macro_names_from_meta, play_meta
+from studio.memory.recall.macros import macro_names
 from studio.saves.models import Event
 
 
@@ -173,9 +173,9 @@ def _replay(report: HealthReport, book, saves, budget: RegexBudget) -> tuple[Cou
 def lore_health(*, universe, saves=(), share: int = DEFAULT_SHARE) -> HealthReport:
     """Check the book and replay `saves` (an iterable of Save rows of this universe) through it."""
     started = time.perf_counter()
-    universe_meta = dict(universe.meta.values_list("key", "value"))  # the macros, the book's defaults, the budget
+    universe_meta = universe.meta_values()  # the macros, the book's defaults, the budget
     # {{user}} / {{char}} in keys as play fills them (studio.memory.recall.macros; the universe's meta).
-    macros = macro_names_from_meta(play_meta(universe=universe, universe_meta=universe_meta)).as_dict()
+    macros = macro_names(universe=universe, universe_meta=universe_meta).as_dict()
     book = universe_book(universe, defaults=defaults_from_meta(universe_meta), macros=macros)
     report = HealthReport(entries=len(book.specs), saves=list(saves), share=share,
                           regex_budget_s=REPLAY_REGEX_BUDGET)

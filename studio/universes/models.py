@@ -32,6 +32,11 @@ class Universe(models.Model):
     def get_absolute_url(self) -> str:
         return reverse("universes:detail", kwargs={"slug": self.slug})
 
+    def meta_values(self) -> dict[str, str]:
+        """Return every Universe_Meta row as {key: value} (one query): read it once per request or job
+        and hand it on (`universe_meta=` parameters), as the narrator, the proxy and the viewers do."""
+        return dict(self.meta.values_list("key", "value"))
+
     @property
     def lore_scope_id(self) -> str:
         """The vector-store id under which this universe's own Lore Book is embedded."""

@@ -103,11 +103,6 @@ def _page(request: HttpRequest, game_save, form: ContextForm, memory_context=Non
     return render(request, template, context)
 
 
-def _universe_meta(game_save) -> dict[str, str]:
-    """The universe's meta rows, read once: the narrator's budget (the form's default) and the context."""
-    return dict(game_save.universe.meta.values_list("key", "value"))
-
-
 @require_GET
 def context_viewer(request: HttpRequest, save_id: str) -> HttpResponse:
     game_save = save_for(user=request.user, save_id=save_id)
@@ -115,7 +110,7 @@ def context_viewer(request: HttpRequest, save_id: str) -> HttpResponse:
     data = request.GET.copy() if request.GET else None
     if data is not None and "q" not in data:
         data["q"] = default_query
-    universe_meta = _universe_meta(game_save)
+    universe_meta = game_save.universe.meta_values()  # read once: the form's default budget and the context
     form = ContextForm(data, initial={"q": default_query}, default_budget=context_budget_from_meta(universe_meta))
     memory_context = None
     if form.is_bound and form.is_valid():
@@ -128,7 +123,7 @@ def context_viewer(request: HttpRequest, save_id: str) -> HttpResponse:
 def context_record(request: HttpRequest, save_id: str) -> HttpResponse:
     """Assemble the context for the posted parameters and record its queries for Lore replay."""
     game_save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
-    universe_meta = _universe_meta(game_save)
+    universe_meta = game_save.universe.meta_values()  # read once: the form's default budget and the context
     form = ContextForm(request.POST, default_budget=context_budget_from_meta(universe_meta))
     if not form.is_valid():
         return _page(request, game_save, form)

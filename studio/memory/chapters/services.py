@@ -34,10 +34,6 @@ class ChapterError(ValueError):
     """A chapter operation that cannot be done (an empty open chapter, a summary too long)."""
 
 
-def _universe_meta(game_save) -> dict[str, str]:
-    return dict(game_save.universe.meta.values_list("key", "value"))
-
-
 def _states(game_save, turn_ids) -> dict[int, dict]:
     from studio.saves.models import StateCache
 
@@ -119,7 +115,7 @@ def chapter_after_turn(*, game_save, turn_id: int, state: dict | None, universe_
 
     Call inside the append's transaction, with the save's row locked.
     """
-    config = chapter_settings(universe_meta=universe_meta if universe_meta is not None else _universe_meta(game_save))
+    config = chapter_settings(universe_meta=universe_meta if universe_meta is not None else game_save.universe.meta_values())
     first = open_chapter_start(game_save)
     closed = None
     if config.on_scene_change and turn_id - first >= max(config.min_turns, 1):
@@ -161,7 +157,7 @@ def chapters_close_at(*, game_save, last_turn: int, reason: str = ChapterCloseRe
         times = (story_time, story_time) if story_time is not None else None
         chapter = _close(locked, first=first, last=last_turn, level=0, reason=reason, note=note, story_time=times,
                          closed=locked.current_turn)
-        _roll_up(locked, chapters_per_arc=chapter_settings(universe_meta=_universe_meta(locked)).chapters_per_arc,
+        _roll_up(locked, chapters_per_arc=chapter_settings(universe_meta=locked.universe.meta_values()).chapters_per_arc,
                  closed=locked.current_turn)
     return chapter
 

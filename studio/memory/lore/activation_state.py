@@ -114,7 +114,7 @@ def universe_book(universe, *, defaults: LoreDefaults | None = None, macros: dic
     (the same specs in the same order) for the same version.
     """
     if defaults is None:
-        defaults = defaults_from_meta(dict(universe.meta.values_list("key", "value")))
+        defaults = defaults_from_meta(universe.meta_values())
     return compiled_book(
         version=version or book_version_for(universe), defaults=defaults, macros=macros,
         loader=lambda: [spec_from_entry(e) for e in universe.lore_entries.defer("extensions").order_by("pk")],

@@ -273,7 +273,7 @@ def next_turn_context(*, game_save, params: ContextParams, record_source: str | 
     universe's meta rows when the caller has read them already (the narrator's budget comes from them).
     """
     if universe_meta is None:
-        universe_meta = dict(game_save.universe.meta.values_list("key", "value"))  # read once for the whole context
+        universe_meta = game_save.universe.meta_values()  # read once for the whole context
     context = build_memory_context(
         game_save=game_save,
         query_text=params.query_text,
@@ -332,7 +332,7 @@ def build_memory_context(
     )
     candidates: list[ContextItem] = []
     if universe_meta is None:
-        universe_meta = dict(game_save.universe.meta.values_list("key", "value"))
+        universe_meta = game_save.universe.meta_values()
     meta = play_meta(universe=game_save.universe, save=game_save, universe_meta=universe_meta)
     t0 = time.perf_counter()
     # Lore keys are matched with nobody in focus (`lore_macros_for`'s rule).

@@ -187,12 +187,15 @@ def play_meta(*, universe, save=None, universe_meta: Mapping[str, str] | None = 
     `universe_meta`: the universe's meta already read by the caller (then nothing is queried).
     """
     if universe_meta is None:
-        universe_meta = dict(universe.meta.values_list("key", "value"))
+        universe_meta = universe.meta_values()
     meta = {str(k): str(v) for k, v in ((save.meta or {}) if save is not None else {}).items()}
     meta.update({str(k): str(v) for k, v in universe_meta.items()})
     return meta
 
 
-def macro_names(*, universe, save=None, focus: Iterable[str] = ()) -> MacroNames:
-    """Return who `{{user}}` and `{{char}}` are in `universe` (as played in `save`), `focus` in scene."""
-    return macro_names_from_meta(play_meta(universe=universe, save=save), focus=focus)
+def macro_names(*, universe, save=None, focus: Iterable[str] = (),
+                universe_meta: dict[str, str] | None = None) -> MacroNames:
+    """Return who `{{user}}` and `{{char}}` are in `universe` (as played in `save`), `focus` in scene.
+
+    `universe_meta`: the universe's meta already read by the caller (then nothing is queried)."""
+    return macro_names_from_meta(play_meta(universe=universe, save=save, universe_meta=universe_meta), focus=focus)

@@ -182,7 +182,7 @@ def impersonate(*, game_save: Save, mode: str = "do") -> Impersonation:
     backend = get_llm_backend()
     if backend is None:
         raise NoModelConnected(NO_MODEL)
-    universe_meta = dict(game_save.universe.meta.values_list("key", "value"))  # read once: the meta and the shares
+    universe_meta = game_save.universe.meta_values()  # read once: the meta and the shares
     meta = play_meta(universe=game_save.universe, save=game_save, universe_meta=universe_meta)
     names = macro_names_from_meta(meta)
     recent = _recent_turns_text(game_save, universe_meta=universe_meta, fill=names.fill) or "(the story has not begun)"

@@ -236,7 +236,7 @@ def build_narrator_prompt(*, game_save, player_input: str, config: NarratorConfi
     studio.memory.knowledge.pov). Raise InvalidPlayerInput when the action cannot be used
     (`check_player_input`). The universe's meta is read once: the instructions, the memory budget
     (`narrator_budget`) and the memory context all come from that read."""
-    universe_meta = dict(game_save.universe.meta.values_list("key", "value"))
+    universe_meta = game_save.universe.meta_values()
     meta = narrator_meta(game_save, universe_meta=universe_meta)
     template = meta.get(TEMPLATE_KEY, "").strip()
     params = check_player_input(player_input, config, universe_meta=universe_meta)

@@ -48,7 +48,7 @@ def chapters(request: HttpRequest, save_id: str) -> HttpResponse:
         "rows": rows,
         "band_levels": chapter_band_levels(game_save, rows),
         "open_start": open_chapter_start(game_save),
-        "settings": chapter_settings(universe_meta=dict(game_save.universe.meta.values_list("key", "value"))),
+        "settings": chapter_settings(universe_meta=game_save.universe.meta_values()),
     })
     return render(request, "saves/chapters.html", context)
 

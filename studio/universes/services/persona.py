@@ -38,7 +38,7 @@ def persona_of(*, universe: Universe, meta: Mapping[str, str] | None = None) -> 
 
     `meta`: the universe's meta already read (key -> value), so a page that has it reads no more.
     """
-    return persona_from_meta(dict(universe.meta.values_list("key", "value")) if meta is None else meta)
+    return persona_from_meta(universe.meta_values() if meta is None else meta)
 
 
 def persona_validate(*, name: str, description: str, portrait: bytes | None = None) -> tuple[str, str]:
