@@ -103,6 +103,8 @@ RULES: dict[str, tuple[str, str]] = {
     "saves:narrator_stop": ("-", "player"),
     "saves:turn_undo": ("-", "player"),
     "saves:turn_retry": ("-", "player"),
+    "saves:turn_swipe": ("-", "player"),
+    "saves:draft_restore": ("-", "player"),
     "saves:play_settings": ("member", "player"),
     "saves:chapters": ("member", "-"),
     "saves:chapter_close": ("-", "player"),

@@ -147,3 +147,48 @@ def attach_turn_chunks(*, game_save: Save, turns: list[TimelineTurn]) -> None:
         )
     for turn in turns:
         turn.chunks = sorted(by_turn.get(turn.turn_id, []), key=lambda chunk: chunk["part"])
+
+
+STORY_TURNS = 12  # the Console's story shows the last turns; "Show earlier turns" adds STORY_TURNS_MORE
+STORY_TURNS_MORE = 20
+STORY_TURNS_MAX = 200
+
+
+@dataclass
+class StoryTurn:
+    """One turn as the story view shows it, with the quiet headings that come before it."""
+
+    event: Event
+    chapter: int | None = None  # the number of the chapter that starts at this turn
+    chapter_open: bool = False  # that chapter is the open one
+    story_time: str = ""  # the turn's story time, when it differs from the turn before's
+
+
+def story_turns(*, game_save: Save, limit: int = STORY_TURNS, open_start: int | None = None) -> list[StoryTurn]:
+    """Return the save's last `limit` turns, oldest first, with chapter starts and story times (four queries).
+
+    `open_start`: the open chapter's first turn when the caller has it (`open_chapter`).
+    """
+    from studio.memory.chapters.models import Chapter
+    from studio.memory.chapters.story_time import story_times
+
+    events = list(reversed(game_save.events.order_by("-turn_id")[: max(1, limit)]))
+    if not events:
+        return []
+    first, last = events[0].turn_id, events[-1].turn_id
+    chapters = Chapter.objects.filter(game_save_id=game_save.pk, level=0)
+    before = chapters.filter(first_turn__lt=first).count()
+    starts = list(chapters.filter(first_turn__gte=first, first_turn__lte=last).order_by("first_turn").values_list("first_turn", flat=True))
+    numbers = {turn: before + index for index, turn in enumerate(starts, start=1)}
+    if open_start is None:
+        open_start = (chapters.order_by("-last_turn").values_list("last_turn", flat=True).first() or 0) + 1
+    if first <= open_start <= last:
+        numbers[open_start] = before + len(starts) + 1
+    times = story_times(game_save, [first - 1] + [e.turn_id for e in events])
+    out, previous = [], times.get(first - 1, "")
+    for event in events:
+        time = times.get(event.turn_id, "")
+        out.append(StoryTurn(event=event, chapter=numbers.get(event.turn_id), chapter_open=event.turn_id == open_start,
+                             story_time=time if time and time != previous else ""))
+        previous = time or previous
+    return out

@@ -124,18 +124,21 @@ def turn_append(
     return event
 
 
-def turn_update_narrative(*, game_save: Save, turn_id: int, narrative: str) -> Event:
+def turn_update_narrative(*, game_save: Save, turn_id: int, narrative: str, edited: bool = True) -> Event:
     """Replace a turn's narrative; re-embed it and, in living mode, re-extract it.
 
     The re-embedding goes through `VectorMemory.update_turn_narrative` (old chunks of the
     turn deleted, the new text embedded); the re-extraction first removes what the old text
     produced for that turn (see `studio.memory.pipeline.living.forget_turn_outputs`).
+    `edited`: the text is the playtester's own (the turn is marked edited, `Event.edited_at`);
+    False when it is one of the narrator's alternatives chosen by a swipe (the mark goes).
     """
     with transaction.atomic():
         locked = Save.objects.select_for_update().get(pk=game_save.pk)
         event = Event.objects.select_for_update().get(game_save=locked, turn_id=turn_id)
         event.narrative = narrative or ""
-        event.save(update_fields=["narrative"])
+        event.edited_at = timezone.now() if edited else None
+        event.save(update_fields=["narrative", "edited_at"])
         Save.objects.filter(pk=locked.pk).update(updated_at=timezone.now())
         jobs.enqueue_turn(game_save=locked, turn_id=turn_id, reextract=True, event_id=event.pk)
     event.game_save = game_save

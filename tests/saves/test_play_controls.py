@@ -228,7 +228,7 @@ def test_the_opening_offers_the_cards_greetings_and_accepts_one(tester, carded_s
     texts = list(draft.alternatives.values_list("text", flat=True))
     assert texts == ["Mira looks up at Wren. \u201cYou're late.\u201d", "The ledger slams shut as Wren comes in.",
                      "Rain. Mira does not look up."]
-    assert "Alternative 3" in html and "Accept as turn 1" in html
+    assert 'id="draft-swipe-count" aria-live="polite">1/3' in html and "Accept as turn 1" in html
     tester.post(url("narrator_choose", carded_save, draft.pk), {"number": 2}, **HX)
     tester.post(url("narrator_accept", carded_save, draft.pk), {"number": 2}, **HX)
     event = Event.objects.get(game_save=carded_save, turn_id=1)

@@ -36,7 +36,7 @@ def narrator_panel_context(*, game_save: Save, draft=None) -> dict:
     alternatives = list(draft.alternatives.all()) if draft is not None else []
     chosen = next((a for a in alternatives if a.number == draft.chosen_number), alternatives[-1] if alternatives else None)
     from studio.saves.narrator.authors_note import note_of
-    from studio.saves.narrator.play import MODE_HELP, MODES, card_greetings
+    from studio.saves.narrator.play import MODE_HELP, MODES, card_greetings, set_aside_drafts
 
     note, depth = note_of(game_save)
     return {
@@ -50,7 +50,19 @@ def narrator_panel_context(*, game_save: Save, draft=None) -> dict:
         "input_modes": [(value, label, MODE_HELP[value]) for value, label in MODES],
         "authors_note": note,
         "authors_note_depth": depth,
+        "set_aside": set_aside_drafts(game_save=game_save),
+        "draft_swipes": _draft_swipes(alternatives, chosen),
     }
+
+
+def _draft_swipes(alternatives, chosen) -> dict:
+    """The draft's arrows: the chosen alternative's place among them, the numbers before and after it."""
+    numbers = [a.number for a in alternatives]
+    if chosen is None or chosen.number not in numbers:
+        return {"position": 0, "previous": None, "next": None}
+    index = numbers.index(chosen.number)
+    return {"position": index + 1, "previous": numbers[index - 1] if index else None,
+            "next": numbers[index + 1] if index + 1 < len(numbers) else None}
 
 
 def last_turn_alternatives(*, game_save: Save) -> int:

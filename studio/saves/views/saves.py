@@ -11,11 +11,16 @@ from studio.roles import is_playtester
 from studio.saves.forms import SaveCreateForm, TurnAppendForm, default_save_name
 from studio.saves.models import Save
 from studio.saves.narrator.selectors import llm_connected, narrator_panel_context
-from studio.saves.selectors import recent_events, save_list_with_counts
+from studio.saves.selectors import (
+    STORY_TURNS,
+    STORY_TURNS_MAX,
+    STORY_TURNS_MORE,
+    recent_events,
+    save_list_with_counts,
+    story_turns,
+)
 from studio.saves.access import Access, require, save_for
 from studio.universes.selectors import universe_list_for_user
-
-CONSOLE_RECENT_TURNS = 5
 
 
 def save_page_context(request: HttpRequest, game_save: Save, tab: str) -> dict:
@@ -75,16 +80,32 @@ def console_chapter(game_save: Save) -> dict:
     return {"number": number, "open_start": open_start}
 
 
+def story_limit(request: HttpRequest) -> int:
+    """How many turns the story view shows: `?turns=N` (the "Show earlier turns" link), else STORY_TURNS."""
+    value = (request.GET.get("turns") or request.POST.get("turns") or "").strip()
+    return min(int(value), STORY_TURNS_MAX) if value.isdigit() and int(value) > 0 else STORY_TURNS
+
+
 def _console_context(request: HttpRequest, game_save: Save, form: TurnAppendForm | None = None) -> dict:
+    from studio.saves.narrator.play import last_turn_swipes
+
     context = save_page_context(request, game_save, "console")
+    # The open chapter and its Close button (the card's own partial, console.html#chapter).
+    context["chapter"] = console_chapter(game_save)
+    limit = story_limit(request)
+    story = story_turns(game_save=game_save, limit=limit, open_start=context["chapter"]["open_start"])
+    earlier = story[0].event.turn_id - 1 if story else 0
     context.update(
         {
             "form": form or TurnAppendForm(),
-            "recent": recent_events(game_save=game_save, limit=CONSOLE_RECENT_TURNS),
+            "story": story,
+            "recent": [item.event for item in story],
+            "earlier_turns": earlier,
+            "more_turns": min(limit + STORY_TURNS_MORE, STORY_TURNS_MAX) if earlier else None,
+            "story_limit": limit,
+            "swipes": last_turn_swipes(game_save=game_save, event=story[-1].event if story else None),
         }
     )
-    # The open chapter and its Close button (the card's own partial, console.html#chapter).
-    context["chapter"] = console_chapter(game_save)
     # The narrator panel (its own partial, saves/narrator/panel.html).
     context.update(narrator_panel_context(game_save=game_save))
     # An action handed back by Undo or written by Impersonate (no-JavaScript path: kept in the session).
