@@ -13,8 +13,7 @@
 //   the player is at the end already.
 (function () {
   "use strict";
-  var control = null;
-  var keptText = null;
+  var sends = 0;  // how many times the action box was sent: text kept before a send is never put back after it
 
   function actionBox() {
     return document.getElementById("narrate-input") || document.querySelector("#append-form textarea, #append-form input[type=text]");
@@ -33,12 +32,7 @@
     if (end && end.scrollIntoView) end.scrollIntoView({ block: "end" });
   }
 
-  function focusLost() {
-    var active = document.activeElement;
-    return !active || active === document.body || !document.body.contains(active);
-  }
-
-  function focusAfterSwap() {
+  function focusAfterSwap(control) {
     var target = null;
     if (control && control.getAttribute("data-focus") === "self" && control.id) {
       var again = document.getElementById(control.id);
@@ -68,21 +62,35 @@
   }
 
   document.addEventListener("htmx:beforeRequest", function (event) {
-    if (!playSwap(event.detail.target)) return;
+    if (!playSwap(event.detail.target) || !event.detail.xhr) return;
     var trigger = event.detail.requestConfig && event.detail.requestConfig.triggeringEvent;
-    control = (trigger && trigger.submitter) || document.activeElement || event.detail.elt;
+    event.detail.xhr.playControl = (trigger && trigger.submitter) || document.activeElement || event.detail.elt;
     var box = document.getElementById("narrate-input");
-    keptText = box && event.detail.elt !== box.form ? box.value : null;
+    if (box && event.detail.elt === box.form) sends += 1;
+    else if (box) event.detail.xhr.playKept = { text: box.value, sends: sends };
   });
 
-  document.addEventListener("htmx:afterSettle", function (event) {
-    if (!playSwap(event.detail.target)) return;
+  // Sending the action accepts the draft above it: with the text of its "Edit before accepting" box.
+  document.addEventListener("htmx:configRequest", function (event) {
+    var form = event.detail.elt;
+    var edited = document.getElementById("narrator-narrative");
+    if (!form || form.id !== "narrate-form" || !edited || !form.querySelector("[name=accept_draft]")) return;
+    event.detail.parameters.narrative = edited.value;
+  });
+
+  // After the swap (htmx has put the focus back on an element of the same id, if it could): the
+  // control's own rule, unless the player has put the focus somewhere else meanwhile.
+  document.addEventListener("htmx:afterSwap", function (event) {
+    if (!playSwap(event.detail.target) || !event.detail.xhr) return;
+    var xhr = event.detail.xhr;
     var box = document.getElementById("narrate-input");
-    if (box && keptText && !box.value) box.value = keptText;
-    keptText = null;
-    if (focusLost()) focusAfterSwap();
+    var kept = xhr.playKept;
+    if (box && kept && kept.text && kept.sends === sends && !box.value) box.value = kept.text;
+    var control = xhr.playControl;
+    var active = document.activeElement;
+    var lost = !active || active === document.body || !document.body.contains(active);
+    if (lost || (control && active.id && active.id === control.id)) focusAfterSwap(control);
     if (control && control.form && control.form.id === "narrate-form") showEnd();
-    control = null;
   });
 
   window.addEventListener("narrator:text", function () {
@@ -91,6 +99,9 @@
 
   document.addEventListener("DOMContentLoaded", function () {
     if (!document.getElementById("console")) return;
+    // New controls answer at once: htmx binds swapped content when it settles, and a quick second
+    // press of an arrow must not find it unbound (it would post the plain form and reload the page).
+    if (window.htmx) window.htmx.config.defaultSettleDelay = 0;
     showEnd();
     var box = actionBox();
     if (box && box.id === "narrate-input") box.focus({ preventScroll: true });
