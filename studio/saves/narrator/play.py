@@ -3,9 +3,10 @@
 - `shape_action`: the Do / Say / Story input modes (AI Dungeon's): "Do" makes "open the
   door" the action "You open the door.", "Say" makes "hello" `You say: "hello"`, "Story"
   passes the text as written (a line of story the narrator continues from).
-- `card_greetings` / `opening_draft_create`: the opening turn from the universe's Character
-  Card: its first message and alternate greetings become the alternatives of a draft for
-  turn 1 (macros filled), with no model call; the player chooses one and accepts it.
+- `opening_greetings` / `opening_draft_create`: the opening turn from the universe's opening
+  (`universes/opening.py`: its first message and alternate greetings), else from its imported
+  Character Card's: they become the alternatives of a draft for turn 1 (macros filled), with
+  no model call; the player chooses one and accepts it (or picks one on the new-save form).
 - `narrator_continue`: a new alternative that extends the chosen one (done, or stopped
   with text): streamed like any other, its text is the old text plus what the model adds.
 - `impersonate`: the model writes the player's next action (nothing is stored but the call log).
@@ -45,6 +46,7 @@ MODE_HELP = {
     "story": "A line of story, as written; the narrator continues from it.",
 }
 CARD_SOURCE = "character card"
+OPENING_SOURCE = "the universe's opening"
 HAND_SOURCE = "as the turn was"
 IMPERSONATE_INSTRUCTIONS = (
     "You write the player's next action in an interactive story. The player character (\"you\") is {name}. "
@@ -80,6 +82,29 @@ def shape_action(text: str, mode: str) -> str:
 # -- the opening turn ----------------------------------------------------------------------------
 
 
+def opening_greetings(*, game_save: Save) -> list[str]:
+    """Return the greetings a save can open with, macros filled: the universe's own opening, else its card's."""
+    from studio.memory.recall.macros import macro_names
+    from studio.saves.narrator.prompt import narrator_meta
+    from studio.universes.opening import opening_from_meta
+
+    own = opening_from_meta(narrator_meta(game_save)).greetings
+    if not own:
+        return card_greetings(game_save=game_save)
+    names = macro_names(universe=game_save.universe, save=game_save)
+    return [names.fill(g.strip()) for g in own]
+
+
+def opening_source(*, game_save: Save) -> str:
+    """Where the opening comes from: "opening" (the universe's own), "card", or "" (none)."""
+    from studio.saves.narrator.prompt import narrator_meta
+    from studio.universes.opening import opening_from_meta
+
+    if opening_from_meta(narrator_meta(game_save)).greetings:
+        return OPENING_SOURCE
+    return CARD_SOURCE if card_greetings(game_save=game_save) else ""
+
+
 def card_greetings(*, game_save: Save) -> list[str]:
     """Return the universe's card's first message then its alternate greetings, macros filled ([] without a card)."""
     import json
@@ -110,9 +135,11 @@ def card_greetings(*, game_save: Save) -> list[str]:
 
 def opening_draft_create(*, game_save: Save) -> NarratorDraft:
     """Open a draft for turn 1 whose alternatives are the card's greetings (done, no model call)."""
-    greetings = card_greetings(game_save=game_save)
+    greetings = opening_greetings(game_save=game_save)
     if not greetings:
-        raise PlayError("This universe has no Character Card with a first message: narrate or write turn 1 instead.")
+        raise PlayError("This universe has no opening (a first message on its Metadata page, or an imported Character "
+                        "Card's): narrate or write turn 1 instead.")
+    source = opening_source(game_save=game_save)
     with transaction.atomic():
         locked = Save.objects.select_for_update().get(pk=game_save.pk)
         if locked.current_turn != 0:
@@ -120,7 +147,7 @@ def opening_draft_create(*, game_save: Save) -> NarratorDraft:
         NarratorDraft.objects.filter(game_save=locked, status=DraftStatus.OPEN).update(status=DraftStatus.DISCARDED)
         draft = NarratorDraft.objects.create(game_save=locked, turn_id=1, player_input="")
         NarratorAlternative.objects.bulk_create([
-            NarratorAlternative(draft=draft, number=n, status=AlternativeStatus.DONE, text=text, model=CARD_SOURCE)
+            NarratorAlternative(draft=draft, number=n, status=AlternativeStatus.DONE, text=text, model=source)
             for n, text in enumerate(greetings, start=1)
         ])
     return draft
@@ -414,11 +441,11 @@ def opening_accept(*, game_save: Save, number: int = 1):
     """
     from studio.saves.services import turn_append
 
-    greetings = card_greetings(game_save=game_save)
+    greetings = opening_greetings(game_save=game_save)
     if not greetings:
-        raise PlayError("This universe has no Character Card with a first message.")
+        raise PlayError("This universe has no opening: no first message, and no Character Card with one.")
     if not 1 <= number <= len(greetings):
-        raise NoSuchGreeting(f"The card has {counted(len(greetings), 'greeting')}; there is no {number}.")
+        raise NoSuchGreeting(f"The opening has {counted(len(greetings), 'greeting')}; there is no {number}.")
     if game_save.current_turn != 0:
         raise PlayError(f"The opening is turn 1; this save is already at turn {game_save.current_turn}.")
     return turn_append(game_save=game_save, player_input="", narrative=greetings[number - 1], expected_turn_id=1)

@@ -36,7 +36,7 @@ def narrator_panel_context(*, game_save: Save, draft=None) -> dict:
     alternatives = list(draft.alternatives.all()) if draft is not None else []
     chosen = next((a for a in alternatives if a.number == draft.chosen_number), alternatives[-1] if alternatives else None)
     from studio.saves.narrator.authors_note import note_of
-    from studio.saves.narrator.play import MODE_HELP, MODES, card_greetings, set_aside_drafts
+    from studio.saves.narrator.play import MODE_HELP, MODES, opening_greetings, set_aside_drafts
 
     note, depth = note_of(game_save)
     return {
@@ -45,7 +45,7 @@ def narrator_panel_context(*, game_save: Save, draft=None) -> dict:
         "chosen": chosen,
         "llm_connected": llm_connected(),
         "spend_paused": spend_pause_note(game_save=game_save) if llm_connected() else "",
-        "greetings": card_greetings(game_save=game_save) if game_save.current_turn == 0 and draft is None else [],
+        "greetings": opening_greetings(game_save=game_save) if game_save.current_turn == 0 and draft is None else [],
         "last_alternatives": last_turn_alternatives(game_save=game_save),
         "input_modes": [(value, label, MODE_HELP[value]) for value, label in MODES],
         "authors_note": note,
