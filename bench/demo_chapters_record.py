@@ -170,7 +170,7 @@ def record_classic(args, upstream: str) -> int:
         document = {"format": "axiom-demo-chapters", "format_version": 1, "save_id": game_save.save_id,
                     "turns": game_save.current_turn,
                     "items": [{name: getattr(row, name) for name in COPIED_FIELDS} for row in rows]}
-        provenance = {"save_id": game_save.save_id, "chapters": chapters_block(
+        provenance = {"save_id": game_save.save_id, "model": args.model_name, "chapters": chapters_block(
             args, started_at=started_at, settings_seen=settings_seen, meta=meta, rows=rows, report=report, calls=calls,
             exchanges=len(exchanges), pipeline="chapter_after_turn replayed over the 48 turns of save.jsonl (as "
             "turn_append calls it) -> SUMMARIZE_CHAPTER jobs, run inline")}

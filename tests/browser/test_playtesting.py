@@ -22,7 +22,7 @@ def test_append_a_turn(logged_in_page, playtester, played):
     page.wait_for_selector("text=Turn 4 appended")
     assert page.locator("#console-turns li[data-turn='4']").inner_text().count("twelve silver crowns") == 1
     assert page.locator("#save-current-turn").inner_text() == "4"  # the header, updated out of band
-    assert page.get_by_text("Play turn 5").is_visible()
+    assert page.get_by_role("heading", name="Write turn 5 by hand").is_visible()
     played.refresh_from_db()
     assert played.current_turn == 4
     assert Event.objects.get(game_save=played, turn_id=4).player_input == "I pay Mira back."
