@@ -173,3 +173,34 @@ def test_at_phone_width_the_action_box_is_in_the_first_screen_of_a_long_save(pho
     tabs = phone_page.locator("nav.tabs .tab-groups").bounding_box()
     assert tabs["height"] < 60  # the four groups fit one row
     assert axe(phone_page) == []
+
+
+def test_an_opening_chosen_from_alternate_greetings_on_a_universe_without_a_card(logged_in_page, author, universe, axe,
+                                                                                 settings):
+    from django.contrib.auth.models import Group
+
+    from studio.roles import PLAYTESTERS
+    from studio.saves.models import Save
+
+    settings.AXIOM_LLM_BASE_URL = ""  # the opening needs no model
+    author.groups.add(Group.objects.get_or_create(name=PLAYTESTERS)[0])
+    assert not universe.meta.filter(key="character_card").exists()
+    page = logged_in_page(author)
+    page.goto(f"/universes/{universe.slug}/meta/")
+    page.fill("#opening-form textarea[name=first_message]", "Rain on the quay. {{user}} waits for the ferry.")
+    page.fill("#opening-form textarea[name=alternate_greetings]", "The ledger slams shut.\n---\nA bell rings twice across the water.")
+    page.click("#opening-form button[type=submit]")
+    expect(page.locator("#opening")).to_contain_text("Saved the opening: the first message and 2 alternate greetings.")
+
+    page.goto(f"/saves/new/?universe={universe.slug}")
+    options = page.locator("#create-opening .opening-option")
+    expect(options).to_have_count(4)
+    expect(options.nth(3)).to_contain_text("A bell rings twice across the water.")
+    assert axe(page) == []
+    options.nth(3).locator("input").check()
+    page.click("#create-form button[type=submit]:not([name=preview])")
+    page.wait_for_url(lambda url: "/saves/new/" not in url)
+    game_save = Save.objects.get(universe=universe)
+    expect(page.locator("#console-turns li[data-turn='1'] .prose")).to_have_text("A bell rings twice across the water.")
+    expect(page.locator("#save-current-turn")).to_have_text("1")
+    assert game_save.current_turn == 1

@@ -84,36 +84,49 @@ def shape_action(text: str, mode: str) -> str:
 
 def opening_greetings(*, game_save: Save) -> list[str]:
     """Return the greetings a save can open with, macros filled: the universe's own opening, else its card's."""
-    from studio.memory.recall.macros import macro_names
     from studio.saves.narrator.prompt import narrator_meta
+
+    return universe_greetings(universe=game_save.universe, meta=narrator_meta(game_save))[1]
+
+
+def universe_greetings(*, universe, meta: dict[str, str] | None = None) -> tuple[str, list[str]]:
+    """Return (source, greetings) a story of `universe` opens with, macros filled as play fills them.
+
+    The universe's own opening (`universes/opening.py`) when it has a first message, else its
+    imported Character Card's first message and alternate greetings; ("", []) without either.
+    `meta`: what play reads (the save's `narrator_meta`; default: the universe's meta). The new-save
+    form numbers its choices with this, so greeting N there is greeting N of `opening_accept`.
+    """
+    from studio.memory.recall.macros import macro_names_from_meta
     from studio.universes.opening import opening_from_meta
 
-    own = opening_from_meta(narrator_meta(game_save)).greetings
-    if not own:
-        return card_greetings(game_save=game_save)
-    names = macro_names(universe=game_save.universe, save=game_save)
-    return [names.fill(g.strip()) for g in own]
-
-
-def opening_source(*, game_save: Save) -> str:
-    """Where the opening comes from: "opening" (the universe's own), "card", or "" (none)."""
-    from studio.saves.narrator.prompt import narrator_meta
-    from studio.universes.opening import opening_from_meta
-
-    if opening_from_meta(narrator_meta(game_save)).greetings:
-        return OPENING_SOURCE
-    return CARD_SOURCE if card_greetings(game_save=game_save) else ""
+    meta = universe.meta_values() if meta is None else meta
+    source, greetings = OPENING_SOURCE, opening_from_meta(meta).greetings
+    if not greetings:
+        source, greetings = CARD_SOURCE, _card_greetings(universe=universe, meta=meta)
+    if not greetings:
+        return "", []
+    names = macro_names_from_meta(meta)
+    return source, [names.fill(g.strip()) for g in greetings]
 
 
 def card_greetings(*, game_save: Save) -> list[str]:
     """Return the universe's card's first message then its alternate greetings, macros filled ([] without a card)."""
-    import json
-
-    from studio.memory.recall.macros import CHARACTER_CARD_META, macro_names
+    from studio.memory.recall.macros import macro_names_from_meta
     from studio.saves.narrator.prompt import narrator_meta
-    from studio.universes.models import LoreEntry
 
     meta = narrator_meta(game_save)
+    names = macro_names_from_meta(meta)
+    return [names.fill(g.strip()) for g in _card_greetings(universe=game_save.universe, meta=meta)]
+
+
+def _card_greetings(*, universe, meta: dict[str, str]) -> list[str]:
+    """The card's first message then its alternate greetings, as written ([] without a card)."""
+    import json
+
+    from studio.memory.recall.macros import CHARACTER_CARD_META
+    from studio.universes.models import LoreEntry
+
     try:
         card = json.loads(meta.get(CHARACTER_CARD_META) or "")
     except (TypeError, ValueError):
@@ -123,23 +136,23 @@ def card_greetings(*, game_save: Save) -> list[str]:
     data = None
     entry_id = card.get("entry_id")
     if isinstance(entry_id, str):
-        entry = LoreEntry.objects.filter(universe=game_save.universe, entry_id=entry_id).first()
+        entry = LoreEntry.objects.filter(universe=universe, entry_id=entry_id).first()
         extension = (entry.extensions or {}).get("character_card") if entry is not None else None
         data = extension.get("data") if isinstance(extension, dict) else None
     if not isinstance(data, dict):
         data = card.get("data") if isinstance(card.get("data"), dict) else card  # older universes: the whole card
     greetings = [data.get("first_mes")] + list(data.get("alternate_greetings") or [])
-    names = macro_names(universe=game_save.universe, save=game_save)
-    return [names.fill(g.strip()) for g in greetings if isinstance(g, str) and g.strip()]
+    return [g.strip() for g in greetings if isinstance(g, str) and g.strip()]
 
 
 def opening_draft_create(*, game_save: Save) -> NarratorDraft:
     """Open a draft for turn 1 whose alternatives are the card's greetings (done, no model call)."""
-    greetings = opening_greetings(game_save=game_save)
+    from studio.saves.narrator.prompt import narrator_meta
+
+    source, greetings = universe_greetings(universe=game_save.universe, meta=narrator_meta(game_save))
     if not greetings:
         raise PlayError("This universe has no opening (a first message on its Metadata page, or an imported Character "
                         "Card's): narrate or write turn 1 instead.")
-    source = opening_source(game_save=game_save)
     with transaction.atomic():
         locked = Save.objects.select_for_update().get(pk=game_save.pk)
         if locked.current_turn != 0:

@@ -19,7 +19,7 @@ from studio.saves.selectors import (
     save_list_with_counts,
     story_turns,
 )
-from studio.saves.access import Access, require, save_for
+from studio.saves.access import Access, may, require, save_for
 from studio.universes.selectors import universe_list_for_user
 
 
@@ -46,32 +46,98 @@ def save_list(request: HttpRequest) -> HttpResponse:
     return render(request, template, context)
 
 
+def _chosen_universe(universes, value: str):
+    """The universe a create form names: by slug (a universe's New save link) or by pk (its select)."""
+    value = (value or "").strip()
+    if not value:
+        return None
+    found = universes.filter(slug=value).first()
+    if found is None and value.isdigit():
+        found = universes.filter(pk=int(value)).first()
+    return found
+
+
+def _create_form(request: HttpRequest, universes, universe, data=None, files=None, initial=None) -> SaveCreateForm:
+    """The new-save form for `universe`: its persona (editable by its authors) and its opening's greetings."""
+    from studio.saves.narrator.play import universe_greetings
+    from studio.universes.services import persona_of
+
+    greetings = universe_greetings(universe=universe)[1] if universe is not None else []
+    return SaveCreateForm(data, files, universes=universes, llm_connected=llm_connected(), greetings=greetings,
+                          persona=persona_of(universe=universe) if universe is not None else None,
+                          edit_persona=universe is not None and may(request.user, Access.EDIT),
+                          initial=initial or {})
+
+
 @require_http_methods(["GET", "POST"])
 def save_create(request: HttpRequest) -> HttpResponse:
+    """The new-save form: universe, name, memory mode; the universe's persona and the opening to start from.
+
+    A GET with `?universe=` (slug or pk) shows that universe's persona and greetings (the select
+    asks for them again with htmx when it changes; without JavaScript, "Show its persona and
+    opening"). Creating writes the persona when an author changed it, the save, and turn 1 from
+    the chosen greeting (`play.opening_accept`), then opens the Console.
+    """
     require(request.user, Access.PLAY)
     universes = universe_list_for_user(user=request.user).order_by("name")
-    if request.method == "POST":
-        form = SaveCreateForm(request.POST, universes=universes, llm_connected=llm_connected())
+    if request.method == "POST" and "preview" not in request.POST:
+        universe = _chosen_universe(universes, request.POST.get("universe", ""))
+        form = _create_form(request, universes, universe, request.POST, request.FILES)
         if form.is_valid():
-            from studio.saves.services import save_create as create
-
-            game_save = create(
-                universe=form.cleaned_data["universe"],
-                name=form.cleaned_data["name"],
-                memory_mode=form.cleaned_data["memory_mode"],
-                beliefs_enabled=form.cleaned_data["beliefs_enabled"],
-            )
-            messages.success(request, f"Save “{game_save.name}” created.")
-            return redirect("saves:detail", save_id=game_save.save_id)
+            game_save = _create_from(request, form)
+            if game_save is not None:
+                return redirect("saves:detail", save_id=game_save.save_id)
     else:
+        values = request.POST if request.method == "POST" else request.GET
+        universe = _chosen_universe(universes, values.get("universe", ""))
         initial = {}
-        slug = request.GET.get("universe", "").strip()
-        universe = universes.filter(slug=slug).first() if slug else None
         if universe is not None:  # from the universe's New save: one click more to play
-            initial.update(universe=universe, name=default_save_name(universe))
-        form = SaveCreateForm(universes=universes, initial=initial, llm_connected=llm_connected())
+            initial.update(universe=universe, name=values.get("name") or default_save_name(universe))
+        form = _create_form(request, universes, universe, initial=initial)
     template = "saves/create.html#create-form" if request.htmx else "saves/create.html"
-    return render(request, template, {"form": form})
+    return render(request, template, {"form": form, "universe": universe,
+                                      "persona": _persona_shown(universe)})
+
+
+def _persona_shown(universe):
+    from studio.universes.services import persona_of
+
+    return persona_of(universe=universe) if universe is not None else None
+
+
+def _create_from(request: HttpRequest, form: SaveCreateForm):
+    """Write what a valid form asks for; return the save, or None with the problem added to the form."""
+    from django.core.exceptions import ValidationError
+
+    from studio.saves.narrator.play import PlayError, opening_accept
+    from studio.saves.services import save_create as create
+    from studio.universes.services import persona_of, persona_set
+
+    data = form.cleaned_data
+    universe = data["universe"]
+    if "persona_name" in form.fields:
+        current = persona_of(universe=universe)
+        portrait = data.get("persona_portrait")
+        changed = (data["persona_name"].strip(), data["persona_description"].strip()) != (current.name, current.description)
+        if changed or portrait is not None:
+            try:
+                persona_set(universe=universe, name=data["persona_name"], description=data["persona_description"],
+                            portrait=portrait.read() if portrait is not None else None)
+            except ValidationError as exc:
+                for name, problems in exc.message_dict.items():
+                    form.add_error(f"persona_{name}" if f"persona_{name}" in form.fields else None, problems)
+                return None
+    game_save = create(universe=universe, name=data["name"], memory_mode=data["memory_mode"],
+                       beliefs_enabled=data["beliefs_enabled"])
+    messages.success(request, f"Save “{game_save.name}” created.")
+    if data.get("opening"):
+        try:
+            opening_accept(game_save=game_save, number=int(data["opening"]))
+        except PlayError as exc:
+            messages.error(request, f"The opening was not appended: {exc}")
+        else:
+            messages.info(request, f"Turn 1 is greeting {data['opening']} of the opening.")
+    return game_save
 
 
 def console_chapter(game_save: Save) -> dict:
