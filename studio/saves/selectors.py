@@ -192,3 +192,37 @@ def story_turns(*, game_save: Save, limit: int = STORY_TURNS, open_start: int | 
                              story_time=time if time and time != previous else ""))
         previous = time or previous
     return out
+
+
+def turn_llm_calls(*, game_save: Save, turn) -> tuple[list, list]:
+    """Return the LLM calls of a turn's jobs: (those of the turn as it is, those of earlier versions of it).
+
+    An Undo, a Retry or a rewind drops a turn and its number is played again: the old version's
+    jobs stay in the ledger (on their timeline generation), and their calls are listed apart,
+    each with `version` (1 = the first version of the turn number). Two queries.
+    """
+    from studio.memory.jobs.timeline import EVENT_KEY, job_is_for_event
+    from studio.memory.models import LLMCall
+
+    event = {"pk": turn.event.pk, "created_at": turn.event.created_at}
+    calls = list(LLMCall.objects.filter(job__game_save=game_save, job__turn_id=turn.turn_id)
+                 .select_related("job").order_by("created_at", "id"))
+    current = [call for call in calls if job_is_for_event(call.job, event)]
+    earlier = [call for call in calls if not job_is_for_event(call.job, event)]
+    versions: dict = {}
+    for call in earlier:  # each dropped version of the turn: its Event (or, unrecorded, its generation)
+        key = (call.job.payload or {}).get(EVENT_KEY) or f"generation {call.job.timeline_generation}"
+        call.version = versions.setdefault(key, len(versions) + 1)
+    return current, earlier
+
+
+REWIND_TURNS_SHOWN = 30  # the rewind preview lists at most this many of the turns it removes (newest first)
+
+
+def turns_removed_by(*, game_save: Save, target_turn: int, limit: int = REWIND_TURNS_SHOWN) -> list[Event]:
+    """Return the turns a rewind to `target_turn` removes, newest first, at most `limit` (one query).
+
+    Only the columns the preview shows; its first lines come from the narrative's start.
+    """
+    return list(game_save.events.filter(turn_id__gt=target_turn).order_by("-turn_id")
+                .only("turn_id", "player_input", "narrative", "edited_at")[:limit])
