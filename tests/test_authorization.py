@@ -49,6 +49,7 @@ RULES: dict[str, tuple[str, str]] = {
     "universes:meta_edit": ("author", "-"),
     "universes:meta_delete": ("-", "author"),
     "universes:persona_save": ("-", "author"),
+    "universes:opening_save": ("-", "author"),
     "universes:persona_portrait": ("member", "-"),
     "universes:missions": ("member", "-"),
     "universes:missions_universe": ("-", "author"),

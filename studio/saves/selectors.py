@@ -226,3 +226,32 @@ def turns_removed_by(*, game_save: Save, target_turn: int, limit: int = REWIND_T
     """
     return list(game_save.events.filter(turn_id__gt=target_turn).order_by("-turn_id")
                 .only("turn_id", "player_input", "narrative", "edited_at")[:limit])
+
+
+@dataclass
+class LoreLine:
+    """What the Lore Book brought into one turn: the entries that activated, and which came by recursion."""
+
+    turn: int
+    entries: list  # universes.lore_tester.TesterRow, in the order they activated, each with `via_title`
+    by_recursion: int
+
+
+def turn_lore_line(*, game_save: Save, turn_id: int | None = None) -> LoreLine | None:
+    """Return what activated at turn `turn_id` (default: the last) and why, as the key tester explains it.
+
+    The turn's action with the turns before it, its timed effects and its seed, against the
+    Lore Book as it is now (`universes.lore_tester.lore_key_test`); an entry pulled in by another
+    entry's text says which (`via_entry`: "recursion from entry Y"). None before turn 1.
+    """
+    from studio.universes.lore_tester import lore_key_test
+
+    turn_id = turn_id or game_save.current_turn
+    event = game_save.events.filter(turn_id=turn_id).only("player_input").first()
+    if event is None:
+        return None
+    result = lore_key_test(universe=game_save.universe, text=event.player_input, save=game_save, turn=turn_id)
+    titles = {row.entry_id: row.title for row in result.included + result.considered}
+    for row in result.included:  # the entry whose text brought this one in, by its title
+        row.via_title = titles.get(row.via_entry, row.via_entry)
+    return LoreLine(turn=turn_id, entries=result.included, by_recursion=sum(1 for row in result.included if row.via_entry))

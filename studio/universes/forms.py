@@ -168,7 +168,9 @@ class LoreEntryForm(forms.Form):
     """One lore entry. Links are typed as titles (one per line) and resolved to entries."""
 
     title = forms.CharField(max_length=300)
-    kind = forms.ChoiceField(choices=LoreKind.choices, initial=LoreKind.CONCEPT)
+    # No kind is preselected: a new entry's kind is the author's choice (it decides who can know it,
+    # what a character index reads, how it is filtered), never a silent Concept.
+    kind = forms.ChoiceField(choices=[("", "Choose a kind…"), *LoreKind.choices])
     entry_id = forms.CharField(
         max_length=120, required=False, validators=[validate_slug],
         help_text="Stable id used by links, exports and the engine. Leave empty to derive it from the title.",

@@ -4,6 +4,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from studio.memory.chapters.selectors import open_chapter
@@ -18,6 +19,7 @@ from studio.saves.selectors import (
     recent_events,
     save_list_with_counts,
     story_turns,
+    turn_lore_line,
 )
 from studio.saves.access import Access, may, require, save_for
 from studio.universes.selectors import universe_list_for_user
@@ -63,10 +65,15 @@ def _create_form(request: HttpRequest, universes, universe, data=None, files=Non
     from studio.universes.services import persona_of
 
     greetings = universe_greetings(universe=universe)[1] if universe is not None else []
-    return SaveCreateForm(data, files, universes=universes, llm_connected=llm_connected(), greetings=greetings,
+    form = SaveCreateForm(data, files, universes=universes, llm_connected=llm_connected(), greetings=greetings,
                           persona=persona_of(universe=universe) if universe is not None else None,
                           edit_persona=universe is not None and may(request.user, Access.EDIT),
                           initial=initial or {})
+    # Choosing another universe shows its persona and opening (htmx); without JavaScript, the Show button.
+    form.fields["universe"].widget.attrs.update({
+        "hx-get": reverse("saves:create"), "hx-trigger": "change", "hx-target": "#create-form",
+        "hx-swap": "outerHTML", "hx-include": "#create-form [name=name]"})
+    return form
 
 
 @require_http_methods(["GET", "POST"])
@@ -170,6 +177,7 @@ def _console_context(request: HttpRequest, game_save: Save, form: TurnAppendForm
             "more_turns": min(limit + STORY_TURNS_MORE, STORY_TURNS_MAX) if earlier else None,
             "story_limit": limit,
             "swipes": last_turn_swipes(game_save=game_save, event=story[-1].event if story else None),
+            "lore_line": turn_lore_line(game_save=game_save) if story else None,
         }
     )
     # The narrator panel (its own partial, saves/narrator/panel.html).
