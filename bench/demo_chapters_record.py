@@ -176,11 +176,16 @@ def record_classic(args, upstream: str) -> int:
             "turn_append calls it) -> SUMMARIZE_CHAPTER jobs, run inline")}
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "chapters.json", document)
-    with (out / "llm-exchanges.jsonl").open("w", encoding="utf-8") as fh:
+    return write_recording(out, exchanges=exchanges, provenance=provenance, rows=len(rows), mode="w")
+
+
+def write_recording(out: Path, *, exchanges: list[dict], provenance: dict, rows: int, mode: str) -> int:
+    """Write the exchanges (`mode` "a" appends to a recording's own) and the provenance into `out`."""
+    with (out / "llm-exchanges.jsonl").open(mode, encoding="utf-8") as fh:
         for exchange in exchanges:
             fh.write(json.dumps(exchange, ensure_ascii=False, default=str) + "\n")
     write_json(out / "provenance.json", provenance)
-    print(f"wrote {len(rows)} rows, {len(exchanges)} exchanges into {out}", flush=True)
+    print(f"wrote {rows} rows, {len(exchanges)} exchanges into {out}", flush=True)
     return 0
 
 
@@ -239,12 +244,7 @@ def main() -> int:
             exchanges=len(summary_exchanges), pipeline="chapter_after_turn replayed over the recorded turns (as "
             "turn_append calls it) -> SUMMARIZE_CHAPTER jobs, run inline")
     (out / "save.axiom-save.json").write_bytes(export_bytes)
-    with (out / "llm-exchanges.jsonl").open("a", encoding="utf-8") as fh:
-        for exchange in summary_exchanges:
-            fh.write(json.dumps(exchange, ensure_ascii=False, default=str) + "\n")
-    write_json(out / "provenance.json", provenance)
-    print(f"wrote {len(rows)} rows, {len(summary_exchanges)} exchanges into {out}", flush=True)
-    return 0
+    return write_recording(out, exchanges=summary_exchanges, provenance=provenance, rows=len(rows), mode="a")
 
 
 if __name__ == "__main__":

@@ -132,6 +132,11 @@ def test_context_viewer_explains_each_item(logged_in_page, playtester, played, v
     assert "A patient moneylender." in models.first.inner_text() and "named in the query" in models.first.inner_text()
     assert page.locator("section[data-layer='narrative'] li").count() >= 1
     assert page.locator("li[data-included='no']").count() >= 1  # the budget cut something, and says so
+    # What was cut is folded under one line per layer, after what the narrator reads: open them.
+    folds = page.locator("details.context-cut > summary")
+    assert folds.count() >= 1 and all(text.endswith("cut: show") for text in folds.all_inner_texts())
+    for index in range(folds.count()):
+        folds.nth(index).click()
     # Each left-out item says why: over budget, or already in the prompt (the chapter's turns shown in full).
     cut_texts = page.locator("li[data-included='no']").all_inner_texts()
     assert all("cut: " in text for text in cut_texts), cut_texts

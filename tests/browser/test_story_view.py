@@ -198,7 +198,7 @@ def test_an_opening_chosen_from_alternate_greetings_on_a_universe_without_a_card
     expect(options.nth(3)).to_contain_text("A bell rings twice across the water.")
     assert axe(page) == []
     options.nth(3).locator("input").check()
-    page.click("#create-form button[type=submit]:not([name=preview])")
+    page.click("#create-submit")
     page.wait_for_url(lambda url: "/saves/new/" not in url)
     game_save = Save.objects.get(universe=universe)
     expect(page.locator("#console-turns li[data-turn='1'] .prose")).to_have_text("A bell rings twice across the water.")

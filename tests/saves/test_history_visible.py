@@ -12,12 +12,6 @@ from studio.saves.services import turn_append
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def tester(client, playtester):
-    client.force_login(playtester)
-    return client
-
-
 def call_for_turn(game_save, turn_id: int, answer: str) -> LLMCall:
     """A done living job of the turn as it stands now, with one call (what a living job leaves)."""
     from studio.memory.jobs.timeline import EVENT_KEY

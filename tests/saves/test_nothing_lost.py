@@ -7,7 +7,6 @@ Against the scripted OpenAI-compatible server (tests/llm_server.py); the texts a
 from __future__ import annotations
 
 import pytest
-from django.urls import reverse
 
 from studio.memory.models import Job, JobKind
 from studio.saves.errors import TurnConflict
@@ -17,20 +16,15 @@ from studio.saves.services import turn_update_narrative
 from tests.llm_server import Reply
 from tests.plugins.narrator import STORY
 
+from .conftest import save_url
+
 pytestmark = pytest.mark.django_db
 
 HX = {"HTTP_HX_REQUEST": "true"}
 SECOND, THIRD = "Fog hides the quay.", "A gull lands on the ledger."
 
 
-@pytest.fixture
-def tester(client, playtester):
-    client.force_login(playtester)
-    return client
-
-
-def url(name, game_save, *args):
-    return reverse(f"saves:{name}", args=[game_save.save_id, *args])
+url = save_url
 
 
 def three_alternatives(tester, game_save, narrator) -> Event:

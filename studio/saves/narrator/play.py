@@ -353,6 +353,15 @@ class Swipes:
     numbers: list[int]  # the alternatives' numbers, in order
 
     @property
+    def arrows(self) -> list[tuple[str, int | None, str]]:
+        """(direction, the alternative's number or None at an end, glyph), as `saves/_swipe_arrows.html` draws them."""
+        return [("previous", self.previous, "←"), ("next", self.next, "→")]
+
+    @property
+    def count_text(self) -> str:
+        return f"{self.position}/{self.count}" if self.position else f"edited · {self.count} alternatives"
+
+    @property
     def previous(self) -> int | None:
         if self.position is None:
             return self.numbers[-1] if self.numbers else None

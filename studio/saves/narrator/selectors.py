@@ -56,13 +56,16 @@ def narrator_panel_context(*, game_save: Save, draft=None) -> dict:
 
 
 def _draft_swipes(alternatives, chosen) -> dict:
-    """The draft's arrows: the chosen alternative's place among them, the numbers before and after it."""
+    """The draft's arrows (`saves/_swipe_arrows.html`): the chosen alternative's place, the numbers around it."""
     numbers = [a.number for a in alternatives]
     if chosen is None or chosen.number not in numbers:
-        return {"position": 0, "previous": None, "next": None}
+        return {"arrows": [("previous", None, "←"), ("next", None, "→")], "count": ""}
     index = numbers.index(chosen.number)
-    return {"position": index + 1, "previous": numbers[index - 1] if index else None,
-            "next": numbers[index + 1] if index + 1 < len(numbers) else None}
+    notes = [note for note, on in (("continued", bool(chosen.prefix)),
+                                   (chosen.get_status_display().lower(), chosen.status != "done")) if on]
+    return {"arrows": [("previous", numbers[index - 1] if index else None, "←"),
+                       ("next", numbers[index + 1] if index + 1 < len(numbers) else None, "→")],
+            "count": f"{index + 1}/{len(numbers)}" + "".join(f" ({note})" for note in notes)}
 
 
 def last_turn_alternatives(*, game_save: Save) -> int:
