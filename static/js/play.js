@@ -19,8 +19,9 @@
     return document.getElementById("narrate-input") || document.querySelector("#append-form textarea, #append-form input[type=text]");
   }
 
+  // The end of the story (the draft, then the status line) just above the pinned action box.
   function storyEnd() {
-    return document.getElementById("narrator");
+    return document.getElementById("play-status") || document.getElementById("narrator");
   }
 
   function atEnd() {
@@ -29,7 +30,11 @@
 
   function showEnd() {
     var end = storyEnd();
-    if (end && end.scrollIntoView) end.scrollIntoView({ block: "end" });
+    if (!end) return;
+    var bar = document.querySelector("#console .action-bar");
+    var covered = bar ? bar.offsetHeight : 0;  // the pinned box covers the bottom of the screen
+    var top = end.getBoundingClientRect().bottom + window.scrollY - (window.innerHeight - covered);
+    if (top > window.scrollY) window.scrollTo(0, top);
   }
 
   function focusAfterSwap(control) {

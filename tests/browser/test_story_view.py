@@ -10,6 +10,7 @@ import pytest
 from playwright.sync_api import expect
 
 from studio.saves.models import AlternativeStatus, DraftStatus, Event, NarratorAlternative, NarratorDraft
+from tests.browser.conftest import ARTIFACTS
 from tests.llm_server import Reply, operation_of, serve_as_studio_model
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -56,7 +57,8 @@ def wait_done(page, turn=None):
     expect(page.locator("#narration")).to_have_attribute("data-status", "done")
 
 
-def test_a_story_of_six_turns_played_with_the_keyboard_only(logged_in_page, playtester, fresh_save, narrator_server, axe):
+def test_a_story_of_six_turns_played_with_the_keyboard_only(logged_in_page, playtester, fresh_save, narrator_server, axe,
+                                                          screenshot):
     page = logged_in_page(playtester)
     page.goto(fresh_save.get_absolute_url())
     expect(page.locator("#narrate-input")).to_be_focused()  # the page opens in the action box
@@ -84,6 +86,7 @@ def test_a_story_of_six_turns_played_with_the_keyboard_only(logged_in_page, play
     assert [e.player_input for e in events] == [f"You look at wave {n}." for n in range(1, 7)]
     assert "Narration 4" in events[2].narrative  # turn 3 is the regenerated alternative
     assert axe(page) == []
+    screenshot("story-view")
 
     # Undo and put back, by keyboard: the header follows, the focus comes back each time.
     tab_to(page, "turn-undo")
@@ -164,6 +167,9 @@ def test_at_phone_width_the_action_box_is_in_the_first_screen_of_a_long_save(pho
     game_save.save()
     login(phone_page, playtester)
     phone_page.goto(game_save.get_absolute_url())
+    expect(phone_page.locator("#narrate-input")).to_be_focused()
+    assert phone_page.evaluate("window.scrollY") > 0  # it opens at the end of the story
+    phone_page.screenshot(path=str(ARTIFACTS / "story-view-phone-first-screen.png"))  # the first screen, as a player sees it
     for scrolled in ("as it opens", "scrolled to the top"):
         box = phone_page.locator("#narrate-input").bounding_box()
         assert 0 <= box["y"] and box["y"] + box["height"] <= 844, (scrolled, box)
