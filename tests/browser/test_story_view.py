@@ -210,3 +210,45 @@ def test_an_opening_chosen_from_alternate_greetings_on_a_universe_without_a_card
     expect(page.locator("#console-turns li[data-turn='1'] .prose")).to_have_text("A bell rings twice across the water.")
     expect(page.locator("#save-current-turn")).to_have_text("1")
     assert game_save.current_turn == 1
+
+
+def test_focus_is_never_left_on_the_page_after_presence_a_rewind_and_an_inline_lore_entry(logged_in_page, playtester,
+                                                                                          played, monkeypatch):
+    from studio.universes import services
+
+    monkeypatch.setattr(services.lore, "_sync_lore_now", lambda universe_pk: None)
+    def focused_tag(page) -> str:
+        return page.evaluate("document.activeElement ? document.activeElement.tagName : ''")
+
+    page = logged_in_page(playtester)
+    page.goto(played.get_absolute_url())
+    page.click("#drawer-presence > summary")
+    page.click("#drawer-presence .presence-picker > summary")
+    page.locator("#drawer-presence input[name=present]").first.check()
+    page.locator("#drawer-presence button[type=submit]").focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("#drawer-presence .presence")).to_contain_text("Set by hand")
+    page.wait_for_function("document.activeElement && document.activeElement !== document.body")
+
+    page.goto(f"/saves/{played.save_id}/rewind/")
+    page.fill("#id_turn", "2")
+    page.click("#rewind-pick button[type=submit]")
+    page.check("#rewind-confirm input[name=confirm]")
+    page.locator("#rewind-confirm button[type=submit]").focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("#rewind-summary")).to_be_focused()  # the rewind's result, said where the focus is
+
+    from django.contrib.auth.models import Group
+
+    from studio.roles import AUTHORS
+
+    playtester.groups.add(Group.objects.get_or_create(name=AUTHORS)[0])
+    page.goto(f"/universes/{played.universe.slug}/lore/")
+    page.get_by_text("Add an entry").click()
+    page.fill("#lore-create input[name=new-title]", "Lantern Row")
+    page.select_option("#lore-create select[name=new-kind]", "place")
+    page.locator("#lore-create button[type=submit]").focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("#lore-rows")).to_contain_text("Lantern Row")
+    expect(page.locator("#lore-create input[name=new-title]")).to_be_focused()  # ready for the next entry
+    assert focused_tag(page) == "INPUT"
