@@ -71,6 +71,7 @@ INSTALLED_APPS = [
     "studio.memory",
     "studio.inspector",
     "studio.api",
+    "studio.proxy",
 ]
 
 MIDDLEWARE = [

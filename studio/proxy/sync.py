@@ -27,12 +27,18 @@ a player input and the narration that answered it) with the save's Event_Log:
 
 Appends are separate transactions (`turn_append` must finish a pending vector delete outside
 one); a failure midway leaves the save at the last turn appended, and the next request
-carries on from there. Two requests racing on one save: one of them gets `TurnConflict`.
+carries on from there. Every write is a step of the request's `guard.SaveGuard`: under the
+save's lock it checks that nobody wrote since the request read the save (or since its own
+last step), so of two requests racing on one save one goes through and the other gets
+`TurnConflict` (409) at its next step, and the save is never a mix of the two chats.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from django.db import transaction
+
+from studio.proxy.guard import SaveGuard
 from studio.proxy.history import Chat
 from studio.saves.checkpoints import CheckpointManager
 from studio.saves.models import DraftStatus, Event, NarratorDraft, Save
@@ -145,7 +151,8 @@ def _accept(game_save: Save, draft: NarratorDraft, narrative: str) -> Event | No
     A stopped answer (the front end cancelled the stream, or it broke off, after some text)
     counts too, as in the Console: the chat keeps what was shown, so the turn gets the
     snapshot of the prompt and memory it was written from. The alternative whose text is the
-    narration is chosen, else the latest complete one, else the latest stopped one.
+    narration is chosen, else the latest complete one, else the latest stopped one. Run in a
+    guard step: the save is locked, so no rewind can take the draft away meanwhile.
     """
     alternatives = [a for a in draft.alternatives.order_by("-number") if a.acceptable or a.stopped_with_text]
     if not alternatives or not narrative:
@@ -154,34 +161,42 @@ def _accept(game_save: Save, draft: NarratorDraft, narrative: str) -> Event | No
               or next((a for a in alternatives if a.acceptable), alternatives[0]))
     draft.game_save = game_save  # turn_append moves this instance's current turn
     try:
-        return narrator_accept(draft=draft, number=chosen.number, narrative=narrative)
+        with transaction.atomic():  # a refusal leaves the step's transaction usable for the plain append
+            return narrator_accept(draft=draft, number=chosen.number, narrative=narrative)
     except NarratorError:
         return None  # closed meanwhile (the console accepted or discarded it): appended as is
 
 
-def proxy_sync(*, game_save: Save, chat: Chat, checkpoints: CheckpointManager | None = None) -> SyncResult:
-    """Rewind and append so that the save's turns end as the chat's settled turns do."""
+def proxy_sync(*, game_save: Save, chat: Chat, guard: SaveGuard | None = None,
+               checkpoints: CheckpointManager | None = None) -> SyncResult:
+    """Rewind and append so that the save's turns end as the chat's settled turns do.
+
+    Raise `HistoryMismatch` (nothing written) for another chat's history and `TurnConflict`
+    when another request wrote to the save meanwhile (the steps before it stay written).
+    """
+    guard = guard or SaveGuard(game_save)
     from_turn = game_save.current_turn
     start, run = chat_start(game_save=game_save, chat=chat)
     kept = start - 1 + run
     result = SyncResult(from_turn=from_turn, kept_turn=kept, start_turn=start)
     if kept < game_save.current_turn:
-        (checkpoints or CheckpointManager()).rewind(game_save, kept, expected_current_turn=from_turn)
+        with guard.step() as locked:
+            (checkpoints or CheckpointManager()).rewind(locked, kept)
         result.rewound = True
     for player_input, narrative in chat.turns[run:]:
-        turn_id = game_save.current_turn + 1
-        event = None
-        if not result.appended:  # only the save's next turn can have the relayed answer
-            draft = _open_draft(game_save, turn_id, player_input)
-            if draft is not None:
-                event = _accept(game_save, draft, narrative)
-                if event is not None:
-                    result.accepted_turn = event.turn_id
-                    game_save.current_turn = event.turn_id
-        if event is None:
-            event = turn_append(
-                game_save=game_save, player_input=player_input, narrative=narrative, expected_turn_id=turn_id
-            )
+        # Outside the step's transaction, as turn_append requires (the vector store is not the database).
+        guard.finish_vector_deletes()
+        with guard.step() as locked:
+            turn_id = locked.current_turn + 1
+            event = None
+            if not result.appended:  # only the save's next turn can have the relayed answer
+                draft = _open_draft(locked, turn_id, player_input)
+                if draft is not None:
+                    event = _accept(locked, draft, narrative)
+                    if event is not None:
+                        result.accepted_turn = event.turn_id
+            if event is None:
+                event = turn_append(game_save=locked, player_input=player_input, narrative=narrative,
+                                    expected_turn_id=turn_id)
         result.appended.append(event.turn_id)
     return result
-

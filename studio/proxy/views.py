@@ -47,6 +47,7 @@ from studio.api.services import api_token_authenticate
 from studio.memory.llm import LLMCancelled, LLMError, RelayRefused, SpendLimitExceeded, get_llm_backend
 from studio.memory.vector import VectorStoreError
 from studio.proxy.binding import SAVE_HEADER, BindingError, binding_for, model_name
+from studio.proxy.guard import request_key
 from studio.proxy.history import InvalidMessages
 from studio.proxy.services import proxy_prepare, proxy_relay
 from studio.proxy.sync import HistoryMismatch
@@ -60,9 +61,11 @@ MEMORY_TOKENS_HEADER = "X-Axiom-Memory-Tokens"
 MODELS_LISTED = 200
 
 
-def error(status: int, message: str, code: str, kind: str = "invalid_request_error", headers=None) -> JsonResponse:
-    """Return an error in the OpenAI shape."""
-    response = JsonResponse({"error": {"message": message, "type": kind, "code": code, "param": None}}, status=status)
+def error(status: int, message: str, code: str, kind: str = "invalid_request_error", headers=None, param=None,
+          **extra) -> JsonResponse:
+    """Return an error in the OpenAI shape (`extra`: more fields of the error object)."""
+    response = JsonResponse({"error": {"message": message, "type": kind, "code": code, "param": param, **extra}},
+                            status=status)
     for key, value in (headers or {}).items():
         response[key] = value
     return response
@@ -180,6 +183,16 @@ def _body(request: HttpRequest) -> dict | JsonResponse:
     return body
 
 
+def _history_conflict(message: str, current_turn: int) -> JsonResponse:
+    """409: the chat is not the save's, or another request changed the save first.
+
+    `x-should-retry: false` tells the `openai` SDKs not to retry it (they retry 409 by
+    default): a retry would send the same outdated chat again.
+    """
+    return error(409, message, "history_conflict", current_turn=current_turn,
+                 headers={"x-should-retry": "false", "X-Axiom-Turn": str(current_turn)})
+
+
 @endpoint("POST")
 def chat_completions(request: HttpRequest, user) -> HttpResponse:
     """Sync the bound save to the chat, add its memory, relay to the model, hand the answer back."""
@@ -204,11 +217,14 @@ def chat_completions(request: HttpRequest, user) -> HttpResponse:
         prepared = proxy_prepare(
             game_save=game_save, body=body, upstream_model=binding.upstream_model or backend.model_for("narrate"),
             memory_tokens=request.headers.get(MEMORY_TOKENS_HEADER),
+            key=request_key(headers=request.headers, body=request.body),
         )
     except InvalidMessages as exc:
         return error(400, str(exc), "invalid_messages")
-    except (HistoryMismatch, TurnConflict) as exc:
-        return error(409, str(exc), "history_conflict")
+    except TurnConflict as exc:
+        return _history_conflict(str(exc), exc.current_turn)
+    except HistoryMismatch as exc:
+        return _history_conflict(str(exc), game_save.current_turn)
     prepared_ms = (time.perf_counter() - started) * 1000
     watch = client_watch(request)  # None without a socket to watch: the pooled connection, as before
     relay = None

@@ -354,7 +354,9 @@ def narrator_accept(*, draft: NarratorDraft, number: int | None = None, narrativ
     # Outside the transaction, as turn_append requires (the vector store is not the database).
     finish_pending_vector_rollback(game_save=draft.game_save)
     with transaction.atomic():
-        locked = NarratorDraft.objects.select_for_update().get(pk=draft.pk)
+        locked = NarratorDraft.objects.select_for_update().filter(pk=draft.pk).first()
+        if locked is None:  # a rewind (another tab, the memory proxy) took it away
+            raise NarratorError("This draft is gone: the save was rewound meanwhile. Start a new narration.")
         if locked.status != DraftStatus.OPEN:
             raise NarratorError(f"This draft was already {locked.get_status_display().lower()}.")
         event = turn_append(
