@@ -78,6 +78,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Static files before everything else (WhiteNoise's docs): it answers /static/ itself.
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Before anything reads a body (the CSRF check reads a form's fields): an oversized upload gets 413 unread.
+    "studio.middleware.RequestSizeLimitMiddleware",
     "studio.middleware.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -164,6 +166,9 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = DATA_UPLOAD_MAX_MEMORY_SIZE
 AXIOM_API_MAX_BODY_BYTES = env_int("AXIOM_API_MAX_BODY_BYTES", 1024 * 1024)
 # A save file (export / import, page and API), compressed and decompressed alike.
 AXIOM_SAVE_FILE_MAX_BYTES = env_int("AXIOM_SAVE_FILE_MAX_BYTES", 16 * 1024 * 1024)
+# Any request body, uploads included, checked before it is read (studio/middleware.py): room for the
+# largest upload (a save file) and its multipart framing.
+AXIOM_MAX_UPLOAD_BYTES = env_int("AXIOM_MAX_UPLOAD_BYTES", max(DATA_UPLOAD_MAX_MEMORY_SIZE, AXIOM_SAVE_FILE_MAX_BYTES) + 1024 * 1024)
 
 # --- Vector store (ChromaDB) -------------------------------------------------------------
 # CHROMA_HOST set: a Chroma server (HttpClient), safe for any number of processes.

@@ -18,6 +18,7 @@ from pydantic import Field
 from studio.api import schemas as S
 from studio.api import serializers
 from studio.api.errors import ApiError, conflict, validation_error
+from studio.api.limited import limited
 from studio.api.ninja_api import router
 from studio.api.views_narrate import _llm_error, narration_json
 from studio.saves.access import Access, save_for
@@ -107,13 +108,13 @@ class PlaySettings(Schema):
 
 
 class PlaySettingsPatch(Schema):
-    authors_note: Optional[S.Text] = Field(None, max_length=2000)
-    authors_note_depth: Optional[S.Int] = Field(None, ge=0, le=20)
-    temperature: Optional[float] = Field(None, description="0 to 2; null clears the save's value.")
-    top_p: Optional[float] = Field(None, description="0 to 1; null clears.")
-    max_tokens: Optional[S.Int] = Field(None, description="1 to 32768; null clears.")
-    frequency_penalty: Optional[float] = Field(None, description="-2 to 2; null clears.")
-    repeat_penalty: Optional[float] = Field(None, description="0 to 3; null clears.")
+    authors_note: Optional[limited("play.authors_note")] = None
+    authors_note_depth: Optional[limited("play.authors_note_depth")] = None
+    temperature: limited("play.temperature", description="0 to 2; null clears the save's value.") = None
+    top_p: limited("play.top_p", description="0 to 1; null clears.") = None
+    max_tokens: limited("play.max_tokens", description="1 to 32768; null clears.") = None
+    frequency_penalty: limited("play.frequency_penalty", description="-2 to 2; null clears.") = None
+    repeat_penalty: limited("play.repeat_penalty", description="0 to 3; null clears.") = None
 
 
 def _json(body: dict, status: int = 200) -> JsonResponse:

@@ -31,7 +31,6 @@ the front end, never a cookie, so a page cannot use a key it was not given.
 """
 from __future__ import annotations
 
-import json
 import logging
 import time
 
@@ -47,6 +46,7 @@ from studio.api.services import api_token_authenticate
 from studio.memory.llm import LLMCancelled, LLMError, RelayRefused, SpendLimitExceeded, get_llm_backend
 from studio.memory.vector import VectorStoreError
 from studio.proxy.binding import SAVE_HEADER, BindingError, binding_for, model_name
+from studio.proxy.body import InvalidBody, read_body
 from studio.proxy.guard import request_key
 from studio.proxy.history import InvalidMessages
 from studio.proxy.services import proxy_prepare, proxy_relay
@@ -175,12 +175,9 @@ def _body(request: HttpRequest) -> dict | JsonResponse:
     except RequestDataTooBig:
         return error(413, "The request body is too large.", "request_too_large")
     try:
-        body = json.loads(raw or b"")
-    except (ValueError, UnicodeDecodeError):
-        return error(400, "The body must be a JSON object (a chat-completions request).", "invalid_json")
-    if not isinstance(body, dict):
-        return error(400, "The body must be a JSON object (a chat-completions request).", "invalid_json")
-    return body
+        return read_body(raw)
+    except InvalidBody as exc:
+        return error(400, str(exc), exc.code, param=exc.param)
 
 
 def _history_conflict(message: str, current_turn: int) -> JsonResponse:
@@ -220,7 +217,7 @@ def chat_completions(request: HttpRequest, user) -> HttpResponse:
             key=request_key(headers=request.headers, body=request.body),
         )
     except InvalidMessages as exc:
-        return error(400, str(exc), "invalid_messages")
+        return error(400, str(exc), "invalid_messages", param=exc.param)
     except TurnConflict as exc:
         return _history_conflict(str(exc), exc.current_turn)
     except HistoryMismatch as exc:
