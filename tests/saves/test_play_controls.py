@@ -548,7 +548,7 @@ def test_the_save_file_carries_the_saves_play_settings(game_save, universe):
     where = "sections.play_settings.items[0]"
     assert {p.location for p in refused.value.problems} == {f"{where}.temperature", f"{where}.authors_note_depth",
                                                             f"{where}.top_p"}
-    assert "out of range" in str(refused.value) and Save.objects.count() == saves  # nothing half-written
+    assert "temperature: must be from 0 to 2" in str(refused.value) and Save.objects.count() == saves  # nothing half-written
     two = json.loads(data)
     two["sections"]["play_settings"]["items"] *= 2
     with pytest.raises(portable.SaveFileError, match="one set of play settings"):

@@ -8,17 +8,17 @@ has at most one snapshot, and it must be a turn of the file.
 
 The `play_settings` section carries the save's own `PlaySettings` (the author's note and its
 depth, the sampler overrides; `null` where the save does not override): one item, or none
-when the save has no settings. Checked with the play settings' own ranges
-(`authors_note.MAX_NOTE_CHARS` / `MAX_DEPTH`, `sampler.parse_value`), each problem at its
+when the save has no settings. Checked with the play settings' own limits, each problem at its
 location; optional, and a file without it (exported before it existed) imports with none.
+Every setting is read with its declared limit (`studio/limits.py`), as the API and the page do.
 """
 from __future__ import annotations
 
 from typing import Iterator
 
 from studio.saves.models import NarratorSnapshot, PlaySettings
-from studio.saves.narrator.authors_note import MAX_DEPTH, MAX_NOTE_CHARS, play_settings_of
-from studio.saves.narrator.sampler import FIELDS as SAMPLER_FIELDS, InvalidSampler, parse_value
+from studio.saves.narrator.authors_note import play_settings_of
+from studio.saves.narrator.sampler import FIELDS as SAMPLER_FIELDS
 from studio.saves.portable.registry import INVALID, CheckContext, ExportContext, ImportContext, SaveSection
 from studio.saves.portable.sections.rows import BATCH, _items, _readers, insert_rows, iso
 
@@ -98,23 +98,10 @@ def check_play_settings(items: list, ctx: CheckContext, where: str) -> list[dict
         c.add(where, f"holds {len(items)} items; a save has one set of play settings")
         return []
 
-    def sampler(name: str):
-        def read(value, loc):
-            if value is None:
-                return None
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                c.add(loc, "must be a number, or null where the save does not override it")
-                return INVALID
-            try:
-                return parse_value(name, value)  # the play settings' own ranges
-            except InvalidSampler as exc:
-                c.add(loc, str(exc))
-                return INVALID
-        return read
-
-    spec = {"authors_note": lambda value, loc: c.text(value, loc, max_length=MAX_NOTE_CHARS),
-            "authors_note_depth": lambda value, loc: c.integer(value, loc, maximum=MAX_DEPTH),
-            **{name: sampler(name) for name in SAMPLER_FIELDS}}
+    spec = {"authors_note": lambda value, loc: c.limited(value, loc, "play.authors_note"),
+            "authors_note_depth": lambda value, loc: c.limited(value, loc, "play.authors_note_depth"),
+            **{name: (lambda field: lambda value, loc: c.limited(value, loc, field))(f"play.{name}")
+               for name in SAMPLER_FIELDS}}
     # A sampler setting missing from the item (a file from before it existed) is not overridden.
     return [{**dict.fromkeys(SAMPLER_FIELDS), **item}
             for _loc, item in _items(ctx, items, where, spec, optional=SAMPLER_FIELDS)

@@ -78,7 +78,10 @@ def persona_meta_validate(*, key: str, value: str) -> str:
     """
     try:
         if key == PLAYER_CHARACTER_META:
-            return persona_validate(name=value, description="")[0]
+            name = persona_validate(name=value, description="")[0]
+            if not name:
+                raise ValidationError({"name": "The persona's name must not be blank: delete the row to have none."})
+            return name
         if key == PLAYER_DESCRIPTION_META:
             return persona_validate(name="persona", description=value)[1]
     except ValidationError as exc:

@@ -105,6 +105,7 @@ def _readers(ctx: CheckContext):
     return {
         "int": lambda **kw: (lambda v, loc: c.integer(v, loc, **kw)),
         "text": lambda **kw: (lambda v, loc: c.text(v, loc, **kw)),
+        "limited": lambda field: (lambda v, loc: c.limited(v, loc, field)),
         "bool": lambda: (lambda v, loc: c.boolean(v, loc)),
         "time": lambda: (lambda v, loc: c.timestamp(v, loc)),
         "object": lambda **kw: (lambda v, loc: c.mapping(v, loc, **kw)),
