@@ -41,7 +41,7 @@ from django.db import transaction
 from studio.proxy.guard import SaveGuard
 from studio.proxy.history import Chat
 from studio.saves.checkpoints import CheckpointManager
-from studio.saves.models import DraftStatus, Event, NarratorDraft, Save
+from studio.saves.models import DraftStatus, Event, NarratorAlternative, NarratorDraft, Save
 from studio.saves.narrator.services import NarratorError, narrator_accept
 from studio.saves.services import turn_append
 
@@ -162,9 +162,13 @@ def _accept(game_save: Save, draft: NarratorDraft, narrative: str) -> Event | No
     draft.game_save = game_save  # turn_append moves this instance's current turn
     try:
         with transaction.atomic():  # a refusal leaves the step's transaction usable for the plain append
-            return narrator_accept(draft=draft, number=chosen.number, narrative=narrative)
+            event = narrator_accept(draft=draft, number=chosen.number, narrative=narrative)
     except NarratorError:
         return None  # closed meanwhile (the console accepted or discarded it): appended as is
+    # The snapshot holds the prompt now (as a delta of the one before): the draft's copies of the whole
+    # chat, one per alternative, would make the database grow with the square of the chat.
+    NarratorAlternative.objects.filter(draft_id=draft.pk).update(system_prompt="", user_prompt="")
+    return event
 
 
 def proxy_sync(*, game_save: Save, chat: Chat, guard: SaveGuard | None = None,

@@ -49,13 +49,13 @@ from studio.saves.models import (
     DraftStatus,
     NarratorAlternative,
     NarratorDraft,
-    NarratorSnapshot,
     Save,
 )
 from studio.saves.narrator.authors_note import note_of
 from studio.saves.narrator.continuation import continue_prompt, join_continuation
 from studio.saves.narrator.prompt import CONFIG, NarratorPrompt, build_narrator_prompt
 from studio.saves.narrator.sampler import resolve_sampler
+from studio.saves.narrator.snapshots import snapshot_create
 
 logger = logging.getLogger(__name__)
 
@@ -362,13 +362,12 @@ def narrator_accept(*, draft: NarratorDraft, number: int | None = None, narrativ
         event = turn_append(
             game_save=draft.game_save, player_input=locked.player_input, narrative=text, expected_turn_id=locked.turn_id
         )
-        NarratorSnapshot.objects.create(
+        snapshot_create(  # the prompt as a delta of the save's previous snapshot (saves/narrator/snapshots.py)
             game_save_id=locked.game_save_id, turn_id=event.turn_id, player_input=locked.player_input,
             proposed=alternative.text, edited=text != alternative.text.strip(),
             alternatives=locked.alternatives.count(), model=alternative.model, finish_reason=alternative.finish_reason,
             latency_ms=alternative.latency_ms, prompt_tokens=alternative.prompt_tokens,
             completion_tokens=alternative.completion_tokens,
-            prompt_chars=len(alternative.system_prompt) + len(alternative.user_prompt),
             system_prompt=alternative.system_prompt, user_prompt=alternative.user_prompt, context=alternative.context,
             play_settings=alternative.play_settings or {},
         )

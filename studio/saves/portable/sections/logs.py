@@ -7,7 +7,7 @@ from typing import Iterator
 from studio.memory.models import Job, JobStatus, LLMCall, RecordedQuery
 from studio.saves.portable.registry import INVALID, CheckContext, ExportContext, ImportContext
 from studio.saves.portable.sections.memory import _string_list
-from studio.saves.portable.sections.rows import _complete_items, BATCH, REDERIVE_MARKER, UNPORTABLE_JOB_KINDS, PORTABLE_JOB_KINDS, EXPORTED_JOB_STATUSES, iso, insert_rows, _new_pks, _items, _readers
+from studio.saves.portable.sections.rows import _complete_items, BATCH, REDERIVE_MARKER, UNPORTABLE_JOB_KINDS, PORTABLE_JOB_KINDS, EXPORTED_JOB_STATUSES, iso, insert_rows, _new_pks, _items, _readers, INPUT, as_turn_text, from_turn_text, turn_texts
 
 
 JOB_FIELDS = ("kind", "turn_id", "timeline_generation", "status", "attempts", "progress", "error", "result", "llm_calls", "llm_tokens")
@@ -141,11 +141,13 @@ def load_llm_calls(items: list[dict], ctx: ImportContext) -> int:
 
 
 def export_recorded_queries(ctx: ExportContext) -> Iterator[dict]:
+    texts = turn_texts(ctx.game_save)
     rows = RecordedQuery.objects.filter(game_save_id=ctx.game_save.pk).order_by("id")
     for row in rows.iterator(chunk_size=BATCH):
         yield {
             "turn_id": row.turn_id,
-            "query_text": row.query_text,
+            # The narrator's queries ask with the next turn's input: null says so (`rows.as_turn_text`).
+            "query_text": as_turn_text(row.query_text, texts, row.turn_id + 1, INPUT),
             "params": row.params,
             "result_ids": list(row.result_ids or []),
         }
@@ -156,11 +158,18 @@ def check_recorded_queries(items: list, ctx: CheckContext, where: str) -> list[d
     c = ctx.checker
     spec = {
         "turn_id": r["turn"](),
-        "query_text": r["text"](),
+        "query_text": lambda v, loc: v if v is None else c.text(v, loc),
         "params": r["object"](),
         "result_ids": lambda v, loc: _string_list(c, v, loc, max_length=400),
     }
-    return [item for _loc, item in _items(ctx, items, where, spec) if len(item) == len(spec)]
+    out = []
+    for loc, item in _items(ctx, items, where, spec):
+        if len(item) != len(spec):
+            continue
+        item["query_text"] = from_turn_text(ctx, item["query_text"], f"{loc}.query_text", item["turn_id"] + 1, INPUT)
+        if item["query_text"] is not INVALID:
+            out.append(item)
+    return out
 
 
 def load_recorded_queries(items: list[dict], ctx: ImportContext) -> int:

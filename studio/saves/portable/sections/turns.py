@@ -54,7 +54,7 @@ def check_turns(items: list, ctx: CheckContext, where: str) -> list[dict]:
                 f"turns must be numbered 1, 2, 3… in order: expected turn {expected} here, found turn {item['turn_id']}",
             )
             continue
-        turns[expected] = True
+        turns[expected] = (item.get("player_input", ""), item.get("narrative", ""))  # for `rows.from_turn`
         out.append(item)
     if len(items) != ctx.current_turn:
         ctx.checker.add(
