@@ -132,19 +132,26 @@ def turn_append(
     return event
 
 
-def turn_update_narrative(*, game_save: Save, turn_id: int, narrative: str) -> Event:
-    """Replace a turn's narrative; re-embed it and, in living mode, re-extract it.
+def turn_update_narrative(*, game_save: Save, turn_id: int, narrative: str, player_input: str | None = None) -> Event:
+    """Replace a turn's narrative (and its input, when given); re-embed it and, in living mode, re-extract it.
 
     The re-embedding goes through `VectorMemory.update_turn_narrative` (old chunks of the
     turn deleted, the new text embedded); the re-extraction first removes what the old text
-    produced for that turn (see `studio.memory.pipeline.living.forget_turn_outputs`).
+    produced for that turn (see `studio.memory.pipeline.living.forget_turn_outputs`). The
+    turn's recorded lore activation is kept (the memory proxy edits an input in place too).
     """
     limits.TURN_NARRATIVE.check(narrative or "")
+    if player_input is not None:
+        limits.TURN_INPUT.check(player_input)
     with transaction.atomic():
         locked = Save.objects.select_for_update().get(pk=game_save.pk)
         event = Event.objects.select_for_update().get(game_save=locked, turn_id=turn_id)
         event.narrative = narrative or ""
-        event.save(update_fields=["narrative"])
+        fields = ["narrative"]
+        if player_input is not None:
+            event.player_input = player_input
+            fields.append("player_input")
+        event.save(update_fields=fields)
         Save.objects.filter(pk=locked.pk).update(updated_at=timezone.now())
         jobs.enqueue_turn(game_save=locked, turn_id=turn_id, reextract=True, event_id=event.pk)
     event.game_save = game_save
