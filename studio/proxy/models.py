@@ -27,3 +27,23 @@ class ProxyRequest(models.Model):
 
     def __str__(self) -> str:
         return f"proxy request {self.key[:12]} on {self.game_save_id}"
+
+
+class ProxyChat(models.Model):
+    """A save the proxy made for a chat under a universe's model name (`chats.py`): whose it is.
+
+    The chats of a user under `axiom/u/<universe>/...` are matched against these saves only,
+    so another player's saves (or the user's own saves made in the studio) are never bound
+    to a chat by accident.
+    """
+
+    game_save = models.OneToOneField("saves.Save", on_delete=models.CASCADE, related_name="proxy_chat")
+    user = models.ForeignKey("auth.User", on_delete=models.CASCADE, related_name="proxy_chats")
+    universe = models.ForeignKey("universes.Universe", on_delete=models.CASCADE, related_name="proxy_chats")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["user", "universe", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"proxy chat {self.game_save_id} of {self.user_id}"

@@ -11,6 +11,8 @@ a player input and the narration that answered it) with the save's Event_Log:
    starts at 1. A save with no turns starts at 1. A chat
    that matches nowhere in a save that has turns is refused (`HistoryMismatch`, nothing
    written): it is another chat, and binding it to this save would rewind it to nothing.
+   When the save opens with the chat's greeting (turn 1: an empty input and the greeting, as
+   a save the proxy made for a chat holds it), the greeting counts as the chat's turn 1.
 2. **An edit costs one turn** (`sync_plan`). The longest common prefix from there is the last
    turn the chat and the save share, K. When the rest differs from the save only in the text
    of at most `MAX_IN_PLACE` turns at the same places (the player fixed a typo or edited an
@@ -40,7 +42,7 @@ last step), so of two requests racing on one save one goes through and the other
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from django.db import transaction
 
@@ -97,6 +99,11 @@ def _run(rows: dict[int, tuple[str, str]], start: int, turns: list[tuple[str, st
     return count
 
 
+def _new_chat_hint(game_save: Save) -> str:
+    return (f"For a save per chat, use the model axiom/u/{game_save.universe.slug}/<model> (each new chat gets its "
+            "own save); or start a new save, or rewind this one in the studio.")
+
+
 def chat_start(*, game_save: Save, chat: Chat) -> tuple[int, int]:
     """Return (the save turn the chat's first settled turn is, how many turns match from there).
 
@@ -114,7 +121,7 @@ def chat_start(*, game_save: Save, chat: Chat) -> tuple[int, int]:
             return 1, 0
         raise HistoryMismatch(
             f"This chat has no turn in common with save {game_save.save_id} (at turn {current}): its first "
-            "message is not the save's first input. Start a new save for a new chat, or rewind this one in the studio."
+            f"message is not the save's first input. {_new_chat_hint(game_save)}"
         )
     window = len(turns)
     rows = _rows(game_save, 1, min(current, window))
@@ -131,7 +138,7 @@ def chat_start(*, game_save: Save, chat: Chat) -> tuple[int, int]:
             return 1, 0  # turn 1 edited: its input, its narration, or both with turn 2 unchanged
         raise HistoryMismatch(
             f"This chat has no turn in common with save {game_save.save_id} (at turn {current}): its first turn "
-            "is none of the save's. Start a new save for a new chat, or rewind this one in the studio."
+            f"is none of the save's. {_new_chat_hint(game_save)}"
         )
     rows = _rows(game_save, min(candidates), min(current, max(candidates) + window - 1))
     best, best_run = candidates[0], -1
@@ -140,6 +147,15 @@ def chat_start(*, game_save: Save, chat: Chat) -> tuple[int, int]:
         if run > best_run:
             best, best_run = start, run
     return best, best_run
+
+
+def with_opening(game_save: Save, chat: Chat) -> Chat:
+    """Return the chat with its greeting as turn 1 when the save opens with it (an empty input, the greeting:
+    a save made for the chat, `chats.py`, or opened from the card in the Console), else the chat itself."""
+    greeting = _norm(chat.greeting)
+    if greeting and game_save.current_turn and _rows(game_save, 1, 1).get(1) == ("", greeting):
+        return replace(chat, turns=[("", greeting), *chat.turns])
+    return chat
 
 
 def _open_draft(game_save: Save, turn_id: int, player_input: str) -> NarratorDraft | None:
@@ -227,6 +243,7 @@ def proxy_sync(*, game_save: Save, chat: Chat, guard: SaveGuard | None = None,
     """
     guard = guard or SaveGuard(game_save)
     from_turn = game_save.current_turn
+    chat = with_opening(game_save, chat)
     start, run = chat_start(game_save=game_save, chat=chat)
     held = _rows(game_save, start, from_turn) if from_turn >= start else {}
     plan = sync_plan(save_turns=[held[turn] for turn in range(start, from_turn + 1)], start=start, run=run,

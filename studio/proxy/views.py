@@ -45,15 +45,18 @@ from studio.api.disconnect import ClosingBody, client_left, client_watch
 from studio.api.services import api_token_authenticate
 from studio.memory.llm import LLMCancelled, LLMError, RelayRefused, SpendLimitExceeded, get_llm_backend
 from studio.memory.vector import VectorStoreError
-from studio.proxy.binding import SAVE_HEADER, BindingError, binding_for, model_name
+from studio.proxy.binding import SAVE_HEADER, BindingError, binding_for, model_name, universe_model_name
 from studio.proxy.body import InvalidBody, read_body
+from studio.proxy.chats import chat_save
 from studio.proxy.guard import request_key
-from studio.proxy.history import InvalidMessages
+from studio.proxy.history import InvalidMessages, read_chat
 from studio.proxy.services import proxy_prepare, proxy_relay
 from studio.proxy.sync import HistoryMismatch
 from studio.saves.access import Access, NotFound, RoleRequired, may, save_for
 from studio.saves.errors import TurnConflict
 from studio.saves.selectors import save_list_for_user
+from studio.universes.access import universe_for
+from studio.universes.selectors import universe_list_for_user
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +90,7 @@ def _unauthenticated() -> JsonResponse:
     )
 
 
-EXPOSED_HEADERS = ("X-Axiom-Save", "X-Axiom-Turn", "X-Axiom-Memory", "X-Axiom-Prepare-Ms", "X-Axiom-Timing",
+EXPOSED_HEADERS = ("X-Axiom-Save", "X-Axiom-Save-Created", "X-Axiom-Turn", "X-Axiom-Memory", "X-Axiom-Prepare-Ms", "X-Axiom-Timing",
                    "Retry-After", "WWW-Authenticate")
 CORS_MAX_AGE = 600  # seconds a browser may keep a preflight's answer
 
@@ -152,18 +155,23 @@ def endpoint(*methods: str):
 
 @endpoint("GET", "HEAD")
 def models(request: HttpRequest, user) -> JsonResponse:
-    """List `axiom/<save_id>/<model>` for the saves the key's user may play, latest played first."""
+    """List the model names the key's user may play: a save per chat for each universe first
+    (`axiom/u/<universe>/<model>`), then each save (`axiom/s/<name>--<save_id>/<model>`), latest played first.
+
+    The id itself reads as what it plays: SillyTavern shows only the ids."""
     backend = get_llm_backend()
     upstream = backend.model_for("narrate") if backend is not None else ""
-    saves = save_list_for_user(user=user).order_by("-last_activity_at", "-id")[:MODELS_LISTED] if may(user, Access.PLAY) else []
+    playable = may(user, Access.PLAY)
+    universes = universe_list_for_user(user=user).order_by("name") if playable else []
+    saves = save_list_for_user(user=user).order_by("-last_activity_at", "-id")[:MODELS_LISTED] if playable else []
     data = [
-        {
-            "id": model_name(game_save.save_id, upstream),
-            "object": "model",
-            "created": int(game_save.created_at.timestamp()),
-            "owned_by": "axiom-studio",
-            "name": f"{game_save.name} ({game_save.universe.name})",
-        }
+        {"id": universe_model_name(universe.slug, upstream), "object": "model", "created": int(universe.created_at.timestamp()),
+         "owned_by": "axiom-studio", "name": f"{universe.name}: a new save for each chat"}
+        for universe in universes
+    ] + [
+        {"id": model_name(game_save.save_id, upstream, name=game_save.name), "object": "model",
+         "created": int(game_save.created_at.timestamp()), "owned_by": "axiom-studio",
+         "name": f"{game_save.name} ({game_save.universe.name})"}
         for game_save in saves
     ]
     return JsonResponse({"object": "list", "data": data})
@@ -201,15 +209,24 @@ def chat_completions(request: HttpRequest, user) -> HttpResponse:
         binding = binding_for(model=body.get("model"), header=request.headers.get(SAVE_HEADER))
     except BindingError as exc:
         return error(400, str(exc), "model_not_found")
-    try:
-        game_save = save_for(user=user, save_id=binding.save_id, access=Access.PLAY)
-    except NotFound:
-        return error(404, f"No save {binding.save_id!r}, or this key may not see it.", "save_not_found")
-    except RoleRequired as exc:
-        return error(403, str(exc), "permission_denied", kind="permission_error")
     backend = get_llm_backend()
     if backend is None:
         return error(503, "No language model is configured for the studio (AXIOM_LLM_BASE_URL).", "no_model", kind="server_error")
+    created = False
+    try:
+        if binding.universe_slug:
+            universe = universe_for(user=user, slug=binding.universe_slug, access=Access.PLAY)
+            game_save, created = chat_save(user=user, universe=universe, chat=read_chat(body.get("messages")))
+        else:
+            game_save = save_for(user=user, save_id=binding.save_id, access=Access.PLAY)
+    except NotFound:
+        what = f"universe {binding.universe_slug!r}" if binding.universe_slug else f"save {binding.save_id!r}"
+        return error(404, f"No {what}, or this key may not see it.",
+                     "universe_not_found" if binding.universe_slug else "save_not_found")
+    except RoleRequired as exc:
+        return error(403, str(exc), "permission_denied", kind="permission_error")
+    except InvalidMessages as exc:
+        return error(400, str(exc), "invalid_messages", param=exc.param)
     try:
         prepared = proxy_prepare(
             game_save=game_save, body=body, upstream_model=binding.upstream_model or backend.model_for("narrate"),
@@ -241,6 +258,7 @@ def chat_completions(request: HttpRequest, user) -> HttpResponse:
             watch.stop()
     headers = {
         "X-Axiom-Save": game_save.save_id,
+        "X-Axiom-Save-Created": "true" if created else "false",
         "X-Axiom-Turn": str(game_save.current_turn),
         "X-Axiom-Memory": prepared.placed,
         "X-Axiom-Prepare-Ms": f"{prepared_ms:.1f}",
