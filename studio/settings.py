@@ -244,6 +244,16 @@ AXIOM_LLM_MAX_TOKENS = env_int("AXIOM_LLM_MAX_TOKENS", 1024)
 AXIOM_LLM_STREAM = env_bool("AXIOM_LLM_STREAM", False)
 AXIOM_LLM_CALLS_PER_HOUR = env_int("AXIOM_LLM_CALLS_PER_HOUR", 600)
 AXIOM_LLM_TOKENS_PER_HOUR = env_int("AXIOM_LLM_TOKENS_PER_HOUR", 500_000)
+# The spend guard per user and rolling day, on top of the per-save one: the calls made for a user's
+# requests (the memory proxy's key holder), over every save. 0 turns a cap off.
+AXIOM_LLM_CALLS_PER_USER_DAY = env_int("AXIOM_LLM_CALLS_PER_USER_DAY", 2000)
+AXIOM_LLM_TOKENS_PER_USER_DAY = env_int("AXIOM_LLM_TOKENS_PER_USER_DAY", 2_000_000)
+# What a memory-proxy request may ask of the upstream (studio/proxy/spending.py): the models it may
+# name ("*": any; empty: the studio's narrate model only), and caps on max_tokens (0: the narrator's
+# own, AXIOM_LLM_MAX_TOKENS_NARRATE else AXIOM_LLM_MAX_TOKENS) and on n.
+AXIOM_PROXY_MODELS = env_list("AXIOM_PROXY_MODELS", [])
+AXIOM_PROXY_MAX_TOKENS = env_int("AXIOM_PROXY_MAX_TOKENS", 0)
+AXIOM_PROXY_MAX_N = env_int("AXIOM_PROXY_MAX_N", 1)
 # Per operation (EXTRACT, CONSOLIDATE, REFLECT, NARRATE): AXIOM_LLM_TEMPERATURE_<OP>,
 # AXIOM_LLM_FREQUENCY_PENALTY_<OP>, AXIOM_LLM_PRESENCE_PENALTY_<OP>, AXIOM_LLM_REPEAT_PENALTY_<OP>
 # (llama.cpp), AXIOM_LLM_MAX_TOKENS_<OP>, AXIOM_LLM_TIMEOUT_<OP>,

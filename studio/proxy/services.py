@@ -201,13 +201,13 @@ def _prepare(*, game_save: Save, body: dict, upstream_model: str, memory_tokens,
     )
 
 
-def proxy_relay(prepared: Prepared, *, backend, abort=None) -> Relay:
+def proxy_relay(prepared: Prepared, *, backend, abort=None, user_id: int | None = None) -> Relay:
     """Relay the prepared body (guarded and logged); record the answer on its alternative when it ends.
 
     Raise what `TrackedLLM.relay` raises (the alternative is then marked failed, or
     cancelled for `LLMCancelled`: `abort` flipped before the answer began).
     """
-    tracked = TrackedLLM(backend, game_save_id=prepared.game_save.pk)
+    tracked = TrackedLLM(backend, game_save_id=prepared.game_save.pk, user_id=user_id)  # the key's user's daily guard
     try:
         relay = tracked.relay(prepared.body, stream=prepared.stream, operation=OPERATION, abort=abort)
     except LLMCancelled:

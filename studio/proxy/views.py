@@ -43,14 +43,15 @@ from django.views.decorators.csrf import csrf_exempt
 
 from studio.api.disconnect import ClosingBody, client_left, client_watch
 from studio.api.services import api_token_authenticate
-from studio.memory.llm import LLMCancelled, LLMError, RelayRefused, SpendLimitExceeded, get_llm_backend
+from studio.memory.llm import LLMCancelled, LLMError, RelayRefused, SpendLimitExceeded, TrackedLLM, get_llm_backend
 from studio.memory.vector import VectorStoreError
 from studio.proxy.binding import SAVE_HEADER, BindingError, binding_for, model_name, universe_model_name
 from studio.proxy.body import InvalidBody, read_body
 from studio.proxy.chats import chat_save
 from studio.proxy.guard import request_key
 from studio.proxy.history import InvalidMessages, read_chat
-from studio.proxy.services import proxy_prepare, proxy_relay
+from studio.proxy.services import OPERATION, proxy_prepare, proxy_relay
+from studio.proxy.spending import OverLimit, limits_apply
 from studio.proxy.sync import HistoryMismatch
 from studio.saves.access import Access, NotFound, RoleRequired, may, save_for
 from studio.saves.errors import TurnConflict
@@ -188,6 +189,12 @@ def _body(request: HttpRequest) -> dict | JsonResponse:
         return error(400, str(exc), exc.code, param=exc.param)
 
 
+def _spend_limit(exc: SpendLimitExceeded) -> JsonResponse:
+    """429 with `Retry-After`: the save's hourly or the key's user's daily spend guard."""
+    return error(429, f"Paused by the {exc.reason}", "spend_limit", kind="rate_limit_error",
+                 headers={"Retry-After": exc.retry_after()})
+
+
 def _history_conflict(message: str, current_turn: int) -> JsonResponse:
     """409: the chat is not the save's, or another request changed the save first.
 
@@ -212,11 +219,11 @@ def chat_completions(request: HttpRequest, user) -> HttpResponse:
     backend = get_llm_backend()
     if backend is None:
         return error(503, "No language model is configured for the studio (AXIOM_LLM_BASE_URL).", "no_model", kind="server_error")
-    created = False
+    upstream_model = binding.upstream_model or backend.model_for("narrate")
+    universe = game_save = None
     try:
         if binding.universe_slug:
             universe = universe_for(user=user, slug=binding.universe_slug, access=Access.PLAY)
-            game_save, created = chat_save(user=user, universe=universe, chat=read_chat(body.get("messages")))
         else:
             game_save = save_for(user=user, save_id=binding.save_id, access=Access.PLAY)
     except NotFound:
@@ -225,11 +232,23 @@ def chat_completions(request: HttpRequest, user) -> HttpResponse:
                      "universe_not_found" if binding.universe_slug else "save_not_found")
     except RoleRequired as exc:
         return error(403, str(exc), "permission_denied", kind="permission_error")
+    try:  # the operator's limits, before a save is made or synced
+        body = limits_apply(body, upstream_model=upstream_model, narrate_model=backend.model_for("narrate"))
+    except OverLimit as exc:
+        return error(400, str(exc), exc.code, param=exc.param)
+    created = False
+    try:  # the spend guards (the user's day, the save's hour), before anything is written
+        TrackedLLM(backend, game_save_id=game_save.pk if game_save else None, user_id=user.pk).preflight(OPERATION)
+        if universe is not None:
+            game_save, created = chat_save(user=user, universe=universe, chat=read_chat(body.get("messages")))
+            TrackedLLM(backend, game_save_id=game_save.pk).preflight(OPERATION)
+    except SpendLimitExceeded as exc:
+        return _spend_limit(exc)
     except InvalidMessages as exc:
         return error(400, str(exc), "invalid_messages", param=exc.param)
     try:
         prepared = proxy_prepare(
-            game_save=game_save, body=body, upstream_model=binding.upstream_model or backend.model_for("narrate"),
+            game_save=game_save, body=body, upstream_model=upstream_model,
             memory_tokens=request.headers.get(MEMORY_TOKENS_HEADER),
             key=request_key(headers=request.headers, body=request.body),
         )
@@ -243,12 +262,11 @@ def chat_completions(request: HttpRequest, user) -> HttpResponse:
     watch = client_watch(request)  # None without a socket to watch: the pooled connection, as before
     relay = None
     try:
-        relay = proxy_relay(prepared, backend=backend, abort=watch.abort if watch else None)
+        relay = proxy_relay(prepared, backend=backend, abort=watch.abort if watch else None, user_id=user.pk)
     except LLMCancelled:  # the front end left while the model read the prompt
         return client_left()
     except SpendLimitExceeded as exc:
-        return error(429, f"Paused by the {exc.reason}", "spend_limit", kind="rate_limit_error",
-                     headers={"Retry-After": exc.retry_after()})
+        return _spend_limit(exc)
     except RelayRefused as exc:
         return HttpResponse(exc.body, status=exc.status, content_type=exc.content_type)
     except LLMError as exc:

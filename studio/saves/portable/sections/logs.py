@@ -91,7 +91,8 @@ LLM_CALL_FIELDS = ("operation", "model", "prompt_tokens", "completion_tokens", "
 
 def export_llm_calls(ctx: ExportContext) -> Iterator[dict]:
     job_ids = ctx.file_ids.get("jobs", {})
-    rows = LLMCall.objects.filter(game_save_id=ctx.game_save.pk).order_by("id")
+    # A spend guard's refusal is not part of the save (nothing was spent), nor is whose request it was.
+    rows = LLMCall.objects.filter(game_save_id=ctx.game_save.pk, refused=False).order_by("id")
     for row in rows.iterator(chunk_size=BATCH):
         yield {
             "job_id": job_ids.get(row.job_id),
