@@ -16,6 +16,7 @@ import json
 from urllib.parse import quote
 
 import pytest
+from django.db import connection
 from django.test import Client
 
 from studio import limits
@@ -32,6 +33,14 @@ from studio.universes.models import UniverseMeta
 from tests.llm_server import Reply, serve_as_studio_model
 
 pytestmark = pytest.mark.django_db
+
+
+def has(queryset, **lookup) -> bool:
+    """Whether a row holds the value. PostgreSQL refuses a NUL even in a query: no row can hold one there
+    (a path that tried to store it would have failed loudly), so the answer is no."""
+    if connection.vendor == "postgresql" and any("\x00" in repr(value) for value in lookup.values()):
+        return False
+    return queryset.filter(**lookup).exists()
 
 
 def probes(limit: limits.Limit) -> list:
@@ -114,13 +123,13 @@ def turn_paths(world, base, field):
         game_save = world.save(turns=0)
         body = {"player_input": "go", "narrative": "Done.", key: v}
         world.api.post(f"/api/v1/saves/{game_save.save_id}/turns", body)
-        return Event.objects.filter(game_save=game_save, **{key: v}).exists()
+        return has(Event.objects.all(), game_save=game_save, **{key: v})
 
     def console_append(v):
         game_save = world.save(turns=0)
         data = {"player_input": "go", "narrative": "Done.", key: v, "expected_turn_id": "1"}
         world.page.post(f"/saves/{game_save.save_id}/turns/", data)
-        return Event.objects.filter(game_save=game_save, **{key: v}).exists()
+        return has(Event.objects.all(), game_save=game_save, **{key: v})
 
     def transcript(v):
         line = json.dumps({"player_input": "go", "narrative": "Done.", key: v})
@@ -128,7 +137,7 @@ def turn_paths(world, base, field):
         upload.name = "t.jsonl"
         world.page.post("/saves/import/transcript/", {"universe": world.universe.pk, "name": "T", "memory_mode": "classic",
                                                       "file": upload})
-        return Event.objects.filter(game_save__name="T", **{key: v}).exists()
+        return has(Event.objects.all(), game_save__name="T", **{key: v})
 
     def proxy(v):
         game_save = world.save(turns=0)
@@ -136,7 +145,7 @@ def turn_paths(world, base, field):
         messages = [{"role": "user", "content": turn[0]}, {"role": "assistant", "content": turn[1]},
                     {"role": "user", "content": "On."}]
         world.api.post("/v1/chat/completions", {"model": f"axiom/{game_save.save_id}/m", "messages": messages})
-        return Event.objects.filter(game_save=game_save, **{key: v}).exists()
+        return has(Event.objects.all(), game_save=game_save, **{key: v})
 
     def save_file(v):
         return file_with(world, base, "turns", key, v)
@@ -148,13 +157,13 @@ def turn_paths(world, base, field):
             game_save = world.save()
             world.api.client.patch(f"/api/v1/saves/{game_save.save_id}/turns/1", json.dumps({"narrative": v}),
                                    content_type="application/json", headers=world.api._headers())
-            return Event.objects.filter(game_save=game_save, narrative=v).exists()
+            return has(Event.objects.all(), game_save=game_save, narrative=v)
 
         def timeline_edit(v, console=False):
             game_save = world.save()
             world.page.post(f"/saves/{game_save.save_id}/turns/1/edit/",
                             {"narrative": v, **({"next": "console"} if console else {})})
-            return Event.objects.filter(game_save=game_save, narrative=v).exists()
+            return has(Event.objects.all(), game_save=game_save, narrative=v)
 
         paths.update({"api update": api_update, "timeline edit": timeline_edit,
                       "console edit": lambda v: timeline_edit(v, console=True)})
@@ -164,35 +173,35 @@ def turn_paths(world, base, field):
 def save_name_paths(world, base, field):
     def api_create(v):
         world.api.post("/api/v1/saves", {"universe": world.universe.slug, "name": v})
-        return Save.objects.filter(name=v).exists()
+        return has(Save.objects.all(), name=v)
 
     def page_create(v):
         world.page.post("/saves/new/", {"universe": world.universe.pk, "name": v, "memory_mode": "classic"})
-        return Save.objects.filter(name=v).exists()
+        return has(Save.objects.all(), name=v)
 
     def api_fork(v):
         game_save = world.save()
         world.api.post(f"/api/v1/saves/{game_save.save_id}/fork", {"turn_id": 1, "name": v})
-        return Save.objects.filter(name=v).exists()
+        return has(Save.objects.all(), name=v)
 
     def page_fork(v):
         game_save = world.save()
         world.page.post(f"/saves/{game_save.save_id}/fork/", {"turn": "1", "name": v})
-        return Save.objects.filter(name=v).exists()
+        return has(Save.objects.all(), name=v)
 
     def api_import(v):
         world.api.client.post(f"/api/v1/universes/{world.universe.slug}/saves/import?name={quote(v)}",
                               json.dumps(base), content_type="application/json", headers=world.api._headers())
-        return Save.objects.filter(name=v).exists()
+        return has(Save.objects.all(), name=v)
 
     def page_import(v):
         upload = io.BytesIO(json.dumps(base).encode())
         upload.name = "s.axiom-save.json"
         world.page.post("/saves/import/save/", {"file": upload, "universe": world.universe.pk, "name": v})
-        return Save.objects.filter(name=v).exists()
+        return has(Save.objects.all(), name=v)
 
     def save_file(v):
-        return file_with(world, base, "save", "name", v) and Save.objects.filter(name=v).exists()
+        return file_with(world, base, "save", "name", v) and has(Save.objects.all(), name=v)
 
     return {"api create": api_create, "page create": page_create, "api fork": api_fork, "page fork": page_fork,
             "api import": api_import, "page import": page_import, "save file": save_file}
@@ -235,12 +244,12 @@ def character_paths(world, base, field):
         game_save = world.save()
         world.page.post(f"/memory/{game_save.save_id}/knowledge/reveals/",
                         {"target": "entry:kael", "turn": "1", "character": v})
-        return Reveal.objects.filter(game_save=game_save, character=v).exists()
+        return has(Reveal.objects.all(), game_save=game_save, character=v)
 
     def api_state(v):
         game_save = world.save(turns=0)
         world.api.post(f"/api/v1/saves/{game_save.save_id}/turns", {"narrative": "x", "state": {"present": [v]}})
-        return Event.objects.filter(game_save=game_save).exists()
+        return has(Event.objects.all(), game_save=game_save)
 
     def presence_file(v):
         return file_with(world, base, "presence", "characters", [v])
@@ -259,20 +268,20 @@ def chapter_paths(world, base, field):
         game_save = world.save()
         if key == "note":
             world.api.post(f"/api/v1/saves/{game_save.save_id}/chapters/close", {"note": v})
-            return Chapter.objects.filter(game_save=game_save, close_note=v).exists()
+            return has(Chapter.objects.all(), game_save=game_save, close_note=v)
         chapter = chapter_close(game_save=game_save)
         world.api.client.patch(f"/api/v1/saves/{game_save.save_id}/chapters/{chapter.pk}", json.dumps({"summary": v}),
                                content_type="application/json", headers=world.api._headers())
-        return Chapter.objects.filter(pk=chapter.pk, summary=v).exists()
+        return has(Chapter.objects.all(), pk=chapter.pk, summary=v)
 
     def page(v):
         game_save = world.save()
         if key == "note":
             world.page.post(f"/saves/{game_save.save_id}/chapters/close/", {"note": v})
-            return Chapter.objects.filter(game_save=game_save, close_note=v).exists()
+            return has(Chapter.objects.all(), game_save=game_save, close_note=v)
         chapter = chapter_close(game_save=game_save)
         world.page.post(f"/saves/{game_save.save_id}/chapters/{chapter.pk}/", {"summary": v})
-        return Chapter.objects.filter(pk=chapter.pk, summary=v).exists()
+        return has(Chapter.objects.all(), pk=chapter.pk, summary=v)
 
     def save_file(v):
         return file_with(world, base, "chapters", "close_note" if key == "note" else "summary", v)

@@ -26,11 +26,13 @@ in a small per-process cache, so an accept, which writes the next delta, reads o
 
 The save file uses the same deltas (`narrator/portable.py`) and, for a snapshot's memory
 context, `context_encode`: a value equal to the previous snapshot's at the same place is
-`{"$s": 1}`, a long string a delta of the prompts (the memory text and its items are quotes of
+`{"$s": 1}`, an item of a list (the context's items) is written against the previous item of
+the same `ref` wherever it ranked (`{"$e": N}` when equal), a long string a delta of the prompts (the memory text and its items are quotes of
 the prompt and of the chat), so the file grows with the chat, not with its square.
 """
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections import OrderedDict
@@ -261,6 +263,13 @@ def snapshot_create(*, game_save_id: int, turn_id: int, system_prompt: str, user
 SAME = "$s"
 DELTA = "$d"
 VERBATIM = "$v"
+EQUAL = "$e"  # a list item equal to item N of the previous snapshot's list
+AT = "$at"  # a list item written against item N of the previous list ...
+VALUE = "$value"  # ... as this
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
 def context_encode(value: Any, previous: Any, reference: Reference) -> Any:
@@ -275,8 +284,22 @@ def context_encode(value: Any, previous: Any, reference: Reference) -> Any:
         return {key: context_encode(item, before.get(key), reference) for key, item in value.items()}
     if isinstance(value, list):
         before = previous if isinstance(previous, list) else []
-        return [context_encode(item, before[index] if index < len(before) else None, reference)
-                for index, item in enumerate(value)]
+        by_ref = {}
+        for index, item in enumerate(before):
+            if isinstance(item, dict) and "ref" in item:
+                by_ref.setdefault(_canonical(item["ref"]), index)
+        out = []
+        for index, item in enumerate(value):
+            # An item of the memory context is compared with the previous one of the same `ref` (the same
+            # chunk, belief or turn, wherever it ranks now), else with the one at the same place.
+            at = by_ref.get(_canonical(item["ref"])) if isinstance(item, dict) and "ref" in item else None
+            if at is None or at == index:
+                out.append(context_encode(item, before[index] if index < len(before) else None, reference))
+            elif item == before[at]:
+                out.append({EQUAL: at})
+            else:
+                out.append({AT: at, VALUE: context_encode(item, before[at], reference)})
+        return out
     if isinstance(value, str) and len(value) >= MIN_DELTA_STRING:
         ops = delta_encode(value, reference)
         if sum(len(op) if isinstance(op, str) else 12 for op in ops) < len(value):
@@ -293,6 +316,11 @@ def context_decode(value: Any, previous: Any, reference: str) -> Any:
             return previous
         if set(value) == {VERBATIM}:
             return value[VERBATIM]
+        if set(value) in ({EQUAL}, {AT, VALUE}):
+            at = value.get(EQUAL, value.get(AT))
+            if not isinstance(previous, list) or not isinstance(at, int) or isinstance(at, bool) or not 0 <= at < len(previous):
+                raise ValueError(f"refers to item {at!r} of the previous snapshot's list, which does not exist")
+            return previous[at] if EQUAL in value else context_decode(value[VALUE], previous[at], reference)
         if set(value) == {DELTA}:
             problem = delta_problem(value[DELTA], len(reference))
             if problem:
@@ -302,6 +330,7 @@ def context_decode(value: Any, previous: Any, reference: str) -> Any:
         return {key: context_decode(item, before.get(key), reference) for key, item in value.items()}
     if isinstance(value, list):
         before = previous if isinstance(previous, list) else []
-        return [context_decode(item, before[index] if index < len(before) else None, reference)
+        return [context_decode(item, before, reference) if isinstance(item, dict) and set(item) in ({EQUAL}, {AT, VALUE})
+                else context_decode(item, before[index] if index < len(before) else None, reference)
                 for index, item in enumerate(value)]
     return value
