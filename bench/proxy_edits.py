@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import setup_django  # noqa: E402
+from _common import report, setup_django  # noqa: E402
 
 
 def main() -> int:
@@ -123,10 +123,7 @@ def main() -> int:
         results[label] = {"model_calls": len(calls), "seconds": round(seconds, 3),
                           "turns_redone": len(turns) - args.branch_at, "current_turn": game_save.current_turn}
     server.stop()
-    for name, row in results.items():
-        print(f"{name}: {row}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+    report(results, args.json)
     return 0
 
 

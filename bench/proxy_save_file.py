@@ -23,31 +23,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import setup_django  # noqa: E402
-
-WORDS = ("tide harbour lantern ledger smuggler rope gull fog pier salt crate bell dock oar net storm coin debt map "
-         "candle mast hull keel anchor sail chart compass beacon reef shoal current wave spray brine kelp cliff cove "
-         "quay wharf tavern ale bread cheese knife cloak boot hat scarf glove letter seal wax ink quill key lock door "
-         "window stair cellar attic roof chimney smoke ash ember flame spark river bridge road cart horse mule dog cat").split()
-
-
-def prose(seed: int, words: int) -> str:
-    rng = random.Random(seed)
-    sentences, out = [], []
-    for index in range(words):
-        out.append(rng.choice(WORDS))
-        if len(out) >= rng.randint(8, 16) or index == words - 1:
-            sentences.append(" ".join(out).capitalize() + ".")
-            out = []
-    return " ".join(sentences)
-
+from _common import report, setup_django  # noqa: E402
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -73,6 +55,7 @@ def main() -> int:
     from studio.universes.models import Universe
     from tests.fakes import make_vector_memory
     from tests.llm_server import Reply, ScriptedLLMServer
+    from tests.proxy.texts import prose
 
     vectors = make_vector_memory(Path(workdir) / "bench-chroma", collection_name="bench")
     vector_module.get_vector_memory = lambda: vectors
@@ -127,10 +110,7 @@ def main() -> int:
         "export_seconds": round(export_seconds, 2), "import_seconds": round(import_seconds, 2),
         "load_average": os.getloadavg(),
     }
-    for name, value in results.items():
-        print(f"{name}: {value}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+    report(results, args.json)
     return 0
 
 

@@ -144,7 +144,7 @@ def turn_paths(world, base, field):
         turn = ("go", v) if key == "narrative" else (v, "Done.")
         messages = [{"role": "user", "content": turn[0]}, {"role": "assistant", "content": turn[1]},
                     {"role": "user", "content": "On."}]
-        world.api.post("/v1/chat/completions", {"model": f"axiom/{game_save.save_id}/m", "messages": messages})
+        world.api.post("/v1/chat/completions", {"model": f"axiom/{game_save.save_id}", "messages": messages})
         return has(Event.objects.all(), game_save=game_save, **{key: v})
 
     def save_file(v):

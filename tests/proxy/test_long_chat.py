@@ -4,7 +4,6 @@ one (`saves/narrator/snapshots.py`), so the file grows with the chat, not with i
 from __future__ import annotations
 
 import json
-import random
 import time
 
 import pytest
@@ -16,29 +15,11 @@ from studio.saves.narrator.snapshots import snapshot_prompts
 from studio.saves.services import save_create
 from tests.llm_server import Reply
 from tests.proxy.player import Player
+from tests.proxy.texts import prose
 
 pytestmark = pytest.mark.django_db
 
 EXCHANGES = 40
-WORDS = ("tide harbour lantern ledger smuggler rope gull fog pier salt crate bell dock oar net storm coin debt map "
-         "candle mast hull keel anchor sail chart compass beacon reef shoal current wave spray brine kelp cliff cove "
-         "quay wharf tavern ale bread cheese knife cloak boot hat scarf glove letter seal wax ink quill key lock door "
-         "window stair cellar attic roof chimney smoke ash ember flame spark river bridge road cart horse mule dog cat "
-         "rat owl crow heron gull tern crab eel cod herring mackerel oyster whelk mussel clam shell pearl silver gold").split()
-
-
-def prose(seed: int, words: int) -> str:
-    """Varied text (seeded: the same each run), about six characters a word."""
-    rng = random.Random(seed)
-    sentences, out = [], []
-    for index in range(words):
-        out.append(rng.choice(WORDS))
-        if len(out) >= rng.randint(8, 16) or index == words - 1:
-            sentences.append(" ".join(out).capitalize() + ".")
-            out = []
-    return " ".join(sentences)
-
-
 def test_a_64k_token_chat_round_trips_in_at_most_twice_its_text(proxy, upstream, universe, settings):
     settings.AXIOM_SAVE_FILE_MAX_BYTES = 64 * 1024 * 1024
     game_save = save_create(universe=universe, name="Long chat", memory_mode=MemoryMode.CLASSIC)
