@@ -38,7 +38,7 @@ pytestmark = pytest.mark.django_db
 def has(queryset, **lookup) -> bool:
     """Whether a row holds the value. PostgreSQL refuses a NUL even in a query: no row can hold one there
     (a path that tried to store it would have failed loudly), so the answer is no."""
-    if connection.vendor == "postgresql" and any("\x00" in repr(value) for value in lookup.values()):
+    if connection.vendor == "postgresql" and any(isinstance(value, str) and "\x00" in value for value in lookup.values()):
         return False
     return queryset.filter(**lookup).exists()
 
