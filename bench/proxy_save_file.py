@@ -8,7 +8,8 @@ each time as a front end does. Then the save is exported and imported again, and
 are printed:
 
 - the chat's text (every input and answer) and its tokens (the studio's token counter);
-- the save file's bytes and their ratio to the chat's text, per section;
+- the save file's bytes and their ratio to the chat's text, per section, and gzip-compressed
+  (the export's `.json.gz`);
 - the naive way, measured in the same run: what the `narrator_snapshots` section holds when
   every snapshot keeps its whole prompt (the sum of the prompts' lengths), as it did before
   snapshots were stored as deltas;
@@ -99,11 +100,13 @@ def main() -> int:
         Path(args.dump).write_bytes(data)
     sections = {name: len(json.dumps(body["items"], ensure_ascii=False).encode())
                 for name, body in json.loads(data)["sections"].items()}
+    gzipped = portable.save_export(game_save=game_save, compress=True).read()
     whole_prompts = sum(len(system_.encode()) + len(user_.encode()) for system_, user_ in snapshot_prompts(game_save=game_save).values())
     server.stop()
     results = {
         "exchanges": args.exchanges, "chat_chars": chat_chars, "chat_tokens": tokens, "file_bytes": len(data),
         "ratio_to_chat": round(len(data) / chat_chars, 3), "sections": sections,
+        "gzip_bytes": len(gzipped), "gzip_ratio_to_chat": round(len(gzipped) / chat_chars, 3),
         "snapshot_prompts_whole_bytes": whole_prompts,
         "whole_prompts_ratio_to_chat": round(whole_prompts / chat_chars, 2),
         "reimports_to_the_same_bytes": same, "play_seconds": round(play_seconds, 1),

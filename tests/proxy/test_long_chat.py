@@ -19,14 +19,14 @@ from tests.proxy.texts import prose
 
 pytestmark = pytest.mark.django_db
 
-EXCHANGES = 40
+EXCHANGES = 16  # long exchanges: 64k tokens in few requests
 def test_a_64k_token_chat_round_trips_in_at_most_twice_its_text(proxy, upstream, universe, settings):
     settings.AXIOM_SAVE_FILE_MAX_BYTES = 64 * 1024 * 1024
     game_save = save_create(universe=universe, name="Long chat", memory_mode=MemoryMode.CLASSIC)
     player = Player(proxy, game_save)
     for n in range(EXCHANGES):
-        upstream.reply = Reply(content=prose(1000 + n, 1150))
-        player.say(prose(n, 200))
+        upstream.reply = Reply(content=prose(1000 + n, 3100))
+        player.say(prose(n, 400))
     upstream.reply = Reply(content="The end.")
     player.say("I sleep.")  # the last exchange settles
     chat_text = sum(len(i) + len(a) for i, a in player.settled)
