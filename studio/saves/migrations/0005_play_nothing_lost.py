@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('saves', '0003_console_play'),
+        ('saves', '0004_narrator_snapshot_prompt_delta'),
     ]
 
     operations = [
