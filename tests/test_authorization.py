@@ -205,7 +205,9 @@ def objects(universe, game_save, author):
     token, _ = api_token_create(user=author, name="engine")
     from studio.universes.services import persona_set
 
-    persona_set(universe=universe, name="Wren", description="", portrait=b"\x89PNG\r\n\x1a\n" + bytes(16))
+    from tests.universes.test_persona import png
+
+    persona_set(universe=universe, name="Wren", description="", portrait=png())  # a real PNG: portraits are decoded
     from studio.saves.models import NarratorAlternative, NarratorDraft
 
     draft = NarratorDraft.objects.create(game_save=game_save, turn_id=game_save.current_turn + 1, player_input="look")
