@@ -205,10 +205,10 @@ def play_and_score(data: dict, *, embedder: str, vector_memory=None) -> dict:
             marked = any(i.ref.get("entry_id") == probe["secret"] and i.why.get("narrator_only") for i in context.included)
             in_context = any(i.ref.get("entry_id") == probe["secret"] for i in context.included)
             probe_rows.append({**probe, "in_section": in_section, "in_context": in_context, "marked": marked,
-                               "pov_context": context.as_text(),
+                               "pov_context": context.text,
                                "today_context": build_memory_context(game_save=save, query_text=probe["input"],
                                                                      token_budget=1200, pov=[],
-                                                                     vector_memory=memory).as_text()})
+                                                                     vector_memory=memory).text})
     rows = {r.turn_id: {fold(c) for c in r.characters} for r in Presence.objects.filter(game_save=save)}
     presence_right = sum(1 for t in turns if rows.get(t["turn_id"], set()) == truth.present[t["turn_id"]])
     return {"save": save, "totals": totals, "probes": probe_rows, "presence_right": presence_right,

@@ -125,7 +125,7 @@ def fill(texts: list[tuple[int, str]], budget: int, count_tokens) -> tuple[set[i
 
 
 def studio_arm(game_save, question: str, budget: int) -> tuple[set[int], int, dict, str]:
-    from studio.saves.narrator.prompt import NarratorConfig, build_narrator_prompt, memory_sections
+    from studio.saves.narrator.prompt import NarratorConfig, build_narrator_prompt
     from studio.memory.embeddings.tokens import count_tokens
 
     prompt = build_narrator_prompt(game_save=game_save, player_input=question,
@@ -142,7 +142,7 @@ def studio_arm(game_save, question: str, budget: int) -> tuple[set[int], int, di
         layers[item.layer] += item.tokens
     in_budget = hasattr(prompt, "shown_turns")  # the recent turns are part of the memory budget now
     return (turns | set(shown), prompt.memory.used_tokens + (0 if in_budget else shown_tokens), dict(layers),
-            "\n\n".join(memory_sections(prompt.memory)))
+            prompt.memory.text)
 
 
 def arm_text(turns: set[int], text: dict[int, str]) -> str:
@@ -282,7 +282,7 @@ def main() -> int:
     from dataclasses import replace
 
     from studio.memory.embeddings.tokens import count_tokens
-    from studio.memory.recall.context import TOKENS_PER_SMALL_CHUNK
+    from studio.memory.recall.policy import DEFAULT_POLICY
     from studio.memory.vector import get_vector_memory
     from studio.universes.models import Universe, UniverseMeta
 
@@ -307,7 +307,7 @@ def main() -> int:
         recent = set(range(max(last - 3, 1), last + 1))  # the last four turns, as a chat front end shows them
         # The baselines search as deep as the studio may (one ~20-token chunk per 20 tokens of budget, at least 80),
         # so at a large budget they can fill it too.
-        search_k = max(80, args.budget // TOKENS_PER_SMALL_CHUNK)
+        search_k = max(80, args.budget // DEFAULT_POLICY.tokens_per_small_chunk)
         recent_tokens = sum(count_tokens(f"(turn {t}) {text[t]}") for t in recent)
         for q in questions:
             wanted = set(q["evidence"])

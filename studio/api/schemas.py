@@ -467,7 +467,8 @@ class QueryResult(Schema):
 class ContextItem(Schema):
     model_config = ConfigDict(extra="allow")
     layer: Literal["story", "chapter", "mental_model", "belief", "fact", "narrative", "lore"] = Field(
-        ..., description="The memory layer, in hierarchy order (studio.memory.recall.context.LAYERS).")
+        ..., description="The memory layer (studio.memory.recall.layout.LAYERS); items come in the order the "
+                         "prompt prints them (the layout's sections).")
     text: str
     tokens: int
     reason: str = ""
@@ -475,6 +476,8 @@ class ContextItem(Schema):
     ref: dict[str, Any] = {}
     included: bool
     cut: str = Field("", description="Why an item was left out whole (over budget or its layer's share); empty when included.")
+    policy: dict[str, Any] = Field({}, description="Its budget policy: section, share class, offer tier and rank, recall, "
+                                                   "refill, protected, outside_budget, per_action (docs/architecture.md).")
 
 
 class LoreExplanation(Schema):
@@ -509,7 +512,11 @@ class MemoryContext(Schema):
     used_tokens: int
     cut_tokens: int = 0
     items: list[ContextItem]
-    text: str = Field(..., description="The included items as the block a narrator prompt carries.")
+    text: str = Field(..., description="The memory as the narrator's prompt carries it, byte for byte (the one renderer: "
+                                       "sections, marks, story-time headings).")
+    text_tokens: int = Field(0, description="The tokens of `text` (the budget's counter).")
+    parts: list[dict[str, Any]] = Field([], description="`text`'s sections in order: section, tokens, per_action.")
+    policy: Optional[dict[str, Any]] = Field(None, description="Every knob the context was built with (studio.memory.recall.policy).")
     timings: dict[str, float] = {}
     notes: list[str] = []
     shares: dict[str, int] = Field({}, description="Budget share per class (percent of token_budget; Universe_Meta context_share_*).")

@@ -30,7 +30,6 @@ from django.db import transaction
 
 from studio.memory.llm import LLMCancelled, LLMError, Relay, TrackedLLM
 from studio.memory.recall.context import next_turn_context
-from studio.memory.recall.macros import MacroNames
 from studio.memory.recall.query_params import LIMITS, ContextParams, InvalidParameters
 from studio.proxy.history import Chat, content_text, inject, read_chat
 from studio.proxy.sync import SyncResult, proxy_sync
@@ -70,11 +69,11 @@ def memory_budget(value, *, universe_meta: dict[str, str]) -> int:
 
 
 def memory_block(memory) -> str:
-    """Return the memory context as the text placed in the front end's prompt ("" when empty)."""
-    text = memory.as_text().strip() if memory is not None else ""
+    """Return the memory context as the text placed in the front end's prompt ("" when empty): the renderer's."""
+    text = memory.text.strip() if memory is not None else ""
     if not text:
         return ""
-    return MacroNames(**memory.macros).fill(f"{MEMORY_HEADING}\n{text}")
+    return f"{MEMORY_HEADING}\n{text}"
 
 
 def _memory(game_save: Save, chat: Chat, budget: int, vector_memory, universe_meta: dict[str, str]):
