@@ -290,7 +290,7 @@ The item's `ref["turn_id"]` names its turn either way (the Context viewer links 
         )
         if turn_id in shown or (turn_id, body) in seen:
             item.included = False
-            item.cut = f"already in the prompt: turn {turn_id} is shown in full under “This chapter”" if turn_id in shown else "a copy of a chunk already taken"
+            item.cut = f"already in the prompt: turn {turn_id} is shown in full under “Recent turns”" if turn_id in shown else "a copy of a chunk already taken"
         seen.add((turn_id, body))
         items.append(item)
     return items

@@ -109,15 +109,21 @@ def layer_providers() -> list[LayerProvider]:
 
 
 def _recent_turns(assembly: Assembly) -> list[ContextItem]:
-    """The recent turns in full and the summaries that tell the story before them."""
+    """The recent turns in full and the summaries that tell the story before them. A turn the caller's own
+    messages carry (`ContextPolicy.carried_turns`: the memory proxy's chat) is cut: it is in the prompt once."""
     started = time.perf_counter()
     policy = assembly.policy
-    assembly.story = story_items(assembly.game_save, horizon=assembly.context.turn, token_budget=policy.token_budget,
-                                 **policy.window_kwargs(), make_item=ContextItem.of, fill=assembly.fill)
-    assembly.context.shown_turns = assembly.story.shown_turns
-    assembly.context.chapter_start = assembly.story.chapter_start
+    story = assembly.story = story_items(assembly.game_save, horizon=assembly.context.turn,
+                                         token_budget=policy.token_budget, **policy.window_kwargs(),
+                                         make_item=ContextItem.of, fill=assembly.fill)
+    for item in story.turns:
+        if item.included and item.ref["turn_id"] in policy.carried_turns:
+            item.included = False
+            item.cut = f"already in the prompt: the front end's own messages carry turn {item.ref['turn_id']}"
+    assembly.context.shown_turns = [turn for turn in story.shown_turns if turn not in policy.carried_turns]
+    assembly.context.chapter_start = story.chapter_start
     assembly.timed("story_ms", started)
-    return assembly.story.turns
+    return story.turns
 
 
 def _story_so_far(assembly: Assembly) -> list[ContextItem]:

@@ -71,6 +71,7 @@ class Section:
     per_action: bool  # changes with each action: a prefix cache reads it anew
     parts: tuple[Part, ...] = ()
     empty: str = ""  # printed when it has nothing ("" : the section is left out)
+    carried: bool = False  # the caller's own messages may carry it (the proxy's chat): then no `empty` text
 
 
 LAYOUT: tuple[Section, ...] = (
@@ -79,7 +80,7 @@ LAYOUT: tuple[Section, ...] = (
     Section("story", "## The story so far", False, (Part("story", "The story so far"),)),
     Section("mental_models", "## Mental models", False, (Part("mental_model", "Mental models", by_subject=True),)),
     Section("recent_turns", "## Recent turns", False, (Part("chapter", "Recent turns", blocks=True),),
-            empty="(none yet: this is the first turn)"),
+            empty="(none yet: this is the first turn)", carried=True),
     Section("recalled", "## Recalled for this action", True, (
         Part("belief", "Beliefs", "### Beliefs"),
         Part("fact", "Facts", "### Facts", story_ordered=True),

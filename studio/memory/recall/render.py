@@ -19,7 +19,8 @@ provider wrote after the budget was spent (the point of view's rules, who is on 
 - "(A new chapter begins.)" on the first turn of every chapter the recent turns show.
 
 A section with nothing to print is left out, or says so (`Section.empty`: the recent turns
-and what the action recalled always have a heading, so the prompt's shape does not move).
+and what the action recalled always have a heading, so the prompt's shape does not move;
+the recent turns not when the caller's own messages carry them, the memory proxy's chat).
 `{{user}}` / `{{char}}` are filled with the context's macros (they are in the item texts
 already; filling twice changes nothing). Each part is counted with the budget's counter
 (`count_tokens`), and `RenderedMemory.split()` gives the part that stays the same from turn to
@@ -112,8 +113,9 @@ def render_memory(context) -> RenderedMemory:
     """Return the context's memory as the model reads it (the module docstring), counted part by part."""
     fill = MacroNames(**context.macros).fill if context.macros else (lambda text: text)
     rendered = []
+    carried = bool(context.policy and context.policy.carried_turns)
     for section in LAYOUT:
-        body = _section_body(section, context) or section.empty
+        body = _section_body(section, context) or ("" if section.carried and carried else section.empty)
         if not body:
             continue
         text = fill(f"{section.heading}\n{body}")
