@@ -21,7 +21,10 @@ rest of memory:
   marked on its first turn (`why["begins_chapter"]`), so the marks do not move.
   With `reach_back` (the cache-first layout, `context_cap_recall`) the window is not held to
   the open chapter: it shows earlier chapters' turns while its share holds them, and the
-  summaries tell only what it does not show.
+  summaries tell only what it does not show. With `max_turns` (`context_recent_turns`) it
+  shows at most that many turns (its start still on a step, so between `max_turns - step + 1`
+  and `max_turns`); when a save already holds more and they fit in less than the share (short
+  turns: a chat of one-line messages), what the share leaves is `spare`, for recall.
 
 `shown_turns` is what the prompt shows in full: the narrative search leaves those turns out
 (an item is in the prompt once). The window's knobs (`window_step`, `min_recent`,
@@ -44,6 +47,9 @@ class Story:
     turns: list = field(default_factory=list)  # ContextItem, layer "chapter"
     shown_turns: list[int] = field(default_factory=list)
     chapter_start: int = 1
+    # The recent turns' share the window leaves because it already shows its most turns (`max_turns`) and they
+    # are short: what the allocator adds to the cap on what changes with each action (recall may use it).
+    spare: int = 0
 
 
 def turn_texts(game_save, turn_ids) -> dict[int, str]:
@@ -130,7 +136,7 @@ def _told_before(spans: list[tuple[int, int]], *, window_start: int, chapter_sta
 
 def story_items(game_save, *, horizon: int, token_budget: int, shares: dict[str, int], make_item, fill,
                 reach_back: bool = False, window_step: int = DEFAULT_POLICY.window_step, min_recent: int = DEFAULT_POLICY.min_recent,
-                max_lookback: int = DEFAULT_POLICY.max_lookback) -> Story:
+                max_lookback: int = DEFAULT_POLICY.max_lookback, max_turns: int | None = None) -> Story:
     """Return the story-so-far candidates for the save's next turn (see the module docstring).
 
     `make_item(layer=, text=, reason=, why=, ref=, **policy changes)` makes an item (`ContextItem.of`).
@@ -177,6 +183,10 @@ def story_items(game_save, *, horizon: int, token_budget: int, shares: dict[str,
     floor = ((floor - 1) // window_step) * window_step + 1  # anchored, so it moves a step at a time
     window_start = window_start_for({t: n for t, n in sizes.items() if t >= floor}, horizon=horizon, cap=cap,
                                     first_sizes=dated_sizes, step=window_step)
+    if max_turns and horizon - window_start + 1 > max_turns:  # the share holds more turns than the window shows
+        window_start = -(-(horizon - max_turns) // window_step) * window_step + 1  # the first step inside the bound
+        shown = sum(size for turn_id, size in sizes.items() if turn_id > window_start)
+        story.spare = max(cap - shown - dated_sizes.get(window_start, sizes.get(window_start, 0)), 0)
     spans = _spans_from(game_save, window_start - 1)
     summaries(_told_before(spans, window_start=window_start, chapter_start=start) if reach_back else min(start, horizon + 1))
     # Every chapter that begins inside the window is marked on its first turn, not only the open one: a mark

@@ -46,7 +46,7 @@ from studio.memory.knowledge.names import CharacterIndex, fold
 from studio.memory.recall.query_params import InvalidParameters
 from studio.memory.retrieval.lexical import index_terms
 
-__all__ = ["POV_RULES", "PovContext", "item_knowing", "on_scene", "pov_complete", "resolve_pov"]
+__all__ = ["POV_RULES", "PovContext", "item_knowing", "item_label", "on_scene", "pov_complete", "resolve_pov"]
 
 POV_RULES = (
     "The narrator knows everything in this memory. The characters on scene (named at its end, before the "
@@ -119,13 +119,17 @@ def _labels(items: list[dict[str, Any]]) -> list[str]:
             turns.append(turn)
             continue
         flush()
-        labels.append(_label(item))
+        labels.append(item_label(item))
     flush()
     return labels
 
 
-def _label(item: dict[str, Any]) -> str:
+def item_label(item: dict[str, Any]) -> str:
+    """How a character's list names an item shown above: a lore entry's title, a chunk's first words and turn,
+    a recent turn's number; a fact or a belief by itself. `item`: {"text", "layer", "ref", "title"}."""
     layer, text = item["layer"], item["text"]
+    if layer == "chapter":
+        return f"Turn {item['ref'].get('turn_id')}"
     if layer == "lore":
         return item.get("title") or text.split(":", 1)[0]
     if layer == "narrative":

@@ -72,25 +72,28 @@ def offer_order(candidates: list) -> list:
     return [candidates[i] for i in sorted(range(len(candidates)), key=key)]
 
 
-def item_cap(item, *, policy) -> int:
+def item_cap(item, *, policy, cap_extra: int = 0) -> int:
     """Return how many tokens `item` may take whole: its share (and the cap when it changes with each action)
     and `max_item_percent` of the budget; a protected entry the whole budget."""
     if item.policy.protected:
         return policy.token_budget
     share_cap = policy.share_tokens(item.policy.budget_class)
     if policy.cap_tokens is not None and item.policy.per_action:
-        share_cap = min(share_cap, policy.cap_tokens)
+        share_cap = min(share_cap, policy.cap_tokens + cap_extra)
     return min(share_cap, policy.token_budget * policy.max_item_percent // 100)
 
 
-def allocate(candidates: list, *, policy, query_text: str, spent: int = 0) -> Allocation:
-    """Decide every candidate (the module docstring's steps); items already cut by their layer stay cut."""
+def allocate(candidates: list, *, policy, query_text: str, spent: int = 0, cap_extra: int = 0) -> Allocation:
+    """Decide every candidate (the module docstring's steps); items already cut by their layer stay cut.
+
+    `cap_extra`: tokens added to the cap on what changes with each action (the recent turns' share their
+    window leaves, `chapters.story.Story.spare`)."""
     for item in candidates:  # an entry longer than its share (or the cap) is represented, not dropped
         if item.included and item.policy.shortenable and not item.policy.outside_budget:
-            fit_to_share(item, cap=item_cap(item, policy=policy))
+            fit_to_share(item, cap=item_cap(item, policy=policy, cap_extra=cap_extra))
     offered = offer_order([item for item in candidates if item.included or not item.cut])
     budget = {"token_budget": policy.token_budget, "shares": policy.shares, "reserve": policy.reserve_recall,
-              "cap": policy.cap_recall, "spent": spent}
+              "cap": policy.cap_recall, "spent": spent, "cap_extra": cap_extra}
     assemble(offered, **budget)
     allocation = Allocation(offered=offered)
     # Whole chunks left a recalled memory out: the best k_narrative stay whole, those below are represented by
@@ -108,19 +111,20 @@ def allocate(candidates: list, *, policy, query_text: str, spent: int = 0) -> Al
 
 
 def assemble(candidates: list, *, token_budget: int, shares, reserve: int = 0, cap: int | None = None,
-             spent: int = 0) -> None:
+             spent: int = 0, cap_extra: int = 0) -> None:
     """Decide `included` / `cut` for every candidate (the module docstring's passes); nothing is truncated.
 
     `reserve`: the percent of the budget kept for what the action recalls until every candidate
     has been offered once. `cap`: the percent of the budget that what changes with each action
-    may use in all (None: no cap). `spent`: tokens the budget has already paid outside the items.
+    may use in all (None: no cap), plus `cap_extra` tokens. `spent`: tokens the budget has already
+    paid outside the items.
     """
     for item in candidates:  # a second assembly (after excerpts) decides afresh
         item.included, item.cut = True, ""
         item.why.pop("budget", None)
     remaining = token_budget - spent
     used: dict[str, int] = {}
-    changing, changing_cap = 0, None if cap is None else token_budget * cap // 100  # what changes with each action
+    changing, changing_cap = 0, None if cap is None else token_budget * cap // 100 + cap_extra  # what changes each action
     decided: set[int] = set()
     kept = token_budget * reserve // 100  # what recall may still draw on before the others may
     groups: set[tuple[str, str]] = set()  # (layer, dated group) whose heading is paid for: each layer prints its own
@@ -158,9 +162,10 @@ def assemble(candidates: list, *, token_budget: int, shares, reserve: int = 0, c
         if changing + cost(item) <= limit:
             return ""
         kept_note = f" beside the {keep} kept for what the action recalls" if keep and not item.policy.recall else ""
+        extra = f" + the {cap_extra} the recent turns leave" if cap_extra else ""
         return (f"over budget: needs {cost(item)} tokens; what changes with each action is capped at {cap}% of the "
-                f"budget = {changing_cap} tokens (context_cap_recall), {max(limit - changing, 0)} left{kept_note} "
-                "(left out whole)")
+                f"budget{extra} = {changing_cap} tokens (context_cap_recall), {max(limit - changing, 0)} left"
+                f"{kept_note} (left out whole)")
 
     for index, item in enumerate(candidates):  # 1: ignore budget
         if item.policy.outside_budget:

@@ -268,7 +268,8 @@ def build_memory_context(
     candidates: list[ContextItem] = []
     for provider in providers:
         candidates += provider.provide(assembly)
-    allocation = allocate(candidates, policy=policy, query_text=query_text)
+    spare = assembly.story.spare  # the recent turns' share their window leaves (short turns): recall may use it
+    allocation = allocate(candidates, policy=policy, query_text=query_text, cap_extra=spare)
     for _ in range(MAX_POV_PASSES):  # what providers write after the budget is paid from it too
         context.items = candidates
         context.section_texts = {}
@@ -278,7 +279,8 @@ def build_memory_context(
         context.section_tokens = sum(count_tokens(text) for text in context.section_texts.values() if text)
         if not context.section_tokens or context.used_tokens <= token_budget + _outside(candidates):
             break
-        allocation = allocate(candidates, policy=policy, query_text=query_text, spent=context.section_tokens)
+        allocation = allocate(candidates, policy=policy, query_text=query_text, spent=context.section_tokens,
+                              cap_extra=spare)
     if allocation.excerpted:
         context.notes.append(f"{allocation.excerpted} narrative chunks ranked below the best {policy.k_narrative} are "
                              "excerpted: the sentences that hold the action's words, the rest marked […].")

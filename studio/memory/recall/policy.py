@@ -146,6 +146,13 @@ KNOBS: tuple[Knob, ...] = (
               "turn activated) may use in all, even when the rest leaves budget unused (0-100; unset: no cap). A low cap "
               "(e.g. 20) keeps most of the prompt the same from turn to turn, so a model server's prefix cache reuses it "
               "and the first word comes sooner, at the cost of recall (docs/long-play.md)."),
+    Knob("recent_turns", 16, meta_key="context_recent_turns", low=1, high=200,
+         why="the recent turns show at most this many turns: on LoCoMo (one ~25-token utterance a turn) the share "
+             "they cannot fill goes to recall (evidence at or above the engine's hybrid search), on the demo "
+             "(~170-token turns) the share binds first (docs/benchmarks.md, \"One context, one prompt\")",
+         help="Most turns the recent turns show in full, within their share (context_share_chapter); older turns come "
+              "back through recall. When the story already holds more turns and these are short (a chat of one-line "
+              "messages), what they leave of their share goes to recall, on top of context_cap_recall."),
     Knob("player_on_scene", True, meta_key="pov_player_on_scene", kind="bool", group=LAYOUT_GROUP,
          why="the player character witnesses every turn they act in, whether or not the game lists them present",
          help="true or false: the player character is present in every turn they act in (a turn with a player "
@@ -193,6 +200,7 @@ class ContextPolicy:
     shares: Mapping[str, int] = field(default_factory=lambda: MappingProxyType(dict(DEFAULT_SHARES)))
     reserve_recall: int = _DEFAULT["reserve_recall"]
     cap_recall: int | None = _DEFAULT["cap_recall"]
+    recent_turns: int = _DEFAULT["recent_turns"]
     player_on_scene: bool = _DEFAULT["player_on_scene"]
     proxy_placement: str = _DEFAULT["proxy_placement"]
     proxy_repeat_chat: bool = _DEFAULT["proxy_repeat_chat"]
@@ -246,7 +254,8 @@ class ContextPolicy:
         """The recent turns' window as this policy plans it, as `chapters.story.story_items` keywords (the
         narrator and impersonation read the same window)."""
         return {"shares": {**self.shares, "chapter": self.window_share}, "reach_back": self.reach_back,
-                "window_step": self.window_step, "min_recent": self.min_recent, "max_lookback": self.max_lookback}
+                "window_step": self.window_step, "min_recent": self.min_recent, "max_lookback": self.max_lookback,
+                "max_turns": self.recent_turns}
 
     def as_dict(self) -> dict[str, Any]:
         """Return the policy as JSON-ready values (the API's and the viewer's explain)."""
