@@ -340,7 +340,11 @@ def main() -> int:
                 layer_tokens[layer].append(value)
             UniverseMeta.objects.update_or_create(universe=universe, key="context_share_summary", defaults={"value": "0"})
             _, texts["studio without chapter summaries"] = studio_arm(game_save, q["question"], args.budget)
-            UniverseMeta.objects.filter(universe=universe, key="context_share_summary").delete()
+            if "context_share_summary" in meta:  # back to the run's own value, else to the default
+                UniverseMeta.objects.filter(universe=universe, key="context_share_summary").update(
+                    value=meta["context_share_summary"])
+            else:
+                UniverseMeta.objects.filter(universe=universe, key="context_share_summary").delete()
             window = [(t, text[t]) for t in range(last, 0, -1)]
             texts["chat window"] = arm_text(fill(window, args.budget, count_tokens)[0], text)
             for arm, arms in (("plain RAG", ("semantic",)), ("hybrid fill", None)):

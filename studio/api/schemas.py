@@ -21,13 +21,7 @@ from ninja import Schema
 from pydantic import AfterValidator, ConfigDict, Field, Strict, model_validator
 from pydantic_core import PydanticCustomError
 
-from studio.memory.recall.query_params import (
-    DEFAULT_K,
-    DEFAULT_K_LORE,
-    DEFAULT_K_NARRATIVE,
-    DEFAULT_TOKEN_BUDGET,
-    LIMITS,
-)
+from studio.memory.recall.query_params import DEFAULT_K, DEFAULT_K_LORE, DEFAULT_K_NARRATIVE, LIMITS
 
 
 def _no_nul(value: str) -> str:
@@ -203,6 +197,7 @@ class QueryQuery(QuerySchema):
     record: bool = False
 
 
+BUDGET_HELP = "Tokens of memory; absent: the narrator's (the universe's context_budget, else 2,000), as the narrator reads it."
 POV_HELP = ("Characters whose point of view the context adds (what each knows; secrets marked narrator-only); "
             "[] (or `none` in a query string) for none; absent: the characters on scene. docs/knowledge.md.")
 
@@ -220,7 +215,7 @@ class ContextRequest(_Recordable):
     query_text: Text = Field("", max_length=LIMITS.query_text_chars, description="Usually the player's input.")
     focus_terms: Optional[TermList] = None
     pov: Optional[TermList] = Field(None, description=POV_HELP)
-    token_budget: Int = Field(DEFAULT_TOKEN_BUDGET, ge=LIMITS.token_budget_min, le=LIMITS.token_budget_max)
+    token_budget: Optional[Int] = Field(None, ge=LIMITS.token_budget_min, le=LIMITS.token_budget_max, description=BUDGET_HELP)
     k_narrative: Int = Field(DEFAULT_K_NARRATIVE, ge=LIMITS.k_min, le=LIMITS.k_max)
     k_lore: Int = Field(DEFAULT_K_LORE, ge=LIMITS.k_min, le=LIMITS.k_max)
 
@@ -229,7 +224,7 @@ class ContextQuery(QuerySchema):
     query_text: QueryText = Field("", max_length=LIMITS.query_text_chars)
     focus_terms: QueryTermList = Field(None, max_length=LIMITS.focus_terms)
     pov: QueryTermList = Field(None, max_length=LIMITS.focus_terms, description=POV_HELP)
-    token_budget: QueryInt = Field(DEFAULT_TOKEN_BUDGET, ge=LIMITS.token_budget_min, le=LIMITS.token_budget_max)
+    token_budget: QueryInt = Field(None, ge=LIMITS.token_budget_min, le=LIMITS.token_budget_max, description=BUDGET_HELP)
     k_narrative: QueryInt = Field(DEFAULT_K_NARRATIVE, ge=LIMITS.k_min, le=LIMITS.k_max)
     k_lore: QueryInt = Field(DEFAULT_K_LORE, ge=LIMITS.k_min, le=LIMITS.k_max)
     record: bool = False

@@ -184,7 +184,8 @@ def story_items(game_save, *, horizon: int, token_budget: int, shares: dict[str,
     window_start = window_start_for({t: n for t, n in sizes.items() if t >= floor}, horizon=horizon, cap=cap,
                                     first_sizes=dated_sizes, step=window_step)
     if max_turns and horizon - window_start + 1 > max_turns:  # the share holds more turns than the window shows
-        window_start = -(-(horizon - max_turns) // window_step) * window_step + 1  # the first step inside the bound
+        # The first step inside the bound (the last turn at least, for a bound shorter than a step).
+        window_start = min(-(-(horizon - max_turns) // window_step) * window_step + 1, horizon)
         shown = sum(size for turn_id, size in sizes.items() if turn_id > window_start)
         story.spare = max(cap - shown - dated_sizes.get(window_start, sizes.get(window_start, 0)), 0)
     spans = _spans_from(game_save, window_start - 1)

@@ -268,7 +268,9 @@ def build_memory_context(
     candidates: list[ContextItem] = []
     for provider in providers:
         candidates += provider.provide(assembly)
-    spare = assembly.story.spare  # the recent turns' share their window leaves (short turns): recall may use it
+    # The recent turns' share their window leaves (short turns) is recall's too; without the story layers (the
+    # recall hierarchy alone) nothing stays put before recall for a cap to keep: recall may use the budget.
+    spare = assembly.story.spare if story else token_budget
     allocation = allocate(candidates, policy=policy, query_text=query_text, cap_extra=spare)
     for _ in range(MAX_POV_PASSES):  # what providers write after the budget is paid from it too
         context.items = candidates

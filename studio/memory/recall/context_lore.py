@@ -77,39 +77,52 @@ def fill(text: str, macros: dict[str, str]) -> str:
     return fill_macros(text, user=macros.get("user"), char=macros.get("char"))
 
 
-def activated_policy(code: str, *, protected: bool = False, ignore_budget: bool = False, rank: int = 2) -> ItemPolicy:
-    """Return the budget policy of an entry the book activated with decision `code` (see the module docstring)."""
-    return ItemPolicy("constant_lore" if code == "constant" else "recalled", "lore_activated",
+def activated_policy(code: str, *, protected: bool = False, ignore_budget: bool = False, rank: int = 2,
+                     stays: bool = False) -> ItemPolicy:
+    """Return the budget policy of an entry the book activated with decision `code` (see the module docstring).
+    `stays`: printed with the lore that is always active (the player character's own entry)."""
+    return ItemPolicy("constant_lore" if code == "constant" or stays else "recalled", "lore_activated",
                       Tier.PROTECTED if protected else Tier.ACTIVATED, rank=0 if protected else rank,
                       protected=protected, outside_budget=ignore_budget, shortenable=not ignore_budget)
 
 
 def activated_items(view: LoreActivationView, *, focus: list[str], macros: dict[str, str], make_item,
-                    activation_rank=DEFAULT_POLICY.activation_rank):
+                    activation_rank=DEFAULT_POLICY.activation_rank, player: str = ""):
     """Return the context items of the activated entries, in prompt order, each with its `ItemPolicy`.
 
     `make_item(layer=, text=, reason=, why=, ref=, policy=)` makes one (`ContextItem.of`: it counts
     the tokens). A constant entry goes to the always-active section, the others to what this
     action recalled; a protected one is offered the budget first; `activation_rank` orders the rest.
+    `player`: the player character, when in focus (the narrator's own focus): the entry naming them is
+    in every prompt, activated this turn or not, protected and printed with the lore that is always
+    active, where a prefix cache keeps it (not among what changes with each action).
     """
     focus_names = _names(focus)
+    player_names = _names([player])
     items = []
-    for spec in view.result.activated:
+    specs = list(view.result.activated)
+    if player_names and not any(player_names & _names([s.title, *s.keys]) for s in specs):
+        specs += [s for s in view.specs.values() if s.enabled and player_names & _names([s.title, *s.keys])][:1]
+    for spec in specs:
         record = view.result.explanations[spec.entry_id]
         pending = "pending input" in (record.matched_in or "")
         names = _names([spec.title, *spec.keys])
         in_focus = sorted(focus_names & names)
-        protected = pending or bool(in_focus)
+        stays = bool(player_names & names)
+        protected = pending or bool(in_focus) or stays
         text = fill(f"{spec.title}: {spec.text}" if spec.title else spec.text, macros)
-        why = "; ".join(record.reasons) or record.code
-        if in_focus and not pending:
+        why = ("; ".join(record.reasons) or record.code) if record.included else "the player character's entry"
+        if stays:
+            why += "; the player character's entry, in every prompt while they are in focus"
+        elif in_focus and not pending:
             why += f"; names “{in_focus[0]}”, in focus"
         rank = 0 if protected else activation_rank.get(record.code, 2)
-        policy = activated_policy(record.code, protected=protected, ignore_budget=spec.ignore_budget, rank=rank)
+        policy = activated_policy(record.code, protected=protected, ignore_budget=spec.ignore_budget, rank=rank,
+                                  stays=stays)
         items.append(make_item(
             layer="lore", text=text,
             reason=f"lore activated: {why}",
-            why={"activation": record.code, "activation_rank": rank,
+            why={"activation": record.code if record.included else "player", "activation_rank": rank,
                  "matched_key": record.matched_key, "matched_in": record.matched_in,
                  "via_entry": record.via_entry, "in_focus": in_focus[:1],
                  # Where a narrator prompt places it (SillyTavern's position / depth / role).

@@ -193,8 +193,13 @@ def _narrative(assembly: Assembly) -> list[ContextItem]:
 def _activated_lore(assembly: Assembly) -> list[ContextItem]:
     if assembly.lore_view is None:
         return []
-    return context_lore.activated_items(assembly.lore_view, focus=assembly.focus_names, macros=assembly.macros,
-                                        make_item=ContextItem.of, activation_rank=assembly.policy.activation_rank)
+    player = assembly.macros.get("user") or ""
+    in_focus = player and player.casefold() in {name.casefold() for name in assembly.focus_names}
+    items = context_lore.activated_items(assembly.lore_view, focus=assembly.focus_names, macros=assembly.macros,
+                                         make_item=ContextItem.of, activation_rank=assembly.policy.activation_rank,
+                                         player=player if in_focus else "")
+    assembly.scratch["activated_entries"] = {item.ref["entry_id"] for item in items}
+    return items
 
 
 def _lore_by_meaning(assembly: Assembly) -> list[ContextItem]:
@@ -210,6 +215,8 @@ def _lore_by_meaning(assembly: Assembly) -> list[ContextItem]:
     for item in lore_items(outcome.results, view, assembly.macros):
         entry_id = item.ref.get("entry_id")
         allowed, why = context_lore.semantic_allowed(view, entry_id)
+        if allowed and entry_id in assembly.scratch.get("activated_entries", ()):
+            allowed, why = False, "already in as the player character's entry"
         if allowed and entry_id in absent:
             allowed, why = False, (f"a character's description enters when {absent[entry_id]} "
                                    "is on scene (in focus) or named in the action")

@@ -113,8 +113,8 @@ DEFAULT_CONTEXT_BUDGET = DEFAULT_TOKEN_BUDGET + 800
 CONTEXT_BUDGET_MIN = 200
 CONTEXT_BUDGET_MAX = LIMITS.token_budget_max
 # Caps, not reservations (they may add up to more than 100). See docs/long-play.md, "The budget".
-DEFAULT_SHARES = {"summary": 15, "chapter": 70, "lore_activated": 50, "mental_model": 100, "belief": 100, "fact": 100,
-                  "narrative": 40, "lore": 100}
+DEFAULT_SHARES = {"summary": 10, "chapter": 85, "lore_activated": 50, "mental_model": 100, "belief": 100, "fact": 100,
+                  "narrative": 100, "lore": 100}
 # Within activated lore, what the budget is offered first (protected entries come before all).
 DEFAULT_ACTIVATION_RANK = MappingProxyType(
     {"constant": 1, "forced": 1, "sticky": 2, "key": 2, "after_first_match": 2, "recursion": 3})
@@ -134,19 +134,23 @@ KNOBS: tuple[Knob, ...] = (
                "demo's recursion take every token; the recent turns' share is the cache-first layout's",
            help=f"Percent of the memory context's budget {what} may use (0-100).")
       for share_class, what in SHARE_CLASS_NAMES.items()),
-    Knob("reserve_recall", 40, meta_key="context_reserve_recall", low=0, high=100,
+    Knob("reserve_recall", 10, meta_key="context_reserve_recall", low=0, high=100,
          why="kept for what the action recalls so the recent turns and activated lore never crowd out the entry the "
-             "player asked about (the demo's \"The Copper Hood\"); never above the cap",
+             "player asked about (the demo's \"The Copper Hood\"); never above the cap, and what the recent turns' "
+             "window may not plan on",
          help="Percent of the memory context's budget kept for what the action recalls (narrative memory, lore found "
               "by meaning, facts, beliefs, models): the recent turns and activated lore may not spend it; what recall "
               "does not need goes back to them (0-100; never above context_cap_recall)."),
-    Knob("cap_recall", None, meta_key="context_cap_recall", low=0, high=100, unset="none: no cap",
-         why="what changes with each action is read anew by a prefix cache (docs/long-play.md, \"The cache-first layout\")",
+    Knob("cap_recall", 12, meta_key="context_cap_recall", low=0, high=100,
+         why="cache-first: what changes with each action is read anew by a prefix cache; at 12% (and the recent turns' "
+             "85% share) the demo's median shared prefix is above 70%, and what short turns leave of their share "
+             "keeps LoCoMo's evidence at the engine's hybrid search (docs/benchmarks.md, \"One context, one prompt\")",
          help="Percent of the memory context's budget that what changes with each action (what it recalled, lore its "
-              "turn activated) may use in all, even when the rest leaves budget unused (0-100; unset: no cap). A low cap "
-              "(e.g. 20) keeps most of the prompt the same from turn to turn, so a model server's prefix cache reuses it "
-              "and the first word comes sooner, at the cost of recall (docs/long-play.md)."),
-    Knob("recent_turns", 16, meta_key="context_recent_turns", low=1, high=200,
+              "turn activated) may use, even when the rest leaves budget unused (0-100; 100: no cap), plus what the "
+              "recent turns leave of their share when they are short (context_recent_turns). Low, most of the prompt "
+              "stays the same from turn to turn, so a model server's prefix cache reuses it and the first word comes "
+              "sooner; higher, the action recalls more (docs/long-play.md)."),
+    Knob("recent_turns", 10, meta_key="context_recent_turns", low=1, high=200,
          why="the recent turns show at most this many turns: on LoCoMo (one ~25-token utterance a turn) the share "
              "they cannot fill goes to recall (evidence at or above the engine's hybrid search), on the demo "
              "(~170-token turns) the share binds first (docs/benchmarks.md, \"One context, one prompt\")",

@@ -64,13 +64,15 @@ def test_lore_the_turn_activated_does_not_spend_the_part_of_the_cap_kept_for_rec
 
 
 def test_the_cap_is_read_from_meta_and_the_reserve_never_exceeds_it():
-    assert context_policy({}).cap_recall is None and context_policy({}).reserve_recall == 40
+    # Cache-first by default (docs/benchmarks.md, "One context, one prompt"): a 12% cap, 10% kept for recall.
+    assert context_policy({}).cap_recall == 12 and context_policy({}).reserve_recall == 10
     assert context_policy({"context_cap_recall": " 15 "}).cap_recall == 15
-    assert context_policy({"context_cap_recall": "15"}).reserve_recall == 15  # a floor above the cap could not be kept
+    assert context_policy({"context_cap_recall": "5"}).reserve_recall == 5  # a floor above the cap could not be kept
     assert context_policy({"context_cap_recall": "50", "context_reserve_recall": "30"}).reserve_recall == 30
-    assert context_policy({"context_cap_recall": "150"}).cap_recall is None  # out of range: no cap, as an invalid share
-    assert window_plan({})["reach_back"] is False and window_plan({"context_cap_recall": "10"})["reach_back"] is True
-    assert window_plan({"context_cap_recall": "10"})["shares"]["chapter"] == 70  # min(70, 100 - 10 - 15)
+    assert context_policy({"context_cap_recall": "150"}).cap_recall == 12  # out of range: the default, as an invalid share
+    assert window_plan({})["reach_back"] is True and window_plan({})["max_turns"] == 10
+    assert window_plan({})["shares"]["chapter"] == 80  # min(85, 100 - 10 - 10)
+    assert window_plan({"context_cap_recall": "50", "context_reserve_recall": "30"})["shares"]["chapter"] == 60
 
     from studio.universes.services import meta_validate
 
@@ -122,6 +124,8 @@ def test_every_chapter_start_inside_the_window_keeps_its_mark(chaptered):
 
 def test_with_a_cap_consecutive_prompts_share_everything_up_to_what_the_action_recalled(chaptered, vector_memory):
     UniverseMeta.objects.create(universe=chaptered.universe, key="context_cap_recall", value="10")
+    # The window's turn bound (context_recent_turns, 10) would move it at turn 11: this test is about the share.
+    UniverseMeta.objects.create(universe=chaptered.universe, key="context_recent_turns", value="60")
     before = build_narrator_prompt(game_save=chaptered, player_input="look at the mole", vector_memory=vector_memory).user
     turn_append(game_save=chaptered, player_input="look at the mole", narrative="Turn 11: the mole is quiet.",
                 state={"location": "mole"})
@@ -134,8 +138,11 @@ def test_with_a_cap_consecutive_prompts_share_everything_up_to_what_the_action_r
 
 def test_the_demo_context_with_a_cap_keeps_what_changes_each_action_under_it(demo):
     UniverseMeta.objects.update_or_create(universe=demo.universe, key="context_cap_recall", defaults={"value": "15"})
-    context = build_memory_context(game_save=demo, query_text=QUESTION, token_budget=2000)
+    # With the story so far (what stays put before what changes); without it there is nothing for a cap to keep.
+    context = build_memory_context(game_save=demo, query_text=QUESTION, token_budget=2000, story=True)
     assert context.cap_recall == 15 and context.as_dict()["cap_recall"] == 15
+    plain = build_memory_context(game_save=demo, query_text=QUESTION, token_budget=2000)
+    assert not any("context_cap_recall" in i.cut for i in plain.cut)
     changing = [i for i in context.included if i.policy.per_action and not i.policy.outside_budget]
     assert changing and sum(i.tokens + i.why.get("group_tokens", 0) for i in changing) <= 300 + 50  # headings paid once
     assert any("context_cap_recall" in i.cut for i in context.cut)

@@ -45,7 +45,7 @@ def dated_living(universe, vector_memory):
 
 
 def facts_of(context) -> list:
-    return [i for i in context.items if i.layer == "fact"]
+    return [i for i in context.items if i.layer == "fact" and i.included]
 
 
 def test_facts_of_the_named_time_come_first_and_say_so(dated_living):
