@@ -65,8 +65,10 @@ def offer_order(candidates: list) -> list:
 
     def key(index: int) -> tuple[int, int, int, int]:
         policy = candidates[index].policy
-        if index in rounds:  # the best item of every recall layer, then the second of each, ...
-            return (policy.tier, rounds[index], RECALL_LAYERS.index(candidates[index].layer), index)
+        if index in rounds:  # the best item of every recall layer, then the second of each, ... (a registered one last)
+            layer = candidates[index].layer
+            order = RECALL_LAYERS.index(layer) if layer in RECALL_LAYERS else len(RECALL_LAYERS)
+            return (policy.tier, rounds[index], order, index)
         return (policy.tier, policy.rank, 0, index)
 
     return [candidates[i] for i in sorted(range(len(candidates)), key=key)]

@@ -42,10 +42,10 @@ from studio.memory.recall.context_items import (
     narrative_items,
 )
 from studio.memory.recall.focus import characters_absent
-from studio.memory.recall.layout import ItemPolicy, Part, register_part
+from studio.memory.recall.layout import ItemPolicy, Part, register_part, unregister_part
 from studio.memory.recall.search import memory_search, query_record
 
-__all__ = ["Assembly", "LayerProvider", "layer_providers", "register_layer"]
+__all__ = ["Assembly", "LayerProvider", "layer_providers", "register_layer", "unregister_layer"]
 
 
 @dataclass
@@ -99,6 +99,13 @@ def register_layer(provider: LayerProvider) -> LayerProvider:
         register_part(section, part, provider.policy)
     _PROVIDERS[provider.name] = provider
     return provider
+
+
+def unregister_layer(name: str) -> None:
+    """Remove the provider `name` (and the part it declared): a plugin that is turned off, a test."""
+    provider = _PROVIDERS.pop(name, None)
+    if provider is not None and provider.part is not None:
+        unregister_part(provider.part[0], provider.part[1].layer)
 
 
 def layer_providers() -> list[LayerProvider]:

@@ -36,7 +36,7 @@ from enum import IntEnum
 
 __all__ = [
     "LAYOUT", "LAYERS", "ItemPolicy", "Part", "RECALL_LAYERS", "SECTIONS", "Section", "Tier",
-    "group_heading", "layer_policy", "parts_of", "register_part",
+    "group_heading", "layer_policy", "parts_of", "register_part", "unregister_part",
 ]
 
 
@@ -159,6 +159,14 @@ def register_part(section: str, part: Part, policy: ItemPolicy) -> None:
         raise ValueError(f"the layer {part.layer!r} is declared already")
     _REGISTERED_PARTS.setdefault(section, []).append(part)
     _LAYER_POLICY[part.layer] = policy
+
+
+def unregister_part(section: str, layer: str) -> None:
+    """Forget a layer `register_part` declared (`layers.unregister_layer`); the declared layers stay."""
+    parts = _REGISTERED_PARTS.get(section, [])
+    if any(part.layer == layer for part in parts):
+        _REGISTERED_PARTS[section] = [part for part in parts if part.layer != layer]
+        _LAYER_POLICY.pop(layer, None)
 
 
 def group_heading(story_time: str) -> str:

@@ -228,3 +228,33 @@ def test_an_unknown_point_of_view_is_refused_naming_the_known_characters(harbour
     ok = api.post(f"/api/v1/saves/{harbour.save_id}/context", {"query_text": ACTION, "pov": ["Kay"]})
     assert ok.status_code == 200 and [c["name"] for c in ok.json()["pov"]["characters"]] == ["Kael"]
     assert json.dumps(ok.json()["text"]).count("## On scene") == 1
+
+
+def test_a_new_layer_is_one_registration(harbour):
+    """A provider with its place in the layout and its items' policy: the allocator spends the budget on its
+    items, the renderer prints them in their section, every reader gets them."""
+    from studio.memory.recall.context_items import ContextItem
+    from studio.memory.recall.layers import LayerProvider, register_layer, unregister_layer
+    from studio.memory.recall.layout import ItemPolicy, Part, Tier
+
+    policy = ItemPolicy("recalled", "rumour", Tier.RECALL, recall=True)
+
+    def rumours(assembly):
+        return [ContextItem.of(layer="rumour", text=f"Rumour {n}: the bell rang {n} times.", reason="a rumour",
+                               why={}, ref={}, policy=policy) for n in (1, 2)]
+
+    register_layer(LayerProvider("rumours", rumours, part=("recalled", Part("rumour", "Rumours", "### Rumours")),
+                                 policy=policy))
+    try:
+        with pytest.raises(ValueError, match="registered already"):
+            register_layer(LayerProvider("rumours", rumours))
+        context = _context(harbour)
+        text = context.text
+        # The point of view has no rule for a rumour: the narrator's, marked as such (on every layer).
+        assert "### Rumours\n- [narrator-only] Rumour 1: the bell rang 1 times.\n- [narrator-only] Rumour 2" in text
+        assert text.index("### Rumours") < text.index("## On scene")  # at the end of its section
+        assert any(s["layer"] == "rumour" for s in context.sections())
+        assert all(i.included and i.policy.budget_class == "rumour" for i in context.items if i.layer == "rumour")
+    finally:
+        unregister_layer("rumours")
+    assert "Rumour" not in _context(harbour).text
