@@ -83,6 +83,15 @@ def _proxy_memory(messages: list[dict]) -> str:
     return "\n\n".join(p.split("\n", 1)[1] for p in parts)
 
 
+def _chat(save) -> dict:
+    """A front end's request for ACTION whose chat carries the save's last turn (it starts there)."""
+    last = TURNS[-1]
+    return {"model": f"axiom/{save.save_id}/test-model", "messages": [
+        {"role": "system", "content": "You are the narrator of an interactive story in a harbour town."},
+        {"role": "user", "content": last[0]}, {"role": "assistant", "content": last[1]},
+        {"role": "user", "content": ACTION}]}
+
+
 def test_the_five_paths_give_byte_identical_memory_text(harbour, client, playtester, make_api, narrator):
     save, api = harbour, make_api(playtester)
     client.force_login(playtester)
@@ -106,11 +115,7 @@ def test_the_five_paths_give_byte_identical_memory_text(harbour, client, playtes
     # 4. The memory proxy, repeating the chat's recent turns (`proxy_repeat_chat`; by default it leaves them out,
     # test below), the chat carrying the save's last turn.
     save.universe.meta.create(key="proxy_repeat_chat", value="true")
-    last = TURNS[-1]
-    body = {"model": f"axiom/{save.save_id}/test-model", "messages": [
-        {"role": "system", "content": "You are the narrator of an interactive story in a harbour town."},
-        {"role": "user", "content": last[0]}, {"role": "assistant", "content": last[1]},
-        {"role": "user", "content": ACTION}]}
+    body = _chat(save)
     assert api.post("/v1/chat/completions", body).status_code == 200
     proxied = _proxy_memory(narrator.server.requests[-1]["messages"])
 
@@ -123,17 +128,13 @@ def test_the_five_paths_give_byte_identical_memory_text(harbour, client, playtes
 def test_the_proxy_by_default_prints_the_context_without_the_turns_its_chat_carries(harbour, playtester, make_api,
                                                                                    narrator):
     save, api = harbour, make_api(playtester)
-    last = TURNS[-1]
-    body = {"model": f"axiom/{save.save_id}/test-model", "messages": [
-        {"role": "system", "content": "You are the narrator of an interactive story in a harbour town."},
-        {"role": "user", "content": last[0]}, {"role": "assistant", "content": last[1]},
-        {"role": "user", "content": ACTION}]}
+    body = _chat(save)
     assert api.post("/v1/chat/completions", body).status_code == 200
     messages = narrator.server.requests[-1]["messages"]
     carried = next_turn_context(game_save=save, params=ContextParams(query_text=ACTION, token_budget=2000),
                                 carried_turns={6})
     assert _proxy_memory(messages) == carried.text
-    assert last[1] not in _proxy_memory(messages) and "Turn 5" in carried.text  # turn 6 is the chat's, 5 is not
+    assert TURNS[-1][1] not in _proxy_memory(messages) and "Turn 5" in carried.text  # turn 6 is the chat's, 5 is not
     # What stays the same from one request to the next after the system prompt, what changes after the chat.
     assert messages[1]["content"].startswith(MEMORY_HEADING + "\n## Lore (always active)")
     assert messages[-1]["content"].startswith(NOTE_HEADING + "\n## Recalled for this action")
