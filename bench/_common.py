@@ -40,6 +40,16 @@ def setup_django(workdir: str | None = None) -> str:
     return workdir
 
 
+def report(results: dict, json_path: str = "") -> None:
+    """Print each figure on its line; write them all to `json_path` when given."""
+    import json
+
+    for name, value in results.items():
+        print(f"{name}: {value}")
+    if json_path:
+        Path(json_path).write_text(json.dumps(results, indent=2) + "\n")
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     if not ordered:

@@ -1,7 +1,8 @@
-"""Security headers that Django 5.2 does not set by itself."""
+"""What Django 5.2 does not do by itself: security headers, and a cap on request bodies."""
 from __future__ import annotations
 
 from django.conf import settings
+from django.http import HttpResponse
 
 DEFAULT_CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -26,3 +27,28 @@ class ContentSecurityPolicyMiddleware:
         if self.policy and "Content-Security-Policy" not in response:
             response["Content-Security-Policy"] = self.policy
         return response
+
+
+class RequestSizeLimitMiddleware:
+    """Refuse a request whose body is larger than `AXIOM_MAX_UPLOAD_BYTES` with 413, before anything reads it.
+
+    Django caps the form fields of a body (`DATA_UPLOAD_MAX_MEMORY_SIZE`) but not its files: a
+    multipart upload (a portrait, a card, a save file) is streamed to a temporary file whole
+    before any view can look at its size. The declared `Content-Length` is checked first,
+    before the CSRF check or a view reads the body; the views' own limits (a 5 MB portrait, a
+    16 MB save file) then say precisely what is too large.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+        self.limit = settings.AXIOM_MAX_UPLOAD_BYTES
+
+    def __call__(self, request):
+        try:
+            declared = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            declared = 0
+        if declared > self.limit:
+            return HttpResponse(f"The request body is {declared} bytes; at most {self.limit} are accepted "
+                                "(AXIOM_MAX_UPLOAD_BYTES).\n", status=413, content_type="text/plain; charset=utf-8")
+        return self.get_response(request)

@@ -71,12 +71,15 @@ INSTALLED_APPS = [
     "studio.memory",
     "studio.inspector",
     "studio.api",
+    "studio.proxy",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Static files before everything else (WhiteNoise's docs): it answers /static/ itself.
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Before anything reads a body (the CSRF check reads a form's fields): an oversized upload gets 413 unread.
+    "studio.middleware.RequestSizeLimitMiddleware",
     "studio.middleware.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -163,6 +166,9 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = DATA_UPLOAD_MAX_MEMORY_SIZE
 AXIOM_API_MAX_BODY_BYTES = env_int("AXIOM_API_MAX_BODY_BYTES", 1024 * 1024)
 # A save file (export / import, page and API), compressed and decompressed alike.
 AXIOM_SAVE_FILE_MAX_BYTES = env_int("AXIOM_SAVE_FILE_MAX_BYTES", 16 * 1024 * 1024)
+# Any request body, uploads included, checked before it is read (studio/middleware.py): room for the
+# largest upload (a save file) and its multipart framing.
+AXIOM_MAX_UPLOAD_BYTES = env_int("AXIOM_MAX_UPLOAD_BYTES", max(DATA_UPLOAD_MAX_MEMORY_SIZE, AXIOM_SAVE_FILE_MAX_BYTES) + 1024 * 1024)
 
 # --- Vector store (ChromaDB) -------------------------------------------------------------
 # CHROMA_HOST set: a Chroma server (HttpClient), safe for any number of processes.
@@ -238,6 +244,16 @@ AXIOM_LLM_MAX_TOKENS = env_int("AXIOM_LLM_MAX_TOKENS", 1024)
 AXIOM_LLM_STREAM = env_bool("AXIOM_LLM_STREAM", False)
 AXIOM_LLM_CALLS_PER_HOUR = env_int("AXIOM_LLM_CALLS_PER_HOUR", 600)
 AXIOM_LLM_TOKENS_PER_HOUR = env_int("AXIOM_LLM_TOKENS_PER_HOUR", 500_000)
+# The spend guard per user and rolling day, on top of the per-save one: the calls made for a user's
+# requests (the memory proxy's key holder), over every save. 0 turns a cap off.
+AXIOM_LLM_CALLS_PER_USER_DAY = env_int("AXIOM_LLM_CALLS_PER_USER_DAY", 2000)
+AXIOM_LLM_TOKENS_PER_USER_DAY = env_int("AXIOM_LLM_TOKENS_PER_USER_DAY", 2_000_000)
+# What a memory-proxy request may ask of the upstream (studio/proxy/spending.py): the models it may
+# name ("*": any; empty: the studio's narrate model only), and caps on max_tokens (0: the narrator's
+# own, AXIOM_LLM_MAX_TOKENS_NARRATE else AXIOM_LLM_MAX_TOKENS) and on n.
+AXIOM_PROXY_MODELS = env_list("AXIOM_PROXY_MODELS", [])
+AXIOM_PROXY_MAX_TOKENS = env_int("AXIOM_PROXY_MAX_TOKENS", 0)
+AXIOM_PROXY_MAX_N = env_int("AXIOM_PROXY_MAX_N", 1)
 # Per operation (EXTRACT, CONSOLIDATE, REFLECT, NARRATE): AXIOM_LLM_TEMPERATURE_<OP>,
 # AXIOM_LLM_FREQUENCY_PENALTY_<OP>, AXIOM_LLM_PRESENCE_PENALTY_<OP>, AXIOM_LLM_REPEAT_PENALTY_<OP>
 # (llama.cpp), AXIOM_LLM_MAX_TOKENS_<OP>, AXIOM_LLM_TIMEOUT_<OP>,

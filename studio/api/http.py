@@ -23,6 +23,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest
 from django.middleware.csrf import CsrfViewMiddleware
 
+from studio import limits
 from studio.api.errors import ApiError, error_response, validation_error
 from studio.api.services import api_token_authenticate
 
@@ -146,7 +147,7 @@ def json_body(request: HttpRequest) -> dict[str, Any]:
     if not raw.strip():
         return {}
     try:
-        data = json.loads(raw, parse_constant=_refuse_constant)
+        data = json.loads(raw, **limits.strict_json_hooks())  # no key twice in an object, no NaN / Infinity
     except (UnicodeDecodeError, ValueError) as exc:
         raise ApiError(400, "invalid_json", "The body is not valid JSON.", {"reason": str(exc)[:200]})
     except RecursionError:
@@ -197,11 +198,6 @@ def _refuse_unstorable(data: dict) -> None:
                 stack.extend((child, path + (index,), depth + 1) for index, child in enumerate(value))
     if problems:
         raise validation_error(problems)
-
-
-def _refuse_constant(name: str):
-    # NaN and Infinity are not JSON (RFC 8259) and PostgreSQL's jsonb refuses them.
-    raise ValueError(f"{name} is not valid JSON")
 
 
 def body_too_large(limit: int) -> ApiError:

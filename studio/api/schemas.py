@@ -21,6 +21,7 @@ from ninja import Schema
 from pydantic import AfterValidator, ConfigDict, Field, Strict, model_validator
 from pydantic_core import PydanticCustomError
 
+from studio.api.limited import limited
 from studio.memory.recall.query_params import DEFAULT_K, DEFAULT_K_LORE, DEFAULT_K_NARRATIVE, LIMITS
 
 
@@ -55,7 +56,7 @@ Bool = Annotated[bool, Strict()]
 JsonObject = Annotated[dict[str, Any], Strict(), AfterValidator(_object_without_nul)]
 QueryText = Annotated[str, AfterValidator(_no_nul)]
 QueryInt = Optional[int]
-TermList = Annotated[list[Text], Field(max_length=LIMITS.focus_terms)]
+TermList = Annotated[list[Annotated[Text, Field(max_length=LIMITS.focus_term_chars)]], Field(max_length=LIMITS.focus_terms)]
 QueryTermList = Optional[list[QueryText]]
 
 MemoryModeName = Literal["classic", "living"]
@@ -132,7 +133,7 @@ class ExportQuery(QuerySchema):
 
 
 class ImportQuery(QuerySchema):
-    name: QueryText = Field("", max_length=200, description="A name for the new save (default: the file's).")
+    name: limited("save.name", empty_ok=True) = Field("", description="A name for the new save (default: the file's).")
 
 
 # -- request bodies ------------------------------------------------------------------------
@@ -140,14 +141,14 @@ class ImportQuery(QuerySchema):
 
 class SaveCreate(Schema):
     universe: Name = Field(..., max_length=80, description="Slug of a universe you belong to.")
-    name: Name = Field(..., max_length=200)
+    name: limited("save.name")
     memory_mode: MemoryModeName = "classic"
     beliefs_enabled: Bool = True
 
 
 class TurnAppend(Schema):
-    player_input: Text = Field("", max_length=20_000)
-    narrative: Text = Field(..., max_length=200_000)
+    player_input: limited("turn.player_input") = ""
+    narrative: limited("turn.narrative")
     state: Optional[JsonObject] = Field(
         None, description="The game state after the turn (State_Cache). Who knows what (docs/knowledge.md): "
                           "`present` (names on scene; else carried from the previous turn until `location` changes) "
@@ -158,7 +159,7 @@ class TurnAppend(Schema):
 
 
 class TurnUpdate(Schema):
-    narrative: Text = Field(..., max_length=200_000)
+    narrative: limited("turn.narrative")
 
 
 class _Recordable(Schema):
@@ -239,7 +240,7 @@ class RewindRequest(Schema):
 
 class ForkRequest(Schema):
     turn_id: Optional[Int] = Field(None, ge=0, description="Fork as of this turn (default: the current turn).")
-    name: Optional[Text] = Field(None, max_length=200)
+    name: Optional[limited("save.name", empty_ok=True)] = None
 
 
 class NarrateRequest(Schema):

@@ -15,6 +15,7 @@ from ninja import Schema
 
 from studio.api import schemas as S
 from studio.api.errors import conflict, not_found
+from studio.api.limited import limited
 from studio.api.ninja_api import router
 from studio.memory.chapters.models import Chapter
 from studio.memory.chapters.selectors import chapter_settings, chapters_for, open_chapter_start
@@ -63,11 +64,11 @@ class ChapterList(Schema):
 
 
 class ChapterCloseIn(Schema):
-    note: Optional[S.Text] = Field(None, max_length=300)
+    note: Optional[limited("chapter.note")] = None
 
 
 class ChapterSummaryIn(Schema):
-    summary: S.Text = Field(..., max_length=20_000)
+    summary: limited("chapter.summary")
 
 
 def chapter_json(chapter: Chapter) -> dict:

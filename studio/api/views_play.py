@@ -18,6 +18,7 @@ from pydantic import Field
 from studio.api import schemas as S
 from studio.api import serializers
 from studio.api.errors import ApiError, conflict, validation_error
+from studio.api.limited import limited
 from studio.api.ninja_api import router
 from studio.api.views_narrate import _llm_error, narration_json
 from studio.saves.access import Access, save_for
@@ -92,6 +93,23 @@ class Retried(Schema):
     narration: S.Narration
 
 
+class DraftAlternative(Schema):
+    number: int
+    status: Literal["pending", "streaming", "done", "failed", "cancelled"]
+    text: str = Field(..., description="The proposed narration (so far, while streaming; as shown, when stopped).")
+    model: str = ""
+    finish_reason: str = ""
+    chosen: bool
+
+
+class PendingDraft(Schema):
+    save_id: str
+    current_turn: int
+    draft: Optional[dict] = Field(..., description="The open draft for the next turn, or null: {turn_id, player_input, "
+                                  "created_at, alternatives: [DraftAlternative]}. The memory proxy's last answer waits "
+                                  "here until the chat's next message settles it (docs/proxy.md).")
+
+
 class SamplerValue(Schema):
     value: Optional[float] = None
     source: str = Field(..., description="save, universe, environment or server default.")
@@ -107,13 +125,13 @@ class PlaySettings(Schema):
 
 
 class PlaySettingsPatch(Schema):
-    authors_note: Optional[S.Text] = Field(None, max_length=2000)
-    authors_note_depth: Optional[S.Int] = Field(None, ge=0, le=20)
-    temperature: Optional[float] = Field(None, description="0 to 2; null clears the save's value.")
-    top_p: Optional[float] = Field(None, description="0 to 1; null clears.")
-    max_tokens: Optional[S.Int] = Field(None, description="1 to 32768; null clears.")
-    frequency_penalty: Optional[float] = Field(None, description="-2 to 2; null clears.")
-    repeat_penalty: Optional[float] = Field(None, description="0 to 3; null clears.")
+    authors_note: Optional[limited("play.authors_note")] = None
+    authors_note_depth: Optional[limited("play.authors_note_depth")] = None
+    temperature: limited("play.temperature", description="0 to 2; null clears the save's value.") = None
+    top_p: limited("play.top_p", description="0 to 1; null clears.") = None
+    max_tokens: limited("play.max_tokens", description="1 to 32768; null clears.") = None
+    frequency_penalty: limited("play.frequency_penalty", description="-2 to 2; null clears.") = None
+    repeat_penalty: limited("play.repeat_penalty", description="0 to 3; null clears.") = None
 
 
 def _json(body: dict, status: int = 200) -> JsonResponse:
@@ -276,3 +294,26 @@ def play_settings_update(request: HttpRequest, save_id: str, payload: PlaySettin
         field, _, message = str(exc).partition(": ")
         raise validation_error({field: [message or str(exc)]}) from exc
     return _json({"save_id": save.save_id, **state})
+
+
+# -- the pending exchange -------------------------------------------------------------------------
+
+
+@router.get(SAVE + "/draft", response={200: PendingDraft, **READ_ERRORS}, url_name="draft", tags=["Narrator"],
+            operation_id="getDraft",
+            summary="The narration proposed for the next turn and not yet accepted (the Console's draft, the memory "
+                    "proxy's last answer), or null.")
+def pending_draft(request: HttpRequest, save_id: str):
+    from studio.saves.narrator.services import open_draft
+
+    save = save_for(user=request.user, save_id=save_id)
+    draft = open_draft(game_save=save)
+    body = None
+    if draft is not None:
+        body = {
+            "turn_id": draft.turn_id, "player_input": draft.player_input, "created_at": draft.created_at,
+            "alternatives": [{"number": a.number, "status": a.status, "text": a.text, "model": a.model,
+                              "finish_reason": a.finish_reason, "chosen": a.number == draft.chosen_number}
+                             for a in draft.alternatives.all()],
+        }
+    return _json({"save_id": save.save_id, "current_turn": save.current_turn, "draft": body})

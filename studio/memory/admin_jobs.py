@@ -46,14 +46,15 @@ class JobAdmin(admin.ModelAdmin):
 class LLMCallAdmin(admin.ModelAdmin):
     list_display = (
         "created_at", "operation", "model", "prompt_tokens", "completion_tokens", "latency_ms",
-        "game_save", "job", "short_error",
+        "game_save", "job", "user", "refused", "short_error",
     )
-    list_select_related = ("game_save", "job")
-    list_filter = ("operation", "model", ("game_save", admin.RelatedOnlyFieldListFilter))
+    list_select_related = ("game_save", "job", "user")
+    list_filter = ("operation", "refused", "model", ("game_save", admin.RelatedOnlyFieldListFilter),
+                   ("user", admin.RelatedOnlyFieldListFilter))
     search_fields = ("model", "error", "game_save__save_id")
-    raw_id_fields = ("game_save", "job")
+    raw_id_fields = ("game_save", "job", "user")
     readonly_fields = (
-        "game_save", "job", "operation", "model", "prompt_tokens", "completion_tokens", "latency_ms", "error",
+        "game_save", "job", "user", "refused", "operation", "model", "prompt_tokens", "completion_tokens", "latency_ms", "error",
         "created_at",
     )
     date_hierarchy = "created_at"

@@ -258,13 +258,20 @@ class LLMCall(models.Model):
     completion_tokens = models.PositiveIntegerField(default=0)
     latency_ms = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True)
+    user = models.ForeignKey(
+        "auth.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="llm_calls",
+        help_text="Whose request it was (the memory proxy's key holder): the per-user daily spend guard counts it.",
+    )
+    refused = models.BooleanField(
+        default=False, help_text="Refused by a spend guard before reaching the model (not counted as spent)."
+    )
     request = models.TextField(blank=True, help_text="The messages sent (system, then user), for playtesters.")
     answer = models.TextField(blank=True, help_text="The model's text (what arrived of it, for a broken stream).")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        indexes = [models.Index(fields=["game_save", "created_at"])]
+        indexes = [models.Index(fields=["game_save", "created_at"]), models.Index(fields=["user", "created_at"])]
         verbose_name = "LLM call"
 
     def __str__(self) -> str:

@@ -17,7 +17,10 @@ chat as the save's turns:
   `records_answer` is False.
 
 Text is compared stripped of surrounding white space; a content given as a list of parts
-(the vision format) counts by its text parts.
+(the vision format) counts by its text parts. A message with an unknown role, or a chat
+message that its turn could not store (over the turn's input or narration limit, or holding
+NUL: `studio/limits.py`, the API's and the save file's limits) is refused, `InvalidMessages`
+naming it (`param`), before anything is written.
 
 `inject(messages, block, note=)` returns the messages with the memory placed, the chat's own
 messages untouched around it: with a `{{axiom_memory}}` marker, the whole memory (`block`, then
@@ -33,13 +36,20 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 
+from studio import limits
+
 MARKER = "{{axiom_memory}}"
 SYSTEM_ROLES = {"system", "developer"}
 CHAT_ROLES = {"user", "assistant"}
+KNOWN_ROLES = SYSTEM_ROLES | CHAT_ROLES | {"tool", "function"}
 
 
 class InvalidMessages(ValueError):
-    """`messages` is not a chat-completions message list."""
+    """`messages` is not a chat-completions message list (`param`: where, e.g. "messages[3].role")."""
+
+    def __init__(self, message: str, param: str | None = "messages"):
+        super().__init__(message)
+        self.param = param
 
 
 @dataclass(frozen=True)
@@ -74,24 +84,67 @@ def content_text(content) -> str:
     raise InvalidMessages(f"a message content must be a string or a list of parts, not {type(content).__name__}")
 
 
+def _check_parts(content, where: str) -> None:
+    """A list content is parts: objects with a string `type` (a `text` part holds a string `text`), or strings."""
+    if not isinstance(content, list):
+        return
+    for index, part in enumerate(content):
+        if isinstance(part, str):
+            continue
+        if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+            raise InvalidMessages(f"{where}[{index}] must be a content part: an object with a string `type`",
+                                  f"{where}[{index}]")
+        if part["type"] == "text" and not isinstance(part.get("text"), str):
+            raise InvalidMessages(f"{where}[{index}]: a text part holds its text as a string", f"{where}[{index}].text")
+
+
 def check_messages(messages) -> list[dict]:
-    """Return `messages` if it is a non-empty list of {role, content} objects; else raise InvalidMessages."""
+    """Return `messages` if it is a non-empty list of chat messages; else raise InvalidMessages naming where.
+
+    Each is an object with a known `role` (system, developer, user, assistant, tool, function),
+    a `content` that is a string, a list of parts or null, and a string `name` if any.
+    """
     if not isinstance(messages, list) or not messages:
         raise InvalidMessages("`messages` must be a non-empty list of chat messages")
     for index, message in enumerate(messages):
+        where = f"messages[{index}]"
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-            raise InvalidMessages(f"messages[{index}] must be an object with a string `role`")
+            raise InvalidMessages(f"{where} must be an object with a string `role`", where)
+        if message["role"] not in KNOWN_ROLES:
+            raise InvalidMessages(f"{where}.role is {message['role'][:40]!r}; a role is one of "
+                                  f"{', '.join(sorted(KNOWN_ROLES))}", f"{where}.role")
+        if "name" in message and message["name"] is not None and not isinstance(message["name"], str):
+            raise InvalidMessages(f"{where}.name must be a string", f"{where}.name")
         try:
-            content_text(message.get("content"))
+            text = content_text(message.get("content"))
         except InvalidMessages as exc:
-            raise InvalidMessages(f"messages[{index}]: {exc}") from None
+            raise InvalidMessages(f"{where}: {exc}", f"{where}.content") from None
+        _check_parts(message.get("content"), f"{where}.content")
+        if limits.NUL in text or limits.LONE_SURROGATE.search(text):  # the prompt is kept with the turn
+            raise InvalidMessages(f"{where}.content holds a NUL character or a lone UTF-16 surrogate, which the "
+                                  "save (its narrator snapshot) cannot store", f"{where}.content")
     return messages
 
 
+def _check_limit(role: str, text: str, first_index: int) -> None:
+    """A chat's message becomes a turn's input (user) or narration (assistant): refuse what a turn cannot hold."""
+    field = limits.TURN_INPUT if role == "user" else limits.TURN_NARRATIVE
+    problem = field.problem(text)
+    if problem:
+        raise InvalidMessages(
+            f"messages[{first_index}]: the {role} message becomes a turn's {field.label} in the save, and it "
+            f"{problem} (the studio's limit for {field.field}, as for the API and save files)",
+            f"messages[{first_index}].content")
+
+
 def read_chat(messages: list[dict]) -> Chat:
-    """Return the turns of `messages` (see the module docstring for the rules)."""
-    merged: list[list[str]] = []  # [role, text]
-    for message in check_messages(messages):
+    """Return the turns of `messages` (see the module docstring for the rules).
+
+    Raise InvalidMessages for a malformed list, or a chat message (after joining a run of one
+    role) that a turn cannot store: over its length limit, or holding NUL.
+    """
+    merged: list[list] = []  # [role, text, index of the run's first message]
+    for index, message in enumerate(check_messages(messages)):
         role = message["role"]
         if role not in CHAT_ROLES:
             continue
@@ -99,7 +152,9 @@ def read_chat(messages: list[dict]) -> Chat:
         if merged and merged[-1][0] == role:
             merged[-1][1] = f"{merged[-1][1]}\n\n{text}".strip()
         else:
-            merged.append([role, text])
+            merged.append([role, text, index])
+    for role, text, first_index in merged:
+        _check_limit(role, text, first_index)
     greeting = []
     while merged and merged[0][0] == "assistant":
         greeting.append(merged.pop(0)[1])

@@ -32,14 +32,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from django.db import transaction
-
 from studio.memory.llm import LLMCancelled, LLMError, Relay, TrackedLLM
 from studio.memory.recall.context import next_turn_context
 from studio.memory.recall.policy import context_policy
 from studio.memory.recall.query_params import LIMITS, ContextParams, InvalidParameters
+from studio.proxy.guard import RequestKey, SaveGuard, lost
 from studio.proxy.history import Chat, content_text, inject, read_chat
-from studio.proxy.sync import SyncResult, proxy_sync
+from studio.proxy.sync import SyncResult, proxy_sync, with_opening
+from studio.saves.errors import TurnConflict
 from studio.saves.models import AlternativeStatus, DraftStatus, NarratorAlternative, NarratorDraft, Save
 from studio.saves.narrator.prompt import narrator_budget
 from studio.saves.narrator.services import answer_values, narrator_alternative_add
@@ -94,9 +94,10 @@ def placement_parts(memory, placement: str) -> tuple[str, str]:
     return ("", whole) if placement == "note" else (whole, "")
 
 
-def carried_turns(chat: Chat, sync: SyncResult) -> frozenset[int]:
-    """The save's turns the request's own messages carry: the chat's settled turns, from where it starts."""
-    return frozenset(range(sync.start_turn, sync.start_turn + len(chat.turns)))
+def carried_turns(game_save: Save, chat: Chat, sync: SyncResult) -> frozenset[int]:
+    """The save's turns the request's own messages carry: the chat's settled turns (its greeting too, when the
+    save opens with it: `sync.with_opening`), from where it starts in the save."""
+    return frozenset(range(sync.start_turn, sync.start_turn + len(with_opening(game_save, chat).turns)))
 
 
 def _memory(game_save: Save, chat: Chat, budget: int, vector_memory, universe_meta: dict[str, str], carried):
@@ -123,14 +124,15 @@ def prompt_record(messages: list[dict]) -> tuple[str, str]:
     return "\n\n".join(system), "\n\n".join(chat)
 
 
-def proposal_open(*, game_save: Save, player_input: str, record: dict) -> NarratorAlternative:
+def proposal_open(*, game_save: Save, player_input: str, record: dict, guard: SaveGuard | None = None
+                  ) -> NarratorAlternative:
     """Add a "streaming" alternative to the save's open draft for its next turn with `player_input`.
 
     A draft for another input (or none) is replaced by a new one: older open drafts are
-    discarded, as the console's narrator does when a new action is narrated.
+    discarded, as the console's narrator does when a new action is narrated. A step of the
+    request's guard: `TurnConflict` when another request wrote to the save since it synced.
     """
-    with transaction.atomic():
-        locked = Save.objects.select_for_update().get(pk=game_save.pk)
+    with (guard or SaveGuard(game_save)).step() as locked:
         turn_id = locked.current_turn + 1
         draft = (
             NarratorDraft.objects.filter(game_save=locked, status=DraftStatus.OPEN, turn_id=turn_id, player_input=player_input)
@@ -165,12 +167,25 @@ def proposal_finish(*, alternative_id: int, relay: Relay | None, error: str = ""
     NarratorAlternative.objects.filter(pk=alternative_id).update(**values)
 
 
-def proxy_prepare(*, game_save: Save, body: dict, upstream_model: str, memory_tokens=None, vector_memory=None) -> Prepared:
+def proxy_prepare(*, game_save: Save, body: dict, upstream_model: str, memory_tokens=None, vector_memory=None,
+                  key: RequestKey | None = None) -> Prepared:
     """Sync the save to the request's chat and build the upstream body (see the module docstring).
 
     Raise `history.InvalidMessages`, `sync.HistoryMismatch` or `TurnConflict` (nothing written
-    by this request beyond the turns it synced).
+    by this request beyond the turns it synced; another request wrote to the save meanwhile,
+    or `key` is a retry of an outdated attempt: `guard.OutdatedRetry`).
     """
+    try:
+        return _prepare(game_save=game_save, body=body, upstream_model=upstream_model, memory_tokens=memory_tokens,
+                        vector_memory=vector_memory, key=key)
+    except TurnConflict:
+        if key is not None:
+            lost(game_save=game_save, key=key)
+        raise
+
+
+def _prepare(*, game_save: Save, body: dict, upstream_model: str, memory_tokens, vector_memory,
+             key: RequestKey | None) -> Prepared:
     clock = time.perf_counter()
     timings = {}
 
@@ -181,13 +196,14 @@ def proxy_prepare(*, game_save: Save, body: dict, upstream_model: str, memory_to
         clock = now
 
     chat = read_chat(body.get("messages"))
-    sync = proxy_sync(game_save=game_save, chat=chat)
+    guard = SaveGuard(game_save, key=key)
+    sync = proxy_sync(game_save=game_save, chat=chat, guard=guard)
     lap("sync")
     universe_meta = game_save.universe.meta_values()  # read once: the budget, the placement and the context
     policy = context_policy(universe_meta)
     budget = memory_budget(memory_tokens if memory_tokens is not None else body.get("axiom_memory_tokens"),
                            universe_meta=universe_meta)
-    carried = frozenset() if policy.proxy_repeat_chat else carried_turns(chat, sync)
+    carried = frozenset() if policy.proxy_repeat_chat else carried_turns(game_save, chat, sync)
     memory = _memory(game_save, chat, budget, vector_memory, universe_meta, carried)
     lap("memory")
     block, note = placement_parts(memory, policy.proxy_placement)
@@ -202,7 +218,7 @@ def proxy_prepare(*, game_save: Save, body: dict, upstream_model: str, memory_to
         context["proxy"] = {"placed": placed, "upstream_model": upstream_model, "stream": bool(body.get("stream"))}
         alternative = proposal_open(
             game_save=game_save, player_input=chat.pending_input,
-            record={"system_prompt": system_prompt, "user_prompt": user_prompt, "context": context},
+            record={"system_prompt": system_prompt, "user_prompt": user_prompt, "context": context}, guard=guard,
         )
         alternative_id = alternative.pk
     lap("proposal")
@@ -212,13 +228,13 @@ def proxy_prepare(*, game_save: Save, body: dict, upstream_model: str, memory_to
     )
 
 
-def proxy_relay(prepared: Prepared, *, backend, abort=None) -> Relay:
+def proxy_relay(prepared: Prepared, *, backend, abort=None, user_id: int | None = None) -> Relay:
     """Relay the prepared body (guarded and logged); record the answer on its alternative when it ends.
 
     Raise what `TrackedLLM.relay` raises (the alternative is then marked failed, or
     cancelled for `LLMCancelled`: `abort` flipped before the answer began).
     """
-    tracked = TrackedLLM(backend, game_save_id=prepared.game_save.pk)
+    tracked = TrackedLLM(backend, game_save_id=prepared.game_save.pk, user_id=user_id)  # the key's user's daily guard
     try:
         relay = tracked.relay(prepared.body, stream=prepared.stream, operation=OPERATION, abort=abort)
     except LLMCancelled:

@@ -1,4 +1,4 @@
-"""Bring a save to the turn a front end's chat is on: rewind what it dropped, append what is new.
+"""Bring a save to the turn a front end's chat is on: edit, rewind what it dropped, append what is new.
 
 `proxy_sync(game_save=, chat=)` compares the chat's settled turns (`history.Chat.turns`, each
 a player input and the narration that answered it) with the save's Event_Log:
@@ -11,12 +11,20 @@ a player input and the narration that answered it) with the save's Event_Log:
    starts at 1. A save with no turns starts at 1. A chat
    that matches nowhere in a save that has turns is refused (`HistoryMismatch`, nothing
    written): it is another chat, and binding it to this save would rewind it to nothing.
-2. **The longest common prefix** from there decides the last turn the chat and the save
-   share, K. When the save holds turns after K (the player swiped, edited or deleted a
-   message), the save is rewound to K through `CheckpointManager.rewind` (one transaction,
-   with the save's turn as the expected turn: every registered per-turn table, facts,
-   beliefs, mental models, lore activation, snapshots, the vector chunks after commit).
-3. **The chat's turns after K are appended**, each through `turn_append` (the turn's memory
+   When the save opens with the chat's greeting (turn 1: an empty input and the greeting, as
+   a save the proxy made for a chat holds it), the greeting counts as the chat's turn 1.
+2. **An edit costs one turn** (`sync_plan`). The longest common prefix from there is the last
+   turn the chat and the save share, K. When the rest differs from the save only in the text
+   of at most `MAX_IN_PLACE` turns at the same places (the player fixed a typo or edited an
+   answer; messages deleted or added at the end besides), those turns are edited in place
+   through `turn_update_narrative`, as the Console's edit: re-embedded and re-extracted, what
+   the old text produced retired, nothing after them redone. Otherwise, when the save holds
+   turns after K (a swipe of an older answer, messages removed or added in the middle,
+   another branch of the chat), the save is rewound to K through `CheckpointManager.rewind`
+   (one transaction: every registered per-turn table, facts, beliefs, mental models, lore
+   activation, snapshots, the vector chunks after commit): exactly the state of a save
+   played straight to the chat.
+3. **The chat's turns after the save's are appended**, each through `turn_append` (the turn's memory
    jobs are queued as for any turn). The first of them is usually the answer the proxy
    relayed for the save's pending turn: when an open narrator draft holds that turn's input,
    it is accepted through `narrator_accept` with the narration as the chat has it (the
@@ -27,17 +35,23 @@ a player input and the narration that answered it) with the save's Event_Log:
 
 Appends are separate transactions (`turn_append` must finish a pending vector delete outside
 one); a failure midway leaves the save at the last turn appended, and the next request
-carries on from there. Two requests racing on one save: one of them gets `TurnConflict`.
+carries on from there. Every write is a step of the request's `guard.SaveGuard`: under the
+save's lock it checks that nobody wrote since the request read the save (or since its own
+last step), so of two requests racing on one save one goes through and the other gets
+`TurnConflict` (409) at its next step, and the save is never a mix of the two chats.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from django.db import transaction
+
+from studio.proxy.guard import SaveGuard
 from studio.proxy.history import Chat
 from studio.saves.checkpoints import CheckpointManager
-from studio.saves.models import DraftStatus, Event, NarratorDraft, Save
+from studio.saves.models import DraftStatus, Event, NarratorAlternative, NarratorDraft, Save
 from studio.saves.narrator.services import NarratorError, narrator_accept
-from studio.saves.services import turn_append
+from studio.saves.services import turn_append, turn_update_narrative
 
 # How many earlier turns with the same input and narration as the chat's first are tried.
 MAX_CANDIDATES = 20
@@ -57,10 +71,11 @@ class SyncResult:
     rewound: bool = False
     appended: list[int] = field(default_factory=list)
     accepted_turn: int | None = None  # the turn whose narration was a relayed answer (snapshot written)
+    edited: list[int] = field(default_factory=list)  # turns whose text was changed in place
 
     @property
     def changed(self) -> bool:
-        return self.rewound or bool(self.appended)
+        return self.rewound or bool(self.appended) or bool(self.edited)
 
 
 def _norm(text: str | None) -> str:
@@ -84,6 +99,11 @@ def _run(rows: dict[int, tuple[str, str]], start: int, turns: list[tuple[str, st
     return count
 
 
+def _new_chat_hint(game_save: Save) -> str:
+    return (f"For a save per chat, use the model axiom/u/{game_save.universe.slug}/<model> (each new chat gets its "
+            "own save); or start a new save, or rewind this one in the studio.")
+
+
 def chat_start(*, game_save: Save, chat: Chat) -> tuple[int, int]:
     """Return (the save turn the chat's first settled turn is, how many turns match from there).
 
@@ -101,7 +121,7 @@ def chat_start(*, game_save: Save, chat: Chat) -> tuple[int, int]:
             return 1, 0
         raise HistoryMismatch(
             f"This chat has no turn in common with save {game_save.save_id} (at turn {current}): its first "
-            "message is not the save's first input. Start a new save for a new chat, or rewind this one in the studio."
+            f"message is not the save's first input. {_new_chat_hint(game_save)}"
         )
     window = len(turns)
     rows = _rows(game_save, 1, min(current, window))
@@ -118,7 +138,7 @@ def chat_start(*, game_save: Save, chat: Chat) -> tuple[int, int]:
             return 1, 0  # turn 1 edited: its input, its narration, or both with turn 2 unchanged
         raise HistoryMismatch(
             f"This chat has no turn in common with save {game_save.save_id} (at turn {current}): its first turn "
-            "is none of the save's. Start a new save for a new chat, or rewind this one in the studio."
+            f"is none of the save's. {_new_chat_hint(game_save)}"
         )
     rows = _rows(game_save, min(candidates), min(current, max(candidates) + window - 1))
     best, best_run = candidates[0], -1
@@ -127,6 +147,15 @@ def chat_start(*, game_save: Save, chat: Chat) -> tuple[int, int]:
         if run > best_run:
             best, best_run = start, run
     return best, best_run
+
+
+def with_opening(game_save: Save, chat: Chat) -> Chat:
+    """Return the chat with its greeting as turn 1 when the save opens with it (an empty input, the greeting:
+    a save made for the chat, `chats.py`, or opened from the card in the Console), else the chat itself."""
+    greeting = _norm(chat.greeting)
+    if greeting and game_save.current_turn and _rows(game_save, 1, 1).get(1) == ("", greeting):
+        return replace(chat, turns=[("", greeting), *chat.turns])
+    return chat
 
 
 def _open_draft(game_save: Save, turn_id: int, player_input: str) -> NarratorDraft | None:
@@ -145,7 +174,8 @@ def _accept(game_save: Save, draft: NarratorDraft, narrative: str) -> Event | No
     A stopped answer (the front end cancelled the stream, or it broke off, after some text)
     counts too, as in the Console: the chat keeps what was shown, so the turn gets the
     snapshot of the prompt and memory it was written from. The alternative whose text is the
-    narration is chosen, else the latest complete one, else the latest stopped one.
+    narration is chosen, else the latest complete one, else the latest stopped one. Run in a
+    guard step: the save is locked, so no rewind can take the draft away meanwhile.
     """
     alternatives = [a for a in draft.alternatives.order_by("-number") if a.acceptable or a.stopped_with_text]
     if not alternatives or not narrative:
@@ -154,34 +184,93 @@ def _accept(game_save: Save, draft: NarratorDraft, narrative: str) -> Event | No
               or next((a for a in alternatives if a.acceptable), alternatives[0]))
     draft.game_save = game_save  # turn_append moves this instance's current turn
     try:
-        return narrator_accept(draft=draft, number=chosen.number, narrative=narrative)
+        with transaction.atomic():  # a refusal leaves the step's transaction usable for the plain append
+            event = narrator_accept(draft=draft, number=chosen.number, narrative=narrative)
     except NarratorError:
         return None  # closed meanwhile (the console accepted or discarded it): appended as is
+    # The snapshot holds the prompt now (as a delta of the one before): the draft's copies of the whole
+    # chat, one per alternative, would make the database grow with the square of the chat.
+    NarratorAlternative.objects.filter(draft_id=draft.pk).update(system_prompt="", user_prompt="")
+    return event
 
 
-def proxy_sync(*, game_save: Save, chat: Chat, checkpoints: CheckpointManager | None = None) -> SyncResult:
-    """Rewind and append so that the save's turns end as the chat's settled turns do."""
+MAX_IN_PLACE = 2  # more turns differing than this is another branch of the chat: rewound, exactly
+
+
+@dataclass(frozen=True)
+class SyncPlan:
+    """What brings the save to the chat: keep turns up to `keep`, edit `edits` in place, append the chat's rest."""
+
+    keep: int  # the save turn to rewind to (the save's current turn: no rewind)
+    edits: tuple[tuple[int, str, str], ...]  # (turn, player input, narrative) changed in place
+    append_from: int  # the index in the chat's turns of the first one appended
+
+
+def sync_plan(*, save_turns: list[tuple[str, str]], start: int, run: int, chat_turns: list[tuple[str, str]]) -> SyncPlan:
+    """Return the least work that brings the save's turns from `start` on (`save_turns`) to `chat_turns`.
+
+    `run` is how many of them match from the start. When the rest differs only in the text
+    of at most `MAX_IN_PLACE` turns at the same places (a typo fixed, an answer edited, a
+    message deleted or added at the end besides), those turns are edited in place, as the
+    Console's edit does: each re-embedded and re-extracted, nothing after it redone. A chat
+    whose messages were added or removed in the middle (the rest shifted by them), or that
+    differs in more turns (another branch), is rewound to the last shared turn and the rest
+    appended: exactly the state a save played straight to it has.
+    """
+    held, asked = len(save_turns), len(chat_turns)
+    overlap = min(held, asked)
+    rewind_to_shared = SyncPlan(keep=start - 1 + run, edits=(), append_from=run)
+    if run >= overlap:
+        return SyncPlan(keep=start - 1 + overlap, edits=(), append_from=overlap)
+    rest_held, rest_asked = save_turns[run:], chat_turns[run:]
+    if asked > held and rest_asked[asked - held:] == rest_held:
+        return rewind_to_shared  # turns added in the middle: the save's turns after them come again
+    if asked < held and rest_held[held - asked:] == rest_asked:
+        return rewind_to_shared  # turns removed in the middle
+    edits = tuple((start + index, *chat_turns[index]) for index in range(run, overlap)
+                  if chat_turns[index] != save_turns[index])
+    if len(edits) > MAX_IN_PLACE:
+        return rewind_to_shared
+    return SyncPlan(keep=start - 1 + overlap, edits=edits, append_from=overlap)
+
+
+def proxy_sync(*, game_save: Save, chat: Chat, guard: SaveGuard | None = None,
+               checkpoints: CheckpointManager | None = None) -> SyncResult:
+    """Rewind, edit in place and append so that the save's turns end as the chat's settled turns do.
+
+    Raise `HistoryMismatch` (nothing written) for another chat's history and `TurnConflict`
+    when another request wrote to the save meanwhile (the steps before it stay written).
+    """
+    guard = guard or SaveGuard(game_save)
     from_turn = game_save.current_turn
+    chat = with_opening(game_save, chat)
     start, run = chat_start(game_save=game_save, chat=chat)
-    kept = start - 1 + run
-    result = SyncResult(from_turn=from_turn, kept_turn=kept, start_turn=start)
-    if kept < game_save.current_turn:
-        (checkpoints or CheckpointManager()).rewind(game_save, kept, expected_current_turn=from_turn)
+    held = _rows(game_save, start, from_turn) if from_turn >= start else {}
+    plan = sync_plan(save_turns=[held[turn] for turn in range(start, from_turn + 1)], start=start, run=run,
+                     chat_turns=chat.turns)
+    result = SyncResult(from_turn=from_turn, kept_turn=plan.keep, start_turn=start)
+    if plan.keep < game_save.current_turn:
+        with guard.step() as locked:
+            (checkpoints or CheckpointManager()).rewind(locked, plan.keep)
         result.rewound = True
-    for player_input, narrative in chat.turns[run:]:
-        turn_id = game_save.current_turn + 1
-        event = None
-        if not result.appended:  # only the save's next turn can have the relayed answer
-            draft = _open_draft(game_save, turn_id, player_input)
-            if draft is not None:
-                event = _accept(game_save, draft, narrative)
-                if event is not None:
-                    result.accepted_turn = event.turn_id
-                    game_save.current_turn = event.turn_id
-        if event is None:
-            event = turn_append(
-                game_save=game_save, player_input=player_input, narrative=narrative, expected_turn_id=turn_id
-            )
+    for turn_id, player_input, narrative in plan.edits:
+        with guard.step() as locked:
+            turn_update_narrative(game_save=locked, turn_id=turn_id, narrative=narrative, player_input=player_input)
+        result.edited.append(turn_id)
+    for player_input, narrative in chat.turns[plan.append_from:]:
+        # Outside the step's transaction, as turn_append requires (the vector store is not the database).
+        guard.finish_vector_deletes()
+        with guard.step() as locked:
+            turn_id = locked.current_turn + 1
+            event = None
+            if not result.appended:  # only the save's next turn can have the relayed answer
+                draft = _open_draft(locked, turn_id, player_input)
+                if draft is not None:
+                    event = _accept(locked, draft, narrative)
+                    if event is not None:
+                        result.accepted_turn = event.turn_id
+            if event is None:
+                event = turn_append(game_save=locked, player_input=player_input, narrative=narrative,
+                                    expected_turn_id=turn_id)
         result.appended.append(event.turn_id)
     return result
-

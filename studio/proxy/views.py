@@ -31,7 +31,6 @@ the front end, never a cookie, so a page cannot use a key it was not given.
 """
 from __future__ import annotations
 
-import json
 import logging
 import time
 
@@ -44,15 +43,21 @@ from django.views.decorators.csrf import csrf_exempt
 
 from studio.api.disconnect import ClosingBody, client_left, client_watch
 from studio.api.services import api_token_authenticate
-from studio.memory.llm import LLMCancelled, LLMError, RelayRefused, SpendLimitExceeded, get_llm_backend
+from studio.memory.llm import LLMCancelled, LLMError, RelayRefused, SpendLimitExceeded, TrackedLLM, get_llm_backend
 from studio.memory.vector import VectorStoreError
-from studio.proxy.binding import SAVE_HEADER, BindingError, binding_for, model_name
-from studio.proxy.history import InvalidMessages
-from studio.proxy.services import proxy_prepare, proxy_relay
+from studio.proxy.binding import SAVE_HEADER, BindingError, binding_for, model_name, universe_model_name
+from studio.proxy.body import InvalidBody, read_body
+from studio.proxy.chats import chat_save
+from studio.proxy.guard import request_key
+from studio.proxy.history import InvalidMessages, read_chat
+from studio.proxy.services import OPERATION, proxy_prepare, proxy_relay
+from studio.proxy.spending import OverLimit, limits_apply
 from studio.proxy.sync import HistoryMismatch
 from studio.saves.access import Access, NotFound, RoleRequired, may, save_for
 from studio.saves.errors import TurnConflict
 from studio.saves.selectors import save_list_for_user
+from studio.universes.access import universe_for
+from studio.universes.selectors import universe_list_for_user
 
 logger = logging.getLogger(__name__)
 
@@ -60,9 +65,11 @@ MEMORY_TOKENS_HEADER = "X-Axiom-Memory-Tokens"
 MODELS_LISTED = 200
 
 
-def error(status: int, message: str, code: str, kind: str = "invalid_request_error", headers=None) -> JsonResponse:
-    """Return an error in the OpenAI shape."""
-    response = JsonResponse({"error": {"message": message, "type": kind, "code": code, "param": None}}, status=status)
+def error(status: int, message: str, code: str, kind: str = "invalid_request_error", headers=None, param=None,
+          **extra) -> JsonResponse:
+    """Return an error in the OpenAI shape (`extra`: more fields of the error object)."""
+    response = JsonResponse({"error": {"message": message, "type": kind, "code": code, "param": param, **extra}},
+                            status=status)
     for key, value in (headers or {}).items():
         response[key] = value
     return response
@@ -84,7 +91,7 @@ def _unauthenticated() -> JsonResponse:
     )
 
 
-EXPOSED_HEADERS = ("X-Axiom-Save", "X-Axiom-Turn", "X-Axiom-Memory", "X-Axiom-Prepare-Ms", "X-Axiom-Timing",
+EXPOSED_HEADERS = ("X-Axiom-Save", "X-Axiom-Save-Created", "X-Axiom-Turn", "X-Axiom-Memory", "X-Axiom-Prepare-Ms", "X-Axiom-Timing",
                    "Retry-After", "WWW-Authenticate")
 CORS_MAX_AGE = 600  # seconds a browser may keep a preflight's answer
 
@@ -149,18 +156,23 @@ def endpoint(*methods: str):
 
 @endpoint("GET", "HEAD")
 def models(request: HttpRequest, user) -> JsonResponse:
-    """List `axiom/<save_id>/<model>` for the saves the key's user may play, latest played first."""
+    """List the model names the key's user may play: a save per chat for each universe first
+    (`axiom/u/<universe>/<model>`), then each save (`axiom/s/<name>--<save_id>/<model>`), latest played first.
+
+    The id itself reads as what it plays: SillyTavern shows only the ids."""
     backend = get_llm_backend()
     upstream = backend.model_for("narrate") if backend is not None else ""
-    saves = save_list_for_user(user=user).order_by("-last_activity_at", "-id")[:MODELS_LISTED] if may(user, Access.PLAY) else []
+    playable = may(user, Access.PLAY)
+    universes = universe_list_for_user(user=user).order_by("name") if playable else []
+    saves = save_list_for_user(user=user).order_by("-last_activity_at", "-id")[:MODELS_LISTED] if playable else []
     data = [
-        {
-            "id": model_name(game_save.save_id, upstream),
-            "object": "model",
-            "created": int(game_save.created_at.timestamp()),
-            "owned_by": "axiom-studio",
-            "name": f"{game_save.name} ({game_save.universe.name})",
-        }
+        {"id": universe_model_name(universe.slug, upstream), "object": "model", "created": int(universe.created_at.timestamp()),
+         "owned_by": "axiom-studio", "name": f"{universe.name}: a new save for each chat"}
+        for universe in universes
+    ] + [
+        {"id": model_name(game_save.save_id, upstream, name=game_save.name), "object": "model",
+         "created": int(game_save.created_at.timestamp()), "owned_by": "axiom-studio",
+         "name": f"{game_save.name} ({game_save.universe.name})"}
         for game_save in saves
     ]
     return JsonResponse({"object": "list", "data": data})
@@ -172,12 +184,25 @@ def _body(request: HttpRequest) -> dict | JsonResponse:
     except RequestDataTooBig:
         return error(413, "The request body is too large.", "request_too_large")
     try:
-        body = json.loads(raw or b"")
-    except (ValueError, UnicodeDecodeError):
-        return error(400, "The body must be a JSON object (a chat-completions request).", "invalid_json")
-    if not isinstance(body, dict):
-        return error(400, "The body must be a JSON object (a chat-completions request).", "invalid_json")
-    return body
+        return read_body(raw)
+    except InvalidBody as exc:
+        return error(400, str(exc), exc.code, param=exc.param)
+
+
+def _spend_limit(exc: SpendLimitExceeded) -> JsonResponse:
+    """429 with `Retry-After`: the save's hourly or the key's user's daily spend guard."""
+    return error(429, f"Paused by the {exc.reason}", "spend_limit", kind="rate_limit_error",
+                 headers={"Retry-After": exc.retry_after()})
+
+
+def _history_conflict(message: str, current_turn: int) -> JsonResponse:
+    """409: the chat is not the save's, or another request changed the save first.
+
+    `x-should-retry: false` tells the `openai` SDKs not to retry it (they retry 409 by
+    default): a retry would send the same outdated chat again.
+    """
+    return error(409, message, "history_conflict", current_turn=current_turn,
+                 headers={"x-should-retry": "false", "X-Axiom-Turn": str(current_turn)})
 
 
 @endpoint("POST")
@@ -191,34 +216,57 @@ def chat_completions(request: HttpRequest, user) -> HttpResponse:
         binding = binding_for(model=body.get("model"), header=request.headers.get(SAVE_HEADER))
     except BindingError as exc:
         return error(400, str(exc), "model_not_found")
-    try:
-        game_save = save_for(user=user, save_id=binding.save_id, access=Access.PLAY)
-    except NotFound:
-        return error(404, f"No save {binding.save_id!r}, or this key may not see it.", "save_not_found")
-    except RoleRequired as exc:
-        return error(403, str(exc), "permission_denied", kind="permission_error")
     backend = get_llm_backend()
     if backend is None:
         return error(503, "No language model is configured for the studio (AXIOM_LLM_BASE_URL).", "no_model", kind="server_error")
+    upstream_model = binding.upstream_model or backend.model_for("narrate")
+    universe = game_save = None
+    try:
+        if binding.universe_slug:
+            universe = universe_for(user=user, slug=binding.universe_slug, access=Access.PLAY)
+        else:
+            game_save = save_for(user=user, save_id=binding.save_id, access=Access.PLAY)
+    except NotFound:
+        what = f"universe {binding.universe_slug!r}" if binding.universe_slug else f"save {binding.save_id!r}"
+        return error(404, f"No {what}, or this key may not see it.",
+                     "universe_not_found" if binding.universe_slug else "save_not_found")
+    except RoleRequired as exc:
+        return error(403, str(exc), "permission_denied", kind="permission_error")
+    try:  # the operator's limits, before a save is made or synced
+        body = limits_apply(body, upstream_model=upstream_model, narrate_model=backend.model_for("narrate"))
+    except OverLimit as exc:
+        return error(400, str(exc), exc.code, param=exc.param)
+    created = False
+    try:  # the spend guards (the user's day, the save's hour), before anything is written
+        TrackedLLM(backend, game_save_id=game_save.pk if game_save else None, user_id=user.pk).preflight(OPERATION)
+        if universe is not None:
+            game_save, created = chat_save(user=user, universe=universe, chat=read_chat(body.get("messages")))
+            TrackedLLM(backend, game_save_id=game_save.pk).preflight(OPERATION)
+    except SpendLimitExceeded as exc:
+        return _spend_limit(exc)
+    except InvalidMessages as exc:
+        return error(400, str(exc), "invalid_messages", param=exc.param)
     try:
         prepared = proxy_prepare(
-            game_save=game_save, body=body, upstream_model=binding.upstream_model or backend.model_for("narrate"),
+            game_save=game_save, body=body, upstream_model=upstream_model,
             memory_tokens=request.headers.get(MEMORY_TOKENS_HEADER),
+            key=request_key(headers=request.headers, body=request.body),
         )
     except InvalidMessages as exc:
-        return error(400, str(exc), "invalid_messages")
-    except (HistoryMismatch, TurnConflict) as exc:
-        return error(409, str(exc), "history_conflict")
+        return error(400, str(exc), "invalid_messages", param=exc.param)
+    except TurnConflict as exc:
+        return _history_conflict(str(exc), exc.current_turn)
+    except HistoryMismatch as exc:
+        return _history_conflict(str(exc), game_save.current_turn)
     prepared_ms = (time.perf_counter() - started) * 1000
     watch = client_watch(request)  # None without a socket to watch: the pooled connection, as before
     relay = None
     try:
-        relay = proxy_relay(prepared, backend=backend, abort=watch.abort if watch else None)
+        relay = proxy_relay(prepared, backend=backend, abort=watch.abort if watch else None, user_id=user.pk)
     except LLMCancelled:  # the front end left while the model read the prompt
         return client_left()
     except SpendLimitExceeded as exc:
-        return error(429, f"Paused by the {exc.reason}", "spend_limit", kind="rate_limit_error",
-                     headers={"Retry-After": exc.retry_after()})
+        return _spend_limit(exc)
     except RelayRefused as exc:
         return HttpResponse(exc.body, status=exc.status, content_type=exc.content_type)
     except LLMError as exc:
@@ -228,6 +276,7 @@ def chat_completions(request: HttpRequest, user) -> HttpResponse:
             watch.stop()
     headers = {
         "X-Axiom-Save": game_save.save_id,
+        "X-Axiom-Save-Created": "true" if created else "false",
         "X-Axiom-Turn": str(game_save.current_turn),
         "X-Axiom-Memory": prepared.placed,
         "X-Axiom-Prepare-Ms": f"{prepared_ms:.1f}",

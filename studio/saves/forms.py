@@ -1,8 +1,15 @@
-"""Forms for the playtesting pages: validation only, the writes live in services."""
+"""Forms for the playtesting pages: validation only, the writes live in services.
+
+The fields that store into a save (its name, a turn's input and narrative) are the declared
+limits' form fields (`studio/limits.py`): the same checks as the API, the proxy, the
+importers and the save file. A page asks one thing more: a turn written or edited by hand
+needs some narrative.
+"""
 from __future__ import annotations
 
 from django import forms
 
+from studio import limits
 from studio.saves.models import MemoryMode
 from studio.universes.models import Universe
 
@@ -20,9 +27,7 @@ class SaveCreateForm(forms.Form):
         help_text="The world this save plays in. Its metadata (missions included) is copied into "
         "the save now; later Lore Book edits still reach the save.",
     )
-    name = forms.CharField(
-        max_length=200, help_text="How you will find this save again, e.g. “Mira refuses the loan”.",
-    )
+    name = limits.form_field("save.name", help_text="How you will find this save again, e.g. “Mira refuses the loan”.")
     memory_mode = forms.ChoiceField(
         choices=MemoryMode.choices, initial=MemoryMode.CLASSIC,
         help_text="Classic: each turn is embedded and searched by words and meaning; no LLM needed. "
@@ -57,8 +62,8 @@ def default_save_name(universe: Universe) -> str:
 
 
 class TurnAppendForm(forms.Form):
-    player_input = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
-    narrative = forms.CharField(widget=forms.Textarea(attrs={"rows": 6}))
+    player_input = limits.form_field("turn.player_input", required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    narrative = limits.form_field("turn.narrative", widget=forms.Textarea(attrs={"rows": 6}))
 
     def clean_narrative(self) -> str:
         text = self.cleaned_data["narrative"].strip()
@@ -68,7 +73,7 @@ class TurnAppendForm(forms.Form):
 
 
 class NarrativeEditForm(forms.Form):
-    narrative = forms.CharField(widget=forms.Textarea(attrs={"rows": 6}))
+    narrative = limits.form_field("turn.narrative", widget=forms.Textarea(attrs={"rows": 6}))
 
     def clean_narrative(self) -> str:
         text = self.cleaned_data["narrative"].strip()
@@ -96,7 +101,7 @@ class RewindForm(forms.Form):
 
 class ForkForm(forms.Form):
     turn = forms.IntegerField(min_value=0, label="Fork at turn")
-    name = forms.CharField(max_length=200, required=False, help_text="Blank: this save's name followed by “(fork at turn N)”.")
+    name = limits.form_field("save.name", required=False, help_text="Blank: this save's name followed by “(fork at turn N)”.")
 
     def __init__(self, *args, current_turn: int = 0, **kwargs):
         # Its own ids: the rewind page also shows RewindForm, whose `turn` is id_turn.
@@ -114,7 +119,7 @@ class ForkForm(forms.Form):
 
 class ImportForm(forms.Form):
     universe = UniverseChoiceField(queryset=Universe.objects.none())
-    name = forms.CharField(max_length=200, required=False, help_text="Blank: taken from the file.")
+    name = limits.form_field("save.name", required=False, help_text="Blank: taken from the file.")
     memory_mode = forms.ChoiceField(choices=MemoryMode.choices, initial=MemoryMode.CLASSIC)
     beliefs_enabled = forms.BooleanField(required=False, initial=True, label="Beliefs on")
     file = forms.FileField()
@@ -147,7 +152,7 @@ class SaveImportForm(forms.Form):
         empty_label="The universe named in the file",
         help_text="Where the new save goes; by default the universe it was exported from.",
     )
-    name = forms.CharField(max_length=200, required=False, help_text="Blank: the save's name in the file.")
+    name = limits.form_field("save.name", required=False, help_text="Blank: the save's name in the file.")
 
     def __init__(self, *args, universes=None, max_bytes: int, **kwargs):
         kwargs.setdefault("auto_id", "save-import-%s")

@@ -9,7 +9,8 @@ Transcript format, one JSON object per line (blank lines ignored)::
     {"player_input": "I open the door.", "narrative": "The hinges scream...", "state": {...}}
 
 `narrative` (alias `text`) is required; `player_input` (alias `input`) and `state` (an
-object) are optional; `turn_id`, when given, must increase by one from 1 (it is checked,
+object) are optional; each is checked as the API checks a turn (`studio/limits.py`, the
+state's `present` and `reveals`); `turn_id`, when given, must increase by one from 1 (it is checked,
 not trusted: turns are numbered by the save).
 
 LoCoMo format: see `../shared/data/locomo/README.md`. One session is one turn (turn N =
@@ -30,11 +31,13 @@ from typing import Any, Iterable
 
 from django.db import transaction
 
+from studio import limits
+from studio.memory.knowledge.presence import presence_state_errors
+from studio.memory.knowledge.reveals import reveal_state_errors
 from studio.saves.models import Save
 from studio.universes.models import Universe
 
 MAX_TURNS = 20_000
-MAX_NARRATIVE_CHARS = 200_000
 LOCOMO_CHUNK_TYPE = "narrative"
 
 
@@ -80,9 +83,12 @@ def parse_transcript(lines: Iterable[str | bytes]) -> list[TranscriptTurn]:
         if not line:
             continue
         try:
-            record = json.loads(line)
+            record = json.loads(line, **limits.strict_json_hooks())
         except json.JSONDecodeError as exc:
             errors.append(f"line {number}: not JSON ({exc.msg})")
+            continue
+        except ValueError as exc:  # a key twice, NaN / Infinity
+            errors.append(f"line {number}: not JSON the studio keeps ({exc})")
             continue
         if not isinstance(record, dict):
             errors.append(f"line {number}: expected a JSON object")
@@ -91,22 +97,27 @@ def parse_transcript(lines: Iterable[str | bytes]) -> list[TranscriptTurn]:
         if not narrative:
             errors.append(f"line {number}: no narrative")
             continue
-        if len(narrative) > MAX_NARRATIVE_CHARS:
-            errors.append(f"line {number}: narrative longer than {MAX_NARRATIVE_CHARS} characters")
-            continue
         player_input = record.get("player_input", record.get("input", ""))
         if player_input is not None and not isinstance(player_input, str):
             errors.append(f"line {number}: player_input must be a string")
             continue
+        player_input = (player_input or "").strip()
+        problems = [f"{field.label} {problem}" for field, value in ((limits.TURN_NARRATIVE, narrative),
+                                                                    (limits.TURN_INPUT, player_input))
+                    if (problem := field.problem(value))]
         state = record.get("state")
         if state is not None and not isinstance(state, dict):
-            errors.append(f"line {number}: state must be a JSON object")
+            problems.append("state must be a JSON object")
+        else:
+            problems += presence_state_errors(state) + reveal_state_errors(state)
+        if problems:
+            errors.append(f"line {number}: {problems[0]}")
             continue
         expected = len(turns) + 1
         if "turn_id" in record and record["turn_id"] != expected:
             errors.append(f"line {number}: turn_id {record['turn_id']!r}, expected {expected}")
             continue
-        turns.append(TranscriptTurn(narrative=narrative, player_input=(player_input or "").strip(), state=state))
+        turns.append(TranscriptTurn(narrative=narrative, player_input=player_input, state=state))
         if len(turns) > MAX_TURNS:
             errors.append(f"more than {MAX_TURNS} turns")
             break
@@ -166,21 +177,23 @@ def parse_locomo(data: Any) -> tuple[str, list[TranscriptTurn]]:
         state = {"session": number}
         if date_time:
             state["date_time"] = date_time
-        turns.append(
-            TranscriptTurn(
-                narrative="\n".join(c["text"] for c in chunks),
-                player_input=f"Session {number}" + (f" ({date_time})" if date_time else ""),
-                state=state,
-                chunks=chunks,
-            )
-        )
+        turn = TranscriptTurn(narrative="\n".join(c["text"] for c in chunks),
+                              player_input=f"Session {number}" + (f" ({date_time})" if date_time else ""),
+                              state=state, chunks=chunks)
+        problems = [f"{field.label} {problem}" for field, value in ((limits.TURN_NARRATIVE, turn.narrative),
+                                                                    (limits.TURN_INPUT, turn.player_input))
+                    if (problem := field.problem(value))]
+        if problems:
+            errors.append(f"{key}: its {problems[0]}")
+            continue
+        turns.append(turn)
     if not sessions:
         errors.append("no session_N lists found")
     if errors:
         raise ImportFormatError(errors)
     a, b = _text(data.get("speaker_a")).strip(), _text(data.get("speaker_b")).strip()
-    name = f"LoCoMo: {a} & {b}" if a and b else "LoCoMo conversation"
-    return name, turns
+    name = " ".join(f"LoCoMo: {a} & {b}".split())[: limits.SAVE_NAME.max_chars] if a and b else "LoCoMo conversation"
+    return name if not limits.SAVE_NAME.problem(name) else "LoCoMo conversation", turns
 
 
 def import_transcript(

@@ -174,7 +174,11 @@ class NarratorAlternative(models.Model):
 
 
 class NarratorSnapshot(models.Model):
-    """What the narrator saw for an accepted turn: its prompt, memory context, model and usage."""
+    """What the narrator saw for an accepted turn: its prompt, memory context, model and usage.
+
+    The prompt is stored as a delta of the nearest earlier snapshot (`prompt_delta`): read it
+    with `saves.narrator.snapshots.snapshot_prompt`, never from the two text fields alone.
+    """
 
     game_save = models.ForeignKey(Save, on_delete=models.CASCADE, related_name="narrator_snapshots")
     turn_id = models.PositiveIntegerField()
@@ -188,8 +192,12 @@ class NarratorSnapshot(models.Model):
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
     prompt_chars = models.PositiveIntegerField(default=0)
-    system_prompt = models.TextField(blank=True)
-    user_prompt = models.TextField(blank=True)
+    system_prompt = models.TextField(blank=True, help_text="The whole system message, or empty when prompt_delta holds it.")
+    user_prompt = models.TextField(blank=True, help_text="The whole user message, or empty when prompt_delta holds it.")
+    prompt_delta = models.JSONField(
+        null=True, blank=True,
+        help_text="The prompt as a delta of the save's nearest earlier snapshot: {system, user} operations "
+                  "(saves/narrator/snapshots.py); read it with snapshot_prompt().")
     context = models.JSONField(default=dict, blank=True, help_text="MemoryContext.as_dict(): items, reasons, cuts.")
     play_settings = models.JSONField(
         default=dict, blank=True, help_text="The author's note (text, depth) and sampler settings of the narration."

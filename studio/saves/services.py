@@ -13,6 +13,10 @@ the previous turn until the state's `location` changes) and the reveals the stat
 (`state["reveals"]`), `studio.memory.knowledge`; a malformed key raises ValueError with
 nothing written.
 
+Every text is checked against its declared limit first (`studio/limits.py`: the save's name,
+a turn's input and narrative), raising `limits.Refused` (a ValueError naming the field) with
+nothing written: whatever path called, the save stays one its save file can carry.
+
 `turn_append` first finishes a failed rewind's vector delete (outside any transaction: the
 vector store is not the database), so it must not be called inside an open transaction.
 With `expected_turn_id` it appends only if the new turn gets that id, checked under the
@@ -25,6 +29,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
+from studio import limits
 from studio.memory import jobs
 from studio.memory.chapters.services import chapter_after_turn
 from studio.memory.knowledge.presence import presence_record_turn
@@ -61,6 +66,7 @@ def save_create(
     """Create a save of `universe` with a copy of its Universe_Meta; queue its lore sync."""
     if memory_mode not in MemoryMode.values:
         raise ValueError(f"unknown memory mode {memory_mode!r}")
+    limits.SAVE_NAME.check(name)
     with transaction.atomic():
         # First use of an old one-value player_character: keep its name / description split.
         persona_settle(universe=universe)
@@ -91,6 +97,8 @@ def turn_append(
     that id. If an earlier rewind's vector delete is still pending, it is finished first;
     when that fails, PendingVectorCleanupError is raised and nothing is written.
     """
+    limits.TURN_INPUT.check(player_input or "")
+    limits.TURN_NARRATIVE.check(narrative or "")
     finish_pending_vector_rollback(game_save=game_save)
     with transaction.atomic():
         locked = Save.objects.select_for_update().get(pk=game_save.pk)
@@ -124,18 +132,26 @@ def turn_append(
     return event
 
 
-def turn_update_narrative(*, game_save: Save, turn_id: int, narrative: str) -> Event:
-    """Replace a turn's narrative; re-embed it and, in living mode, re-extract it.
+def turn_update_narrative(*, game_save: Save, turn_id: int, narrative: str, player_input: str | None = None) -> Event:
+    """Replace a turn's narrative (and its input, when given); re-embed it and, in living mode, re-extract it.
 
     The re-embedding goes through `VectorMemory.update_turn_narrative` (old chunks of the
     turn deleted, the new text embedded); the re-extraction first removes what the old text
-    produced for that turn (see `studio.memory.pipeline.living.forget_turn_outputs`).
+    produced for that turn (see `studio.memory.pipeline.living.forget_turn_outputs`). The
+    turn's recorded lore activation is kept (the memory proxy edits an input in place too).
     """
+    limits.TURN_NARRATIVE.check(narrative or "")
+    if player_input is not None:
+        limits.TURN_INPUT.check(player_input)
     with transaction.atomic():
         locked = Save.objects.select_for_update().get(pk=game_save.pk)
         event = Event.objects.select_for_update().get(game_save=locked, turn_id=turn_id)
         event.narrative = narrative or ""
-        event.save(update_fields=["narrative"])
+        fields = ["narrative"]
+        if player_input is not None:
+            event.player_input = player_input
+            fields.append("player_input")
+        event.save(update_fields=fields)
         Save.objects.filter(pk=locked.pk).update(updated_at=timezone.now())
         jobs.enqueue_turn(game_save=locked, turn_id=turn_id, reextract=True, event_id=event.pk)
     event.game_save = game_save

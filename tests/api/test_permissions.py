@@ -44,6 +44,7 @@ RULES = {
     ("impersonate", "POST"): ("write", {}, 503),
     ("undo", "POST"): ("write", {"expected_current_turn": 3}, 200),
     ("retry", "POST"): ("write", {"expected_current_turn": 3}, 503),
+    ("draft", "GET"): ("read", None, 200),
     ("play_settings", "GET"): ("read", None, 200),
     ("play_settings", "PATCH"): ("write", {"authors_note": "Rain."}, 200),
     ("rewind_preview", "GET"): ("read", {"turn_id": 1}, 200),

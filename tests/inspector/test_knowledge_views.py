@@ -91,3 +91,30 @@ def test_lore_health_flags_public_secrets_and_unwitnessed_facts(client, author, 
     played.universe.meta.create(key="pov_player_on_scene", value="false")
     page = client.get(url).content.decode()
     assert "Facts nobody witnessed" in page and "A bell rang somewhere." in page
+
+
+@pytest.mark.parametrize("target", ["foo", "https://evil.example/steal", "//evil.example/x", "/\\evil.example",
+                                    "javascript:alert(1)"])
+def test_presence_edit_follows_only_a_path_of_this_site(client, playtester, played, target):
+    """`next=foo` was a 500 (NoReverseMatch, after the write); an address elsewhere was followed."""
+    client.force_login(playtester)
+    response = client.post(reverse("memory:presence_edit", args=[played.save_id, 1]),
+                           {"present": ["Mira"], "next": target})
+    assert response.status_code == 302
+    assert response["Location"] == reverse("saves:turn_detail", args=[played.save_id, 1])
+    own = reverse("memory:knowledge", args=[played.save_id]) + "?turn=1"
+    assert client.post(reverse("memory:presence_edit", args=[played.save_id, 1]),
+                       {"present": ["Mira"], "next": own})["Location"] == own
+
+
+@pytest.mark.parametrize("name", ["Mi\x00ra", "M" * 5000, "Two\nlines"])
+def test_presence_and_reveals_refuse_names_the_api_refuses(client, playtester, played, name):
+    client.force_login(playtester)
+    before = list(Presence.objects.filter(game_save=played).values_list("turn_id", "characters"))
+    client.post(reverse("memory:presence_edit", args=[played.save_id, 1]), {"present": [name]})
+    client.post(reverse("memory:presence_edit", args=[played.save_id, 1]), {"others": name})
+    assert list(Presence.objects.filter(game_save=played).values_list("turn_id", "characters")) == before
+    page = client.post(reverse("memory:reveal_create", args=[played.save_id]),
+                       {"target": "entry:ledger", "turn": "1", "character": name}, follow=True).content.decode()
+    assert "Reveal not added" in page and "character.name" in page
+    assert not Reveal.objects.filter(game_save=played, character=name).exists()

@@ -47,6 +47,7 @@ class Upstream:
 
 @pytest.fixture
 def upstream(settings, eager_jobs, vector_memory):
+    settings.AXIOM_PROXY_MODELS = ["story-model"]  # besides the studio's own (test-model): tests/proxy/test_spending.py
     script = Upstream()
     with serve_as_studio_model(settings, script) as server:
         script.server = server

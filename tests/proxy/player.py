@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 
 from studio.saves.models import MemoryMode, NarratorSnapshot
+from studio.saves.narrator.snapshots import snapshot_prompts
 from studio.saves.services import save_create
 from tests.saves.scenario import snapshot
 
@@ -105,8 +106,9 @@ def play_straight(api, universe, settled, pending: str, *, name: str = "straight
 
 
 def narrator_snapshots(game_save) -> dict[int, tuple]:
+    prompts = snapshot_prompts(game_save=game_save)  # each prompt whole (stored as a delta of the one before)
     return {
-        s.turn_id: (s.player_input, s.system_prompt, s.user_prompt, (s.context or {}).get("text"))
+        s.turn_id: (s.player_input, *prompts[s.turn_id], (s.context or {}).get("text"))
         for s in NarratorSnapshot.objects.filter(game_save=game_save)
     }
 

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_the_openai_client_plays_a_save(live_server, upstream, play_save, playtester):
     _, key = api_token_create(user=playtester, name="openai client")
     client = openai.OpenAI(base_url=f"{live_server.url}/v1", api_key=key, max_retries=0, timeout=30)
-    model = f"axiom/{play_save.save_id}/test-model"
+    model = f"axiom/s/proxy-run--{play_save.save_id}/test-model"  # readable: the save's name, then its id
     assert model in [m.id for m in client.models.list().data]
 
     system = {"role": "system", "content": "You narrate a harbour story. {{axiom_memory}}"}

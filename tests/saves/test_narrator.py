@@ -327,6 +327,7 @@ def test_rewind_drops_later_snapshots_and_fork_copies_earlier_ones(game_save, ve
 
 def test_snapshots_travel_in_the_save_file(game_save, universe):
     from studio.saves import portable
+    from studio.saves.narrator.snapshots import snapshot_prompts
 
     _snapshot(game_save, 2)
     _snapshot(game_save, 3)
@@ -334,10 +335,13 @@ def test_snapshots_travel_in_the_save_file(game_save, universe):
     section = json.loads(data)["sections"]["narrator_snapshots"]
     assert section["optional"] is True and [i["turn_id"] for i in section["items"]] == [2, 3]
     imported = portable.save_import(universe=universe, data=data).game_save
-    fields = ("turn_id", "player_input", "proposed", "model", "prompt_tokens", "context", "system_prompt", "created_at")
+    fields = ("turn_id", "player_input", "proposed", "model", "prompt_tokens", "context", "created_at")
     assert list(NarratorSnapshot.objects.filter(game_save=imported).values_list(*fields)) == list(
         NarratorSnapshot.objects.filter(game_save=game_save).values_list(*fields)
     )
+    # The prompts are the same whole; the copy keeps turn 3's as a delta of turn 2's.
+    assert snapshot_prompts(game_save=imported) == snapshot_prompts(game_save=game_save)
+    assert NarratorSnapshot.objects.get(game_save=imported, turn_id=3).prompt_delta is not None
     document = json.loads(data)
     document["sections"]["narrator_snapshots"]["items"][1]["turn_id"] = 2
     with pytest.raises(portable.SaveFileError) as error:

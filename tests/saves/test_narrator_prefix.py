@@ -12,6 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils.html import escape
 
+from studio.saves.narrator.snapshots import snapshot_prompt
 from studio.saves.models import Event, NarratorSnapshot
 from studio.saves.narrator.prefix import prefix_share, prompt_text, split_messages
 from tests.saves.test_play_controls import narrate_and_accept
@@ -84,6 +85,9 @@ def test_two_narrated_turns_show_the_share_and_where_the_new_part_begins(tester,
     narrate_and_accept(tester, game_save, "I knock at Mira's door")
     narrate_and_accept(tester, game_save, "I wait in the rain")
     first, second = NarratorSnapshot.objects.filter(game_save=game_save).order_by("turn_id")
+    assert second.prompt_delta is not None and not second.user_prompt  # stored as a delta of the first
+    for snapshot in (first, second):  # their whole prompts (saves/narrator/snapshots.py)
+        snapshot.system_prompt, snapshot.user_prompt = snapshot_prompt(snapshot)
     share = prefix_share(system=second.system_prompt, user=second.user_prompt,
                          previous_system=first.system_prompt, previous_user=first.user_prompt)
     assert 0 < share.percent < 100 and second.system_prompt == first.system_prompt  # the real prompts share a beginning

@@ -178,7 +178,7 @@ def test_play_settings_form_saves_and_refuses_bad_values(tester, client, game_sa
     assert (row.authors_note, row.authors_note_depth, row.temperature, row.max_tokens, row.top_p) == ("Storm coming.", 3, 0.6, 200, None)
     html = tester.post(url("play_settings", game_save), {"authors_note": "", "authors_note_depth": "1",
                                                          "temperature": "9"}, **HX).content.decode()
-    assert "Between 0.0 and 2.0" in html and PlaySettings.objects.get(game_save=game_save).temperature == 0.6
+    assert "The temperature must be from 0 to 2." in html and PlaySettings.objects.get(game_save=game_save).temperature == 0.6
     page = tester.get(url("play_settings", game_save)).content.decode()
     assert 'data-setting="temperature"' in page and "0.6" in page
 
@@ -550,7 +550,7 @@ def test_the_save_file_carries_the_saves_play_settings(game_save, universe):
     where = "sections.play_settings.items[0]"
     assert {p.location for p in refused.value.problems} == {f"{where}.temperature", f"{where}.authors_note_depth",
                                                             f"{where}.top_p"}
-    assert "out of range" in str(refused.value) and Save.objects.count() == saves  # nothing half-written
+    assert "temperature: must be from 0 to 2" in str(refused.value) and Save.objects.count() == saves  # nothing half-written
     two = json.loads(data)
     two["sections"]["play_settings"]["items"] *= 2
     with pytest.raises(portable.SaveFileError, match="one set of play settings"):

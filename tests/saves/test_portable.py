@@ -326,7 +326,7 @@ def test_sizes_are_bounded(universe, exported, settings):
     error = refused(bomb, universe)
     assert isinstance(error, portable.SaveFileTooLarge) and "decompresses to more than 1048576 bytes" in str(error)
     items(exported, "turns")[0]["player_input"] = "x" * 20_001
-    assert "is 20001 characters long; at most 20000" in str(refused(encoded(exported), universe))
+    assert "is 20,001 characters long; at most 20,000" in str(refused(encoded(exported), universe))
 
 
 def test_every_problem_is_listed_up_to_a_cap(universe, exported):

@@ -1,8 +1,11 @@
 """The player's persona: stored apart as a name and a description, split from old values on first use."""
 from __future__ import annotations
 
+import io
+
 import pytest
 from django.core.exceptions import ValidationError
+from PIL import Image
 
 from studio.saves.models import MemoryMode
 from studio.saves.narrator.prompt import DEFAULT_INSTRUCTIONS, render_instructions
@@ -13,7 +16,16 @@ from studio.universes.models import UniverseMeta
 pytestmark = pytest.mark.django_db
 
 LEGACY = "Ilya Voss, a young lighthouse-keeper's apprentice who can hear glass sing"
-PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 40
+
+
+def png(width: int = 2, height: int = 2) -> bytes:
+    """A real PNG, as Pillow writes it (the studio keeps portraits re-encoded the same way)."""
+    out = io.BytesIO()
+    Image.new("RGB", (width, height), (120, 40, 200)).save(out, format="PNG")
+    return out.getvalue()
+
+
+PNG = png()
 
 
 def meta_of(universe):

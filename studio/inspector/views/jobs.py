@@ -1,4 +1,4 @@
-"""A save's background jobs: live status (htmx polling that stops when idle) and retry."""
+"""A save's background jobs: live status (htmx polling that stops when idle) and retry; what the spend guards count."""
 from __future__ import annotations
 
 from django.contrib import messages
@@ -16,6 +16,7 @@ from studio.memory.jobs import (
     jobs_dropped_by_rewind,
     jobs_retry_skipped,
 )
+from studio.memory.llm import spend_status, user_spend_status
 from studio.memory.models import JobStatus, LLMCall
 from studio.memory.reflect import MIN_BELIEFS
 from studio.saves.access import Access, save_for
@@ -58,12 +59,26 @@ def _fragment(request: HttpRequest, game_save, **extra) -> HttpResponse:
     return response_class(render_to_string("memory/jobs.html#jobs", context, request=request))
 
 
+CALLS_SHOWN = 20
+
+
+def _spending(request: HttpRequest, game_save) -> dict:
+    """What the spend guards count: this save's last hour, the viewer's last 24 hours, and the calls made
+    outside jobs (the memory proxy's relays, the narrator), refusals included."""
+    return {
+        "save_spend": spend_status(game_save_id=game_save.pk),
+        "user_spend": user_spend_status(user_id=request.user.pk),
+        "request_calls": list(LLMCall.objects.filter(game_save=game_save, job__isnull=True)
+                              .select_related("user").order_by("-created_at", "-id")[:CALLS_SHOWN]),
+    }
+
+
 @require_GET
 def save_jobs(request: HttpRequest, save_id: str) -> HttpResponse:
     game_save = save_for(user=request.user, save_id=save_id)
     if request.htmx:
         return _fragment(request, game_save)
-    return render(request, "memory/jobs.html", _context(request, game_save))
+    return render(request, "memory/jobs.html", _context(request, game_save, **_spending(request, game_save)))
 
 
 @require_GET

@@ -9,9 +9,10 @@ needs the Playtester role (`Access.PLAY`).
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from studio.memory.knowledge.models import Reveal
@@ -74,7 +75,16 @@ def presence_edit(request: HttpRequest, save_id: str, turn_id: int) -> HttpRespo
         messages.error(request, error)
     else:
         messages.success(request, f"Presence at turn {turn_id} saved.")
-    return redirect(request.POST.get("next") or reverse("saves:turn_detail", args=[game_save.save_id, turn_id]))
+    return HttpResponseRedirect(_next_or(request, reverse("saves:turn_detail", args=[game_save.save_id, turn_id])))
+
+
+def _next_or(request: HttpRequest, default: str) -> str:
+    """Return the form's `next` when it is a path of this site (never another site, never a bare name), else `default`."""
+    target = request.POST.get("next", "")
+    allowed = {request.get_host()}
+    if target.startswith("/") and url_has_allowed_host_and_scheme(target, allowed, require_https=request.is_secure()):
+        return target
+    return default
 
 
 @require_POST

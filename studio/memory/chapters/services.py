@@ -21,17 +21,32 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import transaction
 
+from studio import limits
 from studio.memory.chapters.models import Chapter, ChapterCloseReason, SummaryStatus
 from studio.memory.chapters.selectors import SCENE_KEYS, chapter_settings, open_chapter_start
 from studio.memory.chapters.story_time import story_time_of
 from studio.memory.jobs import ledger
 from studio.memory.models import JobKind
 
-MAX_SUMMARY_CHARS = 20_000
 
 
 class ChapterError(ValueError):
     """A chapter operation that cannot be done (an empty open chapter, a summary too long)."""
+
+
+def _locked_chapter(chapter: Chapter) -> Chapter:
+    """Return the chapter's row locked (under the save's lock, taken first); ChapterError when a rewind removed it."""
+    row = Chapter.objects.select_for_update().filter(pk=chapter.pk).first()
+    if row is None:
+        raise ChapterError("This chapter is gone: the save was rewound (or undone) before it. Reload the chapters.")
+    return row
+
+
+def _checked(field: limits.Limit, value: str) -> str:
+    problem = field.problem(value)
+    if problem:
+        raise ChapterError(f"The {field.label} {problem}")
+    return value
 
 
 def _states(game_save, turn_ids) -> dict[int, dict]:
@@ -144,6 +159,7 @@ def chapters_close_at(*, game_save, last_turn: int, reason: str = ChapterCloseRe
     """
     from studio.saves.models import Save
 
+    _checked(limits.CHAPTER_NOTE, note)
     with transaction.atomic():
         locked = Save.objects.select_for_update().select_related("universe").get(pk=game_save.pk)
         if expected_turn is not None and expected_turn != locked.current_turn:
@@ -184,12 +200,10 @@ def chapter_summary_edit(*, chapter: Chapter, text: str) -> Chapter:
     """
     from studio.saves.models import Save
 
-    text = (text or "").strip()
-    if len(text) > MAX_SUMMARY_CHARS:
-        raise ChapterError(f"A summary is at most {MAX_SUMMARY_CHARS} characters ({len(text)} given).")
+    text = _checked(limits.CHAPTER_SUMMARY, (text or "").strip())
     with transaction.atomic():
         locked_save = Save.objects.select_for_update().get(pk=chapter.game_save_id)
-        row = Chapter.objects.select_for_update().get(pk=chapter.pk)
+        row = _locked_chapter(chapter)
         if text:
             if not row.edited and row.summary_status == SummaryStatus.DONE:
                 row.generated_summary = row.summary
@@ -217,7 +231,7 @@ def chapter_summarize_again(*, chapter: Chapter) -> Chapter:
 
     with transaction.atomic():
         locked_save = Save.objects.select_for_update().get(pk=chapter.game_save_id)
-        row = Chapter.objects.select_for_update().get(pk=chapter.pk)
+        row = _locked_chapter(chapter)
         if row.edited:
             raise ChapterError("This summary was edited by a playtester: clear the edit to have it summarized again.")
         if not _model_configured():

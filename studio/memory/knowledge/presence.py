@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from django.db import transaction
 
+from studio import limits
 from studio.memory.knowledge.models import PRESENCE_AUTHORITY, Presence, PresenceSource
 from studio.memory.knowledge.names import CharacterIndex, character_index
 
@@ -54,9 +55,8 @@ def presence_state_errors(state) -> list[str]:
         return ["state.present must be a list of character names (strings)"]
     if len(value) > MAX_PRESENT:
         return [f"state.present names {len(value)} characters; at most {MAX_PRESENT}"]
-    if any(len(v) > 200 for v in value):
-        return ["state.present: a name is at most 200 characters"]
-    return []
+    problems = [limits.CHARACTER_NAME.problem(v) for v in value]
+    return [f"state.present: a character name {problem}" for problem in problems if problem][:1]
 
 
 def presence_record_turn(*, save, turn_id: int, state, index: CharacterIndex | None = None) -> Presence | None:
@@ -117,6 +117,8 @@ def presence_set(*, game_save, turn_id: int, characters: list[str], source: str 
         raise ValueError("characters must be a list of names")
     if len(characters) > MAX_PRESENT:
         raise ValueError(f"at most {MAX_PRESENT} characters")
+    for name in characters:
+        limits.CHARACTER_NAME.check(name)  # limits.Refused (a ValueError) names the field
     index = index or character_index(game_save.universe, save=game_save)
     with transaction.atomic():
         locked = Save.objects.select_for_update().get(pk=game_save.pk)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from django.db import transaction
 
+from studio import limits
 from studio.memory.knowledge.models import Reveal, RevealSource
 from studio.memory.knowledge.names import CharacterIndex, character_index
 
@@ -33,6 +34,9 @@ def reveal_add(*, game_save, turn_id: int, character: str, fact_id: int | None =
         raise ValueError("a reveal names one fact or one lore entry")
     if not (character or "").strip():
         raise ValueError("a reveal names the character who learns it")
+    limits.CHARACTER_NAME.check(character)  # limits.Refused (a ValueError) names the field
+    if told_by:
+        limits.CHARACTER_NAME.check(told_by)
     if source not in RevealSource.values:
         raise ValueError(f"unknown reveal source {source!r}")
     index = index or character_index(game_save.universe, save=game_save)
@@ -86,6 +90,10 @@ def reveal_state_errors(state) -> list[str]:
             return [f"state.reveals[{i}] names one `entry` (a lore entry id) or one `fact` (a fact id)"]
         if "from" in item and not isinstance(item["from"], str):
             return [f"state.reveals[{i}].from must be a name"]
+        for key in ("to", "from"):
+            problem = limits.CHARACTER_NAME.problem(item[key]) if item.get(key) else ""
+            if problem:
+                return [f"state.reveals[{i}].{key}: a character name {problem}"]
     return []
 
 

@@ -55,7 +55,7 @@ from studio.memory.llm.parsing import (
     strip_code_fences,
 )
 from studio.memory.llm.relay import Relay, RelayRefused
-from studio.memory.llm.tracked import SpendStatus, TrackedLLM, spend_status
+from studio.memory.llm.tracked import SpendStatus, TrackedLLM, spend_status, user_spend_status
 
 __all__ = [
     "OPERATIONS",
@@ -89,6 +89,7 @@ __all__ = [
     "scan_items",
     "scan_json",
     "spend_status",
+    "user_spend_status",
     "strip_code_fences",
 ]
 

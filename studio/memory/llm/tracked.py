@@ -1,8 +1,11 @@
 """A backend bound to one job or request: the spend guard, the call log, truncation records.
 
 - Before each call the save's LLM use over the last hour is compared with
-  `AXIOM_LLM_CALLS_PER_HOUR` / `AXIOM_LLM_TOKENS_PER_HOUR`; over a cap the call raises
-  `SpendLimitExceeded` without reaching the endpoint.
+  `AXIOM_LLM_CALLS_PER_HOUR` / `AXIOM_LLM_TOKENS_PER_HOUR`, and, for a call made on a user's
+  request (`user_id`: the memory proxy's key holder), that user's use over the last 24 hours
+  with `AXIOM_LLM_CALLS_PER_USER_DAY` / `AXIOM_LLM_TOKENS_PER_USER_DAY`; over a cap the call
+  raises `SpendLimitExceeded` without reaching the endpoint, and the refusal is an `LLMCall`
+  row (`refused`, no tokens: counted on the pages, never as spent).
 - Every call, failed and cancelled ones too, is one `LLMCall` row (and counted on the job).
 - Every answer cut by the token limit adds a record to `truncated`
   ({"operation", "max_tokens", "completion_tokens"}); the caller stores
@@ -27,6 +30,8 @@ from studio.memory.llm.base import LLMBackend, LLMError, LLMResponse, LLMUnavail
 from studio.memory.llm.relay import relay_open
 
 LOGGED_TEXT_CHARS = 40_000  # per request and per answer: enough for a narrator prompt
+SAVE_WINDOW = timedelta(hours=1)  # the per-save guard's window
+USER_WINDOW = timedelta(days=1)  # the per-user guard's: a rolling day
 
 
 def request_text(system: str, prompt: str, messages=None) -> str:
@@ -53,21 +58,42 @@ class SpendStatus:
         )
 
 
+def _status(calls, *, since: datetime, calls_cap: int, tokens_cap: int) -> SpendStatus:
+    agg = calls.filter(created_at__gt=since, refused=False).aggregate(
+        n=Count("id"), p=Sum("prompt_tokens"), c=Sum("completion_tokens"), oldest=Min("created_at")
+    )
+    return SpendStatus(calls=agg["n"] or 0, tokens=(agg["p"] or 0) + (agg["c"] or 0), calls_cap=calls_cap,
+                       tokens_cap=tokens_cap, oldest=agg["oldest"])
+
+
 def spend_status(*, game_save_id: int, now: datetime | None = None) -> SpendStatus:
-    """Return a save's LLM use over the last hour against the configured caps."""
+    """Return a save's LLM use over the last hour against the configured caps (refusals not counted)."""
     from studio.memory.models import LLMCall
 
     now = now or timezone.now()
-    agg = LLMCall.objects.filter(game_save_id=game_save_id, created_at__gt=now - timedelta(hours=1)).aggregate(
-        n=Count("id"), p=Sum("prompt_tokens"), c=Sum("completion_tokens"), oldest=Min("created_at")
-    )
-    return SpendStatus(
-        calls=agg["n"] or 0,
-        tokens=(agg["p"] or 0) + (agg["c"] or 0),
-        calls_cap=settings.AXIOM_LLM_CALLS_PER_HOUR,
-        tokens_cap=settings.AXIOM_LLM_TOKENS_PER_HOUR,
-        oldest=agg["oldest"],
-    )
+    return _status(LLMCall.objects.filter(game_save_id=game_save_id), since=now - SAVE_WINDOW,
+                   calls_cap=settings.AXIOM_LLM_CALLS_PER_HOUR, tokens_cap=settings.AXIOM_LLM_TOKENS_PER_HOUR)
+
+
+def user_spend_status(*, user_id: int, now: datetime | None = None) -> SpendStatus:
+    """Return a user's LLM use over the last day (every save, the calls made for their requests) against
+    `AXIOM_LLM_CALLS_PER_USER_DAY` / `AXIOM_LLM_TOKENS_PER_USER_DAY`."""
+    from studio.memory.models import LLMCall
+
+    now = now or timezone.now()
+    return _status(LLMCall.objects.filter(user_id=user_id), since=now - USER_WINDOW,
+                   calls_cap=settings.AXIOM_LLM_CALLS_PER_USER_DAY, tokens_cap=settings.AXIOM_LLM_TOKENS_PER_USER_DAY)
+
+
+def _exceeded(status: SpendStatus, *, whose: str, window: timedelta, span: str) -> SpendLimitExceeded | None:
+    if not status.exceeded:
+        return None
+    resume_at = (status.oldest or timezone.now()) + window
+    if status.calls_cap > 0 and status.calls >= status.calls_cap:
+        what = f"{status.calls} LLM calls in the last {span} (cap {status.calls_cap})"
+    else:
+        what = f"{status.tokens} LLM tokens in the last {span} (cap {status.tokens_cap})"
+    return SpendLimitExceeded(f"spend guard: {whose} used {what}; paused until {resume_at:%Y-%m-%d %H:%M} UTC", resume_at)
 
 
 class TrackedLLM:
@@ -77,30 +103,34 @@ class TrackedLLM:
     from "the call failed" even though the seed operations swallow exceptions.
     """
 
-    def __init__(self, backend: LLMBackend, *, game_save_id: int | None = None, job_id: int | None = None):
+    def __init__(self, backend: LLMBackend, *, game_save_id: int | None = None, job_id: int | None = None,
+                 user_id: int | None = None):
         self.backend = backend
         self.game_save_id = game_save_id
         self.job_id = job_id
+        self.user_id = user_id  # whose request this is: the per-user daily guard counts the calls
         self.calls = 0
         self.tokens = 0
         self.errors: list[tuple[str, LLMError]] = []
         self.truncated: list[dict] = []
 
     def check_budget(self) -> None:
-        if self.game_save_id is None:
-            return
-        if settings.AXIOM_LLM_CALLS_PER_HOUR <= 0 and settings.AXIOM_LLM_TOKENS_PER_HOUR <= 0:
-            return
-        status = spend_status(game_save_id=self.game_save_id)
-        if status.exceeded:
-            resume_at = (status.oldest or timezone.now()) + timedelta(hours=1)
-            if status.calls_cap > 0 and status.calls >= status.calls_cap:
-                what = f"{status.calls} LLM calls in the last hour (cap {status.calls_cap})"
-            else:
-                what = f"{status.tokens} LLM tokens in the last hour (cap {status.tokens_cap})"
-            raise SpendLimitExceeded(
-                f"spend guard: this save used {what}; paused until {resume_at:%H:%M} UTC", resume_at
-            )
+        """Raise SpendLimitExceeded when the save's hourly or the user's daily use is over its cap."""
+        if self.game_save_id is not None and (settings.AXIOM_LLM_CALLS_PER_HOUR > 0 or settings.AXIOM_LLM_TOKENS_PER_HOUR > 0):
+            refusal = _exceeded(spend_status(game_save_id=self.game_save_id), whose="this save", window=SAVE_WINDOW,
+                                span="hour")
+            if refusal is not None:
+                raise refusal
+        if self.user_id is not None and (settings.AXIOM_LLM_CALLS_PER_USER_DAY > 0
+                                         or settings.AXIOM_LLM_TOKENS_PER_USER_DAY > 0):
+            refusal = _exceeded(user_spend_status(user_id=self.user_id), whose="your key's user", window=USER_WINDOW,
+                                span="24 hours")
+            if refusal is not None:
+                raise refusal
+
+    def preflight(self, operation: str) -> None:
+        """Check the spend guards now, before a request writes anything (the proxy); a refusal is logged."""
+        self._guard(operation)
 
     def model_for(self, operation: str) -> str:
         return getattr(self.backend, "model_for", lambda op: "")(operation)
@@ -110,6 +140,8 @@ class TrackedLLM:
             self.check_budget()
         except SpendLimitExceeded as exc:
             self.errors.append((operation, exc))
+            # Counted where calls are read (the Jobs page, the admin's LLM calls), never as spent.
+            self._log(operation, self.model_for(operation), 0, 0, 0, exc.reason, refused=True)
             raise
 
     def complete(self, *, system: str, prompt: str, operation: str = "", json_mode: bool = False) -> str:
@@ -206,12 +238,14 @@ class TrackedLLM:
         )
 
     def _log(self, operation: str, model: str, prompt_tokens: int, completion_tokens: int, latency_ms: int, error: str,
-             *, request: str = "", answer: str = ""):
+             *, request: str = "", answer: str = "", refused: bool = False):
         from studio.memory.models import Job, LLMCall
 
         LLMCall.objects.create(
             game_save_id=self.game_save_id,
             job_id=self.job_id,
+            user_id=self.user_id,
+            refused=refused,
             operation=operation,
             model=model or "",
             prompt_tokens=prompt_tokens,
@@ -221,6 +255,8 @@ class TrackedLLM:
             request=request[:LOGGED_TEXT_CHARS],
             answer=(answer or "")[:LOGGED_TEXT_CHARS],
         )
+        if refused:
+            return
         self.calls += 1
         self.tokens += prompt_tokens + completion_tokens
         if self.job_id is not None:

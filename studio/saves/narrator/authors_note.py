@@ -11,9 +11,11 @@ What a narration used is kept on its alternative and its turn's snapshot (`play_
 """
 from __future__ import annotations
 
+from studio import limits
+
 NOTE_HEADING = "## Author's note"
-MAX_NOTE_CHARS = 2000
-MAX_DEPTH = 20
+MAX_NOTE_CHARS = limits.AUTHORS_NOTE.max_chars
+MAX_DEPTH = int(limits.AUTHORS_NOTE_DEPTH.high)
 
 
 def insert_at_depth(sections: list[str], text: str, depth: int) -> list[str]:

@@ -1,13 +1,21 @@
 """Read and change a save's play settings (author's note, sampler overrides) outside a form (the API).
 
-The Console's page uses `PlaySettingsForm`; both check the same ranges (`sampler.RANGES`,
-`authors_note.MAX_DEPTH` / `MAX_NOTE_CHARS`), and a value refused leaves every setting as it was.
+The Console's page uses `PlaySettingsForm`; both check the same declared limits
+(`studio/limits.py`: the author's note, its depth, the sampler ranges), and a value refused
+leaves every setting as it was.
 """
 from __future__ import annotations
 
+from django.db import transaction
+
+from studio import limits
 from studio.saves.models import PlaySettings, Save
-from studio.saves.narrator.authors_note import MAX_DEPTH, MAX_NOTE_CHARS, play_settings_of
-from studio.saves.narrator.sampler import FIELDS, InvalidSampler, parse_value, resolve_sampler
+from studio.saves.narrator.authors_note import play_settings_of
+from studio.saves.narrator.sampler import FIELDS, resolve_sampler
+
+# Each play setting and the declared limit it is checked with (studio/limits.py).
+PLAY_FIELDS = {"authors_note": limits.AUTHORS_NOTE.field, "authors_note_depth": limits.AUTHORS_NOTE_DEPTH.field,
+               **{name: limits.SAMPLER[name].field for name in FIELDS}}
 
 
 def play_settings_read(*, game_save: Save) -> dict:
@@ -25,28 +33,25 @@ def play_settings_read(*, game_save: Save) -> dict:
 
 def play_settings_update(*, game_save: Save, changes: dict) -> dict:
     """Apply `changes` (any of authors_note, authors_note_depth and the sampler fields; None clears
-    an override); raise ValueError naming the first bad value, nothing saved. Return the new state."""
-    row = PlaySettings.objects.filter(game_save=game_save).first() or PlaySettings(game_save=game_save)
+    an override); raise ValueError naming the first bad value, nothing saved. Return the new state.
+
+    The row is read under the save's lock and only the changed columns are written, so two
+    requests changing different settings at once both keep their change.
+    """
     for key, value in changes.items():
-        if key == "authors_note":
-            if value is None:
-                value = ""
-            if not isinstance(value, str) or len(value) > MAX_NOTE_CHARS or "\x00" in value:
-                raise ValueError(f"authors_note: a text of at most {MAX_NOTE_CHARS} characters.")
-            row.authors_note = value
-        elif key == "authors_note_depth":
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_DEPTH:
-                raise ValueError(f"authors_note_depth: a whole number from 0 to {MAX_DEPTH}.")
-            row.authors_note_depth = value
-        elif key in FIELDS:
-            if isinstance(value, bool) or (value is not None and not isinstance(value, (int, float))):
-                raise ValueError(f"{key}: a number, or null to use the universe's or the environment's.")
-            try:
-                setattr(row, key, parse_value(key, value))
-            except InvalidSampler as exc:
-                raise ValueError(f"{key}: {exc}") from exc
-        else:
+        if key == "authors_note" and value is None:
+            continue
+        if key not in PLAY_FIELDS:
             raise ValueError(f"{key}: not a play setting (expected authors_note, authors_note_depth, {', '.join(FIELDS)}).")
-    row.save()
+        limits.check(PLAY_FIELDS[key], value)  # Refused is a ValueError naming the field
+    with transaction.atomic():
+        Save.objects.select_for_update().only("pk").get(pk=game_save.pk)  # one writer of the row at a time
+        row = PlaySettings.objects.filter(game_save=game_save).first() or PlaySettings(game_save=game_save)
+        for key, value in changes.items():
+            setattr(row, key, "" if key == "authors_note" and value is None else value)
+        if row.pk is None:
+            row.save()
+        else:
+            row.save(update_fields=[*changes, "updated_at"])
     game_save.play_settings = row  # what play_settings_read sees is what was saved
     return play_settings_read(game_save=game_save)

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
+from studio import limits
+
 FIELDS = ("temperature", "top_p", "max_tokens", "frequency_penalty", "repeat_penalty")
 LABELS = {
     "temperature": "Temperature",
@@ -25,14 +27,8 @@ LABELS = {
     "frequency_penalty": "Frequency penalty",
     "repeat_penalty": "Repetition penalty",
 }
-# (lowest, highest) accepted; max tokens is an integer.
-RANGES = {
-    "temperature": (0.0, 2.0),
-    "top_p": (0.0, 1.0),
-    "max_tokens": (1, 32768),
-    "frequency_penalty": (-2.0, 2.0),
-    "repeat_penalty": (0.0, 3.0),
-}
+# (lowest, highest) accepted; max tokens is an integer. Declared once, in studio/limits.py.
+RANGES = {name: (limits.SAMPLER[name].low, limits.SAMPLER[name].high) for name in FIELDS}
 HELP = {
     "temperature": "Randomness of the narration: 0 always picks the likeliest word, 0.7-1.0 is usual for stories.",
     "top_p": "Nucleus sampling: only the likeliest words whose probabilities add up to this are considered (1 = all).",

@@ -5,6 +5,7 @@ from django.conf import settings
 
 from studio.memory.llm import spend_status
 from studio.saves.models import NarratorSnapshot, Save
+from studio.saves.narrator.snapshots import snapshot_prompt
 from studio.saves.narrator.prefix import prefix_share, split_messages
 
 
@@ -72,18 +73,22 @@ def snapshot_turn_ids(*, game_save: Save, turn_ids) -> set[int]:
 
 
 def previous_snapshot_prompt(*, snapshot: NarratorSnapshot) -> NarratorSnapshot | None:
-    """Return the snapshot of the nearest earlier turn (its turn and prompt only), or None (one query).
+    """Return the snapshot of the nearest earlier turn with its whole prompt in `system_prompt` /
+    `user_prompt` (rebuilt from its delta, `snapshots.snapshot_prompt`), or None.
 
     "Earlier" skips turns without a snapshot (written by hand, imported, from an API client):
     the last accepted narration's prompt before this one is what a model server's prefix
     cache may still hold.
     """
-    return (
+    previous = (
         NarratorSnapshot.objects.filter(game_save_id=snapshot.game_save_id, turn_id__lt=snapshot.turn_id)
         .order_by("-turn_id")
-        .only("turn_id", "system_prompt", "user_prompt")
+        .only("pk", "game_save_id", "turn_id", "system_prompt", "user_prompt", "prompt_delta")
         .first()
     )
+    if previous is not None:
+        previous.system_prompt, previous.user_prompt = snapshot_prompt(previous)
+    return previous
 
 
 def snapshot_prefix_context(*, snapshot: NarratorSnapshot) -> dict:
@@ -92,8 +97,10 @@ def snapshot_prefix_context(*, snapshot: NarratorSnapshot) -> dict:
     `previous` is the nearest earlier snapshot (None: nothing to compare with) and
     `previous_adjacent` whether it is the turn just before; `prefix` the `PrefixShare`, with
     its counts formatted for reading in `prefix_figures`; `system_split` / `user_split` the
-    two messages cut where the shared part ends. One query (the previous snapshot's prompt).
+    two messages cut where the shared part ends. `snapshot` holds its whole prompt afterwards
+    (`snapshot_prompt`: the stored delta rebuilt), as the page shows it.
     """
+    snapshot.system_prompt, snapshot.user_prompt = snapshot_prompt(snapshot)
     previous = previous_snapshot_prompt(snapshot=snapshot)
     if previous is None:
         return {"previous": None}

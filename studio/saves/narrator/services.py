@@ -49,13 +49,13 @@ from studio.saves.models import (
     DraftStatus,
     NarratorAlternative,
     NarratorDraft,
-    NarratorSnapshot,
     Save,
 )
 from studio.saves.narrator.authors_note import note_of
 from studio.saves.narrator.continuation import continue_prompt, join_continuation
 from studio.saves.narrator.prompt import CONFIG, NarratorPrompt, build_narrator_prompt
 from studio.saves.narrator.sampler import resolve_sampler
+from studio.saves.narrator.snapshots import snapshot_create
 
 logger = logging.getLogger(__name__)
 
@@ -354,19 +354,20 @@ def narrator_accept(*, draft: NarratorDraft, number: int | None = None, narrativ
     # Outside the transaction, as turn_append requires (the vector store is not the database).
     finish_pending_vector_rollback(game_save=draft.game_save)
     with transaction.atomic():
-        locked = NarratorDraft.objects.select_for_update().get(pk=draft.pk)
+        locked = NarratorDraft.objects.select_for_update().filter(pk=draft.pk).first()
+        if locked is None:  # a rewind (another tab, the memory proxy) took it away
+            raise NarratorError("This draft is gone: the save was rewound meanwhile. Start a new narration.")
         if locked.status != DraftStatus.OPEN:
             raise NarratorError(f"This draft was already {locked.get_status_display().lower()}.")
         event = turn_append(
             game_save=draft.game_save, player_input=locked.player_input, narrative=text, expected_turn_id=locked.turn_id
         )
-        NarratorSnapshot.objects.create(
+        snapshot_create(  # the prompt as a delta of the save's previous snapshot (saves/narrator/snapshots.py)
             game_save_id=locked.game_save_id, turn_id=event.turn_id, player_input=locked.player_input,
             proposed=alternative.text, edited=text != alternative.text.strip(),
             alternatives=locked.alternatives.count(), model=alternative.model, finish_reason=alternative.finish_reason,
             latency_ms=alternative.latency_ms, prompt_tokens=alternative.prompt_tokens,
             completion_tokens=alternative.completion_tokens,
-            prompt_chars=len(alternative.system_prompt) + len(alternative.user_prompt),
             system_prompt=alternative.system_prompt, user_prompt=alternative.user_prompt, context=alternative.context,
             play_settings=alternative.play_settings or {},
         )

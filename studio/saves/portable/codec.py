@@ -26,6 +26,7 @@ import re
 import zlib
 from typing import Any, Iterable, Iterator
 
+from studio.limits import strict_json_hooks
 from studio.saves.portable.registry import LIMITS, PortableLimits, Problem, SaveFileError, SaveFileTooLarge
 
 FORMAT = "axiom-save"
@@ -41,19 +42,6 @@ NOT_A_BRACKET = re.compile(r"[^\[\]{}]")
 
 def _refuse(location: str, message: str) -> SaveFileError:
     return SaveFileError([Problem(location, message)])
-
-
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict:
-    out = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"the key {key[:40]!r} appears twice in one object")
-        out[key] = value
-    return out
-
-
-def _no_constants(name: str):
-    raise ValueError(f"{name} is not a JSON number")
 
 
 def decompress(data: bytes, *, max_bytes: int) -> bytes:
@@ -86,7 +74,7 @@ def parse(raw: bytes, *, limits: PortableLimits = LIMITS) -> Any:
     if not text.strip():
         raise _refuse("", "the file is empty")
     try:
-        document = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constants)
+        document = json.loads(text, **strict_json_hooks(finite=False))  # infinities: _check_values, with places
     except json.JSONDecodeError as exc:
         # A string that never closes ran into the end of the text, as does a cut-off document.
         truncated = exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string")

@@ -44,6 +44,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Iterable, Iterator
 
+from studio import limits as field_limits
+
 INT_MAX = 2**31 - 1  # PositiveIntegerField on PostgreSQL is a 4-byte integer
 SECTION_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 
@@ -52,16 +54,17 @@ SECTION_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 class PortableLimits:
     """Bounds on what one save file may hold (the byte size is AXIOM_SAVE_FILE_MAX_BYTES).
 
-    The text caps are the API's (`player_input` 20,000 and `narrative` 200,000 characters on
-    turn append); the turn cap is the transcript importer's; the rest only keep a hostile
-    file from making the checker or the database do unbounded work.
+    The fields with declared limits (a turn's texts, the save's name, the play settings,
+    character names, chapter notes and summaries) are read with `Checker.limited`, the check
+    every other path applies (`studio/limits.py`); the turn cap is the transcript importer's;
+    the rest only keep a hostile file from making the checker or the database do unbounded work.
     """
 
     max_turns: int = 20_000
     max_items: int = 500_000
     max_list_items: int = 10_000
-    max_player_input_chars: int = 20_000
-    max_narrative_chars: int = 200_000
+    max_player_input_chars: int = field_limits.TURN_INPUT.max_chars
+    max_narrative_chars: int = field_limits.TURN_NARRATIVE.max_chars
     max_text_chars: int = 200_000
     max_depth: int = 64
     max_problems: int = 50
@@ -142,6 +145,14 @@ class Checker:
             return INVALID
         return value
 
+    def limited(self, value: Any, loc: str, field: str):
+        """Read a value of a field with a declared limit (`studio/limits.py`: the API's and the pages' check)."""
+        problem = field_limits.problem(field, value)
+        if problem:
+            self.add(loc, problem.rstrip("."))
+            return INVALID
+        return value
+
     def boolean(self, value: Any, loc: str):
         if not isinstance(value, bool):
             self.add(loc, f"must be true or false, not {_kind(value)}")
@@ -180,13 +191,16 @@ class Checker:
             return INVALID
         return value
 
-    def names(self, value: Any, loc: str, *, max_items: int, max_length: int):
-        """Read a list of non-blank strings (character names, lore entry ids)."""
+    def names(self, value: Any, loc: str, *, max_items: int, max_length: int = 0, field: str = ""):
+        """Read a list of non-blank strings: names within the declared limit of `field` (character
+        names), or ids of at most `max_length` characters (lore entry ids)."""
         value = self.array(value, loc, max_items=max_items)
         if value is INVALID:
             return value
         for index, name in enumerate(value):
-            if self.text(name, f"{loc}[{index}]", max_length=max_length, blank=False) is INVALID:
+            where = f"{loc}[{index}]"
+            read = self.limited(name, where, field) if field else self.text(name, where, max_length=max_length, blank=False)
+            if read is INVALID:
                 return INVALID
         return value
 

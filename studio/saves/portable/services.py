@@ -187,7 +187,7 @@ def _check_header(document: Any, c: Checker) -> tuple[dict, dict] | None:
         document.get("save"),
         "save",
         {
-            "name": lambda v, loc: c.text(v, loc, max_length=200, blank=False),
+            "name": lambda v, loc: c.limited(v, loc, "save.name"),
             "memory_mode": lambda v, loc: c.choice(v, loc, MemoryMode.values),
             "beliefs_enabled": c.boolean,
             "meta": c.mapping,

@@ -78,7 +78,7 @@ def chapter_close_view(request: HttpRequest, save_id: str) -> HttpResponse:
     on_console = request.POST.get("next") == "console"
     note = error = ""
     try:
-        chapter = chapter_close(game_save=game_save, note=request.POST.get("note", "")[:300],
+        chapter = chapter_close(game_save=game_save, note=request.POST.get("note", ""),
                                 expected_turn=_expected_turn(request) if on_console else None)
     except ChapterError as exc:
         error = str(exc)

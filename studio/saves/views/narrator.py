@@ -13,6 +13,7 @@ from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpRespons
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from studio import limits
 from studio.saves.models import NarratorDraft, NarratorSnapshot, Save
 from studio.saves.narrator import services
 from studio.saves.narrator.authors_note import note_of
@@ -140,6 +141,8 @@ def narrator_accept(request: HttpRequest, save_id: str, draft_id: int) -> HttpRe
         return _panel(request, game_save, draft=draft, error=f"{exc.message} Nothing was appended: narrate again for the current turn.")
     except services.NarratorError as exc:
         return _panel(request, game_save, draft=draft, error=str(exc))
+    except limits.Refused as exc:
+        return _panel(request, game_save, draft=draft, error=f"Nothing was appended: the narrative {exc.message}")
     game_save.refresh_from_db()
     if not request.htmx:
         messages.success(request, f"Turn {event.turn_id} appended from the narrator.")

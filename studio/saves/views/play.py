@@ -21,6 +21,7 @@ from studio.saves.forms_play import PlaySettingsForm
 from studio.saves.models import PlaySettings, Save
 from studio.saves.narrator import play, services
 from studio.saves.narrator.authors_note import play_settings_of
+from studio.saves.narrator.play_settings import play_settings_update
 from studio.saves.narrator.sampler import resolve_sampler
 from studio.saves.narrator.selectors import llm_connected
 from studio.saves.views.narrator import _draft, _panel
@@ -171,7 +172,8 @@ def play_settings(request: HttpRequest, save_id: str) -> HttpResponse:
         # The form edits a copy: a refused form leaves the row the page shows as it is saved.
         form = PlaySettingsForm(request.POST, instance=copy.copy(row) if row else PlaySettings(game_save_id=game_save.pk))
         if form.is_valid():
-            game_save.play_settings = form.save()
+            # Only what this page changed, under the save's lock: a change made meanwhile elsewhere stays.
+            play_settings_update(game_save=game_save, changes=form.changes())
             saved = True
             if not request.htmx:
                 messages.success(request, "Play settings saved; the next narration uses them.")

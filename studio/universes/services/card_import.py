@@ -16,7 +16,7 @@ from django.db import transaction
 from studio.universes.interchange import IncomingBook
 from studio.universes.interchange.card_fields import CHARACTER_EXTENSION, entry_fields
 from studio.universes.models import LoreEntry, LoreKind, LoreRevision, Universe
-from studio.universes.portraits import portrait_store
+from studio.universes.portraits import PortraitError, portrait_clean, portrait_store
 from studio.universes.services.lore import _lore_bulk_create, lore_entry_id_for, lore_entry_update
 from studio.universes.services.lore_import import ImportLine, ImportReport, lore_import, lore_import_title_merges
 from studio.universes.services.universes import CHARACTER_CARD_META, meta_set
@@ -51,7 +51,10 @@ def card_import(*, universe: Universe, user, book: IncomingBook, mode: str = CRE
     card = dict(book.card or {})
     report = ImportReport(source=book.source)
     if book.portrait is not None:
-        card["portrait"] = portrait_store(book.portrait)
+        try:  # decoded with a pixel limit and re-encoded, as every kept portrait (universes/portraits.py)
+            card["portrait"] = portrait_store(portrait_clean(book.portrait))
+        except PortraitError as exc:
+            report.notes.append(f"The card's picture was not kept: {exc}")
     fields = entry_fields(card)
     target = card_character_for(universe=universe, card=card) if mode == UPDATE else None
     label = "the card's character"

@@ -21,10 +21,17 @@ from studio.memory.lore_activation import (
     META_SCAN_DEPTH,
     META_TOKEN_BUDGET,
 )
-from studio.memory.recall.macros import CHARACTER_CARD_META, PLAYER_PORTRAIT_META
+from studio import limits
+from studio.memory.recall.macros import (
+    CHARACTER_CARD_META,
+    PLAYER_CHARACTER_META,
+    PLAYER_DESCRIPTION_META,
+    PLAYER_PORTRAIT_META,
+)
 from studio.memory.recall.policy import knob_validate
 from studio.memory.missions import parse_missions_text
 from studio.universes.models import Universe, UniverseMeta
+from studio.universes.services.persona import persona_meta_validate
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +40,8 @@ BELIEF_MISSIONS = "belief_missions"
 # File-level fields of imported character cards / world-info files, kept for re-export.
 CHARACTER_BOOK_META = "character_book"
 SILLYTAVERN_META = "sillytavern_world"
-JSON_OBJECT_META_KEYS = {CHARACTER_CARD_META, CHARACTER_BOOK_META, SILLYTAVERN_META, PLAYER_PORTRAIT_META}
+JSON_OBJECT_META_KEYS = {CHARACTER_CARD_META, CHARACTER_BOOK_META, SILLYTAVERN_META}
+PERSONA_META_KEYS = {PLAYER_CHARACTER_META, PLAYER_DESCRIPTION_META, PLAYER_PORTRAIT_META}
 # What a new universe starts with (an existing one keeps what it has): no lore recursion, as
 # SillyTavern's default; the engine's own default (3 passes) stays for universes made before.
 NEW_UNIVERSE_META = {META_RECURSION_DEPTH: "0"}
@@ -150,6 +158,8 @@ def meta_validate(*, key: str, value: str) -> str:
         raise ValidationError({"value": "The value must be text."})
     if len(value) > MAX_META_VALUE_CHARS:
         raise ValidationError({"value": f"The value is longer than {MAX_META_VALUE_CHARS:,} characters."})
+    if key in PERSONA_META_KEYS:
+        return persona_meta_validate(key=key, value=value)  # the persona form's rules (services/persona.py)
     if key == BELIEF_MISSION:
         value = value.strip()
         if len(value) > MAX_MISSION_CHARS:
@@ -187,11 +197,13 @@ def meta_validate(*, key: str, value: str) -> str:
 
 def _loads_json_object(value: str, key: str) -> dict:
     try:
-        data = json.loads(value)
+        data = json.loads(value, **limits.strict_json_hooks())
     except json.JSONDecodeError as exc:
         raise ValidationError(
             {"value": f"{key} must be JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}."}
         ) from exc
+    except ValueError as exc:  # a key twice in one object, NaN / Infinity
+        raise ValidationError({"value": f"{key} must be JSON: {exc}."}) from exc
     if not isinstance(data, dict):
         raise ValidationError(
             {"value": f"{key} must be a JSON object like {{\"Name\": \"mission\"}}, not {type(data).__name__}."}

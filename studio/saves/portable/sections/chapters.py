@@ -12,7 +12,7 @@ from typing import Iterator
 
 from studio.memory.chapters.models import Chapter, ChapterCloseReason, SummaryStatus
 from studio.memory.chapters.timeline import COPIED_FIELDS
-from studio.saves.portable.registry import CheckContext, ExportContext, ImportContext, SaveSection
+from studio.saves.portable.registry import INVALID, CheckContext, ExportContext, ImportContext, SaveSection
 from studio.saves.portable.sections.rows import _readers, insert_rows
 
 NAME = "chapters"
@@ -37,7 +37,7 @@ def check_chapters(items: list, ctx: CheckContext, where: str) -> list[dict]:
         "last_turn": r["turn"](first=1),
         "closed_turn": r["turn"](first=1),
         "close_reason": choice(ChapterCloseReason.values),
-        "close_note": r["text"](max_length=300),
+        "close_note": r["limited"]("chapter.note"),
         "story_time_start": r["text"](max_length=120),
         "story_time_end": r["text"](max_length=120),
         "summary": r["text"](),
@@ -50,6 +50,8 @@ def check_chapters(items: list, ctx: CheckContext, where: str) -> list[dict]:
     cleaned = []
     spans: dict[int, list[tuple[int, int, str]]] = {}
     for loc, item in ctx.complete_records(items, where, spec):
+        if item["edited"] and c.limited(item["summary"], f"{loc}.summary", "chapter.summary") is INVALID:
+            continue  # a playtester's summary has the edit's limit (a model's is only bounded by its tokens)
         if not item["first_turn"] <= item["last_turn"] <= item["closed_turn"]:
             c.add(loc, f"turns must run first_turn <= last_turn <= closed_turn ({item['first_turn']}, "
                        f"{item['last_turn']}, {item['closed_turn']})")

@@ -30,7 +30,7 @@ def check_presence(items: list, ctx: CheckContext, where: str) -> list[dict]:
     c = ctx.checker
     spec = {
         "turn_id": lambda v, loc: ctx.turn(v, loc, first=1),
-        "characters": lambda v, loc: c.names(v, loc, max_items=100, max_length=200),
+        "characters": lambda v, loc: c.names(v, loc, max_items=100, field="character.name"),
         "source": lambda v, loc: c.choice(v, loc, PresenceSource.values),
         "scene": lambda v, loc: c.text(v, loc, max_length=300),
     }
@@ -57,8 +57,8 @@ def check_reveals(items: list, ctx: CheckContext, where: str) -> list[dict]:
         "turn_id": lambda v, loc: ctx.turn(v, loc, first=1),
         "fact": lambda v, loc: None if v is None else ctx.reference(v, loc, "facts", what="fact"),
         "entry_id": lambda v, loc: c.text(v, loc, max_length=120),
-        "character": lambda v, loc: c.text(v, loc, max_length=200, blank=False),
-        "told_by": lambda v, loc: c.text(v, loc, max_length=200),
+        "character": lambda v, loc: c.limited(v, loc, "character.name"),
+        "told_by": lambda v, loc: v if v == "" else c.limited(v, loc, "character.name"),
         "source": lambda v, loc: c.choice(v, loc, RevealSource.values),
     }
     out = []

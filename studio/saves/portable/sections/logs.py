@@ -6,8 +6,9 @@ from typing import Iterator
 
 from studio.memory.models import Job, JobStatus, LLMCall, RecordedQuery
 from studio.saves.portable.registry import INVALID, CheckContext, ExportContext, ImportContext
+from studio.saves.narrator.snapshots import Reference, context_decode, context_encode
 from studio.saves.portable.sections.memory import _string_list
-from studio.saves.portable.sections.rows import _complete_items, BATCH, REDERIVE_MARKER, UNPORTABLE_JOB_KINDS, PORTABLE_JOB_KINDS, EXPORTED_JOB_STATUSES, iso, insert_rows, _new_pks, _items, _readers
+from studio.saves.portable.sections.rows import _complete_items, BATCH, REDERIVE_MARKER, UNPORTABLE_JOB_KINDS, PORTABLE_JOB_KINDS, EXPORTED_JOB_STATUSES, iso, insert_rows, _new_pks, _items, _readers, INPUT, as_turn_text, from_turn_text, turn_texts
 
 
 JOB_FIELDS = ("kind", "turn_id", "timeline_generation", "status", "attempts", "progress", "error", "result", "llm_calls", "llm_tokens")
@@ -91,7 +92,8 @@ LLM_CALL_FIELDS = ("operation", "model", "prompt_tokens", "completion_tokens", "
 
 def export_llm_calls(ctx: ExportContext) -> Iterator[dict]:
     job_ids = ctx.file_ids.get("jobs", {})
-    rows = LLMCall.objects.filter(game_save_id=ctx.game_save.pk).order_by("id")
+    # A spend guard's refusal is not part of the save (nothing was spent), nor is whose request it was.
+    rows = LLMCall.objects.filter(game_save_id=ctx.game_save.pk, refused=False).order_by("id")
     for row in rows.iterator(chunk_size=BATCH):
         yield {
             "job_id": job_ids.get(row.job_id),
@@ -140,27 +142,74 @@ def load_llm_calls(items: list[dict], ctx: ImportContext) -> int:
 # -- recorded queries ------------------------------------------------------------------------
 
 
+KIND_KEYS = ("chunk_type", "exclude_chunk_type", "source")
+
+
+def _kind(params) -> tuple:
+    """Which earlier query a recorded query is written against: the last one of the same kind."""
+    params = params if isinstance(params, dict) else {}
+    return tuple(params.get(key) for key in KIND_KEYS)
+
+
+def _params_encode(params, before: dict, empty: Reference):
+    """Each key's value against the previous query's; the kind's keys as they are (they find that query)."""
+    if not isinstance(params, dict) or any(str(key).startswith("$") for key in params):
+        return params
+    return {key: value if key in KIND_KEYS else context_encode(value, before.get(key), empty)
+            for key, value in params.items()}
+
+
 def export_recorded_queries(ctx: ExportContext) -> Iterator[dict]:
+    texts = turn_texts(ctx.game_save)
+    previous: dict[tuple, dict] = {}
+    empty = Reference("")
     rows = RecordedQuery.objects.filter(game_save_id=ctx.game_save.pk).order_by("id")
     for row in rows.iterator(chunk_size=BATCH):
+        # The params (a result's labels, most of them the same from one turn to the next) and the
+        # result ids are written against the last query of the same kind, as a snapshot's context is;
+        # the keys that tell the kind stay as they are.
+        kind = _kind(row.params)
+        before = previous.get(kind, {})
         yield {
             "turn_id": row.turn_id,
-            "query_text": row.query_text,
-            "params": row.params,
-            "result_ids": list(row.result_ids or []),
+            # The narrator's queries ask with the next turn's input: null says so (`rows.as_turn_text`).
+            "query_text": as_turn_text(row.query_text, texts, row.turn_id + 1, INPUT),
+            "params": _params_encode(row.params, before.get("params") or {}, empty),
+            "result_ids": context_encode(list(row.result_ids or []), before.get("result_ids"), empty),
         }
+        previous[kind] = {"params": row.params, "result_ids": list(row.result_ids or [])}
 
 
 def check_recorded_queries(items: list, ctx: CheckContext, where: str) -> list[dict]:
     r = _readers(ctx)
     c = ctx.checker
+    previous: dict[tuple, dict] = {}
     spec = {
         "turn_id": r["turn"](),
-        "query_text": r["text"](),
+        "query_text": lambda v, loc: v if v is None else c.text(v, loc),
         "params": r["object"](),
-        "result_ids": lambda v, loc: _string_list(c, v, loc, max_length=400),
+        "result_ids": lambda v, loc: v,
     }
-    return [item for _loc, item in _items(ctx, items, where, spec) if len(item) == len(spec)]
+    out = []
+    for loc, item in _items(ctx, items, where, spec):
+        if len(item) != len(spec):
+            continue
+        before = previous.get(_kind(item["params"]), {})
+        try:
+            item["params"] = context_decode(item["params"], before.get("params"), "")
+            item["result_ids"] = context_decode(item["result_ids"], before.get("result_ids"), "")
+        except ValueError as exc:
+            c.add(loc, str(exc))
+            continue
+        if c.mapping(item["params"], f"{loc}.params") is INVALID:
+            continue
+        if _string_list(c, item["result_ids"], f"{loc}.result_ids", max_length=400) is INVALID:
+            continue
+        item["query_text"] = from_turn_text(ctx, item["query_text"], f"{loc}.query_text", item["turn_id"] + 1, INPUT)
+        if item["query_text"] is not INVALID:
+            out.append(item)
+            previous[_kind(item["params"])] = {"params": item["params"], "result_ids": item["result_ids"]}
+    return out
 
 
 def load_recorded_queries(items: list[dict], ctx: ImportContext) -> int:

@@ -9,7 +9,7 @@ from django.db import connection, models
 from django.utils import timezone
 
 from studio.memory.models import JobKind, JobStatus
-from studio.saves.portable.registry import CheckContext
+from studio.saves.portable.registry import INVALID, CheckContext
 
 
 EXPORTED_JOB_STATUSES = (JobStatus.DONE, JobStatus.FAILED, JobStatus.SKIPPED)
@@ -100,11 +100,42 @@ def _complete_items(ctx: CheckContext, items: list, where: str, spec: dict, *, s
     return out
 
 
+# A later section's copy of a turn's own text (a snapshot's input and proposal, a recorded query's
+# text) is written as null: "the turn's", read back from the file's `turns` (`ctx.ids["turns"]`).
+INPUT, NARRATIVE = 0, 1
+
+
+def turn_texts(game_save) -> dict[int, tuple[str, str]]:
+    """Return {turn: (player_input, narrative)} of the save's Event_Log (one query)."""
+    from studio.saves.models import Event
+
+    return {turn: (player_input, narrative) for turn, player_input, narrative in
+            Event.objects.filter(game_save_id=game_save.pk).values_list("turn_id", "player_input", "narrative")}
+
+
+def as_turn_text(text: str, texts: dict, turn_id: int, which: int) -> str | None:
+    """Return None when `text` is turn `turn_id`'s own input or narrative (`which`), else the text."""
+    own = texts.get(turn_id)
+    return None if text and own is not None and own[which] == text else text
+
+
+def from_turn_text(ctx: CheckContext, value, loc: str, turn_id: int, which: int):
+    """Return the text a section item holds: `value`, or for null turn `turn_id`'s own (a problem if none)."""
+    if value is not None:
+        return value
+    own = ctx.ids.get("turns", {}).get(turn_id)
+    if not isinstance(own, tuple):
+        ctx.checker.add(loc, f"is null (the text of turn {turn_id}), but the file has no such turn")
+        return INVALID
+    return own[which]
+
+
 def _readers(ctx: CheckContext):
     c = ctx.checker
     return {
         "int": lambda **kw: (lambda v, loc: c.integer(v, loc, **kw)),
         "text": lambda **kw: (lambda v, loc: c.text(v, loc, **kw)),
+        "limited": lambda field: (lambda v, loc: c.limited(v, loc, field)),
         "bool": lambda: (lambda v, loc: c.boolean(v, loc)),
         "time": lambda: (lambda v, loc: c.timestamp(v, loc)),
         "object": lambda **kw: (lambda v, loc: c.mapping(v, loc, **kw)),

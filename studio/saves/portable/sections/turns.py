@@ -33,11 +33,10 @@ def export_turns(ctx: ExportContext) -> Iterator[dict]:
 
 def check_turns(items: list, ctx: CheckContext, where: str) -> list[dict]:
     r = _readers(ctx)
-    limits = ctx.checker.limits
     spec = {
         "turn_id": r["int"](minimum=1),
-        "player_input": r["text"](max_length=limits.max_player_input_chars),
-        "narrative": r["text"](max_length=limits.max_narrative_chars),
+        "player_input": r["limited"]("turn.player_input"),
+        "narrative": r["limited"]("turn.narrative"),
         "created_at": r["time"](),
         "state": r["object"](nullable=True),
     }
@@ -55,7 +54,7 @@ def check_turns(items: list, ctx: CheckContext, where: str) -> list[dict]:
                 f"turns must be numbered 1, 2, 3… in order: expected turn {expected} here, found turn {item['turn_id']}",
             )
             continue
-        turns[expected] = True
+        turns[expected] = (item.get("player_input", ""), item.get("narrative", ""))  # for `rows.from_turn`
         out.append(item)
     if len(items) != ctx.current_turn:
         ctx.checker.add(

@@ -1,0 +1,336 @@
+"""Narrator snapshots stored as deltas: what the narrator saw at each turn, without the square.
+
+A front end sends its whole chat with every message, so the prompt of turn N holds the
+prompts of every turn before it: stored whole, a chat's snapshots grow with the square of
+its length (a 12-turn chat made a 3 MB save file, and one 211,529-character snapshot that its
+own import refused). So a snapshot stores its prompt as a **delta** of the nearest earlier
+snapshot of the save (`NarratorSnapshot.prompt_delta`, `system_prompt` / `user_prompt` then
+empty): a list of operations, each either a literal string or `[start, length]`, a copy of
+that span of the earlier snapshot's prompt (its system message, NUL, its user message; the
+system message may also copy from its own user message after another NUL). What
+the earlier prompt already held (the front end's system prompt, the chat so far, a window
+of it that slid along) is a copy of a few numbers; only what is new is text.
+
+`delta_encode(text, reference)` finds the copies the way rsync does: the reference is indexed
+by its `GRAM`-character pieces at every `GRAM`-th position, the text is scanned for them, and
+a hit is extended both ways (a copy shorter than `MIN_COPY` stays literal); a copy that goes on
+where the last one ended is tried first, so a prompt that extends the previous one is a
+handful of operations. Literals are cut at `MAX_LITERAL` characters, under the save file's
+limit on one string. `delta_decode(ops, reference)` is the inverse, exactly.
+
+Invariants: a snapshot's delta refers only to the nearest earlier snapshot of its save, which
+outlives it (a rewind to N deletes the snapshots after N; a fork copies those up to N, the
+chain with them; a save file carries them in turn order). Reading a snapshot therefore reads
+the snapshots before it (one query, `snapshot_prompts`); the latest prompts resolved are kept
+in a small per-process cache, so an accept, which writes the next delta, reads one row.
+
+The save file uses the same deltas (`narrator/portable.py`) and, for a snapshot's memory
+context, `context_encode`: a value equal to the previous snapshot's at the same place is
+`{"$s": 1}`, an item of a list (the context's items) is written against the previous item of
+the same `ref` wherever it ranked (`{"$e": N}` when equal), a long string a delta of the prompts (the memory text and its items are quotes of
+the prompt and of the chat), so the file grows with the chat, not with its square.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from studio.saves.models import NarratorSnapshot
+
+GRAM = 16  # characters of an index piece
+MIN_COPY = 32  # a shorter match is kept as text: a copy costs about as much to write down
+MAX_LITERAL = 100_000  # the save file refuses longer strings (PortableLimits.max_text_chars)
+MIN_DELTA_STRING = 64  # a shorter string of a context is written as it is
+SEPARATOR = "\x00"  # between a prompt's two messages in a reference (no stored text holds NUL)
+CACHE_SIZE = 16
+
+
+class Reference:
+    """A text to copy from, indexed for `delta_encode` on first use."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self._index: dict[str, int] | None = None
+
+    @property
+    def index(self) -> dict[str, int]:
+        if self._index is None:
+            index: dict[str, int] = {}
+            text = self.text
+            for position in range(0, len(text) - GRAM + 1, GRAM):
+                index.setdefault(text[position:position + GRAM], position)
+            self._index = index
+        return self._index
+
+
+def _common(a: str, i: int, b: str, j: int) -> int:
+    """Return how many characters a[i:] and b[j:] share from their start."""
+    count, step = 0, 4096
+    while True:
+        x, y = a[i + count:i + count + step], b[j + count:j + count + step]
+        if x == y:
+            if len(x) < step:
+                return count + len(x)
+            count += step
+            continue
+        return count + len(os.path.commonprefix([x, y]))
+
+
+def delta_encode(text: str, reference: Reference | str) -> list:
+    """Return the operations that rebuild `text` from `reference` (see the module docstring)."""
+    ref = reference if isinstance(reference, Reference) else Reference(reference)
+    source = ref.text
+    ops: list = []
+    literal = 0  # where the text not yet written down starts
+    i, size, expected = 0, len(text), -1
+
+    def copy(start_text: int, start_ref: int, length: int) -> None:
+        if start_text > literal:
+            ops.extend(_literals(text[literal:start_text]))
+        if ops and isinstance(ops[-1], list) and ops[-1][0] + ops[-1][1] == start_ref:
+            ops[-1][1] += length  # continues the last copy
+        else:
+            ops.append([start_ref, length])
+
+    if len(source) >= MIN_COPY:
+        index = ref.index
+        while i <= size - GRAM:
+            if expected >= 0:  # the next copy most often goes on where the last one ended
+                length = _common(text, i, source, expected)
+                if length >= MIN_COPY:
+                    copy(i, expected, length)
+                    i += length
+                    literal, expected = i, expected + length
+                    continue
+            position = index.get(text[i:i + GRAM])
+            if position is None:
+                i += 1
+                continue
+            back = 0
+            while i - back > literal and position - back > 0 and text[i - back - 1] == source[position - back - 1]:
+                back += 1
+            length = back + GRAM + _common(text, i + GRAM, source, position + GRAM)
+            if length < MIN_COPY:
+                i += 1
+                continue
+            copy(i - back, position - back, length)
+            i = i - back + length
+            literal, expected = i, position - back + length
+    if literal < size:
+        ops.extend(_literals(text[literal:]))
+    return ops
+
+
+def _literals(text: str) -> list[str]:
+    return [text[start:start + MAX_LITERAL] for start in range(0, len(text), MAX_LITERAL)]
+
+
+def delta_decode(ops: list, reference: str) -> str:
+    """Return the text `ops` rebuild from `reference`."""
+    return "".join(op if isinstance(op, str) else reference[op[0]:op[0] + op[1]] for op in ops)
+
+
+def delta_problem(ops: Any, reference_size: int) -> str:
+    """Return what is wrong with `ops` against a reference of `reference_size` characters ("" when nothing)."""
+    if not isinstance(ops, list):
+        return "must be a list of strings and [start, length] copies"
+    for index, op in enumerate(ops):
+        if isinstance(op, str):
+            continue
+        if (not isinstance(op, list) or len(op) != 2 or not all(isinstance(n, int) and not isinstance(n, bool) for n in op)
+                or op[0] < 0 or op[1] < 1 or op[0] + op[1] > reference_size):
+            return f"[{index}] must be a string or a [start, length] copy within the {reference_size:,} characters before it"
+    return ""
+
+
+def prompt_reference(system: str, user: str) -> str:
+    """The text a snapshot's delta copies from: the earlier snapshot's system message, NUL, its user message."""
+    return f"{system}{SEPARATOR}{user}"
+
+
+def prompt_delta(system: str, user: str, previous: tuple[str, str] | None, *, extra: str = "") -> dict | None:
+    """Return the snapshot's delta of (system, user) against the earlier prompts (None: the first).
+
+    The user message copies from the earlier prompt (and `extra`: the save file adds the
+    turns' own texts, which it holds anyway); the system message from those and from this
+    user message too (a memory block placed in the system prompt quotes the chat's last turns).
+    """
+    if previous is None:
+        return None
+    earlier = _earlier(previous, extra)
+    user_ops = delta_encode(user, Reference(earlier))
+    return {"system": delta_encode(system, Reference(f"{earlier}{SEPARATOR}{user}")), "user": user_ops}
+
+
+def _earlier(previous: tuple[str, str] | None, extra: str) -> str:
+    reference = prompt_reference(*(previous or ("", "")))
+    return f"{reference}{SEPARATOR}{extra}" if extra else reference
+
+
+def prompt_from(row: dict | NarratorSnapshot, previous: tuple[str, str] | None, *, extra: str = "") -> tuple[str, str]:
+    """Return a stored snapshot's whole (system, user), given the earlier snapshot's whole prompts."""
+    get = row.get if isinstance(row, dict) else lambda name: getattr(row, name)
+    delta = get("prompt_delta")
+    if not delta:
+        return get("system_prompt"), get("user_prompt")
+    earlier = _earlier(previous, extra)
+    user = delta_decode(delta["user"], earlier)
+    return delta_decode(delta["system"], f"{earlier}{SEPARATOR}{user}"), user
+
+
+def prompt_delta_problem(delta: dict, previous: tuple[str, str], *, extra: str = "") -> str:
+    """Return what is wrong with a delta against the earlier prompts ("" when it rebuilds)."""
+    earlier = _earlier(previous, extra)
+    problem = delta_problem(delta.get("user"), len(earlier))
+    if problem:
+        return f"user {problem}"
+    user = delta_decode(delta["user"], earlier)
+    problem = delta_problem(delta.get("system"), len(earlier) + 1 + len(user))
+    return f"system {problem}" if problem else ""
+
+
+# -- reading and writing -----------------------------------------------------------------------
+
+_cache: OrderedDict[int, tuple[str, str]] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def _remember(pk: int, prompts: tuple[str, str]) -> None:
+    with _cache_lock:
+        _cache[pk] = prompts
+        _cache.move_to_end(pk)
+        while len(_cache) > CACHE_SIZE:
+            _cache.popitem(last=False)
+
+
+def _cached(pk: int) -> tuple[str, str] | None:
+    with _cache_lock:
+        return _cache.get(pk)
+
+
+def snapshot_prompts(*, game_save, up_to: int | None = None) -> dict[int, tuple[str, str]]:
+    """Return {turn: (system, user)}: the whole prompt of each snapshot of the save (up to turn `up_to`)."""
+    rows = NarratorSnapshot.objects.filter(game_save_id=getattr(game_save, "pk", game_save))
+    if up_to is not None:
+        rows = rows.filter(turn_id__lte=up_to)
+    out: dict[int, tuple[str, str]] = {}
+    previous = None
+    for row in rows.order_by("turn_id").values("turn_id", "system_prompt", "user_prompt", "prompt_delta").iterator():
+        previous = out[row["turn_id"]] = prompt_from(row, previous)
+    return out
+
+
+def snapshot_prompt(snapshot: NarratorSnapshot) -> tuple[str, str]:
+    """Return one snapshot's whole (system, user): cached, stored whole, or rebuilt from the ones before it."""
+    if not snapshot.prompt_delta:
+        return snapshot.system_prompt, snapshot.user_prompt
+    cached = _cached(snapshot.pk)
+    if cached is None:
+        cached = snapshot_prompts(game_save=snapshot.game_save_id, up_to=snapshot.turn_id)[snapshot.turn_id]
+        _remember(snapshot.pk, cached)
+    return cached
+
+
+def previous_prompt(*, game_save_id: int, turn_id: int) -> tuple[str, str] | None:
+    """Return the whole prompt of the save's nearest snapshot before `turn_id`, or None (one query when cached)."""
+    previous = (NarratorSnapshot.objects.filter(game_save_id=game_save_id, turn_id__lt=turn_id).order_by("-turn_id")
+                .only("pk", "turn_id", "game_save_id", "system_prompt", "user_prompt", "prompt_delta").first())
+    return None if previous is None else snapshot_prompt(previous)
+
+
+def snapshot_create(*, game_save_id: int, turn_id: int, system_prompt: str, user_prompt: str, **fields) -> NarratorSnapshot:
+    """Write the turn's snapshot with its prompt as a delta of the nearest earlier one (`prompt_chars` the whole).
+
+    Run in the caller's transaction (`narrator_accept`'s), under the save's lock, as before.
+    """
+    previous = previous_prompt(game_save_id=game_save_id, turn_id=turn_id)
+    delta = prompt_delta(system_prompt, user_prompt, previous)
+    snapshot = NarratorSnapshot.objects.create(
+        game_save_id=game_save_id, turn_id=turn_id, prompt_chars=len(system_prompt) + len(user_prompt),
+        system_prompt="" if delta else system_prompt, user_prompt="" if delta else user_prompt, prompt_delta=delta,
+        **fields,
+    )
+    if delta:
+        _remember(snapshot.pk, (system_prompt, user_prompt))
+    return snapshot
+
+
+# -- the memory context in a save file ------------------------------------------------------------
+
+SAME = "$s"
+DELTA = "$d"
+VERBATIM = "$v"
+EQUAL = "$e"  # a list item equal to item N of the previous snapshot's list
+AT = "$at"  # a list item written against item N of the previous list ...
+VALUE = "$value"  # ... as this
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def context_encode(value: Any, previous: Any, reference: Reference) -> Any:
+    """Return `value` with what the previous snapshot's context held at the same place as `{"$s": 1}`
+    and long strings as deltas of `reference` (`{"$d": ops}`); `context_decode` is the inverse."""
+    if previous is not None and type(value) is type(previous) and value == previous and isinstance(value, (dict, list, str)):
+        return {SAME: 1}
+    if isinstance(value, dict):
+        if any(isinstance(key, str) and key.startswith("$") for key in value):
+            return {VERBATIM: value}
+        before = previous if isinstance(previous, dict) else {}
+        return {key: context_encode(item, before.get(key), reference) for key, item in value.items()}
+    if isinstance(value, list):
+        before = previous if isinstance(previous, list) else []
+        by_ref = {}
+        for index, item in enumerate(before):
+            if isinstance(item, dict) and "ref" in item:
+                by_ref.setdefault(_canonical(item["ref"]), index)
+        out = []
+        for index, item in enumerate(value):
+            # An item of the memory context is compared with the previous one of the same `ref` (the same
+            # chunk, belief or turn, wherever it ranks now), else with the one at the same place.
+            at = by_ref.get(_canonical(item["ref"])) if isinstance(item, dict) and "ref" in item else None
+            if at is None or at == index:
+                out.append(context_encode(item, before[index] if index < len(before) else None, reference))
+            elif item == before[at]:
+                out.append({EQUAL: at})
+            else:
+                out.append({AT: at, VALUE: context_encode(item, before[at], reference)})
+        return out
+    if isinstance(value, str) and len(value) >= MIN_DELTA_STRING:
+        ops = delta_encode(value, reference)
+        if sum(len(op) if isinstance(op, str) else 12 for op in ops) < len(value):
+            return {DELTA: ops}
+    return value
+
+
+def context_decode(value: Any, previous: Any, reference: str) -> Any:
+    """Return the context `context_encode` wrote; raise ValueError for markers that do not fit."""
+    if isinstance(value, dict):
+        if set(value) == {SAME}:
+            if previous is None:
+                raise ValueError("refers to the previous snapshot's value, which does not exist")
+            return previous
+        if set(value) == {VERBATIM}:
+            return value[VERBATIM]
+        if set(value) in ({EQUAL}, {AT, VALUE}):
+            at = value.get(EQUAL, value.get(AT))
+            if not isinstance(previous, list) or not isinstance(at, int) or isinstance(at, bool) or not 0 <= at < len(previous):
+                raise ValueError(f"refers to item {at!r} of the previous snapshot's list, which does not exist")
+            return previous[at] if EQUAL in value else context_decode(value[VALUE], previous[at], reference)
+        if set(value) == {DELTA}:
+            problem = delta_problem(value[DELTA], len(reference))
+            if problem:
+                raise ValueError(f"a delta {problem}")
+            return delta_decode(value[DELTA], reference)
+        before = previous if isinstance(previous, dict) else {}
+        return {key: context_decode(item, before.get(key), reference) for key, item in value.items()}
+    if isinstance(value, list):
+        before = previous if isinstance(previous, list) else []
+        return [context_decode(item, before, reference) if isinstance(item, dict) and set(item) in ({EQUAL}, {AT, VALUE})
+                else context_decode(item, before[index] if index < len(before) else None, reference)
+                for index, item in enumerate(value)]
+    return value

@@ -1,0 +1,112 @@
+"""Narrator snapshots as deltas (`saves/narrator/snapshots.py`): exact, bounded, and small when
+the prompt extends the one before or a window of it slides along."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from studio.saves import portable
+from studio.saves.models import NarratorSnapshot
+from studio.saves.narrator import snapshots
+from studio.saves.narrator.snapshots import (
+    MAX_LITERAL,
+    context_decode,
+    context_encode,
+    delta_decode,
+    delta_encode,
+    delta_problem,
+    snapshot_create,
+    snapshot_prompts,
+)
+
+pieces = st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), min_size=0, max_size=80)
+
+
+@st.composite
+def edited(draw):
+    """A reference and a text made of spans of it, reordered, with text inserted between them."""
+    reference = "".join(draw(st.lists(pieces, max_size=12)))
+    parts = []
+    for _ in range(draw(st.integers(0, 6))):
+        if reference and draw(st.booleans()):
+            start = draw(st.integers(0, len(reference) - 1))
+            parts.append(reference[start:start + draw(st.integers(1, 200))])
+        else:
+            parts.append(draw(pieces))
+    return reference, "".join(parts)
+
+
+@given(case=edited())
+def test_a_delta_rebuilds_its_text_exactly(case):
+    reference, text = case
+    ops = delta_encode(text, reference)
+    assert delta_decode(ops, reference) == text
+    assert delta_problem(ops, len(reference)) == ""
+    assert all(len(op) <= MAX_LITERAL for op in ops if isinstance(op, str))
+
+
+def test_a_prompt_that_extends_the_last_one_is_a_copy_and_the_new_part():
+    chat = "".join(f"[user]\nMessage {n} about the harbour and its ledgers.\n\n" for n in range(400))
+    new = "[assistant]\nThe tide turns at last.\n\n[user]\nI leave."
+    ops = delta_encode(chat + new, chat)
+    assert ops == [[0, len(chat)], new]
+    window = chat[3000:] + new  # the front end dropped the oldest messages
+    assert delta_encode(window, chat) == [[3000, len(chat) - 3000], new]
+    huge = "é" * (MAX_LITERAL * 2 + 5)
+    assert [len(op) for op in delta_encode(huge, "")] == [MAX_LITERAL, MAX_LITERAL, 5]
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=90),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4),
+    max_leaves=15,
+)
+
+
+@given(value=json_values, previous=json_values, reference=st.text(max_size=300))
+def test_a_context_rebuilds_exactly(value, previous, reference):
+    encoded = context_encode(value, previous, snapshots.Reference(reference))
+    assert context_decode(json.loads(json.dumps(encoded)), previous, reference) == value
+
+
+@pytest.mark.django_db
+def test_a_231k_character_system_prompt_exports_and_imports(game_save, universe):
+    """A realistic chat's prompt stored a 211,529-character snapshot against a 200,000 limit: its
+    export was refused on import. Literals are cut under the limit."""
+    system = "The world: " + "harbour lore and its secrets. " * 7_700
+    assert len(system) > 231_000
+    snapshot_create(game_save_id=game_save.pk, turn_id=1, system_prompt=system, user_prompt="[user]\nHello.")
+    snapshot_create(game_save_id=game_save.pk, turn_id=2, system_prompt=system,
+                    user_prompt="[user]\nHello.\n\n[assistant]\nHi.\n\n[user]\nOn.")
+    second = NarratorSnapshot.objects.get(game_save=game_save, turn_id=2)
+    assert second.prompt_delta["system"] == [[0, len(system)]] and second.prompt_chars == len(system) + 42
+    data = portable.save_export(game_save=game_save).read()
+    imported = portable.save_import(universe=universe, data=data).game_save
+    assert snapshot_prompts(game_save=imported) == snapshot_prompts(game_save=game_save)
+    assert snapshot_prompts(game_save=imported)[1][0] == system
+    # A delta that copies past what it copies from is refused, naming it.
+    document = json.loads(data)
+    document["sections"]["narrator_snapshots"]["items"][1]["prompt_delta"]["user"] = [[0, 10**9]]
+    with pytest.raises(portable.SaveFileError, match="prompt_delta"):
+        portable.save_import(universe=universe, data=json.dumps(document).encode())
+
+
+items = st.lists(st.fixed_dictionaries({"ref": st.integers(0, 5), "text": st.text(max_size=70), "score": st.integers(0, 3)}),
+                 max_size=8)
+
+
+@given(previous=items, current=items, reference=st.text(max_size=200))
+def test_context_items_written_against_the_previous_item_of_their_ref_rebuild_exactly(previous, current, reference):
+    value, before = {"items": current}, {"items": previous}
+    encoded = json.loads(json.dumps(context_encode(value, before, snapshots.Reference(reference))))
+    assert context_decode(encoded, before, reference) == value
+
+
+def test_an_item_that_moved_is_a_reference_to_where_it_was():
+    before = {"items": [{"ref": {"turn_id": n}, "text": f"turn {n} " * 20} for n in range(1, 6)]}
+    now = {"items": [before["items"][4], {"ref": {"turn_id": 9}, "text": "new"}, *before["items"][:4]]}
+    encoded = context_encode(now, before, snapshots.Reference(""))
+    assert encoded["items"][0] == {"$e": 4} and encoded["items"][2] == {"$e": 0}
