@@ -154,3 +154,23 @@ def test_the_narrators_meta_lists_prose_never_settings():
             "belief_mission": "Remember debts."}
     text = render_instructions("Notes:\n{{meta}}", meta)
     assert text == "Notes:\nweather: rain"
+
+
+def test_every_knob_an_author_sets_is_explained_and_checked_by_its_one_declaration():
+    from studio.universes.services import meta_validate
+    from studio.memory.recall.policy import META_KNOBS, context_policy
+    from studio.universes.meta_keys import KNOWN_BY_KEY, SETTINGS_GROUPS
+
+    for key, knob in META_KNOBS.items():
+        row = KNOWN_BY_KEY[key]  # the Metadata page's row: the knob's own help, group and default
+        assert (row.help, row.group, row.default) == (knob.help, knob.group, knob.default_text()), key
+        assert row.group in SETTINGS_GROUPS  # a setting, never prose for the narrator's {{meta}}
+        bad = {"bool": "maybe", "choice": "nowhere"}.get(knob.kind, str((knob.high or 0) + 1))
+        with pytest.raises(ValidationError, match=key):
+            meta_validate(key=key, value=bad)
+        good = "false" if knob.kind == "bool" else knob.choices[-1] if knob.kind == "choice" else str(knob.low)
+        assert meta_validate(key=key, value=f" {good} ") == good
+        field = knob.field.split(".")
+        value = context_policy({key: good})
+        value = value.shares[field[1]] if field[0] == "shares" else getattr(value, knob.field)
+        assert str(value).lower() == good, key  # the policy reads what the page stored
