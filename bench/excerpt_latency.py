@@ -14,7 +14,7 @@ chapter per session) the narrator's prompt is built at `--budget` tokens, and th
   answer word the whole utterance held.
 
 `--following N` sets how many sentences an excerpt keeps after each best one
-(`excerpt.FOLLOWING`), to measure what the sentence window buys.
+(`ContextPolicy.excerpt_following`), to measure what the sentence window buys.
 
     .venv/bin/python bench/excerpt_latency.py [--convs 26,30] [--budget 1500] [--limit 0]
 """
@@ -45,11 +45,13 @@ def main() -> int:
     setup_django()
     import memory_qa
     from studio.saves.narrator.prompt import NarratorConfig, build_narrator_prompt
-    from studio.memory.recall import excerpt
+    from dataclasses import replace
+
+    from studio.memory.recall import policy
     from studio.universes.models import Universe
 
-    if args.following is not None:
-        excerpt.FOLLOWING = args.following
+    if args.following is not None:  # the knob is the code's (no Universe_Meta key): the defaults every context starts from
+        policy.DEFAULT_POLICY = replace(policy.DEFAULT_POLICY, excerpt_following=args.following)
 
     excerpt_ms, total_ms, counts, saved = [], [], [], []
     evidence_whole = evidence_excerpt = 0

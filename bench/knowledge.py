@@ -9,15 +9,20 @@ reveals), written apart from the studio's rules, it reports (deterministic):
 
 - presence: the share of turns whose recorded presence (state, aliases resolved, carry,
   scene changes) equals the truth;
-- leak share: of the items in the on-scene characters' POV sections, the share the
+Everything is read from the memory *text*, as the narrator's prompt prints it (the one
+renderer, `MemoryContext.text`), the way the model reads it: an item shown unmarked is known
+to every character on scene unless the "### X knows" lists at the end name it under some of
+them (then to those only); an item marked `[narrator-only]` to none.
+
+- leak share: of the (item, character) pairs the text presents as known, the share the
   character cannot know (must be 0; tests/saves/test_demo_knowledge.py asserts it);
-- narrator-only: of the items no on-scene character can know, the share marked
+- narrator-only: of the items no on-scene character can know, the share the text marks
   `[narrator-only]` (today's context marks none: every one of them reaches the narrator
   unmarked);
 - probes: at set turns the player asks a character about a secret they do not know and one
-  they do; recall is the share of known secrets that are in the character's section, and
-  the guard the share of unknown secrets that are not (and are marked narrator-only when in
-  the context).
+  they do, with that character's point of view; recall is the share of known secrets the
+  text presents to the character as known, and the guard the share of unknown secrets it
+  does not (and marks narrator-only when it shows them).
 
 On the model the AXIOM_LLM_* variables point at (the local 1.5B: ../shared/tools/local-llm;
 bench/knowledge_llm.py, raw answers in bench/data/knowledge/<mode>-<time>.jsonl):
@@ -98,7 +103,7 @@ class Truth:
     def knows(self, name: str, layer: str, ref: dict, n: int) -> bool | None:
         if layer == "fact":
             return fold(name) in self.present.get(self.fact_turn.get(int(ref.get("fact_id") or 0), -1), set())
-        if layer == "narrative":
+        if layer in ("narrative", "chapter"):  # a chunk of a turn, or the turn shown in full
             return fold(name) in self.present.get(int(ref.get("turn_id") or 0), set())
         if layer == "lore":
             entry_id = ref.get("entry_id") or ""
@@ -106,27 +111,58 @@ class Truth:
         return None  # beliefs and mental models: the scenario has none
 
 
+def _lists(text: str) -> dict[str, set[str]]:
+    """{character: the labels their "### X knows" list names}, read from a memory text ("Turns 3-5" is 3, 4, 5)."""
+    lists: dict[str, set[str]] = {}
+    for name, body in re.findall(r"^### (.+) knows\n((?:- .*\n?)+)", text, flags=re.M):
+        labels = set()
+        for line in body.splitlines():
+            label = line[2:]
+            span = re.fullmatch(r"Turns (\d+)-(\d+)", label)
+            labels |= {f"Turn {t}" for t in range(int(span[1]), int(span[2]) + 1)} if span else {label}
+        lists[name] = labels
+    return lists
+
+
+def presented(context) -> list[tuple[object, list[str], bool]]:
+    """(item, the on-scene characters the text presents it as known to, whether it is marked) for every included
+    item the memory text shows, read as the model reads it (the module docstring)."""
+    from studio.memory.knowledge.pov import item_label
+
+    text = context.text
+    names = [c["name"] for c in context.pov.characters] if context.pov else []
+    lists = _lists(text)
+    out = []
+    for item in context.included:
+        if item.text not in text:
+            continue
+        marked = f"[narrator-only] {item.text}" in text
+        label = item_label({"text": item.text, "layer": item.layer, "ref": item.ref, "title": item.why.get("title")})
+        listed = [name for name in names if label in lists.get(name, set())]
+        out.append((item, [] if marked else listed or names, marked))
+    return out
+
+
 def score_context(context, truth: Truth, n: int) -> dict:
-    """Count the POV sections' items and leaks, and the narrator-only marks, for one context."""
+    """Count what the memory text presents as known to whom, the leaks, and the narrator-only marks, for one context."""
     out = {"section_items": 0, "leaks": 0, "unknowable": 0, "unknowable_marked": 0, "leak_examples": []}
     pov = context.pov
     if pov is None or not pov.characters:
         return out
     names = [c["name"] for c in pov.characters]
-    for name, items in pov.sections.items():
-        for item in items:
-            known = truth.knows(name, item["layer"], item["ref"], n)
+    for item, knowers, marked in presented(context):
+        for name in knowers:
+            known = truth.knows(name, item.layer, item.ref, n)
             if known is None:
                 continue
             out["section_items"] += 1
             if not known:
                 out["leaks"] += 1
-                out["leak_examples"].append((n, name, item["text"][:80]))
-    for item in context.included:
+                out["leak_examples"].append((n, name, item.text[:80]))
         verdicts = [truth.knows(name, item.layer, item.ref, n) for name in names]
         if verdicts and all(v is False for v in verdicts):
             out["unknowable"] += 1
-            out["unknowable_marked"] += bool(item.why.get("narrator_only"))
+            out["unknowable_marked"] += marked
     return out
 
 
@@ -200,15 +236,16 @@ def play_and_score(data: dict, *, embedder: str, vector_memory=None) -> dict:
         for probe in probes.get(n, []):
             context = build_memory_context(game_save=save, query_text=probe["input"], token_budget=1200,
                                            pov=[probe["character"]], vector_memory=memory)
-            section = context.pov.sections.get(probe["character"], []) if context.pov else []
-            in_section = any(i["ref"].get("entry_id") == probe["secret"] for i in section)
-            marked = any(i.ref.get("entry_id") == probe["secret"] and i.why.get("narrator_only") for i in context.included)
-            in_context = any(i.ref.get("entry_id") == probe["secret"] for i in context.included)
+            shown = [(item, knowers, marked) for item, knowers, marked in presented(context)
+                     if item.ref.get("entry_id") == probe["secret"]]
+            in_section = any(fold(probe["character"]) in {fold(k) for k in knowers} for _item, knowers, _m in shown)
+            marked = any(m for _item, _knowers, m in shown)
+            in_context = bool(shown)
             probe_rows.append({**probe, "in_section": in_section, "in_context": in_context, "marked": marked,
-                               "pov_context": context.as_text(),
+                               "pov_context": context.text,
                                "today_context": build_memory_context(game_save=save, query_text=probe["input"],
                                                                      token_budget=1200, pov=[],
-                                                                     vector_memory=memory).as_text()})
+                                                                     vector_memory=memory).text})
     rows = {r.turn_id: {fold(c) for c in r.characters} for r in Presence.objects.filter(game_save=save)}
     presence_right = sum(1 for t in turns if rows.get(t["turn_id"], set()) == truth.present[t["turn_id"]])
     return {"save": save, "totals": totals, "probes": probe_rows, "presence_right": presence_right,
@@ -227,8 +264,8 @@ def report(result: dict) -> str:
         f"items no on-scene character can know: POV context {pov['unknowable']} "
         f"({pov['unknowable_marked']} marked narrator-only); today's context {t['today_unknowable']} of "
         f"{t['today_items']} items, none marked",
-        f"tokens: POV sections {t['pov_tokens'] / max(t['contexts'], 1):.0f} per context on top of "
-        f"{t['context_tokens'] / max(t['contexts'], 1):.0f} context tokens",
+        f"tokens: the point of view {t['pov_tokens'] / max(t['contexts'], 1):.0f} per context, within the "
+        f"{t['context_tokens'] / max(t['contexts'], 1):.0f} context tokens (the budget pays it)",
         f"probes: {len(known)} known secrets, recall in the character's section "
         f"{sum(p['in_section'] for p in known)}/{len(known)}; {len(unknown)} unknown secrets, kept out of the "
         f"section {sum(not p['in_section'] for p in unknown)}/{len(unknown)}, in the context and marked "

@@ -6,7 +6,9 @@ conversation = one *classic* save, one utterance = one turn (narrative "Speaker:
 state key `date`), the question as the player's action, the save as of the end of the
 conversation. For every question of categories 1-4 the bench builds what the narrator would
 read at a fixed memory budget (`--budget`, default 1,500 tokens) and scores the share of the
-question's annotated evidence utterances that are in it, per LoCoMo category, for these arms:
+question's annotated evidence utterances that are in the *text* each arm gives its reader (the
+studio: the memory exactly as the narrator's prompt prints it, `MemoryContext.text`, the one
+renderer), per LoCoMo category, for these arms:
 
 - **studio**: the narrator's prompt (`build_narrator_prompt`, token budget = `--budget`): its
   memory context plus the turns it shows in full (the recent turns / the current chapter);
@@ -25,9 +27,16 @@ chapter, closed at its last utterance, and its summary is LoCoMo's own annotated
 figure is deterministic). A summary holds no dia_id, so it never counts as evidence here:
 it only spends budget; the "without summaries" arm shows what that costs.
 
-Every arm's tokens are counted with the studio's counter (`count_tokens`) and printed, so
-an arm that reads more is visible. Deterministic for a given embedding model (the real
-MiniLM the studio ships).
+An utterance is in an arm's text when its text is there verbatim, or, for a focus excerpt
+(the studio represents lower-ranked chunks by their sentences that hold the question's
+words), when one of its sentences of three words or more is (`in_text`); the strict figure
+counts such a partial utterance only if what is there still holds a word of the answer that
+the whole utterance held (an excerpt that kept the question's words but lost the answer does
+not count). The same rule for every arm (the baselines print whole utterances).
+
+Every arm's tokens are counted with the studio's counter (`count_tokens`) on the text it reads
+and printed, so an arm that reads more is visible. Deterministic for a given embedding model
+(the real MiniLM the studio ships).
 
 `--real-model N` adds the answer part: N questions (stratified by category, every k-th of
 each, the same questions for every arm) answered by the model the AXIOM_LLM_* variables point
@@ -50,7 +59,7 @@ from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import DEFAULT_LOCOMO, locomo_save, setup_django  # noqa: E402
+from _common import DEFAULT_LOCOMO, locomo_save, parse_meta_pairs, setup_django  # noqa: E402
 
 EVIDENCE = re.compile(r"D\s*:?\s*(\d+)\s*:\s*(\d+)")
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -124,25 +133,34 @@ def fill(texts: list[tuple[int, str]], budget: int, count_tokens) -> tuple[set[i
     return taken, used
 
 
-def studio_arm(game_save, question: str, budget: int) -> tuple[set[int], int, dict, str]:
-    from studio.saves.narrator.prompt import NarratorConfig, build_narrator_prompt, memory_sections
-    from studio.memory.embeddings.tokens import count_tokens
+def studio_arm(game_save, question: str, budget: int) -> tuple[dict, str]:
+    """The studio's memory for the question as the narrator's prompt prints it, and its tokens by layer."""
+    from studio.saves.narrator.prompt import NarratorConfig, build_narrator_prompt
 
     prompt = build_narrator_prompt(game_save=game_save, player_input=question,
                                    config=NarratorConfig(token_budget=budget))
-    turns = {i.ref.get("turn_id") for i in prompt.memory.included if i.layer == "narrative"}
-    shown = getattr(prompt, "shown_turns", None)
-    if shown is None:  # the old prompt: the last four turns, outside the memory budget
-        shown = range(max(prompt.turn_id - 4, 1), prompt.turn_id)
-    shown_tokens = getattr(prompt, "shown_tokens", None)
-    if shown_tokens is None:
-        shown_tokens = sum(count_tokens(e.narrative) for e in game_save.events.filter(turn_id__in=shown))
     layers = defaultdict(int)
     for item in prompt.memory.included:
         layers[item.layer] += item.tokens
-    in_budget = hasattr(prompt, "shown_turns")  # the recent turns are part of the memory budget now
-    return (turns | set(shown), prompt.memory.used_tokens + (0 if in_budget else shown_tokens), dict(layers),
-            "\n\n".join(memory_sections(prompt.memory)))
+    return dict(layers), prompt.memory.text
+
+
+SENTENCE_WORDS = 3  # a sentence of an utterance this long or longer, found verbatim, is that utterance in part
+
+
+def in_text(utterance: str, text: str, answer: str) -> tuple[bool, bool]:
+    """(Is the utterance in `text`, whole or by a sentence; does what is there hold the answer the whole held?)."""
+    from studio.memory.recall.excerpt import segments_of
+
+    if utterance in text:
+        return True, True
+    body = utterance.split(": ", 1)[1] if ": " in utterance[:40] else utterance
+    kept = [s for s in segments_of(body) if len(s.split()) >= SENTENCE_WORDS and s in text]
+    if not kept:
+        return False, False
+    answer_words = set(normalize_answer(answer))
+    whole_held = answer_words & set(normalize_answer(utterance))
+    return True, not whole_held or bool(whole_held & set(normalize_answer(" ".join(kept))))
 
 
 def arm_text(turns: set[int], text: dict[int, str]) -> str:
@@ -272,9 +290,12 @@ def main() -> int:
                              "the AXIOM_LLM_* variables point at, from each arm's context, and score token F1")
     parser.add_argument("--arms", default=",".join(ARMS),
                         help="with --real-model: the arms to answer, comma-separated (default: all five)")
+    parser.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Universe_Meta key set on each conversation's universe before the questions (repeatable)")
     parser.add_argument("--resume", action="store_true",
                         help="with --real-model and --json: keep the answers already in the JSON's .answers.jsonl log")
     args = parser.parse_args()
+    meta = parse_meta_pairs(parser, args.meta)
     # The model answers the questions only: the studio under test gets none, or closing the sessions' chapters
     # would queue a summary of each from it (the bench enters LoCoMo's own summaries as edits).
     base = os.environ.pop("AXIOM_LLM_BASE_URL", "")
@@ -282,13 +303,14 @@ def main() -> int:
     from dataclasses import replace
 
     from studio.memory.embeddings.tokens import count_tokens
-    from studio.memory.recall.context import TOKENS_PER_SMALL_CHUNK
+    from studio.memory.recall.policy import DEFAULT_POLICY
     from studio.memory.vector import get_vector_memory
     from studio.universes.models import Universe, UniverseMeta
 
     vm = get_vector_memory()
     default_config = vm.config
     scores = {arm: defaultdict(list) for arm in ARMS}
+    strict = {arm: defaultdict(list) for arm in ARMS}
     tokens = {arm: [] for arm in ARMS}
     layer_tokens = defaultdict(list)
     rows = []
@@ -297,8 +319,9 @@ def main() -> int:
     for conv in args.convs.split(","):
         conversation = load(Path(args.data) / f"{conv}.json")
         universe = Universe.objects.create(name=f"LoCoMo {conv}", slug=f"locomo-{conv}")
+        for key, value in meta.items():
+            UniverseMeta.objects.create(universe=universe, key=key, value=value)
         game_save, chapters = build_save(conv, conversation, universe)
-        dia = {t["turn_id"]: t["dia_id"] for t in conversation["turns"]}
         text = {t["turn_id"]: t["text"] for t in conversation["turns"]}
         last = len(conversation["turns"])
         questions = conversation["questions"][: args.limit or None]
@@ -307,40 +330,41 @@ def main() -> int:
         recent = set(range(max(last - 3, 1), last + 1))  # the last four turns, as a chat front end shows them
         # The baselines search as deep as the studio may (one ~20-token chunk per 20 tokens of budget, at least 80),
         # so at a large budget they can fill it too.
-        search_k = max(80, args.budget // TOKENS_PER_SMALL_CHUNK)
+        search_k = max(80, args.budget // DEFAULT_POLICY.tokens_per_small_chunk)
         recent_tokens = sum(count_tokens(f"(turn {t}) {text[t]}") for t in recent)
+        by_dia = {t["dia_id"]: t["text"] for t in conversation["turns"]}
         for q in questions:
-            wanted = set(q["evidence"])
-            found: dict[str, tuple[set[int], int]] = {}
-            turns, used, layers, memory = studio_arm(game_save, q["question"], args.budget)
-            found["studio"] = (turns, used)
-            texts = {"studio": memory}
+            texts: dict[str, str] = {}
+            layers, texts["studio"] = studio_arm(game_save, q["question"], args.budget)
             for layer, value in layers.items():
                 layer_tokens[layer].append(value)
             UniverseMeta.objects.update_or_create(universe=universe, key="context_share_summary", defaults={"value": "0"})
-            turns, used, _, texts["studio without chapter summaries"] = studio_arm(game_save, q["question"], args.budget)
-            UniverseMeta.objects.filter(universe=universe, key="context_share_summary").delete()
-            found["studio without chapter summaries"] = (turns, used)
+            _, texts["studio without chapter summaries"] = studio_arm(game_save, q["question"], args.budget)
+            if "context_share_summary" in meta:  # back to the run's own value, else to the default
+                UniverseMeta.objects.filter(universe=universe, key="context_share_summary").update(
+                    value=meta["context_share_summary"])
+            else:
+                UniverseMeta.objects.filter(universe=universe, key="context_share_summary").delete()
             window = [(t, text[t]) for t in range(last, 0, -1)]
-            found["chat window"] = fill(window, args.budget, count_tokens)
+            texts["chat window"] = arm_text(fill(window, args.budget, count_tokens)[0], text)
             for arm, arms in (("plain RAG", ("semantic",)), ("hybrid fill", None)):
                 vm.set_config(replace(default_config, arms=arms) if arms else default_config)
                 results = vm.query(game_save.save_id, q["question"], k=search_k, current_turn_id=last,
                                    exclude_chunk_type="lore")
                 ranked = [(r["turn_id"], text[r["turn_id"]]) for r in results if r.get("turn_id") in text and r["turn_id"] not in recent]
-                taken, used = fill(ranked, args.budget - recent_tokens, count_tokens)  # the same tokens in all
-                found[arm] = (taken | set(recent), used + recent_tokens)
+                taken, _used = fill(ranked, args.budget - recent_tokens, count_tokens)  # the same tokens in all
+                texts[arm] = arm_text(taken | set(recent), text)
             vm.set_config(default_config)
-            for arm in ("chat window", "plain RAG", "hybrid fill"):
-                texts[arm] = arm_text(found[arm][0], text)
             row = {"conv": conv, "category": q["category"], "question": q["question"], "evidence": q["evidence"],
                    "answer": q["answer"]}
             if args.real_model:
                 contexts.append((row, texts))
-            for arm, (turns, used) in found.items():
-                share = len(wanted & {dia[t] for t in turns if t in dia}) / len(wanted)
+            for arm in ARMS:
+                found = [in_text(by_dia[d], texts[arm], q["answer"]) for d in q["evidence"]]
+                share = sum(1 for reached, _ in found if reached) / len(found)
                 scores[arm][q["category"]].append(share)
-                tokens[arm].append(used)
+                strict[arm][q["category"]].append(sum(1 for _, held in found if held) / len(found))
+                tokens[arm].append(count_tokens(texts[arm]))
                 row[arm] = round(share, 3)
             rows.append(row)
     elapsed = time.perf_counter() - started
@@ -348,14 +372,18 @@ def main() -> int:
     n = len(rows)
     print(f"\nLoCoMo conversations {args.convs}: {n} questions (categories 1-4), memory budget {args.budget} tokens, "
           f"one utterance a turn, as of the conversation's end; {elapsed:.0f} s.")
-    print("Share of each question's annotated evidence in what the narrator reads (mean over questions).\n")
+    print("Share of each question's annotated evidence in the text the narrator reads (mean over questions; strict: "
+          "a partial utterance counts only if it still holds the answer). Load average "
+          f"{', '.join(f'{x:.1f}' for x in os.getloadavg())}.\n")
     header = " | ".join(f"{CATEGORIES[c]} (n={len(scores['studio'][c])})" for c in CATEGORIES)
-    print(f"| arm | all (n={n}) | {header} | tokens read (mean) |")
-    print("|---|---|" + "---|" * len(CATEGORIES) + "---|")
+    print(f"| arm | all (n={n}) | strict | {header} | tokens read (mean) |")
+    print("|---|---|---|" + "---|" * len(CATEGORIES) + "---|")
     for arm in ARMS:
         every = [s for c in CATEGORIES for s in scores[arm][c]]
+        held = [s for c in CATEGORIES for s in strict[arm][c]]
         cells = " | ".join(f"{sum(scores[arm][c]) / len(scores[arm][c]):.3f}" if scores[arm][c] else "-" for c in CATEGORIES)
-        print(f"| {arm} | {sum(every) / len(every):.3f} | {cells} | {sum(tokens[arm]) / len(tokens[arm]):.0f} |")
+        print(f"| {arm} | {sum(every) / len(every):.3f} | {sum(held) / len(held):.3f} | {cells} | "
+              f"{sum(tokens[arm]) / len(tokens[arm]):.0f} |")
     print("\nStudio arm, mean tokens by layer: " + ", ".join(
         f"{layer} {sum(v) / len(rows):.0f}" for layer, v in sorted(layer_tokens.items())))
     arms = tuple(a.strip() for a in args.arms.split(",") if a.strip())
@@ -365,7 +393,7 @@ def main() -> int:
     answers = answer_f1(contexts, args.real_model, log=(args.json + ".answers.jsonl") if args.json else None,
                         arms=arms, resume=args.resume, base=base) if args.real_model else []
     if args.json:
-        Path(args.json).write_text(json.dumps({"budget": args.budget, "convs": args.convs, "rows": rows,
+        Path(args.json).write_text(json.dumps({"budget": args.budget, "convs": args.convs, "meta": meta, "rows": rows,
                                                "answers": answers}, indent=0))
     return 0
 

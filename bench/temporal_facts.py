@@ -123,7 +123,7 @@ def main() -> int:
     parser.add_argument("--json", help="write per-question rows to this file")
     args = parser.parse_args()
     setup_django()
-    from studio.memory.recall import context as context_module
+    from studio.memory.recall import layers as context_module  # the facts layer's provider reads fact_items there
     from studio.memory.recall.context import next_turn_context
     from studio.memory.recall.context_items import fact_items
     from studio.memory.recall.query_params import ContextParams
@@ -131,8 +131,8 @@ def main() -> int:
     from studio.memory.models import subject_key_for
     from studio.universes.models import Universe
 
-    def facts_without_preference(game_save, subject_keys, subject_why, turn, prefer=None):
-        return fact_items(game_save, subject_keys, subject_why, turn, None)
+    def facts_without_preference(game_save, subject_keys, subject_why, turn, prefer=None, **kwargs):
+        return fact_items(game_save, subject_keys, subject_why, turn, None, **kwargs)
 
     arms = {"without": facts_without_preference, "with": fact_items}
     scores = defaultdict(lambda: defaultdict(list))  # arm -> category -> [(top12, context, any, evidence)]

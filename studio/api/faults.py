@@ -25,6 +25,7 @@ def translate_exception(exc: BaseException | None = None) -> ApiError | None:
     from django.core.exceptions import PermissionDenied
     from django.http import Http404
 
+    from studio.memory.recall.query_params import InvalidParameters
     from studio.memory.vector import is_store_failure
     from studio.saves.checkpoints import RewindError
     from studio.universes.access import NotFound, RoleRequired
@@ -39,6 +40,8 @@ def translate_exception(exc: BaseException | None = None) -> ApiError | None:
         return ApiError(403, "permission_denied", str(exc) or "You may not do this.")
     if isinstance(exc, RewindError):
         return ApiError(400, "validation_error", str(exc), {"turn_id": [str(exc)]})
+    if isinstance(exc, InvalidParameters):  # found with the save's data: a point of view naming no character
+        return ApiError(400, "validation_error", str(exc), {name: [message] for name, message in exc.errors.items()})
     if is_store_failure(exc):
         return ApiError(
             503,

@@ -22,13 +22,7 @@ from pydantic import AfterValidator, ConfigDict, Field, Strict, model_validator
 from pydantic_core import PydanticCustomError
 
 from studio.api.limited import limited
-from studio.memory.recall.query_params import (
-    DEFAULT_K,
-    DEFAULT_K_LORE,
-    DEFAULT_K_NARRATIVE,
-    DEFAULT_TOKEN_BUDGET,
-    LIMITS,
-)
+from studio.memory.recall.query_params import DEFAULT_K, DEFAULT_K_LORE, DEFAULT_K_NARRATIVE, LIMITS
 
 
 def _no_nul(value: str) -> str:
@@ -204,6 +198,7 @@ class QueryQuery(QuerySchema):
     record: bool = False
 
 
+BUDGET_HELP = "Tokens of memory; absent: the narrator's (the universe's context_budget, else 2,000), as the narrator reads it."
 POV_HELP = ("Characters whose point of view the context adds (what each knows; secrets marked narrator-only); "
             "[] (or `none` in a query string) for none; absent: the characters on scene. docs/knowledge.md.")
 
@@ -221,7 +216,7 @@ class ContextRequest(_Recordable):
     query_text: Text = Field("", max_length=LIMITS.query_text_chars, description="Usually the player's input.")
     focus_terms: Optional[TermList] = None
     pov: Optional[TermList] = Field(None, description=POV_HELP)
-    token_budget: Int = Field(DEFAULT_TOKEN_BUDGET, ge=LIMITS.token_budget_min, le=LIMITS.token_budget_max)
+    token_budget: Optional[Int] = Field(None, ge=LIMITS.token_budget_min, le=LIMITS.token_budget_max, description=BUDGET_HELP)
     k_narrative: Int = Field(DEFAULT_K_NARRATIVE, ge=LIMITS.k_min, le=LIMITS.k_max)
     k_lore: Int = Field(DEFAULT_K_LORE, ge=LIMITS.k_min, le=LIMITS.k_max)
 
@@ -230,7 +225,7 @@ class ContextQuery(QuerySchema):
     query_text: QueryText = Field("", max_length=LIMITS.query_text_chars)
     focus_terms: QueryTermList = Field(None, max_length=LIMITS.focus_terms)
     pov: QueryTermList = Field(None, max_length=LIMITS.focus_terms, description=POV_HELP)
-    token_budget: QueryInt = Field(DEFAULT_TOKEN_BUDGET, ge=LIMITS.token_budget_min, le=LIMITS.token_budget_max)
+    token_budget: QueryInt = Field(None, ge=LIMITS.token_budget_min, le=LIMITS.token_budget_max, description=BUDGET_HELP)
     k_narrative: QueryInt = Field(DEFAULT_K_NARRATIVE, ge=LIMITS.k_min, le=LIMITS.k_max)
     k_lore: QueryInt = Field(DEFAULT_K_LORE, ge=LIMITS.k_min, le=LIMITS.k_max)
     record: bool = False
@@ -468,7 +463,8 @@ class QueryResult(Schema):
 class ContextItem(Schema):
     model_config = ConfigDict(extra="allow")
     layer: Literal["story", "chapter", "mental_model", "belief", "fact", "narrative", "lore"] = Field(
-        ..., description="The memory layer, in hierarchy order (studio.memory.recall.context.LAYERS).")
+        ..., description="The memory layer (studio.memory.recall.layout.LAYERS); items come in the order the "
+                         "prompt prints them (the layout's sections).")
     text: str
     tokens: int
     reason: str = ""
@@ -476,6 +472,8 @@ class ContextItem(Schema):
     ref: dict[str, Any] = {}
     included: bool
     cut: str = Field("", description="Why an item was left out whole (over budget or its layer's share); empty when included.")
+    policy: dict[str, Any] = Field({}, description="Its budget policy: section, share class, offer tier and rank, recall, "
+                                                   "refill, protected, outside_budget, per_action (docs/architecture.md).")
 
 
 class LoreExplanation(Schema):
@@ -510,7 +508,11 @@ class MemoryContext(Schema):
     used_tokens: int
     cut_tokens: int = 0
     items: list[ContextItem]
-    text: str = Field(..., description="The included items as the block a narrator prompt carries.")
+    text: str = Field(..., description="The memory as the narrator's prompt carries it, byte for byte (the one renderer: "
+                                       "sections, marks, story-time headings).")
+    text_tokens: int = Field(0, description="The tokens of `text` (the budget's counter).")
+    parts: list[dict[str, Any]] = Field([], description="`text`'s sections in order: section, tokens, per_action.")
+    policy: Optional[dict[str, Any]] = Field(None, description="Every knob the context was built with (studio.memory.recall.policy).")
     timings: dict[str, float] = {}
     notes: list[str] = []
     shares: dict[str, int] = Field({}, description="Budget share per class (percent of token_budget; Universe_Meta context_share_*).")

@@ -317,13 +317,17 @@ def _query_warnings(stats) -> list[str]:
 def _memory_context(request: HttpRequest, save_id: str, params) -> JsonResponse:
     """The memory context for the save's next turn: what the narrator reads (`next_turn_context`)."""
     from studio.memory.recall.context import next_turn_context
+    from studio.memory.recall.policy import context_budget_from_meta
 
     save = save_for(user=request.user, save_id=save_id)
+    universe_meta = save.universe.meta_values()  # read once: the narrator's budget and the context
+    budget = params.token_budget or context_budget_from_meta(universe_meta)  # absent: what the narrator reads
     context_params = _built(request, params, lambda: ContextParams(
-        query_text=params.query_text, focus_terms=params.focus_terms, token_budget=params.token_budget,
+        query_text=params.query_text, focus_terms=params.focus_terms, token_budget=budget,
         k_narrative=params.k_narrative, k_lore=params.k_lore, pov=S.pov_names(params.pov),
     ))
-    context = next_turn_context(game_save=save, params=context_params, record_source="context" if params.record else None)
+    context = next_turn_context(game_save=save, params=context_params, record_source="context" if params.record else None,
+                                universe_meta=universe_meta)
     return _json(context.as_dict())
 
 

@@ -22,9 +22,14 @@ message that its turn could not store (over the turn's input or narration limit,
 NUL: `studio/limits.py`, the API's and the save file's limits) is refused, `InvalidMessages`
 naming it (`param`), before anything is written.
 
-`inject(messages, block)` returns the messages with the memory block placed at the first
-`{{axiom_memory}}` marker (every other marker is removed), or, without a marker, as a system
-message right after the leading system messages (at the start when there is none).
+`inject(messages, block, note=)` returns the messages with the memory placed, the chat's own
+messages untouched around it: with a `{{axiom_memory}}` marker, the whole memory (`block`, then
+`note`) at the first marker (every other marker is removed); without one, `block` (what stays
+the same from one request to the next) as a system message right after the leading system
+messages (at the start when there is none), and `note` (what changes with each request) as a
+system message after the chat's last message, depth 0 (before the front end's own trailing
+system messages: its post-history instructions, a continue or impersonate instruction). A
+prefix cache then reuses the front end's prompt up to the chat's newest message.
 """
 from __future__ import annotations
 
@@ -183,25 +188,32 @@ def _replace_in(content, block: str, first: bool):
     return content, False
 
 
-def inject(messages: list[dict], block: str) -> tuple[list[dict], str]:
-    """Return (a copy of `messages` with the memory `block` placed, where it went).
+def inject(messages: list[dict], block: str, *, note: str = "") -> tuple[list[dict], str]:
+    """Return (a copy of `messages` with the memory placed, where it went; see the module docstring).
 
-    Where: "marker" (at the first `{{axiom_memory}}`), "after_system" (a system message after
-    the leading ones), "start" (a system message first), or "none" (empty block, no marker).
+    Where: "marker" (`block` and `note` at the first `{{axiom_memory}}`), else "after_system" or "start"
+    for `block` (after the leading system messages, or first), "note" for `note` (after the chat's last
+    message), joined with "+" when both are placed ("after_system+note"), or "none" (nothing to place).
     """
     out = copy.deepcopy(messages)
+    whole = "\n\n".join(part for part in (block, note) if part)
     placed = None
     for message in out:
-        content, found = _replace_in(message.get("content"), block, placed is None)
+        content, found = _replace_in(message.get("content"), whole, placed is None)
         if found:
             message["content"] = content
             placed = placed or "marker"
     if placed:
         return out, placed
-    if not block:
-        return out, "none"
-    index = 0
-    while index < len(out) and out[index].get("role") in SYSTEM_ROLES:
-        index += 1
-    out.insert(index, {"role": "system", "content": block})
-    return out, "after_system" if index else "start"
+    where = []
+    if block:
+        index = 0
+        while index < len(out) and out[index].get("role") in SYSTEM_ROLES:
+            index += 1
+        out.insert(index, {"role": "system", "content": block})
+        where.append("after_system" if index else "start")
+    if note:
+        last = max((i for i, m in enumerate(out) if m.get("role") in CHAT_ROLES), default=len(out) - 1)
+        out.insert(last + 1, {"role": "system", "content": note})
+        where.append("note")
+    return out, "+".join(where) or "none"

@@ -6,8 +6,14 @@
 2. builds the memory context for the pending input the way the studio's narrator does
    (`next_turn_context` with the narrator's token budget, the universe's `context_budget`
    unless the request asks for another (`axiom_memory_tokens`), and focus: lore activation,
-   the memory layers, the explain record) and places it in the front end's messages
-   (`history.inject`: at `{{axiom_memory}}`, else after the system prompt);
+   the memory layers, the explain record), leaving out of the recent turns those the chat
+   itself carries (`ContextPolicy.carried_turns`, unless the universe sets `proxy_repeat_chat`):
+   the model reads them once, in the chat. It places the renderer's text in the front end's
+   messages (`history.inject`): at `{{axiom_memory}}` when the front end put one, else as the
+   universe's `proxy_memory_placement` says (`placement_parts`; by default "split": the sections
+   that stay the same from one request to the next after the system prompts, what changes
+   with each request as a note after the chat's last message, so a model server's prefix
+   cache keeps the front end's whole prompt up to its newest message);
 3. when the answer will be a proposal for the next turn's narration
    (`Chat.records_answer`: not a continue or an impersonation), opens the save's narrator
    draft for that turn (the same input: the draft it already has, so a swipe is one more
@@ -28,11 +34,11 @@ from dataclasses import dataclass, field
 
 from studio.memory.llm import LLMCancelled, LLMError, Relay, TrackedLLM
 from studio.memory.recall.context import next_turn_context
-from studio.memory.recall.macros import MacroNames
+from studio.memory.recall.policy import context_policy
 from studio.memory.recall.query_params import LIMITS, ContextParams, InvalidParameters
 from studio.proxy.guard import RequestKey, SaveGuard, lost
 from studio.proxy.history import Chat, content_text, inject, read_chat
-from studio.proxy.sync import SyncResult, proxy_sync
+from studio.proxy.sync import SyncResult, proxy_sync, with_opening
 from studio.saves.errors import TurnConflict
 from studio.saves.models import AlternativeStatus, DraftStatus, NarratorAlternative, NarratorDraft, Save
 from studio.saves.narrator.prompt import narrator_budget
@@ -40,6 +46,7 @@ from studio.saves.narrator.services import answer_values, narrator_alternative_a
 
 OPERATION = "proxy"
 MEMORY_HEADING = "## Memory"
+NOTE_HEADING = "## Memory for this turn"
 # Body fields the proxy reads and removes before relaying.
 OWN_FIELDS = ("axiom_memory_tokens",)
 
@@ -53,7 +60,7 @@ class Prepared:
     sync: SyncResult
     body: dict
     stream: bool
-    placed: str  # where the memory went: marker, after_system, start, none
+    placed: str  # where the memory went: marker, after_system, start, note, after_system+note, none
     memory: object | None  # the MemoryContext, or None when there was nothing to ask with
     alternative_id: int | None  # the proposal this answer fills (None: continue, impersonate)
     timings: dict[str, float] = field(default_factory=dict)  # ms: sync, memory, proposal
@@ -69,22 +76,39 @@ def memory_budget(value, *, universe_meta: dict[str, str]) -> int:
     return min(max(budget, LIMITS.token_budget_min), LIMITS.token_budget_max)
 
 
-def memory_block(memory) -> str:
-    """Return the memory context as the text placed in the front end's prompt ("" when empty)."""
-    text = memory.as_text().strip() if memory is not None else ""
-    if not text:
-        return ""
-    return MacroNames(**memory.macros).fill(f"{MEMORY_HEADING}\n{text}")
+def placement_parts(memory, placement: str) -> tuple[str, str]:
+    """Return (the block placed after the system prompts, the note placed after the chat) of the renderer's text.
+
+    "split": the sections that stay the same from one request to the next, then what changes with each
+    (`RenderedMemory.split`); "note": all of it after the chat; "system": all of it before the chat. Joined
+    by a blank line (each without its heading) they are the renderer's text, byte for byte. ("", "") when
+    the memory holds nothing: no item and nothing written after the budget.
+    """
+    if memory is None or not (memory.included or memory.section_texts):
+        return "", ""
+    rendered = memory.render()
+    if placement == "split":
+        stable, changing = rendered.split()
+        return (f"{MEMORY_HEADING}\n{stable}" if stable else "", f"{NOTE_HEADING}\n{changing}" if changing else "")
+    whole = f"{MEMORY_HEADING}\n{rendered.text}"
+    return ("", whole) if placement == "note" else (whole, "")
 
 
-def _memory(game_save: Save, chat: Chat, budget: int, vector_memory, universe_meta: dict[str, str]):
+def carried_turns(game_save: Save, chat: Chat, sync: SyncResult) -> frozenset[int]:
+    """The save's turns the request's own messages carry: the chat's settled turns (its greeting too, when the
+    save opens with it: `sync.with_opening`), from where it starts in the save."""
+    return frozenset(range(sync.start_turn, sync.start_turn + len(with_opening(game_save, chat).turns)))
+
+
+def _memory(game_save: Save, chat: Chat, budget: int, vector_memory, universe_meta: dict[str, str], carried):
     query = chat.pending_input if chat.pending_input is not None else (chat.turns[-1][0] if chat.turns else "")
     query = (query or "").replace("\x00", "")[: LIMITS.query_text_chars]
     try:
         params = ContextParams(query_text=query, token_budget=budget)
     except InvalidParameters:
         return None
-    return next_turn_context(game_save=game_save, params=params, vector_memory=vector_memory, universe_meta=universe_meta)
+    return next_turn_context(game_save=game_save, params=params, vector_memory=vector_memory, universe_meta=universe_meta,
+                             carried_turns=carried)
 
 
 def prompt_record(messages: list[dict]) -> tuple[str, str]:
@@ -175,12 +199,15 @@ def _prepare(*, game_save: Save, body: dict, upstream_model: str, memory_tokens,
     guard = SaveGuard(game_save, key=key)
     sync = proxy_sync(game_save=game_save, chat=chat, guard=guard)
     lap("sync")
-    universe_meta = game_save.universe.meta_values()  # read once: the budget and the context
+    universe_meta = game_save.universe.meta_values()  # read once: the budget, the placement and the context
+    policy = context_policy(universe_meta)
     budget = memory_budget(memory_tokens if memory_tokens is not None else body.get("axiom_memory_tokens"),
                            universe_meta=universe_meta)
-    memory = _memory(game_save, chat, budget, vector_memory, universe_meta)
+    carried = frozenset() if policy.proxy_repeat_chat else carried_turns(game_save, chat, sync)
+    memory = _memory(game_save, chat, budget, vector_memory, universe_meta, carried)
     lap("memory")
-    messages, placed = inject(body["messages"], memory_block(memory))
+    block, note = placement_parts(memory, policy.proxy_placement)
+    messages, placed = inject(body["messages"], block, note=note)
     upstream = {key: value for key, value in body.items() if key not in OWN_FIELDS}
     upstream["model"] = upstream_model
     upstream["messages"] = messages

@@ -3,7 +3,9 @@
 The Metadata page offers these keys with their help and the value play uses when a key is
 not set, and keeps the author's free keys below them. What checks a value is
 `services.meta_validate` (the known integer, boolean and JSON keys); this table only
-explains. Keys owned by other pages say where they are edited (`edited_on`): the persona on
+explains. The memory context's knobs (its budget, shares, reserve and cap, the point of view,
+the memory proxy's placement) are not restated here: their rows are made from their one
+declaration, `studio.memory.recall.policy.KNOBS`, which `meta_validate` checks against too. Keys owned by other pages say where they are edited (`edited_on`): the persona on
 this page's persona form, missions on the Missions page, imported files' fields by the
 importers.
 """
@@ -26,18 +28,7 @@ from studio.memory.chapters.selectors import (
     ChapterSettings,
 )
 from studio.memory.lore_activation.spec import LoreDefaults
-from studio.memory.recall.context_lore import (
-    CONTEXT_BUDGET_MAX,
-    CONTEXT_BUDGET_META,
-    CONTEXT_BUDGET_MIN,
-    DEFAULT_CONTEXT_BUDGET,
-    DEFAULT_RECALL_RESERVE,
-    DEFAULT_SHARES,
-    RECALL_CAP_META,
-    RECALL_RESERVE_META,
-    SHARE_CLASS_NAMES,
-    share_meta_key,
-)
+from studio.memory.recall.policy import BUDGET_GROUP, KNOBS, LAYOUT_GROUP, PROXY_GROUP
 from studio.universes.opening import ALTERNATE_GREETINGS_META, FIRST_MESSAGE_META, SCENARIO_META
 from studio.memory.recall.macros import (
     CHARACTER_CARD_META,
@@ -61,12 +52,13 @@ class MetaKey:
 
 _LORE = LoreDefaults()
 _CHAPTERS = ChapterSettings()
-PERSONA, OPENING, NARRATOR, SAMPLER, LORE, BUDGET, CHAPTERS, MISSIONS, IMPORTED = (
-    "Player persona", "Opening", "Narrator", "Sampler settings", "Lore activation", "Memory context budget",
-    "Chapters", "Missions", "Imported files")
+PERSONA, OPENING, NARRATOR, SAMPLER, LORE, CHAPTERS, MISSIONS, IMPORTED = (
+    "Player persona", "Opening", "Narrator", "Sampler settings", "Lore activation", "Chapters", "Missions",
+    "Imported files")
+BUDGET = BUDGET_GROUP
 # Groups whose keys are settings or structured data for the studio, never prose for the narrator's {{meta}}
 # (the opening's greetings are turn 1 itself, not instructions).
-SETTINGS_GROUPS = (OPENING, SAMPLER, LORE, BUDGET, CHAPTERS, MISSIONS, IMPORTED)
+SETTINGS_GROUPS = (OPENING, SAMPLER, LORE, BUDGET, LAYOUT_GROUP, PROXY_GROUP, CHAPTERS, MISSIONS, IMPORTED)
 
 KNOWN_META_KEYS: tuple[MetaKey, ...] = (
     MetaKey(PLAYER_CHARACTER_META, PERSONA,
@@ -106,24 +98,7 @@ KNOWN_META_KEYS: tuple[MetaKey, ...] = (
             default=str(_LORE.case_sensitive).lower()),
     MetaKey(META_MATCH_WHOLE_WORDS, LORE, "true or false: keys match whole words only.",
             default=str(_LORE.match_whole_words).lower()),
-    MetaKey(CONTEXT_BUDGET_META, BUDGET, "Tokens of memory the narrator reads each turn: the story so far (summaries, "
-            "the recent turns), what the action recalls and the lore, which the shares below divide "
-            f"({CONTEXT_BUDGET_MIN:,}-{CONTEXT_BUDGET_MAX:,}). More for a model with a large context (8k, 32k, hosted), "
-            "less for a small local one: the model's context must hold this plus the instructions, the action and "
-            "the answer (sampler_max_tokens). The memory proxy uses it too unless the front end asks for another.",
-            default=f"{DEFAULT_CONTEXT_BUDGET}"),
-    *(MetaKey(share_meta_key(share_class), BUDGET, f"Percent of the memory context's budget {what} may use (0-100).",
-              default=str(DEFAULT_SHARES[share_class]))
-      for share_class, what in SHARE_CLASS_NAMES.items()),
-    MetaKey(RECALL_RESERVE_META, BUDGET, "Percent of the memory context's budget kept for what the action recalls "
-            "(narrative memory, lore found by meaning, facts, beliefs, models): the recent turns and activated lore "
-            "may not spend it; what recall does not need goes back to them (0-100).",
-            default=str(DEFAULT_RECALL_RESERVE)),
-    MetaKey(RECALL_CAP_META, BUDGET, "Percent of the memory context's budget that what changes with each action (what it "
-            "recalled, lore its turn activated) may use in all, even when the rest leaves budget unused (0-100; unset: "
-            "no cap). A low cap (e.g. 20) keeps most of the prompt the same from turn to turn, so a model server's "
-            "prefix cache reuses it and the first word comes sooner, at the cost of recall (docs/long-play.md).",
-            default=""),
+    *(MetaKey(knob.meta_key, knob.group, knob.help, default=knob.default_text()) for knob in KNOBS if knob.meta_key),
     MetaKey(TURNS_PER_CHAPTER_META, CHAPTERS, "A chapter closes when it holds this many turns (0: no limit).",
             default=str(_CHAPTERS.turns_per_chapter)),
     MetaKey(SCENE_CHANGE_META, CHAPTERS, "true or false: a turn whose state's location differs from the previous turn's "

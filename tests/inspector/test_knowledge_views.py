@@ -82,8 +82,14 @@ def test_lore_health_flags_public_secrets_and_unwitnessed_facts(client, author, 
 
     presence_set(game_save=played, turn_id=2, characters=[])
     client.force_login(author)
-    page = client.get(reverse("universes:lore_health", args=[played.universe.slug]) + f"?save={played.save_id}").content.decode()
+    url = reverse("universes:lore_health", args=[played.universe.slug]) + f"?save={played.save_id}"
+    page = client.get(url).content.decode()
     assert "Secrets every character knows by now" in page and "The Ledger" in page
+    # The player (Ash) acted in turn 2 ("b"): they witnessed it, whoever else the presence names.
+    assert "A bell rang somewhere." not in page
+    # A universe that turns that off: nobody is recorded present at turn 2.
+    played.universe.meta.create(key="pov_player_on_scene", value="false")
+    page = client.get(url).content.decode()
     assert "Facts nobody witnessed" in page and "A bell rang somewhere." in page
 
 

@@ -67,17 +67,34 @@ def test_sillytavern_fields_reach_the_model_and_memory_goes_at_the_marker(proxy,
     assert sse_text(body) == NarratorAlternative.objects.get(draft__turn_id=3, draft__game_save=play_save).text
 
 
-def test_without_a_marker_memory_follows_the_system_prompts(proxy, upstream, play_save):
+def test_without_a_marker_what_changes_goes_after_the_chat_and_the_rest_after_the_system_prompts(
+        proxy, upstream, play_save):
+    play_save.universe.lore_entries.create(entry_id="tide-law", title="The tide law", constant=True,
+                                           text="No boat leaves Port Vey against the tide.")
     model = f"axiom/{play_save.save_id}"
     chat = play(proxy, lambda m, c, p: sillytavern(m, c, p, marker=False, stream=False), model, ["I ask about Kaël."])
-    proxy.post(URL, sillytavern(model, chat, "And Port Vey?", marker=False, stream=False))
+    sent = sillytavern(model, chat, "And Port Vey?", marker=False, stream=False)
+    response = proxy.post(URL, sent)
     got = relayed(upstream)
     assert got["model"] == "test-model"  # no upstream part: the studio's narrate model
-    roles = [m["role"] for m in got["messages"]]
-    # Six leading system messages, then the memory as a seventh, then the greeting.
-    assert roles[:8] == ["system"] * 7 + ["assistant"]
-    assert got["messages"][6]["content"].startswith("## Memory")
-    assert got["messages"][7]["content"] == GREETING
+    # The default placement ("split"): the front end's messages untouched up to its newest one, what this
+    # request recalled as a depth-0 note after it, before the post-history instruction. The lore the
+    # universe always shows (here: the one constant entry) stays put after the system prompts.
+    assert got["messages"][:7] == sent["messages"][:6] + [got["messages"][6]]
+    assert got["messages"][6]["content"].startswith("## Memory\n## Lore (always active)")
+    assert got["messages"][7:-2] == sent["messages"][6:-1]
+    assert got["messages"][-2]["role"] == "system" and got["messages"][-2]["content"].startswith(
+        "## Memory for this turn\n## Recalled for this action")
+    assert got["messages"][-1] == sent["messages"][-1]
+    assert response["X-Axiom-Memory"] == "after_system+note"
+    # The chat carries turn 1: the memory does not repeat it.
+    assert "I ask about Kaël." not in got["messages"][6]["content"] + got["messages"][-2]["content"]
+    # The universe may ask for the whole memory after the system prompts (as before this layout).
+    play_save.universe.meta.create(key="proxy_memory_placement", value="system")
+    proxy.post(URL, sent)
+    got = relayed(upstream)
+    assert [m["role"] for m in got["messages"][:8]] == ["system"] * 7 + ["assistant"]
+    assert got["messages"][6]["content"].startswith("## Memory") and got["messages"][7]["content"] == GREETING
 
 
 def test_the_stream_is_the_upstream_stream_byte_for_byte(proxy, upstream, play_save):
@@ -137,15 +154,18 @@ def test_impersonate_is_relayed_and_its_answer_is_never_narration(proxy, upstrea
 
 
 def test_risuai_developer_roles_images_and_no_stream(proxy, upstream, play_save):
+    play_save.universe.lore_entries.create(entry_id="tide-law", title="The tide law", constant=True,
+                                           text="No boat leaves Port Vey against the tide.")
     model = f"axiom/{play_save.save_id}/test-model"
     chat = play(proxy, lambda m, c, p: risuai(m, c, p, image=len(c) == 2), model,
                 ["I hand Mira a letter.", "I show her the map.", "I point at the reef."])
     got = relayed(upstream)
     assert got["stream"] is False and "stop" not in got
     assert [m["role"] for m in got["messages"][:3]] == ["developer", "developer", "system"]
-    assert got["messages"][2]["content"].startswith("## Memory")
+    assert got["messages"][2]["content"].startswith("## Memory\n## Lore (always active)")  # what stays put
     assert got["messages"][-1]["content"] == "[Global note] Keep replies under 120 words."
-    assert isinstance(got["messages"][-2]["content"], list)  # the image message, as sent
+    assert got["messages"][-2]["content"].startswith("## Memory for this turn")  # after the chat's last message
+    assert isinstance(got["messages"][-3]["content"], list)  # the image message, as sent
     play_save.refresh_from_db()
     assert list(Event.objects.filter(game_save=play_save).values_list("player_input", "narrative")) == chat[:2]
 

@@ -59,6 +59,23 @@ def test_without_a_marker_the_block_follows_the_leading_system_messages():
     assert inject([m("user", "c")], "") == ([m("user", "c")], "none")
 
 
+def test_the_note_follows_the_chats_last_message_and_the_block_stays_put():
+    chat = [m("system", "main"), m("assistant", "hello"), m("user", "u1"), m("assistant", "a1"), m("user", "u2"),
+            m("system", "post-history")]
+    out, placed = inject(chat, "STABLE", note="NOW")
+    assert placed == "after_system+note"
+    assert [x["content"] for x in out] == ["main", "STABLE", "hello", "u1", "a1", "u2", "NOW", "post-history"]
+    # The next request keeps everything up to the chat's newest message: a prefix cache reuses it.
+    later, _ = inject(chat[:-1] + [m("assistant", "a2"), m("user", "u3"), chat[-1]], "STABLE", note="LATER")
+    assert later[:6] == out[:6]
+    # A continue: the note goes after the partial answer, before the front end's nudge.
+    cont, _ = inject([m("user", "u"), m("assistant", "partial"), m("system", "[Continue]")], "", note="NOW")
+    assert [x["content"] for x in cont] == ["u", "partial", "NOW", "[Continue]"]
+    # With a marker, the whole memory goes there, the block then the note.
+    marked, placed = inject([m("system", f"Rules. {MARKER}"), m("user", "u")], "STABLE", note="NOW")
+    assert placed == "marker" and marked[0]["content"] == "Rules. STABLE\n\nNOW" and len(marked) == 2
+
+
 def test_the_model_name_binds_the_save():
     assert binding_for(model="axiom/abc/meta-llama/Llama-3", header=None).upstream_model == "meta-llama/Llama-3"
     assert binding_for(model="axiom/abc", header="abc").save_id == "abc"

@@ -365,6 +365,8 @@ def test_impersonate_reads_the_narrators_window_at_the_universes_budget(game_sav
                              narrative=" ".join([f"Turn {turn}: the tide rolls in."] * 20))
     game_save.current_turn = 20
     game_save.save()
+    # The window's turn bound (context_recent_turns, 10 by default) would hold it at 8,000 as at 2,000.
+    UniverseMeta.objects.create(universe=game_save.universe, key="context_recent_turns", value="40")
     default = build_narrator_prompt(game_save=game_save, player_input="I wait").shown_turns
     UniverseMeta.objects.create(universe=game_save.universe, key="context_budget", value=budget)
     seen = []

@@ -1,7 +1,9 @@
 """The context viewer: what the narrator would receive for the next turn, and why.
 
 The GET assembles the context (`next_turn_context`, the narrator's own path, so the same
-input shows the same items) and writes nothing. "Record for lore replay" is a POST (CSRF,
+input shows the same items and the same text, the renderer's) and writes nothing. A point of
+view naming no character the save knows is refused on the page, beside the field, with the
+known characters named (the API answers the same 400). "Record for lore replay" is a POST (CSRF,
 playtester role) that assembles the same context and stores its two queries; htmx gets the
 result fragment back, a plain form a redirect to the GET of the same parameters.
 """
@@ -18,7 +20,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from studio.memory.knowledge.names import character_index
 from studio.memory.recall.context import default_focus, next_turn_context
-from studio.memory.recall.context_lore import context_budget_from_meta
+from studio.memory.recall.policy import context_budget_from_meta
 from studio.memory.recall.query_params import (
     DEFAULT_K_LORE,
     DEFAULT_K_NARRATIVE,
@@ -114,9 +116,19 @@ def context_viewer(request: HttpRequest, save_id: str) -> HttpResponse:
     form = ContextForm(data, initial={"q": default_query}, default_budget=context_budget_from_meta(universe_meta))
     memory_context = None
     if form.is_bound and form.is_valid():
-        memory_context = next_turn_context(game_save=game_save, params=form.cleaned_data["params"],
-                                           universe_meta=universe_meta)
+        memory_context = _assembled(form, game_save=game_save, universe_meta=universe_meta)
     return _page(request, game_save, form, memory_context)
+
+
+def _assembled(form: ContextForm, *, game_save, universe_meta, record_source: str | None = None):
+    """The context for the form's parameters, or None with the form's errors (a point of view no character answers to)."""
+    try:
+        return next_turn_context(game_save=game_save, params=form.cleaned_data["params"], universe_meta=universe_meta,
+                                 record_source=record_source)
+    except InvalidParameters as exc:
+        for name, message in exc.errors.items():
+            form.add_error(FIELD_FOR.get(name), message)
+        return None
 
 
 @require_POST
@@ -127,8 +139,9 @@ def context_record(request: HttpRequest, save_id: str) -> HttpResponse:
     form = ContextForm(request.POST, default_budget=context_budget_from_meta(universe_meta))
     if not form.is_valid():
         return _page(request, game_save, form)
-    memory_context = next_turn_context(game_save=game_save, params=form.cleaned_data["params"], record_source="context",
-                                       universe_meta=universe_meta)
+    memory_context = _assembled(form, game_save=game_save, universe_meta=universe_meta, record_source="context")
+    if memory_context is None:
+        return _page(request, game_save, form)
     recorded = len(memory_context.queries)
     if not request.htmx:
         messages.success(request, f"Recorded {recorded} memory queries for lore replay.")

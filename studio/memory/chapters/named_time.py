@@ -237,6 +237,7 @@ class _Found:
     text: str
     resolve: Callable[[StoryPoint | None, int | None], Span | None]
     has_year: bool = True
+    recurs: bool = False  # a month, season, day of a month or weekday: it has an occurrence every year (week)
 
 
 def _year_of(match: re.Match) -> int | None:
@@ -426,6 +427,9 @@ _RULES: tuple[tuple[re.Pattern, Callable[[re.Match], Callable], bool], ...] = (
     (re.compile(r"\bdays?\s+(?P<first>\d{1,6})(?:\s*(?:to|-|–|and|through)\s*(?:day\s+)?(?P<last>\d{1,6}))?\b", re.I), _day_count, False),
 )
 
+# The expressions that name a recurring time, resolved to its latest occurrence (`_joined` may take an earlier one).
+_RECURRING = (_a_month, _a_season, _a_day, _weekday)
+
 _WORD_BEFORE = re.compile(r"([A-Za-z]+)[\s,-]*$")
 
 
@@ -461,7 +465,7 @@ def _find(query: str) -> tuple[_Found, ...]:
         for match in pattern.finditer(query):
             if _acceptable(index, match, query):
                 found.append(_Found(match.start(), match.end(), match[0].strip(), factory(match),
-                                    has_year=bool(match.groupdict().get("year"))))
+                                    has_year=bool(match.groupdict().get("year")), recurs=factory in _RECURRING))
     found.sort(key=lambda f: (f.start, -(f.end - f.start)))
     kept: list[_Found] = []
     for item in found:
@@ -518,7 +522,7 @@ def named_time(query: str, now: StoryPoint | None) -> NamedTime | None:
                 default_year = dt.date.fromordinal(second.end).year
             first = _resolved(item, now, default_year)
             if first is not None and second is not None and first.clock == second.clock:
-                spans.append(Span(first.clock, first.start, second.end))
+                spans.append(_joined(item, first, second, now))
                 phrases.append(query[_phrase_start(query, item.start):following.end].strip())
             index += 2
             continue
@@ -534,6 +538,25 @@ def named_time(query: str, now: StoryPoint | None) -> NamedTime | None:
     if not spans:
         return None
     return NamedTime(spans=tuple(spans), phrases=tuple(phrases))
+
+
+def _joined(item: _Found, first: Span, second: Span, now: StoryPoint | None) -> Span:
+    """The span from `first` to `second`, in time order.
+
+    Each end resolves on its own to its latest occurrence, so "between winter and May" in March
+    gives this winter and last May. A first end that recurs (a month, a season, a weekday) without a
+    year of its own then means its occurrence before the second (the winter before last May); ends that still run
+    backwards ("from 3 days ago to 8 days ago", "between 2023 and 2021") span both, earliest first.
+    """
+    if first.start is not None and second.end is not None and first.start > second.end and \
+            first.clock == CALENDAR and item.recurs and not item.has_year:
+        earlier = _resolved(item, StoryPoint(date=dt.date.fromordinal(second.end), day=now.day if now else None), None)
+        if earlier is not None and earlier.start is not None and earlier.start <= second.end:
+            first = earlier
+    if first.start is not None and second.end is not None and first.start > second.end:
+        starts = [v for v in (first.start, second.start) if v is not None]
+        return Span(first.clock, min(starts) if starts else None, max(first.end or second.end, second.end))
+    return Span(first.clock, first.start, second.end)
 
 
 def _phrase_start(query: str, start: int) -> int:

@@ -10,8 +10,8 @@ rest of memory:
   cut item that says so: nothing is invented for it.
 - `chapter` items (share `context_share_chapter`): the recent turns, in order, each whole (the
   action and the narrative) with its story time: the open chapter's turns, and at least the
-  last `MIN_RECENT` turns (a chapter just opened still reads as a story). The window starts
-  at a turn 1 + k * `WINDOW_STEP` (the earliest that fits the share), so from
+  last `min_recent` turns (a chapter just opened still reads as a story). The window starts
+  at a turn 1 + k * `window_step` (the earliest that fits the share), so from
   one turn to the next the prompt keeps the same beginning (a model server's prefix cache
   reuses it) until the window moves; turns of the open chapter before the window are cut
   items ("before the window") and stay reachable by the narrative search. The last turn
@@ -21,10 +21,15 @@ rest of memory:
   marked on its first turn (`why["begins_chapter"]`), so the marks do not move.
   With `reach_back` (the cache-first layout, `context_cap_recall`) the window is not held to
   the open chapter: it shows earlier chapters' turns while its share holds them, and the
-  summaries tell only what it does not show.
+  summaries tell only what it does not show. With `max_turns` (`context_recent_turns`) it
+  shows at most that many turns (its start still on a step, so between `max_turns - step + 1`
+  and `max_turns`); when a save already holds more and they fit in less than the share (short
+  turns: a chat of one-line messages), what the share leaves is `spare`, for recall.
 
 `shown_turns` is what the prompt shows in full: the narrative search leaves those turns out
-(an item is in the prompt once).
+(an item is in the prompt once). The window's knobs (`window_step`, `min_recent`,
+`max_lookback`) are the `ContextPolicy`'s (`studio.memory.recall.policy`); the items' budget
+policy is their layer's (`studio.memory.recall.layout`: summaries newest first, never refilled).
 """
 from __future__ import annotations
 
@@ -33,10 +38,7 @@ from dataclasses import dataclass, field
 from studio.memory.chapters.selectors import open_chapter_start, top_summaries
 from studio.memory.chapters.story_time import story_time_of
 from studio.memory.embeddings.tokens import count_tokens
-
-WINDOW_STEP = 4  # turns the window moves by: the prompt's beginning changes once every few turns
-MAX_LOOKBACK = 60  # turns read for the window (a share holds far fewer)
-MIN_RECENT = 4  # turns always shown in full when the open chapter holds fewer (the old "last four turns")
+from studio.memory.recall.policy import DEFAULT_POLICY
 
 
 @dataclass
@@ -45,6 +47,9 @@ class Story:
     turns: list = field(default_factory=list)  # ContextItem, layer "chapter"
     shown_turns: list[int] = field(default_factory=list)
     chapter_start: int = 1
+    # The recent turns' share the window leaves because it already shows its most turns (`max_turns`) and they
+    # are short: what the allocator adds to the cap on what changes with each action (recall may use it).
+    spare: int = 0
 
 
 def turn_texts(game_save, turn_ids) -> dict[int, str]:
@@ -52,6 +57,14 @@ def turn_texts(game_save, turn_ids) -> dict[int, str]:
     from studio.saves.models import Event
 
     return dict(Event.objects.filter(game_save_id=game_save.pk, turn_id__in=list(turn_ids)).values_list("turn_id", "narrative"))
+
+
+def acting_turns(game_save, *, horizon: int) -> set[int]:
+    """Return the turns up to `horizon` the player acted in: those with a player input (one query)."""
+    from studio.saves.models import Event
+
+    return set(Event.objects.filter(game_save_id=game_save.pk, turn_id__lte=horizon).exclude(player_input="")
+               .values_list("turn_id", flat=True))
 
 
 def _turn_text(turn_id: int, player_input: str, narrative: str, when: str) -> str:
@@ -84,17 +97,19 @@ def _summary_items(game_save, *, before_turn: int, make_item, fill) -> list:
         kind = "arc" if row.level else "chapter"
         when = f", {row.story_time}" if row.story_time else ""
         covers = f"turns {row.first_turn}-{row.last_turn}"
-        why = {"budget_class": "summary", "no_refill": True, "chapter_id": row.pk, "level": row.level, "first_turn": row.first_turn,
+        why = {"chapter_id": row.pk, "level": row.level, "first_turn": row.first_turn,
                "last_turn": row.last_turn, "edited": row.edited, "close_reason": row.close_reason,
                "story_time": row.story_time, "covers": covers}
         if row.has_summary:
             item = make_item(layer="story", text=f"({covers}{when}) {fill(row.summary.strip())}",
                              reason=f"{kind} summary of {covers}{when} (closed: {row.get_close_reason_display().lower()}"
                                     + ("; edited by a playtester" if row.edited else "") + ")",
-                             why=why, ref={"chapter_id": row.pk, "first_turn": row.first_turn, "last_turn": row.last_turn})
+                             why=why, ref={"chapter_id": row.pk, "first_turn": row.first_turn, "last_turn": row.last_turn},
+                             rank=-row.first_turn)  # offered newest first: the share keeps the nearest past
         else:
             item = make_item(layer="story", text="", reason=f"{kind} of {covers}: {row.get_summary_status_display().lower()}",
-                             why=why, ref={"chapter_id": row.pk, "first_turn": row.first_turn, "last_turn": row.last_turn})
+                             why=why, ref={"chapter_id": row.pk, "first_turn": row.first_turn, "last_turn": row.last_turn},
+                             rank=-row.first_turn)
             item.included, item.cut = False, f"no summary: {row.get_summary_status_display().lower()}"
             why["no_summary"] = True
         items.append(item)
@@ -120,13 +135,15 @@ def _told_before(spans: list[tuple[int, int]], *, window_start: int, chapter_sta
 
 
 def story_items(game_save, *, horizon: int, token_budget: int, shares: dict[str, int], make_item, fill,
-                reach_back: bool = False) -> Story:
+                reach_back: bool = False, window_step: int = DEFAULT_POLICY.window_step, min_recent: int = DEFAULT_POLICY.min_recent,
+                max_lookback: int = DEFAULT_POLICY.max_lookback, max_turns: int | None = None) -> Story:
     """Return the story-so-far candidates for the save's next turn (see the module docstring).
 
-    `reach_back`: the window is not held to the open chapter (and its last MIN_RECENT turns):
+    `make_item(layer=, text=, reason=, why=, ref=, **policy changes)` makes an item (`ContextItem.of`).
+    `reach_back`: the window is not held to the open chapter (and its last `min_recent` turns):
     it shows the turns before it too while its share holds them, and the summaries then tell
     only what it does not show (`_told_before`). The layout for prefix caches (a cap on what
-    changes with each action, `context_lore.RECALL_CAP_META`) asks for it: the budget recall
+    changes with each action, `ContextPolicy.cap_recall`) asks for it: the budget recall
     may not use goes to a longer window, which the next turn's prompt starts with.
     """
     from studio.saves.models import Event, StateCache
@@ -141,7 +158,7 @@ def story_items(game_save, *, horizon: int, token_budget: int, shares: dict[str,
 
     if horizon < 1:
         return summaries(min(start, horizon + 1))
-    lookback = max(1, horizon - MAX_LOOKBACK + 1)
+    lookback = max(1, horizon - max_lookback + 1)
     events = list(Event.objects.filter(game_save_id=game_save.pk, turn_id__gte=lookback, turn_id__lte=horizon)
                   .order_by("turn_id").values_list("turn_id", "player_input", "narrative"))
     states = dict(StateCache.objects.filter(game_save_id=game_save.pk, turn_id__gte=lookback, turn_id__lte=horizon)
@@ -160,12 +177,17 @@ def story_items(game_save, *, horizon: int, token_budget: int, shares: dict[str,
     cap = token_budget * shares.get("chapter", 100) // 100
     sizes = {turn_id: count_tokens(text) for turn_id, text in texts}
     dated_sizes = {turn_id: count_tokens(dated[turn_id]) for turn_id, text in texts if text != dated[turn_id]}
-    # The open chapter's turns, and at least the last MIN_RECENT turns (a chapter just opened
+    # The open chapter's turns, and at least the last `min_recent` turns (a chapter just opened
     # still reads as a story): earlier chapters are told by their summaries.
-    floor = lookback if reach_back else min(start, max(horizon - MIN_RECENT + 1, 1))
-    floor = ((floor - 1) // WINDOW_STEP) * WINDOW_STEP + 1  # anchored, so it moves a step at a time
+    floor = lookback if reach_back else min(start, max(horizon - min_recent + 1, 1))
+    floor = ((floor - 1) // window_step) * window_step + 1  # anchored, so it moves a step at a time
     window_start = window_start_for({t: n for t, n in sizes.items() if t >= floor}, horizon=horizon, cap=cap,
-                                    first_sizes=dated_sizes)
+                                    first_sizes=dated_sizes, step=window_step)
+    if max_turns and horizon - window_start + 1 > max_turns:  # the share holds more turns than the window shows
+        # The first step inside the bound (the last turn at least, for a bound shorter than a step).
+        window_start = min(-(-(horizon - max_turns) // window_step) * window_step + 1, horizon)
+        shown = sum(size for turn_id, size in sizes.items() if turn_id > window_start)
+        story.spare = max(cap - shown - dated_sizes.get(window_start, sizes.get(window_start, 0)), 0)
     spans = _spans_from(game_save, window_start - 1)
     summaries(_told_before(spans, window_start=window_start, chapter_start=start) if reach_back else min(start, horizon + 1))
     # Every chapter that begins inside the window is marked on its first turn, not only the open one: a mark
@@ -176,14 +198,14 @@ def story_items(game_save, *, horizon: int, token_budget: int, shares: dict[str,
             text = dated[turn_id]
         if turn_id < min(start, window_start):
             continue  # an earlier chapter's turn the window does not reach: its summary tells it
-        why = {"budget_class": "chapter", "no_refill": True, "turn_id": turn_id, "chapter_start": start, "window_start": window_start,
+        why = {"turn_id": turn_id, "chapter_start": start, "window_start": window_start,
                "before_chapter": turn_id < start, "begins_chapter": turn_id in begins and turn_id != 1}
         ref = {"turn_id": turn_id}
         if turn_id < window_start:
             item = make_item(layer="chapter", text=text, reason=f"turn {turn_id} of the open chapter", why=why, ref=ref)
             item.included = False
             item.cut = (f"before the window: turns {window_start}-{horizon} fill the share of the recent turns "
-                        f"({shares.get('chapter', 100)}% = {cap} tokens); the window moves {WINDOW_STEP} turns at a time")
+                        f"({shares.get('chapter', 100)}% = {cap} tokens); the window moves {window_step} turns at a time")
             why["outside_window"] = True
         else:
             if turn_id == horizon and sizes[turn_id] > cap:
@@ -197,19 +219,20 @@ def story_items(game_save, *, horizon: int, token_budget: int, shares: dict[str,
     return story
 
 
-def window_start_for(sizes: dict[int, int], *, horizon: int, cap: int, first_sizes: dict[int, int] | None = None) -> int:
-    """Return the first turn shown in full: the earliest turn 1 + k * WINDOW_STEP whose window fits `cap`.
+def window_start_for(sizes: dict[int, int], *, horizon: int, cap: int, first_sizes: dict[int, int] | None = None,
+                     step: int = DEFAULT_POLICY.window_step) -> int:
+    """Return the first turn shown in full: the earliest turn 1 + k * `step` whose window fits `cap`.
 
     Anchored on fixed turn numbers, so the window's start stays put while turns are appended
-    and moves by WINDOW_STEP turns when it must (the last turn is always shown). `first_sizes`:
+    and moves by `step` turns when it must (the last turn is always shown). `first_sizes`:
     a turn's size when it opens the window (dated in full), where that differs.
     """
     first_sizes = first_sizes or {}
-    anchor = ((min(sizes) - 1) // WINDOW_STEP) * WINDOW_STEP + 1
+    anchor = ((min(sizes) - 1) // step) * step + 1
     while anchor <= horizon:
         first = max(anchor, min(sizes))
         total = sum(size for turn_id, size in sizes.items() if turn_id > first) + first_sizes.get(first, sizes.get(first, 0))
         if total <= cap:
             return first
-        anchor += WINDOW_STEP
+        anchor += step
     return horizon

@@ -4,6 +4,9 @@ Nothing here is stored: `KnowledgeView(save, horizon)` reads the presence rows, 
 and the Lore Book's `known_by` once, then answers, for a character and an item, whether
 the character knows it and why (a `Knowing`). The rules:
 
+- **presence**: the characters the presence rows name at t, and the player character in every
+  turn t they acted in (a turn with a player input), whether or not the game listed them
+  (`CharacterIndex.player_on_scene`, the universe's `pov_player_on_scene`; on by default);
 - a **fact** of turn t: known to the characters present at t (its witnesses), and to each
   character a reveal up to N names for it ("told to Mira by Kael at turn 20");
 - a **narrative** turn t: known to the characters present at t;
@@ -23,6 +26,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from studio.memory.chapters.story import acting_turns
 from studio.memory.knowledge.models import Presence, Reveal
 from studio.memory.knowledge.names import CharacterIndex, character_index, fold
 
@@ -49,6 +53,11 @@ class KnowledgeView:
             r.turn_id: r for r in Presence.objects.filter(game_save_id=save.pk, turn_id__lte=horizon)
         }
         self.present: dict[int, set[str]] = {t: {fold(c) for c in r.characters} for t, r in self.presence.items()}
+        # The player character witnesses every turn they act in (the game need not list them).
+        self.player = self.index.player if self.index.player_on_scene else ""
+        self.acting: set[int] = acting_turns(save, horizon=horizon) if self.player else set()
+        for turn in self.acting:
+            self.present.setdefault(turn, set()).add(fold(self.player))
         self.fact_reveals: dict[int, list[Reveal]] = defaultdict(list)
         self.entry_reveals: dict[str, list[Reveal]] = defaultdict(list)
         self.reveals = list(Reveal.objects.filter(game_save_id=save.pk, turn_id__lte=horizon).order_by("turn_id", "id"))
@@ -64,8 +73,12 @@ class KnowledgeView:
     # -- presence ---------------------------------------------------------------------------
 
     def present_at(self, turn: int) -> list[str]:
+        """Return who was present at `turn`: the presence row's characters, and the player if they acted in it."""
         row = self.presence.get(turn)
-        return list(row.characters) if row else []
+        names = list(row.characters) if row else []
+        if turn in self.acting and fold(self.player) not in {fold(n) for n in names}:
+            names.append(self.player)
+        return names
 
     def has_data(self) -> bool:
         """True when the save records presence or reveals, or its Lore Book has a `known_by`."""
@@ -83,8 +96,12 @@ class KnowledgeView:
 
     def witnessed(self, character: str, turn: int) -> Knowing:
         if fold(character) in self.present.get(turn, set()):
+            row = self.presence.get(turn)
+            if turn in self.acting and fold(character) == fold(self.player) and not (
+                    row and fold(character) in {fold(c) for c in row.characters}):
+                return Knowing(True, f"{character} acted in turn {turn} (the player character)", turn)
             return Knowing(True, f"{character} was present at turn {turn}", turn)
-        if turn not in self.presence:
+        if turn not in self.present:
             return Knowing(False, f"nobody is recorded present at turn {turn}")
         return Knowing(False, f"{character} was not present at turn {turn}")
 

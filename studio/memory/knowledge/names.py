@@ -3,7 +3,9 @@ into the canonical name a presence row, a reveal and a `known_by` list compare o
 
 A name resolves to a Lore Book Character entry when it equals (case-insensitively, spaces
 trimmed) the entry's title or one of its plain keys (aliases; regex keys and keys holding
-macros are not names). The player character (`player_character` meta) resolves to itself.
+macros are not names). The player character (`player_character` meta) resolves to itself,
+and the index says whether the player is on scene in every turn they act in
+(`pov_player_on_scene`, `ContextPolicy.player_on_scene`; on unless turned off).
 A name that resolves to nothing is kept as given, trimmed: a character the book does not
 describe can still be present and know things.
 
@@ -18,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from studio.memory.recall.macros import macro_names_from_meta, play_meta
+from studio.memory.recall.policy import DEFAULT_POLICY, meta_values
 
 
 def fold(name: str) -> str:
@@ -37,6 +40,7 @@ class CharacterIndex:
     groups: dict[str, tuple[str, set[str]]] = field(default_factory=dict)  # folded name -> (title, members)
     entry_titles: dict[str, str] = field(default_factory=dict)  # entry_id -> title
     player: str = ""
+    player_on_scene: bool = DEFAULT_POLICY.player_on_scene  # the player witnesses every turn they act in
 
     def resolve(self, name: str) -> str:
         """Return the canonical name of `name` (a character's title, else `name` trimmed)."""
@@ -61,6 +65,10 @@ class CharacterIndex:
             title, members = self.groups[key]
             return set(members), title
         return {key}, ""
+
+    def is_known(self, name: str) -> bool:
+        """Whether `name` is a character the universe knows: the player, a Character entry's title or alias."""
+        return fold(name) in self.characters
 
     def all_characters(self) -> list[str]:
         """Return the player character, then the book's characters (the presence picker's list)."""
@@ -94,6 +102,7 @@ def character_index(universe, *, save=None, universe_meta=None) -> CharacterInde
         for name in (title, *_plain_keys(keys)):
             index.characters.setdefault(fold(name), title)
     meta = play_meta(universe=universe, save=save, universe_meta=universe_meta)
+    index.player_on_scene = meta_values(meta).get("player_on_scene", DEFAULT_POLICY.player_on_scene)
     player = macro_names_from_meta(meta).user
     if player:
         index.player = index.resolve(player)

@@ -1,56 +1,60 @@
-"""The memory context by point of view: per on-scene character, what they know; secrets marked.
+"""The memory context by point of view: who is on scene, what only some of them know; secrets marked.
 
-`pov_sections` runs after the memory context is assembled (`build_memory_context` calls it,
-one delimited hook). It takes the characters on scene — the `pov` names asked for, or, when
-none are given (`pov=None`, automatic), the characters present at the save's current turn,
-those the input names and the focus terms that are characters — and, for each:
+`pov_complete(assembly)` is the point-of-view layer's hook (`studio.memory.recall.layers`): it
+runs after the budget has let items in, and is paid from the same budget (the allocator
+decides again on what its text leaves when it does not fit). It takes the characters on scene
+— the `pov` names asked for (`resolve_pov`: a name no character answers to is refused, with
+the known characters named), or, when none are given (`pov=None`, automatic), the characters
+present at the save's current turn, the player character when they act next
+(`ContextPolicy.player_on_scene`), those the input names and the focus terms that are
+characters — and, for each:
 
 - the context's included items the character knows (`KnowledgeView`), each with why;
-- up to `MAX_RECALLED` more facts the character knows that bear on the action (they share
-  an index term with the input) and that the context did not already hold.
+- up to `max_recalled` more facts the character knows that bear on the action (they share an
+  index term with the input) and that the context did not already hold.
 
-The prompt text stays small: an item every character on scene knows is listed once (in its
-layer, unmarked); each section lists only what that character knows and some other on-scene
-character does not (`shared` marks the rest in `sections`, which keep every known item).
+Every included item that no character on scene knows is marked narrator-only (`why`, printed
+as `[narrator-only]` by the renderer on every layer): the narrator may use it to narrate, and
+the rules tell it that no character reveals it. Summaries and mental models are the
+narrator's synthesis and are marked the same way.
 
-Every included item that no character on scene knows is marked narrator-only: the narrator
-may use it to narrate, and the prompt tells it that no character reveals it. Mental models
-are the narrator's synthesis and are marked the same way. The explain record has one line per
-(item, character): in the section or left out, and why ("Mira was not present at turn 12";
-"secret; revealed to Kael at turn 20").
+What it writes (the layout's two point-of-view sections, `MemoryContext.section_texts`):
+- `pov_rules`: the rules, once, before the memory they apply to (they change only when the
+  scene empties or fills, so a prefix cache keeps them);
+- `on_scene`: who is on scene, how many items are narrator-only, and per character what only
+  some of those on scene know. An item every character on scene knows is common knowledge:
+  it is listed nowhere. An item shown above is *named*, not repeated ("Turns 5-8", a lore
+  entry's title, the first words of a chunk): the list costs a few tokens an item, not the
+  item again. The facts recalled for a character alone, not shown above, are listed whole.
+
+`sections` keeps every known item with its whole text (the API, the viewer, the bench), and
+`explain` one line per (item, character): in the section or left out, and why ("Mira was not
+present at turn 12"; "secret; revealed to Kael at turn 20").
 
 Automatic mode does nothing for a save with no presence, no reveals and no `known_by` in its
-book, so a save that does not use the feature gets the context it always had. The sections'
-tokens are counted apart from the context's budget (`PovContext.tokens`).
+book, so a save that does not use the feature gets the context it always had.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from studio.memory.embeddings.tokens import count_tokens
 from studio.memory.knowledge.derive import Knowing, KnowledgeView
-from studio.memory.knowledge.names import fold
+from studio.memory.knowledge.names import CharacterIndex, fold
+from studio.memory.recall.query_params import InvalidParameters
 from studio.memory.retrieval.lexical import index_terms
 
-__all__ = ["MAX_RECALLED", "PovContext", "pov_sections", "on_scene", "item_knowing"]
+__all__ = ["POV_RULES", "PovContext", "item_knowing", "item_label", "on_scene", "pov_complete", "resolve_pov"]
 
-MAX_RECALLED = 6
-POV_INSTRUCTION = (
-    "The narrator knows everything in this memory. The characters on scene know every item above that is "
-    "not marked [narrator-only], except an item also listed below under some of them: only those know it. "
-    "Each character speaks and acts only from what they know. No character reveals, hints at or guesses an item marked [narrator-only]: only "
-    "the narration may use it."
-)
-# The same rules for a prompt that states them once at its head, before the memory they apply
-# to, and names who is on scene at its end (`head_text` / `scene_text`; the narrator's prompt:
-# the rules then stay in the part of it a model server's prefix cache reuses from turn to turn).
 POV_RULES = (
     "The narrator knows everything in this memory. The characters on scene (named at its end, before the "
-    "action) know every item of it that is not marked [narrator-only], except an item listed there under some "
+    "action) know every item of it that is not marked [narrator-only], except an item named there under some "
     "of them: only those know it. Each character speaks and acts only from what they know. No character "
     "reveals, hints at or guesses an item marked [narrator-only]: only the narration may use it."
 )
+QUOTE_WORDS = 8  # the first words that name a chunk shown above in a character's list
 
 
 @dataclass
@@ -64,44 +68,91 @@ class PovContext:
 
     @property
     def tokens(self) -> int:
+        """The tokens of its text (the budget paid them: `MemoryContext.section_tokens`)."""
         return count_tokens(self.as_text()) if self.characters else 0
 
-    def as_text(self) -> str:
-        """The point of view as one block after the memory: the rules, who is on scene, what only some know."""
-        if not self.characters:
-            return ""
-        return "\n\n".join(["## Point of view\n" + POV_INSTRUCTION + "\n" + self._on_scene(), *self._knows()])
-
-    def head_text(self) -> str:
-        """The rules alone, for the head of a prompt (`POV_RULES`); '' when nobody is on scene."""
-        return "## Point of view\n" + POV_RULES if self.characters else ""
+    def rules_text(self) -> str:
+        """The rules (the `pov_rules` section's text), '' when nobody is on scene."""
+        return POV_RULES if self.characters else ""
 
     def scene_text(self) -> str:
-        """Who is on scene and what only some of them know, for the end of a prompt whose head has `head_text`."""
+        """Who is on scene and what only some of them know (the `on_scene` section's text)."""
         if not self.characters:
             return ""
-        return "\n\n".join(["## On scene\n" + self._on_scene(), *self._knows()])
-
-    def _on_scene(self) -> str:
         names = ", ".join(p["name"] for p in self.characters)
         marked = f" {len(self.narrator_only)} item(s) above are [narrator-only]." if self.narrator_only else ""
-        return f"On scene: {names}.{marked}"
+        return "\n\n".join([f"On scene: {names}.{marked}", *self._knows()])
+
+    def as_text(self) -> str:
+        return "\n\n".join(text for text in (self.rules_text(), self.scene_text()) if text)
 
     def _knows(self) -> list[str]:
         blocks = []
-        if len(self.characters) > 1 or any(not i.get("shared") for s in self.sections.values() for i in s):
-            for person in self.characters:
-                lines = [f"- {i['text']}" for i in self.sections.get(person["name"], []) if not i.get("shared")]
-                if lines:
-                    blocks.append(f"### {person['name']} knows\n" + "\n".join(lines))
+        for person in self.characters:
+            mine = [i for i in self.sections.get(person["name"], []) if not i.get("shared")]
+            shown = _labels([i for i in mine if not i.get("recalled")])
+            if shown:
+                blocks.append(f"### {person['name']} knows\n" + "\n".join(f"- {line}" for line in shown))
+            recalled = [f"- {i['text']}" for i in mine if i.get("recalled")]
+            if recalled:
+                blocks.append(f"### {person['name']} also knows\n" + "\n".join(recalled))
         return blocks
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "tokens": self.tokens, "text": self.as_text()}
 
 
+def _labels(items: list[dict[str, Any]]) -> list[str]:
+    """Name each item shown above in a few words; consecutive recent turns as one range ("Turns 5-8")."""
+    labels, turns = [], []
+
+    def flush() -> None:
+        if turns:
+            labels.append(f"Turn {turns[0]}" if len(turns) == 1 else f"Turns {turns[0]}-{turns[-1]}")
+            turns.clear()
+
+    for item in items:
+        turn = int(item["ref"].get("turn_id") or 0)
+        if item["layer"] == "chapter":
+            if turns and turn != turns[-1] + 1:
+                flush()
+            turns.append(turn)
+            continue
+        flush()
+        labels.append(item_label(item))
+    flush()
+    return labels
+
+
+def item_label(item: dict[str, Any]) -> str:
+    """How a character's list names an item shown above: a lore entry's title, a chunk's first words and turn,
+    a recent turn's number; a fact or a belief by itself. `item`: {"text", "layer", "ref", "title"}."""
+    layer, text = item["layer"], item["text"]
+    if layer == "chapter":
+        return f"Turn {item['ref'].get('turn_id')}"
+    if layer == "lore":
+        return item.get("title") or text.split(":", 1)[0]
+    if layer == "narrative":
+        words = re.sub(r"^\(turn \d+\) ", "", text).split()
+        quote = " ".join(words[:QUOTE_WORDS]) + ("…" if len(words) > QUOTE_WORDS else "")
+        return f"“{quote}” (turn {item['ref'].get('turn_id')})"
+    return text  # facts and beliefs are a sentence: named by themselves
+
+
+def resolve_pov(index: CharacterIndex, names, *, known: list[str]) -> tuple[str, ...]:
+    """Return the canonical names of the point of view `names`; raise InvalidParameters naming the known characters
+    for a name no character answers to (`known`: every character the save or its book knows)."""
+    known_folded = {fold(name) for name in known}
+    unknown = [name for name in names if not index.is_known(name) and fold(name) not in known_folded]
+    if unknown:
+        listed = ", ".join(known) if known else "none (the Lore Book has no Character entry and no player character is set)"
+        raise InvalidParameters({"pov": f"No character is called {', '.join(f'“{n}”' for n in unknown)}. "
+                                        f"The known characters: {listed}."})
+    return tuple(index.resolve(name) for name in names)
+
+
 def on_scene(view: KnowledgeView, *, pov, query_text: str, focus_terms: list[str]) -> list[dict[str, str]]:
-    """Return the characters on scene, each with why: the `pov` names, or present / named / in focus."""
+    """Return the characters on scene, each with why: the `pov` names, or present / acting / named / in focus."""
     index = view.index
     chosen: dict[str, dict[str, str]] = {}
 
@@ -116,6 +167,8 @@ def on_scene(view: KnowledgeView, *, pov, query_text: str, focus_terms: list[str
         return list(chosen.values())
     for name in view.present_at(view.horizon):
         add(name, f"present at turn {view.horizon}")
+    if view.player and query_text.strip():
+        add(view.player, "the player character, acting this turn")
     for name in index.mentioned_in(query_text):
         add(name, "named in the input")
     for term in focus_terms:
@@ -143,24 +196,56 @@ def item_knowing(view: KnowledgeView, item, character: str, beliefs: dict[int, A
     return None
 
 
-def pov_sections(*, game_save, context, pov=None, query_text: str = "", focus_terms: list[str] | None = None,
-                 view: KnowledgeView | None = None, universe_meta=None) -> PovContext | None:
-    """Return the point-of-view sections of an assembled memory context (None: nothing to add)."""
-    from studio.memory.models import Fact, Observation
-
+def _view(assembly) -> KnowledgeView:
+    """The request's `KnowledgeView`, read once however often the budget is decided again."""
+    view = assembly.scratch.get("knowledge_view")
     if view is None:
         from studio.memory.knowledge.names import character_index
 
-        index = character_index(game_save.universe, save=game_save, universe_meta=universe_meta)
-        view = KnowledgeView(game_save, horizon=context.turn, index=index)
-    if pov is None and not view.has_data():
-        return None
+        index = character_index(assembly.game_save.universe, save=assembly.game_save,
+                                universe_meta=assembly.universe_meta)
+        view = assembly.scratch["knowledge_view"] = KnowledgeView(assembly.game_save, horizon=assembly.context.turn,
+                                                                  index=index)
+    return view
+
+
+def pov_check(assembly) -> None:
+    """Refuse a point of view naming no known character (before any work); keep the canonical names."""
+    names = assembly.policy.pov
+    if names:
+        view = _view(assembly)
+        assembly.scratch["pov"] = resolve_pov(view.index, names, known=view.characters())
+
+
+def pov_complete(assembly) -> None:
+    """Mark what no character on scene knows; write the rules and who is on scene (the module docstring)."""
+    context, policy = assembly.context, assembly.policy
+    for item in context.items:  # the budget may have decided again: marks are made afresh
+        item.why.pop("narrator_only", None)
+    context.pov = None
+    if policy.pov is not None and not policy.pov:
+        return  # the point of view was turned off
+    view = _view(assembly)
+    if policy.pov is None and not view.has_data():
+        return
+    pov = assembly.scratch.get("pov", policy.pov)
     result = PovContext(turn=context.turn)
-    result.characters = on_scene(view, pov=pov, query_text=query_text, focus_terms=list(focus_terms or []))
+    context.pov = result
+    result.characters = on_scene(view, pov=pov, query_text=assembly.query_text, focus_terms=assembly.focus_terms)
     if not result.characters:
-        result.notes.append("No character on scene: nobody present, named in the input or in focus.")
-        return result
-    included = [i for i in context.items if i.included]
+        result.notes.append("No character on scene: nobody present, acting, named in the input or in focus.")
+        return
+    _sections(view, result, [i for i in context.items if i.included])
+    _recall_known_facts(view, result, assembly.query_text, [i for i in context.items if i.included],
+                        limit=policy.max_recalled)
+    context.section_texts["pov_rules"] = result.rules_text()
+    context.section_texts["on_scene"] = result.scene_text()
+
+
+def _sections(view: KnowledgeView, result: PovContext, included: list) -> None:
+    """Fill each character's section, the explain record and the narrator-only marks from the included items."""
+    from studio.memory.models import Observation
+
     belief_ids = [int(i.ref.get("observation_id")) for i in included if i.layer == "belief" and i.ref.get("observation_id")]
     beliefs = {b.pk: b for b in Observation.all_objects.filter(pk__in=belief_ids)}
     names = [c["name"] for c in result.characters]
@@ -175,25 +260,26 @@ def pov_sections(*, game_save, context, pov=None, query_text: str = "", focus_te
             if known:
                 knowers.append(name)
                 result.sections.setdefault(name, []).append(
-                    {"text": item.text, "layer": item.layer, "ref": item.ref, "why": reason})
+                    {"text": item.text, "layer": item.layer, "ref": item.ref, "why": reason,
+                     "title": item.why.get("title") or ""})
         if len(knowers) == len(names):
-            for name in names:  # known to everyone on scene: the prompt lists it once, above
+            for name in names:  # known to everyone on scene: common knowledge, listed nowhere
                 result.sections[name][-1]["shared"] = True
         if not knowers:
             item.why["narrator_only"] = True
             result.narrator_only.append({"text": item.text, "layer": item.layer, "ref": item.ref,
                                          "why": "; ".join(e["why"] for e in result.explain[-len(names):])})
-    _recall_known_facts(view, result, query_text, included, Fact)
-    return result
 
 
-def _recall_known_facts(view: KnowledgeView, result: PovContext, query_text: str, included, fact_model) -> None:
-    """Add, per character, up to MAX_RECALLED known facts sharing an index term with the input."""
+def _recall_known_facts(view: KnowledgeView, result: PovContext, query_text: str, included, *, limit: int) -> None:
+    """Add, per character, up to `limit` known facts sharing an index term with the input (listed whole)."""
+    from studio.memory.models import Fact
+
     terms = set(index_terms(query_text or ""))
     if not terms:
         return
     held = {int(i.ref["fact_id"]) for i in included if i.layer == "fact" and i.ref.get("fact_id")}
-    facts = list(fact_model.objects.filter(game_save_id=view.save.pk, turn_id__lte=view.horizon)
+    facts = list(Fact.objects.filter(game_save_id=view.save.pk, turn_id__lte=view.horizon)
                  .exclude(pk__in=held).order_by("-turn_id", "-id")[:2000])
     scored = []
     for fact in facts:
@@ -204,7 +290,7 @@ def _recall_known_facts(view: KnowledgeView, result: PovContext, query_text: str
     for person in result.characters:
         name, added = person["name"], 0
         for overlap, fact in scored:
-            if added >= MAX_RECALLED:
+            if added >= limit:
                 break
             knowing = view.fact(name, fact.pk, fact.turn_id)
             ref = {"fact_id": fact.pk, "turn_id": fact.turn_id}
@@ -213,7 +299,8 @@ def _recall_known_facts(view: KnowledgeView, result: PovContext, query_text: str
             added += 1
             why = f"recalled: shares {overlap} term{'s' if overlap != 1 else ''} with the input; {knowing.why}"
             result.sections.setdefault(name, []).append(
-                {"text": f"(turn {fact.turn_id}) {fact.statement}", "layer": "fact", "ref": ref, "why": why})
+                {"text": f"(turn {fact.turn_id}) {fact.statement}", "layer": "fact", "ref": ref, "why": why,
+                 "recalled": True})
             result.explain.append({"item": None, "layer": "fact", "ref": ref, "character": name,
                                    "in_section": True, "why": why})
 

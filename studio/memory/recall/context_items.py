@@ -7,12 +7,13 @@ recall hierarchy's sources into items for `build_memory_context`
 their trend), facts naming a subject (most recent first, dated by story time), narrative
 chunks (whole, dated by story time) and lore hits (the whole entry). When the query names a
 time (a `TimePreference`), the beliefs and facts of that time come first and say so; none
-of the others is dropped. `layer_lines` is how one layer's items are
-printed, for the narrator's prompt and the Context viewer's text alike.
+of the others is dropped. How the items are printed is the renderer's
+(`studio.memory.recall.render`); how the budget treats each is its `ItemPolicy`
+(`studio.memory.recall.layout`), given by the layer's provider.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from studio.memory.chapters.story import turn_texts
@@ -22,54 +23,51 @@ from studio.memory.models import MentalModel, Observation, subject_key_for
 from studio.memory.observations import compute_trend
 from studio.memory.recall import context_lore
 from studio.memory.recall.fit import mark_piece
+from studio.memory.recall.layout import ItemPolicy, group_heading, layer_policy
+from studio.memory.recall.policy import DEFAULT_POLICY
 from studio.memory.recall.search import result_key
 from studio.memory.retrieval.temporal import TimePreference
-
-MAX_BELIEFS_PER_SUBJECT = 6
-MAX_FACTS = 12
-# The layers listed in story order under story-time headings (`layer_lines`).
-STORY_ORDERED = ("narrative", "fact")
-
-
-def group_heading(story_time: str) -> str:
-    """The heading the items of one story time are listed under."""
-    return f"[{story_time}]"
-
-
-def layer_lines(items: list) -> list[str]:
-    """Return the lines of one layer's included items as the narrator reads them.
-
-    Narrative chunks and facts come in story order (by turn), under one heading per story
-    time (`why["group"]`): the date is printed once for the items it dates, not on each
-    ("1:56 pm on 8 May, 2023" is ~10 tokens, a LoCoMo fact ~20). Other layers keep their
-    order. A secret is marked narrator-only.
-    """
-    if items and all(i.layer in STORY_ORDERED for i in items):
-        items = sorted(items, key=lambda i: (i.ref.get("turn_id") or 0, i.ref.get("fact_id") or 0))
-    lines, group = [], None
-    for item in items:
-        if item.why.get("group") and item.why["group"] != group:
-            lines.append(group_heading(item.why["group"]))
-        group = item.why.get("group")
-        lines.append(f"- {'[narrator-only] ' if item.why.get('narrator_only') else ''}{item.text}")
-    return lines
 
 
 @dataclass
 class ContextItem:
+    """One thing the narrator may read: its layer, text and tokens, why it is there, and its budget policy."""
+
     layer: str
     text: str
     tokens: int
     reason: str
-    why: dict[str, Any] = field(default_factory=dict)
+    why: dict[str, Any] = field(default_factory=dict)  # the explain record (never the budget's policy)
     ref: dict[str, Any] = field(default_factory=dict)
     included: bool = True
     cut: str = ""
+    policy: ItemPolicy | None = None  # None: its layer's (`layout.layer_policy`)
+
+    def __post_init__(self):
+        if self.policy is None:
+            self.policy = layer_policy(self.layer)
 
     @classmethod
-    def of(cls, *, layer: str, text: str, reason: str, why: dict[str, Any], ref: dict[str, Any]) -> ContextItem:
-        """Return the item for `text`, its tokens counted (`count_tokens`, what the budget spends)."""
-        return cls(layer=layer, text=text, tokens=count_tokens(text), reason=reason, why=why, ref=ref)
+    def of(cls, *, layer: str, text: str, reason: str, why: dict[str, Any], ref: dict[str, Any],
+           policy: ItemPolicy | None = None, **changes) -> ContextItem:
+        """Return the item for `text`, its tokens counted (`count_tokens`, what the budget spends).
+
+        `policy`: the item's budget policy (default: its layer's); `changes`: fields of it to change (`rank=`).
+        """
+        policy = replace(policy or layer_policy(layer), **changes) if changes else policy
+        return cls(layer=layer, text=text, tokens=count_tokens(text), reason=reason, why=why, ref=ref, policy=policy)
+
+    @property
+    def section(self) -> str:
+        return self.policy.section
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the item as the API and a snapshot keep it: the policy too, and in `why` the flags it once held."""
+        data = asdict(self)
+        data["policy"] = self.policy.as_dict()
+        data["why"] = {**self.why, "budget_class": self.policy.budget_class, "protected": self.policy.protected,
+                       "ignore_budget": self.policy.outside_budget, "no_refill": not self.policy.refill}
+        return data
 
 
 def explain_reason(result: dict) -> tuple[str, dict]:
@@ -100,6 +98,7 @@ def explain_reason(result: dict) -> tuple[str, dict]:
 
 
 def mental_model_items(game_save, subject_keys: list[str], subject_why: dict[str, str]) -> list[ContextItem]:
+    """Mental models of the subjects in focus, then the world model (the narrator's synthesis)."""
     keys = subject_keys + [""]
     models = {m.subject_key: m for m in MentalModel.objects.filter(game_save=game_save, subject_key__in=keys)}
     items = []
@@ -123,8 +122,10 @@ def mental_model_items(game_save, subject_keys: list[str], subject_why: dict[str
 
 
 def belief_items(game_save, subject_keys: list[str], subject_why: dict[str, str], turn: int,
-                 prefer: TimePreference | None = None) -> list[ContextItem]:
-    """Live beliefs about the subjects in focus, strongest first, at most `MAX_BELIEFS_PER_SUBJECT` each.
+                 prefer: TimePreference | None = None, *,
+                 per_subject: int = DEFAULT_POLICY.max_beliefs_per_subject) -> list[ContextItem]:
+    """Live beliefs about the subjects in focus, strongest first, at most `per_subject` each
+    (`ContextPolicy.max_beliefs_per_subject`).
 
     With `prefer` (the query names a time), a belief dated to that time (`dated_to`: at least
     half of its source turns inside it) comes first within its subject, lifted from wherever
@@ -135,11 +136,11 @@ def belief_items(game_save, subject_keys: list[str], subject_why: dict[str, str]
     rows = Observation.objects.filter(game_save=game_save, subject_key__in=subject_keys).order_by(
         "-proof_count", "-updated_turn_id", "-id"
     )
-    limit = MAX_BELIEFS_PER_SUBJECT * len(subject_keys) * 4
+    limit = per_subject * len(subject_keys) * 4
     timed = prefer is not None and bool(prefer.turns)
     every = list(rows) if timed else list(rows[:limit])  # one query: a named time looks at every belief
-    chosen = _strongest_per_subject(every[:limit])
-    lifted = _strongest_per_subject([belief for belief in every if dated_to(belief, prefer)]) if timed else []
+    chosen = _strongest_per_subject(every[:limit], per_subject)
+    lifted = _strongest_per_subject([belief for belief in every if dated_to(belief, prefer)], per_subject) if timed else []
     lifted_ids = {belief.pk for belief in lifted}
     items = []
     for belief in lifted + [belief for belief in chosen if belief.pk not in lifted_ids]:
@@ -169,12 +170,12 @@ def belief_items(game_save, subject_keys: list[str], subject_why: dict[str, str]
     return items
 
 
-def _strongest_per_subject(beliefs) -> list:
-    """The first `MAX_BELIEFS_PER_SUBJECT` beliefs of each subject, in the order given."""
+def _strongest_per_subject(beliefs, limit: int) -> list:
+    """The first `limit` beliefs of each subject, in the order given."""
     per_subject: dict[str, int] = {}
     kept = []
     for belief in beliefs:
-        if per_subject.get(belief.subject_key, 0) >= MAX_BELIEFS_PER_SUBJECT:
+        if per_subject.get(belief.subject_key, 0) >= limit:
             continue
         per_subject[belief.subject_key] = per_subject.get(belief.subject_key, 0) + 1
         kept.append(belief)
@@ -199,24 +200,26 @@ def dated_to(belief, prefer: TimePreference) -> bool:
 
 
 def fact_items(game_save, subject_keys: list[str], subject_why: dict[str, str], turn: int,
-               prefer: TimePreference | None = None) -> list[ContextItem]:
-    """Facts naming the subjects in focus, most recent first (`MAX_FACTS` each), dated by their turn's story time.
+               prefer: TimePreference | None = None, *, limit: int = DEFAULT_POLICY.max_facts) -> list[ContextItem]:
+    """Facts naming the subjects in focus, most recent first (`limit` each, `ContextPolicy.max_facts`), dated by
+    their turn's story time.
 
     With `prefer` (the query names a time), the facts of the turns inside it come first (the
-    most recent `MAX_FACTS` of each subject inside it), lifted, and say so; the facts chosen
+    most recent `limit` of each subject inside it), lifted, and say so; the facts chosen
     without it all follow, in their order: the named time adds and reorders, it removes none.
-    A fact is listed under its story time's heading, as narrative chunks are (`layer_lines`).
+    A fact is listed under its story time's heading, as narrative chunks are (the layout's
+    story-ordered parts).
     """
     from studio.memory.facts import get_facts, get_facts_in_turns
 
     usual = _unique_facts([(key, fact) for key in subject_keys
-                           for fact in get_facts(game_save.save_id, max_turn_id=turn, entity=key, limit=MAX_FACTS)])
-    usual = usual[: MAX_FACTS * max(len(subject_keys), 1)]
+                           for fact in get_facts(game_save.save_id, max_turn_id=turn, entity=key, limit=limit)])
+    usual = usual[: limit * max(len(subject_keys), 1)]
     lifted = []
     if prefer is not None and prefer.turns:
         lifted = _unique_facts([(key, fact) for key in subject_keys
                                 for fact in get_facts_in_turns(game_save.save_id, prefer.turns, max_turn_id=turn,
-                                                               entity=key, limit=MAX_FACTS)])
+                                                               entity=key, limit=limit)])
     lifted_ids = {fact.fact_id for _key, fact in lifted}
     facts = lifted + [(key, fact) for key, fact in usual if fact.fact_id not in lifted_ids]
     times = story_times(game_save, {fact.turn_id for _key, fact in facts})  # a fact is dated by its turn
@@ -253,15 +256,15 @@ def _unique_facts(pairs: list) -> list:
 
 
 def dated_group(story_time: str) -> dict[str, Any]:
-    """The `why` keys that list an item under its story time's heading (`layer_lines`), the heading's
-    tokens paid by the group's first item taken (`context_lore.assemble`); none without a story time."""
+    """The `why` keys that list an item under its story time's heading (the renderer), the heading's
+    tokens paid by the group's first item taken (`allocate.assemble`); none without a story time."""
     return {"group": story_time, "group_tokens": count_tokens(group_heading(story_time)) + 1} if story_time else {}
 
 
 def narrative_items(game_save, results: list[dict], macros: dict[str, str], *, shown: set[int]) -> list[ContextItem]:
     """Narrative chunks, each whole ("[…]" marks where a long turn goes on), dated by story time.
 
-The prompt lists them in story order under one heading per story time (`layer_lines`):
+The prompt lists them in story order under one heading per story time (the renderer):
 LoCoMo's session dates ("1:56 pm on 8 May, 2023", ~10 tokens) printed on every ~25-token
 chunk took a third of the narrative layer. A chunk is dated once: under its story time's
 heading it carries no "(turn N)" label (4 tokens a chunk, ~130 of a LoCoMo context's
@@ -287,7 +290,7 @@ The item's `ref["turn_id"]` names its turn either way (the Context viewer links 
         )
         if turn_id in shown or (turn_id, body) in seen:
             item.included = False
-            item.cut = f"already in the prompt: turn {turn_id} is shown in full under “This chapter”" if turn_id in shown else "a copy of a chunk already taken"
+            item.cut = f"already in the prompt: turn {turn_id} is shown in full under “Recent turns”" if turn_id in shown else "a copy of a chunk already taken"
         seen.add((turn_id, body))
         items.append(item)
     return items

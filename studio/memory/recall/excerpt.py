@@ -1,7 +1,7 @@
 """More memories per token: lower-ranked narrative chunks represented by what the action asks about.
 
 When the recalled narrative chunks, taken whole, are more than the budget holds (the
-assembly left one out), `build_memory_context` (studio/memory/recall/context.py) gives the
+assembly left one out), the allocator (studio/memory/recall/allocate.py) gives the
 best `keep_whole` chunks (the narrative search's `k_narrative`, 6 by default) in full and
 represents each chunk ranked below them by its *focus excerpt*: the sentence(s) of the chunk
 that share the most of the action's words, with the sentence after each, the rest replaced
@@ -21,13 +21,15 @@ marked"):
   (`retrieval.lexical.index_terms`: stop words out, inflections folded) weighs
   log(1 + n / df), n the recalled chunks offered, df those holding the term (a name every
   chunk holds counts little); a segment scores the weights of the distinct terms it holds.
-  The segments with the best score are kept, each with the `FOLLOWING` segment(s) after it (a
-  sentence window: the words of a question often sit one sentence before its answer, "We
-  always look forward to our family camping trip. We roast marshmallows, …"); when that keeps
-  more than `MAX_KEPT_FRACTION` of the chunk's tokens, the best segments alone.
+  The segments with the best score are kept, each with the `following` segment(s) after it
+  (`ContextPolicy.excerpt_following`; a sentence window: the words of a question often sit
+  one sentence before its answer, "We always look forward to our family camping trip. We
+  roast marshmallows, …"); when that keeps more than `max_kept_fraction`
+  (`ContextPolicy.excerpt_max_kept_fraction`, two thirds) of the chunk's tokens, the best
+  segments alone.
 - A chunk stays whole when no segment shares a word with the action (no signal which part
   matters), when it has one segment, or when even the best segments alone keep more than
-  `MAX_KEPT_FRACTION` of its tokens (too little saved for what it loses).
+  `max_kept_fraction` of its tokens (too little saved for what it loses).
 - The item says so: `why["excerpt"]` (its tokens whole and excerpted, which segments of how
   many were kept, the terms that chose them) and its reason ends with
   "— excerpted for this action: …"; `ref` still names the chunk and its turn.
@@ -47,13 +49,10 @@ import re
 from dataclasses import dataclass
 
 from studio.memory.embeddings.tokens import count_tokens
+from studio.memory.recall.policy import DEFAULT_POLICY
 from studio.memory.retrieval.lexical import index_terms
 
 CUT_MARK = "[…]"
-# The excerpt must save at least a third of the chunk; otherwise the whole chunk is worth its price.
-MAX_KEPT_FRACTION = 2 / 3
-# Sentences kept after each best one (bench/excerpt_latency.py --following measures it).
-FOLLOWING = 1
 _SENTENCE_END = re.compile(r"[.!?…][\"'”’)\]]*(?=\s|$)")
 _SPEAKER = re.compile(r"^((?:[^\s:\[\]()]+ ){0,3}[^\s:\[\]()]+): ")
 _TURN_PREFIX = re.compile(r"^(\(turn \d+\) )")
@@ -99,7 +98,9 @@ def term_weights(query_text: str, texts: list[str]) -> dict[str, float]:
     return weights
 
 
-def focus_excerpt(text: str, weights: dict[str, float]) -> Excerpt | None:
+def focus_excerpt(text: str, weights: dict[str, float], *,
+                  max_kept_fraction: float = DEFAULT_POLICY.excerpt_max_kept_fraction,
+                  following: int = DEFAULT_POLICY.excerpt_following) -> Excerpt | None:
     """Return the excerpt of `text` that the action's terms choose, or None when it stays whole (module docstring)."""
     prefix = ""
     match = _TURN_PREFIX.match(text)
@@ -126,10 +127,10 @@ def focus_excerpt(text: str, weights: dict[str, float]) -> Excerpt | None:
     # Each best sentence with the one after it (a sentence window: what the action's words
     # point at is often said next, "We always look forward to our camping trip. We roast
     # marshmallows, …"), else alone when the window saves too little.
-    for following in dict.fromkeys((FOLLOWING, 0)):
-        kept = sorted({j for i in best_ones for j in range(i, min(i + 1 + following, len(parts)))})
+    for after in dict.fromkeys((following, 0)):
+        kept = sorted({j for i in best_ones for j in range(i, min(i + 1 + after, len(parts)))})
         excerpt = prefix + speaker + _joined(parts, kept, head_cut=head_cut, tail_cut=tail_cut)
-        if count_tokens(excerpt) <= MAX_KEPT_FRACTION * whole:
+        if count_tokens(excerpt) <= max_kept_fraction * whole:
             return Excerpt(text=excerpt, kept=tuple(i + 1 for i in kept), segments=len(parts), terms=terms)
     return None
 
@@ -147,7 +148,9 @@ def _joined(parts: list[str], kept: list[int], *, head_cut: bool, tail_cut: bool
     return " ".join(pieces)
 
 
-def excerpt_items(items: list, *, query_text: str, keep_whole: int) -> int:
+def excerpt_items(items: list, *, query_text: str, keep_whole: int,
+                  max_kept_fraction: float = DEFAULT_POLICY.excerpt_max_kept_fraction,
+                  following: int = DEFAULT_POLICY.excerpt_following) -> int:
     """Represent every narrative chunk of `items` after the first `keep_whole` by its focus excerpt, in place.
 
     `items`: the recalled narrative chunks in the order the budget is offered them (best
@@ -158,7 +161,7 @@ def excerpt_items(items: list, *, query_text: str, keep_whole: int) -> int:
     for item in items[keep_whole:]:
         if item.why.get("excerpt"):
             continue
-        excerpt = focus_excerpt(item.text, weights)
+        excerpt = focus_excerpt(item.text, weights, max_kept_fraction=max_kept_fraction, following=following)
         if excerpt is None:
             continue
         whole = item.tokens

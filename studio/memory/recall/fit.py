@@ -4,12 +4,14 @@
   long narrative as overlapping pieces) is shown as it is, with "[…]" where the turn goes
   on; a chunk that is the whole turn is shown whole. No chunk is trimmed to a sentence end
   (that dropped LoCoMo's "[shares a photo: …]" captions, 94 evidence utterances).
-- `fit_to_share`: an item longer than its layer's share or 40% of the budget (`item_cap`; a
-  protected entry, named in the input or in focus, only when longer than the budget) is represented, not dropped and
-  not allowed to crowd the rest out: a lore entry found by meaning by the passage the search
-  found (the stored chunk), marked as a passage; any other entry by its leading whole
-  sentences within the share, the cut marked with how much was left out. Narrative chunks
-  and story items are never shortened here: they fit whole or are left out.
+- `fit_to_share`: an entry (an item whose policy is `shortenable`: lore, mental models,
+  beliefs, facts) longer than what it may take whole (its share or `max_item_percent` of the
+  budget; a protected entry, named in the input or in focus, only the whole budget:
+  `allocate.item_cap`) is represented, not dropped and not allowed to crowd the rest out: a
+  lore entry found by meaning by the passage the search found (the stored chunk), marked as a
+  passage; any other entry by its leading whole sentences within the share, the cut marked with
+  how much was left out. Narrative chunks and story items are never shortened here: they fit
+  whole or are left out.
 """
 from __future__ import annotations
 
@@ -41,21 +43,9 @@ def leading_sentences(text: str, tokens: int) -> str:
     return best
 
 
-MAX_ITEM_PERCENT = 40  # of the budget: no one entry takes more (the 796-token card took two thirds of 1,200)
-
-
-def item_cap(item, *, token_budget: int, share_cap: int) -> int:
-    """Return how many tokens `item` may take whole: its share and 40% of the budget; a protected entry the budget."""
-    if item.why.get("protected"):
-        return token_budget
-    return min(share_cap, token_budget * MAX_ITEM_PERCENT // 100)
-
-
 def fit_to_share(item, *, cap: int) -> None:
-    """Shorten `item` in place to within `cap` tokens when it is an entry longer than its share."""
-    if item.tokens <= cap or item.layer not in {"lore", "mental_model", "belief", "fact"}:
-        return
-    if item.why.get("ignore_budget"):
+    """Shorten the entry `item` in place to within `cap` tokens when it is longer (the caller chose a shortenable one)."""
+    if item.tokens <= cap:
         return
     passage = item.why.get("passage")
     title = item.why.get("title")

@@ -1,10 +1,10 @@
 """The author's note: a save's text put into the narrator's prompt at a depth.
 
-The narrator's user message is a list of sections (memory, recent turns, the player's
-action, the closing "Narrate turn N." instruction). The note is inserted as its own section,
-`depth` sections from the end, as SillyTavern counts its "in-chat @ depth": depth 0 puts it
-after the closing instruction (last thing the model reads), 1 just before it (the default),
-2 before the player's action, 3 before the recent turns, anything larger at the top.
+The narrator's user message is a list of sections (the memory, as the renderer prints it, the
+player's action, the closing "Narrate turn N." instruction). The note is inserted as its own
+section, `depth` sections from the end, as SillyTavern counts its "in-chat @ depth": depth 0
+puts it after the closing instruction (last thing the model reads), 1 just before it (the
+default), 2 before the player's action, 3 or more before the memory (never inside it).
 
 The note is filled with the `{{user}}` / `{{char}}` macros like the rest of the message.
 What a narration used is kept on its alternative and its turn's snapshot (`play_settings`).

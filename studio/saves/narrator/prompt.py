@@ -19,27 +19,16 @@ Meta is read live from the universe (an edit of the template applies to the next
 narration) over the save's copy made at creation (keys the universe no longer has):
 `studio.memory.recall.macros.play_meta`.
 
-The user message holds the memory context (`next_turn_context`, the path the Context viewer
-and the API take too, with the narrator's defaults: the player character in focus, and the
-narrator's budget, the universe's `context_budget` else 2,000 tokens: `narrator_budget`) and
-the player's action, ordered from what changes least to what changes most, so that a model
-server's prefix cache (llama.cpp, Ollama, vLLM; a hosted API's cached-prefix discount)
-reuses most of the previous turn's prompt (`PROMPT_ORDER`):
-
-1. lore that is always active (constant entries), then the point of view's rules when
-   characters are on scene (`PovContext.head_text`; who they are comes at the end),
-2. the story so far (arc and chapter summaries: they change when a chapter closes),
-3. mental models, in a stable order (by subject),
-4. the recent turns: the open chapter's turns (and those before it while their share holds
-   them), in order; each turn appends one, and the window moves a few turns at a time
-   (`studio.memory.chapters.story.WINDOW_STEP`),
-5. what this action recalled (beliefs, facts, narrative memory, lore found or named), then
-   who is on scene and what only some of them know (`PovContext.scene_text`),
-6. the action.
-
-The chapter's turns replaced the fixed "last four turns", and are part of the memory budget
-(they sat outside it before, and were repeated as narrative memory: 2,619 duplicated
-tokens over the demo's first 16 turns); the narrator's budget grew by what they used to take.
+The user message holds the memory context (`next_turn_context`, the path the Context viewer,
+the API and the memory proxy take too, with the narrator's defaults: the player character in
+focus, and the narrator's budget, the universe's `context_budget` else 2,000 tokens:
+`narrator_budget`), printed by the one renderer (`MemoryContext.text`,
+`studio.memory.recall.render`) in the one layout (`studio.memory.recall.layout.LAYOUT`: from
+what changes least to what changes most, so a model server's prefix cache reuses most of the
+previous turn's prompt), then the player's action and the closing instruction. The memory is
+one part of the message, printed as the Context viewer and the API show it, byte for byte;
+the author's note goes between the parts (`authors_note.with_authors_note`), never inside the
+memory.
 """
 from __future__ import annotations
 
@@ -48,8 +37,8 @@ import dataclasses
 import re
 from dataclasses import dataclass
 
-from studio.memory.recall.context import layer_lines, next_turn_context
-from studio.memory.recall.context_lore import DEFAULT_CONTEXT_BUDGET, context_budget_from_meta
+from studio.memory.recall.context import next_turn_context
+from studio.memory.recall.policy import DEFAULT_CONTEXT_BUDGET, context_budget_from_meta
 from studio.memory.llm import estimate_tokens
 from studio.memory.recall.macros import (
     CHARACTER_CARD_META,
@@ -92,7 +81,7 @@ class NarratorConfig:
     """The narrator's tunables (chosen by hand, not measured: a small model's context)."""
 
     # The memory context's, story so far included, when the universe sets no `context_budget`
-    # (`narrator_budget`; context_lore.DEFAULT_CONTEXT_BUDGET says how 2,000 was chosen).
+    # (`narrator_budget`; the `context_budget` knob of studio.memory.recall.policy says how 2,000 was chosen).
     token_budget: int = DEFAULT_CONTEXT_BUDGET
     max_meta_value_chars: int = 300  # longer meta values are data, not a line of the prompt
     max_input_chars: int = LIMITS.query_text_chars  # the input is the context's query text
@@ -172,45 +161,6 @@ def render_instructions(template: str, meta: dict[str, str], *, config: Narrator
     return (macros or macro_names_from_meta(meta)).fill(text)
 
 
-PROMPT_ORDER = ("constant lore", "story so far", "mental models", "this chapter", "recalled", "action")
-RECALLED_TITLES = {"belief": "Beliefs", "fact": "Facts", "narrative": "Narrative memory", "lore": "Lore"}
-
-
-def memory_sections(memory) -> list[str]:
-    """Return the memory context's blocks in prompt order (`PROMPT_ORDER`), empty ones left out."""
-    included = memory.included
-    constant = [i for i in included if i.layer == "lore" and i.why.get("activation") == "constant"]
-    by_layer: dict[str, list] = {}
-    for item in included:
-        if item not in constant:
-            by_layer.setdefault(item.layer, []).append(item)
-    blocks = []
-    pov = getattr(memory, "pov", None)
-    if constant:
-        blocks.append("## Lore (always active)\n" + "\n".join(f"- {i.text}" for i in constant))
-    # Who knows what (studio.memory.knowledge.pov): its rules once, at the head (they change only
-    # when the scene empties or fills, so a prefix cache keeps them), who is on scene at the end.
-    if pov is not None and pov.head_text():
-        blocks.append(pov.head_text())
-    if by_layer.get("story"):
-        blocks.append("## The story so far\n" + "\n".join(f"- {i.text}" for i in by_layer["story"]))
-    if by_layer.get("mental_model"):
-        models = sorted(by_layer["mental_model"], key=lambda i: (i.why.get("subject") or "").casefold())
-        blocks.append("## Mental models\n" + "\n".join(f"- {i.text}" for i in models))
-    # A chapter's start is marked on its turn, not in the heading: a heading that named it
-    # would change the prompt's beginning whenever a chapter closes (story.story_items: every
-    # chapter beginning inside the window keeps its mark).
-    chapter = [("(A new chapter begins.)\n" if i.why.get("begins_chapter") else "") + i.text for i in by_layer.get("chapter") or []]
-    blocks.append("## Recent turns\n" + ("\n\n".join(chapter) or "(none yet: this is the first turn)"))
-    recalled = [f"### {title}\n" + "\n".join(layer_lines(by_layer[layer]))
-                for layer, title in RECALLED_TITLES.items() if by_layer.get(layer)]
-    blocks.append("## Recalled for this action\n" + ("\n\n".join(recalled) or "(nothing recalled for this action)"))
-    # Who is on scene and what only some of them know: it depends on the action, so it comes last, before it.
-    if pov is not None and pov.scene_text():
-        blocks.append(pov.scene_text())
-    return blocks
-
-
 class InvalidPlayerInput(ValueError):
     """The player's action cannot be used as the memory query (e.g. it holds a NUL character)."""
 
@@ -250,11 +200,11 @@ def build_narrator_prompt(*, game_save, player_input: str, config: NarratorConfi
     system = render_instructions(template or DEFAULT_INSTRUCTIONS, meta, config=config, macros=macros)
     turn_id = game_save.current_turn + 1
     parts = [
-        *memory_sections(memory),
-        f"## The player's action (turn {turn_id})\n" + (player_input.strip() or "(no action: continue the scene)"),
+        macros.fill(f"## The player's action (turn {turn_id})\n" + (player_input.strip() or "(no action: continue the scene)")),
         f"Narrate turn {turn_id}.",
     ]
-    parts = with_authors_note(parts, game_save)  # studio/saves/narrator/authors_note.py
-    user = macros.fill("\n\n".join(parts))
+    # The memory as the renderer prints it (its macros filled), then the action; the note between parts.
+    parts = [macros.fill(part) for part in with_authors_note([memory.text, *parts], game_save)]
+    user = "\n\n".join(parts)
     return NarratorPrompt(system=system, user=user, turn_id=turn_id, template_is_default=not template, memory=memory,
                           meta=meta)

@@ -13,16 +13,6 @@ from django.db import transaction
 from django.utils.text import slugify
 
 from studio.memory.chapters.selectors import CHAPTERS_PER_ARC_META, MIN_TURNS_META, SCENE_CHANGE_META, TURNS_PER_CHAPTER_META
-from studio.memory.recall.context_lore import (
-    CONTEXT_BUDGET_MAX,
-    CONTEXT_BUDGET_META,
-    CONTEXT_BUDGET_MIN,
-    DEFAULT_CONTEXT_BUDGET,
-    RECALL_CAP_META,
-    RECALL_RESERVE_META,
-    SHARE_CLASS_NAMES,
-    share_meta_key,
-)
 from studio.memory.lore_activation import (
     MAX_SCAN_DEPTH,
     META_CASE_SENSITIVE,
@@ -38,6 +28,7 @@ from studio.memory.recall.macros import (
     PLAYER_DESCRIPTION_META,
     PLAYER_PORTRAIT_META,
 )
+from studio.memory.recall.policy import knob_validate
 from studio.memory.missions import parse_missions_text
 from studio.universes.models import Universe, UniverseMeta
 from studio.universes.opening import ALTERNATE_GREETINGS_META
@@ -64,17 +55,8 @@ LORE_INT_META = {
     META_RECURSION_DEPTH: (0, 100, "recursion passes after the first scan; 0 = no recursion"),
 }
 LORE_BOOL_META = {META_CASE_SENSITIVE, META_MATCH_WHOLE_WORDS}
-# Memory context budget shares (context_lore.SHARE_CLASSES), percent of the budget.
-CONTEXT_SHARE_META = {
-    share_meta_key(share_class): (0, 100, f"percent of the context budget {what} may use")
-    for share_class, what in SHARE_CLASS_NAMES.items()
-}
-CONTEXT_SHARE_META[RECALL_RESERVE_META] = (0, 100, "percent of the context budget kept for what the action recalls")
-CONTEXT_SHARE_META[RECALL_CAP_META] = (0, 100, "percent of the context budget what changes with each action may use")
-LORE_INT_META.update(CONTEXT_SHARE_META)
-# The narrator's memory context budget itself, in tokens (what the shares above are percents of).
-LORE_INT_META[CONTEXT_BUDGET_META] = (CONTEXT_BUDGET_MIN, CONTEXT_BUDGET_MAX,
-                                      f"tokens of memory the narrator's prompt may hold; unset = {DEFAULT_CONTEXT_BUDGET}")
+# The memory context's knobs (budget, shares, reserve, cap, point of view, proxy placement) are checked by
+# their one declaration, `studio.memory.recall.policy.KNOBS` (`knob_validate` in `meta_validate`).
 # How chapters close (studio.memory.chapters.selectors.chapter_settings reads them).
 LORE_INT_META.update({
     TURNS_PER_CHAPTER_META: (0, 10_000, "turns a chapter holds before it closes; 0 = no limit"),
@@ -199,6 +181,12 @@ def meta_validate(*, key: str, value: str) -> str:
             raise ValidationError({"value": f"{key} is a JSON array of greetings: {exc.msg} (line {exc.lineno})."}) from None
         if not isinstance(greetings, list) or not all(isinstance(g, str) for g in greetings):
             raise ValidationError({"value": f"{key} is a JSON array of strings, e.g. [\"The door opens.\", \"Rain.\"]."})
+    try:
+        knob_value = knob_validate(key, value)
+    except ValueError as exc:
+        raise ValidationError({"value": str(exc)}) from None
+    if knob_value is not None:
+        return knob_value
     if key in LORE_INT_META:
         low, high, meaning = LORE_INT_META[key]
         try:

@@ -171,3 +171,13 @@ def test_any_text_gives_ordered_spans_or_nothing(words, today, day):
     for span in found.spans if found else ():
         assert span.start is None or span.end is None or span.start <= span.end, (words, span)
         assert found.label
+
+
+def test_a_range_whose_ends_resolve_backwards_runs_forwards():
+    # In March, "May" alone is last May: "between winter and May" is the winter before it, not this one.
+    march = StoryPoint(date=dt.date(2023, 3, 1))
+    found = named_time("between winter and May", march)
+    assert (found.spans[0].start, found.spans[0].end) == (dt.date(2021, 12, 1).toordinal(), dt.date(2022, 5, 31).toordinal())
+    # Relative ends are fixed points: written backwards, the range is still between them.
+    backwards = named_time("from 3 days ago to 8 days ago", march)
+    assert (backwards.spans[0].start, backwards.spans[0].end) == (dt.date(2023, 2, 21).toordinal(), dt.date(2023, 2, 26).toordinal())

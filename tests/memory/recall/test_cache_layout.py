@@ -13,31 +13,26 @@ from django.core.exceptions import ValidationError
 from studio.memory.chapters.models import Chapter
 from studio.memory.chapters.services import chapter_summary_edit
 from studio.memory.chapters.story import story_items
+from studio.memory.recall.allocate import assemble
 from studio.memory.recall.context import build_memory_context
 from studio.memory.recall.context_items import ContextItem
-from studio.memory.recall.context_lore import (
-    assemble,
-    changes_per_action,
-    recall_cap_from_meta,
-    reserve_from_meta,
-    window_plan,
-)
+from studio.memory.recall.policy import context_policy, window_plan
 from studio.saves.models import Save
 from studio.saves.narrator.prompt import build_narrator_prompt, render_instructions
 from studio.saves.services import turn_append
 from studio.universes.models import UniverseMeta
+from tests.memory.recall.budget_items import budget_item
 from tests.plugins.demo import QUESTION
 
 pytestmark = pytest.mark.django_db
 
 
-def _item(layer, tokens, **why):
-    return ContextItem(layer=layer, text="x", tokens=tokens, reason="", why=why)
+_item = budget_item
 
 
 def test_the_cap_holds_what_changes_with_each_action_even_when_budget_is_left():
-    constant = _item("lore", 30, activation="constant", budget_class="lore_activated")
-    turns = [_item("chapter", 20, budget_class="chapter", no_refill=True) for _ in range(2)]
+    constant = _item("lore", 30, activation="constant")
+    turns = [_item("chapter", 20) for _ in range(2)]
     named = _item("lore", 15, protected=True, activation="key")  # the player named it: in, and it counts
     recalled = [_item("narrative", 10) for _ in range(4)] + [_item("lore", 10, final_rank=1)]
     items = [constant, *turns, named, *recalled]
@@ -46,7 +41,7 @@ def test_the_cap_holds_what_changes_with_each_action_even_when_budget_is_left():
     assert [i.included for i in recalled] == [True, True, False, False, False]  # 15 + 10 + 10 = 35; 45 > 40
     assert "capped at 20% of the budget = 40 tokens (context_cap_recall), 5 left" in recalled[2].cut
     assert sum(i.tokens for i in items if i.included) < 200  # budget left unused on purpose
-    assert sum(i.tokens for i in items if i.included and changes_per_action(i)) <= 40
+    assert sum(i.tokens for i in items if i.included and i.policy.per_action) <= 40
     # Without a cap the same candidates fill the budget (today's default).
     for item in items:
         item.included, item.cut = False, ""
@@ -56,26 +51,28 @@ def test_the_cap_holds_what_changes_with_each_action_even_when_budget_is_left():
 
 def test_lore_the_turn_activated_does_not_spend_the_part_of_the_cap_kept_for_recall():
     # Activated by the recent turns' text and offered before recall, it waits: the 20 kept for recall come first.
-    activated = [_item("lore", 20, activation="recursion", budget_class="lore_activated") for _ in range(2)]
+    activated = [_item("lore", 20, activation="recursion") for _ in range(2)]
     hit = _item("lore", 20, final_rank=1)  # the entry found by meaning for the action
     items = [*activated, hit]
     assemble(items, token_budget=200, shares={}, reserve=10, cap=20)  # cap 40, of which 20 kept for recall
     assert hit.included and [i.included for i in activated] == [True, False]
     assert "capped at 20% of the budget = 40 tokens (context_cap_recall), 0 left" in activated[1].cut
     # What recall leaves of the cap goes back to activated lore afterwards.
-    items = [*[_item("lore", 10, activation="recursion", budget_class="lore_activated") for _ in range(3)], _item("lore", 5, final_rank=1)]
+    items = [*[_item("lore", 10, activation="recursion") for _ in range(3)], _item("lore", 5, final_rank=1)]
     assemble(items, token_budget=200, shares={}, reserve=10, cap=20)
     assert all(i.included for i in items)  # 10 + (held, then refilled) 10 + 10 + 5 = 35 <= 40
 
 
 def test_the_cap_is_read_from_meta_and_the_reserve_never_exceeds_it():
-    assert recall_cap_from_meta({}) is None and reserve_from_meta({}) == 40
-    assert recall_cap_from_meta({"context_cap_recall": " 15 "}) == 15
-    assert reserve_from_meta({"context_cap_recall": "15"}) == 15  # a floor above the cap could not be kept
-    assert reserve_from_meta({"context_cap_recall": "50", "context_reserve_recall": "30"}) == 30
-    assert recall_cap_from_meta({"context_cap_recall": "150"}) is None  # out of range: no cap, as an invalid share
-    assert window_plan({})["reach_back"] is False and window_plan({"context_cap_recall": "10"})["reach_back"] is True
-    assert window_plan({"context_cap_recall": "10"})["shares"]["chapter"] == 70  # min(70, 100 - 10 - 15)
+    # Cache-first by default (docs/benchmarks.md, "One context, one prompt"): a 12% cap, 10% kept for recall.
+    assert context_policy({}).cap_recall == 12 and context_policy({}).reserve_recall == 10
+    assert context_policy({"context_cap_recall": " 15 "}).cap_recall == 15
+    assert context_policy({"context_cap_recall": "5"}).reserve_recall == 5  # a floor above the cap could not be kept
+    assert context_policy({"context_cap_recall": "50", "context_reserve_recall": "30"}).reserve_recall == 30
+    assert context_policy({"context_cap_recall": "150"}).cap_recall == 12  # out of range: the default, as an invalid share
+    assert window_plan({})["reach_back"] is True and window_plan({})["max_turns"] == 10
+    assert window_plan({})["shares"]["chapter"] == 80  # min(85, 100 - 10 - 10)
+    assert window_plan({"context_cap_recall": "50", "context_reserve_recall": "30"})["shares"]["chapter"] == 60
 
     from studio.universes.services import meta_validate
 
@@ -127,6 +124,8 @@ def test_every_chapter_start_inside_the_window_keeps_its_mark(chaptered):
 
 def test_with_a_cap_consecutive_prompts_share_everything_up_to_what_the_action_recalled(chaptered, vector_memory):
     UniverseMeta.objects.create(universe=chaptered.universe, key="context_cap_recall", value="10")
+    # The window's turn bound (context_recent_turns, 10) would move it at turn 11: this test is about the share.
+    UniverseMeta.objects.create(universe=chaptered.universe, key="context_recent_turns", value="60")
     before = build_narrator_prompt(game_save=chaptered, player_input="look at the mole", vector_memory=vector_memory).user
     turn_append(game_save=chaptered, player_input="look at the mole", narrative="Turn 11: the mole is quiet.",
                 state={"location": "mole"})
@@ -139,9 +138,12 @@ def test_with_a_cap_consecutive_prompts_share_everything_up_to_what_the_action_r
 
 def test_the_demo_context_with_a_cap_keeps_what_changes_each_action_under_it(demo):
     UniverseMeta.objects.update_or_create(universe=demo.universe, key="context_cap_recall", defaults={"value": "15"})
-    context = build_memory_context(game_save=demo, query_text=QUESTION, token_budget=2000)
+    # With the story so far (what stays put before what changes); without it there is nothing for a cap to keep.
+    context = build_memory_context(game_save=demo, query_text=QUESTION, token_budget=2000, story=True)
     assert context.cap_recall == 15 and context.as_dict()["cap_recall"] == 15
-    changing = [i for i in context.included if changes_per_action(i) and not i.why.get("ignore_budget")]
+    plain = build_memory_context(game_save=demo, query_text=QUESTION, token_budget=2000)
+    assert not any("context_cap_recall" in i.cut for i in plain.cut)
+    changing = [i for i in context.included if i.policy.per_action and not i.policy.outside_budget]
     assert changing and sum(i.tokens + i.why.get("group_tokens", 0) for i in changing) <= 300 + 50  # headings paid once
     assert any("context_cap_recall" in i.cut for i in context.cut)
 
@@ -152,3 +154,23 @@ def test_the_narrators_meta_lists_prose_never_settings():
             "belief_mission": "Remember debts."}
     text = render_instructions("Notes:\n{{meta}}", meta)
     assert text == "Notes:\nweather: rain"
+
+
+def test_every_knob_an_author_sets_is_explained_and_checked_by_its_one_declaration():
+    from studio.universes.services import meta_validate
+    from studio.memory.recall.policy import META_KNOBS, context_policy
+    from studio.universes.meta_keys import KNOWN_BY_KEY, SETTINGS_GROUPS
+
+    for key, knob in META_KNOBS.items():
+        row = KNOWN_BY_KEY[key]  # the Metadata page's row: the knob's own help, group and default
+        assert (row.help, row.group, row.default) == (knob.help, knob.group, knob.default_text()), key
+        assert row.group in SETTINGS_GROUPS  # a setting, never prose for the narrator's {{meta}}
+        bad = {"bool": "maybe", "choice": "nowhere"}.get(knob.kind, str((knob.high or 0) + 1))
+        with pytest.raises(ValidationError, match=key):
+            meta_validate(key=key, value=bad)
+        good = "false" if knob.kind == "bool" else knob.choices[-1] if knob.kind == "choice" else str(knob.low)
+        assert meta_validate(key=key, value=f" {good} ") == good
+        field = knob.field.split(".")
+        value = context_policy({key: good})
+        value = value.shares[field[1]] if field[0] == "shares" else getattr(value, knob.field)
+        assert str(value).lower() == good, key  # the policy reads what the page stored

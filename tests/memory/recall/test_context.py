@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from studio.memory.recall.context import LAYERS, build_memory_context, count_tokens
+from studio.memory.recall.context import build_memory_context, count_tokens
+from studio.memory.recall.layout import LAYOUT, parts_of
 from studio.memory.models import Fact, MentalModel, Observation, RecordedQuery
 from studio.saves.models import MemoryMode
 
@@ -47,8 +48,11 @@ def living(game_save, vector_memory):
 def test_layers_in_recall_order_with_reasons(living):
     context = build_memory_context(game_save=living, query_text="Kaël asks Mira about the loan", focus_terms=["Port Vey"], token_budget=5000)
     layers = [item.layer for item in context.items]
-    assert layers == sorted(layers, key=LAYERS.index)  # hierarchy order
-    assert set(layers) == set(LAYERS) - {"story", "chapter"}  # the story so far: next_turn_context
+    # The layout's order (the order the model reads them): the recall hierarchy, most synthetic first.
+    order = [(section.name, part.layer) for section in LAYOUT for part in parts_of(section)]
+    assert [(i.section, i.layer) for i in context.items] == sorted(((i.section, i.layer) for i in context.items),
+                                                                   key=order.index)
+    assert list(dict.fromkeys(layers)) == ["mental_model", "belief", "fact", "narrative", "lore"]  # no story: next_turn_context
     assert context.subjects == ["port vey", "kaël", "mira"]
     models = [i for i in context.items if i.layer == "mental_model"]
     assert [m.text.split(":")[0] for m in models] == ["Kaël", "The world"]  # Tomas is not in focus
@@ -66,7 +70,7 @@ def test_layers_in_recall_order_with_reasons(living):
     if "kael" in hit_ids and "port-vey" not in hit_ids:
         assert expanded and expanded[0].ref["entry_id"] == "port-vey" and "linked from lore entry kael" in expanded[0].reason
     assert all(i.included for i in context.items) and context.used_tokens <= 5000
-    assert "## Mental models" in context.as_text()
+    assert "## Mental models" in context.text
 
 
 def test_budget_cuts_and_says_why(living):

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from studio.memory.recall.context import build_memory_context
-from studio.memory.recall.context_lore import assemble, whole_sentences
+from studio.memory.recall.allocate import assemble
 from studio.universes import services
 from studio.universes.models import LoreEntry
+from tests.memory.recall.budget_items import budget_item
 from tests.plugins.demo import QUESTION
 
 pytestmark = pytest.mark.django_db
@@ -21,7 +22,7 @@ def test_demo_question_brings_both_entries(demo):
     context = build_memory_context(game_save=demo, query_text=QUESTION)
     assert {"hesper-vale", "copper-hood"} <= set(included_entries(context))
     hesper = next(i for i in context.items if i.ref.get("entry_id") == "hesper-vale")
-    assert hesper.why["protected"] and "matched key “Hesper” in the pending input" in hesper.reason
+    assert hesper.policy.protected and "matched key “Hesper” in the pending input" in hesper.reason
     explain = {r["entry_id"]: r for r in context.lore_explain}
     assert len(explain) == demo.universe.lore_entries.count()
     assert explain["hesper-vale"]["included"] and explain["hesper-vale"]["code"] == "key"
@@ -40,11 +41,7 @@ def test_a_named_entry_beats_narrative_chunks(demo):
 
 
 def test_budget_passes_ignore_budget_protected_then_shares():
-    from studio.memory.recall.context import ContextItem
-
-    def item(layer, tokens, **why):
-        return ContextItem(layer=layer, text="x", tokens=tokens, reason="", why=why)
-
+    item = budget_item
     items = [item("narrative", 50), item("narrative", 50), item("lore", 30, protected=True, activation="key"),
              item("lore", 500, ignore_budget=True, activation="constant"), item("lore", 40)]
     assemble(items, token_budget=130, shares={"narrative": 50, "lore": 100})
@@ -56,16 +53,13 @@ def test_budget_passes_ignore_budget_protected_then_shares():
     assert [i.included for i in items] == [True, True, True] and "other layers left" in items[1].why["budget"]
 
 
-def _item(layer, tokens, **why):
-    from studio.memory.recall.context import ContextItem
-
-    return ContextItem(layer=layer, text="x", tokens=tokens, reason="", why=why)
+_item = budget_item
 
 
 def test_the_budget_kept_for_recall_holds_off_the_story_and_activated_lore():
     # Offered first, recent turns and activated lore may not spend the 40% kept for what the action recalls.
-    turns = [_item("chapter", 30, budget_class="chapter", no_refill=True) for _ in range(3)]
-    activated = [_item("lore", 20, activation="recursion", budget_class="lore_activated") for _ in range(2)]
+    turns = [_item("chapter", 30) for _ in range(3)]
+    activated = [_item("lore", 20, activation="recursion") for _ in range(2)]
     recalled = [_item("lore", 45, final_rank=1), _item("narrative", 35, final_rank=1)]
     items = turns + activated + recalled
     assemble(items, token_budget=200, shares={"chapter": 100, "lore_activated": 100}, reserve=40)
@@ -74,15 +68,15 @@ def test_the_budget_kept_for_recall_holds_off_the_story_and_activated_lore():
     assert "kept for what the action recalls (40% of the budget" in activated[1].cut
     assert all(i.included for i in recalled)  # the 80 kept: the top lore hit is in; 10 left, too few to refill
     # What recall did not need goes back: with a smaller recall, the held-back entry is taken in pass 4.
-    items = [_item("lore", 20, activation="recursion", budget_class="lore_activated") for _ in range(5)] + [_item("narrative", 10)]
+    items = [_item("lore", 20, activation="recursion") for _ in range(5)] + [_item("narrative", 10)]
     assemble(items, token_budget=100, shares={"lore_activated": 100}, reserve=40)
     assert [i.included for i in items] == [True, True, True, True, False, True]
-    items = [_item("lore", 20, activation="recursion", budget_class="lore_activated") for _ in range(4)] + [_item("narrative", 10)]
+    items = [_item("lore", 20, activation="recursion") for _ in range(4)] + [_item("narrative", 10)]
     assemble(items, token_budget=90, shares={"lore_activated": 100}, reserve=40)
     assert all(i.included for i in items[:4]) and items[4].included
     assert items[3].why["budget"] == "held back by the budget kept for recall, taken from the budget the other layers left"
     # A story-so-far item is never refilled (its window is planned): held back, it stays out.
-    items = [_item("chapter", 80, budget_class="chapter", no_refill=True), _item("narrative", 5)]
+    items = [_item("chapter", 80), _item("narrative", 5)]
     assemble(items, token_budget=100, shares={}, reserve=40)
     assert [i.included for i in items] == [False, True]
 
@@ -109,12 +103,6 @@ def test_recall_is_offered_in_rounds_so_the_top_lore_hit_is_not_behind_the_chunk
     assert any(not i.included for i in narrative) and context.used_tokens <= 640
 
 
-def test_whole_sentences_drop_an_unfinished_tail():
-    assert whole_sentences("The tide turns. Wren runs to the") == "The tide turns."
-    assert whole_sentences("No sentence end at all") == "No sentence end at all"
-    assert whole_sentences("“Go,” she says. Done!") == "“Go,” she says. Done!"
-
-
 def test_macros_are_filled_in_what_the_narrator_receives_only(demo, author):
     universe = demo.universe
     services.lore_entry_create(universe=universe, user=author, title="Greeting", keys=["lantern"],
@@ -138,7 +126,7 @@ def test_rules_refuse_semantic_lore_too(demo, author):
 def test_share_meta_keys_are_validated_and_used(demo):
     from django.core.exceptions import ValidationError
 
-    from studio.memory.recall.context_lore import SHARE_CLASSES, share_meta_key
+    from studio.memory.recall.policy import SHARE_CLASSES, share_meta_key
     from studio.universes.services import meta_validate
 
     for share_class in SHARE_CLASSES:
@@ -177,7 +165,7 @@ def test_an_entry_naming_a_character_in_focus_is_protected(demo):
     focused = build_memory_context(game_save=demo, query_text="I wait by the door", token_budget=200,
                                    focus_terms=["Corvin Tull"])
     corvin = next(i for i in focused.items if i.ref.get("entry_id") == "corvin-tull")
-    assert corvin.included and corvin.why["protected"] and corvin.why["in_focus"] == ["corvin tull"]
+    assert corvin.included and corvin.policy.protected and corvin.why["in_focus"] == ["corvin tull"]
     assert "in focus" in corvin.reason
     before = next((i for i in plain.items if i.ref.get("entry_id") == "corvin-tull"), None)
-    assert before is None or not before.why["protected"]
+    assert before is None or not before.policy.protected

@@ -6,7 +6,10 @@ import pytest
 from studio.memory.embeddings.tokens import count_tokens
 from studio.memory.recall.context import build_memory_context
 from studio.memory.recall.context_items import ContextItem
-from studio.memory.recall.excerpt import MAX_KEPT_FRACTION, excerpt_items, focus_excerpt, segments_of, term_weights
+from studio.memory.recall.excerpt import excerpt_items, focus_excerpt, segments_of, term_weights
+from studio.memory.recall.policy import DEFAULT_POLICY
+
+MAX_KEPT_FRACTION = DEFAULT_POLICY.excerpt_max_kept_fraction
 from studio.saves.models import Event
 
 LONG = ("(turn 7) Mira: The rain kept falling on the harbour all night long. "
@@ -162,6 +165,6 @@ def test_a_chunk_is_dated_once_by_its_story_time_heading_else_by_its_turn(long_t
         dated = turn < 10
         assert item.text.startswith("(turn ") != dated and item.ref["turn_id"] == turn
         assert item.tokens == count_tokens(item.text)
-    text = context.as_text()
+    text = context.text
     assert "[8 May, 2023]\n- The lamps of the harbour burned low on night 1." in text
     assert "- (turn 10) The lamps of the harbour burned low on night 10." in text

@@ -15,8 +15,10 @@ from studio.memory.facts import get_facts, get_facts_in_turns
 from studio.memory.models import Fact, Observation
 from studio.memory.recall import temporal
 from studio.memory.recall.context import build_memory_context
-from studio.memory.recall.context_items import MAX_BELIEFS_PER_SUBJECT, MAX_FACTS
-from studio.memory.recall.context_lore import assemble
+from studio.memory.recall.allocate import assemble
+from studio.memory.recall.policy import DEFAULT_POLICY
+
+MAX_BELIEFS_PER_SUBJECT, MAX_FACTS = DEFAULT_POLICY.max_beliefs_per_subject, DEFAULT_POLICY.max_facts
 from studio.saves.models import Event, MemoryMode, Save, StateCache
 
 pytestmark = pytest.mark.django_db
@@ -43,7 +45,7 @@ def dated_living(universe, vector_memory):
 
 
 def facts_of(context) -> list:
-    return [i for i in context.items if i.layer == "fact"]
+    return [i for i in context.items if i.layer == "fact" and i.included]
 
 
 def test_facts_of_the_named_time_come_first_and_say_so(dated_living):
@@ -122,8 +124,7 @@ def test_beliefs_whose_evidence_is_mostly_from_the_named_time_are_lifted(dated_l
 def test_facts_print_their_story_time_once_per_date(dated_living):
     context = build_memory_context(game_save=dated_living, query_text="What did Mira do in May 2023?", focus_terms=["Mira"],
                                    token_budget=4000)
-    block = next(b for b in context.as_text().split("\n\n") if b.startswith("## Facts"))
-    lines = block.splitlines()[1:]
+    lines = context.text.split("### Facts\n", 1)[1].split("\n\n", 1)[0].splitlines()
     headings = [line for line in lines if line.startswith("[")]
     assert headings == [f"[{date_of(t)}]" for t in sorted({f.ref["turn_id"] for f in facts_of(context)})]  # story order, once each
     may_10 = lines.index(f"[{date_of(5)}]")
