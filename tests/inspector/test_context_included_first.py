@@ -17,7 +17,7 @@ def test_the_demo_saves_context_shows_included_items_first(client, staff_user, v
     client.force_login(staff_user)
     html = client.get(reverse("memory:context", args=["drowned-reach-demo"]),
                       {"q": "Where is the Bellwright's Key?"}).content.decode()
-    layers = re.findall(r'<section class="card context-layer" data-layer="(\w+)">(.*?)</section>', html, re.S)
+    layers = re.findall(r'<section class="card context-layer" data-layer="(\w+)"[^>]*>(.*?)</section>', html, re.S)
     assert layers
     for layer, body in layers:
         included = [m.start() for m in re.finditer(r'data-included="yes"', body)]
