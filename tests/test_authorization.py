@@ -49,6 +49,7 @@ RULES: dict[str, tuple[str, str]] = {
     "universes:meta_edit": ("author", "-"),
     "universes:meta_delete": ("-", "author"),
     "universes:persona_save": ("-", "author"),
+    "universes:opening_save": ("-", "author"),
     "universes:persona_portrait": ("member", "-"),
     "universes:missions": ("member", "-"),
     "universes:missions_universe": ("-", "author"),
@@ -103,6 +104,8 @@ RULES: dict[str, tuple[str, str]] = {
     "saves:narrator_stop": ("-", "player"),
     "saves:turn_undo": ("-", "player"),
     "saves:turn_retry": ("-", "player"),
+    "saves:turn_swipe": ("-", "player"),
+    "saves:draft_restore": ("-", "player"),
     "saves:play_settings": ("member", "player"),
     "saves:chapters": ("member", "-"),
     "saves:chapter_close": ("-", "player"),
@@ -202,7 +205,9 @@ def objects(universe, game_save, author):
     token, _ = api_token_create(user=author, name="engine")
     from studio.universes.services import persona_set
 
-    persona_set(universe=universe, name="Wren", description="", portrait=b"\x89PNG\r\n\x1a\n" + bytes(16))
+    from tests.universes.test_persona import png
+
+    persona_set(universe=universe, name="Wren", description="", portrait=png())  # a real PNG: portraits are decoded
     from studio.saves.models import NarratorAlternative, NarratorDraft
 
     draft = NarratorDraft.objects.create(game_save=game_save, turn_id=game_save.current_turn + 1, player_input="look")

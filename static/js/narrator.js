@@ -104,9 +104,11 @@
           var piece = decoder.decode(part.value, { stream: true });
           if (piece && !firstAt) firstAt = Date.now();
           out.textContent += piece;
+          window.dispatchEvent(new CustomEvent("narrator:text"));  // play.js keeps the end in view
         }
       } else {
         out.textContent += await response.text();
+        window.dispatchEvent(new CustomEvent("narrator:text"));
       }
     } catch (error) {
       // Stopped, or the connection broke: the panel asked for next says what happened.

@@ -65,6 +65,40 @@
     document.addEventListener("htmx:afterSettle", sizeAll);
   }
 
+  // Focus after an htmx answer: when it replaced the control that had the focus, the focus would
+  // fall to <body> and a keyboard user would start again from the top. A form may name where it
+  // goes (`data-focus-after`, a selector: the inline Add an entry form goes back to its title);
+  // otherwise the answer's message (a status or an alert), else its first control, else the
+  // swapped element itself. Runs after settling, so the story view's own rules (static/js/play.js,
+  // on swap) have placed the focus first.
+  var FOCUSABLE_FIRST = "[role=alert], [role=status], a[href], button:not([disabled]), input:not([type=hidden]), select, textarea, summary";
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    if (event.detail.xhr) event.detail.xhr.focusBefore = document.activeElement;
+  });
+  function focusLost(xhr) {
+    // Only a focus this answer took away: a page nobody has focused yet is left alone (polling).
+    var before = xhr && xhr.focusBefore;
+    var active = document.activeElement;
+    var taken = before && before !== document.body && !document.body.contains(before);
+    return taken && (!active || active === document.body || !document.body.contains(active));
+  }
+  document.addEventListener("htmx:afterSettle", function (event) {
+    var origin = event.detail.requestConfig && event.detail.requestConfig.elt;
+    var named = origin && origin.closest && origin.closest("[data-focus-after]");
+    var place = named ? document.querySelector(named.getAttribute("data-focus-after")) : null;
+    if (!place && !focusLost(event.detail.xhr)) return;
+    if (!place) {
+      var swapped = event.detail.target;
+      if (swapped && !document.body.contains(swapped) && swapped.id) swapped = document.getElementById(swapped.id);
+      if (!swapped || !document.body.contains(swapped)) return;
+      place = swapped.querySelector(FOCUSABLE_FIRST) || swapped;
+    }
+    if (!place.matches("a[href], button, input, select, textarea, summary") && !place.hasAttribute("tabindex")) {
+      place.setAttribute("tabindex", "-1");  // a message or a container takes the focus without entering the tab order
+    }
+    place.focus();
+  });
+
   document.addEventListener("DOMContentLoaded", markScrollers);
   window.addEventListener("load", markScrollers);
   document.addEventListener("htmx:afterSettle", markScrollers);

@@ -152,10 +152,10 @@ def _no_model():
 @router.get(SAVE + "/opening", response={200: Opening, **READ_ERRORS}, url_name="opening", tags=["Narrator"],
             operation_id="getOpening", summary="The card's greetings the save can open with (turn 1).")
 def opening(request: HttpRequest, save_id: str):
-    from studio.saves.narrator.play import card_greetings
+    from studio.saves.narrator.play import opening_greetings
 
     save = save_for(user=request.user, save_id=save_id)
-    greetings = card_greetings(game_save=save)
+    greetings = opening_greetings(game_save=save)
     return _json({"save_id": save.save_id, "available": bool(greetings) and save.current_turn == 0,
                   "greetings": [{"number": n, "text": t} for n, t in enumerate(greetings, start=1)]})
 

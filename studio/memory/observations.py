@@ -19,6 +19,21 @@ also gets back the statement and subject it had at N, rebuilt from its history t
 the row as a tombstone, `deleted_turn_id`). So nothing learnt after N survives a rewind.
 See docs/living-memory.md.
 
+Memory that follows edits. Facts never change, but an edit of a turn's narrative re-extracts
+it: the turn's old facts are deleted (`studio.memory.pipeline.living.forget_turn_outputs`).
+A belief keeps only the sources that still exist (`beliefs_drop_missing_sources`), and one
+whose every source is gone is retired: a DELETE entry in its trail, stamped with the turn the
+save was at, with the `reason`. A rewind rebuilds sources from the trail, which still names
+the deleted facts, so the rollback drops them again and retires, at the rewind's target, a
+belief left with none (`BeliefRollback`): rewinding to N twice, or to N and then to M,
+leaves what rewinding straight to M leaves. A belief that never had a source is left alone.
+
+Identical beliefs are one belief. A CREATE whose statement is the same as a held belief's
+about the same subject (case, spacing and a final full stop aside: `same_statement`) becomes
+an UPDATE of that belief with the new sources; an UPDATE that makes a belief identical to
+another folds it into the other (its sources added there, itself retired with the reason).
+Both are trail entries at the consolidation's turn, so a rewind before it undoes them.
+
 Names. The engine contract calls a belief an observation: its names stay (`Observation`,
 `observation_id`, `get_observations`, `count_observations`, `insert_observation`,
 `rollback_observations[_standalone]`, `obs`); everything else here says belief
@@ -36,6 +51,19 @@ from django.db.models import Q
 from studio.memory.models import Fact as FactRow
 from studio.memory.models import Observation as ObservationRow
 from studio.memory.models import subject_key_for
+from studio.memory.belief_upkeep import (
+    CREATE,
+    DELETE,
+    SOURCES_GONE,
+    UPDATE,
+    belief_absorb,
+    belief_retire,
+    beliefs_drop_missing_sources,
+    clean_sources,
+    held_twin,
+    same_statement,
+    trail_entry,
+)
 from studio.memory.turn_rows import RowRollback, bounded_read, save_pk_for
 
 __all__ = [
@@ -55,6 +83,10 @@ __all__ = [
     "rollback_observations_standalone",
     "restore_belief_as_of",
     "beliefs_to_roll_back",
+    "beliefs_drop_missing_sources",
+    "belief_retire",
+    "same_statement",
+    "trail_is_exact",
 ]
 
 TREND_NEW = "new"
@@ -67,9 +99,6 @@ TRENDS = (TREND_NEW, TREND_STRENGTHENING, TREND_WEAKENING, TREND_STALE, TREND_ST
 STRENGTHENING_RATIO = 1.5
 WEAKENING_RATIO = 0.5
 
-CREATE = "CREATE"
-UPDATE = "UPDATE"
-DELETE = "DELETE"
 
 
 def compute_trend(source_turns, now_turn: int | None, *, recent_turns: int = 15, old_turns: int = 45) -> str:
@@ -159,35 +188,8 @@ class Observation:
 # -- helpers -------------------------------------------------------------------------------
 
 
-def _clean_sources(sources) -> list[dict]:
-    """Return sources as [{"fact_id": int, "turn_id": int}], de-duplicated by fact id."""
-    out: list[dict] = []
-    seen: set[int] = set()
-    for s in sources or []:
-        try:
-            fact_id = int(s.get("fact_id"))
-            turn_id = int(s.get("turn_id") or 0)
-        except (AttributeError, TypeError, ValueError):
-            continue
-        if fact_id in seen:
-            continue
-        seen.add(fact_id)
-        out.append({"fact_id": fact_id, "turn_id": turn_id})
-    return out
-
-
 def _last_source_turn(sources: list[dict]) -> int:
     return max((int(s.get("turn_id") or 0) for s in sources), default=0)
-
-
-def _entry(action: str, turn_id: int, statement: str, subject: str, sources_added: list[dict]) -> dict:
-    return {
-        "action": action,
-        "turn_id": int(turn_id),
-        "statement": statement,
-        "subject": subject,
-        "sources_added": [dict(s) for s in sources_added],
-    }
 
 
 def _attr(action: Any, name: str, default=None):
@@ -239,11 +241,11 @@ def insert_observation(save_id: str, obs: Observation) -> int | None:
     statement = (obs.statement or "").strip()
     if not statement:
         return None
-    sources = _clean_sources(obs.sources)
+    sources = clean_sources(obs.sources)
     subject = (obs.subject or "").strip()
     history = [dict(h) for h in obs.history or []]
     if not history:
-        history = [_entry(CREATE, obs.created_turn_id, statement, subject, sources)]
+        history = [trail_entry(CREATE, obs.created_turn_id, statement, subject, sources)]
     row = ObservationRow(
         game_save_id=save_pk_for(save_id),
         statement=statement,
@@ -303,11 +305,12 @@ def apply_consolidation(
     the save's facts, and dropped if unknown. Unknown belief ids and empty statements are
     skipped. `turn_id` is stamped as `updated_turn_id` (and `created_turn_id` for new
     beliefs). `proof_count` is always `len(sources)`, and every change is appended to the
-    belief's `history` with its turn.
+    belief's `history` with its turn. A CREATE or UPDATE that would make two held beliefs
+    about one subject say the same thing merges them instead (module docstring).
 
-    Return {"created", "updated", "deleted", "skipped"} counts. Runs in one transaction.
+    Return {"created", "updated", "deleted", "skipped", "merged"} counts. Runs in one transaction.
     """
-    counts = {"created": 0, "updated": 0, "deleted": 0, "skipped": 0}
+    counts = {"created": 0, "updated": 0, "deleted": 0, "skipped": 0, "merged": 0}
     actions = list(actions or [])
     if not actions:
         return counts
@@ -317,7 +320,7 @@ def apply_consolidation(
     fact_turns = _resolve_fact_turns(save_pk, all_ids, fact_turn_map)
 
     def sources_for(action) -> list[dict]:
-        return _clean_sources(
+        return clean_sources(
             {"fact_id": i, "turn_id": fact_turns[i]} for i in _fact_ids(action) if i in fact_turns
         )
 
@@ -331,12 +334,18 @@ def apply_consolidation(
                     counts["skipped"] += 1
                     continue
                 sources = sources_for(action)
+                twin = held_twin(save_pk, subject, statement)
+                if twin is not None:  # the same belief again: one belief, more proof
+                    belief_absorb(twin, turn, twin.statement, sources)
+                    twin.save()
+                    counts["merged"] += 1
+                    continue
                 ObservationRow(
                     game_save_id=save_pk,
                     statement=statement,
                     subject=subject,
                     sources=sources,
-                    history=[_entry(CREATE, turn, statement, subject, sources)],
+                    history=[trail_entry(CREATE, turn, statement, subject, sources)],
                     created_turn_id=turn,
                     updated_turn_id=turn,
                 ).save()
@@ -359,7 +368,7 @@ def apply_consolidation(
                 counts["skipped"] += 1
                 continue
             if kind == DELETE:
-                row.history = list(row.history or []) + [_entry(DELETE, turn, row.statement, row.subject, [])]
+                row.history = list(row.history or []) + [trail_entry(DELETE, turn, row.statement, row.subject, [])]
                 row.deleted_turn_id = turn
                 row.updated_turn_id = max(row.updated_turn_id, turn)
                 row.save()
@@ -368,14 +377,22 @@ def apply_consolidation(
             if not statement:
                 counts["skipped"] += 1
                 continue
-            existing = _clean_sources(row.sources)
+            existing = clean_sources(row.sources)
             known = {s["fact_id"] for s in existing}
             added = [s for s in sources_for(action) if s["fact_id"] not in known]
+            twin = held_twin(save_pk, subject or row.subject, statement, exclude_pk=row.pk)
+            if twin is not None:  # the update makes it another held belief: fold it into that one
+                belief_absorb(twin, turn, twin.statement, existing + added)
+                twin.save()
+                belief_retire(row, turn, f"merged into the identical belief #{twin.pk}")
+                row.save()
+                counts["merged"] += 1
+                continue
             row.statement = statement
             if subject:
                 row.subject = subject
             row.sources = existing + added
-            row.history = list(row.history or []) + [_entry(UPDATE, turn, statement, row.subject, added)]
+            row.history = list(row.history or []) + [trail_entry(UPDATE, turn, statement, row.subject, added)]
             row.updated_turn_id = max(row.updated_turn_id, turn)
             row.stale = False
             row.save()
@@ -384,6 +401,12 @@ def apply_consolidation(
 
 
 # -- rollback ------------------------------------------------------------------------------
+
+
+def trail_is_exact(history: list[dict]) -> bool:
+    """True when the trail records every change's statement and sources (what this module writes)."""
+    content = [h for h in history or [] if h.get("action") in (CREATE, UPDATE) and h.get("statement")]
+    return bool(content) and all("sources_added" in h for h in content)
 
 
 def restore_belief_as_of(
@@ -411,17 +434,16 @@ def restore_belief_as_of(
     """
     n = target_turn_id
     kept_history = [dict(h) for h in history or [] if int(h.get("turn_id") or 0) <= n]
-    filtered_sources = [s for s in _clean_sources(sources) if s["turn_id"] <= n]
+    filtered_sources = [s for s in clean_sources(sources) if s["turn_id"] <= n]
     content = [h for h in kept_history if h.get("action") in (CREATE, UPDATE) and h.get("statement")]
-    exact = bool(content) and all("sources_added" in h for h in content)
-    if exact:
+    if trail_is_exact(kept_history):
         last = content[-1]
         statement = last["statement"]
         subject = last.get("subject", subject) or ""
         rebuilt: list[dict] = []
         for h in content:
             rebuilt.extend(h.get("sources_added") or [])
-        new_sources = [s for s in _clean_sources(rebuilt) if s["turn_id"] <= n]
+        new_sources = [s for s in clean_sources(rebuilt) if s["turn_id"] <= n]
     else:
         new_sources = filtered_sources
     return {
@@ -465,7 +487,29 @@ ROLLBACK_FIELDS = [
 # Beliefs created after N go; a survivor that changed after N (found through the indexed
 # `updated_turn_id` / `last_source_turn` columns, never by scanning every belief) is rebuilt
 # from its history trail. Retired beliefs count too (`all_objects`): a DELETE after N is undone.
-BELIEF_ROLLBACK = RowRollback(
+@dataclass(frozen=True)
+class BeliefRollback(RowRollback):
+    """The belief rollback: `RowRollback`, then the sources an edit deleted dropped again.
+
+    The trail the survivors are rebuilt from still names facts an edit deleted since; those
+    sources are dropped and a belief left with none is retired at the target turn
+    (`beliefs_drop_missing_sources`), so a rewind never brings back a belief with nothing under it.
+    Only beliefs rebuilt from an exact trail (`trail_is_exact`) are looked at: a trail
+    written elsewhere is restored by the seed's rule from the current sources, which an edit
+    has already cleaned.
+    """
+
+    def roll_back(self, save_pk: int, target_turn_id: int) -> dict[str, int]:
+        n = int(target_turn_id)
+        changed_ids = list(self.split(save_pk, n)[1].values_list("id", flat=True))
+        done = super().roll_back(save_pk, n)
+        if changed_ids:  # held ones only: a retirement after N was undone and is judged again here
+            rows = ObservationRow.objects.select_for_update().filter(pk__in=changed_ids)
+            beliefs_drop_missing_sources(save_pk, n, rows=[r for r in rows if trail_is_exact(r.history)])
+        return done  # the seed's {"deleted", "updated"}: a retired survivor counts as updated
+
+
+BELIEF_ROLLBACK = BeliefRollback(
     model=ObservationRow,
     manager="all_objects",
     created_field="created_turn_id",

@@ -16,7 +16,7 @@ from studio.memory.models import Fact as FactRow
 from studio.memory.models import Job, LoreActivation, RecordedQuery
 from studio.memory.models import MentalModel as MentalModelRow
 from studio.memory.models import Observation as ObservationRow
-from studio.memory.observations import BELIEF_ROLLBACK
+from studio.memory.observations import BELIEF_ROLLBACK, SOURCES_GONE, belief_retire, trail_is_exact
 
 
 def copy_facts(source_pk: int, fork_pk: int, n: int) -> dict[int, int]:
@@ -48,7 +48,10 @@ def copy_beliefs(source_pk: int, fork_pk: int, n: int, fact_ids: dict[int, int])
         if r.updated_turn_id > n or r.last_source_turn > n:
             for name, value in BELIEF_ROLLBACK.values_at(r, n).items():
                 setattr(r, name, value)
+        held_sources = r.deleted_turn_id is None and bool(r.sources) and trail_is_exact(r.history)
         r.sources = remap(r.sources)
+        if held_sources and not r.sources:  # every source was deleted by an edit: retired, as a rewind to n does
+            belief_retire(r, n, SOURCES_GONE)
         r.history = [
             {**h, "sources_added": remap(h["sources_added"])} if "sources_added" in h else dict(h)
             for h in r.history or []

@@ -105,11 +105,11 @@ def recording_summary(provenance: dict[str, Any] | None) -> dict[str, Any] | Non
         "partial": turns < requested,
         "endpoint_kind": str(provenance.get("endpoint_kind") or ""),
         "text": f"recorded with {model} on {date} {span}",
-        "chapters_text": _chapters_text(provenance.get("chapters")),
+        "chapters_text": chapters_text(provenance.get("chapters")),
     }
 
 
-def _chapters_text(chapters: Any) -> str:
+def chapters_text(chapters: Any) -> str:
     """Say which model summarised the recorded chapters, and when ("" when the recording has none)."""
     if not isinstance(chapters, dict):
         return ""

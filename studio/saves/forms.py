@@ -42,10 +42,34 @@ class SaveCreateForm(forms.Form):
         help_text="Living mode only. Off: facts are still extracted, but no beliefs or mental models form.",
     )
 
-    def __init__(self, *args, universes=None, llm_connected: bool = False, **kwargs):
+    persona_name = forms.CharField(
+        max_length=120, required=False, label="Player character's name",
+        help_text="{{user}}: who “you” are in this universe's stories. Changing it here changes the universe's persona.")
+    persona_description = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}), max_length=4000, required=False, label="Player character's description",
+        help_text="Told to the narrator once per prompt.")
+    persona_portrait = forms.FileField(required=False, label="Portrait (PNG)", help_text="Optional; up to 5 MB.",
+                                       widget=forms.FileInput(attrs={"accept": "image/png"}))
+    opening = forms.ChoiceField(required=False, widget=forms.RadioSelect, label="Start from",
+                                help_text="Turn 1 is appended as it reads here; no model is asked.")
+
+    def __init__(self, *args, universes=None, llm_connected: bool = False, greetings=(), persona=None,
+                 edit_persona: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
         if universes is not None:
             self.fields["universe"].queryset = universes
+        # The chosen universe's opening: greeting N is what `opening_accept(number=N)` appends.
+        self.fields["opening"].choices = [("", "No opening: I start with my first action")] + [
+            (str(n), text) for n, text in enumerate(greetings, start=1)]
+        if not greetings:
+            del self.fields["opening"]
+        # The persona is the universe's: only its authors change it here; others see it.
+        if not edit_persona:
+            for name in ("persona_name", "persona_description", "persona_portrait"):
+                del self.fields[name]
+        elif persona is not None and not self.is_bound:
+            self.initial.setdefault("persona_name", persona.name)
+            self.initial.setdefault("persona_description", persona.description)
         # Living memory by default when it can form; the form says why either way.
         mode = self.fields["memory_mode"]
         mode.initial = MemoryMode.LIVING if llm_connected else MemoryMode.CLASSIC

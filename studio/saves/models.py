@@ -64,6 +64,10 @@ class Event(models.Model):
     player_input = models.TextField(blank=True)
     narrative = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    edited_at = models.DateTimeField(
+        null=True, blank=True,
+        help_text="When the narrative was last edited by hand (before accepting, or afterwards); none: as narrated or written.",
+    )
 
     class Meta:
         ordering = ["game_save", "turn_id"]
@@ -98,6 +102,7 @@ class DraftStatus(models.TextChoices):
     OPEN = "open", "Open"
     ACCEPTED = "accepted", "Accepted"
     DISCARDED = "discarded", "Discarded"
+    UNDONE = "undone", "Undone"  # an accepted turn taken back by Undo: it can be put back until the next turn is accepted
 
 
 class AlternativeStatus(models.TextChoices):

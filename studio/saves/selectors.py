@@ -147,3 +147,111 @@ def attach_turn_chunks(*, game_save: Save, turns: list[TimelineTurn]) -> None:
         )
     for turn in turns:
         turn.chunks = sorted(by_turn.get(turn.turn_id, []), key=lambda chunk: chunk["part"])
+
+
+STORY_TURNS = 12  # the Console's story shows the last turns; "Show earlier turns" adds STORY_TURNS_MORE
+STORY_TURNS_MORE = 20
+STORY_TURNS_MAX = 200
+
+
+@dataclass
+class StoryTurn:
+    """One turn as the story view shows it, with the quiet headings that come before it."""
+
+    event: Event
+    chapter: int | None = None  # the number of the chapter that starts at this turn
+    chapter_open: bool = False  # that chapter is the open one
+    story_time: str = ""  # the turn's story time, when it differs from the turn before's
+
+
+def story_turns(*, game_save: Save, limit: int = STORY_TURNS, open_start: int | None = None) -> list[StoryTurn]:
+    """Return the save's last `limit` turns, oldest first, with chapter starts and story times (four queries).
+
+    `open_start`: the open chapter's first turn when the caller has it (`open_chapter`).
+    """
+    from studio.memory.chapters.models import Chapter
+    from studio.memory.chapters.story_time import story_times
+
+    events = list(reversed(game_save.events.order_by("-turn_id")[: max(1, limit)]))
+    if not events:
+        return []
+    first, last = events[0].turn_id, events[-1].turn_id
+    chapters = Chapter.objects.filter(game_save_id=game_save.pk, level=0)
+    before = chapters.filter(first_turn__lt=first).count()
+    starts = list(chapters.filter(first_turn__gte=first, first_turn__lte=last).order_by("first_turn").values_list("first_turn", flat=True))
+    numbers = {turn: before + index for index, turn in enumerate(starts, start=1)}
+    if open_start is None:
+        open_start = (chapters.order_by("-last_turn").values_list("last_turn", flat=True).first() or 0) + 1
+    if first <= open_start <= last:
+        numbers[open_start] = before + len(starts) + 1
+    times = story_times(game_save, [first - 1] + [e.turn_id for e in events])
+    out, previous = [], times.get(first - 1, "")
+    for event in events:
+        time = times.get(event.turn_id, "")
+        out.append(StoryTurn(event=event, chapter=numbers.get(event.turn_id), chapter_open=event.turn_id == open_start,
+                             story_time=time if time and time != previous else ""))
+        previous = time or previous
+    return out
+
+
+def turn_llm_calls(*, game_save: Save, turn) -> tuple[list, list]:
+    """Return the LLM calls of a turn's jobs: (those of the turn as it is, those of earlier versions of it).
+
+    An Undo, a Retry or a rewind drops a turn and its number is played again: the old version's
+    jobs stay in the ledger (on their timeline generation), and their calls are listed apart,
+    each with `version` (1 = the first version of the turn number). Two queries.
+    """
+    from studio.memory.jobs.timeline import EVENT_KEY, job_is_for_event
+    from studio.memory.models import LLMCall
+
+    event = {"pk": turn.event.pk, "created_at": turn.event.created_at}
+    calls = list(LLMCall.objects.filter(job__game_save=game_save, job__turn_id=turn.turn_id)
+                 .select_related("job").order_by("created_at", "id"))
+    current = [call for call in calls if job_is_for_event(call.job, event)]
+    earlier = [call for call in calls if not job_is_for_event(call.job, event)]
+    versions: dict = {}
+    for call in earlier:  # each dropped version of the turn: its Event (or, unrecorded, its generation)
+        key = (call.job.payload or {}).get(EVENT_KEY) or f"generation {call.job.timeline_generation}"
+        call.version = versions.setdefault(key, len(versions) + 1)
+    return current, earlier
+
+
+REWIND_TURNS_SHOWN = 30  # the rewind preview lists at most this many of the turns it removes (newest first)
+
+
+def turns_removed_by(*, game_save: Save, target_turn: int, limit: int = REWIND_TURNS_SHOWN) -> list[Event]:
+    """Return the turns a rewind to `target_turn` removes, newest first, at most `limit` (one query).
+
+    Only the columns the preview shows; its first lines come from the narrative's start.
+    """
+    return list(game_save.events.filter(turn_id__gt=target_turn).order_by("-turn_id")
+                .only("turn_id", "player_input", "narrative", "edited_at")[:limit])
+
+
+@dataclass
+class LoreLine:
+    """What the Lore Book brought into one turn: the entries that activated, and which came by recursion."""
+
+    turn: int
+    entries: list  # universes.lore_tester.TesterRow, in the order they activated, each with `via_title`
+    by_recursion: int
+
+
+def turn_lore_line(*, game_save: Save, turn_id: int | None = None) -> LoreLine | None:
+    """Return what activated at turn `turn_id` (default: the last) and why, as the key tester explains it.
+
+    The turn's action with the turns before it, its timed effects and its seed, against the
+    Lore Book as it is now (`universes.lore_tester.lore_key_test`); an entry pulled in by another
+    entry's text says which (`via_entry`: "recursion from entry Y"). None before turn 1.
+    """
+    from studio.universes.lore_tester import lore_key_test
+
+    turn_id = turn_id or game_save.current_turn
+    event = game_save.events.filter(turn_id=turn_id).only("player_input").first()
+    if event is None:
+        return None
+    result = lore_key_test(universe=game_save.universe, text=event.player_input, save=game_save, turn=turn_id)
+    titles = {row.entry_id: row.title for row in result.included + result.considered}
+    for row in result.included:  # the entry whose text brought this one in, by its title
+        row.via_title = titles.get(row.via_entry, row.via_entry)
+    return LoreLine(turn=turn_id, entries=result.included, by_recursion=sum(1 for row in result.included if row.via_entry))

@@ -132,13 +132,16 @@ def turn_append(
     return event
 
 
-def turn_update_narrative(*, game_save: Save, turn_id: int, narrative: str, player_input: str | None = None) -> Event:
+def turn_update_narrative(*, game_save: Save, turn_id: int, narrative: str, player_input: str | None = None,
+                          edited: bool = True) -> Event:
     """Replace a turn's narrative (and its input, when given); re-embed it and, in living mode, re-extract it.
 
     The re-embedding goes through `VectorMemory.update_turn_narrative` (old chunks of the
     turn deleted, the new text embedded); the re-extraction first removes what the old text
     produced for that turn (see `studio.memory.pipeline.living.forget_turn_outputs`). The
     turn's recorded lore activation is kept (the memory proxy edits an input in place too).
+    `edited`: the text is the playtester's own (the turn is marked edited, `Event.edited_at`);
+    False when it is one of the narrator's alternatives chosen by a swipe (the mark goes).
     """
     limits.TURN_NARRATIVE.check(narrative or "")
     if player_input is not None:
@@ -147,7 +150,8 @@ def turn_update_narrative(*, game_save: Save, turn_id: int, narrative: str, play
         locked = Save.objects.select_for_update().get(pk=game_save.pk)
         event = Event.objects.select_for_update().get(game_save=locked, turn_id=turn_id)
         event.narrative = narrative or ""
-        fields = ["narrative"]
+        event.edited_at = timezone.now() if edited else None
+        fields = ["narrative", "edited_at"]
         if player_input is not None:
             event.player_input = player_input
             fields.append("player_input")

@@ -43,5 +43,7 @@ urlpatterns = [
     path("<str:save_id>/narrator/<int:draft_id>/stop/<int:number>/", play.narrator_stop, name="narrator_stop"),
     path("<str:save_id>/turns/last/undo/", play.turn_undo, name="turn_undo"),
     path("<str:save_id>/turns/last/retry/", play.turn_retry, name="turn_retry"),
+    path("<str:save_id>/turns/last/swipe/", play.turn_swipe, name="turn_swipe"),
+    path("<str:save_id>/narrator/<int:draft_id>/restore/", play.draft_restore, name="draft_restore"),
     path("<str:save_id>/play-settings/", play.play_settings, name="play_settings"),
 ]

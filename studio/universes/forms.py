@@ -55,6 +55,44 @@ class PersonaForm(forms.Form):
     remove_portrait = forms.BooleanField(required=False, label="Remove the portrait")
 
 
+GREETING_SEPARATOR = "---"
+
+
+class OpeningForm(forms.Form):
+    """The universe's opening (validated again by `services.opening_set`)."""
+
+    first_message = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 5}), required=False, label="First message",
+        help_text="Turn 1 as the narrator tells it. {{user}} and {{char}} are filled when play reads it.")
+    alternate_greetings = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 6}), required=False, label="Alternate greetings",
+        help_text=f"Other first messages to choose from, separated by a line holding only {GREETING_SEPARATOR}.")
+    scenario = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}), required=False, label="Scenario",
+        help_text="The situation when the story starts, for the narrator: {{scenario}} in its instructions.")
+
+    def clean_alternate_greetings(self) -> list[str]:
+        return greetings_from_text(self.cleaned_data.get("alternate_greetings", ""))
+
+
+def greetings_from_text(text: str) -> list[str]:
+    """Split the form's greetings on lines holding only `---`."""
+    greetings, current = [], []
+    for line in (text or "").splitlines():
+        if line.strip() == GREETING_SEPARATOR:
+            greetings.append("\n".join(current).strip())
+            current = []
+        else:
+            current.append(line)
+    greetings.append("\n".join(current).strip())
+    return [g for g in greetings if g]
+
+
+def greetings_as_text(greetings: list[str]) -> str:
+    """The form's text for a list of greetings (`greetings_from_text` reads it back)."""
+    return f"\n{GREETING_SEPARATOR}\n".join(greetings)
+
+
 _REGEX_DONE = re.compile(r"^/.+/[A-Za-z]*$", re.DOTALL)
 
 
@@ -130,7 +168,9 @@ class LoreEntryForm(forms.Form):
     """One lore entry. Links are typed as titles (one per line) and resolved to entries."""
 
     title = forms.CharField(max_length=300)
-    kind = forms.ChoiceField(choices=LoreKind.choices, initial=LoreKind.CONCEPT)
+    # No kind is preselected: a new entry's kind is the author's choice (it decides who can know it,
+    # what a character index reads, how it is filtered), never a silent Concept.
+    kind = forms.ChoiceField(choices=[("", "Choose a kind…"), *LoreKind.choices])
     entry_id = forms.CharField(
         max_length=120, required=False, validators=[validate_slug],
         help_text="Stable id used by links, exports and the engine. Leave empty to derive it from the title.",

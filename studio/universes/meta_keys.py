@@ -29,6 +29,7 @@ from studio.memory.chapters.selectors import (
 )
 from studio.memory.lore_activation.spec import LoreDefaults
 from studio.memory.recall.policy import BUDGET_GROUP, KNOBS, LAYOUT_GROUP, PROXY_GROUP
+from studio.universes.opening import ALTERNATE_GREETINGS_META, FIRST_MESSAGE_META, SCENARIO_META
 from studio.memory.recall.macros import (
     CHARACTER_CARD_META,
     PLAYER_CHARACTER_META,
@@ -51,11 +52,13 @@ class MetaKey:
 
 _LORE = LoreDefaults()
 _CHAPTERS = ChapterSettings()
-PERSONA, NARRATOR, SAMPLER, LORE, CHAPTERS, MISSIONS, IMPORTED = (
-    "Player persona", "Narrator", "Sampler settings", "Lore activation", "Chapters", "Missions", "Imported files")
+PERSONA, OPENING, NARRATOR, SAMPLER, LORE, CHAPTERS, MISSIONS, IMPORTED = (
+    "Player persona", "Opening", "Narrator", "Sampler settings", "Lore activation", "Chapters", "Missions",
+    "Imported files")
 BUDGET = BUDGET_GROUP
-# Groups whose keys are settings or structured data for the studio, never prose for the narrator's {{meta}}.
-SETTINGS_GROUPS = (SAMPLER, LORE, BUDGET, LAYOUT_GROUP, PROXY_GROUP, CHAPTERS, MISSIONS, IMPORTED)
+# Groups whose keys are settings or structured data for the studio, never prose for the narrator's {{meta}}
+# (the opening's greetings are turn 1 itself, not instructions).
+SETTINGS_GROUPS = (OPENING, SAMPLER, LORE, BUDGET, LAYOUT_GROUP, PROXY_GROUP, CHAPTERS, MISSIONS, IMPORTED)
 
 KNOWN_META_KEYS: tuple[MetaKey, ...] = (
     MetaKey(PLAYER_CHARACTER_META, PERSONA,
@@ -65,6 +68,12 @@ KNOWN_META_KEYS: tuple[MetaKey, ...] = (
             "Who the player character is, for the narrator alone (once per prompt); never part of a fact "
             "or a name.", edited_on="persona", multiline=True),
     MetaKey(PLAYER_PORTRAIT_META, PERSONA, "The persona's portrait (a kept PNG).", edited_on="persona"),
+    MetaKey(FIRST_MESSAGE_META, OPENING, "Turn 1 as the narrator tells it: the story's first message (SillyTavern's "
+            "first_mes); {{user}} and {{char}} are filled when play reads it.", edited_on="opening", multiline=True),
+    MetaKey(ALTERNATE_GREETINGS_META, OPENING, "Other first messages to start from (a JSON array of strings), "
+            "chosen on the new-save form or with the arrows of the opening.", edited_on="opening"),
+    MetaKey(SCENARIO_META, NARRATOR, "The situation when the story starts, for the narrator: {{scenario}} "
+            "(the opening form edits it).", edited_on="opening", multiline=True),
     MetaKey("narrator_style", NARRATOR, "How the narrator writes, e.g. “terse, present tense”: {{narrator_style}}."),
     MetaKey("tone", NARRATOR, "The story's tone, e.g. “melancholy”: {{tone}}."),
     MetaKey("era", NARRATOR, "When the story happens, e.g. “1890s”: {{era}}."),

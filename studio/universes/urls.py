@@ -18,6 +18,7 @@ urlpatterns = [
     path("<slug:slug>/meta/<int:pk>/delete/", views.meta_delete, name="meta_delete"),
     path("<slug:slug>/meta/persona/", views.persona_save, name="persona_save"),
     path("<slug:slug>/meta/persona/portrait.png", views.persona_portrait, name="persona_portrait"),
+    path("<slug:slug>/meta/opening/", views.opening_save, name="opening_save"),
     # Missions
     path("<slug:slug>/missions/", views.missions_page, name="missions"),
     path("<slug:slug>/missions/universe/", views.missions_universe, name="missions_universe"),

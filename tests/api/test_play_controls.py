@@ -58,8 +58,8 @@ def test_the_opening_reads_the_greetings_once_and_answers_one_status(api, carded
     from studio.saves.narrator import play
 
     calls = []
-    real = play.card_greetings
-    monkeypatch.setattr(play, "card_greetings", lambda **kw: calls.append(1) or real(**kw))
+    real = play.universe_greetings
+    monkeypatch.setattr(play, "universe_greetings", lambda **kw: calls.append(1) or real(**kw))
     bad = api.post(f"{base(carded_save)}/opening", {"number": 3})
     assert bad.status_code == 400 and "2 greetings" in bad.json()["error"]["details"]["number"][0]
     assert len(calls) == 1

@@ -45,13 +45,13 @@ def test_create_universe_add_and_inline_edit_lore_then_bulk_kind(page, live_serv
     page.fill("#universe-create input[name=name]", "Salt Coast")
     page.fill("#universe-create textarea[name=description]", "Smugglers & salt.")
     page.click("#universe-create button[type=submit]")
-    expect(page.locator("#universe-table")).to_contain_text("Salt Coast")
-    expect(page.locator("#universe-created")).to_contain_text("Created")
+    # A new universe opens on its overview.
+    page.wait_for_url(re.compile(r"/universes/salt-coast/$"))
+    expect(page.locator(".messages")).to_contain_text("Created “Salt Coast”")
     screenshot("universe-created")
     universe = Universe.objects.get(name="Salt Coast")
     assert universe.owner == author
 
-    page.click("#universe-created a")
     page.click("nav.tabs >> text=Lore Book")
     expect(page.locator("h1")).to_have_text("Lore Book")
     screenshot("lore-empty")

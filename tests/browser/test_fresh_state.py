@@ -83,7 +83,7 @@ def test_append_updates_the_header_turn_and_the_next_turn_number(logged_in_page,
     page.fill("#id_narrative", "Kaël counts twelve silver crowns into Mira's palm.")
     page.click("#append-form button[type=submit]")
     expect(page.locator("#save-current-turn")).to_have_text("4")
-    expect(page.get_by_role("heading", name="Play turn 5")).to_be_visible()
+    expect(page.get_by_role("heading", name="Write turn 5 by hand")).to_be_visible()
     assert page.input_value("#append-form input[name=expected_turn_id]") == "5"
     assert not_reloaded(page)
     assert Event.objects.filter(game_save=played).count() == 4
@@ -128,7 +128,7 @@ def test_transcript_import_lands_on_the_new_save_with_its_turns(logged_in_page, 
     imported = Save.objects.get(name="Imported run")
     assert page.url.endswith(imported.get_absolute_url())
     expect(page.locator("#save-current-turn")).to_have_text("2")
-    expect(page.locator("#console-turns li")).to_have_count(2)
+    expect(page.locator("#console-turns li[data-turn]")).to_have_count(2)
     page.goto(f"/saves/?universe={universe.slug}")
     expect(page.locator("#save-table")).to_contain_text("Imported run")
 

@@ -50,8 +50,11 @@ def test_narrate_stream_regenerate_choose_edit_accept_then_discard(logged_in_pag
     # The regenerated narration has ended and its final panel is in (the choice below must not
     # race the stream's own refresh of the panel).
     expect(page.locator("#narration")).to_have_attribute("data-status", "done")
-    page.get_by_role("button", name="Alternative 1").click()
+    expect(page.locator("#draft-swipe-count")).to_have_text("2/2")
+    page.click("#draft-previous")
+    expect(page.locator("#draft-swipe-count")).to_have_text("1/2")
     expect(page.locator("#narration")).to_contain_text("Rain drums on the harbour roofs")
+    expect(page.locator("#draft-next")).to_be_focused()  # the arrow used keeps the focus (← was disabled)
 
     page.click("#narrator-edit summary")
     page.fill("#narrator-narrative", FIRST + " She closes the ledger.")
@@ -69,7 +72,8 @@ def test_narrate_stream_regenerate_choose_edit_accept_then_discard(logged_in_pag
     page.click("#narrate-form button[type=submit]")
     expect(page.locator("#narrator-accept button[type=submit]")).to_be_visible()
     page.click("#narrator-discard")
-    expect(page.locator("#narrator")).to_contain_text("Draft discarded; nothing was appended.")
+    expect(page.locator("#play-status")).to_contain_text("Draft for turn 5 discarded; nothing was appended.")
+    expect(page.locator("#set-aside")).to_contain_text("Bring it back")
     assert Event.objects.filter(game_save=game_save).count() == 4
 
     # What the narrator saw, from the timeline.

@@ -78,6 +78,7 @@ def test_pending_links_and_an_import_that_asks_before_merging(page, live_server,
     login(page, author)
     page.goto(f"/universes/{universe.slug}/lore/new/")
     page.fill("[name=new-title]", "The Glass Bell")
+    page.select_option("[name=new-kind]", "item")  # no kind is preselected
     page.fill("[name=new-links]", "Ilya Voss")
     page.get_by_role("button", name="Save", exact=True).click()
     expect(page.locator("li.pending-link")).to_contain_text("Ilya Voss")
@@ -86,6 +87,7 @@ def test_pending_links_and_an_import_that_asks_before_merging(page, live_server,
     assert axe(page) == []
     page.locator("#health-pending a", has_text="write it").click()
     expect(page.locator("[name=new-title]")).to_have_value("Ilya Voss")
+    page.select_option("[name=new-kind]", "character")
     page.get_by_role("button", name="Save", exact=True).click()
     page.goto(f"/universes/{universe.slug}/lore/the-glass-bell/")
     expect(page.locator("li.pending-link")).to_have_count(0)

@@ -22,7 +22,7 @@ def test_append_a_turn(logged_in_page, playtester, played):
     page.wait_for_selector("text=Turn 4 appended")
     assert page.locator("#console-turns li[data-turn='4']").inner_text().count("twelve silver crowns") == 1
     assert page.locator("#save-current-turn").inner_text() == "4"  # the header, updated out of band
-    assert page.get_by_text("Play turn 5").is_visible()
+    assert page.get_by_role("heading", name="Write turn 5 by hand").is_visible()
     played.refresh_from_db()
     assert played.current_turn == 4
     assert Event.objects.get(game_save=played, turn_id=4).player_input == "I pay Mira back."
@@ -132,6 +132,11 @@ def test_context_viewer_explains_each_item(logged_in_page, playtester, played, v
     assert "A patient moneylender." in models.first.inner_text() and "named in the query" in models.first.inner_text()
     assert page.locator("section[data-layer='narrative'] li").count() >= 1
     assert page.locator("li[data-included='no']").count() >= 1  # the budget cut something, and says so
+    # What was cut is folded under one line per layer, after what the narrator reads: open them.
+    folds = page.locator("details.context-cut > summary")
+    assert folds.count() >= 1 and all(text.endswith("cut: show") for text in folds.all_inner_texts())
+    for index in range(folds.count()):
+        folds.nth(index).click()
     # Each left-out item says why: over budget, or already in the prompt (the chapter's turns shown in full).
     cut_texts = page.locator("li[data-included='no']").all_inner_texts()
     assert all("cut: " in text for text in cut_texts), cut_texts

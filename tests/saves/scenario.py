@@ -55,7 +55,9 @@ def snapshot(save: Save) -> dict:
     belief_rank = {b.pk: i for i, b in enumerate(belief_rows)}
 
     def sources(items):
-        return sorted((fact_rank.get(s["fact_id"], ("missing", s["fact_id"])), s["turn_id"]) for s in items or [])
+        # A fact an edit deleted is still named in the trail: ranked after the stored ones, by its id.
+        return sorted(((0, fact_rank[s["fact_id"]]) if s["fact_id"] in fact_rank else (1, s["fact_id"]), s["turn_id"])
+                      for s in items or [])
 
     def trail(entries):
         return [

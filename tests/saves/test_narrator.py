@@ -157,7 +157,7 @@ def test_regenerate_keeps_alternatives_and_one_is_chosen(tester, game_save, narr
     stream_all(tester, game_save, draft)
     narrator.reply = Reply(content="Fog hides the quay.")
     html = tester.post(url("narrator_regenerate", game_save, draft.pk), **HX).content.decode()
-    assert url("narrator_stream", game_save, draft.pk, 2) in html and "Alternative 1" in html
+    assert url("narrator_stream", game_save, draft.pk, 2) in html and 'id="draft-swipe-count" aria-live="polite">2/2' in html
     assert stream_all(tester, game_save, draft, 2) == "Fog hides the quay."
     html = tester.post(url("narrator_choose", game_save, draft.pk), {"number": 1}, **HX).content.decode()
     assert "Rain drums on the harbour roofs." in html and "Fog hides the quay." not in html
@@ -170,7 +170,7 @@ def test_discard_appends_nothing(tester, game_save, narrator):
     draft = services.narrator_draft_create(game_save=game_save, player_input="I leave")
     stream_all(tester, game_save, draft)
     html = tester.post(url("narrator_discard", game_save, draft.pk), **HX).content.decode()
-    assert "Draft discarded" in html and 'id="narrate-form"' in html
+    assert "Draft for turn 4 discarded" in html and "Bring it back" in html
     assert Event.objects.filter(game_save=game_save).count() == 3
     assert NarratorDraft.objects.get(pk=draft.pk).status == DraftStatus.DISCARDED
     with pytest.raises(services.NarratorError):

@@ -228,7 +228,7 @@ def test_the_opening_offers_the_cards_greetings_and_accepts_one(tester, carded_s
     texts = list(draft.alternatives.values_list("text", flat=True))
     assert texts == ["Mira looks up at Wren. \u201cYou're late.\u201d", "The ledger slams shut as Wren comes in.",
                      "Rain. Mira does not look up."]
-    assert "Alternative 3" in html and "Accept as turn 1" in html
+    assert 'id="draft-swipe-count" aria-live="polite">1/3' in html and "Accept as turn 1" in html
     tester.post(url("narrator_choose", carded_save, draft.pk), {"number": 2}, **HX)
     tester.post(url("narrator_accept", carded_save, draft.pk), {"number": 2}, **HX)
     event = Event.objects.get(game_save=carded_save, turn_id=1)
@@ -237,12 +237,12 @@ def test_the_opening_offers_the_cards_greetings_and_accepts_one(tester, carded_s
         play.opening_draft_create(game_save=carded_save)  # only as turn 1
 
 
-def test_without_a_card_the_opening_is_refused(tester, universe):
+def test_without_an_opening_or_a_card_the_opening_is_refused(tester, universe):
     from studio.saves.services import save_create
 
     fresh = save_create(universe=universe, name="No card")
     html = tester.post(url("narrator_opening", fresh), **HX).content.decode()
-    assert "no Character Card" in html and not NarratorDraft.objects.filter(game_save=fresh).exists()
+    assert "has no opening" in html and not NarratorDraft.objects.filter(game_save=fresh).exists()
 
 
 # -- continue ---------------------------------------------------------------------------------------

@@ -45,6 +45,8 @@ PLAYTEST_ROUTES = {
     "saves:narrator_stop": "post",
     "saves:turn_undo": "post",
     "saves:turn_retry": "post",
+    "saves:turn_swipe": "post",
+    "saves:draft_restore": "post",
     "saves:play_settings": "post",
     "saves:chapter_close": "post",
     "saves:chapter_edit": "post",

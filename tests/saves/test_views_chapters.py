@@ -58,10 +58,10 @@ def test_the_console_closes_the_open_chapter_and_says_what_happened(client, play
     assert 'hx-target="#console-chapter"' in page
     fragment = close_on_console(client, game_save, 3).content.decode()
     # The htmx answer is the chapter card only, with what happened and the next chapter's state.
-    assert fragment.lstrip().startswith('<section class="card" id="console-chapter"') and "Memory jobs" not in fragment
+    assert fragment.lstrip().startswith('<section class="drawer-section card" id="console-chapter"') and "Memory jobs" not in fragment
     assert ("Chapter 1 (turns 1–3) closed at turn 3; no summary will be made: no model is connected "
             "(AXIOM_LLM_BASE_URL).") in fragment
-    assert "Chapter 2</h2>" in fragment and "The open chapter has no turns yet: it starts with turn 4." in fragment
+    assert "Chapter 2</h3>" in fragment and "The open chapter has no turns yet: it starts with turn 4." in fragment
     assert 'id="chapter-close" disabled' in fragment
     chapter = Chapter.objects.get(game_save=game_save)
     assert (chapter.first_turn, chapter.last_turn, chapter.summary_status, chapter.close_reason) == (1, 3, "no_model", "playtester")

@@ -94,7 +94,7 @@ def test_console_full_page_and_fragment(client, playtester, game_save):
     page = client.get(game_save.get_absolute_url())
     html = page.content.decode()
     assert page.status_code == 200 and "<html" in html
-    assert "Turn 3 text." in html and 'id="append-form"' in html and "Play turn 4" in html
+    assert "Turn 3 text." in html and 'id="append-form"' in html and "Write turn 4 by hand" in html
     fragment = client.get(game_save.get_absolute_url(), HTTP_HX_REQUEST="true")
     html = fragment.content.decode()
     assert html.lstrip().startswith('<div id="console"') and "<html" not in html and "Turn 3 text." in html
@@ -120,7 +120,7 @@ def test_append_turn_htmx_returns_the_console_with_the_new_turn(client, playtest
     html = response.content.decode()
     assert response.status_code == 200 and "<html" not in html
     assert "Kaël counts out twelve silver crowns." in html and "Turn 4 appended" in html
-    assert "Play turn 5" in html
+    assert "Write turn 5 by hand" in html and 'id="save-current-turn" hx-swap-oob="true">4<' in html
     game_save.refresh_from_db()
     assert game_save.current_turn == 4
     event = Event.objects.get(game_save=game_save, turn_id=4)

@@ -8,6 +8,7 @@ from django.test import override_settings
 
 from studio.saves.models import MemoryMode, Save
 from studio.universes import services
+from studio.universes.models import UniverseMeta
 
 pytestmark = pytest.mark.django_db
 
@@ -68,10 +69,11 @@ def test_the_add_form_does_not_keep_the_last_key_after_saving(author_client, htm
     assert "value=" not in key_input and "grim" not in oob.group(1)
 
 
-def test_new_universes_start_without_recursion_and_existing_ones_keep_theirs(author, universe):
+def test_new_universes_start_with_recursion_on_as_sillytavern_ships_it(author, universe):
     created = services.universe_create(user=author, name="Fresh")
-    assert dict(created.meta.values_list("key", "value"))["lore_recursion_depth"] == "0"
+    assert "lore_recursion_depth" not in dict(created.meta.values_list("key", "value"))
     from studio.memory.lore.activation_state import universe_book
 
-    assert universe_book(created).defaults.recursion_depth == 0
-    assert universe_book(universe).defaults.recursion_depth == 3  # made before: the engine default stays
+    assert universe_book(created).defaults.recursion_depth == 3  # the engine's default passes: on
+    UniverseMeta.objects.create(universe=universe, key="lore_recursion_depth", value="0")
+    assert universe_book(universe).defaults.recursion_depth == 0  # an author's own setting stays

@@ -25,11 +25,11 @@ def test_create_without_js_redirects_and_makes_creator_owner(author_client, auth
     assert universe.owner == author and universe.slug == "dune-sea"
 
 
-def test_create_with_htmx_returns_table_fragment_and_fresh_form(author_client, htmx):
+def test_a_new_universe_opens_on_its_overview_with_htmx_too(author_client, htmx):
     response = author_client.post("/universes/new/", {"name": "Dune Sea"}, **htmx)
-    html = response.content.decode()
-    assert response.status_code == 200 and "<html" not in html
-    assert "Dune Sea" in html and 'id="universe-table"' in html and 'hx-swap-oob="true"' in html
+    universe = Universe.objects.get(name="Dune Sea")
+    assert response.status_code == 200 and response["HX-Redirect"] == universe.get_absolute_url()
+    assert "Created “Dune Sea”" in author_client.get(universe.get_absolute_url()).content.decode()
 
 
 def test_create_invalid_shows_errors_both_ways(author_client, htmx, universe):

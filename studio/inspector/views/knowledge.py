@@ -29,6 +29,16 @@ def _turn(request: HttpRequest, game_save) -> int:
     return max(0, min(turn, game_save.current_turn))
 
 
+def _with_titles(game_save, reveals) -> list:
+    """The reveals with `entry_title`: a lore reveal is shown by its entry's title (one query for the page)."""
+    reveals = list(reveals)
+    ids = {r.entry_id for r in reveals if r.entry_id}
+    titles = dict(game_save.universe.lore_entries.filter(entry_id__in=ids).values_list("entry_id", "title")) if ids else {}
+    for reveal in reveals:
+        reveal.entry_title = titles.get(reveal.entry_id, "")
+    return reveals
+
+
 @require_GET
 def knowledge(request: HttpRequest, save_id: str) -> HttpResponse:
     game_save = save_for(user=request.user, save_id=save_id)
@@ -41,7 +51,8 @@ def knowledge(request: HttpRequest, save_id: str) -> HttpResponse:
         "table": table,
         "summary": [{"name": name, "present": name in table.presence.get(turn, []), **counts[name]}
                     for name in table.characters],
-        "reveals": Reveal.objects.filter(game_save=game_save, turn_id__lte=turn).select_related("fact").order_by("turn_id", "id"),
+        "reveals": _with_titles(game_save, Reveal.objects.filter(game_save=game_save, turn_id__lte=turn)
+                                .select_related("fact").order_by("turn_id", "id")),
         "entries": [(s["entry_id"], s["title"]) for s in table.secrets],
     })
     template = "memory/knowledge.html#knowledge-table" if request.htmx else "memory/knowledge.html"

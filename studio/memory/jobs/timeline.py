@@ -113,6 +113,13 @@ def _same_turn(job: Job, event: dict | None) -> bool:
     return event["created_at"] <= job.created_at
 
 
+def job_is_for_event(job: Job, event: dict | None) -> bool:
+    """True when `event` ({"pk", "created_at"}) is the turn `job` was queued for: not an earlier
+    version of its turn number that a rewind (an Undo, a Retry) dropped. The turn page sorts
+    a turn's LLM calls with it."""
+    return _same_turn(job, event)
+
+
 def job_turn_gone(job: Job, save) -> str:
     """Return why `job` is not work for a turn of `save`'s live timeline ("" when it is).
 

@@ -34,6 +34,7 @@ from studio.memory.models import subject_key_for
 from studio.memory.observations import (
     Observation,
     apply_consolidation,
+    beliefs_drop_missing_sources,
     get_observations,
     rollback_beliefs_for_pk,
 )
@@ -117,7 +118,9 @@ def forget_turn_outputs(save, turn_id: int) -> dict:
 
     For the latest turn this is exactly a rewind of facts, beliefs and mental models to the
     turn before. For an older turn only that turn's facts go; the beliefs citing them lose
-    those sources and are flagged stale, so the next consolidation re-examines them.
+    those sources and are flagged stale, so the next consolidation re-examines them, and a
+    belief left with no source at all is retired at the save's current turn, in its trail
+    (`observations.beliefs_drop_missing_sources`: it no longer reaches the narrator).
     """
     if turn_id >= save.current_turn:
         facts = rollback_facts_for_pk(save.pk, turn_id - 1)
@@ -126,15 +129,11 @@ def forget_turn_outputs(save, turn_id: int) -> dict:
         return {"facts": facts, "beliefs": beliefs, "models": models}
     fact_ids = set(FactRow.objects.filter(game_save_id=save.pk, turn_id=turn_id).values_list("pk", flat=True))
     FactRow.objects.filter(pk__in=fact_ids).delete()
-    touched = 0
-    for row in ObservationRow.objects.select_for_update().filter(game_save_id=save.pk, last_source_turn__gte=turn_id):
-        kept = [s for s in row.sources or [] if int(s.get("fact_id") or 0) not in fact_ids]
-        if len(kept) != len(row.sources or []):
-            row.sources = kept
-            row.stale = True
-            row.save()
-            touched += 1
-    return {"facts": len(fact_ids), "beliefs": {"updated": touched}}
+    rows = ObservationRow.objects.select_for_update().filter(game_save_id=save.pk, last_source_turn__gte=turn_id)
+    done = beliefs_drop_missing_sources(
+        save.pk, save.current_turn, rows=rows, gone=fact_ids,
+        reason=f"every fact it stood on is gone: turn {turn_id} was edited and extracted again")
+    return {"facts": len(fact_ids), "beliefs": {"updated": done["dropped"], "retired": done["retired"]}}
 
 
 def beliefs_for_consolidation(save, facts, horizon: int) -> list:

@@ -3,18 +3,29 @@
 - `shape_action`: the Do / Say / Story input modes (AI Dungeon's): "Do" makes "open the
   door" the action "You open the door.", "Say" makes "hello" `You say: "hello"`, "Story"
   passes the text as written (a line of story the narrator continues from).
-- `card_greetings` / `opening_draft_create`: the opening turn from the universe's Character
-  Card: its first message and alternate greetings become the alternatives of a draft for
-  turn 1 (macros filled), with no model call; the player chooses one and accepts it.
+- `opening_greetings` / `opening_draft_create`: the opening turn from the universe's opening
+  (`universes/opening.py`: its first message and alternate greetings), else from its imported
+  Character Card's: they become the alternatives of a draft for turn 1 (macros filled), with
+  no model call; the player chooses one and accepts it (or picks one on the new-save form).
 - `narrator_continue`: a new alternative that extends the chosen one (done, or stopped
   with text): streamed like any other, its text is the old text plus what the model adds.
 - `impersonate`: the model writes the player's next action (nothing is stored but the call log).
-- `last_turn_reopen` / `last_turn_undo`: Retry, swipes and Undo of the last turn. Each is
+- `last_turn_reopen` / `last_turn_undo`: Retry, Continue and Undo of the last turn. Each is
   a rewind by one (`CheckpointManager.rewind` with the expected current turn, so a page made
-  for another turn changes nothing) in one transaction with what follows: Undo hands back the
-  undone turn's action for the action box; reopen makes the undone turn a draft again with
-  every alternative it had kept (the turn's text is alternative 1 when it was written by
-  hand or edited), and Retry adds a new one to stream, Continue one that extends the text.
+  for another turn changes nothing) in one transaction with what follows: reopen makes the
+  undone turn a draft again with every alternative it had kept (the turn's text is
+  alternative 1 when it was written by hand or edited), and Retry adds a new one to stream,
+  Continue one that extends the text; Undo hands back the undone turn's action for the
+  action box and keeps the turn as an `undone` draft, so it can be put back.
+- `last_turn_swipe`: the swipe arrows of the last turn. They never rewind: the turn stays,
+  its text becomes the chosen alternative (`turn_update_narrative`, which re-embeds and, in
+  living memory, re-extracts it; a swipe made before that job started supersedes it). A
+  text that is none of the alternatives (edited) is kept as one first, so nothing is lost.
+- `draft_restore`: nothing set aside is lost until the next turn is accepted. A discarded
+  draft, or the turn Undo took back, stays with its alternatives while its turn is the
+  save's next one (`set_aside_drafts` lists them; a rewind deletes drafts after its target,
+  an accepted turn moves the next turn on); restoring it reopens it, and the view accepts
+  an undone turn's text at once ("Put turn N back").
 """
 from __future__ import annotations
 
@@ -35,6 +46,7 @@ MODE_HELP = {
     "story": "A line of story, as written; the narrator continues from it.",
 }
 CARD_SOURCE = "character card"
+OPENING_SOURCE = "the universe's opening"
 HAND_SOURCE = "as the turn was"
 IMPERSONATE_INSTRUCTIONS = (
     "You write the player's next action in an interactive story. The player character (\"you\") is {name}. "
@@ -70,15 +82,51 @@ def shape_action(text: str, mode: str) -> str:
 # -- the opening turn ----------------------------------------------------------------------------
 
 
+def opening_greetings(*, game_save: Save) -> list[str]:
+    """Return the greetings a save can open with, macros filled: the universe's own opening, else its card's."""
+    from studio.saves.narrator.prompt import narrator_meta
+
+    return universe_greetings(universe=game_save.universe, meta=narrator_meta(game_save))[1]
+
+
+def universe_greetings(*, universe, meta: dict[str, str] | None = None) -> tuple[str, list[str]]:
+    """Return (source, greetings) a story of `universe` opens with, macros filled as play fills them.
+
+    The universe's own opening (`universes/opening.py`) when it has a first message, else its
+    imported Character Card's first message and alternate greetings; ("", []) without either.
+    `meta`: what play reads (the save's `narrator_meta`; default: the universe's meta). The new-save
+    form numbers its choices with this, so greeting N there is greeting N of `opening_accept`.
+    """
+    from studio.memory.recall.macros import macro_names_from_meta
+    from studio.universes.opening import opening_from_meta
+
+    meta = universe.meta_values() if meta is None else meta
+    source, greetings = OPENING_SOURCE, opening_from_meta(meta).greetings
+    if not greetings:
+        source, greetings = CARD_SOURCE, _card_greetings(universe=universe, meta=meta)
+    if not greetings:
+        return "", []
+    names = macro_names_from_meta(meta)
+    return source, [names.fill(g.strip()) for g in greetings]
+
+
 def card_greetings(*, game_save: Save) -> list[str]:
     """Return the universe's card's first message then its alternate greetings, macros filled ([] without a card)."""
-    import json
-
-    from studio.memory.recall.macros import CHARACTER_CARD_META, macro_names
+    from studio.memory.recall.macros import macro_names_from_meta
     from studio.saves.narrator.prompt import narrator_meta
-    from studio.universes.models import LoreEntry
 
     meta = narrator_meta(game_save)
+    names = macro_names_from_meta(meta)
+    return [names.fill(g.strip()) for g in _card_greetings(universe=game_save.universe, meta=meta)]
+
+
+def _card_greetings(*, universe, meta: dict[str, str]) -> list[str]:
+    """The card's first message then its alternate greetings, as written ([] without a card)."""
+    import json
+
+    from studio.memory.recall.macros import CHARACTER_CARD_META
+    from studio.universes.models import LoreEntry
+
     try:
         card = json.loads(meta.get(CHARACTER_CARD_META) or "")
     except (TypeError, ValueError):
@@ -88,21 +136,23 @@ def card_greetings(*, game_save: Save) -> list[str]:
     data = None
     entry_id = card.get("entry_id")
     if isinstance(entry_id, str):
-        entry = LoreEntry.objects.filter(universe=game_save.universe, entry_id=entry_id).first()
+        entry = LoreEntry.objects.filter(universe=universe, entry_id=entry_id).first()
         extension = (entry.extensions or {}).get("character_card") if entry is not None else None
         data = extension.get("data") if isinstance(extension, dict) else None
     if not isinstance(data, dict):
         data = card.get("data") if isinstance(card.get("data"), dict) else card  # older universes: the whole card
     greetings = [data.get("first_mes")] + list(data.get("alternate_greetings") or [])
-    names = macro_names(universe=game_save.universe, save=game_save)
-    return [names.fill(g.strip()) for g in greetings if isinstance(g, str) and g.strip()]
+    return [g.strip() for g in greetings if isinstance(g, str) and g.strip()]
 
 
 def opening_draft_create(*, game_save: Save) -> NarratorDraft:
     """Open a draft for turn 1 whose alternatives are the card's greetings (done, no model call)."""
-    greetings = card_greetings(game_save=game_save)
+    from studio.saves.narrator.prompt import narrator_meta
+
+    source, greetings = universe_greetings(universe=game_save.universe, meta=narrator_meta(game_save))
     if not greetings:
-        raise PlayError("This universe has no Character Card with a first message: narrate or write turn 1 instead.")
+        raise PlayError("This universe has no opening (a first message on its Metadata page, or an imported Character "
+                        "Card's): narrate or write turn 1 instead.")
     with transaction.atomic():
         locked = Save.objects.select_for_update().get(pk=game_save.pk)
         if locked.current_turn != 0:
@@ -110,7 +160,7 @@ def opening_draft_create(*, game_save: Save) -> NarratorDraft:
         NarratorDraft.objects.filter(game_save=locked, status=DraftStatus.OPEN).update(status=DraftStatus.DISCARDED)
         draft = NarratorDraft.objects.create(game_save=locked, turn_id=1, player_input="")
         NarratorAlternative.objects.bulk_create([
-            NarratorAlternative(draft=draft, number=n, status=AlternativeStatus.DONE, text=text, model=CARD_SOURCE)
+            NarratorAlternative(draft=draft, number=n, status=AlternativeStatus.DONE, text=text, model=source)
             for n, text in enumerate(greetings, start=1)
         ])
     return draft
@@ -209,10 +259,46 @@ def _rewind_one(locked: Save, expected_turn: int):
     return CheckpointManager().rewind(locked, locked.current_turn - 1, expected_current_turn=expected_turn)
 
 
+def _turn_alternatives(locked: Save, event) -> tuple[list[dict], int]:
+    """The alternatives the turn's accepted draft kept (field values) and which one is its text.
+
+    The turn's own text is an alternative too ("as the turn was", first) when it is none of
+    them: written by hand, or edited before accepting or afterwards.
+    """
+    accepted = (NarratorDraft.objects.filter(game_save=locked, turn_id=event.turn_id, status=DraftStatus.ACCEPTED)
+                .order_by("-id").first())
+    kept = list(accepted.alternatives.order_by("number").values(*KEPT_FIELDS)) if accepted is not None else []
+    for values in kept:  # one never finished (accepted while another streamed) is not resumed
+        if values["status"] in (AlternativeStatus.PENDING, AlternativeStatus.STREAMING):
+            values.update(status=AlternativeStatus.CANCELLED, error="Not finished before the turn was accepted.")
+    texts = [k["text"].strip() for k in kept]
+    if event.narrative.strip() not in texts:
+        kept.insert(0, {"status": AlternativeStatus.DONE, "text": event.narrative, "model": HAND_SOURCE})
+        return kept, 1
+    return kept, texts.index(event.narrative.strip()) + 1
+
+
+KEPT_FIELDS = ("status", "text", "error", "model", "finish_reason", "latency_ms", "prompt_tokens", "completion_tokens",
+               "system_prompt", "user_prompt", "context", "prefix", "first_token_ms", "play_settings")
+
+
+def _draft_of(locked: Save, event, *, kept: list[dict], chosen: int, status: str = DraftStatus.OPEN) -> NarratorDraft:
+    """Create the draft of `event`'s turn holding `kept` alternatives (call after the rewind that removed it)."""
+    NarratorDraft.objects.filter(game_save=locked, status=DraftStatus.OPEN).update(status=DraftStatus.DISCARDED)
+    draft = NarratorDraft.objects.create(game_save=locked, turn_id=event.turn_id, player_input=event.player_input,
+                                         chosen_number=chosen, status=status)
+    NarratorAlternative.objects.bulk_create(
+        [NarratorAlternative(draft=draft, number=n, **values) for n, values in enumerate(kept, start=1)]
+    )
+    return draft
+
+
 def last_turn_undo(*, game_save: Save, expected_turn: int) -> tuple[str, object]:
     """Rewind the save by one turn; return the undone turn's player action and the rewind's result.
 
-    Raise TurnConflict (nothing changed) when the save is no longer at `expected_turn`.
+    The undone turn is kept as an `undone` draft with its alternatives (its text chosen): it
+    can be put back until the next turn is accepted (`draft_restore`). Raise TurnConflict
+    (nothing changed) when the save is no longer at `expected_turn`.
     """
     from studio.saves.services import finish_pending_vector_rollback
 
@@ -221,9 +307,117 @@ def last_turn_undo(*, game_save: Save, expected_turn: int) -> tuple[str, object]
         locked = Save.objects.select_for_update().get(pk=game_save.pk)
         event = locked.events.filter(turn_id=locked.current_turn).first()
         player_input = event.player_input if event is not None else ""
+        kept, chosen = _turn_alternatives(locked, event) if event is not None else ([], 1)
         result = _rewind_one(locked, expected_turn)
+        if event is not None:
+            _draft_of(locked, event, kept=kept, chosen=chosen, status=DraftStatus.UNDONE)
     game_save.refresh_from_db()
     return player_input, result
+
+
+def set_aside_drafts(*, game_save: Save, limit: int = 3) -> list[NarratorDraft]:
+    """Return the drafts that can still be put back (discarded or undone, for the next turn), newest first."""
+    return list(
+        NarratorDraft.objects.filter(game_save=game_save, turn_id=game_save.current_turn + 1,
+                                     status__in=(DraftStatus.DISCARDED, DraftStatus.UNDONE))
+        .prefetch_related("alternatives").order_by("-id")[:limit]
+    )
+
+
+def draft_restore(*, game_save: Save, draft_id: int) -> NarratorDraft:
+    """Reopen a discarded or undone draft of the save's next turn (the open one, if any, is set aside).
+
+    Raise PlayError when it is not set aside, or when its turn is no longer the next one (a
+    turn was accepted since: what it held can no longer be put back).
+    """
+    with transaction.atomic():
+        locked = Save.objects.select_for_update().get(pk=game_save.pk)
+        draft = NarratorDraft.objects.select_for_update().filter(pk=draft_id, game_save=locked).first()
+        if draft is None or draft.status not in (DraftStatus.DISCARDED, DraftStatus.UNDONE):
+            raise PlayError("That draft is not set aside (it is open, accepted, or gone).")
+        if draft.turn_id != locked.current_turn + 1:
+            raise PlayError(f"Turn {draft.turn_id} was accepted since (the save is at turn {locked.current_turn}); "
+                            "what was set aside for it can no longer be put back.")
+        NarratorDraft.objects.filter(game_save=locked, status=DraftStatus.OPEN).update(status=DraftStatus.DISCARDED)
+        NarratorDraft.objects.filter(pk=draft.pk).update(status=DraftStatus.OPEN)
+        draft.status = DraftStatus.OPEN
+    return draft
+
+
+@dataclass
+class Swipes:
+    """The swipe arrows of the last turn: how many complete alternatives, which one is its text."""
+
+    count: int
+    position: int | None  # 1-based among the complete ones; None: the text is none of them (edited)
+    numbers: list[int]  # the alternatives' numbers, in order
+
+    @property
+    def arrows(self) -> list[tuple[str, int | None, str]]:
+        """(direction, the alternative's number or None at an end, glyph), as `saves/_swipe_arrows.html` draws them."""
+        return [("previous", self.previous, "←"), ("next", self.next, "→")]
+
+    @property
+    def count_text(self) -> str:
+        return f"{self.position}/{self.count}" if self.position else f"edited · {self.count} alternatives"
+
+    @property
+    def previous(self) -> int | None:
+        if self.position is None:
+            return self.numbers[-1] if self.numbers else None
+        return self.numbers[self.position - 2] if self.position > 1 else None
+
+    @property
+    def next(self) -> int | None:
+        if self.position is None:
+            return self.numbers[0] if self.numbers else None
+        return self.numbers[self.position] if self.position < self.count else None
+
+
+def last_turn_swipes(*, game_save: Save, event=None) -> Swipes | None:
+    """Return the last turn's swipes (None: no turn, or fewer than two alternatives to choose from)."""
+    if game_save.current_turn < 1:
+        return None
+    if event is None:
+        event = game_save.events.filter(turn_id=game_save.current_turn).first()
+    draft = (NarratorDraft.objects.filter(game_save=game_save, turn_id=game_save.current_turn, status=DraftStatus.ACCEPTED)
+             .order_by("-id").first())
+    if event is None or draft is None:
+        return None
+    complete = [(a.number, a.text.strip()) for a in draft.alternatives.order_by("number") if a.acceptable]
+    texts = [text for _, text in complete]
+    position = texts.index(event.narrative.strip()) + 1 if event.narrative.strip() in texts else None
+    if len(complete) < 2 and position is not None:
+        return None
+    return Swipes(count=len(complete), position=position, numbers=[n for n, _ in complete])
+
+
+def last_turn_swipe(*, game_save: Save, expected_turn: int, number: int):
+    """Make alternative `number` the last turn's text, in place (the turn stays); return the Event.
+
+    Raise TurnConflict when the save is no longer at `expected_turn`, PlayError when the
+    turn has no such complete alternative.
+    """
+    from studio.saves.errors import TurnConflict
+    from studio.saves.narrator.services import narrator_alternative_add
+    from studio.saves.services import turn_update_narrative
+
+    with transaction.atomic():
+        locked = Save.objects.select_for_update().get(pk=game_save.pk)
+        if locked.current_turn != expected_turn:
+            raise TurnConflict(f"Save {locked.save_id} is at turn {locked.current_turn}, not {expected_turn}.",
+                               save_id=locked.save_id, current_turn=locked.current_turn)
+        event = locked.events.filter(turn_id=locked.current_turn).first()
+        draft = (NarratorDraft.objects.select_for_update()
+                 .filter(game_save=locked, turn_id=locked.current_turn, status=DraftStatus.ACCEPTED).order_by("-id").first())
+        target = draft.alternatives.filter(number=number).first() if draft is not None and event is not None else None
+        if target is None or not target.acceptable:
+            raise PlayError(f"Turn {expected_turn} has no complete alternative {number} to swipe to.")
+        if event.narrative.strip() not in {a.text.strip() for a in draft.alternatives.all()}:
+            # The turn's text was edited: kept as an alternative before it is replaced.
+            narrator_alternative_add(draft=draft, status=AlternativeStatus.DONE, text=event.narrative, model=HAND_SOURCE)
+        NarratorDraft.objects.filter(pk=draft.pk).update(chosen_number=number)
+        return turn_update_narrative(game_save=locked, turn_id=event.turn_id, narrative=target.text, edited=False)
 
 
 def last_turn_reopen(*, game_save: Save, expected_turn: int, then: str = "") -> NarratorDraft:
@@ -242,29 +436,9 @@ def last_turn_reopen(*, game_save: Save, expected_turn: int, then: str = "") -> 
         event = locked.events.filter(turn_id=turn_id).first()
         if event is None:
             raise PlayError("There is no turn to retry yet.")
-        accepted = (NarratorDraft.objects.filter(game_save=locked, turn_id=turn_id, status=DraftStatus.ACCEPTED)
-                    .order_by("-id").first())
-        kept = list(accepted.alternatives.order_by("number").values(
-            "status", "text", "error", "model", "finish_reason", "latency_ms", "prompt_tokens", "completion_tokens",
-            "system_prompt", "user_prompt", "context", "prefix", "first_token_ms", "play_settings",
-        )) if accepted is not None else []
-        for values in kept:  # one never finished (accepted while another streamed) is not resumed
-            if values["status"] in (AlternativeStatus.PENDING, AlternativeStatus.STREAMING):
-                values.update(status=AlternativeStatus.CANCELLED, error="Not finished before the turn was accepted.")
-        texts = [k["text"].strip() for k in kept]
-        if event.narrative.strip() not in texts:
-            # Written by hand, or edited before accepting / afterwards: the turn's text is an alternative too.
-            kept.insert(0, {"status": AlternativeStatus.DONE, "text": event.narrative, "model": HAND_SOURCE})
-            chosen = 1
-        else:
-            chosen = texts.index(event.narrative.strip()) + 1
+        kept, chosen = _turn_alternatives(locked, event)
         _rewind_one(locked, expected_turn)
-        NarratorDraft.objects.filter(game_save=locked, status=DraftStatus.OPEN).update(status=DraftStatus.DISCARDED)
-        draft = NarratorDraft.objects.create(game_save=locked, turn_id=turn_id, player_input=event.player_input,
-                                             chosen_number=chosen)
-        NarratorAlternative.objects.bulk_create(
-            [NarratorAlternative(draft=draft, number=n, **values) for n, values in enumerate(kept, start=1)]
-        )
+        draft = _draft_of(locked, event, kept=kept, chosen=chosen)
         if then == "retry":
             from studio.saves.narrator.services import narrator_alternative_add
 
@@ -289,11 +463,11 @@ def opening_accept(*, game_save: Save, number: int = 1):
     """
     from studio.saves.services import turn_append
 
-    greetings = card_greetings(game_save=game_save)
+    greetings = opening_greetings(game_save=game_save)
     if not greetings:
-        raise PlayError("This universe has no Character Card with a first message.")
+        raise PlayError("This universe has no opening: no first message, and no Character Card with one.")
     if not 1 <= number <= len(greetings):
-        raise NoSuchGreeting(f"The card has {counted(len(greetings), 'greeting')}; there is no {number}.")
+        raise NoSuchGreeting(f"The opening has {counted(len(greetings), 'greeting')}; there is no {number}.")
     if game_save.current_turn != 0:
         raise PlayError(f"The opening is turn 1; this save is already at turn {game_save.current_turn}.")
     return turn_append(game_save=game_save, player_input="", narrative=greetings[number - 1], expected_turn_id=1)

@@ -37,7 +37,7 @@ def narrator_panel_context(*, game_save: Save, draft=None) -> dict:
     alternatives = list(draft.alternatives.all()) if draft is not None else []
     chosen = next((a for a in alternatives if a.number == draft.chosen_number), alternatives[-1] if alternatives else None)
     from studio.saves.narrator.authors_note import note_of
-    from studio.saves.narrator.play import MODE_HELP, MODES, card_greetings
+    from studio.saves.narrator.play import MODE_HELP, MODES, opening_greetings, set_aside_drafts
 
     note, depth = note_of(game_save)
     return {
@@ -46,12 +46,27 @@ def narrator_panel_context(*, game_save: Save, draft=None) -> dict:
         "chosen": chosen,
         "llm_connected": llm_connected(),
         "spend_paused": spend_pause_note(game_save=game_save) if llm_connected() else "",
-        "greetings": card_greetings(game_save=game_save) if game_save.current_turn == 0 and draft is None else [],
+        "greetings": opening_greetings(game_save=game_save) if game_save.current_turn == 0 and draft is None else [],
         "last_alternatives": last_turn_alternatives(game_save=game_save),
         "input_modes": [(value, label, MODE_HELP[value]) for value, label in MODES],
         "authors_note": note,
         "authors_note_depth": depth,
+        "set_aside": set_aside_drafts(game_save=game_save),
+        "draft_swipes": _draft_swipes(alternatives, chosen),
     }
+
+
+def _draft_swipes(alternatives, chosen) -> dict:
+    """The draft's arrows (`saves/_swipe_arrows.html`): the chosen alternative's place, the numbers around it."""
+    numbers = [a.number for a in alternatives]
+    if chosen is None or chosen.number not in numbers:
+        return {"arrows": [("previous", None, "←"), ("next", None, "→")], "count": ""}
+    index = numbers.index(chosen.number)
+    notes = [note for note, on in (("continued", bool(chosen.prefix)),
+                                   (chosen.get_status_display().lower(), chosen.status != "done")) if on]
+    return {"arrows": [("previous", numbers[index - 1] if index else None, "←"),
+                       ("next", numbers[index + 1] if index + 1 < len(numbers) else None, "→")],
+            "count": f"{index + 1}/{len(numbers)}" + "".join(f" ({note})" for note in notes)}
 
 
 def last_turn_alternatives(*, game_save: Save) -> int:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from django.db import transaction
 from django.db.models import Max
+from django.utils import timezone
 
 from studio.memory.llm import (
     LLMCancelled,
@@ -47,6 +48,7 @@ from studio.saves.errors import TurnConflict
 from studio.saves.models import (
     AlternativeStatus,
     DraftStatus,
+    Event,
     NarratorAlternative,
     NarratorDraft,
     Save,
@@ -362,6 +364,9 @@ def narrator_accept(*, draft: NarratorDraft, number: int | None = None, narrativ
         event = turn_append(
             game_save=draft.game_save, player_input=locked.player_input, narrative=text, expected_turn_id=locked.turn_id
         )
+        if text != alternative.text.strip():  # edited before accepting: the turn carries the mark
+            event.edited_at = timezone.now()
+            Event.objects.filter(pk=event.pk).update(edited_at=event.edited_at)
         snapshot_create(  # the prompt as a delta of the save's previous snapshot (saves/narrator/snapshots.py)
             game_save_id=locked.game_save_id, turn_id=event.turn_id, player_input=locked.player_input,
             proposed=alternative.text, edited=text != alternative.text.strip(),

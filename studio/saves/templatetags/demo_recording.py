@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from django import template
 
+from studio.saves.demo_chapters import chapters_recording_for
 from studio.saves.demo_living import recording_for
 
 register = template.Library()
@@ -10,5 +11,5 @@ register = template.Library()
 
 @register.simple_tag
 def demo_recording_of(game_save):
-    """Return the recording summary of the demo living save (None for every other save)."""
-    return recording_for(game_save)
+    """Return the recording summary of the demo living save, or of the demo save's chapters (None elsewhere)."""
+    return recording_for(game_save) or chapters_recording_for(game_save)

@@ -33,6 +33,7 @@ from studio.saves.views.saves import console_context, save_page_context
 
 
 def _panel(request: HttpRequest, game_save: Save, *, draft=None, note: str = "", error: str = "") -> HttpResponse:
+    """Answer the narrator panel (htmx; the play status line swapped with it) or redirect to the Console."""
     if not request.htmx:
         if error:
             messages.error(request, error)
@@ -41,7 +42,7 @@ def _panel(request: HttpRequest, game_save: Save, *, draft=None, note: str = "",
         return redirect("saves:detail", save_id=game_save.save_id)
     context = save_page_context(request, game_save, "console")
     context.update(narrator_panel_context(game_save=game_save, draft=draft))
-    context.update({"narrator_note": note, "narrator_error": error})
+    context.update({"notice": note, "narrator_error": error, "panel_only": True})
     return render(request, "saves/narrator/panel.html", context)
 
 
@@ -60,19 +61,52 @@ def narrate(request: HttpRequest, save_id: str) -> HttpResponse:
     (htmx) or narrate it to its end."""
     game_save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
     mode = request.POST.get("mode", "story")  # a request without a mode (a script, an older page): as written
-    player_input = shape_action(request.POST.get("player_input", ""), mode)
+    typed = request.POST.get("player_input", "")
+    player_input = shape_action(typed, mode)
+    accepted = None
+    accept_id = request.POST.get("accept_draft", "").strip()
+    if accept_id.isdigit():
+        # Sending the next action accepts the narration above it (as a chat front end does).
+        draft = _draft(game_save, int(accept_id))
+        try:
+            accepted = services.narrator_accept(draft=draft, number=_number(request), narrative=request.POST.get("narrative"))
+        except services.TurnConflict as exc:
+            return _console_answer(request, game_save, error=f"{exc.message} Nothing was appended.", action_text=typed)
+        except services.NarratorError as exc:
+            return _console_answer(request, game_save, error=str(exc), action_text=typed)
+        game_save.refresh_from_db()
     if not player_input:
-        return _panel(request, game_save, error="Type the player's action first.")
+        if accepted is not None:
+            return _console_answer(request, game_save, appended=accepted)
+        return _console_answer(request, game_save, error="Type the player's action first.")
     try:
         check_player_input(player_input)
     except InvalidPlayerInput as exc:  # e.g. a NUL character: no draft is opened
-        return _panel(request, game_save, error=str(exc))
+        return _console_answer(request, game_save, error=str(exc), action_text=typed, appended=accepted)
     if not llm_connected():
-        return _panel(request, game_save, error=services.NO_MODEL)
+        return _console_answer(request, game_save, error=services.NO_MODEL, action_text=typed, appended=accepted)
     draft = services.narrator_draft_create(game_save=game_save, player_input=player_input)
     if not request.htmx:
         services.narration_run(alternative_id=draft.alternatives.get(number=1).pk)
-    return _panel(request, game_save, draft=_draft(game_save, draft.pk))
+    return _console_answer(request, game_save, appended=accepted)
+
+
+def _console_answer(request: HttpRequest, game_save: Save, *, error: str = "", action_text: str = "",
+                    appended=None) -> HttpResponse:
+    """Answer the whole Console (htmx: the story, the draft, the action box and the header's turn) or redirect."""
+    if not request.htmx:
+        if error:
+            messages.error(request, error)
+        elif appended is not None:
+            messages.success(request, f"Turn {appended.turn_id} appended from the narrator.")
+        if action_text:
+            request.session["console_action_text"] = action_text
+        return redirect("saves:detail", save_id=game_save.save_id)
+    context = console_context(request, game_save)
+    context.update({"narrator_error": error, "appended": appended})
+    if action_text:
+        context.update(action_text=action_text, action_mode="story")
+    return render(request, "saves/console.html#console", context)
 
 
 @require_POST
@@ -125,8 +159,10 @@ def narrator_choose(request: HttpRequest, save_id: str, draft_id: int) -> HttpRe
 @require_POST
 def narrator_discard(request: HttpRequest, save_id: str, draft_id: int) -> HttpResponse:
     game_save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
-    services.narrator_discard(draft=_draft(game_save, draft_id))
-    return _panel(request, game_save, note="Draft discarded; nothing was appended.")
+    draft = _draft(game_save, draft_id)
+    services.narrator_discard(draft=draft)
+    return _panel(request, game_save, note=f"Draft for turn {draft.turn_id} discarded; nothing was appended. "
+                                           "It stays below (Bring it back) until the next turn is accepted.")
 
 
 @require_POST
@@ -144,12 +180,7 @@ def narrator_accept(request: HttpRequest, save_id: str, draft_id: int) -> HttpRe
     except limits.Refused as exc:
         return _panel(request, game_save, draft=draft, error=f"Nothing was appended: the narrative {exc.message}")
     game_save.refresh_from_db()
-    if not request.htmx:
-        messages.success(request, f"Turn {event.turn_id} appended from the narrator.")
-        return redirect("saves:detail", save_id=game_save.save_id)
-    context = console_context(request, game_save)
-    context["appended"] = event
-    return render(request, "saves/console.html#console", context)
+    return _console_answer(request, game_save, appended=event)
 
 
 @require_GET

@@ -18,7 +18,7 @@ from studio.memory.llm import LLMError, SpendLimitExceeded
 from studio.saves.access import Access, save_for
 from studio.saves.errors import TurnConflict
 from studio.saves.forms_play import PlaySettingsForm
-from studio.saves.models import PlaySettings, Save
+from studio.saves.models import NarratorDraft, PlaySettings, Save
 from studio.saves.narrator import play, services
 from studio.saves.narrator.authors_note import play_settings_of
 from studio.saves.narrator.play_settings import play_settings_update
@@ -98,25 +98,14 @@ def narrator_impersonate(request: HttpRequest, save_id: str) -> HttpResponse:
     try:
         result = play.impersonate(game_save=game_save, mode=mode)
     except services.NoModelConnected as exc:
-        return _panel(request, game_save, error=str(exc))
+        return _console(request, game_save, error=str(exc))
     except SpendLimitExceeded as exc:
-        return _panel(request, game_save, error=f"Paused by the {exc.reason}")
+        return _console(request, game_save, error=f"Paused by the {exc.reason}")
     except LLMError as exc:
-        return _panel(request, game_save, error=f"The model could not write an action: {exc}")
-    note = f"The model wrote this action ({result.latency_ms / 1000:.1f} s); edit it, then narrate."
-    if not request.htmx:
-        return _console(request, game_save, note=note, action_text=result.text)
-    return _with_action(request, game_save, result.text, note)
-
-
-def _with_action(request, game_save, text: str, note: str) -> HttpResponse:
-    from studio.saves.narrator.selectors import narrator_panel_context
-
-    context = save_page_context(request, game_save, "console")
-    context.update(narrator_panel_context(game_save=game_save))
-    # The model writes a whole sentence ("You ..."): sent as Story so it is not shaped again.
-    context.update({"narrator_note": note, "action_text": text, "action_mode": "story"})
-    return render(request, "saves/narrator/panel.html", context)
+        return _console(request, game_save, error=f"The model could not write an action: {exc}")
+    note = f"The model wrote this action ({result.latency_ms / 1000:.1f} s); edit it, then send it."
+    # The model writes a whole sentence ("You ..."): the box sends it as Story so it is not shaped again.
+    return _console(request, game_save, note=note, action_text=result.text)
 
 
 @require_POST
@@ -132,8 +121,46 @@ def turn_undo(request: HttpRequest, save_id: str) -> HttpResponse:
         return _console(request, game_save, error="The save changed since this page was loaded; nothing was undone.")
     except play.PlayError as exc:
         return _console(request, game_save, error=str(exc))
-    note = f"Turn {expected} undone (rewound to turn {result.target_turn})."
+    note = (f"Turn {expected} undone (rewound to turn {result.target_turn}); its action is back in the box. "
+            f"Put turn {expected} back until the next turn is accepted.")
     return _console(request, game_save, note=note, action_text=player_input)
+
+
+@require_POST
+def turn_swipe(request: HttpRequest, save_id: str) -> HttpResponse:
+    """Show another alternative as the last turn's text, in place: the turn is never removed."""
+    game_save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
+    expected = _expected_turn(request)
+    number = request.POST.get("number", "").strip()
+    if expected is None or not number.isdigit():
+        return _console(request, game_save, error="The page did not say which alternative to show; reload it.")
+    try:
+        play.last_turn_swipe(game_save=game_save, expected_turn=expected, number=int(number))
+    except TurnConflict:
+        return _console(request, game_save, error="The save changed since this page was loaded; nothing was changed.")
+    except play.PlayError as exc:
+        return _console(request, game_save, error=str(exc))
+    return _console(request, game_save, note=f"Turn {expected} now reads as alternative {number}; its memory follows.")
+
+
+@require_POST
+def draft_restore(request: HttpRequest, save_id: str, draft_id: int) -> HttpResponse:
+    """Bring back a discarded draft, or put back a turn Undo took (accepted again at once)."""
+    from studio.saves.models import DraftStatus
+
+    game_save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
+    undone = NarratorDraft.objects.filter(pk=draft_id, game_save=game_save, status=DraftStatus.UNDONE).exists()
+    try:
+        draft = play.draft_restore(game_save=game_save, draft_id=draft_id)
+    except play.PlayError as exc:
+        return _console(request, game_save, error=str(exc))
+    if not undone:
+        return _console(request, game_save, note=f"The draft for turn {draft.turn_id} is back; choose, then accept it.")
+    try:
+        services.narrator_accept(draft=_draft(game_save, draft.pk), number=draft.chosen_number)
+    except (TurnConflict, services.NarratorError) as exc:
+        return _console(request, game_save, error=f"{getattr(exc, 'message', exc)} The turn is a draft again: accept it from there.")
+    return _console(request, game_save, note=f"Turn {draft.turn_id} is back, as it was; its memory jobs are queued again.")
 
 
 @require_POST
@@ -159,7 +186,10 @@ def turn_retry(request: HttpRequest, save_id: str) -> HttpResponse:
         services.narration_run(alternative_id=draft.alternatives.get(number=draft.chosen_number).pk)
     what = {"retry": "a new alternative is being written", "continue": "its continuation is being written",
             "": "choose an alternative, then accept it"}[then]
-    return _console(request, game_save, note=f"Turn {expected} is a draft again (rewound by one): {what}.")
+    return _console(request, game_save, note=(
+        f"Turn {expected} is a draft again (rewound by one: its memory is rebuilt when you accept): {what}. "
+        "Its accepted text is kept among the alternatives (← →), and a discarded draft can be brought back "
+        "until the next turn is accepted."))
 
 
 @require_http_methods(["GET", "POST"])

@@ -11,6 +11,7 @@ from studio.memory import timeline
 from studio.saves.checkpoints import CheckpointManager, RewindError, TurnConflict
 from studio.saves.forms import ForkForm, RewindForm
 from studio.saves.models import Save
+from studio.saves.selectors import turns_removed_by
 from studio.saves.access import Access, save_for
 from studio.saves.views.saves import save_page_context
 
@@ -55,10 +56,19 @@ def rewind_preview(request: HttpRequest, save_id: str) -> HttpResponse:
     preview = None
     if form.is_valid():
         preview = CheckpointManager().preview(game_save, form.cleaned_data["turn"])
-    context = _rewind_context(request, game_save, preview=preview, preview_rows=count_rows(preview.counts) if preview else [])
+    context = _rewind_context(request, game_save, **_preview_context(game_save, preview))
     context["rewind_form"] = form
     template = "saves/rewind.html#preview" if request.htmx else "saves/rewind.html"
     return render(request, template, context)
+
+
+def _preview_context(game_save: Save, preview) -> dict:
+    """What the preview shows: the counts, and the first lines of the turns it removes."""
+    if preview is None:
+        return {"preview": None, "preview_rows": []}
+    removed = turns_removed_by(game_save=game_save, target_turn=preview.target_turn)
+    return {"preview": preview, "preview_rows": count_rows(preview.counts), "removed_turns": removed,
+            "removed_more": max(0, preview.from_turn - preview.target_turn - len(removed))}
 
 
 def _fresh(context: dict, game_save: Save) -> dict:
@@ -75,8 +85,7 @@ def _confirm_refused(request: HttpRequest, game_save: Save, form: RewindForm) ->
         _fresh(context, game_save)
     turn = getattr(form, "cleaned_data", {}).get("turn")
     if turn is not None:  # a valid turn: show its preview again, as the save is now
-        context["preview"] = CheckpointManager().preview(game_save, turn)
-        context["preview_rows"] = count_rows(context["preview"].counts)
+        context.update(_preview_context(game_save, CheckpointManager().preview(game_save, turn)))
     template = "saves/rewind.html#preview" if request.htmx else "saves/rewind.html"
     return render(request, template, context)
 

@@ -14,7 +14,7 @@ from studio.memory.chapters.selectors import chapters_for, open_start_of
 from studio.saves.forms import NarrativeEditForm
 from studio.saves.narrator.selectors import snapshot_turn_ids
 from studio.memory.knowledge.presence import presence_by_turn
-from studio.saves.selectors import attach_turn_chunks, timeline_page, timeline_turn
+from studio.saves.selectors import attach_turn_chunks, timeline_page, timeline_turn, turn_llm_calls
 from studio.saves.access import Access, save_for
 from studio.saves.views.chapters import chapter_band_levels
 from studio.saves.views.saves import save_page_context
@@ -53,11 +53,7 @@ def turn_detail(request: HttpRequest, save_id: str, turn_id: int) -> HttpRespons
     context["turn"] = turn
     context["snapshot_turns"] = snapshot_turn_ids(game_save=game_save, turn_ids=[turn_id])
     if not request.htmx:
-        from studio.memory.models import LLMCall
-
-        context["llm_calls"] = list(LLMCall.objects.filter(
-            job__game_save=game_save, job__turn_id=turn_id, job__timeline_generation=game_save.timeline_generation,
-        ).order_by("created_at", "id"))
+        context["llm_calls"], context["earlier_llm_calls"] = turn_llm_calls(game_save=game_save, turn=turn)
         return render(request, "saves/turn.html", context)
     # The row polls itself while its jobs run; htmx is told to stop once they are settled.
     response_class = HttpResponse if turn.job_state in PENDING_JOB_STATES else HttpResponseStopPolling

@@ -70,6 +70,7 @@ from studio.universes.interchange.codec import (
     rebuild_decorators,
     split_decorators,
 )
+from studio.universes.opening import opening_from_meta
 from studio.memory.lore_activation import MAX_SCAN_DEPTH, META_RECURSION_DEPTH, META_SCAN_DEPTH, META_TOKEN_BUDGET
 from studio.universes.interchange import card_fields
 from studio.universes.models import LoreKind
@@ -529,6 +530,11 @@ def export_card(universe, entries, *, version: int | None = None, character=None
         stored = meta_json(universe, CARD_META_KEY).get("data")
         if isinstance(stored, dict):
             data.update(stored)
+        opening = opening_from_meta(universe.meta_values())  # the universe's own opening is the card's
+        if opening.first_message:
+            data.update(first_mes=opening.first_message, alternate_greetings=list(opening.alternate_greetings))
+        if opening.scenario:
+            data["scenario"] = opening.scenario
         v1 = card_fields.v1_fields(data, {}, create_date=card_fields.st_date(universe.created_at))
     if version == 2 and character is not None:
         # V3-only fields at their V3 default are not part of a V2 card (a V2 card exported as

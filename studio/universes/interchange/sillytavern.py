@@ -51,6 +51,7 @@ from studio.universes.interchange.codec import (
     rebuild_decorators,
     split_decorators,
 )
+from studio.memory.lore_activation import META_RECURSION_DEPTH, LoreDefaults
 from studio.universes.models import LoreKind
 
 EXTENSION = "sillytavern"
@@ -256,7 +257,15 @@ def book_from_world_info(doc: Any) -> IncomingBook:
         entries.append(incoming)
     world = {k: v for k, v in doc.items() if k != "entries"}
     meta = {META_KEY: json.dumps(world, ensure_ascii=False, sort_keys=True)} if world else {}
-    return IncomingBook(source="SillyTavern world info", entries=entries, meta=meta)
+    # SillyTavern scans recursively unless its user turned it off (its shipped settings.json has
+    # world_info_recursive: true; the file does not say): a universe without its own setting gets
+    # the engine's default passes, the way the book was tuned.
+    recursion = str(LoreDefaults().recursion_depth)
+    return IncomingBook(source="SillyTavern world info", entries=entries, meta=meta,
+                        defaults={META_RECURSION_DEPTH: recursion},
+                        notes=["SillyTavern scans entries recursively by default (world_info_recursive: true in its "
+                               f"settings.json); lore recursion is {recursion} passes unless the universe set its own "
+                               "(Metadata page, lore_recursion_depth)."])
 
 
 def export_world_info(universe, entries) -> dict[str, Any]:

@@ -8,6 +8,7 @@ Layout (see docs/authoring.md)::
     [universe]            slug, name, description
     [missions]            universe = <belief_mission>
     [missions.characters] "Name" = "mission"          (belief_missions)
+    [opening]             first_message, alternate_greetings (a list), scenario
     [extra]               every other Universe_Meta key, verbatim
     [[lore]]              entry_id, title, kind, keys, links, text, the activation
                           fields that differ from a new studio entry (activation.py),
@@ -45,6 +46,14 @@ from studio.universes.interchange import (
     require_string_list,
 )
 from studio.universes.models import LoreEntry, LoreKind, Universe
+from studio.universes.opening import (
+    ALTERNATE_GREETINGS_META,
+    FIRST_MESSAGE_META,
+    OPENING_META_KEYS,
+    SCENARIO_META,
+    opening_from_meta,
+    opening_problems,
+)
 from studio.universes.selectors import with_link_ids
 
 FORMAT = "axiom-universe"
@@ -88,10 +97,11 @@ class UniverseDocument:
     extra: dict[str, str]
     lore: list[LoreDocument] = field(default_factory=list)
     source: str = ""
+    opening: dict[str, str] = field(default_factory=dict)  # the [opening] table as meta values
 
     def meta_values(self) -> dict[str, str]:
         """Return the Universe_Meta rows this document describes."""
-        values = dict(self.extra)
+        values = {**self.extra, **self.opening}
         if self.universe_mission is not None:
             values[BELIEF_MISSION] = self.universe_mission
         if self.character_missions is not None:
@@ -172,6 +182,13 @@ def export_universe(universe: Universe, *, entries=None) -> str:
             missions["characters"] = parsed
     if missions:
         document["missions"] = missions
+    opening = opening_from_meta(meta)
+    if any(key in meta for key in OPENING_META_KEYS):
+        table = {"first_message": opening.first_message, "alternate_greetings": opening.alternate_greetings,
+                 "scenario": opening.scenario}
+        document["opening"] = {name: value for name, value in table.items() if value}
+        for key in OPENING_META_KEYS:  # meta_validate keeps alternate_greetings a JSON array of strings
+            meta.pop(key, None)
     if meta:
         document["extra"] = {key: meta[key] for key in sorted(meta)}
     if entries is None:
@@ -257,7 +274,7 @@ def parse_document(data: bytes | str) -> UniverseDocument:
     except ImportFormatError as exc:
         reader.fail(str(exc))
 
-    unknown = sorted(set(doc) - {"format", "version", "universe", "missions", "extra", "lore"})
+    unknown = sorted(set(doc) - {"format", "version", "universe", "missions", "opening", "extra", "lore"})
     if unknown:
         reader.fail(f"unknown top-level field “{unknown[0]}”.", key=unknown[0], table="")
     if doc.get("format") != FORMAT:
@@ -306,6 +323,8 @@ def parse_document(data: bytes | str) -> UniverseDocument:
             reader.fail(f"extra.{key}: a meta key uses letters, digits, dots, dashes, underscores.", table="extra", key=key)
         if not isinstance(value, str):
             reader.fail(f"extra.{key}: expected a string, got {type(value).__name__}.", table="extra", key=key)
+
+    opening = _opening_table(doc, reader, extra)
 
     lore_tables = doc.get("lore", [])
     if not isinstance(lore_tables, list):
@@ -379,8 +398,34 @@ def parse_document(data: bytes | str) -> UniverseDocument:
     return UniverseDocument(
         slug=slug, name=name, description=description, universe_mission=universe_mission,
         character_missions=dict(characters) if characters is not None else None,
-        extra=dict(extra), lore=lore, source=source,
+        extra=dict(extra), lore=lore, source=source, opening=opening,
     )
+
+
+def _opening_table(doc: dict, reader, extra: dict) -> dict[str, str]:
+    """The [opening] table as meta values (the opening's keys, checked as the opening form checks them)."""
+    table = doc.get("opening")
+    if table is None:
+        return {}
+    if not isinstance(table, dict):
+        reader.fail("opening: expected a table (first_message, alternate_greetings, scenario).", key="opening")
+    for key in sorted(set(table) - {"first_message", "alternate_greetings", "scenario"}):
+        reader.fail(f"opening.{key}: unknown field.", table="opening", key=key)
+    for key in OPENING_META_KEYS:
+        if key in extra:
+            reader.fail(f"extra.{key}: belongs in [opening].", table="extra", key=key)
+    first = reader.text(table, "first_message", "opening.first_message", table="opening", required=False) or ""
+    scenario = reader.text(table, "scenario", "opening.scenario", table="opening", required=False) or ""
+    try:
+        greetings = require_string_list(table.get("alternate_greetings", []), "opening.alternate_greetings")
+    except ImportFormatError as exc:
+        reader.fail(str(exc), table="opening", key="alternate_greetings")
+    problems = opening_problems(first_message=first.strip(), alternate_greetings=greetings, scenario=scenario.strip())
+    for name, problem in problems.items():
+        reader.fail(f"opening.{name}: {problem}", table="opening", key=name)
+    values = {FIRST_MESSAGE_META: first.strip(), SCENARIO_META: scenario.strip(),
+              ALTERNATE_GREETINGS_META: json.dumps(greetings, ensure_ascii=False) if greetings else ""}
+    return {key: value for key, value in values.items() if value}
 
 
 # --- diff preview ------------------------------------------------------------------------

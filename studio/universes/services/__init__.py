@@ -2,7 +2,7 @@
 
 One package, five modules by subject: `universes` (universes, meta, missions), `lore` (entries,
 revisions, bulk edits, the embedding sync), `lore_import` (lore books from Character Cards and
-SillyTavern, Universe-as-Code imports), `persona` (the player's persona in meta) and `card_import` (a Character Card's Character entry,
+SillyTavern, Universe-as-Code imports), `persona` (the player's persona in meta), `opening` (first message, alternate greetings, scenario) and `card_import` (a Character Card's Character entry,
 portrait and book). Callers import from here.
 
 Every function that touches more than one row runs in one `transaction.atomic()` block.
@@ -65,6 +65,7 @@ from studio.universes.services.persona import (  # noqa: F401
     persona_settle,
     persona_validate,
 )
+from studio.universes.services.opening import opening_of, opening_set  # noqa: F401
 from studio.universes.services.card_import import (  # noqa: F401
     card_import,
     card_import_title_merges,

@@ -31,6 +31,7 @@ from studio.memory.recall.macros import (
 from studio.memory.recall.policy import knob_validate
 from studio.memory.missions import parse_missions_text
 from studio.universes.models import Universe, UniverseMeta
+from studio.universes.opening import ALTERNATE_GREETINGS_META
 from studio.universes.services.persona import persona_meta_validate
 
 logger = logging.getLogger(__name__)
@@ -42,9 +43,10 @@ CHARACTER_BOOK_META = "character_book"
 SILLYTAVERN_META = "sillytavern_world"
 JSON_OBJECT_META_KEYS = {CHARACTER_CARD_META, CHARACTER_BOOK_META, SILLYTAVERN_META}
 PERSONA_META_KEYS = {PLAYER_CHARACTER_META, PLAYER_DESCRIPTION_META, PLAYER_PORTRAIT_META}
-# What a new universe starts with (an existing one keeps what it has): no lore recursion, as
-# SillyTavern's default; the engine's own default (3 passes) stays for universes made before.
-NEW_UNIVERSE_META = {META_RECURSION_DEPTH: "0"}
+# What a new universe starts with (an existing one keeps what it has). Nothing: lore recursion
+# stays at the engine's default (3 passes), on, as SillyTavern ships it (`world_info_recursive:
+# true` in its default settings.json); the Console's lore line shows what recursion pulled in.
+NEW_UNIVERSE_META: dict[str, str] = {}
 
 # Book-wide lore activation defaults: the keys are the engine's (lore_activation/spec.py).
 LORE_INT_META = {
@@ -172,6 +174,13 @@ def meta_validate(*, key: str, value: str) -> str:
         return json.dumps(missions, ensure_ascii=False)
     if key in JSON_OBJECT_META_KEYS:
         _loads_json_object(value, key)
+    if key == ALTERNATE_GREETINGS_META:
+        try:
+            greetings = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ValidationError({"value": f"{key} is a JSON array of greetings: {exc.msg} (line {exc.lineno})."}) from None
+        if not isinstance(greetings, list) or not all(isinstance(g, str) for g in greetings):
+            raise ValidationError({"value": f"{key} is a JSON array of strings, e.g. [\"The door opens.\", \"Rain.\"]."})
     try:
         knob_value = knob_validate(key, value)
     except ValueError as exc:

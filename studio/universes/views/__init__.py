@@ -33,6 +33,7 @@ from studio.universes.views.meta import (  # noqa: F401
     meta_save,
     persona_portrait,
     persona_save,
+    opening_save,
 )
 from studio.universes.views.missions import (  # noqa: F401
     missions_page,

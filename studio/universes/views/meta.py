@@ -10,9 +10,10 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import reswap, retarget
 
 from studio.universes import services
-from studio.universes.forms import MetaForm, PersonaForm
+from studio.universes.forms import MetaForm, OpeningForm, PersonaForm, greetings_as_text
 from studio.universes.meta_display import meta_summary
 from studio.universes.meta_keys import KNOWN_BY_KEY, KNOWN_META_KEYS, known_key_groups
+from studio.universes.opening import opening_from_meta
 from studio.universes.portraits import portrait_load
 from studio.universes.access import Access, universe_for
 from studio.universes.views.common import universe_context
@@ -31,6 +32,7 @@ def _context(request, universe, open_key: str = "", **extra) -> dict:
     known_groups = [(group, [{**item, "row": stored.get(item["meta"].key)} for item in items])
                     for group, items in known_key_groups(values)]
     persona = services.persona_of(universe=universe, meta=values)
+    opening = opening_from_meta(values)
     if open_key and "form" not in extra:
         extra["form"] = MetaForm(initial={"key": open_key, "value": values.get(open_key, "")})
     return {
@@ -42,6 +44,10 @@ def _context(request, universe, open_key: str = "", **extra) -> dict:
         "persona": persona,
         "persona_form": extra.pop("persona_form", None) or PersonaForm(
             initial={"name": persona.name, "description": persona.description}),
+        "opening": opening,
+        "opening_form": extra.pop("opening_form", None) or OpeningForm(initial={
+            "first_message": opening.first_message, "scenario": opening.scenario,
+            "alternate_greetings": greetings_as_text(opening.alternate_greetings)}),
         "form": extra.pop("form", None) or MetaForm(),
         **extra,
     }
@@ -140,3 +146,27 @@ def persona_portrait(request: HttpRequest, slug: str) -> HttpResponse:
     response = HttpResponse(data, content_type="image/png")
     response["Cache-Control"] = "private, max-age=3600"
     return response
+
+
+@require_POST
+def opening_save(request: HttpRequest, slug: str) -> HttpResponse:
+    """Store the universe's opening: first message, alternate greetings, scenario."""
+    universe = universe_for(user=request.user, slug=slug, access=Access.EDIT)
+    form = OpeningForm(request.POST)
+    if form.is_valid():
+        try:
+            services.opening_set(universe=universe, **form.cleaned_data)
+        except ValidationError as exc:
+            for name, problems in exc.message_dict.items():
+                form.add_error(name if name in form.fields else None, problems)
+        else:
+            count = len(form.cleaned_data["alternate_greetings"])
+            message = ("Saved the opening: the first message"
+                       + (f" and {count} alternate greeting{'s' if count != 1 else ''}." if count else ".")
+                       if form.cleaned_data["first_message"].strip() else "Saved: this universe has no opening of its own.")
+            if not request.htmx:
+                messages.success(request, message)
+                return redirect(reverse("universes:meta", args=[universe.slug]) + "#opening")
+            return render(request, "universes/meta.html#opening", _context(request, universe, opening_saved=message))
+    template = "universes/meta.html#opening" if request.htmx else "universes/meta.html"
+    return render(request, template, _context(request, universe, opening_form=form), status=200 if request.htmx else 400)

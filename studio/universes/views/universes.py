@@ -46,11 +46,10 @@ def universe_create(request: HttpRequest) -> HttpResponse:
         except ValidationError as exc:
             form.add_error(None, exc)
         else:
+            # A new universe opens on its overview (htmx follows HX-Redirect; the message shows there).
+            messages.success(request, f"Created “{universe.name}”. Start its Lore Book, persona and opening from here.")
             if request.htmx:
-                return render(request, "universes/list.html#created", {
-                    **_list_context(request), "created": universe,
-                })
-            messages.success(request, f"Created “{universe.name}”. Start its Lore Book below.")
+                return HttpResponseClientRedirect(universe.get_absolute_url())
             return redirect(universe.get_absolute_url())
     if request.htmx:
         return render(request, "universes/list.html#create-form", {"form": form, "can_edit": True})

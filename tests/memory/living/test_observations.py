@@ -132,7 +132,7 @@ def test_apply_consolidation_create_update_delete(save):
         Action("create", "   ", "Kael", source_fact_ids=[f1]),  # empty: skipped
         {"kind": "CREATE", "statement": "The world is grey.", "subject": "", "source_fact_ids": []},
     ], {f1: 3, f2: 3})
-    assert counts == {"created": 2, "updated": 0, "deleted": 0, "skipped": 1}
+    assert counts == {"created": 2, "updated": 0, "deleted": 0, "skipped": 1, "merged": 0}
     kael, world = sorted(O.get_observations("s1"), key=lambda o: o.statement)
     assert kael.sources == [{"fact_id": f1, "turn_id": 3}, {"fact_id": f2, "turn_id": 3}]
     assert kael.proof_count == 2 and kael.created_turn_id == 3 and kael.updated_turn_id == 3
@@ -147,7 +147,7 @@ def test_apply_consolidation_create_update_delete(save):
         Action("SHRUG", "x"),
         {"kind": "UPDATE", "statement": "y", "observation_id": "not-an-id"},
     ], {f3: 5})
-    assert counts == {"created": 0, "updated": 1, "deleted": 1, "skipped": 5}
+    assert counts == {"created": 0, "updated": 1, "deleted": 1, "skipped": 5, "merged": 0}
     (kael,) = O.get_observations("s1")
     assert kael.statement == "Kael confessed his lies." and kael.subject == "Kael"  # blank subject kept
     assert [s["fact_id"] for s in kael.sources] == [f1, f2, f3] and kael.proof_count == 3
@@ -158,7 +158,7 @@ def test_apply_consolidation_create_update_delete(save):
     assert O.count_observations("s1") == 1  # the world belief is retired...
     tomb = ObservationRow.all_objects.get(pk=world.observation_id)
     assert tomb.deleted_turn_id == 5 and tomb.history[-1]["action"] == "DELETE"  # ...but kept for rewinds
-    assert O.apply_consolidation("s1", 6, [], {}) == {"created": 0, "updated": 0, "deleted": 0, "skipped": 0}
+    assert O.apply_consolidation("s1", 6, [], {}) == {"created": 0, "updated": 0, "deleted": 0, "skipped": 0, "merged": 0}
 
 
 def test_apply_consolidation_source_turns_come_from_map_or_facts(save, db):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
+from studio.saves.demo_chapters import demo_chapters_load
 from studio.saves.demo_knowledge import demo_knowledge_load
 from studio.saves.demo_living import demo_living_load
 from studio.universes.demo.loader import DemoDataError, demo_embed, demo_load, demo_read
@@ -69,6 +70,10 @@ class Command(BaseCommand):
         )
         for line in result.summary_lines():
             self.stdout.write(line)
+        try:
+            self.stdout.write(demo_chapters_load(game_save=game_save).summary_line())
+        except DemoDataError as exc:
+            raise CommandError(str(exc)) from exc
         try:
             living_result = demo_living_load(universe=universe)
         except DemoDataError as exc:

@@ -78,7 +78,7 @@ def load_facts(items: list[dict], ctx: ImportContext) -> int:
 
 # -- beliefs ---------------------------------------------------------------------------------
 
-HISTORY_KEYS = ("action", "turn_id", "statement", "subject", "sources_added")
+HISTORY_KEYS = ("action", "turn_id", "statement", "subject", "sources_added", "reason")  # reason: why a belief was retired
 
 
 def _export_sources(sources, fact_ids: dict[int, int]) -> list[dict]:
@@ -166,8 +166,9 @@ def check_beliefs(items: list, ctx: CheckContext, where: str) -> list[dict]:
                     "statement": r["text"](),
                     "subject": r["text"](max_length=200),
                     "sources_added": lambda v, l: _check_sources(ctx, v, l),
+                    "reason": r["text"](max_length=400),
                 },
-                optional=("statement", "subject", "sources_added"),
+                optional=("statement", "subject", "sources_added", "reason"),
             )
             ok = ok and entry is not None and len(entry) == len(raw)
         return value if ok else INVALID

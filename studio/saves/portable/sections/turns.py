@@ -14,21 +14,24 @@ def export_turns(ctx: ExportContext) -> Iterator[dict]:
     states = StateCache.objects.filter(game_save_id=pk).order_by("turn_id").values_list("turn_id", "state").iterator(chunk_size=BATCH)
     pending = next(states, None)
     events = Event.objects.filter(game_save_id=pk).order_by("turn_id")
-    for event in events.values_list("turn_id", "player_input", "narrative", "created_at").iterator(chunk_size=BATCH):
-        turn_id, player_input, narrative, created_at = event
+    for event in events.values_list("turn_id", "player_input", "narrative", "created_at", "edited_at").iterator(chunk_size=BATCH):
+        turn_id, player_input, narrative, created_at, edited_at = event
         while pending is not None and pending[0] < turn_id:
             pending = next(states, None)  # a state without its turn is not part of the save
         state = None
         if pending is not None and pending[0] == turn_id:
             state = pending[1]
             pending = next(states, None)
-        yield {
+        item = {
             "turn_id": turn_id,
             "player_input": player_input,
             "narrative": narrative,
             "created_at": iso(created_at),
             "state": state,
         }
+        if edited_at is not None:  # only then: a file of unedited turns reads as it always did
+            item["edited_at"] = iso(edited_at)
+        yield item
 
 
 def check_turns(items: list, ctx: CheckContext, where: str) -> list[dict]:
@@ -39,12 +42,13 @@ def check_turns(items: list, ctx: CheckContext, where: str) -> list[dict]:
         "narrative": r["limited"]("turn.narrative"),
         "created_at": r["time"](),
         "state": r["object"](nullable=True),
+        "edited_at": r["time"](),
     }
     out = []
     turns = ctx.ids.setdefault("turns", {})
     for index, raw in enumerate(items):
         loc = f"{where}[{index}]"
-        item = ctx.checker.record(raw, loc, spec)
+        item = ctx.checker.record(raw, loc, spec, optional=("edited_at",))
         if item is None:
             continue
         expected = index + 1
@@ -67,7 +71,8 @@ def check_turns(items: list, ctx: CheckContext, where: str) -> list[dict]:
 
 def load_turns(items: list[dict], ctx: ImportContext) -> int:
     pk = ctx.game_save.pk
-    insert_rows(Event, ({"game_save_id": pk, **{k: i[k] for k in ("turn_id", "player_input", "narrative", "created_at")}} for i in items))
+    insert_rows(Event, ({"game_save_id": pk, "edited_at": i.get("edited_at"),
+                         **{k: i[k] for k in ("turn_id", "player_input", "narrative", "created_at")}} for i in items))
     insert_rows(StateCache, ({"game_save_id": pk, "turn_id": i["turn_id"], "state": i["state"]} for i in items if i["state"] is not None))
     return len(items)
 
