@@ -172,7 +172,7 @@ def on_scene(view: KnowledgeView, *, pov, query_text: str, focus_terms: list[str
     for name in index.mentioned_in(query_text):
         add(name, "named in the input")
     for term in focus_terms:
-        if fold(term) in index.characters:
+        if index.is_known(term):  # a title, a key or a part of a title no one else holds (`names`: the one rule)
             add(term, "in focus")
     return list(chosen.values())
 
@@ -202,8 +202,8 @@ def _view(assembly) -> KnowledgeView:
     if view is None:
         from studio.memory.knowledge.names import character_index
 
-        index = character_index(assembly.game_save.universe, save=assembly.game_save,
-                                universe_meta=assembly.universe_meta)
+        index = assembly.characters or character_index(assembly.game_save.universe, save=assembly.game_save,
+                                                       universe_meta=assembly.universe_meta)
         view = assembly.scratch["knowledge_view"] = KnowledgeView(assembly.game_save, horizon=assembly.context.turn,
                                                                   index=index)
     return view
