@@ -146,8 +146,9 @@ def resolve_pov(index: CharacterIndex, names, *, known: list[str]) -> tuple[str,
     unknown = [name for name in names if not index.is_known(name) and fold(name) not in known_folded]
     if unknown:
         listed = ", ".join(known) if known else "none (the Lore Book has no Character entry and no player character is set)"
-        raise InvalidParameters({"pov": f"No character is called {', '.join(f'“{n}”' for n in unknown)}. "
-                                        f"The known characters: {listed}."})
+        shared = [f" “{n}” could be {' or '.join(index.match(n).candidates)}." for n in unknown if index.match(n).ambiguous]
+        raise InvalidParameters({"pov": f"No character is called {', '.join(f'“{n}”' for n in unknown)}."
+                                        + "".join(shared) + f" The known characters: {listed}."})
     return tuple(index.resolve(name) for name in names)
 
 

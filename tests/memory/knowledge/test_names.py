@@ -62,3 +62,13 @@ def test_an_on_scene_name_resolves_by_the_same_rule(reeds):
     save = Save.objects.create(universe=reeds, name="Run", save_id="reedsrun", memory_mode="living")
     turn_append(game_save=save, player_input="I wait", narrative="...", state={"present": ["Tamsin", "Reed", "hesper"]})
     assert Presence.objects.get(game_save=save, turn_id=1).characters == ["Tamsin Reed", "Reed", "Hesper Vale"]
+
+
+def test_a_point_of_view_on_a_shared_name_is_refused_saying_who_it_could_be(reeds):
+    from studio.memory.knowledge.pov import resolve_pov
+    from studio.memory.recall.query_params import InvalidParameters
+
+    index = character_index(reeds)
+    assert resolve_pov(index, ["Tamsin", "the captain"], known=index.all_characters()) == ("Tamsin Reed", "Mira")
+    with pytest.raises(InvalidParameters, match="“Reed” could be Jory Reed or Tamsin Reed"):
+        resolve_pov(index, ["Reed"], known=index.all_characters())
