@@ -503,7 +503,11 @@ class MemoryContext(Schema):
     turn: int
     query_text: str = ""
     focus_terms: list[str] = []
-    subjects: list[str] = []
+    subjects: list[str] = Field([], description="The subject keys the living memory's layers read (lower-cased).")
+    focus: list[dict[str, Any]] = Field(
+        [], description="Who is in focus, each once: `name` (a character's Lore Book title), `key`, `why`, the `term` "
+                        "that named it, the `entry_id` it resolved to and `by` what (its title, one of its keys, a part "
+                        "of its title), and every subject `keys` it answers to (docs/playtesting.md).")
     token_budget: int
     used_tokens: int
     cut_tokens: int = 0

@@ -11,6 +11,7 @@ is accepted too).
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from django.db.models import Q
@@ -108,14 +109,15 @@ def get_facts(
     save_id: str,
     *,
     max_turn_id: int | None = None,
-    entity: str | None = None,
+    entity: str | Sequence[str] | None = None,
     limit: int | None = None,
 ) -> list[Fact]:
     """Fetch a save's facts, most recent first (turn, then insertion order).
 
     `max_turn_id` keeps facts from turns <= it (the history window / rewind horizon);
     `entity` keeps facts whose entities list contains that name (case-insensitive exact
-    match); `limit` caps the rows. None means no bound / no filter.
+    match), or, given several names (a list or tuple: one character's title and aliases), any
+    of them; `limit` caps the rows. None means no bound / no filter.
     """
     qs = _facts_naming(save_id, entity)
     if qs is None:
@@ -131,7 +133,7 @@ def get_facts_in_turns(
     turns,
     *,
     max_turn_id: int | None = None,
-    entity: str | None = None,
+    entity: str | Sequence[str] | None = None,
     limit: int | None = None,
 ) -> list[Fact]:
     """Fetch a save's facts from the turns `turns` (any iterable of turn ids), most recent first.
@@ -152,15 +154,20 @@ def get_facts_in_turns(
     )
 
 
-def _facts_naming(save_id: str, entity: str | None):
-    """The save's fact rows, those naming `entity` when given; None when `entity` is blank (no fact names it)."""
+def _facts_naming(save_id: str, entity):
+    """The save's fact rows, those naming `entity` (a name, or any of several) when given; None when no name is
+    left (no fact names a blank)."""
     qs = FactRow.objects.filter(game_save_id=save_pk_for(save_id))
     if entity is None:
         return qs
-    needle = str(entity).strip().casefold()
-    if not needle:
+    names = [entity] if isinstance(entity, str) else list(entity)
+    needles = list(dict.fromkeys(str(name).strip().casefold() for name in names if str(name).strip()))
+    if not needles:
         return None
-    return qs.filter(entity_index__contains=f"{ENTITY_SEPARATOR}{needle}{ENTITY_SEPARATOR}")
+    naming = Q()
+    for needle in needles:  # one query, whatever the number of names
+        naming |= Q(entity_index__contains=f"{ENTITY_SEPARATOR}{needle}{ENTITY_SEPARATOR}")
+    return qs.filter(naming)
 
 
 def count_facts(save_id: str) -> int:

@@ -72,14 +72,15 @@ KNOWN_META_KEYS: tuple[MetaKey, ...] = (
             "first_mes); {{user}} and {{char}} are filled when play reads it.", edited_on="opening", multiline=True),
     MetaKey(ALTERNATE_GREETINGS_META, OPENING, "Other first messages to start from (a JSON array of strings), "
             "chosen on the new-save form or with the arrows of the opening.", edited_on="opening"),
-    MetaKey(SCENARIO_META, NARRATOR, "The situation when the story starts, for the narrator: {{scenario}} "
-            "(the opening form edits it).", edited_on="opening", multiline=True),
+    MetaKey(SCENARIO_META, NARRATOR, "The situation when the story starts, for the narrator: whole, in its "
+            "instructions where {{scenario}} stands, else after them (the opening form edits it).",
+            edited_on="opening", multiline=True),
     MetaKey("narrator_style", NARRATOR, "How the narrator writes, e.g. “terse, present tense”: {{narrator_style}}."),
     MetaKey("tone", NARRATOR, "The story's tone, e.g. “melancholy”: {{tone}}."),
     MetaKey("era", NARRATOR, "When the story happens, e.g. “1890s”: {{era}}."),
     MetaKey(NARRATOR_TEMPLATE_META, NARRATOR,
             "The narrator's instructions, a template: {{narrator_style}}, {{tone}}, {{player_character}}, "
-            "{{player_description}}, {{era}}, any other key, {{meta}} and {{user}} / {{char}} are filled in "
+            "{{player_description}}, {{era}}, {{scenario}}, any other key, {{meta}} and {{user}} / {{char}} are filled in "
             "(preview it from a save's Console).", default="the built-in instructions", multiline=True),
     MetaKey("sampler_temperature", SAMPLER, "Narrator sampling temperature (0-2); a save may override it.",
             default="the environment's"),

@@ -3,7 +3,8 @@
 SillyTavern's card fields, for every universe, card or not: `first_message` (turn 1 as the
 narrator's, macros filled when play reads it), `alternate_greetings` (a JSON array of strings,
 other openings to choose from) and `scenario` (the situation at the start, prose for the
-narrator: `{{scenario}}` in the instructions template, and one of the `{{meta}}` lines when short).
+narrator: whole, once, in its instructions, where the template puts `{{scenario}}`, else after
+them: `saves.narrator.prompt.render_instructions`).
 The Metadata page's opening form writes them (`services.opening_set`), Universe-as-Code carries
 them as its `[opening]` table, and a Character Card export fills `first_mes`,
 `alternate_greetings` and `scenario` from them. A universe whose opening is empty opens with its

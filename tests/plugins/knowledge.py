@@ -1,4 +1,4 @@
-"""Who-knows-what fixtures (shared by the memory, inspector and browser tests): a universe with four characters, a faction and secrets (`cast`), a living save of it (`living`), and `no_runner`."""
+"""Who-knows-what fixtures (shared by the memory, inspector and browser tests): a universe with four characters, a faction and secrets (`cast`), a living save of it (`living`), `no_runner`, and a universe whose characters share name parts (`reeds`: the names rule and the memory context's focus)."""
 from __future__ import annotations
 
 import pytest
@@ -41,3 +41,29 @@ def cast(db, author, playtester):
 @pytest.fixture
 def living(cast):
     return Save.objects.create(universe=cast, name="Run", save_id="knowrun", memory_mode="living")
+
+
+# (entry id, title, kind, keys): two Reeds share a surname; "Tam" is an alias; a title beats another's key ("Crane");
+# a place's name ("Vale") is never a character's part; "The" is no part of "The Ferryman"; two characters share a key.
+REEDS = [
+    ("tamsin-reed", "Tamsin Reed", "character", ["Tam"]),
+    ("jory-reed", "Jory Reed", "character", []),
+    ("mira", "Mira", "character", ["the captain"]),
+    ("hesper-vale", "Hesper Vale", "character", []),
+    ("vale", "Vale", "place", []),
+    ("crane", "Crane", "character", []),
+    ("aldous-birch", "Aldous Birch", "character", ["Crane", "the boy"]),
+    ("pim", "Pim", "character", ["the boy"]),
+    ("ferryman", "The Ferryman", "character", []),
+]
+
+
+@pytest.fixture
+def reeds(db, author, playtester):
+    """A universe whose characters share name parts and keys (`REEDS`); the player is Ash Vey, who has no entry."""
+    u = Universe.objects.create(name="Reeds", slug="reeds", owner=author)
+    u.members.add(playtester)
+    UniverseMeta.objects.create(universe=u, key="player_character", value="Ash Vey")
+    for entry_id, title, kind, keys in REEDS:
+        LoreEntry.objects.create(universe=u, entry_id=entry_id, title=title, kind=kind, keys=keys, text=f"{title} text.")
+    return u

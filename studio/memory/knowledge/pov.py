@@ -146,8 +146,9 @@ def resolve_pov(index: CharacterIndex, names, *, known: list[str]) -> tuple[str,
     unknown = [name for name in names if not index.is_known(name) and fold(name) not in known_folded]
     if unknown:
         listed = ", ".join(known) if known else "none (the Lore Book has no Character entry and no player character is set)"
-        raise InvalidParameters({"pov": f"No character is called {', '.join(f'“{n}”' for n in unknown)}. "
-                                        f"The known characters: {listed}."})
+        shared = [f" “{n}” could be {' or '.join(index.match(n).candidates)}." for n in unknown if index.match(n).ambiguous]
+        raise InvalidParameters({"pov": f"No character is called {', '.join(f'“{n}”' for n in unknown)}."
+                                        + "".join(shared) + f" The known characters: {listed}."})
     return tuple(index.resolve(name) for name in names)
 
 
@@ -172,7 +173,7 @@ def on_scene(view: KnowledgeView, *, pov, query_text: str, focus_terms: list[str
     for name in index.mentioned_in(query_text):
         add(name, "named in the input")
     for term in focus_terms:
-        if fold(term) in index.characters:
+        if index.is_known(term):  # a title, a key or a part of a title no one else holds (`names`: the one rule)
             add(term, "in focus")
     return list(chosen.values())
 
@@ -202,8 +203,8 @@ def _view(assembly) -> KnowledgeView:
     if view is None:
         from studio.memory.knowledge.names import character_index
 
-        index = character_index(assembly.game_save.universe, save=assembly.game_save,
-                                universe_meta=assembly.universe_meta)
+        index = assembly.characters or character_index(assembly.game_save.universe, save=assembly.game_save,
+                                                       universe_meta=assembly.universe_meta)
         view = assembly.scratch["knowledge_view"] = KnowledgeView(assembly.game_save, horizon=assembly.context.turn,
                                                                   index=index)
     return view

@@ -9,7 +9,10 @@ player character (`focus.default_focus`). `build_memory_context` is the pipeline
 1. the policy: every knob, built once from Universe_Meta and the request
    (`studio.memory.recall.policy.context_policy`);
 2. the request's state: the horizon (`search.memory_horizon`), the characters in focus
-   (`studio.memory.recall.focus`), `{{user}}` / `{{char}}` (`studio.memory.recall.macros`, the one
+   (`studio.memory.recall.focus`: every name resolved by the one rule of names,
+   `studio.memory.knowledge.names`, so an alias or a unique part of a title is its character,
+   in focus once under its title; a name two characters share is neither, and a note says
+   so), `{{user}}` / `{{char}}` (`studio.memory.recall.macros`, the one
    rule), the Lore Book's activation for the next turn, the time the action names (read once,
    `recall.temporal.time_preference`, for every layer it lifts);
 3. the layers: every registered provider's candidates (`studio.memory.recall.layers`: the recent
@@ -44,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from studio.memory.embeddings.tokens import count_tokens  # noqa: F401  (what the budget counts; tests read it here)
+from studio.memory.knowledge.names import character_index
 from studio.memory.recall import context_lore
 from studio.memory.recall.allocate import allocate
 from studio.memory.recall.context_items import ContextItem
@@ -72,7 +76,7 @@ class MemoryContext:
     turn: int
     query_text: str
     focus_terms: list[str]
-    subjects: list[str]
+    subjects: list[str]  # the subject keys the living memory's layers read (lower-cased; none in classic mode)
     token_budget: int
     items: list[ContextItem] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
@@ -96,6 +100,14 @@ class MemoryContext:
     policy: ContextPolicy | None = None
     section_texts: dict[str, str] = field(default_factory=dict)
     section_tokens: int = 0
+    # Who is in focus, each once, as shown (a character under its Lore Book title), with the term that named it and
+    # the entry it resolved to, how (`studio.memory.recall.focus.FocusSubject.as_dict`).
+    focus: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def in_focus(self) -> list[str]:
+        """The names in focus as the viewer shows them: a character once, under its Lore Book title."""
+        return [subject["name"] for subject in self.focus]
 
     @property
     def included(self) -> list[ContextItem]:
@@ -143,6 +155,7 @@ class MemoryContext:
             "query_text": self.query_text,
             "focus_terms": self.focus_terms,
             "subjects": self.subjects,
+            "focus": self.focus,
             "token_budget": self.token_budget,
             "used_tokens": self.used_tokens,
             "cut_tokens": self.cut_tokens,
@@ -232,26 +245,32 @@ def build_memory_context(
     policy = context_policy(universe_meta, token_budget=token_budget, k_narrative=k_narrative, k_lore=k_lore,
                             pov=None if pov is None else tuple(pov), carried_turns=frozenset(carried_turns or ()))
     turn = memory_horizon(game_save=game_save)
-    subjects = focus_subjects(game_save, query_text, focus_terms) if game_save.is_living else []
-    subject_keys = [key for key, _why, _name in subjects]
+    # Who is in focus, every name resolved by the one rule of names (an alias or a part of a title folds into its
+    # character); the living memory's layers read the subjects, the lore and the macros the names.
+    characters = character_index(game_save.universe, save=game_save, universe_meta=universe_meta)
+    focus = focus_subjects(game_save, query_text, focus_terms, index=characters, living=game_save.is_living)
+    subjects = focus.subjects if game_save.is_living else []
+    subject_keys = [subject.key for subject in subjects]
     context = MemoryContext(save_id=game_save.save_id, turn=turn, query_text=query_text, focus_terms=focus_terms,
                             subjects=subject_keys, token_budget=token_budget, policy=policy,
                             shares=dict(policy.shares), reserve_recall=policy.reserve_recall,
-                            cap_recall=policy.cap_recall)
+                            cap_recall=policy.cap_recall, focus=[subject.as_dict() for subject in focus.subjects])
     meta = play_meta(universe=game_save.universe, save=game_save, universe_meta=universe_meta)
     t0 = time.perf_counter()
     # Lore keys are matched with nobody in focus (`lore_macros_for`'s rule).
     view = context_lore.evaluate_lore(game_save, query_text, macros=macro_names_from_meta(meta).as_dict())
     context.timings["activation_ms"] = round((time.perf_counter() - t0) * 1000, 2)
-    focus_names = focus_terms + [key for key in subject_keys if key not in {t.lower() for t in focus_terms}]
+    given = {term.casefold() for term in focus_terms}
+    focus_names = focus_terms + [name for name in focus.names if name.casefold() not in given]
     # {{user}} is the player character, {{char}} the card's character (else the first character in focus who is
     # not the player): studio.memory.recall.macros, the one rule.
-    context.macros = macro_names_from_meta(meta, focus=focus_terms + [name for _key, _why, name in subjects]).as_dict()
+    context.macros = macro_names_from_meta(meta, focus=focus.names).as_dict()
     # The time the action names, read from the save's story time once for every layer it lifts (beliefs, facts,
     # the narrative search's temporal arm); None when it names none.
     t0 = time.perf_counter()
     prefer = time_preference(game_save=game_save, query_text=query_text, horizon=turn) if query_text.strip() else None
     context.timings["named_time_ms"] = round((time.perf_counter() - t0) * 1000, 2)
+    context.notes += focus.notes  # a name two characters answer to: neither was chosen
     if not game_save.is_living:
         context.notes.append("Classic memory mode: only narrative chunks and lore are recalled.")
     elif not subject_keys:
@@ -261,9 +280,9 @@ def build_memory_context(
         context.notes.append("No query text: narrative memory and lore found by meaning need one.")
     assembly = Assembly(game_save=game_save, policy=policy, context=context, query_text=query_text,
                         focus_terms=focus_terms, subject_keys=subject_keys,
-                        subject_why={key: why for key, why, _name in subjects}, focus_names=focus_names,
+                        subject_why={subject.key: subject.why for subject in subjects}, focus_names=focus_names,
                         macros=context.macros, universe_meta=universe_meta, lore_view=view, prefer=prefer,
-                        vector_memory=vector_memory)
+                        vector_memory=vector_memory, focus=focus, characters=characters)
     providers = [p for p in layer_providers() if story or p.name not in STORY_LAYERS]
     candidates: list[ContextItem] = []
     for provider in providers:

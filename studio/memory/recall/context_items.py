@@ -13,6 +13,7 @@ of the others is dropped. How the items are printed is the renderer's
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -97,35 +98,54 @@ def explain_reason(result: dict) -> tuple[str, dict]:
     return head + (" (" + ", ".join(bits) + ")" if bits else ""), explain
 
 
-def mental_model_items(game_save, subject_keys: list[str], subject_why: dict[str, str]) -> list[ContextItem]:
-    """Mental models of the subjects in focus, then the world model (the narrator's synthesis)."""
-    keys = subject_keys + [""]
-    models = {m.subject_key: m for m in MentalModel.objects.filter(game_save=game_save, subject_key__in=keys)}
+def subject_owners(subject_keys: list[str], aliases: Mapping[str, Sequence[str]] | None) -> dict[str, str]:
+    """Return {every subject key a subject in focus answers to: that subject's key}.
+
+    `aliases`: a subject's names (its title, keys, the parts of its title: `focus.FocusSubject.names`), so the
+    memory the living memory keyed under an alias ("tamsin") is the character's ("tamsin reed")."""
+    owners = {key: key for key in subject_keys}
+    for key in subject_keys:
+        for name in (aliases or {}).get(key, ()):
+            owners.setdefault(subject_key_for(name), key)
+    return owners
+
+
+def mental_model_items(game_save, subject_keys: list[str], subject_why: dict[str, str], *,
+                       aliases: Mapping[str, Sequence[str]] | None = None) -> list[ContextItem]:
+    """Mental models of the subjects in focus (a subject's own first, then those under its aliases), then the
+    world model (the narrator's synthesis)."""
+    owners = subject_owners(subject_keys, aliases)
+    models = MentalModel.objects.filter(game_save=game_save, subject_key__in=[*owners, ""])
+    by_owner: dict[str, list] = {}
+    by_key = {*subject_keys, ""}
+    for model in sorted(models, key=lambda m: (m.subject_key not in by_key, m.subject_key)):  # its own model first
+        by_owner.setdefault(owners.get(model.subject_key, ""), []).append(model)
     items = []
-    for key in keys:
-        model = models.get(key)
-        if model is None:
-            continue
-        why = subject_why.get(key, "the world model (always considered)")
-        stale = " — stale: rolled back by a rewind, not refreshed yet" if model.stale else ""
-        text = f"{model.subject or 'The world'}: {model.summary}"
-        items.append(
-            ContextItem.of(
-                layer="mental_model",
-                text=text,
-                reason=f"mental model of {model.subject or 'the world'}: {why}{stale}",
-                why={"subject": model.subject, "focus": why, "stale": model.stale, "updated_turn_id": model.updated_turn_id},
-                ref={"model_id": model.pk},
+    for key in [*subject_keys, ""]:
+        for model in by_owner.get(key, ()):
+            why = subject_why.get(key, "the world model (always considered)")
+            stale = " — stale: rolled back by a rewind, not refreshed yet" if model.stale else ""
+            text = f"{model.subject or 'The world'}: {model.summary}"
+            items.append(
+                ContextItem.of(
+                    layer="mental_model",
+                    text=text,
+                    reason=f"mental model of {model.subject or 'the world'}: {why}{stale}",
+                    why={"subject": model.subject, "focus": why, "stale": model.stale,
+                         "updated_turn_id": model.updated_turn_id},
+                    ref={"model_id": model.pk},
+                )
             )
-        )
     return items
 
 
 def belief_items(game_save, subject_keys: list[str], subject_why: dict[str, str], turn: int,
                  prefer: TimePreference | None = None, *,
-                 per_subject: int = DEFAULT_POLICY.max_beliefs_per_subject) -> list[ContextItem]:
+                 per_subject: int = DEFAULT_POLICY.max_beliefs_per_subject,
+                 aliases: Mapping[str, Sequence[str]] | None = None) -> list[ContextItem]:
     """Live beliefs about the subjects in focus, strongest first, at most `per_subject` each
-    (`ContextPolicy.max_beliefs_per_subject`).
+    (`ContextPolicy.max_beliefs_per_subject`); a belief the living memory keyed under an alias of a subject
+    (`aliases`, `subject_owners`) is that subject's.
 
     With `prefer` (the query names a time), a belief dated to that time (`dated_to`: at least
     half of its source turns inside it) comes first within its subject, lifted from wherever
@@ -133,19 +153,27 @@ def belief_items(game_save, subject_keys: list[str], subject_why: dict[str, str]
     """
     if not subject_keys:
         return []
-    rows = Observation.objects.filter(game_save=game_save, subject_key__in=subject_keys).order_by(
+    owners = subject_owners(subject_keys, aliases)
+    rows = Observation.objects.filter(game_save=game_save, subject_key__in=list(owners)).order_by(
         "-proof_count", "-updated_turn_id", "-id"
     )
     limit = per_subject * len(subject_keys) * 4
     timed = prefer is not None and bool(prefer.turns)
     every = list(rows) if timed else list(rows[:limit])  # one query: a named time looks at every belief
-    chosen = _strongest_per_subject(every[:limit], per_subject)
-    lifted = _strongest_per_subject([belief for belief in every if dated_to(belief, prefer)], per_subject) if timed else []
+
+    def owner_of(belief) -> str:
+        return owners[belief.subject_key]
+
+    chosen = _strongest_per_subject(every[:limit], per_subject, owner_of)
+    lifted = (_strongest_per_subject([belief for belief in every if dated_to(belief, prefer)], per_subject, owner_of)
+              if timed else [])
     lifted_ids = {belief.pk for belief in lifted}
     items = []
     for belief in lifted + [belief for belief in chosen if belief.pk not in lifted_ids]:
         trend = compute_trend([s.get("turn_id") for s in belief.sources or []], turn)
-        why = {"subject": belief.subject, "focus": subject_why[belief.subject_key], "proof_count": belief.proof_count, "trend": trend, "stale": belief.stale}
+        focus = subject_why[owner_of(belief)]
+        why = {"subject": belief.subject, "focus": focus, "proof_count": belief.proof_count, "trend": trend,
+               "stale": belief.stale}
         lift = ""
         if belief.pk in lifted_ids:
             inside, total = source_turns_inside(belief, prefer)
@@ -156,7 +184,7 @@ def belief_items(game_save, subject_keys: list[str], subject_why: dict[str, str]
                 layer="belief",
                 text=belief.statement,
                 reason=(
-                    f"belief about {belief.subject} ({subject_why[belief.subject_key]}): "
+                    f"belief about {belief.subject} ({focus}): "
                     f"{belief.proof_count} proof{'s' if belief.proof_count != 1 else ''}, {trend.upper()}"
                     + (", stale" if belief.stale else "") + (f"; {lift}" if lift else "")
                 ),
@@ -166,18 +194,20 @@ def belief_items(game_save, subject_keys: list[str], subject_why: dict[str, str]
         )
     # Keep the subjects in focus order: the first focus character's beliefs come first (a stable sort).
     order = {key: index for index, key in enumerate(subject_keys)}
-    items.sort(key=lambda i: order[subject_key_for(i.why["subject"])])
+    items.sort(key=lambda i: order[owners[subject_key_for(i.why["subject"])]])
     return items
 
 
-def _strongest_per_subject(beliefs, limit: int) -> list:
-    """The first `limit` beliefs of each subject, in the order given."""
+def _strongest_per_subject(beliefs, limit: int, owner_of) -> list:
+    """The first `limit` beliefs of each subject (`owner_of(belief)`: the subject in focus it is about), in the
+    order given."""
     per_subject: dict[str, int] = {}
     kept = []
     for belief in beliefs:
-        if per_subject.get(belief.subject_key, 0) >= limit:
+        owner = owner_of(belief)
+        if per_subject.get(owner, 0) >= limit:
             continue
-        per_subject[belief.subject_key] = per_subject.get(belief.subject_key, 0) + 1
+        per_subject[owner] = per_subject.get(owner, 0) + 1
         kept.append(belief)
     return kept
 
@@ -200,9 +230,12 @@ def dated_to(belief, prefer: TimePreference) -> bool:
 
 
 def fact_items(game_save, subject_keys: list[str], subject_why: dict[str, str], turn: int,
-               prefer: TimePreference | None = None, *, limit: int = DEFAULT_POLICY.max_facts) -> list[ContextItem]:
+               prefer: TimePreference | None = None, *, limit: int = DEFAULT_POLICY.max_facts,
+               aliases: Mapping[str, Sequence[str]] | None = None,
+               shown: Mapping[str, str] | None = None) -> list[ContextItem]:
     """Facts naming the subjects in focus, most recent first (`limit` each, `ContextPolicy.max_facts`), dated by
-    their turn's story time.
+    their turn's story time. A subject's facts are those naming any of its names (`aliases`: its title, keys and
+    the parts of its title, one query a subject); `shown` gives the name a reason prints (its title).
 
     With `prefer` (the query names a time), the facts of the turns inside it come first (the
     most recent `limit` of each subject inside it), lifted, and say so; the facts chosen
@@ -212,14 +245,17 @@ def fact_items(game_save, subject_keys: list[str], subject_why: dict[str, str], 
     """
     from studio.memory.facts import get_facts, get_facts_in_turns
 
+    def names(key: str):
+        return tuple((aliases or {}).get(key, ())) or key
+
     usual = _unique_facts([(key, fact) for key in subject_keys
-                           for fact in get_facts(game_save.save_id, max_turn_id=turn, entity=key, limit=limit)])
+                           for fact in get_facts(game_save.save_id, max_turn_id=turn, entity=names(key), limit=limit)])
     usual = usual[: limit * max(len(subject_keys), 1)]
     lifted = []
     if prefer is not None and prefer.turns:
         lifted = _unique_facts([(key, fact) for key in subject_keys
                                 for fact in get_facts_in_turns(game_save.save_id, prefer.turns, max_turn_id=turn,
-                                                               entity=key, limit=limit)])
+                                                               entity=names(key), limit=limit)])
     lifted_ids = {fact.fact_id for _key, fact in lifted}
     facts = lifted + [(key, fact) for key, fact in usual if fact.fact_id not in lifted_ids]
     times = story_times(game_save, {fact.turn_id for _key, fact in facts})  # a fact is dated by its turn
@@ -235,7 +271,7 @@ def fact_items(game_save, subject_keys: list[str], subject_why: dict[str, str], 
             ContextItem.of(
                 layer="fact",
                 text=f"(turn {fact.turn_id}) {fact.statement}",
-                reason=(f"fact naming {key} ({subject_why[key]}), from turn {fact.turn_id}"
+                reason=(f"fact naming {(shown or {}).get(key, key)} ({subject_why[key]}), from turn {fact.turn_id}"
                         + (f" ({when})" if when else "") + (f"; {lift}" if lift else "")),
                 why=why,
                 ref={"fact_id": fact.fact_id, "turn_id": fact.turn_id},

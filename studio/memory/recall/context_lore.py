@@ -107,7 +107,9 @@ def activated_items(view: LoreActivationView, *, focus: list[str], macros: dict[
         record = view.result.explanations[spec.entry_id]
         pending = "pending input" in (record.matched_in or "")
         names = _names([spec.title, *spec.keys])
-        in_focus = sorted(focus_names & names)
+        # The entry's own name in focus, as the entry writes it (its title before its keys).
+        in_focus = [n.strip() for n in [spec.title, *spec.keys]
+                    if isinstance(n, str) and n.strip().lower() in focus_names][:1]
         stays = bool(player_names & names)
         protected = pending or bool(in_focus) or stays
         text = fill(f"{spec.title}: {spec.text}" if spec.title else spec.text, macros)

@@ -62,6 +62,8 @@ class Assembly:
     focus_names: list[str]
     macros: dict[str, str]
     universe_meta: dict[str, str]
+    focus: Any = None  # the request's `focus.Focus`: every subject in focus with its names (aliases) and shown name
+    characters: Any = None  # the universe's `knowledge.names.CharacterIndex`, read once for the request
     lore_view: Any = None  # context_lore.LoreActivationView, None without a book
     prefer: Any = None  # the named time's TimePreference, None when the action names none
     vector_memory: Any = None
@@ -152,20 +154,28 @@ def _living(build) -> Callable[[Assembly], list[ContextItem]]:
     return provide
 
 
+def _aliases(assembly: Assembly) -> dict[str, tuple[str, ...]]:
+    """{subject key: every name of that subject}: a character's memory is found under its title, keys and parts."""
+    return {subject.key: subject.names for subject in assembly.focus.subjects} if assembly.focus else {}
+
+
 def _mental_models(assembly: Assembly) -> list[ContextItem]:
-    return mental_model_items(assembly.game_save, assembly.subject_keys, assembly.subject_why)
+    return mental_model_items(assembly.game_save, assembly.subject_keys, assembly.subject_why,
+                              aliases=_aliases(assembly))
 
 
 def _beliefs(assembly: Assembly) -> list[ContextItem]:
     if not assembly.game_save.beliefs_enabled:
         return []
     return belief_items(assembly.game_save, assembly.subject_keys, assembly.subject_why, assembly.context.turn,
-                        assembly.prefer, per_subject=assembly.policy.max_beliefs_per_subject)
+                        assembly.prefer, per_subject=assembly.policy.max_beliefs_per_subject,
+                        aliases=_aliases(assembly))
 
 
 def _facts(assembly: Assembly) -> list[ContextItem]:
+    shown = {subject.key: subject.name for subject in assembly.focus.subjects} if assembly.focus else {}
     return fact_items(assembly.game_save, assembly.subject_keys, assembly.subject_why, assembly.context.turn,
-                      assembly.prefer, limit=assembly.policy.max_facts)
+                      assembly.prefer, limit=assembly.policy.max_facts, aliases=_aliases(assembly), shown=shown)
 
 
 def _search(assembly: Assembly, name: str, **params):
@@ -217,7 +227,7 @@ def _lore_by_meaning(assembly: Assembly) -> list[ContextItem]:
     outcome = _search(assembly, "lore", k=assembly.policy.k_lore, focus_terms=assembly.focus_terms or None,
                       chunk_type="lore", exclude_chunk_type=None, expand_links=True, prefer=None)  # lore has no story time
     view = assembly.lore_view
-    absent = characters_absent(assembly.game_save, assembly.query_text, assembly.focus_names) if view else {}
+    absent = characters_absent(assembly.characters, assembly.focus) if view and assembly.focus else {}
     items = []
     for item in lore_items(outcome.results, view, assembly.macros):
         entry_id = item.ref.get("entry_id")

@@ -3,12 +3,19 @@
 The instructions (the system message) come from the universe's `narrator_instructions`
 meta key, a template the author edits per universe (Universe-as-Code carries it in
 `[extra]`); without one, `DEFAULT_INSTRUCTIONS`. Placeholders are `{{key}}` with a meta key
-(`{{narrator_style}}`, `{{tone}}`, `{{player_character}}`, `{{era}}`, any other key the
-author set) and `{{meta}}`, which lists the other short meta values as `key: value` lines.
+(`{{narrator_style}}`, `{{tone}}`, `{{player_character}}`, `{{era}}`, `{{scenario}}`, any
+other key the author set) and `{{meta}}`, which lists the other short meta values as
+`key: value` lines.
 The player's persona (`studio.memory.recall.macros.persona_from_meta`): `{{player_character}}`
 is its name, `{{player_description}}` its description, which reaches the narrator once: where
 the template places it, else as one line after the instructions (a template written before
-personas existed still gets it).
+personas existed still gets it). The universe's scenario (its opening's `scenario`,
+`studio.universes.opening`: the situation when the story starts, SillyTavern's card
+scenario) reaches it the same way, whole whatever its length, once: where the template puts
+`{{scenario}}` (the default instructions' "Scenario:" line, as SillyTavern's story string
+writes it), else as its own part after the instructions; never as a `{{meta}}` line. Both
+are in the system message, which stays the same from turn to turn (the cache-first layout:
+a model server's prefix cache keeps them with the instructions).
 A line whose placeholders are all empty is left out (no "Tone: " with nothing after it); a
 placeholder naming no meta key is left as written, so a typo shows in the preview. Then the
 `{{user}}` / `{{char}}` macros are filled with the names the memory context was built with
@@ -53,9 +60,10 @@ from studio.memory.recall.macros import (
 from studio.memory.recall.query_params import LIMITS, ContextParams, InvalidParameters
 from studio.saves.narrator.authors_note import with_authors_note
 from studio.universes.meta_keys import KNOWN_META_KEYS, SETTINGS_GROUPS
+from studio.universes.opening import SCENARIO_META, opening_from_meta
 
 TEMPLATE_KEY = "narrator_instructions"
-KNOWN_KEYS = ("narrator_style", "tone", PLAYER_CHARACTER_META, PLAYER_DESCRIPTION_META, "era")
+KNOWN_KEYS = ("narrator_style", "tone", PLAYER_CHARACTER_META, PLAYER_DESCRIPTION_META, "era", SCENARIO_META)
 # Meta that is structured data or a setting for other parts of the studio, never prose for {{meta}}: every known
 # key of a settings group (samplers, lore activation, the memory budget and its shares, chapters, missions,
 # imports), and a few more.
@@ -70,6 +78,7 @@ Narration style: {{narrator_style}}
 Tone: {{tone}}
 Era: {{era}}
 {{meta}}
+Scenario: {{scenario}}
 Write only this turn's narrative, in the second person: one to three short paragraphs. Do not list choices, do not add headings, and do not act or speak for the player beyond the action they gave. Stay consistent with the memory below; never contradict it."""
 
 _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_.-]*)\s*\}\}")
@@ -147,6 +156,7 @@ def render_instructions(template: str, meta: dict[str, str], *, config: Narrator
     values.update({key: value.strip() for key, value in meta.items()})
     persona = persona_from_meta(meta)  # the name alone; the description once (module docstring)
     values[PLAYER_CHARACTER_META], values[PLAYER_DESCRIPTION_META] = persona.name, persona.description
+    scenario = values[SCENARIO_META] = opening_from_meta(meta).scenario  # whole, once (module docstring)
     values["meta"] = "\n".join(others)
     lines = []
     for line in template.splitlines():
@@ -156,6 +166,8 @@ def render_instructions(template: str, meta: dict[str, str], *, config: Narrator
             continue  # every placeholder of the line is empty
         lines.append(_PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)) if m.group(1) not in _MACROS else m.group(0), line))
     text = "\n".join(lines).strip()
+    if scenario and SCENARIO_META not in used:  # a template without {{scenario}} still gets it, as its own part
+        text += f"\n\nScenario: {scenario}"
     if persona.description and PLAYER_DESCRIPTION_META not in used:
         text += f"\nThe player character ({persona.name or 'you'}): {persona.description}"
     return (macros or macro_names_from_meta(meta)).fill(text)

@@ -165,7 +165,7 @@ def test_an_entry_naming_a_character_in_focus_is_protected(demo):
     focused = build_memory_context(game_save=demo, query_text="I wait by the door", token_budget=200,
                                    focus_terms=["Corvin Tull"])
     corvin = next(i for i in focused.items if i.ref.get("entry_id") == "corvin-tull")
-    assert corvin.included and corvin.policy.protected and corvin.why["in_focus"] == ["corvin tull"]
+    assert corvin.included and corvin.policy.protected and corvin.why["in_focus"] == ["Corvin Tull"]
     assert "in focus" in corvin.reason
     before = next((i for i in plain.items if i.ref.get("entry_id") == "corvin-tull"), None)
     assert before is None or not before.policy.protected

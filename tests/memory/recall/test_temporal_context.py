@@ -132,7 +132,7 @@ def test_facts_print_their_story_time_once_per_date(dated_living):
                                              "- (turn 5) Mira does thing 5.2."]
     fact = facts_of(context)[0]
     assert fact.text == "(turn 8) Mira does thing 8.2." and fact.why["story_time"] == date_of(8)
-    assert fact.reason.startswith(f"fact naming mira (focus term “Mira”), from turn 8 ({date_of(8)})")
+    assert fact.reason.startswith(f"fact naming Mira (focus term “Mira”), from turn 8 ({date_of(8)})")
     # The headings are counted in what the context spends, once per layer and date.
     assert context.used_tokens == sum(i.tokens for i in context.included) + sum(
         {(i.layer, i.why["group"]): i.why["group_tokens"] for i in context.included if i.why.get("group")}.values())
