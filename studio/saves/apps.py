@@ -37,6 +37,9 @@ class SavesConfig(AppConfig):
         register_section(CHAPTERS_SECTION)
         register_section(PRESENCE_SECTION)
         register_section(REVEALS_SECTION)
+        from studio.saves.portable.sections.continuity import SECTION as CONTINUITY_SECTION
+
+        register_section(CONTINUITY_SECTION)
 
     @staticmethod
     def register_job_handlers() -> None:

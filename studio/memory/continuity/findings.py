@@ -1,0 +1,93 @@
+"""A finding as the checks make it (`Finding`, pure) and as a check returns them (`CheckResult`).
+
+A finding always names the sentence, who says or does it ("" for the narration), the memory item
+(its layer, a reference, its text and its turn: 0 for canon, the Lore Book) and why. `verdict` is
+"found" for the deterministic checks (leaks, presence), "candidate" for a possible contradiction
+the model has not judged, "confirmed" or "rejected" once it has.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["CheckResult", "Finding", "Item"]
+
+
+@dataclass(frozen=True)
+class Item:
+    """A memory item a sentence may conflict with."""
+
+    layer: str  # lore | fact | belief | turn | presence
+    ref: dict
+    text: str
+    turn: int | None  # 0: canon (the Lore Book); None: no turn
+
+    def label(self) -> str:
+        """How a finding names the item: "lore dace-sold", "fact 12", "belief 4", "turn 7"."""
+        if self.layer == "lore":
+            return f"lore {self.ref.get('entry_id', '')}"
+        if self.layer in ("fact", "belief"):
+            return f"{self.layer} {self.ref.get(self.layer + '_id', '')}"
+        return f"{self.layer} {self.turn}"
+
+
+@dataclass
+class Finding:
+    kind: str  # leak | presence | contradiction
+    sentence: str
+    character: str
+    item: Item
+    why: str
+    verdict: str = "found"
+    judge: str = ""  # the model's reason
+    score: dict = field(default_factory=dict)  # the evidence (terms, similarity), for the bench and the explain
+
+    @property
+    def stands(self) -> bool:
+        return self.verdict != "rejected"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "sentence": self.sentence, "character": self.character,
+                "item": {**asdict(self.item), "label": self.item.label()}, "why": self.why, "verdict": self.verdict,
+                "judge": self.judge, "score": self.score}
+
+    def instruction(self) -> str:
+        """The finding as an instruction to the narrator (regenerate with the findings)."""
+        who = self.character or "The narration"
+        if self.kind == "leak":
+            return (f"{who} must not say or hint at this, which {self.character or 'the player character'} does not "
+                    f"know: “{_short(self.item.text)}” ({self.why}). Rewrite “{_short(self.sentence)}” without it.")
+        if self.kind == "presence":
+            return (f"{who} is not on scene ({self.why}): do not let {self.character} speak or act, unless the "
+                    f"narration first brings them in. Rewrite “{_short(self.sentence)}”.")
+        return (f"“{_short(self.sentence)}” contradicts {self.item.label()} (turn {self.item.turn}): "
+                f"“{_short(self.item.text)}” ({self.judge or self.why}). Keep to what is established.")
+
+
+def _short(text: str, limit: int = 220) -> str:
+    text = " ".join(str(text or "").split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+@dataclass
+class CheckResult:
+    """What one check of a narration found, with what it read and how the judge went."""
+
+    turn_id: int
+    findings: list[Finding] = field(default_factory=list)
+    sentences: list[dict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    judged: bool = False  # the model judged the candidates
+    calls: int = 0  # model calls made
+
+    @property
+    def standing(self) -> list[Finding]:
+        """The findings that stand (not rejected by the model)."""
+        return [f for f in self.findings if f.stands]
+
+    def of_kind(self, kind: str) -> list[Finding]:
+        return [f for f in self.standing if f.kind == kind]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"turn_id": self.turn_id, "findings": [f.as_dict() for f in self.findings], "notes": self.notes,
+                "judged": self.judged, "calls": self.calls}
