@@ -28,10 +28,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import re
+
 import numpy as np
 
 from studio.memory.continuity.findings import Finding, Item
-from studio.memory.continuity.text import Sentence
+from studio.memory.continuity.text import MOVES, Sentence
 from studio.memory.knowledge.derive import KnowledgeView
 from studio.memory.knowledge.names import fold
 from studio.memory.retrieval.lexical import index_terms
@@ -48,6 +50,11 @@ class LeakRule:
     strong_hits: int = 2  # distinctive terms of a lore entry, fact or belief said
     strong_hits_turn: int = 3  # of a whole turn's narrative (longer, more chance words)
     similar: float = 0.5  # cosine at which one fewer distinctive term is enough
+    # A secret or a fact recited in the item's own public words (every term of it known from elsewhere: the tide
+    # code is "the governor", "the drowned bells", "the lowest ebb") is carried by its meaning alone: at this cosine,
+    # with this many of the item's terms said.
+    similar_alone: float = 0.75
+    shared_alone: int = 3
     min_term_chars: int = 3
 
 
@@ -61,8 +68,8 @@ def terms_of(text: str) -> set[str]:
 @dataclass
 class _Knows:
     terms: set[str] = field(default_factory=set)
-    # (item, why unknown, its distinctive terms: none of what the character knows, no name)
-    unknown: list[tuple[Item, str, set[str]]] = field(default_factory=list)
+    # (item, why unknown, its distinctive terms: none of what the character knows, no name; all its terms)
+    unknown: list[tuple[Item, str, set[str], set[str]]] = field(default_factory=list)
 
 
 class GuardContext:
@@ -131,7 +138,7 @@ class GuardContext:
                 knows.unknown.append((Item("turn", {"turn_id": turn}, narrative, turn), knowing.why,
                                       terms_of(narrative)))
         known_terms = knows.terms | self.name_terms
-        knows.unknown = [(item, why, item_terms - known_terms) for item, why, item_terms in knows.unknown]
+        knows.unknown = [(item, why, item_terms - known_terms, item_terms) for item, why, item_terms in knows.unknown]
         self._knows[key] = knows
         return knows
 
@@ -142,6 +149,40 @@ class GuardContext:
         if not self.recorded(self.horizon):
             return None
         return [p["name"] for p in on_scene(self.view, pov=None, query_text=self.player_input, focus_terms=[])]
+
+    # -- places --------------------------------------------------------------------------------
+
+    def places(self) -> dict[str, str]:
+        """Every name of a place entry of the Lore Book (title, keys), folded, to the place's title."""
+        if not hasattr(self, "_places"):
+            self._places = {}
+            for entry in self.entries.values():
+                if entry["kind"] in ("place", "location"):
+                    for name in [entry["title"], *_plain(entry["keys"])]:
+                        if name.strip():
+                            self._places[fold(name)] = entry["title"]
+        return self._places
+
+    def places_named(self, text: str) -> set[str]:
+        """The places `text` names (titles, keys; whole words)."""
+        return {title for name, title in self.places().items()
+                if re.search(rf"(?<!\w){re.escape(name)}(?!\w)", text or "", re.IGNORECASE)}
+
+    def scene_moves(self, sentences: list[Sentence]) -> bool:
+        """Whether the input or the narration goes to another place than the scene's (a verb of going and a place of
+        the book: "I climb to Bellspire"): then who is on scene, and where, is not known."""
+        here = self.scene_place()
+        for text in [self.player_input, *(s.text for s in sentences)]:
+            if MOVES.search(text or "") and self.places_named(text) - {here}:
+                return True
+        return False
+
+    def scene_place(self) -> str:
+        """The place of the scene at the horizon (the presence row's scene as a place of the book), or ""."""
+        row = self.view.presence.get(self.horizon)
+        if not row or not row.scene:
+            return ""
+        return self.places().get(fold(row.scene)) or next(iter(sorted(self.places_named(row.scene))), "")
 
     # -- meaning -------------------------------------------------------------------------------
 
@@ -171,40 +212,53 @@ def _audience(ctx: GuardContext, sentence: Sentence) -> tuple[str, str]:
     return "", ""
 
 
+def _carries(ctx: GuardContext, sentence: Sentence, said_terms: set[str], item: Item, distinctive: set[str],
+             item_terms: set[str]) -> tuple[tuple, set[str], float | None] | None:
+    """Whether the sentence carries the item (the module's rule): (rank, the distinctive terms said, cosine) or None."""
+    hits = said_terms & distinctive
+    needed = RULE.strong_hits_turn if item.layer == "turn" else RULE.strong_hits
+    if len(hits) >= needed:
+        return (len(hits), 0.0), hits, None
+    shared = said_terms & item_terms
+    if hits and len(hits) == needed - 1 or (item.layer != "turn" and len(shared) >= RULE.shared_alone):
+        similarity = ctx.similarity(sentence.said, item.text)
+        if similarity is None:
+            return None
+        if hits and len(hits) == needed - 1 and similarity >= RULE.similar:
+            return (len(hits), similarity), hits, similarity
+        if item.layer != "turn" and len(shared) >= RULE.shared_alone and similarity >= RULE.similar_alone:
+            return (len(hits), similarity), hits or shared, similarity
+    return None
+
+
 def check_leaks(ctx: GuardContext, sentences: list[Sentence]) -> list[Finding]:
     """Return a finding for each sentence that carries an item its speaker (or, for the narration, the player
-    character) does not know (the module's rule)."""
+    character) does not know (the module's rule); an item is reported once per speaker, at its first sentence."""
     findings: list[Finding] = []
     heard: set[str] = set()  # what was said on scene earlier in this narration: known from now on
+    reported: set[tuple[str, str]] = set()
     for sentence in sentences:
         who, how = _audience(ctx, sentence)
         said_terms = terms_of(sentence.said) - heard - ctx.input_terms
         best = None
         if who and said_terms:
-            knows = ctx.knows(who)
-            for item, why_unknown, distinctive in knows.unknown:
+            for item, why_unknown, distinctive, item_terms in ctx.knows(who).unknown:
                 if not sentence.speaker and item.layer != "lore":
                     continue  # the narration may tell of turns the player missed: only secrets are checked
-                hits = said_terms & distinctive
-                needed = RULE.strong_hits_turn if item.layer == "turn" else RULE.strong_hits
-                if len(hits) < needed - 1 or not hits:
-                    continue
-                similarity = None
-                if len(hits) < needed:
-                    similarity = ctx.similarity(sentence.said, item.text)
-                    if similarity is None or similarity < RULE.similar:
-                        continue
-                rank = (len(hits), similarity or 0.0)
-                if best is None or rank > best[0]:
-                    best = (rank, item, why_unknown, hits, similarity)
+                carried = _carries(ctx, sentence, said_terms, item, distinctive, item_terms)
+                if carried is not None and (best is None or carried[0] > best[0]):
+                    best = (carried[0], item, why_unknown, carried[1], carried[2])
         if best is not None:
             _rank, item, why_unknown, hits, similarity = best
-            findings.append(Finding(
-                kind="leak", sentence=sentence.text, character=sentence.speaker, item=item,
-                why=f"{how}, but {who} does not know {item.label()} ({why_unknown}); it says "
-                    + ", ".join(f"“{t}”" for t in sorted(hits)),
-                score={"hits": sorted(hits), "similarity": None if similarity is None else round(similarity, 3),
-                       "audience": who, "how": sentence.how}))
+            if (fold(who), item.label()) not in reported:
+                reported.add((fold(who), item.label()))
+                findings.append(Finding(
+                    kind="leak", sentence=sentence.text, character=sentence.speaker, item=item,
+                    why=f"{how}, but {who} does not know {item.label()} ({why_unknown}); it says "
+                        + ", ".join(f"“{t}”" for t in sorted(hits))
+                        + (f" (meaning {similarity:.2f} alike)" if similarity is not None else ""),
+                    score={"hits": sorted(hits), "similarity": None if similarity is None else round(similarity, 3),
+                           "audience": who, "how": sentence.how}))
             continue
         heard |= terms_of(sentence.said)
     return findings
@@ -215,6 +269,8 @@ def check_presence(ctx: GuardContext, sentences: list[Sentence]) -> list[Finding
     scene = ctx.on_scene()
     if scene is None:
         return []
+    if ctx.scene_moves(sentences):
+        return []  # the scene moves to another place: who is there is not known
     on = {fold(name) for name in scene}
     if ctx.index.player and ctx.view.player:
         on.add(fold(ctx.index.player))  # the player character acts in the turn being narrated

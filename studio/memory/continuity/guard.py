@@ -69,7 +69,7 @@ def continuity_check(game_save, *, text: str, player_input: str = "", settings: 
     sentences = read_narration(text, ctx.index)
     result.sentences = [s.as_dict() for s in sentences]
     result.findings = check_leaks(ctx, sentences) + check_presence(ctx, sentences)
-    leaked = {f.sentence for f in result.findings}
+    leaked = {f.sentence for f in result.findings if f.kind == "leak"}
     candidates = [c for c in contradiction_candidates(ctx, sentences) if c.sentence not in leaked]
     candidates = candidates[:settings.max_candidates]
     result.findings += candidates

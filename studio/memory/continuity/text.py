@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from studio.memory.knowledge.names import CharacterIndex, fold
 
-__all__ = ["Sentence", "names_in", "read_narration", "split_sentences"]
+__all__ = ["MOVES", "Sentence", "names_in", "read_narration", "split_sentences"]
 
 # A sentence ends at . ! ? or … (and any closing quotes or brackets after it), before a space.
 _END = re.compile(r"(?<=[.!?…])\s+|(?<=[.!?…][\"'”’)\]])\s+|\s*\n\s*")
@@ -47,8 +47,14 @@ ARRIVAL = re.compile(
     r"\b(enter|enters|entered|arrive|arrives|arrived|appear|appears|appeared|join|joins|joined|return|returns|returned"
     r"|(?:walk|walks|walked|step|steps|stepped|come|comes|came|climb|climbs|climbed|duck|ducks|ducked|push|pushes|"
     r"pushed|stride|strides|strode|slip|slips|slipped|burst|bursts|hurry|hurries|hurried|run|runs|ran|wade|wades|"
-    r"waded|swim|swims|swam|row|rows|rowed)\s+(?:in|into|inside|aboard|up|over|through|back|out of|from))\b",
+    r"waded|swim|swims|swam|row|rows|rowed)\s+(?:in|into|inside|aboard|up|over|through|back|out of|from))\b"
+    r"|\b(?:is|are|was|were|stands|sits|waits|lies|crouches)\s+(?:there|here|inside|waiting)\b",
     re.IGNORECASE)
+# Verbs of going somewhere, remembering or imagining: a place named beside one is not where the speaker is.
+MOVES = re.compile(r"\b(go|goes|went|walk|walks|walked|head|heads|headed|sail|sails|sailed|row|rows|rowed|return|returns|"
+                   r"returned|leave|leaves|left|arrive|arrives|arrived|climb|climbs|climbed|swim|swims|swam|run|runs|ran|"
+                   r"travel|travels|come|comes|came|reach|reaches|reached|enter|enters|entered|remember|remembers|"
+                   r"remembered|dream|dreams|dreamed|think|thinks|thought|imagine|imagines|imagined)\b", re.IGNORECASE)
 _LEAD_WORDS = frozenset("then now suddenly at last finally slowly quietly still and but so when as meanwhile later "
                         "outside inside here there once again soon behind him her them across the room".split())
 _PRONOUNS = frozenset({"he", "she", "they", "his", "her", "their"})
