@@ -16,6 +16,7 @@ from ninja import Schema
 from pydantic import Field
 
 from studio.api import schemas as S
+from studio.api.schemas_narration import Narration
 from studio.api import serializers
 from studio.api.errors import ApiError, conflict, validation_error
 from studio.api.limited import limited
@@ -90,7 +91,7 @@ class Undone(Schema):
 
 class Retried(Schema):
     undone_turn: int
-    narration: S.Narration
+    narration: Narration
 
 
 class DraftAlternative(Schema):

@@ -10,7 +10,17 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["CheckResult", "Finding", "Item"]
+__all__ = ["CheckResult", "Finding", "Item", "REGENERATE_HEADING", "instructions_text"]
+
+REGENERATE_HEADING = ("Continuity notes: a check of an earlier draft of this turn found these problems. Write the "
+                      "turn again and avoid every one of them:")
+
+
+def instructions_text(instructions: list[str]) -> str:
+    """The findings as the instructions a regenerated narration gets, after the action ("" for none)."""
+    if not instructions:
+        return ""
+    return REGENERATE_HEADING + "\n" + "\n".join(f"- {line}" for line in instructions)
 
 
 @dataclass(frozen=True)

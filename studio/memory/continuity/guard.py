@@ -51,19 +51,23 @@ def _embedder():
 
 def continuity_check(game_save, *, text: str, player_input: str = "", settings: GuardSettings | None = None,
                      llm=None, use_model: bool = True, embedder=None, index=None, user_id: int | None = None,
-                     horizon: int | None = None) -> CheckResult:
+                     horizon: int | None = None, universe_meta: dict | None = None) -> CheckResult:
     """Check `text`, proposed as the save's next turn after `player_input`; return what it found.
 
     `llm`: a backend (default: the configured one; None and no endpoint: deterministic only);
     `use_model=False` never calls a model; `embedder`: the sentence embedder (default: the
     vector memory's, when it has one); `horizon`: check as proposed after that turn (the bench; default the
-    save's current turn).
+    save's current turn); `universe_meta`: the meta the caller read (then none is read here).
     """
-    settings = settings or settings_for(game_save)
+    settings = settings or (settings_for(game_save) if universe_meta is None else guard_settings(universe_meta))
     horizon = game_save.current_turn if horizon is None else min(int(horizon), game_save.current_turn)
     result = CheckResult(turn_id=horizon + 1)
     if not (text or "").strip():
         return result
+    if index is None:
+        from studio.memory.knowledge.names import character_index
+
+        index = character_index(game_save.universe, save=game_save, universe_meta=universe_meta)
     ctx = GuardContext(game_save, horizon=horizon, player_input=player_input, index=index,
                        embedder=embedder if embedder is not None else _embedder())
     sentences = read_narration(text, ctx.index)

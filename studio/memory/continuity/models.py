@@ -65,6 +65,13 @@ class ContinuityFinding(models.Model):
         return f"turn {self.turn_id} {self.kind}: {self.why[:60]}"
 
     @property
+    def item_label(self) -> str:
+        """How the finding names its item ("lore secret-x", "fact 12", "turn 7")."""
+        from studio.memory.continuity.findings import Item
+
+        return Item(self.item_layer, self.item_ref or {}, self.item_text, self.item_turn).label()
+
+    @property
     def counts(self) -> bool:
         """Whether the finding stands (found, confirmed or possible; not rejected by the model)."""
         return self.verdict != FindingVerdict.REJECTED
