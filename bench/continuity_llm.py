@@ -8,7 +8,8 @@ know (`PROBES`: the seven of bench/knowledge.py and nine more, fixed before any 
 messages are bench/knowledge_llm.py's (a short system prompt holding the point-of-view memory
 context the studio builds for that action, budget 1,200; temperature 0, at most 120 tokens).
 
-- guard off: the first answer;
+- guard off: the first answer (at temperature 0 the same request gets the same answer: `Answers`
+  keeps them, so a run after a change to the guard asks the model only for what changed);
 - guard "regenerate once": `continuity_check` (deterministic: no judge call) reads the first
   answer; with a finding that stands, the model is asked once more with the findings as
   instructions after the action (`findings.instructions_text`, the text the Console's
@@ -53,10 +54,34 @@ PROBES = [p for p in json.loads(SCENARIO.read_text())["probes"] if not p["knows"
 MAX_TOKENS = 120
 
 
-def _ask(backend, memory: str, question: str, notes: str = ""):
-    prompt = question + (f"\n\n{notes}" if notes else "")
-    return backend.chat(system=NARRATOR_SYSTEM.format(memory=memory), prompt=prompt, operation="narrate",
-                        max_tokens=MAX_TOKENS, temperature=0.0)
+CACHE = Path(__file__).resolve().parent / "data" / "continuity" / "answers-cache.json"
+
+
+class Answers:
+    """The model's answers by request (system, prompt, model): at temperature 0 the same request gets the same answer,
+    so a second run asks only what changed (a regenerated prompt after the instructions changed). Kept in CACHE."""
+
+    def __init__(self, backend):
+        self.backend = backend
+        self.model = os.environ.get("AXIOM_LLM_MODEL", "default")
+        self.saved = json.loads(CACHE.read_text()) if CACHE.exists() else {}
+        self.asked = self.reused = 0
+
+    def ask(self, memory: str, question: str, notes: str = "") -> str:
+        import hashlib
+
+        system = NARRATOR_SYSTEM.format(memory=memory)
+        prompt = question + (f"\n\n{notes}" if notes else "")
+        key = hashlib.sha256(json.dumps([self.model, MAX_TOKENS, system, prompt]).encode()).hexdigest()
+        if key in self.saved:
+            self.reused += 1
+            return self.saved[key]
+        response = self.backend.chat(system=system, prompt=prompt, operation="narrate", max_tokens=MAX_TOKENS,
+                                     temperature=0.0)
+        self.asked += 1
+        self.saved[key] = response.text or ""
+        CACHE.write_text(json.dumps(self.saved, indent=0, sort_keys=True) + "\n")
+        return self.saved[key]
 
 
 def leak_share(*, out_path: Path, limit: int = 0) -> str:
@@ -89,6 +114,7 @@ def leak_share(*, out_path: Path, limit: int = 0) -> str:
     by_turn: dict[int, list[dict]] = {}
     for probe in probes:
         by_turn.setdefault(probe["after_turn"], []).append(probe)
+    answers = Answers(backend)
     off = on = regenerated = flagged = 0
     scored = 0
     with out_path.open("w") as log:
@@ -103,8 +129,8 @@ def leak_share(*, out_path: Path, limit: int = 0) -> str:
                 context = build_memory_context(game_save=save, query_text=probe["input"], token_budget=1200,
                                                vector_memory=memory)
                 started = time.time()
-                first = _ask(backend, context.text, probe["input"])
-                check = continuity_check(save, text=first.text, player_input=probe["input"], settings=settings,
+                first = answers.ask(context.text, probe["input"])
+                check = continuity_check(save, text=first, player_input=probe["input"], settings=settings,
                                          use_model=False)
                 standing = [f for f in check.standing if f.verdict != "candidate"]
                 final, notes, second_check = first, "", None
@@ -112,17 +138,17 @@ def leak_share(*, out_path: Path, limit: int = 0) -> str:
                     flagged += 1
                     regenerated += 1
                     notes = instructions_text([f.instruction() for f in standing])
-                    final = _ask(backend, context.text, probe["input"], notes)
-                    second_check = continuity_check(save, text=final.text, player_input=probe["input"],
+                    final = answers.ask(context.text, probe["input"], notes)
+                    second_check = continuity_check(save, text=final, player_input=probe["input"],
                                                     settings=settings, use_model=False)
-                leaked_off = bool(says_terms(first.text, terms))
-                leaked_on = bool(says_terms(final.text, terms))
+                leaked_off = bool(says_terms(first, terms))
+                leaked_on = bool(says_terms(final, terms))
                 off += leaked_off
                 on += leaked_on
                 log.write(json.dumps({
                     **_stamp(), "probe": probe, "scored_terms": terms, "context_tokens": context.used_tokens,
-                    "first": first.text, "first_leaks": leaked_off, "findings": [f.as_dict() for f in check.findings],
-                    "notes": notes, "second": final.text if notes else None, "final_leaks": leaked_on,
+                    "first": first, "first_leaks": leaked_off, "findings": [f.as_dict() for f in check.findings],
+                    "notes": notes, "second": final if notes else None, "final_leaks": leaked_on,
                     "second_findings": [f.as_dict() for f in second_check.findings] if second_check else None,
                     "seconds": round(time.time() - started, 1)}) + "\n")
                 log.flush()
@@ -130,4 +156,5 @@ def leak_share(*, out_path: Path, limit: int = 0) -> str:
                       f"guard {len(standing)} finding(s), final {'LEAK' if leaked_on else 'ok'}", flush=True)
     return (f"real model ({os.environ.get('AXIOM_LLM_MODEL', 'default')}): {scored} probes of a secret the character "
             f"does not know; leaked with the guard off {off}/{scored}, with 'regenerate once' {on}/{scored}; the guard "
-            f"flagged {flagged} first answers and regenerated {regenerated} (answers: {out_path.name})")
+            f"flagged {flagged} first answers and regenerated {regenerated}; model calls {answers.asked}, answers "
+            f"reused from {CACHE.name} {answers.reused} (answers: {out_path.name})")

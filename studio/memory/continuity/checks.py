@@ -49,11 +49,11 @@ class LeakRule:
 
     strong_hits: int = 2  # distinctive terms of a lore entry, fact or belief said
     strong_hits_turn: int = 3  # of a whole turn's narrative (longer, more chance words)
-    similar: float = 0.5  # cosine at which one fewer distinctive term is enough
+    similar: float = 0.4  # cosine at which one fewer distinctive term is enough
     # A secret or a fact recited in the item's own public words (every term of it known from elsewhere: the tide
     # code is "the governor", "the drowned bells", "the lowest ebb") is carried by its meaning alone: at this cosine,
     # with this many of the item's terms said.
-    similar_alone: float = 0.75
+    similar_alone: float = 0.7
     shared_alone: int = 3
     min_term_chars: int = 3
 

@@ -32,6 +32,14 @@ class Item:
     text: str
     turn: int | None  # 0: canon (the Lore Book); None: no turn
 
+    def title(self) -> str:
+        """What the item is about, without its words: "the secret “The Tide Code”", "what happened at turn 7"."""
+        if self.layer == "lore":
+            return f"the secret “{self.ref.get('title') or self.ref.get('entry_id', '')}”"
+        if self.layer in ("fact", "turn"):
+            return f"what happened at turn {self.turn}"
+        return f"{self.layer} {self.turn}"
+
     def label(self) -> str:
         """How a finding names the item: "lore dace-sold", "fact 12", "belief 4", "turn 7"."""
         if self.layer == "lore":
@@ -62,16 +70,18 @@ class Finding:
                 "judge": self.judge, "score": self.score}
 
     def instruction(self) -> str:
-        """The finding as an instruction to the narrator (regenerate with the findings)."""
-        who = self.character or "The narration"
+        """The finding as an instruction to the narrator (regenerate with the findings). A leak's instruction names
+        what must stay unknown by its title or turn, never by its words: repeating a secret primes a small model to
+        say it (bench/continuity_llm.py)."""
         if self.kind == "leak":
-            return (f"{who} must not say or hint at this, which {self.character or 'the player character'} does not "
-                    f"know: “{_short(self.item.text)}” ({self.why}). Rewrite “{_short(self.sentence)}” without it.")
+            who = self.character or (self.score.get("audience") or "the player character")
+            return (f"{who} does not know {self.item.title()}. In this turn {who} knows nothing about it: asked, "
+                    f"{who} says they do not know, and neither {who} nor the narration reveals or guesses it.")
         if self.kind == "presence":
-            return (f"{who} is not on scene ({self.why}): do not let {self.character} speak or act, unless the "
-                    f"narration first brings them in. Rewrite “{_short(self.sentence)}”.")
-        return (f"“{_short(self.sentence)}” contradicts {self.item.label()} (turn {self.item.turn}): "
-                f"“{_short(self.item.text)}” ({self.judge or self.why}). Keep to what is established.")
+            return (f"{self.character} is not on scene: {self.character} does not speak or act in this turn unless the "
+                    "narration first brings them in.")
+        return (f"Keep to what is established: {self.item.label()} (turn {self.item.turn}) says “{_short(self.item.text)}”; "
+                f"the earlier draft said “{_short(self.sentence)}” ({self.judge or self.why}).")
 
 
 def _short(text: str, limit: int = 220) -> str:
