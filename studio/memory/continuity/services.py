@@ -7,8 +7,9 @@
   edit, or left behind by another alternative's acceptance;
 - `findings_at_accept` is the accept's one rule, run in the accept's transaction: the chosen
   proposal's standing findings are accepted anyway, or, when the text was edited, checked again
-  on the edited text (what the edit removed is "fixed by an edit", what it left is accepted anyway);
-  the draft's other alternatives' open findings are superseded.
+  on the edited text (what the edit removed is "fixed by an edit", what it left is accepted anyway),
+  also when it had been regenerated and the playtester went back to it; the draft's other
+  alternatives' open findings are superseded.
 """
 from __future__ import annotations
 
@@ -51,10 +52,12 @@ def findings_resolve(*, game_save, draft_id: int, alternative: int, resolution: 
 def findings_at_accept(*, game_save, draft_id: int, alternative: int, edited_result: CheckResult | None = None) -> None:
     """Record what accepting the proposal does to its findings (the module's rule); `edited_result`: the check
     of the edited text, when the playtester edited it."""
-    open_rows = ContinuityFinding.objects.filter(game_save_id=game_save.pk, draft_id=draft_id,
-                                                 resolution=FindingResolution.OPEN)
-    open_rows.exclude(alternative=alternative).update(resolution=FindingResolution.SUPERSEDED)
-    mine = list(open_rows.filter(alternative=alternative))
+    rows = ContinuityFinding.objects.filter(game_save_id=game_save.pk, draft_id=draft_id)
+    rows.exclude(alternative=alternative).filter(resolution=FindingResolution.OPEN).update(
+        resolution=FindingResolution.SUPERSEDED)
+    # The accepted proposal's findings, even those it was regenerated for: the playtester went back and took it.
+    mine = list(rows.filter(alternative=alternative,
+                            resolution__in=(FindingResolution.OPEN, FindingResolution.REGENERATED)))
     if edited_result is None:
         ContinuityFinding.objects.filter(pk__in=[r.pk for r in mine]).update(resolution=FindingResolution.ACCEPTED)
         return
