@@ -129,3 +129,11 @@ def test_the_api_narrate_returns_the_findings_and_regenerates_once(harbour, narr
     assert body["continuity"]["regenerated_from"]["narrative"] == LEAK
     assert REGENERATE_HEADING in user_prompt(narrate_requests(narrator)[-1])
     assert not ContinuityFinding.objects.exists()  # the API stores nothing: the engine appends its own turn
+
+
+def test_without_javascript_regenerate_once_writes_both_alternatives(tester, harbour, narrator):
+    UniverseMeta.objects.create(universe=harbour.universe, key="continuity_guard", value="regenerate")
+    narrator.reply = Reply(content=LEAK)
+    tester.post(url("narrate", harbour), {"player_input": "Mira, what do you know?", "mode": "story"})  # no htmx
+    draft = NarratorDraft.objects.filter(game_save=harbour).latest("pk")
+    assert [(a.number, a.status) for a in draft.alternatives.order_by("number")] == [(1, "done"), (2, "done")]

@@ -96,6 +96,15 @@ def regenerate_with_findings(*, draft, number: int, regenerate=None):
     return new
 
 
+def regenerated_pending(*, alternative):
+    """The pending alternative the guard regenerated `alternative` as, if any (the page without JavaScript writes it)."""
+    from studio.saves.models import AlternativeStatus
+
+    numbers = {row for row in alternative.draft.game_save.continuity_findings.filter(
+        draft_id=alternative.draft_id, alternative=alternative.number).values_list("regenerated_as", flat=True) if row}
+    return alternative.draft.alternatives.filter(number__in=numbers, status=AlternativeStatus.PENDING).first()
+
+
 def with_instructions(user_prompt: str, *, draft, number: int) -> str:
     """Return the user prompt of alternative `number` with the findings it was asked to avoid, after the action."""
     notes = instructions_text(instructions_for(game_save=draft.game_save, draft_id=draft.pk, alternative=number))

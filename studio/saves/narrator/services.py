@@ -323,10 +323,16 @@ def narration_stream(*, alternative_id: int, vector_memory=None) -> Iterator[str
 
 
 def narration_run(*, alternative_id: int, vector_memory=None) -> NarratorAlternative:
-    """Stream a pending alternative to its end (the page without JavaScript); return it."""
+    """Stream a pending alternative to its end (the page without JavaScript); return it. When the continuity
+    guard regenerated it ("regenerate once"), the regenerated alternative is written too."""
     for _delta in narration_stream(alternative_id=alternative_id, vector_memory=vector_memory):
         pass
-    return NarratorAlternative.objects.get(pk=alternative_id)
+    alternative = NarratorAlternative.objects.select_related("draft").get(pk=alternative_id)
+    follow = guard.regenerated_pending(alternative=alternative)
+    if follow is not None:
+        for _delta in narration_stream(alternative_id=follow.pk, vector_memory=vector_memory):
+            pass
+    return alternative
 
 
 def narrate_once(*, game_save: Save, player_input: str, vector_memory=None, pov=None) -> Narration:
