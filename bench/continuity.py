@@ -13,10 +13,12 @@ the turn before it: all clean by construction, so every leak or presence finding
 and every contradiction candidate one the model would have to reject. The baseline ("naive") is the
 bench's own leak scorer from bench/knowledge.py: a secret's listed terms said anywhere in the text.
 
-(b) On the model the AXIOM_LLM_* variables point at (bench/continuity_llm.py, `--real-model`): leak
-share with the guard off and on "regenerate once", same probes, same model.
+(b) On the model the AXIOM_LLM_* variables point at (bench/continuity_llm.py): `--real-model`, the leak
+share with the guard off and on "regenerate once", same probes, same model; `--judge`, the judge's
+verdicts on the seeded contradictions and on the demo's false candidates.
 
-Run: `.venv/bin/python bench/continuity.py [--embedder minilm|hashing] [--real-model] [--probes N]`.
+Run: `.venv/bin/python bench/continuity.py [--embedder minilm|hashing] [--real-model] [--probes N] [--judge]
+[--skip-deterministic]`.
 """
 from __future__ import annotations
 
@@ -201,6 +203,8 @@ def main() -> None:
     parser.add_argument("--embedder", choices=["hashing", "minilm"], default="minilm")
     parser.add_argument("--real-model", action="store_true", help="(b): the leak share on the model, guard off / on.")
     parser.add_argument("--probes", type=int, default=0, help="With --real-model: only the first N probes (0: all).")
+    parser.add_argument("--judge", action="store_true",
+                        help="(b): the judge on the model: seeded contradictions and the demo's false candidates.")
     parser.add_argument("--skip-deterministic", action="store_true")
     args = parser.parse_args()
     from _common import setup_django
@@ -217,6 +221,18 @@ def main() -> None:
         import continuity_llm
 
         print(continuity_llm.leak_share(out_path=OUT / f"real-model-{stamp}.jsonl", limit=args.probes))
+    if args.judge:
+        import continuity_llm
+
+        from studio.saves.models import Save
+        from studio.universes.demo.loader import demo_load
+
+        data, knowledge = json.loads(SCENARIO.read_text()), json.loads(KNOWLEDGE.read_text())
+        demo_load()
+        save = bench_save(data, knowledge)
+        demo = Save.objects.filter(universe__slug="the-drowned-reach").exclude(save_id=save.save_id).order_by("pk").first()
+        print(continuity_llm.judge_rates(save=save, demo=demo, data=data, embedder=embedder_for(args.embedder),
+                                         out_path=OUT / f"judge-{stamp}.jsonl"))
 
 
 if __name__ == "__main__":

@@ -158,3 +158,47 @@ def leak_share(*, out_path: Path, limit: int = 0) -> str:
             f"does not know; leaked with the guard off {off}/{scored}, with 'regenerate once' {on}/{scored}; the guard "
             f"flagged {flagged} first answers and regenerated {regenerated}; model calls {answers.asked}, answers "
             f"reused from {CACHE.name} {answers.reused} (answers: {out_path.name})")
+
+
+def judge_rates(*, save, demo, data: dict, embedder, out_path: Path) -> str:
+    """The judge on the model: the seeded contradictions' candidates (should be confirmed, citing the item and its
+    turn) and the false candidates of the demo's 48 clean turns (should be rejected). One call per narration."""
+    from studio.memory.continuity.guard import continuity_check
+    from studio.memory.continuity.settings import guard_settings
+    from studio.memory.llm import get_llm_backend
+    from studio.saves.models import Event
+
+    backend = get_llm_backend()
+    if backend is None:
+        return NOT_CONFIGURED
+    settings = guard_settings({"continuity_guard_calls_per_hour": "100000"})
+    counts = {"seeded": 0, "confirmed": 0, "seeded_uncited": 0, "false": 0, "rejected": 0, "false_uncited": 0}
+    with out_path.open("w") as log:
+        jobs = [(save, c["after_turn"], c["input"], c["text"], True) for c in data["cases"]
+                if any(e["kind"] == "contradiction" for e in c["expect"])]
+        jobs += [(demo, e.turn_id - 1, e.player_input, e.narrative, False)
+                 for e in Event.objects.filter(game_save=demo).order_by("turn_id")]
+        for game_save, horizon, player_input, text, seeded in jobs:
+            plain = continuity_check(game_save, text=text, player_input=player_input, horizon=horizon,
+                                     settings=settings, use_model=False, embedder=embedder)
+            if not plain.of_kind("contradiction"):
+                continue
+            started = time.time()
+            result = continuity_check(game_save, text=text, player_input=player_input, horizon=horizon,
+                                      settings=settings, llm=backend, embedder=embedder)
+            for finding in [f for f in result.findings if f.kind == "contradiction"]:
+                key = "seeded" if seeded else "false"
+                counts[key] += 1
+                if finding.verdict == ("confirmed" if seeded else "rejected"):
+                    counts["confirmed" if seeded else "rejected"] += 1
+                elif finding.verdict == "candidate":
+                    counts[f"{key}_uncited"] += 1
+                log.write(json.dumps({**_stamp(), "seeded": seeded, "sentence": finding.sentence,
+                                      "item": finding.item.label(), "turn": finding.item.turn, "verdict": finding.verdict,
+                                      "judge": finding.judge, "notes": result.notes,
+                                      "seconds": round(time.time() - started, 1)}) + "\n")
+                log.flush()
+    return (f"judge on the model: seeded contradiction candidates confirmed {counts['confirmed']}/{counts['seeded']} "
+            f"({counts['seeded_uncited']} verdicts that did not cite the item and turn); the demo's false candidates "
+            f"rejected {counts['rejected']}/{counts['false']} ({counts['false_uncited']} not citing) "
+            f"(answers: {out_path.name})")
