@@ -261,7 +261,7 @@ def proposal_check(*, alternative_id: int) -> None:
 
     alternative = NarratorAlternative.objects.select_related("draft__game_save").filter(pk=alternative_id).first()
     if alternative is not None and alternative.status == AlternativeStatus.DONE:
-        check_alternative(alternative=alternative, regenerate=False)
+        check_alternative(alternative=alternative)  # the proxy never narrates again what it relayed
 
 
 def proposal_findings(*, alternative_id: int) -> str:

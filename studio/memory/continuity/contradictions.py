@@ -28,6 +28,7 @@ from studio.memory.continuity.checks import GuardContext, terms_of
 from studio.memory.continuity.findings import Finding, Item
 from studio.memory.continuity.text import MOVES, Sentence, names_in, split_sentences
 from studio.memory.knowledge.names import fold
+from studio.memory.retrieval.lexical import index_terms
 
 __all__ = ["JUDGE_SCHEMA", "JUDGE_SYSTEM", "contradiction_candidates", "judge"]
 
@@ -73,7 +74,7 @@ def _numbers(text: str) -> dict[str, int]:
         value = int(word) if word.isdigit() else NUMBERS.get(word)
         if value is None or i + 1 >= len(words):
             continue
-        after = [t for t in terms_of(" ".join(words[i + 1:i + 3]))]
+        after = [t for t in index_terms(" ".join(words[i + 1:i + 3])) if len(t) >= 3]  # in order: the next noun
         if after:
             out[after[0]] = value
     return out

@@ -10,7 +10,9 @@ The universe's `continuity_guard` setting (docs/continuity.md) decides:
 - **regenerate once**: the same, and when findings stand (a leak, a character off scene, a
   contradiction the model confirmed) a new alternative is added at once with the findings as
   instructions; the first stays as an alternative. A regenerated alternative is never
-  regenerated again by the guard (once), whatever it holds.
+  regenerated again by the guard (once), whatever it holds. `wants_regeneration` decides; the
+  narrator's services add the alternative (this module imports none: they hand
+  `narrator_regenerate` in).
 
 A regenerated alternative's prompt is its base prompt with the findings it was asked to avoid
 after the action (`with_instructions`: the same text the bench measures). Accepting records
@@ -26,13 +28,14 @@ from __future__ import annotations
 import logging
 
 from studio.memory.continuity.findings import CheckResult, instructions_text
-from studio.memory.continuity.guard import continuity_check, settings_for  # noqa: F401 (settings_for: callers)
+from studio.memory.continuity.guard import continuity_check, settings_for
 from studio.memory.continuity.models import FindingResolution
 from studio.memory.continuity.settings import guard_settings
 from studio.memory.continuity.selectors import findings_for_proposal, instructions_for
 from studio.memory.continuity.services import findings_at_accept, findings_record, findings_resolve
 
-__all__ = ["instructions_text", "settings_for", "triggers_regeneration", "accept_check", "check_settled", "accept_findings", "check_alternative", "check_narration", "regenerate_with_findings",
+__all__ = ["instructions_text", "settings_for", "triggers_regeneration", "wants_regeneration", "accept_check",
+           "check_settled", "regenerated_pending", "accept_findings", "check_alternative", "check_narration", "regenerate_with_findings",
            "with_instructions"]
 
 logger = logging.getLogger(__name__)
@@ -58,38 +61,32 @@ def triggers_regeneration(result: CheckResult) -> list:
     return [f for f in result.standing if f.verdict != "candidate"]
 
 
-def check_alternative(*, alternative, regenerate: bool = True, use_model: bool = True,
-                      meta: dict | None = None) -> CheckResult | None:
-    """Check a finished alternative and record its findings; with "regenerate once" (and `regenerate`: the memory
-    proxy cannot narrate again what it relayed), add the regenerated alternative (pending: the page streams it
-    next). Return the check (None: guard off or nothing to check)."""
-    from studio.saves.narrator.services import NarratorError, narrator_regenerate
-
+def check_alternative(*, alternative, use_model: bool = True, meta: dict | None = None) -> CheckResult | None:
+    """Check a finished alternative and record its findings; return the check (None: guard off or nothing to check).
+    `meta`: the meta its prompt read (then the guard reads none)."""
     draft = alternative.draft
-    game_save = draft.game_save
     if not (alternative.text or "").strip():
         return None
-    result = check_narration(game_save=game_save, text=alternative.text, player_input=draft.player_input,
+    result = check_narration(game_save=draft.game_save, text=alternative.text, player_input=draft.player_input,
                              use_model=use_model, meta=meta)
-    if result is None:
-        return None
-    findings_record(game_save=game_save, result=result, draft_id=draft.pk, alternative=alternative.number,
-                    turn_id=draft.turn_id)
-    settings = settings_for(game_save) if meta is None else guard_settings(meta)
-    already = instructions_for(game_save=game_save, draft_id=draft.pk, alternative=alternative.number)
-    if regenerate and settings.regenerates and triggers_regeneration(result) and not already:
-        try:
-            regenerate_with_findings(draft=draft, number=alternative.number, regenerate=narrator_regenerate)
-        except NarratorError:
-            pass  # the draft was closed meanwhile: the findings stay with it
+    if result is not None:
+        findings_record(game_save=draft.game_save, result=result, draft_id=draft.pk, alternative=alternative.number,
+                        turn_id=draft.turn_id)
     return result
 
 
-def regenerate_with_findings(*, draft, number: int, regenerate=None):
-    """Add an alternative to the draft that is asked to avoid alternative `number`'s findings; return it."""
-    if regenerate is None:
-        from studio.saves.narrator.services import narrator_regenerate as regenerate
+def wants_regeneration(*, alternative, result: CheckResult | None, meta: dict | None = None) -> bool:
+    """Whether "regenerate once" narrates `alternative` again: findings stand, and it was not itself regenerated."""
+    if result is None or not triggers_regeneration(result):
+        return False
+    settings = settings_for(alternative.draft.game_save) if meta is None else guard_settings(meta)
+    return settings.regenerates and not instructions_for(
+        game_save=alternative.draft.game_save, draft_id=alternative.draft_id, alternative=alternative.number)
 
+
+def regenerate_with_findings(*, draft, number: int, regenerate):
+    """Add an alternative to the draft (`regenerate`: the narrator's `narrator_regenerate`) that is asked to avoid
+    alternative `number`'s findings; return it."""
     new = regenerate(draft=draft)
     findings_resolve(game_save=draft.game_save, draft_id=draft.pk, alternative=number,
                      resolution=FindingResolution.REGENERATED, regenerated_as=new.number)
@@ -118,7 +115,7 @@ def check_settled(*, draft, number: int) -> None:
         return
     alternative = draft.alternatives.filter(number=number).first()
     if alternative is not None:
-        check_alternative(alternative=alternative, regenerate=False, use_model=False)
+        check_alternative(alternative=alternative, use_model=False)
 
 
 def accept_check(*, draft, text: str, edited: bool) -> CheckResult | None:

@@ -318,8 +318,13 @@ def narration_stream(*, alternative_id: int, vector_memory=None) -> Iterator[str
     if status == AlternativeStatus.DONE:
         # The continuity guard reads the finished narration (its findings show beside the draft; "regenerate once"
         # adds the next alternative, which the page streams next).
-        guard.check_alternative(alternative=NarratorAlternative.objects.select_related("draft__game_save").get(
-            pk=alternative_id), meta=prompt.meta)
+        finished = NarratorAlternative.objects.select_related("draft__game_save").get(pk=alternative_id)
+        check = guard.check_alternative(alternative=finished, meta=prompt.meta)
+        if guard.wants_regeneration(alternative=finished, result=check, meta=prompt.meta):
+            try:
+                guard.regenerate_with_findings(draft=finished.draft, number=finished.number, regenerate=narrator_regenerate)
+            except NarratorError:
+                pass  # the draft was closed meanwhile: the findings stay with it
 
 
 def narration_run(*, alternative_id: int, vector_memory=None) -> NarratorAlternative:

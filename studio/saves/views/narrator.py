@@ -138,7 +138,8 @@ def narrator_regenerate(request: HttpRequest, save_id: str, draft_id: int) -> Ht
     draft = _draft(game_save, draft_id)
     try:
         if request.POST.get("with_findings"):  # the continuity guard's findings as instructions (docs/continuity.md)
-            alternative = guard.regenerate_with_findings(draft=draft, number=_number(request) or draft.chosen_number)
+            alternative = guard.regenerate_with_findings(draft=draft, number=_number(request) or draft.chosen_number,
+                                                         regenerate=services.narrator_regenerate)
         else:
             alternative = services.narrator_regenerate(draft=draft)
     except services.NarratorError as exc:
