@@ -17,7 +17,7 @@ bench's own leak scorer from bench/knowledge.py: a secret's listed terms said an
 share with the guard off and on "regenerate once", same probes, same model; `--judge`, the judge's
 verdicts on the seeded contradictions and on the demo's false candidates.
 
-Run: `.venv/bin/python bench/continuity.py [--embedder minilm|hashing] [--real-model] [--probes N] [--judge]
+Run: `.venv/bin/python bench/continuity.py [--embedder minilm|hashing|none] [--real-model] [--probes N] [--judge]
 [--skip-deterministic]`.
 """
 from __future__ import annotations
@@ -56,6 +56,8 @@ def bench_save(data: dict, knowledge: dict):
 
 
 def embedder_for(name: str):
+    if name == "none":
+        return None  # terms alone: the checks without an embedder
     if name == "hashing":
         sys.path.insert(0, str(ROOT))
         from tests.fakes import HashingEmbedder
@@ -200,7 +202,7 @@ def report(result: dict) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--embedder", choices=["hashing", "minilm"], default="minilm")
+    parser.add_argument("--embedder", choices=["minilm", "hashing", "none"], default="minilm")
     parser.add_argument("--real-model", action="store_true", help="(b): the leak share on the model, guard off / on.")
     parser.add_argument("--probes", type=int, default=0, help="With --real-model: only the first N probes (0: all).")
     parser.add_argument("--judge", action="store_true",

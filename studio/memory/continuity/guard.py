@@ -49,14 +49,17 @@ def _embedder():
         return None
 
 
+VECTOR_MEMORY_EMBEDDER = object()  # the default: the vector memory's embedder, when it has one
+
+
 def continuity_check(game_save, *, text: str, player_input: str = "", settings: GuardSettings | None = None,
-                     llm=None, use_model: bool = True, embedder=None, index=None, user_id: int | None = None,
+                     llm=None, use_model: bool = True, embedder=VECTOR_MEMORY_EMBEDDER, index=None, user_id: int | None = None,
                      horizon: int | None = None, universe_meta: dict | None = None) -> CheckResult:
     """Check `text`, proposed as the save's next turn after `player_input`; return what it found.
 
     `llm`: a backend (default: the configured one; None and no endpoint: deterministic only);
     `use_model=False` never calls a model; `embedder`: the sentence embedder (default: the
-    vector memory's, when it has one); `horizon`: check as proposed after that turn (the bench; default the
+    vector memory's, when it has one; None: terms alone); `horizon`: check as proposed after that turn (the bench; default the
     save's current turn); `universe_meta`: the meta the caller read (then none is read here).
     """
     settings = settings or (settings_for(game_save) if universe_meta is None else guard_settings(universe_meta))
@@ -69,7 +72,7 @@ def continuity_check(game_save, *, text: str, player_input: str = "", settings: 
 
         index = character_index(game_save.universe, save=game_save, universe_meta=universe_meta)
     ctx = GuardContext(game_save, horizon=horizon, player_input=player_input, index=index,
-                       embedder=embedder if embedder is not None else _embedder())
+                       embedder=_embedder() if embedder is VECTOR_MEMORY_EMBEDDER else embedder)
     sentences = read_narration(text, ctx.index)
     result.sentences = [s.as_dict() for s in sentences]
     result.findings = check_leaks(ctx, sentences) + check_presence(ctx, sentences)
