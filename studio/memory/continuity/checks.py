@@ -16,7 +16,8 @@ A sentence *carries* an item through the item's distinctive terms: the item's in
 knows (the public Lore Book, the secrets, facts and turns C knows, the player's input, what was
 said on scene earlier in this narration) and that are no character's name. It carries the item
 when it says `STRONG_HITS` of them (3 for a whole turn's narrative), or one fewer when its
-meaning is close to the item's (cosine of the embedder's vectors >= `SIMILAR`). Echoing the
+meaning is close to the item's (cosine of the embedder's vectors with the item, or with one of its
+sentences: a leak retells one sentence of a secret; `LeakRule`). Echoing the
 player's words is never a leak: they are the player's. One finding per sentence: its best item.
 
 **Presence.** A character who says or does something while not on scene: on scene are the
@@ -33,7 +34,7 @@ import re
 import numpy as np
 
 from studio.memory.continuity.findings import Finding, Item
-from studio.memory.continuity.text import MOVES, Sentence
+from studio.memory.continuity.text import MOVES, Sentence, split_sentences
 from studio.memory.knowledge.derive import KnowledgeView
 from studio.memory.knowledge.names import fold
 from studio.memory.retrieval.lexical import index_terms
@@ -198,6 +199,19 @@ class GuardContext:
                 self._vectors[text] = vector / norm
         return float(np.dot(self._vectors[a], self._vectors[b]))
 
+    def closeness(self, sentence: str, item: Item) -> float | None:
+        """How close `sentence` is in meaning to the item: the best cosine with the item whole or one of its
+        sentences (a leak retells one sentence of a secret, rarely all of it). None without an embedder."""
+        if self.embedder is None:
+            return None
+        parts = [item.text] + ([p for p in split_sentences(item.text) if len(p) > 20] if item.layer != "turn" else [])
+        missing = [t for t in [sentence, *parts] if t not in self._vectors]
+        if missing:
+            vectors = np.asarray(self.embedder.encode(missing), dtype=float)
+            for text, vector in zip(missing, vectors):
+                self._vectors[text] = vector / (float(np.linalg.norm(vector)) or 1.0)
+        return max(float(np.dot(self._vectors[sentence], self._vectors[p])) for p in parts)
+
 
 def _plain(keys) -> list[str]:
     return [k for k in keys or [] if isinstance(k, str) and not k.startswith("/") and "{{" not in k]
@@ -221,7 +235,7 @@ def _carries(ctx: GuardContext, sentence: Sentence, said_terms: set[str], item: 
         return (len(hits), 0.0), hits, None
     shared = said_terms & item_terms
     if hits and len(hits) == needed - 1 or (item.layer != "turn" and len(shared) >= RULE.shared_alone):
-        similarity = ctx.similarity(sentence.said, item.text)
+        similarity = ctx.closeness(sentence.said, item)
         if similarity is None:
             return None
         if hits and len(hits) == needed - 1 and similarity >= RULE.similar:

@@ -18,7 +18,7 @@ from studio.memory.continuity.checks import GuardContext, check_leaks, check_pre
 from studio.memory.continuity.contradictions import JUDGE_SYSTEM, LEAK_SYSTEM, contradiction_candidates, judge
 from studio.memory.continuity.findings import CheckResult
 from studio.memory.continuity.settings import GuardSettings, guard_settings
-from studio.memory.continuity.text import read_narration
+from studio.memory.continuity.text import addressed_in, read_narration
 
 __all__ = ["continuity_check", "guard_calls_last_hour", "settings_for"]
 
@@ -73,7 +73,7 @@ def continuity_check(game_save, *, text: str, player_input: str = "", settings: 
         index = character_index(game_save.universe, save=game_save, universe_meta=universe_meta)
     ctx = GuardContext(game_save, horizon=horizon, player_input=player_input, index=index,
                        embedder=_embedder() if embedder is VECTOR_MEMORY_EMBEDDER else embedder)
-    sentences = read_narration(text, ctx.index)
+    sentences = read_narration(text, ctx.index, addressed=addressed_in(player_input, ctx.index))
     result.sentences = [s.as_dict() for s in sentences]
     result.findings = check_leaks(ctx, sentences) + check_presence(ctx, sentences)
     leaked = {f.sentence for f in result.findings if f.kind == "leak"}

@@ -11,6 +11,10 @@
 - **acts**: no quote, and a character is its subject: named within the first words (after
   "Then", "At last," …), not as a possessive ("Kael's ship" is not Kael acting); a sentence
   opening with "He" / "She" / "They" is the last actor's;
+- **says**, too: a sentence in the first person outside quotes, with no other speaker, when the
+  player's input speaks to one character (`addressed_in`): a model answering in that
+  character's voice ("Captain, have you heard…" — "I have heard…"), and the sentences after it
+  that name no other speaker;
 - **narration**: anything else.
 
 Names are found by the one rule of names (`CharacterIndex.match`, `studio.memory.knowledge.names`):
@@ -26,7 +30,7 @@ from dataclasses import dataclass, field
 
 from studio.memory.knowledge.names import CharacterIndex, fold
 
-__all__ = ["MOVES", "Sentence", "names_in", "read_narration", "split_sentences"]
+__all__ = ["MOVES", "Sentence", "addressed_in", "names_in", "read_narration", "split_sentences"]
 
 # A sentence ends at . ! ? or … (and any closing quotes or brackets after it), before a space.
 _END = re.compile(r"(?<=[.!?…])\s+|(?<=[.!?…][\"'”’)\]])\s+|\s*\n\s*")
@@ -102,6 +106,8 @@ def names_in(index: CharacterIndex, text: str) -> list[_Name]:
         for size in range(len(words), 0, -1):  # the longest run of capitalised words that names one character
             candidate = " ".join(words[:size]).strip("'’")
             found = index.match(candidate)
+            if not found.title and size == 1:
+                found = index.match("the " + candidate)  # "Captain," for the key "the Captain"
             if found.title:
                 spans.append(_Name(match.start(), match.start() + len(candidate), found.title))
                 break
@@ -164,18 +170,31 @@ class _Reading:
     last: str = ""  # the character who spoke or acted last
     in_quote: bool = False  # a quote opened in an earlier sentence is still open
     quote_speaker: str = ""
+    voice: str = ""  # the addressed character answering in the first person, outside quotes
     sentences: list[Sentence] = field(default_factory=list)
 
 
-def read_narration(text: str, index: CharacterIndex) -> list[Sentence]:
-    """Return the narration's sentences, each with who says or does it (the module's rules)."""
+def addressed_in(player_input: str, index: CharacterIndex) -> str:
+    """The one character the player's input speaks to or of ("Captain, have you heard…"), other than the player
+    character; "" when it names none or several."""
+    named = {n.title for n in names_in(index, player_input or "")} - {index.player}
+    return next(iter(named)) if len(named) == 1 else ""
+
+
+def read_narration(text: str, index: CharacterIndex, *, addressed: str = "") -> list[Sentence]:
+    """Return the narration's sentences, each with who says or does it (the module's rules). `addressed`: the
+    character the player's input speaks to (`addressed_in`): a sentence in the first person outside quotes with no
+    other speaker is theirs (a model answering in the character's voice)."""
     state = _Reading()
     for number, sentence in enumerate(split_sentences(text)):
-        state.sentences.append(_read_one(number, sentence, index, state))
+        state.sentences.append(_read_one(number, sentence, index, state, addressed))
     return state.sentences
 
 
-def _read_one(number: int, sentence: str, index: CharacterIndex, state: _Reading) -> Sentence:
+_FIRST_PERSON = re.compile(r"\b(I|I'm|I’m|I've|I’ve|I'd|I’d|I'll|I’ll|me|my|mine|myself)\b")
+
+
+def _read_one(number: int, sentence: str, index: CharacterIndex, state: _Reading, addressed: str = "") -> Sentence:
     names = names_in(index, sentence)
     named = tuple(dict.fromkeys(n.title for n in names))
     outside, quoted = _outside_quotes(sentence)
@@ -208,6 +227,14 @@ def _read_one(number: int, sentence: str, index: CharacterIndex, state: _Reading
             _first, *rest = re.findall(r"[\w'’]+", sentence.lower())[:2] or [""]
             if rest and rest[0] in INDIRECT_SPEECH:
                 role = "says"
+        elif addressed and _FIRST_PERSON.search(sentence):
+            speaker, role, how = addressed, "says", "in the first person, answering for the character the player addressed"
+        elif state.voice:
+            speaker, role, how = state.voice, "says", "goes on in the first-person voice of the sentence before"
+    if not has_quote and addressed and speaker == addressed and _FIRST_PERSON.search(sentence):
+        state.voice = speaker
+    elif has_quote or (speaker and speaker != state.voice):
+        state.voice = ""
     if opens and not closes:
         state.in_quote, state.quote_speaker = True, speaker
     elif closes or (not opens and not continuing):

@@ -58,6 +58,18 @@ def test_who_says_or_does_each_sentence(cast):
     assert sentences[1].arrives and not sentences[4].arrives
 
 
+def test_a_model_answering_in_the_addressed_characters_voice_speaks_for_them(cast):
+    from studio.memory.continuity.text import addressed_in
+
+    index = character_index(cast)
+    assert addressed_in("Captain, what do you know?", index) == "Mira"  # "Captain" for the key "the captain"
+    assert addressed_in("Mira and Kael, come here.", index) == ""  # two: nobody in particular
+    sentences = read_narration("I have heard of it. It was hidden long ago. Kael laughs.", index,
+                               addressed=addressed_in("Captain, have you heard of the ledger?", index))
+    assert [(s.speaker, s.role) for s in sentences] == [("Mira", "says"), ("Mira", "says"), ("Kael", "acts")]
+    assert [s.speaker for s in read_narration("I have heard of it.", index)] == [""]  # nobody addressed
+
+
 def test_a_character_who_does_not_know_a_secret_leaks_it_and_one_who_does_not(harbour):
     found = check(harbour, 'Mira smiles. "The ledger hides the smugglers\' debts under the chapel floor."')
     leaks = found.of_kind("leak")
