@@ -13,8 +13,9 @@
   opening with "He" / "She" / "They" is the last actor's;
 - **says**, too: a sentence in the first person outside quotes, with no other speaker, when the
   player's input speaks to one character (`addressed_in`): a model answering in that
-  character's voice ("Captain, have you heard…" — "I have heard…"), and the sentences after it
-  that name no other speaker;
+  character's voice ("Captain, have you heard…" — "I have heard…"), or a narration that opens
+  with "Yes" / "No" to the addressed character's question, and the sentences after it that name
+  no other speaker;
 - **narration**: anything else.
 
 Names are found by the one rule of names (`CharacterIndex.match`, `studio.memory.knowledge.names`):
@@ -175,9 +176,13 @@ class _Reading:
 
 
 def addressed_in(player_input: str, index: CharacterIndex) -> str:
-    """The one character the player's input speaks to or of ("Captain, have you heard…"), other than the player
-    character; "" when it names none or several."""
-    named = {n.title for n in names_in(index, player_input or "")} - {index.player}
+    """The character the player's input speaks to: named first, before a comma ("Lady Verrow, is Hesper…"), else
+    the one character it names other than the player character; "" when it names none or several."""
+    text = (player_input or "").strip()
+    spans = names_in(index, text)
+    if spans and spans[0].start == 0 and text[spans[0].end:spans[0].end + 1] == ",":
+        return spans[0].title
+    named = {n.title for n in spans} - {index.player}
     return next(iter(named)) if len(named) == 1 else ""
 
 
@@ -191,6 +196,7 @@ def read_narration(text: str, index: CharacterIndex, *, addressed: str = "") -> 
     return state.sentences
 
 
+_ANSWER = re.compile(r"^\W*(yes|no|aye|nay|nah|yeah)\b", re.IGNORECASE)
 _FIRST_PERSON = re.compile(r"\b(I|I'm|I’m|I've|I’ve|I'd|I’d|I'll|I’ll|me|my|mine|myself)\b")
 
 
@@ -222,6 +228,8 @@ def _read_one(number: int, sentence: str, index: CharacterIndex, state: _Reading
             _before, after = _words_around(sentence, span)
             role = "says" if after[:1] and after[0] in INDIRECT_SPEECH else "acts"
             how = "its subject"
+        elif state.voice and not named:
+            speaker, role, how = state.voice, "says", "goes on in the voice of the sentence before"
         elif _starts_with_pronoun(sentence) and state.last:
             speaker, role, how = state.last, "acts", "a pronoun for the character who acted last"
             _first, *rest = re.findall(r"[\w'’]+", sentence.lower())[:2] or [""]
@@ -229,9 +237,12 @@ def _read_one(number: int, sentence: str, index: CharacterIndex, state: _Reading
                 role = "says"
         elif addressed and _FIRST_PERSON.search(sentence):
             speaker, role, how = addressed, "says", "in the first person, answering for the character the player addressed"
+        elif addressed and not state.sentences and _ANSWER.search(sentence):
+            speaker, role, how = addressed, "says", "answers the player's question (“yes”, “no”)"
         elif state.voice:
-            speaker, role, how = state.voice, "says", "goes on in the first-person voice of the sentence before"
-    if not has_quote and addressed and speaker == addressed and _FIRST_PERSON.search(sentence):
+            speaker, role, how = state.voice, "says", "goes on in the voice of the sentence before"
+    if not has_quote and addressed and speaker == addressed and (_FIRST_PERSON.search(sentence)
+                                                                 or (not state.sentences and _ANSWER.search(sentence))):
         state.voice = speaker
     elif has_quote or (speaker and speaker != state.voice):
         state.voice = ""

@@ -68,6 +68,10 @@ def test_a_model_answering_in_the_addressed_characters_voice_speaks_for_them(cas
                                addressed=addressed_in("Captain, have you heard of the ledger?", index))
     assert [(s.speaker, s.role) for s in sentences] == [("Mira", "says"), ("Mira", "says"), ("Kael", "acts")]
     assert [s.speaker for s in read_narration("I have heard of it.", index)] == [""]  # nobody addressed
+    # "Kay, …" speaks to Kael though it names Ivo too; "Yes, …" is his answer, and it goes on in his voice.
+    answer = read_narration("Yes, Ivo is alive. She hides in the chapel.", index,
+                            addressed=addressed_in("Kay, is Ivo alive?", index))
+    assert [(s.speaker, s.role) for s in answer] == [("Kael", "says"), ("Kael", "says")]
 
 
 def test_a_character_who_does_not_know_a_secret_leaks_it_and_one_who_does_not(harbour):
