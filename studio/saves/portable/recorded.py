@@ -2,233 +2,64 @@
 value against what the file already holds, so a long chat's file grows with what is new.
 
 Version 2 of the `narrator_snapshots` and `recorded_queries` sections. One `RecordCodec` reads
-(or writes) a whole section in file order and remembers, across its items:
+(or writes) a whole section in file order and keeps, across its items, tables the file builds
+as it goes: the **last version of every context item by its `ref`** (the same chunk, turn or
+entry, in whatever snapshot it last was), **strings** (each string of a ref, each string a
+list of strings or a dict's added or removed keys wrote out), **templates** and **columns**
+(below), and for each dict place (its keys from the root, list positions left out) the **last
+value of every key** there. A value is written against the previous item's at the same place:
 
-- the **last version of every context item by its `ref`** (the same chunk, turn or entry,
-  whatever snapshot it was last in), and a table of the refs in the order they first came;
-- a **table of strings** (every string value of a ref, every string a list of strings or a
-  dict's added or removed key wrote out): a string already in it is written as its number;
-- for each dict place (its keys from the root, list positions left out), the **last value of
-  every key** there (a search result's label, once written, is not written again).
-
-A value is written against the previous item's value at the same place (`previous`):
-
-- a dict: only what changed, `"$-"` the keys removed, `"$+"` the keys added, each `[key]`
-  (the last value of that key at this place) or `[key, value]`; a key is a string or the
-  number of one in the table; the other keys hold their new values (`{}`: nothing changed);
+- a dict: only what changed (`{}`: nothing), `"$-"` the keys removed, `"$+"` those added, each
+  `[key]` (its last value at this place) or `[key, value]`; a key is a string or the number of
+  one in the table; a dict whose own keys start with `$`: `{"$v": value}`, as it is;
 - a list or string equal to the previous one: `{"$s": 1}`; a list of strings: `{"$I": [...]}`,
-  each a number in the string table or the string (which joins the table); a long string
-  copied from the prompts: `{"$d": ops}` (`narrator/snapshots.delta_encode`); a dict whose
-  own keys start with `$`: `{"$v": value}`, as it is;
-- a list of context items (dicts with a `ref`): `{"$items": [entries]}`, in order, each
-  - a number: the item of that ref, unchanged since its last version;
-  - `{"$n": dict}`: a new ref, the item written against the entry before it;
-  - `{"$r": n, "$u": dict}`: the item of ref n, written against its last version;
-  - `{"$c": [paths], "$f": [...], "$p": [...], "$t": {...}}`: the columns of the rows after it,
-    until the next such entry: `$c` the paths (`key` or `key.subkey`) each row gives a value
-    for, `$f` those given as the shortest decimal of a 32-bit float (a vector distance),
-    `$p` the paths whose value is the one the previous snapshot's item at the same place in
-    the same layer had (a rank and the score it gives), `$t` the strings made from the item's
-    own numbers (`"rank 3 (distance 0.125)"` from `why.final_rank` and `why.semantic_distance`):
-    a template of literal strings and `[path]` / `[path, decimals]`;
-  - a row `[n, value, ...]`: the item of ref n, its last version with the columns' values.
-  A cut candidate whose rank and score moved is therefore a few numbers; its text, reason and
-  cut are in the file once, with the item its ref points to.
+  each a number in the string table or the string (which joins it); a long string copied from
+  the prompts or the chat: `{"$d": ops}` (`narrator/snapshots.delta_encode`);
+- a list of context items (dicts with a `ref`): `{"$items": [entries]}`, each
+  - a number: the item of that ref, as its last version;
+  - `[n, value, ...]`: the item of ref n, its last version with the values of the columns;
+  - `{"$c": [paths], "$f": [...], "$p": [...], "$t": {...}}` (or `{"$h": n}`, columns given
+    before): the columns of the rows after it. `$c` the paths (`key` or `key.subkey`) a row
+    gives, `$f` those given as the shortest decimal of a 32-bit float (a vector distance), `$p`
+    those whose value is the one the previous snapshot's item at the same place in the same
+    layer had (a rank, the score it gives), `$t` the strings made from the item's own values;
+  - `{"$n": dict, "$t": {...}}`: a new ref, written against the entry before it (its `$p`
+    values from the previous snapshot's item at its place), with strings made by templates;
+  - `{"$r": n, "$u": dict}`: the item of ref n, written against its last version.
+  A template (a list of literal strings and `[path]` or `[path, decimals]`, or the number of
+  one the file gave before) makes a string from the item's own numbers and strings: `"rank 3
+  (distance 0.125)"` from `why.final_rank` and `why.semantic_distance`. So a cut candidate
+  whose rank and score moved costs a few numbers; its text, reason and cut are in the file
+  once, with the item its ref points to.
 
-Every way of writing is checked by reading it back before it is chosen (a row that would not
-rebuild its item exactly is written as `$r`); the export reads every item back with a second
-codec and, were anything different, writes that item whole (`{"$v": ...}`), so a file never
-holds a value it does not rebuild. `decode` raises ValueError for a marker that does not fit.
+Every row is checked to rebuild its item before it is written, and `VerifiedWriter` reads
+every value back with a second codec as an import will; a value that would not come back
+exactly is written whole (`{"$v": ...}`) and both start again with empty tables.
+`decode` raises ValueError for a marker that does not fit.
 """
 from __future__ import annotations
 
 import json
 import math
-import re
-import struct
-from typing import Any, Iterable
+from typing import Any
 
 from studio.saves.narrator.snapshots import MIN_DELTA_STRING, Reference, delta_decode, delta_encode, delta_problem
+from studio.saves.portable.recorded_items import (
+    apply, as_list, canonical, check_template, float32, get_path, has_path, item_leaves, items_by_layer, make_template,
+    positions, predicted, refuse, render_template, renders, same, set_path, short_float32,
+)
 
-SAME, DELTA, VERBATIM, STRINGS = "$s", "$d", "$v", "$I"
-REMOVED, ADDED = "$-", "$+"
-ITEMS, NEW, REF, UPDATE = "$items", "$n", "$r", "$u"
+SAME, DELTA, VERBATIM, STRINGS, REMOVED, ADDED = "$s", "$d", "$v", "$I", "$-", "$+"
+ITEMS, NEW, REF, UPDATE, HEADER = "$items", "$n", "$r", "$u", "$h"
 COLUMNS, FLOAT32, POSITIONAL, TEMPLATES = "$c", "$f", "$p", "$t"
-NUMBER = re.compile(r"\d+(?:\.\d+)?")
-MAX_DECIMALS = 9
 ITEM_PLACE = "[item]"  # the place (for the remembered values) of a context item's own keys
 
 
-def same(a: Any, b: Any) -> bool:
-    """Whether two JSON values are the same value (1, 1.0 and true are not; nor 0.0 and -0.0)."""
-    if a is b:
-        return True
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, dict):
-        return len(a) == len(b) and all(key in b and same(value, b[key]) for key, value in a.items())
-    if isinstance(a, list):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-    if isinstance(a, float):
-        return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
-    return a == b
-
-
-def canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False)
-
-
-def _float32(value: float) -> float:
-    return struct.unpack("<f", struct.pack("<f", value))[0]
-
-
-def short_float32(value: Any) -> float | None:
-    """The shortest float that reads back, as a 32-bit float, as `value` (None: `value` is no such float)."""
-    if type(value) is not float or not math.isfinite(value):
-        return None
-    try:
-        if _float32(value) != value:
-            return None
-    except OverflowError:
-        return None
-    for digits in range(1, 10):
-        candidate = float(f"{value:.{digits}g}")
-        if _float32(candidate) == value and math.copysign(1.0, candidate) == math.copysign(1.0, value):
-            return candidate if len(repr(candidate)) < len(repr(value)) else None
-    return None
-
-
-def _is_number(value: Any) -> bool:
-    return type(value) in (int, float)
-
-
-def _has_marker_keys(value: Any) -> bool:
-    return isinstance(value, dict) and any(key.startswith("$") for key in value)
-
-
-def _render_number(value: Any, decimals: int | None) -> str:
-    if decimals is None:
-        return repr(value) if type(value) is float else str(value)
-    return f"{value:.{decimals}f}"
-
-
-def _get(item: dict, path: str, default: Any = None) -> Any:
-    key, _, sub = path.partition(".")
-    value = item.get(key, default)
-    if sub:
-        return value.get(sub, default) if isinstance(value, dict) else default
-    return value
-
-
-def _has(item: Any, path: str) -> bool:
-    key, _, sub = path.partition(".")
-    if not isinstance(item, dict) or key not in item:
-        return False
-    return not sub or (isinstance(item[key], dict) and sub in item[key])
-
-
-def _set(item: dict, path: str, value: Any, copied: set) -> None:
-    """Set `path` in `item` (a copy of a last version: a nested dict is copied before it changes)."""
-    key, _, sub = path.partition(".")
-    if not sub:
-        item[key] = value
-        return
-    if key not in copied:
-        inner = item.get(key)
-        if not isinstance(inner, dict):
-            raise ValueError(f"sets {path!r} in an item whose {key!r} is not an object")
-        item[key] = dict(inner)
-        copied.add(key)
-    item[key][sub] = value
-
-
-def _numbers(item: dict) -> list[tuple[str, Any]]:
-    """The item's numbers a template may name, by path (`key` or `key.subkey`), in path order."""
-    out = []
-    for key, value in item.items():
-        if _is_number(value) and "." not in key:
-            out.append((key, value))
-        elif isinstance(value, dict) and "." not in key:
-            out.extend((f"{key}.{sub}", inner) for sub, inner in value.items() if _is_number(inner) and "." not in sub)
-    return sorted(out)
-
-
-def render_template(parts: Any, item: dict) -> str:
-    """The string a template makes from `item`'s numbers; ValueError for a template that does not fit."""
-    if not isinstance(parts, list):
-        raise ValueError("a template is a list of strings and [path] or [path, decimals]")
-    out = []
-    for part in parts:
-        if isinstance(part, str):
-            out.append(part)
-            continue
-        if (not isinstance(part, list) or not 1 <= len(part) <= 2 or not isinstance(part[0], str)
-                or (len(part) == 2 and (type(part[1]) is not int or not 0 <= part[1] <= MAX_DECIMALS))):
-            raise ValueError(f"a template part must be a string, [path] or [path, decimals 0-{MAX_DECIMALS}]")
-        value = _get(item, part[0]) if _has(item, part[0]) else None
-        if not _is_number(value) or (type(value) is float and not math.isfinite(value)):
-            raise ValueError(f"a template names {part[0]!r}, which is not a number of the item")
-        out.append(_render_number(value, part[1] if len(part) == 2 else None))
-    return "".join(out)
-
-
-def make_template(text: str, item: dict, path: str) -> list | None:
-    """A template that makes `text` from the item's own numbers, or None (no number of it is one of them)."""
-    numbers = [(name, value) for name, value in _numbers(item) if name != path]
-    if not numbers:
-        return None
-    parts: list = []
-    start = 0
-    for match in NUMBER.finditer(text):
-        token = match.group()
-        decimals = len(token) - token.index(".") - 1 if "." in token else None
-        found = None
-        for name, value in numbers:
-            if _render_number(value, None) == token:
-                found = [name]
-            elif decimals is not None and type(value) is float and f"{value:.{decimals}f}" == token:
-                found = [name, decimals]
-            if found:
-                break
-        if found:
-            parts.extend([text[start:match.start()], found] if match.start() > start else [found])
-            start = match.end()
-    if not parts:
-        return None
-    if start < len(text):
-        parts.append(text[start:])
-    return parts
-
-
-class VerifiedWriter:
-    """Writes a section's values with one codec and reads each back with another, as an import will.
-
-    `write` returns the encoded value; were it to read back as anything else, the value is
-    written whole instead (`{"$v": value}`), and both codecs start again empty, as a reader
-    does at a value written whole (`RecordCodec.reset_at`)."""
-
-    def __init__(self):
-        self.writer, self.reader = RecordCodec(), RecordCodec()
-
-    def write(self, values: list, previous: list, reference: Reference, reference_text: str) -> list:
-        """Encode several values of one item together (each against its previous); return them encoded."""
-        if _has_marker_keys(values[0]):  # written whole, as its reader starts again
-            self.writer, self.reader = RecordCodec(), RecordCodec()
-            return [{VERBATIM: value} for value in values]
-        encoded = [self.writer.encode(value, before, reference) for value, before in zip(values, previous)]
-        try:
-            back = [self.reader.decode(json.loads(canonical(value)), before, reference_text)
-                    for value, before in zip(encoded, previous)]
-        except ValueError:
-            back = None
-        if back is None or not all(same(x, y) for x, y in zip(back, values)):
-            self.writer, self.reader = RecordCodec(), RecordCodec()
-            return [{VERBATIM: value} for value in values]
-        return encoded
+# -- the codec -----------------------------------------------------------------------------
 
 
 class RecordCodec:
-    """Writes (`encode`) or reads (`decode`) the recorded values of one section, in file order (module docstring)."""
+    """Writes (`encode`) or reads (`decode`) the recorded values of one section, in file order."""
 
     def __init__(self):
         self.refs: list[str] = []
@@ -236,45 +67,61 @@ class RecordCodec:
         self.last: dict[str, dict] = {}
         self.strings: list[str] = []
         self.string_numbers: dict[str, int] = {}
+        self.templates: list[list] = []
+        self.template_numbers: dict[str, int] = {}
+        self.headers: list[dict] = []
+        self.header_numbers: dict[str, int] = {}
         self.memory: dict[tuple, Any] = {}
 
     @staticmethod
     def reset_at(encoded: Any) -> bool:
-        """Whether an item's encoded value was written whole after a value that did not read back
-        (`VerifiedWriter`): the reader then starts again with an empty codec."""
+        """Whether an item's value was written whole (`VerifiedWriter`): its reader starts again empty."""
         return isinstance(encoded, dict) and set(encoded) == {VERBATIM}
 
-    # -- the tables -------------------------------------------------------------------------
+    # -- the tables: written once, then by number ---------------------------------------------
 
-    def _string_out(self, text: str) -> int | str:
-        number = self.string_numbers.get(text)
+    def _out(self, value: Any, table: list, numbers: dict, key: str) -> Any:
+        number = numbers.get(key)
         if number is None:
-            self._learn_string(text)
-            return text
+            numbers[key] = len(table)
+            table.append(value)
+            return value
         return number
 
-    def _learn_string(self, text: str) -> None:
-        if text not in self.string_numbers:
-            self.string_numbers[text] = len(self.strings)
-            self.strings.append(text)
+    def _in(self, value: Any, table: list, numbers: dict, what: str, *, key=None):
+        if type(value) is int:
+            if 0 <= value < len(table):
+                return table[value]
+            raise ValueError(f"names {what} {value} of the file's table, which does not exist")
+        numbers.setdefault(key(value), len(table))
+        table.append(value)
+        return value
+
+    def _string_out(self, text: str):
+        return self._out(text, self.strings, self.string_numbers, text)
 
     def _string_in(self, value: Any) -> str:
-        if isinstance(value, str):
-            self._learn_string(value)
-            return value
-        if type(value) is int and 0 <= value < len(self.strings):
-            return self.strings[value]
-        raise ValueError(f"names string {value!r} of the file's table, which does not exist")
+        if not isinstance(value, (str, int)) or isinstance(value, bool):
+            raise ValueError(f"{value!r} is neither a string nor the number of one")
+        return self._in(value, self.strings, self.string_numbers, "string", key=str)
+
+    def _template_out(self, parts: list):
+        return self._out(parts, self.templates, self.template_numbers, canonical(parts))
+
+    def _template_in(self, value: Any) -> list:
+        if type(value) is not int:
+            check_template(value)
+        return self._in(value, self.templates, self.template_numbers, "template", key=canonical)
 
     def _learn_ref(self, item: dict) -> None:
         key = canonical(item["ref"])
-        if key not in self.ref_numbers:
-            self.ref_numbers[key] = len(self.refs)
+        self.ref_numbers.setdefault(key, len(self.refs))
+        if self.ref_numbers[key] == len(self.refs):
             self.refs.append(key)
-        ref = item["ref"]
-        for value in (ref.values() if isinstance(ref, dict) else [ref]):
-            if isinstance(value, str):
-                self._learn_string(value)
+        for value in (item["ref"].values() if isinstance(item["ref"], dict) else [item["ref"]]):
+            if isinstance(value, str) and value not in self.string_numbers:
+                self.string_numbers[value] = len(self.strings)
+                self.strings.append(value)
         self.last[key] = item
 
     def _ref_in(self, value: Any) -> str:
@@ -316,15 +163,12 @@ class RecordCodec:
             out = {}
             removed = [self._string_out(key) for key in sorted(before) if key not in value]
             added = []
-            for key in sorted(value):
-                if key in before:
-                    continue
+            for key in sorted(set(value) - set(before)):
                 remembered = self.memory.get((place, key))
-                item = value[key]
-                if (place, key) in self.memory and same(item, remembered):
+                if (place, key) in self.memory and same(value[key], remembered):
                     added.append([self._string_out(key)])
                 else:
-                    added.append([self._string_out(key), self.encode(item, remembered, reference, place + (key,))])
+                    added.append([self._string_out(key), self.encode(value[key], remembered, reference, place + (key,))])
             for key in sorted(value):
                 if key in before and not same(value[key], before[key]):
                     out[key] = self.encode(value[key], before[key], reference, place + (key,))
@@ -336,21 +180,21 @@ class RecordCodec:
         return out
 
     def _encode_items(self, items: list[dict], before: list, reference: Reference, place: tuple) -> list:
-        at_place = _by_layer(before)
-        plans = []
+        plans = list(zip(items, [canonical(item["ref"]) for item in items], positions(items, before)))
+        by_layer = items_by_layer(before)
         counters: dict[str, int] = {}
-        for item in items:
-            layer = canonical(item.get("layer"))
-            index = counters[layer] = counters.get(layer, -1) + 1
-            neighbour = at_place.get(layer, [])
-            plans.append((item, canonical(item["ref"]), neighbour[index] if index < len(neighbour) else None))
         entries: list = []
         header: dict | None = None
-        previous_item = None
-        for index, (item, key, position) in enumerate(plans):
+        previous = None
+        for index, (item, key, _) in enumerate(plans):
             last = self.last.get(key)
+            # The previous snapshot's item at this place in the layer of its last version (a new item: of the entry before).
+            layer = canonical((last or previous or {}).get("layer")) if (last or previous) else None
+            neighbours = by_layer.get(layer, [])
+            at = counters.get(layer, -1) + 1
+            position = neighbours[at] if at < len(neighbours) else None
             if last is None:
-                entries.append({NEW: self.encode(item, previous_item, reference, place + (ITEM_PLACE,))})
+                entries.append(self._new_entry(item, previous, position, header, reference, place))
                 self._learn_ref(item)
             elif same(item, last):
                 entries.append(self.ref_numbers[key])
@@ -361,17 +205,49 @@ class RecordCodec:
                     shape = self._shape(item, last, position, header)
                     later = next(((i, p) for i, k, p in plans[index + 1:]
                                   if k in self.last and k != key and not same(i, self.last[k])), None)
-                    if (shape is not None and self._fits(item, last, position, shape)
-                            and later is not None and self._fits(later[0], self.last[canonical(later[0]["ref"])], later[1], shape)):
-                        entries.append(_header_entry(shape))
+                    if (shape is not None and self._fits(item, last, position, shape) and later is not None
+                            and self._fits(later[0], self.last[canonical(later[0]["ref"])], later[1], shape)):
+                        entries.append(self._header_out(shape))
                         header, fits = shape, True
                 if fits:
                     entries.append(self._row(item, last, header, reference, place))
                 else:
                     entries.append({REF: self.ref_numbers[key], UPDATE: self.encode(item, last, reference, place + (ITEM_PLACE,))})
                 self.last[key] = item
-            previous_item = item
+            previous = item
+            counters[canonical(item.get("layer"))] = counters.get(canonical(item.get("layer")), -1) + 1
         return entries
+
+    def _new_entry(self, item: dict, previous: dict | None, position, header, reference: Reference, place: tuple) -> dict:
+        """A new ref's item against the entry before it, with its header's positional values, and templates."""
+        base = predicted(previous, position, header)
+        made: dict[str, list] = {}
+        if base is not None:
+            for path, value in item_leaves(item):
+                if isinstance(value, str) and isinstance(get_path(base, path), str) and value != get_path(base, path):
+                    template = next((t for t in reversed(self.templates[-16:]) if renders(t, item, value)), None)
+                    made_here = template or make_template(value, item, path)
+                    if made_here is not None:
+                        made[path] = made_here
+        while True:  # what the reader does: the patch, then each template in path order on what it has so far
+            written, copied = dict(item), set()
+            for path in made:  # the patch leaves them as they are in the base; the templates make them
+                set_path(written, path, get_path(base, path), copied)
+            rebuilt, copied, wrong = dict(written), set(), []
+            for path in sorted(made):
+                if renders(made[path], rebuilt, get_path(item, path)):
+                    set_path(rebuilt, path, get_path(item, path), copied)
+                else:
+                    wrong.append(path)
+            if not wrong:
+                break
+            for path in wrong:
+                del made[path]
+        entry: dict = {}
+        if made:
+            entry[TEMPLATES] = {path: self._template_out(made[path]) for path in sorted(made)}
+        entry[NEW] = self.encode(written, base, reference, place + (ITEM_PLACE,))
+        return entry
 
     def _shape(self, item: dict, last: dict, position: dict | None, header: dict | None) -> dict | None:
         """The columns a row of `item` needs against its last version, or None (it cannot be a row)."""
@@ -391,15 +267,15 @@ class RecordCodec:
                 paths.append(key)
         shape: dict = {"columns": [], "float32": [], "positional": [], "templates": {}}
         for path in sorted(paths):
-            value = _get(item, path)
-            if position is not None and _has(position, path) and same(_get(position, path), value):
+            value = get_path(item, path)
+            if position is not None and has_path(position, path) and same(get_path(position, path), value):
                 shape["positional"].append(path)
                 continue
             if isinstance(value, str):
                 template = (header or {}).get("templates", {}).get(path)
-                if template is None or not _renders(template, item, value):
+                if not (template and renders(template, item, value)):
                     template = make_template(value, item, path)
-                if template is not None and _renders(template, item, value):
+                if template is not None:
                     shape["templates"][path] = template
                     continue
             shape["columns"].append(path)
@@ -411,27 +287,41 @@ class RecordCodec:
         """Whether a row under `header` rebuilds `item` from its last version (no side effect)."""
         values = []
         for path in header["columns"]:
-            if not _has(item, path):
+            if not has_path(item, path):
                 return False
-            value = _get(item, path)
+            value = get_path(item, path)
             if path in header["float32"]:
                 short = short_float32(value)
                 if short is None:
                     return False
-                value = _float32(short)
+                value = float32(short)
             values.append(value)
         try:
-            return same(_apply(last, position, header, values), item)
+            return same(apply(last, position, header, values), item)
         except ValueError:
             return False
 
     def _row(self, item: dict, last: dict, header: dict, reference: Reference, place: tuple) -> list:
         row: list = [self.ref_numbers[canonical(item["ref"])]]
         for path in header["columns"]:
-            value = _get(item, path)
+            value = get_path(item, path)
             row.append(short_float32(value) if path in header["float32"] else
-                       self.encode(value, _get(last, path), reference, place + (ITEM_PLACE,) + tuple(path.split("."))))
+                       self.encode(value, get_path(last, path), reference, place + (ITEM_PLACE, *path.split("."))))
         return row
+
+    def _header_out(self, header: dict) -> dict:
+        key = canonical(header)
+        if key in self.header_numbers:
+            return {HEADER: self.header_numbers[key]}
+        self.header_numbers[key] = len(self.headers)
+        self.headers.append(header)
+        entry: dict = {COLUMNS: header["columns"]}
+        for name, field in ((FLOAT32, "float32"), (POSITIONAL, "positional")):
+            if header[field]:
+                entry[name] = header[field]
+        if header["templates"]:
+            entry[TEMPLATES] = {path: self._template_out(header["templates"][path]) for path in sorted(header["templates"])}
+        return entry
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -450,9 +340,7 @@ class RecordCodec:
                     raise ValueError(f"a delta {problem}")
                 return delta_decode(value[DELTA], reference)
             if keys == {STRINGS}:
-                if not isinstance(value[STRINGS], list):
-                    raise ValueError("a list of strings ($I) must be a list")
-                return [self._string_in(x) for x in value[STRINGS]]
+                return [self._string_in(x) for x in as_list(value[STRINGS], STRINGS)]
             if keys == {ITEMS}:
                 return self._decode_items(value[ITEMS], previous if isinstance(previous, list) else [], reference, place)
             return self._decode_dict(value, previous if isinstance(previous, dict) else None, reference, place)
@@ -462,33 +350,30 @@ class RecordCodec:
         return value
 
     def _decode_dict(self, value: dict, before: dict | None, reference: str, place: tuple) -> dict:
+        markers = {REMOVED, ADDED} if before is not None else set()
+        unknown = sorted(key for key in value if key.startswith("$") and key not in markers)
+        if unknown:
+            raise ValueError(f"has keys {unknown} that are no marker here")
         if before is None:
-            if any(key.startswith("$") for key in value):
-                raise ValueError(f"has keys {sorted(k for k in value if k.startswith('$'))} that are no marker here")
             out = {key: self.decode(item, self.memory.get((place, key)), reference, place + (key,))
                    for key, item in sorted(value.items())}
         else:
-            unknown = [key for key in value if key.startswith("$") and key not in (REMOVED, ADDED)]
-            if unknown:
-                raise ValueError(f"has keys {sorted(unknown)} that are no marker here")
             out = dict(before)
-            for name in _list(value.get(REMOVED, []), REMOVED):
+            for name in as_list(value.get(REMOVED, []), REMOVED):
                 key = self._string_in(name)
                 if key not in out:
                     raise ValueError(f"removes the key {key!r}, which the previous value does not have")
                 del out[key]
-            for entry in _list(value.get(ADDED, []), ADDED):
+            for entry in as_list(value.get(ADDED, []), ADDED):
                 if not isinstance(entry, list) or len(entry) not in (1, 2):
                     raise ValueError("an added key ($+) is [key] or [key, value]")
                 key = self._string_in(entry[0])
                 if key in before or key.startswith("$"):
-                    raise ValueError(f"adds the key {key!r}, which the previous value already has")
-                if len(entry) == 1:
-                    if (place, key) not in self.memory:
-                        raise ValueError(f"adds the key {key!r} with its last value, and it has none")
-                    out[key] = self.memory[(place, key)]
-                else:
-                    out[key] = self.decode(entry[1], self.memory.get((place, key)), reference, place + (key,))
+                    raise ValueError(f"adds the key {key!r}, which the previous value has (or a marker)")
+                if len(entry) == 1 and (place, key) not in self.memory:
+                    raise ValueError(f"adds the key {key!r} with its last value, and it has none")
+                out[key] = (self.memory[(place, key)] if len(entry) == 1 else
+                            self.decode(entry[1], self.memory.get((place, key)), reference, place + (key,)))
             for key in sorted(k for k in value if not k.startswith("$")):
                 if key not in before:
                     raise ValueError(f"changes the key {key!r}, which the previous value does not have")
@@ -497,20 +382,15 @@ class RecordCodec:
         return out
 
     def _decode_items(self, entries: Any, before: list, reference: str, place: tuple) -> list:
-        at_place = _by_layer(before)
+        by_layer = items_by_layer(before)
         counters: dict[str, int] = {}
         header: dict | None = None
         out: list = []
-        for entry in _list(entries, ITEMS):
-            if isinstance(entry, dict) and COLUMNS in entry:
-                header = _read_header(entry)
+        for entry in as_list(entries, ITEMS):
+            if isinstance(entry, dict) and (COLUMNS in entry or set(entry) == {HEADER}):
+                header = self._header_in(entry)
                 continue
-            if isinstance(entry, dict) and set(entry) == {NEW}:
-                item = self.decode(entry[NEW], out[-1] if out else None, reference, place + (ITEM_PLACE,))
-                if not isinstance(item, dict) or "ref" not in item:
-                    raise ValueError("a new item ($n) must be an object with a ref")
-                self._learn_ref(item)
-            elif type(entry) is int:
+            if type(entry) is int:
                 item = self.last[self._ref_in(entry)]
             elif isinstance(entry, dict) and set(entry) == {REF, UPDATE}:
                 key = self._ref_in(entry[REF])
@@ -518,98 +398,95 @@ class RecordCodec:
                 if not isinstance(item, dict) or canonical(item.get("ref")) != key:
                     raise ValueError("an item written against its last version ($r) must keep its ref")
                 self.last[key] = item
-            elif isinstance(entry, list):
-                if header is None or len(entry) != 1 + len(header["columns"]):
-                    raise ValueError("a row must follow its columns ($c) and give one value for each")
-                key = self._ref_in(entry[0])
-                last = self.last[key]
-                layer = canonical(last.get("layer"))
-                neighbour = at_place.get(layer, [])
-                index = counters.get(layer, -1) + 1
-                item = self._decode_row(entry, last, neighbour[index] if index < len(neighbour) else None,
-                                        header, reference, place)
-                self.last[key] = item
             else:
-                raise ValueError("an item entry must be a number, a row, {$n}, {$r, $u} or {$c}")
-            layer = canonical(item.get("layer"))
-            counters[layer] = counters.get(layer, -1) + 1
+                item = self._decode_entry(entry, out, by_layer, counters, header, reference, place)
+            counters[canonical(item.get("layer"))] = counters.get(canonical(item.get("layer")), -1) + 1
             out.append(item)
         return out
 
-    def _decode_row(self, entry: list, last: dict, position: dict | None, header: dict, reference: str, place: tuple) -> dict:
-        values = []
-        for path, value in zip(header["columns"], entry[1:]):
-            if path in header["float32"]:
-                if type(value) is not float or not math.isfinite(value):
-                    raise ValueError(f"{path} ($f) must be a decimal number")
-                try:
-                    values.append(_float32(value))
-                except OverflowError:
-                    raise ValueError(f"{path} ($f) is too large for a 32-bit float") from None
-            else:
-                values.append(self.decode(value, _get(last, path), reference, place + (ITEM_PLACE,) + tuple(path.split("."))))
-        return _apply(last, position, header, values)
+    def _decode_entry(self, entry, out: list, by_layer: dict, counters: dict, header, reference: str, place: tuple) -> dict:
+        def position(layer) -> dict | None:
+            neighbours = by_layer.get(canonical(layer), [])
+            index = counters.get(canonical(layer), -1) + 1
+            return neighbours[index] if index < len(neighbours) else None
+
+        if isinstance(entry, dict) and NEW in entry and set(entry) <= {NEW, TEMPLATES}:
+            made = entry.get(TEMPLATES, {})
+            if not isinstance(made, dict):
+                raise ValueError("the templates ($t) of a new item must be an object")
+            templates = {path: self._template_in(made[path]) for path in sorted(made)}
+            previous = out[-1] if out else None
+            base = predicted(previous, position(previous.get("layer")) if previous else None, header)
+            item = self.decode(entry[NEW], base, reference, place + (ITEM_PLACE,))
+            if not isinstance(item, dict) or "ref" not in item:
+                raise ValueError("a new item ($n) must be an object with a ref")
+            item, copied = dict(item), set()
+            for path, template in templates.items():
+                set_path(item, path, render_template(template, item), copied)
+            self._learn_ref(item)
+            return item
+        if isinstance(entry, list) and entry:
+            if header is None or len(entry) != 1 + len(header["columns"]):
+                raise ValueError("a row must follow its columns ($c) and give one value for each")
+            key = self._ref_in(entry[0])
+            last = self.last[key]
+            values = []
+            for path, value in zip(header["columns"], entry[1:]):
+                if path in header["float32"]:
+                    if type(value) is not float or not math.isfinite(value):
+                        raise ValueError(f"{path} ($f) must be a decimal number")
+                    try:
+                        values.append(float32(value))
+                    except OverflowError:
+                        raise ValueError(f"{path} ($f) is too large for a 32-bit float") from None
+                else:
+                    values.append(self.decode(value, get_path(last, path), reference, place + (ITEM_PLACE, *path.split("."))))
+            item = apply(last, position(last.get("layer")), header, values)
+            self.last[key] = item
+            return item
+        raise ValueError("an item entry must be a number, a row, {$n}, {$r, $u}, {$c} or {$h}")
+
+    def _header_in(self, entry: dict) -> dict:
+        if set(entry) == {HEADER}:
+            return self._in(entry[HEADER], self.headers, self.header_numbers, "columns", key=canonical) \
+                if type(entry[HEADER]) is int else refuse("columns ($h) must name columns given before")
+        if set(entry) - {COLUMNS, FLOAT32, POSITIONAL, TEMPLATES}:
+            raise ValueError("columns ($c) take only $c, $f, $p and $t")
+        columns, float32 = as_list(entry[COLUMNS], COLUMNS), as_list(entry.get(FLOAT32, []), FLOAT32)
+        positional, made = as_list(entry.get(POSITIONAL, []), POSITIONAL), entry.get(TEMPLATES, {})
+        if not isinstance(made, dict):
+            raise ValueError("templates ($t) must be an object")
+        for path in [*columns, *float32, *positional, *made]:
+            if not isinstance(path, str) or not path or path.count(".") > 1 or path.startswith(("$", ".")) or path.endswith("."):
+                raise ValueError(f"{path!r} is not a path (key or key.subkey)")
+        if not set(float32) <= set(columns):
+            raise ValueError("every $f path must be one of the columns ($c)")
+        header = {"columns": columns, "float32": float32, "positional": positional,
+                  "templates": {path: self._template_in(made[path]) for path in sorted(made)}}
+        self.header_numbers.setdefault(canonical(header), len(self.headers))
+        self.headers.append(header)
+        return header
 
 
-def _apply(last: dict, position: dict | None, header: dict, values: list) -> dict:
-    """The item a row makes: its last version, the columns' values, the positional values, the templates."""
-    item = dict(last)
-    copied: set = set()
-    for path, value in zip(header["columns"], values):
-        _set(item, path, value, copied)
-    for path in header["positional"]:
-        if position is None or not _has(position, path):
-            raise ValueError(f"takes {path} from the previous snapshot's item at its place, which has none")
-        _set(item, path, _get(position, path), copied)
-    for path, template in header["templates"].items():
-        _set(item, path, render_template(template, item), copied)
-    return item
+class VerifiedWriter:
+    """Writes a section's values with one codec and reads each back with another, as an import will.
 
+    A value that would read back as anything else is written whole (`{"$v": value}`), and both
+    codecs start again empty, as a reader does at a value written whole (`RecordCodec.reset_at`)."""
 
-def _renders(template: list, item: dict, text: str) -> bool:
-    try:
-        return render_template(template, item) == text
-    except ValueError:
-        return False
+    def __init__(self):
+        self.writer, self.reader = RecordCodec(), RecordCodec()
 
-
-def _by_layer(items: list) -> dict[str, list]:
-    out: dict[str, list] = {}
-    for item in items:
-        if isinstance(item, dict):
-            out.setdefault(canonical(item.get("layer")), []).append(item)
-    return out
-
-
-def _list(value: Any, what: str) -> list:
-    if not isinstance(value, list):
-        raise ValueError(f"{what} must be a list")
-    return value
-
-
-def _header_entry(shape: dict) -> dict:
-    entry: dict = {COLUMNS: shape["columns"]}
-    if shape["float32"]:
-        entry[FLOAT32] = shape["float32"]
-    if shape["positional"]:
-        entry[POSITIONAL] = shape["positional"]
-    if shape["templates"]:
-        entry[TEMPLATES] = shape["templates"]
-    return entry
-
-
-def _read_header(entry: dict) -> dict:
-    if set(entry) - {COLUMNS, FLOAT32, POSITIONAL, TEMPLATES}:
-        raise ValueError("columns ($c) take only $c, $f, $p and $t")
-    columns, float32 = entry[COLUMNS], entry.get(FLOAT32, [])
-    positional, templates = entry.get(POSITIONAL, []), entry.get(TEMPLATES, {})
-    paths = [*_list(columns, COLUMNS), *_list(float32, FLOAT32), *_list(positional, POSITIONAL)]
-    if not isinstance(templates, dict):
-        raise ValueError("templates ($t) must be an object")
-    for path in [*paths, *templates]:
-        if not isinstance(path, str) or not path or path.count(".") > 1 or path.startswith("$") or path.endswith("."):
-            raise ValueError(f"{path!r} is not a path (key or key.subkey)")
-    if not set(float32) <= set(columns):
-        raise ValueError("every $f path must be one of the columns ($c)")
-    return {"columns": list(columns), "float32": list(float32), "positional": list(positional), "templates": dict(templates)}
-
+    def write(self, values: list, previous: list, reference: Reference, reference_text: str) -> list:
+        """Encode the values of one item (each against its previous, in order); return them encoded."""
+        if not (isinstance(values[0], dict) and any(key.startswith("$") for key in values[0])):
+            encoded = [self.writer.encode(value, before, reference) for value, before in zip(values, previous)]
+            try:
+                back = [self.reader.decode(json.loads(canonical(value)), before, reference_text)
+                        for value, before in zip(encoded, previous)]
+            except ValueError:
+                back = None
+            if back is not None and all(same(x, y) for x, y in zip(back, values)):
+                return encoded
+        self.writer, self.reader = RecordCodec(), RecordCodec()
+        return [{VERBATIM: value} for value in values]

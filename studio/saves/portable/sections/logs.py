@@ -6,13 +6,12 @@ from typing import Any, Iterator
 
 from studio.memory.models import Job, JobStatus, LLMCall, RecordedQuery
 from studio.saves.portable.registry import INVALID, CheckContext, ExportContext, ImportContext
-from studio.saves.narrator.snapshots import Reference, context_decode
+from studio.saves.narrator.snapshots import SEPARATOR, Reference, context_decode
 from studio.saves.portable.recorded import RecordCodec, VerifiedWriter, canonical
 from studio.saves.portable.sections.memory import _string_list
 from studio.saves.portable.sections.rows import _complete_items, BATCH, REDERIVE_MARKER, UNPORTABLE_JOB_KINDS, PORTABLE_JOB_KINDS, EXPORTED_JOB_STATUSES, iso, insert_rows, _new_pks, _items, _readers, INPUT, as_turn_text, from_turn_text, turn_texts
 
 
-EMPTY = Reference("")  # a recorded query copies from no prompt
 JOB_FIELDS = ("kind", "turn_id", "timeline_generation", "status", "attempts", "progress", "error", "result", "llm_calls", "llm_tokens")
 
 
@@ -161,24 +160,34 @@ def _split(params) -> tuple[dict, Any]:
             {key: value for key, value in params.items() if key not in KIND_KEYS})
 
 
+def _chat(texts: dict) -> str:
+    """What a recorded query's strings copy from: the file's turns, inputs and narratives (a result's label quotes one)."""
+    return SEPARATOR.join(f"{texts[turn][0]}{SEPARATOR}{texts[turn][1]}" for turn in sorted(texts) if turn >= 1)
+
+
 def export_recorded_queries(ctx: ExportContext) -> Iterator[dict]:
     texts = turn_texts(ctx.game_save)
+    chat = _chat(texts)
+    reference = Reference(chat)
     previous: dict[str, dict] = {}
+    kinds: dict[str, int] = {}
     writer = VerifiedWriter()  # the params (a result's labels) and the result ids against the file's last ones
     rows = RecordedQuery.objects.filter(game_save_id=ctx.game_save.pk).order_by("id")
     for row in rows.iterator(chunk_size=BATCH):
         kind, rest = _split(row.params)
         before = previous.get(_kind(row.params), {})
         result_ids = list(row.result_ids or [])
-        params, ids = writer.write([rest, result_ids], [before.get("rest"), before.get("result_ids")], EMPTY, "")
+        params, ids = writer.write([rest, result_ids], [before.get("rest"), before.get("result_ids")], reference, chat)
         yield {
             "turn_id": row.turn_id,
             # The narrator's queries ask with the next turn's input: null says so (`rows.as_turn_text`).
             "query_text": as_turn_text(row.query_text, texts, row.turn_id + 1, INPUT),
-            "kind": kind,
+            # The kind's keys as they are, or the number of a kind an earlier item gave.
+            "kind": kinds.get(canonical(kind), kind),
             "params": params,
             "result_ids": ids,
         }
+        kinds.setdefault(canonical(kind), len(kinds))
         previous[_kind(row.params)] = {"rest": rest, "result_ids": result_ids}
 
 
@@ -186,7 +195,10 @@ def check_recorded_queries(items: list, ctx: CheckContext, where: str) -> list[d
     r = _readers(ctx)
     c = ctx.checker
     previous: dict[str, dict] = {}
+    kinds: list[dict] = []
     codec = RecordCodec()
+    own = ctx.ids.get("turns", {})
+    chat = _chat({turn: texts for turn, texts in own.items() if isinstance(texts, tuple)})
     spec = {
         "turn_id": r["turn"](),
         "query_text": lambda v, loc: v if v is None else c.text(v, loc),
@@ -194,7 +206,7 @@ def check_recorded_queries(items: list, ctx: CheckContext, where: str) -> list[d
         "result_ids": lambda v, loc: v,
     }
     if ctx.version >= 2:
-        spec["kind"] = r["object"]()
+        spec["kind"] = lambda v, loc: v
     out = []
     for loc, item in _items(ctx, items, where, spec):
         if len(item) != len(spec):
@@ -206,13 +218,17 @@ def check_recorded_queries(items: list, ctx: CheckContext, where: str) -> list[d
                 item["result_ids"] = context_decode(item["result_ids"], before.get("result_ids"), "")
             else:
                 kind = item.pop("kind")
-                if set(kind) - set(KIND_KEYS):
-                    raise ValueError(f"the kind holds only {', '.join(KIND_KEYS)}")
+                if type(kind) is int and 0 <= kind < len(kinds):
+                    kind = kinds[kind]
+                elif not isinstance(kind, dict) or set(kind) - set(KIND_KEYS):
+                    raise ValueError(f"the kind is an object of {', '.join(KIND_KEYS)} or the number of one given before")
+                elif all(canonical(kind) != canonical(k) for k in kinds):
+                    kinds.append(kind)
                 before = previous.get(_kind(kind), {})
                 if RecordCodec.reset_at(item["params"]):
                     codec = RecordCodec()
-                rest = codec.decode(item["params"], before.get("rest"), "")
-                item["result_ids"] = codec.decode(item["result_ids"], before.get("result_ids"), "")
+                rest = codec.decode(item["params"], before.get("rest"), chat)
+                item["result_ids"] = codec.decode(item["result_ids"], before.get("result_ids"), chat)
                 if not isinstance(rest, dict) or set(rest) & set(KIND_KEYS):
                     raise ValueError("params must be an object without the kind's keys")
                 item["params"] = {**rest, **kind}
