@@ -93,8 +93,9 @@ class RecordCodec:
             if 0 <= value < len(table):
                 return table[value]
             raise ValueError(f"names {what} {value} of the file's table, which does not exist")
-        numbers.setdefault(key(value), len(table))
-        table.append(value)
+        if key(value) not in numbers:
+            numbers[key(value)] = len(table)
+            table.append(value)
         return value
 
     def _string_out(self, text: str):
@@ -146,7 +147,11 @@ class RecordCodec:
             if value and all(isinstance(x, dict) and "ref" in x and not any(k.startswith("$") for k in x) for x in value):
                 return {ITEMS: self._encode_items(value, previous if isinstance(previous, list) else [], reference, place)}
             if value and all(isinstance(x, str) for x in value):
-                return {STRINGS: [self._string_out(x) for x in value]}
+                if any(x in self.string_numbers for x in value):
+                    return {STRINGS: [self._string_out(x) for x in value]}
+                for x in value:  # none known: as it is, and each joins the table
+                    self._string_out(x)
+                return list(value)
             before = previous if isinstance(previous, list) else []
             return [self.encode(x, before[i] if i < len(before) else None, reference, place) for i, x in enumerate(value)]
         if isinstance(value, str) and len(value) >= MIN_DELTA_STRING:
@@ -345,6 +350,8 @@ class RecordCodec:
                 return self._decode_items(value[ITEMS], previous if isinstance(previous, list) else [], reference, place)
             return self._decode_dict(value, previous if isinstance(previous, dict) else None, reference, place)
         if isinstance(value, list):
+            if value and all(isinstance(x, str) for x in value):  # a list of strings, none known before: each joins the table
+                return [self._string_in(x) for x in value]
             before = previous if isinstance(previous, list) else []
             return [self.decode(x, before[i] if i < len(before) else None, reference, place) for i, x in enumerate(value)]
         return value
