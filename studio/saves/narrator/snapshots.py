@@ -257,6 +257,52 @@ def snapshot_create(*, game_save_id: int, turn_id: int, system_prompt: str, user
     return snapshot
 
 
+def snapshot_choose(*, game_save, turn_id: int, alternative, alternatives: int, by_hand: bool = False) -> NarratorSnapshot | None:
+    """Make turn `turn_id`'s snapshot describe `alternative`, the turn's text now (a swipe of the last turn).
+
+    What the narrator read for that alternative (its prompt, as a delta of the previous snapshot,
+    and its memory context), what it answered and how (model, finish, latency, tokens, play
+    settings); the context's queries replace the first alternative's among the recorded
+    queries, as the accept recorded them. `by_hand`: the alternative is the turn's own edited
+    text (kept as one by an earlier swipe): the snapshot keeps what the narrator read and says
+    the text was the playtester's. Run under the save's lock (`play.last_turn_swipe`'s).
+    """
+    from studio.memory.models import RecordedQuery
+    from studio.memory.recall.search import record_context_queries
+
+    snapshot = NarratorSnapshot.objects.filter(game_save_id=game_save.pk, turn_id=turn_id).first()
+    if snapshot is None:
+        return None
+    fields: dict[str, Any] = {"alternatives": alternatives, "edited": by_hand}
+    if not by_hand:
+        fields.update(proposed=alternative.text, model=alternative.model, finish_reason=alternative.finish_reason,
+                      latency_ms=alternative.latency_ms, prompt_tokens=alternative.prompt_tokens,
+                      completion_tokens=alternative.completion_tokens)
+        if alternative.play_settings:
+            fields["play_settings"] = alternative.play_settings
+        if alternative.system_prompt or alternative.user_prompt:  # the memory proxy keeps one prompt: the snapshot's
+            prompts = (alternative.system_prompt, alternative.user_prompt)
+            delta = prompt_delta(*prompts, previous_prompt(game_save_id=game_save.pk, turn_id=turn_id))
+            fields.update(prompt_delta=delta, prompt_chars=len(prompts[0]) + len(prompts[1]),
+                          system_prompt="" if delta else prompts[0], user_prompt="" if delta else prompts[1])
+            _remember(snapshot.pk, prompts)
+        if alternative.context and alternative.context != snapshot.context:
+            old = (snapshot.context or {}).get("queries") or []
+            recorded = RecordedQuery.objects.filter(game_save_id=game_save.pk, turn_id=turn_id - 1, params__source="narrator")
+            for query in old:  # the rows the accept wrote from the first alternative's context
+                row = next((r for r in recorded if isinstance(query, dict) and r.query_text == query.get("query_text")
+                            and r.result_ids == query.get("result_ids")
+                            and r.params == {**(query.get("params") or {}), "source": "narrator"}), None)
+                if row is not None:
+                    row.delete()
+            record_context_queries(game_save=game_save, queries=alternative.context.get("queries"), source="narrator",
+                                   turn_id=turn_id - 1)
+            fields["context"] = alternative.context
+    NarratorSnapshot.objects.filter(pk=snapshot.pk).update(**fields)
+    snapshot.refresh_from_db()
+    return snapshot
+
+
 # -- the memory context in a version-1 save file ----------------------------------------------------
 # Files written since use version 2 (`saves/portable/recorded.py`); these are still read.
 
