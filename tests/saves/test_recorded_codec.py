@@ -15,11 +15,23 @@ from studio.saves.portable.recorded import RecordCodec, VerifiedWriter
 from studio.saves.portable.recorded_items import make_template, render_template, same, short_float32
 
 
+def reordered(value):
+    """The same value with every object's keys in reverse order (PostgreSQL's jsonb gives its own order)."""
+    if isinstance(value, dict):
+        return {key: reordered(value[key]) for key in reversed(list(value))}
+    if isinstance(value, list):
+        return [reordered(item) for item in value]
+    return value
+
+
 def round_trip(values: list, reference: str = "") -> list:
-    """Write a sequence of values (each against the one before) with one codec, read it with another."""
+    """Write a sequence of values (each against the one before) with one codec, read it with another.
+
+    The writer gets them with their keys in another order than the reader rebuilds them in, as
+    an export from PostgreSQL does."""
     writer, reader = RecordCodec(), RecordCodec()
     out, previous_written, previous_read = [], None, None
-    for value in values:
+    for value in map(reordered, values):
         encoded = json.loads(json.dumps(writer.encode(value, previous_written, Reference(reference))))
         back = reader.decode(encoded, previous_read, reference)
         out.append((encoded, back))

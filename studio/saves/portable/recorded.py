@@ -13,7 +13,8 @@ value of every key** there. A value is written against the previous item's at th
   `[key]` (its last value at this place) or `[key, value]`; a key is a string or the number of
   one in the table; a dict whose own keys start with `$`: `{"$v": value}`, as it is;
 - a list or string equal to the previous one: `{"$s": 1}`; a list of strings: `{"$I": [...]}`,
-  each a number in the string table or the string (which joins it); a long string copied from
+  each a number in the string table or the string (which joins it), or when none is in the
+  table the list as it is (each joins it); a long string copied from
   the prompts or the chat: `{"$d": ops}` (`narrator/snapshots.delta_encode`);
 - a list of context items (dicts with a `ref`): `{"$items": [entries]}`, each
   - a number: the item of that ref, as its last version;
@@ -23,8 +24,9 @@ value of every key** there. A value is written against the previous item's at th
     gives, `$f` those given as the shortest decimal of a 32-bit float (a vector distance), `$p`
     those whose value is the one the previous snapshot's item at the same place in the same
     layer had (a rank, the score it gives), `$t` the strings made from the item's own values;
-  - `{"$n": dict, "$t": {...}}`: a new ref, written against the entry before it (its `$p`
-    values from the previous snapshot's item at its place), with strings made by templates;
+  - `{"$n": dict, "$t": {...}}`: a new ref, written against the entry before it (with the
+    `$p` values of the previous snapshot's item at the next place of that entry's layer), its
+    strings at the `$t` paths made by templates;
   - `{"$r": n, "$u": dict}`: the item of ref n, written against its last version.
   A template (a list of literal strings and `[path]` or `[path, decimals]`, or the number of
   one the file gave before) makes a string from the item's own numbers and strings: `"rank 3
@@ -119,7 +121,8 @@ class RecordCodec:
         self.ref_numbers.setdefault(key, len(self.refs))
         if self.ref_numbers[key] == len(self.refs):
             self.refs.append(key)
-        for value in (item["ref"].values() if isinstance(item["ref"], dict) else [item["ref"]]):
+        ref = item["ref"]
+        for value in ([ref[name] for name in sorted(ref)] if isinstance(ref, dict) else [ref]):  # not the database's key order
             if isinstance(value, str) and value not in self.string_numbers:
                 self.string_numbers[value] = len(self.strings)
                 self.strings.append(value)
@@ -459,16 +462,16 @@ class RecordCodec:
                 if type(entry[HEADER]) is int else refuse("columns ($h) must name columns given before")
         if set(entry) - {COLUMNS, FLOAT32, POSITIONAL, TEMPLATES}:
             raise ValueError("columns ($c) take only $c, $f, $p and $t")
-        columns, float32 = as_list(entry[COLUMNS], COLUMNS), as_list(entry.get(FLOAT32, []), FLOAT32)
+        columns, floats = as_list(entry[COLUMNS], COLUMNS), as_list(entry.get(FLOAT32, []), FLOAT32)
         positional, made = as_list(entry.get(POSITIONAL, []), POSITIONAL), entry.get(TEMPLATES, {})
         if not isinstance(made, dict):
             raise ValueError("templates ($t) must be an object")
-        for path in [*columns, *float32, *positional, *made]:
+        for path in [*columns, *floats, *positional, *made]:
             if not isinstance(path, str) or not path or path.count(".") > 1 or path.startswith(("$", ".")) or path.endswith("."):
                 raise ValueError(f"{path!r} is not a path (key or key.subkey)")
-        if not set(float32) <= set(columns):
+        if not set(floats) <= set(columns):
             raise ValueError("every $f path must be one of the columns ($c)")
-        header = {"columns": columns, "float32": float32, "positional": positional,
+        header = {"columns": columns, "float32": floats, "positional": positional,
                   "templates": {path: self._template_in(made[path]) for path in sorted(made)}}
         self.header_numbers.setdefault(canonical(header), len(self.headers))
         self.headers.append(header)

@@ -109,11 +109,16 @@ def render_value(value: Any, decimals: int | None) -> str:
 
 
 def render_template(parts: list, item: dict) -> str:
-    """The string a template makes from `item`; ValueError for a part that does not fit it."""
-    out = []
+    """The string a template makes from `item`; ValueError for a part that does not fit it, or a string longer
+    than any a template makes (`MAX_TEMPLATED`: a file cannot make a huge string of a small one, repeated)."""
+    out: list[str] = []
+    size = 0
     for part in parts:
+        if size > MAX_TEMPLATED:
+            raise ValueError(f"a template makes a string longer than {MAX_TEMPLATED} characters")
         if isinstance(part, str):
             out.append(part)
+            size += len(part)
             continue
         value = get_path(item, part[0]) if has_path(item, part[0]) else None
         decimals = part[1] if len(part) == 2 else None
@@ -123,6 +128,9 @@ def render_template(parts: list, item: dict) -> str:
             out.append(render_value(value, decimals))
         else:
             raise ValueError(f"a template names {part[0]!r}, which is not a number or string of the item")
+        size += len(out[-1])
+    if size > MAX_TEMPLATED:
+        raise ValueError(f"a template makes a string longer than {MAX_TEMPLATED} characters")
     return "".join(out)
 
 
