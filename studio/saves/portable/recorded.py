@@ -42,6 +42,7 @@ exactly is written whole (`{"$v": ...}`) and both start again with empty tables.
 from __future__ import annotations
 
 import json
+import logging
 import math
 from typing import Any
 
@@ -55,6 +56,8 @@ SAME, DELTA, VERBATIM, STRINGS, REMOVED, ADDED = "$s", "$d", "$v", "$I", "$-", "
 ITEMS, NEW, REF, UPDATE, HEADER = "$items", "$n", "$r", "$u", "$h"
 COLUMNS, FLOAT32, POSITIONAL, TEMPLATES = "$c", "$f", "$p", "$t"
 ITEM_PLACE = "[item]"  # the place (for the remembered values) of a context item's own keys
+
+logger = logging.getLogger(__name__)
 
 
 # -- the codec -----------------------------------------------------------------------------
@@ -498,5 +501,6 @@ class VerifiedWriter:
                 back = None
             if back is not None and all(same(x, y) for x, y in zip(back, values)):
                 return encoded
+            logger.warning("A recorded value would not read back from the save file as written: written whole")
         self.writer, self.reader = RecordCodec(), RecordCodec()
         return [{VERBATIM: value} for value in values]
