@@ -10,10 +10,12 @@ So that a file grows with the chat and not with its square (`narrator/snapshots.
 item's prompt is `prompt_delta` (`{system, user}` operations against the previous item's
 whole prompt and the file's texts of the turn before and of its own input; `system_prompt` and `user_prompt` then empty; a file without it, exported
 before deltas, holds whole prompts), `player_input` and `proposed` are null when they are the
-turn's own input and narrative (`rows.as_turn_text`), and its `context` writes `{"$s": 1}` for a value equal
-to the previous item's at the same place and `{"$d": ops}` for a long string copied from the
-prompts. Every delta is checked against what it copies from and rebuilt on import, where the
-database keeps the whole context and the delta as written.
+turn's own input and narrative (`rows.as_turn_text`), and its `context` (version 2) is written
+against what the file already holds (`saves/portable/recorded.py`: each candidate against its
+last version by its ref, long strings as deltas of the prompts). Every delta is checked
+against what it copies from and rebuilt on import, where the database keeps the whole context
+and the prompt's delta as written. Version 1 (each context against the previous item's only,
+`snapshots.context_decode`) is still read.
 
 The `play_settings` section carries the save's own `PlaySettings` (the author's note and its
 depth, the sampler overrides; `null` where the save does not override): one item, or none
