@@ -29,6 +29,7 @@ pytest_plugins = [
     "tests.plugins.api",
     "tests.plugins.client",
     "tests.plugins.knowledge",
+    "tests.plugins.regex",
 ]
 
 

@@ -5,11 +5,12 @@ import re
 
 import pytest
 from django.urls import URLPattern, URLResolver
-from jsonschema import Draft202012Validator
 from openapi_spec_validator import validate
 
 from studio.api import urls as api_urls
 from studio.api.openapi import build_openapi
+
+from tests.support.openapi import schema_validator
 
 from .conftest import error_code
 
@@ -71,11 +72,6 @@ def test_the_document_is_served(api):
     body = response.json()
     assert body["servers"][0]["url"].endswith("/api/v1")
     validate(body)
-
-
-def schema_validator(name: str) -> Draft202012Validator:
-    document = build_openapi()
-    return Draft202012Validator({**document, "$ref": f"#/components/schemas/{name}"})
 
 
 def test_real_responses_match_their_schemas(api, game_save):
