@@ -46,7 +46,9 @@ def people(db, universe, author, playtester):
 @pytest.fixture
 def objects(universe, game_save, author):
     meta = UniverseMeta.objects.get(universe=universe, key="belief_mission")
-    revision = LoreRevision.objects.create(universe=universe, lore_entry=universe.lore_entries.get(entry_id="kael"), entry_id="kael", action="create", after={"title": "Kaël", "text": "x", "kind": "character", "keys": []})
+    revision = LoreRevision.objects.create(
+        universe=universe, lore_entry=universe.lore_entries.get(entry_id="kael"), entry_id="kael", action="create",
+        after={"title": "Kaël", "text": "x", "kind": "character", "keys": []})
     belief = Observation.objects.create(game_save=game_save, statement="Kaël owes money.", subject="Kaël", sources=[])
     job = Job.objects.create(kind="embed_turn", game_save=game_save, turn_id=1, status="failed", error="x")
     token, _ = api_token_create(user=author, name="engine")

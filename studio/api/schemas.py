@@ -457,7 +457,9 @@ class QueryResult(Schema):
     current_turn_id: int
     results: list[Chunk]
     warnings: list[str] = Field(..., description="Degradations, e.g. a retrieval arm was down.")
-    stats: dict[str, Any] = Field(..., description="What the search did: stage timings (ms), corpus and arm sizes, arm availability, the arms skipped and why, the time the query names and the turns preferred for it (named_time, docs/retrieval.md \"Named time\").")
+    stats: dict[str, Any] = Field(..., description=(
+        "What the search did: stage timings (ms), corpus and arm sizes, arm availability, the arms skipped and why, "
+        'the time the query names and the turns preferred for it (named_time, docs/retrieval.md "Named time").'))
 
 
 class ContextItem(Schema):

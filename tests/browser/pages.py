@@ -92,7 +92,7 @@ def card_png(card: dict = CARD) -> bytes:
 def build_world(*, universe, game_save, author, vector_memory) -> World:
     """Fill `universe` and `game_save` (the shared fixtures) so every page shows content."""
     from studio.api.services import api_token_create
-    from studio.memory.models import Fact, Job, JobKind, JobStatus, LLMCall, MentalModel, Observation, RecordedQuery
+    from studio.memory.models import Fact, Job, JobKind, JobStatus, MentalModel, Observation, RecordedQuery
     from studio.universes import services
     from studio.saves.models import NarratorAlternative, NarratorDraft, NarratorSnapshot
     from studio.universes.models import LoreEntry
@@ -260,7 +260,9 @@ def overflow(page) -> dict:
         const culprits = [...document.querySelectorAll('body *')]
             .filter(el => el.getBoundingClientRect().right > width + 0.5 && getComputedStyle(el).position !== 'fixed'
                           && ![...el.parentElement ? [el.parentElement] : []].some(p => p.closest('.scroll-x, table, pre, .chart-box')))
-            .slice(0, 5).map(el => el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') + (el.className && typeof el.className === 'string' ? '.' + el.className.split(' ').join('.') : '') + ' right=' + Math.round(el.getBoundingClientRect().right));
+            .slice(0, 5).map(el => el.tagName.toLowerCase() + (el.id ? '#' + el.id : '')
+                             + (el.className && typeof el.className === 'string' ? '.' + el.className.split(' ').join('.') : '')
+                             + ' right=' + Math.round(el.getBoundingClientRect().right));
         return {scrollWidth: root.scrollWidth, clientWidth: width, culprits};
     }""")
 
