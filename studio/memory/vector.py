@@ -15,7 +15,7 @@ studio/memory/retrieval/ (docs/retrieval.md, "Module map"):
 This module re-exports the names callers import from it (VectorStoreError,
 RetrievalConfig, QueryStats, scope_collection_name, COLLECTION_NAME, ...), and those of
 vector_settings.py, what ties it to the project: the corpus versions in the database and the
-process-wide instance built from settings (`get_vector_memory`).
+store, reranker and pool the settings choose (the process-wide instance is built from them here).
 
 Invariants:
 - Every write bumps its scope's corpus version once, after the store accepted it, so every
@@ -36,10 +36,12 @@ scope's corpus cached degrades to the lexical arms instead (QueryStats.vector_st
 Processes: the embedded `PersistentClient` is for one process only and guarded by an
 exclusive file lock (VectorStoreLockedError for a second process); any set-up with several
 processes uses a Chroma server (`chroma run`) through `HttpClient` (settings.CHROMA_HOST).
-`get_vector_memory()` (vector_settings.py) builds the process-wide instance from settings.
+`get_vector_memory()` builds the process-wide instance from settings (vector_settings.py).
 """
 from __future__ import annotations
 
+import os
+import threading
 import uuid
 from collections.abc import Iterable
 from typing import Any
@@ -69,13 +71,7 @@ from studio.memory.retrieval.store import (
     scope_collection_name,
     where_clause,
 )
-from studio.memory.vector_settings import (
-    DatabaseCorpusVersions,
-    build_vector_memory,
-    get_configured_reranker,
-    get_vector_memory,
-    reset_vector_memory,
-)
+from studio.memory.vector_settings import DatabaseCorpusVersions, get_configured_reranker, vector_memory_options
 
 __all__ = [
     "BOOKKEEPING_KEYS",
@@ -490,3 +486,37 @@ class VectorMemory:
             prefer=prefer,
             **self._knobs(),
         )
+
+
+# --- Process-wide instance -----------------------------------------------------------------
+
+_instance: VectorMemory | None = None
+_instance_pid: int | None = None
+_instance_lock = threading.Lock()
+
+
+def build_vector_memory() -> VectorMemory:
+    """Build a VectorMemory from settings (read now, not at import; see `vector_memory_options`)."""
+    return VectorMemory(**vector_memory_options())
+
+
+def get_vector_memory() -> VectorMemory:
+    """Return this process's VectorMemory, building it from settings on first use."""
+    global _instance, _instance_pid
+    with _instance_lock:
+        if _instance is not None and _instance_pid == os.getpid():
+            return _instance
+        # None yet, or inherited through fork (it belongs to the parent process).
+        _instance = build_vector_memory()
+        _instance_pid = os.getpid()
+        return _instance
+
+
+def reset_vector_memory() -> None:
+    """Forget the process-wide VectorMemory and release its store lock (for tests)."""
+    global _instance, _instance_pid
+    with _instance_lock:
+        if _instance is not None and _instance_pid == os.getpid():
+            _instance.close()
+        _instance = None
+        _instance_pid = None
