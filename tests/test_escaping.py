@@ -16,7 +16,7 @@ from studio.memory.models import Fact, Job, LLMCall, MentalModel, Observation, R
 from studio.saves.models import Event, StateCache
 from studio.universes.models import LoreEntry, LoreRevision, UniverseMeta
 
-from .test_authorization import RULES, routes, url_for
+from tests.support.routes import RULES, routes, url_for
 
 PAYLOAD = '<script>alert("pwned")</script>'
 ATTR_PAYLOAD = '"><img src=x onerror=alert(1)>'

@@ -360,9 +360,9 @@ def _notes_section(optional: bool) -> SaveSection:
         for index, raw in enumerate(items):
             loc = f"{where}[{index}]"
             item = ctx.checker.record(raw, loc, {
-                "turn_id": lambda v, l: ctx.turn(v, l, first=1),
-                "text": lambda v, l: ctx.checker.text(v, l),
-                "fact_id": lambda v, l: ctx.reference(v, l, "facts", what="fact"),
+                "turn_id": lambda v, loc: ctx.turn(v, loc, first=1),
+                "text": lambda v, loc: ctx.checker.text(v, loc),
+                "fact_id": lambda v, loc: ctx.reference(v, loc, "facts", what="fact"),
             })
             if item is not None and len(item) == 3:
                 out.append(item)

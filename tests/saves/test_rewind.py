@@ -8,11 +8,10 @@ import pytest
 from studio.memory import facts as F
 from studio.memory import timeline
 from studio.memory import mental_models as MM
-from studio.memory import observations as O
 from studio.memory.models import Job, JobKind, JobStatus
 from studio.memory.models import Observation as ObservationRow
 from studio.saves.checkpoints import CheckpointManager, InvalidTurnError, RewindError
-from studio.saves.models import Event, Save, StateCache
+from studio.saves.models import Event, Save
 
 from .scenario import play_turn, snapshot
 

@@ -109,7 +109,7 @@ def test_errors_name_line_and_field_and_change_nothing(universe, mutation, messa
 
 def test_error_line_points_at_the_field(universe):
     text = export_universe(universe).replace('text = "A harbour town."', "text = 42")
-    line = next(i for i, l in enumerate(text.splitlines(), start=1) if l == "text = 42")
+    line = next(i for i, row in enumerate(text.splitlines(), start=1) if row == "text = 42")
     with pytest.raises(ImportFormatError, match=rf"^line {line}: lore\[1\] \(port-vey\)\.text"):
         parse_document(text)
 
