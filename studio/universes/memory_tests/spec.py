@@ -47,6 +47,7 @@ KIND_LABELS = {
 TRENDS = ("any", "new", "strengthening", "stable", "weakening", "stale")  # the engine's trends (observations.py)
 FINDING_KINDS = ("any", "leak", "contradiction", "presence")
 COMMON = ("name", "kind", "turn", "until", "description")
+RESERVED_NAMES = ("run", "new", "results")  # path segments of the Tests page and the API
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,79}$")
 MAX_TURN = 2**31 - 1  # a PositiveIntegerField on PostgreSQL
 MAX_POV = 20
@@ -227,6 +228,8 @@ def parse_spec(data: Mapping[str, Any]) -> MemoryTestSpec:
     name = data.get("name")
     if not isinstance(name, str) or not NAME_RE.match(name):
         errors["name"] = ["must be a slug: letters, digits, - and _, starting with a letter or digit, at most 80."]
+    elif name in RESERVED_NAMES:
+        errors["name"] = [f"“{name}” is kept for the pages and the API; choose another name."]
     kind = data.get("kind")
     if kind not in KINDS:
         errors["kind"] = [f"must be one of: {', '.join(KINDS)}."]
