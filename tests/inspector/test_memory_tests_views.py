@@ -70,7 +70,7 @@ def test_write_a_test_then_edit_and_delete_it(author, cast, page):
     assert answer.status_code == 302  # without htmx: a redirect with the message
     assert list(MemoryTest.objects.values_list("name", flat=True)) == ["mira-ignores"]
     assert MemoryTest.objects.get().params["knows"] is False
-    delete = reverse("memory:universe_test_delete", kwargs={"slug": cast.slug, "name": "mira-ignores"})
+    delete = reverse("memory:universe_test_delete", kwargs={"slug": cast.slug, "test_name": "mira-ignores"})
     assert "Deleted the test" in html.unescape(client.post(delete, **HTMX).content.decode())
     assert not MemoryTest.objects.exists()
 

@@ -166,8 +166,9 @@ def universe_test_save(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 @require_POST
-def universe_test_delete(request: HttpRequest, slug: str, name: str) -> HttpResponse:
+def universe_test_delete(request: HttpRequest, slug: str, test_name: str) -> HttpResponse:
     universe = universe_for(user=request.user, slug=slug, access=Access.EDIT)
+    name = test_name
     test = MemoryTest.objects.filter(universe=universe, name=name).first()
     if test is None:
         return _answer(request, universe, error=f"The test “{name}” no longer exists.", status=404)
