@@ -59,6 +59,7 @@ def run_one(save, **record):
     ({"character": "Kael", "fact": "the map", "knows": False}, "fail", "knows 1 of the 1 fact"),
     ({"character": "Mira", "fact": "a dragon", "knows": False}, "pass", "No fact up to turn 3"),
     ({"character": "Mira", "fact": "a dragon"}, "fail", "No fact up to turn 3"),
+    ({"character": "Mria", "entry": "mira", "knows": True}, "error", "is no character of the Lore Book or the save"),
 ])
 def test_knows(played, record, verdict, says):
     outcome = run_one(played, kind="knows", **record)

@@ -110,6 +110,10 @@ def judge_knows(spec: MemoryTestSpec, reader: SaveReader) -> Judged:
     p = spec.params
     name = reader.index.resolve(p["character"])
     as_named = "" if fold(name) == fold(p["character"]) else f" (“{p['character']}” is {name})"
+    if fold(name) not in {fold(c) for c in reader.view.characters()}:
+        return Judged(Verdict.ERROR, f"“{p['character']}” is no character of the Lore Book or the save (a typo?): "
+                                     "nothing can be said of what they know.",
+                      [{"record": "note", "note": "known characters: " + ", ".join(reader.view.characters())}])
     expect = bool(p["knows"])
     if p.get("entry"):
         entry_id = p["entry"]
@@ -211,8 +215,8 @@ def judge_context(spec: MemoryTestSpec, reader: SaveReader) -> Judged:
         at = text.find(macros.fill(whole))
         if at >= 0:
             found_at = at
-            records.append({"record": "prompt", "note": "the entry's whole text is in the prompt, not as a memory item "
-                                                        "(the instructions or the scenario hold it)"})
+            records.append({"record": "prompt", "note": "the entry's whole text is in the prompt outside its own memory "
+                                                        "items (the instructions, the scenario or another item hold it)"})
     lore = next((r for r in memory.lore_explain if r.get("entry_id") == entry_id), None)
     if lore is not None:
         records.append({"record": "lore", "activated": lore.get("activated"), "code": lore.get("code"),
