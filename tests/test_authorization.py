@@ -64,8 +64,13 @@ def objects(universe, game_save, author):
 
     chapter = Chapter.objects.create(game_save=game_save, first_turn=1, last_turn=1, closed_turn=1, close_reason="playtester")
     reveal = Reveal.objects.create(game_save=game_save, turn_id=1, entry_id="kael", character="Mira")
+    from studio.universes.memory_tests.services import memory_test_create
+
+    memory_test_create(universe=universe, data={"name": "kael-known", "kind": "knows", "character": "Mira",
+                                                "entry": "kael"})
     return {
         "draft_id": draft.pk, "number": 1, "chapter_id": chapter.pk, "name": "Kaël", "reveal_id": reveal.pk,
+        "test_name": "kael-known",
         "slug": universe.slug, "save_id": game_save.save_id, "entry_id": "kael", "pk": meta.pk,
         "revision_id": revision.pk, "turn_id": 1, "observation_id": belief.pk, "job_id": job.pk, "token_id": token.pk,
     }

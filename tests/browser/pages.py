@@ -189,12 +189,18 @@ def build_world(*, universe, game_save, author, vector_memory) -> World:
 
     chapter = Chapter.objects.create(game_save=game_save, first_turn=1, last_turn=2, closed_turn=2, close_reason="playtester")
     reveal = Reveal.objects.create(game_save=game_save, turn_id=2, entry_id="mira", character="Kaël")
+    from studio.saves.memory_tests.services import memory_tests_run
+    from studio.universes.memory_tests.services import memory_test_create
+
+    memory_test_create(universe=universe, data={"name": "kael-knows-mira", "kind": "knows", "character": "Kaël",
+                                                "entry": "mira", "turn": 2})
+    memory_tests_run(game_save=game_save)  # the Tests page shows a verdict with its records
     return World(universe=universe, game_save=game_save, ids={
         "chapter_id": chapter.pk, "reveal_id": reveal.pk, "name": "Kaël",
         "entry_id": "mira", "revision_id": mira.revisions.order_by("pk").first().pk,
         "observation_id": belief.pk, "job_id": failed.pk, "token_id": token.pk,
         "pk": universe.meta.get(key="character_card").pk, "turn_id": 2, "chunk_id": chunk_id,
-        "draft_id": draft.pk, "number": 1,
+        "draft_id": draft.pk, "number": 1, "test_name": "kael-knows-mira",
     })
 
 

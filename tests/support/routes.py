@@ -99,6 +99,10 @@ RULES: dict[str, tuple[str, str]] = {
     "saves:export": ("player", "-"),
     # memory inspector
     "memory:universe_replay": ("member", "-"),
+    "memory:universe_tests": ("member", "-"),
+    "memory:universe_test_save": ("-", "author"),
+    "memory:universe_test_delete": ("-", "author"),
+    "memory:universe_tests_run": ("-", "player"),
     "memory:playground": ("member", "-"),
     "memory:playground_record": ("-", "player"),
     "memory:why_not": ("member", "-"),

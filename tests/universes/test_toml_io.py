@@ -62,7 +62,8 @@ def test_reimport_into_same_universe_changes_nothing(rich_universe, author):
     first = export_universe(rich_universe)
     revisions = LoreRevision.objects.count()
     _, counts = services.universe_import_document(user=author, document=parse_document(first), universe=rich_universe)
-    assert counts == {"created": 0, "updated": 0, "unchanged": 4, "deleted": 0}
+    assert counts == {"created": 0, "updated": 0, "unchanged": 4, "deleted": 0,
+                      "tests_created": 0, "tests_updated": 0, "tests_deleted": 0, "tests_unchanged": 0}
     assert LoreRevision.objects.count() == revisions
     assert export_universe(rich_universe) == first
 
