@@ -209,7 +209,9 @@ SAVE_FILE_SCHEMAS: dict[str, Any] = {
                                     obj(
                                         {
                                             "turn_id": TURN_REF,
-                                            "state": {"type": "object", "description": "sticky, cooldown (entry id -> [start, end, entry hash, protected], message clock) and first_matched (entry id -> turn)."},
+                                            "state": {"type": "object", "description": (
+                                                "sticky, cooldown (entry id -> [start, end, entry hash, protected], "
+                                                "message clock) and first_matched (entry id -> turn).")},
                                             "activated": {"type": "array", "items": STRING, "description": "Entry ids in prompt order."},
                                             "sequence": {"type": "array", "items": STRING, "description": "Entry ids in the order they activated."},
                                         },
@@ -322,7 +324,7 @@ def build_openapi(*, server_url: str = "/api/v1") -> dict[str, Any]:
 
     from studio.api.ninja_api import api
 
-    get_resolver().url_patterns  # the URLconf loaded: every endpoint module has registered on the router
+    _ = get_resolver().url_patterns  # the URLconf loaded: every endpoint module has registered on the router
 
     document = deepcopy(dict(api.get_openapi_schema(path_prefix="")))
     document["servers"] = [{"url": server_url}]

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
+from studio import limits
 from studio.memory.llm import TrackedLLM, get_llm_backend
 from studio.plural import counted
 from studio.saves.narrator.continuation import continue_prompt, join_continuation
@@ -490,8 +491,8 @@ def continue_once(*, game_save: Save, narrative: str | None = None) -> Continuat
     """Return the model's continuation of `narrative` (default: the last turn's); store nothing.
 
     The prompt is the narrator's for the last turn's action (the memory as it is now) with the
-    text to extend. Raise PlayError without a turn, NoModelConnected / SpendLimitExceeded /
-    LLMError as `narrate_once` does.
+    text to extend. Raise PlayError without a turn, `limits.Refused` for a narrative a turn could
+    not hold, NoModelConnected / SpendLimitExceeded / LLMError as `narrate_once` does.
     """
     from studio.saves.narrator.prompt import build_narrator_prompt
     from studio.saves.narrator.sampler import resolve_sampler
@@ -502,6 +503,7 @@ def continue_once(*, game_save: Save, narrative: str | None = None) -> Continuat
         if event is None:
             raise PlayError("There is no turn to continue yet; give the narrative to continue.")
         narrative = event.narrative
+    limits.TURN_NARRATIVE.check(narrative)  # a turn's narrative: a turn's limit (limits.Refused)
     if not narrative.strip():
         raise PlayError("The narrative to continue is empty.")
     backend = get_llm_backend()

@@ -9,7 +9,23 @@ from studio.saves.portable.registry import INVALID, CheckContext, ExportContext,
 from studio.saves.narrator.snapshots import SEPARATOR, Reference, context_decode
 from studio.saves.portable.recorded import RecordCodec, VerifiedWriter, canonical
 from studio.saves.portable.sections.memory import _string_list
-from studio.saves.portable.sections.rows import _complete_items, BATCH, REDERIVE_MARKER, UNPORTABLE_JOB_KINDS, PORTABLE_JOB_KINDS, EXPORTED_JOB_STATUSES, iso, insert_rows, _new_pks, _items, _readers, INPUT, as_turn_text, from_turn_text, turn_texts
+from studio.saves.portable.sections.rows import (
+    BATCH,
+    EXPORTED_JOB_STATUSES,
+    INPUT,
+    PORTABLE_JOB_KINDS,
+    REDERIVE_MARKER,
+    UNPORTABLE_JOB_KINDS,
+    _complete_items,
+    _items,
+    _new_pks,
+    _readers,
+    as_turn_text,
+    from_turn_text,
+    insert_rows,
+    iso,
+    turn_texts,
+)
 
 
 JOB_FIELDS = ("kind", "turn_id", "timeline_generation", "status", "attempts", "progress", "error", "result", "llm_calls", "llm_tokens")
