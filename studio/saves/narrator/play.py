@@ -21,6 +21,8 @@
   its text becomes the chosen alternative (`turn_update_narrative`, which re-embeds and, in
   living memory, re-extracts it; a swipe made before that job started supersedes it). A
   text that is none of the alternatives (edited) is kept as one first, so nothing is lost.
+  The turn's narrator snapshot then describes the chosen alternative (`snapshots.snapshot_choose`:
+  the prompt and memory the narrator read for it, its model, usage and play settings).
 - `draft_restore`: nothing set aside is lost until the next turn is accepted. A discarded
   draft, or the turn Undo took back, stays with its alternatives while its turn is the
   save's next one (`set_aside_drafts` lists them; a rewind deletes drafts after its target,
@@ -401,6 +403,7 @@ def last_turn_swipe(*, game_save: Save, expected_turn: int, number: int):
     """
     from studio.saves.errors import TurnConflict
     from studio.saves.narrator.services import narrator_alternative_add
+    from studio.saves.narrator.snapshots import snapshot_choose
     from studio.saves.services import turn_update_narrative
 
     with transaction.atomic():
@@ -418,6 +421,9 @@ def last_turn_swipe(*, game_save: Save, expected_turn: int, number: int):
             # The turn's text was edited: kept as an alternative before it is replaced.
             narrator_alternative_add(draft=draft, status=AlternativeStatus.DONE, text=event.narrative, model=HAND_SOURCE)
         NarratorDraft.objects.filter(pk=draft.pk).update(chosen_number=number)
+        # What the narrator saw at this turn is now what it read for the chosen alternative.
+        snapshot_choose(game_save=locked, turn_id=event.turn_id, alternative=target, alternatives=draft.alternatives.count(),
+                        by_hand=target.model == HAND_SOURCE)
         return turn_update_narrative(game_save=locked, turn_id=event.turn_id, narrative=target.text, edited=False)
 
 
