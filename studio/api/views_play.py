@@ -17,6 +17,7 @@ from pydantic import Field
 
 from studio import limits
 from studio.api import schemas as S
+from studio.api.schemas_narration import Narration
 from studio.api import serializers
 from studio.api.errors import ApiError, conflict, validation_error
 from studio.api.limited import limited
@@ -91,7 +92,7 @@ class Undone(Schema):
 
 class Retried(Schema):
     undone_turn: int
-    narration: S.Narration
+    narration: Narration
 
 
 class DraftAlternative(Schema):

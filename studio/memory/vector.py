@@ -185,6 +185,11 @@ class VectorMemory:
             self._embedder = embedding.get_embedder()
         return self._embedder
 
+    def text_embedder(self):
+        """Return the embedding model this memory encodes with (None: unavailable), for callers that compare
+        texts by meaning outside the store (the continuity guard)."""
+        return self._get_embedder()
+
     @property
     def embeddings_available(self) -> bool:
         """Return True when chunks can be embedded (the model loads)."""

@@ -43,6 +43,15 @@ class SavesConfig(AppConfig):
 
         register_section(MEMORY_TESTS_SECTION)
 
+        from studio.saves.portable.sections.continuity import SECTION as CONTINUITY_SECTION
+
+        register_section(CONTINUITY_SECTION)
+        # The memory tests' `no_findings` kind reads the continuity guard's findings through one interface.
+        from studio.memory.continuity.selectors import findings_in_turns
+        from studio.saves.memory_tests import findings
+
+        findings.register_findings_source(findings_in_turns)
+
     @staticmethod
     def register_job_handlers() -> None:
         """Hand the job runner the vector jobs of rewind and fork (the runner imports no app).

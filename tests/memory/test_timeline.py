@@ -64,7 +64,8 @@ def test_registered_tables_run_in_one_order_and_name_their_save_file_section():
     names = [t.name for t in timeline.registered_tables()]
     assert names == [
         "events", "states", "presence", "facts", "reveals", "beliefs", "mental_models", "recorded_queries",
-        "lore_activations", "chapters", "narrator_snapshots", "narrator_drafts", "memory_test_results",
+        "lore_activations", "chapters", "narrator_snapshots", "continuity_findings", "narrator_drafts",
+        "memory_test_results",
     ]
     sections = {s.name for s in registered_sections()}
     for entry in timeline.registered_tables():

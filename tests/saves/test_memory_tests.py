@@ -133,7 +133,12 @@ def test_belief(played, record, verdict):
 
 
 def test_no_findings_reads_the_guards_interface(played):
-    outcome = run_one(played, kind="no_findings", turn=1)
+    installed = findings.findings_source()
+    findings.register_findings_source(None)
+    try:
+        outcome = run_one(played, kind="no_findings", turn=1)
+    finally:
+        findings.register_findings_source(installed)
     assert outcome.verdict == "pass" and findings.NO_SOURCE_NOTE in outcome.summary
     seen = []
 
@@ -152,7 +157,28 @@ def test_no_findings_reads_the_guards_interface(played):
         assert run_one(played, kind="no_findings", turn=3, finding="leak").verdict == "pass"
         assert seen[-1] == (played.pk, 3, 3, "leak")
     finally:
-        findings.register_findings_source(None)
+        findings.register_findings_source(installed)
+
+
+def test_no_findings_fails_on_a_finding_the_guard_let_stand(played):
+    """The studio installs the continuity guard as the source: a finding accepted anyway stands in the story and
+    fails the test; one the model rejected, or one still open on a draft, does not."""
+    from studio.memory.continuity.models import ContinuityFinding
+
+    def finding(turn_id, **extra):
+        return ContinuityFinding.objects.create(
+            game_save=played, turn_id=turn_id, kind="leak", sentence="Mira mentions the ledger.", character="Mira",
+            item_layer="lore", item_ref={"entry_id": "ledger"}, item_text="The ledger.", item_turn=0,
+            why="Mira does not know the ledger.", **extra)
+
+    finding(2, resolution="")
+    finding(2, resolution="accepted", verdict="rejected")
+    assert run_one(played, kind="no_findings", turn=1, until=2, finding="leak").verdict == "pass"
+    finding(2, resolution="accepted")
+    outcome = run_one(played, kind="no_findings", turn=1, until=2, finding="leak")
+    assert outcome.verdict == "fail" and "turn 2" in outcome.summary
+    assert outcome.explain[0]["sentence"] == "Mira mentions the ledger." and outcome.explain[0]["character"] == "Mira"
+    assert run_one(played, kind="no_findings", turn=1, until=2, finding="presence").verdict == "pass"
 
 
 def test_a_save_outside_the_tests_turns_is_not_judged(played):

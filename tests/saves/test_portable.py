@@ -122,7 +122,8 @@ def test_imported_save_equals_the_original_and_exports_the_same_bytes(universe):
     assert result.warnings == []
     assert result.counts == {"turns": 4, "facts": 5, "beliefs": 3, "mental_models": 2, "jobs": 4, "llm_calls": 2,
                              "recorded_queries": 1, "lore_activation": 0, "chapters": 0, "narrator_snapshots": 0,
-                             "presence": 0, "reveals": 0, "play_settings": 0, "memory_test_results": 0}
+                             "presence": 0, "reveals": 0, "play_settings": 0, "continuity_findings": 0,
+                             "memory_test_results": 0}
     for field in ("name", "memory_mode", "beliefs_enabled", "meta", "current_turn", "timeline_generation", "last_activity_at"):
         assert getattr(imported, field) == getattr(save, field), field
     assert list(imported.events.order_by("turn_id").values_list("created_at", flat=True)) == list(

@@ -298,22 +298,6 @@ class PromptOut(Schema):
     chars: int
 
 
-class Narration(Schema):
-    save_id: str
-    turn_id: int
-    player_input: str
-    narrative: str
-    appended: Literal[False]
-    model: str
-    finish_reason: Optional[str] = None
-    truncated: bool = False
-    latency_ms: Optional[int] = None
-    prompt_tokens: Optional[int] = None
-    completion_tokens: Optional[int] = None
-    prompt: PromptOut
-    context: MemoryContext
-
-
 class SaveImported(Schema):
     save: Save
     counts: dict[str, int]
