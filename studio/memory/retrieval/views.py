@@ -27,9 +27,12 @@ turn's writes): the own index gets the new documents, and the context and turn i
 recompute only the documents whose members changed (the last neighbours of each chain, the
 last group) plus the new ones; the terms those documents hold get new postings, every other
 term's postings are shared. The result is the very index a cold build gives (same
-postings per document, same lengths, same IDF array: scores equal exactly, tested). A
-removal or an insert before existing chunks has no incremental path: the cache drops the
-views and the next query builds the one it needs (corpus.py).
+postings per document, same lengths, same IDF array: scores equal exactly, tested). `truncate_view` is the inverse for a removal of the view's last chunks (a rewind): the
+removed documents leave the postings of the terms they held, and the kept documents whose
+context or turn lost members are recomputed. A removal in the middle or an insert before
+existing chunks has no incremental path: the cache drops the views and the next query builds
+the one it needs (corpus.py). A chunk's chain and group come from the corpus's chain codes
+(one per chunk, computed when it entered the corpus), numbered in the view with numpy.
 
 Views are immutable once built: extending returns a new view and shares unchanged arrays.
 """
@@ -127,26 +130,42 @@ class View:
         return None
 
 
-def _chain_keys(corpus: Corpus, positions: np.ndarray) -> tuple[list, list]:
-    """Per view index: its chain (type, or lore entry) and its group (chain and turn) keys."""
-    chains, groups = [], []
-    for position in positions.tolist():
-        metadata = corpus.metadatas[position]
-        chunk_type = str(metadata.get("chunk_type", ""))
-        if chunk_type == LORE:
-            key = ("lore", str(metadata.get("entry_id") or corpus.ids[position]))
-            chains.append(key)
-            groups.append(key)
-        else:
-            chains.append(("type", chunk_type))
-            groups.append(("turn", chunk_type, int(metadata.get("turn_id", 0))))
-    return chains, groups
+def chain_key(metadata: dict[str, Any], chunk_id: str) -> tuple:
+    """The context chain of a chunk: its chunk type, or its own lore entry (entries never read each other)."""
+    chunk_type = str(metadata.get("chunk_type", ""))
+    if chunk_type == LORE:
+        return ("lore", str(metadata.get("entry_id") or chunk_id))
+    return ("type", chunk_type)
 
 
-def _first_seen_codes(keys: list) -> np.ndarray:
-    """Number keys by first appearance (stable under appends: old keys keep their numbers)."""
-    codes: dict = {}
-    return np.asarray([codes.setdefault(key, len(codes)) for key in keys], dtype=np.int64)
+def chain_codes_of(corpus: Corpus) -> np.ndarray:
+    """Return the corpus's chain code per chunk (computed once for a corpus built without them)."""
+    if corpus.chain_codes is None:
+        corpus.chain_codes = np.asarray(
+            [corpus.chain_index.setdefault(chain_key(m, i), len(corpus.chain_index))
+             for i, m in zip(corpus.ids, corpus.metadatas)], dtype=np.int64)
+    return corpus.chain_codes
+
+
+def _first_seen_codes(values: np.ndarray) -> np.ndarray:
+    """Number values by first appearance (stable under appends: old values keep their numbers)."""
+    if not len(values):
+        return EMPTY
+    unique, first, inverse = np.unique(values, return_index=True, return_inverse=True)
+    rank = np.empty(len(unique), dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(unique), dtype=np.int64)
+    return rank[inverse.ravel()]
+
+
+def _chain_and_group(corpus: Corpus, positions: np.ndarray, config: RetrievalConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Per view index: its chain and its group (chain and turn: a lore entry is one group), numbered by first
+    appearance; from the corpus's chain codes, so no chunk's metadata is read again."""
+    chains = chain_codes_of(corpus)[positions]
+    turns = corpus.turn_ids[positions]
+    groups = chains * (int(turns.max()) + 1 if len(turns) else 1) + turns
+    group_of = _first_seen_codes(groups)
+    chain_of = group_of if config.context_scope == "turn" else _first_seen_codes(chains)
+    return chain_of, group_of
 
 
 def _csr(owner: np.ndarray, n_owners: int) -> tuple[np.ndarray, np.ndarray]:
@@ -162,9 +181,7 @@ def build_structure(corpus: Corpus, positions: np.ndarray, config: RetrievalConf
     if not count:
         return Structure(EMPTY, EMPTY, EMPTY, np.zeros(1, dtype=np.int64), EMPTY, np.zeros((0, 3), dtype=np.int64),
                          np.zeros(0, dtype=bool), np.zeros(0, dtype=bool))
-    chain_keys, group_keys = _chain_keys(corpus, positions)
-    chain_of = _first_seen_codes(group_keys if config.context_scope == "turn" else chain_keys)
-    group_of = _first_seen_codes(group_keys)
+    chain_of, group_of = _chain_and_group(corpus, positions, config)
     # Chain order: chains one after another, each in view (= write) order.
     order = np.argsort(chain_of, kind="stable").astype(np.int64)
     at = np.empty(count, dtype=np.int64)
@@ -287,11 +304,14 @@ def _index(corpus: Corpus, base: _Base, indptr, members, n_targets, config, old:
         for term_id, (docs, _counts) in postings.items():
             df[term_id] = len(docs)
     else:
+        # Documents `targets` are recomputed; documents past `n_targets` (a cut) are dropped.
+        n_old = len(old.doc_len_array)
         doc_len = np.zeros(n_targets, dtype=np.int64)
-        doc_len[: len(old.doc_len_array)] = old.doc_len_array
+        doc_len[: min(n_old, n_targets)] = old.doc_len_array[:n_targets]
         doc_len[targets] = lengths
-        is_affected = np.zeros(n_targets, dtype=bool)
+        is_affected = np.zeros(max(n_targets, n_old), dtype=bool)
         is_affected[targets] = True
+        is_affected[n_targets:] = True
         postings = dict(old.postings)
         df = np.zeros(vocab_size, dtype=np.int64)
         df[: len(old.df)] = old.df
@@ -333,6 +353,55 @@ def build_view(corpus: Corpus, positions: np.ndarray, config: RetrievalConfig) -
         context = _index(corpus, base, structure.context_indptr, structure.context_members, count, config)
         turn = _index(corpus, base, structure.group_indptr, structure.group_members,
                       len(structure.group_indptr) - 1, config)
+    return _view(corpus, positions, structure, own, context, turn)
+
+
+def _kept_member_terms(base: _Base, indptr: np.ndarray, members: np.ndarray, targets: np.ndarray,
+                       count: int) -> np.ndarray:
+    """Return the term ids the given old documents' members that are kept (view index < `count`) hold."""
+    if not len(targets):
+        return EMPTY
+    sizes = indptr[targets + 1] - indptr[targets]
+    starts = np.repeat(indptr[targets], sizes)
+    offsets = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    kept = members[starts + offsets]
+    kept = kept[kept < count]
+    return np.unique(base.gather(kept)[1]) if len(kept) else EMPTY
+
+
+def truncate_view(old: View, corpus: Corpus, count: int, removed_terms: np.ndarray | None,
+                  config: RetrievalConfig) -> View:
+    """Return `old` cut to its first `count` chunks: the chunks after them were removed (a rewind).
+
+    `corpus` holds the kept chunks at their old positions; `removed_terms` are the term ids the
+    removed chunks held (their postings are the only ones that lose documents, with those of
+    the kept documents whose context or turn lost members, which are recomputed). The result
+    is the index a cold build of the kept chunks gives, as for `extend_view`.
+    """
+    n_old = len(old.positions)
+    positions = old.positions[:count]
+    if count == n_old:  # nothing this view holds was removed
+        return _view(corpus, positions, old.structure, old.own_index, old.context_index, old.turn_index)
+    if not isinstance(old.own_index, ViewIndex) or not count:
+        return build_view(corpus, positions, config)
+    removed_terms = EMPTY if removed_terms is None else np.asarray(removed_terms, dtype=np.int64)
+    structure = build_structure(corpus, positions, config)
+    base = _Base(corpus, positions, flat=False)
+    identity = np.arange(count + 1, dtype=np.int64)
+    own = _index(corpus, base, identity, identity[:-1], count, config, old.own_index, EMPTY, removed_terms)
+    gone = np.arange(count, n_old, dtype=np.int64)
+    changed = np.flatnonzero((structure.context_span != old.structure.context_span[:count]).any(axis=1))
+    stale = np.union1d(removed_terms, _kept_member_terms(
+        base, old.structure.context_indptr, old.structure.context_members, np.concatenate([changed, gone]), count))
+    context = _index(corpus, base, structure.context_indptr, structure.context_members, count, config,
+                     old.context_index, changed, stale)
+    n_groups, n_old_groups = len(structure.group_indptr) - 1, len(old.structure.group_indptr) - 1
+    shrunk = np.flatnonzero(np.diff(structure.group_indptr) != np.diff(old.structure.group_indptr)[:n_groups])
+    stale = np.union1d(removed_terms, _kept_member_terms(
+        base, old.structure.group_indptr, old.structure.group_members,
+        np.concatenate([shrunk, np.arange(n_groups, n_old_groups, dtype=np.int64)]), count))
+    turn = _index(corpus, base, structure.group_indptr, structure.group_members, n_groups, config,
+                  old.turn_index, shrunk, stale)
     return _view(corpus, positions, structure, own, context, turn)
 
 

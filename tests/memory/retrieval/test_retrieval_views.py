@@ -169,16 +169,20 @@ def test_appends_extend_the_views_to_what_a_cold_build_gives(memory, monkeypatch
                 extended = cache.view(read.corpus, f, config)
                 _assert_same_view(extended, real_build(read.corpus, extended.positions, config), read.corpus.vocab)
     assert built == [], "an append rebuilt a view from scratch"
-    # Removals take the cold path, and give what a fresh cache gives.
+    # A rewind removes the tail: the unbounded views are cut, not rebuilt, and give what a fresh cache gives.
     memory.rollback("a", 5)
     read = cache.read("a", config)
     assert read.corpus.delta.removed > 0
     fresh = CorpusCache(memory.store, memory._versions)
     fresh_corpus = fresh.read("a", config).corpus
-    for f in filters:
+    assert read.corpus.ids == fresh_corpus.ids
+    for f in filters[:2]:
         after = cache.view(read.corpus, f, config)
-        _assert_same_view(after, fresh.view(fresh_corpus, f, config), read.corpus.vocab)
-    assert built, "a rewind must rebuild the views it reads"
+        _assert_same_view(after, real_build(fresh_corpus, after.positions, config), read.corpus.vocab)
+    assert built == [], "a rewind rebuilt an unbounded view from scratch"
+    for f in filters[2:]:  # a view bounded by a horizon is built again when the cut left it anything to cut
+        after = cache.view(read.corpus, f, config)
+        _assert_same_view(after, real_build(fresh_corpus, after.positions, config), read.corpus.vocab)
     # Appends after the rewind extend again, still equal to a cold build.
     built.clear()
     memory.embed_chunks("a", _session(2, per_turn, start=6, seed=42))
@@ -187,6 +191,37 @@ def test_appends_extend_the_views_to_what_a_cold_build_gives(memory, monkeypatch
         extended = cache.view(read.corpus, f, config)
         _assert_same_view(extended, real_build(read.corpus, extended.positions, config), read.corpus.vocab)
     assert built == []
+
+
+@pytest.mark.parametrize("per_turn", [1, 3])
+def test_rewinds_and_appends_in_turn_keep_the_views_equal_to_a_cold_build(memory, monkeypatch, per_turn):
+    """A rewind by one, an append, a rewind by three, two appends, each read on its own and a cut carried unread."""
+    memory.embed_chunks("r", _session(8, per_turn))
+    memory.sync_lore("r", [{"entry_id": "vey", "text": "Port Vey is a harbour town of smugglers"}])
+    config = RetrievalConfig()
+    cache = CorpusCache(memory.store, memory._versions)
+    filters = [SearchFilter(), SearchFilter(exclude_chunk_type="lore")]
+    for f in filters:
+        cache.view(cache.read("r", config).corpus, f, config)
+    built = []
+    real_build = views.build_view
+    monkeypatch.setattr("studio.memory.retrieval.corpus.build_view", lambda *a: built.append(1) or real_build(*a))
+    steps = [("rewind", 7), ("append", 8), ("rewind", 5), ("append", 6), ("append", 7), ("rewind", 6), ("append", 7)]
+    for index, (kind, turn) in enumerate(steps):
+        if kind == "rewind":
+            memory.rollback("r", turn)
+        else:
+            memory.embed_chunks("r", _session(1, per_turn, start=turn, seed=100 + index))
+        if index == 2:
+            continue  # the rewind to 5 is read together with the append after it
+        read = cache.read("r", config)
+        fresh = CorpusCache(memory.store, memory._versions).read("r", config).corpus
+        assert read.corpus.ids == fresh.ids
+        assert [int(t) for t in read.corpus.turn_ids] == [int(t) for t in fresh.turn_ids]
+        for f in filters:
+            view = cache.view(read.corpus, f, config)
+            _assert_same_view(view, real_build(fresh, view.positions, config), read.corpus.vocab)
+    assert built == [], "a rewind or an append rebuilt a view from scratch"
 
 
 def test_an_insert_before_existing_chunks_rebuilds(memory):
