@@ -132,6 +132,9 @@ class Corpus:
     # entry), numbered by `chain_index` (append-only, like `vocab`); None: computed on first use.
     chain_codes: np.ndarray | None = None
     chain_index: dict = field(default_factory=dict)
+    # Stored vectors of chunks an exact search read (arms.exact_nearest), by id: fetched once per
+    # chunk, carried to the next corpus for the chunks it keeps (chunks never change in place).
+    vectors: dict = field(default_factory=dict)
 
     def sort_key(self, position: int) -> tuple:
         return row_key(self.metadatas[position])
@@ -294,6 +297,7 @@ class CorpusCache:
             parts = cached.term_ids[cut:]
             removed_terms = np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
         corpus.earlier_views = carried_views(cached, cut if removed_terms is not None else None, removed_terms)
+        corpus.vectors = kept_vectors(cached, position)
         return corpus
 
     def _build(self, rows: list[Row], added: list[str], cached: Corpus | None, version: int, *,
@@ -336,6 +340,8 @@ class CorpusCache:
         )
         if cached is not None and corpus.delta.removed == 0 and ids[: len(cached.ids)] == cached.ids:
             corpus.earlier_views = carried_views(cached)
+        if cached is not None:
+            corpus.vectors = kept_vectors(cached, corpus.position)
         return corpus
 
     def _load_rows(self, scope_id: str, cached: Corpus | None, config: RetrievalConfig) -> tuple[list[Row], list[str]]:
@@ -409,6 +415,12 @@ def term_vector(terms: list[str], vocab: dict[str, int]) -> tuple[np.ndarray, np
         term_id = vocab.setdefault(term, len(vocab))
         counts[term_id] = counts.get(term_id, 0) + 1
     return np.fromiter(counts, dtype=np.int64, count=len(counts)), np.fromiter(counts.values(), dtype=np.int64, count=len(counts))
+
+
+def kept_vectors(cached: Corpus, position: dict[str, int]) -> dict:
+    """The cached corpus's fetched vectors of the chunks the new corpus keeps."""
+    with cached.lock:
+        return {chunk_id: vector for chunk_id, vector in cached.vectors.items() if chunk_id in position}
 
 
 CARRIED_VIEWS = 16
