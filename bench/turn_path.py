@@ -17,8 +17,8 @@ For each size a save is bulk-loaded (below), then each operation is timed `--rep
   VECTOR_ROLLBACK job it runs itself).
 
 Beside them, in the same run and on the same stack, the raw libraries' floors: one MiniLM
-encode of a query (ONNX Runtime), one Chroma add and one Chroma query on the save's own
-collection (the added row deleted again, untimed), one BM25 scoring of the new chunk
+encode of a query (ONNX Runtime), one Chroma add and one Chroma query (50 nearest, no `where`)
+on the save's own collection (the added row deleted again, untimed), one BM25 scoring of the new chunk
 (rank_bm25), one indexed row insert (plain SQL on the same database, committed).
 
 Stacks (`--stacks`): `sqlite` (a SQLite file and an embedded Chroma directory, one process) and
@@ -246,8 +246,7 @@ def floors(vectors, game_save, connection_alias="default") -> dict[str, float]:
                    metadatas=[{"save_id": game_save.save_id, "turn_id": game_save.current_turn, "chunk_type": "floor"}])
     out["chroma_add"] = time.perf_counter() - started
     started = time.perf_counter()
-    collection.query(query_embeddings=[np.asarray(vector, dtype=np.float32)], n_results=30,
-                     where={"turn_id": {"$lte": game_save.current_turn}}, include=["distances"])
+    collection.query(query_embeddings=[np.asarray(vector, dtype=np.float32)], n_results=50, include=["distances"])
     out["chroma_query"] = time.perf_counter() - started
     collection.delete(ids=[chunk_id])
     started = time.perf_counter()
