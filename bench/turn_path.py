@@ -365,6 +365,10 @@ class ProxyChat:
         for _ in iterator:
             pass
         response.close()
+        self.timing = {}
+        for part in response["X-Axiom-Timing"].split(", "):
+            name, _, ms = part.partition("=")
+            self.timing[name] = float(ms) / 1000
 
     def measure(self, size, game_save, samples, timed, runner) -> None:
         if self.key is None:
@@ -383,13 +387,19 @@ class ProxyChat:
         pending = f"I ask {self.rng.choice(NAMES)} about the {self.rng.choice(WORDS)}."
         self.request(model, messages(chat, pending))  # warm-up: the proposal for the pending turn
         runner.drain()
+        def parts(kind):  # the proxy's own split of the request (X-Axiom-Timing): sync, memory, proposal
+            for name, seconds in self.timing.items():
+                samples.setdefault(f"{kind}:{name}", []).append(seconds)
+
         for _ in range(self.args.repeats):
             timed("proxy_swipe", lambda: self.request(model, messages(chat, pending)))
+            parts("proxy_swipe")
             runner.drain()
         for _ in range(self.args.repeats):
             chat = (chat + [(pending, self.answer)])[-self.args.window:]
             pending = f"I ask {self.rng.choice(NAMES)} about the {self.rng.choice(WORDS)}."
             timed("proxy_new_message", lambda: self.request(model, messages(chat, pending)))
+            parts("proxy_new_message")
             runner.drain()
 
 

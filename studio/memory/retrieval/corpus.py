@@ -33,8 +33,8 @@ after every cached one (a new turn's writes), the old corpus's views are carried
 each is extended (`views.extend_view`) the first time a query asks for it, instead of
 rebuilt; the unbounded view also stands for the new corpus's view at the old last turn. When
 it removed the cached tail (a rewind: every removed chunk after every kept one), possibly then
-appended, the unbounded views are carried with the cut and the removed chunks' terms, and cut
-(`views.truncate_view`) then extended on first use. Any other change (a chunk sorted before
+appended, the unbounded views are carried with the cut, and cut (`views.truncate_view`) then
+extended on first use. Either touches only the last segments of each index (segments.py). Any other change (a chunk sorted before
 existing ones, a removal in the middle: an old turn's narrative replaced, a lore sync) drops
 the views (the epoch is the corpus version); the next query builds only the view it needs.
 """
@@ -143,11 +143,10 @@ class Corpus:
 @dataclass(frozen=True)
 class Carried:
     """A view of an earlier corpus, carried to a later one: cut to its chunks before `cut` (a
-    rewind removed the rest; `removed_terms` the term ids they held), then extended."""
+    rewind removed the rest), then extended."""
 
     view: View
     cut: int | None = None
-    removed_terms: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -292,11 +291,7 @@ class CorpusCache:
             chain_codes=np.concatenate([old_codes[:cut], np.asarray(new_codes, dtype=np.int64)]),
             chain_index=chain_index,
         )
-        removed_terms = None
-        if cut < len(cached.ids):
-            parts = cached.term_ids[cut:]
-            removed_terms = np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
-        corpus.earlier_views = carried_views(cached, cut if removed_terms is not None else None, removed_terms)
+        corpus.earlier_views = carried_views(cached, cut if cut < len(cached.ids) else None)
         corpus.vectors = kept_vectors(cached, position)
         return corpus
 
@@ -397,7 +392,7 @@ class CorpusCache:
                 earlier = carried.view
                 if carried.cut is not None:
                     kept = int(np.searchsorted(earlier.positions, carried.cut))
-                    earlier = truncate_view(earlier, corpus, kept, carried.removed_terms, config)
+                    earlier = truncate_view(earlier, corpus, kept, config)
                 if np.array_equal(positions[: len(earlier.positions)], earlier.positions):
                     view = extend_view(earlier, corpus, positions, config)
             if view is None:
@@ -426,21 +421,20 @@ def kept_vectors(cached: Corpus, position: dict[str, int]) -> dict:
 CARRIED_VIEWS = 16
 
 
-def carried_views(cached: Corpus, cut: int | None = None, removed_terms: np.ndarray | None = None) -> dict:
+def carried_views(cached: Corpus, cut: int | None = None) -> dict:
     """The views of `cached` a corpus appending to it can extend (keyed as that corpus keys them).
 
     `cut`: the new corpus keeps only `cached`'s chunks before this position (a rewind removed
-    the rest, whose term ids are `removed_terms`); a view carried from further back keeps the
-    smallest cut and every removed term. The unbounded view of a key also stands for the new
-    corpus's view at the old last turn (the horizon that then cuts exactly the appended chunks).
+    the rest); a view carried from further back keeps the smallest cut. The unbounded view of a
+    key also stands for the new corpus's view at the old last turn (the horizon that then cuts
+    exactly the appended chunks).
     """
     with cached.lock:
         carried = dict(cached.earlier_views)
         carried.update({key: Carried(view) for key, view in cached.views.items()})
     if cut is not None:
         for key, item in list(carried.items()):
-            terms = removed_terms if item.removed_terms is None else np.union1d(item.removed_terms, removed_terms)
-            carried[key] = Carried(item.view, cut if item.cut is None else min(item.cut, cut), terms)
+            carried[key] = Carried(item.view, cut if item.cut is None else min(item.cut, cut))
     if cut is None and len(cached.turn_ids):
         last_turn = int(cached.turn_ids.max())
         for (chunk_type, exclude, horizon), item in list(carried.items()):

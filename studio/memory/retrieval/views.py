@@ -19,20 +19,20 @@ context document. The context and turn arms rank only those chunks (arms.py), so
 counts one piece of evidence once, and an arm with none left is skipped with the reason
 `shape_note` gives. This depends only on the corpus's shape (chunks per turn), not on data.
 
-Indexes (`ViewIndex`) use BM25Okapi's formula, IDF and epsilon floor (tested equal to
-rank_bm25 on the concatenated documents), over per-chunk term ids and counts the corpus
-keeps (`Corpus.term_ids` / `term_counts`, one vocabulary per scope, append-only), built with
-numpy. `extend_view` updates a view for chunks appended after every chunk it holds (a new
-turn's writes): the own index gets the new documents, and the context and turn indexes
-recompute only the documents whose members changed (the last neighbours of each chain, the
-last group) plus the new ones; the terms those documents hold get new postings, every other
-term's postings are shared. The result is the very index a cold build gives (same
-postings per document, same lengths, same IDF array: scores equal exactly, tested). `truncate_view` is the inverse for a removal of the view's last chunks (a rewind): the
-removed documents leave the postings of the terms they held, and the kept documents whose
-context or turn lost members are recomputed. A removal in the middle or an insert before
-existing chunks has no incremental path: the cache drops the views and the next query builds
-the one it needs (corpus.py). A chunk's chain and group come from the corpus's chain codes
-(one per chunk, computed when it entered the corpus), numbered in the view with numpy.
+Indexes (`ViewIndex`, segments.py) use BM25Okapi's formula, IDF and epsilon floor (tested
+equal to rank_bm25 on the concatenated documents), over per-chunk term ids and counts the
+corpus keeps (`Corpus.term_ids` / `term_counts`, one vocabulary per scope, append-only),
+built with numpy, their postings in segments of consecutive documents. `extend_view` updates a
+view for chunks appended after every chunk it holds (a new turn's writes): the documents
+that change (the new ones, the last neighbours of each chain, the last group) lie in the
+indexes' open tail segment, which is rebuilt; every sealed segment is shared. `truncate_view`
+is the inverse for a removal of the view's last chunks (a rewind): the segments from the
+first changed document on are rebuilt. Either gives the very index a cold build gives (same
+lengths, same IDF array, the same postings per document: scores equal exactly, tested). A
+removal in the middle or an insert before existing chunks has no incremental path: the
+cache drops the views and the next query builds the one it needs (corpus.py). A chunk's
+chain and group come from the corpus's chain codes (one per chunk, computed when it entered
+the corpus), numbered in the view with numpy.
 
 Views are immutable once built: extending returns a new view and shares unchanged arrays.
 """
@@ -46,41 +46,11 @@ import numpy as np
 from studio.memory.retrieval import lexical
 from studio.memory.retrieval.chunks import LORE
 from studio.memory.retrieval.config import RetrievalConfig
+from studio.memory.retrieval.segments import EMPTY, ViewIndex
 
 if TYPE_CHECKING:  # pragma: no cover
     from studio.memory.retrieval.corpus import Corpus
 
-EMPTY = np.zeros(0, dtype=np.int64)
-
-
-class ViewIndex:
-    """BM25 over documents given as postings per term id (BM25Okapi's formula and IDF)."""
-
-    def __init__(self, vocab: dict[str, int], doc_len: np.ndarray, postings: dict[int, tuple[np.ndarray, np.ndarray]],
-                 df: np.ndarray, *, k1: float, b: float, epsilon: float = 0.25):
-        self.vocab, self.doc_len_array, self.postings, self.df = vocab, doc_len, postings, df
-        self.k1, self.b, self.epsilon = k1, b, epsilon
-        self.corpus_size = len(doc_len)
-        self.avgdl = float(doc_len.sum()) / self.corpus_size if self.corpus_size else 0.0
-        present = df > 0
-        idf = np.zeros(len(df))
-        idf[present] = np.log(self.corpus_size - df[present] + 0.5) - np.log(df[present] + 0.5)
-        self.average_idf = float(idf[present].mean()) if present.any() else 0.0
-        self.idf = np.where(idf < 0, self.epsilon * self.average_idf, idf)
-
-    def get_scores(self, query) -> np.ndarray:
-        score = np.zeros(self.corpus_size)
-        for term in query:
-            term_id = self.vocab.get(term)
-            entry = None if term_id is None else self.postings.get(term_id)
-            if entry is None:
-                continue
-            docs, counts = entry
-            doc_len = self.doc_len_array[docs]
-            score[docs] += self.idf[term_id] * (
-                counts * (self.k1 + 1) / (counts + self.k1 * (1 - self.b + self.b * doc_len / self.avgdl))
-            )
-        return score
 
 
 @dataclass
@@ -252,85 +222,16 @@ class _Base:
         return sizes, (np.concatenate(terms) if terms else EMPTY), (np.concatenate(counts) if counts else EMPTY)
 
 
-def _pairs(base: _Base, indptr: np.ndarray, members: np.ndarray, targets: np.ndarray):
-    """Return (target, term id, count) summed over each target's members, and the targets' lengths."""
-    sizes = indptr[targets + 1] - indptr[targets]
-    starts = np.repeat(indptr[targets], sizes)
-    offsets = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-    member_index = members[starts + offsets]
-    slot = np.repeat(np.arange(len(targets)), sizes)  # the target (by its slot) of each member
-    doc_len = np.bincount(slot, weights=base.doc_lens[member_index], minlength=len(targets)).astype(np.int64)
-    term_sizes, term_ids, counts = base.gather(member_index)
-    if not len(term_ids):
-        return EMPTY, EMPTY, EMPTY, doc_len
-    pair_target = np.repeat(targets[slot], term_sizes)
-    width = int(term_ids.max()) + 1
-    key = pair_target * width + term_ids
-    unique, inverse = np.unique(key, return_inverse=True)
-    summed = np.bincount(inverse.ravel(), weights=counts).astype(np.int64)
-    return unique // width, unique % width, summed, doc_len
-
-
-def _group_by_term(pair_target, pair_term, pair_count) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    order = np.argsort(pair_term, kind="stable")
-    pair_target, pair_term, pair_count = pair_target[order], pair_term[order], pair_count[order]
-    if not len(pair_term):
-        return {}
-    cuts = np.flatnonzero(pair_term[1:] != pair_term[:-1]) + 1
-    terms = pair_term[np.concatenate([[0], cuts])].tolist()
-    return dict(zip(terms, zip(np.split(pair_target, cuts), np.split(pair_count, cuts))))
-
-
-def _member_terms(base: _Base, indptr: np.ndarray, members: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """Return the term ids the given targets' members hold (the terms whose postings they fed)."""
-    if not len(targets):
-        return EMPTY
-    sizes = indptr[targets + 1] - indptr[targets]
-    starts = np.repeat(indptr[targets], sizes)
-    offsets = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-    return np.unique(base.gather(members[starts + offsets])[1])
-
-
-def _index(corpus: Corpus, base: _Base, indptr, members, n_targets, config, old: ViewIndex | None = None,
-           affected: np.ndarray | None = None, stale: np.ndarray = EMPTY) -> ViewIndex:
-    """Build the index of `n_targets` documents, or update `old` by recomputing `affected` ones."""
-    vocab_size = len(corpus.vocab)
-    targets = np.arange(n_targets, dtype=np.int64) if old is None else affected
-    pair_target, pair_term, pair_count, lengths = _pairs(base, indptr, members, targets)
-    fresh = _group_by_term(pair_target, pair_term, pair_count)
+def _index(corpus: Corpus, base: _Base, indptr, members, n_targets: int, config: RetrievalConfig,
+           old: ViewIndex | None = None, first_changed: int = 0) -> ViewIndex:
+    """Build the index of `n_targets` documents, or update `old` from its first changed document on (segments.py)."""
     if old is None:
-        doc_len, postings = lengths, fresh
-        df = np.zeros(vocab_size, dtype=np.int64)
-        for term_id, (docs, _counts) in postings.items():
-            df[term_id] = len(docs)
-    else:
-        # Documents `targets` are recomputed; documents past `n_targets` (a cut) are dropped.
-        n_old = len(old.doc_len_array)
-        doc_len = np.zeros(n_targets, dtype=np.int64)
-        doc_len[: min(n_old, n_targets)] = old.doc_len_array[:n_targets]
-        doc_len[targets] = lengths
-        is_affected = np.zeros(max(n_targets, n_old), dtype=bool)
-        is_affected[targets] = True
-        is_affected[n_targets:] = True
-        postings = dict(old.postings)
-        df = np.zeros(vocab_size, dtype=np.int64)
-        df[: len(old.df)] = old.df
-        # Terms an affected document held before and holds no more lose its entry.
-        for term_id in set(stale.tolist()) - set(fresh):
-            previous = postings.get(term_id)
-            if previous is not None:
-                keep = ~is_affected[previous[0]]
-                postings[term_id] = (previous[0][keep], previous[1][keep])
-                df[term_id] = int(keep.sum())
-        for term_id, (docs, counts) in fresh.items():
-            previous = postings.get(term_id)
-            if previous is not None:
-                keep = ~is_affected[previous[0]]
-                docs = np.concatenate([previous[0][keep], docs])
-                counts = np.concatenate([previous[1][keep], counts])
-            postings[term_id] = (docs, counts)
-            df[term_id] = len(docs)
-    return ViewIndex(corpus.vocab, doc_len, postings, df, k1=config.bm25_k1, b=config.bm25_b)
+        return ViewIndex.build(corpus.vocab, base, indptr, members, n_targets, k1=config.bm25_k1, b=config.bm25_b)
+    return old.updated(corpus.vocab, base, indptr, members, n_targets, first_changed)
+
+
+def _first(changed: np.ndarray, otherwise: int) -> int:
+    return int(changed.min()) if len(changed) else otherwise
 
 
 def _view(corpus, positions, structure, own, context, turn) -> View:
@@ -356,27 +257,12 @@ def build_view(corpus: Corpus, positions: np.ndarray, config: RetrievalConfig) -
     return _view(corpus, positions, structure, own, context, turn)
 
 
-def _kept_member_terms(base: _Base, indptr: np.ndarray, members: np.ndarray, targets: np.ndarray,
-                       count: int) -> np.ndarray:
-    """Return the term ids the given old documents' members that are kept (view index < `count`) hold."""
-    if not len(targets):
-        return EMPTY
-    sizes = indptr[targets + 1] - indptr[targets]
-    starts = np.repeat(indptr[targets], sizes)
-    offsets = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-    kept = members[starts + offsets]
-    kept = kept[kept < count]
-    return np.unique(base.gather(kept)[1]) if len(kept) else EMPTY
-
-
-def truncate_view(old: View, corpus: Corpus, count: int, removed_terms: np.ndarray | None,
-                  config: RetrievalConfig) -> View:
+def truncate_view(old: View, corpus: Corpus, count: int, config: RetrievalConfig) -> View:
     """Return `old` cut to its first `count` chunks: the chunks after them were removed (a rewind).
 
-    `corpus` holds the kept chunks at their old positions; `removed_terms` are the term ids the
-    removed chunks held (their postings are the only ones that lose documents, with those of
-    the kept documents whose context or turn lost members, which are recomputed). The result
-    is the index a cold build of the kept chunks gives, as for `extend_view`.
+    `corpus` holds the kept chunks at their old positions. The documents the cut removed, and
+    the kept ones whose context or turn lost members, are in the indexes' last segments, which
+    are rebuilt (segments.py); the result is the index a cold build of the kept chunks gives.
     """
     n_old = len(old.positions)
     positions = old.positions[:count]
@@ -384,24 +270,17 @@ def truncate_view(old: View, corpus: Corpus, count: int, removed_terms: np.ndarr
         return _view(corpus, positions, old.structure, old.own_index, old.context_index, old.turn_index)
     if not isinstance(old.own_index, ViewIndex) or not count:
         return build_view(corpus, positions, config)
-    removed_terms = EMPTY if removed_terms is None else np.asarray(removed_terms, dtype=np.int64)
     structure = build_structure(corpus, positions, config)
     base = _Base(corpus, positions, flat=False)
     identity = np.arange(count + 1, dtype=np.int64)
-    own = _index(corpus, base, identity, identity[:-1], count, config, old.own_index, EMPTY, removed_terms)
-    gone = np.arange(count, n_old, dtype=np.int64)
+    own = _index(corpus, base, identity, identity[:-1], count, config, old.own_index, count)
     changed = np.flatnonzero((structure.context_span != old.structure.context_span[:count]).any(axis=1))
-    stale = np.union1d(removed_terms, _kept_member_terms(
-        base, old.structure.context_indptr, old.structure.context_members, np.concatenate([changed, gone]), count))
     context = _index(corpus, base, structure.context_indptr, structure.context_members, count, config,
-                     old.context_index, changed, stale)
-    n_groups, n_old_groups = len(structure.group_indptr) - 1, len(old.structure.group_indptr) - 1
+                     old.context_index, _first(changed, count))
+    n_groups = len(structure.group_indptr) - 1
     shrunk = np.flatnonzero(np.diff(structure.group_indptr) != np.diff(old.structure.group_indptr)[:n_groups])
-    stale = np.union1d(removed_terms, _kept_member_terms(
-        base, old.structure.group_indptr, old.structure.group_members,
-        np.concatenate([shrunk, np.arange(n_groups, n_old_groups, dtype=np.int64)]), count))
     turn = _index(corpus, base, structure.group_indptr, structure.group_members, n_groups, config,
-                  old.turn_index, shrunk, stale)
+                  old.turn_index, _first(shrunk, n_groups))
     return _view(corpus, positions, structure, own, context, turn)
 
 
@@ -414,19 +293,16 @@ def extend_view(old: View, corpus: Corpus, positions: np.ndarray, config: Retrie
     if not isinstance(old.own_index, ViewIndex) or not n_old:  # nothing to extend
         return build_view(corpus, positions, config)
     structure = build_structure(corpus, positions, config)
-    new_docs = np.arange(n_old, count, dtype=np.int64)
     base = _Base(corpus, positions, flat=False)
     identity = np.arange(count + 1, dtype=np.int64)
-    own = _index(corpus, base, identity, identity[:-1], count, config, old.own_index, new_docs)
+    own = _index(corpus, base, identity, identity[:-1], count, config, old.own_index, n_old)
     # A context changes when its neighbours do (the last of a chain; a small last turn that
     # grows to fill the window is read alone from then on, so it may also lose members).
     changed = np.flatnonzero((structure.context_span[:n_old] != old.structure.context_span).any(axis=1))
-    stale = _member_terms(base, old.structure.context_indptr, old.structure.context_members, changed)
     context = _index(corpus, base, structure.context_indptr, structure.context_members, count, config,
-                     old.context_index, np.concatenate([changed, new_docs]), stale)
+                     old.context_index, _first(changed, n_old))
     n_groups, n_old_groups = len(structure.group_indptr) - 1, len(old.structure.group_indptr) - 1
-    old_sizes = np.diff(old.structure.group_indptr)
-    grown_groups = np.flatnonzero(np.diff(structure.group_indptr)[:n_old_groups] != old_sizes)
+    grown = np.flatnonzero(np.diff(structure.group_indptr)[:n_old_groups] != np.diff(old.structure.group_indptr))
     turn = _index(corpus, base, structure.group_indptr, structure.group_members, n_groups, config,
-                  old.turn_index, np.concatenate([grown_groups, np.arange(n_old_groups, n_groups, dtype=np.int64)]))
+                  old.turn_index, _first(grown, n_old_groups))
     return _view(corpus, positions, structure, own, context, turn)

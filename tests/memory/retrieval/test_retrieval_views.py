@@ -234,3 +234,45 @@ def test_an_insert_before_existing_chunks_rebuilds(memory):
     assert read.corpus.earlier_views == {}
     view = cache.view(read.corpus, SearchFilter(), config)
     _assert_same_view(view, views.build_view(read.corpus, view.positions, config), read.corpus.vocab)
+
+
+@pytest.mark.parametrize("per_turn", [1, 3])
+def test_segments_sealed_merged_and_cut_give_what_a_cold_build_gives(memory, monkeypatch, per_turn):
+    """Tiny segments (sealed at 4 documents, merged 2 at a time) so that appends seal and merge them and
+    rewinds cut into sealed ones: every view still scores as a cold build of the same chunks."""
+    from studio.memory.retrieval import segments
+
+    monkeypatch.setattr(segments, "SEAL", 4)
+    monkeypatch.setattr(segments, "KEEP_OPEN", 3)
+    monkeypatch.setattr(segments, "MERGE", 2)
+    memory.embed_chunks("z", _session(6, per_turn))
+    memory.sync_lore("z", [{"entry_id": "vey", "text": "Port Vey is a harbour town of smugglers"}])
+    config = RetrievalConfig()
+    cache = CorpusCache(memory.store, memory._versions)
+    filters = [SearchFilter(), SearchFilter(exclude_chunk_type="lore")]
+    for f in filters:
+        cache.view(cache.read("z", config).corpus, f, config)
+    built = []
+    real_build = views.build_view
+    monkeypatch.setattr("studio.memory.retrieval.corpus.build_view", lambda *a: built.append(1) or real_build(*a))
+    turn, levels = 6, set()
+    steps = ["append"] * 14 + ["rewind 1", "append", "rewind 6", "append", "append", "rewind 2"] + ["append"] * 5
+    for index, step in enumerate(steps):
+        if step == "append":
+            turn += 1
+            memory.embed_chunks("z", _session(1, per_turn, start=turn, seed=200 + index))
+        else:
+            turn -= int(step.split()[1])
+            memory.rollback("z", turn)
+        read = cache.read("z", config)
+        fresh = CorpusCache(memory.store, memory._versions).read("z", config).corpus
+        assert read.corpus.ids == fresh.ids
+        for f in filters:
+            view = cache.view(read.corpus, f, config)
+            _assert_same_view(view, real_build(fresh, view.positions, config), read.corpus.vocab)
+            for index_ in (view.own_index, view.context_index, view.turn_index):
+                levels |= {segment.level for segment in index_.segments}
+                assert [s.start for s in index_.segments[1:]] == [s.end for s in index_.segments[:-1]]
+                assert index_.segments[-1].end == index_.corpus_size
+    assert built == [], "an append or a rewind rebuilt a view from scratch"
+    assert {-1, 0, 1, 2} <= levels, levels  # open tails, sealed segments and both merged levels were exercised
