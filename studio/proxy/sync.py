@@ -95,19 +95,21 @@ def _same_turns(game_save: Save, turn: tuple[str, str]) -> list[int]:
 
     Looked up by the narration's digest (the `event_narrative_md5` index on (save, MD5 of the
     narrative)), so a long save's turns are not read one by one; the texts themselves are then
-    compared. Plain SQL: SQLite matches an index on an expression only when the query writes it
-    as the index does (unqualified), and its planner prefers the (save, turn) index for the
-    ORDER BY unless told (`INDEXED BY`); PostgreSQL's planner takes the index by itself.
+    compared here. Plain SQL: SQLite matches an index on an expression only when the query
+    writes it as the index does (unqualified), its planner prefers the (save, turn) index for
+    the ORDER BY unless told (`INDEXED BY`), and a `narrative = ?` beside `MD5(narrative) = ?`
+    would let it fold the constant into the expression, which then matches no index (measured:
+    ~430 ms at 100,000 turns instead of ~1 ms); PostgreSQL's planner takes the index by itself.
     """
     player_input, narrative = turn
     hint = " INDEXED BY event_narrative_md5" if connection.vendor == "sqlite" else ""
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT turn_id FROM {Event._meta.db_table}{hint} WHERE game_save_id = %s AND MD5(narrative) = %s "
-            "AND narrative = %s AND player_input = %s ORDER BY turn_id DESC LIMIT %s",
-            [game_save.pk, hashlib.md5(narrative.encode("utf-8")).hexdigest(), narrative, player_input, MAX_CANDIDATES],
+            f"SELECT turn_id, narrative FROM {Event._meta.db_table}{hint} WHERE game_save_id = %s "
+            "AND MD5(narrative) = %s AND player_input = %s ORDER BY turn_id DESC LIMIT %s",
+            [game_save.pk, hashlib.md5(narrative.encode("utf-8")).hexdigest(), player_input, MAX_CANDIDATES],
         )
-        return [row[0] for row in cursor.fetchall()]
+        return [turn_id for turn_id, text in cursor.fetchall() if text == narrative]
 
 
 def _run(rows: dict[int, tuple[str, str]], start: int, turns: list[tuple[str, str]]) -> int:
