@@ -54,6 +54,7 @@ from studio.memory.retrieval import store as store_module
 from studio.memory.retrieval.changes import LocalCorpusVersions
 from studio.memory.retrieval.config import RetrievalConfig
 from studio.memory.retrieval.store import ChunkStore, is_store_failure, where_clause
+from studio.memory.retrieval.table import ChunkTable
 from studio.memory.retrieval.views import View, build_view, chain_codes_of, chain_key, extend_view, truncate_view
 
 # Re-exported: callers read views through the cache; the in-process versions live in changes.py.
@@ -135,6 +136,9 @@ class Corpus:
     # Stored vectors of chunks an exact search read (arms.exact_nearest), by id: fetched once per
     # chunk, carried to the next corpus for the chunks it keeps (chunks never change in place).
     vectors: dict = field(default_factory=dict)
+    # The storage the sequences above are prefixes of (table.py), shared with the corpora it was appended
+    # for; None for a corpus built by hand (it is copied on its first append).
+    table: Any = None
 
     def sort_key(self, position: int) -> tuple:
         return row_key(self.metadatas[position])
@@ -253,46 +257,41 @@ class CorpusCache:
         return self._extend(cached, cut, added, version)
 
     def _extend(self, cached: Corpus, cut: int, added: list[Row], version: int) -> Corpus:
-        """Return `cached` cut to its first `cut` chunks, then `added` appended (in corpus order)."""
+        """Return `cached` cut to its first `cut` chunks, then `added` appended (in corpus order).
+
+        A pure append to the corpus at its table's tip appends to the table in place (table.py);
+        a cut, or a corpus another reload already appended to, copies the rows it keeps.
+        """
         vocab = dict(cached.vocab)
         chain_index = dict(cached.chain_index)
-        old_codes = chain_codes_of(cached)
-        term_ids, term_counts = cached.term_ids[:cut], cached.term_counts[:cut]
-        new_codes = []
-        for chunk_id, _text, metadata, terms in added:
+        rows = {name: [] for name in ("ids", "texts", "metadatas", "terms", "term_ids", "term_counts", "turn_ids",
+                                      "chunk_types", "doc_lens", "chain_codes")}
+        for chunk_id, text, metadata, terms in added:
             ids_of, counts_of = term_vector(terms, vocab)
-            term_ids.append(ids_of)
-            term_counts.append(counts_of)
-            new_codes.append(chain_index.setdefault(chain_key(metadata, chunk_id), len(chain_index)))
-        new_ids = [row[0] for row in added]
-        ids = cached.ids[:cut] + new_ids
-        position = dict(cached.position)
-        for chunk_id in cached.ids[cut:]:
-            del position[chunk_id]
-        for index, chunk_id in enumerate(new_ids, start=cut):
-            position[chunk_id] = index
-        metadatas = [row[2] for row in added]
-        corpus = Corpus(
-            version=version,
-            ids=ids,
-            texts=cached.texts[:cut] + [row[1] for row in added],
-            metadatas=cached.metadatas[:cut] + metadatas,
-            turn_ids=np.concatenate([cached.turn_ids[:cut], np.asarray([int(m.get("turn_id", 0)) for m in metadatas],
-                                                                       dtype=np.int64)]),
-            chunk_types=np.concatenate([cached.chunk_types[:cut],
-                                        np.asarray([str(m.get("chunk_type", "")) for m in metadatas], dtype=object)]),
-            position=position,
-            terms=cached.terms[:cut] + [row[3] for row in added],
-            vocab=vocab,
-            term_ids=term_ids,
-            term_counts=term_counts,
-            doc_lens=np.concatenate([cached.doc_lens[:cut], np.asarray([len(row[3]) for row in added], dtype=np.int64)]),
-            delta=CorpusDelta(cached.version, tuple(new_ids), len(cached.ids) - cut),
-            chain_codes=np.concatenate([old_codes[:cut], np.asarray(new_codes, dtype=np.int64)]),
-            chain_index=chain_index,
-        )
+            for name, value in (("ids", chunk_id), ("texts", text), ("metadatas", metadata), ("terms", terms),
+                                ("term_ids", ids_of), ("term_counts", counts_of),
+                                ("turn_ids", int(metadata.get("turn_id", 0))),
+                                ("chunk_types", str(metadata.get("chunk_type", ""))), ("doc_lens", len(terms)),
+                                ("chain_codes", chain_index.setdefault(chain_key(metadata, chunk_id), len(chain_index)))):
+                rows[name].append(value)
+        table, size = cached.table, None
+        if table is not None and cut == len(cached.ids):
+            with table.lock:
+                if table.length == cut:  # `cached` is the tip: nobody appended after it
+                    size = table.append(rows)
+        if size is None:
+            table = ChunkTable()
+            kept = {name: list(getattr(cached, name)[:cut]) for name in ("ids", "texts", "metadatas", "terms",
+                                                                         "term_ids", "term_counts")}
+            kept.update(turn_ids=cached.turn_ids[:cut], chunk_types=cached.chunk_types[:cut],
+                        doc_lens=cached.doc_lens[:cut], chain_codes=chain_codes_of(cached)[:cut])
+            table.append(kept)
+            size = table.append(rows)
+        corpus = Corpus(version=version, vocab=vocab, chain_index=chain_index, table=table,
+                        delta=CorpusDelta(cached.version, tuple(rows["ids"]), len(cached.ids) - cut),
+                        **table.fields(size))
         corpus.earlier_views = carried_views(cached, cut if cut < len(cached.ids) else None)
-        corpus.vectors = kept_vectors(cached, position)
+        corpus.vectors = kept_vectors(cached, corpus.position)
         return corpus
 
     def _build(self, rows: list[Row], added: list[str], cached: Corpus | None, version: int, *,
@@ -316,23 +315,17 @@ class CorpusCache:
             codes.append(chain_index.setdefault(chain_key(metadata, chunk_id), len(chain_index)))
         if removed is None and cached is not None:
             removed = len(cached.ids) - (len(ids) - len(added))
-        corpus = Corpus(
-            version=version,
-            ids=ids,
-            texts=[row[1] or "" for row in rows],
-            metadatas=metadatas,
-            turn_ids=np.asarray([int(m.get("turn_id", 0)) for m in metadatas], dtype=np.int64),
-            chunk_types=np.asarray([str(m.get("chunk_type", "")) for m in metadatas], dtype=object),
-            position={chunk_id: index for index, chunk_id in enumerate(ids)},
-            terms=[row[3] for row in rows],
-            vocab=vocab,
-            term_ids=term_ids,
-            term_counts=term_counts,
-            doc_lens=np.asarray([len(row[3]) for row in rows], dtype=np.int64),
-            delta=None if cached is None else CorpusDelta(cached.version, tuple(added), removed),
-            chain_codes=np.asarray(codes, dtype=np.int64),
-            chain_index=chain_index,
-        )
+        table = ChunkTable()
+        size = table.append({
+            "ids": ids, "texts": [row[1] or "" for row in rows], "metadatas": metadatas, "terms": [row[3] for row in rows],
+            "term_ids": term_ids, "term_counts": term_counts,
+            "turn_ids": [int(m.get("turn_id", 0)) for m in metadatas],
+            "chunk_types": [str(m.get("chunk_type", "")) for m in metadatas],
+            "doc_lens": [len(row[3]) for row in rows], "chain_codes": codes,
+        })
+        corpus = Corpus(version=version, vocab=vocab, chain_index=chain_index, table=table,
+                        delta=None if cached is None else CorpusDelta(cached.version, tuple(added), removed),
+                        **table.fields(size))
         if cached is not None and corpus.delta.removed == 0 and ids[: len(cached.ids)] == cached.ids:
             corpus.earlier_views = carried_views(cached)
         if cached is not None:

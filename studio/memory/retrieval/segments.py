@@ -2,8 +2,8 @@
 
 A view's index (views.py: own text, context, turn) holds one document per chunk or turn, in
 view order. Its postings are split into segments of consecutive documents: sealed segments of
-`SEAL` documents (merged, `MERGE` at a time, into segments of the next level: 512, 4,096,
-32,768 documents ...) and an open tail of the last documents, never fewer than `KEEP_OPEN`,
+`SEAL` documents (merged, `MERGE` at a time, into segments of the next level: 128, 1,024,
+8,192, 65,536 documents) and an open tail of the last documents, never fewer than `KEEP_OPEN`,
 rebuilt on every change. What an append changes (the new documents, and the contexts and turn
 of the chunks just before them) and what a rewind by a few turns removes lie in the tail, so
 a turn costs the tail's rebuild, not the save's postings (issue 33: copying every posting list
@@ -26,26 +26,40 @@ from dataclasses import dataclass
 import numpy as np
 
 EMPTY = np.zeros(0, dtype=np.int64)
-SEAL = 512  # documents in a sealed segment of the first level
+SEAL = 128  # documents in a sealed segment of the first level
 KEEP_OPEN = 64  # the last documents are never sealed: an append or a short rewind changes only these
 MERGE = 8  # sealed segments of one level that merge into one of the next
-MAX_LEVEL = 2  # 512 x 8^2 = 32,768 documents: a merge never concatenates more
+MAX_LEVEL = 3  # 128 x 8^3 = 65,536 documents: a merge never concatenates more
 
 
 @dataclass(frozen=True)
 class Segment:
-    """The postings of documents start..end-1 (term id -> (document ids, counts)) and their document frequencies."""
+    """The postings of documents start..end-1, by term: `terms` (sorted term ids) and, for the i-th,
+    documents `docs[indptr[i]:indptr[i + 1]]` (ascending) with their `counts`."""
 
     start: int
     end: int
     level: int  # -1: the open tail
-    postings: dict
-    df_terms: np.ndarray
-    df_counts: np.ndarray
+    terms: np.ndarray
+    indptr: np.ndarray
+    docs: np.ndarray
+    counts: np.ndarray
+
+    @property
+    def df(self) -> np.ndarray:
+        return np.diff(self.indptr)
+
+    def lookup(self, term_id: int):
+        """Return (docs, counts) of `term_id` in this segment, or None."""
+        i = int(np.searchsorted(self.terms, term_id))
+        if i < len(self.terms) and self.terms[i] == term_id:
+            return self.docs[self.indptr[i]:self.indptr[i + 1]], self.counts[self.indptr[i]:self.indptr[i + 1]]
+        return None
 
 
 def pairs(base, indptr: np.ndarray, members: np.ndarray, targets: np.ndarray):
-    """Return (target, term id, count) summed over each target's members, and the targets' lengths."""
+    """Return (target, term id, count) summed over each target's members (ordered by target, then term), and the
+    targets' lengths."""
     sizes = indptr[targets + 1] - indptr[targets]
     starts = np.repeat(indptr[targets], sizes)
     offsets = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
@@ -63,58 +77,64 @@ def pairs(base, indptr: np.ndarray, members: np.ndarray, targets: np.ndarray):
     return unique // width, unique % width, summed, doc_len
 
 
-def group_by_term(pair_target, pair_term, pair_count) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """Return term id -> (targets ascending, counts)."""
-    order = np.argsort(pair_term, kind="stable")
-    pair_target, pair_term, pair_count = pair_target[order], pair_term[order], pair_count[order]
-    if not len(pair_term):
-        return {}
-    cuts = np.flatnonzero(pair_term[1:] != pair_term[:-1]) + 1
-    terms = pair_term[np.concatenate([[0], cuts])].tolist()
-    return dict(zip(terms, zip(np.split(pair_target, cuts), np.split(pair_count, cuts))))
-
-
-def _segment(base, indptr, members, start: int, end: int, level: int) -> tuple[Segment, np.ndarray]:
-    """Build the segment of documents start..end-1; return it and their lengths."""
-    targets = np.arange(start, end, dtype=np.int64)
-    pair_target, pair_term, pair_count, lengths = pairs(base, indptr, members, targets)
-    postings = group_by_term(pair_target, pair_term, pair_count)
-    terms = np.fromiter(postings, dtype=np.int64, count=len(postings))
-    counts = np.fromiter((len(docs) for docs, _counts in postings.values()), dtype=np.int64, count=len(postings))
-    return Segment(start, end, level, postings, terms, counts), lengths
+def _by_term(start: int, end: int, level: int, docs: np.ndarray, terms: np.ndarray, counts: np.ndarray) -> Segment:
+    """A segment from (doc, term, count) triples ordered by doc: regrouped by term, docs ascending within a term."""
+    order = np.argsort(terms, kind="stable")
+    terms, docs, counts = terms[order], docs[order], counts[order]
+    if len(terms):
+        firsts = np.concatenate([[0], np.flatnonzero(terms[1:] != terms[:-1]) + 1])
+    else:
+        firsts = EMPTY
+    indptr = np.concatenate([firsts, [len(terms)]]).astype(np.int64)
+    return Segment(start, end, level, terms[firsts], indptr, docs, counts)
 
 
 def _merged(segments: list[Segment]) -> Segment:
-    """One segment of the next level holding the postings of consecutive `segments` (concatenated, in order)."""
-    postings: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    for term in {term for segment in segments for term in segment.postings}:
-        parts = [segment.postings[term] for segment in segments if term in segment.postings]
-        postings[term] = (np.concatenate([docs for docs, _ in parts]), np.concatenate([counts for _, counts in parts]))
-    terms = np.fromiter(postings, dtype=np.int64, count=len(postings))
-    counts = np.fromiter((len(docs) for docs, _counts in postings.values()), dtype=np.int64, count=len(postings))
-    return Segment(segments[0].start, segments[-1].end, segments[0].level + 1, postings, terms, counts)
+    """One segment of the next level holding the postings of consecutive `segments`."""
+    docs = np.concatenate([s.docs for s in segments])
+    terms = np.concatenate([np.repeat(s.terms, np.diff(s.indptr)) for s in segments])
+    counts = np.concatenate([s.counts for s in segments])
+    # Segment by segment the docs ascend, so a stable sort by term keeps them ascending within each term.
+    return _by_term(segments[0].start, segments[-1].end, segments[0].level + 1, docs, terms, counts)
+
+
+def _sizes(start: int, end: int) -> list[tuple[int, int, int]]:
+    """The (start, end, level) of the segments documents start..end-1 are built into: the largest levels that fit
+    while `KEEP_OPEN` documents stay open, then the open tail."""
+    out, position = [], start
+    for level in range(MAX_LEVEL, -1, -1):
+        size = SEAL * MERGE ** level
+        while end - position >= size + KEEP_OPEN:
+            out.append((position, position + size, level))
+            position += size
+    out.append((position, end, -1))
+    return out
 
 
 def _layout(base, indptr, members, start: int, end: int, sealed: list[Segment]) -> tuple[list[Segment], np.ndarray]:
-    """Build documents start..end-1 after `sealed`: sealed segments of `SEAL` while more than `KEEP_OPEN` stay
-    open, merged a level up `MERGE` at a time, then the open tail. Return every segment and the new lengths."""
-    segments, lengths, position = list(sealed), [], start
-    while end - position >= SEAL + KEEP_OPEN:
-        segment, part = _segment(base, indptr, members, position, position + SEAL, 0)
-        segments.append(segment)
-        lengths.append(part)
-        position += SEAL
-        while True:  # a run of MERGE segments of one level at the end becomes one of the next
-            run = segments[-MERGE:]
-            level = run[-1].level
-            if len(run) < MERGE or level >= MAX_LEVEL or any(s.level != level for s in run):
-                break
-            segments[-MERGE:] = [_merged(run)]
-    tail, part = _segment(base, indptr, members, position, end, -1)
-    lengths.append(part)
-    if end > position:
-        segments.append(tail)
-    return segments, (np.concatenate(lengths) if lengths else EMPTY)
+    """Build documents start..end-1 after `sealed` (one pass for their postings, then cut into segments), merge a
+    run of `MERGE` segments of one level at the end into one of the next; return every segment and the new lengths."""
+    targets = np.arange(start, end, dtype=np.int64)
+    pair_target, pair_term, pair_count, lengths = pairs(base, indptr, members, targets)
+    segments = list(sealed)
+    for low, high, level in _sizes(start, end):
+        if high <= low:
+            continue
+        a, b = np.searchsorted(pair_target, [low, high])
+        segments.append(_by_term(low, high, level, pair_target[a:b], pair_term[a:b], pair_count[a:b]))
+        if level >= 0:
+            _merge_runs(segments)
+    return segments, lengths
+
+
+def _merge_runs(segments: list[Segment]) -> None:
+    """Merge a run of `MERGE` sealed segments of one level at the end into one of the next, again while one forms."""
+    while len(segments) >= MERGE:
+        run = segments[-MERGE:]
+        level = run[-1].level
+        if level < 0 or level >= MAX_LEVEL or any(s.level != level for s in run):
+            return
+        segments[-MERGE:] = [_merged(run)]
 
 
 class ViewIndex:
@@ -138,7 +158,7 @@ class ViewIndex:
         segments, doc_len = _layout(base, indptr, members, 0, n_targets, [])
         df = np.zeros(len(vocab), dtype=np.int64)
         for segment in segments:
-            np.add.at(df, segment.df_terms, segment.df_counts)
+            df[segment.terms] += segment.df
         return cls(vocab, doc_len, segments, df, k1=k1, b=b)
 
     def updated(self, vocab: dict[str, int], base, indptr, members, n_targets: int, first_changed: int) -> ViewIndex:
@@ -153,10 +173,10 @@ class ViewIndex:
         before, after = {id(s) for s in self.segments}, {id(s) for s in segments}
         for segment in self.segments:  # rebuilt, gone, or merged into a segment of the next level
             if id(segment) not in after:
-                np.subtract.at(df, segment.df_terms, segment.df_counts)
+                df[segment.terms] -= segment.df
         for segment in segments:
             if id(segment) not in before:
-                np.add.at(df, segment.df_terms, segment.df_counts)
+                df[segment.terms] += segment.df
         doc_len = np.concatenate([self.doc_len_array[:start], lengths]).astype(np.int64)
         return ViewIndex(vocab, doc_len, segments, df, k1=self.k1, b=self.b, epsilon=self.epsilon)
 
@@ -166,7 +186,7 @@ class ViewIndex:
             term_id = self.vocab.get(term)
             if term_id is None:
                 continue
-            parts = [entry for entry in (s.postings.get(term_id) for s in self.segments) if entry is not None]
+            parts = [entry for entry in (s.lookup(term_id) for s in self.segments) if entry is not None]
             if not parts:
                 continue
             if len(parts) == 1:

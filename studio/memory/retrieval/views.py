@@ -65,6 +65,7 @@ class Structure:
     context_span: np.ndarray  # per view index: (first member, last member, count), to see changes
     context_adds: np.ndarray  # per view index: its context document holds more than itself
     turn_adds: np.ndarray  # per view index: its turn document holds more than itself and its context
+    kept: int = 0  # `structure_after`: the view indices before this are the old structure's, unchanged
 
 
 @dataclass
@@ -117,10 +118,20 @@ def chain_codes_of(corpus: Corpus) -> np.ndarray:
     return corpus.chain_codes
 
 
+def _sorted(values: np.ndarray) -> bool:
+    return bool(len(values) < 2 or (values[1:] >= values[:-1]).all())
+
+
 def _first_seen_codes(values: np.ndarray) -> np.ndarray:
-    """Number values by first appearance (stable under appends: old values keep their numbers)."""
+    """Number values by first appearance (stable under appends: old values keep their numbers).
+
+    Values already in order (a view's chains and turns are, but for a lore entry synced apart)
+    are numbered in one linear pass, without sorting a long save's chunks again.
+    """
     if not len(values):
         return EMPTY
+    if _sorted(values):
+        return np.concatenate([[0], np.cumsum(values[1:] != values[:-1])]).astype(np.int64)
     unique, first, inverse = np.unique(values, return_index=True, return_inverse=True)
     rank = np.empty(len(unique), dtype=np.int64)
     rank[np.argsort(first, kind="stable")] = np.arange(len(unique), dtype=np.int64)
@@ -139,7 +150,7 @@ def _chain_and_group(corpus: Corpus, positions: np.ndarray, config: RetrievalCon
 
 
 def _csr(owner: np.ndarray, n_owners: int) -> tuple[np.ndarray, np.ndarray]:
-    order = np.argsort(owner, kind="stable")
+    order = np.arange(len(owner)) if _sorted(owner) else np.argsort(owner, kind="stable")
     indptr = np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=n_owners))]).astype(np.int64)
     return indptr, order.astype(np.int64)
 
@@ -152,10 +163,14 @@ def build_structure(corpus: Corpus, positions: np.ndarray, config: RetrievalConf
         return Structure(EMPTY, EMPTY, EMPTY, np.zeros(1, dtype=np.int64), EMPTY, np.zeros((0, 3), dtype=np.int64),
                          np.zeros(0, dtype=bool), np.zeros(0, dtype=bool))
     chain_of, group_of = _chain_and_group(corpus, positions, config)
-    # Chain order: chains one after another, each in view (= write) order.
-    order = np.argsort(chain_of, kind="stable").astype(np.int64)
-    at = np.empty(count, dtype=np.int64)
-    at[order] = np.arange(count)
+    # Chain order: chains one after another, each in view (= write) order (the view's own order when its
+    # chains already follow one another: no sort).
+    if _sorted(chain_of):
+        order = at = np.arange(count, dtype=np.int64)
+    else:
+        order = np.argsort(chain_of, kind="stable").astype(np.int64)
+        at = np.empty(count, dtype=np.int64)
+        at[order] = np.arange(count)
     chain_sizes = np.bincount(chain_of)
     chain_start = (np.cumsum(chain_sizes) - chain_sizes)[chain_of]
     chain_end = chain_start + chain_sizes[chain_of]
@@ -164,8 +179,10 @@ def build_structure(corpus: Corpus, positions: np.ndarray, config: RetrievalConf
     n_groups = int(group_of.max()) + 1
     group_indptr, group_members = _csr(group_of, n_groups)
     group_sizes = np.diff(group_indptr)[group_of]
-    group_low = np.full(n_groups, count, dtype=np.int64)  # a group is contiguous in its chain
-    np.minimum.at(group_low, group_of, at)
+    # A group is contiguous in its chain and starts at its first member in view order (numbered by first
+    # appearance, so group g's first member is where the running maximum first reaches g).
+    firsts = np.flatnonzero(np.concatenate([[True], group_of[1:] > np.maximum.accumulate(group_of)[:-1]]))
+    group_low = at[firsts]
     low = np.maximum(chain_start, at - window)
     high = np.minimum(chain_end, at + window + 1)
     # A turn that fills the window on its own is read alone (a session, a long turn); smaller
@@ -187,6 +204,48 @@ def build_structure(corpus: Corpus, positions: np.ndarray, config: RetrievalConf
         group_members=group_members,
         context_adds=(fanout > 1) if once else np.ones(count, dtype=bool),
         turn_adds=((group_sizes > 1) & ~same_as_context) if once else np.ones(count, dtype=bool),
+    )
+
+
+def structure_after(old: Structure, corpus: Corpus, positions: np.ndarray, same: int, config: RetrievalConfig) -> Structure:
+    """The structure of `positions`, whose first `same` chunks are those of the view `old` describes (an append
+    after them, or a cut to them): equal to `build_structure`, computed only from the last groups on.
+
+    When the view's chains and turns are in order (a game's narrative after its Lore Book), an append or a cut
+    changes only the chunks within a window of the old end and the last turn: the structure is recomputed from
+    the start of the turn holding the first of them (with a window before it to read), the rest kept. Otherwise
+    it is built whole.
+    """
+    count, window = len(positions), max(0, int(config.context_window))
+    chains = chain_codes_of(corpus)[positions]
+    turns = corpus.turn_ids[positions]
+    if same < 1 or not (_sorted(chains) and _sorted(chains * (int(turns.max()) + 1) + turns)):
+        return build_structure(corpus, positions, config)
+    last_group = int(old.group_of[same - 1])
+    first = min(int(old.group_indptr[last_group]), max(same - window, 0))
+    start = int(old.group_indptr[old.group_of[first]])  # the turn holding it, from its first chunk
+    if start <= window:
+        return build_structure(corpus, positions, config)
+    offset = start - window
+    sub = build_structure(corpus, positions[offset:], config)
+    k = window  # `start` in the sub-view
+    base_group = int(old.group_of[offset])
+    group = int(old.group_of[start])
+    sub_group = group - base_group
+    return Structure(
+        context_indptr=np.concatenate([old.context_indptr[: start + 1],
+                                       old.context_indptr[start] + sub.context_indptr[k + 1:] - sub.context_indptr[k]]),
+        context_members=np.concatenate([old.context_members[: old.context_indptr[start]],
+                                        sub.context_members[sub.context_indptr[k]:] + offset]),
+        group_of=np.concatenate([old.group_of[:start], sub.group_of[k:] + base_group]),
+        group_indptr=np.concatenate([old.group_indptr[: group + 1],
+                                     old.group_indptr[group] + sub.group_indptr[sub_group + 1:] - sub.group_indptr[sub_group]]),
+        group_members=np.concatenate([old.group_members[: old.group_indptr[group]],
+                                      sub.group_members[sub.group_indptr[sub_group]:] + offset]),
+        context_span=np.concatenate([old.context_span[:start], sub.context_span[k:] + np.array([offset, offset, 0])]),
+        context_adds=np.concatenate([old.context_adds[:start], sub.context_adds[k:]]),
+        turn_adds=np.concatenate([old.turn_adds[:start], sub.turn_adds[k:]]),
+        kept=start,
     )
 
 
@@ -270,15 +329,17 @@ def truncate_view(old: View, corpus: Corpus, count: int, config: RetrievalConfig
         return _view(corpus, positions, old.structure, old.own_index, old.context_index, old.turn_index)
     if not isinstance(old.own_index, ViewIndex) or not count:
         return build_view(corpus, positions, config)
-    structure = build_structure(corpus, positions, config)
+    structure = structure_after(old.structure, corpus, positions, count, config)
     base = _Base(corpus, positions, flat=False)
     identity = np.arange(count + 1, dtype=np.int64)
     own = _index(corpus, base, identity, identity[:-1], count, config, old.own_index, count)
-    changed = np.flatnonzero((structure.context_span != old.structure.context_span[:count]).any(axis=1))
+    kept = structure.kept  # the documents before it are the old ones (`structure_after`): only the rest compared
+    changed = kept + np.flatnonzero((structure.context_span[kept:] != old.structure.context_span[kept:count]).any(axis=1))
     context = _index(corpus, base, structure.context_indptr, structure.context_members, count, config,
                      old.context_index, _first(changed, count))
-    n_groups = len(structure.group_indptr) - 1
-    shrunk = np.flatnonzero(np.diff(structure.group_indptr) != np.diff(old.structure.group_indptr)[:n_groups])
+    n_groups, kept_groups = len(structure.group_indptr) - 1, int(structure.group_of[kept]) if kept < count else 0
+    shrunk = kept_groups + np.flatnonzero(np.diff(structure.group_indptr[kept_groups:])
+                                          != np.diff(old.structure.group_indptr[kept_groups:n_groups + 1]))
     turn = _index(corpus, base, structure.group_indptr, structure.group_members, n_groups, config,
                   old.turn_index, _first(shrunk, n_groups))
     return _view(corpus, positions, structure, own, context, turn)
@@ -292,17 +353,20 @@ def extend_view(old: View, corpus: Corpus, positions: np.ndarray, config: Retrie
         return _view(corpus, positions, old.structure, old.own_index, old.context_index, old.turn_index)
     if not isinstance(old.own_index, ViewIndex) or not n_old:  # nothing to extend
         return build_view(corpus, positions, config)
-    structure = build_structure(corpus, positions, config)
+    structure = structure_after(old.structure, corpus, positions, n_old, config)
     base = _Base(corpus, positions, flat=False)
     identity = np.arange(count + 1, dtype=np.int64)
     own = _index(corpus, base, identity, identity[:-1], count, config, old.own_index, n_old)
     # A context changes when its neighbours do (the last of a chain; a small last turn that
     # grows to fill the window is read alone from then on, so it may also lose members).
-    changed = np.flatnonzero((structure.context_span[:n_old] != old.structure.context_span).any(axis=1))
+    kept = min(structure.kept, n_old)  # the documents before it are the old ones: only the rest compared
+    changed = kept + np.flatnonzero((structure.context_span[kept:n_old] != old.structure.context_span[kept:]).any(axis=1))
     context = _index(corpus, base, structure.context_indptr, structure.context_members, count, config,
                      old.context_index, _first(changed, n_old))
     n_groups, n_old_groups = len(structure.group_indptr) - 1, len(old.structure.group_indptr) - 1
-    grown = np.flatnonzero(np.diff(structure.group_indptr)[:n_old_groups] != np.diff(old.structure.group_indptr))
+    kept_groups = min(int(structure.group_of[kept]), n_old_groups) if kept < count else n_old_groups
+    grown = kept_groups + np.flatnonzero(np.diff(structure.group_indptr[kept_groups:n_old_groups + 1])
+                                         != np.diff(old.structure.group_indptr[kept_groups:]))
     turn = _index(corpus, base, structure.group_indptr, structure.group_members, n_groups, config,
                   old.turn_index, _first(grown, n_old_groups))
     return _view(corpus, positions, structure, own, context, turn)

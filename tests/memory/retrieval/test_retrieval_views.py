@@ -276,3 +276,43 @@ def test_segments_sealed_merged_and_cut_give_what_a_cold_build_gives(memory, mon
                 assert index_.segments[-1].end == index_.corpus_size
     assert built == [], "an append or a rewind rebuilt a view from scratch"
     assert {-1, 0, 1, 2} <= levels, levels  # open tails, sealed segments and both merged levels were exercised
+
+
+def test_the_sorted_fast_paths_build_the_structure_the_sorts_build(memory, monkeypatch):
+    """Chains and turns already in order skip the sorts; the structure is the same as with them, and a corpus
+    whose chains interleave (two chunk types in one turn, lore written between turns) takes the sorts."""
+    rng = random.Random(3)
+    items = [{"turn_id": t, "text": " ".join(rng.choices("key lantern storm mira bell tower".split(), k=4)),
+              "chunk_type": rng.choice(["narrative", "narrative", "aside"])} for t in range(1, 40) for _ in range(rng.randint(1, 3))]
+    memory.embed_chunks("f", items)
+    memory.sync_lore("f", [{"entry_id": f"e{n}", "text": "lore " * 300 if n == 1 else f"entry {n} lantern"} for n in range(3)])
+    config = RetrievalConfig()
+    corpus = CorpusCache(memory.store, memory._versions).read("f", config).corpus
+    for positions in (np.arange(len(corpus.ids)), np.flatnonzero(corpus.chunk_types == "narrative"),
+                      np.flatnonzero(corpus.chunk_types != "aside")):
+        fast = views.build_structure(corpus, positions, config)
+        monkeypatch.setattr(views, "_sorted", lambda values: False)
+        slow = views.build_structure(corpus, positions, config)
+        monkeypatch.undo()
+        for name in ("context_indptr", "context_members", "group_of", "group_indptr", "group_members", "context_span",
+                     "context_adds", "turn_adds"):
+            assert np.array_equal(getattr(fast, name), getattr(slow, name)), name
+
+
+@pytest.mark.parametrize("per_turn", [1, 2, 6])
+def test_the_structure_after_an_append_or_a_cut_is_the_structure_built_whole(memory, per_turn):
+    memory.embed_chunks("t", _session(30, per_turn))
+    memory.sync_lore("t", [{"entry_id": "vey", "text": "Port Vey " * 200}, {"entry_id": "bell", "text": "The bell"}])
+    config = RetrievalConfig()
+    corpus = CorpusCache(memory.store, memory._versions).read("t", config).corpus
+    lore = int((corpus.chunk_types == "lore").sum())
+    for positions in (np.arange(len(corpus.ids)), np.flatnonzero(corpus.chunk_types != "lore")):
+        for same in range(max(1, len(positions) - 3 * per_turn - 4), len(positions)):
+            for view_positions, kept in ((positions, same), (positions[:same], same)):  # an append; a cut
+                old = views.build_structure(corpus, positions[:same] if kept == same and len(view_positions) > same
+                                           else positions, config)
+                after = views.structure_after(old, corpus, view_positions, min(kept, len(view_positions)), config)
+                whole = views.build_structure(corpus, view_positions, config)
+                for name in ("context_indptr", "context_members", "group_of", "group_indptr", "group_members",
+                             "context_span", "context_adds", "turn_adds"):
+                    assert np.array_equal(getattr(after, name), getattr(whole, name)), (name, same, lore)
