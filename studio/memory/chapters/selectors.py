@@ -106,10 +106,11 @@ def top_summaries(game_save, *, before_turn: int) -> list[Chapter]:
     the level below), each level only inside the turn ranges the levels above left
     uncovered: a long save's thousands of chapters are read only where no arc tells them.
     """
-    from django.db.models import Max, Q
+    from django.db.models import Q
 
     rows = Chapter.objects.filter(game_save_id=game_save.pk, last_turn__lt=before_turn)
-    top = rows.aggregate(level=Max("level"))["level"]
+    # The highest level: an index walk from the top (game_save, level, last_turn), not an aggregate over the rows.
+    top = rows.order_by("-level").values_list("level", flat=True).first()
     if top is None:
         return []
     chosen: list[Chapter] = []
@@ -119,13 +120,15 @@ def top_summaries(game_save, *, before_turn: int) -> list[Chapter]:
         if not gaps:
             break
         found = rows.filter(level=level)
-        if len(gaps) <= MAX_GAPS_PER_QUERY:  # the rows reaching into a gap
-            reaching = Q()
+        # The rows starting inside a gap (arcs nest, so a row reaching into a gap starts in it): a range of the
+        # (game_save, level, first_turn) index per gap.
+        if len(gaps) <= MAX_GAPS_PER_QUERY:
+            inside = Q()
             for first, last in gaps:
-                reaching |= Q(first_turn__lte=last, last_turn__gte=first)
-            found = found.filter(reaching)
+                inside |= Q(first_turn__gte=first, first_turn__lte=last)
+            found = found.filter(inside)
         else:
-            found = found.filter(last_turn__gte=gaps[0][0], first_turn__lte=gaps[-1][1])
+            found = found.filter(first_turn__gte=gaps[0][0], first_turn__lte=gaps[-1][1])
         chosen_here = []
         for row in found.order_by("first_turn"):
             if (level and not row.has_summary) or any(first <= row.first_turn and row.last_turn <= last
