@@ -26,7 +26,9 @@ Stacks (`--stacks`): `sqlite` (a SQLite file and an embedded Chroma directory, o
 bench starts on a free port, reached through HttpClient). Each stack runs in a child process
 (Django is configured once per process); the parent prints the table and the 100k / 1k ratios.
 
-The bulk-loaded save: Event_Log and State_Cache rows (a `location` changing every 25 turns),
+The bulk-loaded save: Event_Log and State_Cache rows (a `location` changing every 25 turns; each narrative 45 words drawn
+with Zipf frequencies from a 20,000-word pseudo-vocabulary, as prose: a query's words are in a
+few percent of the turns),
 lore activation, presence and EMBED_TURN job rows per turn, closed chapters with summaries and
 their arcs (20 turns a chapter, 4 per arc, as the defaults close them), a 40-entry Lore Book
 with keys, and one narrative chunk per turn in Chroma. The bulk history's vectors come from a
@@ -42,6 +44,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import itertools
 import json
 import os
 import pstats
@@ -75,10 +78,30 @@ LABELS = {
 FLOORS = ("encode", "chroma_add", "chroma_query", "bm25_score", "row_insert")
 
 
+def _vocabulary(size: int = 20_000) -> tuple[list[str], list[float]]:
+    """Pseudo-words with Zipf frequencies (rank r has weight 1/r), as prose has: the story's names at ranks 20-27
+    and its words at ranks 100-135, so a query term is in a few percent of the turns, not in all of them."""
+    rng = random.Random(33)
+    syllables = [c + v for c in "bdfghklmnprstvz" for v in "aeiou"]
+    words: list[str] = []
+    seen = set(WORDS) | {name.lower() for name in NAMES}
+    while len(words) < size:
+        word = "".join(rng.choice(syllables) for _ in range(rng.randint(2, 3)))
+        if word not in seen:
+            seen.add(word)
+            words.append(word)
+    words[20:20] = NAMES
+    words[100:100] = WORDS
+    words = words[:size]
+    weights = list(itertools.accumulate(1 / rank for rank in range(1, size + 1)))
+    return words, weights
+
+
+VOCABULARY, CUMULATIVE = _vocabulary()
+
+
 def narrative(rng: random.Random, turn: int) -> str:
-    words = [rng.choice(WORDS) for _ in range(45)]
-    words[rng.randrange(45)] = rng.choice(NAMES)
-    return f"Turn {turn}: " + " ".join(words) + "."
+    return f"Turn {turn}: " + " ".join(rng.choices(VOCABULARY, cum_weights=CUMULATIVE, k=45)) + "."
 
 
 def percentile(values: list[float], q: float) -> float:

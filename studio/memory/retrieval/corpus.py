@@ -133,6 +133,10 @@ class Corpus:
     # entry), numbered by `chain_index` (append-only, like `vocab`); None: computed on first use.
     chain_codes: np.ndarray | None = None
     chain_index: dict = field(default_factory=dict)
+    # Per chunk: its chunk type as a number of `type_index` (a filter on the type compares numbers, not strings);
+    # None for a corpus built by hand (its `chunk_types` are compared).
+    type_codes: np.ndarray | None = None
+    type_index: dict = field(default_factory=dict)
     # Stored vectors of chunks an exact search read (arms.exact_nearest), by id: fetched once per
     # chunk, carried to the next corpus for the chunks it keeps (chunks never change in place).
     vectors: dict = field(default_factory=dict)
@@ -264,18 +268,21 @@ class CorpusCache:
         """
         vocab = dict(cached.vocab)
         chain_index = dict(cached.chain_index)
+        type_index = dict(cached.type_index)
         rows = {name: [] for name in ("ids", "texts", "metadatas", "terms", "term_ids", "term_counts", "turn_ids",
-                                      "chunk_types", "doc_lens", "chain_codes")}
+                                      "chunk_types", "type_codes", "doc_lens", "chain_codes")}
         for chunk_id, text, metadata, terms in added:
             ids_of, counts_of = term_vector(terms, vocab)
             for name, value in (("ids", chunk_id), ("texts", text), ("metadatas", metadata), ("terms", terms),
                                 ("term_ids", ids_of), ("term_counts", counts_of),
                                 ("turn_ids", int(metadata.get("turn_id", 0))),
-                                ("chunk_types", str(metadata.get("chunk_type", ""))), ("doc_lens", len(terms)),
+                                ("chunk_types", str(metadata.get("chunk_type", ""))),
+                                ("type_codes", type_index.setdefault(str(metadata.get("chunk_type", "")), len(type_index))),
+                                ("doc_lens", len(terms)),
                                 ("chain_codes", chain_index.setdefault(chain_key(metadata, chunk_id), len(chain_index)))):
                 rows[name].append(value)
         table, size = cached.table, None
-        if table is not None and cut == len(cached.ids):
+        if table is not None and cut == len(cached.ids) and cached.type_codes is not None:
             with table.lock:
                 if table.length == cut:  # `cached` is the tip: nobody appended after it
                     size = table.append(rows)
@@ -283,11 +290,13 @@ class CorpusCache:
             table = ChunkTable()
             kept = {name: list(getattr(cached, name)[:cut]) for name in ("ids", "texts", "metadatas", "terms",
                                                                          "term_ids", "term_counts")}
-            kept.update(turn_ids=cached.turn_ids[:cut], chunk_types=cached.chunk_types[:cut],
+            types = [str(t) for t in cached.chunk_types[:cut]]
+            kept.update(turn_ids=cached.turn_ids[:cut], chunk_types=types,
+                        type_codes=[type_index.setdefault(t, len(type_index)) for t in types],
                         doc_lens=cached.doc_lens[:cut], chain_codes=chain_codes_of(cached)[:cut])
             table.append(kept)
             size = table.append(rows)
-        corpus = Corpus(version=version, vocab=vocab, chain_index=chain_index, table=table,
+        corpus = Corpus(version=version, vocab=vocab, chain_index=chain_index, type_index=type_index, table=table,
                         delta=CorpusDelta(cached.version, tuple(rows["ids"]), len(cached.ids) - cut),
                         **table.fields(size))
         corpus.earlier_views = carried_views(cached, cut if cut < len(cached.ids) else None)
@@ -316,14 +325,16 @@ class CorpusCache:
         if removed is None and cached is not None:
             removed = len(cached.ids) - (len(ids) - len(added))
         table = ChunkTable()
+        types = [str(m.get("chunk_type", "")) for m in metadatas]
+        type_index = {} if cached is None else dict(cached.type_index)
         size = table.append({
             "ids": ids, "texts": [row[1] or "" for row in rows], "metadatas": metadatas, "terms": [row[3] for row in rows],
             "term_ids": term_ids, "term_counts": term_counts,
-            "turn_ids": [int(m.get("turn_id", 0)) for m in metadatas],
-            "chunk_types": [str(m.get("chunk_type", "")) for m in metadatas],
+            "turn_ids": [int(m.get("turn_id", 0)) for m in metadatas], "chunk_types": types,
+            "type_codes": [type_index.setdefault(t, len(type_index)) for t in types],
             "doc_lens": [len(row[3]) for row in rows], "chain_codes": codes,
         })
-        corpus = Corpus(version=version, vocab=vocab, chain_index=chain_index, table=table,
+        corpus = Corpus(version=version, vocab=vocab, chain_index=chain_index, type_index=type_index, table=table,
                         delta=None if cached is None else CorpusDelta(cached.version, tuple(added), removed),
                         **table.fields(size))
         if cached is not None and corpus.delta.removed == 0 and ids[: len(cached.ids)] == cached.ids:
@@ -361,10 +372,15 @@ class CorpusCache:
     def view(self, corpus: Corpus, filters: SearchFilter, config: RetrievalConfig) -> View:
         """Return the corpus's view for `filters`, building and caching it on first use."""
         mask = np.ones(len(corpus.ids), dtype=bool)
-        if filters.chunk_type is not None:
-            mask &= corpus.chunk_types == filters.chunk_type
-        if filters.exclude_chunk_type is not None:
-            mask &= corpus.chunk_types != filters.exclude_chunk_type
+        for wanted, keep in ((filters.chunk_type, True), (filters.exclude_chunk_type, False)):
+            if wanted is None:
+                continue
+            if corpus.type_codes is None:  # a corpus built by hand: its strings compared
+                same = corpus.chunk_types == wanted
+            else:  # numbers compared: a string comparison per chunk of a long save costs ~5 ms
+                code = corpus.type_index.get(wanted)
+                same = corpus.type_codes == code if code is not None else np.zeros(len(mask), dtype=bool)
+            mask &= same if keep else ~same
         horizon = filters.horizon
         if horizon is not None:
             in_horizon = corpus.turn_ids <= horizon

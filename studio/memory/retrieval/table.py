@@ -20,7 +20,8 @@ from collections.abc import Sequence
 import numpy as np
 
 LISTS = ("ids", "texts", "metadatas", "terms", "term_ids", "term_counts")
-ARRAYS = {"turn_ids": np.int64, "chunk_types": object, "doc_lens": np.int64, "chain_codes": np.int64}
+ARRAYS = {"turn_ids": np.int64, "chunk_types": object, "type_codes": np.int64, "doc_lens": np.int64,
+          "chain_codes": np.int64}
 
 
 class Prefix(Sequence):
