@@ -53,7 +53,10 @@ from studio.memory.embeddings.embedding import preload_embedding_runtime
 from studio.memory.retrieval import chunks
 from studio.memory.retrieval.chunks import BOOKKEEPING_KEYS, CORE_KEYS, LORE
 from studio.memory.retrieval.config import RetrievalConfig
-from studio.memory.retrieval.corpus import CorpusCache, LocalCorpusVersions, SearchFilter
+from studio.memory.corpus_log import DatabaseCorpusVersions
+from studio.memory.retrieval import changes as change_log
+from studio.memory.retrieval.changes import LocalCorpusVersions
+from studio.memory.retrieval.corpus import CorpusCache, SearchFilter
 from studio.memory.retrieval.explain import QueryResult, QueryStats, why_not
 from studio.memory.retrieval.hybrid import HybridSearch
 from studio.memory.retrieval.temporal import TimePreference
@@ -71,7 +74,7 @@ from studio.memory.retrieval.store import (
     scope_collection_name,
     where_clause,
 )
-from studio.memory.vector_settings import DatabaseCorpusVersions, get_configured_reranker, vector_memory_options
+from studio.memory.vector_settings import get_configured_reranker, vector_memory_options
 
 __all__ = [
     "BOOKKEEPING_KEYS",
@@ -173,12 +176,17 @@ class VectorMemory:
         """
         return self.store.collection(str(scope_id), create=create)
 
-    def note_external_write(self, scope_id: str) -> None:
-        """Tell the caches that the scope's collection was written outside this class."""
-        self._bump(str(scope_id))
+    def note_external_write(self, scope_id: str, *, added=(), removed=()) -> None:
+        """Tell the caches that the scope's collection was written outside this class.
 
-    def _bump(self, scope_id: str) -> None:
-        self._versions.bump(scope_id)
+        Without `added` / `removed` (the chunk ids written and deleted) every process's cache
+        lists the scope's ids on its next read; with them, it fetches only those chunks.
+        """
+        self._bump(str(scope_id), added=added, removed=removed)
+
+    def _bump(self, scope_id: str, *, added=(), removed=()) -> None:
+        # The change log (retrieval/changes.py): what moved, so caches fetch only that.
+        change_log.bump(self._versions, scope_id, added=added, removed=removed)
 
     def _get_embedder(self):
         if self._embedder is None:
@@ -227,7 +235,7 @@ class VectorMemory:
             return first_ids
         vectors = embedder.encode(documents, batch_size=batch_size)
         self.store.upsert(str(save_id), ids, vectors, documents, metadatas)
-        self._bump(str(save_id))
+        self._bump(str(save_id), added=ids)
         return first_ids
 
     def embed_chunk(
@@ -268,7 +276,7 @@ class VectorMemory:
         new_ids = self.embed_chunks(save_id, items) if items else []
         if old:
             self._delete_ids(str(save_id), old)
-            self._bump(str(save_id))
+            self._bump(str(save_id), removed=old)
         return sum(1 for chunk_id in new_ids if chunk_id)
 
     def rollback(self, save_id: str, target_turn_id: int) -> int:
@@ -280,7 +288,7 @@ class VectorMemory:
         ids = self._ids_where(save_id, {"turn_id": {"$gt": int(target_turn_id)}})
         if ids:
             self._delete_ids(str(save_id), ids)
-            self._bump(str(save_id))
+            self._bump(str(save_id), removed=ids)
         return len(ids)
 
     def update_turn_narrative(self, save_id: str, turn_id: int, new_text: str, chunk_type: str = "narrative") -> None:
@@ -295,7 +303,7 @@ class VectorMemory:
         self.embed_chunk(save_id, turn_id, new_text, chunk_type=chunk_type)
         if old:
             self._delete_ids(str(save_id), old)
-            self._bump(str(save_id))
+            self._bump(str(save_id), removed=old)
 
     def update_turn_narratives(self, save_id: str, texts: dict[int, str], chunk_type: str = "narrative") -> None:
         """`update_turn_narrative` for several turns at once ({turn_id: new text}).
@@ -314,7 +322,7 @@ class VectorMemory:
         )
         if old:
             self._delete_ids(str(save_id), old)
-            self._bump(str(save_id))
+            self._bump(str(save_id), removed=old)
 
     def copy_save(self, source_save_id: str, target_save_id: str, *, max_turn_id: int) -> int:
         """Copy a save's chunks with turn_id <= max_turn_id to another save (a fork).
@@ -329,13 +337,14 @@ class VectorMemory:
         stale = self._ids_where(target_id, horizon)
         if stale:
             self._delete_ids(target_id, stale)
+        ids = []
         if source["ids"]:
             metadatas = [{**metadata, "save_id": target_id} for metadata in source["metadatas"]]
             ids = [uuid.uuid4().hex for _ in source["ids"]]
             vectors = np.asarray(source["embeddings"], dtype=np.float32)
             self.store.upsert(target_id, ids, vectors, source["documents"], metadatas)
         if stale or source["ids"]:
-            self._bump(target_id)
+            self._bump(target_id, added=ids, removed=stale)
         return len(source["ids"])
 
     def delete_save(self, save_id: str) -> int:
@@ -343,7 +352,7 @@ class VectorMemory:
         deleted = self.store.drop(str(save_id))
         if deleted is None:  # no collection: nothing changed
             return 0
-        self._bump(str(save_id))
+        self._bump(str(save_id))  # no change named: every cache lists the (now empty) scope
         return deleted
 
     # -- reads --

@@ -1,5 +1,5 @@
-"""What ties the vector memory (vector.py) to this project: the corpus versions kept in the
-database, and the store, reranker and pool the settings choose.
+"""What ties the vector memory (vector.py) to this project: the store, reranker and pool the
+settings choose (the corpus versions kept in the database are corpus_log.py's).
 
 vector.py builds its process-wide instance from `vector_memory_options()` and re-exports these
 names; this module imports nothing of it (no import cycle).
@@ -10,40 +10,6 @@ from typing import Any
 
 from studio.memory.retrieval.config import RetrievalConfig
 from studio.memory.retrieval.store import VectorStoreError
-
-
-class DatabaseCorpusVersions:
-    """Per-scope change counters in the database (VectorCorpusVersion rows); the retrieval
-    package's caches take any `versions` object and know no database.
-
-    Every write bumps its scope's counter; every search reads it (one indexed SELECT) and
-    rebuilds its cached corpus only when the number moved, whichever process wrote.
-    """
-
-    def current(self, scope_id: str) -> int:
-        from studio.memory.models import VectorCorpusVersion
-
-        version = VectorCorpusVersion.objects.filter(scope_id=scope_id).values_list("version", flat=True).first()
-        return int(version or 0)
-
-    def bump(self, scope_id: str) -> int:
-        from django.db import IntegrityError, transaction
-        from django.db.models import F
-
-        from studio.memory.models import VectorCorpusVersion
-
-        for _attempt in range(3):
-            try:
-                with transaction.atomic():
-                    updated = VectorCorpusVersion.objects.filter(scope_id=scope_id).update(
-                        version=F("version") + 1
-                    )
-                    if not updated:
-                        VectorCorpusVersion.objects.create(scope_id=scope_id, version=1)
-                    return self.current(scope_id)
-            except IntegrityError:  # two processes created the row at once: update again
-                continue
-        raise VectorStoreError(f"could not bump the corpus version of {scope_id!r}")
 
 
 # --- From settings ---------------------------------------------------------------------------

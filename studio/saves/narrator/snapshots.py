@@ -21,8 +21,12 @@ limit on one string. `delta_decode(ops, reference)` is the inverse, exactly.
 Invariants: a snapshot's delta refers only to the nearest earlier snapshot of its save, which
 outlives it (a rewind to N deletes the snapshots after N; a fork copies those up to N, the
 chain with them; a save file carries them in turn order). Reading a snapshot therefore reads
-the snapshots before it (one query, `snapshot_prompts`); the latest prompts resolved are kept
-in a small per-process cache, so an accept, which writes the next delta, reads one row.
+the snapshots before it back to the nearest one stored whole (one query, `snapshot_prompts`
+from `chain_start`); `snapshot_create` stores one whole when the nearest whole one is
+`KEYFRAME_EVERY` turns back, so that read is at most that many rows however long the save (a
+process whose cache lacks the previous prompt: another web process, a restart). The latest
+prompts resolved are kept in a small per-process cache, so an accept, which writes the next
+delta, reads one row.
 
 The save file uses the same deltas (`narrator/portable.py`); a snapshot's memory context is
 written against what the file already holds (`saves/portable/recorded.py`: the last version
@@ -45,6 +49,9 @@ MAX_LITERAL = 100_000  # the save file refuses longer strings (PortableLimits.ma
 MIN_DELTA_STRING = 64  # a shorter string of a context is written as it is
 SEPARATOR = "\x00"  # between a prompt's two messages in a reference (no stored text holds NUL)
 CACHE_SIZE = 16
+# A snapshot is stored whole when the nearest whole one is this many turns back: reading any
+# snapshot (a process whose cache lacks the previous one) then reads at most this many rows.
+KEYFRAME_EVERY = 32
 
 
 class Reference:
@@ -210,11 +217,16 @@ def _cached(pk: int) -> tuple[str, str] | None:
         return _cache.get(pk)
 
 
-def snapshot_prompts(*, game_save, up_to: int | None = None) -> dict[int, tuple[str, str]]:
-    """Return {turn: (system, user)}: the whole prompt of each snapshot of the save (up to turn `up_to`)."""
+def snapshot_prompts(*, game_save, up_to: int | None = None, since: int | None = None) -> dict[int, tuple[str, str]]:
+    """Return {turn: (system, user)}: the whole prompt of each snapshot of the save (up to turn `up_to`).
+
+    `since`: start at that turn, which must hold a snapshot stored whole (`chain_start`).
+    """
     rows = NarratorSnapshot.objects.filter(game_save_id=getattr(game_save, "pk", game_save))
     if up_to is not None:
         rows = rows.filter(turn_id__lte=up_to)
+    if since is not None:
+        rows = rows.filter(turn_id__gte=since)
     out: dict[int, tuple[str, str]] = {}
     previous = None
     for row in rows.order_by("turn_id").values("turn_id", "system_prompt", "user_prompt", "prompt_delta").iterator():
@@ -228,9 +240,16 @@ def snapshot_prompt(snapshot: NarratorSnapshot) -> tuple[str, str]:
         return snapshot.system_prompt, snapshot.user_prompt
     cached = _cached(snapshot.pk)
     if cached is None:
-        cached = snapshot_prompts(game_save=snapshot.game_save_id, up_to=snapshot.turn_id)[snapshot.turn_id]
+        since = chain_start(game_save_id=snapshot.game_save_id, turn_id=snapshot.turn_id)
+        cached = snapshot_prompts(game_save=snapshot.game_save_id, up_to=snapshot.turn_id, since=since)[snapshot.turn_id]
         _remember(snapshot.pk, cached)
     return cached
+
+
+def chain_start(*, game_save_id: int, turn_id: int) -> int | None:
+    """Return the turn of the nearest snapshot at or before `turn_id` stored whole (None: none is)."""
+    return (NarratorSnapshot.objects.filter(game_save_id=game_save_id, turn_id__lte=turn_id, prompt_delta__isnull=True)
+            .order_by("-turn_id").values_list("turn_id", flat=True).first())
 
 
 def previous_prompt(*, game_save_id: int, turn_id: int) -> tuple[str, str] | None:
@@ -246,7 +265,9 @@ def snapshot_create(*, game_save_id: int, turn_id: int, system_prompt: str, user
     Run in the caller's transaction (`narrator_accept`'s), under the save's lock, as before.
     """
     previous = previous_prompt(game_save_id=game_save_id, turn_id=turn_id)
-    delta = prompt_delta(system_prompt, user_prompt, previous)
+    start = chain_start(game_save_id=game_save_id, turn_id=turn_id - 1) if previous is not None else None
+    keyframe = previous is None or start is None or turn_id - start >= KEYFRAME_EVERY
+    delta = None if keyframe else prompt_delta(system_prompt, user_prompt, previous)
     snapshot = NarratorSnapshot.objects.create(
         game_save_id=game_save_id, turn_id=turn_id, prompt_chars=len(system_prompt) + len(user_prompt),
         system_prompt="" if delta else system_prompt, user_prompt="" if delta else user_prompt, prompt_delta=delta,
