@@ -2,7 +2,7 @@
 by hand would break the rewind invariants (sources are the rollback key)."""
 from django.contrib import admin
 
-from studio.memory.models import Fact, MentalModel, Observation, RecordedQuery, VectorCorpusVersion
+from studio.memory.models import Fact, MentalModel, Observation, RecordedQuery, VectorCorpusChange, VectorCorpusVersion
 
 
 @admin.register(Fact)
@@ -58,6 +58,13 @@ class VectorCorpusVersionAdmin(admin.ModelAdmin):
     list_display = ("scope_id", "version", "updated_at")
     search_fields = ("scope_id",)
     readonly_fields = ("scope_id", "version", "updated_at")
+
+
+@admin.register(VectorCorpusChange)
+class VectorCorpusChangeAdmin(admin.ModelAdmin):
+    list_display = ("scope_id", "version", "created_at")
+    search_fields = ("scope_id",)
+    readonly_fields = ("scope_id", "version", "added", "removed", "created_at")
 
 
 # Jobs and LLM calls (the pipeline's tables) are registered in their own module.

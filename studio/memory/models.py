@@ -162,6 +162,28 @@ class VectorCorpusVersion(models.Model):
         return f"{self.scope_id} v{self.version}"
 
 
+class VectorCorpusChange(models.Model):
+    """What one version of a scope's chunks changed: the chunk ids its write added and removed.
+
+    Written with the VectorCorpusVersion bump, in its transaction (studio/memory/corpus_log.py),
+    so a process whose cache holds an older version fetches only what changed since.
+    """
+
+    scope_id = models.CharField(max_length=120)
+    version = models.PositiveBigIntegerField()
+    added = models.JSONField(default=list, blank=True)
+    removed = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["scope_id", "version"], name="vector_corpus_change_unique_version")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.scope_id} v{self.version}: +{len(self.added)} -{len(self.removed)}"
+
+
 class JobKind(models.TextChoices):
     SYNC_LORE = "sync_lore", "Sync lore embeddings"
     EMBED_TURN = "embed_turn", "Embed turn"

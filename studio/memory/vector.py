@@ -13,7 +13,9 @@ studio/memory/retrieval/ (docs/retrieval.md, "Module map"):
 - arms.py, search.py, explain.py: the arms, the fused search, the explain records;
 - config.py: RetrievalConfig, the measured knobs.
 This module re-exports the names callers import from it (VectorStoreError,
-RetrievalConfig, QueryStats, scope_collection_name, COLLECTION_NAME, ...).
+RetrievalConfig, QueryStats, scope_collection_name, COLLECTION_NAME, ...), and those of
+vector_settings.py, what ties it to the project: the corpus versions in the database and the
+store, reranker and pool the settings choose (the process-wide instance is built from them here).
 
 Invariants:
 - Every write bumps its scope's corpus version once, after the store accepted it, so every
@@ -34,7 +36,7 @@ scope's corpus cached degrades to the lexical arms instead (QueryStats.vector_st
 Processes: the embedded `PersistentClient` is for one process only and guarded by an
 exclusive file lock (VectorStoreLockedError for a second process); any set-up with several
 processes uses a Chroma server (`chroma run`) through `HttpClient` (settings.CHROMA_HOST).
-`get_vector_memory()` builds the process-wide instance from settings.
+`get_vector_memory()` builds the process-wide instance from settings (vector_settings.py).
 """
 from __future__ import annotations
 
@@ -51,7 +53,10 @@ from studio.memory.embeddings.embedding import preload_embedding_runtime
 from studio.memory.retrieval import chunks
 from studio.memory.retrieval.chunks import BOOKKEEPING_KEYS, CORE_KEYS, LORE
 from studio.memory.retrieval.config import RetrievalConfig
-from studio.memory.retrieval.corpus import CorpusCache, LocalCorpusVersions, SearchFilter
+from studio.memory.corpus_log import DatabaseCorpusVersions
+from studio.memory.retrieval import changes as change_log
+from studio.memory.retrieval.changes import LocalCorpusVersions
+from studio.memory.retrieval.corpus import CorpusCache, SearchFilter
 from studio.memory.retrieval.explain import QueryResult, QueryStats, why_not
 from studio.memory.retrieval.hybrid import HybridSearch
 from studio.memory.retrieval.temporal import TimePreference
@@ -69,6 +74,7 @@ from studio.memory.retrieval.store import (
     scope_collection_name,
     where_clause,
 )
+from studio.memory.vector_settings import get_configured_reranker, vector_memory_options
 
 __all__ = [
     "BOOKKEEPING_KEYS",
@@ -96,40 +102,6 @@ __all__ = [
     "reset_vector_memory",
     "scope_collection_name",
 ]
-
-
-class DatabaseCorpusVersions:
-    """Per-scope change counters in the database (VectorCorpusVersion rows); the retrieval
-    package's caches take any `versions` object and know no database.
-
-    Every write bumps its scope's counter; every search reads it (one indexed SELECT) and
-    rebuilds its cached corpus only when the number moved, whichever process wrote.
-    """
-
-    def current(self, scope_id: str) -> int:
-        from studio.memory.models import VectorCorpusVersion
-
-        version = VectorCorpusVersion.objects.filter(scope_id=scope_id).values_list("version", flat=True).first()
-        return int(version or 0)
-
-    def bump(self, scope_id: str) -> int:
-        from django.db import IntegrityError, transaction
-        from django.db.models import F
-
-        from studio.memory.models import VectorCorpusVersion
-
-        for _attempt in range(3):
-            try:
-                with transaction.atomic():
-                    updated = VectorCorpusVersion.objects.filter(scope_id=scope_id).update(
-                        version=F("version") + 1
-                    )
-                    if not updated:
-                        VectorCorpusVersion.objects.create(scope_id=scope_id, version=1)
-                    return self.current(scope_id)
-            except IntegrityError:  # two processes created the row at once: update again
-                continue
-        raise VectorStoreError(f"could not bump the corpus version of {scope_id!r}")
 
 
 class VectorMemory:
@@ -204,12 +176,17 @@ class VectorMemory:
         """
         return self.store.collection(str(scope_id), create=create)
 
-    def note_external_write(self, scope_id: str) -> None:
-        """Tell the caches that the scope's collection was written outside this class."""
-        self._bump(str(scope_id))
+    def note_external_write(self, scope_id: str, *, added=(), removed=()) -> None:
+        """Tell the caches that the scope's collection was written outside this class.
 
-    def _bump(self, scope_id: str) -> None:
-        self._versions.bump(scope_id)
+        Without `added` / `removed` (the chunk ids written and deleted) every process's cache
+        lists the scope's ids on its next read; with them, it fetches only those chunks.
+        """
+        self._bump(str(scope_id), added=added, removed=removed)
+
+    def _bump(self, scope_id: str, *, added=(), removed=()) -> None:
+        # The change log (retrieval/changes.py): what moved, so caches fetch only that.
+        change_log.bump(self._versions, scope_id, added=added, removed=removed)
 
     def _get_embedder(self):
         if self._embedder is None:
@@ -258,7 +235,7 @@ class VectorMemory:
             return first_ids
         vectors = embedder.encode(documents, batch_size=batch_size)
         self.store.upsert(str(save_id), ids, vectors, documents, metadatas)
-        self._bump(str(save_id))
+        self._bump(str(save_id), added=ids)
         return first_ids
 
     def embed_chunk(
@@ -299,7 +276,7 @@ class VectorMemory:
         new_ids = self.embed_chunks(save_id, items) if items else []
         if old:
             self._delete_ids(str(save_id), old)
-            self._bump(str(save_id))
+            self._bump(str(save_id), removed=old)
         return sum(1 for chunk_id in new_ids if chunk_id)
 
     def rollback(self, save_id: str, target_turn_id: int) -> int:
@@ -311,7 +288,7 @@ class VectorMemory:
         ids = self._ids_where(save_id, {"turn_id": {"$gt": int(target_turn_id)}})
         if ids:
             self._delete_ids(str(save_id), ids)
-            self._bump(str(save_id))
+            self._bump(str(save_id), removed=ids)
         return len(ids)
 
     def update_turn_narrative(self, save_id: str, turn_id: int, new_text: str, chunk_type: str = "narrative") -> None:
@@ -326,7 +303,7 @@ class VectorMemory:
         self.embed_chunk(save_id, turn_id, new_text, chunk_type=chunk_type)
         if old:
             self._delete_ids(str(save_id), old)
-            self._bump(str(save_id))
+            self._bump(str(save_id), removed=old)
 
     def update_turn_narratives(self, save_id: str, texts: dict[int, str], chunk_type: str = "narrative") -> None:
         """`update_turn_narrative` for several turns at once ({turn_id: new text}).
@@ -345,7 +322,7 @@ class VectorMemory:
         )
         if old:
             self._delete_ids(str(save_id), old)
-            self._bump(str(save_id))
+            self._bump(str(save_id), removed=old)
 
     def copy_save(self, source_save_id: str, target_save_id: str, *, max_turn_id: int) -> int:
         """Copy a save's chunks with turn_id <= max_turn_id to another save (a fork).
@@ -360,13 +337,14 @@ class VectorMemory:
         stale = self._ids_where(target_id, horizon)
         if stale:
             self._delete_ids(target_id, stale)
+        ids = []
         if source["ids"]:
             metadatas = [{**metadata, "save_id": target_id} for metadata in source["metadatas"]]
             ids = [uuid.uuid4().hex for _ in source["ids"]]
             vectors = np.asarray(source["embeddings"], dtype=np.float32)
             self.store.upsert(target_id, ids, vectors, source["documents"], metadatas)
         if stale or source["ids"]:
-            self._bump(target_id)
+            self._bump(target_id, added=ids, removed=stale)
         return len(source["ids"])
 
     def delete_save(self, save_id: str) -> int:
@@ -374,7 +352,7 @@ class VectorMemory:
         deleted = self.store.drop(str(save_id))
         if deleted is None:  # no collection: nothing changed
             return 0
-        self._bump(str(save_id))
+        self._bump(str(save_id))  # no change named: every cache lists the (now empty) scope
         return deleted
 
     # -- reads --
@@ -531,47 +509,9 @@ _instance_pid: int | None = None
 _instance_lock = threading.Lock()
 
 
-def get_configured_reranker():
-    """Return a CrossEncoderReranker for settings.AXIOM_RERANKER_MODEL, or None when unset."""
-    from django.conf import settings
-
-    name = getattr(settings, "AXIOM_RERANKER_MODEL", "") or ""
-    if not name:
-        return None
-    from studio.memory.retrieval.reranker import CrossEncoderReranker
-
-    return CrossEncoderReranker(model_name=name)
-
-
 def build_vector_memory() -> VectorMemory:
-    """Build a VectorMemory from settings (read now, not at import).
-
-    settings.CHROMA_HOST set: an HttpClient to that Chroma server (CHROMA_PORT), which any
-    number of processes may share. Otherwise the embedded store at settings.CHROMA_PATH,
-    locked to this process: a second process gets VectorStoreLockedError at once.
-    """
-    from django.conf import settings
-
-    rerank_pool = int(getattr(settings, "AXIOM_RERANK_POOL", RetrievalConfig.rerank_pool))
-    reranker = get_configured_reranker()
-    host = (getattr(settings, "CHROMA_HOST", "") or "").strip()
-    if host:
-        import chromadb
-        from chromadb.config import Settings
-
-        try:
-            client = chromadb.HttpClient(
-                host=host,
-                port=int(getattr(settings, "CHROMA_PORT", 8000)),
-                settings=Settings(anonymized_telemetry=False),
-            )
-        except Exception as exc:
-            raise VectorStoreError(
-                f"Cannot reach the Chroma server at {host}:{getattr(settings, 'CHROMA_PORT', 8000)} "
-                f"(CHROMA_HOST/CHROMA_PORT): {exc}"
-            ) from exc
-        return VectorMemory(None, reranker, client=client, rerank_pool=rerank_pool)
-    return VectorMemory(settings.CHROMA_PATH, reranker, rerank_pool=rerank_pool)
+    """Build a VectorMemory from settings (read now, not at import; see `vector_memory_options`)."""
+    return VectorMemory(**vector_memory_options())
 
 
 def get_vector_memory() -> VectorMemory:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import uuid
 
 from django.db import models
+from django.db.models.functions import MD5
 from django.urls import reverse
 
 
@@ -74,6 +75,11 @@ class Event(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["game_save", "turn_id"], name="event_unique_turn")
         ]
+        # The memory proxy finds where a chat's window starts among a long save's turns by the
+        # window's first narrative: an index walk on its digest, not a scan of every turn's
+        # text (issue 33). The database computes the digest (PostgreSQL's md5(); Django's MD5
+        # on SQLite), so every way a row is written keeps the index.
+        indexes = [models.Index(models.F("game_save"), MD5("narrative"), name="event_narrative_md5")]
 
     def __str__(self) -> str:
         return f"{self.game_save.save_id} turn {self.turn_id}"
@@ -251,3 +257,7 @@ class PlaySettings(models.Model):
 
     def __str__(self) -> str:
         return f"play settings of {self.game_save_id}"
+
+
+# The results of memory tests live in their own package; imported here so Django registers them.
+from studio.saves.memory_tests.models import MemoryTestResult  # noqa: E402,F401

@@ -64,6 +64,9 @@ class Chapter(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["game_save", "level", "first_turn"], name="chapter_unique_start"),
         ]
+        # The open chapter's start and an arc's roll-up read the newest row of a level: an index
+        # walk, not a scan of a long save's thousands of chapters (issue 33).
+        indexes = [models.Index(fields=["game_save", "level", "last_turn"], name="chapter_level_last_turn")]
 
     def __str__(self) -> str:
         return f"{self.game_save_id} {self.kind_label} turns {self.first_turn}-{self.last_turn}"

@@ -92,19 +92,71 @@ def chapters_for(game_save, *, max_turn: int | None = None):
     return rows.order_by("first_turn", "-level")
 
 
+MAX_GAPS_PER_QUERY = 32  # more turn ranges left to cover than this: one range query for the level, filtered here
+
+
 def top_summaries(game_save, *, before_turn: int) -> list[Chapter]:
     """Return the summaries the story so far is told with, oldest first, the fewest rows that cover it.
 
     Each closed turn before `before_turn` is covered once, by the highest-level row holding
     it that has a summary (an arc rather than its chapters; an arc without one gives way to
     its parts). A chapter that nothing summarises is returned too: it says why it has none.
+
+    Read level by level from the top (arcs nest: an arc is whole chapters, or whole arcs, of
+    the level below), each level only inside the turn ranges the levels above left
+    uncovered: a long save's thousands of chapters are read only where no arc tells them.
     """
-    rows = list(Chapter.objects.filter(game_save_id=game_save.pk, last_turn__lt=before_turn).order_by("-level", "first_turn"))
+    from django.db.models import Q
+
+    rows = Chapter.objects.filter(game_save_id=game_save.pk, last_turn__lt=before_turn)
+    # The highest level: an index walk from the top (game_save, level, last_turn), not an aggregate over the rows.
+    top = rows.order_by("-level").values_list("level", flat=True).first()
+    if top is None:
+        return []
     chosen: list[Chapter] = []
     covered: list[tuple[int, int]] = []
-    for row in rows:
-        if (row.level and not row.has_summary) or any(first <= row.first_turn and row.last_turn <= last for first, last in covered):
-            continue
-        chosen.append(row)
-        covered.append((row.first_turn, row.last_turn))
+    gaps = [(1, before_turn - 1)]  # turn ranges no chosen row covers yet
+    for level in range(top, -1, -1):
+        if not gaps:
+            break
+        found = rows.filter(level=level)
+        # The rows starting inside a gap (arcs nest, so a row reaching into a gap starts in it): a range of the
+        # (game_save, level, first_turn) index per gap.
+        if len(gaps) <= MAX_GAPS_PER_QUERY:
+            inside = Q()
+            for first, last in gaps:
+                inside |= Q(first_turn__gte=first, first_turn__lte=last)
+            found = found.filter(inside)
+        else:
+            found = found.filter(first_turn__gte=gaps[0][0], first_turn__lte=gaps[-1][1])
+        chosen_here = []
+        for row in found.order_by("first_turn"):
+            if (level and not row.has_summary) or any(first <= row.first_turn and row.last_turn <= last
+                                                      for first, last in covered):
+                continue  # an arc without a summary gives way to its parts: its range stays a gap
+            chosen_here.append(row)
+        chosen += chosen_here
+        covered += [(row.first_turn, row.last_turn) for row in chosen_here]
+        gaps = _minus(gaps, [(row.first_turn, row.last_turn) for row in chosen_here])
     return sorted(chosen, key=lambda r: r.first_turn)
+
+
+def _minus(gaps: list[tuple[int, int]], covered: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Return the turn ranges of `gaps` (sorted, disjoint) that the sorted `covered` ranges leave."""
+    out = []
+    cuts = iter(covered)
+    cut = next(cuts, None)
+    for first, last in gaps:
+        start = first
+        while cut is not None and cut[1] < start:
+            cut = next(cuts, None)
+        while cut is not None and cut[0] <= last:
+            if cut[0] > start:
+                out.append((start, cut[0] - 1))
+            start = max(start, cut[1] + 1)
+            if cut[1] > last:
+                break
+            cut = next(cuts, None)
+        if start <= last:
+            out.append((start, last))
+    return out

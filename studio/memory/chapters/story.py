@@ -59,12 +59,17 @@ def turn_texts(game_save, turn_ids) -> dict[int, str]:
     return dict(Event.objects.filter(game_save_id=game_save.pk, turn_id__in=list(turn_ids)).values_list("turn_id", "narrative"))
 
 
-def acting_turns(game_save, *, horizon: int) -> set[int]:
-    """Return the turns up to `horizon` the player acted in: those with a player input (one query)."""
+def acting_turns(game_save, *, horizon: int, among=None) -> set[int]:
+    """Return the turns up to `horizon` the player acted in: those with a player input (one query).
+
+    `among`: only those of these turns (a context reads the turns it shows, not the whole save).
+    """
     from studio.saves.models import Event
 
-    return set(Event.objects.filter(game_save_id=game_save.pk, turn_id__lte=horizon).exclude(player_input="")
-               .values_list("turn_id", flat=True))
+    rows = Event.objects.filter(game_save_id=game_save.pk, turn_id__lte=horizon).exclude(player_input="")
+    if among is not None:
+        rows = rows.filter(turn_id__in=list(among))
+    return set(rows.values_list("turn_id", flat=True))
 
 
 def _turn_text(turn_id: int, player_input: str, narrative: str, when: str) -> str:

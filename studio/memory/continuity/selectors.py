@@ -39,3 +39,17 @@ def instructions_for(*, game_save, draft_id: int, alternative: int) -> list[str]
     rows = ContinuityFinding.objects.filter(game_save_id=game_save.pk, draft_id=draft_id, regenerated_as=alternative
                                             ).exclude(verdict=FindingVerdict.REJECTED).order_by("id")
     return [as_finding(row).instruction() for row in rows]
+
+
+def findings_in_turns(game_save, *, first_turn: int, last_turn: int, kind: str | None = None) -> list[dict]:
+    """The findings that stand in the story in turns `first_turn`..`last_turn` (accepted anyway, not rejected by the
+    model; of `kind`, or every kind), as the memory tests' `no_findings` kind reads them
+    (`saves.memory_tests.findings`)."""
+    rows = (ContinuityFinding.objects.filter(game_save_id=game_save.pk, turn_id__gte=first_turn,
+                                             turn_id__lte=min(last_turn, game_save.current_turn),
+                                             resolution=FindingResolution.ACCEPTED)
+            .exclude(verdict=FindingVerdict.REJECTED).order_by("turn_id", "id"))
+    if kind:
+        rows = rows.filter(kind=kind)
+    return [{"kind": row.kind, "turn_id": row.turn_id, "sentence": row.sentence, "item": row.item_label,
+             "why": row.why, "character": row.character} for row in rows]

@@ -76,11 +76,14 @@ def job_timeline_rewind(*, game_save, target_turn: int, generation: int, memory_
       none writes anything.
     Return {"carried", "redo", "dropped"}.
     """
+    # Every status but done, named: the (game_save, status) index finds the few unfinished jobs of a
+    # long save, where excluding done would read all its done ones (issue 33).
     old = Job.objects.filter(
         game_save_id=game_save.pk,
+        status__in=[status for status in JobStatus.values if status != JobStatus.DONE],
         kind__in=TIMELINE_KINDS,
         timeline_generation=game_save.timeline_generation,
-    ).exclude(status=JobStatus.DONE)
+    )
     pending_refresh = Q(kind=JobKind.REFRESH_MODELS, status__in=UNFINISHED)
     kept = old.filter(Q(turn_id__lte=target_turn) | pending_refresh)
     redo = kept.filter(status=JobStatus.RUNNING, kind__in=MEMORY_READING_KINDS) if memory_rewound else kept.none()

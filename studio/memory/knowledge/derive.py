@@ -41,7 +41,15 @@ class Knowing:
 
 
 class KnowledgeView:
-    """Who knows what in one save as of turn `horizon` (one read of each table)."""
+    """Who knows what in one save as of turn `horizon`.
+
+    The reveals and the Lore Book's `known_by` are read once. Presence (the rows, and the
+    turns the player acted in) is read for the turns asked about, a batch at a time
+    (`prefetch`; every per-turn answer loads its turn if needed), so a turn's memory context
+    reads the rows of the turns it shows, not the save's whole history; the whole-save
+    attributes (`presence`, `present`, `acting`, `characters()`: pages, lore health) read
+    every row up to the horizon once.
+    """
 
     def __init__(self, save, *, horizon: int, index: CharacterIndex | None = None):
         from studio.universes.models import LoreEntry
@@ -49,15 +57,12 @@ class KnowledgeView:
         self.save = save
         self.horizon = horizon
         self.index = index or character_index(save.universe, save=save)
-        self.presence: dict[int, Presence] = {
-            r.turn_id: r for r in Presence.objects.filter(game_save_id=save.pk, turn_id__lte=horizon)
-        }
-        self.present: dict[int, set[str]] = {t: {fold(c) for c in r.characters} for t, r in self.presence.items()}
         # The player character witnesses every turn they act in (the game need not list them).
         self.player = self.index.player if self.index.player_on_scene else ""
-        self.acting: set[int] = acting_turns(save, horizon=horizon) if self.player else set()
-        for turn in self.acting:
-            self.present.setdefault(turn, set()).add(fold(self.player))
+        self._rows: dict[int, Presence] = {}  # the presence rows of the turns looked up
+        self._acting: set[int] = set()  # of the turns looked up, those the player acted in
+        self._looked_up: set[int] = set()
+        self._whole = False
         self.fact_reveals: dict[int, list[Reveal]] = defaultdict(list)
         self.entry_reveals: dict[str, list[Reveal]] = defaultdict(list)
         self.reveals = list(Reveal.objects.filter(game_save_id=save.pk, turn_id__lte=horizon).order_by("turn_id", "id"))
@@ -72,17 +77,69 @@ class KnowledgeView:
 
     # -- presence ---------------------------------------------------------------------------
 
+    def prefetch(self, turns) -> None:
+        """Read the presence of `turns` not looked up yet (one query each for rows and acting turns)."""
+        if self._whole:
+            return
+        wanted = sorted({int(t) for t in turns if 0 < int(t) <= self.horizon} - self._looked_up)
+        if not wanted:
+            return
+        for row in Presence.objects.filter(game_save_id=self.save.pk, turn_id__in=wanted):
+            self._rows[row.turn_id] = row
+        if self.player:
+            self._acting.update(acting_turns(self.save, horizon=self.horizon, among=wanted))
+        self._looked_up.update(wanted)
+
+    def _read_whole(self) -> None:
+        if self._whole:
+            return
+        self._rows = {r.turn_id: r for r in Presence.objects.filter(game_save_id=self.save.pk, turn_id__lte=self.horizon)}
+        self._acting = acting_turns(self.save, horizon=self.horizon) if self.player else set()
+        self._whole = True
+
+    @property
+    def presence(self) -> dict[int, Presence]:
+        """Every presence row up to the horizon, by turn (reads them all)."""
+        self._read_whole()
+        return self._rows
+
+    @property
+    def acting(self) -> set[int]:
+        """Every turn up to the horizon the player acted in (reads them all)."""
+        self._read_whole()
+        return self._acting
+
+    @property
+    def present(self) -> dict[int, set[str]]:
+        """Every turn up to the horizon with someone present: the folded names (reads them all)."""
+        self._read_whole()
+        return {turn: self._present(turn) for turn in set(self._rows) | self._acting}
+
+    def _present(self, turn: int) -> set[str]:
+        """The folded names present at `turn` (the player if they acted in it); empty when nobody is recorded."""
+        self.prefetch([turn])
+        row = self._rows.get(turn)
+        names = {fold(c) for c in row.characters} if row else set()
+        if turn in self._acting:
+            names.add(fold(self.player))
+        return names
+
     def present_at(self, turn: int) -> list[str]:
         """Return who was present at `turn`: the presence row's characters, and the player if they acted in it."""
-        row = self.presence.get(turn)
+        self.prefetch([turn])
+        row = self._rows.get(turn)
         names = list(row.characters) if row else []
-        if turn in self.acting and fold(self.player) not in {fold(n) for n in names}:
+        if turn in self._acting and fold(self.player) not in {fold(n) for n in names}:
             names.append(self.player)
         return names
 
     def has_data(self) -> bool:
         """True when the save records presence or reveals, or its Lore Book has a `known_by`."""
-        return bool(self.presence or self.reveals or any(v is not None for v in self.known_by.values()))
+        if self.reveals or any(v is not None for v in self.known_by.values()):
+            return True
+        if self._whole:
+            return bool(self._rows)
+        return bool(self._rows) or Presence.objects.filter(game_save_id=self.save.pk, turn_id__lte=self.horizon).exists()
 
     # -- items ------------------------------------------------------------------------------
 
@@ -95,13 +152,14 @@ class KnowledgeView:
         return f"told to {character}{by} at turn {reveal.turn_id}"
 
     def witnessed(self, character: str, turn: int) -> Knowing:
-        if fold(character) in self.present.get(turn, set()):
-            row = self.presence.get(turn)
-            if turn in self.acting and fold(character) == fold(self.player) and not (
+        present = self._present(turn) if 0 < turn <= self.horizon else set()
+        if fold(character) in present:
+            row = self._rows.get(turn)
+            if turn in self._acting and fold(character) == fold(self.player) and not (
                     row and fold(character) in {fold(c) for c in row.characters}):
                 return Knowing(True, f"{character} acted in turn {turn} (the player character)", turn)
             return Knowing(True, f"{character} was present at turn {turn}", turn)
-        if turn not in self.present:
+        if turn not in self._rows and turn not in self._acting:
             return Knowing(False, f"nobody is recorded present at turn {turn}")
         return Knowing(False, f"{character} was not present at turn {turn}")
 

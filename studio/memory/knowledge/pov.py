@@ -250,6 +250,9 @@ def _sections(view: KnowledgeView, result: PovContext, included: list) -> None:
     belief_ids = [int(i.ref.get("observation_id")) for i in included if i.layer == "belief" and i.ref.get("observation_id")]
     beliefs = {b.pk: b for b in Observation.all_objects.filter(pk__in=belief_ids)}
     names = [c["name"] for c in result.characters]
+    # The presence of the turns these items tell of, in one read (not the save's whole history).
+    view.prefetch([int(i.ref.get("turn_id") or 0) for i in included if (i.ref or {}).get("turn_id")]
+                  + [int(source.get("turn_id") or 0) for b in beliefs.values() for source in b.sources or []])
     for position, item in enumerate(included):
         knowers = []
         for name in names:
@@ -288,6 +291,7 @@ def _recall_known_facts(view: KnowledgeView, result: PovContext, query_text: str
         if overlap:
             scored.append((overlap, fact))
     scored.sort(key=lambda pair: (-pair[0], -pair[1].turn_id, -pair[1].pk))
+    view.prefetch([fact.turn_id for _overlap, fact in scored])
     for person in result.characters:
         name, added = person["name"], 0
         for overlap, fact in scored:
@@ -314,6 +318,7 @@ def pov_filter_results(*, game_save, results: list[dict], pov, horizon: int) -> 
     """
     view = KnowledgeView(game_save, horizon=horizon)
     names = [view.index.resolve(name) for name in pov]
+    view.prefetch([int(result.get("turn_id") or 0) for result in results])
     kept, left_out = [], []
     for result in results:
         entry_id = result.get("entry_id") or (result.get("metadata") or {}).get("entry_id")

@@ -54,6 +54,7 @@ from studio.memory.embeddings import embedding
 from studio.memory.retrieval import lexical, temporal
 from studio.memory.retrieval.config import RetrievalConfig
 from studio.memory.retrieval.corpus import Corpus, SearchFilter, View, index_terms
+from studio.memory.retrieval.exact import exact_nearest
 from studio.memory.retrieval.explain import QueryStats, StageTimer
 from studio.memory.retrieval.store import ChunkStore, is_store_failure
 
@@ -179,12 +180,15 @@ class SemanticArm(Arm):
         # shows the filters exclude nothing or only a few chunks: those are fetched
         # too and dropped here. Only a filter cutting many chunks goes to Chroma.
         excluded = len(corpus.ids) - len(view.positions)
-        if excluded <= 3 * depth:
-            where, fetch = None, depth + excluded
-        else:
-            where, fetch = arm_input.filters.chroma_where(), depth
+        config = arm_input.config
         try:
-            ids, distances = arm_input.store.nearest(arm_input.scope_id, query_vector, where, fetch)
+            if excluded <= max(3 * depth, config.unfiltered_fetch_max):
+                ids, distances = arm_input.store.nearest(arm_input.scope_id, query_vector, None, depth + excluded)
+            elif len(view.positions) <= config.exact_search_max:
+                ids, distances = exact_nearest(arm_input, np.arange(len(view.positions)), depth)
+            else:
+                ids, distances = arm_input.store.nearest(arm_input.scope_id, query_vector,
+                                                         arm_input.filters.chroma_where(), depth)
         except Exception as exc:
             if not is_store_failure(exc):
                 raise

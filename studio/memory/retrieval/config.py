@@ -43,6 +43,15 @@ class RetrievalConfig:
     bm25_b: float = 0.5
     focus_boost: float = 0.005  # about what moving up several places in one arm is worth
     rerank_pool: int = 50
+    # The semantic arm on a filtered corpus (issue 33). A Chroma `where` costs a metadata scan of
+    # the rows it matches (10k chunks: ~1 ms without, ~70-100 ms with; 100k: ~1 s), so a filter
+    # excluding at most `unfiltered_fetch_max` chunks asks Chroma without it for that many more
+    # and drops them here (the filtered nearest are among them), and a filter keeping at most
+    # `exact_search_max` chunks (the Lore Book among a long save's narrative, a named time's
+    # turns) is searched exactly over their stored vectors, fetched once per chunk and cached:
+    # the ANN index is the wrong tool for a few hundred rows out of 100,000.
+    unfiltered_fetch_max: int = 1000
+    exact_search_max: int = 2000
     link_expansion_cap: int = 3
     max_cached_scopes: int = 16
     max_views_per_scope: int = 8

@@ -7,12 +7,15 @@ scope, a `Corpus` (the chunks in turn, type and write order) and, per filter, a 
 
 Invariants:
 - A corpus is valid for exactly one corpus version. Every write bumps its scope's counter
-  (`versions`: in the studio `studio.memory.vector.DatabaseCorpusVersions`, one row per
+  (`versions`: in the studio `studio.memory.corpus_log.DatabaseCorpusVersions`, one row per
   scope, so a worker process's write invalidates the web process's cache too; this package
   imports no Django); every read checks it (one indexed SELECT) and reloads only when it moved.
-- A reload lists the scope's ids and fetches and tokenises only the chunks it has not seen
-  (chunks are never modified in place), so a turn's write costs a page of ids, not the
-  save. The new corpus records what changed (`CorpusDelta`).
+- A reload reads the change log since the cached version (changes.py: the ids each write
+  added and removed, recorded with its bump) and fetches and tokenises only the added chunks
+  by id: a turn's write costs the turn's chunks, never a listing of the save. Only when the
+  log does not cover the window (a write that named nothing, a pruned log, versions without a
+  log) are the scope's ids listed, and still only the chunks not seen are fetched (chunks are
+  never modified in place). The new corpus records what changed (`CorpusDelta`).
 - Views are immutable once built and keyed by their filter; a horizon that cuts nothing
   shares the unbounded view. At most `max_views_per_scope` views per scope and
   `max_cached_scopes` scopes per process are kept (LRU). Cached data is never mutated, so
@@ -24,14 +27,16 @@ during a reload and an older corpus of the scope is cached, that corpus answers
 error propagates. Without rank_bm25 a view has no indexes (the lexical arms skip).
 
 Incremental views: each chunk's index terms are kept as term ids and counts over one
-vocabulary per scope (append-only, copied forward on reload), so views are built with numpy
-(views.py). When a reload only appended chunks after every cached one (a new turn's
-writes: `CorpusDelta.removed == 0` and the old ids are the new corpus's prefix), the old
-corpus's views are carried forward and each is extended (`views.extend_view`) the first
-time a query asks for it, instead of rebuilt; the unbounded view also stands for the new
-corpus's view at the old last turn. A removal (rewind, a replaced narrative) or a chunk
-sorted before existing ones drops the views (the epoch is the corpus version); the next
-query builds only the view it needs.
+vocabulary per scope (append-only, copied forward on reload), and its context chain as a code
+(`chain_codes`), so views are built with numpy (views.py). When a reload only appended chunks
+after every cached one (a new turn's writes), the old corpus's views are carried forward and
+each is extended (`views.extend_view`) the first time a query asks for it, instead of
+rebuilt; the unbounded view also stands for the new corpus's view at the old last turn. When
+it removed the cached tail (a rewind: every removed chunk after every kept one), possibly then
+appended, the unbounded views are carried with the cut, and cut (`views.truncate_view`) then
+extended on first use. Either touches only the last segments of each index (segments.py). Any other change (a chunk sorted before
+existing ones, a removal in the middle: an old turn's narrative replaced, a lore sync) drops
+the views (the epoch is the corpus version); the next query builds only the view it needs.
 """
 from __future__ import annotations
 
@@ -43,34 +48,19 @@ from typing import Any
 
 import numpy as np
 
+from studio.memory.retrieval import changes as change_log
 from studio.memory.retrieval import lexical
 from studio.memory.retrieval import store as store_module
+from studio.memory.retrieval.changes import LocalCorpusVersions
 from studio.memory.retrieval.config import RetrievalConfig
 from studio.memory.retrieval.store import ChunkStore, is_store_failure, where_clause
-from studio.memory.retrieval.views import View, build_view, extend_view
+from studio.memory.retrieval.table import ChunkTable
+from studio.memory.retrieval.views import View, build_view, chain_codes_of, chain_key, extend_view, truncate_view
 
-__all__ = ["View", "build_view"]  # re-exported: callers read views through the cache
+# Re-exported: callers read views through the cache; the in-process versions live in changes.py.
+__all__ = ["LocalCorpusVersions", "View", "build_view"]
 
 logger = logging.getLogger(__name__)
-
-
-# --- Per-scope corpus version (cache invalidation across processes) ----------------------
-
-
-class LocalCorpusVersions:
-    """In-process counters, for use without a database (one process only)."""
-
-    def __init__(self) -> None:
-        self._versions: dict[str, int] = {}
-        self._lock = threading.Lock()
-
-    def current(self, scope_id: str) -> int:
-        return self._versions.get(scope_id, 0)
-
-    def bump(self, scope_id: str) -> int:
-        with self._lock:
-            self._versions[scope_id] = self._versions.get(scope_id, 0) + 1
-            return self._versions[scope_id]
 
 
 # --- Filters, corpus and views -------------------------------------------------------------
@@ -135,9 +125,36 @@ class Corpus:
     doc_lens: np.ndarray = None  # per chunk: its number of terms
     delta: CorpusDelta | None = None  # None: loaded from scratch
     views: OrderedDict = field(default_factory=OrderedDict)
-    # Views of an earlier version this one only appended to: extended on first use.
+    # Views of an earlier version this one only appended to (after cutting its tail, for a
+    # rewind): key -> Carried, extended on first use.
     earlier_views: dict = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # Per chunk: the code of its context chain (views.chain_key: its chunk type, or its lore
+    # entry), numbered by `chain_index` (append-only, like `vocab`); None: computed on first use.
+    chain_codes: np.ndarray | None = None
+    chain_index: dict = field(default_factory=dict)
+    # Per chunk: its chunk type as a number of `type_index` (a filter on the type compares numbers, not strings);
+    # None for a corpus built by hand (its `chunk_types` are compared).
+    type_codes: np.ndarray | None = None
+    type_index: dict = field(default_factory=dict)
+    # Stored vectors of chunks an exact search read (arms.exact_nearest), by id: fetched once per
+    # chunk, carried to the next corpus for the chunks it keeps (chunks never change in place).
+    vectors: dict = field(default_factory=dict)
+    # The storage the sequences above are prefixes of (table.py), shared with the corpora it was appended
+    # for; None for a corpus built by hand (it is copied on its first append).
+    table: Any = None
+
+    def sort_key(self, position: int) -> tuple:
+        return row_key(self.metadatas[position])
+
+
+@dataclass(frozen=True)
+class Carried:
+    """A view of an earlier corpus, carried to a later one: cut to its chunks before `cut` (a
+    rewind removed the rest), then extended."""
+
+    view: View
+    cut: int | None = None
 
 
 @dataclass(frozen=True)
@@ -154,7 +171,14 @@ def index_terms(text: str, config: RetrievalConfig) -> list[str]:
     return lexical.index_terms(text, stop_words=config.stop_words, fold_inflections=config.fold_inflections)
 
 
+def row_key(metadata: dict[str, Any]) -> tuple:
+    """The corpus order of a chunk: turn, chunk type, write order."""
+    return int(metadata.get("turn_id", 0)), str(metadata.get("chunk_type", "")), metadata.get("chunk_seq", 0)
+
+
 # --- The cache -----------------------------------------------------------------------------
+
+Row = tuple  # (chunk id, text, metadata, index terms)
 
 
 class CorpusCache:
@@ -172,7 +196,12 @@ class CorpusCache:
             self._corpora.clear()
 
     def read(self, scope_id: str, config: RetrievalConfig) -> CorpusRead:
-        """Return the scope's cached corpus, reloading it when its version moved."""
+        """Return the scope's cached corpus, reloading it when its version moved.
+
+        A reload applies the change log since the cached version when the versions keep one
+        and it covers the whole window (only the added chunks are fetched); otherwise it lists
+        the scope's ids (`_load_rows`).
+        """
         version = self.versions.current(scope_id)
         with self._lock:
             cached = self._corpora.get(scope_id)
@@ -180,7 +209,14 @@ class CorpusCache:
                 self._corpora.move_to_end(scope_id)
                 return CorpusRead(cached)
         try:
-            rows, added = self._load_rows(scope_id, cached, config)
+            corpus = None
+            if cached is not None and change_log.supports_log(self.versions):
+                changes = self.versions.changes_since(scope_id, cached.version, version)
+                if changes is not None:
+                    corpus = self._apply(scope_id, cached, changes, version, config)
+            if corpus is None:
+                rows, added = self._load_rows(scope_id, cached, config)
+                corpus = self._build(rows, added, cached, version)
         except Exception as exc:
             if cached is None or not is_store_failure(exc):
                 raise
@@ -188,14 +224,95 @@ class CorpusCache:
             # the newest chunks) rather than failing the whole query.
             logger.warning("vector store unreachable, querying the cached corpus of %s: %s", scope_id, exc)
             return CorpusRead(cached, store_error=f"{type(exc).__name__}: {exc}"[:300])
-        rows.sort(
-            key=lambda row: (int(row[2].get("turn_id", 0)), str(row[2].get("chunk_type", "")), row[2].get("chunk_seq", 0)),
-        )
+        with self._lock:
+            self._corpora[scope_id] = corpus
+            self._corpora.move_to_end(scope_id)
+            while len(self._corpora) > config.max_cached_scopes:
+                self._corpora.popitem(last=False)
+        return CorpusRead(corpus, rebuilt=True)
+
+    def _fetch(self, scope_id: str, ids: list[str], config: RetrievalConfig) -> list[Row]:
+        """Fetch and tokenise the given chunks (those the store still holds), a page at a time."""
+        rows = []
+        page_size = store_module.GET_PAGE_SIZE
+        for start in range(0, len(ids), page_size):
+            page = self.store.get_by_ids(scope_id, ids[start : start + page_size])
+            for chunk_id, text, metadata in zip(page["ids"], page["documents"], page["metadatas"]):
+                rows.append((chunk_id, text or "", metadata or {}, index_terms(text or "", config)))
+        return rows
+
+    def _apply(self, scope_id: str, cached: Corpus, changes: list, version: int, config: RetrievalConfig) -> Corpus:
+        """Return the corpus at `version`: `cached` with the logged changes applied (O(change)).
+
+        Appends after every cached chunk, after a cut of the cached tail (a rewind), extend the
+        cached lists; any other change (a chunk sorted before cached ones, a removal in the
+        middle) re-sorts the rows in memory, still without listing the store.
+        """
+        added_ids, removed_ids = change_log.fold(changes, cached.position)
+        added = sorted(self._fetch(scope_id, added_ids, config), key=lambda row: row_key(row[2]))
+        removed = sorted(cached.position[chunk_id] for chunk_id in removed_ids)
+        cut = len(cached.ids) - len(removed)
+        tail = removed == list(range(cut, len(cached.ids)))
+        if not tail or (added and cut and row_key(added[0][2]) <= cached.sort_key(cut - 1)):
+            gone = set(removed)
+            rows = [(cached.ids[p], cached.texts[p], cached.metadatas[p], cached.terms[p])
+                    for p in range(len(cached.ids)) if p not in gone]
+            return self._build(rows + added, [row[0] for row in added], cached, version, removed=len(removed))
+        return self._extend(cached, cut, added, version)
+
+    def _extend(self, cached: Corpus, cut: int, added: list[Row], version: int) -> Corpus:
+        """Return `cached` cut to its first `cut` chunks, then `added` appended (in corpus order).
+
+        A pure append to the corpus at its table's tip appends to the table in place (table.py);
+        a cut, or a corpus another reload already appended to, copies the rows it keeps.
+        """
+        vocab = dict(cached.vocab)
+        chain_index = dict(cached.chain_index)
+        type_index = dict(cached.type_index)
+        rows = {name: [] for name in ("ids", "texts", "metadatas", "terms", "term_ids", "term_counts", "turn_ids",
+                                      "chunk_types", "type_codes", "doc_lens", "chain_codes")}
+        for chunk_id, text, metadata, terms in added:
+            ids_of, counts_of = term_vector(terms, vocab)
+            for name, value in (("ids", chunk_id), ("texts", text), ("metadatas", metadata), ("terms", terms),
+                                ("term_ids", ids_of), ("term_counts", counts_of),
+                                ("turn_ids", int(metadata.get("turn_id", 0))),
+                                ("chunk_types", str(metadata.get("chunk_type", ""))),
+                                ("type_codes", type_index.setdefault(str(metadata.get("chunk_type", "")), len(type_index))),
+                                ("doc_lens", len(terms)),
+                                ("chain_codes", chain_index.setdefault(chain_key(metadata, chunk_id), len(chain_index)))):
+                rows[name].append(value)
+        table, size = cached.table, None
+        if table is not None and cut == len(cached.ids) and cached.type_codes is not None:
+            with table.lock:
+                if table.length == cut:  # `cached` is the tip: nobody appended after it
+                    size = table.append(rows)
+        if size is None:
+            table = ChunkTable()
+            kept = {name: list(getattr(cached, name)[:cut]) for name in ("ids", "texts", "metadatas", "terms",
+                                                                         "term_ids", "term_counts")}
+            types = [str(t) for t in cached.chunk_types[:cut]]
+            kept.update(turn_ids=cached.turn_ids[:cut], chunk_types=types,
+                        type_codes=[type_index.setdefault(t, len(type_index)) for t in types],
+                        doc_lens=cached.doc_lens[:cut], chain_codes=chain_codes_of(cached)[:cut])
+            table.append(kept)
+            size = table.append(rows)
+        corpus = Corpus(version=version, vocab=vocab, chain_index=chain_index, type_index=type_index, table=table,
+                        delta=CorpusDelta(cached.version, tuple(rows["ids"]), len(cached.ids) - cut),
+                        **table.fields(size))
+        corpus.earlier_views = carried_views(cached, cut if cut < len(cached.ids) else None)
+        corpus.vectors = kept_vectors(cached, corpus.position)
+        return corpus
+
+    def _build(self, rows: list[Row], added: list[str], cached: Corpus | None, version: int, *,
+               removed: int | None = None) -> Corpus:
+        """Return the corpus of `rows` (sorted here), reusing the cached chunks' term vectors."""
+        rows.sort(key=lambda row: row_key(row[2]))
         ids = [row[0] for row in rows]
         metadatas = [row[2] or {} for row in rows]
         vocab = {} if cached is None else dict(cached.vocab)
-        term_ids, term_counts = [], []
-        for chunk_id, _text, _metadata, terms in rows:
+        chain_index = {} if cached is None else dict(cached.chain_index)
+        term_ids, term_counts, codes = [], [], []
+        for chunk_id, _text, metadata, terms in rows:
             position = None if cached is None else cached.position.get(chunk_id)
             if position is not None:
                 term_ids.append(cached.term_ids[position])
@@ -204,40 +321,34 @@ class CorpusCache:
                 ids_of, counts_of = term_vector(terms, vocab)
                 term_ids.append(ids_of)
                 term_counts.append(counts_of)
-        corpus = Corpus(
-            version=version,
-            ids=ids,
-            texts=[row[1] or "" for row in rows],
-            metadatas=metadatas,
-            turn_ids=np.asarray([int(m.get("turn_id", 0)) for m in metadatas], dtype=np.int64),
-            chunk_types=np.asarray([str(m.get("chunk_type", "")) for m in metadatas], dtype=object),
-            position={chunk_id: index for index, chunk_id in enumerate(ids)},
-            terms=[row[3] for row in rows],
-            vocab=vocab,
-            term_ids=term_ids,
-            term_counts=term_counts,
-            doc_lens=np.asarray([len(row[3]) for row in rows], dtype=np.int64),
-            delta=None if cached is None else CorpusDelta(
-                cached.version, tuple(added), len(cached.ids) - (len(ids) - len(added))
-            ),
-        )
+            codes.append(chain_index.setdefault(chain_key(metadata, chunk_id), len(chain_index)))
+        if removed is None and cached is not None:
+            removed = len(cached.ids) - (len(ids) - len(added))
+        table = ChunkTable()
+        types = [str(m.get("chunk_type", "")) for m in metadatas]
+        type_index = {} if cached is None else dict(cached.type_index)
+        size = table.append({
+            "ids": ids, "texts": [row[1] or "" for row in rows], "metadatas": metadatas, "terms": [row[3] for row in rows],
+            "term_ids": term_ids, "term_counts": term_counts,
+            "turn_ids": [int(m.get("turn_id", 0)) for m in metadatas], "chunk_types": types,
+            "type_codes": [type_index.setdefault(t, len(type_index)) for t in types],
+            "doc_lens": [len(row[3]) for row in rows], "chain_codes": codes,
+        })
+        corpus = Corpus(version=version, vocab=vocab, chain_index=chain_index, type_index=type_index, table=table,
+                        delta=None if cached is None else CorpusDelta(cached.version, tuple(added), removed),
+                        **table.fields(size))
         if cached is not None and corpus.delta.removed == 0 and ids[: len(cached.ids)] == cached.ids:
             corpus.earlier_views = carried_views(cached)
-        with self._lock:
-            self._corpora[scope_id] = corpus
-            self._corpora.move_to_end(scope_id)
-            while len(self._corpora) > config.max_cached_scopes:
-                self._corpora.popitem(last=False)
-        return CorpusRead(corpus, rebuilt=True)
+        if cached is not None:
+            corpus.vectors = kept_vectors(cached, corpus.position)
+        return corpus
 
-    def _load_rows(
-        self, scope_id: str, cached: Corpus | None, config: RetrievalConfig
-    ) -> tuple[list[tuple[str, str, dict, list[str]]], list[str]]:
+    def _load_rows(self, scope_id: str, cached: Corpus | None, config: RetrievalConfig) -> tuple[list[Row], list[str]]:
         """Return (id, text, metadata, index terms) of every chunk in the scope, and the new ids.
 
-        With an older cached corpus at hand only the ids are listed, and just the new
-        chunks are fetched and tokenised (chunks are never modified in place: a change is
-        a new id plus a deleted one), so a turn's write costs a page of ids, not the save.
+        The fallback when no change log covers the window: with an older cached corpus at
+        hand only the ids are listed, and just the new chunks are fetched and tokenised
+        (chunks are never modified in place: a change is a new id plus a deleted one).
         """
         if cached is None:
             page = self.store.get_paged(scope_id, None, include=["documents", "metadatas"])
@@ -255,22 +366,21 @@ class CorpusCache:
                 missing.append(chunk_id)
             else:
                 rows.append((chunk_id, cached.texts[position], cached.metadatas[position], cached.terms[position]))
-        added = []
-        page_size = store_module.GET_PAGE_SIZE
-        for start in range(0, len(missing), page_size):
-            page = self.store.get_by_ids(scope_id, missing[start : start + page_size])
-            for chunk_id, text, metadata in zip(page["ids"], page["documents"], page["metadatas"]):
-                rows.append((chunk_id, text or "", metadata or {}, index_terms(text or "", config)))
-                added.append(chunk_id)
-        return rows, added
+        fetched = self._fetch(scope_id, missing, config)
+        return rows + fetched, [row[0] for row in fetched]
 
     def view(self, corpus: Corpus, filters: SearchFilter, config: RetrievalConfig) -> View:
         """Return the corpus's view for `filters`, building and caching it on first use."""
         mask = np.ones(len(corpus.ids), dtype=bool)
-        if filters.chunk_type is not None:
-            mask &= corpus.chunk_types == filters.chunk_type
-        if filters.exclude_chunk_type is not None:
-            mask &= corpus.chunk_types != filters.exclude_chunk_type
+        for wanted, keep in ((filters.chunk_type, True), (filters.exclude_chunk_type, False)):
+            if wanted is None:
+                continue
+            if corpus.type_codes is None:  # a corpus built by hand: its strings compared
+                same = corpus.chunk_types == wanted
+            else:  # numbers compared: a string comparison per chunk of a long save costs ~5 ms
+                code = corpus.type_index.get(wanted)
+                same = corpus.type_codes == code if code is not None else np.zeros(len(mask), dtype=bool)
+            mask &= same if keep else ~same
         horizon = filters.horizon
         if horizon is not None:
             in_horizon = corpus.turn_ids <= horizon
@@ -285,10 +395,16 @@ class CorpusCache:
                 corpus.views.move_to_end(key)
                 return view
             positions = np.flatnonzero(mask)
-            earlier = corpus.earlier_views.pop(key, None)
-            if earlier is not None and np.array_equal(positions[: len(earlier.positions)], earlier.positions):
-                view = extend_view(earlier, corpus, positions, config)
-            else:
+            view = None
+            carried = corpus.earlier_views.pop(key, None)
+            if carried is not None:
+                earlier = carried.view
+                if carried.cut is not None:
+                    kept = int(np.searchsorted(earlier.positions, carried.cut))
+                    earlier = truncate_view(earlier, corpus, kept, config)
+                if np.array_equal(positions[: len(earlier.positions)], earlier.positions):
+                    view = extend_view(earlier, corpus, positions, config)
+            if view is None:
                 view = build_view(corpus, positions, config)
             corpus.views[key] = view
             while len(corpus.views) > config.max_views_per_scope:
@@ -305,21 +421,37 @@ def term_vector(terms: list[str], vocab: dict[str, int]) -> tuple[np.ndarray, np
     return np.fromiter(counts, dtype=np.int64, count=len(counts)), np.fromiter(counts.values(), dtype=np.int64, count=len(counts))
 
 
+def kept_vectors(cached: Corpus, position: dict[str, int]) -> dict:
+    """The cached corpus's fetched vectors of the chunks the new corpus keeps."""
+    with cached.lock:
+        return {chunk_id: vector for chunk_id, vector in cached.vectors.items() if chunk_id in position}
+
+
 CARRIED_VIEWS = 16
 
 
-def carried_views(cached: Corpus) -> dict:
+def carried_views(cached: Corpus, cut: int | None = None) -> dict:
     """The views of `cached` a corpus appending to it can extend (keyed as that corpus keys them).
 
-    The unbounded view of a key also stands for the new corpus's view at the old last turn
-    (the horizon that then cuts exactly the appended chunks).
+    `cut`: the new corpus keeps only `cached`'s chunks before this position (a rewind removed
+    the rest); a view carried from further back keeps the smallest cut. The unbounded view of a
+    key also stands for the new corpus's view at the old last turn (the horizon that then cuts
+    exactly the appended chunks).
     """
     with cached.lock:
-        carried = {**cached.earlier_views, **cached.views}
-    if len(cached.turn_ids):
+        carried = dict(cached.earlier_views)
+        carried.update({key: Carried(view) for key, view in cached.views.items()})
+    if cut is not None:
+        for key, item in list(carried.items()):
+            carried[key] = Carried(item.view, cut if item.cut is None else min(item.cut, cut))
+    if cut is None and len(cached.turn_ids):
         last_turn = int(cached.turn_ids.max())
-        for (chunk_type, exclude, horizon), view in list(carried.items()):
+        for (chunk_type, exclude, horizon), item in list(carried.items()):
             if horizon is None:
-                carried.setdefault((chunk_type, exclude, last_turn), view)
+                carried.setdefault((chunk_type, exclude, last_turn), item)
+    elif cut is not None:
+        # After a cut, a view bounded by a horizon may now cut nothing (and is keyed unbounded):
+        # only the unbounded views are carried.
+        carried = {key: item for key, item in carried.items() if key[2] is None}
     # Views nobody asked for are carried at most this far (each append adds an alias).
     return dict(list(carried.items())[-CARRIED_VIEWS:])

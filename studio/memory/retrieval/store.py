@@ -332,6 +332,20 @@ class ChunkStore:
             default={"ids": [], "documents": [], "metadatas": []},
         )
 
+    def get_embeddings(self, scope_id: str, ids: list[str]) -> dict[str, np.ndarray]:
+        """Return the stored vectors of the given chunks that exist, by id, a page at a time."""
+        out: dict[str, np.ndarray] = {}
+        for start in range(0, len(ids), GET_PAGE_SIZE):
+            page = self.call(
+                scope_id,
+                lambda collection, part=ids[start : start + GET_PAGE_SIZE]: collection.get(ids=part, include=["embeddings"]),
+                create=False,
+                default={"ids": [], "embeddings": []},
+            )
+            for chunk_id, vector in zip(page["ids"], page["embeddings"] if page["embeddings"] is not None else []):
+                out[chunk_id] = np.asarray(vector, dtype=np.float32)
+        return out
+
     def count(self, scope_id: str) -> int:
         """Return the number of chunks in the scope's collection (0 when it has none)."""
         return int(self.call(str(scope_id), lambda collection: collection.count(), create=False, default=0))

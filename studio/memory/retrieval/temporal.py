@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from studio.memory.retrieval import fusion
+from studio.memory.retrieval.exact import exact_nearest
 from studio.memory.retrieval.store import is_store_failure, where_clause
 
 
@@ -93,7 +94,11 @@ def _nearest_inside(arm_input, inside: np.ndarray) -> list[str]:
     conditions = [condition for condition in (arm_input.filters.chroma_where(),) if condition]
     conditions.append({"turn_id": {"$in": turns}})
     try:
-        ids, _distances = arm_input.store.nearest(arm_input.scope_id, arm_input.query_vector(), where_clause(conditions), depth)
+        if len(inside) <= arm_input.config.exact_search_max:  # a few turns: exact, no metadata scan in Chroma
+            ids, _distances = exact_nearest(arm_input, inside, depth)
+        else:
+            ids, _distances = arm_input.store.nearest(arm_input.scope_id, arm_input.query_vector(),
+                                                      where_clause(conditions), depth)
     except Exception as exc:
         if not is_store_failure(exc):
             raise

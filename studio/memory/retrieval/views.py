@@ -19,17 +19,20 @@ context document. The context and turn arms rank only those chunks (arms.py), so
 counts one piece of evidence once, and an arm with none left is skipped with the reason
 `shape_note` gives. This depends only on the corpus's shape (chunks per turn), not on data.
 
-Indexes (`ViewIndex`) use BM25Okapi's formula, IDF and epsilon floor (tested equal to
-rank_bm25 on the concatenated documents), over per-chunk term ids and counts the corpus
-keeps (`Corpus.term_ids` / `term_counts`, one vocabulary per scope, append-only), built with
-numpy. `extend_view` updates a view for chunks appended after every chunk it holds (a new
-turn's writes): the own index gets the new documents, and the context and turn indexes
-recompute only the documents whose members changed (the last neighbours of each chain, the
-last group) plus the new ones; the terms those documents hold get new postings, every other
-term's postings are shared. The result is the very index a cold build gives (same
-postings per document, same lengths, same IDF array: scores equal exactly, tested). A
-removal or an insert before existing chunks has no incremental path: the cache drops the
-views and the next query builds the one it needs (corpus.py).
+Indexes (`ViewIndex`, segments.py) use BM25Okapi's formula, IDF and epsilon floor (tested
+equal to rank_bm25 on the concatenated documents), over per-chunk term ids and counts the
+corpus keeps (`Corpus.term_ids` / `term_counts`, one vocabulary per scope, append-only),
+built with numpy, their postings in segments of consecutive documents. `extend_view` updates a
+view for chunks appended after every chunk it holds (a new turn's writes): the documents
+that change (the new ones, the last neighbours of each chain, the last group) lie in the
+indexes' open tail segment, which is rebuilt; every sealed segment is shared. `truncate_view`
+is the inverse for a removal of the view's last chunks (a rewind): the segments from the
+first changed document on are rebuilt. Either gives the very index a cold build gives (same
+lengths, same IDF array, the same postings per document: scores equal exactly, tested). A
+removal in the middle or an insert before existing chunks has no incremental path: the
+cache drops the views and the next query builds the one it needs (corpus.py). A chunk's
+chain and group come from the corpus's chain codes (one per chunk, computed when it entered
+the corpus), numbered in the view with numpy.
 
 Views are immutable once built: extending returns a new view and shares unchanged arrays.
 """
@@ -43,41 +46,11 @@ import numpy as np
 from studio.memory.retrieval import lexical
 from studio.memory.retrieval.chunks import LORE
 from studio.memory.retrieval.config import RetrievalConfig
+from studio.memory.retrieval.segments import EMPTY, ViewIndex
 
 if TYPE_CHECKING:  # pragma: no cover
     from studio.memory.retrieval.corpus import Corpus
 
-EMPTY = np.zeros(0, dtype=np.int64)
-
-
-class ViewIndex:
-    """BM25 over documents given as postings per term id (BM25Okapi's formula and IDF)."""
-
-    def __init__(self, vocab: dict[str, int], doc_len: np.ndarray, postings: dict[int, tuple[np.ndarray, np.ndarray]],
-                 df: np.ndarray, *, k1: float, b: float, epsilon: float = 0.25):
-        self.vocab, self.doc_len_array, self.postings, self.df = vocab, doc_len, postings, df
-        self.k1, self.b, self.epsilon = k1, b, epsilon
-        self.corpus_size = len(doc_len)
-        self.avgdl = float(doc_len.sum()) / self.corpus_size if self.corpus_size else 0.0
-        present = df > 0
-        idf = np.zeros(len(df))
-        idf[present] = np.log(self.corpus_size - df[present] + 0.5) - np.log(df[present] + 0.5)
-        self.average_idf = float(idf[present].mean()) if present.any() else 0.0
-        self.idf = np.where(idf < 0, self.epsilon * self.average_idf, idf)
-
-    def get_scores(self, query) -> np.ndarray:
-        score = np.zeros(self.corpus_size)
-        for term in query:
-            term_id = self.vocab.get(term)
-            entry = None if term_id is None else self.postings.get(term_id)
-            if entry is None:
-                continue
-            docs, counts = entry
-            doc_len = self.doc_len_array[docs]
-            score[docs] += self.idf[term_id] * (
-                counts * (self.k1 + 1) / (counts + self.k1 * (1 - self.b + self.b * doc_len / self.avgdl))
-            )
-        return score
 
 
 @dataclass
@@ -92,6 +65,7 @@ class Structure:
     context_span: np.ndarray  # per view index: (first member, last member, count), to see changes
     context_adds: np.ndarray  # per view index: its context document holds more than itself
     turn_adds: np.ndarray  # per view index: its turn document holds more than itself and its context
+    kept: int = 0  # `structure_after`: the view indices before this are the old structure's, unchanged
 
 
 @dataclass
@@ -127,30 +101,56 @@ class View:
         return None
 
 
-def _chain_keys(corpus: Corpus, positions: np.ndarray) -> tuple[list, list]:
-    """Per view index: its chain (type, or lore entry) and its group (chain and turn) keys."""
-    chains, groups = [], []
-    for position in positions.tolist():
-        metadata = corpus.metadatas[position]
-        chunk_type = str(metadata.get("chunk_type", ""))
-        if chunk_type == LORE:
-            key = ("lore", str(metadata.get("entry_id") or corpus.ids[position]))
-            chains.append(key)
-            groups.append(key)
-        else:
-            chains.append(("type", chunk_type))
-            groups.append(("turn", chunk_type, int(metadata.get("turn_id", 0))))
-    return chains, groups
+def chain_key(metadata: dict[str, Any], chunk_id: str) -> tuple:
+    """The context chain of a chunk: its chunk type, or its own lore entry (entries never read each other)."""
+    chunk_type = str(metadata.get("chunk_type", ""))
+    if chunk_type == LORE:
+        return ("lore", str(metadata.get("entry_id") or chunk_id))
+    return ("type", chunk_type)
 
 
-def _first_seen_codes(keys: list) -> np.ndarray:
-    """Number keys by first appearance (stable under appends: old keys keep their numbers)."""
-    codes: dict = {}
-    return np.asarray([codes.setdefault(key, len(codes)) for key in keys], dtype=np.int64)
+def chain_codes_of(corpus: Corpus) -> np.ndarray:
+    """Return the corpus's chain code per chunk (computed once for a corpus built without them)."""
+    if corpus.chain_codes is None:
+        corpus.chain_codes = np.asarray(
+            [corpus.chain_index.setdefault(chain_key(m, i), len(corpus.chain_index))
+             for i, m in zip(corpus.ids, corpus.metadatas)], dtype=np.int64)
+    return corpus.chain_codes
+
+
+def _sorted(values: np.ndarray) -> bool:
+    return bool(len(values) < 2 or (values[1:] >= values[:-1]).all())
+
+
+def _first_seen_codes(values: np.ndarray) -> np.ndarray:
+    """Number values by first appearance (stable under appends: old values keep their numbers).
+
+    Values already in order (a view's chains and turns are, but for a lore entry synced apart)
+    are numbered in one linear pass, without sorting a long save's chunks again.
+    """
+    if not len(values):
+        return EMPTY
+    if _sorted(values):
+        return np.concatenate([[0], np.cumsum(values[1:] != values[:-1])]).astype(np.int64)
+    unique, first, inverse = np.unique(values, return_index=True, return_inverse=True)
+    rank = np.empty(len(unique), dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(unique), dtype=np.int64)
+    return rank[inverse.ravel()]
+
+
+def _chain_and_group(corpus: Corpus, positions: np.ndarray, config: RetrievalConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Per view index: its chain and its group (chain and turn: a lore entry is one group), numbered by first
+    appearance; from the corpus's chain codes, so no chunk's metadata is read again."""
+    chains = chain_codes_of(corpus)[positions]
+    turns = corpus.turn_ids[positions]
+    groups = chains * (int(turns.max()) + 1 if len(turns) else 1) + turns
+    group_of = _first_seen_codes(groups)
+    chain_of = group_of if config.context_scope == "turn" else _first_seen_codes(chains)
+    return chain_of, group_of
 
 
 def _csr(owner: np.ndarray, n_owners: int) -> tuple[np.ndarray, np.ndarray]:
-    order = np.argsort(owner, kind="stable")
+    order = np.arange(len(owner)) if _sorted(owner) else np.argsort(owner, kind="stable")
     indptr = np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=n_owners))]).astype(np.int64)
     return indptr, order.astype(np.int64)
 
@@ -162,13 +162,15 @@ def build_structure(corpus: Corpus, positions: np.ndarray, config: RetrievalConf
     if not count:
         return Structure(EMPTY, EMPTY, EMPTY, np.zeros(1, dtype=np.int64), EMPTY, np.zeros((0, 3), dtype=np.int64),
                          np.zeros(0, dtype=bool), np.zeros(0, dtype=bool))
-    chain_keys, group_keys = _chain_keys(corpus, positions)
-    chain_of = _first_seen_codes(group_keys if config.context_scope == "turn" else chain_keys)
-    group_of = _first_seen_codes(group_keys)
-    # Chain order: chains one after another, each in view (= write) order.
-    order = np.argsort(chain_of, kind="stable").astype(np.int64)
-    at = np.empty(count, dtype=np.int64)
-    at[order] = np.arange(count)
+    chain_of, group_of = _chain_and_group(corpus, positions, config)
+    # Chain order: chains one after another, each in view (= write) order (the view's own order when its
+    # chains already follow one another: no sort).
+    if _sorted(chain_of):
+        order = at = np.arange(count, dtype=np.int64)
+    else:
+        order = np.argsort(chain_of, kind="stable").astype(np.int64)
+        at = np.empty(count, dtype=np.int64)
+        at[order] = np.arange(count)
     chain_sizes = np.bincount(chain_of)
     chain_start = (np.cumsum(chain_sizes) - chain_sizes)[chain_of]
     chain_end = chain_start + chain_sizes[chain_of]
@@ -177,8 +179,10 @@ def build_structure(corpus: Corpus, positions: np.ndarray, config: RetrievalConf
     n_groups = int(group_of.max()) + 1
     group_indptr, group_members = _csr(group_of, n_groups)
     group_sizes = np.diff(group_indptr)[group_of]
-    group_low = np.full(n_groups, count, dtype=np.int64)  # a group is contiguous in its chain
-    np.minimum.at(group_low, group_of, at)
+    # A group is contiguous in its chain and starts at its first member in view order (numbered by first
+    # appearance, so group g's first member is where the running maximum first reaches g).
+    firsts = np.flatnonzero(np.concatenate([[True], group_of[1:] > np.maximum.accumulate(group_of)[:-1]]))
+    group_low = at[firsts]
     low = np.maximum(chain_start, at - window)
     high = np.minimum(chain_end, at + window + 1)
     # A turn that fills the window on its own is read alone (a session, a long turn); smaller
@@ -200,6 +204,48 @@ def build_structure(corpus: Corpus, positions: np.ndarray, config: RetrievalConf
         group_members=group_members,
         context_adds=(fanout > 1) if once else np.ones(count, dtype=bool),
         turn_adds=((group_sizes > 1) & ~same_as_context) if once else np.ones(count, dtype=bool),
+    )
+
+
+def structure_after(old: Structure, corpus: Corpus, positions: np.ndarray, same: int, config: RetrievalConfig) -> Structure:
+    """The structure of `positions`, whose first `same` chunks are those of the view `old` describes (an append
+    after them, or a cut to them): equal to `build_structure`, computed only from the last groups on.
+
+    When the view's chains and turns are in order (a game's narrative after its Lore Book), an append or a cut
+    changes only the chunks within a window of the old end and the last turn: the structure is recomputed from
+    the start of the turn holding the first of them (with a window before it to read), the rest kept. Otherwise
+    it is built whole.
+    """
+    window = max(0, int(config.context_window))
+    chains = chain_codes_of(corpus)[positions]
+    turns = corpus.turn_ids[positions]
+    if same < 1 or not (_sorted(chains) and _sorted(chains * (int(turns.max()) + 1) + turns)):
+        return build_structure(corpus, positions, config)
+    last_group = int(old.group_of[same - 1])
+    first = min(int(old.group_indptr[last_group]), max(same - window, 0))
+    start = int(old.group_indptr[old.group_of[first]])  # the turn holding it, from its first chunk
+    if start <= window:
+        return build_structure(corpus, positions, config)
+    offset = start - window
+    sub = build_structure(corpus, positions[offset:], config)
+    k = window  # `start` in the sub-view
+    base_group = int(old.group_of[offset])
+    group = int(old.group_of[start])
+    sub_group = group - base_group
+    return Structure(
+        context_indptr=np.concatenate([old.context_indptr[: start + 1],
+                                       old.context_indptr[start] + sub.context_indptr[k + 1:] - sub.context_indptr[k]]),
+        context_members=np.concatenate([old.context_members[: old.context_indptr[start]],
+                                        sub.context_members[sub.context_indptr[k]:] + offset]),
+        group_of=np.concatenate([old.group_of[:start], sub.group_of[k:] + base_group]),
+        group_indptr=np.concatenate([old.group_indptr[: group + 1],
+                                     old.group_indptr[group] + sub.group_indptr[sub_group + 1:] - sub.group_indptr[sub_group]]),
+        group_members=np.concatenate([old.group_members[: old.group_indptr[group]],
+                                      sub.group_members[sub.group_indptr[sub_group]:] + offset]),
+        context_span=np.concatenate([old.context_span[:start], sub.context_span[k:] + np.array([offset, offset, 0])]),
+        context_adds=np.concatenate([old.context_adds[:start], sub.context_adds[k:]]),
+        turn_adds=np.concatenate([old.turn_adds[:start], sub.turn_adds[k:]]),
+        kept=start,
     )
 
 
@@ -235,82 +281,16 @@ class _Base:
         return sizes, (np.concatenate(terms) if terms else EMPTY), (np.concatenate(counts) if counts else EMPTY)
 
 
-def _pairs(base: _Base, indptr: np.ndarray, members: np.ndarray, targets: np.ndarray):
-    """Return (target, term id, count) summed over each target's members, and the targets' lengths."""
-    sizes = indptr[targets + 1] - indptr[targets]
-    starts = np.repeat(indptr[targets], sizes)
-    offsets = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-    member_index = members[starts + offsets]
-    slot = np.repeat(np.arange(len(targets)), sizes)  # the target (by its slot) of each member
-    doc_len = np.bincount(slot, weights=base.doc_lens[member_index], minlength=len(targets)).astype(np.int64)
-    term_sizes, term_ids, counts = base.gather(member_index)
-    if not len(term_ids):
-        return EMPTY, EMPTY, EMPTY, doc_len
-    pair_target = np.repeat(targets[slot], term_sizes)
-    width = int(term_ids.max()) + 1
-    key = pair_target * width + term_ids
-    unique, inverse = np.unique(key, return_inverse=True)
-    summed = np.bincount(inverse.ravel(), weights=counts).astype(np.int64)
-    return unique // width, unique % width, summed, doc_len
-
-
-def _group_by_term(pair_target, pair_term, pair_count) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    order = np.argsort(pair_term, kind="stable")
-    pair_target, pair_term, pair_count = pair_target[order], pair_term[order], pair_count[order]
-    if not len(pair_term):
-        return {}
-    cuts = np.flatnonzero(pair_term[1:] != pair_term[:-1]) + 1
-    terms = pair_term[np.concatenate([[0], cuts])].tolist()
-    return dict(zip(terms, zip(np.split(pair_target, cuts), np.split(pair_count, cuts))))
-
-
-def _member_terms(base: _Base, indptr: np.ndarray, members: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """Return the term ids the given targets' members hold (the terms whose postings they fed)."""
-    if not len(targets):
-        return EMPTY
-    sizes = indptr[targets + 1] - indptr[targets]
-    starts = np.repeat(indptr[targets], sizes)
-    offsets = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-    return np.unique(base.gather(members[starts + offsets])[1])
-
-
-def _index(corpus: Corpus, base: _Base, indptr, members, n_targets, config, old: ViewIndex | None = None,
-           affected: np.ndarray | None = None, stale: np.ndarray = EMPTY) -> ViewIndex:
-    """Build the index of `n_targets` documents, or update `old` by recomputing `affected` ones."""
-    vocab_size = len(corpus.vocab)
-    targets = np.arange(n_targets, dtype=np.int64) if old is None else affected
-    pair_target, pair_term, pair_count, lengths = _pairs(base, indptr, members, targets)
-    fresh = _group_by_term(pair_target, pair_term, pair_count)
+def _index(corpus: Corpus, base: _Base, indptr, members, n_targets: int, config: RetrievalConfig,
+           old: ViewIndex | None = None, first_changed: int = 0) -> ViewIndex:
+    """Build the index of `n_targets` documents, or update `old` from its first changed document on (segments.py)."""
     if old is None:
-        doc_len, postings = lengths, fresh
-        df = np.zeros(vocab_size, dtype=np.int64)
-        for term_id, (docs, _counts) in postings.items():
-            df[term_id] = len(docs)
-    else:
-        doc_len = np.zeros(n_targets, dtype=np.int64)
-        doc_len[: len(old.doc_len_array)] = old.doc_len_array
-        doc_len[targets] = lengths
-        is_affected = np.zeros(n_targets, dtype=bool)
-        is_affected[targets] = True
-        postings = dict(old.postings)
-        df = np.zeros(vocab_size, dtype=np.int64)
-        df[: len(old.df)] = old.df
-        # Terms an affected document held before and holds no more lose its entry.
-        for term_id in set(stale.tolist()) - set(fresh):
-            previous = postings.get(term_id)
-            if previous is not None:
-                keep = ~is_affected[previous[0]]
-                postings[term_id] = (previous[0][keep], previous[1][keep])
-                df[term_id] = int(keep.sum())
-        for term_id, (docs, counts) in fresh.items():
-            previous = postings.get(term_id)
-            if previous is not None:
-                keep = ~is_affected[previous[0]]
-                docs = np.concatenate([previous[0][keep], docs])
-                counts = np.concatenate([previous[1][keep], counts])
-            postings[term_id] = (docs, counts)
-            df[term_id] = len(docs)
-    return ViewIndex(corpus.vocab, doc_len, postings, df, k1=config.bm25_k1, b=config.bm25_b)
+        return ViewIndex.build(corpus.vocab, base, indptr, members, n_targets, k1=config.bm25_k1, b=config.bm25_b)
+    return old.updated(corpus.vocab, base, indptr, members, n_targets, first_changed)
+
+
+def _first(changed: np.ndarray, otherwise: int) -> int:
+    return int(changed.min()) if len(changed) else otherwise
 
 
 def _view(corpus, positions, structure, own, context, turn) -> View:
@@ -336,6 +316,35 @@ def build_view(corpus: Corpus, positions: np.ndarray, config: RetrievalConfig) -
     return _view(corpus, positions, structure, own, context, turn)
 
 
+def truncate_view(old: View, corpus: Corpus, count: int, config: RetrievalConfig) -> View:
+    """Return `old` cut to its first `count` chunks: the chunks after them were removed (a rewind).
+
+    `corpus` holds the kept chunks at their old positions. The documents the cut removed, and
+    the kept ones whose context or turn lost members, are in the indexes' last segments, which
+    are rebuilt (segments.py); the result is the index a cold build of the kept chunks gives.
+    """
+    n_old = len(old.positions)
+    positions = old.positions[:count]
+    if count == n_old:  # nothing this view holds was removed
+        return _view(corpus, positions, old.structure, old.own_index, old.context_index, old.turn_index)
+    if not isinstance(old.own_index, ViewIndex) or not count:
+        return build_view(corpus, positions, config)
+    structure = structure_after(old.structure, corpus, positions, count, config)
+    base = _Base(corpus, positions, flat=False)
+    identity = np.arange(count + 1, dtype=np.int64)
+    own = _index(corpus, base, identity, identity[:-1], count, config, old.own_index, count)
+    kept = structure.kept  # the documents before it are the old ones (`structure_after`): only the rest compared
+    changed = kept + np.flatnonzero((structure.context_span[kept:] != old.structure.context_span[kept:count]).any(axis=1))
+    context = _index(corpus, base, structure.context_indptr, structure.context_members, count, config,
+                     old.context_index, _first(changed, count))
+    n_groups, kept_groups = len(structure.group_indptr) - 1, int(structure.group_of[kept]) if kept < count else 0
+    shrunk = kept_groups + np.flatnonzero(np.diff(structure.group_indptr[kept_groups:])
+                                          != np.diff(old.structure.group_indptr[kept_groups:n_groups + 1]))
+    turn = _index(corpus, base, structure.group_indptr, structure.group_members, n_groups, config,
+                  old.turn_index, _first(shrunk, n_groups))
+    return _view(corpus, positions, structure, own, context, turn)
+
+
 def extend_view(old: View, corpus: Corpus, positions: np.ndarray, config: RetrievalConfig) -> View:
     """Return `old` updated to `positions`, which must start with old's positions (appends only)."""
     positions = np.asarray(positions, dtype=np.int64)
@@ -344,20 +353,20 @@ def extend_view(old: View, corpus: Corpus, positions: np.ndarray, config: Retrie
         return _view(corpus, positions, old.structure, old.own_index, old.context_index, old.turn_index)
     if not isinstance(old.own_index, ViewIndex) or not n_old:  # nothing to extend
         return build_view(corpus, positions, config)
-    structure = build_structure(corpus, positions, config)
-    new_docs = np.arange(n_old, count, dtype=np.int64)
+    structure = structure_after(old.structure, corpus, positions, n_old, config)
     base = _Base(corpus, positions, flat=False)
     identity = np.arange(count + 1, dtype=np.int64)
-    own = _index(corpus, base, identity, identity[:-1], count, config, old.own_index, new_docs)
+    own = _index(corpus, base, identity, identity[:-1], count, config, old.own_index, n_old)
     # A context changes when its neighbours do (the last of a chain; a small last turn that
     # grows to fill the window is read alone from then on, so it may also lose members).
-    changed = np.flatnonzero((structure.context_span[:n_old] != old.structure.context_span).any(axis=1))
-    stale = _member_terms(base, old.structure.context_indptr, old.structure.context_members, changed)
+    kept = min(structure.kept, n_old)  # the documents before it are the old ones: only the rest compared
+    changed = kept + np.flatnonzero((structure.context_span[kept:n_old] != old.structure.context_span[kept:]).any(axis=1))
     context = _index(corpus, base, structure.context_indptr, structure.context_members, count, config,
-                     old.context_index, np.concatenate([changed, new_docs]), stale)
+                     old.context_index, _first(changed, n_old))
     n_groups, n_old_groups = len(structure.group_indptr) - 1, len(old.structure.group_indptr) - 1
-    old_sizes = np.diff(old.structure.group_indptr)
-    grown_groups = np.flatnonzero(np.diff(structure.group_indptr)[:n_old_groups] != old_sizes)
+    kept_groups = min(int(structure.group_of[kept]), n_old_groups) if kept < count else n_old_groups
+    grown = kept_groups + np.flatnonzero(np.diff(structure.group_indptr[kept_groups:n_old_groups + 1])
+                                         != np.diff(old.structure.group_indptr[kept_groups:]))
     turn = _index(corpus, base, structure.group_indptr, structure.group_members, n_groups, config,
-                  old.turn_index, np.concatenate([grown_groups, np.arange(n_old_groups, n_groups, dtype=np.int64)]))
+                  old.turn_index, _first(grown, n_old_groups))
     return _view(corpus, positions, structure, own, context, turn)

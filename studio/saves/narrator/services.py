@@ -34,6 +34,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from studio import limits
 from studio.memory.llm import (
     LLMCancelled,
     LLMError,
@@ -193,10 +194,13 @@ def narration_stop(*, alternative: NarratorAlternative, shown_text: str = "") ->
 
     The stream's watcher notices within `STOP_CHECK_SECONDS`, even before the model's first
     word (a CPU server may read the prompt for half a minute) or in a stall, and ends the
-    model's request; the stream then adds the usage. Return False when the alternative had
+    model's request; the stream then adds the usage. The text shown is kept up to a turn's
+    narrative limit (studio/limits.py), without NUL. Return False when the alternative had
     already ended.
     """
     text = (alternative.prefix + " " if alternative.prefix else "") + (shown_text or "").strip()
+    # Kept up to what a turn may hold (the text is accepted as a turn's narrative, once edited).
+    text = text.replace(limits.NUL, "")[: limits.TURN_NARRATIVE.max_chars]
     return bool(NarratorAlternative.objects.filter(
         pk=alternative.pk, status__in=(AlternativeStatus.PENDING, AlternativeStatus.STREAMING)
     ).update(status=AlternativeStatus.CANCELLED, text=text.strip(), error=STOPPED))

@@ -74,6 +74,9 @@ def narrate(request: HttpRequest, save_id: str) -> HttpResponse:
             return _console_answer(request, game_save, error=f"{exc.message} Nothing was appended.", action_text=typed)
         except services.NarratorError as exc:
             return _console_answer(request, game_save, error=str(exc), action_text=typed)
+        except limits.Refused as exc:
+            return _console_answer(request, game_save, error=f"Nothing was appended: the narrative {exc.message}",
+                                   action_text=typed)
         game_save.refresh_from_db()
     if not player_input:
         if accepted is not None:

@@ -169,16 +169,20 @@ def test_appends_extend_the_views_to_what_a_cold_build_gives(memory, monkeypatch
                 extended = cache.view(read.corpus, f, config)
                 _assert_same_view(extended, real_build(read.corpus, extended.positions, config), read.corpus.vocab)
     assert built == [], "an append rebuilt a view from scratch"
-    # Removals take the cold path, and give what a fresh cache gives.
+    # A rewind removes the tail: the unbounded views are cut, not rebuilt, and give what a fresh cache gives.
     memory.rollback("a", 5)
     read = cache.read("a", config)
     assert read.corpus.delta.removed > 0
     fresh = CorpusCache(memory.store, memory._versions)
     fresh_corpus = fresh.read("a", config).corpus
-    for f in filters:
+    assert read.corpus.ids == fresh_corpus.ids
+    for f in filters[:2]:
         after = cache.view(read.corpus, f, config)
-        _assert_same_view(after, fresh.view(fresh_corpus, f, config), read.corpus.vocab)
-    assert built, "a rewind must rebuild the views it reads"
+        _assert_same_view(after, real_build(fresh_corpus, after.positions, config), read.corpus.vocab)
+    assert built == [], "a rewind rebuilt an unbounded view from scratch"
+    for f in filters[2:]:  # a view bounded by a horizon is built again when the cut left it anything to cut
+        after = cache.view(read.corpus, f, config)
+        _assert_same_view(after, real_build(fresh_corpus, after.positions, config), read.corpus.vocab)
     # Appends after the rewind extend again, still equal to a cold build.
     built.clear()
     memory.embed_chunks("a", _session(2, per_turn, start=6, seed=42))
@@ -187,6 +191,37 @@ def test_appends_extend_the_views_to_what_a_cold_build_gives(memory, monkeypatch
         extended = cache.view(read.corpus, f, config)
         _assert_same_view(extended, real_build(read.corpus, extended.positions, config), read.corpus.vocab)
     assert built == []
+
+
+@pytest.mark.parametrize("per_turn", [1, 3])
+def test_rewinds_and_appends_in_turn_keep_the_views_equal_to_a_cold_build(memory, monkeypatch, per_turn):
+    """A rewind by one, an append, a rewind by three, two appends, each read on its own and a cut carried unread."""
+    memory.embed_chunks("r", _session(8, per_turn))
+    memory.sync_lore("r", [{"entry_id": "vey", "text": "Port Vey is a harbour town of smugglers"}])
+    config = RetrievalConfig()
+    cache = CorpusCache(memory.store, memory._versions)
+    filters = [SearchFilter(), SearchFilter(exclude_chunk_type="lore")]
+    for f in filters:
+        cache.view(cache.read("r", config).corpus, f, config)
+    built = []
+    real_build = views.build_view
+    monkeypatch.setattr("studio.memory.retrieval.corpus.build_view", lambda *a: built.append(1) or real_build(*a))
+    steps = [("rewind", 7), ("append", 8), ("rewind", 5), ("append", 6), ("append", 7), ("rewind", 6), ("append", 7)]
+    for index, (kind, turn) in enumerate(steps):
+        if kind == "rewind":
+            memory.rollback("r", turn)
+        else:
+            memory.embed_chunks("r", _session(1, per_turn, start=turn, seed=100 + index))
+        if index == 2:
+            continue  # the rewind to 5 is read together with the append after it
+        read = cache.read("r", config)
+        fresh = CorpusCache(memory.store, memory._versions).read("r", config).corpus
+        assert read.corpus.ids == fresh.ids
+        assert [int(t) for t in read.corpus.turn_ids] == [int(t) for t in fresh.turn_ids]
+        for f in filters:
+            view = cache.view(read.corpus, f, config)
+            _assert_same_view(view, real_build(fresh, view.positions, config), read.corpus.vocab)
+    assert built == [], "a rewind or an append rebuilt a view from scratch"
 
 
 def test_an_insert_before_existing_chunks_rebuilds(memory):
@@ -199,3 +234,85 @@ def test_an_insert_before_existing_chunks_rebuilds(memory):
     assert read.corpus.earlier_views == {}
     view = cache.view(read.corpus, SearchFilter(), config)
     _assert_same_view(view, views.build_view(read.corpus, view.positions, config), read.corpus.vocab)
+
+
+@pytest.mark.parametrize("per_turn", [1, 3])
+def test_segments_sealed_merged_and_cut_give_what_a_cold_build_gives(memory, monkeypatch, per_turn):
+    """Tiny segments (sealed at 4 documents, merged 2 at a time) so that appends seal and merge them and
+    rewinds cut into sealed ones: every view still scores as a cold build of the same chunks."""
+    from studio.memory.retrieval import segments
+
+    monkeypatch.setattr(segments, "SEAL", 4)
+    monkeypatch.setattr(segments, "KEEP_OPEN", 3)
+    monkeypatch.setattr(segments, "MERGE", 2)
+    memory.embed_chunks("z", _session(6, per_turn))
+    memory.sync_lore("z", [{"entry_id": "vey", "text": "Port Vey is a harbour town of smugglers"}])
+    config = RetrievalConfig()
+    cache = CorpusCache(memory.store, memory._versions)
+    filters = [SearchFilter(), SearchFilter(exclude_chunk_type="lore")]
+    for f in filters:
+        cache.view(cache.read("z", config).corpus, f, config)
+    built = []
+    real_build = views.build_view
+    monkeypatch.setattr("studio.memory.retrieval.corpus.build_view", lambda *a: built.append(1) or real_build(*a))
+    turn, levels = 6, set()
+    steps = ["append"] * 14 + ["rewind 1", "append", "rewind 6", "append", "append", "rewind 2"] + ["append"] * 5
+    for index, step in enumerate(steps):
+        if step == "append":
+            turn += 1
+            memory.embed_chunks("z", _session(1, per_turn, start=turn, seed=200 + index))
+        else:
+            turn -= int(step.split()[1])
+            memory.rollback("z", turn)
+        read = cache.read("z", config)
+        fresh = CorpusCache(memory.store, memory._versions).read("z", config).corpus
+        assert read.corpus.ids == fresh.ids
+        for f in filters:
+            view = cache.view(read.corpus, f, config)
+            _assert_same_view(view, real_build(fresh, view.positions, config), read.corpus.vocab)
+            for index_ in (view.own_index, view.context_index, view.turn_index):
+                levels |= {segment.level for segment in index_.segments}
+                assert [s.start for s in index_.segments[1:]] == [s.end for s in index_.segments[:-1]]
+                assert index_.segments[-1].end == index_.corpus_size
+    assert built == [], "an append or a rewind rebuilt a view from scratch"
+    assert {-1, 0, 1, 2} <= levels, levels  # open tails, sealed segments and both merged levels were exercised
+
+
+def test_the_sorted_fast_paths_build_the_structure_the_sorts_build(memory, monkeypatch):
+    """Chains and turns already in order skip the sorts; the structure is the same as with them, and a corpus
+    whose chains interleave (two chunk types in one turn, lore written between turns) takes the sorts."""
+    rng = random.Random(3)
+    items = [{"turn_id": t, "text": " ".join(rng.choices("key lantern storm mira bell tower".split(), k=4)),
+              "chunk_type": rng.choice(["narrative", "narrative", "aside"])} for t in range(1, 40) for _ in range(rng.randint(1, 3))]
+    memory.embed_chunks("f", items)
+    memory.sync_lore("f", [{"entry_id": f"e{n}", "text": "lore " * 300 if n == 1 else f"entry {n} lantern"} for n in range(3)])
+    config = RetrievalConfig()
+    corpus = CorpusCache(memory.store, memory._versions).read("f", config).corpus
+    for positions in (np.arange(len(corpus.ids)), np.flatnonzero(corpus.chunk_types == "narrative"),
+                      np.flatnonzero(corpus.chunk_types != "aside")):
+        fast = views.build_structure(corpus, positions, config)
+        monkeypatch.setattr(views, "_sorted", lambda values: False)
+        slow = views.build_structure(corpus, positions, config)
+        monkeypatch.undo()
+        for name in ("context_indptr", "context_members", "group_of", "group_indptr", "group_members", "context_span",
+                     "context_adds", "turn_adds"):
+            assert np.array_equal(getattr(fast, name), getattr(slow, name)), name
+
+
+@pytest.mark.parametrize("per_turn", [1, 2, 6])
+def test_the_structure_after_an_append_or_a_cut_is_the_structure_built_whole(memory, per_turn):
+    memory.embed_chunks("t", _session(30, per_turn))
+    memory.sync_lore("t", [{"entry_id": "vey", "text": "Port Vey " * 200}, {"entry_id": "bell", "text": "The bell"}])
+    config = RetrievalConfig()
+    corpus = CorpusCache(memory.store, memory._versions).read("t", config).corpus
+    lore = int((corpus.chunk_types == "lore").sum())
+    for positions in (np.arange(len(corpus.ids)), np.flatnonzero(corpus.chunk_types != "lore")):
+        for same in range(max(1, len(positions) - 3 * per_turn - 4), len(positions)):
+            for view_positions, kept in ((positions, same), (positions[:same], same)):  # an append; a cut
+                old = views.build_structure(corpus, positions[:same] if kept == same and len(view_positions) > same
+                                           else positions, config)
+                after = views.structure_after(old, corpus, view_positions, min(kept, len(view_positions)), config)
+                whole = views.build_structure(corpus, view_positions, config)
+                for name in ("context_indptr", "context_members", "group_of", "group_indptr", "group_members",
+                             "context_span", "context_adds", "turn_adds"):
+                    assert np.array_equal(getattr(after, name), getattr(whole, name)), (name, same, lore)

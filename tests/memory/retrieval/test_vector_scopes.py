@@ -88,7 +88,9 @@ def test_a_query_touches_only_its_saves_collection_without_where(local_vm, monke
 
 
 def test_a_filter_cutting_many_chunks_goes_to_chroma_without_the_save(local_vm, monkeypatch):
-    local_vm.config = local_vm.config.__class__(arm_depth=2)
+    # Neither the unfiltered query for a filter excluding a few nor exact search for one keeping a few
+    # (test_exact_search.py): the `where` a filter cutting many and keeping many gets.
+    local_vm.config = local_vm.config.__class__(arm_depth=2, unfiltered_fetch_max=0, exact_search_max=0)
     local_vm.embed_chunks("s1", [{"turn_id": t, "text": f"Kaël walks the road, day {t}"} for t in range(1, 40)])
     lore = local_vm.embed_chunk("s1", 0, "Kaël is a smuggler", chunk_type="lore")
     collection = local_vm.collection_for("s1")
@@ -170,7 +172,7 @@ def fill_legacy(client, embedder):
         ("b1", "s2", 1, "narrative", "Mira buys bread in the market"),
     ]
     metadatas = []
-    for seq, (chunk_id, save, turn, kind, _text) in enumerate(rows):
+    for seq, (_chunk_id, save, turn, kind, _text) in enumerate(rows):
         metadata = {"save_id": save, "turn_id": turn, "chunk_type": kind, "chunk_seq": seq, "chunk_part": 0, "chunk_parts": 1}
         if kind == "lore":
             metadata.update(entry_id="vey", links=["kael", "mira"])
