@@ -464,11 +464,11 @@ def markdown(report: dict) -> str:
     config, seed_info = report["config"], report["seed"]
     browse, append = report["browse_and_query"], report["append"]
     lines = [
-        f"Run: {config['users']} users, {config['duration']:.0f} s, think time {config['think']} s, "
+        (f"Run: {config['users']} users, {config['duration']:.0f} s, think time {config['think']} s, "
         f"{seed_info['chunk_count']} chunks, gunicorn {config['workers']} workers x {config['threads']} threads, "
         f"database {'PostgreSQL' if config['database_url'] else 'SQLite'}, Chroma server, mix {config.get('mix', 'all')}"
         f"{', no pages' if config.get('no_pages') else ''}; "
-        f"load average before/after {report.get('load_average_before')}/{report.get('load_average_after')}.",
+        f"load average before/after {report.get('load_average_before')}/{report.get('load_average_after')}."),
         "",
         "| endpoint | requests | errors | p50 ms | p95 ms | p99 ms |",
         "|---|---:|---:|---:|---:|---:|",
@@ -480,13 +480,13 @@ def markdown(report: dict) -> str:
     )
     lines += [
         "",
-        f"Throughput {browse['throughput_rps']} req/s, error rate {browse['error_rate']}. Raw in-process "
+        (f"Throughput {browse['throughput_rps']} req/s, error rate {browse['error_rate']}. Raw in-process "
         f"VectorMemory.query on the same store: p50 {seed_info['raw_query_ms']['p50']:.1f} ms, p95 "
         f"{seed_info['raw_query_ms']['p95']:.1f} ms (stage p50s, ms: {seed_info['raw_query_ms'].get('stage_p50_ms')}); "
-        f"API query p50 / raw p50 = {browse['query_p50_vs_raw_in_process']}.",
-        f"Append: {config['append_clients']} engines, {append['turns_per_second']} turns/s, p50 {append['p50_ms']} ms, "
+        f"API query p50 / raw p50 = {browse['query_p50_vs_raw_in_process']}."),
+        (f"Append: {config['append_clients']} engines, {append['turns_per_second']} turns/s, p50 {append['p50_ms']} ms, "
         f"p95 {append['p95_ms']} ms, {append['errors']} errors; background embedding caught up "
-        f"{append['embedding_caught_up_after_s']} s after the last append; jobs {append['jobs']}.",
+        f"{append['embedding_caught_up_after_s']} s after the last append; jobs {append['jobs']}."),
     ]
     return "\n".join(lines)
 

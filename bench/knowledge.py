@@ -197,7 +197,7 @@ def play_and_score(data: dict, *, embedder: str, vector_memory=None) -> dict:
         memory = get_vector_memory()
     memory.rollback(save.save_id, 0)
     memory.sync_lore(save.save_id, [{"entry_id": e.entry_id, "title": e.title, "text": e.text,
-                                     "links": [l.entry_id for l in e.links.all()]}
+                                     "links": [link.entry_id for link in e.links.all()]}
                                     for e in universe.lore_entries.prefetch_related("links")])
     truth = Truth(data)
     index = character_index(universe, save=save)
@@ -259,17 +259,17 @@ def report(result: dict) -> str:
     lines = [
         f"scenario: {result['turns']} turns, {t['contexts']} contexts, embedder {result['embedder']}",
         f"presence right: {result['presence_right']}/{result['turns']}",
-        f"POV section items: {pov['section_items']}, leaks: {pov['leaks']} "
-        f"(leak share {pov['leaks'] / max(pov['section_items'], 1):.3f})",
-        f"items no on-scene character can know: POV context {pov['unknowable']} "
+        (f"POV section items: {pov['section_items']}, leaks: {pov['leaks']} "
+        f"(leak share {pov['leaks'] / max(pov['section_items'], 1):.3f})"),
+        (f"items no on-scene character can know: POV context {pov['unknowable']} "
         f"({pov['unknowable_marked']} marked narrator-only); today's context {t['today_unknowable']} of "
-        f"{t['today_items']} items, none marked",
-        f"tokens: the point of view {t['pov_tokens'] / max(t['contexts'], 1):.0f} per context, within the "
-        f"{t['context_tokens'] / max(t['contexts'], 1):.0f} context tokens (the budget pays it)",
-        f"probes: {len(known)} known secrets, recall in the character's section "
+        f"{t['today_items']} items, none marked"),
+        (f"tokens: the point of view {t['pov_tokens'] / max(t['contexts'], 1):.0f} per context, within the "
+        f"{t['context_tokens'] / max(t['contexts'], 1):.0f} context tokens (the budget pays it)"),
+        (f"probes: {len(known)} known secrets, recall in the character's section "
         f"{sum(p['in_section'] for p in known)}/{len(known)}; {len(unknown)} unknown secrets, kept out of the "
         f"section {sum(not p['in_section'] for p in unknown)}/{len(unknown)}, in the context and marked "
-        f"{sum(p['marked'] for p in unknown)}/{sum(p['in_context'] for p in unknown)}",
+        f"{sum(p['marked'] for p in unknown)}/{sum(p['in_context'] for p in unknown)}"),
     ]
     for example in pov["leak_examples"][:5]:
         lines.append(f"  leak: {example}")

@@ -197,7 +197,7 @@ def stratified(contexts: list, n: int) -> list:
         by_category[row["category"]].append((row, texts))
     total = len(contexts)
     picked = []
-    for category, items in sorted(by_category.items()):
+    for _category, items in sorted(by_category.items()):
         want = min(len(items), max(2, round(n * len(items) / total)))
         step = len(items) / want
         picked.append([items[int(i * step)] for i in range(want)])

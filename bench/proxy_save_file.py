@@ -10,9 +10,12 @@ are printed:
 - the chat's text (every input and answer) and its tokens (the studio's token counter);
 - the save file's bytes and their ratio to the chat's text, per section, and gzip-compressed
   (the export's `.json.gz`);
-- the naive way, measured in the same run: what the `narrator_snapshots` section holds when
+- the naive ways, measured in the same run: what the `narrator_snapshots` section holds when
   every snapshot keeps its whole prompt (the sum of the prompts' lengths), as it did before
-  snapshots were stored as deltas;
+  snapshots were stored as deltas; and the snapshots' memory contexts and the recorded
+  queries written whole (their canonical JSON, as the database keeps them), against which
+  the file writes each context and query against its last version of each item
+  (`saves/portable/recorded.py`);
 - export and import times (this machine, its load printed).
 
 The sizes are deterministic (seeded texts, scripted answers); the times are not.
@@ -51,7 +54,10 @@ def main() -> int:
     from studio.roles import PLAYTESTERS
     from studio.saves import portable
     from studio.saves.models import MemoryMode
+    from studio.memory.models import RecordedQuery
+    from studio.saves.models import NarratorSnapshot
     from studio.saves.narrator.snapshots import snapshot_prompts
+    from studio.saves.portable.recorded import canonical
     from studio.saves.services import save_create
     from studio.universes.models import Universe
     from tests.fakes import make_vector_memory
@@ -102,6 +108,12 @@ def main() -> int:
                 for name, body in json.loads(data)["sections"].items()}
     gzipped = portable.save_export(game_save=game_save, compress=True).read()
     whole_prompts = sum(len(system_.encode()) + len(user_.encode()) for system_, user_ in snapshot_prompts(game_save=game_save).values())
+    whole = lambda value: len(canonical(value).encode())  # noqa: E731
+    whole_contexts = sum(whole(context) for context in NarratorSnapshot.objects.filter(game_save=game_save).values_list("context", flat=True))
+    whole_queries = sum(whole(list(row)) for row in RecordedQuery.objects.filter(game_save=game_save)
+                        .values_list("query_text", "params", "result_ids"))
+    candidates = [len(context.get("items") or []) for context in
+                  NarratorSnapshot.objects.filter(game_save=game_save).order_by("turn_id").values_list("context", flat=True)]
     server.stop()
     results = {
         "exchanges": args.exchanges, "chat_chars": chat_chars, "chat_tokens": tokens, "file_bytes": len(data),
@@ -109,6 +121,11 @@ def main() -> int:
         "gzip_bytes": len(gzipped), "gzip_ratio_to_chat": round(len(gzipped) / chat_chars, 3),
         "snapshot_prompts_whole_bytes": whole_prompts,
         "whole_prompts_ratio_to_chat": round(whole_prompts / chat_chars, 2),
+        "snapshot_contexts_whole_bytes": whole_contexts,
+        "whole_contexts_ratio_to_chat": round(whole_contexts / chat_chars, 2),
+        "recorded_queries_whole_bytes": whole_queries,
+        "whole_queries_ratio_to_chat": round(whole_queries / chat_chars, 2),
+        "context_items_median": sorted(candidates)[len(candidates) // 2] if candidates else 0,
         "reimports_to_the_same_bytes": same, "play_seconds": round(play_seconds, 1),
         "export_seconds": round(export_seconds, 2), "import_seconds": round(import_seconds, 2),
         "load_average": os.getloadavg(),

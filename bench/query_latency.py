@@ -183,9 +183,11 @@ def main() -> int:
     print(f"\nOne collection per save; the shared probe collection holds {total_chunks} chunks; "
           f"{len(questions)} queries per save; k=10.")
     print("Vectors: real MiniLM (texts cycled) for saves <= 10k chunks, noisy copies of them above (synthetic).\n")
-    print("| save size | engine p50 / p95 (ms) | engine w/o query embedding p50 / p95 | raw Chroma (own collection) p50 | raw BM25Okapi get_scores p50 | raw sum p50 / p95 | ratio p50 / p95 | query embedding p50 | first query (builds indexes) |")
+    print("| save size | engine p50 / p95 (ms) | engine w/o query embedding p50 / p95 | raw Chroma (own collection) p50 "
+          "| raw BM25Okapi get_scores p50 | raw sum p50 / p95 | ratio p50 / p95 | query embedding p50 "
+          "| first query (builds indexes) |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for size, first_query, total, no_embed, embed_only, chroma, bm25, raw_sum, raw_build, layout in rows:
+    for size, first_query, total, no_embed, embed_only, chroma, bm25, raw_sum, _raw_build, _layout in rows:
         t, n, c, b, r, e = (summarize_ms(x) for x in (total, no_embed, chroma, bm25, raw_sum, embed_only))
         print(f"| {size:,} | {t['p50']:.1f} / {t['p95']:.1f} | {n['p50']:.1f} / {n['p95']:.1f} | {c['p50']:.1f} | {b['p50']:.1f} | "
               f"{r['p50']:.1f} / {r['p95']:.1f} | {n['p50'] / r['p50']:.2f}x / {n['p95'] / r['p95']:.2f}x | {e['p50']:.1f} | {first_query * 1000:.0f} ms |")

@@ -157,7 +157,7 @@ def measure_shape(vm, args, shape, get_embedder, RetrievalConfig):
     for name, config in variants:
         vm.set_config(config)
         scores = Scores()
-        for save_id, chunks, questions in conversations:
+        for save_id, _chunks, questions in conversations:
             for question, evidence in questions:
                 start = time.perf_counter()
                 results = vm.query(save_id, question, k=20)

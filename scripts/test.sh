@@ -28,6 +28,10 @@ echo "=== import contracts ==="
 PYTHONPATH="$(pwd)${PYTHONPATH:+:$PYTHONPATH}" "$(dirname "$PY")/lint-imports" --no-cache --no-logo || {
   echo "import contracts broken: SOME SUITES FAILED" >&2; exit 1; }
 
+# Lint (pyproject.toml [tool.ruff]): static too.
+echo "=== ruff check ==="
+"$(dirname "$PY")/ruff" check --no-cache . || { echo "ruff check failed: SOME SUITES FAILED" >&2; exit 1; }
+
 services_start || exit 1
 trap services_stop EXIT
 

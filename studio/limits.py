@@ -1,7 +1,7 @@
 """One set of limits for the values the studio stores from outside: each field declared once.
 
 Every path that writes one of these fields applies the same `Limit`: the JSON API's schemas
-(`api/schemas.py`: `limited(...)`), the pages' forms (`form_field` / `form_check`), the
+(`api/schemas/`: `limited(...)`), the pages' forms (`form_field` / `form_check`), the
 memory proxy (a chat's messages are turns), the importers (transcripts, LoCoMo) and the
 save-file codec (its section checkers). So a value one path refuses every path refuses, with
 the same message, and whatever the studio stored its save file imports again

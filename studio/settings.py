@@ -237,6 +237,7 @@ AXIOM_LLM_MODEL_CONSOLIDATE = os.environ.get("AXIOM_LLM_MODEL_CONSOLIDATE", "").
 AXIOM_LLM_MODEL_REFLECT = os.environ.get("AXIOM_LLM_MODEL_REFLECT", "").strip()
 AXIOM_LLM_MODEL_NARRATE = os.environ.get("AXIOM_LLM_MODEL_NARRATE", "").strip()
 AXIOM_LLM_MODEL_SUMMARIZE = os.environ.get("AXIOM_LLM_MODEL_SUMMARIZE", "").strip()  # chapter and arc summaries
+AXIOM_LLM_MODEL_GUARD = os.environ.get("AXIOM_LLM_MODEL_GUARD", "").strip()  # the continuity guard's judge
 AXIOM_LLM_TIMEOUT = env_float("AXIOM_LLM_TIMEOUT", 60.0)
 AXIOM_LLM_MAX_RETRIES = env_int("AXIOM_LLM_MAX_RETRIES", 3)
 AXIOM_LLM_MAX_TOKENS = env_int("AXIOM_LLM_MAX_TOKENS", 1024)
@@ -263,7 +264,8 @@ AXIOM_PROXY_MAX_N = env_int("AXIOM_PROXY_MAX_N", 1)
 # (the server's default applies); unset token and time limits fall back to the global ones.
 # JSON operations default to temperature 0 (reproducible answers); reflection writes prose
 # (0.3), the narrator tells a story (0.8).
-_LLM_DEFAULT_TEMPERATURE = {"extract": 0.0, "consolidate": 0.0, "reflect": 0.3, "narrate": 0.8, "summarize": 0.2}
+_LLM_DEFAULT_TEMPERATURE = {"extract": 0.0, "consolidate": 0.0, "reflect": 0.3, "narrate": 0.8, "summarize": 0.2,
+                            "guard": 0.0}
 AXIOM_LLM_OPERATION_OPTIONS = {
     operation: {
         "temperature": env_float(f"AXIOM_LLM_TEMPERATURE_{operation.upper()}", temperature),

@@ -5,9 +5,12 @@ Fixtures more than one test folder uses live in plugin modules registered here o
 tests/fakes.py (`fake_vectors`, `vector_memory`, `stricter_clamp`), the job fixtures
 (tests/plugins/jobs.py: `eager_jobs`, `llm_server`, `living_universe`), the scripted narrator
 (tests/plugins/narrator.py: `narrator`, `meta`), the demo save (tests/plugins/demo.py: `demo`),
-the API client (tests/plugins/api.py: `make_api`) and the client's connection as gunicorn hands it
-over (tests/plugins/client.py: `gunicorn_client`). Each test folder's conftest.py holds what only
-its tests share."""
+the API client (tests/plugins/api.py: `make_api`), the client's connection as gunicorn hands it
+over (tests/plugins/client.py: `gunicorn_client`), the who-knows-what worlds
+(tests/plugins/knowledge.py) and the regex searches past their limit (tests/plugins/regex.py:
+`limit_hits`). Each test folder's conftest.py holds what only its tests share. Plain helpers more
+than one test module uses (no fixtures) live in tests/support/; no module imports a test module
+(tests/test_no_test_imports.py)."""
 from __future__ import annotations
 
 import os
@@ -29,6 +32,7 @@ pytest_plugins = [
     "tests.plugins.api",
     "tests.plugins.client",
     "tests.plugins.knowledge",
+    "tests.plugins.regex",
 ]
 
 

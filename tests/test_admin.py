@@ -26,6 +26,14 @@ def populated(game_save, universe, staff_user):
     LLMCall.objects.create(game_save=game_save, job=job, operation="extract", model="m", prompt_tokens=10, completion_tokens=5)
     api_token_create(user=staff_user, name="engine")
     NarratorSnapshot.objects.create(game_save=game_save, turn_id=1, player_input="look", model="m", context={"items": []})
+    from django.utils import timezone
+
+    from studio.saves.memory_tests.models import MemoryTestResult
+    from studio.universes.memory_tests.services import memory_test_create
+
+    memory_test_create(universe=universe, data={"name": "kael-knows", "kind": "knows", "character": "Kaël", "entry": "kael"})
+    MemoryTestResult.objects.create(game_save=game_save, turn_id=1, name="kael-knows", kind="knows", verdict="pass",
+                                    definition={"name": "kael-knows"}, summary="Kaël knows it.", ran_at=timezone.now())
     AccessAttempt.objects.create(username="mira", ip_address="203.0.113.7", user_agent="ua", http_accept="*/*",
                                  path_info="/accounts/login/", get_data="", post_data="", failures_since_start=5)
     AccessFailureLog.objects.create(username="mira", ip_address="203.0.113.7", user_agent="ua", http_accept="*/*",

@@ -43,3 +43,47 @@ def test_the_module_map_names_every_module():
 def test_the_module_map_names_no_missing_module():
     stale = {name for name in named_paths(module_map(DOC.read_text(encoding="utf-8"))) if not (ROOT / "studio" / name).is_file()}
     assert not stale, f"docs/architecture.md's module map names modules that do not exist: {', '.join(sorted(stale))}"
+
+
+# -- the timeline registry's table and example, and the glossary ---------------------------------
+
+TIMELINE_SOURCE = ROOT / "studio" / "memory" / "timeline.py"
+
+
+def timeline_section(text: str) -> str:
+    start = text.index("## The timeline registry")
+    return text[start : text.index("\n## ", start + 1)]
+
+
+def test_the_timeline_table_is_the_registry_with_its_orders(db):
+    from studio.memory import timeline
+
+    rows = [line.split("|")[1] for line in timeline_section(DOC.read_text(encoding="utf-8")).splitlines()
+            if re.match(r"\| \w+ \(\d+\)", line)]
+    documented = {name: int(order) for cell in rows for name, order in re.findall(r"(\w+) \((\d+)\)", cell)}
+    registered = {entry.name: entry.order for entry in timeline.registered_tables()}
+    assert documented == registered
+
+
+def test_the_registration_examples_use_the_registered_order(db):
+    """The example of docs/architecture.md and of the registry's own docstring registers a real table: the
+    order it shows is that table's (a copied example with another order would put it elsewhere)."""
+    from studio.memory import timeline
+
+    for path in (DOC, TIMELINE_SOURCE):
+        examples = re.findall(r'TurnTable\.plain\(\s*"(\w+)", \w+, order=(\d+)', path.read_text(encoding="utf-8"))
+        assert examples, path
+        for name, order in examples:
+            assert timeline.table(name).order == int(order), f"{path.name}: {name} order={order}"
+
+
+def test_the_glossary_describes_what_is_built():
+    text = DOC.read_text(encoding="utf-8")
+    glossary = text[text.index("## Glossary") :].split("\n## ", 1)[0]
+    rows = [line for line in glossary.splitlines() if line.startswith("| **")]
+    assert rows
+    for row in rows:
+        term, meaning, code = (cell.strip() for cell in row.split("|")[1:4])
+        assert "planned" not in meaning and "none yet" not in code, term
+        for path in re.findall(r"`((?:memory|saves|universes|api|inspector|proxy)/[\w/]+\.py)`", code):
+            assert (ROOT / "studio" / path).is_file(), f"{term}: {path}"

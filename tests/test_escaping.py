@@ -16,7 +16,7 @@ from studio.memory.models import Fact, Job, LLMCall, MentalModel, Observation, R
 from studio.saves.models import Event, StateCache
 from studio.universes.models import LoreEntry, LoreRevision, UniverseMeta
 
-from .test_authorization import RULES, routes, url_for
+from tests.support.routes import RULES, routes, url_for
 
 PAYLOAD = '<script>alert("pwned")</script>'
 ATTR_PAYLOAD = '"><img src=x onerror=alert(1)>'
@@ -72,7 +72,18 @@ def poisoned(universe, game_save, author):
     chapter = Chapter.objects.create(game_save=game_save, first_turn=1, last_turn=1, closed_turn=1, close_reason="playtester",
                                      summary=f"Summary {PAYLOAD}", summary_status="done")
     reveal = Reveal.objects.create(game_save=game_save, turn_id=1, entry_id="kael", character=PAYLOAD)
+    from django.utils import timezone
+
+    from studio.saves.memory_tests.models import MemoryTestResult
+    from studio.universes.memory_tests.services import memory_test_create
+
+    memory_test_create(universe=universe, data={"name": "poisoned", "kind": "knows", "character": f"Mira {ATTR_PAYLOAD}",
+                                                "fact": PAYLOAD, "description": PAYLOAD})
+    MemoryTestResult.objects.create(game_save=game_save, turn_id=1, name="poisoned", kind="knows", verdict="fail",
+                                    definition={"name": "poisoned", "kind": "knows", "character": PAYLOAD, "fact": PAYLOAD},
+                                    summary=PAYLOAD, explain=[{"record": PAYLOAD, PAYLOAD: PAYLOAD}], ran_at=timezone.now())
     return {
+        "test_name": "poisoned",
         "draft_id": draft.pk, "number": 1, "chapter_id": chapter.pk, "name": "Kaël", "reveal_id": reveal.pk,
         "slug": universe.slug, "save_id": game_save.save_id, "entry_id": "kael",
         "pk": UniverseMeta.objects.get(universe=universe, key="belief_mission").pk,

@@ -26,7 +26,7 @@ from studio.memory.knowledge.models import Presence, Reveal
 from studio.memory.knowledge.reveals import reveal_add
 from studio.memory.knowledge.presence import presence_set
 from studio.saves import portable
-from studio.saves.models import Event, MemoryMode, PlaySettings, Save
+from studio.saves.models import Event, MemoryMode, NarratorAlternative, NarratorDraft, PlaySettings, Save
 from studio.saves.narrator.play_settings import play_settings_update
 from studio.saves.services import save_create, turn_append
 from studio.universes.models import UniverseMeta
@@ -116,7 +116,9 @@ def file_with(world, base, section, key, value, *, index=0) -> bool:
 
 def turn_paths(world, base, field):
     """turn.player_input / turn.narrative: API append (and PATCH), Console append, timeline edit,
-    proxy message, transcript import, save file."""
+    proxy message, transcript import, save file; for a narrative also the Console's accept of an
+    edited narration (its button, and sending the next action) and the API's `/continue` (which
+    stores nothing: True when it answered, False when it refused the narrative)."""
     key = field.split(".")[1]
 
     def api_append(v):
@@ -165,8 +167,28 @@ def turn_paths(world, base, field):
                             {"narrative": v, **({"next": "console"} if console else {})})
             return has(Event.objects.all(), game_save=game_save, narrative=v)
 
+        def console_accept(v, by_next_action=False):
+            game_save = world.save(turns=0)
+            draft = NarratorDraft.objects.create(game_save=game_save, turn_id=1, player_input="go")
+            NarratorAlternative.objects.create(draft=draft, number=1, status="done", text="Done.")
+            if by_next_action:
+                world.page.post(f"/saves/{game_save.save_id}/narrator/",
+                                {"accept_draft": str(draft.pk), "number": "1", "narrative": v, "player_input": ""})
+            else:
+                world.page.post(f"/saves/{game_save.save_id}/narrator/{draft.pk}/accept/", {"number": "1", "narrative": v})
+            return has(Event.objects.all(), game_save=game_save, narrative=v)
+
+        def api_continue(v):
+            game_save = world.save()
+            response = world.api.post(f"/api/v1/saves/{game_save.save_id}/continue", {"narrative": v})
+            assert response.status_code in (200, 400), response.content[:300]
+            return response.status_code == 200
+
         paths.update({"api update": api_update, "timeline edit": timeline_edit,
-                      "console edit": lambda v: timeline_edit(v, console=True)})
+                      "console edit": lambda v: timeline_edit(v, console=True),
+                      "console accept": console_accept,
+                      "console accept by the next action": lambda v: console_accept(v, by_next_action=True),
+                      "api continue": api_continue})
     return paths
 
 

@@ -38,7 +38,7 @@ def sample_kwargs(route: str, pattern: URLPattern, universe, game_save) -> dict 
             values[name] = "kael"
         elif name in {"turn_id", "turn", "pk", "id", "job_id", "fact_id", "observation_id", "model_id", "revision_id", "token_id", "draft_id", "number", "chapter_id", "reveal_id"}:
             values[name] = 1
-        elif name in {"subject", "name"}:
+        elif name in {"subject", "name", "test_name"}:
             values[name] = "kael"
         else:
             return None

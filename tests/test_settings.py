@@ -39,7 +39,9 @@ print(json.dumps({
 
 
 def load_settings(env: dict[str, str]) -> subprocess.CompletedProcess:
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_URL", "CHROMA_", "REDIS_URL", "AXIOM_", "SECRET_KEY", "DEBUG", "ALLOWED_HOSTS", "SECURE_HSTS", "SECURE_PROXY", "STATIC_ROOT"))}
+    own = ("DJANGO_", "DATABASE_URL", "CHROMA_", "REDIS_URL", "AXIOM_", "SECRET_KEY", "DEBUG", "ALLOWED_HOSTS",
+           "SECURE_HSTS", "SECURE_PROXY", "STATIC_ROOT")
+    base = {k: v for k, v in os.environ.items() if not k.startswith(own)}
     base.update({"DJANGO_SETTINGS_MODULE": "studio.settings"})
     base.update(env)
     code = "import django; django.setup();" + PROBE

@@ -24,7 +24,7 @@ from django.http import HttpRequest
 from django.middleware.csrf import CsrfViewMiddleware
 
 from studio import limits
-from studio.api.errors import ApiError, error_response, validation_error
+from studio.api.errors import ApiError, validation_error
 from studio.api.services import api_token_authenticate
 
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
@@ -132,7 +132,7 @@ def json_body(request: HttpRequest) -> dict[str, Any]:
     try:
         declared = int(request.META.get("CONTENT_LENGTH") or 0)
     except ValueError:
-        raise ApiError(400, "bad_request", "Content-Length is not a number.")
+        raise ApiError(400, "bad_request", "Content-Length is not a number.") from None
     if declared > limit:
         raise body_too_large(limit)
     content_type = request.content_type or ""
@@ -141,7 +141,7 @@ def json_body(request: HttpRequest) -> dict[str, Any]:
     try:
         raw = request.body
     except RequestDataTooBig:
-        raise body_too_large(limit)
+        raise body_too_large(limit) from None
     if len(raw) > limit:
         raise body_too_large(limit)
     if not raw.strip():
@@ -149,9 +149,9 @@ def json_body(request: HttpRequest) -> dict[str, Any]:
     try:
         data = json.loads(raw, **limits.strict_json_hooks())  # no key twice in an object, no NaN / Infinity
     except (UnicodeDecodeError, ValueError) as exc:
-        raise ApiError(400, "invalid_json", "The body is not valid JSON.", {"reason": str(exc)[:200]})
+        raise ApiError(400, "invalid_json", "The body is not valid JSON.", {"reason": str(exc)[:200]}) from exc
     except RecursionError:
-        raise _too_deep()
+        raise _too_deep() from None
     if not isinstance(data, dict):
         raise ApiError(400, "invalid_json", "The body must be a JSON object.")
     _refuse_unstorable(data)

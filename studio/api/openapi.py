@@ -193,19 +193,25 @@ SAVE_FILE_SCHEMAS: dict[str, Any] = {
                                 "recorded_queries": _section(
                                     obj(
                                         {
-                                            "turn_id": TURN_REF, "query_text": STRING, "params": {"type": "object"},
-                                            "result_ids": {"type": "array", "items": STRING},
+                                            "turn_id": TURN_REF, "query_text": STRING,
+                                            "kind": {"anyOf": [{"type": "object"}, {"type": "integer", "minimum": 0}],
+                                                     "description": "The query's chunk_type, exclude_chunk_type and source (version 2), or the number of a kind an earlier item gave."},
+                                            "params": {"type": "object", "description": "The rest of the params, written against the last query of its kind (version 2)."},
+                                            "result_ids": {"anyOf": [{"type": "array", "items": STRING}, {"type": "object"}],
+                                                           "description": "The result ids, or (version 2) written against the last query of its kind."},
                                         },
                                         ["turn_id", "query_text", "params", "result_ids"],
                                         additional=False,
                                     ),
-                                    "Memory queries recorded for lore-edit replay.",
+                                    "Memory queries recorded for lore-edit replay (version 2: each against the last one of its kind; docs/playtesting.md, \"Save files\").",
                                 ),
                                 "lore_activation": _section(
                                     obj(
                                         {
                                             "turn_id": TURN_REF,
-                                            "state": {"type": "object", "description": "sticky, cooldown (entry id -> [start, end, entry hash, protected], message clock) and first_matched (entry id -> turn)."},
+                                            "state": {"type": "object", "description": (
+                                                "sticky, cooldown (entry id -> [start, end, entry hash, protected], "
+                                                "message clock) and first_matched (entry id -> turn).")},
                                             "activated": {"type": "array", "items": STRING, "description": "Entry ids in prompt order."},
                                             "sequence": {"type": "array", "items": STRING, "description": "Entry ids in the order they activated."},
                                         },
@@ -318,7 +324,7 @@ def build_openapi(*, server_url: str = "/api/v1") -> dict[str, Any]:
 
     from studio.api.ninja_api import api
 
-    get_resolver().url_patterns  # the URLconf loaded: every endpoint module has registered on the router
+    _ = get_resolver().url_patterns  # the URLconf loaded: every endpoint module has registered on the router
 
     document = deepcopy(dict(api.get_openapi_schema(path_prefix="")))
     document["servers"] = [{"url": server_url}]

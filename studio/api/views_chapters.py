@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Literal, Optional
 
 from django.http import HttpRequest, JsonResponse
-from pydantic import Field
 
 from ninja import Schema
 

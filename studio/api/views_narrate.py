@@ -30,6 +30,7 @@ import json
 from django.http import HttpRequest, StreamingHttpResponse
 
 from studio.api import schemas as S
+from studio.api.schemas_narration import Narration
 from studio.api import serializers
 from studio.api.disconnect import ClosingBody, client_left, client_watch
 from studio.api.errors import ApiError
@@ -48,7 +49,7 @@ def _llm_error(exc) -> ApiError:
     return ApiError(502, "llm_failed", f"The narrator's model failed: {exc}")
 
 
-def narration_json(save, player_input: str, text: str, response, prompt) -> dict:
+def narration_json(save, player_input: str, text: str, response, prompt, continuity: dict | None = None) -> dict:
     return {
         "save_id": save.save_id,
         "turn_id": prompt.turn_id,
@@ -63,6 +64,7 @@ def narration_json(save, player_input: str, text: str, response, prompt) -> dict
         "completion_tokens": response.completion_tokens,
         "prompt": {"system": prompt.system, "user": prompt.user, "chars": prompt.chars},
         "context": prompt.context_record(),
+        "continuity": continuity,
     }
 
 
@@ -83,7 +85,7 @@ def wants_stream(request: HttpRequest, payload: S.NarrateRequest) -> bool:
 
 @router.post(
     "/saves/{str:save_id}/narrate",
-    response={200: S.Narration, 400: S.Error, 401: S.Error, 403: S.Error, 404: S.Error, 413: S.Error, 415: S.Error,
+    response={200: Narration, 400: S.Error, 401: S.Error, 403: S.Error, 404: S.Error, 413: S.Error, 415: S.Error,
               429: S.Error, 502: S.Error, 503: S.Error},
     url_name="narrate", tags=["Narrator"], operation_id="narrate",
     summary="The narrator's proposal for the next turn; appends nothing. Streams server-sent events when asked.",
@@ -105,7 +107,8 @@ def narrate(request: HttpRequest, save_id: str, payload: S.NarrateRequest):
             raise ApiError(503, "no_model", str(exc)) from exc
         except LLMError as exc:
             raise _llm_error(exc) from exc
-        return serializers_json(narration_json(save, player_input, narration.text, narration.response, narration.prompt))
+        return serializers_json(narration_json(save, player_input, narration.text, narration.response, narration.prompt,
+                                               narration.continuity))
 
     backend = get_llm_backend()
     if backend is None:
@@ -155,7 +158,13 @@ def _events(save, player_input: str, prompt, stream):
         if not ended:
             stream.close()  # the client went away (GeneratorExit): stop the model too
     response = stream.response
-    yield sse_event("done", narration_json(save, player_input, response.text.strip(), response, prompt))
+    # The guard reads the whole answer once it has streamed: its findings come in `done` (warn only: what was
+    # streamed cannot be narrated again unseen; docs/continuity.md).
+    from studio.saves.narrator.guard import check_narration, settings_for
+
+    check = check_narration(game_save=save, text=response.text.strip(), player_input=player_input)
+    continuity = None if check is None else {**check.as_dict(), "mode": settings_for(save).mode, "regenerated_from": None}
+    yield sse_event("done", narration_json(save, player_input, response.text.strip(), response, prompt, continuity))
 
 
 def serializers_json(body: dict):

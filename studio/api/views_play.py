@@ -15,7 +15,9 @@ from django.http import HttpRequest, JsonResponse
 from ninja import Schema
 from pydantic import Field
 
+from studio import limits
 from studio.api import schemas as S
+from studio.api.schemas_narration import Narration
 from studio.api import serializers
 from studio.api.errors import ApiError, conflict, validation_error
 from studio.api.limited import limited
@@ -48,8 +50,8 @@ class OpeningRequest(Schema):
 
 
 class ContinueRequest(Schema):
-    narrative: Optional[S.Text] = Field(None, max_length=20000,
-                                        description="The narration to extend (default: the last turn's).")
+    # A turn's narrative, so a turn's limit (studio/limits.py): what a turn holds can be continued.
+    narrative: Optional[limited("turn.narrative", description="The narration to extend (default: the last turn's).")] = None
 
 
 class Continuation(Schema):
@@ -90,7 +92,7 @@ class Undone(Schema):
 
 class Retried(Schema):
     undone_turn: int
-    narration: S.Narration
+    narration: Narration
 
 
 class DraftAlternative(Schema):
@@ -196,6 +198,8 @@ def continue_narration(request: HttpRequest, save_id: str, payload: ContinueRequ
         result = continue_once(game_save=save, narrative=payload.narrative)
     except PlayError as exc:
         raise validation_error({"narrative": [str(exc)]}) from exc
+    except limits.Refused as exc:
+        raise validation_error({"narrative": [exc.message]}) from exc
     except LLMError as exc:
         raise _llm_error(exc) from exc
     response = result.response

@@ -43,7 +43,7 @@ def _read_body(request: HttpRequest, limit: int) -> bytes:
     try:
         declared = int(request.META.get("CONTENT_LENGTH") or 0)
     except ValueError:
-        raise ApiError(400, "bad_request", "Content-Length is not a number.")
+        raise ApiError(400, "bad_request", "Content-Length is not a number.") from None
     if declared > limit:
         raise body_too_large(limit)
     chunks, size = [], 0
@@ -87,14 +87,14 @@ def save_import(request: HttpRequest, slug: str, params: Query[S.ImportQuery]):
     try:
         result = portable.save_import(universe=universe, data=data, name=name)
     except portable.SaveFileTooLarge as exc:
-        raise ApiError(413, "body_too_large", str(exc), {"max_bytes": portable.max_file_bytes()})
+        raise ApiError(413, "body_too_large", str(exc), {"max_bytes": portable.max_file_bytes()}) from exc
     except portable.SaveFileError as exc:
         raise ApiError(
             400,
             "invalid_save_file",
             "The save file was refused and nothing was imported: " + str(exc),
             {"problems": [p.as_json() for p in exc.problems]},
-        )
+        ) from exc
     return JsonResponse(
         {
             "save": serializers.save_json(result.game_save),

@@ -28,11 +28,13 @@ class MemoryConfig(AppConfig):
         from studio.memory import timeline_tables
         from studio.memory.chapters import timeline as chapter_timeline
 
+        from studio.memory.continuity import timeline_tables as continuity_tables
         from studio.memory.knowledge import timeline_tables as knowledge_tables
 
         timeline_tables.register()
         chapter_timeline.register()
         knowledge_tables.register()
+        continuity_tables.register()
 
     @staticmethod
     def give_the_embedder_its_settings() -> None:

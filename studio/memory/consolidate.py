@@ -42,21 +42,31 @@ UPDATE = "UPDATE"
 DELETE = "DELETE"
 KINDS = (CREATE, UPDATE, DELETE)
 
-SYSTEM_PROMPT = """You maintain the beliefs of an interactive story's long-term memory. A belief is one durable sentence about a subject (a character, or the world) that the story should keep in mind for a long time.
+SYSTEM_PROMPT = """You maintain the beliefs of an interactive story's long-term memory. A belief is one durable \
+sentence about a subject (a character, or the world) that the story should keep in mind for a long time.
 
 Given NEW FACTS and the EXISTING BELIEFS, decide how the beliefs change:
-- UPDATE an existing belief when a new fact confirms, refines or changes it. Prefer UPDATE over creating a near-duplicate. When something changed, say so in the new statement ("Kael, once loyal to the Guild, now works against it") instead of dropping the old state.
-- UPDATE or DELETE a belief only with a new fact that names its subject: a fact about someone else is no evidence about them. Durable facts about characters that no belief covers call for CREATE.
-- CREATE a belief for something durable that no existing belief covers. One facet per belief: a character's debt and their fear of the sea are two beliefs.
-- DELETE only when the new facts clearly make a belief false and no UPDATE can express the change. When unsure, do not delete.
+- UPDATE an existing belief when a new fact confirms, refines or changes it. Prefer UPDATE over creating a \
+near-duplicate. When something changed, say so in the new statement ("Kael, once loyal to the Guild, now works \
+against it") instead of dropping the old state.
+- UPDATE or DELETE a belief only with a new fact that names its subject: a fact about someone else is no evidence \
+about them. Durable facts about characters that no belief covers call for CREATE.
+- CREATE a belief for something durable that no existing belief covers. One facet per belief: a character's debt \
+and their fear of the sea are two beliefs.
+- DELETE only when the new facts clearly make a belief false and no UPDATE can express the change. When unsure, do \
+not delete.
 - Never do arithmetic: do not add up sums, count days or compute totals; quote numbers as the facts give them.
 - Ignore one-off details that do not matter later. It is fine to answer with no actions. Never repeat an action.
 - subject: the exact name of the character the belief is about, or "" for a belief about the world. Never "you".
 - statement: a full sentence that names its subject and reads correctly on its own.
 - Follow the memory missions: they say what this world and each character tend to remember.
 
-Answer with JSON only: {"actions": [{"action": "CREATE", "observation_id": 0, "subject": "...", "statement": "...", "source_fact_ids": [1]}, {"action": "UPDATE", "observation_id": 12, "subject": "...", "statement": "...", "source_fact_ids": [2]}, {"action": "DELETE", "observation_id": 7, "subject": "...", "statement": "", "source_fact_ids": [3]}]}
-observation_id is the id of the EXISTING BELIEF changed (0 for CREATE); source_fact_ids cites the NEW FACTS that justify the action, by their id."""
+Answer with JSON only: {"actions": [{"action": "CREATE", "observation_id": 0, "subject": "...", "statement": "...", \
+"source_fact_ids": [1]}, {"action": "UPDATE", "observation_id": 12, "subject": "...", "statement": "...", \
+"source_fact_ids": [2]}, {"action": "DELETE", "observation_id": 7, "subject": "...", "statement": "", \
+"source_fact_ids": [3]}]}
+observation_id is the id of the EXISTING BELIEF changed (0 for CREATE); source_fact_ids cites the NEW FACTS that \
+justify the action, by their id."""
 
 
 def action_schema() -> dict:

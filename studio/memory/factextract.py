@@ -113,10 +113,13 @@ Rules:
 
 Fields of a fact:
 - statement: the fact, one sentence.
-- fact_type: "event" (something happened), "world" (a lasting truth about the world or a place), "relationship" (how two characters stand with each other), "trait" (a lasting property of one character).
-- who: the names of the characters involved. what: what happened or holds. when: the story time, or "". where: the place name, or "". why: the reason the passage gives, or "".
+- fact_type: "event" (something happened), "world" (a lasting truth about the world or a place), "relationship" \
+(how two characters stand with each other), "trait" (a lasting property of one character).
+- who: the names of the characters involved. what: what happened or holds. when: the story time, or "". where: the \
+place name, or "". why: the reason the passage gives, or "".
 - entities: the names of the characters, places, groups and named items in the fact.
-Write "" when the passage does not give a field. Never write placeholders such as "unknown", "now", "here" or "your location".
+Write "" when the passage does not give a field. Never write placeholders such as "unknown", "now", "here" or "your \
+location".
 
 Example. The player character is Tamsin ("you"). Passage: "{_EXAMPLE_PASSAGE}"
 Answer: {_example_json()}

@@ -356,3 +356,5 @@ class LoreActivation(models.Model):
 from studio.memory.chapters.models import Chapter  # noqa: E402,F401
 # Who knows what (presence per turn, reveal events): tables of this app, defined in their package.
 from studio.memory.knowledge.models import Presence, PresenceSource, Reveal, RevealSource  # noqa: E402,F401
+# Continuity findings (the guard at accept): rows of their turn, defined in their package.
+from studio.memory.continuity.models import ContinuityFinding, FindingKind, FindingResolution, FindingVerdict  # noqa: E402,F401

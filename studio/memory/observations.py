@@ -85,6 +85,7 @@ __all__ = [
     "beliefs_to_roll_back",
     "beliefs_drop_missing_sources",
     "belief_retire",
+    "SOURCES_GONE",
     "same_statement",
     "trail_is_exact",
 ]

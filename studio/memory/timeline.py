@@ -13,7 +13,7 @@ loop over the registry::
             from myapp.models import Presence
 
             timeline.register_table(timeline.TurnTable.plain(
-                "presence", Presence, order=85, section="presence", label="Presence records",
+                "presence", Presence, order=25, section="presence", label="Presence records",
             ))
 
 A `TurnTable` says, for its model:

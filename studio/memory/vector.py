@@ -13,7 +13,9 @@ studio/memory/retrieval/ (docs/retrieval.md, "Module map"):
 - arms.py, search.py, explain.py: the arms, the fused search, the explain records;
 - config.py: RetrievalConfig, the measured knobs.
 This module re-exports the names callers import from it (VectorStoreError,
-RetrievalConfig, QueryStats, scope_collection_name, COLLECTION_NAME, ...).
+RetrievalConfig, QueryStats, scope_collection_name, COLLECTION_NAME, ...), and those of
+vector_settings.py, what ties it to the project: the corpus versions in the database and the
+store, reranker and pool the settings choose (the process-wide instance is built from them here).
 
 Invariants:
 - Every write bumps its scope's corpus version once, after the store accepted it, so every
@@ -34,7 +36,7 @@ scope's corpus cached degrades to the lexical arms instead (QueryStats.vector_st
 Processes: the embedded `PersistentClient` is for one process only and guarded by an
 exclusive file lock (VectorStoreLockedError for a second process); any set-up with several
 processes uses a Chroma server (`chroma run`) through `HttpClient` (settings.CHROMA_HOST).
-`get_vector_memory()` builds the process-wide instance from settings.
+`get_vector_memory()` builds the process-wide instance from settings (vector_settings.py).
 """
 from __future__ import annotations
 
@@ -72,6 +74,7 @@ from studio.memory.retrieval.store import (
     scope_collection_name,
     where_clause,
 )
+from studio.memory.vector_settings import get_configured_reranker, vector_memory_options
 
 __all__ = [
     "BOOKKEEPING_KEYS",
@@ -189,6 +192,11 @@ class VectorMemory:
         if self._embedder is None:
             self._embedder = embedding.get_embedder()
         return self._embedder
+
+    def text_embedder(self):
+        """Return the embedding model this memory encodes with (None: unavailable), for callers that compare
+        texts by meaning outside the store (the continuity guard)."""
+        return self._get_embedder()
 
     @property
     def embeddings_available(self) -> bool:
@@ -501,47 +509,9 @@ _instance_pid: int | None = None
 _instance_lock = threading.Lock()
 
 
-def get_configured_reranker():
-    """Return a CrossEncoderReranker for settings.AXIOM_RERANKER_MODEL, or None when unset."""
-    from django.conf import settings
-
-    name = getattr(settings, "AXIOM_RERANKER_MODEL", "") or ""
-    if not name:
-        return None
-    from studio.memory.retrieval.reranker import CrossEncoderReranker
-
-    return CrossEncoderReranker(model_name=name)
-
-
 def build_vector_memory() -> VectorMemory:
-    """Build a VectorMemory from settings (read now, not at import).
-
-    settings.CHROMA_HOST set: an HttpClient to that Chroma server (CHROMA_PORT), which any
-    number of processes may share. Otherwise the embedded store at settings.CHROMA_PATH,
-    locked to this process: a second process gets VectorStoreLockedError at once.
-    """
-    from django.conf import settings
-
-    rerank_pool = int(getattr(settings, "AXIOM_RERANK_POOL", RetrievalConfig.rerank_pool))
-    reranker = get_configured_reranker()
-    host = (getattr(settings, "CHROMA_HOST", "") or "").strip()
-    if host:
-        import chromadb
-        from chromadb.config import Settings
-
-        try:
-            client = chromadb.HttpClient(
-                host=host,
-                port=int(getattr(settings, "CHROMA_PORT", 8000)),
-                settings=Settings(anonymized_telemetry=False),
-            )
-        except Exception as exc:
-            raise VectorStoreError(
-                f"Cannot reach the Chroma server at {host}:{getattr(settings, 'CHROMA_PORT', 8000)} "
-                f"(CHROMA_HOST/CHROMA_PORT): {exc}"
-            ) from exc
-        return VectorMemory(None, reranker, client=client, rerank_pool=rerank_pool)
-    return VectorMemory(settings.CHROMA_PATH, reranker, rerank_pool=rerank_pool)
+    """Build a VectorMemory from settings (read now, not at import; see `vector_memory_options`)."""
+    return VectorMemory(**vector_memory_options())
 
 
 def get_vector_memory() -> VectorMemory:

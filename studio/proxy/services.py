@@ -228,8 +228,9 @@ def _prepare(*, game_save: Save, body: dict, upstream_model: str, memory_tokens,
     )
 
 
-def proxy_relay(prepared: Prepared, *, backend, abort=None, user_id: int | None = None) -> Relay:
-    """Relay the prepared body (guarded and logged); record the answer on its alternative when it ends.
+def proxy_relay(prepared: Prepared, *, backend, abort=None, user_id: int | None = None, check_now: bool = False) -> Relay:
+    """Relay the prepared body (guarded and logged); record the answer on its alternative when it ends
+    (`check_now`: and check it then with the continuity guard, its findings recorded with the proposal).
 
     Raise what `TrackedLLM.relay` raises (the alternative is then marked failed, or
     cancelled for `LLMCancelled`: `abort` flipped before the answer began).
@@ -249,4 +250,28 @@ def proxy_relay(prepared: Prepared, *, backend, abort=None, user_id: int | None 
     if prepared.alternative_id is not None:
         alternative_id = prepared.alternative_id
         relay.on_finish.append(lambda done: proposal_finish(alternative_id=alternative_id, relay=done))
+        if check_now:
+            relay.on_finish.append(lambda done: proposal_check(alternative_id=alternative_id))
     return relay
+
+
+def proposal_check(*, alternative_id: int) -> None:
+    """Check a relayed answer that ended complete (the front end asked: `X-Axiom-Continuity: check`)."""
+    from studio.saves.narrator.guard import check_alternative
+
+    alternative = NarratorAlternative.objects.select_related("draft__game_save").filter(pk=alternative_id).first()
+    if alternative is not None and alternative.status == AlternativeStatus.DONE:
+        check_alternative(alternative=alternative)  # the proxy never narrates again what it relayed
+
+
+def proposal_findings(*, alternative_id: int) -> str:
+    """The `X-Axiom-Continuity` answer header: the findings of a checked answer by kind ("leak=1, presence=0, ...")."""
+    from studio.memory.continuity.models import ContinuityFinding, FindingKind
+
+    alternative = NarratorAlternative.objects.select_related("draft").filter(pk=alternative_id).first()
+    if alternative is None:
+        return ""
+    rows = ContinuityFinding.objects.filter(draft_id=alternative.draft_id, alternative=alternative.number,
+                                            game_save_id=alternative.draft.game_save_id).exclude(verdict="rejected")
+    kinds = list(rows.values_list("kind", flat=True))
+    return ", ".join(f"{kind}={kinds.count(kind)}" for kind in FindingKind.values)

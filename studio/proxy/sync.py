@@ -51,6 +51,7 @@ from studio.proxy.guard import SaveGuard
 from studio.proxy.history import Chat
 from studio.saves.checkpoints import CheckpointManager
 from studio.saves.models import DraftStatus, Event, NarratorAlternative, NarratorDraft, Save
+from studio.saves.narrator.guard import check_settled
 from studio.saves.narrator.services import NarratorError, narrator_accept
 from studio.saves.services import turn_append, turn_update_narrative
 
@@ -204,6 +205,7 @@ def _accept(game_save: Save, draft: NarratorDraft, narrative: str) -> Event | No
     draft.game_save = game_save  # turn_append moves this instance's current turn
     try:
         with transaction.atomic():  # a refusal leaves the step's transaction usable for the plain append
+            check_settled(draft=draft, number=chosen.number)  # the continuity guard, before the turn is appended
             event = narrator_accept(draft=draft, number=chosen.number, narrative=narrative)
     except NarratorError:
         return None  # closed meanwhile (the console accepted or discarded it): appended as is

@@ -50,7 +50,7 @@ from studio.proxy.body import InvalidBody, read_body
 from studio.proxy.chats import chat_save
 from studio.proxy.guard import request_key
 from studio.proxy.history import InvalidMessages, read_chat
-from studio.proxy.services import OPERATION, proxy_prepare, proxy_relay
+from studio.proxy.services import OPERATION, proposal_findings, proxy_prepare, proxy_relay
 from studio.proxy.spending import OverLimit, limits_apply
 from studio.proxy.sync import HistoryMismatch
 from studio.saves.access import Access, NotFound, RoleRequired, may, save_for
@@ -62,6 +62,9 @@ from studio.universes.selectors import universe_list_for_user
 logger = logging.getLogger(__name__)
 
 MEMORY_TOKENS_HEADER = "X-Axiom-Memory-Tokens"
+# "check": the continuity guard reads the answer when it ends (its findings are the proposal's, shown in the
+# Console); a whole answer's response says what it found by kind (docs/continuity.md).
+CONTINUITY_HEADER = "X-Axiom-Continuity"
 MODELS_LISTED = 200
 
 
@@ -92,7 +95,7 @@ def _unauthenticated() -> JsonResponse:
 
 
 EXPOSED_HEADERS = ("X-Axiom-Save", "X-Axiom-Save-Created", "X-Axiom-Turn", "X-Axiom-Memory", "X-Axiom-Prepare-Ms", "X-Axiom-Timing",
-                   "Retry-After", "WWW-Authenticate")
+                   "X-Axiom-Continuity", "Retry-After", "WWW-Authenticate")
 CORS_MAX_AGE = 600  # seconds a browser may keep a preflight's answer
 
 
@@ -118,7 +121,7 @@ def _preflight(request: HttpRequest, methods: tuple[str, ...]) -> HttpResponse:
     response = HttpResponse(status=204)
     response["Access-Control-Allow-Methods"] = ", ".join((*methods, "OPTIONS"))
     asked = request.headers.get("Access-Control-Request-Headers", "")
-    response["Access-Control-Allow-Headers"] = asked or f"Authorization, Content-Type, {SAVE_HEADER}, {MEMORY_TOKENS_HEADER}"
+    response["Access-Control-Allow-Headers"] = asked or f"Authorization, Content-Type, {SAVE_HEADER}, {MEMORY_TOKENS_HEADER}, {CONTINUITY_HEADER}"
     response["Access-Control-Max-Age"] = str(CORS_MAX_AGE)
     return response
 
@@ -262,7 +265,8 @@ def chat_completions(request: HttpRequest, user) -> HttpResponse:
     watch = client_watch(request)  # None without a socket to watch: the pooled connection, as before
     relay = None
     try:
-        relay = proxy_relay(prepared, backend=backend, abort=watch.abort if watch else None, user_id=user.pk)
+        relay = proxy_relay(prepared, backend=backend, abort=watch.abort if watch else None, user_id=user.pk,
+                            check_now=request.headers.get(CONTINUITY_HEADER, "").strip().lower() == "check")
     except LLMCancelled:  # the front end left while the model read the prompt
         return client_left()
     except SpendLimitExceeded as exc:
@@ -297,6 +301,8 @@ def chat_completions(request: HttpRequest, user) -> HttpResponse:
         if relay.cancelled:
             return client_left()  # the front end left while the whole answer was awaited
         response = HttpResponse(content, content_type=relay.content_type)
+        if prepared.alternative_id is not None and request.headers.get(CONTINUITY_HEADER, "").strip().lower() == "check":
+            headers[CONTINUITY_HEADER] = proposal_findings(alternative_id=prepared.alternative_id)
     for key, value in headers.items():
         response[key] = value
     return response

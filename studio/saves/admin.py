@@ -1,7 +1,7 @@
 """Admin for saves and their Event_Log / State_Cache."""
 from django.contrib import admin
 
-from studio.saves.models import Event, NarratorSnapshot, Save, StateCache
+from studio.saves.models import Event, MemoryTestResult, NarratorSnapshot, Save, StateCache
 
 
 @admin.register(Save)
@@ -51,3 +51,14 @@ class NarratorSnapshotAdmin(admin.ModelAdmin):
     search_fields = ("game_save__save_id", "player_input")
     raw_id_fields = ("game_save",)
     readonly_fields = [f.name for f in NarratorSnapshot._meta.fields if f.name != "id"]
+
+
+@admin.register(MemoryTestResult)
+class MemoryTestResultAdmin(admin.ModelAdmin):
+    """A memory test's verdict on a save at a turn; written only by a run (studio/saves/memory_tests/)."""
+
+    list_display = ("game_save", "turn_id", "name", "kind", "verdict", "ran_at")
+    list_select_related = ("game_save",)
+    list_filter = ("verdict", "kind")
+    search_fields = ("game_save__save_id", "name", "summary")
+    readonly_fields = [f.name for f in MemoryTestResult._meta.fields if f.name != "id"]

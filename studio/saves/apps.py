@@ -14,13 +14,15 @@ class SavesConfig(AppConfig):
     def register_timeline_tables() -> None:
         """Hand rewind, fork and the demo's trim the saves app's per-turn tables (`saves/timeline_tables.py`)."""
         from studio.saves import timeline_tables
+        from studio.saves.memory_tests import timeline_tables as memory_test_tables
 
         timeline_tables.register()
+        memory_test_tables.register()
 
     @staticmethod
     def register_save_file_sections() -> None:
         """Add the optional sections: the narrator's snapshots, the save's play settings, the lore
-        activation state, presence and reveals.
+        activation state, presence and reveals, memory-test results.
 
         The save file is the saves app's; the engine below it knows no save-file section.
         """
@@ -37,6 +39,18 @@ class SavesConfig(AppConfig):
         register_section(CHAPTERS_SECTION)
         register_section(PRESENCE_SECTION)
         register_section(REVEALS_SECTION)
+        from studio.saves.memory_tests.portable import SECTION as MEMORY_TESTS_SECTION
+
+        register_section(MEMORY_TESTS_SECTION)
+
+        from studio.saves.portable.sections.continuity import SECTION as CONTINUITY_SECTION
+
+        register_section(CONTINUITY_SECTION)
+        # The memory tests' `no_findings` kind reads the continuity guard's findings through one interface.
+        from studio.memory.continuity.selectors import findings_in_turns
+        from studio.saves.memory_tests import findings
+
+        findings.register_findings_source(findings_in_turns)
 
     @staticmethod
     def register_job_handlers() -> None:

@@ -144,7 +144,8 @@ def _same_recording(exported: bytes, recorded: bytes) -> bool:
     """Whether the save holds exactly what the recorded file holds.
 
     Byte equality first; else the same header (but the universe's lore hash) and the same items in every section the file
-    carries. Optional sections the file lacks (added to the format after the recording, such
+    carries (a section the file wrote in an older version: the same items once both are read).
+    Optional sections the file lacks (added to the format after the recording, such
     as the lore activation rows, which an import recomputes) are not compared, so a newer
     studio does not re-import an unchanged recording on every load.
     """
@@ -163,10 +164,24 @@ def _same_recording(exported: bytes, recorded: bytes) -> bool:
 
     if header(mine) != header(theirs):
         return False
-    sections = mine.get("sections") or {}
-    return all(sections.get(name) == section for name, section in (theirs.get("sections") or {}).items()) and all(
-        (section or {}).get("optional") for name, section in sections.items() if name not in (theirs.get("sections") or {})
-    )
+    sections, recorded_sections = mine.get("sections") or {}, theirs.get("sections") or {}
+    if not all((section or {}).get("optional") for name, section in sections.items() if name not in recorded_sections):
+        return False
+    differing = [name for name, section in recorded_sections.items() if sections.get(name) != section]
+    if not differing:
+        return True
+    # A section the recording wrote in an older version (the format moved on since): the same when it reads the same.
+    if not all(isinstance(sections.get(name), dict) and isinstance(recorded_sections[name], dict)
+               and sections[name].get("version") != recorded_sections[name].get("version") for name in differing):
+        return False
+    from studio.saves.portable.registry import SaveFileError
+    from studio.saves.portable.services import save_file_check
+
+    try:
+        read = [{section.name: items for section, items in save_file_check(document=document).sections} for document in (mine, theirs)]
+    except SaveFileError:
+        return False
+    return all(read[0].get(name) == read[1].get(name) for name in differing)
 
 
 def _delete_vectors(save_id: str) -> None:

@@ -257,3 +257,7 @@ class PlaySettings(models.Model):
 
     def __str__(self) -> str:
         return f"play settings of {self.game_save_id}"
+
+
+# The results of memory tests live in their own package; imported here so Django registers them.
+from studio.saves.memory_tests.models import MemoryTestResult  # noqa: E402,F401

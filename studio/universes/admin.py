@@ -1,7 +1,7 @@
 """Admin for universes: meta and lore edited inline under their universe."""
 from django.contrib import admin
 
-from studio.universes.models import LoreEntry, LoreRevision, Universe, UniverseMeta
+from studio.universes.models import LoreEntry, LoreRevision, MemoryTest, Universe, UniverseMeta
 
 
 class UniverseMetaInline(admin.TabularInline):
@@ -60,3 +60,18 @@ class LoreRevisionAdmin(admin.ModelAdmin):
     list_filter = ("action", "universe")
     search_fields = ("entry_id",)
     readonly_fields = ("universe", "lore_entry", "entry_id", "action", "before", "after", "author", "created_at")
+
+
+@admin.register(MemoryTest)
+class MemoryTestAdmin(admin.ModelAdmin):
+    """A universe's memory tests, read here; they are written on the Tests page, the API or Universe-as-Code,
+    where `parse_spec` checks them."""
+
+    list_display = ("name", "kind", "universe", "turn", "until_turn", "updated_at")
+    list_select_related = ("universe",)
+    list_filter = ("kind", "universe")
+    search_fields = ("name", "description")
+    readonly_fields = [f.name for f in MemoryTest._meta.fields if f.name != "id"]
+
+    def has_add_permission(self, request) -> bool:
+        return False

@@ -7,3 +7,8 @@ class UniversesConfig(AppConfig):
 
     def ready(self) -> None:
         from studio import checks  # noqa: F401  (registers the project's system checks)
+        from studio.memory import timeline
+        from studio.universes.models import MemoryTest
+
+        timeline.exempt_model(MemoryTest, reason="a universe's test definition: its turn says when the test "
+                                                 "applies; a save's results are the per-turn rows")

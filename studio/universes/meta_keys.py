@@ -28,6 +28,7 @@ from studio.memory.chapters.selectors import (
     ChapterSettings,
 )
 from studio.memory.lore_activation.spec import LoreDefaults
+from studio.memory.continuity.settings import GUARD_GROUP, GUARD_KNOBS
 from studio.memory.recall.policy import BUDGET_GROUP, KNOBS, LAYOUT_GROUP, PROXY_GROUP
 from studio.universes.opening import ALTERNATE_GREETINGS_META, FIRST_MESSAGE_META, SCENARIO_META
 from studio.memory.recall.macros import (
@@ -58,7 +59,7 @@ PERSONA, OPENING, NARRATOR, SAMPLER, LORE, CHAPTERS, MISSIONS, IMPORTED = (
 BUDGET = BUDGET_GROUP
 # Groups whose keys are settings or structured data for the studio, never prose for the narrator's {{meta}}
 # (the opening's greetings are turn 1 itself, not instructions).
-SETTINGS_GROUPS = (OPENING, SAMPLER, LORE, BUDGET, LAYOUT_GROUP, PROXY_GROUP, CHAPTERS, MISSIONS, IMPORTED)
+SETTINGS_GROUPS = (OPENING, SAMPLER, LORE, BUDGET, LAYOUT_GROUP, PROXY_GROUP, GUARD_GROUP, CHAPTERS, MISSIONS, IMPORTED)
 
 KNOWN_META_KEYS: tuple[MetaKey, ...] = (
     MetaKey(PLAYER_CHARACTER_META, PERSONA,
@@ -100,6 +101,7 @@ KNOWN_META_KEYS: tuple[MetaKey, ...] = (
     MetaKey(META_MATCH_WHOLE_WORDS, LORE, "true or false: keys match whole words only.",
             default=str(_LORE.match_whole_words).lower()),
     *(MetaKey(knob.meta_key, knob.group, knob.help, default=knob.default_text()) for knob in KNOBS if knob.meta_key),
+    *(MetaKey(knob.meta_key, knob.group, knob.help, default=knob.default_text()) for knob in GUARD_KNOBS),
     MetaKey(TURNS_PER_CHAPTER_META, CHAPTERS, "A chapter closes when it holds this many turns (0: no limit).",
             default=str(_CHAPTERS.turns_per_chapter)),
     MetaKey(SCENE_CHANGE_META, CHAPTERS, "true or false: a turn whose state's location differs from the previous turn's "

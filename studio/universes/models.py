@@ -274,3 +274,7 @@ class PendingLoreLink(models.Model):
 
     def __str__(self) -> str:
         return f"{self.source.entry_id} -> {self.name} (pending)"
+
+
+# A universe's memory tests live in their own package; imported here so Django registers them.
+from studio.universes.memory_tests.models import MemoryTest  # noqa: E402,F401

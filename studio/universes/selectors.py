@@ -52,6 +52,7 @@ def universe_delete_summary(*, universe: Universe) -> dict[str, int]:
         "meta": universe.meta.count(),
         "saves": universe.saves.count(),
         "events": Event.objects.filter(game_save__universe=universe).count(),
+        "memory_tests": universe.memory_tests.count(),
     }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from studio.api.openapi import build_openapi
-from tests.api.test_openapi import schema_validator
+from tests.support.openapi import schema_validator
 from tests.plugins.demo import QUESTION
 
 pytestmark = pytest.mark.django_db

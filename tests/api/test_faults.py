@@ -1,7 +1,6 @@
 """The API when what it stands on fails: Redis, the Chroma server, a locked SQLite file."""
 from __future__ import annotations
 
-import os
 import socket
 import sqlite3
 import subprocess

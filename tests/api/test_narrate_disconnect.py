@@ -14,10 +14,10 @@ import pytest
 
 from studio.memory.llm import get_llm_backend
 from studio.memory.models import LLMCall
-from tests.api.test_narrate_stream import nothing_written, parse_events
 from tests.llm_server import Reply
 from tests.plugins.client import held_back, watch_threads
 from tests.plugins.narrator import STORY
+from tests.support.event_streams import nothing_written, parse_events
 
 pytestmark = pytest.mark.django_db
 

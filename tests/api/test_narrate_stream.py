@@ -1,37 +1,19 @@
 """POST /api/v1/saves/{save_id}/narrate as server-sent events: start, delta*, then done or error; nothing written."""
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from studio.memory.models import LLMCall
-from studio.saves.models import Event, NarratorAlternative, NarratorDraft, NarratorSnapshot
 from tests.llm_server import Reply
 from tests.plugins.narrator import STORY
+from tests.support.event_streams import nothing_written, parse_events
 
 pytestmark = pytest.mark.django_db
-
-
-def parse_events(raw: str) -> list[tuple[str, dict]]:
-    """Split an event stream into (event, data) pairs, as an EventSource would."""
-    events = []
-    for block in raw.split("\n\n"):
-        if not block.strip():
-            continue
-        fields = dict(line.split(": ", 1) for line in block.split("\n"))
-        events.append((fields["event"], json.loads(fields["data"])))
-    return events
 
 
 def narrate(api, game_save, body=None, headers=None):
     return api.post(f"/api/v1/saves/{game_save.save_id}/narrate", body or {"player_input": "I light a lamp", "stream": True},
                     headers=headers)
-
-
-def nothing_written(game_save):
-    return (Event.objects.filter(game_save=game_save).count() == 3 and not NarratorDraft.objects.exists()
-            and not NarratorAlternative.objects.exists() and not NarratorSnapshot.objects.exists())
 
 
 @pytest.mark.parametrize("ask", [{"stream": True}, {"accept": "text/event-stream"}])

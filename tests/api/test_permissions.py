@@ -17,7 +17,8 @@ pytestmark = pytest.mark.django_db
 
 # (url name, method) -> (kind, query params or JSON body, status for an allowed user)
 # kind: "open" = any authenticated user; "read" = universe members; "write" = members with
-# the playtester role; "create" = playtester role and membership of the named universe.
+# the playtester role; "create" = playtester role and membership of the named universe; "edit" = the
+# universe's authors (a playtester is refused, the author allowed).
 RULES = {
     ("openapi", "GET"): ("open", None, 200),
     ("docs", "GET"): ("open", None, 200),
@@ -68,6 +69,16 @@ RULES = {
         "sections": {name: {"version": 1, "optional": False, "items": []} for name in
                      ("turns", "facts", "beliefs", "mental_models", "jobs", "llm_calls", "recorded_queries")},
     }, 201),
+    # Memory tests: authors write them ("edit"), members read them, playtesters run them.
+    ("memory_test_list", "GET"): ("read", None, 200),
+    ("memory_test_list", "POST"): ("edit", {"name": "new-test", "kind": "knows", "character": "Kaël", "entry": "kael"}, 201),
+    ("memory_test_detail", "GET"): ("read", None, 200),
+    ("memory_test_detail", "PUT"): ("edit", {"name": "kael-known", "kind": "knows", "character": "Kaël",
+                                             "entry": "port-vey"}, 200),
+    ("memory_test_detail", "DELETE"): ("edit", None, 204),
+    ("memory_tests_run", "POST"): ("write", {}, 200),
+    ("save_memory_tests_run", "POST"): ("write", {}, 200),
+    ("save_memory_test_results", "GET"): ("read", None, 200),
 }
 NOT_ENDPOINTS = {"unknown"}
 
@@ -98,8 +109,12 @@ def world(game_save, monkeypatch):
 
     chapter = Chapter.objects.create(game_save=game_save, first_turn=1, last_turn=1, closed_turn=1, close_reason="playtester",
                                      summary_status="no_model")
+    from studio.universes.memory_tests.services import memory_test_create
+
+    memory_test_create(universe=game_save.universe, data={"name": "kael-known", "kind": "knows", "character": "Kaël",
+                                                          "entry": "kael"})
     return {"save_id": game_save.save_id, "turn_id": 1, "job_id": job.pk, "slug": game_save.universe.slug,
-            "chapter_id": chapter.pk}
+            "chapter_id": chapter.pk, "name": "kael-known"}
 
 
 def url_for(pattern: URLPattern, world: dict) -> str:
@@ -118,7 +133,7 @@ def call(client, method: str, path: str, payload):
 
 
 @pytest.mark.parametrize("name, method", sorted(RULES))
-def test_access_rule(name, method, world, make_api, outsider, member_without_role, playtester, staff_user):
+def test_access_rule(name, method, world, make_api, outsider, member_without_role, playtester, staff_user, author):
     pattern = next(p for p, m in endpoints() if p.name == name and m == method)
     kind, payload, ok_status = RULES[(name, method)]
     path = url_for(pattern, world)
@@ -134,5 +149,9 @@ def test_access_rule(name, method, world, make_api, outsider, member_without_rol
     else:  # write / create: no existence leak to outsiders, 403 for a member without the role
         assert outsider_status == 404
         assert reader_status == 403
-    response = call(make_api(playtester), method, path, payload)
+    if kind == "edit":
+        assert call(make_api(playtester), method, path, payload).status_code == 403
+        response = call(make_api(author), method, path, payload)
+    else:
+        response = call(make_api(playtester), method, path, payload)
     assert response.status_code == ok_status, response.content[:300]

@@ -11,8 +11,7 @@ from studio.memory.models import LLMCall
 from studio.saves.models import Event, NarratorDraft, PlaySettings
 from tests.llm_server import Reply, operation_of, user_prompt
 from tests.plugins.narrator import STORY
-
-from .test_openapi import schema_validator
+from tests.support.openapi import schema_validator
 
 pytestmark = pytest.mark.django_db
 

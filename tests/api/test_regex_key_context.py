@@ -10,8 +10,7 @@ import pytest
 from studio.saves.models import Event
 from studio.memory.lore_activation import REGEX_BUDGET, REGEX_TIMEOUT
 from studio.universes.models import LoreEntry
-from tests.memory.lore_activation.test_regex_keys import bomb_keys, limit_hits  # noqa: F401 - a fixture
-from tests.universes.test_regex_key_safety import BOMB, BOMB_TEXT, store_bomb
+from tests.support.regex_bombs import BOMB, BOMB_TEXT, bomb_keys, store_bomb
 
 pytestmark = pytest.mark.django_db
 

@@ -6,7 +6,8 @@ save with turns, facts, beliefs, mental models, jobs, recorded queries, memory c
 token). `studio_pages` walks the URL configuration itself, like tests/test_login_required.py,
 so a new page is covered the moment it is added: a URL parameter the walk cannot fill, or a
 URL that answers GET with something other than a page and is not listed in `NOT_PAGES`,
-fails the test until it is taught here.
+fails the test until it is taught here. `overflow` and `duplicate_ids` are the two checks
+every page test runs on a loaded page (no sideways scrolling, no id twice).
 """
 from __future__ import annotations
 
@@ -91,7 +92,7 @@ def card_png(card: dict = CARD) -> bytes:
 def build_world(*, universe, game_save, author, vector_memory) -> World:
     """Fill `universe` and `game_save` (the shared fixtures) so every page shows content."""
     from studio.api.services import api_token_create
-    from studio.memory.models import Fact, Job, JobKind, JobStatus, LLMCall, MentalModel, Observation, RecordedQuery
+    from studio.memory.models import Fact, Job, JobKind, JobStatus, MentalModel, Observation, RecordedQuery
     from studio.universes import services
     from studio.saves.models import NarratorAlternative, NarratorDraft, NarratorSnapshot
     from studio.universes.models import LoreEntry
@@ -188,12 +189,18 @@ def build_world(*, universe, game_save, author, vector_memory) -> World:
 
     chapter = Chapter.objects.create(game_save=game_save, first_turn=1, last_turn=2, closed_turn=2, close_reason="playtester")
     reveal = Reveal.objects.create(game_save=game_save, turn_id=2, entry_id="mira", character="Kaël")
+    from studio.saves.memory_tests.services import memory_tests_run
+    from studio.universes.memory_tests.services import memory_test_create
+
+    memory_test_create(universe=universe, data={"name": "kael-knows-mira", "kind": "knows", "character": "Kaël",
+                                                "entry": "mira", "turn": 2})
+    memory_tests_run(game_save=game_save)  # the Tests page shows a verdict with its records
     return World(universe=universe, game_save=game_save, ids={
         "chapter_id": chapter.pk, "reveal_id": reveal.pk, "name": "Kaël",
         "entry_id": "mira", "revision_id": mira.revisions.order_by("pk").first().pk,
         "observation_id": belief.pk, "job_id": failed.pk, "token_id": token.pk,
         "pk": universe.meta.get(key="character_card").pk, "turn_id": 2, "chunk_id": chunk_id,
-        "draft_id": draft.pk, "number": 1,
+        "draft_id": draft.pk, "number": 1, "test_name": "kael-knows-mira",
     })
 
 
@@ -250,3 +257,27 @@ def studio_pages(world: World, user) -> list[tuple[str, str]]:
     assert not unknown, f"teach tests/browser/pages.py these URL parameters: {unknown}"
     assert not not_pages, "list these in NOT_PAGES (with why) or make them answer a page:\n" + "\n".join(not_pages)
     return pages
+
+
+def overflow(page) -> dict:
+    """Return the document's widths and the widest elements poking past the viewport."""
+    return page.evaluate("""() => {
+        const root = document.documentElement, width = root.clientWidth;
+        const culprits = [...document.querySelectorAll('body *')]
+            .filter(el => el.getBoundingClientRect().right > width + 0.5 && getComputedStyle(el).position !== 'fixed'
+                          && ![...el.parentElement ? [el.parentElement] : []].some(p => p.closest('.scroll-x, table, pre, .chart-box')))
+            .slice(0, 5).map(el => el.tagName.toLowerCase() + (el.id ? '#' + el.id : '')
+                             + (el.className && typeof el.className === 'string' ? '.' + el.className.split(' ').join('.') : '')
+                             + ' right=' + Math.round(el.getBoundingClientRect().right));
+        return {scrollWidth: root.scrollWidth, clientWidth: width, culprits};
+    }""")
+
+
+def duplicate_ids(page) -> list[str]:
+    """Return a line per id that more than one element of the page carries (a label may then
+    point at another form's field)."""
+    return page.evaluate("""() => {
+        const seen = {};
+        document.querySelectorAll('[id]').forEach(el => { seen[el.id] = (seen[el.id] || 0) + 1; });
+        return Object.entries(seen).filter(([, n]) => n > 1).map(([id, n]) => `duplicate id "${id}" x${n}`);
+    }""")

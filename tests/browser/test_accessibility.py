@@ -194,7 +194,7 @@ def test_labels_point_at_their_own_forms_field(page, live_server, login, author,
 
 
 def test_main_htmx_states_pass_axe(page, live_server, login, author, world, axe, tmp_path, screenshot):
-    from tests.browser.test_pages import duplicate_ids
+    from tests.browser.pages import duplicate_ids
 
     login(page, author)
     found: list[str] = []

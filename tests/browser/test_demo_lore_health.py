@@ -12,7 +12,7 @@ import pytest
 from django.core.management import call_command
 
 from studio.universes.models import Universe
-from tests.browser.test_pages import overflow
+from tests.browser.pages import overflow
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

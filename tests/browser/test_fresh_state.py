@@ -161,7 +161,7 @@ def test_the_new_htmx_states_fit_a_phone_and_pass_axe(phone_page, login, author,
     """The states this file adds, at 390x844: the rewind summary with its out-of-band swaps, the
     undo row of an inline delete and the restored row, meaning-search scores, a search asked
     about one chunk with its report."""
-    from tests.browser.test_pages import duplicate_ids, overflow
+    from tests.browser.pages import duplicate_ids, overflow
 
     page = phone_page
     login(page, author)

@@ -7,7 +7,7 @@ import pytest
 
 from studio.memory.models import Job, JobKind, JobStatus
 from studio.saves.models import Save
-from tests.browser.test_pages import overflow
+from tests.browser.pages import overflow
 from tests.fakes import vector_memory  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -12,24 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.pages import studio_pages
+from tests.browser.pages import duplicate_ids, overflow, studio_pages
 
 REPORT = Path(__file__).resolve().parents[2] / "test-artifacts" / "phone-and-axe.txt"
 SCREENSHOTS = bool(os.environ.get("AXIOM_SCREENSHOTS"))  # a picture of every page, to look at
 ONLY = os.environ.get("AXIOM_PAGES", "")  # while working on one page: a part of its URL name
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-def overflow(page) -> dict:
-    """Return the document's widths and the widest elements poking past the viewport."""
-    return page.evaluate("""() => {
-        const root = document.documentElement, width = root.clientWidth;
-        const culprits = [...document.querySelectorAll('body *')]
-            .filter(el => el.getBoundingClientRect().right > width + 0.5 && getComputedStyle(el).position !== 'fixed'
-                          && ![...el.parentElement ? [el.parentElement] : []].some(p => p.closest('.scroll-x, table, pre, .chart-box')))
-            .slice(0, 5).map(el => el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') + (el.className && typeof el.className === 'string' ? '.' + el.className.split(' ').join('.') : '') + ' right=' + Math.round(el.getBoundingClientRect().right));
-        return {scrollWidth: root.scrollWidth, clientWidth: width, culprits};
-    }""")
 
 
 def test_every_studio_page_fits_a_phone_and_passes_axe(phone_page, live_server, login, author, world, axe, screenshot):
@@ -68,16 +56,6 @@ def test_every_studio_page_fits_a_phone_and_passes_axe(phone_page, live_server, 
     assert not inaccessible, "axe violations:\n" + "\n".join(inaccessible)
     errors = [e for e in phone_page.console_errors]
     assert not errors, errors
-
-
-def duplicate_ids(page) -> list[str]:
-    """Return a line per id that more than one element of the page carries (a label may then
-    point at another form's field)."""
-    return page.evaluate("""() => {
-        const seen = {};
-        document.querySelectorAll('[id]').forEach(el => { seen[el.id] = (seen[el.id] || 0) + 1; });
-        return Object.entries(seen).filter(([, n]) => n > 1).map(([id, n]) => `duplicate id "${id}" x${n}`);
-    }""")
 
 
 def _reachable(page, locator) -> bool:

@@ -27,8 +27,15 @@ def memory(game_save):
         Fact.objects.create(game_save=game_save, turn_id=61, statement="Beyond the horizon.", entities=["Kaël"]),
     ]
     beliefs = {
-        "new": Observation.objects.create(game_save=game_save, statement="Kaël keeps his word.", subject="Kaël", sources=[{"fact_id": facts[2].pk, "turn_id": 58}], history=[{"action": "CREATE", "turn_id": 58, "statement": "Kaël keeps his word.", "subject": "Kaël", "sources_added": []}], created_turn_id=58, updated_turn_id=58),
-        "stale": Observation.objects.create(game_save=game_save, statement="Kaël is broke.", subject="Kaël", sources=[{"fact_id": facts[1].pk, "turn_id": 2}], created_turn_id=2, updated_turn_id=2, stale=True),
+        "new": Observation.objects.create(
+            game_save=game_save, statement="Kaël keeps his word.", subject="Kaël",
+            sources=[{"fact_id": facts[2].pk, "turn_id": 58}],
+            history=[{"action": "CREATE", "turn_id": 58, "statement": "Kaël keeps his word.", "subject": "Kaël",
+                      "sources_added": []}],
+            created_turn_id=58, updated_turn_id=58),
+        "stale": Observation.objects.create(
+            game_save=game_save, statement="Kaël is broke.", subject="Kaël",
+            sources=[{"fact_id": facts[1].pk, "turn_id": 2}], created_turn_id=2, updated_turn_id=2, stale=True),
         "mira": Observation.objects.create(
             game_save=game_save,
             statement="Mira trusts Kaël again.",

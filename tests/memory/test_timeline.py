@@ -64,7 +64,8 @@ def test_registered_tables_run_in_one_order_and_name_their_save_file_section():
     names = [t.name for t in timeline.registered_tables()]
     assert names == [
         "events", "states", "presence", "facts", "reveals", "beliefs", "mental_models", "recorded_queries",
-        "lore_activations", "chapters", "narrator_snapshots", "narrator_drafts",
+        "lore_activations", "chapters", "narrator_snapshots", "continuity_findings", "narrator_drafts",
+        "memory_test_results",
     ]
     sections = {s.name for s in registered_sections()}
     for entry in timeline.registered_tables():
@@ -93,7 +94,8 @@ def test_a_model_or_name_registers_once():
 
 def test_exempt_models_say_why():
     exempt = timeline.exempt_models()
-    assert {m._meta.label for m in exempt} == {"saves.Save", "saves.NarratorAlternative", "memory.Job"}
+    assert {m._meta.label for m in exempt} == {"saves.Save", "saves.NarratorAlternative", "memory.Job",
+                                                  "universes.MemoryTest"}
     assert all(reason.strip() for reason in exempt.values())
     with pytest.raises(ValueError, match="say why"):
         timeline.exempt_model(Fact, reason=" ")

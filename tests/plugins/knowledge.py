@@ -1,4 +1,6 @@
-"""Who-knows-what fixtures (shared by the memory, inspector and browser tests): a universe with four characters, a faction and secrets (`cast`), a living save of it (`living`), `no_runner`, and a universe whose characters share name parts (`reeds`: the names rule and the memory context's focus)."""
+"""Who-knows-what fixtures (shared by the memory, inspector and browser tests): a universe with four
+characters, a faction and secrets (`cast`), a living save of it (`living`), `no_runner`, and a
+universe whose characters share name parts (`reeds`: the names rule and the memory context's focus)."""
 from __future__ import annotations
 
 import pytest

@@ -1,6 +1,14 @@
 """A 64k-token chat played through the proxy exports and re-imports, and its save file is at
 most twice the chat's text: narrator snapshots store each prompt as a delta of the previous
-one (`saves/narrator/snapshots.py`), so the file grows with the chat, not with its square."""
+one (`saves/narrator/snapshots.py`), so the file grows with the chat, not with its square, and
+each memory context is written against the file's last version of each candidate
+(`saves/portable/recorded.py`), so a context full of candidates that only moved costs a few
+numbers each.
+
+The turns are embedded as they are played (the jobs run after each commit: a transactional
+test), so from the seventh exchange on every context holds about a hundred candidates (the
+narrative search asks for as many as the budget could hold), each with its ranks, scores,
+reason and cut, as a long chat's contexts do."""
 from __future__ import annotations
 
 import json
@@ -17,7 +25,7 @@ from tests.llm_server import Reply
 from tests.proxy.player import Player
 from tests.proxy.texts import prose
 
-pytestmark = pytest.mark.django_db
+pytestmark = pytest.mark.django_db(transaction=True)
 
 EXCHANGES = 16  # long exchanges: 64k tokens in few requests
 def test_a_64k_token_chat_round_trips_in_at_most_twice_its_text(proxy, upstream, universe, settings):
@@ -51,3 +59,8 @@ def test_a_64k_token_chat_round_trips_in_at_most_twice_its_text(proxy, upstream,
     last = snapshot_prompts(game_save=copy)[EXCHANGES]
     assert player.settled[-2][1] in last[1] and len(last[1]) > chat_text * 0.9
     assert NarratorSnapshot.objects.filter(game_save=copy).count() == EXCHANGES
+    # Full contexts, exactly as recorded: the snapshot page shows every candidate, included or cut, with its reason.
+    contexts = list(NarratorSnapshot.objects.filter(game_save=game_save).order_by("turn_id").values_list("context", flat=True))
+    assert min(len(context["items"]) for context in contexts[6:]) >= 90, [len(c["items"]) for c in contexts]
+    assert sum(not item["included"] for item in contexts[-1]["items"]) >= 80
+    assert list(NarratorSnapshot.objects.filter(game_save=copy).order_by("turn_id").values_list("context", flat=True)) == contexts

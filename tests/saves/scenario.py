@@ -1,4 +1,5 @@
-"""Helpers shared by the checkpoint tests: play turns through the engine API, take snapshots.
+"""Helpers shared by the checkpoint tests: play turns through the engine API, take snapshots, and
+draw random turns (`draw_turn`, for the hypothesis properties of rewind and save files).
 
 A snapshot is the whole memory state of a save with database ids replaced by creation rank
 (facts and beliefs are created in turn order), so a rewound save, a fork and the state
@@ -6,6 +7,10 @@ recorded earlier compare equal when they hold the same content. Stale flags and
 `updated_turn_id` are left out: the seed prescribes that a rewind flags and clamps them.
 """
 from __future__ import annotations
+
+import itertools
+
+from hypothesis import strategies as st
 
 from studio.memory.facts import Fact, insert_facts
 from studio.memory.mental_models import upsert_mental_model
@@ -101,3 +106,40 @@ def snapshot(save: Save) -> dict:
             for m in MentalModelRow.objects.filter(game_save_id=pk)
         ),
     }
+
+
+SUBJECTS = ["", "Kael", "Mira", "kael", "Ivo"]
+_belief_counter = itertools.count()
+
+
+def draw_turn(data, save, fact_counter):
+    """Draw one turn's facts, actions and refreshes against the save's current beliefs."""
+    n_facts = data.draw(st.integers(0, 3), label="facts")
+    facts = []
+    for _ in range(n_facts):
+        i = next(fact_counter)
+        facts.append((f"fact {i}", data.draw(st.lists(st.sampled_from(SUBJECTS[1:]), max_size=2), label="entities")))
+    held = list(ObservationRow.objects.filter(game_save=save).order_by("id").values_list("id", flat=True))
+    old_facts = list(save.facts.order_by("id").values_list("id", flat=True))
+    actions = []
+    for _ in range(data.draw(st.integers(0, 3), label="actions")):
+        kind = data.draw(st.sampled_from(["CREATE", "UPDATE", "DELETE"]) if held else st.just("CREATE"))
+        refs = []
+        if facts:
+            refs += [("new", j) for j in data.draw(st.sets(st.integers(0, len(facts) - 1), max_size=2))]
+        if old_facts:
+            refs += data.draw(st.lists(st.sampled_from(old_facts), max_size=2))
+        statement = f"belief {next(_belief_counter)}"
+        subject = data.draw(st.sampled_from(SUBJECTS))
+        if kind == "CREATE":
+            actions.append({"kind": kind, "statement": statement, "subject": subject, "source_fact_ids": refs})
+        elif kind == "UPDATE":
+            actions.append({"kind": kind, "statement": statement, "subject": subject,
+                            "observation_id": data.draw(st.sampled_from(held)), "source_fact_ids": refs})
+        else:
+            actions.append({"kind": kind, "observation_id": data.draw(st.sampled_from(held))})
+    refresh = []
+    for subject in data.draw(st.lists(st.sampled_from(SUBJECTS), max_size=2, unique=True), label="refresh"):
+        sources = data.draw(st.lists(st.sampled_from(held), max_size=3)) if held else []
+        refresh.append((subject, f"model {next(_belief_counter)}", sources))
+    return {"facts": facts, "actions": actions, "refresh": refresh}

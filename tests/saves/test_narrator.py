@@ -20,6 +20,7 @@ from studio.saves.narrator.prompt import DEFAULT_INSTRUCTIONS, build_narrator_pr
 from studio.universes.models import UniverseMeta
 from tests.llm_server import Reply, operation_of, user_prompt
 from tests.plugins.narrator import STORY
+from tests.support.narration import stream_all
 
 pytestmark = pytest.mark.django_db
 
@@ -34,12 +35,6 @@ def tester(client, playtester):
 
 def url(name, game_save, *args):
     return reverse(f"saves:{name}", args=[game_save.save_id, *args])
-
-
-def stream_all(tester, game_save, draft, number=1) -> str:
-    response = tester.post(url("narrator_stream", game_save, draft.pk, number))
-    assert response.status_code == 200 and response["Content-Type"].startswith("text/plain")
-    return b"".join(response.streaming_content).decode()
 
 
 # -- the prompt -------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from django.utils.html import escape
 from studio.saves.narrator.snapshots import snapshot_prompt
 from studio.saves.models import Event, NarratorSnapshot
 from studio.saves.narrator.prefix import prefix_share, prompt_text, split_messages
-from tests.saves.test_play_controls import narrate_and_accept
+from tests.support.narration import narrate_and_accept
 
 SYSTEM = "You narrate. Tone: grim."
 TURNS = "## Recent turns\nTurn 1\n> look\nRain.\n\n"

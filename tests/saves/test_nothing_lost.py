@@ -10,7 +10,9 @@ import pytest
 
 from studio.memory.models import Job, JobKind
 from studio.saves.errors import TurnConflict
-from studio.saves.models import DraftStatus, Event, NarratorAlternative, NarratorDraft
+from studio.memory.models import RecordedQuery
+from studio.saves.models import DraftStatus, Event, NarratorAlternative, NarratorDraft, NarratorSnapshot, PlaySettings
+from studio.saves.narrator.snapshots import snapshot_prompt
 from studio.saves.narrator import play, services
 from studio.saves.services import turn_update_narrative
 from tests.llm_server import Reply
@@ -55,6 +57,45 @@ def test_swipes_browse_the_alternatives_in_place_and_back(tester, game_save, nar
     assert Event.objects.filter(game_save=game_save).count() == 4
     assert not Event.objects.get(game_save=game_save, turn_id=4).edited_at  # a swipe is not an edit
     assert Job.objects.filter(game_save=game_save, turn_id=4, kind=JobKind.EMBED_TURN).count() == 5  # re-embedded
+
+
+def test_after_a_swipe_the_snapshot_describes_the_alternative_now_accepted(tester, game_save, narrator):
+    # Alternative 2 was narrated with an author's note the first was not: what the narrator read differs.
+    draft = services.narrator_draft_create(game_save=game_save, player_input="I wait")
+    b"".join(tester.post(url("narrator_stream", game_save, draft.pk, 1)).streaming_content)
+    PlaySettings.objects.create(game_save=game_save, authors_note="Keep the rain falling.", authors_note_depth=1)
+    services.narrator_regenerate(draft=draft)
+    narrator.reply = Reply(content=SECOND)
+    b"".join(tester.post(url("narrator_stream", game_save, draft.pk, 2)).streaming_content)
+    services.narrator_accept(draft=NarratorDraft.objects.get(pk=draft.pk), number=1)
+    first, second = NarratorDraft.objects.get(pk=draft.pk).alternatives.order_by("number")
+    recorded = RecordedQuery.objects.filter(game_save=game_save, turn_id=3, params__source="narrator")
+    assert recorded.count() == len(first.context["queries"]) == 2
+
+    def snapshot():
+        return NarratorSnapshot.objects.get(game_save=game_save, turn_id=4)
+
+    assert "rain falling" not in snapshot_prompt(snapshot())[1] and snapshot().proposed == STORY
+    play.last_turn_swipe(game_save=game_save, expected_turn=4, number=2)
+    now = snapshot()
+    assert (now.proposed, now.edited, now.alternatives) == (SECOND, False, 2)
+    assert snapshot_prompt(now) == (second.system_prompt, second.user_prompt) and "rain falling" in snapshot_prompt(now)[1]
+    assert now.context == second.context and now.play_settings["authors_note"] == "Keep the rain falling."
+    assert (now.model, now.completion_tokens, now.latency_ms) == (second.model, second.completion_tokens, second.latency_ms)
+    assert recorded.count() == 2  # the queries it was built with, in place of the first's
+    assert sorted(recorded.values_list("result_ids", flat=True)) == sorted(q["result_ids"] for q in second.context["queries"])
+    html = tester.get(url("narrator_snapshot", game_save, 4)).content.decode()
+    assert "Keep the rain falling." in html
+    play.last_turn_swipe(game_save=game_save, expected_turn=4, number=1)  # and back
+    back = NarratorSnapshot.objects.get(game_save=game_save, turn_id=4)
+    assert (back.proposed, snapshot_prompt(back), back.context) == (STORY, (first.system_prompt, first.user_prompt), first.context)
+    assert "Keep the rain falling." not in tester.get(url("narrator_snapshot", game_save, 4)).content.decode()
+    # An edited text kept as an alternative by a swipe: the snapshot keeps what the narrator read and says so.
+    turn_update_narrative(game_save=game_save, turn_id=4, narrative="My own words.")
+    play.last_turn_swipe(game_save=game_save, expected_turn=4, number=2)
+    play.last_turn_swipe(game_save=game_save, expected_turn=4, number=3)
+    by_hand = NarratorSnapshot.objects.get(game_save=game_save, turn_id=4)
+    assert (by_hand.edited, by_hand.alternatives, by_hand.context) == (True, 3, second.context)
 
 
 def test_a_swipe_keeps_an_edited_text_as_an_alternative(tester, game_save, narrator):

@@ -22,6 +22,7 @@ from studio.saves.narrator.sampler import InvalidSampler, parse_value, resolve_s
 from studio.universes.models import UniverseMeta
 from tests.llm_server import Reply, operation_of, user_prompt
 from tests.plugins.narrator import STORY
+from tests.support.narration import narrate_and_accept, stream_all
 
 pytestmark = pytest.mark.django_db
 
@@ -36,17 +37,6 @@ def tester(client, playtester):
 
 def url(name, game_save, *args):
     return reverse(f"saves:{name}", args=[game_save.save_id, *args])
-
-
-def stream_all(tester, game_save, draft, number) -> str:
-    response = tester.post(url("narrator_stream", game_save, draft.pk, number))
-    return b"".join(response.streaming_content).decode()
-
-
-def narrate_and_accept(tester, game_save, action="I wait") -> Event:
-    draft = services.narrator_draft_create(game_save=game_save, player_input=action)
-    stream_all(tester, game_save, draft, 1)
-    return services.narrator_accept(draft=NarratorDraft.objects.get(pk=draft.pk))
 
 
 def narrate_requests(narrator):

@@ -122,7 +122,8 @@ def test_imported_save_equals_the_original_and_exports_the_same_bytes(universe):
     assert result.warnings == []
     assert result.counts == {"turns": 4, "facts": 5, "beliefs": 3, "mental_models": 2, "jobs": 4, "llm_calls": 2,
                              "recorded_queries": 1, "lore_activation": 0, "chapters": 0, "narrator_snapshots": 0,
-                             "presence": 0, "reveals": 0, "play_settings": 0}
+                             "presence": 0, "reveals": 0, "play_settings": 0, "continuity_findings": 0,
+                             "memory_test_results": 0}
     for field in ("name", "memory_mode", "beliefs_enabled", "meta", "current_turn", "timeline_generation", "last_activity_at"):
         assert getattr(imported, field) == getattr(save, field), field
     assert list(imported.events.order_by("turn_id").values_list("created_at", flat=True)) == list(
@@ -360,9 +361,9 @@ def _notes_section(optional: bool) -> SaveSection:
         for index, raw in enumerate(items):
             loc = f"{where}[{index}]"
             item = ctx.checker.record(raw, loc, {
-                "turn_id": lambda v, l: ctx.turn(v, l, first=1),
-                "text": lambda v, l: ctx.checker.text(v, l),
-                "fact_id": lambda v, l: ctx.reference(v, l, "facts", what="fact"),
+                "turn_id": lambda v, loc: ctx.turn(v, loc, first=1),
+                "text": lambda v, loc: ctx.checker.text(v, loc),
+                "fact_id": lambda v, loc: ctx.reference(v, loc, "facts", what="fact"),
             })
             if item is not None and len(item) == 3:
                 out.append(item)

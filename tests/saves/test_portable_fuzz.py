@@ -25,8 +25,7 @@ from studio.saves.models import Save
 from studio.universes.models import Universe
 
 from .portable_support import rich_save, table_counts
-from .scenario import play_turn, snapshot
-from .test_rewind_property import draw_turn
+from .scenario import draw_turn, play_turn, snapshot
 from tests.fakes import FakeVectorMemory
 
 pytestmark = pytest.mark.django_db

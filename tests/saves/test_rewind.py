@@ -8,11 +8,10 @@ import pytest
 from studio.memory import facts as F
 from studio.memory import timeline
 from studio.memory import mental_models as MM
-from studio.memory import observations as O
 from studio.memory.models import Job, JobKind, JobStatus
 from studio.memory.models import Observation as ObservationRow
 from studio.saves.checkpoints import CheckpointManager, InvalidTurnError, RewindError
-from studio.saves.models import Event, Save, StateCache
+from studio.saves.models import Event, Save
 
 from .scenario import play_turn, snapshot
 
@@ -30,7 +29,7 @@ def test_rewind_deletes_later_rows_and_restores_beliefs_and_models(story, vector
         "beliefs_deleted": 1, "beliefs_updated": 2,
         "mental_models_deleted": 1, "mental_models_updated": 1,
         "recorded_queries": 1, "lore_activations": 0, "chapters": 0, "narrator_snapshots": 0, "vector_chunks": None,
-        "presence": 0, "reveals": 0,
+        "presence": 0, "reveals": 0, "continuity_findings": 0, "memory_test_results": 0,
     }
     save.refresh_from_db()
     assert save.current_turn == 2 and save.timeline_generation == 1
@@ -210,7 +209,7 @@ def test_preview_lists_changes_without_changing_anything(story, vector):
     assert preview.counts == {
         "events": 2, "states": 2, "facts": 2, "beliefs_deleted": 1, "beliefs_updated": 2,
         "mental_models_deleted": 1, "mental_models_updated": 1, "recorded_queries": 1, "lore_activations": 0, "chapters": 0, "narrator_snapshots": 0,
-        "presence": 0, "reveals": 0,
+        "presence": 0, "reveals": 0, "continuity_findings": 0, "memory_test_results": 0,
     }
     assert [b.statement for b in preview.beliefs_deleted] == ["Mira trusts Kael."]
     changed = {c.before.observation_id: c for c in preview.beliefs_changed}

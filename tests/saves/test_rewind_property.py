@@ -14,51 +14,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from studio.memory.models import Observation as ObservationRow
 from studio.saves.checkpoints import CheckpointManager
 from studio.saves.models import Save
 from studio.universes.models import Universe
 
-from .scenario import play_turn, snapshot
+from .scenario import draw_turn, play_turn, snapshot
 from tests.fakes import FakeVectorMemory
 
 pytestmark = pytest.mark.django_db
 
-SUBJECTS = ["", "Kael", "Mira", "kael", "Ivo"]
 _counter = itertools.count()
-
-
-def draw_turn(data, save, fact_counter):
-    """Draw one turn's facts, actions and refreshes against the save's current beliefs."""
-    n_facts = data.draw(st.integers(0, 3), label="facts")
-    facts = []
-    for _ in range(n_facts):
-        i = next(fact_counter)
-        facts.append((f"fact {i}", data.draw(st.lists(st.sampled_from(SUBJECTS[1:]), max_size=2), label="entities")))
-    held = list(ObservationRow.objects.filter(game_save=save).order_by("id").values_list("id", flat=True))
-    old_facts = list(save.facts.order_by("id").values_list("id", flat=True))
-    actions = []
-    for _ in range(data.draw(st.integers(0, 3), label="actions")):
-        kind = data.draw(st.sampled_from(["CREATE", "UPDATE", "DELETE"]) if held else st.just("CREATE"))
-        refs = []
-        if facts:
-            refs += [("new", j) for j in data.draw(st.sets(st.integers(0, len(facts) - 1), max_size=2))]
-        if old_facts:
-            refs += data.draw(st.lists(st.sampled_from(old_facts), max_size=2))
-        statement = f"belief {next(_counter)}"
-        subject = data.draw(st.sampled_from(SUBJECTS))
-        if kind == "CREATE":
-            actions.append({"kind": kind, "statement": statement, "subject": subject, "source_fact_ids": refs})
-        elif kind == "UPDATE":
-            actions.append({"kind": kind, "statement": statement, "subject": subject,
-                            "observation_id": data.draw(st.sampled_from(held)), "source_fact_ids": refs})
-        else:
-            actions.append({"kind": kind, "observation_id": data.draw(st.sampled_from(held))})
-    refresh = []
-    for subject in data.draw(st.lists(st.sampled_from(SUBJECTS), max_size=2, unique=True), label="refresh"):
-        sources = data.draw(st.lists(st.sampled_from(held), max_size=3)) if held else []
-        refresh.append((subject, f"model {next(_counter)}", sources))
-    return {"facts": facts, "actions": actions, "refresh": refresh}
 
 
 @settings(max_examples=40)

@@ -10,11 +10,8 @@ from hypothesis import strategies as st
 
 from studio.saves import portable
 from studio.saves.models import NarratorSnapshot
-from studio.saves.narrator import snapshots
 from studio.saves.narrator.snapshots import (
     MAX_LITERAL,
-    context_decode,
-    context_encode,
     delta_decode,
     delta_encode,
     delta_problem,
@@ -59,19 +56,6 @@ def test_a_prompt_that_extends_the_last_one_is_a_copy_and_the_new_part():
     assert [len(op) for op in delta_encode(huge, "")] == [MAX_LITERAL, MAX_LITERAL, 5]
 
 
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=90),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4),
-    max_leaves=15,
-)
-
-
-@given(value=json_values, previous=json_values, reference=st.text(max_size=300))
-def test_a_context_rebuilds_exactly(value, previous, reference):
-    encoded = context_encode(value, previous, snapshots.Reference(reference))
-    assert context_decode(json.loads(json.dumps(encoded)), previous, reference) == value
-
-
 @pytest.mark.django_db
 def test_a_231k_character_system_prompt_exports_and_imports(game_save, universe):
     """A realistic chat's prompt stored a 211,529-character snapshot against a 200,000 limit: its
@@ -92,21 +76,3 @@ def test_a_231k_character_system_prompt_exports_and_imports(game_save, universe)
     document["sections"]["narrator_snapshots"]["items"][1]["prompt_delta"]["user"] = [[0, 10**9]]
     with pytest.raises(portable.SaveFileError, match="prompt_delta"):
         portable.save_import(universe=universe, data=json.dumps(document).encode())
-
-
-items = st.lists(st.fixed_dictionaries({"ref": st.integers(0, 5), "text": st.text(max_size=70), "score": st.integers(0, 3)}),
-                 max_size=8)
-
-
-@given(previous=items, current=items, reference=st.text(max_size=200))
-def test_context_items_written_against_the_previous_item_of_their_ref_rebuild_exactly(previous, current, reference):
-    value, before = {"items": current}, {"items": previous}
-    encoded = json.loads(json.dumps(context_encode(value, before, snapshots.Reference(reference))))
-    assert context_decode(encoded, before, reference) == value
-
-
-def test_an_item_that_moved_is_a_reference_to_where_it_was():
-    before = {"items": [{"ref": {"turn_id": n}, "text": f"turn {n} " * 20} for n in range(1, 6)]}
-    now = {"items": [before["items"][4], {"ref": {"turn_id": 9}, "text": "new"}, *before["items"][:4]]}
-    encoded = context_encode(now, before, snapshots.Reference(""))
-    assert encoded["items"][0] == {"$e": 4} and encoded["items"][2] == {"$e": 0}

@@ -137,7 +137,7 @@ def test_card_json_import_makes_a_character_and_keeps_its_book_apart(universe, a
     report = services.card_import(universe=universe, user=author, book=book)
     assert report.source == "Character Card JSON (V2)"
     # The universe already has a "Port Vey" entry: the card's Port Vey is created beside it, not merged.
-    assert [(l.outcome, l.title) for l in report.lines] == [
+    assert [(line.outcome, line.title) for line in report.lines] == [
         ("created", "Kaël"), ("created", "The Guild"), ("created", "Port Vey")]
     assert universe.lore_entries.get(entry_id="port-vey").text == "A harbour town."
     character = universe.lore_entries.get(entry_id=report.lines[0].entry_id)

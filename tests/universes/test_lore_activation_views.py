@@ -11,21 +11,9 @@ from studio.universes import services
 from studio.universes.activation import STUDIO_DEFAULTS, activation_values
 from studio.universes.models import LoreEntry, LoreRevision
 
+from tests.support.lore_forms import form_data, url
+
 pytestmark = pytest.mark.django_db
-
-
-def url(universe, suffix=""):
-    return f"/universes/{universe.slug}/lore/{suffix}"
-
-
-def form_data(prefix="", **values):
-    base = {"title": "Hesper Vale", "kind": "character", "text": "Runs the Copper Hood.", "keys": "Hesper, Vale",
-            "activation_shown": "True", "probability": "100", "group_weight": "100", "insertion_order": "100",
-            "depth": "4", "position": "0", "selective_logic": "0", "selective": "on", "enabled": "on",
-            "use_probability": "on", "vectorized": "on", "sticky": "0", "cooldown": "0", "delay": "0",
-            "delay_until_recursion": "0", "activate_only_after": "0", "activate_only_every": "0"}
-    base.update(values)
-    return {f"{prefix}{k}" if prefix else k: v for k, v in base.items() if v is not None}
 
 
 def test_form_groups_the_fields_so_it_explains_itself(author_client, universe):

@@ -1,11 +1,8 @@
 """The player's persona: stored apart as a name and a description, split from old values on first use."""
 from __future__ import annotations
 
-import io
-
 import pytest
 from django.core.exceptions import ValidationError
-from PIL import Image
 
 from studio.saves.models import MemoryMode
 from studio.saves.narrator.prompt import DEFAULT_INSTRUCTIONS, render_instructions
@@ -13,16 +10,11 @@ from studio.saves.services import save_create
 from studio.universes import services
 from studio.universes.models import UniverseMeta
 
+from tests.support.images import png
+
 pytestmark = pytest.mark.django_db
 
 LEGACY = "Ilya Voss, a young lighthouse-keeper's apprentice who can hear glass sing"
-
-
-def png(width: int = 2, height: int = 2) -> bytes:
-    """A real PNG, as Pillow writes it (the studio keeps portraits re-encoded the same way)."""
-    out = io.BytesIO()
-    Image.new("RGB", (width, height), (120, 40, 200)).save(out, format="PNG")
-    return out.getvalue()
 
 
 PNG = png()

@@ -13,29 +13,22 @@ import json
 import pytest
 from django.core.exceptions import ValidationError
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.utils import timezone
 
 from studio.saves.models import Event
 from studio.universes import services
 from studio.universes.interchange.toml_io import export_universe
 from studio.universes.lore_health import lore_health
 from studio.universes.models import LoreEntry
-from tests.universes.test_card_character import DATA, book_entry, v2_card
 from studio.memory.lore_activation import REGEX_TIMEOUT
-from tests.memory.lore_activation.test_regex_keys import bomb_keys, limit_hits  # noqa: F401 - a fixture
-from tests.universes.test_lore_activation_views import form_data, url
+
+from tests.support.cards import DATA, book_entry, v2_card
+from tests.support.lore_forms import form_data, url
+from tests.support.regex_bombs import BOMB, BOMB_TEXT, bomb_keys, store_bomb
 
 pytestmark = pytest.mark.django_db
 
 REFUSED = "/^(\\w+\\s?)+$/"  # nested repeat, and \w keeps it off RE2: refused at save
-BOMB = "/(a|aa)+\\b$/"  # overlapping alternation on the backtracking engine: runs out of time
-BOMB_TEXT = "a" * 60 + "!"
 ISSUE_KEY, ISSUE_TEXT = "/(a+)+$/", "a" * 29 + "!"  # the issue's key: RE2 runs it in linear time
-
-
-def store_bomb(universe, entry_id="kael", key=BOMB):
-    """Put a key in the book as an old save would have it (the services refuse it now)."""
-    LoreEntry.objects.filter(universe=universe, entry_id=entry_id).update(keys=[key], updated_at=timezone.now())
 
 
 # --- running: the key tester, /context, Lore health ------------------------------------------------

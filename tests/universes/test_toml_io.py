@@ -62,7 +62,8 @@ def test_reimport_into_same_universe_changes_nothing(rich_universe, author):
     first = export_universe(rich_universe)
     revisions = LoreRevision.objects.count()
     _, counts = services.universe_import_document(user=author, document=parse_document(first), universe=rich_universe)
-    assert counts == {"created": 0, "updated": 0, "unchanged": 4, "deleted": 0}
+    assert counts == {"created": 0, "updated": 0, "unchanged": 4, "deleted": 0,
+                      "tests_created": 0, "tests_updated": 0, "tests_deleted": 0, "tests_unchanged": 0}
     assert LoreRevision.objects.count() == revisions
     assert export_universe(rich_universe) == first
 
@@ -109,7 +110,7 @@ def test_errors_name_line_and_field_and_change_nothing(universe, mutation, messa
 
 def test_error_line_points_at_the_field(universe):
     text = export_universe(universe).replace('text = "A harbour town."', "text = 42")
-    line = next(i for i, l in enumerate(text.splitlines(), start=1) if l == "text = 42")
+    line = next(i for i, row in enumerate(text.splitlines(), start=1) if row == "text = 42")
     with pytest.raises(ImportFormatError, match=rf"^line {line}: lore\[1\] \(port-vey\)\.text"):
         parse_document(text)
 

@@ -91,6 +91,12 @@ def test_rename_full_page_and_fragment(author_client, htmx, universe):
 def test_delete_confirm_page_lists_what_goes(author_client, universe, game_save):
     html = author_client.get(f"/universes/{universe.slug}/delete/").content.decode()
     assert "2 lore entries" in html and "1 save with 3 turns" in html and "1 metadata key" in html
+    assert "memory test" not in html
+    from studio.universes.memory_tests.services import memory_test_create
+
+    memory_test_create(universe=universe, data={"name": "t", "kind": "no_findings"})
+    html = author_client.get(f"/universes/{universe.slug}/delete/").content.decode()
+    assert "1 memory test (and the results recorded on the saves)" in html
 
 
 def test_delete_needs_slug_and_removes_everything(author_client, universe, game_save):

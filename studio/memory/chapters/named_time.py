@@ -64,8 +64,8 @@ TIME_PREPOSITIONS = {"in", "during", "of", "since", "before", "after", "until", 
                      "throughout", "from", "between", "and", "to", "on", "early", "mid", "late"}
 BOUNDS = {"before", "after", "since", "until", "till", "by"}
 
-_MONTH_NAME = r"(?P<month>january|february|march|april|may|june|july|august|september|october|november|december" \
-              r"|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)\.?"
+_MONTH_NAME = (r"(?P<month>january|february|march|april|may|june|july|august|september|october|november|december"
+               r"|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)\.?")
 _DAY = r"(?P<day>\d{1,2})(?:st|nd|rd|th)?"
 _YEAR = r"(?P<year>\d{4})"
 _COUNT = r"(?P<count>\d{1,3}|a couple of|a few|several|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"

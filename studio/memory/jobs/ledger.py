@@ -370,7 +370,7 @@ def claim_batch(seed: Job, worker: str, *, limit: int = 1, rules: ClaimRules = C
         candidates.sort(key=lambda j: (j.kind in ORDERED_KINDS, j.turn_id or 0, j.id))
         chosen = None
         chosen_index = 0
-        for chosen_index, job in enumerate(candidates):
+        for chosen_index, job in enumerate(candidates):  # noqa: B007 - read after the loop
             ordered = job.kind in ORDERED_KINDS and job.timeline_generation == generation
             if ordered and blocked_from is not None and (job.turn_id or 0, job.id) > blocked_from:
                 if job.progress != blocked_why:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from studio.memory.knowledge.derive import Knowing, KnowledgeView
 from studio.memory.knowledge.names import fold
 
-__all__ = ["KnowledgeTable", "knowledge_at", "character_timeline", "knowledge_flags"]
+__all__ = ["KnowledgeTable", "book_entries", "knowledge_at", "character_timeline", "knowledge_flags"]
 
 
 @dataclass
@@ -100,6 +100,16 @@ def knowledge_flags(save, *, turn: int) -> dict[str, list[dict]]:
         if not view.present.get(fact.turn_id) and not view.fact_reveals.get(fact.pk):
             unwitnessed.append({"fact_id": fact.pk, "turn_id": fact.turn_id, "statement": fact.statement})
     return {"public_secrets": public_secrets, "unwitnessed_facts": unwitnessed}
+
+
+def book_entries(universe_id: int) -> dict[str, dict]:
+    """Return the Lore Book's entries by id ({"entry_id", "title", "text", "kind", "keys", "known_by"}), book order:
+    canon and secrets for the continuity guard."""
+    from studio.universes.models import LoreEntry
+
+    rows = LoreEntry.objects.filter(universe_id=universe_id).order_by("pk").values(
+        "entry_id", "title", "text", "kind", "keys", "known_by")
+    return {row["entry_id"]: row for row in rows}
 
 
 def knowing_as_tuple(knowing: Knowing) -> tuple[bool, str]:

@@ -125,6 +125,7 @@ def get_llm_backend() -> OpenAICompatibleBackend | None:
             "reflect": settings.AXIOM_LLM_MODEL_REFLECT,
             "narrate": getattr(settings, "AXIOM_LLM_MODEL_NARRATE", ""),
             "summarize": getattr(settings, "AXIOM_LLM_MODEL_SUMMARIZE", ""),
+            "guard": getattr(settings, "AXIOM_LLM_MODEL_GUARD", ""),
         },
         "operation_options": operation_options_from_settings(),
         "stream_all": getattr(settings, "AXIOM_LLM_STREAM", False),

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-OPERATIONS = ("extract", "consolidate", "reflect", "narrate", "summarize")
+OPERATIONS = ("extract", "consolidate", "reflect", "narrate", "summarize", "guard")
 
 # The sampling fields sent only when set; a server that refuses one gets it dropped.
 SAMPLING_FIELDS = ("temperature", "top_p", "frequency_penalty", "presence_penalty", "repeat_penalty")

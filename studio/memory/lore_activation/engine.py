@@ -378,8 +378,8 @@ class _Evaluation:
                            and (w := self.buffer.beyond_depth(k, depth))), None)
             if deeper:
                 record.code = "beyond_scan_depth"
-                record.reasons = [f"key “{deeper[0].raw}” appears only in {deeper[1]}, beyond the scan depth of "
-                                  f"{depth} message(s)"]
+                record.reasons = [(f"key “{deeper[0].raw}” appears only in {deeper[1]}, beyond the scan depth of "
+                                   f"{depth} message(s)")]
             else:
                 record.reasons = [f"no key matched in the last {depth} message(s)"]
         return record

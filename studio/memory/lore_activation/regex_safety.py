@@ -180,7 +180,8 @@ def _matcher(op, av):
         if item_op is C.NEGATE:
             negate = True
         elif item_op is C.LITERAL:
-            tests.append(lambda ch, c=chr(item): ch == c)
+            char = chr(item)
+            tests.append(lambda ch, c=char: ch == c)
         elif item_op is C.RANGE:
             tests.append(lambda ch, lo=item[0], hi=item[1]: lo <= ord(ch) <= hi)
         elif item_op is C.CATEGORY and item in _CATEGORY_TESTS:

@@ -217,7 +217,7 @@ def structure_after(old: Structure, corpus: Corpus, positions: np.ndarray, same:
     the start of the turn holding the first of them (with a window before it to read), the rest kept. Otherwise
     it is built whole.
     """
-    count, window = len(positions), max(0, int(config.context_window))
+    window = max(0, int(config.context_window))
     chains = chain_codes_of(corpus)[positions]
     turns = corpus.turn_ids[positions]
     if same < 1 or not (_sorted(chains) and _sorted(chains * (int(turns.max()) + 1) + turns)):

@@ -21,6 +21,8 @@
   its text becomes the chosen alternative (`turn_update_narrative`, which re-embeds and, in
   living memory, re-extracts it; a swipe made before that job started supersedes it). A
   text that is none of the alternatives (edited) is kept as one first, so nothing is lost.
+  The turn's narrator snapshot then describes the chosen alternative (`snapshots.snapshot_choose`:
+  the prompt and memory the narrator read for it, its model, usage and play settings).
 - `draft_restore`: nothing set aside is lost until the next turn is accepted. A discarded
   draft, or the turn Undo took back, stays with its alternatives while its turn is the
   save's next one (`set_aside_drafts` lists them; a rewind deletes drafts after its target,
@@ -34,6 +36,7 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
+from studio import limits
 from studio.memory.llm import TrackedLLM, get_llm_backend
 from studio.plural import counted
 from studio.saves.narrator.continuation import continue_prompt, join_continuation
@@ -400,6 +403,7 @@ def last_turn_swipe(*, game_save: Save, expected_turn: int, number: int):
     """
     from studio.saves.errors import TurnConflict
     from studio.saves.narrator.services import narrator_alternative_add
+    from studio.saves.narrator.snapshots import snapshot_choose
     from studio.saves.services import turn_update_narrative
 
     with transaction.atomic():
@@ -417,6 +421,9 @@ def last_turn_swipe(*, game_save: Save, expected_turn: int, number: int):
             # The turn's text was edited: kept as an alternative before it is replaced.
             narrator_alternative_add(draft=draft, status=AlternativeStatus.DONE, text=event.narrative, model=HAND_SOURCE)
         NarratorDraft.objects.filter(pk=draft.pk).update(chosen_number=number)
+        # What the narrator saw at this turn is now what it read for the chosen alternative.
+        snapshot_choose(game_save=locked, turn_id=event.turn_id, alternative=target, alternatives=draft.alternatives.count(),
+                        by_hand=target.model == HAND_SOURCE)
         return turn_update_narrative(game_save=locked, turn_id=event.turn_id, narrative=target.text, edited=False)
 
 
@@ -484,8 +491,8 @@ def continue_once(*, game_save: Save, narrative: str | None = None) -> Continuat
     """Return the model's continuation of `narrative` (default: the last turn's); store nothing.
 
     The prompt is the narrator's for the last turn's action (the memory as it is now) with the
-    text to extend. Raise PlayError without a turn, NoModelConnected / SpendLimitExceeded /
-    LLMError as `narrate_once` does.
+    text to extend. Raise PlayError without a turn, `limits.Refused` for a narrative a turn could
+    not hold, NoModelConnected / SpendLimitExceeded / LLMError as `narrate_once` does.
     """
     from studio.saves.narrator.prompt import build_narrator_prompt
     from studio.saves.narrator.sampler import resolve_sampler
@@ -496,6 +503,7 @@ def continue_once(*, game_save: Save, narrative: str | None = None) -> Continuat
         if event is None:
             raise PlayError("There is no turn to continue yet; give the narrative to continue.")
         narrative = event.narrative
+    limits.TURN_NARRATIVE.check(narrative)  # a turn's narrative: a turn's limit (limits.Refused)
     if not narrative.strip():
         raise PlayError("The narrative to continue is empty.")
     backend = get_llm_backend()

@@ -10,10 +10,12 @@ So that a file grows with the chat and not with its square (`narrator/snapshots.
 item's prompt is `prompt_delta` (`{system, user}` operations against the previous item's
 whole prompt and the file's texts of the turn before and of its own input; `system_prompt` and `user_prompt` then empty; a file without it, exported
 before deltas, holds whole prompts), `player_input` and `proposed` are null when they are the
-turn's own input and narrative (`rows.as_turn_text`), and its `context` writes `{"$s": 1}` for a value equal
-to the previous item's at the same place and `{"$d": ops}` for a long string copied from the
-prompts. Every delta is checked against what it copies from and rebuilt on import, where the
-database keeps the whole context and the delta as written.
+turn's own input and narrative (`rows.as_turn_text`), and its `context` (version 2) is written
+against what the file already holds (`saves/portable/recorded.py`: each candidate against its
+last version by its ref, long strings as deltas of the prompts). Every delta is checked
+against what it copies from and rebuilt on import, where the database keeps the whole context
+and the prompt's delta as written. Version 1 (each context against the previous item's only,
+`snapshots.context_decode`) is still read.
 
 The `play_settings` section carries the save's own `PlaySettings` (the author's note and its
 depth, the sampler overrides; `null` where the save does not override): one item, or none
@@ -32,12 +34,12 @@ from studio.saves.narrator.snapshots import (
     SEPARATOR,
     Reference,
     context_decode,
-    context_encode,
     prompt_delta,
     prompt_delta_problem,
     prompt_from,
     prompt_reference,
 )
+from studio.saves.portable.recorded import RecordCodec, VerifiedWriter
 from studio.saves.portable.registry import INVALID, CheckContext, ExportContext, ImportContext, SaveSection
 from studio.saves.portable.sections.rows import (
     BATCH,
@@ -61,6 +63,7 @@ def export_snapshots(ctx: ExportContext) -> Iterator[dict]:
     texts = turn_texts(ctx.game_save)  # the input and the proposal are most often the turn's own: null
     previous_prompts: tuple[str, str] | None = None
     previous_context = None
+    writer = VerifiedWriter()  # each context against the file's last version of each item (portable/recorded.py)
     rows = NarratorSnapshot.objects.filter(game_save_id=ctx.game_save.pk).order_by("turn_id")
     for row in rows.iterator(chunk_size=BATCH):
         prompts = prompt_from(row, previous_prompts)  # whole, from the database's delta
@@ -68,6 +71,8 @@ def export_snapshots(ctx: ExportContext) -> Iterator[dict]:
         # Always a delta in the file (the first against nothing): literals are cut under the file's string limit.
         delta = prompt_delta(*prompts, previous_prompts or ("", ""), extra=_turns_text(texts, row.turn_id))
         context = row.context or {}
+        reference = _context_reference(previous_prompts, prompts)
+        (encoded,) = writer.write([context], [previous_context], Reference(reference), reference)
         yield {
             "turn_id": row.turn_id,
             **{name: getattr(row, name) for name in TEXT_FIELDS},
@@ -78,7 +83,7 @@ def export_snapshots(ctx: ExportContext) -> Iterator[dict]:
             "prompt_delta": delta,
             "edited": row.edited,
             **{name: getattr(row, name) for name in COUNT_FIELDS},
-            "context": context_encode(context, previous_context, Reference(_context_reference(previous_prompts, prompts))),
+            "context": encoded,
             "play_settings": row.play_settings or {},
             "created_at": iso(row.created_at),
         }
@@ -128,6 +133,7 @@ def check_snapshots(items: list, ctx: CheckContext, where: str) -> list[dict]:
     optional = ("play_settings", "prompt_delta")
     cleaned = []
     previous_prompts, previous_context = None, None
+    codec = RecordCodec()
     for loc, item in _items(ctx, items, where, spec, optional=optional):
         if not all(key in item for key in spec if key not in optional):
             continue
@@ -142,11 +148,19 @@ def check_snapshots(items: list, ctx: CheckContext, where: str) -> list[dict]:
         # The database keeps the delta against the earlier snapshot alone (snapshots.snapshot_create's).
         item["prompt_delta"] = prompt_delta(*prompts, previous_prompts)
         item["system_prompt"], item["user_prompt"] = ("", "") if item["prompt_delta"] else prompts
+        reference = _context_reference(previous_prompts, prompts)
         try:
-            item["context"] = context_decode(item["context"], previous_context,
-                                             _context_reference(previous_prompts, prompts))
+            if ctx.version < 2:  # written before version 2: against the previous snapshot only
+                item["context"] = context_decode(item["context"], previous_context, reference)
+            else:
+                if RecordCodec.reset_at(item["context"]):
+                    codec = RecordCodec()
+                item["context"] = codec.decode(item["context"], previous_context, reference)
         except ValueError as exc:
             c.add(f"{loc}.context", str(exc))
+            continue
+        if not isinstance(item["context"], dict):
+            c.add(f"{loc}.context", "must be an object")
             continue
         cleaned.append(item)
         previous_prompts, previous_context = prompts, item["context"]
@@ -175,7 +189,7 @@ def load_snapshots(items: list[dict], ctx: ImportContext) -> int:
 
 
 SECTION = SaveSection(
-    name=NAME, version=1, order=80, optional=True,
+    name=NAME, version=2, reads=(1,), order=80, optional=True,
     export=export_snapshots, check=check_snapshots, load=load_snapshots,
 )
 

@@ -79,7 +79,9 @@ Tone: {{tone}}
 Era: {{era}}
 {{meta}}
 Scenario: {{scenario}}
-Write only this turn's narrative, in the second person: one to three short paragraphs. Do not list choices, do not add headings, and do not act or speak for the player beyond the action they gave. Stay consistent with the memory below; never contradict it."""
+Write only this turn's narrative, in the second person: one to three short paragraphs. Do not list choices, do not \
+add headings, and do not act or speak for the player beyond the action they gave. Stay consistent with the memory \
+below; never contradict it."""
 
 _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_.-]*)\s*\}\}")
 _MACROS = {"user", "char"}

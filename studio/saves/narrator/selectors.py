@@ -53,7 +53,21 @@ def narrator_panel_context(*, game_save: Save, draft=None) -> dict:
         "authors_note_depth": depth,
         "set_aside": set_aside_drafts(game_save=game_save),
         "draft_swipes": _draft_swipes(alternatives, chosen),
+        **_guard_context(game_save, draft, chosen),
     }
+
+
+def _guard_context(game_save: Save, draft, chosen) -> dict:
+    """The continuity guard's findings of the chosen alternative, and the findings it was asked to avoid."""
+    from studio.memory.continuity.guard import settings_for
+    from studio.memory.continuity.selectors import findings_for_proposal, instructions_for
+
+    if draft is None or chosen is None:
+        return {"findings": [], "guard_instructions": [], "guard_mode": ""}
+    findings = findings_for_proposal(game_save=game_save, draft_id=draft.pk, alternative=chosen.number)
+    return {"findings": findings, "findings_standing": [f for f in findings if f.counts],
+            "guard_instructions": instructions_for(game_save=game_save, draft_id=draft.pk, alternative=chosen.number),
+            "guard_mode": settings_for(game_save).mode}
 
 
 def _draft_swipes(alternatives, chosen) -> dict:

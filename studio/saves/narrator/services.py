@@ -34,6 +34,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from studio import limits
 from studio.memory.llm import (
     LLMCancelled,
     LLMError,
@@ -53,6 +54,7 @@ from studio.saves.models import (
     NarratorDraft,
     Save,
 )
+from studio.saves.narrator import guard
 from studio.saves.narrator.authors_note import note_of
 from studio.saves.narrator.continuation import continue_prompt, join_continuation
 from studio.saves.narrator.prompt import CONFIG, NarratorPrompt, build_narrator_prompt
@@ -79,6 +81,7 @@ class Narration:
     text: str
     response: LLMResponse
     prompt: NarratorPrompt
+    continuity: dict | None = None  # what the continuity guard found (`guard.narration_continuity`); None: off
 
 
 def open_draft(*, game_save: Save) -> NarratorDraft | None:
@@ -191,10 +194,13 @@ def narration_stop(*, alternative: NarratorAlternative, shown_text: str = "") ->
 
     The stream's watcher notices within `STOP_CHECK_SECONDS`, even before the model's first
     word (a CPU server may read the prompt for half a minute) or in a stall, and ends the
-    model's request; the stream then adds the usage. Return False when the alternative had
+    model's request; the stream then adds the usage. The text shown is kept up to a turn's
+    narrative limit (studio/limits.py), without NUL. Return False when the alternative had
     already ended.
     """
     text = (alternative.prefix + " " if alternative.prefix else "") + (shown_text or "").strip()
+    # Kept up to what a turn may hold (the text is accepted as a turn's narrative, once edited).
+    text = text.replace(limits.NUL, "")[: limits.TURN_NARRATIVE.max_chars]
     return bool(NarratorAlternative.objects.filter(
         pk=alternative.pk, status__in=(AlternativeStatus.PENDING, AlternativeStatus.STREAMING)
     ).update(status=AlternativeStatus.CANCELLED, text=text.strip(), error=STOPPED))
@@ -219,6 +225,8 @@ def _prompt_for(alternative: NarratorAlternative, *, vector_memory=None) -> Narr
     else:
         prompt = build_narrator_prompt(game_save=draft.game_save, player_input=draft.player_input,
                                        vector_memory=vector_memory)
+        # A regenerated alternative avoids the findings it was regenerated for (saves/narrator/guard.py).
+        prompt.user = guard.with_instructions(prompt.user, draft=draft, number=alternative.number)
     if alternative.prefix:
         prompt.user = continue_prompt(prompt.user, prefix=alternative.prefix, turn_id=draft.turn_id)
         if prompt.memory is None:
@@ -311,13 +319,29 @@ def narration_stream(*, alternative_id: int, vector_memory=None) -> Iterator[str
                  "(or AXIOM_LLM_MAX_TOKENS_NARRATE), continue it, or edit before accepting.")
     _finish(alternative_id, status, text=whole(response.text.strip()), error=error, response=response, prompt=prompt,
             settings=settings)
+    if status == AlternativeStatus.DONE:
+        # The continuity guard reads the finished narration (its findings show beside the draft; "regenerate once"
+        # adds the next alternative, which the page streams next).
+        finished = NarratorAlternative.objects.select_related("draft__game_save").get(pk=alternative_id)
+        check = guard.check_alternative(alternative=finished, meta=prompt.meta)
+        if guard.wants_regeneration(alternative=finished, result=check, meta=prompt.meta):
+            try:
+                guard.regenerate_with_findings(draft=finished.draft, number=finished.number, regenerate=narrator_regenerate)
+            except NarratorError:
+                pass  # the draft was closed meanwhile: the findings stay with it
 
 
 def narration_run(*, alternative_id: int, vector_memory=None) -> NarratorAlternative:
-    """Stream a pending alternative to its end (the page without JavaScript); return it."""
+    """Stream a pending alternative to its end (the page without JavaScript); return it. When the continuity
+    guard regenerated it ("regenerate once"), the regenerated alternative is written too."""
     for _delta in narration_stream(alternative_id=alternative_id, vector_memory=vector_memory):
         pass
-    return NarratorAlternative.objects.get(pk=alternative_id)
+    alternative = NarratorAlternative.objects.select_related("draft").get(pk=alternative_id)
+    follow = guard.regenerated_pending(alternative=alternative)
+    if follow is not None:
+        for _delta in narration_stream(alternative_id=follow.pk, vector_memory=vector_memory):
+            pass
+    return alternative
 
 
 def narrate_once(*, game_save: Save, player_input: str, vector_memory=None, pov=None) -> Narration:
@@ -331,9 +355,22 @@ def narrate_once(*, game_save: Save, player_input: str, vector_memory=None, pov=
         raise NoModelConnected(NO_MODEL)
     prompt = build_narrator_prompt(game_save=game_save, player_input=player_input, vector_memory=vector_memory, pov=pov)
     tracked = TrackedLLM(backend, game_save_id=game_save.pk)
-    response = tracked.chat(system=prompt.system, prompt=prompt.user, operation="narrate",
-                            **resolve_sampler(game_save=game_save, meta=prompt.meta).request_options())
-    return Narration(text=response.text.strip(), response=response, prompt=prompt)
+    options = resolve_sampler(game_save=game_save, meta=prompt.meta).request_options()
+    response = tracked.chat(system=prompt.system, prompt=prompt.user, operation="narrate", **options)
+    narration = Narration(text=response.text.strip(), response=response, prompt=prompt)
+    # The continuity guard: its findings come with the answer; "regenerate once" asks again with them as instructions.
+    check = guard.check_narration(game_save=game_save, text=narration.text, player_input=player_input)
+    first = None
+    if check is not None and guard.settings_for(game_save).regenerates and guard.triggers_regeneration(check):
+        notes = guard.instructions_text([f.instruction() for f in guard.triggers_regeneration(check)])
+        prompt.user = f"{prompt.user}\n\n{notes}"
+        first = {"narrative": narration.text, "findings": [f.as_dict() for f in check.findings]}
+        response = tracked.chat(system=prompt.system, prompt=prompt.user, operation="narrate", **options)
+        narration = Narration(text=response.text.strip(), response=response, prompt=prompt)
+        check = guard.check_narration(game_save=game_save, text=narration.text, player_input=player_input)
+    if check is not None:
+        narration.continuity = {**check.as_dict(), "mode": guard.settings_for(game_save).mode, "regenerated_from": first}
+    return narration
 
 
 def narrator_accept(*, draft: NarratorDraft, number: int | None = None, narrative: str | None = None):
@@ -355,6 +392,8 @@ def narrator_accept(*, draft: NarratorDraft, number: int | None = None, narrativ
         raise NarratorError("The narrative is empty; write something or discard the draft.")
     # Outside the transaction, as turn_append requires (the vector store is not the database).
     finish_pending_vector_rollback(game_save=draft.game_save)
+    edited = text != alternative.text.strip()
+    edited_check = guard.accept_check(draft=draft, text=text, edited=edited)  # before the turn is appended
     with transaction.atomic():
         locked = NarratorDraft.objects.select_for_update().filter(pk=draft.pk).first()
         if locked is None:  # a rewind (another tab, the memory proxy) took it away
@@ -380,6 +419,7 @@ def narrator_accept(*, draft: NarratorDraft, number: int | None = None, narrativ
         # turn before this one, as any next-turn context is.
         record_context_queries(game_save=draft.game_save, queries=(alternative.context or {}).get("queries"),
                                source="narrator", turn_id=locked.turn_id - 1)
+        guard.accept_findings(draft=locked, number=number, edited_result=edited_check)
         NarratorDraft.objects.filter(pk=locked.pk).update(status=DraftStatus.ACCEPTED, chosen_number=number)
     draft.status = DraftStatus.ACCEPTED
     return event

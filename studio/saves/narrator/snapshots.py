@@ -28,15 +28,14 @@ process whose cache lacks the previous prompt: another web process, a restart). 
 prompts resolved are kept in a small per-process cache, so an accept, which writes the next
 delta, reads one row.
 
-The save file uses the same deltas (`narrator/portable.py`) and, for a snapshot's memory
-context, `context_encode`: a value equal to the previous snapshot's at the same place is
-`{"$s": 1}`, an item of a list (the context's items) is written against the previous item of
-the same `ref` wherever it ranked (`{"$e": N}` when equal), a long string a delta of the prompts (the memory text and its items are quotes of
-the prompt and of the chat), so the file grows with the chat, not with its square.
+The save file uses the same deltas (`narrator/portable.py`); a snapshot's memory context is
+written against what the file already holds (`saves/portable/recorded.py`: the last version
+of each item by its ref, long strings as deltas of the prompts, whose quotes they are), so the
+file grows with the chat, not with its square. `context_decode` reads the contexts of files
+written before that (version 1 of the section).
 """
 from __future__ import annotations
 
-import json
 import os
 import threading
 from collections import OrderedDict
@@ -279,7 +278,54 @@ def snapshot_create(*, game_save_id: int, turn_id: int, system_prompt: str, user
     return snapshot
 
 
-# -- the memory context in a save file ------------------------------------------------------------
+def snapshot_choose(*, game_save, turn_id: int, alternative, alternatives: int, by_hand: bool = False) -> NarratorSnapshot | None:
+    """Make turn `turn_id`'s snapshot describe `alternative`, the turn's text now (a swipe of the last turn).
+
+    What the narrator read for that alternative (its prompt, as a delta of the previous snapshot,
+    and its memory context), what it answered and how (model, finish, latency, tokens, play
+    settings); the context's queries replace the first alternative's among the recorded
+    queries, as the accept recorded them. `by_hand`: the alternative is the turn's own edited
+    text (kept as one by an earlier swipe): the snapshot keeps what the narrator read and says
+    the text was the playtester's. Run under the save's lock (`play.last_turn_swipe`'s).
+    """
+    from studio.memory.models import RecordedQuery
+    from studio.memory.recall.search import record_context_queries
+
+    snapshot = NarratorSnapshot.objects.filter(game_save_id=game_save.pk, turn_id=turn_id).first()
+    if snapshot is None:
+        return None
+    fields: dict[str, Any] = {"alternatives": alternatives, "edited": by_hand}
+    if not by_hand:
+        fields.update(proposed=alternative.text, model=alternative.model, finish_reason=alternative.finish_reason,
+                      latency_ms=alternative.latency_ms, prompt_tokens=alternative.prompt_tokens,
+                      completion_tokens=alternative.completion_tokens)
+        if alternative.play_settings:
+            fields["play_settings"] = alternative.play_settings
+        if alternative.system_prompt or alternative.user_prompt:  # the memory proxy keeps one prompt: the snapshot's
+            prompts = (alternative.system_prompt, alternative.user_prompt)
+            delta = prompt_delta(*prompts, previous_prompt(game_save_id=game_save.pk, turn_id=turn_id))
+            fields.update(prompt_delta=delta, prompt_chars=len(prompts[0]) + len(prompts[1]),
+                          system_prompt="" if delta else prompts[0], user_prompt="" if delta else prompts[1])
+            _remember(snapshot.pk, prompts)
+        if alternative.context and alternative.context != snapshot.context:
+            old = (snapshot.context or {}).get("queries") or []
+            recorded = RecordedQuery.objects.filter(game_save_id=game_save.pk, turn_id=turn_id - 1, params__source="narrator")
+            for query in old:  # the rows the accept wrote from the first alternative's context
+                row = next((r for r in recorded if isinstance(query, dict) and r.query_text == query.get("query_text")
+                            and r.result_ids == query.get("result_ids")
+                            and r.params == {**(query.get("params") or {}), "source": "narrator"}), None)
+                if row is not None:
+                    row.delete()
+            record_context_queries(game_save=game_save, queries=alternative.context.get("queries"), source="narrator",
+                                   turn_id=turn_id - 1)
+            fields["context"] = alternative.context
+    NarratorSnapshot.objects.filter(pk=snapshot.pk).update(**fields)
+    snapshot.refresh_from_db()
+    return snapshot
+
+
+# -- the memory context in a version-1 save file ----------------------------------------------------
+# Files written since use version 2 (`saves/portable/recorded.py`); these are still read.
 
 SAME = "$s"
 DELTA = "$d"
@@ -289,47 +335,9 @@ AT = "$at"  # a list item written against item N of the previous list ...
 VALUE = "$value"  # ... as this
 
 
-def _canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False)
-
-
-def context_encode(value: Any, previous: Any, reference: Reference) -> Any:
-    """Return `value` with what the previous snapshot's context held at the same place as `{"$s": 1}`
-    and long strings as deltas of `reference` (`{"$d": ops}`); `context_decode` is the inverse."""
-    if previous is not None and type(value) is type(previous) and value == previous and isinstance(value, (dict, list, str)):
-        return {SAME: 1}
-    if isinstance(value, dict):
-        if any(isinstance(key, str) and key.startswith("$") for key in value):
-            return {VERBATIM: value}
-        before = previous if isinstance(previous, dict) else {}
-        return {key: context_encode(item, before.get(key), reference) for key, item in value.items()}
-    if isinstance(value, list):
-        before = previous if isinstance(previous, list) else []
-        by_ref = {}
-        for index, item in enumerate(before):
-            if isinstance(item, dict) and "ref" in item:
-                by_ref.setdefault(_canonical(item["ref"]), index)
-        out = []
-        for index, item in enumerate(value):
-            # An item of the memory context is compared with the previous one of the same `ref` (the same
-            # chunk, belief or turn, wherever it ranks now), else with the one at the same place.
-            at = by_ref.get(_canonical(item["ref"])) if isinstance(item, dict) and "ref" in item else None
-            if at is None or at == index:
-                out.append(context_encode(item, before[index] if index < len(before) else None, reference))
-            elif item == before[at]:
-                out.append({EQUAL: at})
-            else:
-                out.append({AT: at, VALUE: context_encode(item, before[at], reference)})
-        return out
-    if isinstance(value, str) and len(value) >= MIN_DELTA_STRING:
-        ops = delta_encode(value, reference)
-        if sum(len(op) if isinstance(op, str) else 12 for op in ops) < len(value):
-            return {DELTA: ops}
-    return value
-
-
 def context_decode(value: Any, previous: Any, reference: str) -> Any:
-    """Return the context `context_encode` wrote; raise ValueError for markers that do not fit."""
+    """Return the context a version-1 file wrote (each value against the previous snapshot's at the same
+    place; a list item against the previous one of the same ref); raise ValueError for markers that do not fit."""
     if isinstance(value, dict):
         if set(value) == {SAME}:
             if previous is None:

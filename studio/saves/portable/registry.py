@@ -273,6 +273,7 @@ class CheckContext:
     timeline_generation: int
     ids: dict[str, dict[int, Any]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    version: int = 1  # the version of the section being checked, as the file gives it (`SaveSection.reads`)
 
     def turn(self, value: Any, loc: str, *, first: int = 0, nullable: bool = False):
         """Read a turn id that must exist in the save: `first`..current turn (0 = the start)."""
@@ -353,6 +354,7 @@ class SaveSection:
     order: int = 100
     optional: bool = False
     required: bool = False
+    reads: tuple[int, ...] = ()  # the older versions of the section its `check` still reads (`CheckContext.version`)
 
     def __post_init__(self):
         if not SECTION_NAME.match(self.name):

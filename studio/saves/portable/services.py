@@ -259,9 +259,11 @@ def _check(document: Any, c: Checker) -> CheckedSave:
         )
         if envelope is None or "version" not in envelope or "items" not in envelope:
             continue
-        if envelope["version"] != section.version:
-            c.add(f"{where}.version", f"is {envelope['version']}; this studio reads version {section.version} of this section")
+        if envelope["version"] != section.version and envelope["version"] not in section.reads:
+            readable = ", ".join(str(v) for v in sorted({section.version, *section.reads}))
+            c.add(f"{where}.version", f"is {envelope['version']}; this studio reads version{'s' if section.reads else ''} {readable} of this section")
             continue
+        ctx.version = envelope["version"]
         checked.append((section, section.check(envelope["items"], ctx, f"{where}.items")))
     if c.problems:
         raise SaveFileError(c.problems)

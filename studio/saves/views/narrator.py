@@ -15,7 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from studio import limits
 from studio.saves.models import NarratorDraft, NarratorSnapshot, Save
-from studio.saves.narrator import services
+from studio.saves.narrator import guard, services
 from studio.saves.narrator.authors_note import note_of
 from studio.saves.narrator.play import shape_action
 from studio.saves.narrator.sampler import resolve_sampler
@@ -74,6 +74,9 @@ def narrate(request: HttpRequest, save_id: str) -> HttpResponse:
             return _console_answer(request, game_save, error=f"{exc.message} Nothing was appended.", action_text=typed)
         except services.NarratorError as exc:
             return _console_answer(request, game_save, error=str(exc), action_text=typed)
+        except limits.Refused as exc:
+            return _console_answer(request, game_save, error=f"Nothing was appended: the narrative {exc.message}",
+                                   action_text=typed)
         game_save.refresh_from_db()
     if not player_input:
         if accepted is not None:
@@ -137,7 +140,11 @@ def narrator_regenerate(request: HttpRequest, save_id: str, draft_id: int) -> Ht
     game_save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
     draft = _draft(game_save, draft_id)
     try:
-        alternative = services.narrator_regenerate(draft=draft)
+        if request.POST.get("with_findings"):  # the continuity guard's findings as instructions (docs/continuity.md)
+            alternative = guard.regenerate_with_findings(draft=draft, number=_number(request) or draft.chosen_number,
+                                                         regenerate=services.narrator_regenerate)
+        else:
+            alternative = services.narrator_regenerate(draft=draft)
     except services.NarratorError as exc:
         return _panel(request, game_save, error=str(exc))
     if not request.htmx:

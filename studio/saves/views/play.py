@@ -85,7 +85,7 @@ def narrator_stop(request: HttpRequest, save_id: str, draft_id: int, number: int
     alternative = draft.alternatives.filter(number=number).first()
     if alternative is None:
         return _panel(request, game_save, draft=draft, error=f"This draft has no alternative {number}.")
-    stopped = services.narration_stop(alternative=alternative, shown_text=request.POST.get("shown_text", "")[:20000])
+    stopped = services.narration_stop(alternative=alternative, shown_text=request.POST.get("shown_text", ""))
     note = "Stopped; nothing was appended." if stopped else "That narration had already ended."
     return _panel(request, game_save, draft=_draft(game_save, draft_id), note=note)
 

@@ -54,6 +54,11 @@ def turn_detail(request: HttpRequest, save_id: str, turn_id: int) -> HttpRespons
     context["snapshot_turns"] = snapshot_turn_ids(game_save=game_save, turn_ids=[turn_id])
     if not request.htmx:
         context["llm_calls"], context["earlier_llm_calls"] = turn_llm_calls(game_save=game_save, turn=turn)
+        from studio.memory.continuity.guard import settings_for
+        from studio.memory.continuity.selectors import findings_for_turn
+
+        context["turn_findings"] = findings_for_turn(game_save=game_save, turn_id=turn_id)
+        context["guard_mode"] = settings_for(game_save).mode
         return render(request, "saves/turn.html", context)
     # The row polls itself while its jobs run; htmx is told to stop once they are settled.
     response_class = HttpResponse if turn.job_state in PENDING_JOB_STATES else HttpResponseStopPolling

@@ -19,6 +19,7 @@ from django.db import models, transaction
 
 from studio.memory.lore.embedding_state import lore_embedding_state_set
 from studio.saves.models import Event, MemoryMode, Save, StateCache
+from studio.universes.services.lore_rows import lore_counts_apply, lore_entry_snapshot, lore_revision
 from studio.universes.models import (
     EmbeddingState,
     LoreEntry,
@@ -191,29 +192,6 @@ def _save_changed(instance: models.Model, changed: list[str]) -> None:
     instance.save(update_fields=fields)
 
 
-def _lore_counts(text: str) -> dict[str, Any]:
-    """Word and token counts the lore services keep on an entry (when that module exists)."""
-    try:
-        from studio.memory.embeddings.counting import text_counts
-    except ImportError:
-        return {}
-    words, tokens = text_counts(text)
-    return {"word_count": words, "token_count": tokens}
-
-
-def _lore_snapshot(entry: LoreEntry, links: list[str]) -> dict[str, Any]:
-    """The entry as a revision records it (the fields an author can change)."""
-    return {
-        "entry_id": entry.entry_id,
-        "title": entry.title,
-        "kind": entry.kind,
-        "text": entry.text,
-        "keys": list(entry.keys or []),
-        "links": sorted(links),
-        "extensions": entry.extensions or {},
-    }
-
-
 def _load_universe(data: DemoData, result: DemoLoadResult) -> Universe:
     universe = Universe.objects.filter(slug=data.slug).first()
     values = {"name": data.name, "description": data.description}
@@ -251,10 +229,9 @@ def _load_lore(universe: Universe, data: DemoData, result: DemoLoadResult) -> No
         entry.entry_id: entry
         for entry in LoreEntry.objects.filter(universe=universe).prefetch_related("links")
     }
-    before = {
-        entry_id: _lore_snapshot(entry, [link.entry_id for link in entry.links.all()])
-        for entry_id, entry in existing.items()
-    }
+    # What a revision keeps, as every Lore Book writer records it (lore_rows.py): known_by and
+    # the activation fields included, though the demo files set neither.
+    before = {entry_id: lore_entry_snapshot(entry) for entry_id, entry in existing.items()}
     entries: dict[str, LoreEntry] = {}
     created_ids: set[str] = set()
     for item in data.lore:
@@ -267,18 +244,18 @@ def _load_lore(universe: Universe, data: DemoData, result: DemoLoadResult) -> No
         }
         entry = existing.get(item["entry_id"])
         if entry is None:
-            entry = LoreEntry.objects.create(
-                universe=universe, entry_id=item["entry_id"], **values, **_lore_counts(item["text"])
-            )
+            entry = LoreEntry(universe=universe, entry_id=item["entry_id"], **values)
+            lore_counts_apply(entry)
+            entry.save()
             created_ids.add(entry.entry_id)
             result.tally("lore entries", "created")
         else:
             changed = _assign(entry, values)
-            if entry.word_count is None:
-                changed += _assign(entry, _lore_counts(entry.text))
+            if "text" in changed or entry.word_count is None:
+                lore_counts_apply(entry)
+                changed += ["word_count", "token_count"]
             if changed:
                 if "text" in changed:
-                    changed += _assign(entry, _lore_counts(entry.text))
                     # The text the vector store holds is now out of date.
                     if lore_embedding_state_set(entry, state=EmbeddingState.PENDING):
                         changed += ["embedding_state", "embedding_error"]
@@ -298,7 +275,7 @@ def _load_lore(universe: Universe, data: DemoData, result: DemoLoadResult) -> No
             result.tally("lore links", "updated" if current else "created", len(wanted ^ current))
         else:
             result.tally("lore links", "unchanged", len(wanted))
-        after = _lore_snapshot(entry, sorted(wanted))
+        after = lore_entry_snapshot(entry, links=sorted(wanted))
         if entry.entry_id in created_ids:
             old = None
         else:
@@ -306,13 +283,9 @@ def _load_lore(universe: Universe, data: DemoData, result: DemoLoadResult) -> No
             if old == after:
                 continue
         revisions.append(
-            LoreRevision(
-                universe=universe,
-                lore_entry=entry,
-                entry_id=entry.entry_id,
-                action=LoreRevision.Action.IMPORT,
-                before=old,
-                after=after,
+            lore_revision(
+                universe=universe, entry=entry, entry_id=entry.entry_id, user=None,
+                action=LoreRevision.Action.IMPORT, before=old, after=after,
             )
         )
     LoreRevision.objects.bulk_create(revisions)

@@ -263,9 +263,9 @@ def book_from_world_info(doc: Any) -> IncomingBook:
     recursion = str(LoreDefaults().recursion_depth)
     return IncomingBook(source="SillyTavern world info", entries=entries, meta=meta,
                         defaults={META_RECURSION_DEPTH: recursion},
-                        notes=["SillyTavern scans entries recursively by default (world_info_recursive: true in its "
-                               f"settings.json); lore recursion is {recursion} passes unless the universe set its own "
-                               "(Metadata page, lore_recursion_depth)."])
+                        notes=[("SillyTavern scans entries recursively by default (world_info_recursive: true in its "
+                                f"settings.json); lore recursion is {recursion} passes unless the universe set its own "
+                                "(Metadata page, lore_recursion_depth).")])
 
 
 def export_world_info(universe, entries) -> dict[str, Any]:

@@ -13,6 +13,8 @@ Layout (see docs/authoring.md)::
     [[lore]]              entry_id, title, kind, keys, links, text, the activation
                           fields that differ from a new studio entry (activation.py),
                           then [lore.extensions] or extensions_json (see below)
+    [[memory_tests]]      name, kind, turn, until, description, the kind's fields
+                          (studio/universes/memory_tests/toml.py)
 
 Export is deterministic: meta keys sorted, entries sorted by `entry_id`, links sorted,
 extension objects sorted by key. Extensions TOML cannot hold (null, or integers beyond
@@ -45,6 +47,8 @@ from studio.universes.interchange import (
     reject_nul,
     require_string_list,
 )
+from studio.universes.memory_tests.toml import TABLE as TESTS_TABLE
+from studio.universes.memory_tests.toml import parse_tests, tests_diff, tests_tables
 from studio.universes.models import LoreEntry, LoreKind, Universe
 from studio.universes.opening import (
     ALTERNATE_GREETINGS_META,
@@ -98,6 +102,7 @@ class UniverseDocument:
     lore: list[LoreDocument] = field(default_factory=list)
     source: str = ""
     opening: dict[str, str] = field(default_factory=dict)  # the [opening] table as meta values
+    memory_tests: list = field(default_factory=list)  # the [[memory_tests]] tables, checked (MemoryTestSpec)
 
     def meta_values(self) -> dict[str, str]:
         """Return the Universe_Meta rows this document describes."""
@@ -196,6 +201,9 @@ def export_universe(universe: Universe, *, entries=None) -> str:
     entries = sorted(with_link_ids(entries) if hasattr(entries, "prefetch_related") else entries,
                      key=lambda e: e.entry_id)
     document["lore"] = [_lore_table(e, [link.entry_id for link in e.links.all()]) for e in entries]
+    tests = tests_tables(universe)
+    if tests:
+        document[TESTS_TABLE] = tests
     header = "# Axiom Studio Universe-as-Code. Edit, then import it back: the studio shows a diff first.\n"
     return header + tomli_w.dumps(document, multiline_strings=True)
 
@@ -274,7 +282,7 @@ def parse_document(data: bytes | str) -> UniverseDocument:
     except ImportFormatError as exc:
         reader.fail(str(exc))
 
-    unknown = sorted(set(doc) - {"format", "version", "universe", "missions", "opening", "extra", "lore"})
+    unknown = sorted(set(doc) - {"format", "version", "universe", "missions", "opening", "extra", "lore", TESTS_TABLE})
     if unknown:
         reader.fail(f"unknown top-level field “{unknown[0]}”.", key=unknown[0], table="")
     if doc.get("format") != FORMAT:
@@ -399,6 +407,7 @@ def parse_document(data: bytes | str) -> UniverseDocument:
         slug=slug, name=name, description=description, universe_mission=universe_mission,
         character_missions=dict(characters) if characters is not None else None,
         extra=dict(extra), lore=lore, source=source, opening=opening,
+        memory_tests=parse_tests(doc, reader, ids),
     )
 
 
@@ -441,16 +450,21 @@ class UniverseDiff:
     lore_changed: list[tuple[str, str, list[tuple[str, Any, Any]]]] = field(default_factory=list)
     lore_deleted: list[tuple[str, str]] = field(default_factory=list)
     lore_unchanged: int = 0
+    tests_created: list[str] = field(default_factory=list)  # memory tests, by name
+    tests_changed: list[str] = field(default_factory=list)
+    tests_deleted: list[str] = field(default_factory=list)
+    tests_unchanged: int = 0
 
     @property
     def is_empty(self) -> bool:
         return not (self.universe_changes or self.meta_added or self.meta_changed or self.meta_removed
-                    or self.lore_created or self.lore_changed or self.lore_deleted)
+                    or self.lore_created or self.lore_changed or self.lore_deleted
+                    or self.tests_created or self.tests_changed or self.tests_deleted)
 
     @property
     def overwrites(self) -> bool:
         return bool(self.universe_changes or self.meta_changed or self.meta_removed
-                    or self.lore_changed or self.lore_deleted)
+                    or self.lore_changed or self.lore_deleted or self.tests_changed or self.tests_deleted)
 
 
 def diff_document(universe: Universe, document: UniverseDocument) -> UniverseDiff:
@@ -489,4 +503,6 @@ def diff_document(universe: Universe, document: UniverseDocument) -> UniverseDif
             diff.lore_unchanged += 1
     for entry_id in sorted(set(existing) - wanted_ids):
         diff.lore_deleted.append((entry_id, existing[entry_id].title))
+    diff.tests_created, diff.tests_changed, diff.tests_deleted, diff.tests_unchanged = tests_diff(
+        universe, document.memory_tests)
     return diff

@@ -1,9 +1,12 @@
 """Writes for universes: universes, Universe_Meta, the Lore Book, missions and imports.
 
-One package, five modules by subject: `universes` (universes, meta, missions), `lore` (entries,
-revisions, bulk edits, the embedding sync), `lore_import` (lore books from Character Cards and
-SillyTavern, Universe-as-Code imports), `persona` (the player's persona in meta), `opening` (first message, alternate greetings, scenario) and `card_import` (a Character Card's Character entry,
-portrait and book). Callers import from here.
+One package, modules by subject: `universes` (universes, meta, missions), `lore` (entries,
+revisions, bulk edits, the embedding sync), `lore_rows` (what every writer of an entry records:
+the revision's snapshot, the revision, the counts), `lore_links` (links to entries not written
+yet), `lore_import` (lore books from Character Cards and SillyTavern, Universe-as-Code imports),
+`persona` (the player's persona in meta), `opening` (first message, alternate greetings,
+scenario) and `card_import` (a Character Card's Character entry, portrait and book). Callers
+import from here.
 
 Every function that touches more than one row runs in one `transaction.atomic()` block.
 Work outside the database (queueing the lore embedding job, deleting vector chunks) is
@@ -36,9 +39,9 @@ from studio.universes.services.universes import (  # noqa: F401
     meta_delete,
     missions_set,
 )
+from studio.universes.services.lore_rows import lore_entry_snapshot  # noqa: F401
 from studio.universes.services.lore import (  # noqa: F401
     LoreEditConflict,
-    lore_entry_snapshot,
     schedule_lore_sync,
     lore_entry_id_for,
     lore_entry_create,

@@ -3,10 +3,8 @@
 Every change to a lore entry records a `LoreRevision` (who, when, before, after); work
 outside the database (the embedding job) is queued with `transaction.on_commit`.
 
-Pending links: a link to an entry not written yet is kept by name (`PendingLoreLink`) and
-becomes a real link, with a revision of the entry that wrote it, when an entry with that
-title or id appears (created, renamed, imported or restored: `_resolve_pending_links`), so
-entries that link to each other need no create-then-edit pass.
+What a revision keeps and the entry's counts are in lore_rows.py (the demo loader records
+its revisions with them too); links to entries not written yet in lore_links.py.
 """
 from __future__ import annotations
 
@@ -20,11 +18,13 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
+from studio.memory.embeddings.counting import text_counts_many
 from studio.memory.lore.embedding_state import lore_embedding_state_set
-from studio.universes.activation import activation_validate, activation_values
-from studio.memory.embeddings.counting import text_counts, text_counts_many
-from studio.universes.models import EmbeddingState, LoreEntry, LoreKind, LoreRevision, PendingLoreLink, Universe
+from studio.universes.activation import activation_validate
+from studio.universes.models import EmbeddingState, LoreEntry, LoreKind, LoreRevision, Universe
 from studio.universes.selectors import with_link_ids
+from studio.universes.services.lore_links import _resolve_pending_links, _set_pending_links
+from studio.universes.services.lore_rows import lore_counts_apply, lore_entry_snapshot, lore_revision
 from studio.universes.services.universes import RESERVED_ENTRY_IDS, _unique_slug
 
 logger = logging.getLogger(__name__)
@@ -73,25 +73,8 @@ def _last_author(entry: LoreEntry) -> tuple[str, Any]:
         return "", entry.updated_at
     return (revision.author.get_username() if revision.author else ""), revision.created_at
 
+
 # --- Lore Book ----------------------------------------------------------------------------
-
-
-def lore_entry_snapshot(entry: LoreEntry, *, links: Sequence[str] | None = None) -> dict[str, Any]:
-    """Return the state a revision keeps: every field an author can change."""
-    if links is None:
-        links = [link.entry_id for link in entry.links.all()]
-    return {
-        "entry_id": entry.entry_id,
-        "title": entry.title,
-        "kind": entry.kind,
-        "text": entry.text,
-        "keys": list(entry.keys or []),
-        "links": sorted(links),
-        "extensions": entry.extensions or {},
-        "known_by": list(entry.known_by) if entry.known_by is not None else None,
-        **activation_values(entry),
-    }
-
 
 UNCHANGED = object()
 
@@ -113,21 +96,6 @@ def known_by_validate(value) -> list[str] | None:
     if len(names) > 100 or any(len(n) > 200 for n in names):
         raise ValidationError({"known_by": "At most 100 names of at most 200 characters."})
     return names
-
-
-def _record(
-    *, universe: Universe, entry: LoreEntry | None, entry_id: str, user, action: str,
-    before: dict | None, after: dict | None,
-) -> LoreRevision:
-    return LoreRevision(
-        universe=universe,
-        lore_entry=entry,
-        entry_id=entry_id,
-        action=action,
-        before=before,
-        after=after,
-        author=user if getattr(user, "is_authenticated", False) else None,
-    )
 
 
 def _sync_lore_now(universe_pk: int) -> None:
@@ -194,10 +162,6 @@ def _validate_entry_fields(*, title: str, kind: str) -> None:
         raise ValidationError(errors)
 
 
-def _apply_counts(entry: LoreEntry) -> None:
-    entry.word_count, entry.token_count = text_counts(entry.text)
-
-
 @transaction.atomic
 def lore_entry_create(
     *,
@@ -245,12 +209,12 @@ def lore_entry_create(
     )
     lore_embedding_state_set(entry, state=EmbeddingState.PENDING)
     _apply_activation(entry, activation)
-    _apply_counts(entry)
+    lore_counts_apply(entry)
     entry.full_clean(exclude=["links"])
     entry.save()
     if links:
         entry.links.set([link for link in links if link.universe_id == universe.pk and link.pk != entry.pk])
-    _record(
+    lore_revision(
         universe=universe, entry=entry, entry_id=entry.entry_id, user=user, action=action,
         before=None, after=lore_entry_snapshot(entry),
     ).save()
@@ -337,13 +301,13 @@ def lore_entry_update(
     if content_changed:
         lore_embedding_state_set(entry, state=EmbeddingState.PENDING)
     if before["text"] != after["text"] or entry.word_count is None:
-        _apply_counts(entry)
+        lore_counts_apply(entry)
     entry.version += 1
     entry.full_clean(exclude=["links"])
     entry.save()
     if links is not None and link_ids != before["links"]:
         entry.links.set(links)
-    _record(
+    lore_revision(
         universe=entry.universe, entry=entry, entry_id=entry.entry_id, user=user, action=action,
         before=before, after=after,
     ).save()
@@ -360,7 +324,7 @@ def lore_entry_delete(*, entry: LoreEntry, user, action: str = LoreRevision.Acti
     before = lore_entry_snapshot(entry)
     before["backlinks"] = sorted(entry.backlinks.values_list("entry_id", flat=True))
     universe = entry.universe
-    _record(
+    lore_revision(
         universe=universe, entry=None, entry_id=entry.entry_id, user=user, action=action,
         before=before, after=None,
     ).save()
@@ -424,7 +388,7 @@ def lore_bulk_delete(*, universe: Universe, user, entry_ids: Sequence[str]) -> i
         before = lore_entry_snapshot(entry)
         before["backlinks"] = sorted(e.entry_id for e in entry.backlinks.all())
         revisions.append(
-            _record(universe=universe, entry=None, entry_id=entry.entry_id, user=user,
+            lore_revision(universe=universe, entry=None, entry_id=entry.entry_id, user=user,
                     action=LoreRevision.Action.DELETE, before=before, after=None)
         )
     LoreRevision.objects.bulk_create(revisions)
@@ -458,7 +422,7 @@ def lore_bulk_set_kind(*, universe: Universe, user, entry_ids: Sequence[str], ki
         entry.version += 1
         entry.updated_at = now  # bulk_update skips auto_now
         revisions.append(
-            _record(universe=universe, entry=entry, entry_id=entry.entry_id, user=user,
+            lore_revision(universe=universe, entry=entry, entry_id=entry.entry_id, user=user,
                     action=LoreRevision.Action.UPDATE, before=before,
                     after={**before, "kind": kind})
         )
@@ -486,7 +450,7 @@ def lore_bulk_set_activation(*, universe: Universe, user, entry_ids: Sequence[st
         entry.version += 1
         entry.updated_at = now  # bulk_update skips auto_now
         changed.append(entry)
-        revisions.append(_record(universe=universe, entry=entry, entry_id=entry.entry_id, user=user,
+        revisions.append(lore_revision(universe=universe, entry=entry, entry_id=entry.entry_id, user=user,
                                  action=LoreRevision.Action.UPDATE, before=before, after=after))
     LoreEntry.objects.bulk_update(changed, [*values, "version", "updated_at"])
     LoreRevision.objects.bulk_create(revisions)
@@ -528,72 +492,10 @@ def _lore_bulk_create(
         entry.pk = pks[entry.entry_id]
         targets = sorted({t for t in links.get(entry.entry_id) or [] if t in all_pks and t != entry.entry_id})
         link_rows.extend(through(from_loreentry_id=entry.pk, to_loreentry_id=all_pks[t]) for t in targets)
-        revisions.append(_record(universe=universe, entry=entry, entry_id=entry.entry_id, user=user,
+        revisions.append(lore_revision(universe=universe, entry=entry, entry_id=entry.entry_id, user=user,
                                  action=action, before=None, after=lore_entry_snapshot(entry, links=targets)))
     through.objects.bulk_create(link_rows, batch_size=1000)
     LoreRevision.objects.bulk_create(revisions, batch_size=500)
     _resolve_pending_links(universe, entries, user)
     schedule_lore_sync(universe=universe)
     return {entry.entry_id: entry for entry in entries}
-
-
-# --- Pending links ------------------------------------------------------------------------
-
-
-def _set_pending_links(entry: LoreEntry, names: Sequence[str]) -> bool:
-    """Make `names` the entry's pending links (its own title and id left out); return whether they changed."""
-    own = {entry.title.casefold(), entry.entry_id.casefold()}
-    wanted: dict[str, str] = {}
-    for name in names:
-        name = " ".join(str(name).split())[:300]
-        if name and name.casefold() not in own:
-            wanted.setdefault(name.casefold(), name)
-    current = dict(entry.pending_links.values_list("name_key", "name"))
-    if current == wanted:
-        return False
-    entry.pending_links.exclude(name_key__in=list(wanted)).delete()
-    PendingLoreLink.objects.bulk_create(
-        PendingLoreLink(universe_id=entry.universe_id, source=entry, name=name, name_key=key)
-        for key, name in wanted.items() if key not in current)
-    return True
-
-
-def _resolve_pending_links(universe: Universe, targets: Sequence[LoreEntry], user) -> int:
-    """Turn the links left pending for `targets`' titles or ids into links; return how many.
-
-    Each source entry that gains a link records a revision (the link is an edit of that
-    entry, made for its author when the target appeared) and its version goes up by one.
-    Done in bulk: a constant number of queries however many entries an import resolves.
-    """
-    by_key: dict[str, LoreEntry] = {}
-    for target in targets:
-        by_key.setdefault(target.title.casefold(), target)
-        by_key.setdefault(target.entry_id.casefold(), target)
-    rows = list(PendingLoreLink.objects.filter(universe=universe, name_key__in=list(by_key))
-                .order_by("source_id", "id").values_list("pk", "source_id", "name_key"))
-    if not rows:
-        return 0
-    PendingLoreLink.objects.filter(pk__in=[pk for pk, _source, _key in rows]).delete()
-    wanted: dict[int, dict[int, LoreEntry]] = {}
-    for _pk, source_id, key in rows:
-        wanted.setdefault(source_id, {}).setdefault(by_key[key].pk, by_key[key])
-    # Lock the sources' rows (as `_lock_current` does for one) and read them with their links.
-    sources = with_link_ids(LoreEntry.objects.select_for_update().filter(pk__in=list(wanted)).order_by("pk"))
-    through, now = LoreEntry.links.through, timezone.now()
-    link_rows, changed, revisions = [], [], []
-    for source in sources:
-        before = lore_entry_snapshot(source)
-        new = [t for t in wanted[source.pk].values() if t.pk != source.pk and t.entry_id not in before["links"]]
-        if not new:
-            continue
-        link_rows.extend(through(from_loreentry_id=source.pk, to_loreentry_id=t.pk) for t in new)
-        source.version += 1
-        source.updated_at = now  # bulk_update skips auto_now
-        changed.append(source)
-        revisions.append(_record(universe=universe, entry=source, entry_id=source.entry_id, user=user,
-                                 action=LoreRevision.Action.UPDATE, before=before,
-                                 after={**before, "links": sorted([*before["links"], *(t.entry_id for t in new)])}))
-    through.objects.bulk_create(link_rows, batch_size=1000)
-    LoreEntry.objects.bulk_update(changed, ["version", "updated_at"], batch_size=500)
-    LoreRevision.objects.bulk_create(revisions, batch_size=500)
-    return len(link_rows)

@@ -14,6 +14,7 @@ from studio.memory.lore_activation import REGEX_TIMEOUT
 from studio.universes.activation import bounded_regex_keys, hazardous_regex_keys, invalid_regex_keys
 from studio.universes.interchange import KNOWN_BY_ABSENT, IncomingBook, IncomingEntry
 from studio.universes.interchange.card_fields import CARD_TAG_EXTENSION
+from studio.universes.memory_tests.services import memory_tests_replace
 from studio.universes.models import LoreEntry, LoreKind, LoreRevision, Universe, UniverseMeta
 from studio.universes.selectors import with_link_ids
 from studio.universes.services.lore import _lore_bulk_create, lore_entry_delete, lore_entry_id_for, lore_entry_update
@@ -303,8 +304,9 @@ def lore_import(*, universe: Universe, user, book: IncomingBook, default_kind: s
 def universe_import_document(*, user, document, universe: Universe | None = None) -> tuple[Universe, dict[str, int]]:
     """Make a universe match a Universe-as-Code document exactly; create it if needed.
 
-    Entries missing from the document are deleted (with revisions, so they can be restored).
-    Return the universe and counts of created / updated / deleted / unchanged entries.
+    Entries missing from the document are deleted (with revisions, so they can be restored), and so
+    are memory tests. Return the universe and counts of created / updated / deleted / unchanged
+    entries (and `tests_created`, ... of its memory tests).
     """
     _refuse_catastrophic_keys((f"entry “{lore.entry_id}”", lore.title, lore.keys, lore.activation)
                               for lore in document.lore)
@@ -369,6 +371,8 @@ def universe_import_document(*, user, document, universe: Universe | None = None
                 outcome[lore.entry_id] = "updated"
     counts = {name: sum(1 for v in outcome.values() if v == name) for name in ("created", "updated", "unchanged")}
     counts["deleted"] = deleted
+    tests = memory_tests_replace(universe=universe, specs=document.memory_tests)
+    counts.update({f"tests_{name}": number for name, number in tests.items()})
     return universe, counts
 
 

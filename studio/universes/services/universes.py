@@ -28,6 +28,7 @@ from studio.memory.recall.macros import (
     PLAYER_DESCRIPTION_META,
     PLAYER_PORTRAIT_META,
 )
+from studio.memory.continuity.settings import guard_knob_validate
 from studio.memory.recall.policy import knob_validate
 from studio.memory.missions import parse_missions_text
 from studio.universes.models import Universe, UniverseMeta
@@ -183,6 +184,8 @@ def meta_validate(*, key: str, value: str) -> str:
             raise ValidationError({"value": f"{key} is a JSON array of strings, e.g. [\"The door opens.\", \"Rain.\"]."})
     try:
         knob_value = knob_validate(key, value)
+        if knob_value is None:
+            knob_value = guard_knob_validate(key, value)  # the continuity guard's knobs (docs/continuity.md)
     except ValueError as exc:
         raise ValidationError({"value": str(exc)}) from None
     if knob_value is not None:

@@ -238,6 +238,7 @@ def toml_import(request: HttpRequest) -> HttpResponse:
     messages.success(
         request,
         f"Imported “{universe.name}”: {counts['created']} entries created, {counts['updated']} updated, "
-        f"{counts['deleted']} deleted, {counts['unchanged']} unchanged.",
+        f"{counts['deleted']} deleted, {counts['unchanged']} unchanged; memory tests: {counts['tests_created']} "
+        f"created, {counts['tests_updated']} updated, {counts['tests_deleted']} deleted.",
     )
     return redirect(universe.get_absolute_url())

@@ -76,7 +76,10 @@ def lore_health_page(request: HttpRequest, slug: str) -> HttpResponse:
     # Who knows what (studio.memory.knowledge): per chosen save at its current turn.
     from studio.memory.knowledge.selectors import knowledge_flags
 
-    knowledge = [{"save": s, **knowledge_flags(s, turn=s.current_turn)} for s in chosen]
+    from studio.memory.continuity.selectors import findings_standing
+
+    knowledge = [{"save": s, **knowledge_flags(s, turn=s.current_turn), "findings": list(findings_standing(game_save=s))}
+                 for s in chosen]
     context = {**universe_context(request, universe, "lore"), "lore_tab": "health", "saves": saves, "knowledge": knowledge,
                "scope": scope, "report": report, "share": share, "max_saves": MAX_REPLAY_SAVES,
                "capped": scope == "all" and len(saves) > MAX_REPLAY_SAVES}

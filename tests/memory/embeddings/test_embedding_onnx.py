@@ -189,7 +189,7 @@ def test_two_processes_starting_at_once_export_once(tmp_path):
         proc.stdin.write("go\n")
         proc.stdin.flush()
     outputs = [proc.communicate(timeout=600) for proc in procs]
-    for proc, (out, err) in zip(procs, outputs):
+    for proc, (_out, err) in zip(procs, outputs):
         assert proc.returncode == 0, err[-3000:]
     built = sorted(out.split()[0] for out, _ in outputs)
     sizes = {out.split()[1] for out, _ in outputs}

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from studio.memory.facts import Fact, insert_facts
 from studio.memory.models import Fact as FactRow
 from studio.memory.models import Observation as ObservationRow
-from studio.memory.observations import apply_consolidation, get_observations
+from studio.memory.observations import get_observations
 from studio.memory.pipeline.living import forget_turn_outputs
 from studio.saves.checkpoints import CheckpointManager
 from studio.saves.models import Save

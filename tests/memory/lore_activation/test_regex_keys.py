@@ -27,16 +27,12 @@ from studio.memory.lore_activation import (
 from studio.memory.lore_activation.regex_keys import (
     REGEX_BUDGET,
     REGEX_TIMEOUT,
-    RegexKey,
-    RegexTimeout,
     _compile_flags,
     _js_to_python,
     _split_key,
 )
 
-# A key only a backtracking engine can run (\b), exponential on "a" * n + "!" (fib(n) ways).
-BACKTRACKING_BOMB = "/(a|aa)+\\b$/"
-BOMB_TEXT = "a" * 60 + "!"
+from tests.support.regex_bombs import BOMB, BOMB_TEXT, bomb_keys
 
 
 def E(entry_id, text="", **fields):  # noqa: N802 - a short constructor keeps the cases readable
@@ -102,41 +98,19 @@ def test_a_text_with_a_lone_surrogate_is_searched_too():
 
 
 def test_a_key_past_its_time_limit_counts_as_not_matching_and_says_so():
-    result = evaluate([E("bomb", keys=(BACKTRACKING_BOMB,)), E("plain", keys=("aaa",))], BOMB_TEXT)
+    result = evaluate([E("bomb", keys=(BOMB,)), E("plain", keys=("aaa",))], BOMB_TEXT)
     assert result.activated_ids == ["plain"]
-    assert result.regex_timeouts == [BACKTRACKING_BOMB]
+    assert result.regex_timeouts == [BOMB]
     record = result.explanations["bomb"]
-    assert not record.included and record.regex_timeouts == [BACKTRACKING_BOMB]
+    assert not record.included and record.regex_timeouts == [BOMB]
     assert any("ran past its 100 ms limit and counts as not matching" in reason for reason in record.reasons)
     assert result.explanations["plain"].regex_timeouts == []
 
 
 def test_a_secondary_key_past_its_limit_is_reported_on_its_entry():
-    result = evaluate([E("a", keys=("aaa",), secondary_keys=(BACKTRACKING_BOMB,))], BOMB_TEXT)
+    result = evaluate([E("a", keys=("aaa",), secondary_keys=(BOMB,))], BOMB_TEXT)
     record = result.explanations["a"]
-    assert record.code == "secondary" and record.regex_timeouts == [BACKTRACKING_BOMB]
-
-
-def bomb_keys(count):
-    """`count` distinct keys, each running past its limit on BOMB_TEXT (an old book's keys)."""
-    return [f"/(a|aa)+\\b$|zq{n}/" for n in range(count)]
-
-
-@pytest.fixture
-def limit_hits(monkeypatch):
-    """Count the regex searches that reached their time limit (a spy on RegexKey.search)."""
-    hits = []
-    search = RegexKey.search
-
-    def spy(self, *args, **kwargs):
-        try:
-            return search(self, *args, **kwargs)
-        except RegexTimeout:
-            hits.append(self.source)
-            raise
-
-    monkeypatch.setattr(RegexKey, "search", spy)
-    return hits
+    assert record.code == "secondary" and record.regex_timeouts == [BOMB]
 
 
 def test_many_keys_past_their_limit_share_one_budget_per_evaluation(limit_hits):
@@ -155,13 +129,13 @@ def test_many_keys_past_their_limit_share_one_budget_per_evaluation(limit_hits):
 
 
 def test_a_shared_budget_tries_a_timed_out_key_once(limit_hits):
-    book = CompiledBook([E("bomb", keys=(BACKTRACKING_BOMB,)), E("plain", keys=("aaa",))], LoreDefaults())
+    book = CompiledBook([E("bomb", keys=(BOMB,)), E("plain", keys=("aaa",))], LoreDefaults())
     budget = RegexBudget(30)
     for turn in range(1, 6):
         result = activate(book=book, messages=scan_messages(pending_input=BOMB_TEXT, turns=[]), turn=turn,
                           state=None, seed="s", regex_budget=budget)
-        assert result.activated_ids == ["plain"] and result.regex_timeouts == [BACKTRACKING_BOMB]
-    assert limit_hits == [BACKTRACKING_BOMB] and budget.limit_hits == 1
+        assert result.activated_ids == ["plain"] and result.regex_timeouts == [BOMB]
+    assert limit_hits == [BOMB] and budget.limit_hits == 1
     assert any("earlier in this replay" in reason for reason in result.explanations["bomb"].reasons)
 
 

@@ -14,13 +14,13 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from studio.memory.recall.policy import DEFAULT_CONTEXT_BUDGET, context_budget_from_meta
-
-CONTEXT_BUDGET_META = "context_budget"
 from studio.saves.narrator.prompt import CONFIG, build_narrator_prompt, check_player_input, narrator_budget
 from studio.universes.meta_keys import BUDGET, KNOWN_BY_KEY
 from studio.universes.models import UniverseMeta
 from studio.universes.services import meta_validate
 from tests.plugins.demo import QUESTION
+
+CONTEXT_BUDGET_META = "context_budget"
 
 pytestmark = pytest.mark.django_db
 

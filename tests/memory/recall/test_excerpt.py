@@ -8,9 +8,9 @@ from studio.memory.recall.context import build_memory_context
 from studio.memory.recall.context_items import ContextItem
 from studio.memory.recall.excerpt import excerpt_items, focus_excerpt, segments_of, term_weights
 from studio.memory.recall.policy import DEFAULT_POLICY
+from studio.saves.models import Event
 
 MAX_KEPT_FRACTION = DEFAULT_POLICY.excerpt_max_kept_fraction
-from studio.saves.models import Event
 
 LONG = ("(turn 7) Mira: The rain kept falling on the harbour all night long. "
         "I counted the crates of salt in the cellar twice before dawn. "

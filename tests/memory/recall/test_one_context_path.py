@@ -24,8 +24,8 @@ from studio.saves.services import save_create
 from studio.universes import services
 from studio.universes.interchange import character_card
 from studio.universes.lore_tester import lore_key_test
-from tests.saves.test_narrator import stream_all
-from tests.universes.test_card_character import DATA, v2_card
+from tests.support.cards import DATA, v2_card
+from tests.support.narration import stream_all
 
 pytestmark = pytest.mark.django_db
 

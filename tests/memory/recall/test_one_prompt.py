@@ -48,7 +48,7 @@ def harbour(living, no_runner, vector_memory):
                                  text="A bell rings under the harbour when the dead are restless.")
     universe.meta.create(key="context_share_chapter", value="4")  # the recent turns: the last two only
     universe.meta.create(key="chapter_on_scene_change", value="false")  # one chapter, closed by hand below
-    for number, (player_input, narrative, present, place) in enumerate(TURNS, start=1):
+    for _number, (player_input, narrative, present, place) in enumerate(TURNS, start=1):
         turn_append(game_save=living, player_input=player_input, narrative=narrative,
                     state={"present": present, "location": place})
     chapter = chapters_close_at(game_save=living, last_turn=3, reason="playtester")

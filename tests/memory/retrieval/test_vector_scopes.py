@@ -172,7 +172,7 @@ def fill_legacy(client, embedder):
         ("b1", "s2", 1, "narrative", "Mira buys bread in the market"),
     ]
     metadatas = []
-    for seq, (chunk_id, save, turn, kind, _text) in enumerate(rows):
+    for seq, (_chunk_id, save, turn, kind, _text) in enumerate(rows):
         metadata = {"save_id": save, "turn_id": turn, "chunk_type": kind, "chunk_seq": seq, "chunk_part": 0, "chunk_parts": 1}
         if kind == "lore":
             metadata.update(entry_id="vey", links=["kael", "mira"])

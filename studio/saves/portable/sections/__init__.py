@@ -44,7 +44,8 @@ CORE_SECTIONS = [
     SaveSection("mental_models", 1, export_mental_models, check_mental_models, load_mental_models, order=40, required=True),
     SaveSection("jobs", 1, export_jobs, check_jobs, load_jobs, order=50, required=True),
     SaveSection("llm_calls", 1, export_llm_calls, check_llm_calls, load_llm_calls, order=60, required=True),
-    SaveSection("recorded_queries", 1, export_recorded_queries, check_recorded_queries, load_recorded_queries, order=70, required=True),
+    SaveSection("recorded_queries", 2, export_recorded_queries, check_recorded_queries, load_recorded_queries, order=70,
+                required=True, reads=(1,)),
 ]
 
 for _section in CORE_SECTIONS:

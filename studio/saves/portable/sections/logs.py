@@ -2,13 +2,30 @@
 """
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Any, Iterator
 
 from studio.memory.models import Job, JobStatus, LLMCall, RecordedQuery
 from studio.saves.portable.registry import INVALID, CheckContext, ExportContext, ImportContext
-from studio.saves.narrator.snapshots import Reference, context_decode, context_encode
+from studio.saves.narrator.snapshots import SEPARATOR, Reference, context_decode
+from studio.saves.portable.recorded import RecordCodec, VerifiedWriter, canonical
 from studio.saves.portable.sections.memory import _string_list
-from studio.saves.portable.sections.rows import _complete_items, BATCH, REDERIVE_MARKER, UNPORTABLE_JOB_KINDS, PORTABLE_JOB_KINDS, EXPORTED_JOB_STATUSES, iso, insert_rows, _new_pks, _items, _readers, INPUT, as_turn_text, from_turn_text, turn_texts
+from studio.saves.portable.sections.rows import (
+    BATCH,
+    EXPORTED_JOB_STATUSES,
+    INPUT,
+    PORTABLE_JOB_KINDS,
+    REDERIVE_MARKER,
+    UNPORTABLE_JOB_KINDS,
+    _complete_items,
+    _items,
+    _new_pks,
+    _readers,
+    as_turn_text,
+    from_turn_text,
+    insert_rows,
+    iso,
+    turn_texts,
+)
 
 
 JOB_FIELDS = ("kind", "turn_id", "timeline_generation", "status", "attempts", "progress", "error", "result", "llm_calls", "llm_tokens")
@@ -145,59 +162,92 @@ def load_llm_calls(items: list[dict], ctx: ImportContext) -> int:
 KIND_KEYS = ("chunk_type", "exclude_chunk_type", "source")
 
 
-def _kind(params) -> tuple:
+def _kind(params) -> str:
     """Which earlier query a recorded query is written against: the last one of the same kind."""
     params = params if isinstance(params, dict) else {}
-    return tuple(params.get(key) for key in KIND_KEYS)
+    return canonical([params.get(key) for key in KIND_KEYS])
 
 
-def _params_encode(params, before: dict, empty: Reference):
-    """Each key's value against the previous query's; the kind's keys as they are (they find that query)."""
-    if not isinstance(params, dict) or any(str(key).startswith("$") for key in params):
-        return params
-    return {key: value if key in KIND_KEYS else context_encode(value, before.get(key), empty)
-            for key, value in params.items()}
+def _split(params) -> tuple[dict, Any]:
+    """(the kind's keys, the rest): version 2 writes the kind as it is and the rest against the last query of that kind."""
+    if not isinstance(params, dict):
+        return {}, params
+    return ({key: params[key] for key in KIND_KEYS if key in params},
+            {key: value for key, value in params.items() if key not in KIND_KEYS})
+
+
+def _chat(texts: dict) -> str:
+    """What a recorded query's strings copy from: the file's turns, inputs and narratives (a result's label quotes one)."""
+    return SEPARATOR.join(f"{texts[turn][0]}{SEPARATOR}{texts[turn][1]}" for turn in sorted(texts) if turn >= 1)
 
 
 def export_recorded_queries(ctx: ExportContext) -> Iterator[dict]:
     texts = turn_texts(ctx.game_save)
-    previous: dict[tuple, dict] = {}
-    empty = Reference("")
+    chat = _chat(texts)
+    reference = Reference(chat)
+    previous: dict[str, dict] = {}
+    kinds: dict[str, int] = {}
+    writer = VerifiedWriter()  # the params (a result's labels) and the result ids against the file's last ones
     rows = RecordedQuery.objects.filter(game_save_id=ctx.game_save.pk).order_by("id")
     for row in rows.iterator(chunk_size=BATCH):
-        # The params (a result's labels, most of them the same from one turn to the next) and the
-        # result ids are written against the last query of the same kind, as a snapshot's context is;
-        # the keys that tell the kind stay as they are.
-        kind = _kind(row.params)
-        before = previous.get(kind, {})
+        kind, rest = _split(row.params)
+        before = previous.get(_kind(row.params), {})
+        result_ids = list(row.result_ids or [])
+        params, ids = writer.write([rest, result_ids], [before.get("rest"), before.get("result_ids")], reference, chat)
         yield {
             "turn_id": row.turn_id,
             # The narrator's queries ask with the next turn's input: null says so (`rows.as_turn_text`).
             "query_text": as_turn_text(row.query_text, texts, row.turn_id + 1, INPUT),
-            "params": _params_encode(row.params, before.get("params") or {}, empty),
-            "result_ids": context_encode(list(row.result_ids or []), before.get("result_ids"), empty),
+            # The kind's keys as they are, or the number of a kind an earlier item gave.
+            "kind": kinds.get(canonical(kind), kind),
+            "params": params,
+            "result_ids": ids,
         }
-        previous[kind] = {"params": row.params, "result_ids": list(row.result_ids or [])}
+        kinds.setdefault(canonical(kind), len(kinds))
+        previous[_kind(row.params)] = {"rest": rest, "result_ids": result_ids}
 
 
 def check_recorded_queries(items: list, ctx: CheckContext, where: str) -> list[dict]:
     r = _readers(ctx)
     c = ctx.checker
-    previous: dict[tuple, dict] = {}
+    previous: dict[str, dict] = {}
+    kinds: list[dict] = []
+    codec = RecordCodec()
+    own = ctx.ids.get("turns", {})
+    chat = _chat({turn: texts for turn, texts in own.items() if isinstance(texts, tuple)})
     spec = {
         "turn_id": r["turn"](),
         "query_text": lambda v, loc: v if v is None else c.text(v, loc),
         "params": r["object"](),
         "result_ids": lambda v, loc: v,
     }
+    if ctx.version >= 2:
+        spec["kind"] = lambda v, loc: v
     out = []
     for loc, item in _items(ctx, items, where, spec):
         if len(item) != len(spec):
             continue
-        before = previous.get(_kind(item["params"]), {})
         try:
-            item["params"] = context_decode(item["params"], before.get("params"), "")
-            item["result_ids"] = context_decode(item["result_ids"], before.get("result_ids"), "")
+            if ctx.version < 2:  # written before version 2: the whole params, the kind's keys as they are
+                before = previous.get(_kind(item["params"]), {})
+                item["params"] = context_decode(item["params"], before.get("params"), "")
+                item["result_ids"] = context_decode(item["result_ids"], before.get("result_ids"), "")
+            else:
+                kind = item.pop("kind")
+                if type(kind) is int and 0 <= kind < len(kinds):
+                    kind = kinds[kind]
+                elif not isinstance(kind, dict) or set(kind) - set(KIND_KEYS):
+                    raise ValueError(f"the kind is an object of {', '.join(KIND_KEYS)} or the number of one given before")
+                elif all(canonical(kind) != canonical(k) for k in kinds):
+                    kinds.append(kind)
+                before = previous.get(_kind(kind), {})
+                if RecordCodec.reset_at(item["params"]):
+                    codec = RecordCodec()
+                rest = codec.decode(item["params"], before.get("rest"), chat)
+                item["result_ids"] = codec.decode(item["result_ids"], before.get("result_ids"), chat)
+                if not isinstance(rest, dict) or set(rest) & set(KIND_KEYS):
+                    raise ValueError("params must be an object without the kind's keys")
+                item["params"] = {**rest, **kind}
         except ValueError as exc:
             c.add(loc, str(exc))
             continue
@@ -208,7 +258,8 @@ def check_recorded_queries(items: list, ctx: CheckContext, where: str) -> list[d
         item["query_text"] = from_turn_text(ctx, item["query_text"], f"{loc}.query_text", item["turn_id"] + 1, INPUT)
         if item["query_text"] is not INVALID:
             out.append(item)
-            previous[_kind(item["params"])] = {"params": item["params"], "result_ids": item["result_ids"]}
+            kind, rest = _split(item["params"])
+            previous[_kind(item["params"])] = {"params": item["params"], "result_ids": item["result_ids"], "rest": rest}
     return out
 
 

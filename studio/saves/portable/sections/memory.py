@@ -131,8 +131,8 @@ def _check_sources(ctx: CheckContext, value, loc: str):
             raw,
             entry_loc,
             {
-                "fact_id": lambda v, l: ctx.reference(v, l, "facts", what="fact"),
-                "turn_id": lambda v, l: ctx.turn(v, l),
+                "fact_id": lambda v, loc: ctx.reference(v, loc, "facts", what="fact"),
+                "turn_id": lambda v, loc: ctx.turn(v, loc),
             },
         )
         if source is None or len(source) != 2:
@@ -165,7 +165,7 @@ def check_beliefs(items: list, ctx: CheckContext, where: str) -> list[dict]:
                     "turn_id": r["turn"](),
                     "statement": r["text"](),
                     "subject": r["text"](max_length=200),
-                    "sources_added": lambda v, l: _check_sources(ctx, v, l),
+                    "sources_added": lambda v, loc: _check_sources(ctx, v, loc),
                     "reason": r["text"](max_length=400),
                 },
                 optional=("statement", "subject", "sources_added", "reason"),

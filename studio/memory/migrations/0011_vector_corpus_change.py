@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('memory', '0009_llm_call_user_and_refusals'),
+        ('memory', '0010_continuity_findings'),
     ]
 
     operations = [

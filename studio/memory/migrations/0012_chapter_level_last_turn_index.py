@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('memory', '0010_vector_corpus_change'),
+        ('memory', '0011_vector_corpus_change'),
         ('saves', '0005_play_nothing_lost'),
     ]
 

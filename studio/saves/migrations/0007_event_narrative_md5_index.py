@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('saves', '0005_play_nothing_lost'),
+        ('saves', '0006_memory_tests'),
     ]
 
     operations = [
