@@ -2,8 +2,8 @@
 
 A view's index (views.py: own text, context, turn) holds one document per chunk or turn, in
 view order. Its postings are split into segments of consecutive documents: sealed segments of
-`SEAL` documents (merged, `MERGE` at a time, into segments of the next level: 128, 1,024,
-8,192, 65,536 documents) and an open tail of the last documents, never fewer than `KEEP_OPEN`,
+`SEAL` documents (merged, `MERGE` at a time, into segments of the next level: 64, 512,
+4,096, 32,768 documents) and an open tail of the last documents, never fewer than `KEEP_OPEN`,
 rebuilt on every change. What an append changes (the new documents, and the contexts and turn
 of the chunks just before them) and what a rewind by a few turns removes lie in the tail, so
 a turn costs the tail's rebuild, not the save's postings (issue 33: copying every posting list
@@ -26,10 +26,10 @@ from dataclasses import dataclass
 import numpy as np
 
 EMPTY = np.zeros(0, dtype=np.int64)
-SEAL = 128  # documents in a sealed segment of the first level
+SEAL = 64  # documents in a sealed segment of the first level
 KEEP_OPEN = 64  # the last documents are never sealed: an append or a short rewind changes only these
 MERGE = 8  # sealed segments of one level that merge into one of the next
-MAX_LEVEL = 3  # 128 x 8^3 = 65,536 documents: a merge never concatenates more
+MAX_LEVEL = 3  # 64 x 8^3 = 32,768 documents: a merge never concatenates more
 
 
 @dataclass(frozen=True)
@@ -146,11 +146,33 @@ class ViewIndex:
         self.k1, self.b, self.epsilon = k1, b, epsilon
         self.corpus_size = len(doc_len)
         self.avgdl = float(doc_len.sum()) / self.corpus_size if self.corpus_size else 0.0
-        present = df > 0
-        idf = np.zeros(len(df))
-        idf[present] = np.log(self.corpus_size - df[present] + 0.5) - np.log(df[present] + 0.5)
-        self.average_idf = float(idf[present].mean()) if present.any() else 0.0
-        self.idf = np.where(idf < 0, self.epsilon * self.average_idf, idf)
+        self._average_idf: float | None = None
+
+    # The IDF is computed for the terms a query asks for, not the whole vocabulary on every change (a long save's
+    # vocabulary grows with it); only the floor of a negative IDF needs the mean over every term, when one occurs.
+
+    def _raw_idf(self, df) -> np.ndarray:
+        return np.log(self.corpus_size - df + 0.5) - np.log(df + 0.5)
+
+    @property
+    def average_idf(self) -> float:
+        if self._average_idf is None:
+            present = self.df[self.df > 0]
+            self._average_idf = float(self._raw_idf(present.astype(np.float64)).mean()) if len(present) else 0.0
+        return self._average_idf
+
+    def term_idf(self, term_id: int) -> float:
+        """BM25Okapi's IDF of one term (its epsilon floor for a term in more than half the documents)."""
+        value = self._raw_idf(np.asarray([self.df[term_id]], dtype=np.float64))[0]
+        return self.epsilon * self.average_idf if value < 0 else value
+
+    @property
+    def idf(self) -> np.ndarray:
+        """Every term's IDF (0 for a term no document holds)."""
+        present = self.df > 0
+        idf = np.zeros(len(self.df))
+        idf[present] = self._raw_idf(self.df[present].astype(np.float64))
+        return np.where(idf < 0, self.epsilon * self.average_idf, idf)
 
     @classmethod
     def build(cls, vocab: dict[str, int], base, indptr, members, n_targets: int, *, k1: float, b: float) -> ViewIndex:
@@ -195,7 +217,7 @@ class ViewIndex:
                 docs = np.concatenate([d for d, _ in parts])
                 counts = np.concatenate([c for _, c in parts])
             doc_len = self.doc_len_array[docs]
-            score[docs] += self.idf[term_id] * (
+            score[docs] += self.term_idf(term_id) * (
                 counts * (self.k1 + 1) / (counts + self.k1 * (1 - self.b + self.b * doc_len / self.avgdl))
             )
         return score

@@ -54,6 +54,11 @@ class Prefix(Sequence):
         return f"Prefix({self._size} of {len(self._items)})"
 
 
+def raw(sequence):
+    """The list under a `Prefix` (for reads at positions known to be below its length), else the sequence."""
+    return sequence._items if isinstance(sequence, Prefix) else sequence
+
+
 class Positions:
     """Chunk id -> position, for the ids below `size` of a shared mapping."""
 

@@ -47,6 +47,7 @@ from studio.memory.retrieval import lexical
 from studio.memory.retrieval.chunks import LORE
 from studio.memory.retrieval.config import RetrievalConfig
 from studio.memory.retrieval.segments import EMPTY, ViewIndex
+from studio.memory.retrieval.table import raw
 
 if TYPE_CHECKING:  # pragma: no cover
     from studio.memory.retrieval.corpus import Corpus
@@ -260,12 +261,15 @@ class _Base:
         self.corpus, self.positions = corpus, positions
         self.doc_lens = corpus.doc_lens[positions] if len(positions) else EMPTY
         self.flat = flat
+        # The corpus's own lists (positions are below its length), not their read-only prefixes: no call per item.
+        self.term_ids, self.term_counts = raw(corpus.term_ids), raw(corpus.term_counts)
         if flat:
             listed = positions.tolist()
-            sizes = np.asarray([len(corpus.term_ids[p]) for p in listed], dtype=np.int64)
+            term_ids, term_counts = self.term_ids, self.term_counts
+            sizes = np.asarray([len(term_ids[p]) for p in listed], dtype=np.int64)
             self.indptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-            self.terms = np.concatenate([corpus.term_ids[p] for p in listed]) if listed else EMPTY
-            self.counts = np.concatenate([corpus.term_counts[p] for p in listed]) if listed else EMPTY
+            self.terms = np.concatenate([term_ids[p] for p in listed]) if listed else EMPTY
+            self.counts = np.concatenate([term_counts[p] for p in listed]) if listed else EMPTY
 
     def gather(self, view_indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Return per member its number of distinct terms, then all their term ids and counts."""
@@ -275,8 +279,8 @@ class _Base:
             offsets = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
             return sizes, self.terms[starts + offsets], self.counts[starts + offsets]
         listed = self.positions[view_indices].tolist()
-        terms = [self.corpus.term_ids[p] for p in listed]
-        counts = [self.corpus.term_counts[p] for p in listed]
+        terms = [self.term_ids[p] for p in listed]
+        counts = [self.term_counts[p] for p in listed]
         sizes = np.asarray([len(t) for t in terms], dtype=np.int64)
         return sizes, (np.concatenate(terms) if terms else EMPTY), (np.concatenate(counts) if counts else EMPTY)
 
