@@ -93,7 +93,7 @@ def locomo_save(conv: str, turns: list[dict], universe):
     `turns`: {turn_id, dia_id, text, date} in order. Returns the save (its current turn the last).
     """
     from studio.memory.vector import get_vector_memory
-    from studio.saves.models import Event, Save, StateCache
+    from studio.world.models import Event, Save, StateCache
 
     game_save = Save.objects.create(universe=universe, name=f"LoCoMo {conv}", meta={})
     Event.objects.bulk_create([Event(game_save=game_save, turn_id=t["turn_id"], player_input="", narrative=t["text"])

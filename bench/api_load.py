@@ -103,8 +103,7 @@ def seed(args: dict) -> dict:
     from studio.memory.models import Fact, MentalModel, Observation, entity_index_for
     from studio.memory.vector import get_vector_memory
     from studio.roles import PLAYTESTERS
-    from studio.saves.models import Event, Save, StateCache
-    from studio.universes.models import LoreEntry, Universe
+    from studio.world.models import Event, LoreEntry, Save, StateCache, Universe
 
     rng = random.Random(args["seed"])
     chunks = args["chunks"]

@@ -104,7 +104,8 @@ def main() -> int:
     setup_django()
 
     from studio.memory.models import Fact, Job, LLMCall, MentalModel, Observation
-    from studio.saves.models import MemoryMode, NarratorDraft
+    from studio.saves.models import NarratorDraft
+    from studio.world.models import MemoryMode
     from studio.saves.narrator import play
     from studio.saves.narrator.play_settings import play_settings_update
     from studio.saves.narrator.services import narrator_accept, narrator_draft_create, narrator_regenerate

@@ -128,7 +128,7 @@ def false_findings(save, *, embedder, first: int = 1) -> dict:
     """Check every turn of `save` as proposed after the turn before it (all clean): count the findings by kind."""
     from studio.memory.continuity.guard import continuity_check
     from studio.memory.continuity.settings import guard_settings
-    from studio.saves.models import Event
+    from studio.world.models import Event
 
     settings = guard_settings({"continuity_guard_judge": "false"})
     counts = {"leak": 0, "presence": 0, "contradiction": 0}
@@ -163,7 +163,7 @@ def naive_leaks(data: dict, knowledge: dict) -> dict:
 
 
 def deterministic(args) -> dict:
-    from studio.saves.models import Save
+    from studio.world.models import Save
     from studio.universes.demo.loader import demo_load
 
     data = json.loads(SCENARIO.read_text())
@@ -226,7 +226,7 @@ def main() -> None:
     if args.judge:
         import continuity_llm
 
-        from studio.saves.models import Save
+        from studio.world.models import Save
         from studio.universes.demo.loader import demo_load
 
         data, knowledge = json.loads(SCENARIO.read_text()), json.loads(KNOWLEDGE.read_text())

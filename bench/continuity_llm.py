@@ -166,7 +166,7 @@ def judge_rates(*, save, demo, data: dict, embedder, out_path: Path) -> str:
     from studio.memory.continuity.guard import continuity_check
     from studio.memory.continuity.settings import guard_settings
     from studio.memory.llm import get_llm_backend
-    from studio.saves.models import Event
+    from studio.world.models import Event
 
     backend = get_llm_backend()
     if backend is None:

@@ -84,7 +84,7 @@ def replay_chapters(game_save, meta: dict) -> tuple[list, list[dict], int]:
     from studio.memory.chapters.selectors import chapter_settings
     from studio.memory.chapters.services import chapter_after_turn
     from studio.memory.models import Job, JobKind, LLMCall
-    from studio.saves.models import Save, StateCache
+    from studio.world.models import Save, StateCache
 
     config = chapter_settings(universe_meta=meta)
     print(f"{game_save.current_turn} turns; {config}", flush=True)

@@ -151,7 +151,7 @@ def main() -> int:
 
     from studio.memory.vector import get_vector_memory
     from studio.saves.checkpoints import CheckpointManager
-    from studio.saves.models import MemoryMode, Save
+    from studio.world.models import MemoryMode, Save
     from studio.saves.services import save_create
     from studio.universes.demo.loader import demo_load
 

@@ -48,7 +48,7 @@ def main() -> int:
     from dataclasses import replace
 
     from studio.memory.recall import policy
-    from studio.universes.models import Universe
+    from studio.world.models import Universe
 
     if args.following is not None:  # the knob is the code's (no Universe_Meta key): the defaults every context starts from
         policy.DEFAULT_POLICY = replace(policy.DEFAULT_POLICY, excerpt_following=args.following)

@@ -76,7 +76,7 @@ def build_save(universe, name: str, *, turns: int, facts: int, beliefs: int, mod
     """Create a save with bulk inserts (the derived columns set as the models' save() would)."""
     from studio.memory.models import Fact, Job, JobKind, JobStatus, MentalModel, Observation
     from studio.memory.models import entity_index_for, subject_key_for
-    from studio.saves.models import Event, Save, StateCache
+    from studio.world.models import Event, Save, StateCache
 
     rng = random.Random(seed)
     save = Save.objects.create(universe=universe, name=name, memory_mode="living", current_turn=turns)
@@ -192,7 +192,7 @@ def main() -> None:
     from studio.memory.models import Fact, Observation
     from studio.memory.vector import get_vector_memory
     from studio.roles import PLAYTESTERS
-    from studio.universes.models import Universe
+    from studio.world.models import Universe
 
     user = User.objects.create_user("bench-playtester", password="x")
     user.groups.add(Group.objects.get(name=PLAYTESTERS))

@@ -169,9 +169,8 @@ def score_context(context, truth: Truth, n: int) -> dict:
 def scenario_save(data: dict):
     """Return a fresh save of the scenario (its secrets loaded into the demo universe, loaded first if needed)."""
     from studio.saves.demo_knowledge import scenario_save_create, scenario_secrets_load
-    from studio.saves.models import Save
+    from studio.world.models import Save, Universe
     from studio.universes.demo.loader import demo_load
-    from studio.universes.models import Universe
 
     if not Universe.objects.filter(slug="the-drowned-reach").exists():
         demo_load()

@@ -270,7 +270,7 @@ def belief_restatement(*, out_path: Path, turns: int = 0) -> str:
     from studio.saves.demo_living import LIVING_SAVE_FILE, PROVENANCE_FILE, demo_living_load
     from studio.saves.portable.services import save_import
     from studio.universes.demo.loader import demo_load
-    from studio.universes.models import Universe
+    from studio.world.models import Universe
 
     dispatch.send = lambda job_id, countdown=0: None  # no embedding jobs: only the beliefs are measured
     if not Universe.objects.filter(slug="the-drowned-reach").exists():

@@ -222,7 +222,7 @@ def run_conversation(cid: str, conv: dict, sessions: list[int], proxy, embed: Em
 
     from studio.memory.models import Fact, LLMCall, MentalModel, Observation
     from studio.saves.services import save_create, turn_append
-    from studio.universes.models import Universe, UniverseMeta
+    from studio.world.models import Universe, UniverseMeta
 
     universe = Universe.objects.create(name=f"LoCoMo {cid}", slug=f"locomo-{cid}-{int(time.time())}")
     UniverseMeta.objects.create(

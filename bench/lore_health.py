@@ -47,10 +47,9 @@ def main() -> None:
     setup_django()
     from django.contrib.auth.models import User
 
-    from studio.saves.models import Event, Save
+    from studio.world.models import Event, LoreEntry, Save, Universe, UniverseMeta
     from studio.universes.lore_health import lore_health
     from studio.universes.lore_tester import lore_key_test
-    from studio.universes.models import LoreEntry, Universe, UniverseMeta
 
     rng = random.Random(args.seed)
     specs, all_keys = build_book(args.entries, args.keys, rng)

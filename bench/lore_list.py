@@ -58,7 +58,7 @@ from django.test.utils import CaptureQueriesContext  # noqa: E402
 
 from studio.roles import AUTHORS  # noqa: E402
 from studio.memory.embeddings.counting import text_counts, token_method  # noqa: E402
-from studio.universes.models import EmbeddingState, LoreEntry, LoreKind, Universe  # noqa: E402
+from studio.world.models import EmbeddingState, LoreEntry, LoreKind, Universe  # noqa: E402
 from studio.universes.selectors import lore_book_totals, lore_entry_search, lore_rows  # noqa: E402
 
 VOCABULARY = (

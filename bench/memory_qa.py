@@ -305,7 +305,7 @@ def main() -> int:
     from studio.memory.embeddings.tokens import count_tokens
     from studio.memory.recall.policy import DEFAULT_POLICY
     from studio.memory.vector import get_vector_memory
-    from studio.universes.models import Universe, UniverseMeta
+    from studio.world.models import Universe, UniverseMeta
 
     vm = get_vector_memory()
     default_config = vm.config

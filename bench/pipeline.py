@@ -87,7 +87,7 @@ def setup(workdir: str, *, redis_url: str = "", queue: str = "", llm_url: str = 
 
 
 def make_universe(name: str):
-    from studio.universes.models import LoreEntry, Universe, UniverseMeta
+    from studio.world.models import LoreEntry, Universe, UniverseMeta
 
     universe = Universe.objects.create(name=name, slug=f"{name.lower()}-{uuid.uuid4().hex[:6]}")
     UniverseMeta.objects.create(universe=universe, key="belief_mission", value="Remember debts and betrayals.")

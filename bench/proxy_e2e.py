@@ -140,9 +140,8 @@ def main() -> int:
 
     from studio.api.services import api_token_create
     from studio.roles import PLAYTESTERS
-    from studio.saves.models import MemoryMode
+    from studio.world.models import Event, LoreEntry, MemoryMode, Universe
     from studio.saves.services import save_create
-    from studio.universes.models import LoreEntry, Universe
     from studio.memory.vector import get_vector_memory
     from tests.llm_server import Reply, ScriptedLLMServer
     from tests.plugins.api import ApiClient
@@ -235,7 +234,6 @@ def main() -> int:
     for index, text in enumerate(MORE[1:] + ["I ring the bell myself."]):
         front.say(text, f"more {index + 1}")
     compare("3 more turns", [1, 2, 3, 4, 5, 6, 7])
-    from studio.saves.models import Event
 
     if swiped_away == swiped:
         never_written = "the swipe gave the same text"

@@ -51,9 +51,9 @@ def main() -> int:
     from studio.api.services import api_token_create
     from studio.proxy import sync
     from studio.roles import PLAYTESTERS
-    from studio.saves.models import MemoryMode, NarratorSnapshot
+    from studio.saves.models import NarratorSnapshot
+    from studio.world.models import LoreEntry, MemoryMode, Universe
     from studio.saves.services import save_create
-    from studio.universes.models import LoreEntry, Universe
     from tests.fakes import make_vector_memory
     from tests.llm_server import Reply, ScriptedLLMServer, operation_of, scripted_pipeline_responder
 

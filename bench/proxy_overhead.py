@@ -55,7 +55,7 @@ def narrative(rng: random.Random, turn: int) -> str:
 
 
 def build(universe, size: int, vectors, rng):
-    from studio.saves.models import Event, MemoryMode, Save, StateCache
+    from studio.world.models import Event, MemoryMode, Save, StateCache
 
     game_save = Save.objects.create(universe=universe, name=f"{size} turns", memory_mode=MemoryMode.CLASSIC)
     events, states, chunks = [], [], []
@@ -102,7 +102,7 @@ def main() -> int:
 
     from studio.api.services import api_token_create
     from studio.roles import PLAYTESTERS
-    from studio.universes.models import LoreEntry, Universe
+    from studio.world.models import LoreEntry, Universe
     from tests.fakes import make_vector_memory
     from tests.llm_server import Reply, ScriptedLLMServer
 

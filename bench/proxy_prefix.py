@@ -85,7 +85,7 @@ def play(exchanges: int, placement: str, meta: dict[str, str]) -> list[dict]:
     """Play the demo's first `exchanges` turns through the proxy with `placement`; one row per request."""
     from studio.memory.recall.macros import macro_names_from_meta, play_meta
     from studio.proxy.services import proxy_prepare
-    from studio.saves.models import Save
+    from studio.world.models import Save
     from studio.saves.services import save_create
     from studio.universes.demo.loader import demo_load, demo_read
 
@@ -140,7 +140,7 @@ def main() -> int:
     setup_django()
     results = {}
     for placement in [p.strip() for p in args.placements.split(",") if p.strip()]:
-        from studio.universes.models import Universe
+        from studio.world.models import Universe
 
         Universe.objects.filter(slug="the-drowned-reach").delete()  # each placement plays a fresh demo universe
         rows = play(args.exchanges, placement, meta)

@@ -53,13 +53,12 @@ def main() -> int:
     from studio.memory.embeddings.tokens import count_tokens
     from studio.roles import PLAYTESTERS
     from studio.saves import portable
-    from studio.saves.models import MemoryMode
+    from studio.world.models import MemoryMode, Universe
     from studio.memory.models import RecordedQuery
     from studio.saves.models import NarratorSnapshot
     from studio.saves.narrator.snapshots import snapshot_prompts
     from studio.saves.portable.recorded import canonical
     from studio.saves.services import save_create
-    from studio.universes.models import Universe
     from tests.fakes import make_vector_memory
     from tests.llm_server import Reply, ScriptedLLMServer
     from tests.proxy.texts import prose

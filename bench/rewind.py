@@ -48,8 +48,7 @@ from django.db import connection, transaction  # noqa: E402
 
 from studio.memory.models import Fact, MentalModel, Observation, entity_index_for, subject_key_for  # noqa: E402
 from studio.saves.checkpoints import CheckpointManager  # noqa: E402
-from studio.saves.models import Event, Save, StateCache  # noqa: E402
-from studio.universes.models import Universe  # noqa: E402
+from studio.world.models import Event, Save, StateCache, Universe  # noqa: E402
 
 TURNS, FACTS, BELIEFS, MODELS, CHUNKS, TARGET = 1000, 10_000, 2_000, 50, 20_000, 500
 DIM = 384

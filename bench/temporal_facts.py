@@ -94,7 +94,7 @@ def load_facts(path: Path, turns: list[dict]) -> tuple[list[dict], tuple[str, st
 def living_save(conv: str, conversation: dict, facts: list[dict], universe):
     """The conversation as a living save (`_common.locomo_save`) holding LoCoMo's facts; {fact id: dia_id}."""
     from studio.memory.facts import Fact, insert_facts
-    from studio.saves.models import MemoryMode, Save
+    from studio.world.models import MemoryMode, Save
 
     game_save = locomo_save(conv, conversation["turns"], universe)
     Save.objects.filter(pk=game_save.pk).update(memory_mode=MemoryMode.LIVING)
@@ -129,7 +129,7 @@ def main() -> int:
     from studio.memory.recall.query_params import ContextParams
     from studio.memory.recall.temporal import time_preference
     from studio.memory.models import subject_key_for
-    from studio.universes.models import Universe
+    from studio.world.models import Universe
 
     def facts_without_preference(game_save, subject_keys, subject_why, turn, prefer=None, **kwargs):
         return fact_items(game_save, subject_keys, subject_why, turn, None, **kwargs)

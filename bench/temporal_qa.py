@@ -117,7 +117,7 @@ def main() -> int:
     from studio.memory.recall.search import memory_search
     from studio.memory.recall.temporal import time_preference
     from studio.memory.vector import get_vector_memory
-    from studio.universes.models import Universe
+    from studio.world.models import Universe
 
     vm = get_vector_memory()
     default = vm.config

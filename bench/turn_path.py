@@ -176,7 +176,7 @@ def bulk_load(universe, size: int, vectors, rng: random.Random, bulk_embedder) -
     from studio.memory.knowledge.models import Presence, PresenceSource
     from studio.memory.models import Job, JobKind, JobStatus, LoreActivation
     from studio.memory.retrieval import chunks as chunk_module
-    from studio.saves.models import Event, MemoryMode, Save, StateCache
+    from studio.world.models import Event, MemoryMode, Save, StateCache
 
     game_save = Save.objects.create(universe=universe, name=f"{size} turns", memory_mode=MemoryMode.CLASSIC,
                                     meta=universe.meta_values())
@@ -443,7 +443,7 @@ def _run_stack(args, workdir: Path) -> int:
 
     from studio.memory.embeddings.embedding import get_embedder
     from studio.memory.vector import get_vector_memory
-    from studio.universes.models import LoreEntry, Universe
+    from studio.world.models import LoreEntry, Universe
     from tests.fakes import HashingEmbedder
 
     embedder = get_embedder()

@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "ninja",  # the API's Swagger UI static files (studio/api/views_docs.py)
+    "studio.world",
     "studio.universes",
     "studio.saves",
     "studio.memory",

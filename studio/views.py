@@ -6,7 +6,7 @@ from django.shortcuts import redirect, render
 from django.templatetags.static import static
 from django.views.decorators.http import require_GET
 
-from studio.saves.models import Save
+from studio.world.models import Save
 from studio.universes.selectors import universe_list_for_user
 
 

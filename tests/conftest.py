@@ -21,8 +21,7 @@ from hypothesis import settings as hypothesis_settings
 from django.contrib.auth.models import Group, User
 
 from studio.roles import AUTHORS, PLAYTESTERS
-from studio.saves.models import Event, Save
-from studio.universes.models import LoreEntry, Universe, UniverseMeta
+from studio.world.models import Event, LoreEntry, Save, Universe, UniverseMeta
 
 pytest_plugins = [
     "tests.fakes",

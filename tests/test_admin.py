@@ -8,7 +8,8 @@ from django.urls import reverse
 
 from studio.api.services import api_token_create
 from studio.memory.models import Fact, Job, LLMCall, MentalModel, Observation, RecordedQuery, VectorCorpusChange, VectorCorpusVersion
-from studio.saves.models import NarratorSnapshot, StateCache
+from studio.saves.models import NarratorSnapshot
+from studio.world.models import StateCache
 from studio.universes.models import LoreRevision
 
 

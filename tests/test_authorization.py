@@ -21,7 +21,8 @@ from django.db import transaction
 from studio.api.services import api_token_create
 from studio.memory.models import Job, Observation
 from studio.roles import AUTHORS
-from studio.universes.models import LoreRevision, UniverseMeta
+from studio.universes.models import LoreRevision
+from studio.world.models import UniverseMeta
 
 from tests.support.images import png
 from tests.support.routes import ROLES, RULES, allowed, refusal, routes, url_for

@@ -13,8 +13,8 @@ from django.db import transaction
 
 from studio.api.services import api_token_create
 from studio.memory.models import Fact, Job, LLMCall, MentalModel, Observation, RecordedQuery
-from studio.saves.models import Event, StateCache
-from studio.universes.models import LoreEntry, LoreRevision, UniverseMeta
+from studio.world.models import Event, LoreEntry, StateCache, UniverseMeta
+from studio.universes.models import LoreRevision
 
 from tests.support.routes import RULES, routes, url_for
 

@@ -26,10 +26,10 @@ from studio.memory.knowledge.models import Presence, Reveal
 from studio.memory.knowledge.reveals import reveal_add
 from studio.memory.knowledge.presence import presence_set
 from studio.saves import portable
-from studio.saves.models import Event, MemoryMode, NarratorAlternative, NarratorDraft, PlaySettings, Save
+from studio.saves.models import NarratorAlternative, NarratorDraft, PlaySettings
+from studio.world.models import Event, MemoryMode, Save, UniverseMeta
 from studio.saves.narrator.play_settings import play_settings_update
 from studio.saves.services import save_create, turn_append
-from studio.universes.models import UniverseMeta
 from tests.llm_server import Reply, serve_as_studio_model
 
 pytestmark = pytest.mark.django_db

@@ -3,8 +3,7 @@ import pytest
 from django.db import IntegrityError, transaction
 
 from studio.memory.models import Fact, MentalModel, Observation, entity_index_for
-from studio.saves.models import Event, Save, StateCache
-from studio.universes.models import LoreEntry, Universe, UniverseMeta
+from studio.world.models import Event, LoreEntry, Save, StateCache, Universe, UniverseMeta
 
 
 def test_meta_key_unique_per_universe(universe):

@@ -26,9 +26,8 @@ from studio.memory.recall.search import memory_horizon, memory_search
 from studio.memory.selectors import belief_list_at_turn, fact_list_at_turn, mental_model_list_at_turn
 from studio.roles import is_author, is_playtester
 from studio.saves.access import Access, require, save_for, universe_for
-from studio.saves.models import Event, Save, StateCache
+from studio.world.models import Event, Save, StateCache, UniverseMeta
 from studio.saves.selectors import save_list_for_user
-from studio.universes.models import UniverseMeta
 from studio.universes.selectors import universe_list_for_user
 
 

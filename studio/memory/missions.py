@@ -33,8 +33,7 @@ BELIEF_MISSIONS_KEY = "belief_missions"
 
 def _meta_value(universe: Any, key: str) -> str:
     """Return the raw meta value for `key` of a Universe, a universe pk, or a Save ("" if unset)."""
-    from studio.saves.models import Save
-    from studio.universes.models import Universe, UniverseMeta
+    from studio.world.models import Save, Universe, UniverseMeta
 
     if universe is None:
         return ""

@@ -29,7 +29,7 @@ def subject_key_for(subject: str) -> str:
 
 
 class Fact(models.Model):
-    game_save = models.ForeignKey("saves.Save", on_delete=models.CASCADE, related_name="facts")
+    game_save = models.ForeignKey("world.Save", on_delete=models.CASCADE, related_name="facts")
     turn_id = models.PositiveIntegerField()
     statement = models.TextField()
     fact_type = models.CharField(max_length=40, default="world")
@@ -67,7 +67,7 @@ class LiveObservationManager(models.Manager):
 class Observation(models.Model):
     """A consolidated belief; `sources` is a list of {"fact_id", "turn_id"} (the rollback key)."""
 
-    game_save = models.ForeignKey("saves.Save", on_delete=models.CASCADE, related_name="observations")
+    game_save = models.ForeignKey("world.Save", on_delete=models.CASCADE, related_name="observations")
     statement = models.TextField()
     subject = models.CharField(max_length=200, blank=True)
     subject_key = models.CharField(max_length=200, blank=True, editable=False)
@@ -118,7 +118,7 @@ class Observation(models.Model):
 class MentalModel(models.Model):
     """One curated profile per (save, subject); `versions` keeps each summary with its turn."""
 
-    game_save = models.ForeignKey("saves.Save", on_delete=models.CASCADE, related_name="mental_models")
+    game_save = models.ForeignKey("world.Save", on_delete=models.CASCADE, related_name="mental_models")
     subject = models.CharField(max_length=200, blank=True)
     subject_key = models.CharField(max_length=200, blank=True, editable=False)
     summary = models.TextField()
@@ -206,10 +206,10 @@ class JobStatus(models.TextChoices):
 class Job(models.Model):
     kind = models.CharField(max_length=20, choices=JobKind.choices)
     universe = models.ForeignKey(
-        "universes.Universe", null=True, blank=True, on_delete=models.CASCADE, related_name="jobs"
+        "world.Universe", null=True, blank=True, on_delete=models.CASCADE, related_name="jobs"
     )
     game_save = models.ForeignKey(
-        "saves.Save", null=True, blank=True, on_delete=models.CASCADE, related_name="jobs"
+        "world.Save", null=True, blank=True, on_delete=models.CASCADE, related_name="jobs"
     )
     turn_id = models.PositiveIntegerField(null=True, blank=True)
     timeline_generation = models.PositiveIntegerField(default=0)
@@ -269,7 +269,7 @@ class LLMCall(models.Model):
     """One call to the LLM endpoint, for the spend guard and for admins."""
 
     game_save = models.ForeignKey(
-        "saves.Save", null=True, blank=True, on_delete=models.SET_NULL, related_name="llm_calls"
+        "world.Save", null=True, blank=True, on_delete=models.SET_NULL, related_name="llm_calls"
     )
     job = models.ForeignKey(
         Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="llm_call_log"
@@ -307,7 +307,7 @@ class LLMCall(models.Model):
 class RecordedQuery(models.Model):
     """A memory query made during play, kept so a lore edit can be replayed against it."""
 
-    game_save = models.ForeignKey("saves.Save", on_delete=models.CASCADE, related_name="recorded_queries")
+    game_save = models.ForeignKey("world.Save", on_delete=models.CASCADE, related_name="recorded_queries")
     turn_id = models.PositiveIntegerField()
     query_text = models.TextField()
     params = models.JSONField(default=dict, blank=True)
@@ -333,7 +333,7 @@ class LoreActivation(models.Model):
     N is the row with the highest turn <= N (studio/memory/lore/activation_state.py).
     """
 
-    game_save = models.ForeignKey("saves.Save", on_delete=models.CASCADE, related_name="lore_activations")
+    game_save = models.ForeignKey("world.Save", on_delete=models.CASCADE, related_name="lore_activations")
     turn_id = models.PositiveIntegerField()
     state = models.JSONField(default=dict, blank=True)
     activated = models.JSONField(default=list, blank=True)

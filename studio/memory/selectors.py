@@ -30,7 +30,7 @@ from studio.memory import observations as engine_observations
 from studio.memory.jobs.selectors import jobs_active_for_save, jobs_for_save
 from studio.memory.models import ENTITY_SEPARATOR, Fact, Job, MentalModel, Observation, subject_key_for
 from studio.memory.observations import compute_trend
-from studio.saves.models import Save
+from studio.world.models import Save
 
 FACTS_PER_PAGE = 50
 BELIEFS_PER_PAGE = 50

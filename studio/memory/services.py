@@ -12,7 +12,7 @@ from django.db import transaction
 
 from studio.memory.jobs import enqueue_refresh_models
 from studio.memory.models import Job, MentalModel
-from studio.saves.models import Save
+from studio.world.models import Save
 
 
 def mental_models_refresh_request(*, game_save: Save, model_id: int | None = None) -> Job:

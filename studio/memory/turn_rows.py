@@ -43,7 +43,7 @@ def save_pk_for(save_id) -> int:
     Raise `Save.DoesNotExist` for an unknown id: writing memory for a save that does not
     exist is a caller bug, not something to paper over.
     """
-    from studio.saves.models import Save
+    from studio.world.models import Save
 
     if isinstance(save_id, Save):
         return save_id.pk

@@ -28,9 +28,9 @@ from django.db import transaction
 
 from studio.proxy.history import Chat
 from studio.proxy.models import ProxyChat
-from studio.saves.models import DraftStatus, Event, MemoryMode, NarratorDraft, Save
+from studio.saves.models import DraftStatus, NarratorDraft
+from studio.world.models import Event, MemoryMode, Save, Universe
 from studio.saves.services import save_create, turn_append
-from studio.universes.models import Universe
 
 MAX_CANDIDATES = 50
 NAME_CHARS = 60

@@ -39,7 +39,7 @@ from django.utils import timezone
 
 from studio.proxy.models import ProxyRequest
 from studio.saves.errors import TurnConflict
-from studio.saves.models import Save
+from studio.world.models import Save
 from studio.saves.services import PendingVectorCleanupError, finish_pending_vector_rollback
 
 RETRY_MEMORY = timedelta(hours=1)  # the openai client's retries come within seconds; a day of keys is noise

@@ -15,7 +15,7 @@ class ProxyRequest(models.Model):
     Not per turn: a rewind keeps it (a retry after a rewind by someone else must still be refused).
     """
 
-    game_save = models.ForeignKey("saves.Save", on_delete=models.CASCADE, related_name="proxy_requests")
+    game_save = models.ForeignKey("world.Save", on_delete=models.CASCADE, related_name="proxy_requests")
     key = models.CharField(max_length=64, help_text="sha256 of the Idempotency-Key, or of the body.")
     mark = models.CharField(max_length=80, help_text="The save's generation:turn:written-at after the last write.")
     lost = models.BooleanField(default=False, help_text="It lost a race: its retries are refused.")
@@ -37,9 +37,9 @@ class ProxyChat(models.Model):
     to a chat by accident.
     """
 
-    game_save = models.OneToOneField("saves.Save", on_delete=models.CASCADE, related_name="proxy_chat")
+    game_save = models.OneToOneField("world.Save", on_delete=models.CASCADE, related_name="proxy_chat")
     user = models.ForeignKey("auth.User", on_delete=models.CASCADE, related_name="proxy_chats")
-    universe = models.ForeignKey("universes.Universe", on_delete=models.CASCADE, related_name="proxy_chats")
+    universe = models.ForeignKey("world.Universe", on_delete=models.CASCADE, related_name="proxy_chats")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -40,7 +40,8 @@ from studio.proxy.guard import RequestKey, SaveGuard, lost
 from studio.proxy.history import Chat, content_text, inject, read_chat
 from studio.proxy.sync import SyncResult, proxy_sync, with_opening
 from studio.saves.errors import TurnConflict
-from studio.saves.models import AlternativeStatus, DraftStatus, NarratorAlternative, NarratorDraft, Save
+from studio.saves.models import AlternativeStatus, DraftStatus, NarratorAlternative, NarratorDraft
+from studio.world.models import Save
 from studio.saves.narrator.prompt import narrator_budget
 from studio.saves.narrator.services import answer_values, narrator_alternative_add
 

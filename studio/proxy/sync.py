@@ -50,7 +50,8 @@ from django.db import connection, transaction
 from studio.proxy.guard import SaveGuard
 from studio.proxy.history import Chat
 from studio.saves.checkpoints import CheckpointManager
-from studio.saves.models import DraftStatus, Event, NarratorAlternative, NarratorDraft, Save
+from studio.saves.models import DraftStatus, NarratorAlternative, NarratorDraft
+from studio.world.models import Event, Save
 from studio.saves.narrator.guard import check_settled
 from studio.saves.narrator.services import NarratorError, narrator_accept
 from studio.saves.services import turn_append, turn_update_narrative

@@ -8,7 +8,7 @@ Pages get 404 / 403 from these errors, the API its `not_found` / `permission_den
 """
 from __future__ import annotations
 
-from studio.saves.models import Save
+from studio.world.models import Save
 from studio.saves.selectors import save_list_for_user
 from studio.universes.access import Access, NotFound, RoleRequired, may, require, universe_for
 

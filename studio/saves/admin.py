@@ -1,7 +1,8 @@
 """Admin for saves and their Event_Log / State_Cache."""
 from django.contrib import admin
 
-from studio.saves.models import Event, MemoryTestResult, NarratorSnapshot, Save, StateCache
+from studio.saves.models import MemoryTestResult, NarratorSnapshot
+from studio.world.models import Event, Save, StateCache
 
 
 @admin.register(Save)

@@ -54,7 +54,7 @@ from studio.memory.models import Job, JobKind, JobStatus
 from studio.memory.observations import BELIEF_ROLLBACK, Observation, beliefs_to_roll_back
 from studio.saves import checkpoint_rows
 from studio.saves.errors import TurnConflict
-from studio.saves.models import Event, Save
+from studio.world.models import Event, Save
 from studio.saves.vector_jobs import PENDING_STATUSES
 
 __all__ = [

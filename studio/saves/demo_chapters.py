@@ -30,7 +30,7 @@ from django.db import transaction
 from studio.memory.chapters.models import Chapter, ChapterCloseReason, SummaryStatus
 from studio.memory.chapters.timeline import COPIED_FIELDS
 from studio.saves.demo_living import chapters_text, provenance_read
-from studio.saves.models import Save
+from studio.world.models import Save
 from studio.universes.demo.loader import DEMO_DIR, DemoDataError
 
 CHAPTERS_DIR = DEMO_DIR / "chapters"

@@ -28,9 +28,9 @@ from studio.memory.facts import Fact, insert_facts
 from studio.memory.knowledge.names import character_index
 from studio.memory.knowledge.presence import presence_record_turn
 from studio.memory.knowledge.reveals import reveals_from_state
-from studio.saves.models import Event, MemoryMode, Save, StateCache
+from studio.world.models import Event, LoreEntry, LoreKind, MemoryMode, Save, StateCache
 from studio.universes.demo.loader import DemoDataError
-from studio.universes.models import LoreEntry, LoreKind, LoreRevision
+from studio.universes.models import LoreRevision
 from studio.universes.services.lore import lore_entry_create, lore_entry_update
 
 SCENARIO_FILE = Path(__file__).resolve().parents[2] / "bench" / "data" / "knowledge" / "scenario.json"

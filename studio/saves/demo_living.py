@@ -34,7 +34,7 @@ from typing import Any
 from django.db import transaction
 
 from studio.plural import counted
-from studio.saves.models import Save
+from studio.world.models import Save
 from studio.universes.demo.loader import DEMO_DIR, DemoDataError
 
 logger = logging.getLogger(__name__)

@@ -10,8 +10,7 @@ from __future__ import annotations
 from django import forms
 
 from studio import limits
-from studio.saves.models import MemoryMode
-from studio.universes.models import Universe
+from studio.world.models import MemoryMode, Universe
 
 MAX_IMPORT_BYTES = 5 * 1024 * 1024
 

@@ -34,8 +34,7 @@ from django.db import transaction
 from studio import limits
 from studio.memory.knowledge.presence import presence_state_errors
 from studio.memory.knowledge.reveals import reveal_state_errors
-from studio.saves.models import Save
-from studio.universes.models import Universe
+from studio.world.models import Save, Universe
 
 MAX_TURNS = 20_000
 LOCOMO_CHUNK_TYPE = "narrative"
@@ -224,7 +223,7 @@ def import_locomo(
     """
     from django.utils import timezone
 
-    from studio.saves.models import Event, MemoryMode, StateCache
+    from studio.world.models import Event, MemoryMode, StateCache
     from studio.saves.services import save_create
 
     with transaction.atomic():

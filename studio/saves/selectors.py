@@ -16,8 +16,7 @@ from django.db.models.functions import Coalesce
 from django.http import Http404
 
 from studio.memory.models import Fact, Job, MentalModel, Observation
-from studio.saves.models import Event, Save
-from studio.universes.models import Universe
+from studio.world.models import Event, Save, Universe
 from studio.universes.selectors import universe_list_for_user
 
 TIMELINE_TURNS_PER_PAGE = 20

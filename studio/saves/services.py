@@ -38,7 +38,7 @@ from studio.memory.lore.activation_state import lore_activation_record_turn
 from studio.memory.vector import VectorStoreError
 from studio.saves.checkpoints import CheckpointManager
 from studio.saves.errors import TurnConflict
-from studio.saves.models import Event, MemoryMode, Save, StateCache
+from studio.world.models import Event, MemoryMode, Save, StateCache
 from studio.universes.services.persona import persona_settle
 
 __all__ = [

@@ -8,7 +8,8 @@ a fork copies those up to N. The Save itself and a draft's alternatives are decl
 from __future__ import annotations
 
 from studio.memory import timeline
-from studio.saves.models import Event, NarratorAlternative, NarratorDraft, NarratorSnapshot, Save, StateCache
+from studio.saves.models import NarratorAlternative, NarratorDraft, NarratorSnapshot
+from studio.world.models import Event, Save, StateCache
 
 TABLES = [
     timeline.TurnTable.plain("events", Event, order=10, section="turns", label="Turns (events)"),

@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from studio.memory.jobs import JobContext
 from studio.memory.models import Job, JobKind, JobStatus
-from studio.saves.models import Event, Save
+from studio.world.models import Event, Save
 
 # A vector job not known to have completed.
 PENDING_STATUSES = (JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.FAILED)

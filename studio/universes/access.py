@@ -21,7 +21,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
 from studio.roles import is_author, is_playtester
-from studio.universes.models import Universe
+from studio.world.models import Universe
 from studio.universes.selectors import universe_list_for_user
 
 

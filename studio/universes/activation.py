@@ -25,7 +25,7 @@ from studio.memory.lore_activation import (
     parse_regex_key,
 )
 from studio.universes.interchange import MAX_KEY_CHARS, MAX_KEYS
-from studio.universes.models import AfterFirstMatch, ForcedActivation, LorePosition, LoreRole, SelectiveLogic
+from studio.world.models import AfterFirstMatch, ForcedActivation, LorePosition, LoreRole, SelectiveLogic
 
 MAX_DEPTH = 10_000
 MAX_WINDOW = 100_000  # sticky / cooldown / delay / decorator counts, in messages or narrations

@@ -1,7 +1,8 @@
 """Admin for universes: meta and lore edited inline under their universe."""
 from django.contrib import admin
 
-from studio.universes.models import LoreEntry, LoreRevision, MemoryTest, Universe, UniverseMeta
+from studio.universes.models import LoreRevision, MemoryTest
+from studio.world.models import LoreEntry, Universe, UniverseMeta
 
 
 class UniverseMetaInline(admin.TabularInline):

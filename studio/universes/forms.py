@@ -9,7 +9,7 @@ from django.core.validators import validate_slug
 
 from studio.universes import activation as activation_fields
 from studio.universes.interchange import MAX_TEXT_CHARS
-from studio.universes.models import LoreKind
+from studio.world.models import LoreKind
 from studio.universes.selectors import LORE_SORTS, lore_title_index
 from studio.universes.services import MAX_MISSION_CHARS, meta_validate
 

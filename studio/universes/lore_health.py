@@ -40,7 +40,7 @@ from studio.memory.lore_activation import (
 from studio.memory.lore.activation_state import history_turns, lore_seed_for, universe_book
 from studio.memory.recall.context_lore import context_budget_from_meta
 from studio.memory.recall.macros import macro_names
-from studio.saves.models import Event
+from studio.world.models import Event
 
 
 DEFAULT_SHARE = 50  # percent of the lore budget one entry may take before it is flagged

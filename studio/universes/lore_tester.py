@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from studio.memory.lore_activation import REGEX_TIMEOUT, activate, activation_seed, scan_messages
 from studio.memory.lore.activation_state import activation_state_as_of, history_turns, lore_seed_for, universe_book
 from studio.memory.recall.macros import macro_names
-from studio.saves.models import Event
+from studio.world.models import Event
 
 
 MAX_TEXT_CHARS = 20_000

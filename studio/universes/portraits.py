@@ -96,7 +96,8 @@ def portrait_release(reference) -> bool:
     from django.db.models import TextField
     from django.db.models.functions import Cast
 
-    from studio.universes.models import LoreEntry, LoreRevision, UniverseMeta
+    from studio.universes.models import LoreRevision
+    from studio.world.models import LoreEntry, UniverseMeta
 
     digest = reference.get("sha256") if isinstance(reference, dict) else None
     if not isinstance(digest, str) or not SHA_RE.match(digest):

@@ -9,7 +9,8 @@ from django.db.models.functions import Cast, Lower
 from django.shortcuts import get_object_or_404
 
 from studio.memory.embeddings.counting import text_counts
-from studio.universes.models import EmbeddingState, LoreEntry, LoreRevision, Universe
+from studio.universes.models import LoreRevision
+from studio.world.models import EmbeddingState, LoreEntry, Universe
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ def universe_list_with_counts(*, user) -> QuerySet[Universe]:
 
 def universe_delete_summary(*, universe: Universe) -> dict[str, int]:
     """Count what goes with a universe when it is deleted."""
-    from studio.saves.models import Event
+    from studio.world.models import Event
 
     return {
         "lore_entries": universe.lore_entries.count(),

@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import User
 
-from studio.saves.models import Save, StateCache
-from studio.universes.models import Universe
+from studio.world.models import Save, StateCache, Universe
 
 
 @pytest.fixture

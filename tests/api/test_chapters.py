@@ -6,7 +6,7 @@ import json
 import pytest
 
 from studio.memory.chapters.models import Chapter
-from studio.universes.models import UniverseMeta
+from studio.world.models import UniverseMeta
 
 pytestmark = pytest.mark.django_db
 

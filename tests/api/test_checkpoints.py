@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from studio.memory import facts as F
-from studio.saves.models import Event, Save
+from studio.world.models import Event, Save
 
 from .conftest import error_code
 

@@ -5,7 +5,7 @@ import pytest
 from django.db import OperationalError
 from django.test import Client
 
-from studio.saves.models import Save
+from studio.world.models import Save
 
 from tests.plugins.api import ApiClient
 

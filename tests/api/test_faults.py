@@ -13,7 +13,7 @@ from django.db import connection
 
 from studio.memory.jobs import QUEUE_DOWN_PREFIX
 from studio.memory.models import Job, JobKind, JobStatus
-from studio.saves.models import Event
+from studio.world.models import Event
 from tests.fakes import HashingEmbedder
 
 from .conftest import error_code

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from studio.saves.models import Event, Save
+from studio.world.models import Event, Save
 
 pytestmark = pytest.mark.django_db
 

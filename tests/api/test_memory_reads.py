@@ -6,7 +6,7 @@ import pytest
 from studio.memory import facts as F
 from studio.memory import mental_models as MM
 from studio.memory import observations as O
-from studio.saves.models import Event
+from studio.world.models import Event
 
 from .conftest import error_code
 

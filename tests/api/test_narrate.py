@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from studio.memory.models import LLMCall
-from studio.saves.models import Event, NarratorDraft
+from studio.saves.models import NarratorDraft
+from studio.world.models import Event
 from tests.plugins.narrator import STORY
 
 pytestmark = pytest.mark.django_db

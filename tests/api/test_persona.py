@@ -7,7 +7,7 @@ import pytest
 from PIL import Image
 
 from studio.universes import services
-from studio.universes.models import UniverseMeta
+from studio.world.models import UniverseMeta
 
 pytestmark = pytest.mark.django_db
 

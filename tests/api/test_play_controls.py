@@ -8,7 +8,8 @@ import json
 import pytest
 
 from studio.memory.models import LLMCall
-from studio.saves.models import Event, NarratorDraft, PlaySettings
+from studio.saves.models import NarratorDraft, PlaySettings
+from studio.world.models import Event
 from tests.llm_server import Reply, operation_of, user_prompt
 from tests.plugins.narrator import STORY
 from tests.support.openapi import schema_validator

@@ -8,7 +8,8 @@ from django.db import connections
 
 from studio.memory.chapters.services import ChapterError, chapter_close, chapter_summary_edit
 from studio.saves.checkpoints import CheckpointManager
-from studio.saves.models import PlaySettings, Save
+from studio.saves.models import PlaySettings
+from studio.world.models import Save
 from studio.saves.narrator.play_settings import play_settings_update
 from tests.api.conftest import error_code
 from tests.fakes import FakeVectorMemory

@@ -5,7 +5,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from studio.saves.models import Save
+from studio.world.models import Save
 from studio.saves.services import turn_append
 
 pytestmark = pytest.mark.django_db

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from studio.saves.models import Event
+from studio.world.models import Event, LoreEntry
 from studio.memory.lore_activation import REGEX_BUDGET, REGEX_TIMEOUT
-from studio.universes.models import LoreEntry
 from tests.support.regex_bombs import BOMB, BOMB_TEXT, bomb_keys, store_bomb
 
 pytestmark = pytest.mark.django_db

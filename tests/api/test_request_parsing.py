@@ -12,7 +12,7 @@ import json
 import pytest
 
 from studio.api.http import MAX_JSON_DEPTH
-from studio.saves.models import Event, Save
+from studio.world.models import Event, Save
 
 from .conftest import error_code
 

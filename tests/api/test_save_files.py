@@ -9,8 +9,7 @@ from jsonschema import Draft202012Validator
 
 from studio.api.openapi import build_openapi
 from studio.saves import portable
-from studio.saves.models import Save
-from studio.universes.models import Universe
+from studio.world.models import Save, Universe
 from tests.saves.portable_support import rich_save, table_counts
 
 from .conftest import error_code

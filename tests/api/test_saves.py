@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from studio.saves.models import Save
+from studio.world.models import Save
 
 from .conftest import error_code
 

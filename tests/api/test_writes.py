@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from studio.memory.models import Job, JobKind
-from studio.saves.models import Event, Save, StateCache
+from studio.world.models import Event, Save, StateCache
 
 from .conftest import error_code
 

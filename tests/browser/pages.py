@@ -95,7 +95,7 @@ def build_world(*, universe, game_save, author, vector_memory) -> World:
     from studio.memory.models import Fact, Job, JobKind, JobStatus, MentalModel, Observation, RecordedQuery
     from studio.universes import services
     from studio.saves.models import NarratorAlternative, NarratorDraft, NarratorSnapshot
-    from studio.universes.models import LoreEntry
+    from studio.world.models import LoreEntry
 
     kael = universe.lore_entries.get(entry_id="kael")
     port = universe.lore_entries.get(entry_id="port-vey")

@@ -14,7 +14,7 @@ import json
 import pytest
 from playwright.sync_api import expect
 
-from studio.universes.models import LoreEntry
+from studio.world.models import LoreEntry
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

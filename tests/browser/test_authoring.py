@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 
 from studio.universes import services
 from studio.universes.interchange import card_fields
-from studio.universes.models import EmbeddingState, LoreEntry, Universe
+from studio.world.models import EmbeddingState, LoreEntry, Universe
 
 pytestmark = pytest.mark.browser
 

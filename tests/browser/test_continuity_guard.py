@@ -8,7 +8,7 @@ from playwright.sync_api import expect
 
 from studio.memory.continuity.findings import REGENERATE_HEADING
 from studio.memory.continuity.models import ContinuityFinding
-from studio.saves.models import Event, Save
+from studio.world.models import Event, Save
 from studio.saves.services import turn_append
 from tests.llm_server import Reply, ScriptedLLMServer, operation_of, user_prompt
 

@@ -11,7 +11,7 @@ import io
 import pytest
 from django.core.management import call_command
 
-from studio.universes.models import Universe
+from studio.world.models import Universe
 from tests.browser.pages import overflow
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

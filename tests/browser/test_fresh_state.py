@@ -13,7 +13,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from studio.saves.models import Event, Save
+from studio.world.models import Event, Save
 from studio.universes import services
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

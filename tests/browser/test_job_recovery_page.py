@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from studio.memory.models import Job, JobKind, JobStatus
-from studio.saves.models import Save
+from studio.world.models import Save
 from tests.browser.pages import overflow
 from tests.fakes import vector_memory  # noqa: F401  (fixture)
 

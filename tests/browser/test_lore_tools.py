@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from studio.universes.models import LoreEntry
+from studio.world.models import LoreEntry
 
 pytestmark = pytest.mark.browser
 

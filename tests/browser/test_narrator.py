@@ -9,7 +9,8 @@ import pytest
 from django.urls import reverse
 from playwright.sync_api import expect
 
-from studio.saves.models import Event, NarratorSnapshot
+from studio.saves.models import NarratorSnapshot
+from studio.world.models import Event
 from tests.llm_server import Reply, ScriptedLLMServer, operation_of
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -8,8 +8,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from studio.saves.models import Save
-from studio.universes.models import UniverseMeta
+from studio.world.models import Save, UniverseMeta
 
 pytestmark = pytest.mark.browser
 

@@ -9,7 +9,8 @@ import json
 import pytest
 from playwright.sync_api import expect
 
-from studio.saves.models import Event, NarratorDraft
+from studio.saves.models import NarratorDraft
+from studio.world.models import Event
 from tests.llm_server import Reply, operation_of, serve_as_studio_model
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -38,7 +39,7 @@ def carded_save(universe, author, eager, vector_memory, monkeypatch):
     from studio.saves.services import save_create
     from studio.universes import services
     from studio.universes.interchange import character_card
-    from studio.universes.models import UniverseMeta
+    from studio.world.models import UniverseMeta
 
     monkeypatch.setattr(services.lore, "_sync_lore_now", lambda universe_pk: None)
     card = {"spec": "chara_card_v2", "spec_version": "2.0", "data": {

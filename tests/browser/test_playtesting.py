@@ -8,7 +8,7 @@ import pytest
 
 
 from studio.memory.models import Fact, Observation
-from studio.saves.models import Event, Save
+from studio.world.models import Event, Save
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

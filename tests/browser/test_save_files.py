@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from studio.saves import portable
-from studio.saves.models import Save
+from studio.world.models import Save
 from tests.saves.portable_support import rich_save
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

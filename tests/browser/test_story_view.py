@@ -9,7 +9,8 @@ import itertools
 import pytest
 from playwright.sync_api import expect
 
-from studio.saves.models import AlternativeStatus, DraftStatus, Event, NarratorAlternative, NarratorDraft
+from studio.saves.models import AlternativeStatus, DraftStatus, NarratorAlternative, NarratorDraft
+from studio.world.models import Event
 from tests.browser.conftest import ARTIFACTS
 from tests.llm_server import Reply, operation_of, serve_as_studio_model
 
@@ -186,7 +187,7 @@ def test_an_opening_chosen_from_alternate_greetings_on_a_universe_without_a_card
     from django.contrib.auth.models import Group
 
     from studio.roles import PLAYTESTERS
-    from studio.saves.models import Save
+    from studio.world.models import Save
 
     settings.AXIOM_LLM_BASE_URL = ""  # the opening needs no model
     author.groups.add(Group.objects.get_or_create(name=PLAYTESTERS)[0])

@@ -125,7 +125,7 @@ def test_belief_page_escapes_statements_in_the_svg(client, playtester, memory):
 
 
 def test_belief_of_another_save_is_404(client, playtester, memory, universe):
-    from studio.saves.models import Save
+    from studio.world.models import Save
 
     other = Save.objects.create(universe=universe, name="other")
     client.force_login(playtester)

@@ -76,7 +76,7 @@ def test_retry_needs_a_playtester(client, outsider, universe, game_save, failed_
 
 
 def test_retry_of_another_saves_job_is_404(client, playtester, game_save, universe):
-    from studio.saves.models import Save
+    from studio.world.models import Save
 
     other = Save.objects.create(universe=universe, name="Other")
     job = Job.objects.create(kind=JobKind.EMBED_TURN, game_save=other, status=JobStatus.FAILED)
@@ -96,7 +96,7 @@ def test_admin_lists_jobs_and_llm_calls(client, staff_user, game_save, failed_jo
 
 def test_after_a_rewind_the_jobs_of_dropped_turns_show_as_abandoned_not_done(client, playtester, game_save, fake_vectors):
     from studio.saves.checkpoints import CheckpointManager
-    from studio.saves.models import Event
+    from studio.world.models import Event
 
     events = {e.turn_id: e.pk for e in Event.objects.filter(game_save=game_save)}
     jobs = {turn: Job.objects.create(kind=JobKind.EMBED_TURN, game_save=game_save, turn_id=turn, status=JobStatus.DONE,

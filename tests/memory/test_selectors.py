@@ -7,7 +7,7 @@ from django.test.utils import CaptureQueriesContext
 
 from studio.memory import selectors
 from studio.memory.models import Fact, Job, JobKind, JobStatus, MentalModel, Observation
-from studio.saves.models import Save
+from studio.world.models import Save
 
 pytestmark = pytest.mark.django_db
 

@@ -5,7 +5,7 @@ import pytest
 
 from studio.memory.models import Job, JobKind, JobStatus, MentalModel
 from studio.memory.services import mental_models_refresh_request
-from studio.saves.models import Save
+from studio.world.models import Save
 
 pytestmark = pytest.mark.django_db
 

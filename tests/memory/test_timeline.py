@@ -9,7 +9,8 @@ from django.test.utils import isolate_apps
 
 from studio.memory import timeline
 from studio.memory.models import Fact
-from studio.saves.models import Event, NarratorSnapshot, Save
+from studio.saves.models import NarratorSnapshot
+from studio.world.models import Event, Save
 from studio.saves.portable import registered_sections
 
 

@@ -8,7 +8,7 @@ import io
 import pytest
 from django.core.management import call_command
 
-from studio.saves.models import Save
+from studio.world.models import Save
 
 QUESTION = "ask Hesper Vale about the Copper Hood"
 

@@ -35,7 +35,7 @@ def llm_server(settings):
 @pytest.fixture
 def living_universe(universe):
     """The shared universe plus per-character missions (one for a character not in play)."""
-    from studio.universes.models import UniverseMeta
+    from studio.world.models import UniverseMeta
 
     UniverseMeta.objects.create(
         universe=universe,

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from studio.saves.models import Save
-from studio.universes.models import LoreEntry, Universe, UniverseMeta
+from studio.world.models import LoreEntry, Save, Universe, UniverseMeta
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from studio.universes.models import UniverseMeta
+from studio.world.models import UniverseMeta
 from tests.llm_server import Reply, operation_of, scripted_pipeline_responder, serve_as_studio_model
 
 STORY = "Rain drums on the harbour roofs. Mira looks up from her ledger and smiles at you."

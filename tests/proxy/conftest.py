@@ -11,7 +11,7 @@ import itertools
 
 import pytest
 
-from studio.saves.models import MemoryMode
+from studio.world.models import MemoryMode
 from studio.saves.services import save_create
 from tests.llm_server import Reply, operation_of, scripted_pipeline_responder, serve_as_studio_model
 

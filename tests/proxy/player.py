@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import json
 
-from studio.saves.models import MemoryMode, NarratorSnapshot
+from studio.saves.models import NarratorSnapshot
+from studio.world.models import MemoryMode
 from studio.saves.narrator.snapshots import snapshot_prompts
 from studio.saves.services import save_create
 from tests.saves.scenario import snapshot

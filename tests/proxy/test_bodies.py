@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from studio.memory.models import LLMCall
-from studio.saves.models import Event, NarratorAlternative, NarratorDraft
+from studio.saves.models import NarratorAlternative, NarratorDraft
+from studio.world.models import Event
 from tests.proxy.player import Player
 
 pytestmark = pytest.mark.django_db

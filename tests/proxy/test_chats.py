@@ -8,7 +8,7 @@ from django.contrib.auth.models import Group, User
 
 from studio.proxy.models import ProxyChat
 from studio.roles import PLAYTESTERS
-from studio.saves.models import Event, Save
+from studio.world.models import Event, Save
 from tests.proxy.frontends import GREETING, sillytavern
 
 pytestmark = pytest.mark.django_db

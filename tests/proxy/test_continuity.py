@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from studio.memory.continuity.models import ContinuityFinding
-from studio.universes.models import LoreEntry
+from studio.world.models import LoreEntry
 from tests.llm_server import Reply
 from tests.proxy.player import Player
 

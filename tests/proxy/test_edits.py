@@ -9,7 +9,8 @@ import pytest
 
 from studio.memory.models import Fact
 from studio.proxy.sync import MAX_IN_PLACE, SyncPlan, sync_plan
-from studio.saves.models import Event, MemoryMode, NarratorSnapshot
+from studio.saves.models import NarratorSnapshot
+from studio.world.models import Event, MemoryMode
 from studio.saves.services import save_create
 from tests.llm_server import operation_of
 from tests.proxy.player import Player

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import User
 
-from studio.saves.models import Event, NarratorAlternative
+from studio.saves.models import NarratorAlternative
+from studio.world.models import Event
 from tests.llm_server import Reply
 from tests.proxy.frontends import sillytavern
 from tests.proxy.player import Player

@@ -10,7 +10,8 @@ import pytest
 
 from studio.memory.models import LLMCall
 from studio.proxy.history import MARKER
-from studio.saves.models import Event, NarratorAlternative, NarratorDraft, NarratorSnapshot
+from studio.saves.models import NarratorAlternative, NarratorDraft, NarratorSnapshot
+from studio.world.models import Event
 from tests.llm_server import Reply
 from tests.proxy.frontends import GREETING, ST_CONTINUE, ST_IMPERSONATE, risuai, sillytavern
 from tests.proxy.player import sse_text

@@ -18,7 +18,8 @@ import pytest
 
 from studio.memory.embeddings.tokens import count_tokens
 from studio.saves import portable
-from studio.saves.models import Event, MemoryMode, NarratorSnapshot
+from studio.saves.models import NarratorSnapshot
+from studio.world.models import Event, MemoryMode
 from studio.saves.narrator.snapshots import snapshot_prompts
 from studio.saves.services import save_create
 from tests.llm_server import Reply

@@ -7,7 +7,7 @@ import openai
 import pytest
 
 from studio.api.services import api_token_create
-from studio.saves.models import Event
+from studio.world.models import Event
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

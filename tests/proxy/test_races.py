@@ -13,7 +13,8 @@ import pytest
 from django.db import connections
 
 from studio.api.services import api_token_create
-from studio.saves.models import DraftStatus, Event, NarratorDraft
+from studio.saves.models import DraftStatus, NarratorDraft
+from studio.world.models import Event
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

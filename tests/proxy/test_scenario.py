@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from studio.saves.models import Event, NarratorAlternative
+from studio.saves.models import NarratorAlternative
+from studio.world.models import Event
 from tests.proxy.player import Player, narrator_snapshots, play_straight, state
 
 # Transactional: the turn jobs (embedding, the living pipeline) run when each append commits.

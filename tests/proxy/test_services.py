@@ -34,8 +34,7 @@ def test_the_memory_budget_is_the_universes_unless_the_front_end_asks_for_anothe
     """Without `axiom_memory_tokens` the proxy plans the memory at the narrator's budget, the universe's
     `context_budget` when it sets one; a number the front end sends wins."""
     from studio.proxy.services import memory_budget, proxy_prepare
-    from studio.saves.models import Save
-    from studio.universes.models import UniverseMeta
+    from studio.world.models import Save, UniverseMeta
 
     assert memory_budget(None, universe_meta={}) == 2000
     assert memory_budget("not a number", universe_meta={"context_budget": "6000"}) == 6000

@@ -9,7 +9,8 @@ import pytest
 
 from studio.memory.models import LLMCall
 from studio.proxy.models import ProxyChat
-from studio.saves.models import Event, NarratorDraft, Save
+from studio.saves.models import NarratorDraft
+from studio.world.models import Event, Save
 from studio.saves.services import save_create
 from tests.proxy.frontends import sillytavern
 

@@ -6,7 +6,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from studio.proxy import sync
-from studio.saves.models import Event, Save
+from studio.world.models import Event, Save
 
 pytestmark = pytest.mark.django_db
 

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from studio.saves.models import DraftStatus, Event, MemoryMode, NarratorDraft
+from studio.saves.models import DraftStatus, NarratorDraft
+from studio.world.models import Event, MemoryMode
 from studio.saves.services import save_create
 from tests.llm_server import ScriptedLLMServer
 from tests.proxy.conftest import Upstream

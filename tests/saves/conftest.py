@@ -16,8 +16,7 @@ import pytest
 from studio.memory import mental_models as MM
 from studio.memory.models import Observation as ObservationRow
 from studio.memory.models import RecordedQuery
-from studio.saves.models import Save
-from studio.universes.models import Universe
+from studio.world.models import Save, Universe
 from tests.fakes import FakeVectorMemory
 
 from .scenario import play_turn, snapshot

@@ -14,7 +14,7 @@ from django.apps import apps
 
 from studio.memory.models import Job, JobKind, JobStatus, LLMCall, RecordedQuery
 from studio.saves.checkpoints import CheckpointManager
-from studio.saves.models import Save
+from studio.world.models import Save
 
 from .scenario import play_turn
 from tests.fakes import FakeVectorMemory

@@ -18,7 +18,7 @@ from studio.memory.models import Fact as FactRow
 from studio.memory.models import MentalModel as MentalModelRow
 from studio.memory.models import Observation as ObservationRow
 from studio.memory.observations import apply_consolidation
-from studio.saves.models import Event, Save, StateCache
+from studio.world.models import Event, Save, StateCache
 
 
 def play_turn(save: Save, *, facts=(), actions=(), refresh=(), vector=None, narrative=None) -> dict:

@@ -13,8 +13,7 @@ from django.http import Http404
 
 from studio.api.services import api_token_create
 from studio.saves.access import Access, NotFound, RoleRequired, save_for, universe_for
-from studio.saves.models import Save
-from studio.universes.models import Universe
+from studio.world.models import Save, Universe
 
 pytestmark = pytest.mark.django_db
 

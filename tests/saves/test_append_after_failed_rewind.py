@@ -5,7 +5,7 @@ import pytest
 
 from studio.memory.models import Job, JobKind, JobStatus
 from studio.saves.checkpoints import CheckpointManager
-from studio.saves.models import Event
+from studio.world.models import Event
 from studio.saves.services import PendingVectorCleanupError, turn_append
 
 

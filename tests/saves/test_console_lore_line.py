@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from studio.saves.selectors import turn_lore_line
 from studio.saves.services import turn_append
-from studio.universes.models import LoreEntry
+from studio.world.models import LoreEntry
 
 pytestmark = pytest.mark.django_db
 

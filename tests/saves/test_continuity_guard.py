@@ -8,9 +8,9 @@ from django.urls import reverse
 
 from studio.memory.continuity.findings import REGENERATE_HEADING
 from studio.memory.continuity.models import ContinuityFinding
-from studio.saves.models import NarratorDraft, Save
+from studio.saves.models import NarratorDraft
+from studio.world.models import Save, UniverseMeta
 from studio.saves.services import turn_append
-from studio.universes.models import UniverseMeta
 from tests.llm_server import Reply, operation_of, user_prompt
 
 pytestmark = pytest.mark.django_db

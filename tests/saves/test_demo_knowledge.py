@@ -14,8 +14,8 @@ from django.core.management import call_command
 from bench.knowledge import SCENARIO, play_and_score, probe_terms, says_terms
 from studio.saves.demo_knowledge import scenario_secrets_load
 from studio.memory.knowledge.models import Presence, Reveal
-from studio.saves.models import Save
-from studio.universes.models import EmbeddingState, LoreEntry, LoreRevision
+from studio.world.models import EmbeddingState, LoreEntry, Save
+from studio.universes.models import LoreRevision
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,7 @@ from studio.memory.models import Job, JobKind, JobStatus, RecordedQuery
 from studio.memory.models import MentalModel as MentalModelRow
 from studio.memory.models import Observation as ObservationRow
 from studio.saves.checkpoints import CheckpointManager, InvalidTurnError
-from studio.saves.models import Event, Save
+from studio.world.models import Event, Save
 
 from .scenario import play_turn, snapshot
 

@@ -13,7 +13,7 @@ from django.core.management import call_command
 from studio.saves.checkpoints import CheckpointManager
 from studio.saves.demo_knowledge import SCENARIO_FILE
 from studio.saves.memory_tests.services import memory_tests_run
-from studio.saves.models import Save
+from studio.world.models import Save
 from studio.universes.memory_tests.services import memory_test_create
 from tests.fakes import FakeVectorMemory
 

@@ -17,7 +17,7 @@ from studio.saves.checkpoints import CheckpointManager
 from studio.saves.memory_tests.models import MemoryTestResult
 from studio.saves.memory_tests.selectors import result_turns, results_as_of
 from studio.saves.memory_tests.services import memory_tests_run
-from studio.saves.models import Save
+from studio.world.models import Save
 from studio.saves.services import turn_append
 from studio.universes.memory_tests.services import memory_test_create, memory_test_update
 from tests.fakes import FakeVectorMemory

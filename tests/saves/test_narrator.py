@@ -14,10 +14,10 @@ from django.db import connection
 from django.urls import reverse
 
 from studio.memory.models import Job, LLMCall
-from studio.saves.models import AlternativeStatus, DraftStatus, Event, NarratorDraft, NarratorSnapshot
+from studio.saves.models import AlternativeStatus, DraftStatus, NarratorDraft, NarratorSnapshot
+from studio.world.models import Event, UniverseMeta
 from studio.saves.narrator import services
 from studio.saves.narrator.prompt import DEFAULT_INSTRUCTIONS, build_narrator_prompt, render_instructions
-from studio.universes.models import UniverseMeta
 from tests.llm_server import Reply, operation_of, user_prompt
 from tests.plugins.narrator import STORY
 from tests.support.narration import stream_all

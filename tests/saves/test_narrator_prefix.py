@@ -13,7 +13,8 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from studio.saves.narrator.snapshots import snapshot_prompt
-from studio.saves.models import Event, NarratorSnapshot
+from studio.saves.models import NarratorSnapshot
+from studio.world.models import Event
 from studio.saves.narrator.prefix import prefix_share, prompt_text, split_messages
 from tests.support.narration import narrate_and_accept
 

@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from studio.saves.narrator.prefix import prefix_share
 from studio.saves.narrator.prompt import CONFIG, DEFAULT_INSTRUCTIONS, build_narrator_prompt, render_instructions
-from studio.universes.models import UniverseMeta
+from studio.world.models import UniverseMeta
 
 pytestmark = pytest.mark.django_db
 

@@ -7,7 +7,7 @@ from django.contrib.auth.models import Group
 from django.urls import reverse
 
 from studio.roles import PLAYTESTERS
-from studio.saves.models import Event, Save
+from studio.world.models import Event, Save
 from studio.universes import services
 
 pytestmark = pytest.mark.django_db

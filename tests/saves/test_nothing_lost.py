@@ -11,7 +11,8 @@ import pytest
 from studio.memory.models import Job, JobKind
 from studio.saves.errors import TurnConflict
 from studio.memory.models import RecordedQuery
-from studio.saves.models import DraftStatus, Event, NarratorAlternative, NarratorDraft, NarratorSnapshot, PlaySettings
+from studio.saves.models import DraftStatus, NarratorAlternative, NarratorDraft, NarratorSnapshot, PlaySettings
+from studio.world.models import Event
 from studio.saves.narrator.snapshots import snapshot_prompt
 from studio.saves.narrator import play, services
 from studio.saves.services import turn_update_narrative

@@ -14,12 +14,12 @@ import pytest
 from django.urls import reverse
 
 from studio.memory.models import Job, JobKind, LLMCall
-from studio.saves.models import AlternativeStatus, DraftStatus, Event, NarratorDraft, NarratorSnapshot, PlaySettings
+from studio.saves.models import AlternativeStatus, DraftStatus, NarratorDraft, NarratorSnapshot, PlaySettings
+from studio.world.models import Event, UniverseMeta
 from studio.saves.narrator import play, services
 from studio.saves.narrator.authors_note import insert_at_depth
 from studio.saves.narrator.prompt import build_narrator_prompt
 from studio.saves.narrator.sampler import InvalidSampler, parse_value, resolve_sampler
-from studio.universes.models import UniverseMeta
 from tests.llm_server import Reply, operation_of, user_prompt
 from tests.plugins.narrator import STORY
 from tests.support.narration import narrate_and_accept, stream_all
@@ -516,7 +516,7 @@ def test_the_save_file_carries_the_saves_play_settings(game_save, universe):
     """Round trip, checked with the settings' own ranges (nothing written on a problem), and an
     older file without the section imports with no settings."""
     from studio.saves import portable
-    from studio.saves.models import Save
+    from studio.world.models import Save
 
     PlaySettings.objects.create(game_save=game_save, authors_note="Rain, always.", authors_note_depth=3,
                                 temperature=0.4, max_tokens=300)

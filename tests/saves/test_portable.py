@@ -11,10 +11,9 @@ from django.db import connection
 from studio.memory.models import Job, JobKind, JobStatus, LLMCall, Observation
 from studio.saves import portable
 from studio.saves.checkpoints import CheckpointManager
-from studio.saves.models import Event, Save, StateCache
+from studio.world.models import Event, LoreEntry, Save, StateCache, Universe
 from studio.saves.portable import codec
 from studio.saves.portable.registry import ExportContext, SaveSection
-from studio.universes.models import LoreEntry, Universe
 
 from .portable_support import T0, rich_save, table_counts
 from .scenario import snapshot

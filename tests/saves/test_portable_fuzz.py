@@ -21,8 +21,7 @@ from hypothesis import strategies as st
 
 from studio.saves import portable
 from studio.saves.checkpoints import CheckpointManager
-from studio.saves.models import Save
-from studio.universes.models import Universe
+from studio.world.models import Save, Universe
 
 from .portable_support import rich_save, table_counts
 from .scenario import draw_turn, play_turn, snapshot

@@ -7,7 +7,7 @@ import pytest
 
 from studio.memory.models import LoreActivation
 from studio.saves import portable
-from studio.saves.models import Save
+from studio.world.models import Save
 from studio.saves.services import turn_append
 from studio.universes import services
 

@@ -11,7 +11,7 @@ from studio.memory import mental_models as MM
 from studio.memory.models import Job, JobKind, JobStatus
 from studio.memory.models import Observation as ObservationRow
 from studio.saves.checkpoints import CheckpointManager, InvalidTurnError, RewindError
-from studio.saves.models import Event, Save
+from studio.world.models import Event, Save
 
 from .scenario import play_turn, snapshot
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from studio.memory.lore.activation_state import activation_state_as_of, lore_activation_replay
 from studio.memory.models import LoreActivation
 from studio.saves.checkpoints import CheckpointManager
-from studio.saves.models import Save
+from studio.world.models import Save
 from studio.saves.services import turn_append
 from studio.universes import services
 

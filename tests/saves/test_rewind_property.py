@@ -15,8 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from studio.saves.checkpoints import CheckpointManager
-from studio.saves.models import Save
-from studio.universes.models import Universe
+from studio.world.models import Save, Universe
 
 from .scenario import draw_turn, play_turn, snapshot
 from tests.fakes import FakeVectorMemory

@@ -10,7 +10,8 @@ import pytest
 from django.urls import reverse
 
 from studio import limits
-from studio.saves.models import AlternativeStatus, Event, NarratorAlternative, NarratorDraft
+from studio.saves.models import AlternativeStatus, NarratorAlternative, NarratorDraft
+from studio.world.models import Event
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ from django.db import connections
 from studio.memory.models import Job, JobKind
 from studio.saves.checkpoints import CheckpointManager
 from studio.saves.errors import TurnConflict
-from studio.saves.models import Event, Save
+from studio.world.models import Event, Save
 from studio.saves.services import turn_append
 
 from tests.fakes import FakeVectorMemory

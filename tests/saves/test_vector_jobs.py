@@ -14,7 +14,7 @@ from django.utils import timezone
 from studio.memory import jobs
 from studio.memory.models import Job, JobKind, JobStatus
 from studio.saves.checkpoints import CheckpointManager
-from studio.saves.models import Event
+from studio.world.models import Event
 
 pytestmark = pytest.mark.django_db
 

@@ -12,8 +12,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from studio.memory.models import Job, JobKind, JobStatus, Observation
 from studio.roles import PLAYTESTERS
-from studio.saves.models import Event, Save
-from studio.universes.models import Universe
+from studio.world.models import Event, Save, Universe
 
 # Routes that change a save (POST) or belong to a playtest flow (rewind pages).
 PLAYTEST_ROUTES = {

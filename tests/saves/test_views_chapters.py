@@ -73,7 +73,7 @@ def test_the_console_closes_the_open_chapter_and_says_what_happened(client, play
 
 def test_a_close_with_a_model_queues_the_summary_and_names_the_arc_it_completes(client, playtester, game_save, settings):
     from studio.memory.models import Job, JobKind
-    from studio.universes.models import UniverseMeta
+    from studio.world.models import UniverseMeta
 
     settings.AXIOM_LLM_BASE_URL = "http://127.0.0.1:9/v1"  # configured; the queued job is not run here
     UniverseMeta.objects.create(universe=game_save.universe, key="chapters_per_arc", value="2")

@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from studio.memory.models import Job, JobKind
 from studio.saves.importers import ImportFormatError, locomo_chunk_text, parse_locomo, parse_transcript
-from studio.saves.models import Event, Save, StateCache
+from studio.world.models import Event, Save, StateCache
 
 pytestmark = pytest.mark.django_db
 

@@ -10,7 +10,7 @@ from studio.memory.models import Fact as FactRow
 from studio.memory.models import MentalModel as MentalModelRow
 from studio.memory.models import Observation as ObservationRow
 from studio.memory.observations import apply_consolidation
-from studio.saves.models import Event, Save
+from studio.world.models import Event, Save
 
 pytestmark = pytest.mark.django_db
 

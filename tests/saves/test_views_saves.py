@@ -7,8 +7,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from studio.memory.models import Fact, Job, JobKind, MentalModel, Observation
-from studio.saves.models import Event, MemoryMode, Save, StateCache
-from studio.universes.models import Universe
+from studio.world.models import Event, MemoryMode, Save, StateCache, Universe
 
 pytestmark = pytest.mark.django_db
 

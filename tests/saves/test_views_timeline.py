@@ -7,7 +7,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from studio.memory.models import Fact, Job, JobKind, JobStatus
-from studio.saves.models import Event, MemoryMode
+from studio.world.models import Event, MemoryMode
 
 pytestmark = pytest.mark.django_db
 

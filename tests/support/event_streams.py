@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import json
 
-from studio.saves.models import Event, NarratorAlternative, NarratorDraft, NarratorSnapshot
+from studio.saves.models import NarratorAlternative, NarratorDraft, NarratorSnapshot
+from studio.world.models import Event
 
 
 def parse_events(raw: str) -> list[tuple[str, dict]]:

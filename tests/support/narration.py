@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from django.urls import reverse
 
-from studio.saves.models import Event, NarratorDraft
+from studio.saves.models import NarratorDraft
+from studio.world.models import Event
 from studio.saves.narrator import services
 
 

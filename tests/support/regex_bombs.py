@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from studio.universes.models import LoreEntry
+from studio.world.models import LoreEntry
 
 # A key only a backtracking engine can run (\b), exponential on "a" * n + "!" (fib(n) ways): it
 # runs out of time on BOMB_TEXT.

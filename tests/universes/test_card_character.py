@@ -18,7 +18,7 @@ from PIL.PngImagePlugin import PngInfo
 
 from studio.universes import services
 from studio.universes.interchange import card_fields, character_card
-from studio.universes.models import LoreEntry
+from studio.world.models import LoreEntry
 from studio.universes.selectors import with_link_ids
 
 from tests.support.cards import DATA, v2_card

@@ -13,7 +13,7 @@ from django.utils.html import escape
 from studio.memory.chapters.models import Chapter, ChapterCloseReason, SummaryStatus
 from studio.memory.llm.parsing import parse_json_payload
 from studio.saves import demo_chapters
-from studio.saves.models import Save
+from studio.world.models import Save
 from studio.universes.demo.loader import DemoDataError
 
 DEMO_SAVE_ID = "drowned-reach-demo"

@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from studio.memory.models import Fact, Job, LLMCall, MentalModel, Observation
-from studio.saves.models import Event, Save, StateCache
+from studio.world.models import Event, Save, StateCache
 from studio.saves import demo_living as living
 from tests.llm_server import Reply, ScriptedLLMServer
 
@@ -152,7 +152,7 @@ def test_partial_recordings_say_how_many_turns():
 
 @pytest.mark.django_db
 def test_without_the_recording_the_living_save_is_skipped(tmp_path):
-    from studio.universes.models import Universe
+    from studio.world.models import Universe
 
     load("--no-embed")
     universe = Universe.objects.get(slug="the-drowned-reach")

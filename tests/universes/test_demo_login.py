@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django.test import override_settings
 
 from studio.roles import AUTHORS, PLAYTESTERS
-from studio.universes.models import Universe
+from studio.world.models import Universe
 
 LOGIN_RE = re.compile(r"Demo login: demo / (\S+)")
 

@@ -13,7 +13,8 @@ from django.core.management import call_command
 
 from studio.universes import services
 from studio.universes.activation import NAMES, STUDIO_DEFAULTS
-from studio.universes.models import LoreEntry, LoreRevision, Universe
+from studio.universes.models import LoreRevision
+from studio.world.models import LoreEntry, Universe
 
 pytestmark = pytest.mark.django_db
 

@@ -17,7 +17,8 @@ from studio.universes.interchange import ImportFormatError
 from studio.universes.interchange.character_card import parse_card
 from studio.universes.interchange.sillytavern import parse_world_info
 from studio.universes.interchange.toml_io import parse_document
-from studio.universes.models import LoreEntry, LoreRevision, Universe, UniverseMeta
+from studio.universes.models import LoreRevision
+from studio.world.models import LoreEntry, Universe, UniverseMeta
 
 
 json_values = st.recursive(

@@ -14,7 +14,8 @@ from PIL.PngImagePlugin import PngInfo
 
 from studio.universes import services
 from studio.universes.interchange import ImportFormatError, character_card, sillytavern
-from studio.universes.models import LoreEntry, LoreRevision
+from studio.universes.models import LoreRevision
+from studio.world.models import LoreEntry
 
 pytestmark = pytest.mark.django_db
 

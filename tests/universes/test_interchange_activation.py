@@ -17,7 +17,7 @@ from studio.memory.lore_activation import CompiledBook, LoreDefaults, activate, 
 from studio.universes import services
 from studio.universes.activation import STUDIO_DEFAULTS, activation_values
 from studio.universes.interchange import ImportFormatError, character_card, sillytavern, toml_io
-from studio.universes.models import Universe
+from studio.world.models import Universe
 from studio.universes.selectors import with_link_ids
 
 pytestmark = pytest.mark.django_db

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from studio.universes.interchange import character_card, sillytavern, toml_io
-from studio.universes.models import LoreEntry
+from studio.world.models import LoreEntry
 from studio.universes import services
 
 pytestmark = pytest.mark.django_db

@@ -13,23 +13,10 @@ from django.core.management import CommandError, call_command
 
 from studio.memory.missions import get_belief_missions, get_universe_mission
 from studio.memory.models import Fact, LoreActivation, RecordedQuery
-from studio.saves.models import (
-    Event,
-    MemoryMode,
-    NarratorAlternative,
-    NarratorDraft,
-    NarratorSnapshot,
-    Save,
-    StateCache,
-)
+from studio.saves.models import NarratorAlternative, NarratorDraft, NarratorSnapshot
+from studio.world.models import EmbeddingState, Event, LoreEntry, MemoryMode, Save, StateCache, Universe, UniverseMeta
 from studio.universes.demo.loader import SAVE_FILE, UNIVERSE_FILE, DemoDataError, demo_read
-from studio.universes.models import (
-    EmbeddingState,
-    LoreEntry,
-    LoreRevision,
-    Universe,
-    UniverseMeta,
-)
+from studio.universes.models import LoreRevision
 from tests.fakes import FakeVectorMemory
 
 SLUG = "the-drowned-reach"

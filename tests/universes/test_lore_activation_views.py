@@ -9,7 +9,8 @@ from django.core.exceptions import ValidationError
 
 from studio.universes import services
 from studio.universes.activation import STUDIO_DEFAULTS, activation_values
-from studio.universes.models import LoreEntry, LoreRevision
+from studio.universes.models import LoreRevision
+from studio.world.models import LoreEntry
 
 from tests.support.lore_forms import form_data, url
 

@@ -7,7 +7,8 @@ import pytest
 from django.db import connections
 
 from studio.universes import lore_merge, services
-from studio.universes.models import LoreEntry, LoreRevision
+from studio.universes.models import LoreRevision
+from studio.world.models import LoreEntry
 
 pytestmark = pytest.mark.django_db
 

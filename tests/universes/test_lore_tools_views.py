@@ -6,9 +6,8 @@ import re
 import pytest
 
 from studio.memory.models import LoreActivation
-from studio.saves.models import Event, Save
+from studio.world.models import Event, LoreEntry, Save, UniverseMeta
 from studio.universes import services
-from studio.universes.models import LoreEntry, UniverseMeta
 
 pytestmark = pytest.mark.django_db
 
@@ -80,7 +79,7 @@ def test_tester_against_a_save_uses_its_turns_and_sticky_state(author_client, ht
 
 
 def test_tester_refuses_a_save_of_another_universe(author_client, book, author):
-    from studio.universes.models import Universe
+    from studio.world.models import Universe
 
     other = Universe.objects.create(name="Elsewhere", slug="elsewhere", owner=author)
     save = Save.objects.create(universe=other, name="Other", save_id="othersave1")

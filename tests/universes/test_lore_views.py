@@ -6,7 +6,8 @@ import re
 import pytest
 
 from studio.universes import services
-from studio.universes.models import EmbeddingState, LoreEntry, LoreRevision
+from studio.universes.models import LoreRevision
+from studio.world.models import EmbeddingState, LoreEntry
 
 pytestmark = pytest.mark.django_db
 
@@ -204,7 +205,7 @@ def test_bulk_without_selection_is_an_error(author_client, htmx, universe):
 
 
 def test_bulk_ignores_other_universes_ids(author_client, outsider, universe):
-    from studio.universes.models import Universe
+    from studio.world.models import Universe
 
     other = Universe.objects.create(name="O", slug="o", owner=outsider)
     LoreEntry.objects.create(universe=other, entry_id="kael", title="Other Kael")

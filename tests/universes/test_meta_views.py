@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from studio.universes.models import UniverseMeta
+from studio.world.models import UniverseMeta
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,7 @@ from studio.saves.narrator import play
 from studio.saves.services import save_create
 from studio.universes import services
 from studio.universes.interchange import character_card, sillytavern, toml_io
-from studio.universes.models import UniverseMeta
+from studio.world.models import UniverseMeta
 from studio.universes.opening import opening_from_meta
 
 pytestmark = pytest.mark.django_db

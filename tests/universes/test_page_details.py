@@ -9,7 +9,7 @@ import pytest
 
 from studio.universes import services
 from studio.universes.meta_display import meta_summary
-from studio.universes.models import UniverseMeta
+from studio.world.models import UniverseMeta
 from studio.universes.templatetags.lore_display import revision_value, text_rows
 
 pytestmark = pytest.mark.django_db

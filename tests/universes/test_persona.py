@@ -4,11 +4,10 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ValidationError
 
-from studio.saves.models import MemoryMode
+from studio.world.models import MemoryMode, UniverseMeta
 from studio.saves.narrator.prompt import DEFAULT_INSTRUCTIONS, render_instructions
 from studio.saves.services import save_create
 from studio.universes import services
-from studio.universes.models import UniverseMeta
 
 from tests.support.images import png
 

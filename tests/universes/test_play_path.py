@@ -6,9 +6,8 @@ import re
 import pytest
 from django.test import override_settings
 
-from studio.saves.models import MemoryMode, Save
+from studio.world.models import MemoryMode, Save, UniverseMeta
 from studio.universes import services
-from studio.universes.models import UniverseMeta
 
 pytestmark = pytest.mark.django_db
 

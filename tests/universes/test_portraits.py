@@ -14,7 +14,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from PIL import Image
 
 from studio.universes import services
-from studio.universes.models import UniverseMeta
+from studio.world.models import UniverseMeta
 from studio.universes.portraits import MAX_PORTRAIT_PIXELS, PortraitError, portrait_clean
 
 pytestmark = pytest.mark.django_db
@@ -76,7 +76,7 @@ def test_a_replaced_portrait_is_removed_unless_something_else_names_it(universe,
         second = services.persona_set(universe=universe, name="Ilya", description="", portrait=real_png(4, 4))
     assert not first_file.exists() and (directory / f"{second.portrait['sha256']}.png").exists()
     # A file another universe still names stays.
-    from studio.universes.models import Universe
+    from studio.world.models import Universe
 
     other = Universe.objects.create(name="Other", slug="other")
     with django_capture_on_commit_callbacks(execute=True):

@@ -5,7 +5,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from studio.universes.models import EmbeddingState, LoreEntry
+from studio.world.models import EmbeddingState, LoreEntry
 
 pytestmark = pytest.mark.django_db
 

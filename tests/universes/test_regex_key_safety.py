@@ -14,11 +14,10 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from studio.saves.models import Event
+from studio.world.models import Event, LoreEntry
 from studio.universes import services
 from studio.universes.interchange.toml_io import export_universe
 from studio.universes.lore_health import lore_health
-from studio.universes.models import LoreEntry
 from studio.memory.lore_activation import REGEX_TIMEOUT
 
 from tests.support.cards import DATA, book_entry, v2_card

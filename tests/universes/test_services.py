@@ -6,7 +6,8 @@ from django.core.exceptions import ValidationError
 
 from studio.universes import services
 from studio.memory.embeddings.counting import TOKENIZER_METHOD, count_tokens, count_words, text_counts_many, token_method
-from studio.universes.models import EmbeddingState, LoreEntry, LoreRevision
+from studio.universes.models import LoreRevision
+from studio.world.models import EmbeddingState, LoreEntry
 
 pytestmark = pytest.mark.django_db
 
@@ -95,7 +96,7 @@ def test_entry_ids_are_unique_and_avoid_reserved_words(universe, author):
 
 
 def test_links_never_cross_universes(universe, author, outsider):
-    from studio.universes.models import Universe
+    from studio.world.models import Universe
 
     other = Universe.objects.create(name="O", slug="o", owner=outsider)
     foreign = LoreEntry.objects.create(universe=other, entry_id="f", title="F")

@@ -7,7 +7,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from studio.universes.interchange.toml_io import export_universe
-from studio.universes.models import LoreRevision, Universe
+from studio.universes.models import LoreRevision
+from studio.world.models import Universe
 
 pytestmark = pytest.mark.django_db
 
@@ -107,7 +108,7 @@ def test_a_token_only_works_for_its_uploader(author_client, client, staff_user, 
 
 
 def test_a_file_larger_than_the_form_limit_survives_the_preview(author_client, universe, settings):
-    from studio.universes.models import LoreEntry
+    from studio.world.models import LoreEntry
 
     for i in range(30):
         LoreEntry.objects.create(universe=universe, entry_id=f"big-{i:02d}", title=f"Big {i}", text="ab\ncd " * 30_000)

@@ -9,7 +9,8 @@ from hypothesis import given, settings, strategies as st
 from studio.universes import services
 from studio.universes.interchange import ImportFormatError
 from studio.universes.interchange.toml_io import diff_document, export_universe, parse_document
-from studio.universes.models import LoreEntry, LoreRevision, Universe, UniverseMeta
+from studio.universes.models import LoreRevision
+from studio.world.models import LoreEntry, Universe, UniverseMeta
 
 pytestmark = pytest.mark.django_db
 

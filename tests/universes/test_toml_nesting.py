@@ -8,7 +8,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from studio.universes.interchange import MAX_NESTING, ImportFormatError
 from studio.universes.interchange.toml_io import export_universe, parse_document
-from studio.universes.models import Universe
+from studio.world.models import Universe
 
 pytestmark = pytest.mark.django_db
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from studio.universes.models import LoreEntry, Universe
+from studio.world.models import LoreEntry, Universe
 
 pytestmark = pytest.mark.django_db
 

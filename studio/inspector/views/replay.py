@@ -9,7 +9,7 @@ from django.views.decorators.http import require_GET
 from studio.memory.recall.replay import DEFAULT_TURNS, lore_sync_pending, recorded_queries_for, replay_recorded_queries
 from studio.saves.access import save_for
 from studio.saves.views.saves import save_page_context
-from studio.saves.models import Save
+from studio.world.models import Save
 from studio.universes.models import LoreRevision
 from studio.universes.selectors import universe_list_for_user
 

@@ -38,7 +38,7 @@ class SummaryStatus(models.TextChoices):
 
 
 class Chapter(models.Model):
-    game_save = models.ForeignKey("saves.Save", on_delete=models.CASCADE, related_name="chapters")
+    game_save = models.ForeignKey("world.Save", on_delete=models.CASCADE, related_name="chapters")
     level = models.PositiveSmallIntegerField(default=0, help_text="0: a chapter; 1: an arc of chapters; 2: an arc of arcs ...")
     first_turn = models.PositiveIntegerField()
     last_turn = models.PositiveIntegerField()

@@ -50,7 +50,7 @@ def _checked(field: limits.Limit, value: str) -> str:
 
 
 def _states(game_save, turn_ids) -> dict[int, dict]:
-    from studio.saves.models import StateCache
+    from studio.world.models import StateCache
 
     return dict(StateCache.objects.filter(game_save_id=game_save.pk, turn_id__in=list(turn_ids)).values_list("turn_id", "state"))
 
@@ -157,7 +157,7 @@ def chapters_close_at(*, game_save, last_turn: int, reason: str = ChapterCloseRe
     `expected_turn`: the save's current turn as the caller's page showed it; when the save has
     moved since (a turn appended or undone elsewhere), nothing is closed (ChapterError).
     """
-    from studio.saves.models import Save
+    from studio.world.models import Save
 
     _checked(limits.CHAPTER_NOTE, note)
     with transaction.atomic():
@@ -198,7 +198,7 @@ def chapter_summary_edit(*, chapter: Chapter, text: str) -> Chapter:
     An empty `text` removes the override: the model's summary comes back if there was one,
     else a new summary job is queued (or, without a model, it says none was made).
     """
-    from studio.saves.models import Save
+    from studio.world.models import Save
 
     text = _checked(limits.CHAPTER_SUMMARY, (text or "").strip())
     with transaction.atomic():
@@ -227,7 +227,7 @@ def chapter_summary_edit(*, chapter: Chapter, text: str) -> Chapter:
 
 def chapter_summarize_again(*, chapter: Chapter) -> Chapter:
     """Queue a new summary of `chapter` (not over a playtester's edit); raise ChapterError if it cannot be."""
-    from studio.saves.models import Save
+    from studio.world.models import Save
 
     with transaction.atomic():
         locked_save = Save.objects.select_for_update().get(pk=chapter.game_save_id)

@@ -54,7 +54,7 @@ class Story:
 
 def turn_texts(game_save, turn_ids) -> dict[int, str]:
     """Return {turn id: narrative} of those turns (one query)."""
-    from studio.saves.models import Event
+    from studio.world.models import Event
 
     return dict(Event.objects.filter(game_save_id=game_save.pk, turn_id__in=list(turn_ids)).values_list("turn_id", "narrative"))
 
@@ -64,7 +64,7 @@ def acting_turns(game_save, *, horizon: int, among=None) -> set[int]:
 
     `among`: only those of these turns (a context reads the turns it shows, not the whole save).
     """
-    from studio.saves.models import Event
+    from studio.world.models import Event
 
     rows = Event.objects.filter(game_save_id=game_save.pk, turn_id__lte=horizon).exclude(player_input="")
     if among is not None:
@@ -151,7 +151,7 @@ def story_items(game_save, *, horizon: int, token_budget: int, shares: dict[str,
     changes with each action, `ContextPolicy.cap_recall`) asks for it: the budget recall
     may not use goes to a longer window, which the next turn's prompt starts with.
     """
-    from studio.saves.models import Event, StateCache
+    from studio.world.models import Event, StateCache
 
     story = Story()
     start = open_chapter_start(game_save)

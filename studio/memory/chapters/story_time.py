@@ -34,7 +34,7 @@ def story_time_of(state: Any) -> str:
 
 def story_times(game_save, turn_ids) -> dict[int, str]:
     """Return {turn id: story time} for those of `turn_ids` whose state records one (one query)."""
-    from studio.saves.models import StateCache
+    from studio.world.models import StateCache
 
     turn_ids = [t for t in set(turn_ids) if t is not None]
     if not turn_ids:

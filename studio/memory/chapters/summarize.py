@@ -43,7 +43,7 @@ def schema() -> dict:
 def chapter_source(chapter: Chapter) -> str:
     """Return the story text a chapter or an arc is summarised from ("" when there is none)."""
     from studio.memory.chapters.services import children_of
-    from studio.saves.models import Event
+    from studio.world.models import Event
 
     blocks = []
     if chapter.level == 0:

@@ -38,7 +38,7 @@ class FindingResolution(models.TextChoices):
 
 
 class ContinuityFinding(models.Model):
-    game_save = models.ForeignKey("saves.Save", on_delete=models.CASCADE, related_name="continuity_findings")
+    game_save = models.ForeignKey("world.Save", on_delete=models.CASCADE, related_name="continuity_findings")
     turn_id = models.PositiveIntegerField(help_text="The turn the narration was proposed for.")
     draft_id = models.PositiveIntegerField(null=True, blank=True, help_text="The narrator draft (informational).")
     alternative = models.PositiveIntegerField(default=1, help_text="The draft's alternative it was found in.")

@@ -259,8 +259,7 @@ def _scope_filter(job: Job) -> Q:
 
 
 def _lock_scope(job: Job):
-    from studio.saves.models import Save
-    from studio.universes.models import Universe
+    from studio.world.models import Save, Universe
 
     if job.game_save_id is not None:
         return Save.objects.select_for_update().filter(pk=job.game_save_id).first()

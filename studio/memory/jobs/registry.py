@@ -106,7 +106,7 @@ class JobContext:
 
     def save(self):
         """Return the job's save (with its universe), or None for a universe's job."""
-        from studio.saves.models import Save
+        from studio.world.models import Save
 
         if self.job.game_save_id is None:
             return None
@@ -136,7 +136,7 @@ class JobContext:
 
     def commit(self, write, *, check_timeline: bool = True) -> dict:
         """Run `write(save)` and mark the job done, atomically, if the job may still write."""
-        from studio.saves.models import Save
+        from studio.world.models import Save
 
         started = time.perf_counter()
         with transaction.atomic():
@@ -243,7 +243,7 @@ def check_timelines(contexts: list[JobContext], save) -> dict[int, JobSkipped]:
     Return the JobSkipped of each job that may not write, by job id (the others may). A batch
     of embeddings checks all its turns in one transaction instead of one per job.
     """
-    from studio.saves.models import Save
+    from studio.world.models import Save
 
     skipped: dict[int, JobSkipped] = {}
     with transaction.atomic():

@@ -42,7 +42,7 @@ def enqueue_sync_lore(*, universe=None, game_save=None) -> Job:
     sync already queued and not started for the same scope is reused instead of queueing
     another.
     """
-    from studio.universes.models import EmbeddingState, LoreEntry
+    from studio.world.models import EmbeddingState, LoreEntry
 
     if (universe is None) == (game_save is None):
         raise ValueError("pass exactly one of universe= or game_save=")

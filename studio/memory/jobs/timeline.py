@@ -98,7 +98,7 @@ def job_timeline_rewind(*, game_save, target_turn: int, generation: int, memory_
 
 
 def _event_of(save_pk: int, turn_id: int):
-    from studio.saves.models import Event
+    from studio.world.models import Event
 
     return Event.objects.filter(game_save_id=save_pk, turn_id=turn_id).values("pk", "created_at").first()
 
@@ -160,7 +160,7 @@ def job_timeline_recover(*, job: Job, strict: bool = False) -> tuple[Job, str]:
     edit's superseded job). A job that is not per-turn, or not retryable as it stands, is
     returned as it is with "" (the ledger's requeue decides).
     """
-    from studio.saves.models import Save
+    from studio.world.models import Save
 
     if job.game_save_id is None or job.kind not in TIMELINE_KINDS:
         return job, ""
@@ -190,7 +190,7 @@ def jobs_unfinished_up_to(*, game_save, turn: int) -> list[Job]:
     Only jobs of the turns as they stand (`_same_turn`): a job of a dropped turn whose number
     was played again does not count. Read under the save's lock (a fork does).
     """
-    from studio.saves.models import Event
+    from studio.world.models import Event
 
     latest = (
         Job.objects.filter(game_save_id=game_save.pk, kind__in=TURN_KINDS, turn_id__lte=turn)
@@ -219,7 +219,7 @@ def jobs_dropped_by_rewind(jobs, save) -> dict[int, str]:
     turn_jobs = [job for job in jobs if job.kind in TURN_KINDS and job.turn_id is not None]
     if not turn_jobs:
         return {}
-    from studio.saves.models import Event
+    from studio.world.models import Event
 
     live = {job.turn_id for job in turn_jobs if job.turn_id <= save.current_turn}
     events = {row["turn_id"]: row for row in Event.objects.filter(game_save_id=save.pk, turn_id__in=live)

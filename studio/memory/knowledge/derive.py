@@ -52,7 +52,7 @@ class KnowledgeView:
     """
 
     def __init__(self, save, *, horizon: int, index: CharacterIndex | None = None):
-        from studio.universes.models import LoreEntry
+        from studio.world.models import LoreEntry
 
         self.save = save
         self.horizon = horizon

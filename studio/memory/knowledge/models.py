@@ -43,7 +43,7 @@ class RevealSource(models.TextChoices):
 
 
 class Presence(models.Model):
-    game_save = models.ForeignKey("saves.Save", on_delete=models.CASCADE, related_name="presence_rows")
+    game_save = models.ForeignKey("world.Save", on_delete=models.CASCADE, related_name="presence_rows")
     turn_id = models.PositiveIntegerField()
     characters = models.JSONField(default=list, blank=True, help_text="Canonical names of the characters in the scene.")
     source = models.CharField(max_length=12, choices=PresenceSource.choices, default=PresenceSource.STATE)
@@ -60,7 +60,7 @@ class Presence(models.Model):
 
 
 class Reveal(models.Model):
-    game_save = models.ForeignKey("saves.Save", on_delete=models.CASCADE, related_name="reveals")
+    game_save = models.ForeignKey("world.Save", on_delete=models.CASCADE, related_name="reveals")
     turn_id = models.PositiveIntegerField()
     # No cascade: a rewind deletes the facts after N (order 30) and then the reveals after N
     # (order 35), so the preview's count and the rewind's agree; a reveal whose fact a

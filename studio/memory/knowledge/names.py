@@ -209,7 +209,7 @@ def _title_parts(index: CharacterIndex) -> None:
 
 def character_index(universe, *, save=None, universe_meta=None) -> CharacterIndex:
     """Return the `CharacterIndex` of `universe` (two queries: entries, links)."""
-    from studio.universes.models import LoreEntry
+    from studio.world.models import LoreEntry
 
     index = CharacterIndex()
     entries = list(LoreEntry.objects.filter(universe=universe).values_list("pk", "entry_id", "title", "kind", "keys"))

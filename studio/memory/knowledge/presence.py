@@ -111,7 +111,7 @@ def presence_set(*, game_save, turn_id: int, characters: list[str], source: str 
 
     Raise ValueError for a turn the save does not hold or a malformed list.
     """
-    from studio.saves.models import Save
+    from studio.world.models import Save
 
     if not isinstance(characters, list) or not all(isinstance(c, str) for c in characters):
         raise ValueError("characters must be a list of names")

@@ -27,8 +27,7 @@ def reveal_add(*, game_save, turn_id: int, character: str, fact_id: int | None =
                index: CharacterIndex | None = None, locked: bool = False) -> Reveal:
     """Record that `character` learns fact `fact_id` or entry `entry_id` at `turn_id`; return the row."""
     from studio.memory.models import Fact
-    from studio.saves.models import Save
-    from studio.universes.models import LoreEntry
+    from studio.world.models import LoreEntry, Save
 
     if bool(fact_id) == bool(entry_id):
         raise ValueError("a reveal names one fact or one lore entry")

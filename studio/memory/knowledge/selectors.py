@@ -37,7 +37,7 @@ class KnowledgeTable:
 def knowledge_at(save, *, turn: int, characters: list[str] | None = None, fact_limit: int = 500) -> KnowledgeTable:
     """Return who knows which fact and which secret entry as of `turn` (facts newest first)."""
     from studio.memory.models import Fact
-    from studio.universes.models import LoreEntry
+    from studio.world.models import LoreEntry
 
     view = KnowledgeView(save, horizon=turn)
     names = characters or view.characters()
@@ -105,7 +105,7 @@ def knowledge_flags(save, *, turn: int) -> dict[str, list[dict]]:
 def book_entries(universe_id: int) -> dict[str, dict]:
     """Return the Lore Book's entries by id ({"entry_id", "title", "text", "kind", "keys", "known_by"}), book order:
     canon and secrets for the continuity guard."""
-    from studio.universes.models import LoreEntry
+    from studio.world.models import LoreEntry
 
     rows = LoreEntry.objects.filter(universe_id=universe_id).order_by("pk").values(
         "entry_id", "title", "text", "kind", "keys", "known_by")

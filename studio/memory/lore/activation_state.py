@@ -151,7 +151,7 @@ def lore_activation_replay(*, save, from_turn: int = 1) -> int:
     Each turn is evaluated from the state the turn before left, with the save's seeds, so on
     an unchanged book a replay writes back exactly the rows play recorded.
     """
-    from studio.saves.models import Event
+    from studio.world.models import Event
 
     LoreActivation.objects.filter(game_save=save, turn_id__gt=save.current_turn).delete()
     LoreActivation.objects.filter(game_save=save, turn_id__gte=from_turn).delete()
@@ -174,7 +174,7 @@ def lore_activation_for_turn(*, save, pending_input: str, turn_id: int | None = 
 
     Return the result and what `record_activation` needs (`seed`, `book_version`).
     """
-    from studio.saves.models import Event  # the engine reads the Event_Log it is given
+    from studio.world.models import Event  # the engine reads the Event_Log it is given
 
     turn_id = turn_id if turn_id is not None else save.current_turn + 1
     version = book_version_for(save.universe)

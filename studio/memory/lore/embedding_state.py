@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 
-from studio.universes.models import EmbeddingState, LoreEntry
+from studio.world.models import EmbeddingState, LoreEntry
 
 ERROR_MAX_CHARS = 2000
 

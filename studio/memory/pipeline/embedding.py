@@ -28,7 +28,7 @@ def _live_state(save, turns: list[int]) -> tuple[int, int, dict[int, str]]:
     ("" for a turn without an Event): what a repair writes and then checks is unchanged."""
     from django.db import transaction
 
-    from studio.saves.models import Event, Save
+    from studio.world.models import Event, Save
 
     with transaction.atomic():
         locked = Save.objects.select_for_update().only("timeline_generation", "current_turn").get(pk=save.pk)
@@ -70,7 +70,7 @@ def _dropped_progress(reembedded: list[int]) -> str:
 
 def run_embed_turn(ctx: JobContext):
     """Embed (or re-embed) one turn's narrative into the save's vector memory."""
-    from studio.saves.models import Event
+    from studio.world.models import Event
 
     save = ctx.save()
     ctx.check_timeline(save)
@@ -100,7 +100,7 @@ def run_embed_batch(contexts: list[JobContext]) -> dict[int, tuple[str, dict]]:
     given its live narrative back) and skips the jobs of the turns it dropped (those of the
     turns it kept end done).
     """
-    from studio.saves.models import Event
+    from studio.world.models import Event
 
     save = contexts[0].save()
     outcomes: dict[int, tuple[str, dict]] = {}

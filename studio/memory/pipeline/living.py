@@ -53,7 +53,7 @@ WHEN_STATE_KEYS = ("when", "time", "date", "day", "in_game_time", "game_time", "
 
 def known_entities_for(save) -> list[str]:
     """Canonical names for the extractor: lore titles and aliases of the save's universe."""
-    from studio.universes.models import LoreEntry
+    from studio.world.models import LoreEntry
 
     names: list[str] = []
     seen: set[str] = set()
@@ -196,7 +196,7 @@ def start_living_job(ctx: JobContext):
 
 def turn_inputs(ctx: JobContext, save) -> tuple[str, object]:
     """Return the job's turn narrative and state (a batch reads its turns' rows once)."""
-    from studio.saves.models import Event, StateCache
+    from studio.world.models import Event, StateCache
 
     turn = ctx.job.turn_id
     batch_turns = ctx.shared.get("batch_turns") or [turn]

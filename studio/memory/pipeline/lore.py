@@ -16,7 +16,7 @@ from studio.memory.jobs import JobContext, enqueue_sync_lore
 
 
 def _lore_entries(universe_id: int) -> list[dict]:
-    from studio.universes.models import LoreEntry
+    from studio.world.models import LoreEntry
 
     entries = []
     for entry in LoreEntry.objects.filter(universe_id=universe_id).prefetch_related("links").order_by("pk"):
@@ -33,7 +33,7 @@ def _lore_entries(universe_id: int) -> list[dict]:
 
 def sync_lore_not_queued(job, error: str) -> None:
     """A universe's lore sync could not be queued: its pending entries are failed, with why."""
-    from studio.universes.models import EmbeddingState, LoreEntry
+    from studio.world.models import EmbeddingState, LoreEntry
 
     if job.game_save_id is not None:  # a save's sync marks no entry
         return
@@ -46,8 +46,7 @@ def sync_lore_not_queued(job, error: str) -> None:
 
 def run_sync_lore(ctx: JobContext):
     """Embed a Lore Book: a universe's own (then queue each save's), or one save's."""
-    from studio.saves.models import Save
-    from studio.universes.models import EmbeddingState, LoreEntry, Universe
+    from studio.world.models import EmbeddingState, LoreEntry, Save, Universe
 
     job = ctx.job
     started_at = timezone.now()

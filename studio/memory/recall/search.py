@@ -45,7 +45,7 @@ from studio.memory.recall.temporal import time_preference
 if TYPE_CHECKING:
     from studio.memory.retrieval.temporal import TimePreference
     from studio.memory.vector import QueryStats, VectorMemory
-    from studio.saves.models import Save
+    from studio.world.models import Save
 
 # `memory_search`'s default `prefer`: read the save's story time for the query's named time.
 READ_STORY_TIME = "read the save's story time"

@@ -36,14 +36,14 @@ from studio.memory.retrieval.temporal import TimePreference
 from studio.memory.turn_rows import consecutive_runs
 
 if TYPE_CHECKING:
-    from studio.saves.models import Save
+    from studio.world.models import Save
 
 MAX_RUNS_SHOWN = 6
 
 
 def turn_story_points(*, game_save: Save, horizon: int) -> dict[int, StoryPoint]:
     """Return {turn id: story point} for the turns up to `horizon` whose state records a readable one."""
-    from studio.saves.models import StateCache
+    from studio.world.models import StateCache
 
     rows = StateCache.objects.filter(game_save_id=game_save.pk, turn_id__gte=1, turn_id__lte=horizon).values_list(
         "turn_id", "state__date", "state__time", "state__day")

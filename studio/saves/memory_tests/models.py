@@ -24,7 +24,7 @@ FAILING = (Verdict.FAIL, Verdict.ERROR)
 
 
 class MemoryTestResult(models.Model):
-    game_save = models.ForeignKey("saves.Save", on_delete=models.CASCADE, related_name="memory_test_results")
+    game_save = models.ForeignKey("world.Save", on_delete=models.CASCADE, related_name="memory_test_results")
     turn_id = models.PositiveIntegerField(help_text="The turn the save stood at when the test ran.")
     name = models.SlugField(max_length=80)
     kind = models.CharField(max_length=20)

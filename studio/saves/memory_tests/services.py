@@ -23,7 +23,7 @@ from django.utils import timezone
 from studio.saves.errors import TurnConflict
 from studio.saves.memory_tests.judges import Judged, SaveReader, judge
 from studio.saves.memory_tests.models import FAILING, MemoryTestResult, Verdict
-from studio.saves.models import Save
+from studio.world.models import Save
 
 logger = logging.getLogger(__name__)
 

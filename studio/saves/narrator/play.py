@@ -40,7 +40,8 @@ from studio import limits
 from studio.memory.llm import TrackedLLM, get_llm_backend
 from studio.plural import counted
 from studio.saves.narrator.continuation import continue_prompt, join_continuation
-from studio.saves.models import AlternativeStatus, DraftStatus, NarratorAlternative, NarratorDraft, Save
+from studio.saves.models import AlternativeStatus, DraftStatus, NarratorAlternative, NarratorDraft
+from studio.world.models import Save
 
 MODES = (("do", "Do"), ("say", "Say"), ("story", "Story"))
 MODE_HELP = {
@@ -128,7 +129,7 @@ def _card_greetings(*, universe, meta: dict[str, str]) -> list[str]:
     import json
 
     from studio.memory.recall.macros import CHARACTER_CARD_META
-    from studio.universes.models import LoreEntry
+    from studio.world.models import LoreEntry
 
     try:
         card = json.loads(meta.get(CHARACTER_CARD_META) or "")

@@ -9,7 +9,8 @@ from __future__ import annotations
 from django.db import transaction
 
 from studio import limits
-from studio.saves.models import PlaySettings, Save
+from studio.saves.models import PlaySettings
+from studio.world.models import Save
 from studio.saves.narrator.authors_note import play_settings_of
 from studio.saves.narrator.sampler import FIELDS, resolve_sampler
 

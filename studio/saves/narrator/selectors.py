@@ -4,7 +4,8 @@ from __future__ import annotations
 from django.conf import settings
 
 from studio.memory.llm import spend_status
-from studio.saves.models import NarratorSnapshot, Save
+from studio.saves.models import NarratorSnapshot
+from studio.world.models import Save
 from studio.saves.narrator.snapshots import snapshot_prompt
 from studio.saves.narrator.prefix import prefix_share, split_messages
 

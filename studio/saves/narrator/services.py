@@ -46,14 +46,8 @@ from studio.memory.llm import (
 )
 from studio.memory.recall.search import record_context_queries
 from studio.saves.errors import TurnConflict
-from studio.saves.models import (
-    AlternativeStatus,
-    DraftStatus,
-    Event,
-    NarratorAlternative,
-    NarratorDraft,
-    Save,
-)
+from studio.saves.models import AlternativeStatus, DraftStatus, NarratorAlternative, NarratorDraft
+from studio.world.models import Event, Save
 from studio.saves.narrator import guard
 from studio.saves.narrator.authors_note import note_of
 from studio.saves.narrator.continuation import continue_prompt, join_continuation

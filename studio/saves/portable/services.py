@@ -26,7 +26,7 @@ from django.utils.text import slugify
 
 from studio.memory import jobs
 from studio.memory.models import Job, JobKind, JobStatus
-from studio.saves.models import MemoryMode, Save
+from studio.world.models import LoreEntry, MemoryMode, Save, Universe
 from studio.saves.portable import codec
 from studio.saves.portable.sections import rows
 from studio.saves.portable.registry import (
@@ -43,7 +43,6 @@ from studio.saves.portable.registry import (
     TooManyProblems,
     registered_sections,
 )
-from studio.universes.models import LoreEntry, Universe
 
 SPOOL_BYTES = 8 * 1024 * 1024  # larger exports go to a temporary file on disk
 TOP_LEVEL_KEYS = ("format", "format_version", "universe", "save", "sections")

@@ -14,7 +14,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from studio import limits
-from studio.saves.models import NarratorDraft, NarratorSnapshot, Save
+from studio.saves.models import NarratorDraft, NarratorSnapshot
+from studio.world.models import Save
 from studio.saves.narrator import guard, services
 from studio.saves.narrator.authors_note import note_of
 from studio.saves.narrator.play import shape_action

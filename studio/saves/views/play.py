@@ -18,7 +18,8 @@ from studio.memory.llm import LLMError, SpendLimitExceeded
 from studio.saves.access import Access, save_for
 from studio.saves.errors import TurnConflict
 from studio.saves.forms_play import PlaySettingsForm
-from studio.saves.models import NarratorDraft, PlaySettings, Save
+from studio.saves.models import NarratorDraft, PlaySettings
+from studio.world.models import Save
 from studio.saves.narrator import play, services
 from studio.saves.narrator.authors_note import play_settings_of
 from studio.saves.narrator.play_settings import play_settings_update

@@ -10,7 +10,7 @@ from django.views.decorators.http import require_GET, require_POST
 from studio.memory import timeline
 from studio.saves.checkpoints import CheckpointManager, RewindError, TurnConflict
 from studio.saves.forms import ForkForm, RewindForm
-from studio.saves.models import Save
+from studio.world.models import Save
 from studio.saves.selectors import turns_removed_by
 from studio.saves.access import Access, save_for
 from studio.saves.views.saves import save_page_context

@@ -10,7 +10,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from studio.memory.chapters.selectors import open_chapter
 from studio.roles import is_playtester
 from studio.saves.forms import SaveCreateForm, TurnAppendForm, default_save_name
-from studio.saves.models import Save
+from studio.world.models import Save
 from studio.saves.narrator.selectors import llm_connected, narrator_panel_context
 from studio.saves.selectors import (
     STORY_TURNS,

@@ -18,16 +18,19 @@ from typing import Any
 from django.db import models, transaction
 
 from studio.memory.lore.embedding_state import lore_embedding_state_set
-from studio.saves.models import Event, MemoryMode, Save, StateCache
-from studio.universes.services.lore_rows import lore_counts_apply, lore_entry_snapshot, lore_revision
-from studio.universes.models import (
+from studio.world.models import (
     EmbeddingState,
+    Event,
     LoreEntry,
     LoreKind,
-    LoreRevision,
+    MemoryMode,
+    Save,
+    StateCache,
     Universe,
     UniverseMeta,
 )
+from studio.universes.services.lore_rows import lore_counts_apply, lore_entry_snapshot, lore_revision
+from studio.universes.models import LoreRevision
 
 DEMO_DIR = Path(__file__).resolve().parent
 UNIVERSE_FILE = DEMO_DIR / "universe.json"

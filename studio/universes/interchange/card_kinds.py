@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from studio.universes.models import LoreKind
+from studio.world.models import LoreKind
 
 # Words cards use for each kind (casefolded), the studio's kind names included.
 KIND_WORDS: dict[str, str] = {

@@ -73,7 +73,7 @@ from studio.universes.interchange.codec import (
 from studio.universes.opening import opening_from_meta
 from studio.memory.lore_activation import MAX_SCAN_DEPTH, META_RECURSION_DEPTH, META_SCAN_DEPTH, META_TOKEN_BUDGET
 from studio.universes.interchange import card_fields
-from studio.universes.models import LoreKind
+from studio.world.models import LoreKind
 
 EXTENSION = "character_book"
 CARD_META_KEY = "character_card"

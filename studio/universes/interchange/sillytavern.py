@@ -52,7 +52,7 @@ from studio.universes.interchange.codec import (
     split_decorators,
 )
 from studio.memory.lore_activation import META_RECURSION_DEPTH, LoreDefaults
-from studio.universes.models import LoreKind
+from studio.world.models import LoreKind
 
 EXTENSION = "sillytavern"
 META_KEY = "sillytavern_world"

@@ -49,7 +49,7 @@ from studio.universes.interchange import (
 )
 from studio.universes.memory_tests.toml import TABLE as TESTS_TABLE
 from studio.universes.memory_tests.toml import parse_tests, tests_diff, tests_tables
-from studio.universes.models import LoreEntry, LoreKind, Universe
+from studio.world.models import LoreEntry, LoreKind, Universe
 from studio.universes.opening import (
     ALTERNATE_GREETINGS_META,
     FIRST_MESSAGE_META,

@@ -14,7 +14,7 @@ from studio.universes.memory_tests.spec import KIND_LABELS, MemoryTestSpec
 
 
 class MemoryTest(models.Model):
-    universe = models.ForeignKey("universes.Universe", on_delete=models.CASCADE, related_name="memory_tests")
+    universe = models.ForeignKey("world.Universe", on_delete=models.CASCADE, related_name="memory_tests")
     name = models.SlugField(max_length=80)
     kind = models.CharField(max_length=20, choices=list(KIND_LABELS.items()))
     turn = models.PositiveIntegerField(default=0, help_text="The test holds at or after this turn.")

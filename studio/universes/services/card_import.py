@@ -15,7 +15,8 @@ from django.db import transaction
 
 from studio.universes.interchange import IncomingBook
 from studio.universes.interchange.card_fields import CHARACTER_EXTENSION, entry_fields
-from studio.universes.models import LoreEntry, LoreKind, LoreRevision, Universe
+from studio.universes.models import LoreRevision
+from studio.world.models import LoreEntry, LoreKind, Universe
 from studio.universes.portraits import PortraitError, portrait_clean, portrait_store
 from studio.universes.services.lore import _lore_bulk_create, lore_entry_id_for, lore_entry_update
 from studio.universes.services.lore_import import ImportLine, ImportReport, lore_import, lore_import_title_merges

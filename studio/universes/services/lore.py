@@ -21,7 +21,8 @@ from django.utils.text import slugify
 from studio.memory.embeddings.counting import text_counts_many
 from studio.memory.lore.embedding_state import lore_embedding_state_set
 from studio.universes.activation import activation_validate
-from studio.universes.models import EmbeddingState, LoreEntry, LoreKind, LoreRevision, Universe
+from studio.universes.models import LoreRevision
+from studio.world.models import EmbeddingState, LoreEntry, LoreKind, Universe
 from studio.universes.selectors import with_link_ids
 from studio.universes.services.lore_links import _resolve_pending_links, _set_pending_links
 from studio.universes.services.lore_rows import lore_counts_apply, lore_entry_snapshot, lore_revision

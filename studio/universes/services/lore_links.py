@@ -11,7 +11,8 @@ from collections.abc import Sequence
 
 from django.utils import timezone
 
-from studio.universes.models import LoreEntry, LoreRevision, PendingLoreLink, Universe
+from studio.universes.models import LoreRevision, PendingLoreLink
+from studio.world.models import LoreEntry, Universe
 from studio.universes.selectors import with_link_ids
 from studio.universes.services.lore_rows import lore_entry_snapshot, lore_revision
 

@@ -13,7 +13,8 @@ from typing import Any
 
 from studio.memory.embeddings.counting import text_counts
 from studio.universes.activation import activation_values
-from studio.universes.models import LoreEntry, LoreRevision, Universe
+from studio.universes.models import LoreRevision
+from studio.world.models import LoreEntry, Universe
 
 
 def lore_entry_snapshot(entry: LoreEntry, *, links: Sequence[str] | None = None) -> dict[str, Any]:

@@ -6,7 +6,7 @@ import json
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from studio.universes.models import Universe, UniverseMeta
+from studio.world.models import Universe, UniverseMeta
 from studio.universes.opening import (
     ALTERNATE_GREETINGS_META,
     FIRST_MESSAGE_META,

@@ -25,7 +25,7 @@ from studio.memory.recall.macros import (
     persona_from_meta,
 )
 from studio import limits
-from studio.universes.models import Universe, UniverseMeta
+from studio.world.models import Universe, UniverseMeta
 from studio.universes.portraits import PortraitError, portrait_clean, portrait_load, portrait_release, portrait_store
 
 MAX_PERSONA_NAME_CHARS = limits.PERSONA_NAME.max_chars

@@ -31,7 +31,7 @@ from studio.memory.recall.macros import (
 from studio.memory.continuity.settings import guard_knob_validate
 from studio.memory.recall.policy import knob_validate
 from studio.memory.missions import parse_missions_text
-from studio.universes.models import Universe, UniverseMeta
+from studio.world.models import Universe, UniverseMeta
 from studio.universes.opening import ALTERNATE_GREETINGS_META
 from studio.universes.services.persona import persona_meta_validate
 

@@ -5,7 +5,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 
 from studio.universes.access import Access, may
-from studio.universes.models import Universe
+from studio.world.models import Universe
 
 
 def universe_context(request: HttpRequest, universe: Universe, section: str) -> dict:

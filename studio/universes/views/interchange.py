@@ -14,7 +14,7 @@ from studio.roles import is_author
 from studio.universes import services
 from studio.universes.forms import LoreImportForm, TomlImportForm
 from studio.universes.interchange import ImportFormatError, MAX_IMPORT_BYTES, character_card, pending, sillytavern, toml_io
-from studio.universes.models import Universe
+from studio.world.models import Universe
 from studio.universes.selectors import universe_list_for_user, with_link_ids
 from studio.universes.access import Access, require, universe_for
 from studio.universes.views.common import universe_context

@@ -18,7 +18,8 @@ from studio.universes.activation import NAMES as ACTIVATION_NAMES
 from studio.universes.activation import activation_display, invalid_regex_keys
 from studio.memory.embeddings.counting import EMBEDDING_MAX_TOKENS, token_method
 from studio.universes.forms import BulkActionForm, LoreEntryForm, LoreFilterForm
-from studio.universes.models import EmbeddingState, LoreEntry, LoreKind, LoreRevision
+from studio.universes.models import LoreRevision
+from studio.world.models import EmbeddingState, LoreEntry, LoreKind
 from studio.universes.selectors import (
     fill_missing_counts,
     lore_book_totals,

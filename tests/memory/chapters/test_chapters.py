@@ -18,9 +18,8 @@ from studio.memory.chapters.services import ChapterError, chapter_close, chapter
 from studio.memory.models import Job, JobKind, LLMCall
 from studio.saves import portable
 from studio.saves.checkpoints import CheckpointManager
-from studio.saves.models import Save
+from studio.world.models import Save, UniverseMeta
 from studio.saves.services import turn_append
-from studio.universes.models import UniverseMeta
 from tests.llm_server import Reply, ScriptedLLMServer, json_reply, operation_of, user_prompt
 
 pytestmark = pytest.mark.django_db

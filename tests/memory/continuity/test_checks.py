@@ -111,7 +111,7 @@ def test_a_character_off_scene_who_speaks_is_found_and_one_who_arrives_is_not(ha
 
 
 def test_without_presence_records_nobody_is_off_scene(cast, no_runner, fake_vectors):
-    from studio.saves.models import Save
+    from studio.world.models import Save
 
     save = Save.objects.create(universe=cast, name="Plain", save_id="plain", memory_mode="classic")
     turn_append(game_save=save, player_input="go", narrative="The quay is empty.")

@@ -20,7 +20,7 @@ from studio.memory.facts import Fact, insert_facts
 from studio.memory.models import Fact as FactRow
 from studio.saves import portable
 from studio.saves.checkpoints import CheckpointManager
-from studio.saves.models import Save
+from studio.world.models import Save
 from studio.saves.services import turn_append
 from tests.fakes import FakeVectorMemory
 

@@ -15,7 +15,7 @@ import pytest
 from studio.memory import jobs
 from studio.memory.models import Job, JobKind, JobStatus
 from studio.saves.checkpoints import CheckpointManager
-from studio.saves.models import Save
+from studio.world.models import Save
 from studio.saves.services import turn_append
 
 pytestmark = pytest.mark.django_db

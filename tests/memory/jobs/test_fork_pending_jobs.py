@@ -14,7 +14,7 @@ import pytest
 from studio.memory import jobs
 from studio.memory.models import Job, JobKind, JobStatus, Observation
 from studio.saves.checkpoints import CheckpointManager
-from studio.saves.models import MemoryMode, Save
+from studio.world.models import MemoryMode, Save
 from studio.saves.services import save_create, turn_append, turn_update_narrative
 from tests.memory.jobs.rewind_race import (
     TURNS,

@@ -20,7 +20,7 @@ from django.urls import reverse
 from studio.memory import jobs
 from studio.memory.models import Job, JobKind, JobStatus
 from studio.saves.checkpoints import CheckpointManager
-from studio.saves.models import Event, MemoryMode, Save
+from studio.world.models import Event, MemoryMode, Save
 from studio.saves.services import save_create, turn_append, turn_update_narrative
 from tests.memory.jobs.rewind_race import TURNS, drain, engine_api, fact_for, facts_by_turn, narrative_facts_responder
 

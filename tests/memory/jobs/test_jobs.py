@@ -12,9 +12,8 @@ from django.utils import timezone
 
 from studio.memory import jobs
 from studio.memory.models import Fact, Job, JobKind, JobStatus, LLMCall, MentalModel, Observation
-from studio.saves.models import Event, MemoryMode, Save, StateCache
+from studio.world.models import EmbeddingState, Event, LoreEntry, MemoryMode, Save, StateCache
 from studio.saves.services import save_create, turn_append, turn_update_narrative
-from studio.universes.models import EmbeddingState, LoreEntry
 from tests.llm_server import Reply, operation_of, scripted_pipeline_responder, user_prompt
 
 pytestmark = pytest.mark.django_db

@@ -13,7 +13,7 @@ from django.db import connections
 
 from studio.memory import jobs
 from studio.memory.models import Fact, Job, JobKind, JobStatus, Observation
-from studio.saves.models import MemoryMode, Save
+from studio.world.models import MemoryMode, Save
 from studio.saves.services import save_create, turn_append
 from tests.llm_server import Reply, operation_of, scripted_pipeline_responder, user_prompt
 from tests.memory.jobs.rewind_race import queue_turns
@@ -135,7 +135,7 @@ def test_a_turn_number_reused_after_a_rewind_is_replaced(
     jobs.run_job(first_job(game_save, JobKind.EMBED_TURN).pk)
     # a rewind whose vector delete did not happen: turn 5's old chunk is still there
     Save.objects.filter(pk=game_save.pk).update(current_turn=4, timeline_generation=1)
-    from studio.saves.models import Event, StateCache
+    from studio.world.models import Event, StateCache
 
     Event.objects.filter(game_save=game_save, turn_id=5).delete()
     StateCache.objects.filter(game_save=game_save, turn_id=5).delete()

@@ -171,7 +171,7 @@ def test_a_job_that_could_not_be_queued_goes_to_its_kinds_hook(game_save, settin
 
 def test_the_lore_sync_registers_its_not_queued_hook_and_a_saves_sync_marks_no_entry(game_save, settings, django_capture_on_commit_callbacks):
     from studio.memory.pipeline import lore
-    from studio.universes.models import EmbeddingState, LoreEntry
+    from studio.world.models import EmbeddingState, LoreEntry
 
     assert jobs.handler_for(JobKind.SYNC_LORE).on_not_queued is lore.sync_lore_not_queued
     LoreEntry.objects.filter(universe_id=game_save.universe_id).update(embedding_state=EmbeddingState.PENDING)

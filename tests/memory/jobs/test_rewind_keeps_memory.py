@@ -16,7 +16,8 @@ from django.db import connections
 from studio.memory import jobs
 from studio.memory.models import Fact, Job, JobKind, JobStatus, LoreActivation, Observation
 from studio.saves.checkpoints import CheckpointManager
-from studio.saves.models import Event, MemoryMode, NarratorSnapshot, Save
+from studio.saves.models import NarratorSnapshot
+from studio.world.models import Event, MemoryMode, Save
 from studio.saves.services import save_create, turn_append, turn_update_narrative
 from tests.llm_server import operation_of, scripted_pipeline_responder, user_prompt
 from tests.memory.jobs.rewind_race import (
@@ -281,7 +282,7 @@ def test_lore_activations_and_narrator_snapshots_of_kept_turns_are_untouched(
     game_save, author, eager_jobs, fake_vectors, django_capture_on_commit_callbacks
 ):
     from studio.universes import services
-    from studio.universes.models import LoreEntry
+    from studio.world.models import LoreEntry
 
     services.lore_entry_update(entry=LoreEntry.objects.get(entry_id="kael"), user=author, keys=["Kaël"],
                                activation={"probability": 50})

@@ -7,9 +7,8 @@ from studio.memory.knowledge.extract import Scene, extend_schema, parse_scene
 from studio.memory.knowledge.models import Presence, Reveal
 from studio.memory.models import Fact, Job, JobKind, JobStatus
 from studio.memory.factextract import fact_schema
-from studio.saves.models import MemoryMode
+from studio.world.models import LoreEntry, MemoryMode
 from studio.saves.services import save_create, turn_append
-from studio.universes.models import LoreEntry
 from tests.llm_server import Reply, json_reply, operation_of, user_prompt
 
 pytestmark = pytest.mark.django_db

@@ -20,7 +20,7 @@ from studio.memory.knowledge.reveals import reveal_add
 from studio.memory.knowledge.selectors import knowledge_at
 from studio.memory.models import Fact as FactRow
 from studio.saves.checkpoints import CheckpointManager
-from studio.saves.models import Save
+from studio.world.models import Save
 from studio.saves.services import turn_append
 from tests.fakes import FakeVectorMemory
 

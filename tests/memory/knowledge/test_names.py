@@ -5,7 +5,7 @@ import pytest
 
 from studio.memory.knowledge.models import Presence
 from studio.memory.knowledge.names import BY_KEY, BY_PART, BY_TITLE, character_index, title_parts
-from studio.saves.models import Save
+from studio.world.models import Save
 from studio.saves.services import turn_append
 
 pytestmark = pytest.mark.django_db

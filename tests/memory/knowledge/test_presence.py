@@ -5,7 +5,7 @@ import pytest
 
 from studio.memory.knowledge.models import Presence
 from studio.memory.knowledge.presence import presence_from_extractor, presence_set
-from studio.saves.models import Event
+from studio.world.models import Event
 from studio.saves.services import turn_append
 
 pytestmark = pytest.mark.django_db

@@ -19,8 +19,7 @@ from studio.memory.models import Observation as ObservationRow
 from studio.memory.observations import get_observations
 from studio.memory.pipeline.living import forget_turn_outputs
 from studio.saves.checkpoints import CheckpointManager
-from studio.saves.models import Save
-from studio.universes.models import Universe
+from studio.world.models import Save, Universe
 from tests.fakes import FakeVectorMemory
 from tests.saves.scenario import play_turn, snapshot
 

@@ -6,7 +6,7 @@ import pytest
 from studio.memory import facts as F
 from studio.memory.facts import Fact
 from studio.memory.models import Fact as FactRow
-from studio.saves.models import Save
+from studio.world.models import Save
 
 pytestmark = pytest.mark.django_db
 

@@ -6,8 +6,7 @@ import pytest
 from studio.memory import mental_models as MM
 from studio.memory.mental_models import MentalModel
 from studio.memory.models import MentalModel as MentalModelRow
-from studio.saves.models import Save
-from studio.universes.models import Universe
+from studio.world.models import Save, Universe
 
 
 @pytest.fixture

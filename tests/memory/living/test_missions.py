@@ -6,8 +6,7 @@ import json
 import pytest
 
 from studio.memory import missions as M
-from studio.saves.models import Save
-from studio.universes.models import Universe, UniverseMeta
+from studio.world.models import Save, Universe, UniverseMeta
 
 
 @pytest.fixture

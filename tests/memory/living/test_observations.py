@@ -9,8 +9,7 @@ from studio.memory import observations as O
 from studio.memory.facts import Fact, insert_facts
 from studio.memory.models import Observation as ObservationRow
 from studio.memory.observations import Observation, compute_trend
-from studio.saves.models import Save
-from studio.universes.models import Universe
+from studio.world.models import Save, Universe
 
 
 @dataclass

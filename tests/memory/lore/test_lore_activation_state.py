@@ -16,7 +16,7 @@ from studio.memory.lore.activation_state import (
     record_activation,
 )
 from studio.memory.models import LoreActivation
-from studio.saves.models import Event, Save
+from studio.world.models import Event, Save
 from studio.universes import services
 
 pytestmark = pytest.mark.django_db

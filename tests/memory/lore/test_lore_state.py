@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from studio.memory.lore.embedding_state import lore_embedding_state_set
-from studio.universes.models import EmbeddingState, LoreEntry
+from studio.world.models import EmbeddingState, LoreEntry
 
 pytestmark = pytest.mark.django_db
 

@@ -25,7 +25,7 @@ import pytest
 from django.db import connection
 
 from studio.memory.models import Fact, Job, JobKind, JobStatus, LLMCall, MentalModel, Observation
-from studio.saves.models import Event, MemoryMode, Save
+from studio.world.models import Event, MemoryMode, Save
 from studio.saves.services import save_create, turn_append
 from tests.llm_server import Reply, ScriptedLLMServer, operation_of, scripted_pipeline_responder, user_prompt
 
@@ -217,7 +217,7 @@ def finished(save, kind):
 
 
 def test_turn_is_embedded_and_distilled_by_the_worker(worker, universe):
-    from studio.universes.models import UniverseMeta
+    from studio.world.models import UniverseMeta
 
     UniverseMeta.objects.create(universe=universe, key="belief_missions", value='{"Kaël": "Remembers slights."}')
     save = save_create(universe=universe, name="Worker run", memory_mode=MemoryMode.LIVING)

@@ -6,9 +6,8 @@ import json
 import pytest
 
 from studio.memory.models import Fact, Job, JobKind, JobStatus, Observation
-from studio.saves.models import MemoryMode
+from studio.world.models import MemoryMode, UniverseMeta
 from studio.saves.services import save_create, turn_append
-from studio.universes.models import UniverseMeta
 from tests.llm_server import Reply, json_reply, operation_of, user_prompt
 
 pytestmark = pytest.mark.django_db

@@ -17,10 +17,9 @@ from studio.memory.recall.allocate import assemble
 from studio.memory.recall.context import build_memory_context
 from studio.memory.recall.context_items import ContextItem
 from studio.memory.recall.policy import context_policy, window_plan
-from studio.saves.models import Save
+from studio.world.models import Save, UniverseMeta
 from studio.saves.narrator.prompt import build_narrator_prompt, render_instructions
 from studio.saves.services import turn_append
-from studio.universes.models import UniverseMeta
 from tests.memory.recall.budget_items import budget_item
 from tests.plugins.demo import QUESTION
 

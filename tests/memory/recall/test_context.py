@@ -7,7 +7,7 @@ from django.urls import reverse
 from studio.memory.recall.context import build_memory_context, count_tokens
 from studio.memory.recall.layout import LAYOUT, parts_of
 from studio.memory.models import Fact, MentalModel, Observation, RecordedQuery
-from studio.saves.models import MemoryMode
+from studio.world.models import MemoryMode
 
 pytestmark = pytest.mark.django_db
 
@@ -212,7 +212,7 @@ def test_context_viewer_reads_the_default_query_once(client, playtester, living)
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from studio.saves.models import Event
+    from studio.world.models import Event
 
     last = Event.objects.filter(game_save=living).order_by("-turn_id").first()
     last.player_input = "Kaël counts the crowns"

@@ -16,7 +16,7 @@ from django.urls import reverse
 from studio.memory.recall.policy import DEFAULT_CONTEXT_BUDGET, context_budget_from_meta
 from studio.saves.narrator.prompt import CONFIG, build_narrator_prompt, check_player_input, narrator_budget
 from studio.universes.meta_keys import BUDGET, KNOWN_BY_KEY
-from studio.universes.models import UniverseMeta
+from studio.world.models import UniverseMeta
 from studio.universes.services import meta_validate
 from tests.plugins.demo import QUESTION
 

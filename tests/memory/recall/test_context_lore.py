@@ -7,7 +7,7 @@ import pytest
 from studio.memory.recall.context import build_memory_context
 from studio.memory.recall.allocate import assemble
 from studio.universes import services
-from studio.universes.models import LoreEntry
+from studio.world.models import LoreEntry
 from tests.memory.recall.budget_items import budget_item
 from tests.plugins.demo import QUESTION
 

@@ -8,7 +8,7 @@ from studio.memory.recall.context import build_memory_context
 from studio.memory.recall.context_items import ContextItem
 from studio.memory.recall.excerpt import excerpt_items, focus_excerpt, segments_of, term_weights
 from studio.memory.recall.policy import DEFAULT_POLICY
-from studio.saves.models import Event
+from studio.world.models import Event
 
 MAX_KEPT_FRACTION = DEFAULT_POLICY.excerpt_max_kept_fraction
 
@@ -153,7 +153,7 @@ def test_nothing_is_excerpted_when_every_chunk_fits_whole(long_turns):
 
 
 def test_a_chunk_is_dated_once_by_its_story_time_heading_else_by_its_turn(long_turns):
-    from studio.saves.models import StateCache
+    from studio.world.models import StateCache
 
     for turn in range(1, 10):  # the first nine turns carry story time, the rest none
         StateCache.objects.create(game_save=long_turns, turn_id=turn, state={"date": "8 May, 2023"})

@@ -12,7 +12,7 @@ from django.urls import reverse
 from studio.memory.facts import Fact, insert_facts
 from studio.memory.models import MentalModel, Observation
 from studio.memory.recall.context import build_memory_context
-from studio.saves.models import Event, Save
+from studio.world.models import Event, Save
 
 pytestmark = pytest.mark.django_db
 

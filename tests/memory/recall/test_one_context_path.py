@@ -17,7 +17,8 @@ from django.urls import reverse
 from studio.memory.lore.activation_state import lore_activation_for_turn, lore_macros_for
 from studio.memory.models import Fact, RecordedQuery
 from studio.memory.recall.replay import replay_recorded_queries
-from studio.saves.models import Event, NarratorDraft
+from studio.saves.models import NarratorDraft
+from studio.world.models import Event
 from studio.saves.narrator import services as narrator_services
 from studio.saves.narrator.prompt import build_narrator_prompt
 from studio.saves.services import save_create

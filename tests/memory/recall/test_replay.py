@@ -113,7 +113,7 @@ def test_universe_replay_lists_saves_with_recorded_play(client, author, outsider
 
 def test_a_lore_edit_in_the_studio_reaches_the_replay(recorded_save, author, settings, django_capture_on_commit_callbacks):
     """Edit lore through the lore service; the sync jobs re-embed the save's lore; replay sees it."""
-    from studio.universes.models import LoreEntry
+    from studio.world.models import LoreEntry
     from studio.universes.services import lore_entry_update
 
     settings.AXIOM_JOBS_EAGER = True

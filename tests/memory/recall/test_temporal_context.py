@@ -17,7 +17,7 @@ from studio.memory.recall import temporal
 from studio.memory.recall.context import build_memory_context
 from studio.memory.recall.allocate import assemble
 from studio.memory.recall.policy import DEFAULT_POLICY
-from studio.saves.models import Event, MemoryMode, Save, StateCache
+from studio.world.models import Event, MemoryMode, Save, StateCache
 
 MAX_BELIEFS_PER_SUBJECT, MAX_FACTS = DEFAULT_POLICY.max_beliefs_per_subject, DEFAULT_POLICY.max_facts
 

@@ -13,7 +13,7 @@ import pytest
 
 from studio.memory.recall.search import memory_explain_chunk, memory_search
 from studio.memory.recall.temporal import time_preference, turn_runs
-from studio.saves.models import Event, Save, StateCache
+from studio.world.models import Event, Save, StateCache
 
 pytestmark = pytest.mark.django_db
 

@@ -48,7 +48,7 @@ class Command(BaseCommand):
             raise CommandError(f"The demo files are broken: {exc}") from exc
 
         if if_missing:
-            from studio.universes.models import Universe
+            from studio.world.models import Universe
 
             if Universe.objects.filter(slug=data.slug).exists():
                 self.stdout.write(f"Demo universe {data.slug!r} already exists; left as it is (--if-missing).")

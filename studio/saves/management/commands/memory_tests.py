@@ -17,7 +17,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from studio.saves.errors import TurnConflict
 from studio.saves.memory_tests.services import SaveRun, memory_tests_run_many
-from studio.universes.models import Universe
+from studio.world.models import Universe
 
 MARKS = {"pass": "PASS", "fail": "FAIL", "error": "ERROR", "skipped": "SKIP"}
 

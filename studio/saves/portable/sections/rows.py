@@ -107,7 +107,7 @@ INPUT, NARRATIVE = 0, 1
 
 def turn_texts(game_save) -> dict[int, tuple[str, str]]:
     """Return {turn: (player_input, narrative)} of the save's Event_Log (one query)."""
-    from studio.saves.models import Event
+    from studio.world.models import Event
 
     return {turn: (player_input, narrative) for turn, player_input, narrative in
             Event.objects.filter(game_save_id=game_save.pk).values_list("turn_id", "player_input", "narrative")}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from studio.saves.models import Event, StateCache
+from studio.world.models import Event, StateCache
 from studio.saves.portable.registry import CheckContext, ExportContext, ImportContext
 from studio.saves.portable.sections.rows import BATCH, iso, insert_rows, _readers
 

@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from studio.roles import AUTHORS, PLAYTESTERS
-from studio.universes.models import Universe
+from studio.world.models import Universe
 
 DEMO_USERNAME = "demo"
 DEMO_UNIVERSE_SLUG = "the-drowned-reach"
