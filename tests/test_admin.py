@@ -65,8 +65,8 @@ def test_changelist_and_change_form_render(client, populated, staff_user, model)
 
 def test_core_models_are_all_registered():
     labels = {m._meta.label for m in admin.site._registry}
-    for label in ["universes.Universe", "universes.UniverseMeta", "universes.LoreEntry", "saves.Save",
-                  "saves.Event", "saves.StateCache", "memory.Fact", "memory.Observation", "memory.MentalModel"]:
+    for label in ["world.Universe", "world.UniverseMeta", "world.LoreEntry", "world.Save",
+                  "world.Event", "world.StateCache", "memory.Fact", "memory.Observation", "memory.MentalModel"]:
         assert label in labels
 
 

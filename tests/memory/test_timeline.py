@@ -95,7 +95,7 @@ def test_a_model_or_name_registers_once():
 
 def test_exempt_models_say_why():
     exempt = timeline.exempt_models()
-    assert {m._meta.label for m in exempt} == {"saves.Save", "saves.NarratorAlternative", "memory.Job",
+    assert {m._meta.label for m in exempt} == {"world.Save", "saves.NarratorAlternative", "memory.Job",
                                                   "universes.MemoryTest"}
     assert all(reason.strip() for reason in exempt.values())
     with pytest.raises(ValueError, match="say why"):
