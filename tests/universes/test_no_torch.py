@@ -18,7 +18,7 @@ call_command("migrate", verbosity=0)
 from django.contrib.auth.models import Group, User
 from django.test import Client
 from studio.universes import services
-from studio.universes.models import Universe
+from studio.world.models import Universe
 user = User.objects.create_user("a", password="x")
 user.groups.add(Group.objects.get_or_create(name="Authors")[0])
 universe = Universe.objects.create(name="U", slug="u", owner=user)
