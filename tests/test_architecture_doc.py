@@ -85,5 +85,5 @@ def test_the_glossary_describes_what_is_built():
     for row in rows:
         term, meaning, code = (cell.strip() for cell in row.split("|")[1:4])
         assert "planned" not in meaning and "none yet" not in code, term
-        for path in re.findall(r"`((?:memory|saves|universes|api|inspector|proxy)/[\w/]+\.py)`", code):
+        for path in re.findall(r"`((?:world|memory|saves|universes|api|inspector|proxy)/[\w/]+\.py)`", code):
             assert (ROOT / "studio" / path).is_file(), f"{term}: {path}"
