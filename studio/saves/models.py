@@ -1,14 +1,13 @@
 """Saves: playthroughs of a universe: the narrator's drafts, alternatives and snapshots, play settings.
 
 The rows themselves (Save, Event_Log, State_Cache) are the world app's (`studio.world.models`,
-below the engine); what the playtesting around them keeps stays here.
+below the engine; referred to here by label, so this module does not re-export them); what the
+playtesting around them keeps stays here.
 """
 from __future__ import annotations
 
 from django.db import models
 from django.urls import reverse
-
-from studio.world.models import Save
 
 
 class DraftStatus(models.TextChoices):
@@ -33,7 +32,7 @@ class NarratorDraft(models.Model):
     still one turn short of it (the expected-turn check of `turn_append`).
     """
 
-    game_save = models.ForeignKey(Save, on_delete=models.CASCADE, related_name="narrator_drafts")
+    game_save = models.ForeignKey("world.Save", on_delete=models.CASCADE, related_name="narrator_drafts")
     turn_id = models.PositiveIntegerField()
     player_input = models.TextField(blank=True)
     status = models.CharField(max_length=10, choices=DraftStatus.choices, default=DraftStatus.OPEN)
@@ -98,7 +97,7 @@ class NarratorSnapshot(models.Model):
     with `saves.narrator.snapshots.snapshot_prompt`, never from the two text fields alone.
     """
 
-    game_save = models.ForeignKey(Save, on_delete=models.CASCADE, related_name="narrator_snapshots")
+    game_save = models.ForeignKey("world.Save", on_delete=models.CASCADE, related_name="narrator_snapshots")
     turn_id = models.PositiveIntegerField()
     player_input = models.TextField(blank=True)
     proposed = models.TextField(blank=True, help_text="The narrative as the model wrote it.")
@@ -150,7 +149,7 @@ class PlaySettings(models.Model):
     its alternative and snapshot (`play_settings`).
     """
 
-    game_save = models.OneToOneField(Save, on_delete=models.CASCADE, related_name="play_settings")
+    game_save = models.OneToOneField("world.Save", on_delete=models.CASCADE, related_name="play_settings")
     authors_note = models.TextField(blank=True, help_text="Text put into the narrator's prompt at the depth below.")
     authors_note_depth = models.PositiveSmallIntegerField(
         default=1, help_text="Where in the prompt: 0 after the last instruction, 1 just before it, higher earlier."

@@ -1,14 +1,13 @@
 """Universes: the world definition authors edit (Universe_Meta and the Lore Book).
 
 The rows themselves (Universe, UniverseMeta, LoreEntry and its enums) are the world app's
-(`studio.world.models`, below the engine); the authoring records around them stay here.
+(`studio.world.models`, below the engine; referred to here by label, so this module does not
+re-export them); the authoring records around them stay here.
 """
 from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
-
-from studio.world.models import LoreEntry, Universe
 
 
 class LoreRevision(models.Model):
@@ -21,9 +20,9 @@ class LoreRevision(models.Model):
         RESTORE = "restore", "Restored"
         IMPORT = "import", "Imported"
 
-    universe = models.ForeignKey(Universe, on_delete=models.CASCADE, related_name="lore_revisions")
+    universe = models.ForeignKey("world.Universe", on_delete=models.CASCADE, related_name="lore_revisions")
     lore_entry = models.ForeignKey(
-        LoreEntry, null=True, blank=True, on_delete=models.SET_NULL, related_name="revisions"
+        "world.LoreEntry", null=True, blank=True, on_delete=models.SET_NULL, related_name="revisions"
     )
     entry_id = models.SlugField(max_length=120, help_text="Kept when the entry is deleted.")
     action = models.CharField(max_length=10, choices=Action.choices)
@@ -50,8 +49,8 @@ class PendingLoreLink(models.Model):
     entry of that title or id is created, renamed to it, imported or restored.
     """
 
-    universe = models.ForeignKey(Universe, on_delete=models.CASCADE, related_name="pending_lore_links")
-    source = models.ForeignKey(LoreEntry, on_delete=models.CASCADE, related_name="pending_links")
+    universe = models.ForeignKey("world.Universe", on_delete=models.CASCADE, related_name="pending_lore_links")
+    source = models.ForeignKey("world.LoreEntry", on_delete=models.CASCADE, related_name="pending_links")
     name = models.CharField(max_length=300)
     name_key = models.CharField(max_length=300)
     created_at = models.DateTimeField(auto_now_add=True)

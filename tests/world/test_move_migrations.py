@@ -161,3 +161,14 @@ def test_the_world_tables_keep_their_names():
         "saves_statecache"}
     assert LoreEntry.links.through._meta.db_table == "universes_loreentry_links"
     assert Universe.members.through._meta.db_table == "universes_universe_members"
+
+
+def test_the_apps_they_left_do_not_re_export_them():
+    """One import path per row: `studio.world.models` (a stale `saves.models` import fails loudly)."""
+    import studio.saves.models
+    import studio.universes.models
+
+    for module, names in ((studio.saves.models, ["Save", "Event", "StateCache", "MemoryMode", "new_save_id"]),
+                          (studio.universes.models, ["Universe", "UniverseMeta", "LoreEntry", "EmbeddingState",
+                                                     "LoreKind"])):
+        assert not [name for name in names if hasattr(module, name)], module.__name__
