@@ -9,7 +9,7 @@ from studio.saves.models import Save
 
 from tests.plugins.api import ApiClient
 
-from .conftest import error_code
+from tests.support.api_errors import error_code
 
 pytestmark = pytest.mark.django_db
 

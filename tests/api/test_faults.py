@@ -16,7 +16,7 @@ from studio.memory.models import Job, JobKind, JobStatus
 from studio.saves.models import Event
 from tests.fakes import HashingEmbedder
 
-from .conftest import error_code
+from tests.support.api_errors import error_code
 
 CHROMA = Path(sys.executable).parent / "chroma"
 

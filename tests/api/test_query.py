@@ -11,7 +11,7 @@ from studio.memory import mental_models as MM
 from studio.memory.models import RecordedQuery
 from studio.memory.vector import VectorStoreError, reset_vector_memory
 
-from .conftest import error_code
+from tests.support.api_errors import error_code
 from tests.fakes import make_vector_memory
 
 pytestmark = pytest.mark.django_db
