@@ -11,7 +11,7 @@ from studio.saves.checkpoints import CheckpointManager
 from studio.saves.models import PlaySettings
 from studio.world.models import Save
 from studio.saves.narrator.play_settings import play_settings_update
-from tests.api.conftest import error_code
+from tests.support.api_errors import error_code
 from tests.fakes import FakeVectorMemory
 
 pytestmark = pytest.mark.django_db

@@ -12,7 +12,7 @@ from studio.saves import portable
 from studio.world.models import Save, Universe
 from tests.saves.portable_support import rich_save, table_counts
 
-from .conftest import error_code
+from tests.support.api_errors import error_code
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,7 @@ from studio.saves.models import DraftStatus, NarratorDraft
 from studio.world.models import Event, MemoryMode
 from studio.saves.services import save_create
 from tests.llm_server import ScriptedLLMServer
-from tests.proxy.conftest import Upstream
+from tests.support.upstream import Upstream
 from tests.proxy.player import Player
 
 pytestmark = pytest.mark.django_db
