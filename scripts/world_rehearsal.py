@@ -14,6 +14,7 @@ SQL on the tables, which the move does not rename. DATABASE_URL picks the databa
     .venv/bin/python scripts/world_rehearsal.py migrate
     .venv/bin/python scripts/world_rehearsal.py counts > after.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,10 +28,25 @@ from pathlib import Path
 CODE = Path.cwd()
 sys.path[:0] = [str(CODE), str(CODE / "bench")]
 
-ROW_TABLES = ["universes_universe", "universes_universemeta", "universes_loreentry", "universes_loreentry_links",
-              "universes_universe_members", "saves_save", "saves_event", "saves_statecache"]
-ENGINE_TABLES = ["memory_loreactivation", "memory_presence", "memory_job", "memory_chapter", "memory_fact",
-                 "universes_lorerevision", "saves_narratorsnapshot"]
+ROW_TABLES = [
+    "universes_universe",
+    "universes_universemeta",
+    "universes_loreentry",
+    "universes_loreentry_links",
+    "universes_universe_members",
+    "saves_save",
+    "saves_event",
+    "saves_statecache",
+]
+ENGINE_TABLES = [
+    "memory_loreactivation",
+    "memory_presence",
+    "memory_job",
+    "memory_chapter",
+    "memory_fact",
+    "universes_lorerevision",
+    "saves_narratorsnapshot",
+]
 MOVED_MODELS = ["universe", "universemeta", "loreentry", "save", "event", "statecache"]
 
 
@@ -71,23 +87,34 @@ def load(turns: int) -> None:
     from tests.fakes import HashingEmbedder
 
     def model(name: str):  # the moved models by name, in whichever app this checkout has them
-        return next(m for m in apps.get_models() if m._meta.model_name == name
-                    and m._meta.app_label in ("universes", "saves", "world"))
+        return next(
+            m
+            for m in apps.get_models()
+            if m._meta.model_name == name and m._meta.app_label in ("universes", "saves", "world")
+        )
 
     Universe = model("universe")
     universe = Universe.objects.get(slug="the-drowned-reach")
     started = time.perf_counter()
     game_save = bulk_load(universe, turns, _RowsOnly(), random.Random(7), HashingEmbedder(dimension=384))
-    print(f"{turns:,} turns loaded into save {game_save.save_id} in {time.perf_counter() - started:.1f} s",
-          file=sys.stderr)
+    print(
+        f"{turns:,} turns loaded into save {game_save.save_id} in {time.perf_counter() - started:.1f} s",
+        file=sys.stderr,
+    )
     user, _ = User.objects.get_or_create(username="rehearsal-editor")
     for name in MOVED_MODELS:
         model_class = model(name)
         content_type = ContentType.objects.get_for_model(model_class)
         user.user_permissions.add(Permission.objects.get(content_type=content_type, codename=f"change_{name}"))
         row = model_class.objects.order_by("pk").first()
-        LogEntry.objects.create(user=user, content_type=content_type, object_id=str(row.pk),
-                                object_repr=str(row)[:200], action_flag=CHANGE, change_message="[]")
+        LogEntry.objects.create(
+            user=user,
+            content_type=content_type,
+            object_id=str(row.pk),
+            object_repr=str(row)[:200],
+            action_flag=CHANGE,
+            change_message="[]",
+        )
 
 
 def counts() -> dict:
@@ -103,24 +130,34 @@ def counts() -> dict:
                     cursor.execute(f"SELECT COUNT(*) FROM {connection.ops.quote_name(table)}")
                     out[key][table] = cursor.fetchone()[0]
         labels = "('saves', 'universes', 'world')"
-        cursor.execute(f"SELECT app_label, model, id FROM django_content_type WHERE app_label IN {labels} "
-                       "ORDER BY app_label, model")
+        cursor.execute(
+            f"SELECT app_label, model, id FROM django_content_type WHERE app_label IN {labels} "
+            "ORDER BY app_label, model"
+        )
         out["content_types"] = {f"{app}.{model}": pk for app, model, pk in cursor.fetchall()}
-        cursor.execute("SELECT ct.app_label, COUNT(*) FROM auth_permission p JOIN django_content_type ct "
-                       f"ON ct.id = p.content_type_id WHERE ct.app_label IN {labels} GROUP BY ct.app_label "
-                       "ORDER BY ct.app_label")
+        cursor.execute(
+            "SELECT ct.app_label, COUNT(*) FROM auth_permission p JOIN django_content_type ct "
+            f"ON ct.id = p.content_type_id WHERE ct.app_label IN {labels} GROUP BY ct.app_label "
+            "ORDER BY ct.app_label"
+        )
         out["permissions"] = dict(cursor.fetchall())
-        cursor.execute("SELECT ct.app_label || '.' || p.codename FROM auth_user_user_permissions up "
-                       "JOIN auth_permission p ON p.id = up.permission_id "
-                       "JOIN django_content_type ct ON ct.id = p.content_type_id "
-                       f"WHERE ct.app_label IN {labels} ORDER BY 1")
+        cursor.execute(
+            "SELECT ct.app_label || '.' || p.codename FROM auth_user_user_permissions up "
+            "JOIN auth_permission p ON p.id = up.permission_id "
+            "JOIN django_content_type ct ON ct.id = p.content_type_id "
+            f"WHERE ct.app_label IN {labels} ORDER BY 1"
+        )
         out["granted"] = [row[0] for row in cursor.fetchall()]
-        cursor.execute("SELECT ct.app_label, COUNT(*) FROM django_admin_log l JOIN django_content_type ct "
-                       f"ON ct.id = l.content_type_id WHERE ct.app_label IN {labels} GROUP BY ct.app_label "
-                       "ORDER BY ct.app_label")
+        cursor.execute(
+            "SELECT ct.app_label, COUNT(*) FROM django_admin_log l JOIN django_content_type ct "
+            f"ON ct.id = l.content_type_id WHERE ct.app_label IN {labels} GROUP BY ct.app_label "
+            "ORDER BY ct.app_label"
+        )
         out["admin_log"] = dict(cursor.fetchall())
-        cursor.execute("SELECT app, name FROM django_migrations WHERE app IN ('world', 'saves', 'universes', "
-                       "'memory', 'proxy') ORDER BY app, name")
+        cursor.execute(
+            "SELECT app, name FROM django_migrations WHERE app IN ('world', 'saves', 'universes', "
+            "'memory', 'proxy') ORDER BY app, name"
+        )
         out["last_migrations"] = {app: name for app, name in cursor.fetchall()}
     return out
 

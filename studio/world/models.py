@@ -10,6 +10,7 @@ The models came from `studio.universes` (Universe, UniverseMeta, LoreEntry) and 
 `db_table`): the move changed Django's state, not the schema (docs/architecture.md, "Upgrading
 to the world app").
 """
+
 from __future__ import annotations
 
 import uuid
@@ -21,6 +22,7 @@ from django.urls import reverse
 
 
 # --- The Lore Book (tables `universes_*`) -------------------------------------------------------
+
 
 class Universe(models.Model):
     name = models.CharField(max_length=200)
@@ -70,9 +72,7 @@ class UniverseMeta(models.Model):
     class Meta:
         db_table = "universes_universemeta"
         ordering = ["key"]
-        constraints = [
-            models.UniqueConstraint(fields=["universe", "key"], name="universe_meta_unique_key")
-        ]
+        constraints = [models.UniqueConstraint(fields=["universe", "key"], name="universe_meta_unique_key")]
         verbose_name = "universe meta"
         verbose_name_plural = "universe meta"
 
@@ -165,9 +165,7 @@ class LoreEntry(models.Model):
     constant = models.BooleanField(default=False, help_text="Always active while enabled.")
     secondary_keys = models.JSONField(default=list, blank=True)
     selective = models.BooleanField(default=True, help_text="Apply the secondary keys.")
-    selective_logic = models.PositiveSmallIntegerField(
-        choices=SelectiveLogic.choices, default=SelectiveLogic.AND_ANY
-    )
+    selective_logic = models.PositiveSmallIntegerField(choices=SelectiveLogic.choices, default=SelectiveLogic.AND_ANY)
     case_sensitive = models.BooleanField(null=True, blank=True, help_text="Empty: the universe default.")
     match_whole_words = models.BooleanField(null=True, blank=True, help_text="Empty: the universe default.")
     scan_depth = models.PositiveSmallIntegerField(
@@ -196,18 +194,20 @@ class LoreEntry(models.Model):
     activate_only_after = models.PositiveIntegerField(default=0)
     activate_only_every = models.PositiveIntegerField(default=0)
     after_first_match = models.CharField(max_length=8, choices=AfterFirstMatch.choices, default="", blank=True)
-    additional_keys = models.JSONField(default=list, blank=True, help_text="Groups of keys; one of each group must appear.")
+    additional_keys = models.JSONField(
+        default=list, blank=True, help_text="Groups of keys; one of each group must appear."
+    )
     exclude_keys = models.JSONField(default=list, blank=True)
     ignore_on_max_context = models.BooleanField(default=False)
-    embedding_state = models.CharField(
-        max_length=10, choices=EmbeddingState.choices, default=EmbeddingState.PENDING
-    )
+    embedding_state = models.CharField(max_length=10, choices=EmbeddingState.choices, default=EmbeddingState.PENDING)
     embedding_error = models.TextField(blank=True)
     word_count = models.PositiveIntegerField(
         null=True, blank=True, editable=False, help_text="Words in the text; set by the lore services."
     )
     token_count = models.PositiveIntegerField(
-        null=True, blank=True, editable=False,
+        null=True,
+        blank=True,
+        editable=False,
         help_text="Embedding-model tokens in the text; set by the lore services.",
     )
     # Raised by one on every write (under a row lock, in the lore services); an edit carries
@@ -236,12 +236,11 @@ class LoreEntry(models.Model):
         return self.title
 
     def get_absolute_url(self) -> str:
-        return reverse(
-            "universes:lore_detail", kwargs={"slug": self.universe.slug, "entry_id": self.entry_id}
-        )
+        return reverse("universes:lore_detail", kwargs={"slug": self.universe.slug, "entry_id": self.entry_id})
 
 
 # --- Playthroughs (tables `saves_*`) ------------------------------------------------------------
+
 
 def new_save_id() -> str:
     return uuid.uuid4().hex[:16]
@@ -256,20 +255,14 @@ class Save(models.Model):
     universe = models.ForeignKey(Universe, on_delete=models.CASCADE, related_name="saves")
     save_id = models.CharField(max_length=64, unique=True, default=new_save_id)
     name = models.CharField(max_length=200)
-    memory_mode = models.CharField(
-        max_length=10, choices=MemoryMode.choices, default=MemoryMode.CLASSIC
-    )
+    memory_mode = models.CharField(max_length=10, choices=MemoryMode.choices, default=MemoryMode.CLASSIC)
     beliefs_enabled = models.BooleanField(default=True)
     current_turn = models.PositiveIntegerField(default=0)
     timeline_generation = models.PositiveIntegerField(
         default=0, help_text="Incremented by every rewind; jobs from an older generation write nothing."
     )
-    meta = models.JSONField(
-        default=dict, blank=True, help_text="Universe_Meta copied at creation."
-    )
-    forked_from = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks"
-    )
+    meta = models.JSONField(default=dict, blank=True, help_text="Universe_Meta copied at creation.")
+    forked_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks")
     fork_turn = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -300,16 +293,15 @@ class Event(models.Model):
     narrative = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     edited_at = models.DateTimeField(
-        null=True, blank=True,
+        null=True,
+        blank=True,
         help_text="When the narrative was last edited by hand (before accepting, or afterwards); none: as narrated or written.",
     )
 
     class Meta:
         db_table = "saves_event"
         ordering = ["game_save", "turn_id"]
-        constraints = [
-            models.UniqueConstraint(fields=["game_save", "turn_id"], name="event_unique_turn")
-        ]
+        constraints = [models.UniqueConstraint(fields=["game_save", "turn_id"], name="event_unique_turn")]
         # The memory proxy finds where a chat's window starts among a long save's turns by the
         # window's first narrative: an index walk on its digest, not a scan of every turn's
         # text (issue 33). The database computes the digest (PostgreSQL's md5(); Django's MD5
@@ -330,13 +322,9 @@ class StateCache(models.Model):
     class Meta:
         db_table = "saves_statecache"
         ordering = ["game_save", "turn_id"]
-        constraints = [
-            models.UniqueConstraint(fields=["game_save", "turn_id"], name="state_unique_turn")
-        ]
+        constraints = [models.UniqueConstraint(fields=["game_save", "turn_id"], name="state_unique_turn")]
         verbose_name = "state cache"
         verbose_name_plural = "state cache"
 
     def __str__(self) -> str:
         return f"{self.game_save.save_id} state @ {self.turn_id}"
-
-

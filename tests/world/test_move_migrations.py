@@ -7,6 +7,7 @@ every row and id, gives the content types (same ids) the `world` label, so the g
 log entry follow, and the ORM reads it all through `studio.world.models`. Back again, the labels
 return. Run on SQLite and on PostgreSQL (`DATABASE_URL`).
 """
+
 from __future__ import annotations
 
 import pytest
@@ -17,11 +18,24 @@ from studio.world.models import Event, LoreEntry, Save, StateCache, Universe, Un
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-MOVE = [("world", "0001_initial"), ("memory", "0013_world_rows"), ("proxy", "0003_world_rows"),
-        ("saves", "0008_world_rows"), ("universes", "0009_world_rows")]
+MOVE = [
+    ("world", "0001_initial"),
+    ("memory", "0013_world_rows"),
+    ("proxy", "0003_world_rows"),
+    ("saves", "0008_world_rows"),
+    ("universes", "0009_world_rows"),
+]
 MOVED = {"saves": ["save", "event", "statecache"], "universes": ["universe", "universemeta", "loreentry"]}
-TABLES = ["universes_universe", "universes_universemeta", "universes_loreentry", "universes_loreentry_links",
-          "universes_universe_members", "saves_save", "saves_event", "saves_statecache"]
+TABLES = [
+    "universes_universe",
+    "universes_universemeta",
+    "universes_loreentry",
+    "universes_loreentry_links",
+    "universes_universe_members",
+    "saves_save",
+    "saves_event",
+    "saves_statecache",
+]
 
 
 def executor() -> MigrationExecutor:
@@ -75,8 +89,9 @@ def load_pre_move_rows(apps) -> dict:
     kael = OldLoreEntry.objects.create(universe=universe, entry_id="kael", title="Kaël", kind="character")
     kael.links.add(keep)
     save = OldSave.objects.create(universe=universe, name="Before", save_id="premove0000001", current_turn=3)
-    fork = OldSave.objects.create(universe=universe, name="Fork", save_id="premove0000002", forked_from=save,
-                                  fork_turn=2)
+    fork = OldSave.objects.create(
+        universe=universe, name="Fork", save_id="premove0000002", forked_from=save, fork_turn=2
+    )
     for turn in (1, 2, 3):
         apps.get_model("saves", "Event").objects.create(game_save=save, turn_id=turn, narrative=f"turn {turn}")
         apps.get_model("saves", "StateCache").objects.create(game_save=save, turn_id=turn, state={"turn": turn})
@@ -86,13 +101,28 @@ def load_pre_move_rows(apps) -> dict:
     for app_label, models in MOVED.items():
         for model in models:
             ContentType.objects.get_or_create(app_label=app_label, model=model)
-    change_save, _ = Permission.objects.get_or_create(content_type=save_type, codename="change_save",
-                                                      defaults={"name": "Can change save"})
+    change_save, _ = Permission.objects.get_or_create(
+        content_type=save_type, codename="change_save", defaults={"name": "Can change save"}
+    )
     author.user_permissions.add(change_save)
-    LogEntry.objects.create(user=author, content_type=save_type, object_id=str(save.pk), object_repr="Before",
-                            action_flag=2, change_message="[]")
-    return {"author": author.pk, "save": save.pk, "fork": fork.pk, "kael": kael.pk, "keep": keep.pk,
-            "universe": universe.pk, "save_type": save_type.pk, "permission": change_save.pk}
+    LogEntry.objects.create(
+        user=author,
+        content_type=save_type,
+        object_id=str(save.pk),
+        object_repr="Before",
+        action_flag=2,
+        change_message="[]",
+    )
+    return {
+        "author": author.pk,
+        "save": save.pk,
+        "fork": fork.pk,
+        "kael": kael.pk,
+        "keep": keep.pk,
+        "universe": universe.pk,
+        "save_type": save_type.pk,
+        "permission": change_save.pk,
+    }
 
 
 def test_the_move_keeps_every_row_and_relabels_the_content_types():
@@ -104,9 +134,16 @@ def test_the_move_keeps_every_row_and_relabels_the_content_types():
     ids = load_pre_move_rows(ex.loader.project_state(pre_move_nodes(ex)).apps)
     before_types = content_types()
     before_counts = table_counts()
-    assert before_counts == {"universes_universe": 1, "universes_universemeta": 1, "universes_loreentry": 2,
-                             "universes_loreentry_links": 1, "universes_universe_members": 1, "saves_save": 2,
-                             "saves_event": 3, "saves_statecache": 3}
+    assert before_counts == {
+        "universes_universe": 1,
+        "universes_universemeta": 1,
+        "universes_loreentry": 2,
+        "universes_loreentry_links": 1,
+        "universes_universe_members": 1,
+        "saves_save": 2,
+        "saves_event": 3,
+        "saves_statecache": 3,
+    }
 
     ex.migrate(ex.loader.graph.leaf_nodes())
 
@@ -157,8 +194,13 @@ def test_the_move_migrations_change_no_table():
 
 def test_the_world_tables_keep_their_names():
     assert {m._meta.db_table for m in (Universe, UniverseMeta, LoreEntry, Save, Event, StateCache)} == {
-        "universes_universe", "universes_universemeta", "universes_loreentry", "saves_save", "saves_event",
-        "saves_statecache"}
+        "universes_universe",
+        "universes_universemeta",
+        "universes_loreentry",
+        "saves_save",
+        "saves_event",
+        "saves_statecache",
+    }
     assert LoreEntry.links.through._meta.db_table == "universes_loreentry_links"
     assert Universe.members.through._meta.db_table == "universes_universe_members"
 
@@ -168,7 +210,8 @@ def test_the_apps_they_left_do_not_re_export_them():
     import studio.saves.models
     import studio.universes.models
 
-    for module, names in ((studio.saves.models, ["Save", "Event", "StateCache", "MemoryMode", "new_save_id"]),
-                          (studio.universes.models, ["Universe", "UniverseMeta", "LoreEntry", "EmbeddingState",
-                                                     "LoreKind"])):
+    for module, names in (
+        (studio.saves.models, ["Save", "Event", "StateCache", "MemoryMode", "new_save_id"]),
+        (studio.universes.models, ["Universe", "UniverseMeta", "LoreEntry", "EmbeddingState", "LoreKind"]),
+    ):
         assert not [name for name in names if hasattr(module, name)], module.__name__

@@ -7,29 +7,34 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('proxy', '0002_proxy_chat_save_per_chat'),
-        ('world', '0001_initial'),
+        ("proxy", "0002_proxy_chat_save_per_chat"),
+        ("world", "0001_initial"),
     ]
 
     operations = [
         migrations.SeparateDatabaseAndState(
             state_operations=[
                 migrations.AlterField(
-                    model_name='proxychat',
-                    name='game_save',
-                    field=models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='proxy_chat', to='world.save'),
+                    model_name="proxychat",
+                    name="game_save",
+                    field=models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="proxy_chat", to="world.save"
+                    ),
                 ),
                 migrations.AlterField(
-                    model_name='proxychat',
-                    name='universe',
-                    field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='proxy_chats', to='world.universe'),
+                    model_name="proxychat",
+                    name="universe",
+                    field=models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="proxy_chats", to="world.universe"
+                    ),
                 ),
                 migrations.AlterField(
-                    model_name='proxyrequest',
-                    name='game_save',
-                    field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='proxy_requests', to='world.save'),
+                    model_name="proxyrequest",
+                    name="game_save",
+                    field=models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="proxy_requests", to="world.save"
+                    ),
                 ),
             ],
             database_operations=[],
