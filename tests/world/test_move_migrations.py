@@ -179,6 +179,29 @@ def test_the_move_keeps_every_row_and_relabels_the_content_types():
     assert content_types()[("world", "save")] == before_types[("saves", "save")]
 
 
+def test_a_migrate_stopped_after_the_world_app_s_first_migration_still_relabels():
+    """`migrate world 0001` alone runs post_migrate, which makes `world.*` content types (and their
+    permissions) beside the old ones: going on, the old rows (with the grants) win, under the new label."""
+    from django.contrib.auth.models import Permission
+    from django.contrib.contenttypes.models import ContentType
+
+    ex = executor()
+    ex.migrate([("world", None)])
+    ids = load_pre_move_rows(executor().loader.project_state(pre_move_nodes(ex)).apps)
+    ex = executor()
+    ex.migrate([("world", "0001_initial")])
+    early = ContentType.objects.create(app_label="world", model="save")
+    Permission.objects.create(content_type=early, codename="change_save", name="Can change save")
+    ContentType.objects.clear_cache()
+
+    ex = executor()
+    ex.migrate(ex.loader.graph.leaf_nodes())
+
+    types = content_types()
+    assert types[("world", "save")] == ids["save_type"] and ("saves", "save") not in types
+    assert list(Permission.objects.filter(codename="change_save").values_list("pk", flat=True)) == [ids["permission"]]
+
+
 def test_the_move_migrations_change_no_table():
     """`sqlmigrate` of each move migration: no statement but the transaction around it."""
     from io import StringIO
