@@ -45,9 +45,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
-from django.utils import timezone
 
 from studio.memory import jobs, timeline
+from studio.memory.rewind import timeline_rewind
 from studio.plural import counted
 from studio.memory.mental_models import MODEL_ROLLBACK, MentalModel, mental_models_to_roll_back
 from studio.memory.models import Job, JobKind, JobStatus
@@ -206,18 +206,11 @@ class CheckpointManager:
                     timeline_generation=locked.timeline_generation,
                 )
             pk = locked.pk
-            # Every per-turn table, in registry order (`studio.memory.timeline`).
-            counts: dict[str, int | None] = dict(timeline.roll_back(locked, n))
-            generation = locked.timeline_generation + 1
-            # Jobs of the kept turns go on to the new timeline; those of dropped turns write nothing.
-            jobs.job_timeline_rewind(
-                game_save=locked, target_turn=n, generation=generation,
-                memory_rewound=any(counts.get(key) for key in (
-                    "beliefs_deleted", "beliefs_updated", "mental_models_deleted", "mental_models_updated")),
-            )
-            Save.objects.filter(pk=pk).update(
-                current_turn=n, timeline_generation=generation, updated_at=timezone.now()
-            )
+            from_turn = locked.current_turn
+            # The registry's rewind (`studio.memory.rewind`): every per-turn table in registry order,
+            # the jobs carried to the new generation, the save moved; its `rewound` hooks after the job below.
+            counts: dict[str, int | None] = dict(timeline_rewind(locked, n, hooks=False))
+            generation = locked.timeline_generation
             # This rewind runs the job itself after commit: no runner is woken for it.
             job = jobs.job_create(
                 wake=False,
@@ -227,9 +220,8 @@ class CheckpointManager:
                 turn_id=n,
                 timeline_generation=generation,
                 progress=f"delete vector chunks after turn {n}",
-                payload={"target_turn": n, "from_turn": locked.current_turn},
+                payload={"target_turn": n, "from_turn": from_turn},
             )
-            from_turn = locked.current_turn
             save_id = locked.save_id
 
             def after_commit(job_pk=job.pk):
@@ -237,13 +229,10 @@ class CheckpointManager:
                 outcome["db_seconds"] = time.perf_counter() - started
                 outcome.update(self._run_vector_job(job_pk))
 
-            # Registered before the refresh job's dispatch: the delete runs first.
+            # Registered before the tables' hooks queue work (a refresh of rolled-back mental models):
+            # the delete runs first.
             transaction.on_commit(after_commit, robust=True)
-            if counts["mental_models_updated"] and locked.is_living:
-                # Regenerate the rewound (stale) profiles from the rewound beliefs; the job
-                # carries the new generation, so it runs against this timeline.
-                locked.current_turn, locked.timeline_generation = n, generation
-                jobs.enqueue_refresh_models(game_save=locked)
+            timeline.rewound(locked, n, counts)
             db_seconds = time.perf_counter() - started  # inside an outer transaction: no commit yet
         save.current_turn = n
         save.timeline_generation = generation
@@ -363,10 +352,7 @@ class CheckpointManager:
             changed=True,
             message=(
                 f"Rewinding save {current.save_id} from turn {current.current_turn} to turn {n} "
-                f"deletes {counted(counts['events'], 'turn')}, {counted(counts['facts'], 'fact')}, "
-                f"{counted(counts['beliefs_deleted'], 'belief')} and "
-                f"{counted(counts['mental_models_deleted'], 'mental model')}, and rolls back "
-                f"{counted(len(beliefs_changed), 'belief')} and {counted(len(models_changed), 'mental model')}."
+                f"{timeline.preview_sentence(counts, counted)}."
             ),
             counts=counts,
             beliefs_deleted=[
