@@ -185,6 +185,7 @@ def copy_columns(model, *, turn_field: str = "turn_id", remaps: dict | None = No
             out.append({**row, "game_save_id": ctx.fork.pk})
         turn_rows.insert_values(model, out)
 
+    copy.turn_field, copy.remaps = turn_field, remaps  # what a derived save-file section reads
     return copy
 
 
