@@ -100,9 +100,10 @@ def scenario_append_turn(*, save: Save, turn: dict, index=None) -> list[int]:
     if turn_id != save.current_turn + 1:
         raise DemoDataError(f"scenario turn {turn_id} does not follow the save's turn {save.current_turn}")
     index = index or character_index(save.universe, save=save)
-    # The append hooks every path runs (`turn_record`): the Event, state, presence, reveals, lore activation, chapters.
+    # The append hooks every path runs (`turn_record`): the Event, state, presence, reveals, lore activation,
+    # chapters (closed without a summary job: the demo calls no LLM).
     turn_record(save=save, turn_id=turn_id, player_input=turn["player_input"], narrative=turn["narrative"], state=state,
-                index=index)
+                index=index, summarize=False)
     fact_ids = insert_facts(save, turn_id, [Fact(f["statement"], entities=list(f["entities"])) for f in turn["facts"]])
     Save.objects.filter(pk=save.pk).update(current_turn=turn_id)
     save.current_turn = turn_id
