@@ -75,6 +75,7 @@ __all__ = [
     "exempt_models",
     "unregistered_models",
     "count_labels",
+    "preview_details",
     "preview_sentence",
     "memory_rewound",
     "roll_back",
@@ -216,6 +217,8 @@ class TurnTable:
     # A running living or refresh job read these rows (beliefs, mental models): a rewind that
     # changed any sends it back to the queue (`memory_rewound`).
     read_by_jobs: bool = False
+    # What a rewind preview lists of the rows (save, n) -> {RewindPreview field: rows}.
+    details: Callable[[Any, int], dict[str, Any]] | None = None
 
     def __post_init__(self):
         if not TABLE_NAME.match(self.name):
@@ -390,6 +393,16 @@ def preview_sentence(counts: dict[str, int], plural: Callable[[int, str], str]) 
 
     said = [f"{verb} {listed(items)}" for verb, items in parts.items() if items]
     return ", and ".join(said)
+
+
+def preview_details(save, n: int) -> dict[str, Any]:
+    """What the tables' `details` list for a preview of a rewind to `n` (the beliefs and mental
+    models deleted and rolled back), merged in registry order."""
+    details: dict[str, Any] = {}
+    for entry in registered_tables():
+        if entry.details is not None:
+            details.update(entry.details(save, n))
+    return details
 
 
 def memory_rewound(counts: dict[str, int]) -> bool:

@@ -21,6 +21,7 @@ from studio.memory.models import Fact as FactRow
 from studio.memory.models import Job, LoreActivation, RecordedQuery
 from studio.memory.models import MentalModel as MentalModelRow
 from studio.memory.models import Observation as ObservationRow
+from studio.memory.rewind_details import belief_details, model_details
 from studio.memory.observations import BELIEF_ROLLBACK, SOURCES_GONE, belief_retire, trail_is_exact
 
 
@@ -151,6 +152,7 @@ TABLES = [
         order=40,
         living=True,
         read_by_jobs=True,
+        details=belief_details,
         **_rolled(BELIEF_ROLLBACK, "beliefs", ("Beliefs deleted", "Beliefs rolled back"), "belief"),
     ),
     timeline.TurnTable(
@@ -162,6 +164,7 @@ TABLES = [
         living=True,
         read_by_jobs=True,
         rewound=refresh_rolled_back_models,
+        details=model_details,
         **_rolled(MODEL_ROLLBACK, "mental_models", ("Mental models deleted", "Mental models rolled back"), "mental model"),
     ),
     timeline.TurnTable.plain(

@@ -49,10 +49,10 @@ from django.db import transaction
 from studio.memory import jobs, timeline
 from studio.memory.rewind import timeline_rewind
 from studio.plural import counted
-from studio.memory.mental_models import MODEL_ROLLBACK, MentalModel, mental_models_to_roll_back
+from studio.memory.mental_models import MentalModel
 from studio.memory.models import Job, JobKind, JobStatus
-from studio.memory.observations import BELIEF_ROLLBACK, Observation, beliefs_to_roll_back
-from studio.saves import checkpoint_rows
+from studio.memory.observations import Observation
+from studio.memory.rewind_details import BeliefChange, ModelChange
 from studio.saves.errors import TurnConflict
 from studio.saves.models import Event, Save
 from studio.saves.vector_jobs import PENDING_STATUSES
@@ -106,23 +106,6 @@ class RewindResult:
     vector_error: str = ""
     db_seconds: float = 0.0
     vector_seconds: float = 0.0
-
-
-@dataclass
-class BeliefChange:
-    """A belief a rewind would roll back: as it is now, and as it would be after."""
-
-    before: Observation
-    after: Observation
-    restored: bool = False  # it was DELETEd after the target and comes back
-
-
-@dataclass
-class ModelChange:
-    """A mental model a rewind would roll back: as it is now, and as it would be after."""
-
-    before: MentalModel
-    after: MentalModel
 
 
 @dataclass
@@ -328,22 +311,6 @@ class CheckpointManager:
                 changed=False,
                 message=_noop_message(current, n),
             )
-        pk = current.pk
-        doomed_beliefs, changed_beliefs = beliefs_to_roll_back(pk, n)
-        doomed_models, changed_models = mental_models_to_roll_back(pk, n)
-        beliefs_changed = []
-        for row in changed_beliefs.order_by("-updated_turn_id", "-id"):
-            values = BELIEF_ROLLBACK.values_at(row, n)
-            restored = row.deleted_turn_id is not None and values["deleted_turn_id"] is None
-            if row.deleted_turn_id is not None and not restored:
-                continue
-            beliefs_changed.append(
-                BeliefChange(before=Observation.from_row(row), after=checkpoint_rows.belief_after(row, values), restored=restored)
-            )
-        models_changed = [
-            ModelChange(before=MentalModel.from_row(row), after=checkpoint_rows.model_after(row, MODEL_ROLLBACK.values_at(row, n)))
-            for row in changed_models.order_by("-updated_turn_id", "-id")
-        ]
         counts = timeline.count_rollback(current, n)
         return RewindPreview(
             save_id=current.save_id,
@@ -355,15 +322,8 @@ class CheckpointManager:
                 f"{timeline.preview_sentence(counts, counted)}."
             ),
             counts=counts,
-            beliefs_deleted=[
-                Observation.from_row(r)
-                for r in doomed_beliefs.filter(deleted_turn_id__isnull=True).order_by("-updated_turn_id", "-id")
-            ],
-            beliefs_changed=beliefs_changed,
-            mental_models_deleted=[
-                MentalModel.from_row(r) for r in doomed_models.order_by("-updated_turn_id", "-id")
-            ],
-            mental_models_changed=models_changed,
+            # What the tables list of their rows (the beliefs and mental models, before and after).
+            **timeline.preview_details(current, n),
         )
 
     # -- fork -------------------------------------------------------------------------------
