@@ -9,7 +9,7 @@ its lore activation (what activated, the sticky and cooldown windows it left). F
 and mental models are what a turn's extraction derives (`living`: re-extracting the last turn
 rolls them back); a rewind that changed beliefs or mental models redoes the running living
 jobs that read them (`read_by_jobs`), and one that rolled back mental models of a living save
-queues their refresh (`rewound`). The job ledger is declared exempt.
+queues their refresh (`rewound`), as a living fork with stale mental models does (`forked`). The job ledger is declared exempt.
 """
 from __future__ import annotations
 
@@ -115,6 +115,15 @@ def refresh_rolled_back_models(save, n: int, counts: dict[str, int]) -> None:
         jobs.enqueue_refresh_models(game_save=save)
 
 
+def refresh_forked_models(ctx: timeline.ForkContext) -> None:
+    """A living fork whose copied mental models are stale (rolled back to N, or never refreshed by
+    the source) gets its own refresh, as a rewind to N would."""
+    if ctx.fork.is_living and MentalModelRow.objects.filter(game_save_id=ctx.fork.pk, stale=True).exists():
+        from studio.memory import jobs
+
+        jobs.enqueue_refresh_models(game_save=ctx.fork)
+
+
 def append_lore_activation(turn: timeline.TurnAppend) -> None:
     lore_activation_record_turn(save=turn.save, turn_id=turn.turn_id, player_input=turn.player_input or "")
 
@@ -164,6 +173,7 @@ TABLES = [
         living=True,
         read_by_jobs=True,
         rewound=refresh_rolled_back_models,
+        forked=refresh_forked_models,
         details=model_details,
         **_rolled(MODEL_ROLLBACK, "mental_models", ("Mental models deleted", "Mental models rolled back"), "mental model"),
     ),
