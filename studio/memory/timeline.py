@@ -137,10 +137,6 @@ class SkipRow(Exception):
     """Raised by a remap: the row cites a row the fork does not have, so it is not copied."""
 
 
-# A remap: the name of the table whose ids the column holds, or (value, row, ctx) -> new value.
-Remap = "str | Callable[[Any, dict, ForkContext], Any]"
-
-
 def row_columns(model, *, timestamps: bool = True) -> list[str]:
     """The attnames of `model`'s concrete columns a copy carries: all but the id and the save
     (and, with `timestamps=False`, the `auto_now` / `auto_now_add` ones)."""
