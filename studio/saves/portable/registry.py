@@ -4,7 +4,7 @@ A save file carries its data in named *sections* (`turns`, `facts`, `beliefs`, .
 section is a `SaveSection`: a name, a version, and three functions that export its items,
 check a file's items, and write them into a new save. The studio's own sections live in
 `studio.saves.portable.sections`; another app adds its own without editing this package by
-registering one at start-up::
+registering one at start-up (the `save_file_sections` extension point of `studio.memory.hooks`)::
 
     # narrator/apps.py
     class NarratorConfig(AppConfig):
@@ -13,7 +13,7 @@ registering one at start-up::
             from narrator import portable
 
             register_section(SaveSection(
-                name="narrator_snapshots", version=1, order=80, optional=True,
+                name="narrator_snapshots", version=1, optional=True,  # order: its table's (80)
                 export=portable.export_snapshots,   # (ExportContext) -> iterable of dicts
                 check=portable.check_snapshots,     # (items, CheckContext, where) -> cleaned items
                 load=portable.load_snapshots,       # (cleaned items, ImportContext) -> rows written
