@@ -3,10 +3,11 @@
 What a turn owns is in the timeline registry (`studio.memory.timeline`): every table keyed
 by save and turn is registered there at start-up by the app that owns it (`saves` and
 `memory`'s `timeline_tables.py`), with how it rolls back after N, counts what a rewind would
-drop and copies up to N for a fork. Rewind, preview and fork loop over it; none of them
-names a table.
+drop (the preview's counts, sentence and lists) and copies up to N for a fork. Rewind,
+preview and fork loop over it; none of them names a table.
 
-Rewind is one database transaction: every registered table is rolled back to N (the
+Rewind is one database transaction, the registry's rewind (`studio.memory.rewind`, which
+the demo's trim runs too): every registered table is rolled back to N (the
 Event_Log, StateCache, facts, recorded queries, lore activation rows, narrator snapshots
 and drafts after N are deleted, so sticky, cooldown and first matches are as they were
 recorded at N; the belief and mental-model rollback rules are applied, see
@@ -28,8 +29,10 @@ way; the original is untouched. Work the source had not finished for turns <= N 
 embedding or living job of a turn not done: queued, running, paused, failed, skipped) is
 done again for the fork, so the fork ends with the memory a finished source has: the copy
 job embeds those turns after copying (it cannot clear them), and the fork queues its own
-living jobs for them, in turn order. The jobs' handlers are in `studio.saves.vector_jobs`
-(registered by `SavesConfig.ready()`).
+living jobs for them, in turn order; the tables' `forked` hooks queue the rest of the
+source's unfinished work (the chapter summaries pending at N, a refresh of the mental models
+the fork holds stale). The jobs' handlers are in `studio.saves.vector_jobs` (registered by
+`SavesConfig.ready()`).
 
 With `expected_current_turn`, a rewind first checks, under the save's lock, that the save
 is still at that turn, and raises `TurnConflict` (nothing changed) if it moved on.
