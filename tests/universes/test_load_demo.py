@@ -207,6 +207,26 @@ def test_reload_drops_every_per_turn_record_after_the_last_turn():
 
 
 @pytest.mark.django_db
+def test_the_trim_is_the_registrys_rewind_and_carries_the_jobs_of_the_kept_turns():
+    """The demo's trim moves the save to a new timeline generation with the jobs of its kept turns; those of
+    the removed turns stay behind (they write nothing), as after the Rewind page's rewind."""
+    from studio.memory.models import Job, JobKind
+
+    load("--no-embed")
+    game_save = demo_save()
+    last, generation = game_save.current_turn, game_save.timeline_generation
+    Event.objects.create(game_save=game_save, turn_id=last + 1, player_input="x", narrative="y")
+    kept, dropped = (Job.objects.create(kind=JobKind.EMBED_TURN, universe_id=game_save.universe_id, game_save=game_save,
+                                        turn_id=turn, timeline_generation=generation) for turn in (last, last + 1))
+    load("--no-embed")
+    game_save.refresh_from_db()
+    assert (game_save.current_turn, game_save.timeline_generation) == (last, generation + 1)
+    kept.refresh_from_db()
+    dropped.refresh_from_db()
+    assert (kept.timeline_generation, dropped.timeline_generation) == (generation + 1, generation)
+
+
+@pytest.mark.django_db
 def test_if_missing_keeps_an_existing_demo():
     load("--no-embed")
     LoreEntry.objects.filter(entry_id="pim").update(title="Pim the Bold")
