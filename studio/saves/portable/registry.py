@@ -406,17 +406,28 @@ def unregister_section(name: str) -> None:
     _SECTIONS.unregister(name)
 
 
+_derive: Callable[[Any, int], SaveSection] | None = None
+
+
+def derive_sections_with(derive: Callable[[Any, int], SaveSection]) -> None:
+    """Set how the section of a per-turn table no one wrote one for is made (`sections.derived`,
+    set when the sections package is imported: this module imports no section)."""
+    global _derive
+    _derive = derive
+
+
 def registered_sections() -> list[SaveSection]:
     """Return the sections in the order they are exported and imported: the registered ones and
     those derived for the per-turn tables whose section no one registered."""
     import dataclasses
 
     from studio.memory import timeline
-    from studio.saves.portable.sections.derived import derived_section
 
     orders = _table_orders()
     sections = {s.name: s if s.order is not None else dataclasses.replace(s, order=section_order(s)) for s in _SECTIONS}
     for entry in timeline.registered_tables():
         if entry.section is not None and entry.section not in sections:
-            sections[entry.section] = derived_section(entry, orders[entry.section])
+            if _derive is None:
+                raise LookupError(f"no save-file section {entry.section!r} for timeline table {entry.name!r}")
+            sections[entry.section] = _derive(entry, orders[entry.section])
     return sorted(sections.values(), key=lambda s: (s.order, s.name))

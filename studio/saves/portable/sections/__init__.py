@@ -26,7 +26,8 @@ import inserts items in file order, so the pks of an imported save sort as the f
 """
 from __future__ import annotations
 
-from studio.saves.portable.registry import SaveSection, register_section
+from studio.saves.portable.registry import SaveSection, derive_sections_with, register_section
+from studio.saves.portable.sections.derived import derived_section
 from studio.saves.portable.sections.logs import (
     check_jobs, check_llm_calls, check_recorded_queries, export_jobs, export_llm_calls,
     export_recorded_queries, load_jobs, load_llm_calls, load_recorded_queries,
@@ -50,3 +51,5 @@ CORE_SECTIONS = [
 
 for _section in CORE_SECTIONS:
     register_section(_section)
+# A per-turn table whose section no one wrote gets one derived from its columns.
+derive_sections_with(derived_section)
