@@ -160,3 +160,13 @@ def test_the_save_file_runs_on_the_tables_order_scale():
         "lore_activation", "chapters", "narrator_snapshots", "play_settings", "continuity_findings",
         "memory_test_results",
     ]
+
+
+def test_a_fork_copies_rows_by_their_columns_never_a_hand_kept_list():
+    """Every table a fork carries is copied by `copy_columns` (every concrete column, declared remaps), but the
+    three whose rows a fork rolls back to N first: those copy whole rows (every column) with their rollback rule."""
+    tables = timeline.registered_tables()
+    derived = {t.name for t in tables if getattr(t.copy, "turn_field", None)}
+    not_copied = {t.name for t in tables if t.copy is None}
+    assert {t.name for t in tables} - derived - not_copied == {"facts", "beliefs", "mental_models"}
+    assert not_copied == {"recorded_queries", "narrator_drafts"}
