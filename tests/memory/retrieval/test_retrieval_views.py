@@ -126,6 +126,10 @@ def _assert_same_view(left, right, vocab):
     assert np.array_equal(left.positions, right.positions)
     assert np.array_equal(left.turn_of_position, right.turn_of_position)
     assert np.array_equal(left.context_adds, right.context_adds) and np.array_equal(left.turn_adds, right.turn_adds)
+    for kind in ("own_index", "context_index", "turn_index"):  # the mean IDF's frequency counts, kept by updates
+        left_index, right_index = getattr(left, kind), getattr(right, kind)
+        assert np.array_equal(np.trim_zeros(left_index.df_counts[1:], "b"), np.trim_zeros(right_index.df_counts[1:], "b"))
+        assert left_index.average_idf == right_index.average_idf and left_index.avgdl == right_index.avgdl, kind
     rng = random.Random(7)
     words = list(vocab)
     for _ in range(30):
