@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import functools
 import re
 
 import numpy as np
@@ -62,8 +63,9 @@ class LeakRule:
 RULE = LeakRule()
 
 
-def terms_of(text: str) -> set[str]:
-    return {t for t in index_terms(text or "") if len(t) >= RULE.min_term_chars}
+@functools.lru_cache(maxsize=8192)  # the same last turns' narratives are read at every check: their terms kept
+def terms_of(text: str) -> frozenset[str]:
+    return frozenset(t for t in index_terms(text or "") if len(t) >= RULE.min_term_chars)
 
 
 @dataclass
