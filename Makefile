@@ -5,6 +5,7 @@
 #               on SQLite and (the tests that use the database) on PostgreSQL
 #   make test-fast  the import contracts, `ruff check` and the suite on SQLite without a browser, a Celery
 #               worker or the real embedding model (markers browser, celery, slow), two workers
+#   make hooks  the commit hook: ruff check, ruff format --check and lint-imports before each commit
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -15,7 +16,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export ANONYMIZED_TELEMETRY := False
 
-.PHONY: install run test test-fast bench clean-var
+.PHONY: install run test test-fast bench clean-var hooks
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,6 +27,9 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+hooks:
+	git config core.hooksPath scripts/git-hooks
 
 run: install
 	./scripts/run.sh

@@ -19,56 +19,23 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
 
 import httpx
 import pytest
-from django.db import connection
 
 from studio.api.services import api_token_create
 from studio.memory.models import Job, JobStatus
 from studio.saves.services import save_create
 
+from tests.support.processes import REDIS_URL, TERMINAL, VENV_BIN, database_url, free_port, redis_available
+
 pytestmark = [pytest.mark.celery, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 ROOT = Path(__file__).resolve().parents[1]
-VENV_BIN = Path(sys.executable).parent
-REDIS_URL = os.environ.get("AXIOM_TEST_REDIS_URL", "redis://127.0.0.1:6379/9")
-TERMINAL = (JobStatus.DONE, JobStatus.FAILED, JobStatus.SKIPPED, JobStatus.PAUSED)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def redis_available() -> bool:
-    import redis
-
-    try:
-        return bool(redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1).ping())
-    except Exception:
-        return False
-
-
-def database_url() -> str:
-    """The URL of the test database this process uses, for the other processes."""
-    settings = connection.settings_dict
-    if settings["ENGINE"].endswith("sqlite3"):
-        name = str(settings["NAME"])
-        if "memory" in name or not name.startswith("/"):
-            pytest.skip("the other processes need a file-based test database (see tests/settings.py)")
-        return f"sqlite:///{name}"
-    user = settings.get("USER") or "postgres"
-    password = f":{settings['PASSWORD']}" if settings.get("PASSWORD") else ""
-    host = settings.get("HOST") or "127.0.0.1"
-    return f"postgres://{user}{password}@{host}:{settings.get('PORT') or 5432}/{settings['NAME']}"
 
 
 def wait_for(url: str, process: subprocess.Popen, log: Path, timeout: float = 120) -> None:

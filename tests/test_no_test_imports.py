@@ -1,4 +1,4 @@
-"""No module under tests/ imports a test module (`test_*.py`, `*_test.py`).
+"""No module under tests/ imports a test module (`test_*.py`, `*_test.py`) or a conftest.
 
 Importing a test module runs its module body a second time under another name, collects its
 tests twice when a name is re-exported, and ties one test file's helpers to another's edits;
@@ -20,8 +20,10 @@ SKIP_PARTS = {"node_modules", "__pycache__"}
 
 
 def is_test_module(name: str) -> bool:
+    """A test module, or a conftest (its fixtures are registered by pytest; importing one shadows
+    them, and its helpers belong in a support module)."""
     last = name.rsplit(".", 1)[-1]
-    return last.startswith("test_") or last.endswith("_test")
+    return last.startswith("test_") or last.endswith("_test") or last == "conftest"
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -90,15 +92,18 @@ def test_the_scan_sees_every_kind_of_import(tmp_path):
         "from tests.saves import helpers\n"    # allowed
         "import pytest\n"                      # allowed
         "from tests.saves.helpers import test_like\n"  # a name, not a module: allowed
+        "from .conftest import fixture_helper\n"  # 11: a conftest
     )
+    (root / "saves" / "conftest.py").write_text("def fixture_helper(): pass\n")
     (root / "saves" / "latest_test.py").write_text("from json import loads\n")
     (root / "support.py").write_text("from tests.saves.latest_test import loads\n")
     found = imports_of_test_modules(root)
-    assert found == [
+    assert sorted(found) == sorted([
         "tests/saves/test_b.py:1 imports tests.saves.test_a",
         "tests/saves/test_b.py:2 imports tests.saves.test_a",
         "tests/saves/test_b.py:3 imports tests.saves.test_a",
         "tests/saves/test_b.py:4 imports tests.saves.test_a",
+        "tests/saves/test_b.py:11 imports tests.saves.conftest",
         "tests/saves/test_b.py:6 imports tests.saves.test_a",
         "tests/support.py:1 imports tests.saves.latest_test",
-    ]
+    ])

@@ -6,7 +6,7 @@ the API's authentication, method and CSRF checks (`studio.api.http.guard`).
 """
 from django.urls import re_path
 
-from studio.api import views, views_chapters, views_docs, views_memory_tests, views_narrate, views_play, views_portable  # noqa: F401,E501 - they register their routes
+from studio.api import views, views_chapters, views_docs, views_memory, views_memory_tests, views_narrate, views_play, views_portable  # noqa: F401,E501 - they register their routes
 from studio.api.ninja_api import api_urlpatterns
 
 app_name = "api"

@@ -24,7 +24,7 @@ class MemoryConfig(AppConfig):
 
     @staticmethod
     def register_timeline_tables() -> None:
-        """Hand rewind, fork and the demo's trim the engine's per-turn tables (`memory/timeline_tables.py`)."""
+        """Hand append, rewind, fork, the demo's trim and the save file the engine's per-turn tables (`memory/timeline_tables.py`)."""
         from studio.memory import timeline_tables
         from studio.memory.chapters import timeline as chapter_timeline
 

@@ -4,18 +4,24 @@ Facts (deleted after N), beliefs (rebuilt from their history trail, `observation
 models (rebuilt from their versions, `mental_models`), recorded queries and lore activation
 rows (deleted after N). A fork copies facts, beliefs and mental models as they stood at N
 with new ids (beliefs' sources remapped to the fork's facts, mental models' sources to the
-fork's beliefs) and the lore activation rows up to N. The job ledger is declared exempt.
+fork's beliefs) and the lore activation rows up to N (every column). Appending a turn records
+its lore activation (what activated, the sticky and cooldown windows it left). Facts, beliefs
+and mental models are what a turn's extraction derives (`living`: re-extracting the last turn
+rolls them back); a rewind that changed beliefs or mental models redoes the running living
+jobs that read them (`read_by_jobs`), and one that rolled back mental models of a living save
+queues their refresh (`rewound`), as a living fork with stale mental models does (`forked`). The job ledger is declared exempt.
 """
 from __future__ import annotations
 
 from studio.memory import timeline, turn_rows
 from studio.memory.facts import FACT_ROLLBACK
-from studio.memory.lore.activation_state import lore_activation_copy, lore_activation_rollback
+from studio.memory.lore.activation_state import lore_activation_record_turn
 from studio.memory.mental_models import MODEL_ROLLBACK
 from studio.memory.models import Fact as FactRow
 from studio.memory.models import Job, LoreActivation, RecordedQuery
 from studio.memory.models import MentalModel as MentalModelRow
 from studio.memory.models import Observation as ObservationRow
+from studio.memory.rewind_details import belief_details, model_details
 from studio.memory.observations import BELIEF_ROLLBACK, SOURCES_GONE, belief_retire, trail_is_exact
 
 
@@ -82,7 +88,7 @@ def copy_models(source_pk: int, fork_pk: int, n: int, belief_ids: dict[int, int]
     MentalModelRow.objects.bulk_create(rows)
 
 
-def _rolled(rule: turn_rows.RowRollback, prefix: str, labels: tuple[str, str]):
+def _rolled(rule: turn_rows.RowRollback, prefix: str, labels: tuple[str, str], what: str):
     """rollback / count functions of a table that deletes some rows and rolls others back."""
 
     def rollback(save, n: int) -> dict[str, int]:
@@ -97,7 +103,29 @@ def _rolled(rule: turn_rows.RowRollback, prefix: str, labels: tuple[str, str]):
         "rollback": rollback,
         "count": count,
         "labels": {f"{prefix}_deleted": labels[0], f"{prefix}_updated": labels[1]},
+        "preview": {f"{prefix}_deleted": (what, "deletes"), f"{prefix}_updated": (what, "rolls back")},
     }
+
+
+def refresh_rolled_back_models(save, n: int, counts: dict[str, int]) -> None:
+    """Regenerate the rewound (stale) profiles from the rewound beliefs, on the new timeline."""
+    if counts.get("mental_models_updated") and save.is_living:
+        from studio.memory import jobs
+
+        jobs.enqueue_refresh_models(game_save=save)
+
+
+def refresh_forked_models(ctx: timeline.ForkContext) -> None:
+    """A living fork whose copied mental models are stale (rolled back to N, or never refreshed by
+    the source) gets its own refresh, as a rewind to N would."""
+    if ctx.fork.is_living and MentalModelRow.objects.filter(game_save_id=ctx.fork.pk, stale=True).exists():
+        from studio.memory import jobs
+
+        jobs.enqueue_refresh_models(game_save=ctx.fork)
+
+
+def append_lore_activation(turn: timeline.TurnAppend) -> None:
+    lore_activation_record_turn(save=turn.save, turn_id=turn.turn_id, player_input=turn.player_input or "")
 
 
 def _copy_facts(ctx: timeline.ForkContext) -> None:
@@ -122,6 +150,8 @@ TABLES = [
         section="facts",
         order=30,
         labels={"facts": "Facts"},
+        preview={"facts": ("fact", "deletes")},
+        living=True,
     ),
     timeline.TurnTable(
         name="beliefs",
@@ -129,7 +159,10 @@ TABLES = [
         copy=_copy_beliefs,
         section="beliefs",
         order=40,
-        **_rolled(BELIEF_ROLLBACK, "beliefs", ("Beliefs deleted", "Beliefs rolled back")),
+        living=True,
+        read_by_jobs=True,
+        details=belief_details,
+        **_rolled(BELIEF_ROLLBACK, "beliefs", ("Beliefs deleted", "Beliefs rolled back"), "belief"),
     ),
     timeline.TurnTable(
         name="mental_models",
@@ -137,7 +170,12 @@ TABLES = [
         copy=_copy_models,
         section="mental_models",
         order=50,
-        **_rolled(MODEL_ROLLBACK, "mental_models", ("Mental models deleted", "Mental models rolled back")),
+        living=True,
+        read_by_jobs=True,
+        rewound=refresh_rolled_back_models,
+        forked=refresh_forked_models,
+        details=model_details,
+        **_rolled(MODEL_ROLLBACK, "mental_models", ("Mental models deleted", "Mental models rolled back"), "mental model"),
     ),
     timeline.TurnTable.plain(
         "recorded_queries",
@@ -148,15 +186,13 @@ TABLES = [
         copied=False,
         note="Queries recorded for lore-edit replay belong to the play that made them: a fork records its own.",
     ),
-    timeline.TurnTable(
-        name="lore_activations",
-        model=LoreActivation,
-        rollback=lambda save, n: {"lore_activations": lore_activation_rollback(save=save, target_turn=n)},
-        count=lambda save, n: {"lore_activations": turn_rows.count_after(LoreActivation, save.pk, n)},
-        copy=lambda ctx: lore_activation_copy(source=ctx.source, fork=ctx.fork, target_turn=ctx.target_turn),
-        section="lore_activation",
+    timeline.TurnTable.plain(
+        "lore_activations",
+        LoreActivation,
         order=70,
-        labels={"lore_activations": "Lore activation records"},
+        section="lore_activation",
+        label="Lore activation records",
+        append=append_lore_activation,
     ),
 ]
 

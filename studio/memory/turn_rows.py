@@ -33,6 +33,7 @@ __all__ = [
     "delete_after",
     "count_after",
     "copy_turn_rows",
+    "insert_values",
     "consecutive_runs",
 ]
 
@@ -199,8 +200,10 @@ def count_after(model, save_pk: int, target_turn_id: int, *, turn_field: str = "
     return model.objects.filter(game_save_id=save_pk, **{f"{turn_field}__gt": target_turn_id}).count()
 
 
-def copy_turn_rows(model, source_pk: int, fork_pk: int, n: int, *, columns: list[str] | None = None) -> None:
-    """INSERT ... SELECT the rows of `model` up to turn `n` into the fork (one statement).
+def copy_turn_rows(
+    model, source_pk: int, fork_pk: int, n: int, *, columns: list[str] | None = None, turn_field: str = "turn_id"
+) -> None:
+    """INSERT ... SELECT the rows of `model` up to turn `n` (`turn_field`) into the fork (one statement).
 
     `columns` defaults to every concrete column but the id and the save, so the copy is the
     row as it stands (its `created_at` too).
@@ -212,13 +215,31 @@ def copy_turn_rows(model, source_pk: int, fork_pk: int, n: int, *, columns: list
     table = qn(meta.db_table)
     cols = [qn(meta.get_field(c).column) for c in columns]
     save_col = qn(meta.get_field("game_save").column)
-    turn_col = qn(meta.get_field("turn_id").column)
+    turn_col = qn(meta.get_field(turn_field).column)
     sql = (
         f"INSERT INTO {table} ({save_col}, {', '.join(cols)}) "
         f"SELECT %s, {', '.join(cols)} FROM {table} WHERE {save_col} = %s AND {turn_col} <= %s"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [fork_pk, source_pk, n])
+
+
+def insert_values(model, rows: list[dict[str, Any]], *, batch: int = 1000) -> None:
+    """INSERT `rows` ({attname: value}, every concrete column but the id) as they are, times
+    included (`bulk_create` would stamp `auto_now_add` columns with the present)."""
+    if not rows:
+        return
+    meta = model._meta
+    fields = [f for f in meta.concrete_fields if not f.primary_key]
+    qn = connection.ops.quote_name
+    sql = (
+        f"INSERT INTO {qn(meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) "
+        f"VALUES ({', '.join(['%s'] * len(fields))})"
+    )
+    params = [[f.get_db_prep_save(row[f.attname], connection=connection) for f in fields] for row in rows]
+    with connection.cursor() as cursor:
+        for start in range(0, len(params), batch):
+            cursor.executemany(sql, params[start : start + batch])
 
 
 def consecutive_runs(turns) -> list[tuple[int, int]]:

@@ -12,7 +12,7 @@ class SavesConfig(AppConfig):
 
     @staticmethod
     def register_timeline_tables() -> None:
-        """Hand rewind, fork and the demo's trim the saves app's per-turn tables (`saves/timeline_tables.py`)."""
+        """Hand append, rewind, fork, the demo's trim and the save file the saves app's per-turn tables (`saves/timeline_tables.py`)."""
         from studio.saves import timeline_tables
         from studio.saves.memory_tests import timeline_tables as memory_test_tables
 

@@ -3,10 +3,11 @@
 What a turn owns is in the timeline registry (`studio.memory.timeline`): every table keyed
 by save and turn is registered there at start-up by the app that owns it (`saves` and
 `memory`'s `timeline_tables.py`), with how it rolls back after N, counts what a rewind would
-drop and copies up to N for a fork. Rewind, preview and fork loop over it; none of them
-names a table.
+drop (the preview's counts, sentence and lists) and copies up to N for a fork. Rewind,
+preview and fork loop over it; none of them names a table.
 
-Rewind is one database transaction: every registered table is rolled back to N (the
+Rewind is one database transaction, the registry's rewind (`studio.memory.rewind`, which
+the demo's trim runs too): every registered table is rolled back to N (the
 Event_Log, StateCache, facts, recorded queries, lore activation rows, narrator snapshots
 and drafts after N are deleted, so sticky, cooldown and first matches are as they were
 recorded at N; the belief and mental-model rollback rules are applied, see
@@ -28,8 +29,10 @@ way; the original is untouched. Work the source had not finished for turns <= N 
 embedding or living job of a turn not done: queued, running, paused, failed, skipped) is
 done again for the fork, so the fork ends with the memory a finished source has: the copy
 job embeds those turns after copying (it cannot clear them), and the fork queues its own
-living jobs for them, in turn order. The jobs' handlers are in `studio.saves.vector_jobs`
-(registered by `SavesConfig.ready()`).
+living jobs for them, in turn order; the tables' `forked` hooks queue the rest of the
+source's unfinished work (the chapter summaries pending at N, a refresh of the mental models
+the fork holds stale). The jobs' handlers are in `studio.saves.vector_jobs` (registered by
+`SavesConfig.ready()`).
 
 With `expected_current_turn`, a rewind first checks, under the save's lock, that the save
 is still at that turn, and raises `TurnConflict` (nothing changed) if it moved on.
@@ -45,14 +48,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
-from django.utils import timezone
 
 from studio.memory import jobs, timeline
+from studio.memory.rewind import timeline_rewind
 from studio.plural import counted
-from studio.memory.mental_models import MODEL_ROLLBACK, MentalModel, mental_models_to_roll_back
+from studio.memory.mental_models import MentalModel
 from studio.memory.models import Job, JobKind, JobStatus
-from studio.memory.observations import BELIEF_ROLLBACK, Observation, beliefs_to_roll_back
-from studio.saves import checkpoint_rows
+from studio.memory.observations import Observation
+from studio.memory.rewind_details import BeliefChange, ModelChange
 from studio.saves.errors import TurnConflict
 from studio.saves.models import Event, Save
 from studio.saves.vector_jobs import PENDING_STATUSES
@@ -106,23 +109,6 @@ class RewindResult:
     vector_error: str = ""
     db_seconds: float = 0.0
     vector_seconds: float = 0.0
-
-
-@dataclass
-class BeliefChange:
-    """A belief a rewind would roll back: as it is now, and as it would be after."""
-
-    before: Observation
-    after: Observation
-    restored: bool = False  # it was DELETEd after the target and comes back
-
-
-@dataclass
-class ModelChange:
-    """A mental model a rewind would roll back: as it is now, and as it would be after."""
-
-    before: MentalModel
-    after: MentalModel
 
 
 @dataclass
@@ -206,18 +192,11 @@ class CheckpointManager:
                     timeline_generation=locked.timeline_generation,
                 )
             pk = locked.pk
-            # Every per-turn table, in registry order (`studio.memory.timeline`).
-            counts: dict[str, int | None] = dict(timeline.roll_back(locked, n))
-            generation = locked.timeline_generation + 1
-            # Jobs of the kept turns go on to the new timeline; those of dropped turns write nothing.
-            jobs.job_timeline_rewind(
-                game_save=locked, target_turn=n, generation=generation,
-                memory_rewound=any(counts.get(key) for key in (
-                    "beliefs_deleted", "beliefs_updated", "mental_models_deleted", "mental_models_updated")),
-            )
-            Save.objects.filter(pk=pk).update(
-                current_turn=n, timeline_generation=generation, updated_at=timezone.now()
-            )
+            from_turn = locked.current_turn
+            # The registry's rewind (`studio.memory.rewind`): every per-turn table in registry order,
+            # the jobs carried to the new generation, the save moved; its `rewound` hooks after the job below.
+            counts: dict[str, int | None] = dict(timeline_rewind(locked, n, hooks=False))
+            generation = locked.timeline_generation
             # This rewind runs the job itself after commit: no runner is woken for it.
             job = jobs.job_create(
                 wake=False,
@@ -227,9 +206,8 @@ class CheckpointManager:
                 turn_id=n,
                 timeline_generation=generation,
                 progress=f"delete vector chunks after turn {n}",
-                payload={"target_turn": n, "from_turn": locked.current_turn},
+                payload={"target_turn": n, "from_turn": from_turn},
             )
-            from_turn = locked.current_turn
             save_id = locked.save_id
 
             def after_commit(job_pk=job.pk):
@@ -237,13 +215,10 @@ class CheckpointManager:
                 outcome["db_seconds"] = time.perf_counter() - started
                 outcome.update(self._run_vector_job(job_pk))
 
-            # Registered before the refresh job's dispatch: the delete runs first.
+            # Registered before the tables' hooks queue work (a refresh of rolled-back mental models):
+            # the delete runs first.
             transaction.on_commit(after_commit, robust=True)
-            if counts["mental_models_updated"] and locked.is_living:
-                # Regenerate the rewound (stale) profiles from the rewound beliefs; the job
-                # carries the new generation, so it runs against this timeline.
-                locked.current_turn, locked.timeline_generation = n, generation
-                jobs.enqueue_refresh_models(game_save=locked)
+            timeline.rewound(locked, n, counts)
             db_seconds = time.perf_counter() - started  # inside an outer transaction: no commit yet
         save.current_turn = n
         save.timeline_generation = generation
@@ -339,22 +314,6 @@ class CheckpointManager:
                 changed=False,
                 message=_noop_message(current, n),
             )
-        pk = current.pk
-        doomed_beliefs, changed_beliefs = beliefs_to_roll_back(pk, n)
-        doomed_models, changed_models = mental_models_to_roll_back(pk, n)
-        beliefs_changed = []
-        for row in changed_beliefs.order_by("-updated_turn_id", "-id"):
-            values = BELIEF_ROLLBACK.values_at(row, n)
-            restored = row.deleted_turn_id is not None and values["deleted_turn_id"] is None
-            if row.deleted_turn_id is not None and not restored:
-                continue
-            beliefs_changed.append(
-                BeliefChange(before=Observation.from_row(row), after=checkpoint_rows.belief_after(row, values), restored=restored)
-            )
-        models_changed = [
-            ModelChange(before=MentalModel.from_row(row), after=checkpoint_rows.model_after(row, MODEL_ROLLBACK.values_at(row, n)))
-            for row in changed_models.order_by("-updated_turn_id", "-id")
-        ]
         counts = timeline.count_rollback(current, n)
         return RewindPreview(
             save_id=current.save_id,
@@ -363,21 +322,11 @@ class CheckpointManager:
             changed=True,
             message=(
                 f"Rewinding save {current.save_id} from turn {current.current_turn} to turn {n} "
-                f"deletes {counted(counts['events'], 'turn')}, {counted(counts['facts'], 'fact')}, "
-                f"{counted(counts['beliefs_deleted'], 'belief')} and "
-                f"{counted(counts['mental_models_deleted'], 'mental model')}, and rolls back "
-                f"{counted(len(beliefs_changed), 'belief')} and {counted(len(models_changed), 'mental model')}."
+                f"{timeline.preview_sentence(counts, counted)}."
             ),
             counts=counts,
-            beliefs_deleted=[
-                Observation.from_row(r)
-                for r in doomed_beliefs.filter(deleted_turn_id__isnull=True).order_by("-updated_turn_id", "-id")
-            ],
-            beliefs_changed=beliefs_changed,
-            mental_models_deleted=[
-                MentalModel.from_row(r) for r in doomed_models.order_by("-updated_turn_id", "-id")
-            ],
-            mental_models_changed=models_changed,
+            # What the tables list of their rows (the beliefs and mental models, before and after).
+            **timeline.preview_details(current, n),
         )
 
     # -- fork -------------------------------------------------------------------------------

@@ -8,9 +8,10 @@ turn and who knows each secret. Loading it:
   through the lore services, so they carry revisions and queue their embedding like an
   author's import;
 - re-makes the save `drowned-reach-knowledge` in living mode, turn by turn, through the
-  same writes play uses: the turn's state (`location`, `present`, `reveals`) is recorded by
-  `presence_record_turn` and `reveals_from_state`, and the scenario's facts are stored as
-  the extractor would have stored them (no LLM is called, no job is queued).
+  same writes play uses (`turn_record`: every per-turn table's append hook; the turn's state
+  `location`, `present`, `reveals` gives its presence and reveals), and the scenario's facts
+  are stored as the extractor would have stored them (no LLM is called, no turn job is
+  queued).
 
 Idempotent: the save keeps the scenario's digest in its meta; a second load with the same
 file changes nothing. Embedding the save is the caller's (`demo_embed`, after the commit).
@@ -26,9 +27,8 @@ from django.db import transaction
 
 from studio.memory.facts import Fact, insert_facts
 from studio.memory.knowledge.names import character_index
-from studio.memory.knowledge.presence import presence_record_turn
-from studio.memory.knowledge.reveals import reveals_from_state
-from studio.saves.models import Event, MemoryMode, Save, StateCache
+from studio.saves.models import MemoryMode, Save
+from studio.saves.services import turn_record
 from studio.universes.demo.loader import DemoDataError
 from studio.universes.models import LoreEntry, LoreKind, LoreRevision
 from studio.universes.services.lore import lore_entry_create, lore_entry_update
@@ -100,10 +100,10 @@ def scenario_append_turn(*, save: Save, turn: dict, index=None) -> list[int]:
     if turn_id != save.current_turn + 1:
         raise DemoDataError(f"scenario turn {turn_id} does not follow the save's turn {save.current_turn}")
     index = index or character_index(save.universe, save=save)
-    Event.objects.create(game_save=save, turn_id=turn_id, player_input=turn["player_input"], narrative=turn["narrative"])
-    StateCache.objects.create(game_save=save, turn_id=turn_id, state=state)
-    presence_record_turn(save=save, turn_id=turn_id, state=state, index=index)
-    reveals_from_state(save=save, turn_id=turn_id, state=state, index=index)
+    # The append hooks every path runs (`turn_record`): the Event, state, presence, reveals, lore activation,
+    # chapters (closed without a summary job: the demo calls no LLM).
+    turn_record(save=save, turn_id=turn_id, player_input=turn["player_input"], narrative=turn["narrative"], state=state,
+                index=index, summarize=False)
     fact_ids = insert_facts(save, turn_id, [Fact(f["statement"], entities=list(f["entities"])) for f in turn["facts"]])
     Save.objects.filter(pk=save.pk).update(current_turn=turn_id)
     save.current_turn = turn_id

@@ -224,18 +224,16 @@ def import_locomo(
     """
     from django.utils import timezone
 
-    from studio.saves.models import Event, MemoryMode, StateCache
-    from studio.saves.services import save_create
+    from studio.saves.models import MemoryMode
+    from studio.saves.services import save_create, turn_record
 
     with transaction.atomic():
         game_save = save_create(universe=universe, name=name, memory_mode=MemoryMode.CLASSIC, beliefs_enabled=False)
-        Event.objects.bulk_create(
-            Event(game_save=game_save, turn_id=n, player_input=t.player_input, narrative=t.narrative)
-            for n, t in enumerate(turns, start=1)
-        )
-        StateCache.objects.bulk_create(
-            StateCache(game_save=game_save, turn_id=n, state=t.state or {}) for n, t in enumerate(turns, start=1)
-        )
+        locked = Save.objects.select_for_update().get(pk=game_save.pk)
+        # Each turn through every per-turn table's append hook, as play writes it (no turn job: the
+        # utterances are embedded below, one chunk each).
+        for n, t in enumerate(turns, start=1):
+            turn_record(save=locked, turn_id=n, player_input=t.player_input, narrative=t.narrative, state=t.state or {})
         now = timezone.now()
         Save.objects.filter(pk=game_save.pk).update(current_turn=len(turns), last_activity_at=now, updated_at=now)
     items = [

@@ -5,13 +5,14 @@ living pipeline) is queued as Job rows in that transaction and handed to the run
 commits (`studio.memory.jobs`). If the job queue is unreachable at that moment the turn is
 kept all the same and its jobs are marked failed with a retryable error.
 
-`turn_append` records the turn's lore activation (what activated, the sticky and cooldown
-windows it left; `studio.memory.lore.activation_state`) in the same transaction.
-
-It also records the turn's presence (`state["present"]`, a list of names; else carried from
-the previous turn until the state's `location` changes) and the reveals the state lists
-(`state["reveals"]`), `studio.memory.knowledge`; a malformed key raises ValueError with
-nothing written.
+`turn_append` writes the turn through the timeline registry's append hooks (`turn_record`,
+`studio.memory.timeline.append_turn`), in the same transaction and registry order: the
+Event and its state, the turn's presence (`state["present"]`, a list of names; else carried
+from the previous turn until the state's `location` changes) and the reveals the state lists
+(`state["reveals"]`; a malformed key raises ValueError with nothing written), its lore
+activation (what activated, the sticky and cooldown windows it left), the chapter a scene
+change or the turn limit closes. Every path that appends a turn (the Console, the API, the
+memory proxy, the importers, the demo) goes through `turn_record`.
 
 Every text is checked against its declared limit first (`studio/limits.py`: the save's name,
 a turn's input and narrative), raising `limits.Refused` (a ValueError naming the field) with
@@ -30,15 +31,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from studio import limits
-from studio.memory import jobs
-from studio.memory.chapters.services import chapter_after_turn
-from studio.memory.knowledge.presence import presence_record_turn
-from studio.memory.knowledge.reveals import reveals_from_state
-from studio.memory.lore.activation_state import lore_activation_record_turn
+from studio.memory import jobs, timeline
 from studio.memory.vector import VectorStoreError
 from studio.saves.checkpoints import CheckpointManager
 from studio.saves.errors import TurnConflict
-from studio.saves.models import Event, MemoryMode, Save, StateCache
+from studio.saves.models import Event, MemoryMode, Save
 from studio.universes.services.persona import persona_settle
 
 __all__ = [
@@ -47,6 +44,7 @@ __all__ = [
     "finish_pending_vector_rollback",
     "save_create",
     "turn_append",
+    "turn_record",
     "turn_update_narrative",
 ]
 
@@ -110,17 +108,9 @@ def turn_append(
                 save_id=locked.save_id,
                 current_turn=locked.current_turn,
             )
-        event = Event.objects.create(
-            game_save=locked, turn_id=turn_id, player_input=player_input or "", narrative=narrative or ""
-        )
-        StateCache.objects.create(game_save=locked, turn_id=turn_id, state=state if state is not None else {})
-        # The turn's lore activation (sticky, cooldown, every roll) is part of its timeline.
-        lore_activation_record_turn(save=locked, turn_id=turn_id, player_input=player_input or "")
-        # A scene change or the chapter's turn limit closes the open chapter (its summary job queued on commit).
-        chapter_after_turn(game_save=locked, turn_id=turn_id, state=state)
-        # Who is in the scene (`state["present"]`, else carried) and what the state reveals.
-        presence_record_turn(save=locked, turn_id=turn_id, state=state)
-        reveals_from_state(save=locked, turn_id=turn_id, state=state)
+        # Every per-turn table's append hook, in registry order (`studio.memory.timeline`): the
+        # Event and its state, presence and reveals, lore activation, a chapter closed.
+        event = turn_record(save=locked, turn_id=turn_id, player_input=player_input, narrative=narrative, state=state)
         now = timezone.now()
         Save.objects.filter(pk=locked.pk).update(current_turn=turn_id, last_activity_at=now, updated_at=now)
         locked.current_turn = turn_id
@@ -130,6 +120,17 @@ def turn_append(
     game_save.last_activity_at = now
     event.game_save = game_save
     return event
+
+
+def turn_record(*, save: Save, turn_id: int, player_input: str = "", narrative: str = "", state: dict | None = None,
+                **options) -> Event:
+    """Write turn `turn_id` of `save` (locked, in the caller's transaction) through every registered
+    table's append hook (`timeline.append_turn`); return its Event. The caller moves the save's turn
+    and queues its jobs; `options` go to the hooks (`TurnAppend.options`)."""
+    turn = timeline.append_turn(timeline.TurnAppend(
+        save=save, turn_id=turn_id, player_input=player_input or "", narrative=narrative or "", state=state,
+        options=options))
+    return turn.rows["events"]
 
 
 def turn_update_narrative(*, game_save: Save, turn_id: int, narrative: str, player_input: str | None = None,

@@ -36,10 +36,3 @@ def states(game_save):
     for turn in range(1, 4):
         StateCache.objects.create(game_save=game_save, turn_id=turn, state={"hp": 10 - turn})
     return game_save
-
-
-def error_code(response) -> str:
-    assert response["Content-Type"].startswith("application/json"), response.content[:200]
-    body = response.json()
-    assert set(body["error"]) == {"code", "message", "details"}, body
-    return body["error"]["code"]

@@ -6,7 +6,7 @@ import pytest
 from studio.memory import facts as F
 from studio.saves.models import Event, Save
 
-from .conftest import error_code
+from tests.support.api_errors import error_code
 
 pytestmark = pytest.mark.django_db
 

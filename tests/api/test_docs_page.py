@@ -8,7 +8,7 @@ import pytest
 from django.contrib.staticfiles import finders
 from django.test import Client
 
-from .conftest import error_code
+from tests.support.api_errors import error_code
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ from studio.saves.models import Save
 
 from tests.plugins.api import ApiClient
 
-from .conftest import error_code
+from tests.support.api_errors import error_code
 
 pytestmark = pytest.mark.django_db
 
@@ -120,7 +120,7 @@ def test_token_writes_need_no_csrf(api, game_save):
 
 
 def test_a_locked_database_is_503_with_retry_after(api, game_save, monkeypatch):
-    from studio.api import views
+    from studio.api import views_memory as views
 
     def locked(*args, **kwargs):
         raise OperationalError("database is locked")
@@ -133,7 +133,7 @@ def test_a_locked_database_is_503_with_retry_after(api, game_save, monkeypatch):
 
 
 def test_an_unexpected_error_is_a_json_500(api, game_save, monkeypatch):
-    from studio.api import views
+    from studio.api import views_memory as views
 
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
@@ -165,7 +165,7 @@ def test_django_exceptions_from_shared_code_become_json(api, game_save, monkeypa
     from django.core.exceptions import PermissionDenied
     from django.http import Http404
 
-    from studio.api import views
+    from studio.api import views_memory as views
 
     def raising(*args, **kwargs):
         raise Http404("gone") if exc == "http404" else PermissionDenied("no")

@@ -1,7 +1,6 @@
 """The API when what it stands on fails: Redis, the Chroma server, a locked SQLite file."""
 from __future__ import annotations
 
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -16,15 +15,10 @@ from studio.memory.models import Job, JobKind, JobStatus
 from studio.saves.models import Event
 from tests.fakes import HashingEmbedder
 
-from .conftest import error_code
+from tests.support.api_errors import error_code
+from tests.support.processes import free_port
 
 CHROMA = Path(sys.executable).parent / "chroma"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.django_db

@@ -8,7 +8,7 @@ from studio.memory import mental_models as MM
 from studio.memory import observations as O
 from studio.saves.models import Event
 
-from .conftest import error_code
+from tests.support.api_errors import error_code
 
 pytestmark = pytest.mark.django_db
 

@@ -13,7 +13,7 @@ from studio.api.openapi import build_openapi
 
 from tests.support.openapi import schema_validator
 
-from .conftest import error_code
+from tests.support.api_errors import error_code
 
 pytestmark = pytest.mark.django_db
 

@@ -10,7 +10,7 @@ from studio.memory.chapters.services import ChapterError, chapter_close, chapter
 from studio.saves.checkpoints import CheckpointManager
 from studio.saves.models import PlaySettings, Save
 from studio.saves.narrator.play_settings import play_settings_update
-from tests.api.conftest import error_code
+from tests.support.api_errors import error_code
 from tests.fakes import FakeVectorMemory
 
 pytestmark = pytest.mark.django_db

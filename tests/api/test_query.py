@@ -1,7 +1,6 @@
 """Memory search and the assembled memory context through the API, on a real vector store."""
 from __future__ import annotations
 
-import socket
 
 import pytest
 from jsonschema import Draft202012Validator
@@ -11,7 +10,8 @@ from studio.memory import mental_models as MM
 from studio.memory.models import RecordedQuery
 from studio.memory.vector import VectorStoreError, reset_vector_memory
 
-from .conftest import error_code
+from tests.support.api_errors import error_code
+from tests.support.processes import free_port
 from tests.fakes import make_vector_memory
 
 pytestmark = pytest.mark.django_db
@@ -122,12 +122,6 @@ def test_vector_store_error_is_503(api, game_save, monkeypatch):
     assert response.status_code == 503
     assert error_code(response) == "vector_store_unavailable"
     assert response["Retry-After"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_an_unreachable_chroma_server_is_503(api, game_save, settings):

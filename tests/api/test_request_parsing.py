@@ -14,7 +14,7 @@ import pytest
 from studio.api.http import MAX_JSON_DEPTH
 from studio.saves.models import Event, Save
 
-from .conftest import error_code
+from tests.support.api_errors import error_code
 
 pytestmark = pytest.mark.django_db
 

@@ -13,7 +13,7 @@ from studio.saves.models import Save
 from studio.universes.models import Universe
 from tests.saves.portable_support import rich_save, table_counts
 
-from .conftest import error_code
+from tests.support.api_errors import error_code
 
 pytestmark = pytest.mark.django_db
 

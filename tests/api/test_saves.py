@@ -5,7 +5,7 @@ import pytest
 
 from studio.saves.models import Save
 
-from .conftest import error_code
+from tests.support.api_errors import error_code
 
 pytestmark = pytest.mark.django_db
 

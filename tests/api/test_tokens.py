@@ -12,7 +12,7 @@ from studio.api.services import api_token_authenticate, api_token_create, api_to
 
 from tests.plugins.api import ApiClient
 
-from .conftest import error_code
+from tests.support.api_errors import error_code
 
 pytestmark = pytest.mark.django_db
 

@@ -6,7 +6,7 @@ import pytest
 from studio.memory.models import Job, JobKind
 from studio.saves.models import Event, Save, StateCache
 
-from .conftest import error_code
+from tests.support.api_errors import error_code
 
 pytestmark = pytest.mark.django_db
 

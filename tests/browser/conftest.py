@@ -34,6 +34,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.browser.pages import ARTIFACTS, PHONE
+
 
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
 
@@ -48,9 +50,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
 DEFAULT_TIMEOUT_MS = 15_000
-PHONE = {"width": 390, "height": 844}
 NODE_DIR = Path(__file__).resolve().parent
 AXE_SCRIPT = NODE_DIR / "node_modules" / "axe-core" / "axe.min.js"
 AXE_URL_PATH = "/__browser-tests__/axe.min.js"  # answered by a Playwright route, never by Django

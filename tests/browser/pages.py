@@ -13,9 +13,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
+
+# Where `screenshot` writes, and the phone-width tests' viewport (CSS pixels).
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
+PHONE = {"width": 390, "height": 844}
 
 # URL names that answer GET with no studio page of their own, and why. Anything else that
 # does not answer 200 text/html with a whole document fails the walk.

@@ -158,7 +158,7 @@ def test_phone_menu_folds_and_opens(phone_page, live_server, login, author, worl
 
 
 def test_phone_menu_without_javascript_is_simply_open(browser, live_server, login, author, world):
-    from tests.browser.conftest import PHONE
+    from tests.browser.pages import PHONE
 
     context = browser.new_context(base_url=live_server.url, viewport=PHONE, is_mobile=True, java_script_enabled=False)
     try:

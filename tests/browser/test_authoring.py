@@ -13,7 +13,7 @@ from PIL.PngImagePlugin import PngInfo
 from playwright.sync_api import expect
 
 from studio.universes import services
-from studio.universes.interchange import card_fields
+from studio.universes.interchange import card_png
 from studio.universes.models import EmbeddingState, LoreEntry, Universe
 
 pytestmark = pytest.mark.browser
@@ -193,7 +193,7 @@ def test_import_character_book_png(page, live_server, login, author, universe, s
     with page.expect_download() as download:
         page.get_by_role("link", name="PNG card").first.click()
     exported = Path(download.value.path()).read_bytes()
-    assert card_fields.without_card_chunks(exported) == card_fields.without_card_chunks(buffer.getvalue())
+    assert card_png.without_card_chunks(exported) == card_png.without_card_chunks(buffer.getvalue())
     no_console_errors(page)
 
 

@@ -8,14 +8,13 @@ import pytest
 from studio.memory.models import Job, JobKind, JobStatus
 from studio.saves.models import Save
 from tests.browser.pages import overflow
-from tests.fakes import vector_memory  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 OLD_SKIP = "skipped: timeline rewound (generation 0 -> 1); nothing written"
 
 
-def test_a_playtester_recovers_the_skipped_memory_jobs(phone_page, login, playtester, game_save, vector_memory, axe, settings):  # noqa: F811
+def test_a_playtester_recovers_the_skipped_memory_jobs(phone_page, login, playtester, game_save, vector_memory, axe, settings):
     settings.AXIOM_JOBS_EAGER = True
     settings.REDIS_URL = ""
     # What the old rewind to 2 left: turn 2's embedding skipped on generation 0, turn 3 dropped.

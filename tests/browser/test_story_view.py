@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import expect
 
 from studio.saves.models import AlternativeStatus, DraftStatus, Event, NarratorAlternative, NarratorDraft
-from tests.browser.conftest import ARTIFACTS
+from tests.browser.pages import ARTIFACTS
 from tests.llm_server import Reply, operation_of, serve_as_studio_model
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -111,3 +111,62 @@ def test_every_count_has_a_label():
     labels = timeline.count_labels()
     assert labels["events"] == "Turns (events)" and labels["beliefs_updated"] == "Beliefs rolled back"
     assert "narrator_drafts" not in labels  # drafts roll back uncounted
+
+
+def test_every_registry_is_an_extension_point_of_the_hooks_module():
+    from studio.memory import hooks
+    from studio.memory.jobs import registry as job_registry
+    from studio.saves.portable import registry as section_registry
+
+    used = {"turn_tables": timeline._TABLES, "exempt_models": timeline._EXEMPT,
+            "job_kinds": job_registry._handlers, "save_file_sections": section_registry._SECTIONS}
+    assert set(used) == {point.name for point in hooks.EXTENSION_POINTS}
+    for name, registry in used.items():
+        assert registry is hooks.extension_point(name) and isinstance(registry, hooks.Registry), name
+    with pytest.raises(KeyError, match="not an extension point"):
+        hooks.extension_point("turn_table")
+
+
+def test_a_registry_takes_a_name_once_and_runs_in_order_then_name():
+    from studio.memory import hooks
+
+    @dataclasses.dataclass(frozen=True)
+    class Entry:
+        name: str
+        order: int
+
+    registry = hooks.Registry("examples")
+    late, early, tie = Entry("late", 9), Entry("early", 1), Entry("also_late", 9)
+    for entry in (late, early, tie):
+        assert registry.register(entry) is entry
+    assert registry.register(Entry("late", 9)) == late  # the same entry again is no change
+    with pytest.raises(ValueError, match="'late' is already registered"):
+        registry.register(Entry("late", 2))
+    assert [e.name for e in registry] == ["early", "also_late", "late"]
+    registry.register(Entry("late", 0), replace=True)
+    assert [e.name for e in registry] == ["late", "early", "also_late"]
+    registry.unregister("late")
+    assert "late" not in registry and len(registry) == 2
+
+
+def test_the_save_file_runs_on_the_tables_order_scale():
+    """A section carrying per-turn tables runs at their (lowest) order; the others interleave on the same scale."""
+    orders = {s.name: s.order for s in registered_sections()}
+    for entry in timeline.registered_tables():
+        if entry.section is not None:
+            assert orders[entry.section] == min(t.order for t in timeline.registered_tables() if t.section == entry.section)
+    assert [s.name for s in registered_sections()] == [
+        "turns", "presence", "facts", "reveals", "beliefs", "mental_models", "jobs", "llm_calls", "recorded_queries",
+        "lore_activation", "chapters", "narrator_snapshots", "play_settings", "continuity_findings",
+        "memory_test_results",
+    ]
+
+
+def test_a_fork_copies_rows_by_their_columns_never_a_hand_kept_list():
+    """Every table a fork carries is copied by `copy_columns` (every concrete column, declared remaps), but the
+    three whose rows a fork rolls back to N first: those copy whole rows (every column) with their rollback rule."""
+    tables = timeline.registered_tables()
+    derived = {t.name for t in tables if getattr(t.copy, "turn_field", None)}
+    not_copied = {t.name for t in tables if t.copy is None}
+    assert {t.name for t in tables} - derived - not_copied == {"facts", "beliefs", "mental_models"}
+    assert not_copied == {"recorded_queries", "narrator_drafts"}

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from studio.saves.models import DraftStatus, Event, MemoryMode, NarratorDraft
 from studio.saves.services import save_create
 from tests.llm_server import ScriptedLLMServer
-from tests.proxy.conftest import Upstream
+from tests.support.upstream import Upstream
 from tests.proxy.player import Player
 
 pytestmark = pytest.mark.django_db

@@ -6,8 +6,8 @@ time (FAILED after a failed delete, then each explicit retry), as the memory tes
 `eager_jobs` fixture does; the tests of the automatic retries raise the limit themselves.
 
 `story` (with its `world` and `vector`) is the four-turn living save the rewind and fork tests
-both start from. `tester` is the test client logged in as the playtester, and `save_url(name,
-game_save, *args)` a `saves:` URL of a save, for the view tests of the play controls.
+both start from. `tester` is the test client logged in as the playtester, for the view tests of the play
+controls (their `saves:` URLs come from tests/support/save_urls.py).
 """
 from __future__ import annotations
 
@@ -27,13 +27,6 @@ from .scenario import play_turn, snapshot
 def tester(client, playtester):
     client.force_login(playtester)
     return client
-
-
-def save_url(name: str, game_save, *args) -> str:
-    """The `saves:<name>` URL of `game_save` (with the route's other arguments)."""
-    from django.urls import reverse
-
-    return reverse(f"saves:{name}", args=[game_save.save_id, *args])
 
 
 @pytest.fixture(autouse=True)

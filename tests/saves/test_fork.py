@@ -61,6 +61,15 @@ def test_fork_at_earlier_turn_flags_rolled_back_rows_stale(story, vector):
         "Kael repaid Mira.": True, "The harbour is closed.": True}
 
 
+def test_a_living_fork_with_stale_mental_models_queues_their_refresh_as_a_rewind_would(story, vector):
+    fork_now = CheckpointManager(vector_memory=vector).fork(story["save"], 4)
+    assert not Job.objects.filter(game_save=fork_now, kind=JobKind.REFRESH_MODELS).exists()  # nothing stale
+    fork = CheckpointManager(vector_memory=vector).fork(story["save"], 2)
+    assert MentalModelRow.objects.filter(game_save=fork, stale=True).exists()
+    job = Job.objects.get(game_save=fork, kind=JobKind.REFRESH_MODELS)
+    assert (job.turn_id, job.timeline_generation, job.status) == (2, fork.timeline_generation, JobStatus.QUEUED)
+
+
 def test_later_changes_do_not_cross(story, vector):
     save = story["save"]
     manager = CheckpointManager(vector_memory=vector)

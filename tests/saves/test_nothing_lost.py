@@ -18,7 +18,7 @@ from studio.saves.services import turn_update_narrative
 from tests.llm_server import Reply
 from tests.plugins.narrator import STORY
 
-from .conftest import save_url
+from tests.support.save_urls import save_url
 
 pytestmark = pytest.mark.django_db
 

@@ -17,7 +17,7 @@ from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
 from studio.universes import services
-from studio.universes.interchange import card_fields, character_card
+from studio.universes.interchange import card_fields, card_png, character_card
 from studio.universes.models import LoreEntry
 from studio.universes.selectors import with_link_ids
 
@@ -81,7 +81,7 @@ def export_png(universe, character):
 
 
 def chunk_card(png: bytes, keyword: str):
-    return json.loads(base64.b64decode(character_card.png_text_chunks(png)[keyword]))
+    return json.loads(base64.b64decode(card_png.png_text_chunks(png)[keyword]))
 
 
 @pytest.fixture
@@ -227,7 +227,7 @@ def test_v3_png_with_both_chunks_round_trips_both(reach, author):
     out = export_png(reach, liora)
     assert strip_axiom(chunk_card(out, "ccv3")) == v3 and strip_axiom(chunk_card(out, "chara")) == v2
     assert pixels(out) == pixels(png)
-    keywords = [k for kind, _s, _e, k in card_fields._chunks(out) if k]
+    keywords = [k for kind, _s, _e, k in card_png._chunks(out) if k]
     assert keywords == ["chara", "ccv3"]  # the re-encoded picture's own chunks, the new card chunks before IEND
 
 
@@ -236,10 +236,10 @@ def test_card_chunks_in_compressed_text_are_replaced_too(reach, author):
     base = portrait()
     text = b"chara\x00\x00" + zlib.compress(base64.b64encode(json.dumps(card).encode()))
     ztxt = len(text).to_bytes(4, "big") + b"zTXt" + text + zlib.crc32(b"zTXt" + text).to_bytes(4, "big")
-    png = card_fields.with_card_chunks(base, [])[:-12] + ztxt + base[-12:]
+    png = card_png.with_card_chunks(base, [])[:-12] + ztxt + base[-12:]
     liora = character_of(reach, do_import(reach, author, png, filename="z.png"))
     out = export_png(reach, liora)
-    assert [kind for kind, *_ in card_fields._chunks(out)].count(b"zTXt") == 0
+    assert [kind for kind, *_ in card_png._chunks(out)].count(b"zTXt") == 0
     assert pixels(out) == pixels(base)
 
 

@@ -13,7 +13,7 @@ from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
 from studio.universes import services
-from studio.universes.interchange import ImportFormatError, character_card, sillytavern
+from studio.universes.interchange import ImportFormatError, card_png, character_card, sillytavern
 from studio.universes.models import LoreEntry, LoreRevision
 
 pytestmark = pytest.mark.django_db
@@ -317,7 +317,7 @@ def test_exports_download(author_client, universe):
     card = author_client.get(f"{base}/export/card.json?version=3").json()
     assert card["spec"] == "chara_card_v3" and len(card["data"]["character_book"]["entries"]) == 2
     png = author_client.get(f"{base}/export/card.png").content
-    assert character_card.card_json_from_png(png)["spec"] in ("chara_card_v3", "chara_card_v2")
+    assert card_png.card_json_from_png(png)["spec"] in ("chara_card_v3", "chara_card_v2")
     st = author_client.get(f"{base}/export/world-info.json").json()
     assert sorted(e["comment"] for e in st["entries"].values()) == ["Kaël", "Port Vey"]
 

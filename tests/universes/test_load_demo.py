@@ -185,7 +185,9 @@ def test_reload_drops_every_per_turn_record_after_the_last_turn():
     for turn in (last, last + 1):
         RecordedQuery.objects.create(game_save=game_save, turn_id=turn, query_text=f"query at {turn}")
         NarratorSnapshot.objects.create(game_save=game_save, turn_id=turn, proposed=f"seen at {turn}")
-        LoreActivation.objects.create(game_save=game_save, turn_id=turn)
+    # The demo's turns were appended as play appends them: each has its lore activation row.
+    assert LoreActivation.objects.filter(game_save=game_save).count() == last
+    LoreActivation.objects.create(game_save=game_save, turn_id=last + 1)
     draft = NarratorDraft.objects.create(game_save=game_save, turn_id=last + 1, player_input="x")
     NarratorAlternative.objects.create(draft=draft, number=1, text="an alternative")
     earlier = NarratorDraft.objects.create(game_save=game_save, turn_id=last, player_input="z")
@@ -198,10 +200,30 @@ def test_reload_drops_every_per_turn_record_after_the_last_turn():
     # What belongs to the demo's own turns stays.
     assert RecordedQuery.objects.get(game_save=game_save).query_text == f"query at {last}"
     assert NarratorSnapshot.objects.get(game_save=game_save).turn_id == last
-    assert LoreActivation.objects.get(game_save=game_save).turn_id == last
+    assert LoreActivation.objects.filter(game_save=game_save).count() == last
     assert NarratorDraft.objects.get(game_save=game_save) == earlier
     assert "turns: " in output and "1 removed" in output
     assert "narrator records after the last demo turn: 3 removed" in output
+
+
+@pytest.mark.django_db
+def test_the_trim_is_the_registrys_rewind_and_carries_the_jobs_of_the_kept_turns():
+    """The demo's trim moves the save to a new timeline generation with the jobs of its kept turns; those of
+    the removed turns stay behind (they write nothing), as after the Rewind page's rewind."""
+    from studio.memory.models import Job, JobKind
+
+    load("--no-embed")
+    game_save = demo_save()
+    last, generation = game_save.current_turn, game_save.timeline_generation
+    Event.objects.create(game_save=game_save, turn_id=last + 1, player_input="x", narrative="y")
+    kept, dropped = (Job.objects.create(kind=JobKind.EMBED_TURN, universe_id=game_save.universe_id, game_save=game_save,
+                                        turn_id=turn, timeline_generation=generation) for turn in (last, last + 1))
+    load("--no-embed")
+    game_save.refresh_from_db()
+    assert (game_save.current_turn, game_save.timeline_generation) == (last, generation + 1)
+    kept.refresh_from_db()
+    dropped.refresh_from_db()
+    assert (kept.timeline_generation, dropped.timeline_generation) == (generation + 1, generation)
 
 
 @pytest.mark.django_db

@@ -5,8 +5,9 @@ Two clocks, because games keep story time two ways (`story_time.py`):
   ISO ("2023-05-08", "2023-05-08T14:00"), day-month-year ("8 May, 2023", "8th of May 2023",
   LoCoMo's "1:56 pm on 8 May, 2023") or month-day-year ("May 8, 2023");
 - **day count**: a turn whose `day` is a number (3, "3", "Day 3").
-`story_point(state)` reads a turn's state into a `StoryPoint` (either clock, or both, or
-None: "the 3rd of Frostmoot" has no calendar here, and a turn without story time has none).
+`story_point(state)` (`story_points.py`) reads a turn's state into a `StoryPoint` (either
+clock, or both, or None: "the 3rd of Frostmoot" has no calendar here, and a turn without story
+time has none).
 
 `named_time(query, now)` finds the time expressions of a query and returns a `NamedTime`:
 their spans on either clock (a turn is inside when its point falls in any span) and a label
@@ -45,14 +46,22 @@ import datetime as dt
 import functools
 import re
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
 
-CALENDAR = "calendar"
-DAY_COUNT = "day"
+from studio.memory.chapters.story_points import (
+    _DAY,
+    _ISO,
+    _MONTH_NAME,
+    _YEAR,
+    CALENDAR,
+    DAY_COUNT,
+    MONTH_ABBREVIATIONS,
+    Span,
+    StoryPoint,
+    _make_date,
+    _month_number,
+)
 
-MONTHS = {name: number for number, name in enumerate(calendar.month_name) if name}
-MONTH_ABBREVIATIONS = {"jan": 1, "feb": 2, "mar": 3, "apr": 4, "jun": 6, "jul": 7, "aug": 8, "sep": 9,
-                       "sept": 9, "oct": 10, "nov": 11, "dec": 12}
 WEEKDAYS = {name.lower(): number for number, name in enumerate(calendar.day_name)}
 # Season -> (first month, months long); winter starts in December of the year before its January.
 SEASONS = {"winter": (12, 3), "spring": (3, 3), "summer": (6, 3), "autumn": (9, 3), "fall": (9, 3)}
@@ -64,55 +73,9 @@ TIME_PREPOSITIONS = {"in", "during", "of", "since", "before", "after", "until", 
                      "throughout", "from", "between", "and", "to", "on", "early", "mid", "late"}
 BOUNDS = {"before", "after", "since", "until", "till", "by"}
 
-_MONTH_NAME = (r"(?P<month>january|february|march|april|may|june|july|august|september|october|november|december"
-               r"|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)\.?")
-_DAY = r"(?P<day>\d{1,2})(?:st|nd|rd|th)?"
-_YEAR = r"(?P<year>\d{4})"
 _COUNT = r"(?P<count>\d{1,3}|a couple of|a few|several|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
 _SEASON = r"(?P<season>winter|spring|summer|autumn|fall)"
 _WEEKDAY = r"(?P<weekday>monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
-
-
-@dataclass(frozen=True)
-class StoryPoint:
-    """When a turn happens: a calendar day (`date`), a day count (`day`), either or both."""
-
-    date: dt.date | None = None
-    day: int | None = None
-
-    def value(self, clock: str) -> int | None:
-        """Return the point on `clock` as an int (a date's ordinal), or None when it has none there."""
-        if clock == CALENDAR:
-            return self.date.toordinal() if self.date else None
-        return self.day
-
-
-@dataclass(frozen=True)
-class Span:
-    """A closed range on one clock; None is open (before ..., after ...)."""
-
-    clock: str
-    start: int | None
-    end: int | None
-
-    def holds(self, point: StoryPoint) -> bool:
-        value = point.value(self.clock)
-        return value is not None and (self.start is None or value >= self.start) and (self.end is None or value <= self.end)
-
-    def describe(self) -> str:
-        def one(value: int | None) -> str:
-            if self.clock == DAY_COUNT:
-                return f"day {value}"
-            day = dt.date.fromordinal(value)
-            return f"{day.day} {calendar.month_name[day.month]} {day.year}"
-
-        if self.start is None and self.end is None:
-            return "any time"
-        if self.start is None:
-            return f"up to {one(self.end)}"
-        if self.end is None:
-            return f"from {one(self.start)}"
-        return one(self.start) if self.start == self.end else f"{one(self.start)} – {one(self.end)}"
 
 
 @dataclass(frozen=True)
@@ -128,56 +91,6 @@ class NamedTime:
 
     def holds(self, point: StoryPoint | None) -> bool:
         return point is not None and any(span.holds(point) for span in self.spans)
-
-
-# --- Story time of a turn ------------------------------------------------------------------
-
-_ISO = re.compile(r"\b(?P<year>\d{4})-(?P<month>\d{1,2})-(?P<day>\d{1,2})(?!\d)")
-_DAY_MONTH_YEAR = re.compile(rf"\b(?:the\s+)?{_DAY}(?:\s+of)?\s+{_MONTH_NAME},?\s+{_YEAR}\b", re.I)
-_MONTH_DAY_YEAR = re.compile(rf"\b{_MONTH_NAME}\s+{_DAY},?\s+{_YEAR}\b", re.I)
-_DAY_COUNT_VALUE = re.compile(r"^\s*(?:day\s*)?(?P<day>-?\d+)\s*$", re.I)
-
-
-def _month_number(name: str) -> int:
-    name = name.lower().rstrip(".")
-    return MONTHS.get(name.capitalize()) or MONTH_ABBREVIATIONS[name]
-
-
-def _make_date(year: int, month: int, day: int) -> dt.date | None:
-    try:
-        return dt.date(year, month, day)
-    except ValueError:
-        return None
-
-
-def calendar_date(text: Any) -> dt.date | None:
-    """Return the calendar day a story-time text names in full (day, month and year), or None."""
-    if not isinstance(text, str):
-        return None
-    match = _ISO.search(text)
-    if match:
-        return _make_date(int(match["year"]), int(match["month"]), int(match["day"]))
-    for pattern in (_DAY_MONTH_YEAR, _MONTH_DAY_YEAR):
-        match = pattern.search(text)
-        if match:
-            return _make_date(int(match["year"]), _month_number(match["month"]), int(match["day"]))
-    return None
-
-
-def story_point(state: Any) -> StoryPoint | None:
-    """Return when a turn happens from its state (`date`, else a date inside `time`; `day`), or None."""
-    if not isinstance(state, dict):
-        return None
-    date = calendar_date(state.get("date")) or calendar_date(state.get("time"))
-    day = None
-    raw_day = state.get("day")
-    if isinstance(raw_day, int) and not isinstance(raw_day, bool):
-        day = raw_day
-    elif isinstance(raw_day, str) and (match := _DAY_COUNT_VALUE.match(raw_day)):
-        day = int(match["day"])
-    if date is None and day is None:
-        return None
-    return StoryPoint(date=date, day=day)
 
 
 # --- Calendar arithmetic ---------------------------------------------------------------------

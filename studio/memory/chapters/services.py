@@ -72,8 +72,27 @@ def enqueue_summary(*, chapter: Chapter, game_save) -> None:
     )
 
 
+def summaries_requeue(*, game_save, chapters) -> None:
+    """Queue summary jobs for `chapters` of `game_save` whose summary is pending (a fork's copies
+    of rows whose summary the source had not made yet at the fork's turn).
+
+    A chapter gets its job; an arc gets one once none of its children waits (`maybe_summarize_arc`,
+    then queued by the last child's summary). Without a configured model they are marked so, as
+    a chapter closed without one is.
+    """
+    rows = [row for row in chapters if row.summary_status == SummaryStatus.PENDING and not row.edited]
+    if not _model_configured():
+        Chapter.objects.filter(pk__in=[row.pk for row in rows]).update(summary_status=SummaryStatus.NO_MODEL)
+        return
+    for row in rows:
+        if row.level == 0:
+            enqueue_summary(chapter=row, game_save=game_save)
+        else:
+            maybe_summarize_arc(arc=row, game_save=game_save)
+
+
 def _close(game_save, *, first: int, last: int, level: int, reason: str, note: str, closed: int,
-           story_time: tuple[str, str] | None = None) -> Chapter:
+           story_time: tuple[str, str] | None = None, summarize: bool = True) -> Chapter:
     if story_time is None:
         states = _states(game_save, {first, last})
         story_time = (story_time_of(states.get(first)), story_time_of(states.get(last)))
@@ -81,14 +100,14 @@ def _close(game_save, *, first: int, last: int, level: int, reason: str, note: s
         game_save_id=game_save.pk, level=level, first_turn=first, last_turn=last, closed_turn=closed,
         close_reason=reason, close_note=note[:300],
         story_time_start=story_time[0], story_time_end=story_time[1],
-        summary_status=SummaryStatus.PENDING if _model_configured() else SummaryStatus.NO_MODEL,
+        summary_status=SummaryStatus.PENDING if summarize and _model_configured() else SummaryStatus.NO_MODEL,
     )
     if level == 0 and chapter.summary_status == SummaryStatus.PENDING:
         enqueue_summary(chapter=chapter, game_save=game_save)
     return chapter
 
 
-def _roll_up(game_save, *, chapters_per_arc: int, closed: int, level: int = 0) -> None:
+def _roll_up(game_save, *, chapters_per_arc: int, closed: int, level: int = 0, summarize: bool = True) -> None:
     """Roll every `chapters_per_arc` rows of `level` not yet inside an arc into an arc (recursively)."""
     if chapters_per_arc <= 0:
         return
@@ -100,9 +119,9 @@ def _roll_up(game_save, *, chapters_per_arc: int, closed: int, level: int = 0) -
     arc = _close(game_save, first=group[0].first_turn, last=group[-1].last_turn, level=level + 1,
                  reason=ChapterCloseReason.ROLLUP, closed=closed,
                  note=f"{len(group)} {'chapters' if level == 0 else 'arcs'}: turns {group[0].first_turn}-{group[-1].last_turn}",
-                 story_time=(group[0].story_time_start, group[-1].story_time_end))
+                 story_time=(group[0].story_time_start, group[-1].story_time_end), summarize=summarize)
     maybe_summarize_arc(arc=arc, game_save=game_save)
-    _roll_up(game_save, chapters_per_arc=chapters_per_arc, closed=closed, level=level + 1)
+    _roll_up(game_save, chapters_per_arc=chapters_per_arc, closed=closed, level=level + 1, summarize=summarize)
 
 
 def children_of(arc: Chapter) -> list[Chapter]:
@@ -125,10 +144,12 @@ def parent_arc(chapter: Chapter) -> Chapter | None:
                                   first_turn__lte=chapter.first_turn, last_turn__gte=chapter.last_turn).first()
 
 
-def chapter_after_turn(*, game_save, turn_id: int, state: dict | None, universe_meta: dict[str, str] | None = None) -> Chapter | None:
+def chapter_after_turn(*, game_save, turn_id: int, state: dict | None, universe_meta: dict[str, str] | None = None,
+                       summarize: bool = True) -> Chapter | None:
     """Close the open chapter if turn `turn_id` (just appended) ends it; return the closed chapter.
 
-    Call inside the append's transaction, with the save's row locked.
+    Call inside the append's transaction, with the save's row locked. `summarize=False` queues no
+    summary (the rows say no model made one): the demo's loader, whose summaries are recorded.
     """
     config = chapter_settings(universe_meta=universe_meta if universe_meta is not None else game_save.universe.meta_values())
     first = open_chapter_start(game_save)
@@ -139,14 +160,15 @@ def chapter_after_turn(*, game_save, turn_id: int, state: dict | None, universe_
             before, now = previous.get(key) if isinstance(previous, dict) else None, (state or {}).get(key)
             if before and now and str(before).strip() != str(now).strip():
                 closed = _close(game_save, first=first, last=turn_id - 1, level=0, reason=ChapterCloseReason.SCENE,
-                                note=f"{key}: {before} → {now}", closed=turn_id)
+                                note=f"{key}: {before} → {now}", closed=turn_id, summarize=summarize)
                 first = turn_id
                 break
     if config.turns_per_chapter and turn_id - first + 1 >= config.turns_per_chapter:
         closed = _close(game_save, first=first, last=turn_id, level=0, reason=ChapterCloseReason.LENGTH,
-                        note=f"{turn_id - first + 1} turns (chapter_turns = {config.turns_per_chapter})", closed=turn_id)
+                        note=f"{turn_id - first + 1} turns (chapter_turns = {config.turns_per_chapter})", closed=turn_id,
+                        summarize=summarize)
     if closed is not None:
-        _roll_up(game_save, chapters_per_arc=config.chapters_per_arc, closed=turn_id)
+        _roll_up(game_save, chapters_per_arc=config.chapters_per_arc, closed=turn_id, summarize=summarize)
     return closed
 
 

@@ -2,7 +2,7 @@
 
 A finding never changes once its turn is gone: a rewind to N deletes the findings of the turns
 after N (a draft's findings are for the turn after the current one: they go with the draft), a
-fork copies those up to N, the save file's `continuity_findings` section carries them. A finding
+fork copies those up to N (every column), the save file's `continuity_findings` section carries them. A finding
 that cites a fact or a belief is copied citing the fork's copy of it (`ForkContext.ids`; order 85
 runs after facts and beliefs), so the fork's findings name the fork's own rows.
 """
@@ -11,8 +11,6 @@ from __future__ import annotations
 from studio.memory import timeline, turn_rows
 from studio.memory.continuity.models import ContinuityFinding
 
-COPIED = ("turn_id", "draft_id", "alternative", "kind", "verdict", "resolution", "regenerated_as", "sentence",
-          "character", "item_layer", "item_text", "item_turn", "why", "judge", "created_at")
 REF_TABLES = {"fact": ("facts", "fact_id"), "belief": ("beliefs", "belief_id")}
 
 
@@ -29,13 +27,9 @@ def remap_ref(layer: str, ref: dict, ids: dict[str, dict[int, int]]) -> dict:
     return out
 
 
-def copy_findings(ctx: timeline.ForkContext) -> None:
-    ids = {table: ctx.ids_of(table) for table, _key in REF_TABLES.values()}
-    rows = [ContinuityFinding(game_save_id=ctx.fork.pk, item_ref=remap_ref(row.item_layer, row.item_ref, ids),
-                              **{name: getattr(row, name) for name in COPIED})
-            for row in ContinuityFinding.objects.filter(game_save_id=ctx.source.pk, turn_id__lte=ctx.target_turn)
-            .order_by("id")]
-    ContinuityFinding.objects.bulk_create(rows, batch_size=1000)
+def remap_item_ref(value, row: dict, ctx: timeline.ForkContext) -> dict:
+    """A fork's copy of a finding cites the fork's copy of its fact or belief (`remaps` of `item_ref`)."""
+    return remap_ref(row["item_layer"], value, {table: ctx.ids_of(table) for table, _key in REF_TABLES.values()})
 
 
 def count_findings(save, n: int) -> dict[str, int]:
@@ -56,7 +50,7 @@ TABLE = timeline.TurnTable(
     model=ContinuityFinding,
     rollback=roll_back_findings,
     count=count_findings,
-    copy=copy_findings,
+    copy=timeline.copy_columns(ContinuityFinding, remaps={"item_ref": remap_item_ref}),
     section="continuity_findings",
     order=85,
     labels={"continuity_findings": "Continuity findings"},

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from django.db import transaction
 from django.utils import timezone
 
+from studio.memory import hooks
 from studio.memory.jobs.ledger import REDO_KEY, TURN_KINDS, ClaimRules, JobLost, JobRedo, JobSkipped, mark_finished, owned_row
 from studio.memory.models import Job, JobKind, JobStatus
 
@@ -184,7 +185,10 @@ class JobHandler:
         return self.run_batch is not None or self.batches_in_order
 
 
-_handlers: dict[str, JobHandler] = {}
+# The `job_kinds` extension point (`studio.memory.hooks`): one handler per kind, in JobKind order.
+_handlers = hooks.extension_point(
+    "job_kinds", name_of=lambda handler: handler.kind, order_of=lambda handler: JobKind.values.index(handler.kind)
+)
 
 
 def register(
@@ -205,35 +209,34 @@ def register(
         kind=kind, run=run, run_batch=run_batch, batches_in_order=batches_in_order, immediate=immediate,
         on_not_queued=on_not_queued,
     )
-    _handlers[kind] = handler
-    return handler
+    return _handlers.register(handler, replace=True)
 
 
 def unregister(kind: str) -> None:
     """Forget the handler of `kind` (tests)."""
-    _handlers.pop(kind, None)
+    _handlers.unregister(kind)
 
 
 def handler_for(kind: str) -> JobHandler:
     """Return the handler registered for `kind`; LookupError if none is."""
-    try:
-        return _handlers[kind]
-    except KeyError:
+    handler = _handlers.find(kind)
+    if handler is None:
         raise LookupError(
             f"no handler is registered for job kind {kind!r} (its app registers it in AppConfig.ready())"
-        ) from None
+        )
+    return handler
 
 
 def registered_kinds() -> list[str]:
     """Return the kinds that have a handler, in JobKind order."""
-    return [kind for kind in JobKind.values if kind in _handlers]
+    return [handler.kind for handler in _handlers]
 
 
 def claim_rules() -> ClaimRules:
     """Return what the claim step needs to know about the registered kinds."""
     return ClaimRules(
-        batched=frozenset(k for k, h in _handlers.items() if h.batched),
-        immediate=frozenset(k for k, h in _handlers.items() if h.immediate),
+        batched=frozenset(h.kind for h in _handlers if h.batched),
+        immediate=frozenset(h.kind for h in _handlers if h.immediate),
     )
 
 

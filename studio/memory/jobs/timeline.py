@@ -39,9 +39,12 @@ again after a rewind is newer than the old turn's jobs); and no newer job of the
 and turn replaced it (an edit's re-extraction). Until issue 19's fix a rewind skipped the
 jobs of the turns it kept too; those are recovered this way, the jobs of dropped turns never.
 
-A fork at N copies memory as the source holds it; the source's turns <= N whose latest
-embedding or living job has not ended done (`jobs_unfinished_up_to`) are worked again for
-the fork (`studio.saves.checkpoints`).
+A fork at N copies memory as the source holds it and re-queues, for itself, every kind of
+work the source had not finished for turns <= N: the turns whose latest embedding or living
+job has not ended done (`jobs_unfinished_up_to`) are worked again for the fork
+(`studio.saves.checkpoints`); the timeline tables' `forked` hooks queue the rest (the chapter
+summaries pending at N, `memory/chapters/timeline.py`; a refresh of the mental models the
+fork holds stale, `memory/timeline_tables.py`).
 """
 from __future__ import annotations
 

@@ -1,42 +1,35 @@
 """Presence and reveals in the timeline registry (registered by `MemoryConfig.ready()`).
 
-Presence rows never change once their turn is gone, so the table is plain: a rewind deletes
-the rows after N, a fork copies those up to N, the save file's `presence` section carries
-them. Reveals cite facts, so they run after the facts (order 35): a fork copies the reveals
-up to N with each fact remapped to the fork's copy (`ForkContext.ids["facts"]`); a reveal of
-a fact the fork does not have cannot exist (a fact is never newer than a reveal of it).
+Both tables are plain: their rows never change once their turn is gone, so a rewind deletes
+the rows after N, a fork copies those up to N (every column), the save file's `presence` and
+`reveals` sections carry them. Appending a turn records its presence (`state["present"]`,
+else carried from the previous turn) and the reveals its state lists (`state["reveals"]`);
+a malformed key raises ValueError and the turn's transaction writes nothing. Reveals cite
+facts, so they run after the facts (order 35): a fork remaps each reveal's fact to the fork's
+copy (`remaps`); a reveal of a fact the fork does not have cannot exist (a fact is never
+newer than a reveal of it).
 """
 from __future__ import annotations
 
-from studio.memory import timeline, turn_rows
+from studio.memory import timeline
 from studio.memory.knowledge.models import Presence, Reveal
+from studio.memory.knowledge.presence import presence_record_turn
+from studio.memory.knowledge.reveals import reveals_from_state
 
-COPIED = ("turn_id", "entry_id", "character", "told_by", "source", "created_at")
+
+def append_presence(turn: timeline.TurnAppend) -> None:
+    presence_record_turn(save=turn.save, turn_id=turn.turn_id, state=turn.state, index=turn.options.get("index"))
 
 
-def copy_reveals(ctx: timeline.ForkContext) -> None:
-    fact_ids = ctx.ids_of("facts")
-    rows = []
-    for row in Reveal.objects.filter(game_save_id=ctx.source.pk, turn_id__lte=ctx.target_turn).order_by("id"):
-        if row.fact_id and row.fact_id not in fact_ids:
-            continue
-        rows.append(Reveal(game_save_id=ctx.fork.pk, fact_id=fact_ids.get(row.fact_id) if row.fact_id else None,
-                           **{name: getattr(row, name) for name in COPIED}))
-    Reveal.objects.bulk_create(rows, batch_size=1000)
+def append_reveals(turn: timeline.TurnAppend) -> None:
+    reveals_from_state(save=turn.save, turn_id=turn.turn_id, state=turn.state, index=turn.options.get("index"))
 
 
 TABLES = [
-    timeline.TurnTable.plain("presence", Presence, order=25, section="presence", label="Presence records"),
-    timeline.TurnTable(
-        name="reveals",
-        model=Reveal,
-        rollback=lambda save, n: {"reveals": turn_rows.delete_after(Reveal, save.pk, n)},
-        count=lambda save, n: {"reveals": turn_rows.count_after(Reveal, save.pk, n)},
-        copy=copy_reveals,
-        section="reveals",
-        order=35,
-        labels={"reveals": "Reveals"},
-    ),
+    timeline.TurnTable.plain("presence", Presence, order=25, section="presence", label="Presence records",
+                             append=append_presence),
+    timeline.TurnTable.plain("reveals", Reveal, order=35, section="reveals", label="Reveals",
+                             remaps={"fact_id": "facts"}, append=append_reveals),
 ]
 
 

@@ -11,9 +11,11 @@ the replay call:
 - `activation_state_as_of`: the state after turn N (the newest row at or before N);
 - `lore_activation_rollback`: delete the rows after N (call it inside the rewind's
   transaction, so the state as of N is restored with everything else);
-- `lore_activation_copy`: copy the rows up to N to a fork (inside the fork's transaction);
-- `lore_activation_record_turn`: evaluate and record a turn that is being appended (called by
-  `turn_append` inside its transaction, so every turn of the Event_Log has its row);
+- a fork copies the rows up to N through the timeline registry (the `lore_activations`
+  table: every column, `timeline.copy_columns`);
+- `lore_activation_record_turn`: evaluate and record a turn that is being appended (the
+  `lore_activations` table's append hook, inside the append's transaction, so every turn of
+  the Event_Log has its row);
 - `lore_activation_replay`: recompute the rows of turns from the Event_Log (a save imported
   without them, or after the book changed), turn by turn from the state before.
 
@@ -86,17 +88,6 @@ def lore_activation_rollback(*, save, target_turn: int) -> int:
     """Delete the activation rows after `target_turn`; return how many. Run inside the rewind's transaction."""
     deleted, _ = LoreActivation.objects.filter(game_save=save, turn_id__gt=target_turn).delete()
     return deleted
-
-
-def lore_activation_copy(*, source, fork, target_turn: int) -> int:
-    """Copy the activation rows of `source` up to `target_turn` to `fork`; return how many."""
-    rows = [
-        LoreActivation(game_save=fork, turn_id=row.turn_id, state=row.state, activated=row.activated,
-                       sequence=row.sequence, seed=row.seed, book_version=row.book_version)
-        for row in LoreActivation.objects.filter(game_save=source, turn_id__lte=target_turn).order_by("turn_id")
-    ]
-    LoreActivation.objects.bulk_create(rows, batch_size=500)
-    return len(rows)
 
 
 def book_version_for(universe) -> str:

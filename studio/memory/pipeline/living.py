@@ -23,11 +23,12 @@ from studio.memory.knowledge.models import Reveal, RevealSource
 from studio.memory.knowledge.names import character_index
 from studio.memory.knowledge.presence import presence_from_extractor
 from studio.memory.knowledge.reveals import reveal_add
-from studio.memory.facts import rollback_facts_for_pk, insert_facts
+from studio.memory import timeline
+from studio.memory.facts import insert_facts
 from studio.memory.jobs import JobContext, JobPaused, JobSkipped
 from studio.memory.llm import LLMError, SpendLimitExceeded, TrackedLLM, get_llm_backend
 from studio.memory.recall.macros import macro_names
-from studio.memory.mental_models import rollback_mental_models_for_pk, stale_subjects, upsert_mental_model
+from studio.memory.mental_models import stale_subjects, upsert_mental_model
 from studio.memory.models import Fact as FactRow
 from studio.memory.models import Observation as ObservationRow
 from studio.memory.models import subject_key_for
@@ -36,7 +37,6 @@ from studio.memory.observations import (
     apply_consolidation,
     beliefs_drop_missing_sources,
     get_observations,
-    rollback_beliefs_for_pk,
 )
 from studio.memory.reflect import affected_subjects, reflect_detailed
 
@@ -116,17 +116,15 @@ def _project_beliefs(existing, actions, subject: str):
 def forget_turn_outputs(save, turn_id: int) -> dict:
     """Remove what an earlier extraction of `turn_id` produced (call in the write transaction).
 
-    For the latest turn this is exactly a rewind of facts, beliefs and mental models to the
-    turn before. For an older turn only that turn's facts go; the beliefs citing them lose
+    For the latest turn this is the registry's rewind of what a turn's extraction derives (the
+    `living` tables: facts, beliefs, mental models; `timeline.roll_back(..., living=True)`) to
+    the turn before; return its counts. For an older turn only that turn's facts go; the beliefs citing them lose
     those sources and are flagged stale, so the next consolidation re-examines them, and a
     belief left with no source at all is retired at the save's current turn, in its trail
     (`observations.beliefs_drop_missing_sources`: it no longer reaches the narrator).
     """
     if turn_id >= save.current_turn:
-        facts = rollback_facts_for_pk(save.pk, turn_id - 1)
-        beliefs = rollback_beliefs_for_pk(save.pk, turn_id - 1)
-        models = rollback_mental_models_for_pk(save.pk, turn_id - 1)
-        return {"facts": facts, "beliefs": beliefs, "models": models}
+        return timeline.roll_back(save, turn_id - 1, living=True)
     fact_ids = set(FactRow.objects.filter(game_save_id=save.pk, turn_id=turn_id).values_list("pk", flat=True))
     FactRow.objects.filter(pk__in=fact_ids).delete()
     rows = ObservationRow.objects.select_for_update().filter(game_save_id=save.pk, last_source_turn__gte=turn_id)

@@ -30,7 +30,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from studio.memory.chapters.named_time import StoryPoint, named_time, names_a_time, story_point
+from studio.memory.chapters.named_time import named_time, names_a_time
+from studio.memory.chapters.story_points import StoryPoint, story_point
 from studio.memory.retrieval.chunks import LORE
 from studio.memory.retrieval.temporal import TimePreference
 from studio.memory.turn_rows import consecutive_runs

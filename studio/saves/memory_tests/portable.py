@@ -88,4 +88,4 @@ def load_results(items: list[dict], ctx: ImportContext) -> int:
     return len(items)
 
 
-SECTION = SaveSection("memory_test_results", 1, export_results, check_results, load_results, order=95, optional=True)
+SECTION = SaveSection("memory_test_results", 1, export_results, check_results, load_results, optional=True)

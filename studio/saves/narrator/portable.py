@@ -189,7 +189,7 @@ def load_snapshots(items: list[dict], ctx: ImportContext) -> int:
 
 
 SECTION = SaveSection(
-    name=NAME, version=2, reads=(1,), order=80, optional=True,
+    name=NAME, version=2, reads=(1,), optional=True,
     export=export_snapshots, check=check_snapshots, load=load_snapshots,
 )
 
@@ -229,6 +229,6 @@ def load_play_settings(items: list[dict], ctx: ImportContext) -> int:
 
 
 PLAY_SETTINGS_SECTION = SaveSection(
-    name=PLAY_SETTINGS, version=1, order=85, optional=True,
+    name=PLAY_SETTINGS, version=1, order=82, optional=True,
     export=export_play_settings, check=check_play_settings, load=load_play_settings,
 )

@@ -4,7 +4,7 @@ A save file carries its data in named *sections* (`turns`, `facts`, `beliefs`, .
 section is a `SaveSection`: a name, a version, and three functions that export its items,
 check a file's items, and write them into a new save. The studio's own sections live in
 `studio.saves.portable.sections`; another app adds its own without editing this package by
-registering one at start-up::
+registering one at start-up (the `save_file_sections` extension point of `studio.memory.hooks`)::
 
     # narrator/apps.py
     class NarratorConfig(AppConfig):
@@ -13,7 +13,7 @@ registering one at start-up::
             from narrator import portable
 
             register_section(SaveSection(
-                name="narrator_snapshots", version=1, order=80, optional=True,
+                name="narrator_snapshots", version=1, optional=True,  # order: its table's (80)
                 export=portable.export_snapshots,   # (ExportContext) -> iterable of dicts
                 check=portable.check_snapshots,     # (items, CheckContext, where) -> cleaned items
                 load=portable.load_snapshots,       # (cleaned items, ImportContext) -> rows written
@@ -29,7 +29,11 @@ Invariants a section keeps:
   references (`ctx.ids["facts"]` maps a fact's file id to its turn).
 - `load` runs inside the import's transaction, after every section was checked; it maps
   file ids to the new rows' pks in `ctx.db_ids[name]`.
-- Sections run in `order` (then name): a section may only refer to sections before it.
+- Sections run in `order` (then name): a section may only refer to sections before it. The
+  orders are one scale with the timeline registry's tables (`studio.memory.hooks`): a section
+  that carries per-turn tables leaves `order` None and takes theirs (the lowest), and a
+  per-turn table whose section has no hand-written `SaveSection` gets one derived from its
+  columns (`sections.derived`), so a plain table is in the file with its one registration.
 
 `optional=True` is written into the file: a studio that does not know the section may
 import the file without it (with a warning). A file with an unknown section that is not
@@ -45,6 +49,7 @@ from datetime import datetime
 from typing import Any, Callable, Iterable, Iterator
 
 from studio import limits as field_limits
+from studio.memory import hooks
 
 INT_MAX = 2**31 - 1  # PositiveIntegerField on PostgreSQL is a 4-byte integer
 SECTION_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
@@ -351,7 +356,7 @@ class SaveSection:
     export: Callable[[ExportContext], Iterable[dict]]
     check: Callable[[list, CheckContext, str], list[dict]]
     load: Callable[[list[dict], ImportContext], int]
-    order: int = 100
+    order: int | None = None  # None: the order of the per-turn tables it carries (`studio.memory.timeline`)
     optional: bool = False
     required: bool = False
     reads: tuple[int, ...] = ()  # the older versions of the section its `check` still reads (`CheckContext.version`)
@@ -363,7 +368,28 @@ class SaveSection:
             raise ValueError(f"a section version is a whole number >= 1: {self.version!r}")
 
 
-_SECTIONS: dict[str, SaveSection] = {}
+def _table_orders() -> dict[str, int]:
+    """{section name: the lowest order of the per-turn tables it carries}."""
+    from studio.memory import timeline
+
+    orders: dict[str, int] = {}
+    for entry in timeline.registered_tables():
+        if entry.section is not None:
+            orders[entry.section] = min(orders.get(entry.section, entry.order), entry.order)
+    return orders
+
+
+def section_order(section: SaveSection) -> int:
+    """The order `section` runs at: its own, or that of the per-turn tables it carries."""
+    if section.order is not None:
+        return section.order
+    try:
+        return _table_orders()[section.name]
+    except KeyError:
+        raise ValueError(f"save-file section {section.name!r} has no order and no per-turn table names it") from None
+
+
+_SECTIONS = hooks.extension_point("save_file_sections", order_of=section_order)
 
 
 def register_section(section: SaveSection, *, replace: bool = False) -> SaveSection:
@@ -372,17 +398,36 @@ def register_section(section: SaveSection, *, replace: bool = False) -> SaveSect
     Registering a second section under a taken name raises ValueError unless `replace`
     (meant for tests) is set.
     """
-    if section.name in _SECTIONS and not replace and _SECTIONS[section.name] != section:
-        raise ValueError(f"a save-file section named {section.name!r} is already registered")
-    _SECTIONS[section.name] = section
-    return section
+    return _SECTIONS.register(section, replace=replace)
 
 
 def unregister_section(name: str) -> None:
     """Remove a section (tests); unknown names are ignored."""
-    _SECTIONS.pop(name, None)
+    _SECTIONS.unregister(name)
+
+
+_derive: Callable[[Any, int], SaveSection] | None = None
+
+
+def derive_sections_with(derive: Callable[[Any, int], SaveSection]) -> None:
+    """Set how the section of a per-turn table no one wrote one for is made (`sections.derived`,
+    set when the sections package is imported: this module imports no section)."""
+    global _derive
+    _derive = derive
 
 
 def registered_sections() -> list[SaveSection]:
-    """Return the registered sections in the order they are exported and imported."""
-    return sorted(_SECTIONS.values(), key=lambda s: (s.order, s.name))
+    """Return the sections in the order they are exported and imported: the registered ones and
+    those derived for the per-turn tables whose section no one registered."""
+    import dataclasses
+
+    from studio.memory import timeline
+
+    orders = _table_orders()
+    sections = {s.name: s if s.order is not None else dataclasses.replace(s, order=section_order(s)) for s in _SECTIONS}
+    for entry in timeline.registered_tables():
+        if entry.section is not None and entry.section not in sections:
+            if _derive is None:
+                raise LookupError(f"no save-file section {entry.section!r} for timeline table {entry.name!r}")
+            sections[entry.section] = _derive(entry, orders[entry.section])
+    return sorted(sections.values(), key=lambda s: (s.order, s.name))

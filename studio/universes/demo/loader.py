@@ -296,16 +296,28 @@ TRIM_KINDS = {"events": "turns", "states": "states"}
 
 
 def _trim_after(game_save: Save, last_turn: int, result: DemoLoadResult) -> None:
-    """Roll every per-turn table back to the demo's last turn when the save was played past it.
-
-    A loop over the timeline registry, as a rewind: turns and states after the last turn go,
-    and so does everything else a turn owns (living memory, lore activation state, recorded
-    queries, narrator snapshots and drafts).
+    """Rewind the save to the demo's last turn when it was played past it: the registry's
+    rewind (`studio.memory.rewind.timeline_rewind`), as the Rewind page's. Turns and states
+    after the last turn go, and so does everything else a turn owns (living memory, lore
+    activation state, chapters, recorded queries, narrator snapshots and drafts); the save
+    moves to a new timeline generation, so background jobs of the removed turns write nothing.
     """
+    from studio.memory.rewind import timeline_rewind
+
+    locked = Save.objects.select_for_update().get(pk=game_save.pk)
+    for name, n in timeline_rewind(locked, last_turn).items():
+        result.tally(TRIM_KINDS.get(name, "turn records"), "removed", n)
+    game_save.current_turn, game_save.timeline_generation = locked.current_turn, locked.timeline_generation
+
+
+def _append(game_save: Save, turn: dict) -> None:
+    """Write a new demo turn as play would (every per-turn table's append hook, in registry order);
+    the chapters it closes get no summary job (the demo's summaries are recorded)."""
     from studio.memory import timeline
 
-    for name, n in timeline.roll_back(game_save, last_turn).items():
-        result.tally(TRIM_KINDS.get(name, "turn records"), "removed", n)
+    timeline.append_turn(timeline.TurnAppend(
+        save=game_save, turn_id=turn["turn_id"], player_input=turn["player_input"], narrative=turn["narrative"],
+        state=turn["state"], options={"summarize": False}))
 
 
 def _load_save(
@@ -315,7 +327,6 @@ def _load_save(
     values = {
         "name": data.save_name,
         "memory_mode": MemoryMode.LIVING if living else MemoryMode.CLASSIC,
-        "current_turn": data.last_turn,
         # Universe_Meta is copied into a save at its creation; the demo save is re-made from
         # the files on every load, so it gets a fresh copy.
         "meta": dict(meta),
@@ -331,51 +342,51 @@ def _load_save(
     played_past = any(
         model.objects.filter(game_save=game_save, turn_id__gt=data.last_turn).exists() for model in (Event, StateCache)
     )
-
+    if played_past:
+        _trim_after(game_save, data.last_turn, result)
     if result.created["save"] == 0:
-        if played_past:
-            # Like a rewind: background jobs started for the removed turns must write nothing.
-            values["timeline_generation"] = game_save.timeline_generation + 1
         changed = _assign(game_save, values)
         if changed:
             _save_changed(game_save, changed)
             result.tally("save", "updated")
         else:
             result.tally("save", "unchanged")
-    if played_past:
-        _trim_after(game_save, data.last_turn, result)
     # The files' turns are 1..last_turn without a gap (`demo_read`): after the trim, every
-    # stored turn is one of them.
+    # stored turn is one of them; the missing ones are appended in turn order.
     events = {event.turn_id: event for event in Event.objects.filter(game_save=game_save)}
     states = {row.turn_id: row for row in StateCache.objects.filter(game_save=game_save)}
 
-    new_events, new_states = [], []
+    appended = 0
     for turn in data.turns:
         turn_id = turn["turn_id"]
         event = events.get(turn_id)
-        event_values = {"player_input": turn["player_input"], "narrative": turn["narrative"]}
         if event is None:
-            new_events.append(Event(game_save=game_save, turn_id=turn_id, **event_values))
+            StateCache.objects.filter(game_save=game_save, turn_id=turn_id).delete()  # a state without its turn
+            _append(game_save, turn)
+            appended += 1
+            continue
+        event_values = {"player_input": turn["player_input"], "narrative": turn["narrative"]}
+        changed = _assign(event, event_values)
+        if changed:
+            _save_changed(event, changed)
+            result.tally("turns", "updated")
         else:
-            changed = _assign(event, event_values)
-            if changed:
-                _save_changed(event, changed)
-                result.tally("turns", "updated")
-            else:
-                result.tally("turns", "unchanged")
+            result.tally("turns", "unchanged")
         row = states.get(turn_id)
         if row is None:
-            new_states.append(StateCache(game_save=game_save, turn_id=turn_id, state=turn["state"]))
+            StateCache.objects.create(game_save=game_save, turn_id=turn_id, state=turn["state"])
+            result.tally("states", "created")
         elif row.state != turn["state"]:
             row.state = turn["state"]
             row.save(update_fields=["state"])
             result.tally("states", "updated")
         else:
             result.tally("states", "unchanged")
-    Event.objects.bulk_create(new_events)
-    StateCache.objects.bulk_create(new_states)
-    result.tally("turns", "created", len(new_events))
-    result.tally("states", "created", len(new_states))
+    if game_save.current_turn != data.last_turn:
+        Save.objects.filter(pk=game_save.pk).update(current_turn=data.last_turn)
+        game_save.current_turn = data.last_turn
+    result.tally("turns", "created", appended)
+    result.tally("states", "created", appended)
     return game_save
 
 

@@ -28,16 +28,11 @@ before `IEND`, so every other chunk (the image itself) is unchanged.
 """
 from __future__ import annotations
 
-import struct
-import zlib
 from typing import Any
 
-from studio.universes.interchange import ImportFormatError
 
 CHARACTER_EXTENSION = "character_card"  # LoreEntry.extensions key of a Character entry's card
 CARD_TAG_EXTENSION = "card"  # LoreEntry.extensions key: entry_id of the card a book entry came from
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-CARD_CHUNK_KEYWORDS = ("ccv3", "chara")
 SECTIONS = (("personality", "## Personality"), ("scenario", "## Scenario"))
 TEXT_FIELDS = ("description", "personality", "scenario")
 # V1 top-level field -> the `data` field it mirrors (SillyTavern's charaFormatData).
@@ -160,48 +155,3 @@ def st_date(moment) -> str:
     """SillyTavern's create_date format, e.g. "2026-12-1 @13h 05m 09s 123ms"."""
     return (f"{moment.year}-{moment.month}-{moment.day} @{moment.hour:02d}h {moment.minute:02d}m "
             f"{moment.second:02d}s {moment.microsecond // 1000:03d}ms")
-
-
-# --- PNG -----------------------------------------------------------------------------------
-
-
-def _chunks(png: bytes) -> list[tuple[bytes, int, int, str]]:
-    """Return (type, start, end, text keyword) for every chunk, end exclusive of nothing."""
-    if not png.startswith(PNG_SIGNATURE):
-        raise ImportFormatError("The stored portrait is not a PNG file.")
-    out, position = [], len(PNG_SIGNATURE)
-    while position + 8 <= len(png):
-        length, kind = struct.unpack(">I4s", png[position:position + 8])
-        end = position + 12 + length
-        if end > len(png):
-            raise ImportFormatError("The stored portrait is a truncated PNG.")
-        keyword = ""
-        if kind in (b"tEXt", b"zTXt", b"iTXt"):
-            keyword = png[position + 8:position + 8 + length].partition(b"\x00")[0].decode("latin-1")
-        out.append((kind, position, end, keyword))
-        position = end
-        if kind == b"IEND":
-            break
-    if not out or out[-1][0] != b"IEND":
-        raise ImportFormatError("The stored portrait has no IEND chunk.")
-    return out
-
-
-def text_chunk(keyword: str, text: bytes) -> bytes:
-    body = keyword.encode("latin-1") + b"\x00" + text
-    return struct.pack(">I", len(body)) + b"tEXt" + body + struct.pack(">I", zlib.crc32(b"tEXt" + body))
-
-
-def without_card_chunks(png: bytes) -> bytes:
-    """Return `png` with its `chara` / `ccv3` text chunks removed, every other byte unchanged."""
-    return b"".join(
-        [png[:len(PNG_SIGNATURE)]]
-        + [png[start:end] for kind, start, end, keyword in _chunks(png) if keyword not in CARD_CHUNK_KEYWORDS]
-    )
-
-
-def with_card_chunks(png: bytes, chunks: list[tuple[str, bytes]]) -> bytes:
-    """Return `png` with its card chunks replaced by `chunks` (inserted just before IEND)."""
-    clean = without_card_chunks(png)
-    iend = _chunks(clean)[-1][1]
-    return clean[:iend] + b"".join(text_chunk(k, t) for k, t in chunks) + clean[iend:]

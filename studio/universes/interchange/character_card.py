@@ -25,11 +25,8 @@ studio's entry_id, kind and links travel in each entry's `extensions.axiom`.
 from __future__ import annotations
 
 import base64
-import binascii
 import io
 import json
-import struct
-import zlib
 from typing import Any
 
 from studio.universes.interchange import (
@@ -37,7 +34,6 @@ from studio.universes.interchange import (
     known_by_from_extension,
     DECORATOR_EXTENSION,
     MAX_ENTRIES,
-    MAX_IMPORT_BYTES,
     MAX_TITLE_CHARS,
     ImportFormatError,
     IncomingBook,
@@ -73,87 +69,12 @@ from studio.universes.interchange.codec import (
 from studio.universes.opening import opening_from_meta
 from studio.memory.lore_activation import MAX_SCAN_DEPTH, META_RECURSION_DEPTH, META_SCAN_DEPTH, META_TOKEN_BUDGET
 from studio.universes.interchange import card_fields
+from studio.universes.interchange.card_png import PNG_SIGNATURE, card_json_from_png, with_card_chunks
 from studio.universes.models import LoreKind
 
 EXTENSION = "character_book"
 CARD_META_KEY = "character_card"
 BOOK_META_KEY = "character_book"
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-CARD_CHUNK_KEYWORDS = ("ccv3", "chara")
-MAX_PNG_CHUNKS = 10_000
-
-
-# --- PNG ---------------------------------------------------------------------------------
-
-
-def _inflate(data: bytes, where: str) -> bytes:
-    inflater = zlib.decompressobj()
-    try:
-        out = inflater.decompress(data, MAX_IMPORT_BYTES + 1)
-    except zlib.error as exc:
-        raise ImportFormatError(f"{where}: the compressed text is corrupt ({exc}).") from exc
-    if len(out) > MAX_IMPORT_BYTES or inflater.unconsumed_tail:
-        raise ImportFormatError(f"{where}: the compressed text inflates past {MAX_IMPORT_BYTES:,} bytes; refused.")
-    return out
-
-
-def png_text_chunks(data: bytes) -> dict[str, bytes]:
-    """Return the PNG's text chunks by keyword (tEXt, zTXt, iTXt), without decoding the image."""
-    check_size(data, what="PNG file")
-    if not data.startswith(PNG_SIGNATURE):
-        raise ImportFormatError("Not a PNG file (the PNG signature is missing).")
-    chunks: dict[str, bytes] = {}
-    position, count = len(PNG_SIGNATURE), 0
-    while position < len(data):
-        if position + 8 > len(data):
-            raise ImportFormatError("The PNG is truncated (a chunk header is cut off).")
-        length, kind = struct.unpack(">I4s", data[position : position + 8])
-        body_start, body_end = position + 8, position + 8 + length
-        if body_end + 4 > len(data):
-            raise ImportFormatError(f"The PNG is truncated (chunk {kind!r} claims {length:,} bytes).")
-        body = data[body_start:body_end]
-        count += 1
-        if count > MAX_PNG_CHUNKS:
-            raise ImportFormatError("The PNG has too many chunks; refused.")
-        if kind in (b"tEXt", b"zTXt", b"iTXt"):
-            keyword, _, rest = body.partition(b"\x00")
-            name = keyword.decode("latin-1")
-            where = f"PNG chunk {kind.decode()} “{name}”"
-            if kind == b"tEXt":
-                chunks[name] = rest
-            elif kind == b"zTXt":
-                chunks[name] = _inflate(rest[1:], where)
-            else:
-                compressed, rest = rest[0:1], rest[2:]
-                _language, _, rest = rest.partition(b"\x00")
-                _translated, _, text = rest.partition(b"\x00")
-                chunks[name] = _inflate(text, where) if compressed == b"\x01" else text
-        if kind == b"IEND":
-            break
-        position = body_end + 4
-    return chunks
-
-
-def card_json_from_png(data: bytes) -> Any:
-    """Return the card JSON embedded in a PNG card (`ccv3` preferred over `chara`)."""
-    chunks = png_text_chunks(data)
-    for keyword in CARD_CHUNK_KEYWORDS:
-        if keyword in chunks:
-            raw = chunks[keyword]
-            try:
-                decoded = base64.b64decode(raw, validate=True)
-            except (binascii.Error, ValueError) as exc:
-                raise ImportFormatError(f"PNG chunk “{keyword}”: not base64 ({exc}).") from exc
-            try:
-                return json.loads(decoded.decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                raise ImportFormatError(f"PNG chunk “{keyword}”: the decoded text is not JSON ({exc}).") from exc
-            except RecursionError:
-                raise nesting_error(f"PNG chunk “{keyword}”") from None
-    found = ", ".join(sorted(chunks)) or "none"
-    raise ImportFormatError(
-        f"This PNG has no character card: no “chara” or “ccv3” text chunk (text chunks found: {found})."
-    )
 
 
 # --- activation fields -------------------------------------------------------------------
@@ -574,4 +495,4 @@ def export_png(universe, entries, *, character=None) -> bytes:
     for keyword, version in (("chara", 2), ("ccv3", 3)):
         card = export_card(universe, entries, version=version, character=character)
         chunks.append((keyword, base64.b64encode(json.dumps(card, ensure_ascii=False).encode())))
-    return card_fields.with_card_chunks(png, chunks)
+    return with_card_chunks(png, chunks)

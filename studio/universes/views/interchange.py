@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from studio.roles import is_author
 from studio.universes import services
 from studio.universes.forms import LoreImportForm, TomlImportForm
-from studio.universes.interchange import ImportFormatError, MAX_IMPORT_BYTES, character_card, pending, sillytavern, toml_io
+from studio.universes.interchange import ImportFormatError, MAX_IMPORT_BYTES, card_png, character_card, pending, sillytavern, toml_io
 from studio.universes.models import Universe
 from studio.universes.selectors import universe_list_for_user, with_link_ids
 from studio.universes.access import Access, require, universe_for
@@ -114,7 +114,7 @@ def _parse_lore_file(data: bytes, name: str, chosen: str):
         return character_card.parse_card(data, filename=name)
     if chosen == "sillytavern":
         return sillytavern.parse_world_info(data)
-    if data.startswith(character_card.PNG_SIGNATURE) or name.lower().endswith(".png"):
+    if data.startswith(card_png.PNG_SIGNATURE) or name.lower().endswith(".png"):
         return character_card.parse_card(data, filename=name)
     try:
         doc = json.loads(data.decode("utf-8")) if len(data) <= MAX_IMPORT_BYTES else None

@@ -155,6 +155,30 @@ def test_an_edited_summary_is_an_override_that_no_job_writes_over(save, fake_vec
         chapter_summary_edit(chapter=chapter, text="x" * 20_001)
 
 
+def test_a_fork_at_n_makes_the_chapter_summaries_that_were_pending_at_n(save, fake_vectors, eager_jobs, model,
+                                                                         django_capture_on_commit_callbacks):
+    play(save, ["harbour"] * 3 + ["market"] * 2)  # turns 1-3 closed at turn 4; its summary job never ran
+    source = Chapter.objects.get(game_save=save)
+    assert source.summary_status == SummaryStatus.PENDING
+    with django_capture_on_commit_callbacks(execute=True):
+        fork = CheckpointManager(vector_memory=fake_vectors).fork(save, 5)
+    copied = Chapter.objects.get(game_save=fork)
+    assert copied.summary_status == SummaryStatus.DONE
+    assert copied.summary == "SUMMARY OF Summarize this chapter, turns 1-3."
+    job = Job.objects.get(game_save=fork, kind=JobKind.SUMMARIZE_CHAPTER)
+    assert job.payload["chapter"] == copied.pk and job.timeline_generation == fork.timeline_generation
+    source.refresh_from_db()
+    assert source.summary_status == SummaryStatus.PENDING  # the source's own job is the source's
+
+
+def test_a_fork_without_a_model_says_its_pending_summaries_have_none(save, fake_vectors, model, settings):
+    play(save, ["harbour"] * 3 + ["market"] * 2)
+    settings.AXIOM_LLM_BASE_URL = ""
+    fork = CheckpointManager(vector_memory=fake_vectors).fork(save, 5)
+    assert Chapter.objects.get(game_save=fork).summary_status == SummaryStatus.NO_MODEL
+    assert not Job.objects.filter(game_save=fork, kind=JobKind.SUMMARIZE_CHAPTER).exists()
+
+
 PLACES = ["harbour", "market", "bell"]
 
 

@@ -7,15 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from studio.memory.chapters.named_time import (
-    CALENDAR,
-    DAY_COUNT,
-    StoryPoint,
-    calendar_date,
-    named_time,
-    names_a_time,
-    story_point,
-)
+from studio.memory.chapters.named_time import named_time, names_a_time
+from studio.memory.chapters.story_points import CALENDAR, DAY_COUNT, StoryPoint, calendar_date, story_point
 
 NOW = StoryPoint(date=dt.date(2023, 10, 22))  # a Sunday
 

@@ -46,7 +46,7 @@ def test_every_kind_has_the_handler_its_app_registered():
     ],
 )
 def test_ready_registers_the_apps_handlers(app_label, kinds):
-    saved = {kind: registry._handlers[kind] for kind in kinds}
+    saved = {kind: jobs.handler_for(kind) for kind in kinds}
     try:
         for kind in kinds:
             registry.unregister(kind)
@@ -55,18 +55,19 @@ def test_ready_registers_the_apps_handlers(app_label, kinds):
         assert set(kinds) <= set(jobs.registered_kinds())
         assert [jobs.handler_for(kind).run for kind in kinds] == [saved[kind].run for kind in kinds]
     finally:
-        registry._handlers.update(saved)
+        for handler in saved.values():
+            registry._handlers.register(handler, replace=True)
 
 
 def test_a_kind_without_a_handler_fails_at_once_saying_so(game_save, settings):
     settings.AXIOM_JOB_MAX_ATTEMPTS = 3
-    saved = registry._handlers[JobKind.REFRESH_MODELS]
+    saved = jobs.handler_for(JobKind.REFRESH_MODELS)
     registry.unregister(JobKind.REFRESH_MODELS)
     try:
         job = Job.objects.create(kind=JobKind.REFRESH_MODELS, universe_id=game_save.universe_id, game_save=game_save)
         jobs.run_job(job.pk)
     finally:
-        registry._handlers[JobKind.REFRESH_MODELS] = saved
+        registry._handlers.register(saved, replace=True)
     job.refresh_from_db()
     assert job.status == JobStatus.FAILED and job.attempts == 1  # not retried: it cannot work
     assert "no handler is registered for job kind 'refresh_models'" in job.error
@@ -84,13 +85,13 @@ def test_a_handler_registered_by_another_app_runs_through_the_ledger(game_save, 
             raise ConnectionError("not yet")
         return {"ok": True}
 
-    saved = registry._handlers[JobKind.REFRESH_MODELS]
+    saved = jobs.handler_for(JobKind.REFRESH_MODELS)
     jobs.register(JobKind.REFRESH_MODELS, flaky)
     try:
         job = Job.objects.create(kind=JobKind.REFRESH_MODELS, universe_id=game_save.universe_id, game_save=game_save)
         jobs.run_job(job.pk)  # the drain loop retries once the (zero) backoff has passed
     finally:
-        registry._handlers[JobKind.REFRESH_MODELS] = saved
+        registry._handlers.register(saved, replace=True)
     job.refresh_from_db()
     assert seen == [(job.pk, 1, True), (job.pk, 2, True)]
     assert job.status == JobStatus.DONE and job.result == {"ok": True} and job.attempts == 2
@@ -157,13 +158,13 @@ def test_a_job_that_could_not_be_queued_goes_to_its_kinds_hook(game_save, settin
     settings.REDIS_URL = "redis://127.0.0.1:1/0"  # nothing listens there
     settings.AXIOM_JOBS_EAGER = False
     told = []
-    saved = registry._handlers[JobKind.REFRESH_MODELS]
+    saved = jobs.handler_for(JobKind.REFRESH_MODELS)
     jobs.register(JobKind.REFRESH_MODELS, saved.run, on_not_queued=lambda job, error: told.append((job.pk, error)))
     try:
         with django_capture_on_commit_callbacks(execute=True):
             job = jobs.enqueue_refresh_models(game_save=game_save)
     finally:
-        registry._handlers[JobKind.REFRESH_MODELS] = saved
+        registry._handlers.register(saved, replace=True)
     job.refresh_from_db()
     assert job.status == JobStatus.FAILED
     assert told == [(job.pk, job.error)] and job.error.startswith(jobs.QUEUE_DOWN_PREFIX)

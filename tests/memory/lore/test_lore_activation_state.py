@@ -9,12 +9,12 @@ from hypothesis import strategies as st
 from studio.memory.lore.activation_state import (
     activation_state_as_of,
     book_version_for,
-    lore_activation_copy,
     lore_activation_for_turn,
     lore_activation_rollback,
     lore_seed_for,
     record_activation,
 )
+from studio.memory import timeline
 from studio.memory.models import LoreActivation
 from studio.saves.models import Event, Save
 from studio.universes import services
@@ -86,7 +86,8 @@ def test_fork_copies_rows_and_continues_identically(fresh_save):
     for event in Event.objects.filter(game_save=fresh_save, turn_id__lte=2):
         Event.objects.create(game_save=fork, turn_id=event.turn_id, player_input=event.player_input,
                              narrative=event.narrative)
-    assert lore_activation_copy(source=fresh_save, fork=fork, target_turn=2) == 2
+    timeline.table("lore_activations").copy(timeline.ForkContext(source=fresh_save, fork=fork, target_turn=2))
+    assert LoreActivation.objects.filter(game_save=fork).count() == 2
     assert activation_state_as_of(save=fork, turn_id=2) == activation_state_as_of(save=fresh_save, turn_id=2)
     parent_turn_3 = LoreActivation.objects.get(game_save=fresh_save, turn_id=3)
     forked = play_turn(fork, "coin oath")

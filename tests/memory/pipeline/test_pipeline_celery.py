@@ -13,58 +13,23 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
 import uuid
 from pathlib import Path
 
 import pytest
-from django.db import connection
 
 from studio.memory.models import Fact, Job, JobKind, JobStatus, LLMCall, MentalModel, Observation
 from studio.saves.models import Event, MemoryMode, Save
 from studio.saves.services import save_create, turn_append
+from tests.support.processes import REDIS_URL, TERMINAL, VENV_BIN, database_url, free_port, redis_available
 from tests.llm_server import Reply, ScriptedLLMServer, operation_of, scripted_pipeline_responder, user_prompt
 
 pytestmark = [pytest.mark.celery, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 ROOT = Path(__file__).resolve().parents[3]
-VENV_BIN = Path(sys.executable).parent
-REDIS_URL = os.environ.get("AXIOM_TEST_REDIS_URL", "redis://127.0.0.1:6379/9")
-TERMINAL = (JobStatus.DONE, JobStatus.FAILED, JobStatus.SKIPPED, JobStatus.PAUSED)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def redis_available() -> bool:
-    import redis
-
-    try:
-        return bool(redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1).ping())
-    except Exception:
-        return False
-
-
-def database_url() -> str:
-    """The URL of the test database this process uses, for the worker."""
-    settings = connection.settings_dict
-    if settings["ENGINE"].endswith("sqlite3"):
-        name = str(settings["NAME"])
-        if "memory" in name or not name.startswith("/"):
-            pytest.skip("the worker needs a file-based test database (see tests/settings.py)")
-        return f"sqlite:///{name}"
-    user = settings.get("USER") or "postgres"
-    password = f":{settings['PASSWORD']}" if settings.get("PASSWORD") else ""
-    host = settings.get("HOST") or "127.0.0.1"
-    port = settings.get("PORT") or 5432
-    return f"postgres://{user}{password}@{host}:{port}/{settings['NAME']}"
 
 
 class Stack:

@@ -96,7 +96,8 @@ def test_recall_is_offered_in_rounds_so_the_top_lore_hit_is_not_behind_the_chunk
     # the second chunk (~170 tokens) would leave too little for the top lore hit (~90) if lore
     # found by meaning were offered after every chunk (as before: checked by that sabotage).
     demo.universe.meta.update_or_create(key="context_share_narrative", defaults={"value": "100"})
-    context = build_memory_context(game_save=demo, query_text=QUESTION, token_budget=640, k_narrative=12)
+    # No point of view (the demo's turns record who is present): the arithmetic is the lore's and the chunks'.
+    context = build_memory_context(game_save=demo, query_text=QUESTION, token_budget=640, k_narrative=12, pov=())
     narrative = [i for i in context.items if i.layer == "narrative"]
     hood = next(i for i in context.items if i.ref.get("entry_id") == "copper-hood")
     assert hood.included and hood.why.get("final_rank") is not None
@@ -161,9 +162,10 @@ def test_context_viewer_shows_the_explain_panel_full_page_and_fragment(demo, cli
 
 def test_an_entry_naming_a_character_in_focus_is_protected(demo):
     # Corvin Tull is activated by the last narration, not by the input; in focus, he is kept.
-    plain = build_memory_context(game_save=demo, query_text="I wait by the door", token_budget=200)
+    # No point of view (the demo's turns record who is present): the budget is the lore's.
+    plain = build_memory_context(game_save=demo, query_text="I wait by the door", token_budget=200, pov=())
     focused = build_memory_context(game_save=demo, query_text="I wait by the door", token_budget=200,
-                                   focus_terms=["Corvin Tull"])
+                                   focus_terms=["Corvin Tull"], pov=())
     corvin = next(i for i in focused.items if i.ref.get("entry_id") == "corvin-tull")
     assert corvin.included and corvin.policy.protected and corvin.why["in_focus"] == ["Corvin Tull"]
     assert "in focus" in corvin.reason

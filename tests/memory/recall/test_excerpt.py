@@ -138,8 +138,10 @@ def test_more_memories_fit_and_the_budget_is_used(long_turns):
 
 
 def test_excerpts_are_deterministic(long_turns):
-    build = lambda: build_memory_context(game_save=long_turns, query_text="How many crates did Mira count?",  # noqa: E731
-                                         token_budget=300, k_narrative=3)
+    def build():
+        return build_memory_context(game_save=long_turns, query_text="How many crates did Mira count?",
+                                    token_budget=300, k_narrative=3)
+
     first, second = build(), build()
     assert [(i.text, i.included, i.cut) for i in first.items] == [(i.text, i.included, i.cut) for i in second.items]
 

@@ -26,7 +26,8 @@ import inserts items in file order, so the pks of an imported save sort as the f
 """
 from __future__ import annotations
 
-from studio.saves.portable.registry import SaveSection, register_section
+from studio.saves.portable.registry import SaveSection, derive_sections_with, register_section
+from studio.saves.portable.sections.derived import derived_section
 from studio.saves.portable.sections.logs import (
     check_jobs, check_llm_calls, check_recorded_queries, export_jobs, export_llm_calls,
     export_recorded_queries, load_jobs, load_llm_calls, load_recorded_queries,
@@ -38,15 +39,17 @@ from studio.saves.portable.sections.memory import (
 from studio.saves.portable.sections.turns import check_turns, export_turns, load_turns
 
 CORE_SECTIONS = [
-    SaveSection("turns", 1, export_turns, check_turns, load_turns, order=10, required=True),
-    SaveSection("facts", 1, export_facts, check_facts, load_facts, order=20, required=True),
-    SaveSection("beliefs", 1, export_beliefs, check_beliefs, load_beliefs, order=30, required=True),
-    SaveSection("mental_models", 1, export_mental_models, check_mental_models, load_mental_models, order=40, required=True),
-    SaveSection("jobs", 1, export_jobs, check_jobs, load_jobs, order=50, required=True),
-    SaveSection("llm_calls", 1, export_llm_calls, check_llm_calls, load_llm_calls, order=60, required=True),
-    SaveSection("recorded_queries", 2, export_recorded_queries, check_recorded_queries, load_recorded_queries, order=70,
+    SaveSection("turns", 1, export_turns, check_turns, load_turns, required=True),
+    SaveSection("facts", 1, export_facts, check_facts, load_facts, required=True),
+    SaveSection("beliefs", 1, export_beliefs, check_beliefs, load_beliefs, required=True),
+    SaveSection("mental_models", 1, export_mental_models, check_mental_models, load_mental_models, required=True),
+    SaveSection("jobs", 1, export_jobs, check_jobs, load_jobs, order=52, required=True),
+    SaveSection("llm_calls", 1, export_llm_calls, check_llm_calls, load_llm_calls, order=54, required=True),
+    SaveSection("recorded_queries", 2, export_recorded_queries, check_recorded_queries, load_recorded_queries,
                 required=True, reads=(1,)),
 ]
 
 for _section in CORE_SECTIONS:
     register_section(_section)
+# A per-turn table whose section no one wrote gets one derived from its columns.
+derive_sections_with(derived_section)

@@ -74,6 +74,6 @@ def load_chapters(items: list[dict], ctx: ImportContext) -> int:
 
 
 SECTION = SaveSection(
-    name=NAME, version=1, order=75, optional=True,
+    name=NAME, version=1, optional=True,
     export=export_chapters, check=check_chapters, load=load_chapters,
 )

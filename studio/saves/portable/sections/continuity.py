@@ -72,4 +72,4 @@ def load_findings(items: list[dict], ctx: ImportContext) -> int:
     return len(items)
 
 
-SECTION = SaveSection("continuity_findings", 1, export_findings, check_findings, load_findings, order=86, optional=True)
+SECTION = SaveSection("continuity_findings", 1, export_findings, check_findings, load_findings, optional=True)

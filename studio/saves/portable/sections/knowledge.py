@@ -83,5 +83,5 @@ def load_reveals(items: list[dict], ctx: ImportContext) -> int:
     return len(items)
 
 
-PRESENCE_SECTION = SaveSection("presence", 1, export_presence, check_presence, load_presence, order=22, optional=True)
-REVEALS_SECTION = SaveSection("reveals", 1, export_reveals, check_reveals, load_reveals, order=25, optional=True)
+PRESENCE_SECTION = SaveSection("presence", 1, export_presence, check_presence, load_presence, optional=True)
+REVEALS_SECTION = SaveSection("reveals", 1, export_reveals, check_reveals, load_reveals, optional=True)

@@ -82,5 +82,5 @@ def load_lore_activation(items: list[dict], ctx: ImportContext) -> int:
 
 
 LORE_ACTIVATION_SECTION = SaveSection(
-    SECTION, 1, export_lore_activation, check_lore_activation, load_lore_activation, order=75, optional=True,
+    SECTION, 1, export_lore_activation, check_lore_activation, load_lore_activation, optional=True,
 )
