@@ -112,10 +112,14 @@ TEMPLATES = [
     },
 ]
 
+_DATABASE_URL = os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'studio.sqlite3'}"
 DATABASES = {
     "default": dj_database_url.parse(
-        os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'studio.sqlite3'}",
-        conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 0),
+        _DATABASE_URL,
+        # A SQLite connection is kept between requests: closing the last one checkpoints the WAL (~15 ms a request
+        # on the turn path, issue 33) and opening one runs the PRAGMAs again. A server's connections are not kept
+        # unless asked (each web process would hold them).
+        conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 600 if _DATABASE_URL.startswith("sqlite") else 0),
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":

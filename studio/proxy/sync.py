@@ -198,7 +198,9 @@ def _accept(game_save: Save, draft: NarratorDraft, narrative: str) -> Event | No
     narration is chosen, else the latest complete one, else the latest stopped one. Run in a
     guard step: the save is locked, so no rewind can take the draft away meanwhile.
     """
-    alternatives = [a for a in draft.alternatives.order_by("-number") if a.acceptable or a.stopped_with_text]
+    # Chosen by status and text: each alternative's prompt and memory context (a swipe's each) are not read here.
+    alternatives = [a for a in draft.alternatives.order_by("-number").defer("context", "system_prompt", "user_prompt")
+                    if a.acceptable or a.stopped_with_text]
     if not alternatives or not narrative:
         return None
     chosen = (next((a for a in alternatives if _norm(a.text) == narrative), None)

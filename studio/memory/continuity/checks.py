@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import functools
 import re
 
 import numpy as np
@@ -62,8 +63,9 @@ class LeakRule:
 RULE = LeakRule()
 
 
-def terms_of(text: str) -> set[str]:
-    return {t for t in index_terms(text or "") if len(t) >= RULE.min_term_chars}
+@functools.lru_cache(maxsize=8192)  # the same last turns' narratives are read at every check: their terms kept
+def terms_of(text: str) -> frozenset[str]:
+    return frozenset(t for t in index_terms(text or "") if len(t) >= RULE.min_term_chars)
 
 
 @dataclass
@@ -106,7 +108,7 @@ class GuardContext:
 
     def recorded(self, turn: int) -> bool:
         """Whether turn `turn` records who was present (else nothing is known about who witnessed it)."""
-        return turn in self.view.presence
+        return self.view.recorded(turn)
 
     def knows(self, character: str) -> _Knows:
         """Return what `character` knows (its terms) and the items they do not know, read once."""
@@ -114,6 +116,7 @@ class GuardContext:
         if key in self._knows:
             return self._knows[key]
         view, knows = self.view, _Knows(terms=set(self.public_terms) | self.input_terms)
+        view.prefetch([fact["turn_id"] for fact in self.facts] + list(self.turns))  # one read, not one a turn
         for entry_id, entry in self.entries.items():
             if entry["known_by"] is None:
                 continue
@@ -180,7 +183,7 @@ class GuardContext:
 
     def scene_place(self) -> str:
         """The place of the scene at the horizon (the presence row's scene as a place of the book), or ""."""
-        row = self.view.presence.get(self.horizon)
+        row = self.view.row(self.horizon)
         if not row or not row.scene:
             return ""
         return self.places().get(fold(row.scene)) or next(iter(sorted(self.places_named(row.scene))), "")
@@ -288,7 +291,7 @@ def check_presence(ctx: GuardContext, sentences: list[Sentence]) -> list[Finding
     on = {fold(name) for name in scene}
     if ctx.index.player and ctx.view.player:
         on.add(fold(ctx.index.player))  # the player character acts in the turn being narrated
-    row = ctx.view.presence.get(ctx.horizon)
+    row = ctx.view.row(ctx.horizon)
     listed = ", ".join(row.characters) if row and row.characters else "nobody"
     item = Item("presence", {"turn_id": ctx.horizon, "scene": getattr(row, "scene", "")},
                 f"Present at turn {ctx.horizon}: {listed}.", ctx.horizon)

@@ -217,7 +217,7 @@ def contradiction_candidates(ctx: GuardContext, sentences: list[Sentence]) -> li
     candidates: list[tuple[float, Finding]] = []
     dead = _dead(ctx, corpus)
     places = _place_names(ctx)
-    row = ctx.view.presence.get(ctx.horizon)
+    row = ctx.view.row(ctx.horizon)
     scene_place = (places.get(fold(row.scene)) or _place_of("in " + row.scene, places)) if row and row.scene else ""
     present = {fold(c) for c in (row.characters if row else [])}
     moved = ctx.scene_moves(sentences)

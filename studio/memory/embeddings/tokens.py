@@ -52,11 +52,21 @@ def token_method() -> str:
     return TOKENIZER_METHOD if _tokenizer() is not None else APPROXIMATE_METHOD
 
 
+# A memory context counts the same texts request after request (the recent turns, the chunks and lore it
+# finds again, a swipe's whole context): the count of a text is kept, most recent texts first.
+COUNT_CACHE_SIZE = 8192
+
+
 def count_tokens(text: str) -> int:
     """Return the number of embedding-model tokens in `text` (special tokens excluded)."""
     if not text:
         return 0
-    tokenizer = _tokenizer()
+    return _count(text, _tokenizer() is None)
+
+
+@functools.lru_cache(maxsize=COUNT_CACHE_SIZE)
+def _count(text: str, approximate: bool) -> int:
+    tokenizer = None if approximate else _tokenizer()
     if tokenizer is None:
         return len(_APPROX_TOKEN_RE.findall(text))
     return len(tokenizer.encode(text, add_special_tokens=False).ids)

@@ -97,6 +97,15 @@ class KnowledgeView:
         self._acting = acting_turns(self.save, horizon=self.horizon) if self.player else set()
         self._whole = True
 
+    def row(self, turn: int) -> Presence | None:
+        """The presence row of `turn` (None: none recorded), reading that turn only."""
+        self.prefetch([turn])
+        return self._rows.get(turn)
+
+    def recorded(self, turn: int) -> bool:
+        """Whether turn `turn` has a presence row (`turn in presence`, reading that turn only)."""
+        return self.row(turn) is not None
+
     @property
     def presence(self) -> dict[int, Presence]:
         """Every presence row up to the horizon, by turn (reads them all)."""

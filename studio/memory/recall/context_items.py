@@ -13,8 +13,9 @@ of the others is dropped. How the items are printed is the renderer's
 """
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from studio.memory.chapters.story import turn_texts
@@ -64,11 +65,15 @@ class ContextItem:
 
     def as_dict(self) -> dict[str, Any]:
         """Return the item as the API and a snapshot keep it: the policy too, and in `why` the flags it once held."""
-        data = asdict(self)
-        data["policy"] = self.policy.as_dict()
-        data["why"] = {**self.why, "budget_class": self.policy.budget_class, "protected": self.policy.protected,
-                       "ignore_budget": self.policy.outside_budget, "no_refill": not self.policy.refill}
-        return data
+        # By hand, not `dataclasses.asdict` (which deep-copied the policy and `why` only to replace them): the same
+        # keys in the same order.
+        policy = self.policy
+        return {
+            "layer": self.layer, "text": self.text, "tokens": self.tokens, "reason": self.reason,
+            "why": {**self.why, "budget_class": policy.budget_class, "protected": policy.protected,
+                    "ignore_budget": policy.outside_budget, "no_refill": not policy.refill},
+            "ref": copy.deepcopy(self.ref), "included": self.included, "cut": self.cut, "policy": policy.as_dict(),
+        }
 
 
 def explain_reason(result: dict) -> tuple[str, dict]:

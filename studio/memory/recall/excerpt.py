@@ -44,6 +44,7 @@ utterance held (with the best sentence alone, without the one after: 8 in 37).
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -83,12 +84,17 @@ def segments_of(text: str) -> list[str]:
     return out
 
 
+@functools.lru_cache(maxsize=4096)  # a request's candidates are mostly the last request's: each text read once
+def _term_set(text: str) -> frozenset[str]:
+    return frozenset(index_terms(text))
+
+
 def term_weights(query_text: str, texts: list[str]) -> dict[str, float]:
     """Return {term: weight} for the action's BM25 terms: log(1 + n / df) over `texts` (terms no text holds left out)."""
     terms = set(index_terms(query_text))
     if not terms or not texts:
         return {}
-    holding = [set(index_terms(text)) & terms for text in texts]
+    holding = [_term_set(text) & terms for text in texts]
     n = len(texts)
     weights = {}
     for term in sorted(terms):
@@ -116,7 +122,7 @@ def focus_excerpt(text: str, weights: dict[str, float], *,
     parts = segments_of(body)
     if len(parts) < 2 or not weights:
         return None
-    held = [set(index_terms(part)) & weights.keys() for part in parts]
+    held = [_term_set(part) & weights.keys() for part in parts]
     scores = [sum(weights[t] for t in terms) for terms in held]
     best = max(scores)
     if best <= 0:

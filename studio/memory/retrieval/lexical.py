@@ -20,6 +20,7 @@ docs/retrieval.md for what each step bought on the LoCoMo benchmark.
 """
 from __future__ import annotations
 
+import functools
 import unicodedata
 from collections.abc import Iterable
 
@@ -101,6 +102,7 @@ STOP_WORDS: frozenset[str] = frozenset(
 )
 
 
+@functools.lru_cache(maxsize=1 << 16)  # a word folds the same every time: a story's words are folded once
 def _fold_english_suffix(token: str) -> str:
     """Fold common English inflections so "paints", "painted" and "painting" meet.
 

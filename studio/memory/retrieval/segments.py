@@ -141,15 +141,22 @@ class ViewIndex:
     """BM25 over documents given as postings per term id, in segments (BM25Okapi's formula and IDF)."""
 
     def __init__(self, vocab: dict[str, int], doc_len: np.ndarray, segments: list[Segment], df: np.ndarray, *,
-                 k1: float, b: float, epsilon: float = 0.25):
+                 k1: float, b: float, epsilon: float = 0.25, df_counts: np.ndarray | None = None,
+                 length_sum: int | None = None):
         self.vocab, self.doc_len_array, self.segments, self.df = vocab, doc_len, segments, df
         self.k1, self.b, self.epsilon = k1, b, epsilon
         self.corpus_size = len(doc_len)
-        self.avgdl = float(doc_len.sum()) / self.corpus_size if self.corpus_size else 0.0
+        # How many terms have each document frequency (`df_counts[d]`): the mean IDF over the vocabulary is a sum
+        # over the few distinct frequencies, kept up to date by `updated` from the terms a change touched.
+        self.df_counts = np.bincount(df) if df_counts is None else df_counts
+        self.length_sum = int(doc_len.sum()) if length_sum is None else length_sum
+        self.avgdl = float(self.length_sum) / self.corpus_size if self.corpus_size else 0.0
         self._average_idf: float | None = None
 
     # The IDF is computed for the terms a query asks for, not the whole vocabulary on every change (a long save's
-    # vocabulary grows with it); only the floor of a negative IDF needs the mean over every term, when one occurs.
+    # vocabulary grows with it); only the floor of a negative IDF needs the mean over every term, when one occurs,
+    # computed from how many terms have each document frequency (a build and an update give the same counts, so
+    # the same mean to the bit).
 
     def _raw_idf(self, df) -> np.ndarray:
         return np.log(self.corpus_size - df + 0.5) - np.log(df + 0.5)
@@ -157,8 +164,11 @@ class ViewIndex:
     @property
     def average_idf(self) -> float:
         if self._average_idf is None:
-            present = self.df[self.df > 0]
-            self._average_idf = float(self._raw_idf(present.astype(np.float64)).mean()) if len(present) else 0.0
+            frequencies = np.flatnonzero(self.df_counts[1:]) + 1
+            terms = self.df_counts[frequencies]
+            total = int(terms.sum())
+            self._average_idf = (float((self._raw_idf(frequencies.astype(np.float64)) * terms).sum()) / total
+                                 if total else 0.0)
         return self._average_idf
 
     def term_idf(self, term_id: int) -> float:
@@ -193,14 +203,26 @@ class ViewIndex:
         df = np.zeros(len(vocab), dtype=np.int64)
         df[: len(self.df)] = self.df
         before, after = {id(s) for s in self.segments}, {id(s) for s in segments}
-        for segment in self.segments:  # rebuilt, gone, or merged into a segment of the next level
-            if id(segment) not in after:
-                df[segment.terms] -= segment.df
-        for segment in segments:
-            if id(segment) not in before:
-                df[segment.terms] += segment.df
+        gone = [s for s in self.segments if id(s) not in after]  # rebuilt, gone, or merged into one of the next level
+        new = [s for s in segments if id(s) not in before]
+        for segment in gone:
+            df[segment.terms] -= segment.df
+        for segment in new:
+            df[segment.terms] += segment.df
+        # The terms whose frequency moved leave their old count and join their new one.
+        touched = np.unique(np.concatenate([EMPTY, *(s.terms for s in gone), *(s.terms for s in new)]))
+        old_df = np.zeros(len(touched), dtype=np.int64)  # a term new to the vocabulary had none
+        known = touched < len(self.df)
+        old_df[known] = self.df[touched[known]]
+        df_counts = np.zeros(max(len(self.df_counts), int(df[touched].max(initial=0)) + 1), dtype=np.int64)
+        df_counts[: len(self.df_counts)] = self.df_counts
+        df_counts[0] += max(len(vocab) - len(self.df), 0)
+        np.subtract.at(df_counts, old_df, 1)
+        np.add.at(df_counts, df[touched], 1)
         doc_len = np.concatenate([self.doc_len_array[:start], lengths]).astype(np.int64)
-        return ViewIndex(vocab, doc_len, segments, df, k1=self.k1, b=self.b, epsilon=self.epsilon)
+        length_sum = self.length_sum - int(self.doc_len_array[start:].sum()) + int(lengths.sum())
+        return ViewIndex(vocab, doc_len, segments, df, k1=self.k1, b=self.b, epsilon=self.epsilon,
+                         df_counts=df_counts, length_sum=length_sum)
 
     def get_scores(self, query) -> np.ndarray:
         score = np.zeros(self.corpus_size)

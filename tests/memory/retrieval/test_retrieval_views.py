@@ -126,6 +126,10 @@ def _assert_same_view(left, right, vocab):
     assert np.array_equal(left.positions, right.positions)
     assert np.array_equal(left.turn_of_position, right.turn_of_position)
     assert np.array_equal(left.context_adds, right.context_adds) and np.array_equal(left.turn_adds, right.turn_adds)
+    for kind in ("own_index", "context_index", "turn_index"):  # the mean IDF's frequency counts, kept by updates
+        left_index, right_index = getattr(left, kind), getattr(right, kind)
+        assert np.array_equal(np.trim_zeros(left_index.df_counts[1:], "b"), np.trim_zeros(right_index.df_counts[1:], "b"))
+        assert left_index.average_idf == right_index.average_idf and left_index.avgdl == right_index.avgdl, kind
     rng = random.Random(7)
     words = list(vocab)
     for _ in range(30):
@@ -316,3 +320,24 @@ def test_the_structure_after_an_append_or_a_cut_is_the_structure_built_whole(mem
                 for name in ("context_indptr", "context_members", "group_of", "group_indptr", "group_members",
                              "context_span", "context_adds", "turn_adds"):
                     assert np.array_equal(getattr(after, name), getattr(whole, name)), (name, same, lore)
+
+
+def test_an_append_at_the_tip_grows_the_shared_vocabulary_and_the_earlier_corpus_answers_as_before(memory):
+    game_save(memory, turns=GAME[:6])
+    config = RetrievalConfig()
+    cache = CorpusCache(memory.store, memory._versions)
+    before = cache.read("g", config).corpus
+    old_view = cache.view(before, SearchFilter(), config)
+    queries = [["key"], ["zephyr", "lantern"], ["tide", "storm", "bellwright"]]
+    scores = {tuple(q): old_view.own_index.get_scores(q) for q in queries}
+    size = len(before.vocab)
+    memory.embed_chunks("g", [{"turn_id": n, "text": text} for n, text in enumerate(GAME[6:], start=7)])
+    after = cache.read("g", config).corpus
+    assert after.vocab is before.vocab and len(after.vocab) > size  # grown in place, not copied
+    assert "zephyr" in before.vocab and len(before.ids) == 6  # the earlier corpus holds its own chunks only
+    rebuilt = views.build_view(before, old_view.positions, config)  # what the earlier corpus gives now
+    for query in queries:
+        assert np.array_equal(rebuilt.own_index.get_scores(query), scores[tuple(query)])
+        assert np.array_equal(old_view.own_index.get_scores(query), scores[tuple(query)])
+    extended = cache.view(after, SearchFilter(), config)
+    _assert_same_view(extended, views.build_view(after, extended.positions, config), after.vocab)
