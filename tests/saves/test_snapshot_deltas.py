@@ -3,6 +3,7 @@ the prompt extends the one before or a window of it slides along."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from hypothesis import given
@@ -12,6 +13,7 @@ from studio.saves import portable
 from studio.saves.models import NarratorSnapshot
 from studio.saves.narrator.snapshots import (
     MAX_LITERAL,
+    _common,
     delta_decode,
     delta_encode,
     delta_problem,
@@ -43,6 +45,15 @@ def test_a_delta_rebuilds_its_text_exactly(case):
     assert delta_decode(ops, reference) == text
     assert delta_problem(ops, len(reference)) == ""
     assert all(len(op) <= MAX_LITERAL for op in ops if isinstance(op, str))
+
+
+@given(shared=st.integers(0, 9000), a_tail=pieces, b_tail=pieces, i=st.integers(0, 5), j=st.integers(0, 5))
+def test_the_common_run_is_the_common_prefix_at_any_length(shared, a_tail, b_tail, i, j):
+    """`_common` compares growing pieces: the same count as a plain common prefix, short runs and runs past 4,096."""
+    run = "".join(chr(97 + (n * 7919) % 23) for n in range(shared))
+    a, b = "x" * i + run + a_tail, "yy" * j + run + b_tail
+    expected = len(os.path.commonprefix([a[i:], b[2 * j:]]))
+    assert _common(a, i, b, 2 * j) == expected
 
 
 def test_a_prompt_that_extends_the_last_one_is_a_copy_and_the_new_part():

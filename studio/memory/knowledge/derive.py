@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from studio.memory.chapters.story import acting_turns
+from studio.memory.chapters.story import acting_turns, turns_q
 from studio.memory.knowledge.models import Presence, Reveal
 from studio.memory.knowledge.names import CharacterIndex, character_index, fold
 
@@ -84,7 +84,7 @@ class KnowledgeView:
         wanted = sorted({int(t) for t in turns if 0 < int(t) <= self.horizon} - self._looked_up)
         if not wanted:
             return
-        for row in Presence.objects.filter(game_save_id=self.save.pk, turn_id__in=wanted):
+        for row in Presence.objects.filter(turns_q(wanted), game_save_id=self.save.pk):
             self._rows[row.turn_id] = row
         if self.player:
             self._acting.update(acting_turns(self.save, horizon=self.horizon, among=wanted))
