@@ -62,6 +62,7 @@ class KnowledgeView:
         self._rows: dict[int, Presence] = {}  # the presence rows of the turns looked up
         self._acting: set[int] = set()  # of the turns looked up, those the player acted in
         self._looked_up: set[int] = set()
+        self._names: dict[int, set[str]] = {}  # `_present` of the turns asked
         self._whole = False
         self.fact_reveals: dict[int, list[Reveal]] = defaultdict(list)
         self.entry_reveals: dict[str, list[Reveal]] = defaultdict(list)
@@ -76,6 +77,11 @@ class KnowledgeView:
         )
 
     # -- presence ---------------------------------------------------------------------------
+
+    def _need(self, turn: int) -> None:
+        """Look turn `turn` up unless it was (the guard asks of each of 2,000 turns per character: no set built)."""
+        if not self._whole and turn not in self._looked_up:
+            self.prefetch([turn])
 
     def prefetch(self, turns) -> None:
         """Read the presence of `turns` not looked up yet (one query each for rows and acting turns)."""
@@ -95,11 +101,12 @@ class KnowledgeView:
             return
         self._rows = {r.turn_id: r for r in Presence.objects.filter(game_save_id=self.save.pk, turn_id__lte=self.horizon)}
         self._acting = acting_turns(self.save, horizon=self.horizon) if self.player else set()
+        self._names.clear()
         self._whole = True
 
     def row(self, turn: int) -> Presence | None:
         """The presence row of `turn` (None: none recorded), reading that turn only."""
-        self.prefetch([turn])
+        self._need(turn)
         return self._rows.get(turn)
 
     def recorded(self, turn: int) -> bool:
@@ -122,20 +129,24 @@ class KnowledgeView:
     def present(self) -> dict[int, set[str]]:
         """Every turn up to the horizon with someone present: the folded names (reads them all)."""
         self._read_whole()
-        return {turn: self._present(turn) for turn in set(self._rows) | self._acting}
+        return {turn: set(self._present(turn)) for turn in set(self._rows) | self._acting}
 
     def _present(self, turn: int) -> set[str]:
-        """The folded names present at `turn` (the player if they acted in it); empty when nobody is recorded."""
-        self.prefetch([turn])
-        row = self._rows.get(turn)
-        names = {fold(c) for c in row.characters} if row else set()
-        if turn in self._acting:
-            names.add(fold(self.player))
+        """The folded names present at `turn` (the player if they acted in it); empty when nobody is recorded.
+        Kept per turn once looked up (a turn's rows do not change within a view): the caller must not change it."""
+        self._need(turn)
+        names = self._names.get(turn)
+        if names is None:
+            row = self._rows.get(turn)
+            names = {fold(c) for c in row.characters} if row else set()
+            if turn in self._acting:
+                names.add(fold(self.player))
+            self._names[turn] = names
         return names
 
     def present_at(self, turn: int) -> list[str]:
         """Return who was present at `turn`: the presence row's characters, and the player if they acted in it."""
-        self.prefetch([turn])
+        self._need(turn)
         row = self._rows.get(turn)
         names = list(row.characters) if row else []
         if turn in self._acting and fold(self.player) not in {fold(n) for n in names}:

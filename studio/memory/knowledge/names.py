@@ -25,6 +25,7 @@ resolves to no entry matches a character of that name.
 """
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -34,7 +35,12 @@ from studio.memory.recall.policy import DEFAULT_POLICY, meta_values
 
 
 def fold(name: str) -> str:
-    return " ".join(str(name or "").split()).casefold()
+    return _fold(name) if isinstance(name, str) else " ".join(str(name or "").split()).casefold()
+
+
+@functools.lru_cache(maxsize=16384)  # the guard folds the same few names for each of thousands of turns
+def _fold(name: str) -> str:
+    return " ".join(name.split()).casefold()
 
 
 def _plain_keys(keys) -> list[str]:
