@@ -108,7 +108,9 @@ def delta_encode(text: str, reference: Reference | str) -> list:
     if len(source) >= MIN_COPY:
         index = ref.index
         while i <= size - GRAM:
-            if expected >= 0:  # the next copy most often goes on where the last one ended
+            # The next copy most often goes on where the last one ended (tried when its first MIN_COPY characters
+            # match: a shorter run is no copy, and most positions of new text share none).
+            if expected >= 0 and text[i:i + MIN_COPY] == source[expected:expected + MIN_COPY]:
                 length = _common(text, i, source, expected)
                 if length >= MIN_COPY:
                     copy(i, expected, length)

@@ -65,3 +65,27 @@ def test_a_long_save_reads_the_arcs_not_its_chapters(game_save):
     chapters = build(game_save, [20] * 1027, [True])  # three chapters not yet in an arc
     rows = top_summaries(game_save, before_turn=chapters + 1)
     assert [(r.level, r.first_turn) for r in rows] == [(5, 1), (0, 20481), (0, 20501), (0, 20521)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(turns=st.lists(st.integers(1, 120), max_size=90))
+def test_turns_read_by_runs_are_the_turns_asked(game_save, turns):
+    """`turns_q` reads runs of consecutive turns by their bounds: the same rows as a list of every turn."""
+    from studio.memory.chapters.story import turn_texts, turns_q
+    from studio.world.models import Event
+
+    if not Event.objects.filter(game_save=game_save, turn_id=100, narrative="turn 100").exists():
+        Event.objects.filter(game_save=game_save).delete()
+        Event.objects.bulk_create([Event(game_save=game_save, turn_id=n, narrative=f"turn {n}") for n in range(1, 101)])
+    rows = Event.objects.filter(game_save=game_save)
+    assert sorted(rows.filter(turns_q(turns)).values_list("turn_id", flat=True)) == sorted(
+        rows.filter(turn_id__in=turns).values_list("turn_id", flat=True))
+    assert turn_texts(game_save, turns) == {n: f"turn {n}" for n in set(turns) if n <= 100}
+
+
+def test_the_guards_last_turns_are_two_bounds_not_two_thousand_parameters(game_save):
+    from studio.memory.chapters.story import turns_q
+    from studio.world.models import Event
+
+    _sql, params = Event.objects.filter(turns_q(range(1, 2001))).query.sql_with_params()
+    assert list(params) == [1, 2000]
