@@ -4,6 +4,7 @@ Each benchmark runs against a fresh SQLite database (migrated here) and a fresh 
 Chroma directory under a temporary folder, so it never touches the studio's own data.
 Run from the project root: `.venv/bin/python bench/<name>.py --help`.
 """
+
 from __future__ import annotations
 
 import os
@@ -96,12 +97,16 @@ def locomo_save(conv: str, turns: list[dict], universe):
     from studio.world.models import Event, Save, StateCache
 
     game_save = Save.objects.create(universe=universe, name=f"LoCoMo {conv}", meta={})
-    Event.objects.bulk_create([Event(game_save=game_save, turn_id=t["turn_id"], player_input="", narrative=t["text"])
-                               for t in turns])
-    StateCache.objects.bulk_create([StateCache(game_save=game_save, turn_id=t["turn_id"], state={"date": t["date"]})
-                                    for t in turns])
+    Event.objects.bulk_create(
+        [Event(game_save=game_save, turn_id=t["turn_id"], player_input="", narrative=t["text"]) for t in turns]
+    )
+    StateCache.objects.bulk_create(
+        [StateCache(game_save=game_save, turn_id=t["turn_id"], state={"date": t["date"]}) for t in turns]
+    )
     Save.objects.filter(pk=game_save.pk).update(current_turn=len(turns))
     game_save.refresh_from_db()
-    get_vector_memory().embed_chunks(game_save.save_id, [
-        {"turn_id": t["turn_id"], "text": t["text"], "metadata_extra": {"dia_id": t["dia_id"]}} for t in turns])
+    get_vector_memory().embed_chunks(
+        game_save.save_id,
+        [{"turn_id": t["turn_id"], "text": t["text"], "metadata_extra": {"dia_id": t["dia_id"]}} for t in turns],
+    )
     return game_save

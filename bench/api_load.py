@@ -23,6 +23,7 @@ Run: .venv/bin/python bench/api_load.py [--users 50 --duration 60 --chunks 10000
 The client and the server share this machine's cores: the client's own CPU is part of what
 is measured (its pure-Python HTTP stack is not free), so the figures are conservative.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,16 +51,68 @@ PYTHON = str(ROOT / ".venv" / "bin" / "python")
 CHROMA = str(ROOT / ".venv" / "bin" / "chroma")
 GUNICORN = str(ROOT / ".venv" / "bin" / "gunicorn")
 
-CHARACTERS = ["Kael", "Mira", "Orsolya", "Bram", "Tamsin", "Idris", "Vell", "Corwin", "Nessa", "Jory",
-              "Halvard", "Sefa", "Ysolde", "Pell", "Rook", "Anselm"]
-PLACES = ["Port Vey", "the Drowned Lantern", "the salt marsh", "the lighthouse", "Greywater Keep",
-          "the fish market", "the old chapel", "the smugglers' cave", "the harbour wall", "the tide mill"]
-ITEMS = ["a crate of lamp oil", "the silver compass", "a sealed letter", "ten crowns", "the harbour ledger",
-         "a rusted key", "a map of the reefs", "the guild seal", "a bottle of black rum", "a wax tablet"]
-ACTIONS = ["bargains over", "hides", "steals", "returns", "burns", "sells", "examines", "buries",
-           "loses", "swears an oath on"]
-MOODS = ["The fog rolls in from the sea.", "Rain hammers the shutters.", "Gulls scream over the quay.",
-         "A bell tolls somewhere inland.", "The tide is turning.", "Lanterns sway in the wind."]
+CHARACTERS = [
+    "Kael",
+    "Mira",
+    "Orsolya",
+    "Bram",
+    "Tamsin",
+    "Idris",
+    "Vell",
+    "Corwin",
+    "Nessa",
+    "Jory",
+    "Halvard",
+    "Sefa",
+    "Ysolde",
+    "Pell",
+    "Rook",
+    "Anselm",
+]
+PLACES = [
+    "Port Vey",
+    "the Drowned Lantern",
+    "the salt marsh",
+    "the lighthouse",
+    "Greywater Keep",
+    "the fish market",
+    "the old chapel",
+    "the smugglers' cave",
+    "the harbour wall",
+    "the tide mill",
+]
+ITEMS = [
+    "a crate of lamp oil",
+    "the silver compass",
+    "a sealed letter",
+    "ten crowns",
+    "the harbour ledger",
+    "a rusted key",
+    "a map of the reefs",
+    "the guild seal",
+    "a bottle of black rum",
+    "a wax tablet",
+]
+ACTIONS = [
+    "bargains over",
+    "hides",
+    "steals",
+    "returns",
+    "burns",
+    "sells",
+    "examines",
+    "buries",
+    "loses",
+    "swears an oath on",
+]
+MOODS = [
+    "The fog rolls in from the sea.",
+    "Rain hammers the shutters.",
+    "Gulls scream over the quay.",
+    "A bell tolls somewhere inland.",
+    "The tide is turning.",
+    "Lanterns sway in the wind.",
+]
 SAVE_PASSWORD = "bench-password"
 
 
@@ -110,8 +163,13 @@ def seed(args: dict) -> dict:
     started = time.perf_counter()
     universe = Universe.objects.create(name="Load Reach", slug="load-reach")
     for name in CHARACTERS:
-        LoreEntry.objects.create(universe=universe, entry_id=name.lower(), title=name, kind="character",
-                                 text=f"{name} is a regular of {rng.choice(PLACES)}.")
+        LoreEntry.objects.create(
+            universe=universe,
+            entry_id=name.lower(),
+            title=name,
+            kind="character",
+            text=f"{name} is a regular of {rng.choice(PLACES)}.",
+        )
     save = Save.objects.create(universe=universe, name="Long campaign", save_id="loadsave", memory_mode="living")
     texts = []
     events, states, facts = [], [], []
@@ -121,8 +179,16 @@ def seed(args: dict) -> dict:
         events.append(Event(game_save=save, turn_id=turn, player_input=f"I follow {names[0]}.", narrative=text))
         states.append(StateCache(game_save=save, turn_id=turn, state={"turn": turn, "place": rng.choice(PLACES)}))
         for who in names:
-            facts.append(Fact(game_save=save, turn_id=turn, statement=f"{who} was at turn {turn}.", who=who,
-                              entities=[who], entity_index=entity_index_for([who])))
+            facts.append(
+                Fact(
+                    game_save=save,
+                    turn_id=turn,
+                    statement=f"{who} was at turn {turn}.",
+                    who=who,
+                    entities=[who],
+                    entity_index=entity_index_for([who]),
+                )
+            )
     Event.objects.bulk_create(events, batch_size=2000)
     StateCache.objects.bulk_create(states, batch_size=2000)
     Fact.objects.bulk_create(facts, batch_size=2000)
@@ -134,10 +200,21 @@ def seed(args: dict) -> dict:
         for i in range(15):
             sources = rng.sample(by_who[who], min(6, len(by_who[who])))
             last = max(s["turn_id"] for s in sources)
-            Observation.objects.create(game_save=save, statement=f"{who} belief {i}.", subject=who, sources=sources,
-                                       created_turn_id=min(s["turn_id"] for s in sources), updated_turn_id=last)
-        MentalModel.objects.create(game_save=save, subject=who, summary=f"{who}, a regular of the harbour.",
-                                   created_turn_id=1, updated_turn_id=chunks)
+            Observation.objects.create(
+                game_save=save,
+                statement=f"{who} belief {i}.",
+                subject=who,
+                sources=sources,
+                created_turn_id=min(s["turn_id"] for s in sources),
+                updated_turn_id=last,
+            )
+        MentalModel.objects.create(
+            game_save=save,
+            subject=who,
+            summary=f"{who}, a regular of the harbour.",
+            created_turn_id=1,
+            updated_turn_id=chunks,
+        )
     save.current_turn = chunks
     save.save()
     db_seconds = time.perf_counter() - started
@@ -145,8 +222,13 @@ def seed(args: dict) -> dict:
     vm = get_vector_memory()
     started = time.perf_counter()
     vm.embed_chunks(save.save_id, [{"turn_id": t + 1, "text": text} for t, text in enumerate(texts)], batch_size=64)
-    vm.embed_chunks(save.save_id, [{"turn_id": 0, "text": e.text, "chunk_type": "lore",
-                                    "metadata_extra": {"entry_id": e.entry_id}} for e in universe.lore_entries.all()])
+    vm.embed_chunks(
+        save.save_id,
+        [
+            {"turn_id": 0, "text": e.text, "chunk_type": "lore", "metadata_extra": {"entry_id": e.entry_id}}
+            for e in universe.lore_entries.all()
+        ],
+    )
     embed_seconds = time.perf_counter() - started
 
     group = Group.objects.get(name=PLAYTESTERS)
@@ -317,8 +399,9 @@ def open_all_clients(base: str, seeded: dict, users: int, pages: bool) -> list:
     return clients
 
 
-def user_loop(clients, save_id: str, chunks: int, deadline: float, think: float,
-              recorder: Recorder, seed: int, mix: str = "all") -> None:
+def user_loop(
+    clients, save_id: str, chunks: int, deadline: float, think: float, recorder: Recorder, seed: int, mix: str = "all"
+) -> None:
     import httpx
 
     rng = random.Random(seed)
@@ -336,11 +419,25 @@ def user_loop(clients, save_id: str, chunks: int, deadline: float, think: float,
         (8, "api beliefs", lambda: api.get(f"{api_base}/beliefs", params={"subject": rng.choice(CHARACTERS)})),
         (5, "api mental models", lambda: api.get(f"{api_base}/mental-models")),
         (4, "api jobs", lambda: api.get(f"{api_base}/jobs")),
-        (30, "api query", lambda: api.post(f"{api_base}/query", json={
-            "query_text": rng.choice(queries), "k": 5,
-            "focus_terms": [rng.choice(CHARACTERS)] if rng.random() < 0.5 else None})),
-        (7, "api context", lambda: api.post(f"{api_base}/context", json={
-            "query_text": rng.choice(queries), "focus_terms": [rng.choice(CHARACTERS)]})),
+        (
+            30,
+            "api query",
+            lambda: api.post(
+                f"{api_base}/query",
+                json={
+                    "query_text": rng.choice(queries),
+                    "k": 5,
+                    "focus_terms": [rng.choice(CHARACTERS)] if rng.random() < 0.5 else None,
+                },
+            ),
+        ),
+        (
+            7,
+            "api context",
+            lambda: api.post(
+                f"{api_base}/context", json={"query_text": rng.choice(queries), "focus_terms": [rng.choice(CHARACTERS)]}
+            ),
+        ),
     ]
     if browser is not None:
         actions += [
@@ -380,8 +477,15 @@ def append_loop(base: str, key: str, save_id: str, deadline: float, recorder: Re
         text, names = narrative(rng, turn)
         t0 = time.perf_counter()
         try:
-            response = client.post(f"/api/v1/saves/{save_id}/turns", json={
-                "player_input": f"I follow {names[0]}.", "narrative": text, "state": {"turn": turn}, "turn_id": turn})
+            response = client.post(
+                f"/api/v1/saves/{save_id}/turns",
+                json={
+                    "player_input": f"I follow {names[0]}.",
+                    "narrative": text,
+                    "state": {"turn": turn},
+                    "turn_id": turn,
+                },
+            )
             ok = response.status_code == 201
             detail = f"{response.status_code} {response.text[:120]}"
         except httpx.HTTPError as exc:
@@ -409,11 +513,17 @@ def warm_up(base: str, key: str, save_id: str, concurrency: int, limit: float = 
                 client.post(f"/api/v1/saves/{save_id}/context", json={"query_text": text})
             latencies.append(time.perf_counter() - t0)
 
-        threads = [threading.Thread(target=one, args=(queries[(rounds * concurrency + i) % 500],)) for i in range(concurrency)]
+        threads = [
+            threading.Thread(target=one, args=(queries[(rounds * concurrency + i) % 500],)) for i in range(concurrency)
+        ]
         run_phase(threads)
         slowest = max(latencies)
         if (rounds >= 3 and slowest < 2.0) or time.perf_counter() - started > limit:
-            return {"rounds": rounds, "seconds": round(time.perf_counter() - started, 1), "last_round_max_s": round(slowest, 2)}
+            return {
+                "rounds": rounds,
+                "seconds": round(time.perf_counter() - started, 1),
+                "last_round_max_s": round(slowest, 2),
+            }
 
 
 def run_phase(threads: list[threading.Thread]) -> float:
@@ -463,29 +573,37 @@ def markdown(report: dict) -> str:
     config, seed_info = report["config"], report["seed"]
     browse, append = report["browse_and_query"], report["append"]
     lines = [
-        (f"Run: {config['users']} users, {config['duration']:.0f} s, think time {config['think']} s, "
-        f"{seed_info['chunk_count']} chunks, gunicorn {config['workers']} workers x {config['threads']} threads, "
-        f"database {'PostgreSQL' if config['database_url'] else 'SQLite'}, Chroma server, mix {config.get('mix', 'all')}"
-        f"{', no pages' if config.get('no_pages') else ''}; "
-        f"load average before/after {report.get('load_average_before')}/{report.get('load_average_after')}."),
+        (
+            f"Run: {config['users']} users, {config['duration']:.0f} s, think time {config['think']} s, "
+            f"{seed_info['chunk_count']} chunks, gunicorn {config['workers']} workers x {config['threads']} threads, "
+            f"database {'PostgreSQL' if config['database_url'] else 'SQLite'}, Chroma server, mix {config.get('mix', 'all')}"
+            f"{', no pages' if config.get('no_pages') else ''}; "
+            f"load average before/after {report.get('load_average_before')}/{report.get('load_average_after')}."
+        ),
         "",
         "| endpoint | requests | errors | p50 ms | p95 ms | p99 ms |",
         "|---|---:|---:|---:|---:|---:|",
     ]
     for name, row in browse["per_endpoint"].items():
-        lines.append(f"| {name} | {row['requests']} | {row['errors']} | {row['p50_ms']} | {row['p95_ms']} | {row['p99_ms']} |")
+        lines.append(
+            f"| {name} | {row['requests']} | {row['errors']} | {row['p50_ms']} | {row['p95_ms']} | {row['p99_ms']} |"
+        )
     lines.append(
         f"| **all** | {browse['requests']} | {browse['errors']} | {browse['p50_ms']} | {browse['p95_ms']} | {browse['p99_ms']} |"
     )
     lines += [
         "",
-        (f"Throughput {browse['throughput_rps']} req/s, error rate {browse['error_rate']}. Raw in-process "
-        f"VectorMemory.query on the same store: p50 {seed_info['raw_query_ms']['p50']:.1f} ms, p95 "
-        f"{seed_info['raw_query_ms']['p95']:.1f} ms (stage p50s, ms: {seed_info['raw_query_ms'].get('stage_p50_ms')}); "
-        f"API query p50 / raw p50 = {browse['query_p50_vs_raw_in_process']}."),
-        (f"Append: {config['append_clients']} engines, {append['turns_per_second']} turns/s, p50 {append['p50_ms']} ms, "
-        f"p95 {append['p95_ms']} ms, {append['errors']} errors; background embedding caught up "
-        f"{append['embedding_caught_up_after_s']} s after the last append; jobs {append['jobs']}."),
+        (
+            f"Throughput {browse['throughput_rps']} req/s, error rate {browse['error_rate']}. Raw in-process "
+            f"VectorMemory.query on the same store: p50 {seed_info['raw_query_ms']['p50']:.1f} ms, p95 "
+            f"{seed_info['raw_query_ms']['p95']:.1f} ms (stage p50s, ms: {seed_info['raw_query_ms'].get('stage_p50_ms')}); "
+            f"API query p50 / raw p50 = {browse['query_p50_vs_raw_in_process']}."
+        ),
+        (
+            f"Append: {config['append_clients']} engines, {append['turns_per_second']} turns/s, p50 {append['p50_ms']} ms, "
+            f"p95 {append['p95_ms']} ms, {append['errors']} errors; background embedding caught up "
+            f"{append['embedding_caught_up_after_s']} s after the last append; jobs {append['jobs']}."
+        ),
     ]
     return "\n".join(lines)
 
@@ -495,14 +613,20 @@ def main() -> int:
     parser.add_argument("--users", type=int, default=50)
     parser.add_argument("--duration", type=float, default=60.0)
     parser.add_argument("--chunks", type=int, default=10_000)
-    parser.add_argument("--think", type=float, default=1.0, help="mean think time between a user's requests (s); 0 = closed loop")
+    parser.add_argument(
+        "--think", type=float, default=1.0, help="mean think time between a user's requests (s); 0 = closed loop"
+    )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--append-clients", type=int, default=4)
     parser.add_argument("--append-duration", type=float, default=20.0)
     parser.add_argument("--no-pages", action="store_true", help="API requests only, no studio pages")
-    parser.add_argument("--mix", choices=["all", "browse"], default="all",
-                        help="browse = everything but memory queries and contexts (to separate their cost)")
+    parser.add_argument(
+        "--mix",
+        choices=["all", "browse"],
+        default="all",
+        help="browse = everything but memory queries and contexts (to separate their cost)",
+    )
     parser.add_argument("--workdir", default="", help="keep the seeded data here and reuse it on the next run")
     parser.add_argument("--keep-alive", type=int, default=30, help="gunicorn keep-alive seconds")
     parser.add_argument("--database-url", default="", help="default: a fresh SQLite file")
@@ -554,14 +678,23 @@ def main() -> int:
         # Reuse PostgreSQL connections across requests, as a production set-up would.
         env.setdefault("DATABASE_CONN_MAX_AGE", "60")
     chroma = gunicorn = None
-    report: dict = {"config": {k: v for k, v in vars(args).items() if k not in {"_seed", "_raw", "out", "markdown", "workdir"}}}
+    report: dict = {
+        "config": {k: v for k, v in vars(args).items() if k not in {"_seed", "_raw", "out", "markdown", "workdir"}}
+    }
     try:
         chroma = subprocess.Popen(
             [CHROMA, "run", "--path", f"{workdir}/chroma", "--host", "127.0.0.1", "--port", str(chroma_port)],
-            stdout=open(f"{workdir}/chroma.log", "w"), stderr=subprocess.STDOUT, cwd=ROOT,
+            stdout=open(f"{workdir}/chroma.log", "w"),
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
         )
         wait_for(f"http://127.0.0.1:{chroma_port}/api/v2/heartbeat", 60, chroma)
-        seed_args = {"chunks": args.chunks, "users": args.users, "append_clients": args.append_clients, "seed": args.seed}
+        seed_args = {
+            "chunks": args.chunks,
+            "users": args.users,
+            "append_clients": args.append_clients,
+            "seed": args.seed,
+        }
         previous = json.loads(seed_file.read_text()) if seed_file.exists() else None
         if previous is not None and not (
             previous["args"]["chunks"] == args.chunks
@@ -576,24 +709,54 @@ def main() -> int:
         else:
             subprocess.run([PYTHON, "manage.py", "migrate", "--noinput", "-v", "0"], env=env, cwd=ROOT, check=True)
             print(f"seeding {args.chunks} turns/chunks ...", flush=True)
-            out = subprocess.run([PYTHON, __file__, "--_seed", json.dumps(seed_args)], env=env, cwd=ROOT,
-                                 check=True, capture_output=True, text=True)
+            out = subprocess.run(
+                [PYTHON, __file__, "--_seed", json.dumps(seed_args)],
+                env=env,
+                cwd=ROOT,
+                check=True,
+                capture_output=True,
+                text=True,
+            )
             seeded = json.loads(next(line for line in out.stdout.splitlines() if line.startswith("SEED-RESULT "))[12:])
             seed_file.write_text(json.dumps({"args": seed_args, "seeded": seeded}))
         raw_args = {"save_id": seeded["save_id"], "chunks": args.chunks, "seed": args.seed}
-        out = subprocess.run([PYTHON, __file__, "--_raw", json.dumps(raw_args)], env=env, cwd=ROOT,
-                             check=True, capture_output=True, text=True)
-        seeded["raw_query_ms"] = json.loads(next(line for line in out.stdout.splitlines() if line.startswith("RAW-RESULT "))[11:])
+        out = subprocess.run(
+            [PYTHON, __file__, "--_raw", json.dumps(raw_args)],
+            env=env,
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        seeded["raw_query_ms"] = json.loads(
+            next(line for line in out.stdout.splitlines() if line.startswith("RAW-RESULT "))[11:]
+        )
         report["seed"] = {k: v for k, v in seeded.items() if k not in {"keys", "usernames", "append_saves"}}
         print(f"seeded: {report['seed']}", flush=True)
 
         gunicorn = subprocess.Popen(
-            [GUNICORN, "studio.wsgi:application", "--bind", f"127.0.0.1:{http_port}", "--workers", str(args.workers),
-             "--worker-class", "gthread", "--threads", str(args.threads), "--timeout", "120",
-             "--keep-alive", str(args.keep_alive),
-             "--access-logfile", "-" if os.environ.get("BENCH_ACCESS_LOG") else "/dev/null",
-             "--error-logfile", f"{workdir}/gunicorn.log"],
-            env=env, cwd=ROOT,
+            [
+                GUNICORN,
+                "studio.wsgi:application",
+                "--bind",
+                f"127.0.0.1:{http_port}",
+                "--workers",
+                str(args.workers),
+                "--worker-class",
+                "gthread",
+                "--threads",
+                str(args.threads),
+                "--timeout",
+                "120",
+                "--keep-alive",
+                str(args.keep_alive),
+                "--access-logfile",
+                "-" if os.environ.get("BENCH_ACCESS_LOG") else "/dev/null",
+                "--error-logfile",
+                f"{workdir}/gunicorn.log",
+            ],
+            env=env,
+            cwd=ROOT,
         )
         base = f"http://127.0.0.1:{http_port}"
         wait_for(f"{base}/healthz", 120, gunicorn)
@@ -611,8 +774,19 @@ def main() -> int:
         recorder = Recorder()
         deadline = time.monotonic() + args.duration
         threads = [
-            threading.Thread(target=user_loop, args=(clients[i], seeded["save_id"], args.chunks, deadline, args.think,
-                             recorder, args.seed * 100 + i, args.mix))
+            threading.Thread(
+                target=user_loop,
+                args=(
+                    clients[i],
+                    seeded["save_id"],
+                    args.chunks,
+                    deadline,
+                    args.think,
+                    recorder,
+                    args.seed * 100 + i,
+                    args.mix,
+                ),
+            )
             for i in range(args.users)
         ]
         elapsed = run_phase(threads)
@@ -628,8 +802,10 @@ def main() -> int:
         appender = Recorder()
         deadline = time.monotonic() + args.append_duration
         append_threads = [
-            threading.Thread(target=append_loop, args=(base, seeded["keys"][i], seeded["append_saves"][i], deadline,
-                             appender, 5000 + i))
+            threading.Thread(
+                target=append_loop,
+                args=(base, seeded["keys"][i], seeded["append_saves"][i], deadline, appender, 5000 + i),
+            )
             for i in range(args.append_clients)
         ]
         elapsed = run_phase(append_threads)

@@ -30,6 +30,7 @@ cold build and `extend_view` after appending one chunk as a new turn (--rounds e
     .venv/bin/python bench/append_query.py [--sizes 10000,100000] [--rounds 3] [--append 1]
     .venv/bin/python bench/append_query.py --views-only [--sizes 10000,100000] [--rounds 5]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -69,8 +70,14 @@ def previous_build_view(corpus, positions, config):
     targets = (np.repeat(low, fanout) + (np.arange(fanout.sum()) - np.repeat(indptr[:-1], fanout))).astype(np.int64)
     own = lexical.PostingsBM25(own_docs, k1=config.bm25_k1, b=config.bm25_b)
     context = lexical.AggregatedBM25(own, indptr, targets, count, k1=config.bm25_k1, b=config.bm25_b)
-    turn = lexical.AggregatedBM25(own, np.arange(count + 1, dtype=np.int64), group_of.astype(np.int64),
-                                  len(group_starts), k1=config.bm25_k1, b=config.bm25_b)
+    turn = lexical.AggregatedBM25(
+        own,
+        np.arange(count + 1, dtype=np.int64),
+        group_of.astype(np.int64),
+        len(group_starts),
+        k1=config.bm25_k1,
+        b=config.bm25_b,
+    )
     structure = views.build_structure(corpus, positions, config)
     member = np.zeros(len(corpus.ids), dtype=bool)
     member[positions] = True
@@ -89,17 +96,31 @@ def views_only(args, texts) -> None:
         vocab: dict[str, int] = {}
         terms = [index_terms(texts[i % len(texts)], config) for i in range(n)]
         vectors = [term_vector(t, vocab) for t in terms]
-        metadatas = [{"turn_id": 1 + i // per_turn if i < n - 1 else 10**9, "chunk_type": "narrative"} for i in range(n)]
-        return Corpus(version=1, ids=[str(i) for i in range(n)], texts=[""] * n, metadatas=metadatas,
-                      turn_ids=np.asarray([m["turn_id"] for m in metadatas]),
-                      chunk_types=np.asarray(["narrative"] * n, dtype=object),
-                      position={str(i): i for i in range(n)}, terms=terms, vocab=vocab,
-                      term_ids=[a for a, _ in vectors], term_counts=[b for _, b in vectors],
-                      doc_lens=np.asarray([len(t) for t in terms], dtype=np.int64))
+        metadatas = [
+            {"turn_id": 1 + i // per_turn if i < n - 1 else 10**9, "chunk_type": "narrative"} for i in range(n)
+        ]
+        return Corpus(
+            version=1,
+            ids=[str(i) for i in range(n)],
+            texts=[""] * n,
+            metadatas=metadatas,
+            turn_ids=np.asarray([m["turn_id"] for m in metadatas]),
+            chunk_types=np.asarray(["narrative"] * n, dtype=object),
+            position={str(i): i for i in range(n)},
+            terms=terms,
+            vocab=vocab,
+            term_ids=[a for a, _ in vectors],
+            term_counts=[b for _, b in vectors],
+            doc_lens=np.asarray([len(t) for t in terms], dtype=np.int64),
+        )
 
-    print(f"\nView stage alone, in process: first query's view after appending one chunk as a new turn, "
-          f"{args.rounds} rounds alternating, median ms (load {os.getloadavg()[0]:.1f} at start).")
-    print("| save size | chunks per turn | previous engine (cold) | numpy cold build | extend_view | extend / previous | cold / previous |")
+    print(
+        f"\nView stage alone, in process: first query's view after appending one chunk as a new turn, "
+        f"{args.rounds} rounds alternating, median ms (load {os.getloadavg()[0]:.1f} at start)."
+    )
+    print(
+        "| save size | chunks per turn | previous engine (cold) | numpy cold build | extend_view | extend / previous | cold / previous |"
+    )
     print("|---|---|---|---|---|---|---|")
     for size in [int(s) for s in args.sizes.split(",") if s]:
         for per_turn in (args.per_turn, 1):
@@ -160,13 +181,26 @@ def main() -> int:
         if start + count > 10000:
             vectors = vectors + rng.normal(0, 0.05, vectors.shape).astype(np.float32)
             vectors = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
-        metadatas = [{"save_id": save_id, "turn_id": turn_of(i), "chunk_type": "narrative", "chunk_seq": start + i,
-                      "chunk_part": 0, "chunk_parts": 1} for i in range(count)]
+        metadatas = [
+            {
+                "save_id": save_id,
+                "turn_id": turn_of(i),
+                "chunk_type": "narrative",
+                "chunk_seq": start + i,
+                "chunk_part": 0,
+                "chunk_parts": 1,
+            }
+            for i in range(count)
+        ]
         ids = [uuid.uuid4().hex for _ in range(count)]
         collection = vm.collection_for(save_id)
         for lo in range(0, count, batch):
-            collection.add(ids=ids[lo:lo + batch], embeddings=vectors[lo:lo + batch], documents=texts[lo:lo + batch],
-                           metadatas=metadatas[lo:lo + batch])
+            collection.add(
+                ids=ids[lo : lo + batch],
+                embeddings=vectors[lo : lo + batch],
+                documents=texts[lo : lo + batch],
+                metadatas=metadatas[lo : lo + batch],
+            )
         vm.note_external_write(save_id)
 
     real_carried, real_build = corpus_module.carried_views, corpus_module.build_view
@@ -239,24 +273,34 @@ def main() -> int:
         torch_vm.query(save_id, text + " today", k=10)
         today.append(time.perf_counter() - begin)
 
-    print(f"\nPart 1: first query after appending {args.append} chunk(s) as a new turn "
-          f"({args.per_turn} chunks per turn before), {args.rounds} rounds per way, medians (ms).")
+    print(
+        f"\nPart 1: first query after appending {args.append} chunk(s) as a new turn "
+        f"({args.per_turn} chunks per turn before), {args.rounds} rounds per way, medians (ms)."
+    )
     print("| save size | way | first query | corpus reload | view (BM25 indexes) | ratio to previous engine |")
     print("|---|---|---|---|---|---|")
     for size, samples in part1:
         previous = statistics.median(s[0] for s in samples["previous engine (cold)"])
         for way, rows in samples.items():
             total = statistics.median(s[0] for s in rows)
-            print(f"| {size:,} | {way} | {total:.0f} | {statistics.median(s[1] for s in rows):.0f} | "
-                  f"{statistics.median(s[2] for s in rows):.0f} | {total / previous:.3f}x |")
+            print(
+                f"| {size:,} | {way} | {total:.0f} | {statistics.median(s[1] for s in rows):.0f} | "
+                f"{statistics.median(s[2] for s in rows):.0f} | {total / previous:.3f}x |"
+            )
     e, t, r = summarize_ms(engine), summarize_ms(today), summarize_ms(raw)
     parts = ", ".join(f"{name} {summarize_ms(values)['p50']:.1f}" for name, values in raw_parts.items())
-    print(f"\nPart 2: hybrid query(k=10) at {args.hybrid_size:,} chunks, {len(engine)} queries, query embedding included.")
+    print(
+        f"\nPart 2: hybrid query(k=10) at {args.hybrid_size:,} chunks, {len(engine)} queries, query embedding included."
+    )
     print("| path | p50 (ms) | p95 (ms) | p50 ratio to raw sum |")
     print("|---|---|---|---|")
     print(f"| engine (ONNX Runtime, extendable views) | {e['p50']:.1f} | {e['p95']:.1f} | {e['p50'] / r['p50']:.2f}x |")
-    print(f"| engine with torch as runtime (the new runtime off) | {t['p50']:.1f} | {t['p95']:.1f} | {t['p50'] / r['p50']:.2f}x |")
-    print(f"| raw sum: torch encode + bare Chroma + bare BM25Okapi ({parts}) | {r['p50']:.1f} | {r['p95']:.1f} | 1.00x |")
+    print(
+        f"| engine with torch as runtime (the new runtime off) | {t['p50']:.1f} | {t['p95']:.1f} | {t['p50'] / r['p50']:.2f}x |"
+    )
+    print(
+        f"| raw sum: torch encode + bare Chroma + bare BM25Okapi ({parts}) | {r['p50']:.1f} | {r['p95']:.1f} | 1.00x |"
+    )
     print(f"\nengine vs the torch path: {t['p50'] / e['p50']:.2f}x faster at p50")
     vm.delete_save(save_id)
     vm.close()

@@ -9,6 +9,7 @@ the model window so the raw encode sees the very same text.
 
     .venv/bin/python bench/bulk_embed.py [--n 2000] [--batch-size 32] [--rounds 3]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -67,9 +68,11 @@ def main() -> int:
     raw = statistics.median(results["raw"])
     lore = statistics.median(results["lore"])
     turns_rate = statistics.median(results["turns"])
-    print(f"\n{args.n} texts ({fits} within the 240-piece window), batch size {args.batch_size}, "
-          f"median of {args.rounds} alternating rounds; lore count after the rounds: "
-          f"{len(vm.get_chunks('bulk-lore'))} (idempotent).\n")
+    print(
+        f"\n{args.n} texts ({fits} within the 240-piece window), batch size {args.batch_size}, "
+        f"median of {args.rounds} alternating rounds; lore count after the rounds: "
+        f"{len(vm.get_chunks('bulk-lore'))} (idempotent).\n"
+    )
     print("| path | texts/s | ratio to raw encode |")
     print("|---|---|---|")
     print(f"| raw `model.encode` | {raw:.1f} | 1.00x |")

@@ -16,6 +16,7 @@ loads the demo universe, creates a fresh *living* save and, through the Console'
 
     .venv/bin/python bench/console_try.py --json bench/data/console_try/<date>-<model>.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,10 +59,15 @@ def stream_with_feedback(alternative_id: int, *, every: float, stop_after: float
             log(f"     Stop pressed at {now - began:.1f} s")
     alternative = NarratorAlternative.objects.get(pk=alternative_id)
     return {
-        "status": alternative.status, "elapsed_s": round(time.monotonic() - began, 1),
+        "status": alternative.status,
+        "elapsed_s": round(time.monotonic() - began, 1),
         "first_text_s": round(first, 1) if first is not None else None,
-        "first_token_ms_recorded": alternative.first_token_ms, "completion_tokens": alternative.completion_tokens,
-        "chars": len(alternative.text), "text": alternative.text[:300], "error": alternative.error, "feedback": samples,
+        "first_token_ms_recorded": alternative.first_token_ms,
+        "completion_tokens": alternative.completion_tokens,
+        "chars": len(alternative.text),
+        "text": alternative.text[:300],
+        "error": alternative.error,
+        "feedback": samples,
         "stopped": stopped,
     }
 
@@ -77,10 +83,18 @@ def watch_jobs(game_save, *, timeout: float, every: float, log) -> list[str]:
         if not active:
             break
         running = [j for j in active if j.status == JobStatus.RUNNING]
-        line = "; ".join(
-            f"#{j.pk} {j.get_kind_display()} turn {j.turn_id}: {j.progress}"
-            + (f" (this step {j.step_seconds:.0f} s, running {j.running_seconds:.0f} s)" if j.step_seconds is not None else "")
-            for j in running) or f"{len(active)} queued"
+        line = (
+            "; ".join(
+                f"#{j.pk} {j.get_kind_display()} turn {j.turn_id}: {j.progress}"
+                + (
+                    f" (this step {j.step_seconds:.0f} s, running {j.running_seconds:.0f} s)"
+                    if j.step_seconds is not None
+                    else ""
+                )
+                for j in running
+            )
+            or f"{len(active)} queued"
+        )
         if line != last_line:
             seen.append(line)
             log("     " + line)
@@ -116,18 +130,26 @@ def main() -> int:
         print(message, flush=True)
 
     load = os.getloadavg()
-    log(f"endpoint {os.environ['AXIOM_LLM_BASE_URL']} model {os.environ.get('AXIOM_LLM_MODEL', '')}; load {load[0]:.2f}")
+    log(
+        f"endpoint {os.environ['AXIOM_LLM_BASE_URL']} model {os.environ.get('AXIOM_LLM_MODEL', '')}; load {load[0]:.2f}"
+    )
     universe = demo_load(living=False).universe
     game_save = save_create(universe=universe, name="Console try", memory_mode=MemoryMode.LIVING)
     play_settings_update(game_save=game_save, changes={"max_tokens": args.max_tokens})
-    report: dict = {"model": os.environ.get("AXIOM_LLM_MODEL", ""), "load_start": load, "max_tokens": args.max_tokens,
-                    "turns": []}
+    report: dict = {
+        "model": os.environ.get("AXIOM_LLM_MODEL", ""),
+        "load_start": load,
+        "max_tokens": args.max_tokens,
+        "turns": [],
+    }
     started = time.monotonic()
     for action in ACTIONS[: args.turns]:
         log(f"narrate {action!r}")
         draft = narrator_draft_create(game_save=game_save, player_input=play.shape_action(action, "do"))
-        row = {"action": draft.player_input, "narrate": stream_with_feedback(
-            draft.alternatives.get().pk, every=args.every, stop_after=None, log=log)}
+        row = {
+            "action": draft.player_input,
+            "narrate": stream_with_feedback(draft.alternatives.get().pk, every=args.every, stop_after=None, log=log),
+        }
         draft = NarratorDraft.objects.get(pk=draft.pk)
         if args.turns == 1 or action == ACTIONS[args.turns - 1]:
             log("continue")
@@ -147,17 +169,31 @@ def main() -> int:
         report["turns"].append(row)
     calls = []
     for call in LLMCall.objects.filter(game_save=game_save).order_by("created_at", "id"):
-        calls.append({"operation": call.operation, "latency_ms": call.latency_ms, "prompt_tokens": call.prompt_tokens,
-                      "completion_tokens": call.completion_tokens, "error": call.error, "answer": call.answer[:400],
-                      "request_chars": len(call.request)})
-        log(f"call {call.operation}: {call.latency_ms} ms, {call.completion_tokens} tokens, "
-            f"{'error: ' + call.error if call.error else 'answer: ' + call.answer[:120].replace(chr(10), ' ')}")
+        calls.append(
+            {
+                "operation": call.operation,
+                "latency_ms": call.latency_ms,
+                "prompt_tokens": call.prompt_tokens,
+                "completion_tokens": call.completion_tokens,
+                "error": call.error,
+                "answer": call.answer[:400],
+                "request_chars": len(call.request),
+            }
+        )
+        log(
+            f"call {call.operation}: {call.latency_ms} ms, {call.completion_tokens} tokens, "
+            f"{'error: ' + call.error if call.error else 'answer: ' + call.answer[:120].replace(chr(10), ' ')}"
+        )
     report["calls"] = calls
-    report["jobs"] = [{"kind": j.kind, "turn": j.turn_id, "status": j.status, "progress": j.progress,
-                       "seconds": j.duration_seconds} for j in Job.objects.filter(game_save=game_save).order_by("id")]
-    report["memory"] = {"facts": Fact.objects.filter(game_save=game_save).count(),
-                        "beliefs": Observation.objects.filter(game_save=game_save, deleted_turn_id__isnull=True).count(),
-                        "mental_models": MentalModel.objects.filter(game_save=game_save).count()}
+    report["jobs"] = [
+        {"kind": j.kind, "turn": j.turn_id, "status": j.status, "progress": j.progress, "seconds": j.duration_seconds}
+        for j in Job.objects.filter(game_save=game_save).order_by("id")
+    ]
+    report["memory"] = {
+        "facts": Fact.objects.filter(game_save=game_save).count(),
+        "beliefs": Observation.objects.filter(game_save=game_save, deleted_turn_id__isnull=True).count(),
+        "mental_models": MentalModel.objects.filter(game_save=game_save).count(),
+    }
     report["total_s"] = round(time.monotonic() - started, 1)
     report["load_end"] = os.getloadavg()
     log(f"memory: {report['memory']}; total {report['total_s']} s")

@@ -20,6 +20,7 @@ verdicts on the seeded contradictions and on the demo's false candidates.
 Run: `.venv/bin/python bench/continuity.py [--embedder minilm|hashing|none] [--real-model] [--probes N] [--judge]
 [--skip-deterministic]`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,8 +51,13 @@ def bench_save(data: dict, knowledge: dict):
     for turn in knowledge["turns"]:
         scenario_append_turn(save=save, turn=turn, index=index)
     for fact in data.get("extra_facts", []):
-        Fact.objects.create(game_save=save, turn_id=fact["turn_id"], statement=fact["statement"],
-                            entities=fact["entities"], fact_type="event")
+        Fact.objects.create(
+            game_save=save,
+            turn_id=fact["turn_id"],
+            statement=fact["statement"],
+            entities=fact["entities"],
+            fact_type="event",
+        )
     return save
 
 
@@ -82,8 +88,15 @@ def check_cases(save, data: dict, *, embedder) -> dict:
     rows, seconds = [], []
     for case in data["cases"]:
         started = time.perf_counter()
-        result = continuity_check(save, text=case["text"], player_input=case["input"], horizon=case["after_turn"],
-                                  settings=settings, use_model=False, embedder=embedder)
+        result = continuity_check(
+            save,
+            text=case["text"],
+            player_input=case["input"],
+            horizon=case["after_turn"],
+            settings=settings,
+            use_model=False,
+            embedder=embedder,
+        )
         seconds.append(time.perf_counter() - started)
         findings = result.findings
         for finding in findings:  # name facts by their turn, as the scenario does
@@ -93,8 +106,9 @@ def check_cases(save, data: dict, *, embedder) -> dict:
         matched = set()
         for expected in case["expect"]:
             score[expected["kind"]]["seeded"] += 1
-            hit = next((i for i, (f, label) in enumerate(labelled) if i not in matched and _matches(f, label, expected)),
-                       None)
+            hit = next(
+                (i for i, (f, label) in enumerate(labelled) if i not in matched and _matches(f, label, expected)), None
+            )
             if hit is None:
                 score[expected["kind"]]["missed"].append(case["id"])
             else:
@@ -135,12 +149,27 @@ def false_findings(save, *, embedder, first: int = 1) -> dict:
     examples = []
     events = list(Event.objects.filter(game_save=save, turn_id__gte=first).order_by("turn_id"))
     for event in events:
-        result = continuity_check(save, text=event.narrative, player_input=event.player_input,
-                                  horizon=event.turn_id - 1, settings=settings, use_model=False, embedder=embedder)
+        result = continuity_check(
+            save,
+            text=event.narrative,
+            player_input=event.player_input,
+            horizon=event.turn_id - 1,
+            settings=settings,
+            use_model=False,
+            embedder=embedder,
+        )
         for finding in result.findings:
             counts[finding.kind] += 1
-            examples.append({"turn": event.turn_id, "kind": finding.kind, "character": finding.character,
-                             "item": finding.item.label(), "why": finding.why, "sentence": finding.sentence})
+            examples.append(
+                {
+                    "turn": event.turn_id,
+                    "kind": finding.kind,
+                    "character": finding.character,
+                    "item": finding.item.label(),
+                    "why": finding.why,
+                    "sentence": finding.sentence,
+                }
+            )
     return {"turns": len(events), "counts": counts, "examples": examples}
 
 
@@ -156,10 +185,17 @@ def naive_leaks(data: dict, knowledge: dict) -> dict:
         flagged += bool(hits)
         seeded += len(leaks)
         found += sum(1 for e in leaks if any(f"lore {sid}" in e["items"] for sid in hits))
-    return {"cases_flagged": flagged, "seeded": seeded, "found": found,
-            "false_cases": sum(1 for c in data["cases"] if not any(e["kind"] == "leak" for e in c["expect"])
-                               and any(says_terms(c["text"], probe_terms(s["terms"], c["input"]))
-                                       for s in secrets.values()))}
+    return {
+        "cases_flagged": flagged,
+        "seeded": seeded,
+        "found": found,
+        "false_cases": sum(
+            1
+            for c in data["cases"]
+            if not any(e["kind"] == "leak" for e in c["expect"])
+            and any(says_terms(c["text"], probe_terms(s["terms"], c["input"])) for s in secrets.values())
+        ),
+    }
 
 
 def deterministic(args) -> dict:
@@ -185,18 +221,24 @@ def deterministic(args) -> dict:
 def report(result: dict) -> str:
     lines = [f"embedder: {result['embedder']}; median check {result['cases']['median_ms']} ms"]
     for kind, s in result["cases"]["score"].items():
-        lines.append(f"{kind}: recall {s['found']}/{s['seeded']}, precision {s['right']}/{s['findings']}"
-                     + (f"; missed {', '.join(s['missed'])}" if s["missed"] else "")
-                     + (f"; wrong {'; '.join(s['wrong'])}" if s["wrong"] else ""))
+        lines.append(
+            f"{kind}: recall {s['found']}/{s['seeded']}, precision {s['right']}/{s['findings']}"
+            + (f"; missed {', '.join(s['missed'])}" if s["missed"] else "")
+            + (f"; wrong {'; '.join(s['wrong'])}" if s["wrong"] else "")
+        )
     for name in ("demo_48", "knowledge_32"):
         r = result[name]
         lines.append(f"{name}: {r['turns']} clean turns, findings {r['counts']}")
         for example in r["examples"][:12]:
-            lines.append(f"   turn {example['turn']} {example['kind']} {example['character']} {example['item']}: "
-                         f"{example['why'][:160]}")
+            lines.append(
+                f"   turn {example['turn']} {example['kind']} {example['character']} {example['item']}: "
+                f"{example['why'][:160]}"
+            )
     n = result["naive"]
-    lines.append(f"naive term scorer: seeded leaks found {n['found']}/{n['seeded']}, cases flagged {n['cases_flagged']}, "
-                 f"of them without a seeded leak {n['false_cases']}")
+    lines.append(
+        f"naive term scorer: seeded leaks found {n['found']}/{n['seeded']}, cases flagged {n['cases_flagged']}, "
+        f"of them without a seeded leak {n['false_cases']}"
+    )
     return "\n".join(lines)
 
 
@@ -205,8 +247,11 @@ def main() -> None:
     parser.add_argument("--embedder", choices=["minilm", "hashing", "none"], default="minilm")
     parser.add_argument("--real-model", action="store_true", help="(b): the leak share on the model, guard off / on.")
     parser.add_argument("--probes", type=int, default=0, help="With --real-model: only the first N probes (0: all).")
-    parser.add_argument("--judge", action="store_true",
-                        help="(b): the judge on the model: seeded contradictions and the demo's false candidates.")
+    parser.add_argument(
+        "--judge",
+        action="store_true",
+        help="(b): the judge on the model: seeded contradictions and the demo's false candidates.",
+    )
     parser.add_argument("--skip-deterministic", action="store_true")
     args = parser.parse_args()
     from _common import setup_django
@@ -232,9 +277,18 @@ def main() -> None:
         data, knowledge = json.loads(SCENARIO.read_text()), json.loads(KNOWLEDGE.read_text())
         demo_load()
         save = bench_save(data, knowledge)
-        demo = Save.objects.filter(universe__slug="the-drowned-reach").exclude(save_id=save.save_id).order_by("pk").first()
-        print(continuity_llm.judge_rates(save=save, demo=demo, data=data, embedder=embedder_for(args.embedder),
-                                         out_path=OUT / f"judge-{stamp}.jsonl"))
+        demo = (
+            Save.objects.filter(universe__slug="the-drowned-reach").exclude(save_id=save.save_id).order_by("pk").first()
+        )
+        print(
+            continuity_llm.judge_rates(
+                save=save,
+                demo=demo,
+                data=data,
+                embedder=embedder_for(args.embedder),
+                out_path=OUT / f"judge-{stamp}.jsonl",
+            )
+        )
 
 
 if __name__ == "__main__":

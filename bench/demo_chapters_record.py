@@ -31,6 +31,7 @@ classic save these rows (`studio/saves/demo_chapters.py`).
       --model-name "Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF)" --endpoint-kind "llama-cpp-python 0.3.36 server"
 Not for CI: it needs a model (a few minutes on the local 1.5B one).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,16 +57,21 @@ CHANGED_SECTIONS = ("chapters", "jobs", "llm_calls")
 
 def code_commit() -> str:
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return ""
 
 
 def unchanged_elsewhere(recorded: dict, exported: dict) -> list[str]:
     """Return the sections (or the header) that differ from the recording outside CHANGED_SECTIONS."""
-    problems = [] if {k: v for k, v in recorded.items() if k != "sections"} == {
-        k: v for k, v in exported.items() if k != "sections"} else ["header"]
+    problems = (
+        []
+        if {k: v for k, v in recorded.items() if k != "sections"}
+        == {k: v for k, v in exported.items() if k != "sections"}
+        else ["header"]
+    )
     for name, section in recorded["sections"].items():
         if name in CHANGED_SECTIONS:
             before, after = section["items"], exported["sections"].get(name, {}).get("items", [])
@@ -96,29 +102,44 @@ def replay_chapters(game_save, meta: dict) -> tuple[list, list[dict], int]:
             closed = chapter_after_turn(game_save=locked, turn_id=turn_id, state=state, universe_meta=meta)
         # The summary jobs ran on commit (eager): the chapter's, then the arc's once its parts have one.
         if closed is not None:
-            print(f"turn {turn_id}: closed turns {closed.first_turn}-{closed.last_turn} ({closed.close_note}); "
-                  f"{time.perf_counter() - t0:.0f} s with its summary jobs", flush=True)
+            print(
+                f"turn {turn_id}: closed turns {closed.first_turn}-{closed.last_turn} ({closed.close_note}); "
+                f"{time.perf_counter() - t0:.0f} s with its summary jobs",
+                flush=True,
+            )
     rows = list(Chapter.objects.filter(game_save=game_save).order_by("level", "first_turn"))
-    jobs = {job.payload.get("chapter"): job for job in Job.objects.filter(game_save=game_save, kind=JobKind.SUMMARIZE_CHAPTER)}
+    jobs = {
+        job.payload.get("chapter"): job
+        for job in Job.objects.filter(game_save=game_save, kind=JobKind.SUMMARIZE_CHAPTER)
+    }
     calls = {call.job_id: call for call in LLMCall.objects.filter(game_save=game_save, operation="summarize")}
     report = []
     for row in rows:
         job = jobs.get(row.pk)
         call = calls.get(job.pk) if job else None
-        report.append({
-            "level": row.level, "first_turn": row.first_turn, "last_turn": row.last_turn, "closed_turn": row.closed_turn,
-            "close_reason": row.close_reason, "close_note": row.close_note, "summary_status": row.summary_status,
-            "summary_chars": len(row.summary), "job": f"{job.kind}:{job.status}" if job else "",
-            "latency_ms": call.latency_ms if call else None,
-            "prompt_tokens": call.prompt_tokens if call else None,
-            "completion_tokens": call.completion_tokens if call else None,
-        })
+        report.append(
+            {
+                "level": row.level,
+                "first_turn": row.first_turn,
+                "last_turn": row.last_turn,
+                "closed_turn": row.closed_turn,
+                "close_reason": row.close_reason,
+                "close_note": row.close_note,
+                "summary_status": row.summary_status,
+                "summary_chars": len(row.summary),
+                "job": f"{job.kind}:{job.status}" if job else "",
+                "latency_ms": call.latency_ms if call else None,
+                "prompt_tokens": call.prompt_tokens if call else None,
+                "completion_tokens": call.completion_tokens if call else None,
+            }
+        )
         print(json.dumps(report[-1]), flush=True)
     return rows, report, len(calls)
 
 
-def chapters_block(args, *, started_at: str, settings_seen: dict, meta: dict, rows, report, calls: int,
-                   exchanges: int, pipeline: str) -> dict:
+def chapters_block(
+    args, *, started_at: str, settings_seen: dict, meta: dict, rows, report, calls: int, exchanges: int, pipeline: str
+) -> dict:
     """The provenance of a chapters recording: model, endpoint, dates, prompt, code, settings, rows."""
     from studio.memory.chapters import summarize
     from studio.memory.chapters.selectors import chapter_settings
@@ -133,14 +154,24 @@ def chapters_block(args, *, started_at: str, settings_seen: dict, meta: dict, ro
         "operation": "summarize",
         "pipeline": pipeline,
         "script": "bench/demo_chapters_record.py",
-        "prompt": {"source": "studio/memory/chapters/summarize.py (SYSTEM_PROMPT)",
-                   "sha256": hashlib.sha256(summarize.SYSTEM_PROMPT.encode("utf-8")).hexdigest()},
+        "prompt": {
+            "source": "studio/memory/chapters/summarize.py (SYSTEM_PROMPT)",
+            "sha256": hashlib.sha256(summarize.SYSTEM_PROMPT.encode("utf-8")).hexdigest(),
+        },
         "code_commit": code_commit(),
         "settings": settings_seen,
-        "chapter_settings": {"chapter_turns": config.turns_per_chapter, "chapters_per_arc": config.chapters_per_arc,
-                             "chapter_on_scene_change": config.on_scene_change, "chapter_min_turns": config.min_turns},
-        "counts": {"chapters": sum(1 for r in rows if r.level == 0), "arcs": sum(1 for r in rows if r.level > 0),
-                   "llm_calls": calls, "llm_exchanges": exchanges},
+        "chapter_settings": {
+            "chapter_turns": config.turns_per_chapter,
+            "chapters_per_arc": config.chapters_per_arc,
+            "chapter_on_scene_change": config.on_scene_change,
+            "chapter_min_turns": config.min_turns,
+        },
+        "counts": {
+            "chapters": sum(1 for r in rows if r.level == 0),
+            "arcs": sum(1 for r in rows if r.level > 0),
+            "llm_calls": calls,
+            "llm_exchanges": exchanges,
+        },
         "rows": report,
     }
 
@@ -167,13 +198,29 @@ def record_classic(args, upstream: str) -> int:
             print("not every chapter has a summary: nothing written", file=sys.stderr)
             return 1
         exchanges = [exchange.as_dict() for exchange in proxy.exchanges]
-        document = {"format": "axiom-demo-chapters", "format_version": 1, "save_id": game_save.save_id,
-                    "turns": game_save.current_turn,
-                    "items": [{name: getattr(row, name) for name in COPIED_FIELDS} for row in rows]}
-        provenance = {"save_id": game_save.save_id, "model": args.model_name, "chapters": chapters_block(
-            args, started_at=started_at, settings_seen=settings_seen, meta=meta, rows=rows, report=report, calls=calls,
-            exchanges=len(exchanges), pipeline="chapter_after_turn replayed over the 48 turns of save.jsonl (as "
-            "turn_append calls it) -> SUMMARIZE_CHAPTER jobs, run inline")}
+        document = {
+            "format": "axiom-demo-chapters",
+            "format_version": 1,
+            "save_id": game_save.save_id,
+            "turns": game_save.current_turn,
+            "items": [{name: getattr(row, name) for name in COPIED_FIELDS} for row in rows],
+        }
+        provenance = {
+            "save_id": game_save.save_id,
+            "model": args.model_name,
+            "chapters": chapters_block(
+                args,
+                started_at=started_at,
+                settings_seen=settings_seen,
+                meta=meta,
+                rows=rows,
+                report=report,
+                calls=calls,
+                exchanges=len(exchanges),
+                pipeline="chapter_after_turn replayed over the 48 turns of save.jsonl (as "
+                "turn_append calls it) -> SUMMARIZE_CHAPTER jobs, run inline",
+            ),
+        }
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "chapters.json", document)
     return write_recording(out, exchanges=exchanges, provenance=provenance, rows=len(rows), mode="w")
@@ -191,11 +238,17 @@ def write_recording(out: Path, *, exchanges: list[dict], provenance: dict, rows:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--save", choices=("living", "classic"), default="living",
-                        help="living: the living demo save's file; classic: the 48-turn save (studio/universes/demo/chapters/)")
+    parser.add_argument(
+        "--save",
+        choices=("living", "classic"),
+        default="living",
+        help="living: the living demo save's file; classic: the 48-turn save (studio/universes/demo/chapters/)",
+    )
     parser.add_argument("--out", default="", help="default: studio/universes/demo/living/ or .../chapters/")
     parser.add_argument("--model-name", required=True, help="the model as people know it (shown on the save page)")
-    parser.add_argument("--endpoint-kind", required=True, help="the server software, e.g. llama-cpp-python 0.3.36 server")
+    parser.add_argument(
+        "--endpoint-kind", required=True, help="the server software, e.g. llama-cpp-python 0.3.36 server"
+    )
     args = parser.parse_args()
     upstream = os.environ.get("AXIOM_LLM_BASE_URL", "").strip()
     if not upstream:
@@ -222,8 +275,9 @@ def main() -> int:
         from studio.universes.demo.loader import demo_load, demo_read
 
         loaded = demo_load(living=False, data=demo_read())
-        game_save = demo_living_load(universe=loaded.universe, save_path=out / "save.axiom-save.json",
-                                     provenance_path=out / "provenance.json").game_save
+        game_save = demo_living_load(
+            universe=loaded.universe, save_path=out / "save.axiom-save.json", provenance_path=out / "provenance.json"
+        ).game_save
         meta = dict(game_save.universe.meta.values_list("key", "value"))
         rows, report, calls = replay_chapters(game_save, meta)
         if not rows or any(row.summary_status != SummaryStatus.DONE for row in rows):
@@ -240,9 +294,17 @@ def main() -> int:
         provenance["counts"]["llm_calls"] = LLMCall.objects.filter(game_save=game_save).count()
         provenance["counts"]["llm_exchanges"] += len(summary_exchanges)
         provenance["chapters"] = chapters_block(
-            args, started_at=started_at, settings_seen=settings_seen, meta=meta, rows=rows, report=report, calls=calls,
-            exchanges=len(summary_exchanges), pipeline="chapter_after_turn replayed over the recorded turns (as "
-            "turn_append calls it) -> SUMMARIZE_CHAPTER jobs, run inline")
+            args,
+            started_at=started_at,
+            settings_seen=settings_seen,
+            meta=meta,
+            rows=rows,
+            report=report,
+            calls=calls,
+            exchanges=len(summary_exchanges),
+            pipeline="chapter_after_turn replayed over the recorded turns (as "
+            "turn_append calls it) -> SUMMARIZE_CHAPTER jobs, run inline",
+        )
     (out / "save.axiom-save.json").write_bytes(export_bytes)
     return write_recording(out, exchanges=summary_exchanges, provenance=provenance, rows=len(rows), mode="a")
 

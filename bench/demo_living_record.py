@@ -21,6 +21,7 @@ imports the file (no LLM is called); the save page shows "recorded with <model> 
       --model-name "Qwen2.5-Coder-1.5B-Instruct Q4_K_M" --endpoint-kind "llama-cpp-python 0.3.36 server"
 Not for CI: a 1.5B model on 2 cores takes minutes per turn.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,7 +63,9 @@ def main() -> int:
     parser.add_argument("--turns", type=int, default=20)
     parser.add_argument("--out", default=str(DEFAULT_OUT))
     parser.add_argument("--model-name", required=True, help="the model as people know it (shown on the save page)")
-    parser.add_argument("--endpoint-kind", required=True, help="the server software, e.g. llama-cpp-python 0.3.36 server")
+    parser.add_argument(
+        "--endpoint-kind", required=True, help="the server software, e.g. llama-cpp-python 0.3.36 server"
+    )
     args = parser.parse_args()
     upstream = os.environ.get("AXIOM_LLM_BASE_URL", "").strip()
     if not upstream:
@@ -86,7 +89,9 @@ def main() -> int:
 
         data = demo_read()
         loaded = demo_load(living=False, data=data)
-        game_save = save_create(universe=loaded.universe, name="The Drowned Bells (living memory)", memory_mode="living")
+        game_save = save_create(
+            universe=loaded.universe, name="The Drowned Bells (living memory)", memory_mode="living"
+        )
         turns = data.turns[: args.turns]
         completed: list[dict] = []
         for turn in turns:
@@ -100,38 +105,43 @@ def main() -> int:
             seconds = time.perf_counter() - t0
             game_save.refresh_from_db()
             jobs = list(Job.objects.filter(game_save=game_save, turn_id=turn["turn_id"]).values_list("kind", "status"))
-            completed.append({
-                "turn_id": turn["turn_id"],
-                "seconds": round(seconds, 1),
-                "facts": Fact.objects.filter(game_save=game_save, turn_id=turn["turn_id"]).count(),
-                "jobs": [f"{kind}:{status}" for kind, status in jobs],
-                "load_average": [round(x, 2) for x in os.getloadavg()],
-            })
+            completed.append(
+                {
+                    "turn_id": turn["turn_id"],
+                    "seconds": round(seconds, 1),
+                    "facts": Fact.objects.filter(game_save=game_save, turn_id=turn["turn_id"]).count(),
+                    "jobs": [f"{kind}:{status}" for kind, status in jobs],
+                    "load_average": [round(x, 2) for x in os.getloadavg()],
+                }
+            )
             export = save_export(game_save=game_save)
             (out / "save.axiom-save.json").write_bytes(export.file.read())
             with (out / "llm-exchanges.jsonl").open("w", encoding="utf-8") as fh:
                 for exchange in proxy.exchanges:
                     fh.write(json.dumps(exchange.as_dict(), ensure_ascii=False, default=str) + "\n")
-            write_json(out / "provenance.json", {
-                "model": args.model_name,
-                "served_model_id": os.environ.get("AXIOM_LLM_MODEL", ""),
-                "endpoint_kind": args.endpoint_kind,
-                "recorded_from": started_at,
-                "recorded_to": now_iso(),
-                "turns_requested": len(turns),
-                "turns_recorded": len(completed),
-                "pipeline": "studio living pipeline (turn_append -> LIVING_TURN jobs: extract, consolidate, reflect)",
-                "script": "bench/demo_living_record.py",
-                "settings": settings_seen,
-                "counts": {
-                    "facts": Fact.objects.filter(game_save=game_save).count(),
-                    "beliefs": Observation.objects.filter(game_save=game_save).count(),
-                    "mental_models": MentalModel.objects.filter(game_save=game_save).count(),
-                    "llm_calls": LLMCall.objects.filter(game_save=game_save).count(),
-                    "llm_exchanges": len(proxy.exchanges),
+            write_json(
+                out / "provenance.json",
+                {
+                    "model": args.model_name,
+                    "served_model_id": os.environ.get("AXIOM_LLM_MODEL", ""),
+                    "endpoint_kind": args.endpoint_kind,
+                    "recorded_from": started_at,
+                    "recorded_to": now_iso(),
+                    "turns_requested": len(turns),
+                    "turns_recorded": len(completed),
+                    "pipeline": "studio living pipeline (turn_append -> LIVING_TURN jobs: extract, consolidate, reflect)",
+                    "script": "bench/demo_living_record.py",
+                    "settings": settings_seen,
+                    "counts": {
+                        "facts": Fact.objects.filter(game_save=game_save).count(),
+                        "beliefs": Observation.objects.filter(game_save=game_save).count(),
+                        "mental_models": MentalModel.objects.filter(game_save=game_save).count(),
+                        "llm_calls": LLMCall.objects.filter(game_save=game_save).count(),
+                        "llm_exchanges": len(proxy.exchanges),
+                    },
+                    "turns": completed,
                 },
-                "turns": completed,
-            })
+            )
             print(
                 f"turn {turn['turn_id']}: {seconds:.0f} s, {completed[-1]['facts']} facts, "
                 f"jobs {completed[-1]['jobs']}, load {completed[-1]['load_average']}",

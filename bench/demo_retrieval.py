@@ -33,6 +33,7 @@ loader's note, since there is nothing to measure.
 
     .venv/bin/python bench/demo_retrieval.py [--raw] [--explain] [--json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -200,8 +201,11 @@ def main() -> int:
     parser.add_argument("--raw", action="store_true", help="also measure plain RRF over bare Chroma + rank_bm25")
     parser.add_argument("--explain", action="store_true", help="print the answer turns' ranks per question")
     parser.add_argument("--json", action="store_true", help="print one JSON object (machine output)")
-    parser.add_argument("--old-rule", action="store_true",
-                        help="the arm rule before 2026-12-01: context within its turn, every arm counted")
+    parser.add_argument(
+        "--old-rule",
+        action="store_true",
+        help="the arm rule before 2026-12-01: context within its turn, every arm counted",
+    )
     args = parser.parse_args()
 
     header, questions = read_questions(Path(args.questions), save_turn_ids())
@@ -264,8 +268,14 @@ def main() -> int:
                 "id": q["id"],
                 "kind": q["kind"],
                 "wording": q["wording"],
-                **{s: {"ranks": {str(t): r for t, r in systems[s][i]["ranks"].items()}, "rr": systems[s][i]["rr"],
-                       "top5": systems[s][i]["top5"]} for s in systems},
+                **{
+                    s: {
+                        "ranks": {str(t): r for t, r in systems[s][i]["ranks"].items()},
+                        "rr": systems[s][i]["rr"],
+                        "top5": systems[s][i]["top5"],
+                    }
+                    for s in systems
+                },
             }
             for i, q in enumerate(questions)
         ]
@@ -276,15 +286,27 @@ def main() -> int:
                 print(explain_line(question, {s: systems[s][i] for s in systems}))
             print()
         chunks = ", ".join(f"{s} {'/'.join(map(str, n))}" for s, n in summary["chunks_searched"].items())
-        print(f"Demo save {game_save.save_id}, horizon turn {game_save.current_turn}, {len(questions)} questions "
-              f"({summary['questions_file']}); chunks searched: {chunks}; reranker: {'yes' if reranked else 'none'}.")
-        print("engine = memory_search (k=20, lore excluded)" + ("; raw = plain RRF k=60 of a bare Chroma query "
-              "+ rank_bm25 BM25Okapi over the same chunks" if raw else "") + ".")
+        print(
+            f"Demo save {game_save.save_id}, horizon turn {game_save.current_turn}, {len(questions)} questions "
+            f"({summary['questions_file']}); chunks searched: {chunks}; reranker: {'yes' if reranked else 'none'}."
+        )
+        print(
+            "engine = memory_search (k=20, lore excluded)"
+            + (
+                "; raw = plain RRF k=60 of a bare Chroma query + rank_bm25 BM25Okapi over the same chunks"
+                if raw
+                else ""
+            )
+            + "."
+        )
         print()
         print(table(results))
         print()
-        print("query p50: " + ", ".join(f"{s} {v} ms" for s, v in summary["query_ms_p50"].items())
-              + f"; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+        print(
+            "query p50: "
+            + ", ".join(f"{s} {v} ms" for s, v in summary["query_ms_p50"].items())
+            + f"; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+        )
     store.close()
     shutil.rmtree(workdir, ignore_errors=True)
     return 0

@@ -22,6 +22,7 @@ rows' ids reappearing after the extra turns. Exit status 1 when a check fails.
 
     .venv/bin/python bench/e2e_narrator.py --json var/e2e.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,10 +39,16 @@ from _common import setup_django  # noqa: E402
 
 # The demo's own first actions (turns 1-10), then three the demo never took (after the rewind).
 ACTIONS = [
-    "look around", "read hesper's note", "go to reedmarket", "ask corvin tull to lend me a diving helm",
-    "buy the boy an eel pie and ask him to come with me", "go to the lantern slip and find dace",
-    "sail west toward bellspire", "go on to bellspire and find brother anselm",
-    "put on the brass helm and dive down the reeve's stair", "free hesper with the iron bar",
+    "look around",
+    "read hesper's note",
+    "go to reedmarket",
+    "ask corvin tull to lend me a diving helm",
+    "buy the boy an eel pie and ask him to come with me",
+    "go to the lantern slip and find dace",
+    "sail west toward bellspire",
+    "go on to bellspire and find brother anselm",
+    "put on the brass helm and dive down the reeve's stair",
+    "free hesper with the iron bar",
 ]
 OTHER_ACTIONS = [
     "stay in reedmarket and ask around about the Verrows instead",
@@ -59,7 +66,11 @@ def wait_for_jobs(game_save, *, timeout: float) -> dict[str, int]:
         if not Job.objects.filter(game_save=game_save, status__in=unsettled).exists():
             break
         time.sleep(1.0)
-    return dict(Counter(f"{kind}:{status}" for kind, status in Job.objects.filter(game_save=game_save).values_list("kind", "status")))
+    return dict(
+        Counter(
+            f"{kind}:{status}" for kind, status in Job.objects.filter(game_save=game_save).values_list("kind", "status")
+        )
+    )
 
 
 def inventory(game_save, memory) -> dict:
@@ -69,7 +80,11 @@ def inventory(game_save, memory) -> dict:
 
     game_save.refresh_from_db()
     facts = list(Fact.objects.filter(game_save=game_save).values("id", "turn_id", "statement"))
-    beliefs = list(Observation.objects.filter(game_save=game_save, deleted_turn_id__isnull=True).values("id", "created_turn_id", "sources", "statement"))
+    beliefs = list(
+        Observation.objects.filter(game_save=game_save, deleted_turn_id__isnull=True).values(
+            "id", "created_turn_id", "sources", "statement"
+        )
+    )
     models = list(MentalModel.objects.filter(game_save=game_save).values("id", "subject", "sources"))
     chunks = memory.get_chunks(game_save.save_id, chunk_type="narrative")
     return {
@@ -124,12 +139,18 @@ def play(game_save, actions, *, memory, job_timeout: float, log) -> list[dict]:
         event = narrator_accept(draft=NarratorDraft.objects.get(pk=draft.pk))
         jobs = wait_for_jobs(game_save, timeout=job_timeout)
         row = {
-            "turn": event.turn_id, "action": action, "narrate_s": round(narrated, 1),
-            "jobs_s": round(time.monotonic() - started - narrated, 1), "completion_tokens": alternative.completion_tokens,
-            "narrative": alternative.text[:160], "jobs": jobs,
+            "turn": event.turn_id,
+            "action": action,
+            "narrate_s": round(narrated, 1),
+            "jobs_s": round(time.monotonic() - started - narrated, 1),
+            "completion_tokens": alternative.completion_tokens,
+            "narrative": alternative.text[:160],
+            "jobs": jobs,
         }
-        log(f"  turn {event.turn_id}: narrated in {row['narrate_s']} s ({alternative.completion_tokens} tokens), "
-            f"memory jobs {row['jobs_s']} s {jobs}")
+        log(
+            f"  turn {event.turn_id}: narrated in {row['narrate_s']} s ({alternative.completion_tokens} tokens), "
+            f"memory jobs {row['jobs_s']} s {jobs}"
+        )
         turns.append(row)
     return turns
 
@@ -159,8 +180,10 @@ def main() -> int:
         print(message, flush=True)
 
     load = os.getloadavg()
-    log(f"endpoint {os.environ['AXIOM_LLM_BASE_URL']} model {os.environ.get('AXIOM_LLM_MODEL', '')}; "
-        f"load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    log(
+        f"endpoint {os.environ['AXIOM_LLM_BASE_URL']} model {os.environ.get('AXIOM_LLM_MODEL', '')}; "
+        f"load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+    )
     result = demo_load(living=False)
     memory = get_vector_memory()
     game_save = save_create(universe=result.universe, name="End to end (narrator)", memory_mode=MemoryMode.LIVING)
@@ -197,9 +220,15 @@ def main() -> int:
         "no narrative chunk after N survives the rewind": all(c["turn_id"] <= n for c in after_rewind["chunks"]),
         "no narrator snapshot after N survives the rewind": all(s["turn_id"] <= n for s in after_rewind["snapshots"]),
         "no lore activation row after N survives the rewind": all(t <= n for t in after_rewind["activations"]),
-        "no live belief cites a dropped fact": all(not (source_ids(b["sources"]) & dropped_facts) for b in after_rewind["beliefs"] + final["beliefs"]),
-        "no belief created after N is live after the rewind": not ({b["id"] for b in after_rewind["beliefs"]} & dropped_beliefs),
-        "no mental model cites a dropped belief": all(not (source_ids(m["sources"]) & dropped_beliefs) for m in after_rewind["models"] + final["models"]),
+        "no live belief cites a dropped fact": all(
+            not (source_ids(b["sources"]) & dropped_facts) for b in after_rewind["beliefs"] + final["beliefs"]
+        ),
+        "no belief created after N is live after the rewind": not (
+            {b["id"] for b in after_rewind["beliefs"]} & dropped_beliefs
+        ),
+        "no mental model cites a dropped belief": all(
+            not (source_ids(m["sources"]) & dropped_beliefs) for m in after_rewind["models"] + final["models"]
+        ),
         "no dropped fact id reappears": not ({f["id"] for f in final["facts"]} & dropped_facts),
         "no narrative chunk beyond the new timeline": all(c["turn_id"] <= n + args.more for c in final["chunks"]),
         "no dropped snapshot reappears": not ({s["id"] for s in final["snapshots"]} & dropped_snapshots),

@@ -28,6 +28,7 @@ window, so raw and engine encode the very same texts), ten joined for the long t
 
     .venv/bin/python bench/embed_runtime.py [--queries 200] [--rounds 6] [--bulk-n 600]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -79,10 +80,16 @@ def main() -> int:
     onnx_e = embedding.load_embedder("onnx")
     timings["onnx load (export included when not cached)"] = time.perf_counter() - start
     if torch_e is None or onnx_e is None:
-        print("a runtime is unavailable:", embedding.runtime_unavailable_reason("torch"),
-              embedding.runtime_unavailable_reason("onnx"), file=sys.stderr)
+        print(
+            "a runtime is unavailable:",
+            embedding.runtime_unavailable_reason("torch"),
+            embedding.runtime_unavailable_reason("onnx"),
+            file=sys.stderr,
+        )
         return 1
-    data, path, _ = embedding_onnx.ensure_model(embedding.onnx_cache_root(), embedding.model_path(), lambda: torch_e.model)
+    data, path, _ = embedding_onnx.ensure_model(
+        embedding.onnx_cache_root(), embedding.model_path(), lambda: torch_e.model
+    )
     start = time.perf_counter()
     embedding_onnx.OnnxEmbedder(data, embedding.model_path(), threads=1)
     timings["onnx session from a built cache"] = time.perf_counter() - start
@@ -90,7 +97,9 @@ def main() -> int:
     runtimes = {"torch": torch_e, "onnx": onnx_e, "onnx 2 threads": onnx2}
 
     queries = [questions[i % len(questions)] for i in range(args.queries)]
-    long_texts = [" ".join(utterances[(10 * i + j) % len(utterances)] for j in range(10)) for i in range(16 * args.rounds)]
+    long_texts = [
+        " ".join(utterances[(10 * i + j) % len(utterances)] for j in range(10)) for i in range(16 * args.rounds)
+    ]
     long_texts = [t if len(onnx_e.token_spans(t)) > 256 else (t + " ") * 3 for t in long_texts]
     bulk = [" ".join(utterances[(3 * i + j) % len(utterances)] for j in range(3)) for i in range(args.bulk_n)]
     fits = sum(1 for t in bulk if len(onnx_e.token_spans(t)) <= onnx_e.max_tokens)
@@ -102,7 +111,11 @@ def main() -> int:
     # 1. equality
     probe = queries[:50] + long_texts[:16] + bulk[:100] + ["", "風が強くて船は港に戻った。"]
     reference = torch_e.encode(probe, batch_size=16)
-    diff = {name: float(np.abs(e.encode(probe, batch_size=16) - reference).max()) for name, e in runtimes.items() if name != "torch"}
+    diff = {
+        name: float(np.abs(e.encode(probe, batch_size=16) - reference).max())
+        for name, e in runtimes.items()
+        if name != "torch"
+    }
 
     # 2. single short query, alternating per question
     single = {name: [] for name in runtimes}
@@ -122,7 +135,9 @@ def main() -> int:
             wall, cpu = measure(lambda: embedder.encode(texts, batch_size=16))
             batch[name].append(16 / wall)
             batch_cpu[name].append(16 / cpu)
-        print(f"long batch round {r + 1}: " + ", ".join(f"{n} {v[-1]:.1f}/s" for n, v in batch.items()), file=sys.stderr)
+        print(
+            f"long batch round {r + 1}: " + ", ".join(f"{n} {v[-1]:.1f}/s" for n, v in batch.items()), file=sys.stderr
+        )
 
     # 4. bulk through the engine's public path vs raw encodes, alternating per round
     vm = VectorMemory(settings.CHROMA_PATH)
@@ -158,20 +173,26 @@ def main() -> int:
     embedding.query_cache_clear()
 
     load_end = os.getloadavg()
-    print(f"\nload average (1/5/15 min) at start {load_start[0]:.2f} / {load_start[1]:.2f} / {load_start[2]:.2f}, "
-          f"at end {load_end[0]:.2f} / {load_end[1]:.2f} / {load_end[2]:.2f}; {os.cpu_count()} cores; "
-          f"AXIOM_TORCH_THREADS={embedding.torch_threads()} (torch and the default ONNX session).")
+    print(
+        f"\nload average (1/5/15 min) at start {load_start[0]:.2f} / {load_start[1]:.2f} / {load_start[2]:.2f}, "
+        f"at end {load_end[0]:.2f} / {load_end[1]:.2f} / {load_end[2]:.2f}; {os.cpu_count()} cores; "
+        f"AXIOM_TORCH_THREADS={embedding.torch_threads()} (torch and the default ONNX session)."
+    )
     print(f"ONNX cache: {path} ({len(data) / 1e6:.1f} MB)")
     print("start-up: " + ", ".join(f"{k} {v:.2f} s" for k, v in timings.items()))
     print("max |onnx - torch| over %d texts: " % len(probe) + ", ".join(f"{k} {v:.1e}" for k, v in diff.items()))
     print(f"\nSingle short query (`encode([q], batch_size=1)`, {len(queries)} LoCoMo questions, alternating):\n")
-    print("| runtime | p50 (ms) | p95 (ms) | torch / this, p50 | torch / this, p95 | CPU p50 (ms) | torch / this, CPU |")
+    print(
+        "| runtime | p50 (ms) | p95 (ms) | torch / this, p50 | torch / this, p95 | CPU p50 (ms) | torch / this, CPU |"
+    )
     print("|---|---|---|---|---|---|---|")
     base, base_cpu = summarize_ms(single["torch"]), summarize_ms(single_cpu["torch"])
     for name, samples in single.items():
         s, c = summarize_ms(samples), summarize_ms(single_cpu[name])
-        print(f"| {name} | {s['p50']:.2f} | {s['p95']:.2f} | {base['p50'] / s['p50']:.2f}x | {base['p95'] / s['p95']:.2f}x | "
-              f"{c['p50']:.2f} | {base_cpu['p50'] / c['p50']:.2f}x |")
+        print(
+            f"| {name} | {s['p50']:.2f} | {s['p95']:.2f} | {base['p50'] / s['p50']:.2f}x | {base['p95'] / s['p95']:.2f}x | "
+            f"{c['p50']:.2f} | {base_cpu['p50'] / c['p50']:.2f}x |"
+        )
     print(f"\nLong texts (> 256 word pieces, truncated to 256), batch 16, {args.rounds} rounds, median round:\n")
     print("| runtime | texts/s | this / torch | texts per CPU-second | this / torch, CPU |")
     print("|---|---|---|---|---|")
@@ -181,8 +202,10 @@ def main() -> int:
         print(f"| {name} | {rate:.2f} | {rate / torch_rate:.2f}x | {cpu_rate:.2f} | {cpu_rate / torch_cpu:.2f}x |")
     fastest_label = max(("raw torch", "raw onnx"), key=lambda k: statistics.median(bulk_rates[k]))
     fastest = statistics.median(bulk_rates[fastest_label])
-    print(f"\nBulk: {len(bulk)} turns ({fits} inside the window), batch size {args.batch_size}, "
-          f"{len(bulk_rates['raw torch'])} alternating rounds, median; compared with the faster raw runtime ({fastest_label}):\n")
+    print(
+        f"\nBulk: {len(bulk)} turns ({fits} inside the window), batch size {args.batch_size}, "
+        f"{len(bulk_rates['raw torch'])} alternating rounds, median; compared with the faster raw runtime ({fastest_label}):\n"
+    )
     fastest_cpu = statistics.median(bulk_cpu[fastest_label])
     paired = {
         raw: [e / f for e, f in zip(bulk_rates[engine_label], bulk_rates[raw])] for raw in ("raw torch", "raw onnx")
@@ -193,12 +216,17 @@ def main() -> int:
         rate, cpu_rate = statistics.median(rates), statistics.median(bulk_cpu[label])
         print(f"| {label} | {rate:.2f} | {rate / fastest:.2f}x | {cpu_rate:.2f} | {cpu_rate / fastest_cpu:.2f}x |")
     for raw, ratios in paired.items():
-        print(f"\nengine / {raw}, round by round (wall): " + ", ".join(f"{p:.2f}x" for p in ratios)
-              + f"; median {statistics.median(ratios):.2f}x")
+        print(
+            f"\nengine / {raw}, round by round (wall): "
+            + ", ".join(f"{p:.2f}x" for p in ratios)
+            + f"; median {statistics.median(ratios):.2f}x"
+        )
     m, h = summarize_ms(miss), summarize_ms(hit)
-    print(f"\nQuery cache (each of {len(miss)} questions asked twice through embed_query, onnx): "
-          f"hits {cache_stats['hits']}, misses {cache_stats['misses']}, size {cache_stats['size']}/{cache_stats['maxsize']}; "
-          f"miss p50 {m['p50']:.2f} ms, hit p50 {h['p50'] * 1000:.1f} us")
+    print(
+        f"\nQuery cache (each of {len(miss)} questions asked twice through embed_query, onnx): "
+        f"hits {cache_stats['hits']}, misses {cache_stats['misses']}, size {cache_stats['size']}/{cache_stats['maxsize']}; "
+        f"miss p50 {m['p50']:.2f} ms, hit p50 {h['p50'] * 1000:.1f} us"
+    )
     return 0
 
 

@@ -18,6 +18,7 @@ chapter per session) the narrator's prompt is built at `--budget` tokens, and th
 
     .venv/bin/python bench/excerpt_latency.py [--convs 26,30] [--budget 1500] [--limit 0]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,7 +40,9 @@ def main() -> int:
     parser.add_argument("--data", default=str(DEFAULT_LOCOMO))
     parser.add_argument("--convs", default="26,30")
     parser.add_argument("--budget", type=int, default=1500)
-    parser.add_argument("--following", type=int, default=None, help="sentences kept after each best one (default: the code's)")
+    parser.add_argument(
+        "--following", type=int, default=None, help="sentences kept after each best one (default: the code's)"
+    )
     parser.add_argument("--limit", type=int, default=0, help="at most this many questions per conversation (0: all)")
     args = parser.parse_args()
     setup_django()
@@ -50,7 +53,9 @@ def main() -> int:
     from studio.memory.recall import policy
     from studio.world.models import Universe
 
-    if args.following is not None:  # the knob is the code's (no Universe_Meta key): the defaults every context starts from
+    if (
+        args.following is not None
+    ):  # the knob is the code's (no Universe_Meta key): the defaults every context starts from
         policy.DEFAULT_POLICY = replace(policy.DEFAULT_POLICY, excerpt_following=args.following)
 
     excerpt_ms, total_ms, counts, saved = [], [], [], []
@@ -64,8 +69,9 @@ def main() -> int:
         dia = {t["turn_id"]: t["dia_id"] for t in conversation["turns"]}
         text = {t["turn_id"]: t["text"] for t in conversation["turns"]}
         for q in conversation["questions"][: args.limit or None]:
-            prompt = build_narrator_prompt(game_save=game_save, player_input=q["question"],
-                                           config=NarratorConfig(token_budget=args.budget))
+            prompt = build_narrator_prompt(
+                game_save=game_save, player_input=q["question"], config=NarratorConfig(token_budget=args.budget)
+            )
             memory = prompt.memory
             excerpt_ms.append(memory.timings.get("excerpt_ms", 0.0))
             total_ms.append(memory.timings.get("total_ms", 0.0))
@@ -80,7 +86,9 @@ def main() -> int:
                 if item.why.get("excerpt"):
                     evidence_excerpt += 1
                     kept_words.append(answer_recall(item.text, q["answer"], memory_qa.normalize_answer))
-                    whole_words.append(answer_recall(text[item.ref["turn_id"]], q["answer"], memory_qa.normalize_answer))
+                    whole_words.append(
+                        answer_recall(text[item.ref["turn_id"]], q["answer"], memory_qa.normalize_answer)
+                    )
                     if whole_words[-1] > 0 and kept_words[-1] == 0:
                         lost.add(dia[item.ref["turn_id"]])
                 else:
@@ -90,18 +98,28 @@ def main() -> int:
             strict.append(len((reached - lost) & set(q["evidence"])) / len(q["evidence"]))
     n = len(excerpt_ms)
     print(f"LoCoMo {args.convs}: {n} contexts at {args.budget} tokens (the narrator's prompt).")
-    print(f"excerpt step: p50 {percentile(excerpt_ms, 50):.1f} ms, p95 {percentile(excerpt_ms, 95):.1f} ms, "
-          f"mean {statistics.fmean(excerpt_ms):.1f} ms; whole context p50 {percentile(total_ms, 50):.0f} ms, "
-          f"mean {statistics.fmean(total_ms):.0f} ms")
-    print(f"narrative items in the prompt: {statistics.fmean(c[0] for c in counts):.1f} a context, "
-          f"{statistics.fmean(c[1] for c in counts):.1f} of them excerpts, saving {statistics.fmean(saved):.0f} tokens")
-    print(f"evidence utterances in the prompt as narrative memory: {evidence_whole} whole, {evidence_excerpt} as excerpts")
+    print(
+        f"excerpt step: p50 {percentile(excerpt_ms, 50):.1f} ms, p95 {percentile(excerpt_ms, 95):.1f} ms, "
+        f"mean {statistics.fmean(excerpt_ms):.1f} ms; whole context p50 {percentile(total_ms, 50):.0f} ms, "
+        f"mean {statistics.fmean(total_ms):.0f} ms"
+    )
+    print(
+        f"narrative items in the prompt: {statistics.fmean(c[0] for c in counts):.1f} a context, "
+        f"{statistics.fmean(c[1] for c in counts):.1f} of them excerpts, saving {statistics.fmean(saved):.0f} tokens"
+    )
+    print(
+        f"evidence utterances in the prompt as narrative memory: {evidence_whole} whole, {evidence_excerpt} as excerpts"
+    )
     if kept_words:
-        print(f"answer words held by those excerpts: {statistics.fmean(kept_words):.3f} "
-              f"(the whole utterances: {statistics.fmean(whole_words):.3f}); excerpts holding none of them "
-              f"where the whole did: {sum(1 for k, w in zip(kept_words, whole_words) if w > 0 and k == 0)}")
-    print(f"studio evidence share (memory_qa's measure): {statistics.fmean(share):.3f}; strict (an excerpt that lost "
-          f"every answer word the whole held does not count): {statistics.fmean(strict):.3f}")
+        print(
+            f"answer words held by those excerpts: {statistics.fmean(kept_words):.3f} "
+            f"(the whole utterances: {statistics.fmean(whole_words):.3f}); excerpts holding none of them "
+            f"where the whole did: {sum(1 for k, w in zip(kept_words, whole_words) if w > 0 and k == 0)}"
+        )
+    print(
+        f"studio evidence share (memory_qa's measure): {statistics.fmean(share):.3f}; strict (an excerpt that lost "
+        f"every answer word the whole held does not count): {statistics.fmean(strict):.3f}"
+    )
     return 0
 
 

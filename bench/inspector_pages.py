@@ -16,6 +16,7 @@ Usage (from the project root):
     .venv/bin/python bench/inspector_pages.py [--repeat 20]
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/axiom_bench_pages .venv/bin/python bench/inspector_pages.py
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,7 +62,11 @@ from django.urls import reverse  # noqa: E402
 
 TURNS, FACTS, BELIEFS, MODELS, CHUNKS = 1000, 10_000, 2_000, 50, 50_000
 DIM = 384
-NAMES = [f"{a}{b}" for a in ("Ka", "Mi", "Io", "An", "Te", "Ly", "Br", "Od", "Se", "Um") for b in ("el", "ra", "vo", "na", "o")]
+NAMES = [
+    f"{a}{b}"
+    for a in ("Ka", "Mi", "Io", "An", "Te", "Ly", "Br", "Od", "Se", "Um")
+    for b in ("el", "ra", "vo", "na", "o")
+]
 WORDS = (
     "harbour storm silver crown debt smuggler lantern fog tide contraband ledger oath blade rope "
     "tavern cellar map compass gull reef anchor merchant guard captain letter seal wax bell tower"
@@ -81,44 +86,101 @@ def build_save(universe, name: str, *, turns: int, facts: int, beliefs: int, mod
     rng = random.Random(seed)
     save = Save.objects.create(universe=universe, name=name, memory_mode="living", current_turn=turns)
     Event.objects.bulk_create(
-        (Event(game_save=save, turn_id=t, player_input=f"I {words(rng, 4)}.", narrative=f"{rng.choice(NAMES)} {words(rng, 60)}.") for t in range(1, turns + 1)),
+        (
+            Event(
+                game_save=save,
+                turn_id=t,
+                player_input=f"I {words(rng, 4)}.",
+                narrative=f"{rng.choice(NAMES)} {words(rng, 60)}.",
+            )
+            for t in range(1, turns + 1)
+        ),
         batch_size=1000,
     )
-    StateCache.objects.bulk_create((StateCache(game_save=save, turn_id=t, state={"turn": t}) for t in range(1, turns + 1)), batch_size=1000)
+    StateCache.objects.bulk_create(
+        (StateCache(game_save=save, turn_id=t, state={"turn": t}) for t in range(1, turns + 1)), batch_size=1000
+    )
     Job.objects.bulk_create(
-        (Job(kind=kind, game_save=save, universe=universe, turn_id=t, status=JobStatus.DONE)
-         for t in range(1, turns + 1) for kind in (JobKind.EMBED_TURN, JobKind.LIVING_TURN)),
+        (
+            Job(kind=kind, game_save=save, universe=universe, turn_id=t, status=JobStatus.DONE)
+            for t in range(1, turns + 1)
+            for kind in (JobKind.EMBED_TURN, JobKind.LIVING_TURN)
+        ),
         batch_size=1000,
     )
     fact_rows = []
     for i in range(facts):
         entities = rng.sample(NAMES, 2)
-        fact_rows.append(Fact(
-            game_save=save, turn_id=1 + i * turns // facts, statement=f"{entities[0]} {words(rng, 8)} {entities[1]}.",
-            fact_type=rng.choice(["world", "experience", "opinion"]), who=entities[0], what=words(rng, 3),
-            entities=entities, entity_index=entity_index_for(entities),
-        ))
+        fact_rows.append(
+            Fact(
+                game_save=save,
+                turn_id=1 + i * turns // facts,
+                statement=f"{entities[0]} {words(rng, 8)} {entities[1]}.",
+                fact_type=rng.choice(["world", "experience", "opinion"]),
+                who=entities[0],
+                what=words(rng, 3),
+                entities=entities,
+                entity_index=entity_index_for(entities),
+            )
+        )
     Fact.objects.bulk_create(fact_rows, batch_size=1000)
     fact_turns = list(Fact.objects.filter(game_save=save).values_list("pk", "turn_id"))
     belief_rows = []
     for _ in range(beliefs):
         subject = rng.choice(NAMES)
-        sources = sorted(({"fact_id": f, "turn_id": t} for f, t in rng.sample(fact_turns, rng.randint(1, 8))), key=lambda s: s["turn_id"])
+        sources = sorted(
+            ({"fact_id": f, "turn_id": t} for f, t in rng.sample(fact_turns, rng.randint(1, 8))),
+            key=lambda s: s["turn_id"],
+        )
         statement = f"{subject} {words(rng, 7)}."
-        history = [{"action": "CREATE", "turn_id": sources[0]["turn_id"], "statement": statement, "subject": subject, "sources_added": sources[:1]}]
-        history += [{"action": "UPDATE", "turn_id": s["turn_id"], "statement": statement, "subject": subject, "sources_added": [s]} for s in sources[1:]]
-        belief_rows.append(Observation(
-            game_save=save, statement=statement, subject=subject, subject_key=subject_key_for(subject),
-            proof_count=len(sources), sources=sources, history=history, created_turn_id=sources[0]["turn_id"],
-            updated_turn_id=sources[-1]["turn_id"], last_source_turn=sources[-1]["turn_id"], stale=rng.random() < 0.05,
-        ))
+        history = [
+            {
+                "action": "CREATE",
+                "turn_id": sources[0]["turn_id"],
+                "statement": statement,
+                "subject": subject,
+                "sources_added": sources[:1],
+            }
+        ]
+        history += [
+            {
+                "action": "UPDATE",
+                "turn_id": s["turn_id"],
+                "statement": statement,
+                "subject": subject,
+                "sources_added": [s],
+            }
+            for s in sources[1:]
+        ]
+        belief_rows.append(
+            Observation(
+                game_save=save,
+                statement=statement,
+                subject=subject,
+                subject_key=subject_key_for(subject),
+                proof_count=len(sources),
+                sources=sources,
+                history=history,
+                created_turn_id=sources[0]["turn_id"],
+                updated_turn_id=sources[-1]["turn_id"],
+                last_source_turn=sources[-1]["turn_id"],
+                stale=rng.random() < 0.05,
+            )
+        )
     Observation.objects.bulk_create(belief_rows, batch_size=1000)
     belief_ids = list(Observation.objects.filter(game_save=save).values_list("pk", "subject_key"))
     MentalModel.objects.bulk_create(
-        MentalModel(game_save=save, subject=subject, subject_key=subject_key_for(subject), summary=f"{subject}: {words(rng, 40)}.",
-                    sources=[pk for pk, key in belief_ids if key == subject_key_for(subject)][:40],
-                    created_turn_id=10, updated_turn_id=turns - 5, stale=rng.random() < 0.2,
-                    versions=[{"turn_id": turns - 5, "summary": "x", "sources": []}])
+        MentalModel(
+            game_save=save,
+            subject=subject,
+            subject_key=subject_key_for(subject),
+            summary=f"{subject}: {words(rng, 40)}.",
+            sources=[pk for pk, key in belief_ids if key == subject_key_for(subject)][:40],
+            created_turn_id=10,
+            updated_turn_id=turns - 5,
+            stale=rng.random() < 0.2,
+            versions=[{"turn_id": turns - 5, "summary": "x", "sources": []}],
+        )
         for subject in NAMES[:models]
     )
     return save
@@ -136,7 +198,9 @@ def fill_chunks(memory, save_id: str, *, chunks: int, turns: int, seed: int) -> 
     # model produces): 256 topic directions, each chunk one of them plus noise.
     generator = np.random.default_rng(seed)
     centres = generator.standard_normal((256, DIM)).astype(np.float32)
-    vectors = centres[generator.integers(0, 256, chunks)] + 0.35 * generator.standard_normal((chunks, DIM)).astype(np.float32)
+    vectors = centres[generator.integers(0, 256, chunks)] + 0.35 * generator.standard_normal((chunks, DIM)).astype(
+        np.float32
+    )
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     collection = memory.collection_for(save_id)
     per_turn = chunks // turns
@@ -145,10 +209,23 @@ def fill_chunks(memory, save_id: str, *, chunks: int, turns: int, seed: int) -> 
         turn = 1 + i // per_turn if i < per_turn * turns else turns
         ids.append(f"{save_id}-{i}")
         docs.append(f"{rng.choice(NAMES)} {words(rng, 30)}.")
-        metas.append({"save_id": save_id, "turn_id": turn, "chunk_type": "narrative", "chunk_seq": i, "chunk_part": 0, "chunk_parts": 1})
+        metas.append(
+            {
+                "save_id": save_id,
+                "turn_id": turn,
+                "chunk_type": "narrative",
+                "chunk_seq": i,
+                "chunk_part": 0,
+                "chunk_parts": 1,
+            }
+        )
     for start in range(0, chunks, 5000):
-        collection.add(ids=ids[start:start + 5000], documents=docs[start:start + 5000],
-                       metadatas=metas[start:start + 5000], embeddings=vectors[start:start + 5000])
+        collection.add(
+            ids=ids[start : start + 5000],
+            documents=docs[start : start + 5000],
+            metadatas=metas[start : start + 5000],
+            embeddings=vectors[start : start + 5000],
+        )
     memory.note_external_write(save_id)
 
 
@@ -200,7 +277,9 @@ def main() -> None:
     t0 = time.perf_counter()
     big = build_save(universe, "big", turns=TURNS, facts=FACTS, beliefs=BELIEFS, models=MODELS, seed=1)
     small = build_save(universe, "small", turns=10, facts=100, beliefs=20, models=5, seed=2)
-    print(f"database rows built in {time.perf_counter() - t0:.1f} s ({settings.DATABASES['default']['ENGINE'].rsplit('.', 1)[-1]})")
+    print(
+        f"database rows built in {time.perf_counter() - t0:.1f} s ({settings.DATABASES['default']['ENGINE'].rsplit('.', 1)[-1]})"
+    )
     memory = None
     if not skip_vector:
         memory = get_vector_memory()
@@ -223,17 +302,33 @@ def main() -> None:
             ("timeline (page 1)", reverse("saves:timeline", args=[sid])),
             ("timeline (htmx, page 20)", reverse("saves:timeline", args=[sid]) + "?page=20"),
             ("facts", reverse("memory:facts", args=[sid])),
-            ("facts (entity + turns)", reverse("memory:facts", args=[sid]) + f"?entity={entity}&turn_from=2&turn_to=900"),
+            (
+                "facts (entity + turns)",
+                reverse("memory:facts", args=[sid]) + f"?entity={entity}&turn_from=2&turn_to=900",
+            ),
             ("facts (search)", reverse("memory:facts", args=[sid]) + "?q=lantern"),
             ("beliefs", reverse("memory:beliefs", args=[sid])),
             ("beliefs (one subject)", reverse("memory:beliefs", args=[sid]) + f"?subject={entity}"),
             ("belief page", reverse("memory:belief_detail", args=[sid, belief.pk])),
             ("mental models", reverse("memory:mental_models", args=[sid])),
-            ("rewind preview (10 turns back)", reverse("saves:rewind_preview", args=[sid]) + f"?turn={save.current_turn - 10}"),
-        ] + ([] if skip_vector else [
-            ("playground query (k=5)", reverse("memory:playground", args=[sid]) + "?q=silver+crown+smuggler+harbour&k=5"),
-            ("context viewer", reverse("memory:context", args=[sid]) + f"?q={entity}+asks+about+the+silver+crown&budget=1200"),
-        ])
+            (
+                "rewind preview (10 turns back)",
+                reverse("saves:rewind_preview", args=[sid]) + f"?turn={save.current_turn - 10}",
+            ),
+        ] + (
+            []
+            if skip_vector
+            else [
+                (
+                    "playground query (k=5)",
+                    reverse("memory:playground", args=[sid]) + "?q=silver+crown+smuggler+harbour&k=5",
+                ),
+                (
+                    "context viewer",
+                    reverse("memory:context", args=[sid]) + f"?q={entity}+asks+about+the+silver+crown&budget=1200",
+                ),
+            ]
+        )
 
     if not skip_vector:
         # Cold first query: loads the embedding model and builds the 50k-chunk BM25 index once.
@@ -252,16 +347,25 @@ def main() -> None:
         print(f"{name:34} {r['p50']:8.1f} {r['p95']:8.1f} {r['queries']:8d} {small_counts[name]:13d}{flag}")
         if name.startswith("playground") and memory is not None and memory.last_query_stats is not None:
             timings = memory.last_query_stats.timings_ms
-            print(f"{'':34} of which VectorMemory.query_explained {timings.get('total', 0):.1f} ms: "
-                  + ", ".join(f"{k} {v:.1f}" for k, v in timings.items() if k != "total"))
+            print(
+                f"{'':34} of which VectorMemory.query_explained {timings.get('total', 0):.1f} ms: "
+                + ", ".join(f"{k} {v:.1f}" for k, v in timings.items() if k != "total")
+            )
 
     # Raw floors measured in the same run.
     from studio.memory.selectors import fact_list
 
     raw = {
-        "facts": time_raw(lambda: list(Fact.objects.filter(game_save=big).order_by("-turn_id", "-id")[:50]), args.repeat),
-        "facts (entity + turns)": time_raw(lambda: list(fact_list(game_save=big, entity=entity, turn_from=100, turn_to=900)[:50]), args.repeat),
-        "beliefs": time_raw(lambda: list(Observation.objects.filter(game_save=big).order_by("subject_key", "-proof_count")[:50]), args.repeat),
+        "facts": time_raw(
+            lambda: list(Fact.objects.filter(game_save=big).order_by("-turn_id", "-id")[:50]), args.repeat
+        ),
+        "facts (entity + turns)": time_raw(
+            lambda: list(fact_list(game_save=big, entity=entity, turn_from=100, turn_to=900)[:50]), args.repeat
+        ),
+        "beliefs": time_raw(
+            lambda: list(Observation.objects.filter(game_save=big).order_by("subject_key", "-proof_count")[:50]),
+            args.repeat,
+        ),
         "timeline (page 1)": time_raw(lambda: list(big.events.order_by("-turn_id")[:20]), args.repeat),
     }
     print("\nraw floors (same run):")
@@ -288,8 +392,10 @@ def main() -> None:
     raw_bm25 = time_raw(lambda: bm25.get_scores(query.split()), args.repeat)
     raw_embed = time_raw(lambda: embedder.encode([query]), args.repeat) if embedder is not None else float("nan")
     floor = raw_semantic + raw_bm25 + raw_embed
-    print(f"  playground query: raw Chroma query {raw_semantic:.1f} ms + raw rank-bm25 over {len(docs)} docs {raw_bm25:.1f} ms"
-          f" + MiniLM query embedding {raw_embed:.1f} ms = {floor:.1f} ms; page/raw {results['playground query (k=5)']['p50'] / floor:.2f}x")
+    print(
+        f"  playground query: raw Chroma query {raw_semantic:.1f} ms + raw rank-bm25 over {len(docs)} docs {raw_bm25:.1f} ms"
+        f" + MiniLM query embedding {raw_embed:.1f} ms = {floor:.1f} ms; page/raw {results['playground query (k=5)']['p50'] / floor:.2f}x"
+    )
     print("\nall pages under 200 ms p50" if not over else f"\nover 200 ms p50: {', '.join(over)}")
     print(f"load average at end: {os.getloadavg()[0]:.1f}")
 

@@ -42,6 +42,7 @@ the answer as whole words (case-folded, curly apostrophes read as straight: "fil
 
 Run: `.venv/bin/python bench/knowledge.py [--embedder hashing|minilm] [--real-model] [--extraction] [--beliefs]`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -67,7 +68,7 @@ def _words(text: str) -> list[str]:
 
 def _has_phrase(words: list[str], phrase: list[str]) -> bool:
     size = len(phrase)
-    return bool(size) and any(words[i:i + size] == phrase for i in range(len(words) - size + 1))
+    return bool(size) and any(words[i : i + size] == phrase for i in range(len(words) - size + 1))
 
 
 def probe_terms(terms: list[str], question: str) -> list[str]:
@@ -93,7 +94,9 @@ class Truth:
     def __init__(self, data: dict):
         self.present = {t["turn_id"]: {fold(n) for n in t["truth_present"]} for t in data["turns"]}
         self.secrets = {s["entry_id"]: s for s in data["secrets"]}
-        self.reveals = [(t["turn_id"], fold(r["to"]), r["entry"]) for t in data["turns"] for r in t["reveals"] if "entry" in r]
+        self.reveals = [
+            (t["turn_id"], fold(r["to"]), r["entry"]) for t in data["turns"] for r in t["reveals"] if "entry" in r
+        ]
         self.fact_turn: dict[int, int] = {}  # database fact id -> turn (filled while playing)
 
     def knows_secret(self, name: str, entry_id: str, n: int) -> bool:
@@ -195,16 +198,31 @@ def play_and_score(data: dict, *, embedder: str, vector_memory=None) -> dict:
 
         memory = get_vector_memory()
     memory.rollback(save.save_id, 0)
-    memory.sync_lore(save.save_id, [{"entry_id": e.entry_id, "title": e.title, "text": e.text,
-                                     "links": [link.entry_id for link in e.links.all()]}
-                                    for e in universe.lore_entries.prefetch_related("links")])
+    memory.sync_lore(
+        save.save_id,
+        [
+            {
+                "entry_id": e.entry_id,
+                "title": e.title,
+                "text": e.text,
+                "links": [link.entry_id for link in e.links.all()],
+            }
+            for e in universe.lore_entries.prefetch_related("links")
+        ],
+    )
     truth = Truth(data)
     index = character_index(universe, save=save)
     probes = {}
     for probe in data["probes"]:
         probes.setdefault(probe["after_turn"], []).append(probe)
-    totals = {"pov": {"section_items": 0, "leaks": 0, "unknowable": 0, "unknowable_marked": 0, "leak_examples": []},
-              "today_unknowable": 0, "today_items": 0, "contexts": 0, "pov_tokens": 0, "context_tokens": 0}
+    totals = {
+        "pov": {"section_items": 0, "leaks": 0, "unknowable": 0, "unknowable_marked": 0, "leak_examples": []},
+        "today_unknowable": 0,
+        "today_items": 0,
+        "contexts": 0,
+        "pov_tokens": 0,
+        "context_tokens": 0,
+    }
     probe_rows = []
     turns = data["turns"]
     for position, turn in enumerate(turns):
@@ -218,7 +236,9 @@ def play_and_score(data: dict, *, embedder: str, vector_memory=None) -> dict:
             inputs.append(turns[position + 1]["player_input"])
         for text in inputs:
             pov = build_memory_context(game_save=save, query_text=text, token_budget=1200, vector_memory=memory)
-            today = build_memory_context(game_save=save, query_text=text, token_budget=1200, pov=[], vector_memory=memory)
+            today = build_memory_context(
+                game_save=save, query_text=text, token_budget=1200, pov=[], vector_memory=memory
+            )
             scored = score_context(pov, truth, n)
             for key in ("section_items", "leaks", "unknowable", "unknowable_marked"):
                 totals["pov"][key] += scored[key]
@@ -233,22 +253,43 @@ def play_and_score(data: dict, *, embedder: str, vector_memory=None) -> dict:
             totals["pov_tokens"] += pov.pov.tokens if pov.pov else 0
             totals["context_tokens"] += pov.used_tokens
         for probe in probes.get(n, []):
-            context = build_memory_context(game_save=save, query_text=probe["input"], token_budget=1200,
-                                           pov=[probe["character"]], vector_memory=memory)
-            shown = [(item, knowers, marked) for item, knowers, marked in presented(context)
-                     if item.ref.get("entry_id") == probe["secret"]]
+            context = build_memory_context(
+                game_save=save,
+                query_text=probe["input"],
+                token_budget=1200,
+                pov=[probe["character"]],
+                vector_memory=memory,
+            )
+            shown = [
+                (item, knowers, marked)
+                for item, knowers, marked in presented(context)
+                if item.ref.get("entry_id") == probe["secret"]
+            ]
             in_section = any(fold(probe["character"]) in {fold(k) for k in knowers} for _item, knowers, _m in shown)
             marked = any(m for _item, _knowers, m in shown)
             in_context = bool(shown)
-            probe_rows.append({**probe, "in_section": in_section, "in_context": in_context, "marked": marked,
-                               "pov_context": context.text,
-                               "today_context": build_memory_context(game_save=save, query_text=probe["input"],
-                                                                     token_budget=1200, pov=[],
-                                                                     vector_memory=memory).text})
+            probe_rows.append(
+                {
+                    **probe,
+                    "in_section": in_section,
+                    "in_context": in_context,
+                    "marked": marked,
+                    "pov_context": context.text,
+                    "today_context": build_memory_context(
+                        game_save=save, query_text=probe["input"], token_budget=1200, pov=[], vector_memory=memory
+                    ).text,
+                }
+            )
     rows = {r.turn_id: {fold(c) for c in r.characters} for r in Presence.objects.filter(game_save=save)}
     presence_right = sum(1 for t in turns if rows.get(t["turn_id"], set()) == truth.present[t["turn_id"]])
-    return {"save": save, "totals": totals, "probes": probe_rows, "presence_right": presence_right,
-            "turns": len(turns), "embedder": embedder}
+    return {
+        "save": save,
+        "totals": totals,
+        "probes": probe_rows,
+        "presence_right": presence_right,
+        "turns": len(turns),
+        "embedder": embedder,
+    }
 
 
 def report(result: dict) -> str:
@@ -258,17 +299,25 @@ def report(result: dict) -> str:
     lines = [
         f"scenario: {result['turns']} turns, {t['contexts']} contexts, embedder {result['embedder']}",
         f"presence right: {result['presence_right']}/{result['turns']}",
-        (f"POV section items: {pov['section_items']}, leaks: {pov['leaks']} "
-        f"(leak share {pov['leaks'] / max(pov['section_items'], 1):.3f})"),
-        (f"items no on-scene character can know: POV context {pov['unknowable']} "
-        f"({pov['unknowable_marked']} marked narrator-only); today's context {t['today_unknowable']} of "
-        f"{t['today_items']} items, none marked"),
-        (f"tokens: the point of view {t['pov_tokens'] / max(t['contexts'], 1):.0f} per context, within the "
-        f"{t['context_tokens'] / max(t['contexts'], 1):.0f} context tokens (the budget pays it)"),
-        (f"probes: {len(known)} known secrets, recall in the character's section "
-        f"{sum(p['in_section'] for p in known)}/{len(known)}; {len(unknown)} unknown secrets, kept out of the "
-        f"section {sum(not p['in_section'] for p in unknown)}/{len(unknown)}, in the context and marked "
-        f"{sum(p['marked'] for p in unknown)}/{sum(p['in_context'] for p in unknown)}"),
+        (
+            f"POV section items: {pov['section_items']}, leaks: {pov['leaks']} "
+            f"(leak share {pov['leaks'] / max(pov['section_items'], 1):.3f})"
+        ),
+        (
+            f"items no on-scene character can know: POV context {pov['unknowable']} "
+            f"({pov['unknowable_marked']} marked narrator-only); today's context {t['today_unknowable']} of "
+            f"{t['today_items']} items, none marked"
+        ),
+        (
+            f"tokens: the point of view {t['pov_tokens'] / max(t['contexts'], 1):.0f} per context, within the "
+            f"{t['context_tokens'] / max(t['contexts'], 1):.0f} context tokens (the budget pays it)"
+        ),
+        (
+            f"probes: {len(known)} known secrets, recall in the character's section "
+            f"{sum(p['in_section'] for p in known)}/{len(known)}; {len(unknown)} unknown secrets, kept out of the "
+            f"section {sum(not p['in_section'] for p in unknown)}/{len(unknown)}, in the context and marked "
+            f"{sum(p['marked'] for p in unknown)}/{sum(p['in_context'] for p in unknown)}"
+        ),
     ]
     for example in pov["leak_examples"][:5]:
         lines.append(f"  leak: {example}")
@@ -279,12 +328,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--embedder", choices=["hashing", "minilm"], default="minilm")
     parser.add_argument("--real-model", action="store_true", help="The leak probe on the model (after the scenario).")
-    parser.add_argument("--probes", type=int, default=0,
-                        help="With --real-model: narrate only the first N unknown-secret and N known-secret probes (0: all).")
-    parser.add_argument("--extraction", action="store_true",
-                        help="Presence and told-to extraction on the model, on a fixed subset of the scenario's turns.")
-    parser.add_argument("--beliefs", action="store_true",
-                        help="Belief restatement before/after on the model (the living demo save's facts).")
+    parser.add_argument(
+        "--probes",
+        type=int,
+        default=0,
+        help="With --real-model: narrate only the first N unknown-secret and N known-secret probes (0: all).",
+    )
+    parser.add_argument(
+        "--extraction",
+        action="store_true",
+        help="Presence and told-to extraction on the model, on a fixed subset of the scenario's turns.",
+    )
+    parser.add_argument(
+        "--beliefs",
+        action="store_true",
+        help="Belief restatement before/after on the model (the living demo save's facts).",
+    )
     parser.add_argument("--belief-turns", type=int, default=0, help="With --beliefs: only turns 1..N (0: all).")
     parser.add_argument("--out", type=Path, default=SCENARIO.parent, help="Where the answers go (jsonl).")
     args = parser.parse_args()

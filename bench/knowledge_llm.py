@@ -22,6 +22,7 @@ the load, to bench/data/knowledge/<mode>-<time>.jsonl:
 
 Scripted output is never scored here: with no AXIOM_LLM_BASE_URL every mode says so and stops.
 """
+
 from __future__ import annotations
 
 import json
@@ -40,13 +41,19 @@ from knowledge import SCENARIO, fold, probe_terms, says_terms, scenario_save
 EXTRACTION_TURNS = (1, 4, 6, 8, 14, 16, 18, 20, 21, 22, 27, 32)
 RESTATES = 0.9  # MiniLM cosine at and above which a belief restates a fact or a mission
 
-NARRATOR_SYSTEM = ("You are the narrator of an interactive story. Answer the player's line with two or three sentences "
-                   "of narration and dialogue. Use the memory below.\n\n{memory}")
+NARRATOR_SYSTEM = (
+    "You are the narrator of an interactive story. Answer the player's line with two or three sentences "
+    "of narration and dialogue. Use the memory below.\n\n{memory}"
+)
 
 
 def _stamp() -> dict:
-    return {"model": os.environ.get("AXIOM_LLM_MODEL", "default"), "base_url": os.environ.get("AXIOM_LLM_BASE_URL", ""),
-            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "load": os.getloadavg()[0]}
+    return {
+        "model": os.environ.get("AXIOM_LLM_MODEL", "default"),
+        "base_url": os.environ.get("AXIOM_LLM_BASE_URL", ""),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "load": os.getloadavg()[0],
+    }
 
 
 def _backend():
@@ -110,24 +117,46 @@ def probe_leaks(result: dict, *, out_path: Path, limit: int = 0) -> str:
                 continue
             for variant in ("pov", "today"):
                 started = time.time()
-                response = backend.chat(system=NARRATOR_SYSTEM.format(memory=probe[f"{variant}_context"]),
-                                        prompt=probe["input"], operation="narrate", max_tokens=120, temperature=0.0)
+                response = backend.chat(
+                    system=NARRATOR_SYSTEM.format(memory=probe[f"{variant}_context"]),
+                    prompt=probe["input"],
+                    operation="narrate",
+                    max_tokens=120,
+                    temperature=0.0,
+                )
                 text = response.text or ""
                 said = says_terms(text, terms)
                 counts[variant]["told" if probe["knows"] else "leak"] += bool(said)
-                log.write(json.dumps({**_stamp(), "mode": "probe", "probe": probe["input"],
-                                      "after_turn": probe["after_turn"], "character": probe["character"],
-                                      "secret": probe["secret"], "knows": probe["knows"], "variant": variant,
-                                      "scored_terms": terms, "answer": text, "terms_said": said,
-                                      "terms_hit": bool(said), "seconds": round(time.time() - started, 1)}) + "\n")
+                log.write(
+                    json.dumps(
+                        {
+                            **_stamp(),
+                            "mode": "probe",
+                            "probe": probe["input"],
+                            "after_turn": probe["after_turn"],
+                            "character": probe["character"],
+                            "secret": probe["secret"],
+                            "knows": probe["knows"],
+                            "variant": variant,
+                            "scored_terms": terms,
+                            "answer": text,
+                            "terms_said": said,
+                            "terms_hit": bool(said),
+                            "seconds": round(time.time() - started, 1),
+                        }
+                    )
+                    + "\n"
+                )
                 log.flush()
             n_known += probe["knows"]
             n_unknown += not probe["knows"]
-    return (f"real model ({os.environ.get('AXIOM_LLM_MODEL', 'default')}): unknown-secret probes {n_unknown}: "
-            f"leaked with POV {counts['pov']['leak']}/{n_unknown}, with today's context {counts['today']['leak']}/{n_unknown}; "
-            f"known-secret probes {n_known}: said with POV {counts['pov']['told']}/{n_known}, with today's "
-            f"{counts['today']['told']}/{n_known}; unscored (no term outside the question) {unscored} "
-            f"(answers: {out_path.name})")
+    return (
+        f"real model ({os.environ.get('AXIOM_LLM_MODEL', 'default')}): unknown-secret probes {n_unknown}: "
+        f"leaked with POV {counts['pov']['leak']}/{n_unknown}, with today's context {counts['today']['leak']}/{n_unknown}; "
+        f"known-secret probes {n_known}: said with POV {counts['pov']['told']}/{n_known}, with today's "
+        f"{counts['today']['told']}/{n_known}; unscored (no term outside the question) {unscored} "
+        f"(answers: {out_path.name})"
+    )
 
 
 def _tellings(turn: dict) -> set[tuple[str, str]]:
@@ -159,17 +188,30 @@ def extraction_accuracy(*, out_path: Path) -> str:
             started = time.time()
             error = ""
             try:
-                facts = extract_turn_facts(StepContext(turn_id), save, llm, turn["narrative"], turn["state"], scene=scene)
+                facts = extract_turn_facts(
+                    StepContext(turn_id), save, llm, turn["narrative"], turn["state"], scene=scene
+                )
             except Exception as exc:  # a failed call is a miss, recorded with its reason
                 facts, error = [], f"{exc.__class__.__name__}: {exc}"
             truth = {fold(n) for n in turn["truth_present"]}
             said = {fold(n) for n in scene.present}
-            told = {(fold(speaker), fold(listener)) for speaker, listeners in scene.told.values() for listener in listeners}
-            row = {**_stamp(), "mode": "extraction", "turn_id": turn_id, "narrative": turn["narrative"],
-                   "truth_present": sorted(truth), "present": sorted(said), "truth_told": sorted(_tellings(turn)),
-                   "told": sorted(told), "facts": [f.statement for f in facts], "error": error,
-                   "answer": recorder.answers[-1] if recorder.answers and not error else "",
-                   "seconds": round(time.time() - started, 1)}
+            told = {
+                (fold(speaker), fold(listener)) for speaker, listeners in scene.told.values() for listener in listeners
+            }
+            row = {
+                **_stamp(),
+                "mode": "extraction",
+                "turn_id": turn_id,
+                "narrative": turn["narrative"],
+                "truth_present": sorted(truth),
+                "present": sorted(said),
+                "truth_told": sorted(_tellings(turn)),
+                "told": sorted(told),
+                "facts": [f.statement for f in facts],
+                "error": error,
+                "answer": recorder.answers[-1] if recorder.answers and not error else "",
+                "seconds": round(time.time() - started, 1),
+            }
             rows.append(row)
             log.write(json.dumps(row) + "\n")
             log.flush()
@@ -187,13 +229,15 @@ def extraction_report(rows: list[dict], name: str) -> str:
     telling = [r for r in rows if r["truth_told"]]
     quiet = [r for r in rows if not r["truth_told"]]
     pair_right = sum(len(pairs(r, "told") & pairs(r, "truth_told")) for r in rows)
-    return (f"extraction ({len(rows)} turns, {sum(bool(r['error']) for r in rows)} failed calls): presence exact "
-            f"{exact}/{len(rows)} turns; names right {right} of {said} said (precision), {right} of {truth} present "
-            f"(recall). Told-to: {len(telling)} turns with a telling, listeners exact "
-            f"{sum(listeners(r, 'told') == listeners(r, 'truth_told') for r in telling)}/{len(telling)}, "
-            f"(speaker, listener) pairs right {pair_right} of {sum(len(r['told']) for r in rows)} said, of "
-            f"{sum(len(r['truth_told']) for r in rows)} true; {len(quiet)} turns without one, "
-            f"{sum(not r['told'] for r in quiet)}/{len(quiet)} said none (answers: {name})")
+    return (
+        f"extraction ({len(rows)} turns, {sum(bool(r['error']) for r in rows)} failed calls): presence exact "
+        f"{exact}/{len(rows)} turns; names right {right} of {said} said (precision), {right} of {truth} present "
+        f"(recall). Told-to: {len(telling)} turns with a telling, listeners exact "
+        f"{sum(listeners(r, 'told') == listeners(r, 'truth_told') for r in telling)}/{len(telling)}, "
+        f"(speaker, listener) pairs right {pair_right} of {sum(len(r['told']) for r in rows)} said, of "
+        f"{sum(len(r['truth_told']) for r in rows)} true; {len(quiet)} turns without one, "
+        f"{sum(not r['told'] for r in quiet)}/{len(quiet)} said none (answers: {name})"
+    )
 
 
 def mission_texts(missions: list[str]) -> list[str]:
@@ -216,8 +260,16 @@ def restatement_scores(beliefs: list[dict], facts: list[str], missions: list[str
     """
     import numpy as np
 
-    out = {"beliefs": len(beliefs), "restate_fact": 0, "restate_mission": 0, "restate": 0, "restate_mission_lexical": 0,
-           "facts_per_belief_mean": 0.0, "facts_per_belief_median": 0.0, "rows": []}
+    out = {
+        "beliefs": len(beliefs),
+        "restate_fact": 0,
+        "restate_mission": 0,
+        "restate": 0,
+        "restate_mission_lexical": 0,
+        "facts_per_belief_mean": 0.0,
+        "facts_per_belief_median": 0.0,
+        "rows": [],
+    }
     if not beliefs:
         return out
     vectors = embed([b["statement"] for b in beliefs])
@@ -247,8 +299,9 @@ def _beliefs(save, horizon: int) -> list[dict]:
             for name, value in BELIEF_ROLLBACK.values_at(row, horizon).items():
                 setattr(row, name, value)
         if row.deleted_turn_id is None:
-            out.append({"statement": row.statement, "subject": row.subject, "holder": row.holder,
-                        "sources": row.sources or []})
+            out.append(
+                {"statement": row.statement, "subject": row.subject, "holder": row.holder, "sources": row.sources or []}
+            )
     return out
 
 
@@ -277,7 +330,9 @@ def belief_restatement(*, out_path: Path, turns: int = 0) -> str:
         demo_load()
     universe = Universe.objects.get(slug="the-drowned-reach")
     before = demo_living_load(universe=universe).game_save
-    after = save_import(universe=universe, data=LIVING_SAVE_FILE.read_bytes(), name="restatement, today's code").game_save
+    after = save_import(
+        universe=universe, data=LIVING_SAVE_FILE.read_bytes(), name="restatement, today's code"
+    ).game_save
     Observation.all_objects.filter(game_save=after).delete()
     MentalModel.objects.filter(game_save=after).delete()
     mission = missions_module.get_universe_mission(after)
@@ -307,30 +362,66 @@ def belief_restatement(*, out_path: Path, turns: int = 0) -> str:
             counts = apply_consolidation(after.save_id, turn, kept, {fid: turn for fid in real_ids}) if kept else {}
             if kept:
                 assign_holders(after, turn, missions=missions)
-            log.write(json.dumps({**_stamp(), "mode": "beliefs", "turn_id": turn, "facts": len(facts), "error": error,
-                                  "answer": recorder.answers[-1] if recorder.answers and not error else "",
-                                  "actions": [{"kind": a.kind, "statement": a.statement, "subject": a.subject,
-                                               "sources": a.source_fact_ids} for a in actions],
-                                  "refused": len(actions) - len(kept), "counts": counts,
-                                  "seconds": round(time.time() - started, 1)}) + "\n")
+            log.write(
+                json.dumps(
+                    {
+                        **_stamp(),
+                        "mode": "beliefs",
+                        "turn_id": turn,
+                        "facts": len(facts),
+                        "error": error,
+                        "answer": recorder.answers[-1] if recorder.answers and not error else "",
+                        "actions": [
+                            {
+                                "kind": a.kind,
+                                "statement": a.statement,
+                                "subject": a.subject,
+                                "sources": a.source_fact_ids,
+                            }
+                            for a in actions
+                        ],
+                        "refused": len(actions) - len(kept),
+                        "counts": counts,
+                        "seconds": round(time.time() - started, 1),
+                    }
+                )
+                + "\n"
+            )
             log.flush()
     embedder = get_embedder()
     texts = mission_texts([mission, *missions.values()])
     all_facts = list(FactRow.objects.filter(game_save=after, turn_id__lte=last).values_list("statement", flat=True))
     lexical = lambda statement: restates_mission(statement, [mission, *missions.values()])  # noqa: E731
-    scores = {name: restatement_scores(_beliefs(save, last), all_facts, texts, embedder.encode, lexical)
-              for name, save in (("before", before), ("after", after))}
+    scores = {
+        name: restatement_scores(_beliefs(save, last), all_facts, texts, embedder.encode, lexical)
+        for name, save in (("before", before), ("after", after))
+    }
     provenance = json.loads(PROVENANCE_FILE.read_text())
     with out_path.open("a") as log:
-        log.write(json.dumps({**_stamp(), "mode": "beliefs-scores", "turns": last, "refused": refused,
-                              "before_recorded_with": provenance.get("model"),
-                              "before_recorded_from": provenance.get("recorded_from"), **scores}) + "\n")
+        log.write(
+            json.dumps(
+                {
+                    **_stamp(),
+                    "mode": "beliefs-scores",
+                    "turns": last,
+                    "refused": refused,
+                    "before_recorded_with": provenance.get("model"),
+                    "before_recorded_from": provenance.get("recorded_from"),
+                    **scores,
+                }
+            )
+            + "\n"
+        )
     lines = [f"beliefs over turns 1-{last} of the living demo save ({len(all_facts)} facts; answers: {out_path.name})"]
     for name, s in scores.items():
-        lines.append(f"  {name}: {s['beliefs']} beliefs, restating a fact or a mission {s['restate']}/{s['beliefs']} "
-                     f"(a fact {s['restate_fact']}, a mission {s['restate_mission']}); the mission by the pipeline's "
-                     f"lexical test {s['restate_mission_lexical']}; facts per belief mean "
-                     f"{s['facts_per_belief_mean']}, median {s['facts_per_belief_median']}")
-    lines.append(f"  after: mission restatements refused {refused}; held by a character "
-                 f"{sum(bool(b['holder']) for b in _beliefs(after, last))}")
+        lines.append(
+            f"  {name}: {s['beliefs']} beliefs, restating a fact or a mission {s['restate']}/{s['beliefs']} "
+            f"(a fact {s['restate_fact']}, a mission {s['restate_mission']}); the mission by the pipeline's "
+            f"lexical test {s['restate_mission_lexical']}; facts per belief mean "
+            f"{s['facts_per_belief_mean']}, median {s['facts_per_belief_median']}"
+        )
+    lines.append(
+        f"  after: mission restatements refused {refused}; held by a character "
+        f"{sum(bool(b['holder']) for b in _beliefs(after, last))}"
+    )
     return "\n".join(lines)

@@ -33,6 +33,7 @@ Run against any endpoint given by the usual variables, e.g. the local instrument
     .venv/bin/python bench/living_quality.py --conversation 26 --sessions 1-3
 Not for CI: a 1.5B model on 2 cores takes minutes per session.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -293,12 +294,33 @@ def run_conversation(cid: str, conv: dict, sessions: list[int], proxy, embed: Em
                 duplicate_beliefs += 1
     models = Counter(m.subject_key or "" for m in MentalModel.objects.filter(game_save=save))
     calls = list(LLMCall.objects.filter(game_save=save))
-    ops: dict[str, dict] = {op: {"calls": 0, "errors": 0, "seconds": 0.0, "prompt_tokens": 0,
-                                 "completion_tokens": 0, "answers": 0, "valid": 0, "length_stops": 0}
-                            for op in OPERATIONS}
+    ops: dict[str, dict] = {
+        op: {
+            "calls": 0,
+            "errors": 0,
+            "seconds": 0.0,
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+            "answers": 0,
+            "valid": 0,
+            "length_stops": 0,
+        }
+        for op in OPERATIONS
+    }
     for call, exchange in attribute(calls, proxy.answered()):
-        op = ops.setdefault(call.operation, {"calls": 0, "errors": 0, "seconds": 0.0, "prompt_tokens": 0,
-                                             "completion_tokens": 0, "answers": 0, "valid": 0, "length_stops": 0})
+        op = ops.setdefault(
+            call.operation,
+            {
+                "calls": 0,
+                "errors": 0,
+                "seconds": 0.0,
+                "prompt_tokens": 0,
+                "completion_tokens": 0,
+                "answers": 0,
+                "valid": 0,
+                "length_stops": 0,
+            },
+        )
         op["calls"] += 1
         op["errors"] += bool(call.error)
         op["seconds"] += call.latency_ms / 1000
@@ -334,8 +356,12 @@ def summarise(results: list[dict]) -> dict:
     models = [n for r in results for n in r["models"].values()]
     return {
         "turns": total_turns,
-        "event_recall": round(sum(t["matched"] for t in annotated) / max(1, sum(t["annotations"] for t in annotated)), 3),
-        "event_recall_mean_per_session": round(statistics.fmean(t["matched"] / t["annotations"] for t in annotated), 3) if annotated else None,
+        "event_recall": round(
+            sum(t["matched"] for t in annotated) / max(1, sum(t["annotations"] for t in annotated)), 3
+        ),
+        "event_recall_mean_per_session": round(statistics.fmean(t["matched"] / t["annotations"] for t in annotated), 3)
+        if annotated
+        else None,
         "grounded_facts": round(sum(t["grounded"] for t in turns) / max(1, facts), 3),
         "facts_per_turn": round(facts / max(1, total_turns), 2),
         "exact_duplicate_facts_per_turn": round(sum(t["exact_duplicates"] for t in turns) / max(1, total_turns), 2),
@@ -411,8 +437,7 @@ def main() -> int:
         if args.dump:
             Path(args.dump).write_text(
                 json.dumps(
-                    {"summary": summary, "results": results,
-                     "exchanges": [e.as_dict() for e in proxy.exchanges]},
+                    {"summary": summary, "results": results, "exchanges": [e.as_dict() for e in proxy.exchanges]},
                     indent=2,
                     default=str,
                 )

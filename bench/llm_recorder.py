@@ -12,6 +12,7 @@ the benchmark measures the model's answers, not the client's reading of them.
 Only for loopback measurement: it binds 127.0.0.1, holds everything in memory, and is not
 part of the studio.
 """
+
 from __future__ import annotations
 
 import json
@@ -129,7 +130,7 @@ class RecordingProxy:
         raw = handler.rfile.read(length) if length else b""
         split = urlsplit(self.upstream)
         base_path = split.path.rstrip("/")
-        path = handler.path[len(base_path):] if handler.path.startswith(base_path) else handler.path
+        path = handler.path[len(base_path) :] if handler.path.startswith(base_path) else handler.path
         exchange = Exchange(started=time.time(), path=path)
         try:
             exchange.request = json.loads(raw) if raw else {}

@@ -28,6 +28,7 @@ on a shared machine the CPU time is the steadier figure.
 Usage (from the project root):
     .venv/bin/python bench/lore_activation.py [--entries 5000] [--keys 10] [--turns 60] [--repeat 3]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,10 +52,42 @@ from studio.memory.lore_activation import (  # noqa: E402
     scan_messages,
 )
 
-SYLLABLES = ["ka", "el", "vo", "ra", "mi", "to", "sha", "run", "dor", "bel", "ith", "ou", "zan", "qua", "per",
-             "lis", "gon", "fae", "ryn", "tal", "mor", "wen", "gar", "ul", "ny", "ves", "cor", "dra", "hel", "sto"]
-COMMON = ("the and of a to in was he she they it with for on at by from his her their but not as this that "
-          "had were there then when into over again under old new great small dark light long").split()
+SYLLABLES = [
+    "ka",
+    "el",
+    "vo",
+    "ra",
+    "mi",
+    "to",
+    "sha",
+    "run",
+    "dor",
+    "bel",
+    "ith",
+    "ou",
+    "zan",
+    "qua",
+    "per",
+    "lis",
+    "gon",
+    "fae",
+    "ryn",
+    "tal",
+    "mor",
+    "wen",
+    "gar",
+    "ul",
+    "ny",
+    "ves",
+    "cor",
+    "dra",
+    "hel",
+    "sto",
+]
+COMMON = (
+    "the and of a to in was he she they it with for on at by from his her their but not as this that "
+    "had were there then when into over again under old new great small dark light long"
+).split()
 WINDOW_TURNS = 20
 SCAN_DEPTH = 2 * WINDOW_TURNS + 1
 
@@ -94,8 +127,17 @@ def build_book(entries: int, keys_per_entry: int, rng: random.Random) -> tuple[l
             fields["probability"] = rng.choice((10, 50, 90))
         # ~40 words, one or two of them another entry's key (so recursion has something to follow)
         text = " ".join(rng.choice(all_keys) if rng.random() < 0.01 else filler(rng) for _ in range(40))
-        specs.append(LoreSpec(entry_id=f"e{i:05d}", title=f"Entry {i}", text=text, keys=tuple(keys),
-                              insertion_order=rng.randrange(0, 200), token_count=60, **fields))
+        specs.append(
+            LoreSpec(
+                entry_id=f"e{i:05d}",
+                title=f"Entry {i}",
+                text=text,
+                keys=tuple(keys),
+                insertion_order=rng.randrange(0, 200),
+                token_count=60,
+                **fields,
+            )
+        )
     return specs, all_keys
 
 
@@ -123,8 +165,9 @@ class PerEntryRegexLoop:
             plain = [re.escape(k.lower()) for k in spec.keys if not k.startswith("/")]
             regexes = [re.compile(k[1:-2], re.IGNORECASE) for k in spec.keys if k.startswith("/")]
             primary = re.compile("|".join(plain)) if plain else None
-            secondary = re.compile("|".join(re.escape(k.lower()) for k in spec.secondary_keys)) \
-                if spec.secondary_keys else None
+            secondary = (
+                re.compile("|".join(re.escape(k.lower()) for k in spec.secondary_keys)) if spec.secondary_keys else None
+            )
             self.entries.append((spec.entry_id, primary, regexes, secondary))
 
     def run(self, buffer: str) -> set[str]:
@@ -142,13 +185,22 @@ class PerKeySubstringLoop:
     """SillyTavern's own loop (world-info.js matchKeys): `haystack.includes(key)` key by key."""
 
     def __init__(self, specs: list[LoreSpec]):
-        self.entries = [(s.entry_id, [k.lower() for k in s.keys if not k.startswith("/")],
-                         [re.compile(k[1:-2], re.IGNORECASE) for k in s.keys if k.startswith("/")]) for s in specs]
+        self.entries = [
+            (
+                s.entry_id,
+                [k.lower() for k in s.keys if not k.startswith("/")],
+                [re.compile(k[1:-2], re.IGNORECASE) for k in s.keys if k.startswith("/")],
+            )
+            for s in specs
+        ]
 
     def run(self, buffer: str) -> set[str]:
         lowered = buffer.lower()
-        return {entry_id for entry_id, keys, regexes in self.entries
-                if any(k in lowered for k in keys) or any(r.search(buffer) for r in regexes)}
+        return {
+            entry_id
+            for entry_id, keys, regexes in self.entries
+            if any(k in lowered for k in keys) or any(r.search(buffer) for r in regexes)
+        }
 
 
 def main() -> None:
@@ -162,15 +214,19 @@ def main() -> None:
     rng = random.Random(args.seed)
     specs, all_keys = build_book(args.entries, args.keys, rng)
     chat = build_chat(args.turns, all_keys, rng)
-    print(f"book: {len(specs):,} entries, {len(all_keys):,} keys; chat: {len(chat)} turns; "
-          f"window {WINDOW_TURNS} turns = scan depth {SCAN_DEPTH} messages")
+    print(
+        f"book: {len(specs):,} entries, {len(all_keys):,} keys; chat: {len(chat)} turns; "
+        f"window {WINDOW_TURNS} turns = scan depth {SCAN_DEPTH} messages"
+    )
     print("load:", os.popen("uptime").read().strip())
 
     defaults = LoreDefaults(scan_depth=SCAN_DEPTH, recursion_depth=3)
     started = time.perf_counter()
     book = CompiledBook(specs, defaults)
-    print(f"compile the book (automaton over {len(book.needles):,} keys, regexes, indexes): "
-          f"{(time.perf_counter() - started) * 1000:.0f} ms (once per book version)")
+    print(
+        f"compile the book (automaton over {len(book.needles):,} keys, regexes, indexes): "
+        f"{(time.perf_counter() - started) * 1000:.0f} ms (once per book version)"
+    )
     first_pass_book = CompiledBook(specs, LoreDefaults(scan_depth=SCAN_DEPTH, recursion_depth=0))
     started = time.perf_counter()
     baseline = PerEntryRegexLoop(specs)
@@ -212,11 +268,16 @@ def main() -> None:
             substring.append(time.perf_counter() - started)
 
             first = activate(book=first_pass_book, messages=messages, turn=turn, state=None, seed=seed)
-            key_matched = {r.entry_id for r in first.explanations.values()
-                           if r.matched_key and r.code in ("key", "secondary", "group", "probability", "budget")}
+            key_matched = {
+                r.entry_id
+                for r in first.explanations.values()
+                if r.matched_key and r.code in ("key", "secondary", "group", "probability", "budget")
+            }
             constants = {s.entry_id for s in specs if s.constant}
-            assert key_matched == matched - constants or key_matched == matched, \
-                (len(key_matched ^ matched), sorted(key_matched ^ matched)[:5])
+            assert key_matched == matched - constants or key_matched == matched, (
+                len(key_matched ^ matched),
+                sorted(key_matched ^ matched)[:5],
+            )
             checks += 1
 
     def line(name: str, samples: list[float]) -> str:
@@ -231,12 +292,18 @@ def main() -> None:
     print(line("per-entry regex loop (matching only)", loop))
     print(line("per-entry regex loop, CPU time", loop_cpu))
     print(line("per-key substring loop (SillyTavern's way)", substring))
-    print(f"ratio per-entry regex loop / engine cold (p50, wall): {statistics.median(loop) / statistics.median(cold):.1f}x; "
-          f"CPU: {statistics.median(loop_cpu) / statistics.median(cold_cpu):.1f}x; "
-          f"loop / engine warm: {statistics.median(loop) / statistics.median(warm):.1f}x")
-    print(f"ratio per-key substring loop / engine cold (p50): {statistics.median(substring) / statistics.median(cold):.1f}x")
-    print(f"activated per turn: median {statistics.median(activated_counts):.0f}; "
-          f"first-pass key matches equal the loop's matches on {checks} of {checks} turns")
+    print(
+        f"ratio per-entry regex loop / engine cold (p50, wall): {statistics.median(loop) / statistics.median(cold):.1f}x; "
+        f"CPU: {statistics.median(loop_cpu) / statistics.median(cold_cpu):.1f}x; "
+        f"loop / engine warm: {statistics.median(loop) / statistics.median(warm):.1f}x"
+    )
+    print(
+        f"ratio per-key substring loop / engine cold (p50): {statistics.median(substring) / statistics.median(cold):.1f}x"
+    )
+    print(
+        f"activated per turn: median {statistics.median(activated_counts):.0f}; "
+        f"first-pass key matches equal the loop's matches on {checks} of {checks} turns"
+    )
 
 
 if __name__ == "__main__":

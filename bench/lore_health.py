@@ -18,6 +18,7 @@ Measured in the same run:
 Usage (from the project root):
     .venv/bin/python bench/lore_health.py [--entries 5000] [--keys 10] [--turns 300]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,38 +58,59 @@ def main() -> None:
     owner = User.objects.create_user("bench")
     universe = Universe.objects.create(name="Bench", slug="bench", owner=owner)
     UniverseMeta.objects.create(universe=universe, key="lore_scan_depth", value=str(2 * WINDOW_TURNS + 1))
-    LoreEntry.objects.bulk_create([
-        LoreEntry(universe=universe, entry_id=s.entry_id, title=s.title, text=s.text, keys=list(s.keys),
-                  secondary_keys=list(s.secondary_keys), constant=s.constant, inclusion_group=s.inclusion_group,
-                  probability=s.probability, insertion_order=s.insertion_order, token_count=s.token_count)
-        for s in specs], batch_size=1000)
+    LoreEntry.objects.bulk_create(
+        [
+            LoreEntry(
+                universe=universe,
+                entry_id=s.entry_id,
+                title=s.title,
+                text=s.text,
+                keys=list(s.keys),
+                secondary_keys=list(s.secondary_keys),
+                constant=s.constant,
+                inclusion_group=s.inclusion_group,
+                probability=s.probability,
+                insertion_order=s.insertion_order,
+                token_count=s.token_count,
+            )
+            for s in specs
+        ],
+        batch_size=1000,
+    )
     save = Save.objects.create(universe=universe, name="Long run", save_id="benchsave", current_turn=len(chat))
-    Event.objects.bulk_create([Event(game_save=save, turn_id=t, player_input=i, narrative=n) for t, i, n in chat],
-                              batch_size=1000)
+    Event.objects.bulk_create(
+        [Event(game_save=save, turn_id=t, player_input=i, narrative=n) for t, i, n in chat], batch_size=1000
+    )
     print(f"book: {len(specs):,} entries, {len(all_keys):,} keys; save: {len(chat)} turns; window {WINDOW_TURNS} turns")
     print("load:", os.popen("uptime").read().strip())
 
     started, cpu = time.perf_counter(), time.process_time()
     report = lore_health(universe=universe, saves=[save])
     health_wall, health_cpu = time.perf_counter() - started, time.process_time() - cpu
-    print(f"health (book checks + replay of {report.turns} turns, first run, compiles the book): "
-          f"{health_wall * 1000:.0f} ms wall, {health_cpu * 1000:.0f} ms CPU; "
-          f"{len(report.costs):,} entries activated, {len(report.never_activated):,} never")
+    print(
+        f"health (book checks + replay of {report.turns} turns, first run, compiles the book): "
+        f"{health_wall * 1000:.0f} ms wall, {health_cpu * 1000:.0f} ms CPU; "
+        f"{len(report.costs):,} entries activated, {len(report.never_activated):,} never"
+    )
     started, cpu = time.perf_counter(), time.process_time()
     lore_health(universe=universe, saves=[save])
     again_wall, again_cpu = time.perf_counter() - started, time.process_time() - cpu
-    print(f"health again (book cached): {again_wall * 1000:.0f} ms wall, {again_cpu * 1000:.0f} ms CPU "
-          f"({again_cpu / max(1, report.turns) * 1000:.2f} ms CPU a turn)")
+    print(
+        f"health again (book cached): {again_wall * 1000:.0f} ms wall, {again_cpu * 1000:.0f} ms CPU "
+        f"({again_cpu / max(1, report.turns) * 1000:.2f} ms CPU a turn)"
+    )
 
     loop = PerEntryRegexLoop(specs)
     started, cpu = time.perf_counter(), time.process_time()
     for turn, player_input, _narrative in chat:
-        window = [t for t in chat[max(0, turn - 1 - WINDOW_TURNS):turn - 1]]
+        window = [t for t in chat[max(0, turn - 1 - WINDOW_TURNS) : turn - 1]]
         buffer = "\n".join([player_input, *(f"{i}\n{n}" for _t, i, n in reversed(window))])
         loop.run(buffer)
     naive_wall, naive_cpu = time.perf_counter() - started, time.process_time() - cpu
-    print(f"naive replay (per-entry regex over each turn's window, matching only): "
-          f"{naive_wall * 1000:.0f} ms wall, {naive_cpu * 1000:.0f} ms CPU")
+    print(
+        f"naive replay (per-entry regex over each turn's window, matching only): "
+        f"{naive_wall * 1000:.0f} ms wall, {naive_cpu * 1000:.0f} ms CPU"
+    )
     print(f"ratio naive / health (CPU, book cached): {naive_cpu / again_cpu:.1f}x")
 
     text = " ".join(rng.choice(all_keys) if rng.random() < 0.05 else "the" for _ in range(80))
@@ -97,8 +119,10 @@ def main() -> None:
         started = time.perf_counter()
         result = lore_key_test(universe=universe, text=text)
         times.append(time.perf_counter() - started)
-    print(f"key tester ({len(result.included)} included, {len(result.considered)} considered of "
-          f"{result.total:,}): p50 {statistics.median(times) * 1000:.1f} ms")
+    print(
+        f"key tester ({len(result.included)} included, {len(result.considered)} considered of "
+        f"{result.total:,}): p50 {statistics.median(times) * 1000:.1f} ms"
+    )
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ Usage (from the project root):
     .venv/bin/python bench/lore_list.py [--entries 5000] [--repeat 30]
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/axiom_bench_lore .venv/bin/python bench/lore_list.py
 """
+
 from __future__ import annotations
 
 import argparse
@@ -76,11 +77,19 @@ def build_book(slug: str, entries: int, rng: random.Random) -> Universe:
     for i in range(entries):
         text = " ".join(rng.choice(VOCABULARY) for _ in range(rng.randint(20, 220))).capitalize() + "."
         words, tokens = text_counts(text)
-        rows.append(LoreEntry(
-            universe=universe, entry_id=f"entry-{i:05d}", title=f"{rng.choice(VOCABULARY).title()} {i:05d}",
-            kind=kinds[i % len(kinds)], text=text, keys=[rng.choice(VOCABULARY)], word_count=words,
-            token_count=tokens, embedding_state=EmbeddingState.EMBEDDED,
-        ))
+        rows.append(
+            LoreEntry(
+                universe=universe,
+                entry_id=f"entry-{i:05d}",
+                title=f"{rng.choice(VOCABULARY).title()} {i:05d}",
+                kind=kinds[i % len(kinds)],
+                text=text,
+                keys=[rng.choice(VOCABULARY)],
+                word_count=words,
+                token_count=tokens,
+                embedding_state=EmbeddingState.EMBEDDED,
+            )
+        )
     created = LoreEntry.objects.bulk_create(rows, batch_size=500)
     through = LoreEntry.links.through
     links = set()
@@ -88,13 +97,13 @@ def build_book(slug: str, entries: int, rng: random.Random) -> Universe:
         for target in rng.sample(created, rng.randint(0, 4)):
             if target.pk != entry.pk:
                 links.add((entry.pk, target.pk))
-    through.objects.bulk_create(
-        [through(from_loreentry_id=a, to_loreentry_id=b) for a, b in links], batch_size=1000
-    )
+    through.objects.bulk_create([through(from_loreentry_id=a, to_loreentry_id=b) for a, b in links], batch_size=1000)
     return universe
 
 
-def timed_get(client: Client, url: str, params: dict, headers: dict, repeat: int) -> tuple[list[float], list[float], int, int]:
+def timed_get(
+    client: Client, url: str, params: dict, headers: dict, repeat: int
+) -> tuple[list[float], list[float], int, int]:
     """Return wall-clock and CPU seconds per request, the query count and the response size.
 
     CPU time (this process: Python, template, and SQLite's own work, which runs in-process)
@@ -139,8 +148,9 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=5000)
     parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--no-toml", dest="toml", action="store_false",
-                        help="skip the Universe-as-Code export/import measurement")
+    parser.add_argument(
+        "--no-toml", dest="toml", action="store_false", help="skip the Universe-as-Code export/import measurement"
+    )
     args = parser.parse_args()
 
     call_command("migrate", verbosity=0)
@@ -156,9 +166,11 @@ def main() -> None:
     htmx = {"HTTP_HX_REQUEST": "true"}
     engine = connection.vendor
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"# Lore Book list: {args.entries:,} entries on {engine} ({build_seconds:.1f}s to build, "
-          f"token counts: {token_method()}); {args.repeat} requests each after a warm-up; "
-          f"load average {load:.1f} on {os.cpu_count()} CPUs")
+    print(
+        f"# Lore Book list: {args.entries:,} entries on {engine} ({build_seconds:.1f}s to build, "
+        f"token counts: {token_method()}); {args.repeat} requests each after a warm-up; "
+        f"load average {load:.1f} on {os.cpu_count()} CPUs"
+    )
     variants = [
         ("page 1 (full page)", {}, {}),
         ("page 1 (htmx fragment)", {}, htmx),
@@ -183,15 +195,18 @@ def main() -> None:
             samples, cpu, queries, size = timed_get(client, url, params, headers, args.repeat)
             _, _, small_queries, _ = timed_get(client, small_url, params, headers, 2)
         results[label] = samples
-        print(f"| {label} | {ms(samples, 50):.1f} | {ms(samples, 95):.1f} | {ms(cpu, 50):.1f} | {queries} "
-              f"| {small_queries} | {size:,} |")
+        print(
+            f"| {label} | {ms(samples, 50):.1f} | {ms(samples, 95):.1f} | {ms(cpu, 50):.1f} | {queries} "
+            f"| {small_queries} | {size:,} |"
+        )
     floor = raw_floor(big, args.repeat)
     page_p50 = ms(results["page 1 (full page)"], 50)
     print()
-    print(f"Raw floor (the page's SQL done directly): p50 {ms(floor, 50):.1f} ms, p95 {ms(floor, 95):.1f} ms; "
-          f"full page / raw floor = {page_p50 / ms(floor, 50):.2f}x")
-    print(f"Mean full page: {statistics.fmean(results['page 1 (full page)']) * 1000:.1f} ms "
-          f"(target: under 200 ms)")
+    print(
+        f"Raw floor (the page's SQL done directly): p50 {ms(floor, 50):.1f} ms, p95 {ms(floor, 95):.1f} ms; "
+        f"full page / raw floor = {page_p50 / ms(floor, 50):.2f}x"
+    )
+    print(f"Mean full page: {statistics.fmean(results['page 1 (full page)']) * 1000:.1f} ms (target: under 200 ms)")
     if args.toml:
         bench_toml(big, author)
 
@@ -228,14 +243,20 @@ def bench_toml(universe: Universe, author: User) -> None:
     tomli_w.dumps(raw, multiline_strings=True)
     raw_dump = time.perf_counter() - start
     print()
-    print(f"Universe-as-Code, {counts['created']:,} entries, {len(text.encode()):,} bytes "
-          f"(export -> import -> export byte-identical: {identical}; re-import: {again})")
+    print(
+        f"Universe-as-Code, {counts['created']:,} entries, {len(text.encode()):,} bytes "
+        f"(export -> import -> export byte-identical: {identical}; re-import: {again})"
+    )
     print()
     print("| step | seconds | raw library floor |")
     print("|---|---:|---:|")
-    print(f"| export | {timings['export']:.2f} | tomli_w.dumps {raw_dump:.2f} s ({timings['export'] / raw_dump:.1f}x) |")
-    print(f"| parse + validate | {timings['parse + validate']:.2f} | tomllib.loads {raw_load:.2f} s "
-          f"({timings['parse + validate'] / raw_load:.1f}x) |")
+    print(
+        f"| export | {timings['export']:.2f} | tomli_w.dumps {raw_dump:.2f} s ({timings['export'] / raw_dump:.1f}x) |"
+    )
+    print(
+        f"| parse + validate | {timings['parse + validate']:.2f} | tomllib.loads {raw_load:.2f} s "
+        f"({timings['parse + validate'] / raw_load:.1f}x) |"
+    )
     print(f"| import as a new universe | {timings['import as a new universe']:.2f} | |")
     print(f"| re-import, nothing changed | {timings['re-import, nothing changed']:.2f} | |")
 

@@ -47,6 +47,7 @@ out; a baseline: its turns in order), temperature 0, scored with LoCoMo's answer
     .venv/bin/python bench/memory_qa.py [--convs 26,30] [--budget 1500] [--json bench/data/memory_qa.json]
         [--real-model 50]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -79,22 +80,44 @@ def load(path: Path) -> dict:
             text = f"{utterance['speaker']}: {utterance['text']}"
             if utterance.get("blip_caption"):
                 text += f" [shares a photo: {utterance['blip_caption']}]"
-            turns.append({"turn_id": len(turns) + 1, "dia_id": utterance["dia_id"], "text": text,
-                          "date": date, "session": number})
-        sessions.append({"number": number, "first": first, "last": len(turns), "date": date,
-                         "summary": data.get(f"session_{number}_summary", "")})
+            turns.append(
+                {
+                    "turn_id": len(turns) + 1,
+                    "dia_id": utterance["dia_id"],
+                    "text": text,
+                    "date": date,
+                    "session": number,
+                }
+            )
+        sessions.append(
+            {
+                "number": number,
+                "first": first,
+                "last": len(turns),
+                "date": date,
+                "summary": data.get(f"session_{number}_summary", ""),
+            }
+        )
         number += 1
     known = {t["dia_id"] for t in turns}
     questions, skipped = [], 0
     for qa in data["qa"]:
         if qa.get("category") not in CATEGORIES:
             continue
-        evidence = sorted({f"D{a}:{b}" for item in qa.get("evidence", []) for a, b in EVIDENCE.findall(str(item))} & known)
+        evidence = sorted(
+            {f"D{a}:{b}" for item in qa.get("evidence", []) for a, b in EVIDENCE.findall(str(item))} & known
+        )
         if not evidence:
             skipped += 1
             continue
-        questions.append({"question": qa["question"], "answer": str(qa.get("answer", "")),
-                          "category": qa["category"], "evidence": evidence})
+        questions.append(
+            {
+                "question": qa["question"],
+                "answer": str(qa.get("answer", "")),
+                "category": qa["category"],
+                "evidence": evidence,
+            }
+        )
     return {"turns": turns, "sessions": sessions, "questions": questions, "skipped": skipped}
 
 
@@ -112,8 +135,9 @@ def add_chapters(game_save, conversation) -> int:
         return 0
     closed = 0
     for session in conversation["sessions"]:
-        chapter = chapters_close_at(game_save=game_save, last_turn=session["last"], reason="bench: LoCoMo session",
-                                    story_time=session["date"])
+        chapter = chapters_close_at(
+            game_save=game_save, last_turn=session["last"], reason="bench: LoCoMo session", story_time=session["date"]
+        )
         if chapter is not None and session["summary"]:
             chapter_summary_edit(chapter=chapter, text=session["summary"])
         closed += chapter is not None
@@ -137,8 +161,9 @@ def studio_arm(game_save, question: str, budget: int) -> tuple[dict, str]:
     """The studio's memory for the question as the narrator's prompt prints it, and its tokens by layer."""
     from studio.saves.narrator.prompt import NarratorConfig, build_narrator_prompt
 
-    prompt = build_narrator_prompt(game_save=game_save, player_input=question,
-                                   config=NarratorConfig(token_budget=budget))
+    prompt = build_narrator_prompt(
+        game_save=game_save, player_input=question, config=NarratorConfig(token_budget=budget)
+    )
     layers = defaultdict(int)
     for item in prompt.memory.included:
         layers[item.layer] += item.tokens
@@ -168,8 +193,10 @@ def arm_text(turns: set[int], text: dict[int, str]) -> str:
     return "\n".join(f"(turn {t}) {text[t]}" for t in sorted(turns) if t in text)
 
 
-ANSWER_SYSTEM = ("Answer the question using only the memory given. Answer in a few words (a name, a date, a "
-                 "short phrase), no explanation. If the memory does not say, answer: unknown.")
+ANSWER_SYSTEM = (
+    "Answer the question using only the memory given. Answer in a few words (a name, a date, a "
+    "short phrase), no explanation. If the memory does not say, answer: unknown."
+)
 
 
 def normalize_answer(text: str) -> list[str]:
@@ -203,7 +230,9 @@ def stratified(contexts: list, n: int) -> list:
         picked.append([items[int(i * step)] for i in range(want)])
     # Each category's questions at their fractional position (i + 0.5) / count, merged: a prefix of the
     # order holds every category in proportion.
-    spread = sorted(((i + 0.5) / len(items), category, i) for category, items in enumerate(picked) for i in range(len(items)))
+    spread = sorted(
+        ((i + 0.5) / len(items), category, i) for category, items in enumerate(picked) for i in range(len(items))
+    )
     chosen = [picked[category][i] for _, category, i in spread]
     return chosen
 
@@ -216,8 +245,9 @@ def answered(log: str | None) -> dict[tuple, dict]:
     return {(r["conv"], r["question"], r["arm"]): r for r in rows}
 
 
-def answer_f1(contexts: list, n: int, log: str | None = None, arms: tuple[str, ...] = ARMS,
-              resume: bool = False, base: str = "") -> list[dict]:
+def answer_f1(
+    contexts: list, n: int, log: str | None = None, arms: tuple[str, ...] = ARMS, resume: bool = False, base: str = ""
+) -> list[dict]:
     """Answer each chosen question from each arm's context with the real model; print mean F1 per arm and category.
 
     `log`: a JSON-lines file each answer is appended to as it comes (a run cut short keeps them); with `resume`,
@@ -233,8 +263,12 @@ def answer_f1(contexts: list, n: int, log: str | None = None, arms: tuple[str, .
     model = os.environ.get("AXIOM_LLM_MODEL", "local")
     chosen = stratified(contexts, n)
     done = answered(log) if resume else {}
-    order = [(row, texts, arm) for arm in arms if arm == "chat window"
-             for row, texts in sorted(chosen, key=lambda c: c[0]["conv"])]
+    order = [
+        (row, texts, arm)
+        for arm in arms
+        if arm == "chat window"
+        for row, texts in sorted(chosen, key=lambda c: c[0]["conv"])
+    ]
     order += [(row, texts, arm) for row, texts in chosen for arm in arms if arm != "chat window"]
     started, asked = time.perf_counter(), 0
     with httpx.Client(timeout=float(os.environ.get("AXIOM_LLM_TIMEOUT", "300"))) as client:
@@ -242,35 +276,64 @@ def answer_f1(contexts: list, n: int, log: str | None = None, arms: tuple[str, .
             key = (row["conv"], row["question"], arm)
             if key in done:
                 continue
-            body = {"model": model, "temperature": 0, "max_tokens": 32, "messages": [
-                {"role": "system", "content": ANSWER_SYSTEM},
-                {"role": "user", "content": f"Memory:\n{texts[arm]}\n\nQuestion: {row['question']}\nShort answer:"}]}
+            body = {
+                "model": model,
+                "temperature": 0,
+                "max_tokens": 32,
+                "messages": [
+                    {"role": "system", "content": ANSWER_SYSTEM},
+                    {"role": "user", "content": f"Memory:\n{texts[arm]}\n\nQuestion: {row['question']}\nShort answer:"},
+                ],
+            }
             response = client.post(base + "/chat/completions", json=body)
             response.raise_for_status()
             answer = (response.json()["choices"][0]["message"].get("content") or "").strip()
-            done[key] = {"conv": row["conv"], "category": row["category"], "question": row["question"], "arm": arm,
-                         "truth": row["answer"], "answer": answer, "f1": round(token_f1(answer, row["answer"]), 3),
-                         "model": model, "when": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-                         "load": round(os.getloadavg()[0], 2)}
+            done[key] = {
+                "conv": row["conv"],
+                "category": row["category"],
+                "question": row["question"],
+                "arm": arm,
+                "truth": row["answer"],
+                "answer": answer,
+                "f1": round(token_f1(answer, row["answer"]), 3),
+                "model": model,
+                "when": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+                "load": round(os.getloadavg()[0], 2),
+            }
             if log:
                 with open(log, "a", encoding="utf-8") as handle:
                     handle.write(json.dumps(done[key]) + "\n")
             asked += 1
-            print(f"{arm}: {row['question'][:60]!r} -> {answer[:40]!r} ({asked} asked, "
-                  f"{time.perf_counter() - started:.0f} s)", file=sys.stderr, flush=True)
-    out = [done[(row["conv"], row["question"], arm)] for row, _ in chosen for arm in arms
-           if (row["conv"], row["question"], arm) in done]
+            print(
+                f"{arm}: {row['question'][:60]!r} -> {answer[:40]!r} ({asked} asked, "
+                f"{time.perf_counter() - started:.0f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
+    out = [
+        done[(row["conv"], row["question"], arm)]
+        for row, _ in chosen
+        for arm in arms
+        if (row["conv"], row["question"], arm) in done
+    ]
     common = [row for row, _ in chosen if all((row["conv"], row["question"], arm) in done for arm in arms)]
-    print(f"\nAnswer token F1 (LoCoMo's metric, no stemming), model {model} at {base}, "
-          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {os.getloadavg()[0]:.1f}.")
-    for title, rows in (("every question each arm answered", [row for row, _ in chosen]),
-                        (f"the {len(common)} questions every arm answered", common)):
+    print(
+        f"\nAnswer token F1 (LoCoMo's metric, no stemming), model {model} at {base}, "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {os.getloadavg()[0]:.1f}."
+    )
+    for title, rows in (
+        ("every question each arm answered", [row for row, _ in chosen]),
+        (f"the {len(common)} questions every arm answered", common),
+    ):
         print(f"\n{title}:\n")
         print("| arm | all | " + " | ".join(CATEGORIES.values()) + " |")
         print("|---|---|" + "---|" * len(CATEGORIES))
         for arm in arms:
-            scored = [(row["category"], done[(row["conv"], row["question"], arm)]["f1"]) for row in rows
-                      if (row["conv"], row["question"], arm) in done]
+            scored = [
+                (row["category"], done[(row["conv"], row["question"], arm)]["f1"])
+                for row in rows
+                if (row["conv"], row["question"], arm) in done
+            ]
             by = {c: [f for cat, f in scored if cat == c] for c in CATEGORIES}
             cells = " | ".join(f"{sum(v) / len(v):.3f} (n={len(v)})" if v else "-" for v in by.values())
             mean = sum(f for _, f in scored) / len(scored) if scored else 0.0
@@ -285,15 +348,31 @@ def main() -> int:
     parser.add_argument("--budget", type=int, default=1500, help="the narrator's memory budget in tokens")
     parser.add_argument("--limit", type=int, default=0, help="at most this many questions per conversation (0: all)")
     parser.add_argument("--json", help="write per-question rows to this file")
-    parser.add_argument("--real-model", type=int, default=0, metavar="N",
-                        help="also answer N questions (stratified by category, the same for every arm) with the model "
-                             "the AXIOM_LLM_* variables point at, from each arm's context, and score token F1")
-    parser.add_argument("--arms", default=",".join(ARMS),
-                        help="with --real-model: the arms to answer, comma-separated (default: all five)")
-    parser.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE",
-                        help="a Universe_Meta key set on each conversation's universe before the questions (repeatable)")
-    parser.add_argument("--resume", action="store_true",
-                        help="with --real-model and --json: keep the answers already in the JSON's .answers.jsonl log")
+    parser.add_argument(
+        "--real-model",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also answer N questions (stratified by category, the same for every arm) with the model "
+        "the AXIOM_LLM_* variables point at, from each arm's context, and score token F1",
+    )
+    parser.add_argument(
+        "--arms",
+        default=",".join(ARMS),
+        help="with --real-model: the arms to answer, comma-separated (default: all five)",
+    )
+    parser.add_argument(
+        "--meta",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Universe_Meta key set on each conversation's universe before the questions (repeatable)",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="with --real-model and --json: keep the answers already in the JSON's .answers.jsonl log",
+    )
     args = parser.parse_args()
     meta = parse_meta_pairs(parser, args.meta)
     # The model answers the questions only: the studio under test gets none, or closing the sessions' chapters
@@ -325,8 +404,11 @@ def main() -> int:
         text = {t["turn_id"]: t["text"] for t in conversation["turns"]}
         last = len(conversation["turns"])
         questions = conversation["questions"][: args.limit or None]
-        print(f"conversation {conv}: {last} turns, {len(conversation['sessions'])} sessions, {chapters} chapters, "
-              f"{len(questions)} questions ({conversation['skipped']} without usable evidence)", file=sys.stderr)
+        print(
+            f"conversation {conv}: {last} turns, {len(conversation['sessions'])} sessions, {chapters} chapters, "
+            f"{len(questions)} questions ({conversation['skipped']} without usable evidence)",
+            file=sys.stderr,
+        )
         recent = set(range(max(last - 3, 1), last + 1))  # the last four turns, as a chat front end shows them
         # The baselines search as deep as the studio may (one ~20-token chunk per 20 tokens of budget, at least 80),
         # so at a large budget they can fill it too.
@@ -338,25 +420,38 @@ def main() -> int:
             layers, texts["studio"] = studio_arm(game_save, q["question"], args.budget)
             for layer, value in layers.items():
                 layer_tokens[layer].append(value)
-            UniverseMeta.objects.update_or_create(universe=universe, key="context_share_summary", defaults={"value": "0"})
+            UniverseMeta.objects.update_or_create(
+                universe=universe, key="context_share_summary", defaults={"value": "0"}
+            )
             _, texts["studio without chapter summaries"] = studio_arm(game_save, q["question"], args.budget)
             if "context_share_summary" in meta:  # back to the run's own value, else to the default
                 UniverseMeta.objects.filter(universe=universe, key="context_share_summary").update(
-                    value=meta["context_share_summary"])
+                    value=meta["context_share_summary"]
+                )
             else:
                 UniverseMeta.objects.filter(universe=universe, key="context_share_summary").delete()
             window = [(t, text[t]) for t in range(last, 0, -1)]
             texts["chat window"] = arm_text(fill(window, args.budget, count_tokens)[0], text)
             for arm, arms in (("plain RAG", ("semantic",)), ("hybrid fill", None)):
                 vm.set_config(replace(default_config, arms=arms) if arms else default_config)
-                results = vm.query(game_save.save_id, q["question"], k=search_k, current_turn_id=last,
-                                   exclude_chunk_type="lore")
-                ranked = [(r["turn_id"], text[r["turn_id"]]) for r in results if r.get("turn_id") in text and r["turn_id"] not in recent]
+                results = vm.query(
+                    game_save.save_id, q["question"], k=search_k, current_turn_id=last, exclude_chunk_type="lore"
+                )
+                ranked = [
+                    (r["turn_id"], text[r["turn_id"]])
+                    for r in results
+                    if r.get("turn_id") in text and r["turn_id"] not in recent
+                ]
                 taken, _used = fill(ranked, args.budget - recent_tokens, count_tokens)  # the same tokens in all
                 texts[arm] = arm_text(taken | set(recent), text)
             vm.set_config(default_config)
-            row = {"conv": conv, "category": q["category"], "question": q["question"], "evidence": q["evidence"],
-                   "answer": q["answer"]}
+            row = {
+                "conv": conv,
+                "category": q["category"],
+                "question": q["question"],
+                "evidence": q["evidence"],
+                "answer": q["answer"],
+            }
             if args.real_model:
                 contexts.append((row, texts))
             for arm in ARMS:
@@ -370,31 +465,54 @@ def main() -> int:
     elapsed = time.perf_counter() - started
 
     n = len(rows)
-    print(f"\nLoCoMo conversations {args.convs}: {n} questions (categories 1-4), memory budget {args.budget} tokens, "
-          f"one utterance a turn, as of the conversation's end; {elapsed:.0f} s.")
-    print("Share of each question's annotated evidence in the text the narrator reads (mean over questions; strict: "
-          "a partial utterance counts only if it still holds the answer). Load average "
-          f"{', '.join(f'{x:.1f}' for x in os.getloadavg())}.\n")
+    print(
+        f"\nLoCoMo conversations {args.convs}: {n} questions (categories 1-4), memory budget {args.budget} tokens, "
+        f"one utterance a turn, as of the conversation's end; {elapsed:.0f} s."
+    )
+    print(
+        "Share of each question's annotated evidence in the text the narrator reads (mean over questions; strict: "
+        "a partial utterance counts only if it still holds the answer). Load average "
+        f"{', '.join(f'{x:.1f}' for x in os.getloadavg())}.\n"
+    )
     header = " | ".join(f"{CATEGORIES[c]} (n={len(scores['studio'][c])})" for c in CATEGORIES)
     print(f"| arm | all (n={n}) | strict | {header} | tokens read (mean) |")
     print("|---|---|---|" + "---|" * len(CATEGORIES) + "---|")
     for arm in ARMS:
         every = [s for c in CATEGORIES for s in scores[arm][c]]
         held = [s for c in CATEGORIES for s in strict[arm][c]]
-        cells = " | ".join(f"{sum(scores[arm][c]) / len(scores[arm][c]):.3f}" if scores[arm][c] else "-" for c in CATEGORIES)
-        print(f"| {arm} | {sum(every) / len(every):.3f} | {sum(held) / len(held):.3f} | {cells} | "
-              f"{sum(tokens[arm]) / len(tokens[arm]):.0f} |")
-    print("\nStudio arm, mean tokens by layer: " + ", ".join(
-        f"{layer} {sum(v) / len(rows):.0f}" for layer, v in sorted(layer_tokens.items())))
+        cells = " | ".join(
+            f"{sum(scores[arm][c]) / len(scores[arm][c]):.3f}" if scores[arm][c] else "-" for c in CATEGORIES
+        )
+        print(
+            f"| {arm} | {sum(every) / len(every):.3f} | {sum(held) / len(held):.3f} | {cells} | "
+            f"{sum(tokens[arm]) / len(tokens[arm]):.0f} |"
+        )
+    print(
+        "\nStudio arm, mean tokens by layer: "
+        + ", ".join(f"{layer} {sum(v) / len(rows):.0f}" for layer, v in sorted(layer_tokens.items()))
+    )
     arms = tuple(a.strip() for a in args.arms.split(",") if a.strip())
     unknown = [a for a in arms if a not in ARMS]
     if unknown:
         parser.error(f"--arms: unknown arm(s) {', '.join(unknown)}; the arms are: {', '.join(ARMS)}")
-    answers = answer_f1(contexts, args.real_model, log=(args.json + ".answers.jsonl") if args.json else None,
-                        arms=arms, resume=args.resume, base=base) if args.real_model else []
+    answers = (
+        answer_f1(
+            contexts,
+            args.real_model,
+            log=(args.json + ".answers.jsonl") if args.json else None,
+            arms=arms,
+            resume=args.resume,
+            base=base,
+        )
+        if args.real_model
+        else []
+    )
     if args.json:
-        Path(args.json).write_text(json.dumps({"budget": args.budget, "convs": args.convs, "meta": meta, "rows": rows,
-                                               "answers": answers}, indent=0))
+        Path(args.json).write_text(
+            json.dumps(
+                {"budget": args.budget, "convs": args.convs, "meta": meta, "rows": rows, "answers": answers}, indent=0
+            )
+        )
     return 0
 
 

@@ -23,6 +23,7 @@ wall time. Turns/s per worker = 1 / (drain time per turn); appending a turn (the
 request's cost, not the worker's) is reported apart. Run:
 `.venv/bin/python bench/pipeline.py --turns 160 --batch 16 [--celery]`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -92,8 +93,13 @@ def make_universe(name: str):
     universe = Universe.objects.create(name=name, slug=f"{name.lower()}-{uuid.uuid4().hex[:6]}")
     UniverseMeta.objects.create(universe=universe, key="belief_mission", value="Remember debts and betrayals.")
     for n in NAMES:
-        LoreEntry.objects.create(universe=universe, entry_id=n.lower().replace("ë", "e"), title=n, kind="character",
-                                 text=f"{n} is a regular of Port Vey.")
+        LoreEntry.objects.create(
+            universe=universe,
+            entry_id=n.lower().replace("ë", "e"),
+            title=n,
+            kind="character",
+            text=f"{n} is a regular of Port Vey.",
+        )
     return universe
 
 
@@ -180,13 +186,40 @@ def run_celery(texts: list[str], workdir: str, redis_url: str, queue: str, llm_u
     settings.REDIS_URL = redis_url
     settings.AXIOM_JOB_QUEUE = queue
     env = dict(os.environ)
-    env.update({"REDIS_URL": redis_url, "AXIOM_JOB_QUEUE": queue, "AXIOM_LLM_BASE_URL": llm_url,
-                "CHROMA_PATH": os.path.join(workdir, "chroma-worker")})
+    env.update(
+        {
+            "REDIS_URL": redis_url,
+            "AXIOM_JOB_QUEUE": queue,
+            "AXIOM_LLM_BASE_URL": llm_url,
+            "CHROMA_PATH": os.path.join(workdir, "chroma-worker"),
+        }
+    )
     log = open(os.path.join(workdir, "worker.log"), "wb")
     worker = subprocess.Popen(
-        [str(Path(sys.executable).parent / "celery"), "-A", "studio", "worker", "-P", "prefork", "-c", "1", "-Q", queue,
-         "-n", f"{queue}@%h", "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "WARNING"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        [
+            str(Path(sys.executable).parent / "celery"),
+            "-A",
+            "studio",
+            "worker",
+            "-P",
+            "prefork",
+            "-c",
+            "1",
+            "-Q",
+            queue,
+            "-n",
+            f"{queue}@%h",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "-l",
+            "WARNING",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     try:
         universe = make_universe("Worker")
@@ -301,7 +334,7 @@ def main() -> None:
         cpu.setdefault(key, []).append(cpu_seconds / per)
 
     for r in range(rounds):
-        chunk = texts[r * size:(r + 1) * size]
+        chunk = texts[r * size : (r + 1) * size]
         per = len(chunk)
         offset = turn_offset
 
@@ -311,7 +344,7 @@ def main() -> None:
 
         def encode_b():
             for start in range(0, per, batch):
-                model.encode(chunk[start:start + batch], batch_size=batch, normalize_embeddings=True)
+                model.encode(chunk[start : start + batch], batch_size=batch, normalize_embeddings=True)
 
         def store_1():
             for i, text in enumerate(chunk, start=1):
@@ -320,7 +353,7 @@ def main() -> None:
         def store_b():
             items = [{"turn_id": offset + i, "text": t} for i, t in enumerate(chunk, start=1)]
             for start in range(0, per, batch):
-                vectors.embed_chunks("raw-store-b", items[start:start + batch], batch_size=batch)
+                vectors.embed_chunks("raw-store-b", items[start : start + batch], batch_size=batch)
 
         for key, work in (("encode_1", encode_1), ("encode_b", encode_b), ("store_1", store_1), ("store_b", store_b)):
             wall0, cpu0 = time.perf_counter(), time.process_time()
@@ -339,8 +372,10 @@ def main() -> None:
 
     n = rounds * size
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"turns: {n} in {rounds} rounds, narrative ~{words:.0f} words, batch B = {batch}, instant LLM server, "
-          f"{os.cpu_count()} CPUs, load average {load}, torch threads {settings.AXIOM_TORCH_THREADS}")
+    print(
+        f"turns: {n} in {rounds} rounds, narrative ~{words:.0f} words, batch B = {batch}, instant LLM server, "
+        f"{os.cpu_count()} CPUs, load average {load}, torch threads {settings.AXIOM_TORCH_THREADS}"
+    )
     print(f"{'measure (median of rounds; per turn)':62} {'ms/turn':>9} {'turns/s':>9} {'min-max ms':>14} {'CPU ms':>8}")
     rows = [
         ("raw MiniLM model.encode, batch 1", "encode_1"),
@@ -359,28 +394,38 @@ def main() -> None:
     for label, key in rows:
         values = measures[key]
         cpu_ms = f"{statistics.median(cpu[key]) * 1000:8.1f}" if key in cpu else ""
-        print(f"{label:62} {median[key] * 1000:9.2f} {1 / median[key]:9.1f} "
-              f"{min(values) * 1000:6.1f}-{max(values) * 1000:<7.1f} {cpu_ms}")
+        print(
+            f"{label:62} {median[key] * 1000:9.2f} {1 / median[key]:9.1f} "
+            f"{min(values) * 1000:6.1f}-{max(values) * 1000:<7.1f} {cpu_ms}"
+        )
     print(f"appending a turn (turn_append, the request's share): {statistics.median(appends) * 1000:.2f} ms")
     for mode in ("classic", "living"):
-        print(f"{mode}: batch {batch} vs batch 1 speed-up {median[f'{mode}_1'] / median[f'{mode}_b']:.2f}x; "
-              f"pipeline own cost per turn at batch {batch} (worker - raw encode at batch {batch}): "
-              f"{(median[f'{mode}_b'] - median['encode_b']) * 1000:.2f} ms; "
-              f"ratio worker / raw encode at batch {batch}: {median[f'{mode}_b'] / median['encode_b']:.2f}x")
-    print(f"raw encode batch {batch} vs batch 1: {median['encode_1'] / median['encode_b']:.2f}x; "
-          f"jobs not done: {sum(run.not_done() for run in runs.values())}")
+        print(
+            f"{mode}: batch {batch} vs batch 1 speed-up {median[f'{mode}_1'] / median[f'{mode}_b']:.2f}x; "
+            f"pipeline own cost per turn at batch {batch} (worker - raw encode at batch {batch}): "
+            f"{(median[f'{mode}_b'] - median['encode_b']) * 1000:.2f} ms; "
+            f"ratio worker / raw encode at batch {batch}: {median[f'{mode}_b'] / median['encode_b']:.2f}x"
+        )
+    print(
+        f"raw encode batch {batch} vs batch 1: {median['encode_1'] / median['encode_b']:.2f}x; "
+        f"jobs not done: {sum(run.not_done() for run in runs.values())}"
+    )
 
     if args.celery:
         result = run_celery(texts, workdir, args.redis_url, queue, server_url)
         seconds = result["seconds"]
         n = len(texts)
-        print(f"\ncelery worker (-c 1, Redis, living mode): {n} turns in {seconds:.2f}s wall "
-              f"(enqueue {result['enqueue_seconds']:.2f}s)")
+        print(
+            f"\ncelery worker (-c 1, Redis, living mode): {n} turns in {seconds:.2f}s wall "
+            f"(enqueue {result['enqueue_seconds']:.2f}s)"
+        )
         print(f"{'celery worker, wall, LLM time incl.':58} {per_turn_ms(seconds, n):9.2f} {n / seconds:9.1f}")
         excl = seconds - result["llm_seconds"]
         print(f"{'celery worker, wall, LLM round trips excluded':58} {per_turn_ms(excl, n):9.2f} {n / excl:9.1f}")
-        print(f"worker busy in jobs {result['job_busy_seconds']:.2f}s; mean batch size of a job's claim "
-              f"{result['mean_batch']:.1f}; jobs not done: {result['not_done']}")
+        print(
+            f"worker busy in jobs {result['job_busy_seconds']:.2f}s; mean batch size of a job's claim "
+            f"{result['mean_batch']:.1f}; jobs not done: {result['not_done']}"
+        )
     server_process.stdin.close()
     server_process.wait(timeout=10)
 

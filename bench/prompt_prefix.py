@@ -25,6 +25,7 @@ given embedding model (the real MiniLM the studio uses).
 split: `context_cap_recall`, the cache-first layout, trades recall for a longer shared prefix;
 docs/long-play.md). `--budget` replaces the narrator's memory budget (2,000 tokens).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -65,23 +66,33 @@ def play(turns: int, meta: dict[str, str] | None = None, budget: int | None = No
     rows = []
     previous = None  # the previous turn's prompt (system, user)
     for turn in data.turns[:turns]:
-        prompt = build_narrator_prompt(game_save=game_save, player_input=turn["player_input"],
-                                       config=NarratorConfig(token_budget=budget) if budget else CONFIG)
+        prompt = build_narrator_prompt(
+            game_save=game_save,
+            player_input=turn["player_input"],
+            config=NarratorConfig(token_budget=budget) if budget else CONFIG,
+        )
         previous_system, previous_user = previous or ("", "")
-        share = prefix_share(system=prompt.system, user=prompt.user,
-                             previous_system=previous_system, previous_user=previous_user)
-        rows.append({
-            "turn": prompt.turn_id,
-            "chars": share.total_chars,
-            "tokens_estimate": prompt.tokens_estimate,
-            "shared_prefix_chars": share.shared_chars if previous else 0,
-            "shared_share": round(share.share, 4) if previous else None,
-            "duplicated_recent_tokens": duplicated_tokens(prompt),
-            "memory_tokens": prompt.memory.used_tokens,
-        })
+        share = prefix_share(
+            system=prompt.system, user=prompt.user, previous_system=previous_system, previous_user=previous_user
+        )
+        rows.append(
+            {
+                "turn": prompt.turn_id,
+                "chars": share.total_chars,
+                "tokens_estimate": prompt.tokens_estimate,
+                "shared_prefix_chars": share.shared_chars if previous else 0,
+                "shared_share": round(share.share, 4) if previous else None,
+                "duplicated_recent_tokens": duplicated_tokens(prompt),
+                "memory_tokens": prompt.memory.used_tokens,
+            }
+        )
         previous = (prompt.system, prompt.user)
-        turn_append(game_save=game_save, player_input=turn["player_input"], narrative=turn["narrative"],
-                    state=turn.get("state") or {})
+        turn_append(
+            game_save=game_save,
+            player_input=turn["player_input"],
+            narrative=turn["narrative"],
+            state=turn.get("state") or {},
+        )
     return rows
 
 
@@ -89,9 +100,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--turns", type=int, default=16, help="how many of the demo's turns to play (default 16)")
     parser.add_argument("--json", help="write the per-turn rows to this file")
-    parser.add_argument("--budget", type=int, help="the narrator's memory budget in tokens (default: the narrator's own)")
-    parser.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE",
-                        help="a Universe_Meta key of the demo universe to set before play (repeatable)")
+    parser.add_argument(
+        "--budget", type=int, help="the narrator's memory budget in tokens (default: the narrator's own)"
+    )
+    parser.add_argument(
+        "--meta",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Universe_Meta key of the demo universe to set before play (repeatable)",
+    )
     args = parser.parse_args()
     meta = parse_meta_pairs(parser, args.meta)
     os.environ["AXIOM_JOBS_EAGER"] = "1"  # each turn's embedding runs inline, before the next prompt
@@ -102,16 +120,24 @@ def main() -> int:
     print("|---|---|---|---|---|---|---|")
     for r in rows:
         share = "-" if r["shared_share"] is None else f"{r['shared_share']:.0%}"
-        print(f"| {r['turn']} | {r['chars']} | {r['tokens_estimate']} | {r['shared_prefix_chars']} | {share} | "
-              f"{r['duplicated_recent_tokens']} | {r['memory_tokens']} |")
+        print(
+            f"| {r['turn']} | {r['chars']} | {r['tokens_estimate']} | {r['shared_prefix_chars']} | {share} | "
+            f"{r['duplicated_recent_tokens']} | {r['memory_tokens']} |"
+        )
     duplicated = [r["duplicated_recent_tokens"] for r in rows]
-    print(f"\nturns {len(rows)}: median shared prefix {statistics.median(shares):.1%} "
-          f"(min {min(shares):.1%}, max {max(shares):.1%}); duplicated recent-turn tokens: "
-          f"total {sum(duplicated)}, max {max(duplicated)} in one prompt; "
-          f"naive (no cache) re-reads 100% of every prompt.")
+    print(
+        f"\nturns {len(rows)}: median shared prefix {statistics.median(shares):.1%} "
+        f"(min {min(shares):.1%}, max {max(shares):.1%}); duplicated recent-turn tokens: "
+        f"total {sum(duplicated)}, max {max(duplicated)} in one prompt; "
+        f"naive (no cache) re-reads 100% of every prompt."
+    )
     if args.json:
-        Path(args.json).write_text(json.dumps({"turns": rows, "median_shared": statistics.median(shares), "meta": meta,
-                                               "budget": args.budget}, indent=1))
+        Path(args.json).write_text(
+            json.dumps(
+                {"turns": rows, "median_shared": statistics.median(shares), "meta": meta, "budget": args.budget},
+                indent=1,
+            )
+        )
     return 0
 
 

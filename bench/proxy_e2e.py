@@ -24,6 +24,7 @@ tests/proxy/test_scenario.py with the scripted model. Exit status 1 when a compa
 
     .venv/bin/python bench/proxy_e2e.py --out bench/data/proxy_e2e
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,16 +50,24 @@ LORE = {
     "Guild": "The Lantern Guild keeps the harbour lights and taxes every boat that lands.",
 }
 ACTIONS = [
-    "I shake the rain off my coat and greet Mira.", "I ask Mira whether Kael is in town.",
-    "I ask what Kael owes the harbour master.", "I walk down to the pier to look for Kael.",
-    "I ask a fisherman about the Guild.", "I pay the fisherman a coin for news of Kael.",
-    "I follow the fisherman's directions to the net sheds.", "I call out Kael's name.",
-    "I ask Kael about Bellspire.", "I offer to help Kael pay his debt.",
+    "I shake the rain off my coat and greet Mira.",
+    "I ask Mira whether Kael is in town.",
+    "I ask what Kael owes the harbour master.",
+    "I walk down to the pier to look for Kael.",
+    "I ask a fisherman about the Guild.",
+    "I pay the fisherman a coin for news of Kael.",
+    "I follow the fisherman's directions to the net sheds.",
+    "I call out Kael's name.",
+    "I ask Kael about Bellspire.",
+    "I offer to help Kael pay his debt.",
 ]
 MAX_TOKENS = 60
 MEMORY_TOKENS = 400  # a small model's context (4,096 tokens here): the memory block's budget per request
-MORE = ["I leave the harbour and climb toward Bellspire.", "I listen for the bell at low tide.",
-        "I light a lantern and step into the chapel."]
+MORE = [
+    "I leave the harbour and climb toward Bellspire.",
+    "I listen for the bell at low tide.",
+    "I light a lantern and step into the chapel.",
+]
 
 
 class QuietHandler(WSGIRequestHandler):
@@ -89,8 +98,14 @@ class FrontEnd:
     def request(self, turns, pending, step):
         started = time.perf_counter()
         first = None
-        options = dict(model=self.model, messages=self.messages(turns, pending), max_tokens=MAX_TOKENS, temperature=0.7,
-                       stop=["\nYou:"], extra_body={"axiom_memory_tokens": MEMORY_TOKENS})
+        options = dict(
+            model=self.model,
+            messages=self.messages(turns, pending),
+            max_tokens=MAX_TOKENS,
+            temperature=0.7,
+            stop=["\nYou:"],
+            extra_body={"axiom_memory_tokens": MEMORY_TOKENS},
+        )
         if self.stream:
             parts = []
             for chunk in self.client.chat.completions.create(stream=True, **options):
@@ -102,8 +117,15 @@ class FrontEnd:
         else:
             answer = self.client.chat.completions.create(**options).choices[0].message.content or ""
         answer = answer.strip() or "(the model said nothing)"
-        self.log.append({"step": step, "input": pending, "answer": answer, "first_chunk_s": round(first, 2) if first else None,
-                         "total_s": round(time.perf_counter() - started, 2)})
+        self.log.append(
+            {
+                "step": step,
+                "input": pending,
+                "answer": answer,
+                "first_chunk_s": round(first, 2) if first else None,
+                "total_s": round(time.perf_counter() - started, 2),
+            }
+        )
         print(f"  {step}: {time.perf_counter() - started:.1f} s, {len(answer)} characters", flush=True)
         return answer
 
@@ -123,9 +145,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--turns", type=int, default=10)
     parser.add_argument("--out", default=str(ROOT / "bench" / "data" / "proxy_e2e"))
-    parser.add_argument("--stream", action="store_true",
-                        help="stream the answers (llama-cpp-python's server cuts a stream when another request "
-                             "waits: only on a model no one else is using)")
+    parser.add_argument(
+        "--stream",
+        action="store_true",
+        help="stream the answers (llama-cpp-python's server cuts a stream when another request "
+        "waits: only on a model no one else is using)",
+    )
     args = parser.parse_args()
     if not os.environ.get("AXIOM_LLM_BASE_URL"):
         print("Set AXIOM_LLM_BASE_URL (and AXIOM_LLM_MODEL): e.g. ../shared/tools/local-llm start", file=sys.stderr)
@@ -153,15 +178,21 @@ def main() -> int:
     user.groups.add(Group.objects.get_or_create(name=PLAYTESTERS)[0])
     universe = Universe.objects.create(name="Port Vey", slug="port-vey", owner=user)
     for title, text in LORE.items():
-        LoreEntry.objects.create(universe=universe, entry_id=title.lower(), title=title, kind="character", text=text, keys=[title])
+        LoreEntry.objects.create(
+            universe=universe, entry_id=title.lower(), title=title, kind="character", text=text, keys=[title]
+        )
     _, key = api_token_create(user=user, name="e2e")
     game_save = save_create(universe=universe, name="proxy e2e", memory_mode=MemoryMode.CLASSIC)
 
-    httpd = make_server("127.0.0.1", 0, get_wsgi_application(), server_class=ThreadingWSGIServer, handler_class=QuietHandler)
+    httpd = make_server(
+        "127.0.0.1", 0, get_wsgi_application(), server_class=ThreadingWSGIServer, handler_class=QuietHandler
+    )
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{httpd.server_port}/v1"
     client = openai.OpenAI(base_url=base, api_key=key, max_retries=0, timeout=float(settings.AXIOM_LLM_TIMEOUT) + 30)
-    scripted = ScriptedLLMServer(lambda request: Reply(content="(straight play: this answer is replaced by the chat's)")).start()
+    scripted = ScriptedLLMServer(
+        lambda request: Reply(content="(straight play: this answer is replaced by the chat's)")
+    ).start()
     vectors = get_vector_memory()
     log: list[dict] = []
     steps: list[dict] = []
@@ -175,15 +206,25 @@ def main() -> int:
             "turn": save.current_turn,
             "events": list(save.events.order_by("turn_id").values_list("turn_id", "player_input", "narrative")),
             "chunks": [(c["turn_id"], c["text"]) for c in vectors.get_chunks(save.save_id, chunk_type="narrative")],
-            "lore_activations": list(Activation.objects.filter(game_save=save).order_by("turn_id").values_list("turn_id", "state")),
+            "lore_activations": list(
+                Activation.objects.filter(game_save=save).order_by("turn_id").values_list("turn_id", "state")
+            ),
         }
 
     def compare(step: str, expected_snapshots: list[int]):
         settings.AXIOM_LLM_BASE_URL, settings.AXIOM_LLM_MODEL = scripted.base_url, "scripted"
         try:
-            straight = play_straight(ApiClient(key), universe, front.settled, front.chat[-1][0], name=f"straight {step}",
-                                     memory_mode=MemoryMode.CLASSIC, system=SYSTEM, greeting=GREETING,
-                                     memory_tokens=MEMORY_TOKENS)
+            straight = play_straight(
+                ApiClient(key),
+                universe,
+                front.settled,
+                front.chat[-1][0],
+                name=f"straight {step}",
+                memory_mode=MemoryMode.CLASSIC,
+                system=SYSTEM,
+                greeting=GREETING,
+                memory_tokens=MEMORY_TOKENS,
+            )
         finally:
             settings.AXIOM_LLM_BASE_URL, settings.AXIOM_LLM_MODEL = real_url, real_model
         ours, theirs = rows(game_save), rows(straight)
@@ -196,8 +237,16 @@ def main() -> int:
             "snapshots equal the straight save's": all(snaps_ours[t] == snaps_theirs.get(t) for t in snaps_ours),
             "every turn embedded": [t for t, _ in ours["chunks"]] == list(range(1, ours["turn"] + 1)),
         }
-        steps.append({"step": step, "save_turn": ours["turn"], "chat_turns": len(front.settled),
-                      "snapshots": sorted(snaps_ours), "checks": checks, "passed": all(checks.values())})
+        steps.append(
+            {
+                "step": step,
+                "save_turn": ours["turn"],
+                "chat_turns": len(front.settled),
+                "snapshots": sorted(snaps_ours),
+                "checks": checks,
+                "passed": all(checks.values()),
+            }
+        )
         print(f"{step}: save at turn {ours['turn']}, {'PASS' if all(checks.values()) else 'FAIL'} {checks}", flush=True)
         write_report(partial=True)
 
@@ -208,11 +257,20 @@ def main() -> int:
 
     def write_report(*, partial: bool, never_written=None) -> dict:
         report = {
-            "model": real_model, "endpoint": real_url, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "stream": args.stream, "max_tokens": MAX_TOKENS, "memory_tokens": MEMORY_TOKENS,
-            "load_average": os.getloadavg(), "seconds": round(time.time() - started, 1), "finished": not partial,
-            "swiped_away_answer_never_written": never_written, "steps": steps, "requests": log,
-            "passed": (not partial) and never_written in (True, "the swipe gave the same text")
+            "model": real_model,
+            "endpoint": real_url,
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "stream": args.stream,
+            "max_tokens": MAX_TOKENS,
+            "memory_tokens": MEMORY_TOKENS,
+            "load_average": os.getloadavg(),
+            "seconds": round(time.time() - started, 1),
+            "finished": not partial,
+            "swiped_away_answer_never_written": never_written,
+            "steps": steps,
+            "requests": log,
+            "passed": (not partial)
+            and never_written in (True, "the swipe gave the same text")
             and all(step["passed"] for step in steps),
         }
         (out / name).write_text(json.dumps(report, indent=2, ensure_ascii=False))

@@ -20,6 +20,7 @@ machine's under its load (printed). Nothing here is a model's quality.
 
     .venv/bin/python bench/proxy_edits.py --json bench/data/proxy_edits.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,8 +62,13 @@ def main() -> int:
     vector_module.get_vector_memory = lambda: vectors
     pipeline = scripted_pipeline_responder()
     counter = iter(range(1, 10**9))
-    server = ScriptedLLMServer(lambda request: pipeline(request) if operation_of(request)
-                               else Reply(content=f"Answer {next(counter)}: the tide turns at the pier.")).start()
+    server = ScriptedLLMServer(
+        lambda request: (
+            pipeline(request)
+            if operation_of(request)
+            else Reply(content=f"Answer {next(counter)}: the tide turns at the pier.")
+        )
+    ).start()
     settings.AXIOM_LLM_BASE_URL = server.base_url
     settings.AXIOM_LLM_MODEL = "bench-model"
     settings.AXIOM_JOBS_EAGER = True
@@ -83,8 +89,12 @@ def main() -> int:
         body = {"model": f"axiom/{game_save.save_id}/bench-model", "messages": messages}
         calls = len(server.requests)
         started = time.perf_counter()
-        response = client.post("/v1/chat/completions", json.dumps(body), content_type="application/json",
-                               headers={"Authorization": f"Bearer {key}"})
+        response = client.post(
+            "/v1/chat/completions",
+            json.dumps(body),
+            content_type="application/json",
+            headers={"Authorization": f"Bearer {key}"},
+        )
         seconds = time.perf_counter() - started
         assert response.status_code == 200, response.content
         made = [operation_of(r) for r in server.requests[calls:]]
@@ -108,20 +118,29 @@ def main() -> int:
         settled[2] = (settled[2][0], "You hesitate at the pier; the harbour master laughs instead.")
         _, seconds, calls = send(game_save, settled, chat[-1][0])
         results[f"edit answer 3, {mode}"] = {
-            "model_calls": len(calls), "by_operation": {op: calls.count(op) for op in sorted(set(calls))},
-            "seconds": round(seconds, 3), "snapshots_before": snapshots,
+            "model_calls": len(calls),
+            "by_operation": {op: calls.count(op) for op in sorted(set(calls))},
+            "seconds": round(seconds, 3),
+            "snapshots_before": snapshots,
             "snapshots_after": NarratorSnapshot.objects.filter(game_save=game_save).count(),
         }
     sync.MAX_IN_PLACE = 2
     game_save, chat_a = play("branches", inputs_a)
-    branch_b = chat_a[: args.branch_at] + [(f"Instead I sail north, step {n}.", f"North {n}.")
-                                            for n in range(args.exchanges - args.branch_at - 1)]
-    for label, turns, pending in (("switch to branch B", branch_b, "I drop anchor."),
-                                  ("switch back to branch A", chat_a[:-1], chat_a[-1][0])):
+    branch_b = chat_a[: args.branch_at] + [
+        (f"Instead I sail north, step {n}.", f"North {n}.") for n in range(args.exchanges - args.branch_at - 1)
+    ]
+    for label, turns, pending in (
+        ("switch to branch B", branch_b, "I drop anchor."),
+        ("switch back to branch A", chat_a[:-1], chat_a[-1][0]),
+    ):
         _, seconds, calls = send(game_save, turns, pending)
         game_save.refresh_from_db()
-        results[label] = {"model_calls": len(calls), "seconds": round(seconds, 3),
-                          "turns_redone": len(turns) - args.branch_at, "current_turn": game_save.current_turn}
+        results[label] = {
+            "model_calls": len(calls),
+            "seconds": round(seconds, 3),
+            "turns_redone": len(turns) - args.branch_at,
+            "current_turn": game_save.current_turn,
+        }
     server.stop()
     report(results, args.json)
     return 0

@@ -27,6 +27,7 @@ embed in seconds; the real MiniLM adds one query encode per request (a fixed cos
 
     .venv/bin/python bench/proxy_overhead.py --json bench/data/proxy_overhead.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -110,7 +111,9 @@ def main() -> int:
     import studio.memory.vector as vector_module
 
     vector_module.get_vector_memory = lambda: vectors
-    server = ScriptedLLMServer(lambda request: Reply(content="The tide turns; Mira closes her ledger and looks up.")).start()
+    server = ScriptedLLMServer(
+        lambda request: Reply(content="The tide turns; Mira closes her ledger and looks up.")
+    ).start()
     settings.AXIOM_LLM_BASE_URL = server.base_url
     settings.AXIOM_LLM_MODEL = "bench-model"
     settings.ALLOWED_HOSTS = ["*"]
@@ -121,8 +124,14 @@ def main() -> int:
     rng = random.Random(7)
     for index in range(40):
         name = NAMES[index % len(NAMES)] + (f" {index}" if index >= len(NAMES) else "")
-        LoreEntry.objects.create(universe=universe, entry_id=f"e{index}", title=name, kind="character",
-                                 text=f"{name} " + " ".join(rng.choice(WORDS) for _ in range(40)), keys=[name])
+        LoreEntry.objects.create(
+            universe=universe,
+            entry_id=f"e{index}",
+            title=name,
+            kind="character",
+            text=f"{name} " + " ".join(rng.choice(WORDS) for _ in range(40)),
+            keys=[name],
+        )
     _, key = api_token_create(user=user, name="bench")
     client = Client()
     direct = httpx.Client(timeout=30)
@@ -140,8 +149,12 @@ def main() -> int:
     def first_byte_proxy(body) -> tuple[float, dict]:
         cpu = time.thread_time()
         started = time.perf_counter()
-        response = client.post("/v1/chat/completions", json.dumps(body), content_type="application/json",
-                               headers={"Authorization": f"Bearer {key}"})
+        response = client.post(
+            "/v1/chat/completions",
+            json.dumps(body),
+            content_type="application/json",
+            headers={"Authorization": f"Bearer {key}"},
+        )
         iterator = iter(response.streaming_content)
         next(iterator)
         elapsed = time.perf_counter() - started
@@ -188,7 +201,7 @@ def main() -> int:
             body = {"model": model, "messages": messages(chat, pending), "stream": True}
             timed("swipe", body, {"model": "bench-model", "messages": body["messages"], "stream": True})
         for _ in range(args.repeats):
-            chat = (chat + [(pending, "The tide turns; Mira closes her ledger and looks up.")])[-args.window:]
+            chat = (chat + [(pending, "The tide turns; Mira closes her ledger and looks up.")])[-args.window :]
             pending = f"I ask {rng.choice(NAMES)} about the {rng.choice(WORDS)}."
             body = {"model": model, "messages": messages(chat, pending), "stream": True}
             timed("new message", body, {"model": "bench-model", "messages": body["messages"], "stream": True})
@@ -197,11 +210,20 @@ def main() -> int:
         for kind, s in samples.items():
             d50, p50, prep50 = (percentile(s[k], 50) * 1000 for k in ("direct", "proxy", "prepare"))
             row = {
-                "turns": size, "kind": kind, "repeats": args.repeats, "direct_p50_ms": round(d50, 2),
-                "proxy_p50_ms": round(p50, 2), "proxy_p95_ms": round(percentile(s["proxy"], 95) * 1000, 2),
-                "prepare_p50_ms": round(prep50, 2), "added_p50_ms": round(p50 - d50, 2),
-                **{f"{name}_p50_ms": round(percentile(s[name], 50) * 1000, 2) for name in ("sync", "memory", "proposal", "cpu")},
-                "ratio": round(p50 / d50, 1) if d50 else None, "setup_s": round(setup_s, 1),
+                "turns": size,
+                "kind": kind,
+                "repeats": args.repeats,
+                "direct_p50_ms": round(d50, 2),
+                "proxy_p50_ms": round(p50, 2),
+                "proxy_p95_ms": round(percentile(s["proxy"], 95) * 1000, 2),
+                "prepare_p50_ms": round(prep50, 2),
+                "added_p50_ms": round(p50 - d50, 2),
+                **{
+                    f"{name}_p50_ms": round(percentile(s[name], 50) * 1000, 2)
+                    for name in ("sync", "memory", "proposal", "cpu")
+                },
+                "ratio": round(p50 / d50, 1) if d50 else None,
+                "setup_s": round(setup_s, 1),
                 "save_turn_after": game_save.current_turn,
             }
             results.append(row)
@@ -209,11 +231,15 @@ def main() -> int:
     server.stop()
     load = os.getloadavg()
     print(f"\nload average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-    print("| turns | request | direct p50 ms | proxy p50 ms | proxy p95 ms | added p50 ms | sync | memory context | proposal | proxy CPU p50 ms | ratio |")
+    print(
+        "| turns | request | direct p50 ms | proxy p50 ms | proxy p95 ms | added p50 ms | sync | memory context | proposal | proxy CPU p50 ms | ratio |"
+    )
     print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
-        print(f"| {r['turns']:,} | {r['kind']} | {r['direct_p50_ms']} | {r['proxy_p50_ms']} | {r['proxy_p95_ms']} | "
-              f"{r['added_p50_ms']} | {r['sync_p50_ms']} | {r['memory_p50_ms']} | {r['proposal_p50_ms']} | {r['cpu_p50_ms']} | {r['ratio']}x |")
+        print(
+            f"| {r['turns']:,} | {r['kind']} | {r['direct_p50_ms']} | {r['proxy_p50_ms']} | {r['proxy_p95_ms']} | "
+            f"{r['added_p50_ms']} | {r['sync_p50_ms']} | {r['memory_p50_ms']} | {r['proposal_p50_ms']} | {r['cpu_p50_ms']} | {r['ratio']}x |"
+        )
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps({"load_average": load, "results": results}, indent=2))

@@ -31,6 +31,7 @@ Deterministic for a given embedding model (the real MiniLM the studio uses).
     .venv/bin/python bench/proxy_prefix.py [--exchanges 30] [--placements split,note,system,marker]
         [--json bench/data/proxy_prefix.json] [--meta KEY=VALUE ...]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,15 +44,18 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import parse_meta_pairs, setup_django  # noqa: E402
 
-MAIN = ("Write {{char}}'s next reply in a fictional chat between {{char}} and {{user}}. Write 1 reply only, in the "
-        "second person, addressed to {{user}}. Always stay in character and avoid repetition.")
+MAIN = (
+    "Write {{char}}'s next reply in a fictional chat between {{char}} and {{user}}. Write 1 reply only, in the "
+    "second person, addressed to {{user}}. Always stay in character and avoid repetition."
+)
 MARKER = "{{axiom_memory}}"
 NEW_CHAT = "[Start a new Chat]"
 POST_HISTORY = "[Stay in the scene; do not speak or act for {{user}}.]"
 
 
-def sillytavern_body(*, char: str, user: str, description: str, scenario: str, greeting: str, chat, pending: str,
-                     marker: bool) -> dict:
+def sillytavern_body(
+    *, char: str, user: str, description: str, scenario: str, greeting: str, chat, pending: str, marker: bool
+) -> dict:
     """One SillyTavern Chat Completion request (Custom OpenAI-compatible source) for `pending` after `chat`."""
     main = MAIN + (f"\n{MARKER}" if marker else "")
     messages = [
@@ -65,8 +69,16 @@ def sillytavern_body(*, char: str, user: str, description: str, scenario: str, g
         messages += [{"role": "user", "content": player_input}, {"role": "assistant", "content": answer}]
     messages.append({"role": "user", "content": pending})
     messages.append({"role": "system", "content": POST_HISTORY.replace("{{user}}", user)})
-    return {"model": "local", "messages": messages, "temperature": 1, "max_tokens": 300, "stream": True,
-            "presence_penalty": 0, "frequency_penalty": 0, "top_p": 1}
+    return {
+        "model": "local",
+        "messages": messages,
+        "temperature": 1,
+        "max_tokens": 300,
+        "stream": True,
+        "presence_penalty": 0,
+        "frequency_penalty": 0,
+        "top_p": 1,
+    }
 
 
 def chatml(messages: list[dict]) -> str:
@@ -101,16 +113,41 @@ def play(exchanges: int, placement: str, meta: dict[str, str]) -> list[dict]:
     greeting = "Grey dawn leaks through the shutters. The tide is turning."
     rows, previous, previous_plain, chat = [], None, None, []
     for turn in data.turns[:exchanges]:
-        body = sillytavern_body(char=char, user=user, description=description, scenario=scenario, greeting=greeting,
-                                chat=chat, pending=turn["player_input"], marker=placement == "marker")
-        plain = chatml(sillytavern_body(char=char, user=user, description=description, scenario=scenario,
-                                        greeting=greeting, chat=chat, pending=turn["player_input"], marker=False)
-                       ["messages"])
+        body = sillytavern_body(
+            char=char,
+            user=user,
+            description=description,
+            scenario=scenario,
+            greeting=greeting,
+            chat=chat,
+            pending=turn["player_input"],
+            marker=placement == "marker",
+        )
+        plain = chatml(
+            sillytavern_body(
+                char=char,
+                user=user,
+                description=description,
+                scenario=scenario,
+                greeting=greeting,
+                chat=chat,
+                pending=turn["player_input"],
+                marker=False,
+            )["messages"]
+        )
         prepared = proxy_prepare(game_save=Save.objects.get(pk=game_save.pk), body=body, upstream_model="local")
         text = chatml(prepared.body["messages"])
-        rows.append({"exchange": len(chat) + 1, "placed": prepared.placed, "chars": len(text),
-                     "reread": reread(previous, text), "plain_chars": len(plain), "plain_reread": reread(previous_plain, plain),
-                     "memory_tokens": prepared.memory.used_tokens if prepared.memory else 0})
+        rows.append(
+            {
+                "exchange": len(chat) + 1,
+                "placed": prepared.placed,
+                "chars": len(text),
+                "reread": reread(previous, text),
+                "plain_chars": len(plain),
+                "plain_reread": reread(previous_plain, plain),
+                "memory_tokens": prepared.memory.used_tokens if prepared.memory else 0,
+            }
+        )
         previous, previous_plain = text, plain
         chat.append((turn["player_input"], turn["narrative"]))
     return rows
@@ -120,10 +157,15 @@ def summary(rows: list[dict]) -> dict:
     later = rows[1:]  # the first request reads everything either way
     proxied = statistics.fmean(r["reread"] for r in later)
     plain = statistics.fmean(r["plain_reread"] for r in later)
-    return {"mean_reread": round(proxied), "mean_plain_reread": round(plain), "ratio": round(proxied / plain, 2),
-            "median_reread": statistics.median(r["reread"] for r in later),
-            "median_plain_reread": statistics.median(r["plain_reread"] for r in later),
-            "max_reread": max(r["reread"] for r in later), "mean_chars": round(statistics.fmean(r["chars"] for r in later))}
+    return {
+        "mean_reread": round(proxied),
+        "mean_plain_reread": round(plain),
+        "ratio": round(proxied / plain, 2),
+        "median_reread": statistics.median(r["reread"] for r in later),
+        "median_plain_reread": statistics.median(r["plain_reread"] for r in later),
+        "max_reread": max(r["reread"] for r in later),
+        "mean_chars": round(statistics.fmean(r["chars"] for r in later)),
+    }
 
 
 def main() -> int:
@@ -131,8 +173,13 @@ def main() -> int:
     parser.add_argument("--exchanges", type=int, default=30)
     parser.add_argument("--placements", default="split,note,system,marker")
     parser.add_argument("--json", help="write the per-request rows to this file")
-    parser.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE",
-                        help="a Universe_Meta key of the demo universe to set before play (repeatable)")
+    parser.add_argument(
+        "--meta",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Universe_Meta key of the demo universe to set before play (repeatable)",
+    )
     args = parser.parse_args()
     meta = parse_meta_pairs(parser, args.meta)
     os.environ["AXIOM_JOBS_EAGER"] = "1"  # each appended turn is embedded before the next request
@@ -145,16 +192,24 @@ def main() -> int:
         Universe.objects.filter(slug="the-drowned-reach").delete()  # each placement plays a fresh demo universe
         rows = play(args.exchanges, placement, meta)
         results[placement] = {"rows": rows, **summary(rows)}
-    print(f"{args.exchanges} exchanges of the demo in SillyTavern's request shape, load "
-          f"{', '.join(f'{x:.1f}' for x in os.getloadavg())}; characters re-read per request (after the prefix shared "
-          "with the previous request), mean over requests 2..N.\n")
-    print("| placement | re-read with the proxy (mean) | median | max | without the proxy (mean) | ratio | request chars (mean) |")
+    print(
+        f"{args.exchanges} exchanges of the demo in SillyTavern's request shape, load "
+        f"{', '.join(f'{x:.1f}' for x in os.getloadavg())}; characters re-read per request (after the prefix shared "
+        "with the previous request), mean over requests 2..N.\n"
+    )
+    print(
+        "| placement | re-read with the proxy (mean) | median | max | without the proxy (mean) | ratio | request chars (mean) |"
+    )
     print("|---|---|---|---|---|---|---|")
     for placement, r in results.items():
-        print(f"| {placement} | {r['mean_reread']:,} | {r['median_reread']:,.0f} | {r['max_reread']:,} | "
-              f"{r['mean_plain_reread']:,} | {r['ratio']:.2f}x | {r['mean_chars']:,} |")
+        print(
+            f"| {placement} | {r['mean_reread']:,} | {r['median_reread']:,.0f} | {r['max_reread']:,} | "
+            f"{r['mean_plain_reread']:,} | {r['ratio']:.2f}x | {r['mean_chars']:,} |"
+        )
     if args.json:
-        Path(args.json).write_text(json.dumps({"exchanges": args.exchanges, "meta": meta, "results": results}, indent=1))
+        Path(args.json).write_text(
+            json.dumps({"exchanges": args.exchanges, "meta": meta, "results": results}, indent=1)
+        )
     return 0
 
 

@@ -22,6 +22,7 @@ The sizes are deterministic (seeded texts, scripted answers); the times are not.
 
     .venv/bin/python bench/proxy_save_file.py --json bench/data/proxy_save_file.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,6 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import report, setup_django  # noqa: E402
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -85,9 +87,12 @@ def main() -> int:
         for player_input, answer in chat:
             messages += [{"role": "user", "content": player_input}, {"role": "assistant", "content": answer}]
         messages.append({"role": "user", "content": pending})
-        response = client.post("/v1/chat/completions", json.dumps({"model": f"axiom/{game_save.save_id}/bench-model",
-                                                                   "messages": messages}),
-                               content_type="application/json", headers={"Authorization": f"Bearer {key}"})
+        response = client.post(
+            "/v1/chat/completions",
+            json.dumps({"model": f"axiom/{game_save.save_id}/bench-model", "messages": messages}),
+            content_type="application/json",
+            headers={"Authorization": f"Bearer {key}"},
+        )
         assert response.status_code == 200, response.content
         chat.append((pending, response.json()["choices"][0]["message"]["content"]))
     play_seconds = time.perf_counter() - started
@@ -103,21 +108,39 @@ def main() -> int:
     same = portable.save_export(game_save=copy).read() == data
     if args.dump:
         Path(args.dump).write_bytes(data)
-    sections = {name: len(json.dumps(body["items"], ensure_ascii=False).encode())
-                for name, body in json.loads(data)["sections"].items()}
+    sections = {
+        name: len(json.dumps(body["items"], ensure_ascii=False).encode())
+        for name, body in json.loads(data)["sections"].items()
+    }
     gzipped = portable.save_export(game_save=game_save, compress=True).read()
-    whole_prompts = sum(len(system_.encode()) + len(user_.encode()) for system_, user_ in snapshot_prompts(game_save=game_save).values())
+    whole_prompts = sum(
+        len(system_.encode()) + len(user_.encode()) for system_, user_ in snapshot_prompts(game_save=game_save).values()
+    )
     whole = lambda value: len(canonical(value).encode())  # noqa: E731
-    whole_contexts = sum(whole(context) for context in NarratorSnapshot.objects.filter(game_save=game_save).values_list("context", flat=True))
-    whole_queries = sum(whole(list(row)) for row in RecordedQuery.objects.filter(game_save=game_save)
-                        .values_list("query_text", "params", "result_ids"))
-    candidates = [len(context.get("items") or []) for context in
-                  NarratorSnapshot.objects.filter(game_save=game_save).order_by("turn_id").values_list("context", flat=True)]
+    whole_contexts = sum(
+        whole(context)
+        for context in NarratorSnapshot.objects.filter(game_save=game_save).values_list("context", flat=True)
+    )
+    whole_queries = sum(
+        whole(list(row))
+        for row in RecordedQuery.objects.filter(game_save=game_save).values_list("query_text", "params", "result_ids")
+    )
+    candidates = [
+        len(context.get("items") or [])
+        for context in NarratorSnapshot.objects.filter(game_save=game_save)
+        .order_by("turn_id")
+        .values_list("context", flat=True)
+    ]
     server.stop()
     results = {
-        "exchanges": args.exchanges, "chat_chars": chat_chars, "chat_tokens": tokens, "file_bytes": len(data),
-        "ratio_to_chat": round(len(data) / chat_chars, 3), "sections": sections,
-        "gzip_bytes": len(gzipped), "gzip_ratio_to_chat": round(len(gzipped) / chat_chars, 3),
+        "exchanges": args.exchanges,
+        "chat_chars": chat_chars,
+        "chat_tokens": tokens,
+        "file_bytes": len(data),
+        "ratio_to_chat": round(len(data) / chat_chars, 3),
+        "sections": sections,
+        "gzip_bytes": len(gzipped),
+        "gzip_ratio_to_chat": round(len(gzipped) / chat_chars, 3),
         "snapshot_prompts_whole_bytes": whole_prompts,
         "whole_prompts_ratio_to_chat": round(whole_prompts / chat_chars, 2),
         "snapshot_contexts_whole_bytes": whole_contexts,
@@ -125,8 +148,10 @@ def main() -> int:
         "recorded_queries_whole_bytes": whole_queries,
         "whole_queries_ratio_to_chat": round(whole_queries / chat_chars, 2),
         "context_items_median": sorted(candidates)[len(candidates) // 2] if candidates else 0,
-        "reimports_to_the_same_bytes": same, "play_seconds": round(play_seconds, 1),
-        "export_seconds": round(export_seconds, 2), "import_seconds": round(import_seconds, 2),
+        "reimports_to_the_same_bytes": same,
+        "play_seconds": round(play_seconds, 1),
+        "export_seconds": round(export_seconds, 2),
+        "import_seconds": round(import_seconds, 2),
         "load_average": os.getloadavg(),
     }
     report(results, args.json)

@@ -21,6 +21,7 @@ that query is timed beside the per-save one, for the single-collection vs per-sa
 
     .venv/bin/python bench/query_latency.py [--sizes 1000,10000,100000] [--queries 60]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -80,8 +81,9 @@ def main() -> int:
     query_cache_clear(maxsize=0)
     vm = VectorMemory(settings.CHROMA_PATH)
     embedder = get_embedder()
-    shared = vm.store.client.get_or_create_collection("layout-probe-shared", embedding_function=None,
-                                                 configuration={"hnsw": {"space": "cosine"}})
+    shared = vm.store.client.get_or_create_collection(
+        "layout-probe-shared", embedding_function=None, configuration={"hnsw": {"space": "cosine"}}
+    )
     base_texts, questions = locomo_texts_and_questions(Path(args.data))
     questions = questions[: args.queries]
     rng = np.random.default_rng(0)
@@ -103,21 +105,35 @@ def main() -> int:
             noisy = picks + rng.normal(0, 0.05, picks.shape).astype(np.float32)
             vectors = noisy / np.linalg.norm(noisy, axis=1, keepdims=True)
         metadatas = [
-            {"save_id": save_id, "turn_id": 1 + i // args.per_turn, "chunk_type": "narrative", "chunk_seq": i,
-             "chunk_part": 0, "chunk_parts": 1}
+            {
+                "save_id": save_id,
+                "turn_id": 1 + i // args.per_turn,
+                "chunk_type": "narrative",
+                "chunk_seq": i,
+                "chunk_part": 0,
+                "chunk_parts": 1,
+            }
             for i in range(size)
         ]
         start = time.perf_counter()
         ids = [uuid.uuid4().hex for _ in range(size)]
         collection = vm.collection_for(save_id)
         for lo in range(0, size, batch):
-            collection.add(ids=ids[lo:lo + batch], embeddings=vectors[lo:lo + batch], documents=texts[lo:lo + batch],
-                           metadatas=metadatas[lo:lo + batch])
+            collection.add(
+                ids=ids[lo : lo + batch],
+                embeddings=vectors[lo : lo + batch],
+                documents=texts[lo : lo + batch],
+                metadatas=metadatas[lo : lo + batch],
+            )
         vm.note_external_write(save_id)
         print(f"inserted {size} chunks in {time.perf_counter() - start:.1f} s", file=sys.stderr)
         for lo in range(0, size, batch):
-            shared.add(ids=ids[lo:lo + batch], embeddings=vectors[lo:lo + batch], documents=texts[lo:lo + batch],
-                       metadatas=metadatas[lo:lo + batch])
+            shared.add(
+                ids=ids[lo : lo + batch],
+                embeddings=vectors[lo : lo + batch],
+                documents=texts[lo : lo + batch],
+                metadatas=metadatas[lo : lo + batch],
+            )
         corpora[size] = (save_id, texts, vectors, metadatas, ids)
     total_chunks = shared.count()
 
@@ -157,13 +173,19 @@ def main() -> int:
 
         layout = {}
         layout["shared collection, where save"] = timed(
-            lambda v: shared.query(query_embeddings=[v], n_results=50, where={"save_id": save_id}, include=["distances"]),
+            lambda v: shared.query(
+                query_embeddings=[v], n_results=50, where={"save_id": save_id}, include=["distances"]
+            ),
             [(v,) for v in query_vectors],
         )
         max_turn = metadatas[-1]["turn_id"]
         layout["own collection, where turn+type"] = timed(
-            lambda v: collection.query(query_embeddings=[v], n_results=50, include=["distances"], where={"$and": [
-                {"turn_id": {"$lte": max_turn}}, {"chunk_type": {"$ne": "lore"}}]}),
+            lambda v: collection.query(
+                query_embeddings=[v],
+                n_results=50,
+                include=["distances"],
+                where={"$and": [{"turn_id": {"$lte": max_turn}}, {"chunk_type": {"$ne": "lore"}}]},
+            ),
             [(v,) for v in query_vectors],
         )
         if size <= 10000:
@@ -176,30 +198,48 @@ def main() -> int:
                 own_recall.append(len(got_own & truth) / 10)
             layout["shared recall"] = shared_recall
             layout["own recall"] = own_recall
-        rows.append((size, first_query, engine_total, engine_no_embed, embed_only, chroma, bm25, raw_sum, raw_build, layout))
-        print(f"{size}: engine stage medians (ms): "
-              + ", ".join(f"{k} {sorted(v)[len(v) // 2]:.2f}" for k, v in stages.items()), file=sys.stderr)
+        rows.append(
+            (size, first_query, engine_total, engine_no_embed, embed_only, chroma, bm25, raw_sum, raw_build, layout)
+        )
+        print(
+            f"{size}: engine stage medians (ms): "
+            + ", ".join(f"{k} {sorted(v)[len(v) // 2]:.2f}" for k, v in stages.items()),
+            file=sys.stderr,
+        )
 
-    print(f"\nOne collection per save; the shared probe collection holds {total_chunks} chunks; "
-          f"{len(questions)} queries per save; k=10.")
+    print(
+        f"\nOne collection per save; the shared probe collection holds {total_chunks} chunks; "
+        f"{len(questions)} queries per save; k=10."
+    )
     print("Vectors: real MiniLM (texts cycled) for saves <= 10k chunks, noisy copies of them above (synthetic).\n")
-    print("| save size | engine p50 / p95 (ms) | engine w/o query embedding p50 / p95 | raw Chroma (own collection) p50 "
-          "| raw BM25Okapi get_scores p50 | raw sum p50 / p95 | ratio p50 / p95 | query embedding p50 "
-          "| first query (builds indexes) |")
+    print(
+        "| save size | engine p50 / p95 (ms) | engine w/o query embedding p50 / p95 | raw Chroma (own collection) p50 "
+        "| raw BM25Okapi get_scores p50 | raw sum p50 / p95 | ratio p50 / p95 | query embedding p50 "
+        "| first query (builds indexes) |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for size, first_query, total, no_embed, embed_only, chroma, bm25, raw_sum, _raw_build, _layout in rows:
         t, n, c, b, r, e = (summarize_ms(x) for x in (total, no_embed, chroma, bm25, raw_sum, embed_only))
-        print(f"| {size:,} | {t['p50']:.1f} / {t['p95']:.1f} | {n['p50']:.1f} / {n['p95']:.1f} | {c['p50']:.1f} | {b['p50']:.1f} | "
-              f"{r['p50']:.1f} / {r['p95']:.1f} | {n['p50'] / r['p50']:.2f}x / {n['p95'] / r['p95']:.2f}x | {e['p50']:.1f} | {first_query * 1000:.0f} ms |")
+        print(
+            f"| {size:,} | {t['p50']:.1f} / {t['p95']:.1f} | {n['p50']:.1f} / {n['p95']:.1f} | {c['p50']:.1f} | {b['p50']:.1f} | "
+            f"{r['p50']:.1f} / {r['p95']:.1f} | {n['p50'] / r['p50']:.2f}x / {n['p95'] / r['p95']:.2f}x | {e['p50']:.1f} | {first_query * 1000:.0f} ms |"
+        )
     print("\nLayout probe (Chroma query, 50 results, p50):")
-    print("| save size | shared collection, where save | own collection, no where (engine) | own collection, where turn+type (matches all) | recall@10 vs exact: shared / own |")
+    print(
+        "| save size | shared collection, where save | own collection, no where (engine) | own collection, where turn+type (matches all) | recall@10 vs exact: shared / own |"
+    )
     print("|---|---|---|---|---|")
     for size, _f, _t, _n, _e, chroma, _b, _r, _rb, layout in rows:
-        recall = (f"{np.mean(layout['shared recall']):.3f} / {np.mean(layout['own recall']):.3f}"
-                  if "own recall" in layout else "-")
-        print(f"| {size:,} | {summarize_ms(layout['shared collection, where save'])['p50']:.2f} ms | "
-              f"{summarize_ms(chroma)['p50']:.2f} ms | "
-              f"{summarize_ms(layout['own collection, where turn+type'])['p50']:.2f} ms | {recall} |")
+        recall = (
+            f"{np.mean(layout['shared recall']):.3f} / {np.mean(layout['own recall']):.3f}"
+            if "own recall" in layout
+            else "-"
+        )
+        print(
+            f"| {size:,} | {summarize_ms(layout['shared collection, where save'])['p50']:.2f} ms | "
+            f"{summarize_ms(chroma)['p50']:.2f} ms | "
+            f"{summarize_ms(layout['own collection, where turn+type'])['p50']:.2f} ms | {recall} |"
+        )
     vm.store.client.delete_collection("layout-probe-shared")
     vm.close()
     return 0

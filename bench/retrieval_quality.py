@@ -22,6 +22,7 @@ into the repository).
 
     .venv/bin/python bench/retrieval_quality.py [--data ../shared/data/locomo] [--convs 26,30] [--shape turn]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -137,16 +138,24 @@ def measure_shape(vm, args, shape, get_embedder, RetrievalConfig):
 
     variants = [
         ("semantic only (engine)", replace(default, arms=("semantic",))),
-        ("lexical only: BM25 own text, no stop words, no folding", replace(default, arms=("lexical",), stop_words=False, fold_inflections=False)),
+        (
+            "lexical only: BM25 own text, no stop words, no folding",
+            replace(default, arms=("lexical",), stop_words=False, fold_inflections=False),
+        ),
         ("lexical only: + stop words", replace(default, arms=("lexical",), fold_inflections=False)),
         ("lexical only: + stop words + inflection folding", replace(default, arms=("lexical",))),
         ("lexical only: + b=0.5 (default; b=0.75 above)", replace(default, arms=("lexical",))),
         ("hybrid: semantic + lexical (b=0.75)", replace(default, arms=("semantic", "lexical"), bm25_b=0.75)),
         ("hybrid: semantic + lexical", replace(default, arms=("semantic", "lexical"))),
         ("hybrid: + neighbouring-context arm", replace(default, arms=("semantic", "lexical", "context"))),
-        ("hybrid: + turn arm, old rule (context within its turn, every arm counted)",
-         replace(default, context_scope="turn", count_evidence_once=False)),
-        ("hybrid: + turn arm, context across small turns, every arm counted", replace(default, count_evidence_once=False)),
+        (
+            "hybrid: + turn arm, old rule (context within its turn, every arm counted)",
+            replace(default, context_scope="turn", count_evidence_once=False),
+        ),
+        (
+            "hybrid: + turn arm, context across small turns, every arm counted",
+            replace(default, count_evidence_once=False),
+        ),
         ("hybrid: + turn arm (engine default: context across small turns, evidence counted once)", default),
     ]
     variants[3] = (variants[3][0], replace(variants[3][1], bm25_b=0.75))
@@ -169,8 +178,10 @@ def measure_shape(vm, args, shape, get_embedder, RetrievalConfig):
         rows = [*raw_baselines([(c, q) for _, c, q in conversations], get_embedder()), *rows]
 
     questions = sum(len(q) for _, _, q in conversations)
-    print(f"\nShape {shape!r}. LoCoMo conversations {args.convs}: {embedded} chunks, {questions} questions "
-          f"(categories 1-4; {total_skipped} skipped without usable evidence).")
+    print(
+        f"\nShape {shape!r}. LoCoMo conversations {args.convs}: {embedded} chunks, {questions} questions "
+        f"(categories 1-4; {total_skipped} skipped without usable evidence)."
+    )
     print(f"Embedding through embed_chunk, one call per utterance: {embedded / embed_seconds:.1f} chunks/s.")
     print()
     print("| configuration | R@1 | R@5 | R@10 | R@20 | MRR |")

@@ -17,6 +17,7 @@ Usage (from the project root):
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/axiom_bench .venv/bin/python bench/rewind.py
 Options: --repeat N (default 3; the median is reported), --skip-vector.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,21 +59,39 @@ NAMES = ["Kael", "Mira", "Ivo", "Ana", "Teo", "Lys", "Bran", "Oda", "Sef", "Uma"
 def build_save(universe: Universe, save_id: str, seed: int) -> Save:
     """Create the benchmark save with bulk inserts (derived columns set by hand)."""
     rng = random.Random(seed)
-    save = Save.objects.create(universe=universe, name=save_id, save_id=save_id, memory_mode="living",
-                               current_turn=TURNS)
+    save = Save.objects.create(
+        universe=universe, name=save_id, save_id=save_id, memory_mode="living", current_turn=TURNS
+    )
     Event.objects.bulk_create(
-        [Event(game_save=save, turn_id=t, player_input=f"act {t}", narrative=f"Narrative of turn {t}. " * 8)
-         for t in range(1, TURNS + 1)], batch_size=1000)
+        [
+            Event(game_save=save, turn_id=t, player_input=f"act {t}", narrative=f"Narrative of turn {t}. " * 8)
+            for t in range(1, TURNS + 1)
+        ],
+        batch_size=1000,
+    )
     StateCache.objects.bulk_create(
-        [StateCache(game_save=save, turn_id=t, state={"turn": t, "gold": t * 3, "flags": ["a", "b"]})
-         for t in range(1, TURNS + 1)], batch_size=1000)
+        [
+            StateCache(game_save=save, turn_id=t, state={"turn": t, "gold": t * 3, "flags": ["a", "b"]})
+            for t in range(1, TURNS + 1)
+        ],
+        batch_size=1000,
+    )
     per_turn = FACTS // TURNS
     facts = []
     for t in range(1, TURNS + 1):
         for i in range(per_turn):
             entities = rng.sample(NAMES, 2)
-            facts.append(Fact(game_save=save, turn_id=t, statement=f"Fact {i} of turn {t}: {entities[0]} met {entities[1]}.",
-                              who=entities[0], what="met", entities=entities, entity_index=entity_index_for(entities)))
+            facts.append(
+                Fact(
+                    game_save=save,
+                    turn_id=t,
+                    statement=f"Fact {i} of turn {t}: {entities[0]} met {entities[1]}.",
+                    who=entities[0],
+                    what="met",
+                    entities=entities,
+                    entity_index=entity_index_for(entities),
+                )
+            )
     created = Fact.objects.bulk_create(facts, batch_size=2000)
     fact_turns = [(f.pk, f.turn_id) for f in created]  # ordered by turn
 
@@ -85,19 +104,43 @@ def build_save(universe: Universe, save_id: str, seed: int) -> Save:
         created_turn = rng.randint(1, TURNS)
         subject = rng.choice(NAMES + [""])
         sources = cite(created_turn, rng.randint(1, 4))
-        history = [{"action": "CREATE", "turn_id": created_turn, "statement": f"Belief {b} v0", "subject": subject,
-                    "sources_added": sources}]
+        history = [
+            {
+                "action": "CREATE",
+                "turn_id": created_turn,
+                "statement": f"Belief {b} v0",
+                "subject": subject,
+                "sources_added": sources,
+            }
+        ]
         turn = created_turn
         for v in range(rng.randint(0, 3)):
             turn = rng.randint(turn, TURNS)
             added = [s for s in cite(turn, rng.randint(1, 2)) if s["fact_id"] not in {x["fact_id"] for x in sources}]
             sources = sources + added
-            history.append({"action": "UPDATE", "turn_id": turn, "statement": f"Belief {b} v{v + 1}",
-                            "subject": subject, "sources_added": added})
-        beliefs.append(Observation(
-            game_save=save, statement=history[-1]["statement"], subject=subject, subject_key=subject_key_for(subject),
-            proof_count=len(sources), sources=sources, history=history, created_turn_id=created_turn,
-            updated_turn_id=turn, last_source_turn=max(s["turn_id"] for s in sources)))
+            history.append(
+                {
+                    "action": "UPDATE",
+                    "turn_id": turn,
+                    "statement": f"Belief {b} v{v + 1}",
+                    "subject": subject,
+                    "sources_added": added,
+                }
+            )
+        beliefs.append(
+            Observation(
+                game_save=save,
+                statement=history[-1]["statement"],
+                subject=subject,
+                subject_key=subject_key_for(subject),
+                proof_count=len(sources),
+                sources=sources,
+                history=history,
+                created_turn_id=created_turn,
+                updated_turn_id=turn,
+                last_source_turn=max(s["turn_id"] for s in sources),
+            )
+        )
     belief_rows = Observation.all_objects.bulk_create(beliefs, batch_size=1000)
     belief_ids = [b.pk for b in belief_rows]
     models = []
@@ -107,10 +150,18 @@ def build_save(universe: Universe, save_id: str, seed: int) -> Save:
         versions = []
         for turn in range(created_turn, TURNS + 1, 40):
             versions.append({"turn_id": turn, "summary": f"Model {m} at {turn}", "sources": rng.sample(belief_ids, 5)})
-        models.append(MentalModel(
-            game_save=save, subject=subject, subject_key=subject_key_for(subject), summary=versions[-1]["summary"],
-            sources=versions[-1]["sources"], versions=versions, created_turn_id=created_turn,
-            updated_turn_id=versions[-1]["turn_id"]))
+        models.append(
+            MentalModel(
+                game_save=save,
+                subject=subject,
+                subject_key=subject_key_for(subject),
+                summary=versions[-1]["summary"],
+                sources=versions[-1]["sources"],
+                versions=versions,
+                created_turn_id=created_turn,
+                updated_turn_id=versions[-1]["turn_id"],
+            )
+        )
     MentalModel.objects.bulk_create(models)
     return save
 
@@ -118,8 +169,11 @@ def build_save(universe: Universe, save_id: str, seed: int) -> Save:
 def raw_sql_floor(save: Save) -> float:
     """Time the plain DELETEs of the rows created after the target (no restoration)."""
     statements = [
-        ("saves_event", "turn_id"), ("saves_statecache", "turn_id"), ("memory_fact", "turn_id"),
-        ("memory_observation", "created_turn_id"), ("memory_mentalmodel", "created_turn_id"),
+        ("saves_event", "turn_id"),
+        ("saves_statecache", "turn_id"),
+        ("memory_fact", "turn_id"),
+        ("memory_observation", "created_turn_id"),
+        ("memory_mentalmodel", "created_turn_id"),
     ]
     started = time.perf_counter()
     with transaction.atomic(), connection.cursor() as cursor:
@@ -144,8 +198,12 @@ def chroma_fill(collection, save_id: str, seed: int):
             metas.append({"save_id": save_id, "turn_id": t, "chunk_type": "narrative"})
     vectors = rng.standard_normal((len(ids), DIM)).astype("float32")
     for start in range(0, len(ids), batch):
-        collection.add(ids=ids[start:start + batch], documents=docs[start:start + batch],
-                       metadatas=metas[start:start + batch], embeddings=vectors[start:start + batch])
+        collection.add(
+            ids=ids[start : start + batch],
+            documents=docs[start : start + batch],
+            metadatas=metas[start : start + batch],
+            embeddings=vectors[start : start + batch],
+        )
     return collection
 
 
@@ -156,7 +214,8 @@ def raw_chroma_delete(r: int) -> float:
 
     client = chromadb.PersistentClient(path=str(TMP / f"chroma-raw-{r}"), settings=Settings(anonymized_telemetry=False))
     collection = client.get_or_create_collection(
-        "narrative_memory", embedding_function=None, configuration={"hnsw": {"space": "cosine"}})
+        "narrative_memory", embedding_function=None, configuration={"hnsw": {"space": "cosine"}}
+    )
     chroma_fill(collection, "bench", seed=r)
     started = time.perf_counter()
     collection.delete(where={"$and": [{"save_id": "bench"}, {"turn_id": {"$gt": TARGET}}]})
@@ -223,7 +282,9 @@ def main() -> int:
 
     db, floor = statistics.median(db_times), statistics.median(floor_times)
     print(f"database: {vendor} ({connection.settings_dict['NAME']})")
-    print(f"save: {TURNS} turns, {FACTS} facts, {BELIEFS} beliefs, {MODELS} mental models, {CHUNKS} chunks; rewind to {TARGET}")
+    print(
+        f"save: {TURNS} turns, {FACTS} facts, {BELIEFS} beliefs, {MODELS} mental models, {CHUNKS} chunks; rewind to {TARGET}"
+    )
     print(f"build (two saves): median {statistics.median(build_times):.1f} s")
     print(f"counts: {counts}")
     print(f"DB part, CheckpointManager.rewind transaction: median {db * 1000:.0f} ms  (runs: {runs(db_times)})")
@@ -235,7 +296,9 @@ def main() -> int:
     print(f"vector: {CHUNKS} chunks ({DIM}-d synthetic vectors), delete turn_id > {TARGET} ({CHUNKS // 2} chunks)")
     if vector_times:
         ours = statistics.median(vector_times)
-        print(f"vector part, after commit via VectorMemory.rollback: median {ours * 1000:.0f} ms  (runs: {runs(vector_times)})")
+        print(
+            f"vector part, after commit via VectorMemory.rollback: median {ours * 1000:.0f} ms  (runs: {runs(vector_times)})"
+        )
     else:
         print(f"vector part: not measured ({why_not})")
     print(f"vector raw Chroma collection.delete(where=...):      median {raw * 1000:.0f} ms  (runs: {runs(raw_times)})")

@@ -8,6 +8,7 @@ collection, as in the engine; which of the two goes first alternates). Vectors a
 
     .venv/bin/python bench/rollback_vectors.py [--per-turn 3] [--repeat 3]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,8 +38,12 @@ def fill(collection, batch, save_id, turns, per_turn, rng):
     vectors = rng.normal(size=(len(ids), 384)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     for lo in range(0, len(ids), batch):
-        collection.add(ids=ids[lo:lo + batch], embeddings=vectors[lo:lo + batch], documents=documents[lo:lo + batch],
-                       metadatas=metadatas[lo:lo + batch])
+        collection.add(
+            ids=ids[lo : lo + batch],
+            embeddings=vectors[lo : lo + batch],
+            documents=documents[lo : lo + batch],
+            metadatas=metadatas[lo : lo + batch],
+        )
     return len(ids)
 
 
@@ -61,7 +66,9 @@ def main() -> int:
     half = args.turns // 2
     for attempt in range(args.repeat):
         # One collection per save (the engine's layout, docs/retrieval.md).
-        total = fill(vm.collection_for(f"rb-engine-{attempt}"), batch, f"rb-engine-{attempt}", args.turns, args.per_turn, rng)
+        total = fill(
+            vm.collection_for(f"rb-engine-{attempt}"), batch, f"rb-engine-{attempt}", args.turns, args.per_turn, rng
+        )
         collection = vm.collection_for(f"rb-raw-{attempt}")
         fill(collection, batch, f"rb-raw-{attempt}", args.turns, args.per_turn, rng)
         vm.note_external_write(f"rb-engine-{attempt}")
@@ -78,14 +85,16 @@ def main() -> int:
 
         # Alternate which goes first: Chroma keeps persisting the fresh inserts in the
         # background, which slows whichever operation runs first.
-        for step in ((run_engine, run_raw) if attempt % 2 == 0 else (run_raw, run_engine)):
+        for step in (run_engine, run_raw) if attempt % 2 == 0 else (run_raw, run_engine):
             step()
         left = vm.count(f"rb-engine-{attempt}")
         assert left == total - deleted[-1], (left, total, deleted[-1])
         assert left == vm.count(f"rb-raw-{attempt}")
     e, r = statistics.median(engine) * 1000, statistics.median(raw) * 1000
-    print(f"\nSave of {args.turns} turns x {args.per_turn} chunks + 50 lore; rollback to turn {half} deletes "
-          f"{deleted[0]} chunks; median of {args.repeat}; each save in its own collection.\n")
+    print(
+        f"\nSave of {args.turns} turns x {args.per_turn} chunks + 50 lore; rollback to turn {half} deletes "
+        f"{deleted[0]} chunks; median of {args.repeat}; each save in its own collection.\n"
+    )
     print("| operation | median time | ratio |")
     print("|---|---|---|")
     print(f"| raw `collection.delete(where=...)` | {r:.0f} ms | 1.00x |")

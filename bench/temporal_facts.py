@@ -39,6 +39,7 @@ none" was set before the first run).
 
     .venv/bin/python bench/temporal_facts.py [--convs 26,30,41,42,43] [--budget 1500] [--json out.json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -78,16 +79,28 @@ def load_facts(path: Path, turns: list[dict]) -> tuple[list[dict], tuple[str, st
                     for a, b in EVIDENCE.findall(str(item[1:])):
                         dia_id = f"D{a}:{b}"
                         if dia_id in turn_of:
-                            facts.append({"turn_id": turn_of[dia_id], "statement": text, "entities": entities(speaker, text),
-                                          "dia_id": dia_id})
+                            facts.append(
+                                {
+                                    "turn_id": turn_of[dia_id],
+                                    "statement": text,
+                                    "entities": entities(speaker, text),
+                                    "dia_id": dia_id,
+                                }
+                            )
         number = re.fullmatch(r"events_session_(\d+)", key)
         if number and int(number.group(1)) in first_of_session:
             for speaker, items in data[key].items():
                 if speaker == "date":
                     continue
                 for text in items:
-                    facts.append({"turn_id": first_of_session[int(number.group(1))], "statement": text,
-                                  "entities": entities(speaker, text), "dia_id": None})
+                    facts.append(
+                        {
+                            "turn_id": first_of_session[int(number.group(1))],
+                            "statement": text,
+                            "entities": entities(speaker, text),
+                            "dia_id": None,
+                        }
+                    )
     return facts, speakers
 
 
@@ -145,9 +158,11 @@ def main() -> int:
         universe = Universe.objects.create(name=f"LoCoMo {conv}", slug=f"locomo-facts-{conv}")
         game_save, gold_of = living_save(conv, conversation, facts, universe)
         dia = {t["turn_id"]: t["dia_id"] for t in conversation["turns"]}
-        print(f"conversation {conv}: {len(dia)} turns, {len(gold_of)} facts "
-              f"({sum(1 for d in gold_of.values() if d)} observations), {len(conversation['questions'])} questions",
-              file=sys.stderr)
+        print(
+            f"conversation {conv}: {len(dia)} turns, {len(gold_of)} facts "
+            f"({sum(1 for d in gold_of.values() if d)} observations), {len(conversation['questions'])} questions",
+            file=sys.stderr,
+        )
         for q in conversation["questions"]:
             category = q["category"]
             if category not in SCORED:
@@ -163,24 +178,40 @@ def main() -> int:
                 continue
             counts["scored"][category] += 1
             focus = named_speakers(q["question"], speakers)
-            row = {"conv": conv, "category": category, "question": q["question"], "named_time": prefer.note,
-                   "gold": len(gold)}
+            row = {
+                "conv": conv,
+                "category": category,
+                "question": q["question"],
+                "named_time": prefer.note,
+                "gold": len(gold),
+            }
             for arm, layer in arms.items():
                 keys = [subject_key_for(name) for name in focus]
-                candidates = layer(game_save, keys, {key: "named in the question" for key in keys},
-                                   game_save.current_turn, prefer)
+                candidates = layer(
+                    game_save, keys, {key: "named in the question" for key in keys}, game_save.current_turn, prefer
+                )
                 top = {i.ref["fact_id"] for i in candidates[:TOP_FACTS]}
                 context_module.fact_items = layer  # the context's facts layer for this arm
                 try:
-                    context = next_turn_context(game_save=game_save, params=ContextParams(
-                        query_text=q["question"], focus_terms=tuple(focus), token_budget=args.budget))
+                    context = next_turn_context(
+                        game_save=game_save,
+                        params=ContextParams(
+                            query_text=q["question"], focus_terms=tuple(focus), token_budget=args.budget
+                        ),
+                    )
                 finally:
                     context_module.fact_items = fact_items
                 taken = {i.ref["fact_id"] for i in context.included if i.layer == "fact"}
-                seen_turns = {i.ref.get("turn_id") for i in context.included if i.layer == "narrative"} | set(context.shown_turns)
+                seen_turns = {i.ref.get("turn_id") for i in context.included if i.layer == "narrative"} | set(
+                    context.shown_turns
+                )
                 reached = ({dia[t] for t in seen_turns if t in dia} | {gold_of[f] for f in taken & gold}) & evidence
-                score = (len(top & gold) / len(gold), len(taken & gold) / len(gold), float(bool(taken & gold)),
-                         len(reached) / len(evidence))
+                score = (
+                    len(top & gold) / len(gold),
+                    len(taken & gold) / len(gold),
+                    float(bool(taken & gold)),
+                    len(reached) / len(evidence),
+                )
                 scores[arm][category].append(score)
                 row[arm] = [round(v, 3) for v in score]
             rows.append(row)
@@ -195,14 +226,20 @@ def mean(values: list[float]) -> float:
 
 
 def report(args, scores, counts, elapsed) -> None:
-    print(f"\nLoCoMo conversations {args.convs}, one utterance a turn dated by its session, LoCoMo's observations "
-          f"and events as facts, as of the end; budget {args.budget} tokens; {elapsed:.0f} s.")
+    print(
+        f"\nLoCoMo conversations {args.convs}, one utterance a turn dated by its session, LoCoMo's observations "
+        f"and events as facts, as of the end; budget {args.budget} tokens; {elapsed:.0f} s."
+    )
     print("\nQuestions (categories 1-4) / naming a time the save places / with a gold fact (scored):")
     for category in SCORED:
-        print(f"  {category} {CATEGORIES[category]}: {counts['questions'][category]} / {counts['name a time'][category]}"
-              f" / {counts['scored'][category]}")
-    print("\n| questions | n | facts | gold in top 12 facts | gold in context | a gold fact in context "
-          "| evidence reaching the narrator |")
+        print(
+            f"  {category} {CATEGORIES[category]}: {counts['questions'][category]} / {counts['name a time'][category]}"
+            f" / {counts['scored'][category]}"
+        )
+    print(
+        "\n| questions | n | facts | gold in top 12 facts | gold in context | a gold fact in context "
+        "| evidence reaching the narrator |"
+    )
     print("|---|---|---|---|---|---|---|")
     for category in (*SCORED, None):
         label = f"category {category} ({CATEGORIES[category]})" if category else "categories 1-4"

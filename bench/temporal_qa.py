@@ -40,6 +40,7 @@ and naming none.
 
     .venv/bin/python bench/temporal_qa.py [--convs 26,30,41,42,43] [--budget 1500] [--json out.json] [--latency]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -77,7 +78,9 @@ def load(path: Path) -> dict:
     known = {t["dia_id"] for t in turns}
     questions = []
     for qa in data["qa"]:
-        evidence = sorted({f"D{a}:{b}" for item in qa.get("evidence", []) for a, b in EVIDENCE.findall(str(item))} & known)
+        evidence = sorted(
+            {f"D{a}:{b}" for item in qa.get("evidence", []) for a, b in EVIDENCE.findall(str(item))} & known
+        )
         if evidence and qa.get("category") in CATEGORIES:
             questions.append({"question": qa["question"], "category": qa["category"], "evidence": evidence})
     return {"turns": turns, "questions": questions}
@@ -88,8 +91,9 @@ def build_save(conv: str, conversation: dict, universe):
     return locomo_save(conv, conversation["turns"], universe)
 
 
-def shares(ranked_turns: list[int], wanted: set[str], dia: dict[int, str], text: dict[int, str],
-           budget: int, count_tokens) -> tuple[float, float]:
+def shares(
+    ranked_turns: list[int], wanted: set[str], dia: dict[int, str], text: dict[int, str], budget: int, count_tokens
+) -> tuple[float, float]:
     """Evidence share in the top 10 and in the results that fit `budget` tokens."""
     top = {dia[t] for t in ranked_turns[:10]}
     taken, used = set(), 0
@@ -153,17 +157,21 @@ def main() -> int:
                 if not named and arm in VARIANTS:
                     continue
                 vm.set_config(config)
-                outcome = memory_search(game_save=game_save, query_text=q["question"], k=SEARCH_K,
-                                        exclude_chunk_type="lore")
+                outcome = memory_search(
+                    game_save=game_save, query_text=q["question"], k=SEARCH_K, exclude_chunk_type="lore"
+                )
                 fused[arm] = [(r["turn_id"], r["score"]) for r in outcome.results]
                 ranked[arm] = [t for t, _ in fused[arm]]
             vm.set_config(default)
             if named:
                 for arm in ("without", "with the arm"):
                     vm.set_config(configs[arm])
-                    context = next_turn_context(game_save=game_save,
-                                                params=ContextParams(query_text=q["question"], token_budget=args.budget))
-                    seen = {i.ref.get("turn_id") for i in context.included if i.layer == "narrative"} | set(context.shown_turns)
+                    context = next_turn_context(
+                        game_save=game_save, params=ContextParams(query_text=q["question"], token_budget=args.budget)
+                    )
+                    seen = {i.ref.get("turn_id") for i in context.included if i.layer == "narrative"} | set(
+                        context.shown_turns
+                    )
                     found = {dia[t] for t in seen if t in dia} & set(q["evidence"])
                     scores[("context", arm)][category].append((0.0, len(found) / len(q["evidence"])))
                 vm.set_config(default)
@@ -173,11 +181,19 @@ def main() -> int:
                     ranked[arm] = ranked["without"]
             else:
                 inside = prefer.turns
-                boosted = sorted(enumerate(fused["without"]),
-                                 key=lambda item: (-(item[1][1] + (args.boost if item[1][0] in inside else 0.0)), item[0]))
+                boosted = sorted(
+                    enumerate(fused["without"]),
+                    key=lambda item: (-(item[1][1] + (args.boost if item[1][0] in inside else 0.0)), item[0]),
+                )
                 ranked["boost"] = [turn for _, (turn, _score) in boosted]
-            row = {"conv": conv, "category": category, "question": q["question"], "named": named, "ran": ran,
-                   "named_time": prefer.note if named else ""}
+            row = {
+                "conv": conv,
+                "category": category,
+                "question": q["question"],
+                "named": named,
+                "ran": ran,
+                "named_time": prefer.note if named else "",
+            }
             for arm in ARMS:
                 pair = shares(ranked[arm], set(q["evidence"]), dia, text, args.budget, count_tokens)
                 row[arm] = [round(v, 3) for v in pair]
@@ -188,8 +204,12 @@ def main() -> int:
     elapsed = time.perf_counter() - started
     report(args, scores, named_count, ran_count, total_count, differing, elapsed)
     if args.latency:
-        latency(game_save, [row["question"] for row in rows if row["conv"] == conv and row["named"]],
-                [row["question"] for row in rows if row["conv"] == conv and not row["named"]], configs)
+        latency(
+            game_save,
+            [row["question"] for row in rows if row["conv"] == conv and row["named"]],
+            [row["question"] for row in rows if row["conv"] == conv and not row["named"]],
+            configs,
+        )
     if args.json:
         Path(args.json).write_text(json.dumps({"budget": args.budget, "convs": args.convs, "rows": rows}, indent=0))
     return 0
@@ -204,17 +224,21 @@ def latency(game_save, named: list[str], plain: list[str], configs: dict) -> Non
 
     vm = get_vector_memory()
     plain = plain[: len(named)]
-    for label, questions, arm in (("naming a time, without the arm", named, "without"),
-                                  ("naming a time, with the arm", named, "with the arm"),
-                                  ("naming no time", plain, "with the arm")):
+    for label, questions, arm in (
+        ("naming a time, without the arm", named, "without"),
+        ("naming a time, with the arm", named, "with the arm"),
+        ("naming no time", plain, "with the arm"),
+    ):
         vm.set_config(configs[arm])
         timings = []
         for question in questions * 2:
             start = time.perf_counter()
             memory_search(game_save=game_save, query_text=question, k=40, exclude_chunk_type="lore")
             timings.append((time.perf_counter() - start) * 1000)
-        print(f"search latency, {label}: median {median(timings[len(questions):]):.1f} ms (n={len(questions)}, "
-              f"{game_save.current_turn} turns)")
+        print(
+            f"search latency, {label}: median {median(timings[len(questions) :]):.1f} ms (n={len(questions)}, "
+            f"{game_save.current_turn} turns)"
+        )
     vm.set_config(configs["with the arm"])
 
 
@@ -223,18 +247,30 @@ def mean(values: list[float]) -> float:
 
 
 def report(args, scores, named_count, ran_count, total_count, differing, elapsed) -> None:
-    print(f"\nLoCoMo conversations {args.convs}, one utterance a turn dated by its session, as of the end; "
-          f"budget {args.budget} tokens; {elapsed:.0f} s.")
+    print(
+        f"\nLoCoMo conversations {args.convs}, one utterance a turn dated by its session, as of the end; "
+        f"budget {args.budget} tokens; {elapsed:.0f} s."
+    )
     print("\nQuestions that name a time (the parser fires) / the arm ran (some chunks inside, at most half) / all:")
     for category, name in CATEGORIES.items():
         print(f"  {category} {name}: {named_count[category]} / {ran_count[category]} / {total_count[category]}")
     print(f"Questions naming no time whose results differ with the arm: {differing} (must be 0)\n")
     print("| questions | n | arm | R@10 | evidence in budget | R@10 vs without | budget vs without |")
     print("|---|---|---|---|---|---|---|")
-    groups = [("named", c) for c in SCORED] + [("named", None), ("ran", None), ("all", 2), ("all", None), ("context", None)]
+    groups = [("named", c) for c in SCORED] + [
+        ("named", None),
+        ("ran", None),
+        ("all", 2),
+        ("all", None),
+        ("context", None),
+    ]
     for group, category in groups:
-        label = {"named": "name a time", "ran": "name a time, arm ran", "all": "all",
-                 "context": "name a time: the narrator's memory context (its R@10 column is unused)"}[group]
+        label = {
+            "named": "name a time",
+            "ran": "name a time, arm ran",
+            "all": "all",
+            "context": "name a time: the narrator's memory context (its R@10 column is unused)",
+        }[group]
         label += f", category {category} ({CATEGORIES[category]})" if category else ", categories 1-4"
         base = None
         for arm in ARMS:

@@ -24,6 +24,7 @@ wrap in `flock /tmp/llm.lock` on a shared machine.
     .venv/bin/python bench/ttft.py --dump /tmp/after.json [--turns 10] [--meta context_reserve_recall=10]
     AXIOM_LLM_BASE_URL=... .venv/bin/python bench/ttft.py --replay /tmp/before.json /tmp/after.json --json out.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,19 +55,34 @@ def dump(turns: int, path: str, meta: dict[str, str]) -> None:
     prompts = []
     for turn in data.turns[:turns]:
         prompt = build_narrator_prompt(game_save=game_save, player_input=turn["player_input"])
-        prompts.append({"turn": prompt.turn_id, "system": prompt.system, "user": prompt.user,
-                        "tokens_estimate": prompt.tokens_estimate})
-        turn_append(game_save=game_save, player_input=turn["player_input"], narrative=turn["narrative"],
-                    state=turn.get("state") or {})
+        prompts.append(
+            {
+                "turn": prompt.turn_id,
+                "system": prompt.system,
+                "user": prompt.user,
+                "tokens_estimate": prompt.tokens_estimate,
+            }
+        )
+        turn_append(
+            game_save=game_save,
+            player_input=turn["player_input"],
+            narrative=turn["narrative"],
+            state=turn.get("state") or {},
+        )
     Path(path).write_text(json.dumps({"prompts": prompts, "meta": meta}, indent=1))
     print(f"wrote {len(prompts)} prompts to {path}")
 
 
 def first_token(client, url: str, model: str, system: str, user: str) -> tuple[float, int]:
     """Return (seconds to the first streamed token, prompt tokens the server reports)."""
-    body = {"model": model, "stream": True, "max_tokens": 8, "temperature": 0,
-            "stream_options": {"include_usage": True},
-            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}]}
+    body = {
+        "model": model,
+        "stream": True,
+        "max_tokens": 8,
+        "temperature": 0,
+        "stream_options": {"include_usage": True},
+        "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+    }
     started = time.perf_counter()
     first = None
     prompt_tokens = 0
@@ -103,7 +119,10 @@ def replay(paths: list[str], out: str | None) -> None:
                 # llama-cpp-python sends no usage in a stream: the studio's estimate stands in
                 tokens = tokens or prompt.get("tokens_estimate") or (len(prompt["system"]) + len(prompt["user"])) // 4
                 rows.append({"turn": prompt["turn"], "ttft_s": round(seconds, 2), "prompt_tokens": tokens})
-                print(f"{Path(path).name} turn {prompt['turn']}: {tokens} prompt tokens, first token after {seconds:.1f} s", flush=True)
+                print(
+                    f"{Path(path).name} turn {prompt['turn']}: {tokens} prompt tokens, first token after {seconds:.1f} s",
+                    flush=True,
+                )
             results[path] = rows
     print("\n| prompts | turns | median TTFT, turns 2.. (s) | mean prompt tokens |")
     print("|---|---|---|---|")
@@ -111,24 +130,46 @@ def replay(paths: list[str], out: str | None) -> None:
     for path, rows in results.items():
         later = [r["ttft_s"] for r in rows[1:]] or [r["ttft_s"] for r in rows]
         medians[path] = statistics.median(later)
-        print(f"| {Path(path).name} | {len(rows)} | {medians[path]:.1f} | {statistics.mean(r['prompt_tokens'] for r in rows):.0f} |")
+        print(
+            f"| {Path(path).name} | {len(rows)} | {medians[path]:.1f} | {statistics.mean(r['prompt_tokens'] for r in rows):.0f} |"
+        )
     if len(paths) > 1:
         first = medians[paths[0]]
         for path in paths[1:]:
-            print(f"{Path(path).name} / {Path(paths[0]).name}: {medians[path] / first:.2f}x the median time to first token")
+            print(
+                f"{Path(path).name} / {Path(paths[0]).name}: {medians[path] / first:.2f}x the median time to first token"
+            )
     if out:
-        Path(out).write_text(json.dumps({"model": model, "base_url": base, "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                                         "load": os.getloadavg(), "results": results, "medians": medians}, indent=1))
+        Path(out).write_text(
+            json.dumps(
+                {
+                    "model": model,
+                    "base_url": base,
+                    "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                    "load": os.getloadavg(),
+                    "results": results,
+                    "medians": medians,
+                },
+                indent=1,
+            )
+        )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--turns", type=int, default=10, help="demo turns to dump (default 10)")
     parser.add_argument("--dump", metavar="FILE", help="write this code's narrator prompts for the demo's turns")
-    parser.add_argument("--replay", nargs="+", metavar="FILE", help="time the first token of each file's prompts, in order")
+    parser.add_argument(
+        "--replay", nargs="+", metavar="FILE", help="time the first token of each file's prompts, in order"
+    )
     parser.add_argument("--json", help="with --replay: write the rows to this file")
-    parser.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE",
-                        help="with --dump: a Universe_Meta key of the demo universe to set before play (repeatable)")
+    parser.add_argument(
+        "--meta",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="with --dump: a Universe_Meta key of the demo universe to set before play (repeatable)",
+    )
     args = parser.parse_args()
     if bool(args.dump) == bool(args.replay):
         parser.error("give --dump FILE or --replay FILE [FILE ...]")

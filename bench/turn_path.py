@@ -39,6 +39,7 @@ real MiniLM on ONNX Runtime.
     .venv/bin/python bench/turn_path.py --sizes 1000,10000,100000 --json bench/data/turn_path.json
     .venv/bin/python bench/turn_path.py --sizes 1000,10000 --stacks sqlite --profile accept
 """
+
 from __future__ import annotations
 
 import argparse
@@ -122,9 +123,18 @@ def free_port() -> int:
 
 def configure(stack: str, workdir: Path, pg_db: str) -> subprocess.Popen | None:
     """Set the environment of `stack`, start its Chroma server, configure Django; return the server."""
-    os.environ.update({"DEBUG": "1", "SECRET_KEY": "bench-only", "AXIOM_VAR_DIR": str(workdir),
-                       "HF_HUB_OFFLINE": "1", "ANONYMIZED_TELEMETRY": "False", "LOG_LEVEL": "WARNING",
-                       "DJANGO_SETTINGS_MODULE": "studio.settings", "AXIOM_EMBEDDING_RUNTIME": "onnx"})
+    os.environ.update(
+        {
+            "DEBUG": "1",
+            "SECRET_KEY": "bench-only",
+            "AXIOM_VAR_DIR": str(workdir),
+            "HF_HUB_OFFLINE": "1",
+            "ANONYMIZED_TELEMETRY": "False",
+            "LOG_LEVEL": "WARNING",
+            "DJANGO_SETTINGS_MODULE": "studio.settings",
+            "AXIOM_EMBEDDING_RUNTIME": "onnx",
+        }
+    )
     os.environ.pop("REDIS_URL", None)
     server = None
     if stack == "sqlite":
@@ -140,9 +150,19 @@ def configure(stack: str, workdir: Path, pg_db: str) -> subprocess.Popen | None:
         os.environ["DATABASE_URL"] = f"postgres://postgres@127.0.0.1:5432/{pg_db}"
         port = free_port()
         server = subprocess.Popen(
-            [str(Path(sys.executable).parent / "chroma"), "run", "--path", str(workdir / "chroma-server"),
-             "--host", "127.0.0.1", "--port", str(port)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            [
+                str(Path(sys.executable).parent / "chroma"),
+                "run",
+                "--path",
+                str(workdir / "chroma-server"),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
         )
         import httpx
 
@@ -178,8 +198,9 @@ def bulk_load(universe, size: int, vectors, rng: random.Random, bulk_embedder) -
     from studio.memory.retrieval import chunks as chunk_module
     from studio.world.models import Event, MemoryMode, Save, StateCache
 
-    game_save = Save.objects.create(universe=universe, name=f"{size} turns", memory_mode=MemoryMode.CLASSIC,
-                                    meta=universe.meta_values())
+    game_save = Save.objects.create(
+        universe=universe, name=f"{size} turns", memory_mode=MemoryMode.CLASSIC, meta=universe.meta_values()
+    )
     batch = 2000
     texts = {}
     for start in range(1, size + 1, batch):
@@ -188,15 +209,42 @@ def bulk_load(universe, size: int, vectors, rng: random.Random, bulk_embedder) -
         for turn in turns:
             text = texts[turn] = narrative(rng, turn)
             place = PLACES[(turn // 25) % len(PLACES)]
-            events.append(Event(game_save=game_save, turn_id=turn, player_input=f"I look around {place} ({turn}).",
-                                narrative=text))
+            events.append(
+                Event(
+                    game_save=game_save, turn_id=turn, player_input=f"I look around {place} ({turn}).", narrative=text
+                )
+            )
             states.append(StateCache(game_save=game_save, turn_id=turn, state={"location": place}))
-            activations.append(LoreActivation(game_save=game_save, turn_id=turn, state={}, activated=[],
-                                              sequence=[], seed=f"bulk-{turn}", book_version="bulk"))
-            presence.append(Presence(game_save=game_save, turn_id=turn, characters=[NAMES[turn % len(NAMES)]],
-                                     source=PresenceSource.CARRIED, scene=place))
-            jobs.append(Job(kind=JobKind.EMBED_TURN, universe=universe, game_save=game_save, turn_id=turn,
-                            status=JobStatus.DONE, progress="done"))
+            activations.append(
+                LoreActivation(
+                    game_save=game_save,
+                    turn_id=turn,
+                    state={},
+                    activated=[],
+                    sequence=[],
+                    seed=f"bulk-{turn}",
+                    book_version="bulk",
+                )
+            )
+            presence.append(
+                Presence(
+                    game_save=game_save,
+                    turn_id=turn,
+                    characters=[NAMES[turn % len(NAMES)]],
+                    source=PresenceSource.CARRIED,
+                    scene=place,
+                )
+            )
+            jobs.append(
+                Job(
+                    kind=JobKind.EMBED_TURN,
+                    universe=universe,
+                    game_save=game_save,
+                    turn_id=turn,
+                    status=JobStatus.DONE,
+                    progress="done",
+                )
+            )
         Event.objects.bulk_create(events)
         StateCache.objects.bulk_create(states)
         LoreActivation.objects.bulk_create(activations)
@@ -207,10 +255,18 @@ def bulk_load(universe, size: int, vectors, rng: random.Random, bulk_embedder) -
     level = 0
     while level_rows:
         for first, last in level_rows:
-            chapters.append(Chapter(game_save=game_save, level=level, first_turn=first, last_turn=last, closed_turn=last,
-                                    close_reason=ChapterCloseReason.LENGTH if level == 0 else ChapterCloseReason.ROLLUP,
-                                    summary=f"Turns {first}-{last}: " + " ".join(rng.choice(WORDS) for _ in range(40)),
-                                    summary_status=SummaryStatus.DONE))
+            chapters.append(
+                Chapter(
+                    game_save=game_save,
+                    level=level,
+                    first_turn=first,
+                    last_turn=last,
+                    closed_turn=last,
+                    close_reason=ChapterCloseReason.LENGTH if level == 0 else ChapterCloseReason.ROLLUP,
+                    summary=f"Turns {first}-{last}: " + " ".join(rng.choice(WORDS) for _ in range(40)),
+                    summary_status=SummaryStatus.DONE,
+                )
+            )
         level_rows = [(level_rows[i][0], level_rows[i + 3][1]) for i in range(0, len(level_rows) - 3, 4)]
         level += 1
     Chapter.objects.bulk_create(chapters, batch_size=batch)
@@ -219,8 +275,9 @@ def bulk_load(universe, size: int, vectors, rng: random.Random, bulk_embedder) -
     # The history's chunks: prepared as embed_chunks prepares them, vectors from the bulk embedder.
     items = [{"turn_id": turn, "text": texts[turn]} for turn in range(1, size + 1)]
     for start in range(0, len(items), 5000):
-        ids, documents, metadatas, _ = chunk_module.prepare_chunks(game_save.save_id, items[start:start + 5000],
-                                                                   bulk_embedder)
+        ids, documents, metadatas, _ = chunk_module.prepare_chunks(
+            game_save.save_id, items[start : start + 5000], bulk_embedder
+        )
         vectors.store.upsert(game_save.save_id, ids, bulk_embedder.encode(documents), documents, metadatas)
     vectors.note_external_write(game_save.save_id)
     lore = [{"entry_id": e.entry_id, "text": e.text, "title": e.title} for e in universe.lore_entries.all()]
@@ -265,8 +322,12 @@ def floors(vectors, game_save, connection_alias="default") -> dict[str, float]:
     collection = vectors.collection_for(game_save.save_id)
     chunk_id = f"floor-{time.time_ns()}"
     started = time.perf_counter()
-    collection.add(ids=[chunk_id], embeddings=[np.asarray(vector, dtype=np.float32)], documents=[text],
-                   metadatas=[{"save_id": game_save.save_id, "turn_id": game_save.current_turn, "chunk_type": "floor"}])
+    collection.add(
+        ids=[chunk_id],
+        embeddings=[np.asarray(vector, dtype=np.float32)],
+        documents=[text],
+        metadatas=[{"save_id": game_save.save_id, "turn_id": game_save.current_turn, "chunk_type": "floor"}],
+    )
     out["chroma_add"] = time.perf_counter() - started
     started = time.perf_counter()
     collection.query(query_embeddings=[np.asarray(vector, dtype=np.float32)], n_results=50, include=["distances"])
@@ -278,8 +339,10 @@ def floors(vectors, game_save, connection_alias="default") -> dict[str, float]:
     with connection.cursor() as cursor:
         started = time.perf_counter()
         with transaction.atomic():
-            cursor.execute("INSERT INTO bench_floor_rows (save_id, turn_id, text) VALUES (%s, %s, %s)",
-                           [game_save.pk, time.time_ns() % 2_000_000_000, text])
+            cursor.execute(
+                "INSERT INTO bench_floor_rows (save_id, turn_id, text) VALUES (%s, %s, %s)",
+                [game_save.pk, time.time_ns() % 2_000_000_000, text],
+            )
         out["row_insert"] = time.perf_counter() - started
     return out
 
@@ -312,9 +375,14 @@ def measure(size: int, game_save, vectors, runner: Runner, args, rng: random.Ran
         game_save.refresh_from_db()
         player_input = f"I ask {rng.choice(NAMES)} about the {rng.choice(WORDS)}."
         draft = narrator_draft_create(game_save=game_save, player_input=player_input)
-        narrator_alternative_add(draft=draft, text=narrative(rng, game_save.current_turn + 1), status="done",
-                                 model="bench", system_prompt="You narrate Port Vey.",
-                                 user_prompt=f"Memory...\n{player_input}")
+        narrator_alternative_add(
+            draft=draft,
+            text=narrative(rng, game_save.current_turn + 1),
+            status="done",
+            model="bench",
+            system_prompt="You narrate Port Vey.",
+            user_prompt=f"Memory...\n{player_input}",
+        )
         timed(name, lambda: narrator_accept(draft=draft))
         runner.drain()
 
@@ -327,11 +395,17 @@ def measure(size: int, game_save, vectors, runner: Runner, args, rng: random.Ran
     for _ in range(args.repeats):
         accept_one()
         game_save.refresh_from_db()
-        timed("first_context", lambda: next_turn_context(game_save=game_save, params=ContextParams(query_text=query_text())))
+        timed(
+            "first_context",
+            lambda: next_turn_context(game_save=game_save, params=ContextParams(query_text=query_text())),
+        )
     for _ in range(args.repeats):
         accept_one(name="_accept_again")
         game_save.refresh_from_db()
-        timed("first_query", lambda: memory_search(game_save=game_save, query_text=query_text(), k=6, exclude_chunk_type="lore"))
+        timed(
+            "first_query",
+            lambda: memory_search(game_save=game_save, query_text=query_text(), k=6, exclude_chunk_type="lore"),
+        )
     for _ in range(args.repeats):
         game_save.refresh_from_db()
         for name, seconds in floors(vectors, game_save).items():
@@ -379,8 +453,12 @@ class ProxyChat:
 
     def request(self, model, messages) -> None:
         body = {"model": model, "messages": messages, "stream": True}
-        response = self.client.post("/v1/chat/completions", json.dumps(body), content_type="application/json",
-                                    headers={"Authorization": f"Bearer {self.key}"})
+        response = self.client.post(
+            "/v1/chat/completions",
+            json.dumps(body),
+            content_type="application/json",
+            headers={"Authorization": f"Bearer {self.key}"},
+        )
         if response.status_code != 200:
             raise SystemExit(f"proxy answered {response.status_code}: {response.content[:500]!r}")
         iterator = iter(response.streaming_content)
@@ -410,6 +488,7 @@ class ProxyChat:
         pending = f"I ask {self.rng.choice(NAMES)} about the {self.rng.choice(WORDS)}."
         self.request(model, messages(chat, pending))  # warm-up: the proposal for the pending turn
         runner.drain()
+
         def parts(kind):  # the proxy's own split of the request (X-Axiom-Timing): sync, memory, proposal
             for name, seconds in self.timing.items():
                 samples.setdefault(f"{kind}:{name}", []).append(seconds)
@@ -419,7 +498,7 @@ class ProxyChat:
             parts("proxy_swipe")
             runner.drain()
         for _ in range(self.args.repeats):
-            chat = (chat + [(pending, self.answer)])[-self.args.window:]
+            chat = (chat + [(pending, self.answer)])[-self.args.window :]
             pending = f"I ask {self.rng.choice(NAMES)} about the {self.rng.choice(WORDS)}."
             timed("proxy_new_message", lambda: self.request(model, messages(chat, pending)))
             parts("proxy_new_message")
@@ -452,17 +531,25 @@ def _run_stack(args, workdir: Path) -> int:
     bulk_embedder = embedder if args.bulk_embedder == "real" else HashingEmbedder(dimension=384)
     vectors = get_vector_memory()
     with connection.cursor() as cursor:
-        cursor.execute("CREATE TABLE bench_floor_rows (id INTEGER PRIMARY KEY, save_id INTEGER, turn_id BIGINT, text TEXT)"
-                       if connection.vendor == "sqlite" else
-                       "CREATE TABLE bench_floor_rows (id BIGSERIAL PRIMARY KEY, save_id INTEGER, turn_id BIGINT, text TEXT)")
+        cursor.execute(
+            "CREATE TABLE bench_floor_rows (id INTEGER PRIMARY KEY, save_id INTEGER, turn_id BIGINT, text TEXT)"
+            if connection.vendor == "sqlite"
+            else "CREATE TABLE bench_floor_rows (id BIGSERIAL PRIMARY KEY, save_id INTEGER, turn_id BIGINT, text TEXT)"
+        )
         cursor.execute("CREATE INDEX bench_floor_rows_turn ON bench_floor_rows (save_id, turn_id)")
     owner = User.objects.create_user("bench", password="x")
     universe = Universe.objects.create(name="Bench", slug="bench", owner=owner)
     rng = random.Random(7)
     for index in range(40):
         name = NAMES[index % len(NAMES)] + (f" {index}" if index >= len(NAMES) else "")
-        LoreEntry.objects.create(universe=universe, entry_id=f"e{index}", title=name, kind="character",
-                                 text=f"{name} " + " ".join(rng.choice(WORDS) for _ in range(40)), keys=[name])
+        LoreEntry.objects.create(
+            universe=universe,
+            entry_id=f"e{index}",
+            title=name,
+            kind="character",
+            text=f"{name} " + " ".join(rng.choice(WORDS) for _ in range(40)),
+            keys=[name],
+        )
     runner = Runner()
     runner.drain()
     proxy = ProxyChat(args, rng)
@@ -475,11 +562,19 @@ def _run_stack(args, workdir: Path) -> int:
         print(f"[{args.stack}] {size:,} turns loaded in {load_s:.1f} s", file=sys.stderr, flush=True)
         load_before = os.getloadavg()
         samples = measure(size, game_save, vectors, runner, args, rng, proxy)
-        row = {"stack": args.stack, "turns": size, "load_s": round(load_s, 1),
-               "load_average": [round(x, 2) for x in load_before], "load_average_after": [round(x, 2) for x in os.getloadavg()]}
+        row = {
+            "stack": args.stack,
+            "turns": size,
+            "load_s": round(load_s, 1),
+            "load_average": [round(x, 2) for x in load_before],
+            "load_average_after": [round(x, 2) for x in os.getloadavg()],
+        }
         for name, values in samples.items():
-            row[name] = {"p50_ms": round(percentile(values, 50) * 1000, 2), "p95_ms": round(percentile(values, 95) * 1000, 2),
-                         "n": len(values)}
+            row[name] = {
+                "p50_ms": round(percentile(values, 50) * 1000, 2),
+                "p95_ms": round(percentile(values, 95) * 1000, 2),
+                "n": len(values),
+            }
         results.append(row)
         print(json.dumps(row), flush=True)
     proxy.server.stop()
@@ -495,25 +590,35 @@ def floor_sum(row, q="p50_ms") -> float:
 
 
 def print_table(results: list[dict]) -> None:
-    print("\n| stack | turns | " + " | ".join(LABELS[o] + " p50 / p95" for o in OPERATIONS)
-          + " | floor (encode + Chroma add + query + BM25 + insert) p50 | load |")
+    print(
+        "\n| stack | turns | "
+        + " | ".join(LABELS[o] + " p50 / p95" for o in OPERATIONS)
+        + " | floor (encode + Chroma add + query + BM25 + insert) p50 | load |"
+    )
     print("|---|---:|" + "---:|" * len(OPERATIONS) + "---:|---|")
     for row in results:
         cells = [f"{row[o]['p50_ms']:,.1f} / {row[o]['p95_ms']:,.1f}" for o in OPERATIONS]
         floors_text = " + ".join(f"{row[name]['p50_ms']:.1f}" for name in FLOORS)
-        print(f"| {row['stack']} | {row['turns']:,} | " + " | ".join(cells)
-              + f" | {floor_sum(row):.1f} ({floors_text}) | {row['load_average'][0]:.2f} |")
+        print(
+            f"| {row['stack']} | {row['turns']:,} | "
+            + " | ".join(cells)
+            + f" | {floor_sum(row):.1f} ({floors_text}) | {row['load_average'][0]:.2f} |"
+        )
     print("\nRatios, largest save / smallest save, p50 (p95), same run:")
     for stack in sorted({r["stack"] for r in results}):
         rows = sorted((r for r in results if r["stack"] == stack), key=lambda r: r["turns"])
         if len(rows) < 2:
             continue
         small, large = rows[0], rows[-1]
-        parts = [f"{LABELS[o]} {large[o]['p50_ms'] / small[o]['p50_ms']:.2f}x ({large[o]['p95_ms'] / small[o]['p95_ms']:.2f}x)"
-                 for o in OPERATIONS]
+        parts = [
+            f"{LABELS[o]} {large[o]['p50_ms'] / small[o]['p50_ms']:.2f}x ({large[o]['p95_ms'] / small[o]['p95_ms']:.2f}x)"
+            for o in OPERATIONS
+        ]
         print(f"- {stack}, {large['turns']:,} / {small['turns']:,}: " + "; ".join(parts))
-        print(f"  first memory query after a write at {large['turns']:,}: "
-              f"{large['first_query']['p50_ms'] / floor_sum(large):.2f}x the floor's sum")
+        print(
+            f"  first memory query after a write at {large['turns']:,}: "
+            f"{large['first_query']['p50_ms'] / floor_sum(large):.2f}x the floor's sum"
+        )
 
 
 def main() -> int:
@@ -536,9 +641,28 @@ def main() -> int:
     results = []
     for stack in args.stacks.split(","):
         out = Path(tempfile.mkdtemp(prefix="axiom-bench-turnpath-")) / f"{stack}.json"
-        child = [sys.executable, __file__, "--stack", stack, "--out", str(out), "--sizes", args.sizes,
-                 "--repeats", str(args.repeats), "--window", str(args.window), "--bulk-embedder", args.bulk_embedder,
-                 "--pg-db", args.pg_db, "--profile", ",".join(args.profile), "--profile-lines", str(args.profile_lines)]
+        child = [
+            sys.executable,
+            __file__,
+            "--stack",
+            stack,
+            "--out",
+            str(out),
+            "--sizes",
+            args.sizes,
+            "--repeats",
+            str(args.repeats),
+            "--window",
+            str(args.window),
+            "--bulk-embedder",
+            args.bulk_embedder,
+            "--pg-db",
+            args.pg_db,
+            "--profile",
+            ",".join(args.profile),
+            "--profile-lines",
+            str(args.profile_lines),
+        ]
         code = subprocess.call(child)
         if code:
             return code

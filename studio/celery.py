@@ -1,4 +1,5 @@
 """Celery application for Axiom Studio (workers on Redis when REDIS_URL is set)."""
+
 import os
 
 from celery import Celery

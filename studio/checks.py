@@ -1,4 +1,5 @@
 """System checks that make a misconfigured deployment fail at start with a clear message."""
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -6,8 +7,7 @@ from django.core.checks import Error, Tags, register
 from django.core.exceptions import ImproperlyConfigured
 
 SECRET_KEY_MESSAGE = (
-    "SECRET_KEY is required when DEBUG is off. Set SECRET_KEY in the environment, "
-    "or DEBUG=1 for a development machine."
+    "SECRET_KEY is required when DEBUG is off. Set SECRET_KEY in the environment, or DEBUG=1 for a development machine."
 )
 
 

@@ -24,6 +24,7 @@ Strict JSON is part of the same rule (`strict_json_hooks`): a body or file with 
 in one object, or NaN / Infinity, is refused wherever JSON comes in (API bodies, the proxy,
 save files), so what was accepted always serialises back to the same document.
 """
+
 from __future__ import annotations
 
 import math
@@ -156,10 +157,12 @@ SAMPLER = {
     "temperature": declare(Limit("play.temperature", "number", low=0.0, high=2.0, nullable=True, label="temperature")),
     "top_p": declare(Limit("play.top_p", "number", low=0.0, high=1.0, nullable=True, label="top-p")),
     "max_tokens": declare(Limit("play.max_tokens", "integer", low=1, high=32768, nullable=True, label="max tokens")),
-    "frequency_penalty": declare(Limit("play.frequency_penalty", "number", low=-2.0, high=2.0, nullable=True,
-                                       label="frequency penalty")),
-    "repeat_penalty": declare(Limit("play.repeat_penalty", "number", low=0.0, high=3.0, nullable=True,
-                                    label="repetition penalty")),
+    "frequency_penalty": declare(
+        Limit("play.frequency_penalty", "number", low=-2.0, high=2.0, nullable=True, label="frequency penalty")
+    ),
+    "repeat_penalty": declare(
+        Limit("play.repeat_penalty", "number", low=0.0, high=3.0, nullable=True, label="repetition penalty")
+    ),
 }
 # Who is on scene (presence), who learnt what (reveals: the character and who told them), a point of view.
 CHARACTER_NAME = declare(Limit("character.name", "name", max_chars=200, label="character name"))

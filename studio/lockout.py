@@ -9,6 +9,7 @@ so a client cannot reset its count by sending its own header. With `AXIOM_TRUSTE
 set, the header is read only on requests whose peer is one of those addresses: a client that
 reaches gunicorn's port directly, past the proxy, is counted against its own address.
 """
+
 from __future__ import annotations
 
 import ipaddress

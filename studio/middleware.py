@@ -1,4 +1,5 @@
 """What Django 5.2 does not do by itself: security headers, and a cap on request bodies."""
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -49,6 +50,9 @@ class RequestSizeLimitMiddleware:
         except ValueError:
             declared = 0
         if declared > self.limit:
-            return HttpResponse(f"The request body is {declared} bytes; at most {self.limit} are accepted "
-                                "(AXIOM_MAX_UPLOAD_BYTES).\n", status=413, content_type="text/plain; charset=utf-8")
+            return HttpResponse(
+                f"The request body is {declared} bytes; at most {self.limit} are accepted (AXIOM_MAX_UPLOAD_BYTES).\n",
+                status=413,
+                content_type="text/plain; charset=utf-8",
+            )
         return self.get_response(request)

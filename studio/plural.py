@@ -3,6 +3,7 @@
 Templates use Django's `pluralize` filter; Python text that states a count uses `counted`,
 so no message says "1 beliefs". No Django import: any layer may use it.
 """
+
 from __future__ import annotations
 
 

@@ -1,4 +1,5 @@
 """The studio's roles. Groups are created by a migration (universes 0002_groups)."""
+
 from __future__ import annotations
 
 AUTHORS = "Authors"

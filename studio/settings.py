@@ -4,6 +4,7 @@ Every setting that differs between machines comes from an environment variable, 
 and nowhere else (see README, "Environment variables"). The defaults give the embedded,
 one-machine set-up: SQLite under var/, a local Chroma store, jobs in-process, no LLM.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -173,7 +174,9 @@ AXIOM_API_MAX_BODY_BYTES = env_int("AXIOM_API_MAX_BODY_BYTES", 1024 * 1024)
 AXIOM_SAVE_FILE_MAX_BYTES = env_int("AXIOM_SAVE_FILE_MAX_BYTES", 16 * 1024 * 1024)
 # Any request body, uploads included, checked before it is read (studio/middleware.py): room for the
 # largest upload (a save file) and its multipart framing.
-AXIOM_MAX_UPLOAD_BYTES = env_int("AXIOM_MAX_UPLOAD_BYTES", max(DATA_UPLOAD_MAX_MEMORY_SIZE, AXIOM_SAVE_FILE_MAX_BYTES) + 1024 * 1024)
+AXIOM_MAX_UPLOAD_BYTES = env_int(
+    "AXIOM_MAX_UPLOAD_BYTES", max(DATA_UPLOAD_MAX_MEMORY_SIZE, AXIOM_SAVE_FILE_MAX_BYTES) + 1024 * 1024
+)
 
 # --- Vector store (ChromaDB) -------------------------------------------------------------
 # CHROMA_HOST set: a Chroma server (HttpClient), safe for any number of processes.
@@ -269,8 +272,14 @@ AXIOM_PROXY_MAX_N = env_int("AXIOM_PROXY_MAX_N", 1)
 # (the server's default applies); unset token and time limits fall back to the global ones.
 # JSON operations default to temperature 0 (reproducible answers); reflection writes prose
 # (0.3), the narrator tells a story (0.8).
-_LLM_DEFAULT_TEMPERATURE = {"extract": 0.0, "consolidate": 0.0, "reflect": 0.3, "narrate": 0.8, "summarize": 0.2,
-                            "guard": 0.0}
+_LLM_DEFAULT_TEMPERATURE = {
+    "extract": 0.0,
+    "consolidate": 0.0,
+    "reflect": 0.3,
+    "narrate": 0.8,
+    "summarize": 0.2,
+    "guard": 0.0,
+}
 AXIOM_LLM_OPERATION_OPTIONS = {
     operation: {
         "temperature": env_float(f"AXIOM_LLM_TEMPERATURE_{operation.upper()}", temperature),

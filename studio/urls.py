@@ -1,4 +1,5 @@
 """URL configuration: the studio pages, the admin, the JSON API and the memory proxy (`/v1/`)."""
+
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path

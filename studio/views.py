@@ -1,4 +1,5 @@
 """Project-level pages: the studio home, a health check and the /favicon.ico redirect."""
+
 from django.contrib.auth.decorators import login_not_required
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -20,9 +21,7 @@ def home(request: HttpRequest) -> HttpResponse:
         .select_related("universe")
         .order_by("-last_activity_at")[:8]
     )
-    return render(
-        request, "home.html", {"universes": universes, "recent_saves": recent_saves}
-    )
+    return render(request, "home.html", {"universes": universes, "recent_saves": recent_saves})
 
 
 @require_GET

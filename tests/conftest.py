@@ -11,6 +11,7 @@ over (tests/plugins/client.py: `gunicorn_client`), the who-knows-what worlds
 `limit_hits`). Each test folder's conftest.py holds what only its tests share. Plain helpers more
 than one test module uses (no fixtures) live in tests/support/; no module imports a test module
 (tests/test_no_test_imports.py)."""
+
 from __future__ import annotations
 
 import os
@@ -42,7 +43,8 @@ pytest_plugins = [
 # is derandomised, so a red run is the same run again; `dev` explores new examples each run and
 # keeps the failing ones in .hypothesis/. HYPOTHESIS_PROFILE=<name> picks one explicitly.
 _HYPOTHESIS = dict(
-    max_examples=60, deadline=None,
+    max_examples=60,
+    deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 hypothesis_settings.register_profile("dev", **_HYPOTHESIS)
@@ -60,14 +62,18 @@ DB_FIXTURES = {"db", "transactional_db", "live_server", "django_db_reset_sequenc
 
 def pytest_addoption(parser):
     parser.addoption(
-        "--db-only", action="store_true", default=False,
+        "--db-only",
+        action="store_true",
+        default=False,
         help="run only the tests that use the database (django_db marker or a db fixture); "
-             "the others are deselected (scripts/test.sh runs them on SQLite)",
+        "the others are deselected (scripts/test.sh runs them on SQLite)",
     )
 
 
 def uses_database(item) -> bool:
-    return item.get_closest_marker("django_db") is not None or bool(DB_FIXTURES & set(getattr(item, "fixturenames", ())))
+    return item.get_closest_marker("django_db") is not None or bool(
+        DB_FIXTURES & set(getattr(item, "fixturenames", ()))
+    )
 
 
 # The long tests (a browser, a Celery worker, the real model or its export: markers browser,
@@ -141,9 +147,7 @@ def universe(db, author, playtester) -> Universe:
 def game_save(db, universe) -> Save:
     save = Save.objects.create(universe=universe, name="Run 1", save_id="testsave01")
     for turn in range(1, 4):
-        Event.objects.create(
-            game_save=save, turn_id=turn, player_input=f"input {turn}", narrative=f"Turn {turn} text."
-        )
+        Event.objects.create(game_save=save, turn_id=turn, player_input=f"input {turn}", narrative=f"Turn {turn} text.")
     save.current_turn = 3
     save.save()
     return save

@@ -19,6 +19,7 @@ universe services resolve), `vector_memory` (the real store on a temp dir, the s
 and `stricter_clamp` (a stricter horizon rule in place of the one clamp, to show a caller
 goes through `memory_search`).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -166,8 +167,14 @@ class FakeVectorMemory:
     def _store(self, save_id, turn_id, text, chunk_type="narrative", entry_id=None) -> str:
         chunk_id = f"c{next(self._ids)}"
         self.chunks.append(
-            {"id": chunk_id, "save_id": save_id, "turn_id": int(turn_id), "text": text,
-             "chunk_type": chunk_type, "entry_id": entry_id}
+            {
+                "id": chunk_id,
+                "save_id": save_id,
+                "turn_id": int(turn_id),
+                "text": text,
+                "chunk_type": chunk_type,
+                "entry_id": entry_id,
+            }
         )
         return chunk_id
 
@@ -186,8 +193,11 @@ class FakeVectorMemory:
                 text = item["text"]
                 extra = item.get("metadata_extra") or {}
                 ids.append(
-                    self._store(save_id, item["turn_id"], text, item.get("chunk_type", "narrative"), extra.get("entry_id"))
-                    if str(text).strip() else ""
+                    self._store(
+                        save_id, item["turn_id"], text, item.get("chunk_type", "narrative"), extra.get("entry_id")
+                    )
+                    if str(text).strip()
+                    else ""
                 )
             self.bumps += any(ids)
         return ids
@@ -201,16 +211,27 @@ class FakeVectorMemory:
 
     def embed_chunk(self, save_id, turn_id, text, chunk_type="narrative", metadata_extra=None) -> str:
         self.embed_calls += 1
-        return self._add(save_id, [{"turn_id": turn_id, "text": text, "chunk_type": chunk_type,
-                                    "metadata_extra": metadata_extra}])[0]
+        return self._add(
+            save_id, [{"turn_id": turn_id, "text": text, "chunk_type": chunk_type, "metadata_extra": metadata_extra}]
+        )[0]
 
     def sync_lore(self, save_id, entries) -> int:
         entries = [dict(entry) for entry in entries]
         self._record("sync_lore", save_id, entries)
         with self.lock:
             self._delete(lambda c: not (c["save_id"] == save_id and c["chunk_type"] == "lore"))
-            ids = self._add(save_id, [{"turn_id": 0, "text": e["text"], "chunk_type": "lore",
-                                       "metadata_extra": {"entry_id": e["entry_id"]}} for e in entries])
+            ids = self._add(
+                save_id,
+                [
+                    {
+                        "turn_id": 0,
+                        "text": e["text"],
+                        "chunk_type": "lore",
+                        "metadata_extra": {"entry_id": e["entry_id"]},
+                    }
+                    for e in entries
+                ],
+            )
         return sum(bool(chunk_id) for chunk_id in ids)
 
     def rollback(self, save_id, target_turn_id) -> int:
@@ -237,16 +258,24 @@ class FakeVectorMemory:
 
     def _replace(self, save_id, texts: dict[int, str], chunk_type: str) -> None:
         with self.lock:
-            old = [c["id"] for c in self.chunks
-                   if c["save_id"] == save_id and c["turn_id"] in texts and c["chunk_type"] == chunk_type]
-            self._add(save_id, [{"turn_id": turn, "text": texts[turn], "chunk_type": chunk_type} for turn in sorted(texts)])
+            old = [
+                c["id"]
+                for c in self.chunks
+                if c["save_id"] == save_id and c["turn_id"] in texts and c["chunk_type"] == chunk_type
+            ]
+            self._add(
+                save_id, [{"turn_id": turn, "text": texts[turn], "chunk_type": chunk_type} for turn in sorted(texts)]
+            )
             self._delete(lambda c: c["id"] not in old)
 
     def copy_save(self, source_save_id, target_save_id, *, max_turn_id=None) -> int:
         self._record("copy_save", source_save_id, target_save_id, max_turn_id)
         with self.lock:
-            source = [c for c in self.chunks if c["save_id"] == source_save_id
-                      and (max_turn_id is None or c["turn_id"] <= max_turn_id)]
+            source = [
+                c
+                for c in self.chunks
+                if c["save_id"] == source_save_id and (max_turn_id is None or c["turn_id"] <= max_turn_id)
+            ]
             failing = self.fail_copy > 0
             if failing:
                 self.fail_copy -= 1
@@ -265,22 +294,33 @@ class FakeVectorMemory:
 
     def get_chunks(self, save_id, *, chunk_type=None, max_turn_id=None) -> list[dict]:
         rows = [
-            dict(chunk) for chunk in self.chunks
+            dict(chunk)
+            for chunk in self.chunks
             if chunk["save_id"] == save_id
             and (chunk_type is None or chunk["chunk_type"] == chunk_type)
             and (max_turn_id is None or chunk["turn_id"] <= max_turn_id)
         ]
         return sorted(rows, key=lambda row: (row["turn_id"], row["chunk_type"]))
 
-    def query(self, save_id, query_text, k=5, current_turn_id=None, max_turn_id=None, focus_terms=None,
-              chunk_type=None, exclude_chunk_type=None) -> list[dict]:
+    def query(
+        self,
+        save_id,
+        query_text,
+        k=5,
+        current_turn_id=None,
+        max_turn_id=None,
+        focus_terms=None,
+        chunk_type=None,
+        exclude_chunk_type=None,
+    ) -> list[dict]:
         """The save's chunks within the horizon and type filters, most shared words first
         (like a nearest-neighbour search, a chunk sharing no word may still fill the k)."""
         horizons = [turn for turn in (current_turn_id, max_turn_id) if turn is not None]
         horizon = min(horizons) if horizons else None
         words = set(tokenize(query_text))
         hits = [
-            chunk for chunk in self.chunks
+            chunk
+            for chunk in self.chunks
             if chunk["save_id"] == save_id
             and (horizon is None or chunk["turn_id"] <= horizon)
             and (chunk_type is None or chunk["chunk_type"] == chunk_type)

@@ -34,6 +34,7 @@ Besides plain JSON answers it behaves like the real servers the client must cope
 - `Reply(finish_reason="length")` reports a truncated answer; its `content` is whatever cut
   text the test gives (see `cut_at`).
 """
+
 from __future__ import annotations
 
 import json
@@ -163,7 +164,9 @@ class ScriptedLLMServer:
                 if reply.raw_body is not None:
                     return self._send(reply.status, reply.raw_body, reply.headers)
                 if reply.status != 200:
-                    return self._send(reply.status, json.dumps({"error": {"message": "scripted failure"}}), reply.headers)
+                    return self._send(
+                        reply.status, json.dumps({"error": {"message": "scripted failure"}}), reply.headers
+                    )
                 if request.get("stream"):
                     return self._stream(request, reply)
                 body = {
@@ -215,7 +218,11 @@ class ScriptedLLMServer:
                     write("data: " + json.dumps(chunk({"role": "assistant", "content": ""})) + "\r\n\r\n")
                     for index, piece in enumerate(pieces):
                         if reply.error_after is not None and index >= reply.error_after:
-                            write("data: " + json.dumps({"error": {"message": "scripted mid-stream failure"}}) + "\r\n\r\n")
+                            write(
+                                "data: "
+                                + json.dumps({"error": {"message": "scripted mid-stream failure"}})
+                                + "\r\n\r\n"
+                            )
                             write("")  # end of the chunked body
                             entry["completed"] = True
                             return
@@ -229,8 +236,13 @@ class ScriptedLLMServer:
                         entry["deltas_sent"] += 1
                     write("data: " + json.dumps(chunk({}, reply.finish_reason)) + "\r\n\r\n")
                     if include_usage and reply.usage is not None:
-                        usage_chunk = {"id": "chatcmpl-test", "object": "chat.completion.chunk", "model": model,
-                                       "choices": [], "usage": reply.usage}
+                        usage_chunk = {
+                            "id": "chatcmpl-test",
+                            "object": "chat.completion.chunk",
+                            "model": model,
+                            "choices": [],
+                            "usage": reply.usage,
+                        }
                         write("data: " + json.dumps(usage_chunk) + "\r\n\r\n")
                     write("data: [DONE]\r\n\r\n")
                     write("")
@@ -287,20 +299,38 @@ class ScriptedLLMServer:
         if isinstance(response_format, dict):
             if self.refuse_json_schema and response_format.get("type") == "json_schema":
                 return 500, json.dumps(
-                    {"error": {"message": LLAMA_CPP_PYTHON_JSON_SCHEMA_ERROR, "type": "internal_server_error",
-                               "param": None, "code": None}}
+                    {
+                        "error": {
+                            "message": LLAMA_CPP_PYTHON_JSON_SCHEMA_ERROR,
+                            "type": "internal_server_error",
+                            "param": None,
+                            "code": None,
+                        }
+                    }
                 )
-            if self.reject_schema_in_json_object and response_format.get("type") == "json_object" and "schema" in response_format:
+            if (
+                self.reject_schema_in_json_object
+                and response_format.get("type") == "json_object"
+                and "schema" in response_format
+            ):
                 return 400, json.dumps({"error": {"message": "Unrecognized request argument supplied: schema"}})
         refused = sorted(name for name in self.refuse_params if name in request)
         if refused:
             if self.refuse_params_status == 422:
-                detail = [{"type": "extra_forbidden", "loc": ["body", name], "msg": "Extra inputs are not permitted"}
-                          for name in refused]
+                detail = [
+                    {"type": "extra_forbidden", "loc": ["body", name], "msg": "Extra inputs are not permitted"}
+                    for name in refused
+                ]
                 return 422, json.dumps({"detail": detail})
             return self.refuse_params_status, json.dumps(
-                {"error": {"message": f"Unrecognized request argument supplied: {refused[0]}",
-                           "type": "invalid_request_error", "param": None, "code": None}}
+                {
+                    "error": {
+                        "message": f"Unrecognized request argument supplied: {refused[0]}",
+                        "type": "invalid_request_error",
+                        "param": None,
+                        "code": None,
+                    }
+                }
             )
         return None
 
@@ -390,22 +420,26 @@ def scripted_pipeline_responder(
     summary: str = "Kaël is a smuggler who owes the harbour master. He is wary of the Guild.",
 ) -> Callable[[dict], Reply]:
     """A responder that answers each operation with fixed, valid JSON (or text for reflect)."""
-    facts = facts if facts is not None else [
-        {
-            "statement": "Kaël paid his debt to the harbour master.",
-            "fact_type": "event",
-            "who": "Kaël",
-            "what": "paid his debt",
-            "where": "Port Vey",
-            "entities": ["Kaël", "Port Vey"],
-        },
-        {
-            "statement": "Kaël distrusts the Guild.",
-            "fact_type": "trait",
-            "who": "Kaël",
-            "entities": ["Kaël"],
-        },
-    ]
+    facts = (
+        facts
+        if facts is not None
+        else [
+            {
+                "statement": "Kaël paid his debt to the harbour master.",
+                "fact_type": "event",
+                "who": "Kaël",
+                "what": "paid his debt",
+                "where": "Port Vey",
+                "entities": ["Kaël", "Port Vey"],
+            },
+            {
+                "statement": "Kaël distrusts the Guild.",
+                "fact_type": "trait",
+                "who": "Kaël",
+                "entities": ["Kaël"],
+            },
+        ]
+    )
     default_actions = [
         {"action": "CREATE", "subject": "Kaël", "statement": "Kaël settles his debts.", "source_fact_ids": [1]},
         {"action": "CREATE", "subject": "Kaël", "statement": "Kaël distrusts the Guild.", "source_fact_ids": [2]},

@@ -3,6 +3,7 @@
 Everything still comes from environment variables (as in production); this only supplies
 defaults that make a bare `pytest` work. DATABASE_URL picks SQLite or PostgreSQL.
 """
+
 import os
 import tempfile
 

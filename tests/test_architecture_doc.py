@@ -4,6 +4,7 @@ The map is how a newcomer finds a part of the code; a module added without a lin
 or a line left behind by a module that moved, makes it lie. Migrations and empty package
 `__init__.py` files are not listed.
 """
+
 from __future__ import annotations
 
 import re
@@ -41,7 +42,11 @@ def test_the_module_map_names_every_module():
 
 
 def test_the_module_map_names_no_missing_module():
-    stale = {name for name in named_paths(module_map(DOC.read_text(encoding="utf-8"))) if not (ROOT / "studio" / name).is_file()}
+    stale = {
+        name
+        for name in named_paths(module_map(DOC.read_text(encoding="utf-8")))
+        if not (ROOT / "studio" / name).is_file()
+    }
     assert not stale, f"docs/architecture.md's module map names modules that do not exist: {', '.join(sorted(stale))}"
 
 
@@ -58,8 +63,11 @@ def timeline_section(text: str) -> str:
 def test_the_timeline_table_is_the_registry_with_its_orders(db):
     from studio.memory import timeline
 
-    rows = [line.split("|")[1] for line in timeline_section(DOC.read_text(encoding="utf-8")).splitlines()
-            if re.match(r"\| \w+ \(\d+\)", line)]
+    rows = [
+        line.split("|")[1]
+        for line in timeline_section(DOC.read_text(encoding="utf-8")).splitlines()
+        if re.match(r"\| \w+ \(\d+\)", line)
+    ]
     documented = {name: int(order) for cell in rows for name, order in re.findall(r"(\w+) \((\d+)\)", cell)}
     registered = {entry.name: entry.order for entry in timeline.registered_tables()}
     assert documented == registered

@@ -12,6 +12,7 @@ Roles: `reader` belongs to the universe but has no role; `playtester` belongs an
 Playtester; `author` owns it and is an Author; `foreign_author` is an Author of nothing
 here; `outsider` has no role and no membership; `staff` is a superuser.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -41,15 +42,26 @@ def people(db, universe, author, playtester):
     foreign.groups.add(Group.objects.get_or_create(name=AUTHORS)[0])
     outsider = User.objects.create_user("nobody", password="pw")
     staff = User.objects.create_user("root", password="pw", is_staff=True, is_superuser=True)
-    return {"reader": reader, "playtester": playtester, "author": author, "foreign_author": foreign, "outsider": outsider, "staff": staff}
+    return {
+        "reader": reader,
+        "playtester": playtester,
+        "author": author,
+        "foreign_author": foreign,
+        "outsider": outsider,
+        "staff": staff,
+    }
 
 
 @pytest.fixture
 def objects(universe, game_save, author):
     meta = UniverseMeta.objects.get(universe=universe, key="belief_mission")
     revision = LoreRevision.objects.create(
-        universe=universe, lore_entry=universe.lore_entries.get(entry_id="kael"), entry_id="kael", action="create",
-        after={"title": "Kaël", "text": "x", "kind": "character", "keys": []})
+        universe=universe,
+        lore_entry=universe.lore_entries.get(entry_id="kael"),
+        entry_id="kael",
+        action="create",
+        after={"title": "Kaël", "text": "x", "kind": "character", "keys": []},
+    )
     belief = Observation.objects.create(game_save=game_save, statement="Kaël owes money.", subject="Kaël", sources=[])
     job = Job.objects.create(kind="embed_turn", game_save=game_save, turn_id=1, status="failed", error="x")
     token, _ = api_token_create(user=author, name="engine")
@@ -63,17 +75,31 @@ def objects(universe, game_save, author):
     from studio.memory.chapters.models import Chapter
     from studio.memory.knowledge.models import Reveal
 
-    chapter = Chapter.objects.create(game_save=game_save, first_turn=1, last_turn=1, closed_turn=1, close_reason="playtester")
+    chapter = Chapter.objects.create(
+        game_save=game_save, first_turn=1, last_turn=1, closed_turn=1, close_reason="playtester"
+    )
     reveal = Reveal.objects.create(game_save=game_save, turn_id=1, entry_id="kael", character="Mira")
     from studio.universes.memory_tests.services import memory_test_create
 
-    memory_test_create(universe=universe, data={"name": "kael-known", "kind": "knows", "character": "Mira",
-                                                "entry": "kael"})
+    memory_test_create(
+        universe=universe, data={"name": "kael-known", "kind": "knows", "character": "Mira", "entry": "kael"}
+    )
     return {
-        "draft_id": draft.pk, "number": 1, "chapter_id": chapter.pk, "name": "Kaël", "reveal_id": reveal.pk,
+        "draft_id": draft.pk,
+        "number": 1,
+        "chapter_id": chapter.pk,
+        "name": "Kaël",
+        "reveal_id": reveal.pk,
         "test_name": "kael-known",
-        "slug": universe.slug, "save_id": game_save.save_id, "entry_id": "kael", "pk": meta.pk,
-        "revision_id": revision.pk, "turn_id": 1, "observation_id": belief.pk, "job_id": job.pk, "token_id": token.pk,
+        "slug": universe.slug,
+        "save_id": game_save.save_id,
+        "entry_id": "kael",
+        "pk": meta.pk,
+        "revision_id": revision.pk,
+        "turn_id": 1,
+        "observation_id": belief.pk,
+        "job_id": job.pk,
+        "token_id": token.pk,
     }
 
 

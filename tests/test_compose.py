@@ -1,4 +1,5 @@
 """docker-compose.yml cannot run here (no Docker engine): validate it against the spec."""
+
 import shutil
 import subprocess
 import sys
@@ -13,7 +14,9 @@ def test_compose_file_is_valid_against_the_compose_spec():
     exe = shutil.which("check-jsonschema") or str(Path(sys.executable).parent / "check-jsonschema")
     proc = subprocess.run(
         [exe, "--builtin-schema", "vendor.compose-spec", str(ROOT / "docker-compose.yml")],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 

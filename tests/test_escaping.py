@@ -6,6 +6,7 @@ job errors, LLM call errors, API token names); then every studio page that takes
 fetched as the owner and as staff, full page and htmx fragment, and the raw payload must
 never appear.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -30,38 +31,80 @@ def poisoned(universe, game_save, author):
     UniverseMeta.objects.create(universe=universe, key=f"note{ATTR_PAYLOAD}"[:200], value=PAYLOAD)
     # An old one-value persona, so the Metadata page shows the split it read.
     UniverseMeta.objects.create(universe=universe, key="player_character", value=f"Ilya Voss, {PAYLOAD} {ATTR_PAYLOAD}")
-    UniverseMeta.objects.update_or_create(universe=universe, key="belief_missions", defaults={"value": '{"Kaël": "%s"}' % PAYLOAD.replace('"', "'")})
+    UniverseMeta.objects.update_or_create(
+        universe=universe, key="belief_missions", defaults={"value": '{"Kaël": "%s"}' % PAYLOAD.replace('"', "'")}
+    )
     kael = LoreEntry.objects.get(universe=universe, entry_id="kael")
     kael.title = f"Kaël {PAYLOAD}"
     kael.text = f"Text {PAYLOAD} {ATTR_PAYLOAD}"
     kael.keys = [PAYLOAD]
     kael.embedding_error = PAYLOAD
     kael.save()
-    revision = LoreRevision.objects.create(universe=universe, lore_entry=kael, entry_id="kael", action="update",
-                                           before={"title": PAYLOAD, "text": PAYLOAD, "kind": "character", "keys": [PAYLOAD]},
-                                           after={"title": PAYLOAD, "text": PAYLOAD, "kind": "character", "keys": []}, author=author)
+    revision = LoreRevision.objects.create(
+        universe=universe,
+        lore_entry=kael,
+        entry_id="kael",
+        action="update",
+        before={"title": PAYLOAD, "text": PAYLOAD, "kind": "character", "keys": [PAYLOAD]},
+        after={"title": PAYLOAD, "text": PAYLOAD, "kind": "character", "keys": []},
+        author=author,
+    )
     game_save.name = f"Run {PAYLOAD}"
     game_save.save()
-    Event.objects.filter(game_save=game_save, turn_id=1).update(player_input=PAYLOAD, narrative=f"Narrative {PAYLOAD} {ATTR_PAYLOAD}")
-    StateCache.objects.create(game_save=game_save, turn_id=1, state={"where": PAYLOAD})
-    fact = Fact.objects.create(game_save=game_save, turn_id=1, statement=f"Fact {PAYLOAD}", who=PAYLOAD, entities=[PAYLOAD, "Kaël"], fact_type="world")
-    belief = Observation.objects.create(
-        game_save=game_save, statement=f"Belief {PAYLOAD}", subject=PAYLOAD, sources=[{"fact_id": fact.pk, "turn_id": 1}],
-        history=[{"action": "CREATE", "statement": PAYLOAD, "turn_id": 1, "subject": PAYLOAD}], created_turn_id=1, updated_turn_id=1,
+    Event.objects.filter(game_save=game_save, turn_id=1).update(
+        player_input=PAYLOAD, narrative=f"Narrative {PAYLOAD} {ATTR_PAYLOAD}"
     )
-    MentalModel.objects.create(game_save=game_save, subject=PAYLOAD, summary=f"Model {PAYLOAD}", sources=[belief.pk], created_turn_id=1, updated_turn_id=1,
-                               versions=[{"turn_id": 1, "summary": PAYLOAD, "sources": [belief.pk]}])
-    job = Job.objects.create(kind="living_turn", game_save=game_save, turn_id=1, status="failed", error=PAYLOAD, progress=PAYLOAD)
-    LLMCall.objects.create(game_save=game_save, job=job, operation="extract", model=PAYLOAD, error=PAYLOAD,
-                           request=PAYLOAD, answer=PAYLOAD)
+    StateCache.objects.create(game_save=game_save, turn_id=1, state={"where": PAYLOAD})
+    fact = Fact.objects.create(
+        game_save=game_save,
+        turn_id=1,
+        statement=f"Fact {PAYLOAD}",
+        who=PAYLOAD,
+        entities=[PAYLOAD, "Kaël"],
+        fact_type="world",
+    )
+    belief = Observation.objects.create(
+        game_save=game_save,
+        statement=f"Belief {PAYLOAD}",
+        subject=PAYLOAD,
+        sources=[{"fact_id": fact.pk, "turn_id": 1}],
+        history=[{"action": "CREATE", "statement": PAYLOAD, "turn_id": 1, "subject": PAYLOAD}],
+        created_turn_id=1,
+        updated_turn_id=1,
+    )
+    MentalModel.objects.create(
+        game_save=game_save,
+        subject=PAYLOAD,
+        summary=f"Model {PAYLOAD}",
+        sources=[belief.pk],
+        created_turn_id=1,
+        updated_turn_id=1,
+        versions=[{"turn_id": 1, "summary": PAYLOAD, "sources": [belief.pk]}],
+    )
+    job = Job.objects.create(
+        kind="living_turn", game_save=game_save, turn_id=1, status="failed", error=PAYLOAD, progress=PAYLOAD
+    )
+    LLMCall.objects.create(
+        game_save=game_save, job=job, operation="extract", model=PAYLOAD, error=PAYLOAD, request=PAYLOAD, answer=PAYLOAD
+    )
     RecordedQuery.objects.create(game_save=game_save, turn_id=1, query_text=PAYLOAD, params={"k": 5}, result_ids=[])
     token, _ = api_token_create(user=author, name=PAYLOAD)
     from studio.saves.models import NarratorAlternative, NarratorDraft, NarratorSnapshot
 
     NarratorSnapshot.objects.create(
-        game_save=game_save, turn_id=1, player_input=PAYLOAD, proposed=PAYLOAD, edited=True, model=PAYLOAD,
-        system_prompt=PAYLOAD, user_prompt=PAYLOAD,
-        context={"items": [{"layer": "lore", "text": PAYLOAD, "tokens": 1, "reason": PAYLOAD, "included": False, "cut": PAYLOAD}]},
+        game_save=game_save,
+        turn_id=1,
+        player_input=PAYLOAD,
+        proposed=PAYLOAD,
+        edited=True,
+        model=PAYLOAD,
+        system_prompt=PAYLOAD,
+        user_prompt=PAYLOAD,
+        context={
+            "items": [
+                {"layer": "lore", "text": PAYLOAD, "tokens": 1, "reason": PAYLOAD, "included": False, "cut": PAYLOAD}
+            ]
+        },
     )
     draft = NarratorDraft.objects.create(game_save=game_save, turn_id=game_save.current_turn + 1, player_input=PAYLOAD)
     NarratorAlternative.objects.create(draft=draft, number=1, status="done", text=f"Story {PAYLOAD}", model=PAYLOAD)
@@ -69,25 +112,58 @@ def poisoned(universe, game_save, author):
     from studio.memory.chapters.models import Chapter
     from studio.memory.knowledge.models import Reveal
 
-    chapter = Chapter.objects.create(game_save=game_save, first_turn=1, last_turn=1, closed_turn=1, close_reason="playtester",
-                                     summary=f"Summary {PAYLOAD}", summary_status="done")
+    chapter = Chapter.objects.create(
+        game_save=game_save,
+        first_turn=1,
+        last_turn=1,
+        closed_turn=1,
+        close_reason="playtester",
+        summary=f"Summary {PAYLOAD}",
+        summary_status="done",
+    )
     reveal = Reveal.objects.create(game_save=game_save, turn_id=1, entry_id="kael", character=PAYLOAD)
     from django.utils import timezone
 
     from studio.saves.memory_tests.models import MemoryTestResult
     from studio.universes.memory_tests.services import memory_test_create
 
-    memory_test_create(universe=universe, data={"name": "poisoned", "kind": "knows", "character": f"Mira {ATTR_PAYLOAD}",
-                                                "fact": PAYLOAD, "description": PAYLOAD})
-    MemoryTestResult.objects.create(game_save=game_save, turn_id=1, name="poisoned", kind="knows", verdict="fail",
-                                    definition={"name": "poisoned", "kind": "knows", "character": PAYLOAD, "fact": PAYLOAD},
-                                    summary=PAYLOAD, explain=[{"record": PAYLOAD, PAYLOAD: PAYLOAD}], ran_at=timezone.now())
+    memory_test_create(
+        universe=universe,
+        data={
+            "name": "poisoned",
+            "kind": "knows",
+            "character": f"Mira {ATTR_PAYLOAD}",
+            "fact": PAYLOAD,
+            "description": PAYLOAD,
+        },
+    )
+    MemoryTestResult.objects.create(
+        game_save=game_save,
+        turn_id=1,
+        name="poisoned",
+        kind="knows",
+        verdict="fail",
+        definition={"name": "poisoned", "kind": "knows", "character": PAYLOAD, "fact": PAYLOAD},
+        summary=PAYLOAD,
+        explain=[{"record": PAYLOAD, PAYLOAD: PAYLOAD}],
+        ran_at=timezone.now(),
+    )
     return {
         "test_name": "poisoned",
-        "draft_id": draft.pk, "number": 1, "chapter_id": chapter.pk, "name": "Kaël", "reveal_id": reveal.pk,
-        "slug": universe.slug, "save_id": game_save.save_id, "entry_id": "kael",
+        "draft_id": draft.pk,
+        "number": 1,
+        "chapter_id": chapter.pk,
+        "name": "Kaël",
+        "reveal_id": reveal.pk,
+        "slug": universe.slug,
+        "save_id": game_save.save_id,
+        "entry_id": "kael",
         "pk": UniverseMeta.objects.get(universe=universe, key="belief_mission").pk,
-        "revision_id": revision.pk, "turn_id": 1, "observation_id": belief.pk, "job_id": job.pk, "token_id": token.pk,
+        "revision_id": revision.pk,
+        "turn_id": 1,
+        "observation_id": belief.pk,
+        "job_id": job.pk,
+        "token_id": token.pk,
     }
 
 

@@ -8,6 +8,7 @@ a 250,000-character narrative, the proxy a 4 MiB message: each save's export the
 A path answers True when the value was stored (read back from the database), False when it was
 refused with nothing written.
 """
+
 from __future__ import annotations
 
 import copy
@@ -38,7 +39,9 @@ pytestmark = pytest.mark.django_db
 def has(queryset, **lookup) -> bool:
     """Whether a row holds the value. PostgreSQL refuses a NUL even in a query: no row can hold one there
     (a path that tried to store it would have failed loudly), so the answer is no."""
-    if connection.vendor == "postgresql" and any(isinstance(value, str) and "\x00" in value for value in lookup.values()):
+    if connection.vendor == "postgresql" and any(
+        isinstance(value, str) and "\x00" in value for value in lookup.values()
+    ):
         return False
     return queryset.filter(**lookup).exists()
 
@@ -114,6 +117,7 @@ def file_with(world, base, section, key, value, *, index=0) -> bool:
 
 # -- the paths of each field ---------------------------------------------------------------------
 
+
 def turn_paths(world, base, field):
     """turn.player_input / turn.narrative: API append (and PATCH), Console append, timeline edit,
     proxy message, transcript import, save file; for a narrative also the Console's accept of an
@@ -137,34 +141,51 @@ def turn_paths(world, base, field):
         line = json.dumps({"player_input": "go", "narrative": "Done.", key: v})
         upload = io.BytesIO(line.encode())
         upload.name = "t.jsonl"
-        world.page.post("/saves/import/transcript/", {"universe": world.universe.pk, "name": "T", "memory_mode": "classic",
-                                                      "file": upload})
+        world.page.post(
+            "/saves/import/transcript/",
+            {"universe": world.universe.pk, "name": "T", "memory_mode": "classic", "file": upload},
+        )
         return has(Event.objects.all(), game_save__name="T", **{key: v})
 
     def proxy(v):
         game_save = world.save(turns=0)
         turn = ("go", v) if key == "narrative" else (v, "Done.")
-        messages = [{"role": "user", "content": turn[0]}, {"role": "assistant", "content": turn[1]},
-                    {"role": "user", "content": "On."}]
+        messages = [
+            {"role": "user", "content": turn[0]},
+            {"role": "assistant", "content": turn[1]},
+            {"role": "user", "content": "On."},
+        ]
         world.api.post("/v1/chat/completions", {"model": f"axiom/{game_save.save_id}", "messages": messages})
         return has(Event.objects.all(), game_save=game_save, **{key: v})
 
     def save_file(v):
         return file_with(world, base, "turns", key, v)
 
-    paths = {"api append": api_append, "console append": console_append, "transcript import": transcript,
-             "proxy": proxy, "save file": save_file}
+    paths = {
+        "api append": api_append,
+        "console append": console_append,
+        "transcript import": transcript,
+        "proxy": proxy,
+        "save file": save_file,
+    }
     if key == "narrative":
+
         def api_update(v):
             game_save = world.save()
-            world.api.client.patch(f"/api/v1/saves/{game_save.save_id}/turns/1", json.dumps({"narrative": v}),
-                                   content_type="application/json", headers=world.api._headers())
+            world.api.client.patch(
+                f"/api/v1/saves/{game_save.save_id}/turns/1",
+                json.dumps({"narrative": v}),
+                content_type="application/json",
+                headers=world.api._headers(),
+            )
             return has(Event.objects.all(), game_save=game_save, narrative=v)
 
         def timeline_edit(v, console=False):
             game_save = world.save()
-            world.page.post(f"/saves/{game_save.save_id}/turns/1/edit/",
-                            {"narrative": v, **({"next": "console"} if console else {})})
+            world.page.post(
+                f"/saves/{game_save.save_id}/turns/1/edit/",
+                {"narrative": v, **({"next": "console"} if console else {})},
+            )
             return has(Event.objects.all(), game_save=game_save, narrative=v)
 
         def console_accept(v, by_next_action=False):
@@ -172,10 +193,14 @@ def turn_paths(world, base, field):
             draft = NarratorDraft.objects.create(game_save=game_save, turn_id=1, player_input="go")
             NarratorAlternative.objects.create(draft=draft, number=1, status="done", text="Done.")
             if by_next_action:
-                world.page.post(f"/saves/{game_save.save_id}/narrator/",
-                                {"accept_draft": str(draft.pk), "number": "1", "narrative": v, "player_input": ""})
+                world.page.post(
+                    f"/saves/{game_save.save_id}/narrator/",
+                    {"accept_draft": str(draft.pk), "number": "1", "narrative": v, "player_input": ""},
+                )
             else:
-                world.page.post(f"/saves/{game_save.save_id}/narrator/{draft.pk}/accept/", {"number": "1", "narrative": v})
+                world.page.post(
+                    f"/saves/{game_save.save_id}/narrator/{draft.pk}/accept/", {"number": "1", "narrative": v}
+                )
             return has(Event.objects.all(), game_save=game_save, narrative=v)
 
         def api_continue(v):
@@ -184,11 +209,16 @@ def turn_paths(world, base, field):
             assert response.status_code in (200, 400), response.content[:300]
             return response.status_code == 200
 
-        paths.update({"api update": api_update, "timeline edit": timeline_edit,
-                      "console edit": lambda v: timeline_edit(v, console=True),
-                      "console accept": console_accept,
-                      "console accept by the next action": lambda v: console_accept(v, by_next_action=True),
-                      "api continue": api_continue})
+        paths.update(
+            {
+                "api update": api_update,
+                "timeline edit": timeline_edit,
+                "console edit": lambda v: timeline_edit(v, console=True),
+                "console accept": console_accept,
+                "console accept by the next action": lambda v: console_accept(v, by_next_action=True),
+                "api continue": api_continue,
+            }
+        )
     return paths
 
 
@@ -212,8 +242,12 @@ def save_name_paths(world, base, field):
         return has(Save.objects.all(), name=v)
 
     def api_import(v):
-        world.api.client.post(f"/api/v1/universes/{world.universe.slug}/saves/import?name={quote(v)}",
-                              json.dumps(base), content_type="application/json", headers=world.api._headers())
+        world.api.client.post(
+            f"/api/v1/universes/{world.universe.slug}/saves/import?name={quote(v)}",
+            json.dumps(base),
+            content_type="application/json",
+            headers=world.api._headers(),
+        )
         return has(Save.objects.all(), name=v)
 
     def page_import(v):
@@ -225,8 +259,15 @@ def save_name_paths(world, base, field):
     def save_file(v):
         return file_with(world, base, "save", "name", v) and has(Save.objects.all(), name=v)
 
-    return {"api create": api_create, "page create": page_create, "api fork": api_fork, "page fork": page_fork,
-            "api import": api_import, "page import": page_import, "save file": save_file}
+    return {
+        "api create": api_create,
+        "page create": page_create,
+        "api fork": api_fork,
+        "page fork": page_fork,
+        "api import": api_import,
+        "page import": page_import,
+        "save file": save_file,
+    }
 
 
 def play_paths(world, base, field):
@@ -238,8 +279,12 @@ def play_paths(world, base, field):
 
     def api(v):
         game_save = world.save()
-        world.api.client.patch(f"/api/v1/saves/{game_save.save_id}/play-settings", json.dumps({key: v}),
-                               content_type="application/json", headers=world.api._headers())
+        world.api.client.patch(
+            f"/api/v1/saves/{game_save.save_id}/play-settings",
+            json.dumps({key: v}),
+            content_type="application/json",
+            headers=world.api._headers(),
+        )
         return stored(game_save, v)
 
     def page(v):
@@ -264,8 +309,9 @@ def character_paths(world, base, field):
 
     def reveal_page(v):
         game_save = world.save()
-        world.page.post(f"/memory/{game_save.save_id}/knowledge/reveals/",
-                        {"target": "entry:kael", "turn": "1", "character": v})
+        world.page.post(
+            f"/memory/{game_save.save_id}/knowledge/reveals/", {"target": "entry:kael", "turn": "1", "character": v}
+        )
         return has(Reveal.objects.all(), game_save=game_save, character=v)
 
     def api_state(v):
@@ -279,8 +325,13 @@ def character_paths(world, base, field):
     def reveal_file(v):
         return file_with(world, base, "reveals", "character", v)
 
-    return {"presence page": presence_page, "reveal page": reveal_page, "api turn state": api_state,
-            "save file presence": presence_file, "save file reveals": reveal_file}
+    return {
+        "presence page": presence_page,
+        "reveal page": reveal_page,
+        "api turn state": api_state,
+        "save file presence": presence_file,
+        "save file reveals": reveal_file,
+    }
 
 
 def chapter_paths(world, base, field):
@@ -292,8 +343,12 @@ def chapter_paths(world, base, field):
             world.api.post(f"/api/v1/saves/{game_save.save_id}/chapters/close", {"note": v})
             return has(Chapter.objects.all(), game_save=game_save, close_note=v)
         chapter = chapter_close(game_save=game_save)
-        world.api.client.patch(f"/api/v1/saves/{game_save.save_id}/chapters/{chapter.pk}", json.dumps({"summary": v}),
-                               content_type="application/json", headers=world.api._headers())
+        world.api.client.patch(
+            f"/api/v1/saves/{game_save.save_id}/chapters/{chapter.pk}",
+            json.dumps({"summary": v}),
+            content_type="application/json",
+            headers=world.api._headers(),
+        )
         return has(Chapter.objects.all(), pk=chapter.pk, summary=v)
 
     def page(v):
@@ -332,11 +387,17 @@ def persona_paths(world, base, field):
 
 
 PATHS = {
-    "turn.player_input": turn_paths, "turn.narrative": turn_paths, "save.name": save_name_paths,
-    "play.authors_note": play_paths, "play.authors_note_depth": play_paths,
+    "turn.player_input": turn_paths,
+    "turn.narrative": turn_paths,
+    "save.name": save_name_paths,
+    "play.authors_note": play_paths,
+    "play.authors_note_depth": play_paths,
     **{limit.field: play_paths for limit in limits.SAMPLER.values()},
-    "character.name": character_paths, "chapter.note": chapter_paths, "chapter.summary": chapter_paths,
-    "persona.name": persona_paths, "persona.description": persona_paths,
+    "character.name": character_paths,
+    "chapter.note": chapter_paths,
+    "chapter.summary": chapter_paths,
+    "persona.name": persona_paths,
+    "persona.description": persona_paths,
 }
 
 
@@ -360,11 +421,15 @@ def test_every_path_gives_the_limits_verdict(world, field, settings):
     if any("proxy" in name for name in paths):
         reply = Reply(content="An answer.")
         with serve_as_studio_model(settings, lambda request: reply):
-            verdicts = {value: {name: path(value) for name, path in paths.items()} for value in probes(limits.limit(field))}
+            verdicts = {
+                value: {name: path(value) for name, path in paths.items()} for value in probes(limits.limit(field))
+            }
     else:
         verdicts = {value: {name: path(value) for name, path in paths.items()} for value in probes(limits.limit(field))}
-    wrong = {repr(value)[:40]: {name: got for name, got in got_by_path.items() if got != expected(field, value)}
-             for value, got_by_path in verdicts.items()}
+    wrong = {
+        repr(value)[:40]: {name: got for name, got in got_by_path.items() if got != expected(field, value)}
+        for value, got_by_path in verdicts.items()
+    }
     wrong = {value: paths_ for value, paths_ in wrong.items() if paths_}
     assert not wrong, f"{field}: paths that disagree with the limit: {wrong}"
     assert any(expected(field, value) for value in verdicts) and not all(expected(field, value) for value in verdicts)
@@ -392,14 +457,25 @@ def text_near(limit: limits.Limit):
     short = st.text(st.one_of(st.characters(exclude_categories=("Cs",)), TRICKY), max_size=30)
     if not limit.max_chars:
         return short
-    edge = st.builds(lambda char, extra: char * (limit.max_chars + extra), st.sampled_from("xé "), st.sampled_from([-1, 0, 1]))
+    edge = st.builds(
+        lambda char, extra: char * (limit.max_chars + extra), st.sampled_from("xé "), st.sampled_from([-1, 0, 1])
+    )
     return st.one_of(short, short, edge)
 
 
 WRITES = st.one_of(
-    st.tuples(st.just("turn"), text_near(limits.TURN_INPUT), text_near(limits.TURN_NARRATIVE), text_near(limits.CHARACTER_NAME)),
-    st.tuples(st.just("settings"), text_near(limits.AUTHORS_NOTE),
-              st.one_of(st.none(), st.integers(-1, 21)), st.one_of(st.none(), st.floats(-1, 3), st.booleans(), st.text(max_size=3))),
+    st.tuples(
+        st.just("turn"),
+        text_near(limits.TURN_INPUT),
+        text_near(limits.TURN_NARRATIVE),
+        text_near(limits.CHARACTER_NAME),
+    ),
+    st.tuples(
+        st.just("settings"),
+        text_near(limits.AUTHORS_NOTE),
+        st.one_of(st.none(), st.integers(-1, 21)),
+        st.one_of(st.none(), st.floats(-1, 3), st.booleans(), st.text(max_size=3)),
+    ),
     st.tuples(st.just("presence page"), text_near(limits.CHARACTER_NAME)),
     st.tuples(st.just("chapter page"), text_near(limits.CHAPTER_NOTE)),
     st.tuples(st.just("console append"), text_near(limits.TURN_INPUT), text_near(limits.TURN_NARRATIVE)),
@@ -415,23 +491,34 @@ def test_any_save_the_studio_accepted_exports_and_imports_to_an_equal_save(world
         kind, *values = write
         if kind == "turn":
             player_input, narrative, name = values
-            world.api.post(f"{url}/turns", {"player_input": player_input, "narrative": narrative,
-                                            "state": {"present": [name]}})
+            world.api.post(
+                f"{url}/turns", {"player_input": player_input, "narrative": narrative, "state": {"present": [name]}}
+            )
         elif kind == "settings":
             note, depth, temperature = values
-            world.api.client.patch(f"{url}/play-settings", json.dumps(
-                {"authors_note": note, "authors_note_depth": depth, "temperature": temperature}),
-                content_type="application/json", headers=world.api._headers())
+            world.api.client.patch(
+                f"{url}/play-settings",
+                json.dumps({"authors_note": note, "authors_note_depth": depth, "temperature": temperature}),
+                content_type="application/json",
+                headers=world.api._headers(),
+            )
         elif kind == "presence page":
             game_save.refresh_from_db()
-            world.page.post(f"/memory/{game_save.save_id}/knowledge/presence/{game_save.current_turn}/",
-                            {"present": [values[0]]})
+            world.page.post(
+                f"/memory/{game_save.save_id}/knowledge/presence/{game_save.current_turn}/", {"present": [values[0]]}
+            )
         elif kind == "chapter page":
             world.page.post(f"/saves/{game_save.save_id}/chapters/close/", {"note": values[0]})
         else:
             game_save.refresh_from_db()
-            world.page.post(f"/saves/{game_save.save_id}/turns/", {
-                "player_input": values[0], "narrative": values[1], "expected_turn_id": str(game_save.current_turn + 1)})
+            world.page.post(
+                f"/saves/{game_save.save_id}/turns/",
+                {
+                    "player_input": values[0],
+                    "narrative": values[1],
+                    "expected_turn_id": str(game_save.current_turn + 1),
+                },
+            )
     game_save.refresh_from_db()
     original = portable.save_export(game_save=game_save).read()
     copy_of = portable.save_import(universe=world.universe, data=original).game_save  # never refused

@@ -6,6 +6,7 @@ The same command runs in scripts/test.sh (the README's `make test`); this test m
 world, with no exception; the lore activation and retrieval cores and the embedder free of
 Django; the job ledger importing no job handler.
 """
+
 from __future__ import annotations
 
 import os
@@ -29,7 +30,9 @@ def run_lint_imports() -> subprocess.CompletedProcess:
 def test_the_import_contracts_are_kept():
     run = run_lint_imports()
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
-    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]["contracts"]
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"][
+        "contracts"
+    ]
     assert f"Contracts: {len(contracts)} kept, 0 broken." in run.stdout
 
 
@@ -37,7 +40,11 @@ def test_the_contracts_cover_the_layers_and_the_django_free_cores():
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
     by_id = {contract["id"]: contract for contract in config["contracts"]}
     assert by_id["layers"]["layers"] == [
-        "studio.proxy", "studio.api | studio.inspector", "studio.saves", "studio.universes", "studio.memory",
+        "studio.proxy",
+        "studio.api | studio.inspector",
+        "studio.saves",
+        "studio.universes",
+        "studio.memory",
         "studio.world",
     ]
     # Nothing crosses the layers upwards, not even a model import: the rows are the world app's (issue 34).

@@ -13,6 +13,7 @@ edge, because that `__init__` may not have defined the name yet.
 
 On failure the message lists one shortest cycle per group of modules that import each other.
 """
+
 from __future__ import annotations
 
 import ast
@@ -118,8 +119,8 @@ def components(graph: dict[str, set[str]]) -> list[list[str]]:
             elif child in stack:
                 low[node] = min(low[node], index[child])
         if low[node] == index[node]:
-            group = stack[stack.index(node):]
-            del stack[stack.index(node):]
+            group = stack[stack.index(node) :]
+            del stack[stack.index(node) :]
             if len(group) > 1:
                 groups.append(sorted(group))
 
@@ -182,39 +183,61 @@ def write(root: Path, files: dict[str, str]) -> None:
             id="function-level",
         ),
         pytest.param(  # relative imports are resolved; `from . import x` is the module x
-            {"pkg/__init__.py": "", "pkg/sub/__init__.py": "", "pkg/sub/a.py": "from . import b\n",
-             "pkg/sub/b.py": "from ..c import thing\n", "pkg/c.py": "from .sub.a import x\n"},
+            {
+                "pkg/__init__.py": "",
+                "pkg/sub/__init__.py": "",
+                "pkg/sub/a.py": "from . import b\n",
+                "pkg/sub/b.py": "from ..c import thing\n",
+                "pkg/c.py": "from .sub.a import x\n",
+            },
             [["pkg.c", "pkg.sub.a", "pkg.sub.b", "pkg.c"]],
             id="relative",
         ),
         pytest.param(  # TYPE_CHECKING imports never run ...
-            {"pkg/__init__.py": "", "pkg/a.py": "import pkg.b\n",
-             "pkg/b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.a import A\n"},
+            {
+                "pkg/__init__.py": "",
+                "pkg/a.py": "import pkg.b\n",
+                "pkg/b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.a import A\n",
+            },
             [],
             id="type-checking",
         ),
         pytest.param(  # ... but the else branch of a TYPE_CHECKING test does
-            {"pkg/__init__.py": "", "pkg/a.py": "import pkg.b\n",
-             "pkg/b.py": "import typing\nif typing.TYPE_CHECKING:\n    pass\nelse:\n    from pkg.a import A\n"},
+            {
+                "pkg/__init__.py": "",
+                "pkg/a.py": "import pkg.b\n",
+                "pkg/b.py": "import typing\nif typing.TYPE_CHECKING:\n    pass\nelse:\n    from pkg.a import A\n",
+            },
             [["pkg.a", "pkg.b", "pkg.a"]],
             id="type-checking-else",
         ),
         pytest.param(  # an __init__ re-exporting its submodules, which import each other: no cycle
-            {"pkg/__init__.py": "", "pkg/jobs/__init__.py": "from pkg.jobs.runner import run\n",
-             "pkg/jobs/runner.py": "import pkg.jobs.ledger\nfrom pkg.jobs import ledger\n", "pkg/jobs/ledger.py": ""},
+            {
+                "pkg/__init__.py": "",
+                "pkg/jobs/__init__.py": "from pkg.jobs.runner import run\n",
+                "pkg/jobs/runner.py": "import pkg.jobs.ledger\nfrom pkg.jobs import ledger\n",
+                "pkg/jobs/ledger.py": "",
+            },
             [],
             id="own-package",
         ),
         pytest.param(  # a name taken from the module's own package __init__ is an edge
-            {"pkg/__init__.py": "", "pkg/jobs/__init__.py": "from pkg.jobs.runner import run\nLIMIT = 3\n",
-             "pkg/jobs/runner.py": "from . import LIMIT\n"},
+            {
+                "pkg/__init__.py": "",
+                "pkg/jobs/__init__.py": "from pkg.jobs.runner import run\nLIMIT = 3\n",
+                "pkg/jobs/runner.py": "from . import LIMIT\n",
+            },
             [["pkg.jobs", "pkg.jobs.runner", "pkg.jobs"]],
             id="name-from-own-package",
         ),
         pytest.param(  # importing a submodule runs its package: a cycle through an __init__
-            {"pkg/__init__.py": "", "pkg/jobs/__init__.py": "from pkg.jobs.runner import run\n",
-             "pkg/jobs/runner.py": "from pkg.saves import rewind\n", "pkg/jobs/ledger.py": "",
-             "pkg/saves.py": "from pkg.jobs.ledger import claim\n"},
+            {
+                "pkg/__init__.py": "",
+                "pkg/jobs/__init__.py": "from pkg.jobs.runner import run\n",
+                "pkg/jobs/runner.py": "from pkg.saves import rewind\n",
+                "pkg/jobs/ledger.py": "",
+                "pkg/saves.py": "from pkg.jobs.ledger import claim\n",
+            },
             [["pkg.jobs", "pkg.jobs.runner", "pkg.saves", "pkg.jobs"]],
             id="through-package-init",
         ),

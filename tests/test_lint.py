@@ -5,6 +5,7 @@ catch a lint error too, as tests/test_import_contracts.py does for the import co
 rules are the ones that find mistakes (unused or undefined names, bugbear, a missing comma in a
 list), and no line may pass 200 characters outside the generated migrations.
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -18,7 +19,11 @@ RUFF = Path(sys.executable).with_name("ruff")
 def ruff_check(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [str(RUFF), "check", "--no-cache", "--output-format", "concise", *args],
-        cwd=ROOT, input=stdin, capture_output=True, text=True, timeout=300,
+        cwd=ROOT,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 

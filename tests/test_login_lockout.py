@@ -1,4 +1,5 @@
 """Login throttling (django-axes): lockout per account and per address, through the real login form."""
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -208,8 +209,12 @@ def test_a_client_past_the_proxy_cannot_spread_its_failures_over_made_up_address
     settings.AXIOM_PROXY_COUNT = 1
     settings.AXIOM_TRUSTED_PROXIES = ["172.18.0.0/16"]
     statuses = [
-        client.post(LOGIN, {"username": f"guess{index}", "password": "wrong"},
-                    REMOTE_ADDR="203.0.113.7", HTTP_X_FORWARDED_FOR=f"192.0.2.{index}").status_code
+        client.post(
+            LOGIN,
+            {"username": f"guess{index}", "password": "wrong"},
+            REMOTE_ADDR="203.0.113.7",
+            HTTP_X_FORWARDED_FOR=f"192.0.2.{index}",
+        ).status_code
         for index in range(LIMIT)
     ]
     assert statuses == [200] * (LIMIT - 1) + [429]
@@ -218,8 +223,12 @@ def test_a_client_past_the_proxy_cannot_spread_its_failures_over_made_up_address
 def test_a_spoofed_forwarded_header_does_not_reset_the_address_count(client, player):
     """Without a proxy configured, varying X-Forwarded-For is still one address."""
     statuses = [
-        client.post(LOGIN, {"username": f"guess{index}", "password": "wrong"},
-                    REMOTE_ADDR="203.0.113.7", HTTP_X_FORWARDED_FOR=f"192.0.2.{index}").status_code
+        client.post(
+            LOGIN,
+            {"username": f"guess{index}", "password": "wrong"},
+            REMOTE_ADDR="203.0.113.7",
+            HTTP_X_FORWARDED_FOR=f"192.0.2.{index}",
+        ).status_code
         for index in range(LIMIT)
     ]
     assert statuses == [200] * (LIMIT - 1) + [429]

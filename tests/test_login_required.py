@@ -3,6 +3,7 @@
 The test walks the URL configuration itself, so a new view is covered the moment it is
 added; a new URL parameter name must be taught to `sample_kwargs` (the test fails until it is).
 """
+
 from __future__ import annotations
 
 import pytest
@@ -36,7 +37,22 @@ def sample_kwargs(route: str, pattern: URLPattern, universe, game_save) -> dict 
             values[name] = game_save.save_id
         elif name == "entry_id":
             values[name] = "kael"
-        elif name in {"turn_id", "turn", "pk", "id", "job_id", "fact_id", "observation_id", "model_id", "revision_id", "token_id", "draft_id", "number", "chapter_id", "reveal_id"}:
+        elif name in {
+            "turn_id",
+            "turn",
+            "pk",
+            "id",
+            "job_id",
+            "fact_id",
+            "observation_id",
+            "model_id",
+            "revision_id",
+            "token_id",
+            "draft_id",
+            "number",
+            "chapter_id",
+            "reveal_id",
+        }:
             values[name] = 1
         elif name in {"subject", "name", "test_name"}:
             values[name] = "kael"
@@ -63,8 +79,13 @@ def test_every_non_public_url_requires_login(client, universe, game_save):
             continue
         path = "/" + route
         for name, value in kwargs.items():
-            path = path.replace(f"<slug:{name}>", str(value)).replace(f"<str:{name}>", str(value)).replace(
-                f"<int:{name}>", str(value)).replace(f"<{name}>", str(value)).replace(f"<path:{name}>", str(value))
+            path = (
+                path.replace(f"<slug:{name}>", str(value))
+                .replace(f"<str:{name}>", str(value))
+                .replace(f"<int:{name}>", str(value))
+                .replace(f"<{name}>", str(value))
+                .replace(f"<path:{name}>", str(value))
+            )
         for method in ("get", "post"):
             response = getattr(client, method)(path)
             if route.startswith(API_PREFIX):

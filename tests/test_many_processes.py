@@ -15,6 +15,7 @@ otherwise). Through the JSON API:
 
 The worker and both web processes load the real MiniLM (hence `slow`); `celery` for the worker.
 """
+
 from __future__ import annotations
 
 import os
@@ -63,36 +64,93 @@ class Processes:
 
     def env(self, db_url: str) -> dict:
         env = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST")}
-        env.update({
-            "DJANGO_SETTINGS_MODULE": "tests.settings", "PYTHONPATH": str(ROOT), "DATABASE_URL": db_url,
-            "REDIS_URL": REDIS_URL, "AXIOM_JOB_QUEUE": self.queue, "AXIOM_JOB_RETRY_BACKOFF": "0.2",
-            "CHROMA_HOST": "127.0.0.1", "CHROMA_PORT": str(self.chroma_port),
-            "AXIOM_VAR_DIR": str(self.tmp / "var"),  # one ONNX export for all (built under its file lock)
-            "AXIOM_EMBEDDING_RUNTIME": "onnx", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-            "ANONYMIZED_TELEMETRY": "False", "DEBUG": "0", "ALLOWED_HOSTS": "127.0.0.1,localhost",
-        })
+        env.update(
+            {
+                "DJANGO_SETTINGS_MODULE": "tests.settings",
+                "PYTHONPATH": str(ROOT),
+                "DATABASE_URL": db_url,
+                "REDIS_URL": REDIS_URL,
+                "AXIOM_JOB_QUEUE": self.queue,
+                "AXIOM_JOB_RETRY_BACKOFF": "0.2",
+                "CHROMA_HOST": "127.0.0.1",
+                "CHROMA_PORT": str(self.chroma_port),
+                "AXIOM_VAR_DIR": str(self.tmp / "var"),  # one ONNX export for all (built under its file lock)
+                "AXIOM_EMBEDDING_RUNTIME": "onnx",
+                "HF_HUB_OFFLINE": "1",
+                "TRANSFORMERS_OFFLINE": "1",
+                "ANONYMIZED_TELEMETRY": "False",
+                "DEBUG": "0",
+                "ALLOWED_HOSTS": "127.0.0.1,localhost",
+            }
+        )
         return env
 
     def spawn(self, args: list[str], log_name: str, env: dict | None = None) -> tuple[subprocess.Popen, Path]:
         log = self.tmp / log_name
-        process = subprocess.Popen(args, cwd=ROOT, env=env, stdout=open(log, "wb"), stderr=subprocess.STDOUT,
-                                   start_new_session=True)
+        process = subprocess.Popen(
+            args, cwd=ROOT, env=env, stdout=open(log, "wb"), stderr=subprocess.STDOUT, start_new_session=True
+        )
         self.running.append(process)
         return process, log
 
     def start(self, db_url: str) -> None:
         (self.tmp / "var").mkdir(exist_ok=True)
-        chroma, log = self.spawn([str(VENV_BIN / "chroma"), "run", "--path", str(self.tmp / "chroma"), "--host",
-                                  "127.0.0.1", "--port", str(self.chroma_port)], "chroma.log",
-                                 {**os.environ, "ANONYMIZED_TELEMETRY": "False"})
+        chroma, log = self.spawn(
+            [
+                str(VENV_BIN / "chroma"),
+                "run",
+                "--path",
+                str(self.tmp / "chroma"),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.chroma_port),
+            ],
+            "chroma.log",
+            {**os.environ, "ANONYMIZED_TELEMETRY": "False"},
+        )
         wait_for(f"http://127.0.0.1:{self.chroma_port}/api/v2/heartbeat", chroma, log)
         env = self.env(db_url)
-        self.spawn([str(VENV_BIN / "celery"), "-A", "studio", "worker", "-P", "prefork", "-c", "1", "-Q", self.queue,
-                    "-n", f"{self.queue}@%h", "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO"],
-                   "worker.log", env)
+        self.spawn(
+            [
+                str(VENV_BIN / "celery"),
+                "-A",
+                "studio",
+                "worker",
+                "-P",
+                "prefork",
+                "-c",
+                "1",
+                "-Q",
+                self.queue,
+                "-n",
+                f"{self.queue}@%h",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "-l",
+                "INFO",
+            ],
+            "worker.log",
+            env,
+        )
         for name, port in zip("ab", self.ports):
-            web, log = self.spawn([str(VENV_BIN / "gunicorn"), "studio.wsgi", "--bind", f"127.0.0.1:{port}",
-                                   "--workers", "1", "--threads", "4", "--timeout", "300"], f"web-{name}.log", env)
+            web, log = self.spawn(
+                [
+                    str(VENV_BIN / "gunicorn"),
+                    "studio.wsgi",
+                    "--bind",
+                    f"127.0.0.1:{port}",
+                    "--workers",
+                    "1",
+                    "--threads",
+                    "4",
+                    "--timeout",
+                    "300",
+                ],
+                f"web-{name}.log",
+                env,
+            )
             wait_for(f"http://127.0.0.1:{port}/healthz", web, log)
 
     def stop(self) -> None:
@@ -128,15 +186,20 @@ def wait_idle(game_save, timeout: float = 180) -> None:
             assert not failed, failed
             return
         time.sleep(0.2)
-    raise AssertionError(f"jobs still running: {list(Job.objects.filter(game_save=game_save).values_list('kind', 'status'))}")
+    raise AssertionError(
+        f"jobs still running: {list(Job.objects.filter(game_save=game_save).values_list('kind', 'status'))}"
+    )
 
 
 class Web:
     """One web process, through the JSON API."""
 
     def __init__(self, port: int, key: str, save_id: str):
-        self.client = httpx.Client(base_url=f"http://127.0.0.1:{port}/api/v1/saves/{save_id}", timeout=300,
-                                   headers={"Authorization": f"Bearer {key}"})
+        self.client = httpx.Client(
+            base_url=f"http://127.0.0.1:{port}/api/v1/saves/{save_id}",
+            timeout=300,
+            headers={"Authorization": f"Bearer {key}"},
+        )
 
     def append(self, narrative: str) -> int:
         response = self.client.post("/turns", json={"player_input": "I look around.", "narrative": narrative})
@@ -162,8 +225,11 @@ def test_a_turn_written_through_one_process_is_read_by_the_other_at_once(process
     game_save = save_create(universe=universe, name="two processes")
     _, key = api_token_create(user=playtester, name="processes")
     a, b = (Web(port, key, game_save.save_id) for port in processes.ports)
-    for text in ("Kaël docks at Port Vey at dawn.", "Mira counts the debts in her ledger.",
-                 "The Bellwright rings the storm bell."):
+    for text in (
+        "Kaël docks at Port Vey at dawn.",
+        "Mira counts the debts in her ledger.",
+        "The Bellwright rings the storm bell.",
+    ):
         a.append(text)
     wait_idle(game_save)
     assert (2, "Mira counts the debts in her ledger.") in hits(b.query("debts in the ledger"))  # B holds the save now

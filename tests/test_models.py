@@ -1,4 +1,5 @@
 """Model constraints that the engine relies on."""
+
 import pytest
 from django.db import IntegrityError, transaction
 

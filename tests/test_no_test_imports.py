@@ -10,6 +10,7 @@ tests/conftest.py's `pytest_plugins`.
 The scan reads the source (ast), so an import inside a function counts too, and relative imports
 are resolved against the importing module's package.
 """
+
 from __future__ import annotations
 
 import ast
@@ -68,10 +69,11 @@ def imports_of_test_modules(root: Path = TESTS) -> list[str]:
     return out
 
 
-
 def test_no_module_under_tests_imports_a_test_module():
     found = imports_of_test_modules()
-    assert not found, "move the shared helper to a support module (tests/support/) or a plugin (tests/plugins/):\n" + "\n".join(found)
+    assert not found, (
+        "move the shared helper to a support module (tests/support/) or a plugin (tests/plugins/):\n" + "\n".join(found)
+    )
 
 
 def test_the_scan_sees_every_kind_of_import(tmp_path):
@@ -82,15 +84,15 @@ def test_the_scan_sees_every_kind_of_import(tmp_path):
     (root / "saves" / "test_a.py").write_text("X = 1\n")
     (root / "saves" / "helpers.py").write_text("Y = 2\nimport json\nfrom tests.saves.helpers2 import Z\n")
     (root / "saves" / "test_b.py").write_text(
-        "from .test_a import X\n"              # 1: relative
-        "from . import test_a\n"               # 2: a test module as a name
-        "from tests.saves.test_a import X\n"   # 3: absolute
-        "import tests.saves.test_a\n"          # 4: plain import
+        "from .test_a import X\n"  # 1: relative
+        "from . import test_a\n"  # 2: a test module as a name
+        "from tests.saves.test_a import X\n"  # 3: absolute
+        "import tests.saves.test_a\n"  # 4: plain import
         "def f():\n"
-        "    from ..saves.test_a import X\n"   # 6: inside a function, two levels up
-        "from .helpers import Y\n"             # a support module: allowed
-        "from tests.saves import helpers\n"    # allowed
-        "import pytest\n"                      # allowed
+        "    from ..saves.test_a import X\n"  # 6: inside a function, two levels up
+        "from .helpers import Y\n"  # a support module: allowed
+        "from tests.saves import helpers\n"  # allowed
+        "import pytest\n"  # allowed
         "from tests.saves.helpers import test_like\n"  # a name, not a module: allowed
         "from .conftest import fixture_helper\n"  # 11: a conftest
     )
@@ -98,12 +100,14 @@ def test_the_scan_sees_every_kind_of_import(tmp_path):
     (root / "saves" / "latest_test.py").write_text("from json import loads\n")
     (root / "support.py").write_text("from tests.saves.latest_test import loads\n")
     found = imports_of_test_modules(root)
-    assert sorted(found) == sorted([
-        "tests/saves/test_b.py:1 imports tests.saves.test_a",
-        "tests/saves/test_b.py:2 imports tests.saves.test_a",
-        "tests/saves/test_b.py:3 imports tests.saves.test_a",
-        "tests/saves/test_b.py:4 imports tests.saves.test_a",
-        "tests/saves/test_b.py:11 imports tests.saves.conftest",
-        "tests/saves/test_b.py:6 imports tests.saves.test_a",
-        "tests/support.py:1 imports tests.saves.latest_test",
-    ])
+    assert sorted(found) == sorted(
+        [
+            "tests/saves/test_b.py:1 imports tests.saves.test_a",
+            "tests/saves/test_b.py:2 imports tests.saves.test_a",
+            "tests/saves/test_b.py:3 imports tests.saves.test_a",
+            "tests/saves/test_b.py:4 imports tests.saves.test_a",
+            "tests/saves/test_b.py:11 imports tests.saves.conftest",
+            "tests/saves/test_b.py:6 imports tests.saves.test_a",
+            "tests/support.py:1 imports tests.saves.latest_test",
+        ]
+    )

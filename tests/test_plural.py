@@ -1,4 +1,5 @@
 """Counted nouns: no page or message says "1 beliefs" or "Recorded querys"."""
+
 from __future__ import annotations
 
 import re

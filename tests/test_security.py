@@ -1,4 +1,5 @@
 """Production settings and security headers."""
+
 import os
 import subprocess
 import sys
@@ -25,7 +26,11 @@ def test_htmx_does_not_need_inline_styles_or_eval(client, author):
 
 
 def test_check_deploy_is_clean_with_production_settings():
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DEBUG", "SECRET_KEY", "SECURE_", "SESSION_COOKIE", "CSRF_COOKIE"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DJANGO_", "DEBUG", "SECRET_KEY", "SECURE_", "SESSION_COOKIE", "CSRF_COOKIE"))
+    }
     env.update(
         DJANGO_SETTINGS_MODULE="studio.settings",
         DEBUG="0",
@@ -33,11 +38,17 @@ def test_check_deploy_is_clean_with_production_settings():
         ALLOWED_HOSTS="studio.example.org",
         # HSTS is off unless configured (docs/deploying.md); a deployment served only over https,
         # subdomains included, sets it (check --deploy warns about each of the three otherwise).
-        SECURE_HSTS_SECONDS="3600", SECURE_HSTS_INCLUDE_SUBDOMAINS="1", SECURE_HSTS_PRELOAD="1",
+        SECURE_HSTS_SECONDS="3600",
+        SECURE_HSTS_INCLUDE_SUBDOMAINS="1",
+        SECURE_HSTS_PRELOAD="1",
     )
     proc = subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "no issues" in proc.stdout

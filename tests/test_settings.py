@@ -1,4 +1,5 @@
 """Settings come from environment variables only."""
+
 from __future__ import annotations
 
 import json
@@ -39,8 +40,19 @@ print(json.dumps({
 
 
 def load_settings(env: dict[str, str]) -> subprocess.CompletedProcess:
-    own = ("DJANGO_", "DATABASE_URL", "CHROMA_", "REDIS_URL", "AXIOM_", "SECRET_KEY", "DEBUG", "ALLOWED_HOSTS",
-           "SECURE_HSTS", "SECURE_PROXY", "STATIC_ROOT")
+    own = (
+        "DJANGO_",
+        "DATABASE_URL",
+        "CHROMA_",
+        "REDIS_URL",
+        "AXIOM_",
+        "SECRET_KEY",
+        "DEBUG",
+        "ALLOWED_HOSTS",
+        "SECURE_HSTS",
+        "SECURE_PROXY",
+        "STATIC_ROOT",
+    )
     base = {k: v for k, v in os.environ.items() if not k.startswith(own)}
     base.update({"DJANGO_SETTINGS_MODULE": "studio.settings"})
     base.update(env)
@@ -103,15 +115,26 @@ def test_secret_key_required_without_debug():
     env = {k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "DEBUG", "DJANGO_SETTINGS_MODULE"}}
     env.update(DJANGO_SETTINGS_MODULE="studio.settings", DEBUG="0")
     # manage.py commands (runserver, migrate, check) refuse to start ...
-    proc = subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode != 0
     assert "SECRET_KEY is required" in proc.stderr
     # ... and so does the WSGI application (gunicorn).
-    proc = subprocess.run([sys.executable, "-c", "import studio.wsgi"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", "import studio.wsgi"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode != 0
     assert "SECRET_KEY is required" in proc.stderr
     # Importing the code alone (e.g. for the API checker) still works.
-    proc = subprocess.run([sys.executable, "-c", "import django; django.setup(); import studio.memory.models"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup(); import studio.memory.models"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
 
 
@@ -128,13 +151,20 @@ def test_without_debug_nothing_trusts_a_proxy_or_pins_https_unless_configured(tm
 
 
 def test_proxy_hsts_lockout_and_static_root_are_read(tmp_path):
-    proc = load_settings({
-        "DEBUG": "0", "SECRET_KEY": "k",
-        "SECURE_PROXY_SSL_HEADER": "X-Forwarded-Proto, https",
-        "SECURE_HSTS_SECONDS": "3600", "SECURE_HSTS_INCLUDE_SUBDOMAINS": "1", "SECURE_HSTS_PRELOAD": "1",
-        "AXIOM_LOGIN_FAILURE_LIMIT": "10", "AXIOM_LOGIN_COOLOFF_MINUTES": "0", "AXIOM_PROXY_COUNT": "1",
-        "STATIC_ROOT": str(tmp_path / "static"),
-    })
+    proc = load_settings(
+        {
+            "DEBUG": "0",
+            "SECRET_KEY": "k",
+            "SECURE_PROXY_SSL_HEADER": "X-Forwarded-Proto, https",
+            "SECURE_HSTS_SECONDS": "3600",
+            "SECURE_HSTS_INCLUDE_SUBDOMAINS": "1",
+            "SECURE_HSTS_PRELOAD": "1",
+            "AXIOM_LOGIN_FAILURE_LIMIT": "10",
+            "AXIOM_LOGIN_COOLOFF_MINUTES": "0",
+            "AXIOM_PROXY_COUNT": "1",
+            "STATIC_ROOT": str(tmp_path / "static"),
+        }
+    )
     assert proc.returncode == 0, proc.stderr
     values = json.loads(proc.stdout.strip().splitlines()[-1])
     assert values["PROXY_SSL"] == ["HTTP_X_FORWARDED_PROTO", "https"]

@@ -1,4 +1,5 @@
 """Studio pages for a user's API tokens, mounted at /accounts/tokens/ (outside /api/)."""
+
 from django.urls import path
 
 from studio.api import account_views

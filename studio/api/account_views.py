@@ -1,4 +1,5 @@
 """Pages where a user creates and revokes their own API tokens (login required, CSRF on)."""
+
 from __future__ import annotations
 
 from django.contrib import messages

@@ -1,4 +1,5 @@
 """Admin for API tokens: staff can see, create and revoke them; the key is never stored."""
+
 from django.contrib import admin, messages
 from django.utils import timezone
 

@@ -36,6 +36,7 @@ no HTTP client the studio knows does that mid-request. Behind a reverse proxy th
 the proxy's connection: the studio sees the proxy leave, which nginx does when its own
 client leaves (`proxy_ignore_client_abort off`, its default).
 """
+
 from __future__ import annotations
 
 import select

@@ -1,4 +1,5 @@
 """The API's one error shape: {"error": {"code", "message", "details"}} with a fitting status."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -21,7 +22,9 @@ class ApiError(Exception):
         return error_response(self.status, self.code, self.message, self.details, headers=self.headers)
 
 
-def error_response(status: int, code: str, message: str, details: Any = None, *, headers: dict | None = None) -> JsonResponse:
+def error_response(
+    status: int, code: str, message: str, details: Any = None, *, headers: dict | None = None
+) -> JsonResponse:
     response = JsonResponse(
         {"error": {"code": code, "message": message, "details": details if details is not None else {}}},
         status=status,

@@ -7,6 +7,7 @@ Access (`studio.universes.access`): `NotFound` is 404 `not_found` naming what wa
 Called from the API's exception handler (`ninja_api.py`); returns None for anything it does not
 recognise, which then becomes a logged 500.
 """
+
 from __future__ import annotations
 
 import sys
@@ -58,5 +59,7 @@ def translate_exception(exc: BaseException | None = None) -> ApiError | None:
             headers={"Retry-After": RETRY_AFTER_SECONDS},
         )
     if isinstance(exc, IntegrityError):
-        return ApiError(409, "conflict", "The request conflicts with a concurrent change; read the save again and retry.")
+        return ApiError(
+            409, "conflict", "The request conflicts with a concurrent change; read the save again and retry."
+        )
     return None

@@ -10,6 +10,7 @@ Authentication (see docs/api.md, "Authentication"):
 A malformed, unknown or revoked bearer key is 401 even when a session is present: a client
 that sends a key means to be that key's user.
 """
+
 from __future__ import annotations
 
 import json
@@ -137,7 +138,9 @@ def json_body(request: HttpRequest) -> dict[str, Any]:
         raise body_too_large(limit)
     content_type = request.content_type or ""
     if declared and content_type != "application/json":
-        raise ApiError(415, "unsupported_media_type", "Send the body as application/json.", {"content_type": content_type})
+        raise ApiError(
+            415, "unsupported_media_type", "Send the body as application/json.", {"content_type": content_type}
+        )
     try:
         raw = request.body
     except RequestDataTooBig:
@@ -160,7 +163,10 @@ def json_body(request: HttpRequest) -> dict[str, Any]:
 
 def _too_deep() -> ApiError:
     return ApiError(
-        400, "invalid_json", f"The body is nested more than {MAX_JSON_DEPTH} levels deep.", {"max_depth": MAX_JSON_DEPTH}
+        400,
+        "invalid_json",
+        f"The body is nested more than {MAX_JSON_DEPTH} levels deep.",
+        {"max_depth": MAX_JSON_DEPTH},
     )
 
 

@@ -6,6 +6,7 @@ a whole number), with the limit's length or range in the OpenAPI document, and c
 the limit itself, so the API refuses exactly what the pages, the proxy, the importers and
 the save file refuse, with the same message (a 400 `validation_error` naming the field).
 """
+
 from __future__ import annotations
 
 from typing import Annotated, Optional

@@ -3,6 +3,7 @@
 Only a SHA-256 hash of a key is stored. The key itself is shown once, when it is created;
 `prefix` (its first characters) is kept in clear so a user can tell their tokens apart.
 """
+
 from __future__ import annotations
 
 from django.conf import settings

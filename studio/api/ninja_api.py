@@ -11,6 +11,7 @@
 - `api_urlpatterns()`: one Django URL per path, wrapped by `http.guard` (401, then 405, then
   CSRF for session writes), named as before (`api:save_detail`, ...).
 """
+
 from __future__ import annotations
 
 import logging

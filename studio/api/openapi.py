@@ -12,6 +12,7 @@
 tests/api/test_openapi.py checks that every route is described with the methods it answers,
 that the document is valid OpenAPI 3.1, and that real responses match their schemas.
 """
+
 from __future__ import annotations
 
 from copy import deepcopy
@@ -42,7 +43,11 @@ def obj(properties: dict, required: list[str] | None = None, *, additional: bool
 
 TURN_REF = {"type": "integer", "minimum": 0, "description": "A turn of the save: 0 (the start) .. current_turn."}
 FILE_ID = {"type": "integer", "minimum": 1, "description": "The item's id within the file (unique in its section)."}
-SOURCE = obj({"fact_id": {**FILE_ID, "description": "A fact's file id."}, "turn_id": TURN_REF}, ["fact_id", "turn_id"], additional=False)
+SOURCE = obj(
+    {"fact_id": {**FILE_ID, "description": "A fact's file id."}, "turn_id": TURN_REF},
+    ["fact_id", "turn_id"],
+    additional=False,
+)
 
 
 def _section(item: dict, description: str) -> dict:
@@ -61,180 +66,302 @@ def _section(item: dict, description: str) -> dict:
 
 
 SAVE_FILE_SCHEMAS: dict[str, Any] = {
-        "SaveFile": {
-            **obj(
-                {
-                    "format": {"const": "axiom-save"},
-                    "format_version": {"const": 1},
-                    "universe": obj(
-                        {
-                            "slug": STRING,
-                            "name": STRING,
-                            "lore_hash": {**STRING, "description": "sha256 of the Lore Book content it was played with."},
-                        },
-                        ["slug", "name", "lore_hash"],
-                        additional=False,
-                    ),
-                    "save": obj(
-                        {
-                            "name": {"type": "string", "minLength": 1, "maxLength": 200},
-                            "memory_mode": {"type": "string", "enum": ["classic", "living"]},
-                            "beliefs_enabled": BOOLEAN,
-                            "meta": {"type": "object", "description": "Universe_Meta as copied into the save."},
-                            "current_turn": {"type": "integer", "minimum": 0},
-                            "timeline_generation": {"type": "integer", "minimum": 0},
-                            "last_activity_at": {"type": "string", "format": "date-time"},
-                        },
-                        ["name", "memory_mode", "beliefs_enabled", "meta", "current_turn", "timeline_generation", "last_activity_at"],
-                        additional=False,
-                    ),
-                    "sections": {
-                        **obj(
-                            {
-                                "turns": _section(
-                                    obj(
-                                        {
-                                            "turn_id": {"type": "integer", "minimum": 1},
-                                            "player_input": STRING,
-                                            "narrative": STRING,
-                                            "created_at": {"type": "string", "format": "date-time"},
-                                            "state": {"type": ["object", "null"]},
-                                        },
-                                        ["turn_id", "player_input", "narrative", "created_at", "state"],
-                                        additional=False,
-                                    ),
-                                    "Every turn 1..current_turn, in order, with its state (null: none kept).",
-                                ),
-                                "facts": _section(
-                                    obj(
-                                        {
-                                            "id": FILE_ID, "turn_id": TURN_REF, "statement": STRING,
-                                            "fact_type": {"type": "string", "maxLength": 40},
-                                            "who": STRING, "what": STRING, "when": STRING, "where": STRING, "why": STRING,
-                                            "entities": {"type": "array", "items": STRING},
-                                        },
-                                        ["id", "turn_id", "statement", "fact_type", "who", "what", "when", "where", "why", "entities"],
-                                        additional=False,
-                                    ),
-                                    "Facts, by turn then creation.",
-                                ),
-                                "beliefs": _section(
-                                    obj(
-                                        {
-                                            "id": FILE_ID, "statement": STRING, "subject": STRING,
-                                            "sources": {"type": "array", "items": SOURCE},
-                                            "history": {
-                                                "type": "array",
-                                                "items": obj(
-                                                    {
-                                                        "action": STRING, "turn_id": TURN_REF, "statement": STRING, "subject": STRING,
-                                                        "sources_added": {"type": "array", "items": SOURCE},
-                                                    },
-                                                    ["action", "turn_id"],
-                                                    additional=False,
-                                                ),
-                                            },
-                                            "created_turn_id": TURN_REF, "updated_turn_id": TURN_REF, "stale": BOOLEAN,
-                                            "deleted_turn_id": {**NULLABLE_INTEGER, "description": "Set on a retired belief (a tombstone)."},
-                                        },
-                                        ["id", "statement", "subject", "sources", "history", "created_turn_id", "updated_turn_id", "stale", "deleted_turn_id"],
-                                        additional=False,
-                                    ),
-                                    "Beliefs (observations), retired ones included, with their trail.",
-                                ),
-                                "mental_models": _section(
-                                    obj(
-                                        {
-                                            "id": FILE_ID, "subject": STRING, "summary": STRING,
-                                            "sources": {"type": "array", "items": {**FILE_ID, "description": "A belief's file id."}},
-                                            "versions": {
-                                                "type": "array",
-                                                "items": obj(
-                                                    {"turn_id": TURN_REF, "summary": STRING, "sources": {"type": "array", "items": INTEGER}},
-                                                    ["turn_id", "summary", "sources"],
-                                                    additional=False,
-                                                ),
-                                            },
-                                            "created_turn_id": TURN_REF, "updated_turn_id": TURN_REF, "stale": BOOLEAN,
-                                        },
-                                        ["id", "subject", "summary", "sources", "versions", "created_turn_id", "updated_turn_id", "stale"],
-                                        additional=False,
-                                    ),
-                                    "Mental models (one per subject) with their versions.",
-                                ),
-                                "jobs": _section(
-                                    obj(
-                                        {
-                                            "id": FILE_ID,
-                                            "kind": {"type": "string", "enum": ["sync_lore", "embed_turn", "living_turn", "refresh_models"]},
-                                            "turn_id": NULLABLE_INTEGER, "timeline_generation": INTEGER,
-                                            "status": {"type": "string", "enum": ["done", "failed", "skipped"]},
-                                            "attempts": INTEGER, "progress": STRING, "error": STRING, "result": {"type": "object"},
-                                            "llm_calls": INTEGER, "llm_tokens": INTEGER,
-                                        },
-                                        ["id", "kind", "turn_id", "timeline_generation", "status", "attempts", "progress", "error", "result", "llm_calls", "llm_tokens"],
-                                        additional=False,
-                                    ),
-                                    "Outcomes of finished jobs (in-flight and vector-store jobs are not exported).",
-                                ),
-                                "llm_calls": _section(
-                                    obj(
-                                        {
-                                            "job_id": {**NULLABLE_INTEGER, "description": "A job's file id."},
-                                            "operation": STRING, "model": STRING, "prompt_tokens": INTEGER,
-                                            "completion_tokens": INTEGER, "latency_ms": INTEGER, "error": STRING,
-                                            "created_at": {"type": "string", "format": "date-time"},
-                                        },
-                                        ["job_id", "operation", "model", "prompt_tokens", "completion_tokens", "latency_ms", "error", "created_at"],
-                                        additional=False,
-                                    ),
-                                    "The LLM call log.",
-                                ),
-                                "recorded_queries": _section(
-                                    obj(
-                                        {
-                                            "turn_id": TURN_REF, "query_text": STRING,
-                                            "kind": {"anyOf": [{"type": "object"}, {"type": "integer", "minimum": 0}],
-                                                     "description": "The query's chunk_type, exclude_chunk_type and source (version 2), or the number of a kind an earlier item gave."},
-                                            "params": {"type": "object", "description": "The rest of the params, written against the last query of its kind (version 2)."},
-                                            "result_ids": {"anyOf": [{"type": "array", "items": STRING}, {"type": "object"}],
-                                                           "description": "The result ids, or (version 2) written against the last query of its kind."},
-                                        },
-                                        ["turn_id", "query_text", "params", "result_ids"],
-                                        additional=False,
-                                    ),
-                                    "Memory queries recorded for lore-edit replay (version 2: each against the last one of its kind; docs/playtesting.md, \"Save files\").",
-                                ),
-                                "lore_activation": _section(
-                                    obj(
-                                        {
-                                            "turn_id": TURN_REF,
-                                            "state": {"type": "object", "description": (
-                                                "sticky, cooldown (entry id -> [start, end, entry hash, protected], "
-                                                "message clock) and first_matched (entry id -> turn).")},
-                                            "activated": {"type": "array", "items": STRING, "description": "Entry ids in prompt order."},
-                                            "sequence": {"type": "array", "items": STRING, "description": "Entry ids in the order they activated."},
-                                        },
-                                        ["turn_id", "state", "activated", "sequence"],
-                                        additional=False,
-                                    ),
-                                    "The Lore Book's activation state after each turn (optional; registered by the memory app).",
-                                ),
-                            },
-                            ["turns", "facts", "beliefs", "mental_models", "jobs", "llm_calls", "recorded_queries"],
-                        ),
-                        "additionalProperties": _section(
-                            {"type": "object"}, "A section another app registered (narrator snapshots, lore activation state, chapters, presence and reveals, play settings)."
-                        ),
+    "SaveFile": {
+        **obj(
+            {
+                "format": {"const": "axiom-save"},
+                "format_version": {"const": 1},
+                "universe": obj(
+                    {
+                        "slug": STRING,
+                        "name": STRING,
+                        "lore_hash": {**STRING, "description": "sha256 of the Lore Book content it was played with."},
                     },
+                    ["slug", "name", "lore_hash"],
+                    additional=False,
+                ),
+                "save": obj(
+                    {
+                        "name": {"type": "string", "minLength": 1, "maxLength": 200},
+                        "memory_mode": {"type": "string", "enum": ["classic", "living"]},
+                        "beliefs_enabled": BOOLEAN,
+                        "meta": {"type": "object", "description": "Universe_Meta as copied into the save."},
+                        "current_turn": {"type": "integer", "minimum": 0},
+                        "timeline_generation": {"type": "integer", "minimum": 0},
+                        "last_activity_at": {"type": "string", "format": "date-time"},
+                    },
+                    [
+                        "name",
+                        "memory_mode",
+                        "beliefs_enabled",
+                        "meta",
+                        "current_turn",
+                        "timeline_generation",
+                        "last_activity_at",
+                    ],
+                    additional=False,
+                ),
+                "sections": {
+                    **obj(
+                        {
+                            "turns": _section(
+                                obj(
+                                    {
+                                        "turn_id": {"type": "integer", "minimum": 1},
+                                        "player_input": STRING,
+                                        "narrative": STRING,
+                                        "created_at": {"type": "string", "format": "date-time"},
+                                        "state": {"type": ["object", "null"]},
+                                    },
+                                    ["turn_id", "player_input", "narrative", "created_at", "state"],
+                                    additional=False,
+                                ),
+                                "Every turn 1..current_turn, in order, with its state (null: none kept).",
+                            ),
+                            "facts": _section(
+                                obj(
+                                    {
+                                        "id": FILE_ID,
+                                        "turn_id": TURN_REF,
+                                        "statement": STRING,
+                                        "fact_type": {"type": "string", "maxLength": 40},
+                                        "who": STRING,
+                                        "what": STRING,
+                                        "when": STRING,
+                                        "where": STRING,
+                                        "why": STRING,
+                                        "entities": {"type": "array", "items": STRING},
+                                    },
+                                    [
+                                        "id",
+                                        "turn_id",
+                                        "statement",
+                                        "fact_type",
+                                        "who",
+                                        "what",
+                                        "when",
+                                        "where",
+                                        "why",
+                                        "entities",
+                                    ],
+                                    additional=False,
+                                ),
+                                "Facts, by turn then creation.",
+                            ),
+                            "beliefs": _section(
+                                obj(
+                                    {
+                                        "id": FILE_ID,
+                                        "statement": STRING,
+                                        "subject": STRING,
+                                        "sources": {"type": "array", "items": SOURCE},
+                                        "history": {
+                                            "type": "array",
+                                            "items": obj(
+                                                {
+                                                    "action": STRING,
+                                                    "turn_id": TURN_REF,
+                                                    "statement": STRING,
+                                                    "subject": STRING,
+                                                    "sources_added": {"type": "array", "items": SOURCE},
+                                                },
+                                                ["action", "turn_id"],
+                                                additional=False,
+                                            ),
+                                        },
+                                        "created_turn_id": TURN_REF,
+                                        "updated_turn_id": TURN_REF,
+                                        "stale": BOOLEAN,
+                                        "deleted_turn_id": {
+                                            **NULLABLE_INTEGER,
+                                            "description": "Set on a retired belief (a tombstone).",
+                                        },
+                                    },
+                                    [
+                                        "id",
+                                        "statement",
+                                        "subject",
+                                        "sources",
+                                        "history",
+                                        "created_turn_id",
+                                        "updated_turn_id",
+                                        "stale",
+                                        "deleted_turn_id",
+                                    ],
+                                    additional=False,
+                                ),
+                                "Beliefs (observations), retired ones included, with their trail.",
+                            ),
+                            "mental_models": _section(
+                                obj(
+                                    {
+                                        "id": FILE_ID,
+                                        "subject": STRING,
+                                        "summary": STRING,
+                                        "sources": {
+                                            "type": "array",
+                                            "items": {**FILE_ID, "description": "A belief's file id."},
+                                        },
+                                        "versions": {
+                                            "type": "array",
+                                            "items": obj(
+                                                {
+                                                    "turn_id": TURN_REF,
+                                                    "summary": STRING,
+                                                    "sources": {"type": "array", "items": INTEGER},
+                                                },
+                                                ["turn_id", "summary", "sources"],
+                                                additional=False,
+                                            ),
+                                        },
+                                        "created_turn_id": TURN_REF,
+                                        "updated_turn_id": TURN_REF,
+                                        "stale": BOOLEAN,
+                                    },
+                                    [
+                                        "id",
+                                        "subject",
+                                        "summary",
+                                        "sources",
+                                        "versions",
+                                        "created_turn_id",
+                                        "updated_turn_id",
+                                        "stale",
+                                    ],
+                                    additional=False,
+                                ),
+                                "Mental models (one per subject) with their versions.",
+                            ),
+                            "jobs": _section(
+                                obj(
+                                    {
+                                        "id": FILE_ID,
+                                        "kind": {
+                                            "type": "string",
+                                            "enum": ["sync_lore", "embed_turn", "living_turn", "refresh_models"],
+                                        },
+                                        "turn_id": NULLABLE_INTEGER,
+                                        "timeline_generation": INTEGER,
+                                        "status": {"type": "string", "enum": ["done", "failed", "skipped"]},
+                                        "attempts": INTEGER,
+                                        "progress": STRING,
+                                        "error": STRING,
+                                        "result": {"type": "object"},
+                                        "llm_calls": INTEGER,
+                                        "llm_tokens": INTEGER,
+                                    },
+                                    [
+                                        "id",
+                                        "kind",
+                                        "turn_id",
+                                        "timeline_generation",
+                                        "status",
+                                        "attempts",
+                                        "progress",
+                                        "error",
+                                        "result",
+                                        "llm_calls",
+                                        "llm_tokens",
+                                    ],
+                                    additional=False,
+                                ),
+                                "Outcomes of finished jobs (in-flight and vector-store jobs are not exported).",
+                            ),
+                            "llm_calls": _section(
+                                obj(
+                                    {
+                                        "job_id": {**NULLABLE_INTEGER, "description": "A job's file id."},
+                                        "operation": STRING,
+                                        "model": STRING,
+                                        "prompt_tokens": INTEGER,
+                                        "completion_tokens": INTEGER,
+                                        "latency_ms": INTEGER,
+                                        "error": STRING,
+                                        "created_at": {"type": "string", "format": "date-time"},
+                                    },
+                                    [
+                                        "job_id",
+                                        "operation",
+                                        "model",
+                                        "prompt_tokens",
+                                        "completion_tokens",
+                                        "latency_ms",
+                                        "error",
+                                        "created_at",
+                                    ],
+                                    additional=False,
+                                ),
+                                "The LLM call log.",
+                            ),
+                            "recorded_queries": _section(
+                                obj(
+                                    {
+                                        "turn_id": TURN_REF,
+                                        "query_text": STRING,
+                                        "kind": {
+                                            "anyOf": [{"type": "object"}, {"type": "integer", "minimum": 0}],
+                                            "description": "The query's chunk_type, exclude_chunk_type and source (version 2), or the number of a kind an earlier item gave.",
+                                        },
+                                        "params": {
+                                            "type": "object",
+                                            "description": "The rest of the params, written against the last query of its kind (version 2).",
+                                        },
+                                        "result_ids": {
+                                            "anyOf": [{"type": "array", "items": STRING}, {"type": "object"}],
+                                            "description": "The result ids, or (version 2) written against the last query of its kind.",
+                                        },
+                                    },
+                                    ["turn_id", "query_text", "params", "result_ids"],
+                                    additional=False,
+                                ),
+                                'Memory queries recorded for lore-edit replay (version 2: each against the last one of its kind; docs/playtesting.md, "Save files").',
+                            ),
+                            "lore_activation": _section(
+                                obj(
+                                    {
+                                        "turn_id": TURN_REF,
+                                        "state": {
+                                            "type": "object",
+                                            "description": (
+                                                "sticky, cooldown (entry id -> [start, end, entry hash, protected], "
+                                                "message clock) and first_matched (entry id -> turn)."
+                                            ),
+                                        },
+                                        "activated": {
+                                            "type": "array",
+                                            "items": STRING,
+                                            "description": "Entry ids in prompt order.",
+                                        },
+                                        "sequence": {
+                                            "type": "array",
+                                            "items": STRING,
+                                            "description": "Entry ids in the order they activated.",
+                                        },
+                                    },
+                                    ["turn_id", "state", "activated", "sequence"],
+                                    additional=False,
+                                ),
+                                "The Lore Book's activation state after each turn (optional; registered by the memory app).",
+                            ),
+                        },
+                        ["turns", "facts", "beliefs", "mental_models", "jobs", "llm_calls", "recorded_queries"],
+                    ),
+                    "additionalProperties": _section(
+                        {"type": "object"},
+                        "A section another app registered (narrator snapshots, lore activation state, chapters, presence and reveals, play settings).",
+                    ),
                 },
-                ["format", "format_version", "universe", "save", "sections"],
-                additional=False,
-            ),
-            "description": "One save as a portable file; see docs/playtesting.md, \"Save files\".",
-        },
+            },
+            ["format", "format_version", "universe", "save", "sections"],
+            additional=False,
+        ),
+        "description": 'One save as a portable file; see docs/playtesting.md, "Save files".',
+    },
     "SaveFileProblem": obj(
-        {"location": {**STRING, "description": "Where in the file, e.g. sections.facts.items[3].turn_id."}, "message": STRING},
+        {
+            "location": {**STRING, "description": "Where in the file, e.g. sections.facts.items[3].turn_id."},
+            "message": STRING,
+        },
         ["location", "message"],
     ),
 }
@@ -279,11 +406,22 @@ def _string_status_codes(paths: dict) -> None:
 
 
 RESPONSE_HEADERS = {
-    "401": {"WWW-Authenticate": {"description": 'The scheme to authenticate with: Bearer realm="axiom".', "schema": STRING}},
-    "429": {"Retry-After": {"description": "Seconds until the save's spend guard lets the model be called again.",
-                            "schema": STRING}},
-    "503": {"Retry-After": {"description": "Seconds to wait before retrying (the vector store or the database "
-                                           "was unavailable; absent when no model is configured).", "schema": STRING}},
+    "401": {
+        "WWW-Authenticate": {"description": 'The scheme to authenticate with: Bearer realm="axiom".', "schema": STRING}
+    },
+    "429": {
+        "Retry-After": {
+            "description": "Seconds until the save's spend guard lets the model be called again.",
+            "schema": STRING,
+        }
+    },
+    "503": {
+        "Retry-After": {
+            "description": "Seconds to wait before retrying (the vector store or the database "
+            "was unavailable; absent when no model is configured).",
+            "schema": STRING,
+        }
+    },
 }
 
 

@@ -1,5 +1,6 @@
 """The narrator's proposal in the API (`Narration`) and the continuity guard's findings it carries under
 `continuity` (docs/continuity.md): the same shape `continuity_check` gives (`memory.continuity.findings`)."""
+
 from __future__ import annotations
 
 from typing import Any, Literal, Optional
@@ -9,8 +10,10 @@ from pydantic import Field
 
 from studio.api.schemas import MemoryContext, PromptOut
 
-CONTINUITY_HELP = ("What the continuity guard found in the narrative (null when the universe turns it off); nothing is "
-                   "stored: the turn the engine appends is its own (docs/continuity.md).")
+CONTINUITY_HELP = (
+    "What the continuity guard found in the narrative (null when the universe turns it off); nothing is "
+    "stored: the turn the engine appends is its own (docs/continuity.md)."
+)
 
 
 class FindingItem(Schema):
@@ -28,8 +31,10 @@ class Finding(Schema):
     item: FindingItem
     why: str
     verdict: Literal["found", "candidate", "confirmed", "rejected"] = Field(
-        ..., description="found: a deterministic check; candidate: a possible contradiction not judged; confirmed / "
-                         "rejected: the model's verdict.")
+        ...,
+        description="found: a deterministic check; candidate: a possible contradiction not judged; confirmed / "
+        "rejected: the model's verdict.",
+    )
     judge: str = ""
     score: dict[str, Any] = {}
 
@@ -42,8 +47,10 @@ class Continuity(Schema):
     calls: int
     mode: Literal["warn", "regenerate"] = Field(..., description="The universe's continuity_guard setting.")
     regenerated_from: Optional[dict[str, Any]] = Field(
-        None, description='With "regenerate": the first narrative and its findings, when the findings made the '
-                          "narrator write the turn again with them as instructions (docs/continuity.md).")
+        None,
+        description='With "regenerate": the first narrative and its findings, when the findings made the '
+        "narrator write the turn again with them as instructions (docs/continuity.md).",
+    )
 
 
 class Narration(Schema):

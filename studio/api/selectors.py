@@ -1,4 +1,5 @@
 """Reads for the API: a user's tokens, and the saves a user may reach through the API."""
+
 from __future__ import annotations
 
 from django.db.models import QuerySet

@@ -1,4 +1,5 @@
 """Plain dicts for the API's JSON: one function per kind of object, used by every view."""
+
 from __future__ import annotations
 
 from dataclasses import asdict
@@ -60,8 +61,7 @@ def universe_json(universe) -> dict[str, Any]:
         "slug": universe.slug,
         "name": universe.name,
         "description": universe.description,
-        "persona": persona_json({row.key: row.value for row in universe.meta.all()
-                                 if row.key in PERSONA_META_KEYS}),
+        "persona": persona_json({row.key: row.value for row in universe.meta.all() if row.key in PERSONA_META_KEYS}),
         "created_at": _time(universe.created_at),
         "updated_at": _time(universe.updated_at),
     }

@@ -1,4 +1,5 @@
 """Writes for API tokens: create (returns the key once), revoke, and authenticate."""
+
 from __future__ import annotations
 
 import hashlib

@@ -7,6 +7,7 @@ thin: django-ninja has validated their parameters; they check access (`studio.sa
 become 404 `not_found` / 403 `permission_denied` in `faults.py`), call the services and selectors
 the studio pages use, and serialize.
 """
+
 from __future__ import annotations
 
 from django.db.models import Prefetch
@@ -44,8 +45,14 @@ def _created(body: dict) -> JsonResponse:
 # -- about the caller and the API ----------------------------------------------------------
 
 
-@router.get("/me", response={200: S.Me, 401: S.Error}, url_name="me", tags=["Meta"], operation_id="getMe",
-            summary="Who the credentials belong to, and their roles.")
+@router.get(
+    "/me",
+    response={200: S.Me, 401: S.Error},
+    url_name="me",
+    tags=["Meta"],
+    operation_id="getMe",
+    summary="Who the credentials belong to, and their roles.",
+)
 def me(request: HttpRequest):
     user = request.user
     token = request.api_token
@@ -66,18 +73,33 @@ def me(request: HttpRequest):
 # -- universes and saves -------------------------------------------------------------------
 
 
-@router.get("/universes", response={200: S.UniversePage, 400: S.Error, 401: S.Error}, url_name="universe_list",
-            tags=["Universes"], operation_id="listUniverses", summary="Universes you own or are a member of (staff: all).")
+@router.get(
+    "/universes",
+    response={200: S.UniversePage, 400: S.Error, 401: S.Error},
+    url_name="universe_list",
+    tags=["Universes"],
+    operation_id="listUniverses",
+    summary="Universes you own or are a member of (staff: all).",
+)
 def universe_list(request: HttpRequest, params: Query[S.PageQuery]):
     limit, offset = params.limit, params.offset
     persona_meta = Prefetch("meta", queryset=UniverseMeta.objects.filter(key__in=serializers.PERSONA_META_KEYS))
-    rows = list(universe_list_for_user(user=request.user).order_by("name", "pk")
-                .prefetch_related(persona_meta)[offset : offset + limit + 1])
+    rows = list(
+        universe_list_for_user(user=request.user)
+        .order_by("name", "pk")
+        .prefetch_related(persona_meta)[offset : offset + limit + 1]
+    )
     return JsonResponse(page([serializers.universe_json(u) for u in rows], limit=limit, offset=offset))
 
 
-@router.get("/saves", response={200: S.SavePage, 400: S.Error, 401: S.Error}, url_name="save_collection",
-            tags=["Saves"], operation_id="listSaves", summary="Saves of the universes you may see, most recently played first.")
+@router.get(
+    "/saves",
+    response={200: S.SavePage, 400: S.Error, 401: S.Error},
+    url_name="save_collection",
+    tags=["Saves"],
+    operation_id="listSaves",
+    summary="Saves of the universes you may see, most recently played first.",
+)
 def save_list(request: HttpRequest, params: Query[S.SaveListQuery]):
     limit, offset = params.limit, params.offset
     qs = save_list_for_user(user=request.user).select_related("forked_from")
@@ -87,19 +109,34 @@ def save_list(request: HttpRequest, params: Query[S.SaveListQuery]):
     return JsonResponse(page([serializers.save_json(s) for s in rows], limit=limit, offset=offset))
 
 
-@router.post("/saves", response={201: S.Save, **WRITE_ERRORS}, tags=["Saves"], operation_id="createSave",
-             summary="Start a new save (playthrough) of a universe; its meta is copied at creation.")
+@router.post(
+    "/saves",
+    response={201: S.Save, **WRITE_ERRORS},
+    tags=["Saves"],
+    operation_id="createSave",
+    summary="Start a new save (playthrough) of a universe; its meta is copied at creation.",
+)
 def save_create(request: HttpRequest, payload: S.SaveCreate):
     from studio.saves.services import save_create
 
     universe = universe_for(user=request.user, slug=payload.universe, access=Access.PLAY)
-    save = save_create(universe=universe, name=payload.name.strip(), memory_mode=payload.memory_mode,
-                       beliefs_enabled=payload.beliefs_enabled)
+    save = save_create(
+        universe=universe,
+        name=payload.name.strip(),
+        memory_mode=payload.memory_mode,
+        beliefs_enabled=payload.beliefs_enabled,
+    )
     return _created(serializers.save_json(save))
 
 
-@router.get(SAVE, response={200: S.Save, **READ_ERRORS}, url_name="save_detail", tags=["Saves"],
-            operation_id="getSave", summary="One save.")
+@router.get(
+    SAVE,
+    response={200: S.Save, **READ_ERRORS},
+    url_name="save_detail",
+    tags=["Saves"],
+    operation_id="getSave",
+    summary="One save.",
+)
 def save_detail(request: HttpRequest, save_id: str):
     return JsonResponse(serializers.save_json(save_for(user=request.user, save_id=save_id)))
 
@@ -107,8 +144,14 @@ def save_detail(request: HttpRequest, save_id: str):
 # -- turns ---------------------------------------------------------------------------------
 
 
-@router.get(SAVE + "/turns", response={200: S.TurnPage, **READ_ERRORS}, url_name="turn_collection", tags=["Saves"],
-            operation_id="listTurns", summary="The save's turns, oldest first.")
+@router.get(
+    SAVE + "/turns",
+    response={200: S.TurnPage, **READ_ERRORS},
+    url_name="turn_collection",
+    tags=["Saves"],
+    operation_id="listTurns",
+    summary="The save's turns, oldest first.",
+)
 def turn_list(request: HttpRequest, save_id: str, params: Query[S.TurnListQuery]):
     save = save_for(user=request.user, save_id=save_id)
     limit, offset = params.limit, params.offset
@@ -119,14 +162,21 @@ def turn_list(request: HttpRequest, save_id: str, params: Query[S.TurnListQuery]
     states = {}
     if params.include_state and rows:
         states = dict(
-            StateCache.objects.filter(game_save=save, turn_id__in=[e.turn_id for e in rows]).values_list("turn_id", "state")
+            StateCache.objects.filter(game_save=save, turn_id__in=[e.turn_id for e in rows]).values_list(
+                "turn_id", "state"
+            )
         )
     items = [serializers.event_json(e, states.get(e.turn_id) if params.include_state else None) for e in rows]
     return JsonResponse(page(items, limit=limit, offset=offset))
 
 
-@router.post(SAVE + "/turns", response={201: S.TurnAppended, **WRITE_ERRORS}, tags=["Saves"], operation_id="appendTurn",
-             summary="Append the next turn (player input, narrative, state); memory jobs are queued.")
+@router.post(
+    SAVE + "/turns",
+    response={201: S.TurnAppended, **WRITE_ERRORS},
+    tags=["Saves"],
+    operation_id="appendTurn",
+    summary="Append the next turn (player input, narrative, state); memory jobs are queued.",
+)
 def turn_append(request: HttpRequest, save_id: str, payload: S.TurnAppend):
     from studio.saves.services import TurnConflict, turn_append
 
@@ -136,7 +186,10 @@ def turn_append(request: HttpRequest, save_id: str, payload: S.TurnAppend):
     # at once: one gets its turn, the other a 409).
     try:
         event = turn_append(
-            game_save=save, player_input=payload.player_input, narrative=payload.narrative, state=payload.state,
+            game_save=save,
+            player_input=payload.player_input,
+            narrative=payload.narrative,
+            state=payload.state,
             expected_turn_id=payload.turn_id,
         )
     except TurnConflict as exc:
@@ -154,8 +207,14 @@ def _event_for(save: Save, turn_id: int) -> Event:
     return event
 
 
-@router.get(SAVE + "/turns/{int:turn_id}", response={200: S.Turn, **READ_ERRORS}, url_name="turn_detail",
-            tags=["Saves"], operation_id="getTurn", summary="One turn, with its state.")
+@router.get(
+    SAVE + "/turns/{int:turn_id}",
+    response={200: S.Turn, **READ_ERRORS},
+    url_name="turn_detail",
+    tags=["Saves"],
+    operation_id="getTurn",
+    summary="One turn, with its state.",
+)
 def turn_detail(request: HttpRequest, save_id: str, turn_id: int):
     save = save_for(user=request.user, save_id=save_id)
     event = _event_for(save, turn_id)
@@ -163,8 +222,13 @@ def turn_detail(request: HttpRequest, save_id: str, turn_id: int):
     return JsonResponse(serializers.event_json(event, state if state is not None else {}))
 
 
-@router.patch(SAVE + "/turns/{int:turn_id}", response={200: S.Turn, **WRITE_ERRORS}, tags=["Saves"],
-              operation_id="updateTurn", summary="Replace a turn's narrative (its memory is rebuilt).")
+@router.patch(
+    SAVE + "/turns/{int:turn_id}",
+    response={200: S.Turn, **WRITE_ERRORS},
+    tags=["Saves"],
+    operation_id="updateTurn",
+    summary="Replace a turn's narrative (its memory is rebuilt).",
+)
 def turn_update(request: HttpRequest, save_id: str, turn_id: int, payload: S.TurnUpdate):
     from studio.saves.services import turn_update_narrative
 
@@ -186,9 +250,14 @@ def _check_target(save: Save, turn: int | None) -> int | None:
     return turn
 
 
-@router.get(SAVE + "/rewind-preview", response={200: S.RewindPreview, **READ_ERRORS, 409: S.Error},
-            url_name="rewind_preview", tags=["Saves"], operation_id="previewRewind",
-            summary="What a rewind to turn_id would delete and restore; changes nothing.")
+@router.get(
+    SAVE + "/rewind-preview",
+    response={200: S.RewindPreview, **READ_ERRORS, 409: S.Error},
+    url_name="rewind_preview",
+    tags=["Saves"],
+    operation_id="previewRewind",
+    summary="What a rewind to turn_id would delete and restore; changes nothing.",
+)
 def rewind_preview(request: HttpRequest, save_id: str, params: Query[S.RewindPreviewQuery]):
     from studio.saves.checkpoints import CheckpointManager
 
@@ -198,8 +267,14 @@ def rewind_preview(request: HttpRequest, save_id: str, params: Query[S.RewindPre
     return JsonResponse(serializers.rewind_preview_json(preview, save.current_turn))
 
 
-@router.post(SAVE + "/rewind", response={200: S.RewindResult, **WRITE_ERRORS}, url_name="rewind", tags=["Saves"],
-             operation_id="rewindSave", summary="Rewind the save to the end of turn_id, exactly (one transaction).")
+@router.post(
+    SAVE + "/rewind",
+    response={200: S.RewindResult, **WRITE_ERRORS},
+    url_name="rewind",
+    tags=["Saves"],
+    operation_id="rewindSave",
+    summary="Rewind the save to the end of turn_id, exactly (one transaction).",
+)
 def rewind(request: HttpRequest, save_id: str, payload: S.RewindRequest):
     from studio.saves.checkpoints import CheckpointManager, TurnConflict
 
@@ -213,8 +288,14 @@ def rewind(request: HttpRequest, save_id: str, payload: S.RewindRequest):
     return JsonResponse(serializers.rewind_result_json(result) | {"save": serializers.save_json(save)})
 
 
-@router.post(SAVE + "/fork", response={201: S.Save, **WRITE_ERRORS}, url_name="fork", tags=["Saves"],
-             operation_id="forkSave", summary="Copy the save as of turn_id (default: now) into a new save.")
+@router.post(
+    SAVE + "/fork",
+    response={201: S.Save, **WRITE_ERRORS},
+    url_name="fork",
+    tags=["Saves"],
+    operation_id="forkSave",
+    summary="Copy the save as of turn_id (default: now) into a new save.",
+)
 def fork(request: HttpRequest, save_id: str, payload: S.ForkRequest):
     from studio.saves.checkpoints import CheckpointManager
 
@@ -235,8 +316,14 @@ def _job_for(save: Save, job_id: int):
     return job
 
 
-@router.get(SAVE + "/jobs", response={200: S.JobPage, **READ_ERRORS}, url_name="job_list", tags=["Jobs"],
-            operation_id="listJobs", summary="The save's background memory jobs, newest first.")
+@router.get(
+    SAVE + "/jobs",
+    response={200: S.JobPage, **READ_ERRORS},
+    url_name="job_list",
+    tags=["Jobs"],
+    operation_id="listJobs",
+    summary="The save's background memory jobs, newest first.",
+)
 def job_list(request: HttpRequest, save_id: str, params: Query[S.JobQuery]):
     save = save_for(user=request.user, save_id=save_id)
     limit, offset = params.limit, params.offset
@@ -245,15 +332,27 @@ def job_list(request: HttpRequest, save_id: str, params: Query[S.JobQuery]):
     return JsonResponse(page([serializers.job_json(j) for j in rows], limit=limit, offset=offset))
 
 
-@router.get(SAVE + "/jobs/{int:job_id}", response={200: S.Job, **READ_ERRORS}, url_name="job_detail", tags=["Jobs"],
-            operation_id="getJob", summary="One job.")
+@router.get(
+    SAVE + "/jobs/{int:job_id}",
+    response={200: S.Job, **READ_ERRORS},
+    url_name="job_detail",
+    tags=["Jobs"],
+    operation_id="getJob",
+    summary="One job.",
+)
 def job_detail(request: HttpRequest, save_id: str, job_id: int):
     save = save_for(user=request.user, save_id=save_id)
     return JsonResponse(serializers.job_json(_job_for(save, job_id)))
 
 
-@router.post(SAVE + "/jobs/{int:job_id}/retry", response={200: S.Job, **WRITE_ERRORS}, url_name="job_retry",
-             tags=["Jobs"], operation_id="retryJob", summary="Queue a failed or skipped job again (409 otherwise).")
+@router.post(
+    SAVE + "/jobs/{int:job_id}/retry",
+    response={200: S.Job, **WRITE_ERRORS},
+    url_name="job_retry",
+    tags=["Jobs"],
+    operation_id="retryJob",
+    summary="Queue a failed or skipped job again (409 otherwise).",
+)
 def job_retry(request: HttpRequest, save_id: str, job_id: int):
     from studio.memory.jobs import JobNotRetryable
     from studio.memory.jobs import job_retry as retry
@@ -266,9 +365,14 @@ def job_retry(request: HttpRequest, save_id: str, job_id: int):
     return JsonResponse(serializers.job_json(job))
 
 
-@router.post(SAVE + "/jobs/retry-skipped", response={200: S.RetrySkipped, **WRITE_ERRORS},
-             url_name="jobs_retry_skipped", tags=["Jobs"], operation_id="retrySkippedJobs",
-             summary="Retry the save's skipped memory jobs of turns still on its live timeline.")
+@router.post(
+    SAVE + "/jobs/retry-skipped",
+    response={200: S.RetrySkipped, **WRITE_ERRORS},
+    url_name="jobs_retry_skipped",
+    tags=["Jobs"],
+    operation_id="retrySkippedJobs",
+    summary="Retry the save's skipped memory jobs of turns still on its live timeline.",
+)
 def jobs_retry_skipped(request: HttpRequest, save_id: str):
     from studio.memory.jobs import jobs_retry_skipped as retry_skipped
 

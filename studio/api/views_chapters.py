@@ -4,6 +4,7 @@ Every rule is a service of `studio.memory.chapters` (the Chapters page calls the
 a `ChapterError` (an empty open chapter, an edited summary asked to be redone, no model) is a
 409 with its message. The request and response schemas live here (chapters only).
 """
+
 from __future__ import annotations
 
 from typing import Literal, Optional
@@ -97,23 +98,39 @@ def _chapter_for(save, chapter_id: int) -> Chapter:
     return chapter
 
 
-@router.get(SAVE + "/chapters", response={200: ChapterList, **READ_ERRORS}, url_name="chapter_list", tags=["Chapters"],
-            operation_id="listChapters",
-            summary="The save's chapters and arcs in turn order, the open chapter, and the settings that close chapters.")
+@router.get(
+    SAVE + "/chapters",
+    response={200: ChapterList, **READ_ERRORS},
+    url_name="chapter_list",
+    tags=["Chapters"],
+    operation_id="listChapters",
+    summary="The save's chapters and arcs in turn order, the open chapter, and the settings that close chapters.",
+)
 def chapter_list(request: HttpRequest, save_id: str):
     save = save_for(user=request.user, save_id=save_id)
     settings = chapter_settings(universe_meta=save.universe.meta_values())
-    return JsonResponse({
-        "items": [chapter_json(c) for c in chapters_for(save)],
-        "open_chapter": {"first_turn": open_chapter_start(save), "current_turn": save.current_turn},
-        "settings": {"chapter_turns": settings.turns_per_chapter, "chapters_per_arc": settings.chapters_per_arc,
-                     "chapter_on_scene_change": settings.on_scene_change, "chapter_min_turns": settings.min_turns},
-    })
+    return JsonResponse(
+        {
+            "items": [chapter_json(c) for c in chapters_for(save)],
+            "open_chapter": {"first_turn": open_chapter_start(save), "current_turn": save.current_turn},
+            "settings": {
+                "chapter_turns": settings.turns_per_chapter,
+                "chapters_per_arc": settings.chapters_per_arc,
+                "chapter_on_scene_change": settings.on_scene_change,
+                "chapter_min_turns": settings.min_turns,
+            },
+        }
+    )
 
 
-@router.post(SAVE + "/chapters/close", response={201: ChapterOut, **WRITE_ERRORS}, url_name="chapter_close",
-             tags=["Chapters"], operation_id="closeChapter",
-             summary="Close the open chapter at the current turn; its summary job is queued (409 when it has no turns).")
+@router.post(
+    SAVE + "/chapters/close",
+    response={201: ChapterOut, **WRITE_ERRORS},
+    url_name="chapter_close",
+    tags=["Chapters"],
+    operation_id="closeChapter",
+    summary="Close the open chapter at the current turn; its summary job is queued (409 when it has no turns).",
+)
 def chapter_close_view(request: HttpRequest, save_id: str, payload: ChapterCloseIn | None = None):
     save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
     try:
@@ -123,16 +140,26 @@ def chapter_close_view(request: HttpRequest, save_id: str, payload: ChapterClose
     return JsonResponse(chapter_json(chapter), status=201)
 
 
-@router.get(SAVE + "/chapters/{int:chapter_id}", response={200: ChapterOut, **READ_ERRORS}, url_name="chapter_detail",
-            tags=["Chapters"], operation_id="getChapter", summary="One chapter or arc.")
+@router.get(
+    SAVE + "/chapters/{int:chapter_id}",
+    response={200: ChapterOut, **READ_ERRORS},
+    url_name="chapter_detail",
+    tags=["Chapters"],
+    operation_id="getChapter",
+    summary="One chapter or arc.",
+)
 def chapter_detail(request: HttpRequest, save_id: str, chapter_id: int):
     save = save_for(user=request.user, save_id=save_id)
     return JsonResponse(chapter_json(_chapter_for(save, chapter_id)))
 
 
-@router.patch(SAVE + "/chapters/{int:chapter_id}", response={200: ChapterOut, **WRITE_ERRORS}, tags=["Chapters"],
-              operation_id="editChapterSummary",
-              summary="Set the playtester's summary: an override, marked edited, never regenerated over (\"\" removes it).")
+@router.patch(
+    SAVE + "/chapters/{int:chapter_id}",
+    response={200: ChapterOut, **WRITE_ERRORS},
+    tags=["Chapters"],
+    operation_id="editChapterSummary",
+    summary='Set the playtester\'s summary: an override, marked edited, never regenerated over ("" removes it).',
+)
 def chapter_edit(request: HttpRequest, save_id: str, chapter_id: int, payload: ChapterSummaryIn):
     save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
     chapter = _chapter_for(save, chapter_id)
@@ -143,9 +170,14 @@ def chapter_edit(request: HttpRequest, save_id: str, chapter_id: int, payload: C
     return JsonResponse(chapter_json(chapter))
 
 
-@router.post(SAVE + "/chapters/{int:chapter_id}/summarize", response={200: ChapterOut, **WRITE_ERRORS},
-             url_name="chapter_summarize", tags=["Chapters"], operation_id="summarizeChapter",
-             summary="Queue a new summary (409 when a playtester edited it or no model is configured).")
+@router.post(
+    SAVE + "/chapters/{int:chapter_id}/summarize",
+    response={200: ChapterOut, **WRITE_ERRORS},
+    url_name="chapter_summarize",
+    tags=["Chapters"],
+    operation_id="summarizeChapter",
+    summary="Queue a new summary (409 when a playtester edited it or no model is configured).",
+)
 def chapter_summarize(request: HttpRequest, save_id: str, chapter_id: int):
     save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
     try:

@@ -6,6 +6,7 @@ django-ninja ships it in its static files (`ninja/swagger-ui-bundle.js`, `swagge
 studio's self-only Content-Security-Policy (studio/middleware.py). Like every API route it
 needs a token or a session.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,16 +23,28 @@ from studio.api.ninja_api import router
 from studio.api.openapi import build_openapi
 
 
-@router.get("/openapi.json", response={200: dict[str, Any], 401: S.Error}, url_name="openapi", tags=["Meta"],
-            operation_id="getOpenApi", summary="This document.")
+@router.get(
+    "/openapi.json",
+    response={200: dict[str, Any], 401: S.Error},
+    url_name="openapi",
+    tags=["Meta"],
+    operation_id="getOpenApi",
+    summary="This document.",
+)
 def openapi_document(request: HttpRequest):
     return JsonResponse(build_openapi(server_url=request.build_absolute_uri("/api/v1")))
 
 
 @router.get(
-    "/docs", response={401: S.Error}, url_name="docs", tags=["Meta"], operation_id="getDocs",
+    "/docs",
+    response={401: S.Error},
+    url_name="docs",
+    tags=["Meta"],
+    operation_id="getDocs",
     summary="Interactive docs (Swagger UI) for this document, from the studio's static files.",
-    openapi_extra={"responses": {"200": {"description": "An HTML page.", "content": {"text/html": {"schema": {"type": "string"}}}}}},
+    openapi_extra={
+        "responses": {"200": {"description": "An HTML page.", "content": {"text/html": {"schema": {"type": "string"}}}}}
+    },
 )
 def docs_page(request: HttpRequest):
     settings = {"url": reverse("api:openapi"), "layout": "BaseLayout", "deepLinking": True}

@@ -9,6 +9,7 @@ failed and 422 (`tests_failed`, same body) when one failed or could not be judge
 registered before a test's own, so `.../memory-tests/run` is never read as a test's name (no
 test may be called `run`).
 """
+
 from __future__ import annotations
 
 from typing import Any, Literal, Optional
@@ -150,15 +151,26 @@ def _refused(exc: SpecError):
     return validation_error(exc.errors, "The memory test is not valid: nothing was written.")
 
 
-@router.get(UNIVERSE, response={200: MemoryTestList, **READ_ERRORS}, url_name="memory_test_list", tags=TAGS,
-            operation_id="listMemoryTests", summary="The universe's memory tests, by name.")
+@router.get(
+    UNIVERSE,
+    response={200: MemoryTestList, **READ_ERRORS},
+    url_name="memory_test_list",
+    tags=TAGS,
+    operation_id="listMemoryTests",
+    summary="The universe's memory tests, by name.",
+)
 def memory_test_list(request: HttpRequest, slug: str):
     universe = universe_for(user=request.user, slug=slug)
     return JsonResponse({"items": [test_json(t) for t in universe.memory_tests.order_by("name")]})
 
 
-@router.post(UNIVERSE, response={201: MemoryTestOut, **WRITE_ERRORS}, tags=TAGS, operation_id="createMemoryTest",
-             summary="Add a memory test (400 naming each wrong field; nothing is written).")
+@router.post(
+    UNIVERSE,
+    response={201: MemoryTestOut, **WRITE_ERRORS},
+    tags=TAGS,
+    operation_id="createMemoryTest",
+    summary="Add a memory test (400 naming each wrong field; nothing is written).",
+)
 def memory_test_add(request: HttpRequest, slug: str, payload: MemoryTestIn):
     universe = universe_for(user=request.user, slug=slug, access=Access.EDIT)
     try:
@@ -191,41 +203,63 @@ def _run(saves, tests, record: bool):
         raise conflict(exc.message, {"save_id": exc.save_id, "current_turn": exc.current_turn}) from exc
 
 
-@router.post(UNIVERSE + "/run", response={200: RunOut, 422: RunOut, **WRITE_ERRORS}, url_name="memory_tests_run",
-             tags=TAGS, operation_id="runMemoryTests",
-             summary="Run the tests on the universe's saves (or those given) at their current turns; 422 when one "
-                     "failed or could not be judged.")
+@router.post(
+    UNIVERSE + "/run",
+    response={200: RunOut, 422: RunOut, **WRITE_ERRORS},
+    url_name="memory_tests_run",
+    tags=TAGS,
+    operation_id="runMemoryTests",
+    summary="Run the tests on the universe's saves (or those given) at their current turns; 422 when one "
+    "failed or could not be judged.",
+)
 def memory_tests_run_view(request: HttpRequest, slug: str, payload: RunIn | None = None):
     payload = payload or RunIn()
     universe = universe_for(user=request.user, slug=slug, access=Access.PLAY)
     saves = universe.saves.order_by("save_id")
     if payload.save_ids:
-        missing = sorted(set(payload.save_ids) - set(saves.filter(save_id__in=payload.save_ids)
-                                                    .values_list("save_id", flat=True)))
+        missing = sorted(
+            set(payload.save_ids) - set(saves.filter(save_id__in=payload.save_ids).values_list("save_id", flat=True))
+        )
         if missing:
             raise validation_error({"save_ids": [f"no save {', '.join(missing)} in this universe."]})
         saves = saves.filter(save_id__in=payload.save_ids)
     return _run(list(saves), _tests(universe, payload.tests), payload.record)
 
 
-@router.post(SAVE + "/run", response={200: RunOut, 422: RunOut, **WRITE_ERRORS}, url_name="save_memory_tests_run",
-             tags=TAGS, operation_id="runSaveMemoryTests",
-             summary="Run the universe's tests on this save at its current turn; 422 when one failed.")
+@router.post(
+    SAVE + "/run",
+    response={200: RunOut, 422: RunOut, **WRITE_ERRORS},
+    url_name="save_memory_tests_run",
+    tags=TAGS,
+    operation_id="runSaveMemoryTests",
+    summary="Run the universe's tests on this save at its current turn; 422 when one failed.",
+)
 def save_memory_tests_run(request: HttpRequest, save_id: str, payload: SaveRunIn | None = None):
     payload = payload or SaveRunIn()
     game_save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
     return _run([game_save], _tests(game_save.universe, payload.tests), payload.record)
 
 
-@router.get(UNIVERSE + "/{str:name}", response={200: MemoryTestOut, **READ_ERRORS}, url_name="memory_test_detail",
-            tags=TAGS, operation_id="getMemoryTest", summary="One memory test.")
+@router.get(
+    UNIVERSE + "/{str:name}",
+    response={200: MemoryTestOut, **READ_ERRORS},
+    url_name="memory_test_detail",
+    tags=TAGS,
+    operation_id="getMemoryTest",
+    summary="One memory test.",
+)
 def memory_test_detail(request: HttpRequest, slug: str, name: str):
     universe = universe_for(user=request.user, slug=slug)
     return JsonResponse(test_json(_test_for(universe, name)))
 
 
-@router.put(UNIVERSE + "/{str:name}", response={200: MemoryTestOut, **WRITE_ERRORS}, tags=TAGS,
-            operation_id="replaceMemoryTest", summary="Replace a memory test (its name may change).")
+@router.put(
+    UNIVERSE + "/{str:name}",
+    response={200: MemoryTestOut, **WRITE_ERRORS},
+    tags=TAGS,
+    operation_id="replaceMemoryTest",
+    summary="Replace a memory test (its name may change).",
+)
 def memory_test_replace(request: HttpRequest, slug: str, name: str, payload: MemoryTestIn):
     universe = universe_for(user=request.user, slug=slug, access=Access.EDIT)
     try:
@@ -235,23 +269,46 @@ def memory_test_replace(request: HttpRequest, slug: str, name: str, payload: Mem
     return JsonResponse(test_json(test))
 
 
-@router.delete(UNIVERSE + "/{str:name}", response={204: None, **WRITE_ERRORS}, tags=TAGS,
-               operation_id="deleteMemoryTest", summary="Delete a memory test (recorded results keep it as it ran).")
+@router.delete(
+    UNIVERSE + "/{str:name}",
+    response={204: None, **WRITE_ERRORS},
+    tags=TAGS,
+    operation_id="deleteMemoryTest",
+    summary="Delete a memory test (recorded results keep it as it ran).",
+)
 def memory_test_remove(request: HttpRequest, slug: str, name: str):
     universe = universe_for(user=request.user, slug=slug, access=Access.EDIT)
     memory_test_delete(test=_test_for(universe, name))
     return HttpResponse(status=204)
 
 
-@router.get(SAVE + "/results", response={200: RecordedResults, **READ_ERRORS}, url_name="save_memory_test_results",
-            tags=TAGS, operation_id="getMemoryTestResults",
-            summary="The results recorded by the latest run at or before a turn: as they stood then.")
+@router.get(
+    SAVE + "/results",
+    response={200: RecordedResults, **READ_ERRORS},
+    url_name="save_memory_test_results",
+    tags=TAGS,
+    operation_id="getMemoryTestResults",
+    summary="The results recorded by the latest run at or before a turn: as they stood then.",
+)
 def save_memory_test_results(request: HttpRequest, save_id: str, params: Query[ResultsQuery]):
     game_save = save_for(user=request.user, save_id=save_id)
     turn, rows = results_as_of(game_save=game_save, turn=params.turn)
-    return JsonResponse({
-        "save_id": game_save.save_id, "current_turn": game_save.current_turn, "recorded_turn": turn,
-        "results": [{"name": r.name, "kind": r.kind, "sentence": _sentence(r.definition), "verdict": r.verdict,
-                     "summary": r.summary,
-                     "explain": r.explain, "definition": r.definition} for r in rows],
-    })
+    return JsonResponse(
+        {
+            "save_id": game_save.save_id,
+            "current_turn": game_save.current_turn,
+            "recorded_turn": turn,
+            "results": [
+                {
+                    "name": r.name,
+                    "kind": r.kind,
+                    "sentence": _sentence(r.definition),
+                    "verdict": r.verdict,
+                    "summary": r.summary,
+                    "explain": r.explain,
+                    "definition": r.definition,
+                }
+                for r in rows
+            ],
+        }
+    )

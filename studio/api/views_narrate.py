@@ -23,6 +23,7 @@ the body's end, as the Console's Stop does. Before the answer began the call is 
 the stream ends with no `done` event and the call is logged "cancelled by the reader".
 Without a socket to watch (runserver) nothing changes.
 """
+
 from __future__ import annotations
 
 import json
@@ -44,8 +45,13 @@ def _llm_error(exc) -> ApiError:
     from studio.memory.llm import SpendLimitExceeded
 
     if isinstance(exc, SpendLimitExceeded):
-        return ApiError(429, "spend_limit", exc.reason, {"resume_at": exc.resume_at.isoformat()},
-                        headers={"Retry-After": exc.retry_after()})
+        return ApiError(
+            429,
+            "spend_limit",
+            exc.reason,
+            {"resume_at": exc.resume_at.isoformat()},
+            headers={"Retry-After": exc.retry_after()},
+        )
     return ApiError(502, "llm_failed", f"The narrator's model failed: {exc}")
 
 
@@ -85,12 +91,36 @@ def wants_stream(request: HttpRequest, payload: S.NarrateRequest) -> bool:
 
 @router.post(
     "/saves/{str:save_id}/narrate",
-    response={200: Narration, 400: S.Error, 401: S.Error, 403: S.Error, 404: S.Error, 413: S.Error, 415: S.Error,
-              429: S.Error, 502: S.Error, 503: S.Error},
-    url_name="narrate", tags=["Narrator"], operation_id="narrate",
+    response={
+        200: Narration,
+        400: S.Error,
+        401: S.Error,
+        403: S.Error,
+        404: S.Error,
+        413: S.Error,
+        415: S.Error,
+        429: S.Error,
+        502: S.Error,
+        503: S.Error,
+    },
+    url_name="narrate",
+    tags=["Narrator"],
+    operation_id="narrate",
     summary="The narrator's proposal for the next turn; appends nothing. Streams server-sent events when asked.",
-    openapi_extra={"responses": {"200": {"content": {STREAM_MEDIA_TYPE: {"schema": {
-        "type": "string", "description": "Events start, delta*, then done or error (docs/api.md, Streaming narration)."}}}}}},
+    openapi_extra={
+        "responses": {
+            "200": {
+                "content": {
+                    STREAM_MEDIA_TYPE: {
+                        "schema": {
+                            "type": "string",
+                            "description": "Events start, delta*, then done or error (docs/api.md, Streaming narration).",
+                        }
+                    }
+                }
+            }
+        }
+    },
 )
 def narrate(request: HttpRequest, save_id: str, payload: S.NarrateRequest):
     from studio.memory.llm import LLMCancelled, LLMError, TrackedLLM, get_llm_backend
@@ -107,8 +137,11 @@ def narrate(request: HttpRequest, save_id: str, payload: S.NarrateRequest):
             raise ApiError(503, "no_model", str(exc)) from exc
         except LLMError as exc:
             raise _llm_error(exc) from exc
-        return serializers_json(narration_json(save, player_input, narration.text, narration.response, narration.prompt,
-                                               narration.continuity))
+        return serializers_json(
+            narration_json(
+                save, player_input, narration.text, narration.response, narration.prompt, narration.continuity
+            )
+        )
 
     backend = get_llm_backend()
     if backend is None:
@@ -119,8 +152,12 @@ def narrate(request: HttpRequest, save_id: str, payload: S.NarrateRequest):
     stream = None
     try:
         stream = TrackedLLM(backend, game_save_id=save.pk).stream(
-            system=prompt.system, prompt=prompt.user, operation="narrate", abort=watch.abort if watch else None,
-            **sampler.request_options())
+            system=prompt.system,
+            prompt=prompt.user,
+            operation="narrate",
+            abort=watch.abort if watch else None,
+            **sampler.request_options(),
+        )
     except LLMCancelled:  # the client left while the model read the prompt
         return client_left()
     except LLMError as exc:  # the spend guard, or a model that cannot be reached: nothing sent yet
@@ -141,8 +178,15 @@ def _events(save, player_input: str, prompt, stream):
 
     ended = False
     try:
-        yield sse_event("start", {"save_id": save.save_id, "turn_id": prompt.turn_id, "player_input": player_input,
-                                  "model": getattr(stream.response, "model", "")})
+        yield sse_event(
+            "start",
+            {
+                "save_id": save.save_id,
+                "turn_id": prompt.turn_id,
+                "player_input": player_input,
+                "model": getattr(stream.response, "model", ""),
+            },
+        )
         for delta in stream:
             if delta:
                 yield sse_event("delta", {"text": delta})
@@ -163,7 +207,9 @@ def _events(save, player_input: str, prompt, stream):
     from studio.saves.narrator.guard import check_narration, settings_for
 
     check = check_narration(game_save=save, text=response.text.strip(), player_input=player_input)
-    continuity = None if check is None else {**check.as_dict(), "mode": settings_for(save).mode, "regenerated_from": None}
+    continuity = (
+        None if check is None else {**check.as_dict(), "mode": settings_for(save).mode, "regenerated_from": None}
+    )
     yield sse_event("done", narration_json(save, player_input, response.text.strip(), response, prompt, continuity))
 
 

@@ -7,6 +7,7 @@ expected current turn (409 when the save moved on); Retry then asks the narrator
 undone turn's action (the undo stays if that call fails: the error says so). Services:
 `studio/saves/narrator/play.py` and `play_settings.py`; docs/api.md, "Play controls".
 """
+
 from __future__ import annotations
 
 from typing import Literal, Optional
@@ -51,7 +52,9 @@ class OpeningRequest(Schema):
 
 class ContinueRequest(Schema):
     # A turn's narrative, so a turn's limit (studio/limits.py): what a turn holds can be continued.
-    narrative: Optional[limited("turn.narrative", description="The narration to extend (default: the last turn's).")] = None
+    narrative: Optional[
+        limited("turn.narrative", description="The narration to extend (default: the last turn's).")
+    ] = None
 
 
 class Continuation(Schema):
@@ -80,7 +83,9 @@ class Impersonation(Schema):
 
 
 class LastTurnRequest(Schema):
-    expected_current_turn: S.Int = Field(..., ge=1, description="The save's current turn as the client last saw it (409 otherwise).")
+    expected_current_turn: S.Int = Field(
+        ..., ge=1, description="The save's current turn as the client last saw it (409 otherwise)."
+    )
 
 
 class Undone(Schema):
@@ -107,9 +112,12 @@ class DraftAlternative(Schema):
 class PendingDraft(Schema):
     save_id: str
     current_turn: int
-    draft: Optional[dict] = Field(..., description="The open draft for the next turn, or null: {turn_id, player_input, "
-                                  "created_at, alternatives: [DraftAlternative]}. The memory proxy's last answer waits "
-                                  "here until the chat's next message settles it (docs/proxy.md).")
+    draft: Optional[dict] = Field(
+        ...,
+        description="The open draft for the next turn, or null: {turn_id, player_input, "
+        "created_at, alternatives: [DraftAlternative]}. The memory proxy's last answer waits "
+        "here until the chat's next message settles it (docs/proxy.md).",
+    )
 
 
 class SamplerValue(Schema):
@@ -151,20 +159,36 @@ def _no_model():
 # -- the opening ---------------------------------------------------------------------------------
 
 
-@router.get(SAVE + "/opening", response={200: Opening, **READ_ERRORS}, url_name="opening", tags=["Narrator"],
-            operation_id="getOpening", summary="The card's greetings the save can open with (turn 1).")
+@router.get(
+    SAVE + "/opening",
+    response={200: Opening, **READ_ERRORS},
+    url_name="opening",
+    tags=["Narrator"],
+    operation_id="getOpening",
+    summary="The card's greetings the save can open with (turn 1).",
+)
 def opening(request: HttpRequest, save_id: str):
     from studio.saves.narrator.play import opening_greetings
 
     save = save_for(user=request.user, save_id=save_id)
     greetings = opening_greetings(game_save=save)
-    return _json({"save_id": save.save_id, "available": bool(greetings) and save.current_turn == 0,
-                  "greetings": [{"number": n, "text": t} for n, t in enumerate(greetings, start=1)]})
+    return _json(
+        {
+            "save_id": save.save_id,
+            "available": bool(greetings) and save.current_turn == 0,
+            "greetings": [{"number": n, "text": t} for n, t in enumerate(greetings, start=1)],
+        }
+    )
 
 
-@router.post(SAVE + "/opening", response={201: S.TurnAppended, **WRITE_ERRORS}, url_name="opening",
-             tags=["Narrator"], operation_id="appendOpening",
-             summary="Append the card's greeting `number` as turn 1 (no model call).")
+@router.post(
+    SAVE + "/opening",
+    response={201: S.TurnAppended, **WRITE_ERRORS},
+    url_name="opening",
+    tags=["Narrator"],
+    operation_id="appendOpening",
+    summary="Append the card's greeting `number` as turn 1 (no model call).",
+)
 def opening_append(request: HttpRequest, save_id: str, payload: OpeningRequest):
     from studio.saves.errors import TurnConflict
     from studio.saves.narrator.play import NoSuchGreeting, PlayError, opening_accept
@@ -185,9 +209,14 @@ def opening_append(request: HttpRequest, save_id: str, payload: OpeningRequest):
 # -- continue, impersonate -----------------------------------------------------------------------
 
 
-@router.post(SAVE + "/continue", response={200: Continuation, **WRITE_ERRORS, **MODEL_ERRORS}, url_name="continue",
-             tags=["Narrator"], operation_id="continueNarration",
-             summary="The model's continuation of a narration (default: the last turn's); appends nothing.")
+@router.post(
+    SAVE + "/continue",
+    response={200: Continuation, **WRITE_ERRORS, **MODEL_ERRORS},
+    url_name="continue",
+    tags=["Narrator"],
+    operation_id="continueNarration",
+    summary="The model's continuation of a narration (default: the last turn's); appends nothing.",
+)
 def continue_narration(request: HttpRequest, save_id: str, payload: ContinueRequest):
     from studio.memory.llm import LLMError
     from studio.saves.narrator.play import PlayError, continue_once
@@ -203,17 +232,31 @@ def continue_narration(request: HttpRequest, save_id: str, payload: ContinueRequ
     except LLMError as exc:
         raise _llm_error(exc) from exc
     response = result.response
-    return _json({
-        "save_id": save.save_id, "turn_id": save.current_turn, "addition": result.addition,
-        "narrative": result.narrative, "appended": False, "model": response.model,
-        "finish_reason": response.finish_reason, "truncated": response.truncated, "latency_ms": response.latency_ms,
-        "prompt_tokens": response.prompt_tokens, "completion_tokens": response.completion_tokens,
-    })
+    return _json(
+        {
+            "save_id": save.save_id,
+            "turn_id": save.current_turn,
+            "addition": result.addition,
+            "narrative": result.narrative,
+            "appended": False,
+            "model": response.model,
+            "finish_reason": response.finish_reason,
+            "truncated": response.truncated,
+            "latency_ms": response.latency_ms,
+            "prompt_tokens": response.prompt_tokens,
+            "completion_tokens": response.completion_tokens,
+        }
+    )
 
 
-@router.post(SAVE + "/impersonate", response={200: Impersonation, **WRITE_ERRORS, **MODEL_ERRORS},
-             url_name="impersonate", tags=["Narrator"], operation_id="impersonate",
-             summary="The player's next action, written by the model; appends nothing.")
+@router.post(
+    SAVE + "/impersonate",
+    response={200: Impersonation, **WRITE_ERRORS, **MODEL_ERRORS},
+    url_name="impersonate",
+    tags=["Narrator"],
+    operation_id="impersonate",
+    summary="The player's next action, written by the model; appends nothing.",
+)
 def impersonate(request: HttpRequest, save_id: str, payload: ImpersonateRequest):
     from studio.memory.llm import LLMError
     from studio.saves.narrator.play import impersonate as write_action
@@ -224,7 +267,9 @@ def impersonate(request: HttpRequest, save_id: str, payload: ImpersonateRequest)
         result = write_action(game_save=save, mode=payload.mode)
     except LLMError as exc:
         raise _llm_error(exc) from exc
-    return _json({"save_id": save.save_id, "action": result.text, "model": result.model, "latency_ms": result.latency_ms})
+    return _json(
+        {"save_id": save.save_id, "action": result.text, "model": result.model, "latency_ms": result.latency_ms}
+    )
 
 
 # -- undo, retry ---------------------------------------------------------------------------------
@@ -242,18 +287,35 @@ def _undo(save, expected: int):
         raise conflict(str(exc), {"current_turn": save.current_turn}) from exc
 
 
-@router.post(SAVE + "/undo", response={200: Undone, **WRITE_ERRORS}, url_name="undo", tags=["Narrator"],
-             operation_id="undoLastTurn", summary="Undo the last turn: a rewind by one (409 if the save moved on).")
+@router.post(
+    SAVE + "/undo",
+    response={200: Undone, **WRITE_ERRORS},
+    url_name="undo",
+    tags=["Narrator"],
+    operation_id="undoLastTurn",
+    summary="Undo the last turn: a rewind by one (409 if the save moved on).",
+)
 def undo(request: HttpRequest, save_id: str, payload: LastTurnRequest):
     save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
     player_input, _result = _undo(save, payload.expected_current_turn)
-    return _json({"save_id": save.save_id, "undone_turn": payload.expected_current_turn, "player_input": player_input,
-                  "save": serializers.save_json(save)})
+    return _json(
+        {
+            "save_id": save.save_id,
+            "undone_turn": payload.expected_current_turn,
+            "player_input": player_input,
+            "save": serializers.save_json(save),
+        }
+    )
 
 
-@router.post(SAVE + "/retry", response={200: Retried, **WRITE_ERRORS, **MODEL_ERRORS}, url_name="retry",
-             tags=["Narrator"], operation_id="retryLastTurn",
-             summary="Undo the last turn and ask the narrator again for its action; appends nothing.")
+@router.post(
+    SAVE + "/retry",
+    response={200: Retried, **WRITE_ERRORS, **MODEL_ERRORS},
+    url_name="retry",
+    tags=["Narrator"],
+    operation_id="retryLastTurn",
+    summary="Undo the last turn and ask the narrator again for its action; appends nothing.",
+)
 def retry(request: HttpRequest, save_id: str, payload: LastTurnRequest):
     from studio.memory.llm import LLMError
     from studio.saves.narrator.services import narrate_once
@@ -265,18 +327,31 @@ def retry(request: HttpRequest, save_id: str, payload: LastTurnRequest):
         narration = narrate_once(game_save=save, player_input=player_input)
     except LLMError as exc:
         error = _llm_error(exc)
-        raise ApiError(error.status, error.code, f"{error.message} (turn {payload.expected_current_turn} was undone)",
-                       {"undone_turn": payload.expected_current_turn, "player_input": player_input}) from exc
-    return _json({"undone_turn": payload.expected_current_turn,
-                  "narration": narration_json(save, player_input, narration.text, narration.response, narration.prompt)})
+        raise ApiError(
+            error.status,
+            error.code,
+            f"{error.message} (turn {payload.expected_current_turn} was undone)",
+            {"undone_turn": payload.expected_current_turn, "player_input": player_input},
+        ) from exc
+    return _json(
+        {
+            "undone_turn": payload.expected_current_turn,
+            "narration": narration_json(save, player_input, narration.text, narration.response, narration.prompt),
+        }
+    )
 
 
 # -- play settings -------------------------------------------------------------------------------
 
 
-@router.get(SAVE + "/play-settings", response={200: PlaySettings, **READ_ERRORS}, url_name="play_settings",
-            tags=["Narrator"], operation_id="getPlaySettings",
-            summary="The save's author's note and sampler settings, and what the next narration is sent.")
+@router.get(
+    SAVE + "/play-settings",
+    response={200: PlaySettings, **READ_ERRORS},
+    url_name="play_settings",
+    tags=["Narrator"],
+    operation_id="getPlaySettings",
+    summary="The save's author's note and sampler settings, and what the next narration is sent.",
+)
 def play_settings(request: HttpRequest, save_id: str):
     from studio.saves.narrator.play_settings import play_settings_read
 
@@ -284,9 +359,14 @@ def play_settings(request: HttpRequest, save_id: str):
     return _json({"save_id": save.save_id, **play_settings_read(game_save=save)})
 
 
-@router.patch(SAVE + "/play-settings", response={200: PlaySettings, **WRITE_ERRORS}, url_name="play_settings",
-              tags=["Narrator"], operation_id="updatePlaySettings",
-              summary="Change the fields given (null clears a sampler override); nothing changes on an error.")
+@router.patch(
+    SAVE + "/play-settings",
+    response={200: PlaySettings, **WRITE_ERRORS},
+    url_name="play_settings",
+    tags=["Narrator"],
+    operation_id="updatePlaySettings",
+    summary="Change the fields given (null clears a sampler override); nothing changes on an error.",
+)
 def play_settings_update(request: HttpRequest, save_id: str, payload: PlaySettingsPatch):
     from studio.saves.narrator.play_settings import play_settings_update as update
 
@@ -303,10 +383,15 @@ def play_settings_update(request: HttpRequest, save_id: str, payload: PlaySettin
 # -- the pending exchange -------------------------------------------------------------------------
 
 
-@router.get(SAVE + "/draft", response={200: PendingDraft, **READ_ERRORS}, url_name="draft", tags=["Narrator"],
-            operation_id="getDraft",
-            summary="The narration proposed for the next turn and not yet accepted (the Console's draft, the memory "
-                    "proxy's last answer), or null.")
+@router.get(
+    SAVE + "/draft",
+    response={200: PendingDraft, **READ_ERRORS},
+    url_name="draft",
+    tags=["Narrator"],
+    operation_id="getDraft",
+    summary="The narration proposed for the next turn and not yet accepted (the Console's draft, the memory "
+    "proxy's last answer), or null.",
+)
 def pending_draft(request: HttpRequest, save_id: str):
     from studio.saves.narrator.services import open_draft
 
@@ -315,9 +400,19 @@ def pending_draft(request: HttpRequest, save_id: str):
     body = None
     if draft is not None:
         body = {
-            "turn_id": draft.turn_id, "player_input": draft.player_input, "created_at": draft.created_at,
-            "alternatives": [{"number": a.number, "status": a.status, "text": a.text, "model": a.model,
-                              "finish_reason": a.finish_reason, "chosen": a.number == draft.chosen_number}
-                             for a in draft.alternatives.all()],
+            "turn_id": draft.turn_id,
+            "player_input": draft.player_input,
+            "created_at": draft.created_at,
+            "alternatives": [
+                {
+                    "number": a.number,
+                    "status": a.status,
+                    "text": a.text,
+                    "model": a.model,
+                    "finish_reason": a.finish_reason,
+                    "chosen": a.number == draft.chosen_number,
+                }
+                for a in draft.alternatives.all()
+            ],
         }
     return _json({"save_id": save.save_id, "current_turn": save.current_turn, "draft": body})

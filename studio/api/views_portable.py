@@ -8,6 +8,7 @@ A malformed file is 400 `invalid_save_file` with every problem and its location 
 `details.problems`, and nothing is written. Both need the playtester role (403) and
 membership of the universe (404).
 """
+
 from __future__ import annotations
 
 from django.http import HttpRequest, FileResponse, JsonResponse
@@ -27,13 +28,19 @@ READ_CHUNK = 64 * 1024
 
 
 @router.get(
-    "/saves/{str:save_id}/export", response={400: S.Error, 401: S.Error, 403: S.Error, 404: S.Error, 503: S.Error},
-    url_name="save_export", tags=["Saves"], operation_id="exportSave", summary="Download the save as one portable file.",
+    "/saves/{str:save_id}/export",
+    response={400: S.Error, 401: S.Error, 403: S.Error, 404: S.Error, 503: S.Error},
+    url_name="save_export",
+    tags=["Saves"],
+    operation_id="exportSave",
+    summary="Download the save as one portable file.",
     description="Needs the playtester role. Vector chunks are not in the file; an import rebuilds them.",
     openapi_extra={"responses": {"200": SAVE_FILE_RESPONSE}},
 )
 def save_export(request: HttpRequest, save_id: str, params: Query[S.ExportQuery]):
-    save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)  # a read, but a playtester's, like an import
+    save = save_for(
+        user=request.user, save_id=save_id, access=Access.PLAY
+    )  # a read, but a playtester's, like an import
     export = portable.save_export(game_save=save, compress=params.compress == "gzip")
     return FileResponse(export.file, as_attachment=True, filename=export.filename, content_type=export.content_type)
 
@@ -60,9 +67,20 @@ def _read_body(request: HttpRequest, limit: int) -> bytes:
 
 @router.post(
     "/universes/{str:slug}/saves/import",
-    response={201: S.SaveImported, 400: S.Error, 401: S.Error, 403: S.Error, 404: S.Error, 409: S.Error, 413: S.Error,
-              415: S.Error, 503: S.Error},
-    url_name="save_import", tags=["Saves"], operation_id="importSave",
+    response={
+        201: S.SaveImported,
+        400: S.Error,
+        401: S.Error,
+        403: S.Error,
+        404: S.Error,
+        409: S.Error,
+        413: S.Error,
+        415: S.Error,
+        503: S.Error,
+    },
+    url_name="save_import",
+    tags=["Saves"],
+    operation_id="importSave",
     summary="Create a new save from a save file; the file is checked whole first and written all or nothing.",
     description=(
         "The body is the file as exported (JSON, or gzip: told apart by the magic bytes), at most "

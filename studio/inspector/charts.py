@@ -9,6 +9,7 @@ here; the markup is the `evidence-svg` partial of `memory/belief_detail.html`, s
 autoescaping covers every text that reaches it. The SVG uses presentation attributes and
 classes only (the studio's CSP forbids inline styles).
 """
+
 from __future__ import annotations
 
 import math
@@ -85,8 +86,17 @@ def evidence_chart(
     trend = compute_trend(turns, now_turn, recent_turns=RECENT_TURNS, old_turns=OLD_TURNS)
 
     layout = _layout(
-        turns=turns, history=history or [], bins=bins, cumulative=cumulative, trend=trend,
-        now_turn=now_turn, first=first, last=last, span=span, width=width, height=height,
+        turns=turns,
+        history=history or [],
+        bins=bins,
+        cumulative=cumulative,
+        trend=trend,
+        now_turn=now_turn,
+        first=first,
+        last=last,
+        span=span,
+        width=width,
+        height=height,
     )
     return EvidenceChart(
         layout=layout,
@@ -105,8 +115,18 @@ def _f(value: float) -> str:
 
 
 def _layout(
-    *, turns: list[int], history: list[dict], bins: list[tuple[int, int, int]], cumulative: list[tuple[int, int]],
-    trend: str, now_turn: int, first: int, last: int, span: int, width: int, height: int,
+    *,
+    turns: list[int],
+    history: list[dict],
+    bins: list[tuple[int, int, int]],
+    cumulative: list[tuple[int, int]],
+    trend: str,
+    now_turn: int,
+    first: int,
+    last: int,
+    span: int,
+    width: int,
+    height: int,
 ) -> dict:
     """Return everything the chart template draws, coordinates already formatted."""
     left, right, top, bottom = 36, 44, 16, 28
@@ -137,11 +157,17 @@ def _layout(
     for index, (a, b, n) in enumerate(bins):
         if n:
             y = y_bar(n)
-            bars.append({
-                "turn": a, "count": n, "x": _f(left + index * bar_w + 1), "y": _f(y),
-                "width": _f(max(bar_w - 2, 1)), "height": _f(base - y),
-                "title": f"{f'turn {a}' if a == b else f'turns {a}-{b}'}: {counted(n, 'source fact')}",
-            })
+            bars.append(
+                {
+                    "turn": a,
+                    "count": n,
+                    "x": _f(left + index * bar_w + 1),
+                    "y": _f(y),
+                    "width": _f(max(bar_w - 2, 1)),
+                    "height": _f(base - y),
+                    "title": f"{f'turn {a}' if a == b else f'turns {a}-{b}'}: {counted(n, 'source fact')}",
+                }
+            )
 
     line = None
     if turns:
@@ -153,8 +179,13 @@ def _layout(
             previous_y = y_total(total)
             points.append(f"{_f(x)},{_f(previous_y)}")
         points.append(f"{_f(x_of(last + 1))},{_f(previous_y)}")
-        line = {"points": " ".join(points), "total": len(turns), "label_x": left + plot_w + 4,
-                "label_y": _f(previous_y + 4), "label": counted(len(turns), "proof")}
+        line = {
+            "points": " ".join(points),
+            "total": len(turns),
+            "label_x": left + plot_w + 4,
+            "label_y": _f(previous_y + 4),
+            "label": counted(len(turns), "proof"),
+        }
 
     markers = []
     for entry in history:
@@ -162,27 +193,48 @@ def _layout(
         if first <= turn <= last:
             action = str(entry.get("action", "")).upper()
             x = x_of(turn + 0.5)
-            markers.append({
-                "action": action, "turn": turn, "fill": HISTORY_COLOURS.get(action, OTHER_COLOUR),
-                "path": f"M{_f(x - 5)},{base + 10} L{_f(x + 5)},{base + 10} L{_f(x)},{base + 2} Z",
-                "statement": str(entry.get("statement", ""))[:160],
-            })
+            markers.append(
+                {
+                    "action": action,
+                    "turn": turn,
+                    "fill": HISTORY_COLOURS.get(action, OTHER_COLOUR),
+                    "path": f"M{_f(x - 5)},{base + 10} L{_f(x + 5)},{base + 10} L{_f(x)},{base + 2} Z",
+                    "statement": str(entry.get("statement", ""))[:160],
+                }
+            )
 
     return {
-        "width": width, "height": height, "left": left, "top": top, "right_x": left + plot_w, "base": base,
+        "width": width,
+        "height": height,
+        "left": left,
+        "top": top,
+        "right_x": left + plot_w,
+        "base": base,
         "plot_h": plot_h,
         "title": f"Evidence over turns: {counted(len(turns), 'source fact')}, trend {trend.upper()} at turn {now_turn}",
         "desc": desc,
-        "old": {"x": _f(old_x), "width": _f(max(recent_x - old_x, 0)), "label_x": _f(old_x + 3),
-                "labelled": recent_x - old_x > 60},
-        "recent": {"x": _f(recent_x), "width": _f(max(x_of(now_turn + 1) - recent_x, 0)),
-                   "label_x": _f(recent_x + 3), "turns": RECENT_TURNS},
+        "old": {
+            "x": _f(old_x),
+            "width": _f(max(recent_x - old_x, 0)),
+            "label_x": _f(old_x + 3),
+            "labelled": recent_x - old_x > 60,
+        },
+        "recent": {
+            "x": _f(recent_x),
+            "width": _f(max(x_of(now_turn + 1) - recent_x, 0)),
+            "label_x": _f(recent_x + 3),
+            "turns": RECENT_TURNS,
+        },
         "label_y": top - 4,
         "ticks": [{"x": _f(x_of(tick + 0.5)), "label": tick} for tick in _nice_ticks(first, last)],
         "tick_end": base + 4,
         "tick_label_y": height - 10,
         "axis_label_x": left - 6,
-        "max_bar": max_bar, "max_bar_y": _f(y_bar(max_bar) + 4),
-        "turn_label_x": _f(left + plot_w / 2), "turn_label_y": height - 0.5,
-        "bars": bars, "line": line, "markers": markers,
+        "max_bar": max_bar,
+        "max_bar_y": _f(y_bar(max_bar) + 4),
+        "turn_label_x": _f(left + plot_w / 2),
+        "turn_label_y": height - 0.5,
+        "bars": bars,
+        "line": line,
+        "markers": markers,
     }

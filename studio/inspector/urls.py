@@ -10,8 +10,11 @@ urlpatterns = [
     path("universe/<slug:slug>/tests/", memory_tests.universe_tests, name="universe_tests"),
     path("universe/<slug:slug>/tests/save/", memory_tests.universe_test_save, name="universe_test_save"),
     path("universe/<slug:slug>/tests/run/", memory_tests.universe_tests_run, name="universe_tests_run"),
-    path("universe/<slug:slug>/tests/<slug:test_name>/delete/", memory_tests.universe_test_delete,
-         name="universe_test_delete"),
+    path(
+        "universe/<slug:slug>/tests/<slug:test_name>/delete/",
+        memory_tests.universe_test_delete,
+        name="universe_test_delete",
+    ),
     path("<str:save_id>/search/", playground.playground, name="playground"),
     path("<str:save_id>/search/why-not/", playground.why_not, name="why_not"),
     path("<str:save_id>/search/record/", playground.playground_record, name="playground_record"),

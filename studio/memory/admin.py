@@ -1,5 +1,6 @@
 """Admin for living memory. Turn ids, sources and proof counts are read-only: editing one
 by hand would break the rewind invariants (sources are the rollback key)."""
+
 from django.contrib import admin
 
 from studio.memory.models import Fact, MentalModel, Observation, RecordedQuery, VectorCorpusChange, VectorCorpusVersion

@@ -57,4 +57,5 @@ class MemoryConfig(AppConfig):
         jobs.register(JobKind.LIVING_TURN, living.run_living_turn, batches_in_order=True)
         jobs.register(JobKind.REFRESH_MODELS, living.run_refresh_models)
         from studio.memory.chapters.summarize import run_summarize_chapter
+
         jobs.register(JobKind.SUMMARIZE_CHAPTER, run_summarize_chapter)

@@ -13,6 +13,7 @@ rollback (its module docstring states the rules, "Memory that follows edits" and
 Every write here is a trail entry stamped with a turn, so a rewind before it undoes it. The
 functions change rows in memory and save them in the caller's transaction; none commits.
 """
+
 from __future__ import annotations
 
 from django.db.models import Q
@@ -43,8 +44,9 @@ def clean_sources(sources) -> list[dict]:
     return out
 
 
-def trail_entry(action: str, turn_id: int, statement: str, subject: str, sources_added: list[dict],
-                reason: str = "") -> dict:
+def trail_entry(
+    action: str, turn_id: int, statement: str, subject: str, sources_added: list[dict], reason: str = ""
+) -> dict:
     """Return one entry of a belief's trail (`reason`, when given: why a belief was retired)."""
     entry = {
         "action": action,
@@ -76,7 +78,8 @@ def held_twin(save_pk: int, subject: str, statement: str, *, exclude_pk: int | N
     bare = text.rstrip(".!").strip()
     rows = ObservationRow.objects.select_for_update().filter(
         Q(statement__iexact=text) | Q(statement__iexact=bare) | Q(statement__iexact=f"{bare}."),
-        game_save_id=save_pk, subject_key=subject_key_for(subject),
+        game_save_id=save_pk,
+        subject_key=subject_key_for(subject),
     )
     if exclude_pk is not None:
         rows = rows.exclude(pk=exclude_pk)
@@ -90,7 +93,9 @@ def belief_absorb(row: ObservationRow, turn_id: int, statement: str, sources: li
     known = {s["fact_id"] for s in existing}
     added = [s for s in sources if s["fact_id"] not in known]
     row.sources = existing + added
-    row.history = list(row.history or []) + [trail_entry(UPDATE, turn_id, statement or row.statement, row.subject, added)]
+    row.history = list(row.history or []) + [
+        trail_entry(UPDATE, turn_id, statement or row.statement, row.subject, added)
+    ]
     row.updated_turn_id = max(row.updated_turn_id, turn_id)
     row.stale = False
 
@@ -98,8 +103,9 @@ def belief_absorb(row: ObservationRow, turn_id: int, statement: str, sources: li
 SOURCES_GONE = "every fact it stood on is gone (its turn was edited and extracted again)"
 
 
-def beliefs_drop_missing_sources(save_pk: int, turn_id: int, *, rows, gone: set[int] | None = None,
-                                 reason: str = SOURCES_GONE) -> dict[str, int]:
+def beliefs_drop_missing_sources(
+    save_pk: int, turn_id: int, *, rows, gone: set[int] | None = None, reason: str = SOURCES_GONE
+) -> dict[str, int]:
     """Drop the sources that name deleted facts; retire a belief left with none.
 
     `rows` are the held beliefs to look at, locked by the caller's transaction; `gone` the
@@ -111,7 +117,11 @@ def beliefs_drop_missing_sources(save_pk: int, turn_id: int, *, rows, gone: set[
     rows = [row for row in rows if row.sources]
     if gone is None:
         cited = {s["fact_id"] for row in rows for s in clean_sources(row.sources)}
-        stored = set(FactRow.objects.filter(game_save_id=save_pk, pk__in=cited).values_list("pk", flat=True)) if cited else set()
+        stored = (
+            set(FactRow.objects.filter(game_save_id=save_pk, pk__in=cited).values_list("pk", flat=True))
+            if cited
+            else set()
+        )
         gone = cited - stored
     counts = {"dropped": 0, "retired": 0}
     for row in rows:

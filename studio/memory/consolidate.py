@@ -18,6 +18,7 @@ placeholder subjects are the world (""), subjects are spelled like the batch's n
 repeated actions (the same CREATE statement, the same UPDATE or DELETE of one belief) and
 CREATEs that restate a belief already shown are dropped.
 """
+
 from __future__ import annotations
 
 import re
@@ -174,7 +175,12 @@ def _belief_line(obs) -> str:
 
 
 def build_prompt(
-    new_facts, shown_existing, *, mission: str | None, missions_shown: dict[str, str], player_character: str | None = None
+    new_facts,
+    shown_existing,
+    *,
+    mission: str | None,
+    missions_shown: dict[str, str],
+    player_character: str | None = None,
 ) -> str:
     parts = []
     pc = (player_character or "").strip()
@@ -215,8 +221,17 @@ def _ints(value) -> list[int]:
     return [n for n in (_int_or_none(v) for v in value) if n is not None]
 
 
-_YOU_SUBJECTS = {"you", "your", "yourself", "the player", "player", "the player character", "player character",
-                 "the protagonist", "protagonist"}
+_YOU_SUBJECTS = {
+    "you",
+    "your",
+    "yourself",
+    "the player",
+    "player",
+    "the player character",
+    "player character",
+    "the protagonist",
+    "protagonist",
+}
 
 
 def _subject(value, *, names: dict[str, str], player_character: str) -> str:

@@ -16,6 +16,7 @@ Failure modes: the version read raises (database down) to the caller; a bump tha
 written after three tries raises VectorStoreError (two processes creating a scope's row at
 once is retried).
 """
+
 from __future__ import annotations
 
 from django.db import IntegrityError, transaction
@@ -54,8 +55,9 @@ class DatabaseCorpusVersions:
                         VectorCorpusVersion.objects.create(scope_id=scope_id, version=1)
                     version = self.current(scope_id)
                     if change is not None:
-                        VectorCorpusChange.objects.create(scope_id=scope_id, version=version,
-                                                          added=list(change.added), removed=list(change.removed))
+                        VectorCorpusChange.objects.create(
+                            scope_id=scope_id, version=version, added=list(change.added), removed=list(change.removed)
+                        )
                     if version % PRUNE_EVERY == 0:
                         VectorCorpusChange.objects.filter(scope_id=scope_id, version__lte=version - LOG_KEEP).delete()
                     return version
@@ -69,8 +71,11 @@ class DatabaseCorpusVersions:
             return None if until != since else []
         from studio.memory.models import VectorCorpusChange
 
-        rows = list(VectorCorpusChange.objects.filter(scope_id=scope_id, version__gt=since, version__lte=until)
-                    .order_by("version").values_list("version", "added", "removed"))
+        rows = list(
+            VectorCorpusChange.objects.filter(scope_id=scope_id, version__gt=since, version__lte=until)
+            .order_by("version")
+            .values_list("version", "added", "removed")
+        )
         if [version for version, _added, _removed in rows] != list(range(since + 1, until + 1)):
             return None
         return [CorpusChange(tuple(added), tuple(removed)) for _version, added, removed in rows]

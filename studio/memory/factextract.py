@@ -21,6 +21,7 @@ schema, one worked example, a cap on the number of facts.
 `extract_facts_detailed` returns the failure alongside the (empty) result so the job can
 record why nothing came out; `extract_facts` is the seed's never-raising form.
 """
+
 from __future__ import annotations
 
 import re
@@ -57,10 +58,23 @@ MAX_ENTITIES_PER_FACT = 8
 MAX_ENTITY_CHARS = 60
 
 _TYPE_SYNONYMS = {
-    "relation": "relationship", "relationships": "relationship", "social": "relationship",
-    "character": "trait", "property": "trait", "attribute": "trait", "personality": "trait",
-    "action": "event", "events": "event", "happening": "event", "plot": "event",
-    "fact": "world", "lore": "world", "location": "world", "place": "world", "setting": "world", "state": "world",
+    "relation": "relationship",
+    "relationships": "relationship",
+    "social": "relationship",
+    "character": "trait",
+    "property": "trait",
+    "attribute": "trait",
+    "personality": "trait",
+    "action": "event",
+    "events": "event",
+    "happening": "event",
+    "plot": "event",
+    "fact": "world",
+    "lore": "world",
+    "location": "world",
+    "place": "world",
+    "setting": "world",
+    "state": "world",
 }
 
 # The worked example of the prompt. Its names appear in no universe shipped here, and an
@@ -166,8 +180,7 @@ def build_prompt(
     pc = (player_character or "").strip()
     if pc:
         parts.append(
-            f'The player character is {pc}. "You" and "your" in the passage mean {pc}: '
-            f'write "{pc}", never "you".'
+            f'The player character is {pc}. "You" and "your" in the passage mean {pc}: write "{pc}", never "you".'
         )
     names = _dedupe([str(n).strip() for n in known_entities or [] if str(n).strip()])[:MAX_KNOWN_ENTITIES]
     if names:
@@ -201,8 +214,19 @@ def _dedupe(names: list[str]) -> list[str]:
 
 
 _PLAYER_WORDS = re.compile(r"\b(the player character|the player|the protagonist)\b", re.IGNORECASE)
-_YOU_NAMES = {"you", "your", "yours", "yourself", "the player", "player", "the player character", "player character",
-              "the protagonist", "protagonist", "you (the player)"}
+_YOU_NAMES = {
+    "you",
+    "your",
+    "yours",
+    "yourself",
+    "the player",
+    "player",
+    "the player character",
+    "player character",
+    "the protagonist",
+    "protagonist",
+    "you (the player)",
+}
 
 
 class _Context:
@@ -355,8 +379,12 @@ def extract_facts_detailed(
     """
     if not narrative_text or not str(narrative_text).strip() or max_facts <= 0:
         return [], None
-    options = {"known_entities": known_entities, "when_hint": when_hint, "max_facts": max_facts,
-               "player_character": player_character}
+    options = {
+        "known_entities": known_entities,
+        "when_hint": when_hint,
+        "max_facts": max_facts,
+        "player_character": player_character,
+    }
 
     def parse(response):
         facts = parse_facts(response.text, **options)

@@ -9,6 +9,7 @@ Deterministic storage only: no LLM, no network. The store is the Django database
 functions take no `db_path`; a save is addressed by its public `save_id` (a `Save` instance
 is accepted too).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -123,7 +124,11 @@ def get_facts(
     if qs is None:
         return []
     return bounded_read(
-        qs, turn_field="turn_id", max_turn_id=max_turn_id, order_by=("-turn_id", "-id"), limit=limit,
+        qs,
+        turn_field="turn_id",
+        max_turn_id=max_turn_id,
+        order_by=("-turn_id", "-id"),
+        limit=limit,
         convert=Fact.from_row,
     )
 
@@ -149,7 +154,11 @@ def get_facts_in_turns(
     if qs is None or not ranges:
         return []
     return bounded_read(
-        qs.filter(ranges), turn_field="turn_id", max_turn_id=max_turn_id, order_by=("-turn_id", "-id"), limit=limit,
+        qs.filter(ranges),
+        turn_field="turn_id",
+        max_turn_id=max_turn_id,
+        order_by=("-turn_id", "-id"),
+        limit=limit,
         convert=Fact.from_row,
     )
 

@@ -38,6 +38,7 @@ activation, 75 chapters, 80 narrator snapshots, 82 play settings, 85 continuity 
 90 drafts, 95 memory-test results. A new table or section picks a free number after those
 it refers to.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -117,15 +118,21 @@ class ExtensionPoint:
 
 EXTENSION_POINTS = [
     ExtensionPoint(
-        "turn_tables", "studio.memory.timeline.TurnTable", "timeline.register_table(entry)",
+        "turn_tables",
+        "studio.memory.timeline.TurnTable",
+        "timeline.register_table(entry)",
         "append, rewind and fork run the tables in order; a table's save-file section is written at its order",
     ),
     ExtensionPoint(
-        "save_file_sections", "studio.saves.portable.SaveSection", "portable.register_section(section)",
+        "save_file_sections",
+        "studio.saves.portable.SaveSection",
+        "portable.register_section(section)",
         "exported, checked and loaded in order; a section refers only to sections before it",
     ),
     ExtensionPoint("job_kinds", "studio.memory.jobs.JobHandler", "jobs.register(kind, run, ...)", "JobKind order"),
-    ExtensionPoint("exempt_models", "studio.memory.timeline.Exempt", "timeline.exempt_model(model, reason=...)", "by name"),
+    ExtensionPoint(
+        "exempt_models", "studio.memory.timeline.Exempt", "timeline.exempt_model(model, reason=...)", "by name"
+    ),
 ]
 
 _REGISTRIES: dict[str, Registry] = {}

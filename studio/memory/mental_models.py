@@ -15,6 +15,7 @@ the later summary "as a graceful fallback", here each refresh is kept in `versio
 (summary, turn, sources) and the rewind restores the version as of N, so no summary written
 after N survives the rewind. See docs/living-memory.md.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -105,11 +106,7 @@ def upsert_mental_model(
     for _attempt in range(2):
         try:
             with transaction.atomic():
-                row = (
-                    MentalModelRow.objects.select_for_update()
-                    .filter(game_save_id=save_pk, subject_key=key)
-                    .first()
-                )
+                row = MentalModelRow.objects.select_for_update().filter(game_save_id=save_pk, subject_key=key).first()
                 if row is None:
                     row = MentalModelRow(
                         game_save_id=save_pk,
@@ -151,8 +148,12 @@ def get_mental_models(
     the model for that subject (case-insensitive; "" is the world model); `limit` caps rows.
     """
     return bounded_read(
-        MentalModelRow.objects.filter(game_save_id=save_pk_for(save_id)), turn_field="created_turn_id",
-        max_turn_id=max_turn_id, subject=subject, order_by=("-updated_turn_id", "-id"), limit=limit,
+        MentalModelRow.objects.filter(game_save_id=save_pk_for(save_id)),
+        turn_field="created_turn_id",
+        max_turn_id=max_turn_id,
+        subject=subject,
+        order_by=("-updated_turn_id", "-id"),
+        limit=limit,
         convert=MentalModel.from_row,
     )
 

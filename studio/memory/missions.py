@@ -12,6 +12,7 @@ consolidator always has something usable. The store is the Django database: wher
 API takes `db_path`, these functions take the `universe` (a Universe or its pk), or a Save,
 whose copied meta is read instead.
 """
+
 from __future__ import annotations
 
 import json
@@ -42,11 +43,7 @@ def _meta_value(universe: Any, key: str) -> str:
         value = meta.get(key, "")
     else:
         universe_pk = universe.pk if isinstance(universe, Universe) else universe
-        value = (
-            UniverseMeta.objects.filter(universe_id=universe_pk, key=key)
-            .values_list("value", flat=True)
-            .first()
-        )
+        value = UniverseMeta.objects.filter(universe_id=universe_pk, key=key).values_list("value", flat=True).first()
     if value is None:
         return ""
     if isinstance(value, (dict, list)):

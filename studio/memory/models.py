@@ -5,6 +5,7 @@ Field names follow the engine API (`axiom.facts.Fact`, `axiom.observations.Obser
 set of deletes and updates in one transaction. The engine's dataclasses of the same names
 live in `facts.py`, `observations.py` and `mental_models.py` and convert to and from these.
 """
+
 from __future__ import annotations
 
 from django.db import models
@@ -205,12 +206,8 @@ class JobStatus(models.TextChoices):
 
 class Job(models.Model):
     kind = models.CharField(max_length=20, choices=JobKind.choices)
-    universe = models.ForeignKey(
-        "world.Universe", null=True, blank=True, on_delete=models.CASCADE, related_name="jobs"
-    )
-    game_save = models.ForeignKey(
-        "world.Save", null=True, blank=True, on_delete=models.CASCADE, related_name="jobs"
-    )
+    universe = models.ForeignKey("world.Universe", null=True, blank=True, on_delete=models.CASCADE, related_name="jobs")
+    game_save = models.ForeignKey("world.Save", null=True, blank=True, on_delete=models.CASCADE, related_name="jobs")
     turn_id = models.PositiveIntegerField(null=True, blank=True)
     timeline_generation = models.PositiveIntegerField(default=0)
     status = models.CharField(max_length=10, choices=JobStatus.choices, default=JobStatus.QUEUED)
@@ -271,9 +268,7 @@ class LLMCall(models.Model):
     game_save = models.ForeignKey(
         "world.Save", null=True, blank=True, on_delete=models.SET_NULL, related_name="llm_calls"
     )
-    job = models.ForeignKey(
-        Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="llm_call_log"
-    )
+    job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="llm_call_log")
     operation = models.CharField(max_length=20)
     model = models.CharField(max_length=200, blank=True)
     prompt_tokens = models.PositiveIntegerField(default=0)
@@ -281,7 +276,11 @@ class LLMCall(models.Model):
     latency_ms = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True)
     user = models.ForeignKey(
-        "auth.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="llm_calls",
+        "auth.User",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="llm_calls",
         help_text="Whose request it was (the memory proxy's key holder): the per-user daily spend guard counts it.",
     )
     refused = models.BooleanField(
@@ -344,9 +343,7 @@ class LoreActivation(models.Model):
 
     class Meta:
         ordering = ["game_save", "turn_id"]
-        constraints = [
-            models.UniqueConstraint(fields=["game_save", "turn_id"], name="lore_activation_unique_turn")
-        ]
+        constraints = [models.UniqueConstraint(fields=["game_save", "turn_id"], name="lore_activation_unique_turn")]
 
     def __str__(self) -> str:
         return f"{self.game_save_id} lore @ {self.turn_id}: {len(self.activated)} active"
@@ -354,7 +351,9 @@ class LoreActivation(models.Model):
 
 # Chapters and arcs (long play) live in their own package; imported here so Django registers them.
 from studio.memory.chapters.models import Chapter  # noqa: E402,F401
+
 # Who knows what (presence per turn, reveal events): tables of this app, defined in their package.
 from studio.memory.knowledge.models import Presence, PresenceSource, Reveal, RevealSource  # noqa: E402,F401
+
 # Continuity findings (the guard at accept): rows of their turn, defined in their package.
 from studio.memory.continuity.models import ContinuityFinding, FindingKind, FindingResolution, FindingVerdict  # noqa: E402,F401

@@ -40,6 +40,7 @@ Names. The engine contract calls a belief an observation: its names stay (`Obser
 (`restore_belief_as_of`, `beliefs_to_roll_back`, `rollback_beliefs_for_pk`). A `save_id`
 is the save's public id, a `save_pk` its row's integer key (docs/architecture.md, "Glossary").
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -99,7 +100,6 @@ TRENDS = (TREND_NEW, TREND_STRENGTHENING, TREND_WEAKENING, TREND_STALE, TREND_ST
 
 STRENGTHENING_RATIO = 1.5
 WEAKENING_RATIO = 0.5
-
 
 
 def compute_trend(source_turns, now_turn: int | None, *, recent_turns: int = 15, old_turns: int = 45) -> str:
@@ -217,8 +217,12 @@ def get_observations(
     never returned.
     """
     return bounded_read(
-        ObservationRow.objects.filter(game_save_id=save_pk_for(save_id)), turn_field="created_turn_id",
-        max_turn_id=max_turn_id, subject=subject, order_by=("-updated_turn_id", "-id"), limit=limit,
+        ObservationRow.objects.filter(game_save_id=save_pk_for(save_id)),
+        turn_field="created_turn_id",
+        max_turn_id=max_turn_id,
+        subject=subject,
+        order_by=("-updated_turn_id", "-id"),
+        limit=limit,
         convert=Observation.from_row,
     )
 
@@ -278,9 +282,7 @@ def _resolve_fact_turns(save_pk: int, fact_ids: list[int], fact_turn_map: dict[i
             continue
     missing = [i for i in fact_ids if i not in known]
     if missing:
-        known.update(
-            FactRow.objects.filter(game_save_id=save_pk, pk__in=missing).values_list("pk", "turn_id")
-        )
+        known.update(FactRow.objects.filter(game_save_id=save_pk, pk__in=missing).values_list("pk", "turn_id"))
     return known
 
 
@@ -294,9 +296,7 @@ def _fact_ids(action) -> list[int]:
     return ids
 
 
-def apply_consolidation(
-    save_id: str, turn_id: int, actions: list, fact_turn_map: dict[int, int]
-) -> dict[str, int]:
+def apply_consolidation(save_id: str, turn_id: int, actions: list, fact_turn_map: dict[int, int]) -> dict[str, int]:
     """Apply consolidator actions (CREATE / UPDATE / DELETE) to the beliefs store.
 
     Deterministic: it executes decisions the LLM already made. Each action has `kind`,
@@ -321,9 +321,7 @@ def apply_consolidation(
     fact_turns = _resolve_fact_turns(save_pk, all_ids, fact_turn_map)
 
     def sources_for(action) -> list[dict]:
-        return clean_sources(
-            {"fact_id": i, "turn_id": fact_turns[i]} for i in _fact_ids(action) if i in fact_turns
-        )
+        return clean_sources({"fact_id": i, "turn_id": fact_turns[i]} for i in _fact_ids(action) if i in fact_turns)
 
     with transaction.atomic():
         for action in actions:
@@ -360,11 +358,7 @@ def apply_consolidation(
             except (TypeError, ValueError):
                 counts["skipped"] += 1
                 continue
-            row = (
-                ObservationRow.objects.select_for_update()
-                .filter(game_save_id=save_pk, pk=observation_id)
-                .first()
-            )
+            row = ObservationRow.objects.select_for_update().filter(game_save_id=save_pk, pk=observation_id).first()
             if row is None:
                 counts["skipped"] += 1
                 continue
@@ -484,6 +478,7 @@ ROLLBACK_FIELDS = [
     "stale",
     "holder",
 ]
+
 
 # Beliefs created after N go; a survivor that changed after N (found through the indexed
 # `updated_turn_id` / `last_source_turn` columns, never by scanning every belief) is rebuilt

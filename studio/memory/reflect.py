@@ -13,6 +13,7 @@ fences, labels and a list of sentences are accepted too. An answer cut by the to
 keeps its complete sentences. With `player_character`, a profile slipping into "you" is
 rewritten about that character.
 """
+
 from __future__ import annotations
 
 import re
@@ -76,7 +77,7 @@ def affected_subjects(actions) -> list[str]:
 
 
 def build_prompt(subject: str, beliefs, *, mission: str | None, player_character: str | None = None) -> str:
-    ordered = sorted(beliefs, key=lambda o: (getattr(o, "proof_count", 0) or 0), reverse=True)[:MAX_BELIEFS]
+    ordered = sorted(beliefs, key=lambda o: getattr(o, "proof_count", 0) or 0, reverse=True)[:MAX_BELIEFS]
     lines = [f"- {o.statement} ({getattr(o, 'proof_count', 0) or 0} supporting facts)" for o in ordered]
     name = subject.strip() or "the world itself (places, factions, the state of things)"
     pc = (player_character or "").strip()

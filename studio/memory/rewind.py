@@ -11,6 +11,7 @@ queued). The rewind (`studio.saves.checkpoints`) and the demo's trim
 Runs in the caller's transaction, the save's row locked by the caller; it never commits.
 The vector chunks after N are outside the database: the caller deletes them after commit.
 """
+
 from __future__ import annotations
 
 from django.utils import timezone
@@ -33,7 +34,9 @@ def timeline_rewind(save, n: int, *, hooks: bool = True) -> dict[str, int]:
     jobs.job_timeline_rewind(
         game_save=save, target_turn=n, generation=generation, memory_rewound=timeline.memory_rewound(counts)
     )
-    type(save).objects.filter(pk=save.pk).update(current_turn=n, timeline_generation=generation, updated_at=timezone.now())
+    type(save).objects.filter(pk=save.pk).update(
+        current_turn=n, timeline_generation=generation, updated_at=timezone.now()
+    )
     save.current_turn, save.timeline_generation = n, generation
     if hooks:
         timeline.rewound(save, n, counts)

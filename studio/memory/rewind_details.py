@@ -6,6 +6,7 @@ the registry (`timeline.preview_details`) and names no table. `belief_after` / `
 turn a row's fields as a rewind to N would leave them (the storage layer's rollback rules,
 `BELIEF_ROLLBACK.values_at` and `MODEL_ROLLBACK.values_at`) into the rows a preview shows.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -74,11 +75,14 @@ def belief_details(save, n: int) -> dict[str, list]:
         restored = row.deleted_turn_id is not None and values["deleted_turn_id"] is None
         if row.deleted_turn_id is not None and not restored:
             continue
-        beliefs_changed.append(BeliefChange(before=Observation.from_row(row), after=belief_after(row, values),
-                                            restored=restored))
+        beliefs_changed.append(
+            BeliefChange(before=Observation.from_row(row), after=belief_after(row, values), restored=restored)
+        )
     return {
-        "beliefs_deleted": [Observation.from_row(r) for r in
-                            doomed.filter(deleted_turn_id__isnull=True).order_by("-updated_turn_id", "-id")],
+        "beliefs_deleted": [
+            Observation.from_row(r)
+            for r in doomed.filter(deleted_turn_id__isnull=True).order_by("-updated_turn_id", "-id")
+        ],
         "beliefs_changed": beliefs_changed,
     }
 

@@ -18,6 +18,7 @@ Invariants
 Failure modes: `belief_get` raises Http404 for a belief of another save; malformed
 `sources` entries (not a dict, no integer turn) are skipped, never an error.
 """
+
 from __future__ import annotations
 
 from django.core.paginator import Page, Paginator
@@ -158,6 +159,7 @@ def belief_sources(*, game_save: Save, belief: Observation) -> list[dict]:
 
     One query for the facts, whatever the number of sources.
     """
+
     def fact_id(source) -> int | None:
         value = str(source.get("fact_id", "")) if isinstance(source, dict) else ""
         return int(value) if value.isdigit() else None

@@ -6,6 +6,7 @@ transaction), and the job reaches the runner only once that commits
 the save's own models: a model id of another save flags nothing and still queues the
 save's refresh. Permission to ask is the view's check (playtesters).
 """
+
 from __future__ import annotations
 
 from django.db import transaction

@@ -8,6 +8,7 @@ the database being unreachable. The time limits are the CELERY_TASK_(SOFT_)TIME_
 settings; a killed worker child is redelivered (`acks_late`, `reject_on_worker_lost`). The
 dispatcher sends the task by its name (`studio.memory.jobs.dispatch.CELERY_TASK_NAME`).
 """
+
 from __future__ import annotations
 
 from celery import shared_task

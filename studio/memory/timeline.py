@@ -50,6 +50,7 @@ The registry only holds functions; it imports no app. The loops (`append_turn`,
 `roll_back`, `count_rollback`, `copy_up_to`) run inside the caller's transaction and never
 commit.
 """
+
 from __future__ import annotations
 
 import re
@@ -141,8 +142,10 @@ def row_columns(model, *, timestamps: bool = True) -> list[str]:
     """The attnames of `model`'s concrete columns a copy carries: all but the id and the save
     (and, with `timestamps=False`, the `auto_now` / `auto_now_add` ones)."""
     return [
-        f.attname for f in model._meta.concrete_fields
-        if not f.primary_key and f.name not in NOT_COPIED
+        f.attname
+        for f in model._meta.concrete_fields
+        if not f.primary_key
+        and f.name not in NOT_COPIED
         and (timestamps or not (getattr(f, "auto_now", False) or getattr(f, "auto_now_add", False)))
     ]
 
@@ -325,7 +328,9 @@ def table(name: str) -> TurnTable:
     try:
         return _TABLES.get(name)
     except KeyError:
-        raise KeyError(f"no timeline table {name!r}; registered: {', '.join(sorted(t.name for t in _TABLES))}") from None
+        raise KeyError(
+            f"no timeline table {name!r}; registered: {', '.join(sorted(t.name for t in _TABLES))}"
+        ) from None
 
 
 def exempt_model(model: type, *, reason: str) -> None:
@@ -362,10 +367,7 @@ def unregistered_models(models=None) -> list[type]:
         models = apps.get_models()
     registered = {t.model for t in _TABLES}
     exempt = {entry.model for entry in _EXEMPT}
-    return [
-        m for m in models
-        if m not in registered and m not in exempt and _looks_per_turn(m, registered)
-    ]
+    return [m for m in models if m not in registered and m not in exempt and _looks_per_turn(m, registered)]
 
 
 def count_labels() -> dict[str, str]:

@@ -11,6 +11,7 @@ rolls them back); a rewind that changed beliefs or mental models redoes the runn
 jobs that read them (`read_by_jobs`), and one that rolled back mental models of a living save
 queues their refresh (`rewound`), as a living fork with stale mental models does (`forked`). The job ledger is declared exempt.
 """
+
 from __future__ import annotations
 
 from studio.memory import timeline, turn_rows
@@ -39,6 +40,7 @@ def copy_facts(source_pk: int, fork_pk: int, n: int) -> dict[int, int]:
 
 def copy_beliefs(source_pk: int, fork_pk: int, n: int, fact_ids: dict[int, int]) -> dict[int, int]:
     """Copy the beliefs as they stood at turn `n` (sources remapped); return their id map."""
+
     def remap(sources):
         return [
             {**s, "fact_id": fact_ids[int(s["fact_id"])]}
@@ -46,9 +48,7 @@ def copy_beliefs(source_pk: int, fork_pk: int, n: int, fact_ids: dict[int, int])
             if int(s.get("fact_id", -1)) in fact_ids
         ]
 
-    rows = list(
-        ObservationRow.all_objects.filter(game_save_id=source_pk, created_turn_id__lte=n).order_by("id")
-    )
+    rows = list(ObservationRow.all_objects.filter(game_save_id=source_pk, created_turn_id__lte=n).order_by("id"))
     old_ids = [r.pk for r in rows]
     for r in rows:
         if r.updated_turn_id > n or r.last_source_turn > n:
@@ -72,6 +72,7 @@ def copy_beliefs(source_pk: int, fork_pk: int, n: int, fact_ids: dict[int, int])
 
 def copy_models(source_pk: int, fork_pk: int, n: int, belief_ids: dict[int, int]) -> None:
     """Copy the mental models as they stood at turn `n` (belief sources remapped)."""
+
     def remap(ids):
         return [belief_ids[int(i)] for i in ids or [] if int(i) in belief_ids]
 
@@ -175,7 +176,9 @@ TABLES = [
         rewound=refresh_rolled_back_models,
         forked=refresh_forked_models,
         details=model_details,
-        **_rolled(MODEL_ROLLBACK, "mental_models", ("Mental models deleted", "Mental models rolled back"), "mental model"),
+        **_rolled(
+            MODEL_ROLLBACK, "mental_models", ("Mental models deleted", "Mental models rolled back"), "mental model"
+        ),
     ),
     timeline.TurnTable.plain(
         "recorded_queries",

@@ -15,6 +15,7 @@ The storage modules (`facts`, `observations`, `mental_models`) and the timeline 
 
 Every function runs in the caller's transaction unless it says otherwise; none commits.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

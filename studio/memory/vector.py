@@ -38,6 +38,7 @@ exclusive file lock (VectorStoreLockedError for a second process); any set-up wi
 processes uses a Chroma server (`chroma run`) through `HttpClient` (settings.CHROMA_HOST).
 `get_vector_memory()` builds the process-wide instance from settings (vector_settings.py).
 """
+
 from __future__ import annotations
 
 import os
@@ -142,7 +143,9 @@ class VectorMemory:
         if client is None:
             if self.persist_dir is None:
                 raise ValueError("VectorMemory needs persist_dir or client")
-            self.store = ChunkStore.open_embedded(self.persist_dir, collection_name=collection_name, on_change=on_change)
+            self.store = ChunkStore.open_embedded(
+                self.persist_dir, collection_name=collection_name, on_change=on_change
+            )
         else:
             self.store = ChunkStore(client, collection_name=collection_name, on_change=on_change)
         self._corpora = CorpusCache(self.store, self._versions)

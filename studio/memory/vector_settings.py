@@ -4,6 +4,7 @@ settings choose (the corpus versions kept in the database are corpus_log.py's).
 vector.py builds its process-wide instance from `vector_memory_options()` and re-exports these
 names; this module imports nothing of it (no import cycle).
 """
+
 from __future__ import annotations
 
 from typing import Any

@@ -13,6 +13,7 @@ The upstream part may itself hold slashes (`axiom/u/harbour/meta-llama/Llama-3.1
 client that can send headers may instead send `X-Axiom-Save: <save_id>` with any `model`,
 which is then the upstream model as it is; when both name a save they must agree.
 """
+
 from __future__ import annotations
 
 import re
@@ -56,8 +57,10 @@ def _save_id(model: str, part: str, *, readable: bool) -> str:
     save_id = part.rpartition(ID_MARK)[2] if readable else part
     save_id = save_id.strip()
     if not save_id or not re.fullmatch(r"[\w-]+", save_id):
-        raise BindingError(f"The model name {model!r} names no save: use {PREFIX}{SAVE}<name>{ID_MARK}<save_id>/<model> "
-                           f"or {PREFIX}{UNIVERSE}<universe>/<model> (GET /v1/models lists them).")
+        raise BindingError(
+            f"The model name {model!r} names no save: use {PREFIX}{SAVE}<name>{ID_MARK}<save_id>/<model> "
+            f"or {PREFIX}{UNIVERSE}<universe>/<model> (GET /v1/models lists them)."
+        )
     return save_id
 
 
@@ -66,16 +69,18 @@ def binding_for(*, model, header: str | None) -> Binding:
     model = model if isinstance(model, str) else ""
     header = (header or "").strip()
     if model.startswith(PREFIX):
-        rest = model[len(PREFIX):]
+        rest = model[len(PREFIX) :]
         if rest.startswith(UNIVERSE):
-            slug, _, upstream = rest[len(UNIVERSE):].partition("/")
+            slug, _, upstream = rest[len(UNIVERSE) :].partition("/")
             if not slug.strip():
-                raise BindingError(f"The model name {model!r} names no universe: use {PREFIX}{UNIVERSE}<universe>/<model>.")
+                raise BindingError(
+                    f"The model name {model!r} names no universe: use {PREFIX}{UNIVERSE}<universe>/<model>."
+                )
             if header:
                 return Binding(save_id=header, upstream_model=upstream.strip())
             return Binding(universe_slug=slug.strip(), upstream_model=upstream.strip())
         readable = rest.startswith(SAVE)
-        part, _, upstream = (rest[len(SAVE):] if readable else rest).partition("/")
+        part, _, upstream = (rest[len(SAVE) :] if readable else rest).partition("/")
         save_id = _save_id(model, part, readable=readable)
         if header and header != save_id:
             raise BindingError(

@@ -15,6 +15,7 @@ upstream for a body that
 The messages themselves are checked where they are read (`history.check_messages`: roles,
 contents, and the text limits of the turns they become).
 """
+
 from __future__ import annotations
 
 import json
@@ -82,20 +83,27 @@ def _check_field(name: str, value, spec: FieldType) -> None:
     fits = kind in spec.kinds or (kind == "integer" and "number" in spec.kinds)
     if not fits:
         wanted = " or ".join(k for k in spec.kinds if k != "null")
-        raise InvalidBody(f"`{name}` must be {'an' if wanted[0] in 'aeiou' else 'a'} {wanted}, not {kind}.",
-                          code="invalid_type", param=name)
+        raise InvalidBody(
+            f"`{name}` must be {'an' if wanted[0] in 'aeiou' else 'a'} {wanted}, not {kind}.",
+            code="invalid_type",
+            param=name,
+        )
     if kind in ("integer", "number"):
         if (spec.low is not None and value < spec.low) or (spec.high is not None and value > spec.high):
             high = "" if spec.high is None else f" to {spec.high:g}"
-            raise InvalidBody(f"`{name}` must be from {spec.low:g}{high}, not {value!r}.", code="invalid_value",
-                              param=name)
+            raise InvalidBody(
+                f"`{name}` must be from {spec.low:g}{high}, not {value!r}.", code="invalid_value", param=name
+            )
     if name == "stop" and kind == "array" and not all(isinstance(item, str) for item in value):
         raise InvalidBody("`stop` must be a string or a list of strings.", code="invalid_type", param="stop")
     if name == "logit_bias" and kind == "object":
         for token, bias in value.items():
             if json_kind(bias) not in ("integer", "number") or not -100 <= bias <= 100:
-                raise InvalidBody("`logit_bias` maps tokens to numbers from -100 to 100.", code="invalid_value",
-                                  param=f"logit_bias.{token}")
+                raise InvalidBody(
+                    "`logit_bias` maps tokens to numbers from -100 to 100.",
+                    code="invalid_value",
+                    param=f"logit_bias.{token}",
+                )
 
 
 def read_body(raw: bytes) -> dict:
@@ -103,14 +111,16 @@ def read_body(raw: bytes) -> dict:
     try:
         body = json.loads(raw or b"", **limits.strict_json_hooks())
     except RecursionError:
-        raise InvalidBody("The body is nested too deeply to be a chat-completions request.", code="invalid_json") from None
+        raise InvalidBody(
+            "The body is nested too deeply to be a chat-completions request.", code="invalid_json"
+        ) from None
     except (ValueError, UnicodeDecodeError) as exc:  # not JSON, a key twice, NaN / Infinity, a number overflowing
-        raise InvalidBody(f"The body must be a JSON object (a chat-completions request): {exc}.",
-                          code="invalid_json") from None
+        raise InvalidBody(
+            f"The body must be a JSON object (a chat-completions request): {exc}.", code="invalid_json"
+        ) from None
     if not isinstance(body, dict):
         raise InvalidBody("The body must be a JSON object (a chat-completions request).", code="invalid_json")
     for name, spec in FIELDS.items():
         if name in body:
             _check_field(name, body[name], spec)
     return body
-

@@ -22,6 +22,7 @@ chat (a quick swipe) make one save. A chat that starts like another (the same gr
 first message) is taken for it until their histories part; the chat's own save is then
 found by its turns.
 """
+
 from __future__ import annotations
 
 from django.db import transaction
@@ -51,8 +52,12 @@ def continuation_score(*, save_turns: list[tuple[str, str]], waiting_input: str 
     waits = waiting_input is not None and waiting_input == (chat.pending_input or "").strip()
     if len(turns) == first:  # the greeting and the first message alone
         return first + 1 if save_turns == turns and (waiting_input is None or waits) else None
-    if len(save_turns) < len(turns) and turns[:len(save_turns)] == save_turns and waiting_input is not None \
-            and waiting_input == turns[len(save_turns)][0]:
+    if (
+        len(save_turns) < len(turns)
+        and turns[: len(save_turns)] == save_turns
+        and waiting_input is not None
+        and waiting_input == turns[len(save_turns)][0]
+    ):
         return len(save_turns) + 1  # the chat carries on with the answer the save waits on
     if len(save_turns) <= first or save_turns[first][0] != turns[first][0]:
         return None
@@ -64,16 +69,27 @@ def continuation_score(*, save_turns: list[tuple[str, str]], waiting_input: str 
 
 
 def _candidates(user, universe: Universe) -> list[Save]:
-    ids = list(ProxyChat.objects.filter(user=user, universe=universe).order_by("-created_at", "-id")
-               .values_list("game_save_id", flat=True)[:MAX_CANDIDATES])
+    ids = list(
+        ProxyChat.objects.filter(user=user, universe=universe)
+        .order_by("-created_at", "-id")
+        .values_list("game_save_id", flat=True)[:MAX_CANDIDATES]
+    )
     return list(Save.objects.filter(pk__in=ids).order_by("-last_activity_at", "-id"))
 
 
 def _history(game_save: Save) -> tuple[list[tuple[str, str]], str | None]:
-    turns = [(i.strip(), n.strip()) for i, n in Event.objects.filter(game_save=game_save).order_by("turn_id")
-             .values_list("player_input", "narrative")]
-    draft = (NarratorDraft.objects.filter(game_save=game_save, status=DraftStatus.OPEN, turn_id=game_save.current_turn + 1)
-             .order_by("-id").values_list("player_input", flat=True).first())
+    turns = [
+        (i.strip(), n.strip())
+        for i, n in Event.objects.filter(game_save=game_save)
+        .order_by("turn_id")
+        .values_list("player_input", "narrative")
+    ]
+    draft = (
+        NarratorDraft.objects.filter(game_save=game_save, status=DraftStatus.OPEN, turn_id=game_save.current_turn + 1)
+        .order_by("-id")
+        .values_list("player_input", flat=True)
+        .first()
+    )
     return turns, draft.strip() if draft is not None else None
 
 

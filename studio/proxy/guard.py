@@ -25,6 +25,7 @@ lost a race. A retry is refused with `OutdatedRetry` (a `TurnConflict`, 409) whe
 attempt lost, or when the save's mark is no longer the one its first attempt left: some
 other request wrote since. Records older than `RETRY_MEMORY` are forgotten.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -132,15 +133,24 @@ class SaveGuard:
             now = mark_of(locked)
             if record is not None and (self.key.named or self.key.retry):
                 if record.lost:
-                    raise _conflict(locked, (
-                        f"This request is a retry of one that lost a race on save {locked.save_id}: another "
-                        f"request changed the save first (it is at turn {locked.current_turn}). Send the chat "
-                        "again from the front end to play on from there."), OutdatedRetry)
+                    raise _conflict(
+                        locked,
+                        (
+                            f"This request is a retry of one that lost a race on save {locked.save_id}: another "
+                            f"request changed the save first (it is at turn {locked.current_turn}). Send the chat "
+                            "again from the front end to play on from there."
+                        ),
+                        OutdatedRetry,
+                    )
                 if record.mark != str(now):
-                    raise _conflict(locked, (
-                        f"This request is a retry, and save {locked.save_id} has changed since its first attempt "
-                        f"(it is at turn {locked.current_turn}): re-applying its chat would undo that change."),
-                        OutdatedRetry)
+                    raise _conflict(
+                        locked,
+                        (
+                            f"This request is a retry, and save {locked.save_id} has changed since its first attempt "
+                            f"(it is at turn {locked.current_turn}): re-applying its chat would undo that change."
+                        ),
+                        OutdatedRetry,
+                    )
             elif record is None:
                 ProxyRequest.objects.create(game_save=locked, key=self.key.key, mark=str(now))
             else:  # a first attempt with the body of an earlier request (a swipe by a script): start afresh
@@ -164,10 +174,13 @@ class SaveGuard:
             except PendingVectorCleanupError:
                 if save_mark(self.game_save.pk) != self.mark:
                     locked = Save.objects.get(pk=self.game_save.pk)
-                    raise _conflict(locked, (
-                        f"Another request rewound save {locked.save_id} while this one was being handled (it is "
-                        f"now at turn {locked.current_turn}); nothing more was written. Send the chat again."
-                    )) from None
+                    raise _conflict(
+                        locked,
+                        (
+                            f"Another request rewound save {locked.save_id} while this one was being handled (it is "
+                            f"now at turn {locked.current_turn}); nothing more was written. Send the chat again."
+                        ),
+                    ) from None
                 if time.monotonic() >= deadline:
                     raise
                 time.sleep(0.05)
@@ -178,9 +191,13 @@ class SaveGuard:
         with transaction.atomic():
             locked = Save.objects.select_for_update().get(pk=self.game_save.pk)
             if mark_of(locked) != self.mark:
-                raise _conflict(locked, (
-                    f"Another request changed save {locked.save_id} while this one was being handled (it is now "
-                    f"at turn {locked.current_turn}); nothing more was written. Send the chat again to play on."))
+                raise _conflict(
+                    locked,
+                    (
+                        f"Another request changed save {locked.save_id} while this one was being handled (it is now "
+                        f"at turn {locked.current_turn}); nothing more was written. Send the chat again to play on."
+                    ),
+                )
             yield locked
             mark = save_mark(locked.pk)
             if self.key is not None and mark != self.mark:

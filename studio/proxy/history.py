@@ -31,6 +31,7 @@ system message after the chat's last message, depth 0 (before the front end's ow
 system messages: its post-history instructions, a continue or impersonate instruction). A
 prefix cache then reuses the front end's prompt up to the chat's newest message.
 """
+
 from __future__ import annotations
 
 import copy
@@ -92,8 +93,9 @@ def _check_parts(content, where: str) -> None:
         if isinstance(part, str):
             continue
         if not isinstance(part, dict) or not isinstance(part.get("type"), str):
-            raise InvalidMessages(f"{where}[{index}] must be a content part: an object with a string `type`",
-                                  f"{where}[{index}]")
+            raise InvalidMessages(
+                f"{where}[{index}] must be a content part: an object with a string `type`", f"{where}[{index}]"
+            )
         if part["type"] == "text" and not isinstance(part.get("text"), str):
             raise InvalidMessages(f"{where}[{index}]: a text part holds its text as a string", f"{where}[{index}].text")
 
@@ -111,8 +113,10 @@ def check_messages(messages) -> list[dict]:
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
             raise InvalidMessages(f"{where} must be an object with a string `role`", where)
         if message["role"] not in KNOWN_ROLES:
-            raise InvalidMessages(f"{where}.role is {message['role'][:40]!r}; a role is one of "
-                                  f"{', '.join(sorted(KNOWN_ROLES))}", f"{where}.role")
+            raise InvalidMessages(
+                f"{where}.role is {message['role'][:40]!r}; a role is one of {', '.join(sorted(KNOWN_ROLES))}",
+                f"{where}.role",
+            )
         if "name" in message and message["name"] is not None and not isinstance(message["name"], str):
             raise InvalidMessages(f"{where}.name must be a string", f"{where}.name")
         try:
@@ -121,8 +125,11 @@ def check_messages(messages) -> list[dict]:
             raise InvalidMessages(f"{where}: {exc}", f"{where}.content") from None
         _check_parts(message.get("content"), f"{where}.content")
         if limits.NUL in text or limits.LONE_SURROGATE.search(text):  # the prompt is kept with the turn
-            raise InvalidMessages(f"{where}.content holds a NUL character or a lone UTF-16 surrogate, which the "
-                                  "save (its narrator snapshot) cannot store", f"{where}.content")
+            raise InvalidMessages(
+                f"{where}.content holds a NUL character or a lone UTF-16 surrogate, which the "
+                "save (its narrator snapshot) cannot store",
+                f"{where}.content",
+            )
     return messages
 
 
@@ -134,7 +141,8 @@ def _check_limit(role: str, text: str, first_index: int) -> None:
         raise InvalidMessages(
             f"messages[{first_index}]: the {role} message becomes a turn's {field.label} in the save, and it "
             f"{problem} (the studio's limit for {field.field}, as for the API and save files)",
-            f"messages[{first_index}].content")
+            f"messages[{first_index}].content",
+        )
 
 
 def read_chat(messages: list[dict]) -> Chat:

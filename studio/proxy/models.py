@@ -3,6 +3,7 @@
 Everything else a proxy request writes is the saves app's (turns, narrator drafts and their
 alternatives), so rewind, fork and the Console treat it as their own.
 """
+
 from __future__ import annotations
 
 from django.db import models

@@ -27,6 +27,7 @@ is written to the Event_Log only when a later request's chat carries it (`sync`)
 the view's watch on its client (`api.disconnect`): a front end that leaves before the answer
 began makes it raise `LLMCancelled` with the alternative "cancelled", as the Console's Stop.
 """
+
 from __future__ import annotations
 
 import time
@@ -108,8 +109,13 @@ def _memory(game_save: Save, chat: Chat, budget: int, vector_memory, universe_me
         params = ContextParams(query_text=query, token_budget=budget)
     except InvalidParameters:
         return None
-    return next_turn_context(game_save=game_save, params=params, vector_memory=vector_memory, universe_meta=universe_meta,
-                             carried_turns=carried)
+    return next_turn_context(
+        game_save=game_save,
+        params=params,
+        vector_memory=vector_memory,
+        universe_meta=universe_meta,
+        carried_turns=carried,
+    )
 
 
 def prompt_record(messages: list[dict]) -> tuple[str, str]:
@@ -125,8 +131,9 @@ def prompt_record(messages: list[dict]) -> tuple[str, str]:
     return "\n\n".join(system), "\n\n".join(chat)
 
 
-def proposal_open(*, game_save: Save, player_input: str, record: dict, guard: SaveGuard | None = None
-                  ) -> NarratorAlternative:
+def proposal_open(
+    *, game_save: Save, player_input: str, record: dict, guard: SaveGuard | None = None
+) -> NarratorAlternative:
     """Add a "streaming" alternative to the save's open draft for its next turn with `player_input`.
 
     A draft for another input (or none) is replaced by a new one: older open drafts are
@@ -136,7 +143,9 @@ def proposal_open(*, game_save: Save, player_input: str, record: dict, guard: Sa
     with (guard or SaveGuard(game_save)).step() as locked:
         turn_id = locked.current_turn + 1
         draft = (
-            NarratorDraft.objects.filter(game_save=locked, status=DraftStatus.OPEN, turn_id=turn_id, player_input=player_input)
+            NarratorDraft.objects.filter(
+                game_save=locked, status=DraftStatus.OPEN, turn_id=turn_id, player_input=player_input
+            )
             .order_by("-id")
             .first()
         )
@@ -168,8 +177,15 @@ def proposal_finish(*, alternative_id: int, relay: Relay | None, error: str = ""
     NarratorAlternative.objects.filter(pk=alternative_id).update(**values)
 
 
-def proxy_prepare(*, game_save: Save, body: dict, upstream_model: str, memory_tokens=None, vector_memory=None,
-                  key: RequestKey | None = None) -> Prepared:
+def proxy_prepare(
+    *,
+    game_save: Save,
+    body: dict,
+    upstream_model: str,
+    memory_tokens=None,
+    vector_memory=None,
+    key: RequestKey | None = None,
+) -> Prepared:
     """Sync the save to the request's chat and build the upstream body (see the module docstring).
 
     Raise `history.InvalidMessages`, `sync.HistoryMismatch` or `TurnConflict` (nothing written
@@ -177,16 +193,23 @@ def proxy_prepare(*, game_save: Save, body: dict, upstream_model: str, memory_to
     or `key` is a retry of an outdated attempt: `guard.OutdatedRetry`).
     """
     try:
-        return _prepare(game_save=game_save, body=body, upstream_model=upstream_model, memory_tokens=memory_tokens,
-                        vector_memory=vector_memory, key=key)
+        return _prepare(
+            game_save=game_save,
+            body=body,
+            upstream_model=upstream_model,
+            memory_tokens=memory_tokens,
+            vector_memory=vector_memory,
+            key=key,
+        )
     except TurnConflict:
         if key is not None:
             lost(game_save=game_save, key=key)
         raise
 
 
-def _prepare(*, game_save: Save, body: dict, upstream_model: str, memory_tokens, vector_memory,
-             key: RequestKey | None) -> Prepared:
+def _prepare(
+    *, game_save: Save, body: dict, upstream_model: str, memory_tokens, vector_memory, key: RequestKey | None
+) -> Prepared:
     clock = time.perf_counter()
     timings = {}
 
@@ -202,8 +225,9 @@ def _prepare(*, game_save: Save, body: dict, upstream_model: str, memory_tokens,
     lap("sync")
     universe_meta = game_save.universe.meta_values()  # read once: the budget, the placement and the context
     policy = context_policy(universe_meta)
-    budget = memory_budget(memory_tokens if memory_tokens is not None else body.get("axiom_memory_tokens"),
-                           universe_meta=universe_meta)
+    budget = memory_budget(
+        memory_tokens if memory_tokens is not None else body.get("axiom_memory_tokens"), universe_meta=universe_meta
+    )
     carried = frozenset() if policy.proxy_repeat_chat else carried_turns(game_save, chat, sync)
     memory = _memory(game_save, chat, budget, vector_memory, universe_meta, carried)
     lap("memory")
@@ -218,18 +242,29 @@ def _prepare(*, game_save: Save, body: dict, upstream_model: str, memory_tokens,
         context = memory.as_dict() if memory is not None else {}
         context["proxy"] = {"placed": placed, "upstream_model": upstream_model, "stream": bool(body.get("stream"))}
         alternative = proposal_open(
-            game_save=game_save, player_input=chat.pending_input,
-            record={"system_prompt": system_prompt, "user_prompt": user_prompt, "context": context}, guard=guard,
+            game_save=game_save,
+            player_input=chat.pending_input,
+            record={"system_prompt": system_prompt, "user_prompt": user_prompt, "context": context},
+            guard=guard,
         )
         alternative_id = alternative.pk
     lap("proposal")
     return Prepared(
-        game_save=game_save, chat=chat, sync=sync, body=upstream, stream=bool(body.get("stream")),
-        placed=placed, memory=memory, alternative_id=alternative_id, timings=timings,
+        game_save=game_save,
+        chat=chat,
+        sync=sync,
+        body=upstream,
+        stream=bool(body.get("stream")),
+        placed=placed,
+        memory=memory,
+        alternative_id=alternative_id,
+        timings=timings,
     )
 
 
-def proxy_relay(prepared: Prepared, *, backend, abort=None, user_id: int | None = None, check_now: bool = False) -> Relay:
+def proxy_relay(
+    prepared: Prepared, *, backend, abort=None, user_id: int | None = None, check_now: bool = False
+) -> Relay:
     """Relay the prepared body (guarded and logged); record the answer on its alternative when it ends
     (`check_now`: and check it then with the continuity guard, its findings recorded with the proposal).
 
@@ -241,8 +276,12 @@ def proxy_relay(prepared: Prepared, *, backend, abort=None, user_id: int | None 
         relay = tracked.relay(prepared.body, stream=prepared.stream, operation=OPERATION, abort=abort)
     except LLMCancelled:
         if prepared.alternative_id is not None:
-            proposal_finish(alternative_id=prepared.alternative_id, relay=None, cancelled=True,
-                            error="Stopped: the front end left before the answer began.")
+            proposal_finish(
+                alternative_id=prepared.alternative_id,
+                relay=None,
+                cancelled=True,
+                error="Stopped: the front end left before the answer began.",
+            )
         raise
     except LLMError as exc:
         if prepared.alternative_id is not None:
@@ -272,7 +311,8 @@ def proposal_findings(*, alternative_id: int) -> str:
     alternative = NarratorAlternative.objects.select_related("draft").filter(pk=alternative_id).first()
     if alternative is None:
         return ""
-    rows = ContinuityFinding.objects.filter(draft_id=alternative.draft_id, alternative=alternative.number,
-                                            game_save_id=alternative.draft.game_save_id).exclude(verdict="rejected")
+    rows = ContinuityFinding.objects.filter(
+        draft_id=alternative.draft_id, alternative=alternative.number, game_save_id=alternative.draft.game_save_id
+    ).exclude(verdict="rejected")
     kinds = list(rows.values_list("kind", flat=True))
     return ", ".join(f"{kind}={kinds.count(kind)}" for kind in FindingKind.values)

@@ -15,6 +15,7 @@ operator's. So, before the save is synced or anything relayed:
   (`TrackedLLM.preflight`: `AXIOM_LLM_CALLS_PER_USER_DAY` / `_TOKENS_PER_USER_DAY`), answered 429
   `spend_limit` with `Retry-After` by the view; the refusal is logged as an LLM call (refused).
 """
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -42,17 +43,28 @@ def limits_apply(body: dict, *, upstream_model: str, narrate_model: str) -> dict
     allowed = set(settings.AXIOM_PROXY_MODELS)
     if ANY not in allowed and upstream_model not in allowed | {narrate_model}:
         names = ", ".join(sorted(allowed | {narrate_model})) or "(none)"
-        raise OverLimit(f"The model {upstream_model!r} is not one this studio lets the proxy use ({names}); "
-                        "ask its operator (AXIOM_PROXY_MODELS).", code="model_not_allowed", param="model")
+        raise OverLimit(
+            f"The model {upstream_model!r} is not one this studio lets the proxy use ({names}); "
+            "ask its operator (AXIOM_PROXY_MODELS).",
+            code="model_not_allowed",
+            param="model",
+        )
     cap = settings.AXIOM_PROXY_MAX_TOKENS or narrate_max_tokens()
     for field in ("max_tokens", "max_completion_tokens"):
         if isinstance(body.get(field), int) and body[field] > cap:
-            raise OverLimit(f"`{field}` is {body[field]}; this studio allows at most {cap} tokens an answer "
-                            "(AXIOM_PROXY_MAX_TOKENS).", code="over_limit", param=field)
+            raise OverLimit(
+                f"`{field}` is {body[field]}; this studio allows at most {cap} tokens an answer "
+                "(AXIOM_PROXY_MAX_TOKENS).",
+                code="over_limit",
+                param=field,
+            )
     n_cap = settings.AXIOM_PROXY_MAX_N
     if isinstance(body.get("n"), int) and body["n"] > n_cap:
-        raise OverLimit(f"`n` is {body['n']}; this studio allows at most {n_cap} answer(s) a request "
-                        "(AXIOM_PROXY_MAX_N).", code="over_limit", param="n")
+        raise OverLimit(
+            f"`n` is {body['n']}; this studio allows at most {n_cap} answer(s) a request (AXIOM_PROXY_MAX_N).",
+            code="over_limit",
+            param="n",
+        )
     if body.get("max_tokens") is None and body.get("max_completion_tokens") is None:
         body = {**body, "max_tokens": cap}
     return body

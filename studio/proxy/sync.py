@@ -40,6 +40,7 @@ save's lock it checks that nobody wrote since the request read the save (or sinc
 last step), so of two requests racing on one save one goes through and the other gets
 `TurnConflict` (409) at its next step, and the save is never a mix of the two chats.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -125,8 +126,10 @@ def _run(rows: dict[int, tuple[str, str]], start: int, turns: list[tuple[str, st
 
 
 def _new_chat_hint(game_save: Save) -> str:
-    return (f"For a save per chat, use the model axiom/u/{game_save.universe.slug}/<model> (each new chat gets its "
-            "own save); or start a new save, or rewind this one in the studio.")
+    return (
+        f"For a save per chat, use the model axiom/u/{game_save.universe.slug}/<model> (each new chat gets its "
+        "own save); or start a new save, or rewind this one in the studio."
+    )
 
 
 def chat_start(*, game_save: Save, chat: Chat) -> tuple[int, int]:
@@ -199,12 +202,16 @@ def _accept(game_save: Save, draft: NarratorDraft, narrative: str) -> Event | No
     guard step: the save is locked, so no rewind can take the draft away meanwhile.
     """
     # Chosen by status and text: each alternative's prompt and memory context (a swipe's each) are not read here.
-    alternatives = [a for a in draft.alternatives.order_by("-number").defer("context", "system_prompt", "user_prompt")
-                    if a.acceptable or a.stopped_with_text]
+    alternatives = [
+        a
+        for a in draft.alternatives.order_by("-number").defer("context", "system_prompt", "user_prompt")
+        if a.acceptable or a.stopped_with_text
+    ]
     if not alternatives or not narrative:
         return None
-    chosen = (next((a for a in alternatives if _norm(a.text) == narrative), None)
-              or next((a for a in alternatives if a.acceptable), alternatives[0]))
+    chosen = next((a for a in alternatives if _norm(a.text) == narrative), None) or next(
+        (a for a in alternatives if a.acceptable), alternatives[0]
+    )
     draft.game_save = game_save  # turn_append moves this instance's current turn
     try:
         with transaction.atomic():  # a refusal leaves the step's transaction usable for the plain append
@@ -230,7 +237,9 @@ class SyncPlan:
     append_from: int  # the index in the chat's turns of the first one appended
 
 
-def sync_plan(*, save_turns: list[tuple[str, str]], start: int, run: int, chat_turns: list[tuple[str, str]]) -> SyncPlan:
+def sync_plan(
+    *, save_turns: list[tuple[str, str]], start: int, run: int, chat_turns: list[tuple[str, str]]
+) -> SyncPlan:
     """Return the least work that brings the save's turns from `start` on (`save_turns`) to `chat_turns`.
 
     `run` is how many of them match from the start. When the rest differs only in the text
@@ -247,19 +256,21 @@ def sync_plan(*, save_turns: list[tuple[str, str]], start: int, run: int, chat_t
     if run >= overlap:
         return SyncPlan(keep=start - 1 + overlap, edits=(), append_from=overlap)
     rest_held, rest_asked = save_turns[run:], chat_turns[run:]
-    if asked > held and rest_asked[asked - held:] == rest_held:
+    if asked > held and rest_asked[asked - held :] == rest_held:
         return rewind_to_shared  # turns added in the middle: the save's turns after them come again
-    if asked < held and rest_held[held - asked:] == rest_asked:
+    if asked < held and rest_held[held - asked :] == rest_asked:
         return rewind_to_shared  # turns removed in the middle
-    edits = tuple((start + index, *chat_turns[index]) for index in range(run, overlap)
-                  if chat_turns[index] != save_turns[index])
+    edits = tuple(
+        (start + index, *chat_turns[index]) for index in range(run, overlap) if chat_turns[index] != save_turns[index]
+    )
     if len(edits) > MAX_IN_PLACE:
         return rewind_to_shared
     return SyncPlan(keep=start - 1 + overlap, edits=edits, append_from=overlap)
 
 
-def proxy_sync(*, game_save: Save, chat: Chat, guard: SaveGuard | None = None,
-               checkpoints: CheckpointManager | None = None) -> SyncResult:
+def proxy_sync(
+    *, game_save: Save, chat: Chat, guard: SaveGuard | None = None, checkpoints: CheckpointManager | None = None
+) -> SyncResult:
     """Rewind, edit in place and append so that the save's turns end as the chat's settled turns do.
 
     Raise `HistoryMismatch` (nothing written) for another chat's history and `TurnConflict`
@@ -270,8 +281,9 @@ def proxy_sync(*, game_save: Save, chat: Chat, guard: SaveGuard | None = None,
     chat = with_opening(game_save, chat)
     start, run = chat_start(game_save=game_save, chat=chat)
     held = _rows(game_save, start, from_turn) if from_turn >= start else {}
-    plan = sync_plan(save_turns=[held[turn] for turn in range(start, from_turn + 1)], start=start, run=run,
-                     chat_turns=chat.turns)
+    plan = sync_plan(
+        save_turns=[held[turn] for turn in range(start, from_turn + 1)], start=start, run=run, chat_turns=chat.turns
+    )
     result = SyncResult(from_turn=from_turn, kept_turn=plan.keep, start_turn=start)
     if plan.keep < game_save.current_turn:
         with guard.step() as locked:
@@ -281,7 +293,7 @@ def proxy_sync(*, game_save: Save, chat: Chat, guard: SaveGuard | None = None,
         with guard.step() as locked:
             turn_update_narrative(game_save=locked, turn_id=turn_id, narrative=narrative, player_input=player_input)
         result.edited.append(turn_id)
-    for player_input, narrative in chat.turns[plan.append_from:]:
+    for player_input, narrative in chat.turns[plan.append_from :]:
         # Outside the step's transaction, as turn_append requires (the vector store is not the database).
         guard.finish_vector_deletes()
         with guard.step() as locked:
@@ -294,7 +306,8 @@ def proxy_sync(*, game_save: Save, chat: Chat, guard: SaveGuard | None = None,
                     if event is not None:
                         result.accepted_turn = event.turn_id
             if event is None:
-                event = turn_append(game_save=locked, player_input=player_input, narrative=narrative,
-                                    expected_turn_id=turn_id)
+                event = turn_append(
+                    game_save=locked, player_input=player_input, narrative=narrative, expected_turn_id=turn_id
+                )
         result.appended.append(event.turn_id)
     return result

@@ -1,4 +1,5 @@
 """`/v1/`: the memory proxy's OpenAI-compatible endpoints (docs/proxy.md)."""
+
 from django.urls import path
 
 from studio.proxy import views

@@ -29,6 +29,7 @@ for, and every answer (errors and streams included) carries `Access-Control-Allo
 and exposes the `X-Axiom-*` headers. No credentials are allowed: the bearer key is sent by
 the front end, never a cookie, so a page cannot use a key it was not given.
 """
+
 from __future__ import annotations
 
 import logging
@@ -68,11 +69,13 @@ CONTINUITY_HEADER = "X-Axiom-Continuity"
 MODELS_LISTED = 200
 
 
-def error(status: int, message: str, code: str, kind: str = "invalid_request_error", headers=None, param=None,
-          **extra) -> JsonResponse:
+def error(
+    status: int, message: str, code: str, kind: str = "invalid_request_error", headers=None, param=None, **extra
+) -> JsonResponse:
     """Return an error in the OpenAI shape (`extra`: more fields of the error object)."""
-    response = JsonResponse({"error": {"message": message, "type": kind, "code": code, "param": param, **extra}},
-                            status=status)
+    response = JsonResponse(
+        {"error": {"message": message, "type": kind, "code": code, "param": param, **extra}}, status=status
+    )
     for key, value in (headers or {}).items():
         response[key] = value
     return response
@@ -89,13 +92,24 @@ def _user(request: HttpRequest):
 
 def _unauthenticated() -> JsonResponse:
     return error(
-        401, "Send a studio API token as the API key (Authorization: Bearer axm_...); create one under Account, API tokens.",
-        "invalid_api_key", headers={"WWW-Authenticate": 'Bearer realm="axiom"'},
+        401,
+        "Send a studio API token as the API key (Authorization: Bearer axm_...); create one under Account, API tokens.",
+        "invalid_api_key",
+        headers={"WWW-Authenticate": 'Bearer realm="axiom"'},
     )
 
 
-EXPOSED_HEADERS = ("X-Axiom-Save", "X-Axiom-Save-Created", "X-Axiom-Turn", "X-Axiom-Memory", "X-Axiom-Prepare-Ms", "X-Axiom-Timing",
-                   "X-Axiom-Continuity", "Retry-After", "WWW-Authenticate")
+EXPOSED_HEADERS = (
+    "X-Axiom-Save",
+    "X-Axiom-Save-Created",
+    "X-Axiom-Turn",
+    "X-Axiom-Memory",
+    "X-Axiom-Prepare-Ms",
+    "X-Axiom-Timing",
+    "X-Axiom-Continuity",
+    "Retry-After",
+    "WWW-Authenticate",
+)
 CORS_MAX_AGE = 600  # seconds a browser may keep a preflight's answer
 
 
@@ -121,7 +135,9 @@ def _preflight(request: HttpRequest, methods: tuple[str, ...]) -> HttpResponse:
     response = HttpResponse(status=204)
     response["Access-Control-Allow-Methods"] = ", ".join((*methods, "OPTIONS"))
     asked = request.headers.get("Access-Control-Request-Headers", "")
-    response["Access-Control-Allow-Headers"] = asked or f"Authorization, Content-Type, {SAVE_HEADER}, {MEMORY_TOKENS_HEADER}, {CONTINUITY_HEADER}"
+    response["Access-Control-Allow-Headers"] = (
+        asked or f"Authorization, Content-Type, {SAVE_HEADER}, {MEMORY_TOKENS_HEADER}, {CONTINUITY_HEADER}"
+    )
     response["Access-Control-Max-Age"] = str(CORS_MAX_AGE)
     return response
 
@@ -140,12 +156,18 @@ def endpoint(*methods: str):
             if user is None:
                 return _unauthenticated()
             if request.method not in methods:
-                return error(405, f"{request.method} is not allowed here.", "method_not_allowed",
-                             headers={"Allow": ", ".join(methods)})
+                return error(
+                    405,
+                    f"{request.method} is not allowed here.",
+                    "method_not_allowed",
+                    headers={"Allow": ", ".join(methods)},
+                )
             try:
                 return view(request, user, *args, **kwargs)
             except VectorStoreError as exc:
-                return error(503, f"The memory store cannot be reached: {exc}", "memory_unavailable", kind="server_error")
+                return error(
+                    503, f"The memory store cannot be reached: {exc}", "memory_unavailable", kind="server_error"
+                )
             except Exception:
                 logger.exception("proxy error on %s %s", request.method, request.path)
                 return error(500, "The studio failed to handle this request.", "internal_error", kind="server_error")
@@ -169,13 +191,22 @@ def models(request: HttpRequest, user) -> JsonResponse:
     universes = universe_list_for_user(user=user).order_by("name") if playable else []
     saves = save_list_for_user(user=user).order_by("-last_activity_at", "-id")[:MODELS_LISTED] if playable else []
     data = [
-        {"id": universe_model_name(universe.slug, upstream), "object": "model", "created": int(universe.created_at.timestamp()),
-         "owned_by": "axiom-studio", "name": f"{universe.name}: a new save for each chat"}
+        {
+            "id": universe_model_name(universe.slug, upstream),
+            "object": "model",
+            "created": int(universe.created_at.timestamp()),
+            "owned_by": "axiom-studio",
+            "name": f"{universe.name}: a new save for each chat",
+        }
         for universe in universes
     ] + [
-        {"id": model_name(game_save.save_id, upstream, name=game_save.name), "object": "model",
-         "created": int(game_save.created_at.timestamp()), "owned_by": "axiom-studio",
-         "name": f"{game_save.name} ({game_save.universe.name})"}
+        {
+            "id": model_name(game_save.save_id, upstream, name=game_save.name),
+            "object": "model",
+            "created": int(game_save.created_at.timestamp()),
+            "owned_by": "axiom-studio",
+            "name": f"{game_save.name} ({game_save.universe.name})",
+        }
         for game_save in saves
     ]
     return JsonResponse({"object": "list", "data": data})
@@ -194,8 +225,13 @@ def _body(request: HttpRequest) -> dict | JsonResponse:
 
 def _spend_limit(exc: SpendLimitExceeded) -> JsonResponse:
     """429 with `Retry-After`: the save's hourly or the key's user's daily spend guard."""
-    return error(429, f"Paused by the {exc.reason}", "spend_limit", kind="rate_limit_error",
-                 headers={"Retry-After": exc.retry_after()})
+    return error(
+        429,
+        f"Paused by the {exc.reason}",
+        "spend_limit",
+        kind="rate_limit_error",
+        headers={"Retry-After": exc.retry_after()},
+    )
 
 
 def _history_conflict(message: str, current_turn: int) -> JsonResponse:
@@ -204,8 +240,13 @@ def _history_conflict(message: str, current_turn: int) -> JsonResponse:
     `x-should-retry: false` tells the `openai` SDKs not to retry it (they retry 409 by
     default): a retry would send the same outdated chat again.
     """
-    return error(409, message, "history_conflict", current_turn=current_turn,
-                 headers={"x-should-retry": "false", "X-Axiom-Turn": str(current_turn)})
+    return error(
+        409,
+        message,
+        "history_conflict",
+        current_turn=current_turn,
+        headers={"x-should-retry": "false", "X-Axiom-Turn": str(current_turn)},
+    )
 
 
 @endpoint("POST")
@@ -221,7 +262,9 @@ def chat_completions(request: HttpRequest, user) -> HttpResponse:
         return error(400, str(exc), "model_not_found")
     backend = get_llm_backend()
     if backend is None:
-        return error(503, "No language model is configured for the studio (AXIOM_LLM_BASE_URL).", "no_model", kind="server_error")
+        return error(
+            503, "No language model is configured for the studio (AXIOM_LLM_BASE_URL).", "no_model", kind="server_error"
+        )
     upstream_model = binding.upstream_model or backend.model_for("narrate")
     universe = game_save = None
     try:
@@ -231,8 +274,11 @@ def chat_completions(request: HttpRequest, user) -> HttpResponse:
             game_save = save_for(user=user, save_id=binding.save_id, access=Access.PLAY)
     except NotFound:
         what = f"universe {binding.universe_slug!r}" if binding.universe_slug else f"save {binding.save_id!r}"
-        return error(404, f"No {what}, or this key may not see it.",
-                     "universe_not_found" if binding.universe_slug else "save_not_found")
+        return error(
+            404,
+            f"No {what}, or this key may not see it.",
+            "universe_not_found" if binding.universe_slug else "save_not_found",
+        )
     except RoleRequired as exc:
         return error(403, str(exc), "permission_denied", kind="permission_error")
     try:  # the operator's limits, before a save is made or synced
@@ -251,7 +297,9 @@ def chat_completions(request: HttpRequest, user) -> HttpResponse:
         return error(400, str(exc), "invalid_messages", param=exc.param)
     try:
         prepared = proxy_prepare(
-            game_save=game_save, body=body, upstream_model=upstream_model,
+            game_save=game_save,
+            body=body,
+            upstream_model=upstream_model,
             memory_tokens=request.headers.get(MEMORY_TOKENS_HEADER),
             key=request_key(headers=request.headers, body=request.body),
         )
@@ -265,8 +313,13 @@ def chat_completions(request: HttpRequest, user) -> HttpResponse:
     watch = client_watch(request)  # None without a socket to watch: the pooled connection, as before
     relay = None
     try:
-        relay = proxy_relay(prepared, backend=backend, abort=watch.abort if watch else None, user_id=user.pk,
-                            check_now=request.headers.get(CONTINUITY_HEADER, "").strip().lower() == "check")
+        relay = proxy_relay(
+            prepared,
+            backend=backend,
+            abort=watch.abort if watch else None,
+            user_id=user.pk,
+            check_now=request.headers.get(CONTINUITY_HEADER, "").strip().lower() == "check",
+        )
     except LLMCancelled:  # the front end left while the model read the prompt
         return client_left()
     except SpendLimitExceeded as exc:
@@ -288,8 +341,9 @@ def chat_completions(request: HttpRequest, user) -> HttpResponse:
     }
     if prepared.stream:
         # The body's end or close stops the watch (the relay's own bytes pass unchanged).
-        response = StreamingHttpResponse(ClosingBody(relay, watch.stop if watch else None),
-                                         content_type=relay.content_type)
+        response = StreamingHttpResponse(
+            ClosingBody(relay, watch.stop if watch else None), content_type=relay.content_type
+        )
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"  # nginx: pass the events on as they come
     else:
@@ -301,7 +355,10 @@ def chat_completions(request: HttpRequest, user) -> HttpResponse:
         if relay.cancelled:
             return client_left()  # the front end left while the whole answer was awaited
         response = HttpResponse(content, content_type=relay.content_type)
-        if prepared.alternative_id is not None and request.headers.get(CONTINUITY_HEADER, "").strip().lower() == "check":
+        if (
+            prepared.alternative_id is not None
+            and request.headers.get(CONTINUITY_HEADER, "").strip().lower() == "check"
+        ):
             headers[CONTINUITY_HEADER] = proposal_findings(alternative_id=prepared.alternative_id)
     for key, value in headers.items():
         response[key] = value

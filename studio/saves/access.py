@@ -6,6 +6,7 @@ on a save (append or edit a turn, narrate, rewind, fork, retry a job, export it)
 `Access.PLAY` and needs the Playtester role, checked after visibility (`RoleRequired`).
 Pages get 404 / 403 from these errors, the API its `not_found` / `permission_denied`.
 """
+
 from __future__ import annotations
 
 from studio.world.models import Save

@@ -1,4 +1,5 @@
 """Admin for saves and their Event_Log / State_Cache."""
+
 from django.contrib import admin
 
 from studio.saves.models import MemoryTestResult, NarratorSnapshot
@@ -7,14 +8,32 @@ from studio.world.models import Event, Save, StateCache
 
 @admin.register(Save)
 class SaveAdmin(admin.ModelAdmin):
-    list_display = ("name", "save_id", "universe", "memory_mode", "beliefs_enabled", "current_turn", "timeline_generation", "last_activity_at")
+    list_display = (
+        "name",
+        "save_id",
+        "universe",
+        "memory_mode",
+        "beliefs_enabled",
+        "current_turn",
+        "timeline_generation",
+        "last_activity_at",
+    )
     list_select_related = ("universe",)
     list_filter = ("memory_mode", "beliefs_enabled", "universe")
     search_fields = ("name", "save_id")
     autocomplete_fields = ("universe",)
     raw_id_fields = ("forked_from",)
     # Turn counters and the timeline generation move only through turns, rewinds and forks.
-    readonly_fields = ("save_id", "current_turn", "timeline_generation", "forked_from", "fork_turn", "created_at", "updated_at", "last_activity_at")
+    readonly_fields = (
+        "save_id",
+        "current_turn",
+        "timeline_generation",
+        "forked_from",
+        "fork_turn",
+        "created_at",
+        "updated_at",
+        "last_activity_at",
+    )
 
 
 @admin.register(Event)

@@ -40,6 +40,7 @@ is still at that turn, and raises `TurnConflict` (nothing changed) if it moved o
 All work is set-based: deletes are single statements, and only the beliefs and models that
 changed after N are read and rewritten (one bulk UPDATE per 500 rows).
 """
+
 from __future__ import annotations
 
 import operator
@@ -86,9 +87,7 @@ def _check_turn(target_turn: Any) -> int:
     try:
         n = operator.index(target_turn)
     except TypeError:
-        raise InvalidTurnError(
-            f"The target turn must be a whole number, not {target_turn!r}."
-        ) from None
+        raise InvalidTurnError(f"The target turn must be a whole number, not {target_turn!r}.") from None
     if n < 0:
         raise InvalidTurnError(f"The target turn must be 0 or more, not {n}.")
     return n
@@ -350,8 +349,7 @@ class CheckpointManager:
             source = Save.objects.select_for_update().get(pk=save.pk)
             if n > source.current_turn:
                 raise InvalidTurnError(
-                    f"Cannot fork save {source.save_id} at turn {n}: it is only at turn "
-                    f"{source.current_turn}."
+                    f"Cannot fork save {source.save_id} at turn {n}: it is only at turn {source.current_turn}."
                 )
             fork = Save.objects.create(
                 universe_id=source.universe_id,
@@ -370,8 +368,9 @@ class CheckpointManager:
             # The source's turns <= n whose memory work is not done yet: the fork does it itself.
             unfinished = jobs.jobs_unfinished_up_to(game_save=source, turn=n)
             events = dict(
-                Event.objects.filter(game_save_id=fork.pk, turn_id__in={j.turn_id for j in unfinished})
-                .values_list("turn_id", "pk")
+                Event.objects.filter(game_save_id=fork.pk, turn_id__in={j.turn_id for j in unfinished}).values_list(
+                    "turn_id", "pk"
+                )
             )
             embed = sorted({j.turn_id for j in unfinished if j.kind == JobKind.EMBED_TURN and j.turn_id in events})
             # This fork runs the job itself after commit: no runner is woken for it.
@@ -397,7 +396,9 @@ class CheckpointManager:
                 for row in unfinished:
                     if row.kind == JobKind.LIVING_TURN and row.turn_id in events:
                         jobs.enqueue_living_turn(
-                            game_save=fork, turn_id=row.turn_id, event_id=events[row.turn_id],
+                            game_save=fork,
+                            turn_id=row.turn_id,
+                            event_id=events[row.turn_id],
                             reextract=bool((row.payload or {}).get("reextract")),
                         )
         return fork

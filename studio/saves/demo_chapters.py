@@ -18,6 +18,7 @@ LLM is called. A file that does not read as chapter rows of a 48-turn save is re
 (`DemoDataError`) with nothing written. `chapters_recording_for(save)` gives the save pages
 their "summaries recorded with <model> on <date>" line, for that save only.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,15 @@ CHAPTERS_DIR = DEMO_DIR / "chapters"
 CHAPTERS_FILE = CHAPTERS_DIR / "chapters.json"
 CHAPTERS_PROVENANCE = CHAPTERS_DIR / "provenance.json"
 FORMAT = "axiom-demo-chapters"
-TEXT_FIELDS = ("close_note", "story_time_start", "story_time_end", "summary", "summary_error", "summary_model",
-               "generated_summary")
+TEXT_FIELDS = (
+    "close_note",
+    "story_time_start",
+    "story_time_end",
+    "summary",
+    "summary_error",
+    "summary_model",
+    "generated_summary",
+)
 
 
 @dataclass
@@ -50,7 +58,9 @@ class DemoChaptersResult:
     def summary_line(self) -> str:
         if self.outcome == "missing":
             return "  demo save chapters: no recording in studio/universes/demo/chapters/, skipped"
-        return f"  demo save chapters: {self.outcome}; {self.chapters} chapters and {self.arcs} arcs with their summaries"
+        return (
+            f"  demo save chapters: {self.outcome}; {self.chapters} chapters and {self.arcs} arcs with their summaries"
+        )
 
 
 def demo_chapters_read(*, path: Path = CHAPTERS_FILE, turns: int) -> tuple[str, list[dict[str, Any]]] | None:
@@ -62,8 +72,12 @@ def demo_chapters_read(*, path: Path = CHAPTERS_FILE, turns: int) -> tuple[str, 
         document = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise DemoDataError(f"{path.name}: not readable JSON ({exc})") from exc
-    if not isinstance(document, dict) or document.get("format") != FORMAT or not isinstance(document.get("items"), list):
-        raise DemoDataError(f"{path.name}: expected {{\"format\": \"{FORMAT}\", \"items\": [...]}}")
+    if (
+        not isinstance(document, dict)
+        or document.get("format") != FORMAT
+        or not isinstance(document.get("items"), list)
+    ):
+        raise DemoDataError(f'{path.name}: expected {{"format": "{FORMAT}", "items": [...]}}')
     rows = []
     for index, item in enumerate(document["items"]):
         where = f"{path.name}: items[{index}]"
@@ -73,8 +87,10 @@ def demo_chapters_read(*, path: Path = CHAPTERS_FILE, turns: int) -> tuple[str, 
         if not all(isinstance(n, int) and not isinstance(n, bool) for n in numbers):
             raise DemoDataError(f"{where}: level and turns are whole numbers")
         if not 1 <= item["first_turn"] <= item["last_turn"] <= item["closed_turn"] <= turns:
-            raise DemoDataError(f"{where}: turns {item['first_turn']}-{item['last_turn']} (closed at "
-                                f"{item['closed_turn']}) do not lie within the save's {turns} turns in order")
+            raise DemoDataError(
+                f"{where}: turns {item['first_turn']}-{item['last_turn']} (closed at "
+                f"{item['closed_turn']}) do not lie within the save's {turns} turns in order"
+            )
         if item["close_reason"] not in ChapterCloseReason.values or item["summary_status"] not in SummaryStatus.values:
             raise DemoDataError(f"{where}: unknown close_reason or summary_status")
         if not all(isinstance(item[name], str) for name in TEXT_FIELDS) or not isinstance(item["edited"], bool):

@@ -16,6 +16,7 @@ turn and who knows each secret. Loading it:
 Idempotent: the save keeps the scenario's digest in its meta; a second load with the same
 file changes nothing. Embedding the save is the caller's (`demo_embed`, after the commit).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -79,19 +80,31 @@ def scenario_secrets_load(*, universe, data: dict) -> None:
     """
     by_id = {e.entry_id: e for e in LoreEntry.objects.filter(universe=universe)}
     for secret in data["secrets"]:
-        values = {"title": secret["title"], "kind": LoreKind.CONCEPT, "text": secret["text"],
-                  "keys": list(secret["keys"]), "known_by": list(secret["known_by"])}
+        values = {
+            "title": secret["title"],
+            "kind": LoreKind.CONCEPT,
+            "text": secret["text"],
+            "keys": list(secret["keys"]),
+            "known_by": list(secret["known_by"]),
+        }
         link_ids = list(secret.get("links", []))
         links = [by_id[i] for i in link_ids if i in by_id]
         pending = [i for i in link_ids if i not in by_id]
         entry = by_id.get(secret["entry_id"])
         if entry is None:
             by_id[secret["entry_id"]] = lore_entry_create(
-                universe=universe, user=None, entry_id=secret["entry_id"], links=links, pending_links=pending,
-                action=LoreRevision.Action.IMPORT, **values)
+                universe=universe,
+                user=None,
+                entry_id=secret["entry_id"],
+                links=links,
+                pending_links=pending,
+                action=LoreRevision.Action.IMPORT,
+                **values,
+            )
         else:
-            lore_entry_update(entry=entry, user=None, links=links, pending_links=pending,
-                              action=LoreRevision.Action.IMPORT, **values)
+            lore_entry_update(
+                entry=entry, user=None, links=links, pending_links=pending, action=LoreRevision.Action.IMPORT, **values
+            )
 
 
 def scenario_append_turn(*, save: Save, turn: dict, index=None) -> list[int]:
@@ -102,8 +115,15 @@ def scenario_append_turn(*, save: Save, turn: dict, index=None) -> list[int]:
     index = index or character_index(save.universe, save=save)
     # The append hooks every path runs (`turn_record`): the Event, state, presence, reveals, lore activation,
     # chapters (closed without a summary job: the demo calls no LLM).
-    turn_record(save=save, turn_id=turn_id, player_input=turn["player_input"], narrative=turn["narrative"], state=state,
-                index=index, summarize=False)
+    turn_record(
+        save=save,
+        turn_id=turn_id,
+        player_input=turn["player_input"],
+        narrative=turn["narrative"],
+        state=state,
+        index=index,
+        summarize=False,
+    )
     fact_ids = insert_facts(save, turn_id, [Fact(f["statement"], entities=list(f["entities"])) for f in turn["facts"]])
     Save.objects.filter(pk=save.pk).update(current_turn=turn_id)
     save.current_turn = turn_id
@@ -115,8 +135,9 @@ def scenario_save_create(*, universe, data: dict, digest: str = "") -> Save:
     meta = universe.meta_values()
     if digest:
         meta[DIGEST_META] = digest
-    return Save.objects.create(universe=universe, save_id=data["save_id"], name=data["save_name"],
-                               memory_mode=MemoryMode.LIVING, meta=meta)
+    return Save.objects.create(
+        universe=universe, save_id=data["save_id"], name=data["save_name"], memory_mode=MemoryMode.LIVING, meta=meta
+    )
 
 
 def demo_knowledge_load(*, universe, path: Path = SCENARIO_FILE) -> DemoKnowledgeResult:
@@ -135,5 +156,8 @@ def demo_knowledge_load(*, universe, path: Path = SCENARIO_FILE) -> DemoKnowledg
         index = character_index(universe, save=save)
         for turn in data["turns"]:
             scenario_append_turn(save=save, turn=turn, index=index)
-    return DemoKnowledgeResult(save, True, f"Loaded the knowledge demo save {save.save_id!r}: "
-                                           f"{len(data['turns'])} turns, {len(data['secrets'])} secrets.")
+    return DemoKnowledgeResult(
+        save,
+        True,
+        f"Loaded the knowledge demo save {save.save_id!r}: {len(data['turns'])} turns, {len(data['secrets'])} secrets.",
+    )

@@ -22,6 +22,7 @@ sync. `recording_for(save)` gives the save pages their "recorded with <model> on
 (and which model summarised the chapters), and only for that save while the provenance file
 exists, so no other save's memory is ever attributed to a model it did not come from.
 """
+
 from __future__ import annotations
 
 import json
@@ -63,7 +64,9 @@ class DemoLivingResult:
         rec = recording_summary(self.provenance)
         told = f" ({rec['text']})" if rec else ""
         counts = self.counts or {}
-        detail = ", ".join(f"{counts[k]} {k}" for k in ("facts", "beliefs", "mental_models", "llm_calls") if k in counts)
+        detail = ", ".join(
+            f"{counts[k]} {k}" for k in ("facts", "beliefs", "mental_models", "llm_calls") if k in counts
+        )
         return f"  living demo save {DEMO_LIVING_SAVE_ID!r}: {self.outcome}{told}" + (f"; {detail}" if detail else "")
 
 
@@ -155,6 +158,7 @@ def _same_recording(exported: bytes, recorded: bytes) -> bool:
         mine, theirs = json.loads(exported), json.loads(recorded)
     except ValueError:
         return False
+
     def header(document: dict) -> dict:
         # The universe's lore hash says which Lore Book the file was exported against; the demo
         # universe gains entries after the recording (the knowledge save's secrets), and that
@@ -171,14 +175,21 @@ def _same_recording(exported: bytes, recorded: bytes) -> bool:
     if not differing:
         return True
     # A section the recording wrote in an older version (the format moved on since): the same when it reads the same.
-    if not all(isinstance(sections.get(name), dict) and isinstance(recorded_sections[name], dict)
-               and sections[name].get("version") != recorded_sections[name].get("version") for name in differing):
+    if not all(
+        isinstance(sections.get(name), dict)
+        and isinstance(recorded_sections[name], dict)
+        and sections[name].get("version") != recorded_sections[name].get("version")
+        for name in differing
+    ):
         return False
     from studio.saves.portable.registry import SaveFileError
     from studio.saves.portable.services import save_file_check
 
     try:
-        read = [{section.name: items for section, items in save_file_check(document=document).sections} for document in (mine, theirs)]
+        read = [
+            {section.name: items for section, items in save_file_check(document=document).sections}
+            for document in (mine, theirs)
+        ]
     except SaveFileError:
         return False
     return all(read[0].get(name) == read[1].get(name) for name in differing)
@@ -193,7 +204,9 @@ def _delete_vectors(save_id: str) -> None:
         logger.warning("Could not delete vector chunks of %s", save_id, exc_info=True)
 
 
-def demo_living_load(*, universe, save_path: Path = LIVING_SAVE_FILE, provenance_path: Path = PROVENANCE_FILE) -> DemoLivingResult:
+def demo_living_load(
+    *, universe, save_path: Path = LIVING_SAVE_FILE, provenance_path: Path = PROVENANCE_FILE
+) -> DemoLivingResult:
     """Create (or restore) the demo's living save from the recorded file; idempotent, no LLM."""
     from studio.saves.portable.registry import SaveFileError
     from studio.saves.portable.services import save_file_read, save_import
@@ -206,7 +219,9 @@ def demo_living_load(*, universe, save_path: Path = LIVING_SAVE_FILE, provenance
     existing = Save.objects.filter(save_id=DEMO_LIVING_SAVE_ID).first()
     if existing is not None:
         if existing.universe_id != universe.pk:
-            raise DemoDataError(f"save {DEMO_LIVING_SAVE_ID!r} already exists in another universe ({existing.universe})")
+            raise DemoDataError(
+                f"save {DEMO_LIVING_SAVE_ID!r} already exists in another universe ({existing.universe})"
+            )
         if _same_recording(_export_bytes(existing), data):
             return DemoLivingResult(outcome="unchanged", game_save=existing, provenance=provenance)
     try:

@@ -1,4 +1,5 @@
 """Errors the saves services raise for a request that no longer fits the save's state."""
+
 from __future__ import annotations
 
 

@@ -5,6 +5,7 @@ limits' form fields (`studio/limits.py`): the same checks as the API, the proxy,
 importers and the save file. A page asks one thing more: a turn written or edited by hand
 needs some narrative.
 """
+
 from __future__ import annotations
 
 from django import forms
@@ -28,38 +29,67 @@ class SaveCreateForm(forms.Form):
     )
     name = limits.form_field("save.name", help_text="How you will find this save again, e.g. “Mira refuses the loan”.")
     memory_mode = forms.ChoiceField(
-        choices=MemoryMode.choices, initial=MemoryMode.CLASSIC,
+        choices=MemoryMode.choices,
+        initial=MemoryMode.CLASSIC,
         help_text="Classic: each turn is embedded and searched by words and meaning; no LLM needed. "
         "Living: each turn also goes to the LLM, which extracts facts, forms beliefs and writes "
         "mental models. Fixed once the save exists.",
     )
     LIVING_WHY = "Living is chosen because a model is connected: its memory forms as you play."
-    CLASSIC_WHY = ("Classic is chosen because no model is connected (AXIOM_LLM_BASE_URL is not set): living "
-                   "memory would only report “no LLM”.")
+    CLASSIC_WHY = (
+        "Classic is chosen because no model is connected (AXIOM_LLM_BASE_URL is not set): living "
+        "memory would only report “no LLM”."
+    )
     beliefs_enabled = forms.BooleanField(
-        required=False, initial=True, label="Beliefs on",
+        required=False,
+        initial=True,
+        label="Beliefs on",
         help_text="Living mode only. Off: facts are still extracted, but no beliefs or mental models form.",
     )
 
     persona_name = forms.CharField(
-        max_length=120, required=False, label="Player character's name",
-        help_text="{{user}}: who “you” are in this universe's stories. Changing it here changes the universe's persona.")
+        max_length=120,
+        required=False,
+        label="Player character's name",
+        help_text="{{user}}: who “you” are in this universe's stories. Changing it here changes the universe's persona.",
+    )
     persona_description = forms.CharField(
-        widget=forms.Textarea(attrs={"rows": 3}), max_length=4000, required=False, label="Player character's description",
-        help_text="Told to the narrator once per prompt.")
-    persona_portrait = forms.FileField(required=False, label="Portrait (PNG)", help_text="Optional; up to 5 MB.",
-                                       widget=forms.FileInput(attrs={"accept": "image/png"}))
-    opening = forms.ChoiceField(required=False, widget=forms.RadioSelect, label="Start from",
-                                help_text="Turn 1 is appended as it reads here; no model is asked.")
+        widget=forms.Textarea(attrs={"rows": 3}),
+        max_length=4000,
+        required=False,
+        label="Player character's description",
+        help_text="Told to the narrator once per prompt.",
+    )
+    persona_portrait = forms.FileField(
+        required=False,
+        label="Portrait (PNG)",
+        help_text="Optional; up to 5 MB.",
+        widget=forms.FileInput(attrs={"accept": "image/png"}),
+    )
+    opening = forms.ChoiceField(
+        required=False,
+        widget=forms.RadioSelect,
+        label="Start from",
+        help_text="Turn 1 is appended as it reads here; no model is asked.",
+    )
 
-    def __init__(self, *args, universes=None, llm_connected: bool = False, greetings=(), persona=None,
-                 edit_persona: bool = False, **kwargs):
+    def __init__(
+        self,
+        *args,
+        universes=None,
+        llm_connected: bool = False,
+        greetings=(),
+        persona=None,
+        edit_persona: bool = False,
+        **kwargs,
+    ):
         super().__init__(*args, **kwargs)
         if universes is not None:
             self.fields["universe"].queryset = universes
         # The chosen universe's opening: greeting N is what `opening_accept(number=N)` appends.
         self.fields["opening"].choices = [("", "No opening: I start with my first action")] + [
-            (str(n), text) for n, text in enumerate(greetings, start=1)]
+            (str(n), text) for n, text in enumerate(greetings, start=1)
+        ]
         if not greetings:
             del self.fields["opening"]
         # The persona is the universe's: only its authors change it here; others see it.
@@ -116,15 +146,15 @@ class RewindForm(forms.Form):
     def clean_turn(self) -> int:
         turn = self.cleaned_data["turn"]
         if turn >= self.current_turn:
-            raise forms.ValidationError(
-                f"The save is at turn {self.current_turn}; pick a turn before it to rewind."
-            )
+            raise forms.ValidationError(f"The save is at turn {self.current_turn}; pick a turn before it to rewind.")
         return turn
 
 
 class ForkForm(forms.Form):
     turn = forms.IntegerField(min_value=0, label="Fork at turn")
-    name = limits.form_field("save.name", required=False, help_text="Blank: this save's name followed by “(fork at turn N)”.")
+    name = limits.form_field(
+        "save.name", required=False, help_text="Blank: this save's name followed by “(fork at turn N)”."
+    )
 
     def __init__(self, *args, current_turn: int = 0, **kwargs):
         # Its own ids: the rewind page also shows RewindForm, whose `turn` is id_turn.

@@ -22,6 +22,7 @@ can be found by id; the turn's narrative is therefore not embedded a second time
 LoCoMo save is a classic-memory save (its chunks are written by the importer, not by the
 per-turn jobs that living mode would need).
 """
+
 from __future__ import annotations
 
 import json
@@ -101,9 +102,11 @@ def parse_transcript(lines: Iterable[str | bytes]) -> list[TranscriptTurn]:
             errors.append(f"line {number}: player_input must be a string")
             continue
         player_input = (player_input or "").strip()
-        problems = [f"{field.label} {problem}" for field, value in ((limits.TURN_NARRATIVE, narrative),
-                                                                    (limits.TURN_INPUT, player_input))
-                    if (problem := field.problem(value))]
+        problems = [
+            f"{field.label} {problem}"
+            for field, value in ((limits.TURN_NARRATIVE, narrative), (limits.TURN_INPUT, player_input))
+            if (problem := field.problem(value))
+        ]
         state = record.get("state")
         if state is not None and not isinstance(state, dict):
             problems.append("state must be a JSON object")
@@ -149,9 +152,7 @@ def parse_locomo(data: Any) -> tuple[str, list[TranscriptTurn]]:
         data = data["conversation"]
     if not isinstance(data, dict):
         raise ImportFormatError(["expected a JSON object with speaker_a, speaker_b and session_N lists"])
-    sessions = sorted(
-        (int(m.group(1)), key) for key in data if (m := _SESSION_RE.match(str(key)))
-    )
+    sessions = sorted((int(m.group(1)), key) for key in data if (m := _SESSION_RE.match(str(key))))
     errors: list[str] = []
     turns: list[TranscriptTurn] = []
     for expected, (number, key) in enumerate(sessions, start=1):
@@ -164,7 +165,11 @@ def parse_locomo(data: Any) -> tuple[str, list[TranscriptTurn]]:
             continue
         chunks = []
         for index, utterance in enumerate(utterances, start=1):
-            if not isinstance(utterance, dict) or not _text(utterance.get("text")).strip() and not _text(utterance.get("blip_caption")).strip():
+            if (
+                not isinstance(utterance, dict)
+                or not _text(utterance.get("text")).strip()
+                and not _text(utterance.get("blip_caption")).strip()
+            ):
                 errors.append(f"{key}[{index}]: an utterance needs a speaker and a text")
                 continue
             metadata = {"session": number}
@@ -176,12 +181,17 @@ def parse_locomo(data: Any) -> tuple[str, list[TranscriptTurn]]:
         state = {"session": number}
         if date_time:
             state["date_time"] = date_time
-        turn = TranscriptTurn(narrative="\n".join(c["text"] for c in chunks),
-                              player_input=f"Session {number}" + (f" ({date_time})" if date_time else ""),
-                              state=state, chunks=chunks)
-        problems = [f"{field.label} {problem}" for field, value in ((limits.TURN_NARRATIVE, turn.narrative),
-                                                                    (limits.TURN_INPUT, turn.player_input))
-                    if (problem := field.problem(value))]
+        turn = TranscriptTurn(
+            narrative="\n".join(c["text"] for c in chunks),
+            player_input=f"Session {number}" + (f" ({date_time})" if date_time else ""),
+            state=state,
+            chunks=chunks,
+        )
+        problems = [
+            f"{field.label} {problem}"
+            for field, value in ((limits.TURN_NARRATIVE, turn.narrative), (limits.TURN_INPUT, turn.player_input))
+            if (problem := field.problem(value))
+        ]
         if problems:
             errors.append(f"{key}: its {problems[0]}")
             continue
@@ -209,9 +219,7 @@ def import_transcript(
     return ImportResult(game_save=game_save, turns=len(turns))
 
 
-def import_locomo(
-    *, universe: Universe, name: str, turns: list[TranscriptTurn], vector_memory=None
-) -> ImportResult:
+def import_locomo(*, universe: Universe, name: str, turns: list[TranscriptTurn], vector_memory=None) -> ImportResult:
     """Create a classic save from a parsed LoCoMo conversation: one turn per session.
 
     The turns are written in one transaction, then every utterance is embedded as its own
@@ -251,6 +259,8 @@ def import_locomo(
             vector_memory.delete_save(game_save.save_id)
         finally:
             game_save.delete()
-        raise ImportFormatError([f"the memory store failed while embedding ({type(exc).__name__}: {exc}); nothing was imported"]) from exc
+        raise ImportFormatError(
+            [f"the memory store failed while embedding ({type(exc).__name__}: {exc}); nothing was imported"]
+        ) from exc
     game_save.refresh_from_db()
     return ImportResult(game_save=game_save, turns=len(turns), chunks=sum(1 for i in ids if i))

@@ -4,6 +4,7 @@ The rows themselves (Save, Event_Log, State_Cache) are the world app's (`studio.
 below the engine; referred to here by label, so this module does not re-export them); what the
 playtesting around them keeps stays here.
 """
+
 from __future__ import annotations
 
 from django.db import models
@@ -14,7 +15,10 @@ class DraftStatus(models.TextChoices):
     OPEN = "open", "Open"
     ACCEPTED = "accepted", "Accepted"
     DISCARDED = "discarded", "Discarded"
-    UNDONE = "undone", "Undone"  # an accepted turn taken back by Undo: it can be put back until the next turn is accepted
+    UNDONE = (
+        "undone",
+        "Undone",
+    )  # an accepted turn taken back by Undo: it can be put back until the next turn is accepted
 
 
 class AlternativeStatus(models.TextChoices):
@@ -109,12 +113,16 @@ class NarratorSnapshot(models.Model):
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
     prompt_chars = models.PositiveIntegerField(default=0)
-    system_prompt = models.TextField(blank=True, help_text="The whole system message, or empty when prompt_delta holds it.")
+    system_prompt = models.TextField(
+        blank=True, help_text="The whole system message, or empty when prompt_delta holds it."
+    )
     user_prompt = models.TextField(blank=True, help_text="The whole user message, or empty when prompt_delta holds it.")
     prompt_delta = models.JSONField(
-        null=True, blank=True,
+        null=True,
+        blank=True,
         help_text="The prompt as a delta of the save's nearest earlier snapshot: {system, user} operations "
-                  "(saves/narrator/snapshots.py); read it with snapshot_prompt().")
+        "(saves/narrator/snapshots.py); read it with snapshot_prompt().",
+    )
     context = models.JSONField(default=dict, blank=True, help_text="MemoryContext.as_dict(): items, reasons, cuts.")
     play_settings = models.JSONField(
         default=dict, blank=True, help_text="The author's note (text, depth) and sampler settings of the narration."
@@ -123,9 +131,7 @@ class NarratorSnapshot(models.Model):
 
     class Meta:
         ordering = ["game_save", "turn_id"]
-        constraints = [
-            models.UniqueConstraint(fields=["game_save", "turn_id"], name="narrator_snapshot_unique_turn")
-        ]
+        constraints = [models.UniqueConstraint(fields=["game_save", "turn_id"], name="narrator_snapshot_unique_turn")]
 
     def __str__(self) -> str:
         return f"{self.game_save_id} narrator snapshot @ {self.turn_id}"

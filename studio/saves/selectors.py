@@ -4,6 +4,7 @@ Every list here is built so a page costs a fixed number of queries whatever its 
 counts are correlated subqueries (one join per count would multiply the rows), and the
 rows hung under a page of turns (facts, jobs) are fetched in one query for the whole page.
 """
+
 from __future__ import annotations
 
 import logging
@@ -76,7 +77,9 @@ class TimelineTurn:
         return ""
 
 
-def timeline_page(*, game_save: Save, page_number=1, per_page: int = TIMELINE_TURNS_PER_PAGE) -> tuple[Page, list[TimelineTurn]]:
+def timeline_page(
+    *, game_save: Save, page_number=1, per_page: int = TIMELINE_TURNS_PER_PAGE
+) -> tuple[Page, list[TimelineTurn]]:
     """Return one page of the save's turns (newest first) with each turn's facts and jobs.
 
     Three queries whatever the page holds: the events, the facts of those turns, the jobs of
@@ -92,7 +95,9 @@ def timeline_page(*, game_save: Save, page_number=1, per_page: int = TIMELINE_TU
             facts_by_turn[fact.turn_id].append(fact)
         jobs_by_turn: dict[int, list[Job]] = defaultdict(list)
         jobs = Job.objects.filter(game_save=game_save, turn_id__in=turn_ids).order_by("-created_at", "-id")
-        for job in jobs.only("id", "kind", "status", "turn_id", "error", "progress", "created_at", "timeline_generation"):
+        for job in jobs.only(
+            "id", "kind", "status", "turn_id", "error", "progress", "created_at", "timeline_generation"
+        ):
             jobs_by_turn[job.turn_id].append(job)
         for turn in turns:
             turn.facts = facts_by_turn.get(turn.turn_id, [])
@@ -141,8 +146,11 @@ def attach_turn_chunks(*, game_save: Save, turns: list[TimelineTurn]) -> None:
     by_turn: dict[int, list[dict]] = defaultdict(list)
     for row in rows:
         by_turn[row["turn_id"]].append(
-            {"id": row["id"], "part": int(row["metadata"].get("chunk_part", 0)) + 1,
-             "parts": int(row["metadata"].get("chunk_parts", 1))}
+            {
+                "id": row["id"],
+                "part": int(row["metadata"].get("chunk_part", 0)) + 1,
+                "parts": int(row["metadata"].get("chunk_parts", 1)),
+            }
         )
     for turn in turns:
         turn.chunks = sorted(by_turn.get(turn.turn_id, []), key=lambda chunk: chunk["part"])
@@ -177,7 +185,11 @@ def story_turns(*, game_save: Save, limit: int = STORY_TURNS, open_start: int | 
     first, last = events[0].turn_id, events[-1].turn_id
     chapters = Chapter.objects.filter(game_save_id=game_save.pk, level=0)
     before = chapters.filter(first_turn__lt=first).count()
-    starts = list(chapters.filter(first_turn__gte=first, first_turn__lte=last).order_by("first_turn").values_list("first_turn", flat=True))
+    starts = list(
+        chapters.filter(first_turn__gte=first, first_turn__lte=last)
+        .order_by("first_turn")
+        .values_list("first_turn", flat=True)
+    )
     numbers = {turn: before + index for index, turn in enumerate(starts, start=1)}
     if open_start is None:
         open_start = (chapters.order_by("-last_turn").values_list("last_turn", flat=True).first() or 0) + 1
@@ -187,8 +199,14 @@ def story_turns(*, game_save: Save, limit: int = STORY_TURNS, open_start: int | 
     out, previous = [], times.get(first - 1, "")
     for event in events:
         time = times.get(event.turn_id, "")
-        out.append(StoryTurn(event=event, chapter=numbers.get(event.turn_id), chapter_open=event.turn_id == open_start,
-                             story_time=time if time and time != previous else ""))
+        out.append(
+            StoryTurn(
+                event=event,
+                chapter=numbers.get(event.turn_id),
+                chapter_open=event.turn_id == open_start,
+                story_time=time if time and time != previous else "",
+            )
+        )
         previous = time or previous
     return out
 
@@ -204,8 +222,11 @@ def turn_llm_calls(*, game_save: Save, turn) -> tuple[list, list]:
     from studio.memory.models import LLMCall
 
     event = {"pk": turn.event.pk, "created_at": turn.event.created_at}
-    calls = list(LLMCall.objects.filter(job__game_save=game_save, job__turn_id=turn.turn_id)
-                 .select_related("job").order_by("created_at", "id"))
+    calls = list(
+        LLMCall.objects.filter(job__game_save=game_save, job__turn_id=turn.turn_id)
+        .select_related("job")
+        .order_by("created_at", "id")
+    )
     current = [call for call in calls if job_is_for_event(call.job, event)]
     earlier = [call for call in calls if not job_is_for_event(call.job, event)]
     versions: dict = {}
@@ -223,8 +244,11 @@ def turns_removed_by(*, game_save: Save, target_turn: int, limit: int = REWIND_T
 
     Only the columns the preview shows; its first lines come from the narrative's start.
     """
-    return list(game_save.events.filter(turn_id__gt=target_turn).order_by("-turn_id")
-                .only("turn_id", "player_input", "narrative", "edited_at")[:limit])
+    return list(
+        game_save.events.filter(turn_id__gt=target_turn)
+        .order_by("-turn_id")
+        .only("turn_id", "player_input", "narrative", "edited_at")[:limit]
+    )
 
 
 @dataclass
@@ -253,4 +277,6 @@ def turn_lore_line(*, game_save: Save, turn_id: int | None = None) -> LoreLine |
     titles = {row.entry_id: row.title for row in result.included + result.considered}
     for row in result.included:  # the entry whose text brought this one in, by its title
         row.via_title = titles.get(row.via_entry, row.via_entry)
-    return LoreLine(turn=turn_id, entries=result.included, by_recursion=sum(1 for row in result.included if row.via_entry))
+    return LoreLine(
+        turn=turn_id, entries=result.included, by_recursion=sum(1 for row in result.included if row.via_entry)
+    )

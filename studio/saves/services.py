@@ -25,6 +25,7 @@ save's lock (`select_for_update`; SQLite's IMMEDIATE transactions serialise the 
 of two requests made against the same turn (a double-submitted form, two engines) one
 appends and the other gets `TurnConflict` with nothing written.
 """
+
 from __future__ import annotations
 
 from django.db import transaction
@@ -58,9 +59,7 @@ class PendingVectorCleanupError(VectorStoreError):
     """
 
 
-def save_create(
-    *, universe, name: str, memory_mode: str = MemoryMode.CLASSIC, beliefs_enabled: bool = True
-) -> Save:
+def save_create(*, universe, name: str, memory_mode: str = MemoryMode.CLASSIC, beliefs_enabled: bool = True) -> Save:
     """Create a save of `universe` with a copy of its Universe_Meta; queue its lore sync."""
     if memory_mode not in MemoryMode.values:
         raise ValueError(f"unknown memory mode {memory_mode!r}")
@@ -122,19 +121,28 @@ def turn_append(
     return event
 
 
-def turn_record(*, save: Save, turn_id: int, player_input: str = "", narrative: str = "", state: dict | None = None,
-                **options) -> Event:
+def turn_record(
+    *, save: Save, turn_id: int, player_input: str = "", narrative: str = "", state: dict | None = None, **options
+) -> Event:
     """Write turn `turn_id` of `save` (locked, in the caller's transaction) through every registered
     table's append hook (`timeline.append_turn`); return its Event. The caller moves the save's turn
     and queues its jobs; `options` go to the hooks (`TurnAppend.options`)."""
-    turn = timeline.append_turn(timeline.TurnAppend(
-        save=save, turn_id=turn_id, player_input=player_input or "", narrative=narrative or "", state=state,
-        options=options))
+    turn = timeline.append_turn(
+        timeline.TurnAppend(
+            save=save,
+            turn_id=turn_id,
+            player_input=player_input or "",
+            narrative=narrative or "",
+            state=state,
+            options=options,
+        )
+    )
     return turn.rows["events"]
 
 
-def turn_update_narrative(*, game_save: Save, turn_id: int, narrative: str, player_input: str | None = None,
-                          edited: bool = True) -> Event:
+def turn_update_narrative(
+    *, game_save: Save, turn_id: int, narrative: str, player_input: str | None = None, edited: bool = True
+) -> Event:
     """Replace a turn's narrative (and its input, when given); re-embed it and, in living mode, re-extract it.
 
     The re-embedding goes through `VectorMemory.update_turn_narrative` (old chunks of the

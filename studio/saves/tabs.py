@@ -7,6 +7,7 @@ A new page of a save is one `SaveTab` here; a key no tab has shows the Play grou
 Without JavaScript both rows are plain links; on a phone they take two short rows instead
 of the four rows twelve tabs wrapped into.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

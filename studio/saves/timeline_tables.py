@@ -7,12 +7,12 @@ a fork copies those up to N. Appending a turn writes its Event (`turn.rows["even
 its state (`{}` when the turn has none) before any other table's hook. The Save itself and a
 draft's alternatives are declared exempt.
 """
+
 from __future__ import annotations
 
 from studio.memory import timeline
 from studio.saves.models import NarratorAlternative, NarratorDraft, NarratorSnapshot
 from studio.world.models import Event, Save, StateCache
-
 
 
 def append_event(turn: timeline.TurnAppend) -> None:
@@ -28,10 +28,12 @@ def append_state(turn: timeline.TurnAppend) -> None:
 
 
 TABLES = [
-    timeline.TurnTable.plain("events", Event, order=10, section="turns", label="Turns (events)", append=append_event,
-                             preview="turn"),
-    timeline.TurnTable.plain("states", StateCache, order=20, section="turns", label="State snapshots",
-                             append=append_state),
+    timeline.TurnTable.plain(
+        "events", Event, order=10, section="turns", label="Turns (events)", append=append_event, preview="turn"
+    ),
+    timeline.TurnTable.plain(
+        "states", StateCache, order=20, section="turns", label="State snapshots", append=append_state
+    ),
     timeline.TurnTable.plain(
         "narrator_snapshots", NarratorSnapshot, order=80, section="narrator_snapshots", label="Narrator snapshots"
     ),

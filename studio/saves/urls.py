@@ -30,7 +30,9 @@ urlpatterns = [
     path("<str:save_id>/narrator/", narrator.narrate, name="narrate"),
     path("<str:save_id>/narrator/prompt/", narrator.narrator_prompt, name="narrator_prompt"),
     path("<str:save_id>/narrator/<int:draft_id>/", narrator.narrator_draft, name="narrator_draft"),
-    path("<str:save_id>/narrator/<int:draft_id>/stream/<int:number>/", narrator.narrator_stream, name="narrator_stream"),
+    path(
+        "<str:save_id>/narrator/<int:draft_id>/stream/<int:number>/", narrator.narrator_stream, name="narrator_stream"
+    ),
     path("<str:save_id>/narrator/<int:draft_id>/regenerate/", narrator.narrator_regenerate, name="narrator_regenerate"),
     path("<str:save_id>/narrator/<int:draft_id>/choose/", narrator.narrator_choose, name="narrator_choose"),
     path("<str:save_id>/narrator/<int:draft_id>/discard/", narrator.narrator_discard, name="narrator_discard"),

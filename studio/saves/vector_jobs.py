@@ -14,6 +14,7 @@ narratives after N. A copy that is run again first clears what an earlier attemp
 A fork made while the source still had turns <= N to embed lists them
 (`payload["embed_turns"]`): the copy embeds them from the fork's Events once it has copied.
 """
+
 from __future__ import annotations
 
 import time
@@ -55,8 +56,14 @@ def run_vector_rollback(ctx: JobContext):
             kind=JobKind.VECTOR_ROLLBACK,
             status__in=PENDING_STATUSES,
             turn_id__gte=target,
-        ).exclude(pk=job.pk).update(status=JobStatus.DONE, progress=f"covered by job {job.pk}", finished_at=timezone.now())
-        return {"deleted": deleted if isinstance(deleted, int) else None, "replayed_turns": replayed, "seconds": seconds}
+        ).exclude(pk=job.pk).update(
+            status=JobStatus.DONE, progress=f"covered by job {job.pk}", finished_at=timezone.now()
+        )
+        return {
+            "deleted": deleted if isinstance(deleted, int) else None,
+            "replayed_turns": replayed,
+            "seconds": seconds,
+        }
 
     ctx.commit(write, check_timeline=False)
     return None
@@ -76,8 +83,9 @@ def run_fork_vectors(ctx: JobContext):
     # they still stand (a rewind of the fork since dropped some).
     pending = {event_pk: turn for turn, event_pk in (job.payload or {}).get("embed_turns", [])}
     texts = dict(
-        Event.objects.filter(game_save_id=fork.pk, pk__in=pending, turn_id__lte=fork.current_turn)
-        .values_list("turn_id", "narrative")
+        Event.objects.filter(game_save_id=fork.pk, pk__in=pending, turn_id__lte=fork.current_turn).values_list(
+            "turn_id", "narrative"
+        )
     )
     if texts:
         ctx.progress(f"embedding {len(texts)} turn(s) the source had not embedded yet", force=True)

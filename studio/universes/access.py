@@ -13,6 +13,7 @@ The errors are the domain's, mapped once by each front end: a page gets Django's
 (`api/faults.py`: `not_found` 404, `permission_denied` 403). The save rules are in
 `studio/saves/access.py`, on top of these.
 """
+
 from __future__ import annotations
 
 import enum

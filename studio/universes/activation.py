@@ -7,6 +7,7 @@ raises ValidationError naming the field (and, for keys, the key) that is wrong. 
 (`/pattern/flags`) are compiled with the engine's own parser, so what the studio accepts is
 exactly what the engine can run.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -47,79 +48,245 @@ class ActivationField:
 SECTIONS = ("Keys", "When it fires", "Groups", "Timing", "Recursion", "Budget & placement")
 
 FIELDS: tuple[ActivationField, ...] = (
-    ActivationField("secondary_keys", "keys", [], "Keys", "Secondary keys",
-                    "Checked after a primary key matched, with the logic below. Separate with commas; "
-                    "a key written /pattern/flags is a regular expression."),
+    ActivationField(
+        "secondary_keys",
+        "keys",
+        [],
+        "Keys",
+        "Secondary keys",
+        "Checked after a primary key matched, with the logic below. Separate with commas; "
+        "a key written /pattern/flags is a regular expression.",
+    ),
     ActivationField("selective", "bool", True, "Keys", "Use the secondary keys"),
-    ActivationField("selective_logic", "choice", SelectiveLogic.AND_ANY, "Keys", "Secondary logic",
-                    choices=tuple(SelectiveLogic.choices)),
-    ActivationField("case_sensitive", "bool?", None, "Keys", "Case-sensitive keys",
-                    f"Empty: the universe default ({META_CASE_SENSITIVE})."),
-    ActivationField("match_whole_words", "bool?", None, "Keys", "Match whole words",
-                    "One-word keys match only as a whole word; keys of several words match anywhere, as in "
-                    f"SillyTavern. Empty: the universe default ({META_MATCH_WHOLE_WORDS})."),
-    ActivationField("additional_keys", "key_groups", [], "Keys", "Additional keys (@@additional_keys)",
-                    "One group per line, keys separated by commas: one key of every group must also appear."),
-    ActivationField("exclude_keys", "keys", [], "Keys", "Exclude keys (@@exclude_keys)",
-                    "The entry does not fire if any of these appears."),
+    ActivationField(
+        "selective_logic",
+        "choice",
+        SelectiveLogic.AND_ANY,
+        "Keys",
+        "Secondary logic",
+        choices=tuple(SelectiveLogic.choices),
+    ),
+    ActivationField(
+        "case_sensitive",
+        "bool?",
+        None,
+        "Keys",
+        "Case-sensitive keys",
+        f"Empty: the universe default ({META_CASE_SENSITIVE}).",
+    ),
+    ActivationField(
+        "match_whole_words",
+        "bool?",
+        None,
+        "Keys",
+        "Match whole words",
+        "One-word keys match only as a whole word; keys of several words match anywhere, as in "
+        f"SillyTavern. Empty: the universe default ({META_MATCH_WHOLE_WORDS}).",
+    ),
+    ActivationField(
+        "additional_keys",
+        "key_groups",
+        [],
+        "Keys",
+        "Additional keys (@@additional_keys)",
+        "One group per line, keys separated by commas: one key of every group must also appear.",
+    ),
+    ActivationField(
+        "exclude_keys",
+        "keys",
+        [],
+        "Keys",
+        "Exclude keys (@@exclude_keys)",
+        "The entry does not fire if any of these appears.",
+    ),
     ActivationField("enabled", "bool", True, "When it fires", "Enabled", "A disabled entry never fires."),
-    ActivationField("constant", "bool", False, "When it fires", "Constant", "Always fires while enabled; no key needed."),
+    ActivationField(
+        "constant", "bool", False, "When it fires", "Constant", "Always fires while enabled; no key needed."
+    ),
     ActivationField("forced", "choice", "", "When it fires", "Forced", choices=tuple(ForcedActivation.choices)),
-    ActivationField("scan_depth", "int?", None, "When it fires", "Scan depth (messages)",
-                    "How many recent messages are searched for the keys: the pending input is 1, the last "
-                    "narration 2, the last player input 3, and so on. Empty: the universe default "
-                    f"({META_SCAN_DEPTH}); 0 scans nothing.", 0, MAX_SCAN_DEPTH),
-    ActivationField("probability", "int", 100, "When it fires", "Probability (%)",
-                    "Chance that a matched entry is used; each roll is seeded by the save and the turn.", 0, 100),
+    ActivationField(
+        "scan_depth",
+        "int?",
+        None,
+        "When it fires",
+        "Scan depth (messages)",
+        "How many recent messages are searched for the keys: the pending input is 1, the last "
+        "narration 2, the last player input 3, and so on. Empty: the universe default "
+        f"({META_SCAN_DEPTH}); 0 scans nothing.",
+        0,
+        MAX_SCAN_DEPTH,
+    ),
+    ActivationField(
+        "probability",
+        "int",
+        100,
+        "When it fires",
+        "Probability (%)",
+        "Chance that a matched entry is used; each roll is seeded by the save and the turn.",
+        0,
+        100,
+    ),
     ActivationField("use_probability", "bool", True, "When it fires", "Use the probability"),
-    ActivationField("activate_only_after", "int", 0, "When it fires", "Only after N narrations (@@activate_only_after)",
-                    "0 = off.", 0, MAX_WINDOW),
-    ActivationField("activate_only_every", "int", 0, "When it fires", "Only every N narrations (@@activate_only_every)",
-                    "0 = off.", 0, MAX_WINDOW),
-    ActivationField("after_first_match", "choice", "", "When it fires", "After its first match",
-                    choices=tuple(AfterFirstMatch.choices)),
-    ActivationField("inclusion_group", "str", "", "Groups", "Inclusion groups",
-                    "Comma-separated names; of the entries of one group that fire together, only one is used.",
-                    maximum=300),
-    ActivationField("group_prioritize", "bool", False, "Groups", "Prioritise in the group",
-                    "Among prioritised members the highest insertion order wins; otherwise a weighted draw."),
+    ActivationField(
+        "activate_only_after",
+        "int",
+        0,
+        "When it fires",
+        "Only after N narrations (@@activate_only_after)",
+        "0 = off.",
+        0,
+        MAX_WINDOW,
+    ),
+    ActivationField(
+        "activate_only_every",
+        "int",
+        0,
+        "When it fires",
+        "Only every N narrations (@@activate_only_every)",
+        "0 = off.",
+        0,
+        MAX_WINDOW,
+    ),
+    ActivationField(
+        "after_first_match",
+        "choice",
+        "",
+        "When it fires",
+        "After its first match",
+        choices=tuple(AfterFirstMatch.choices),
+    ),
+    ActivationField(
+        "inclusion_group",
+        "str",
+        "",
+        "Groups",
+        "Inclusion groups",
+        "Comma-separated names; of the entries of one group that fire together, only one is used.",
+        maximum=300,
+    ),
+    ActivationField(
+        "group_prioritize",
+        "bool",
+        False,
+        "Groups",
+        "Prioritise in the group",
+        "Among prioritised members the highest insertion order wins; otherwise a weighted draw.",
+    ),
     ActivationField("group_weight", "int", 100, "Groups", "Group weight", "Chance in the weighted draw.", 0, 1_000_000),
-    ActivationField("group_scoring", "bool?", None, "Groups", "Group scoring",
-                    "Only the members matching the most keys stay in the draw. Empty: off."),
-    ActivationField("sticky", "int", 0, "Timing", "Sticky (messages)",
-                    "Stays active this many messages after it fired (a turn is two messages). 0 = off.", 0, MAX_WINDOW),
-    ActivationField("cooldown", "int", 0, "Timing", "Cooldown (messages)",
-                    "Cannot fire again for this many messages after it fired (or after its sticky window).",
-                    0, MAX_WINDOW),
-    ActivationField("delay", "int", 0, "Timing", "Delay (messages)",
-                    "Cannot fire before the chat holds this many messages.", 0, MAX_WINDOW),
+    ActivationField(
+        "group_scoring",
+        "bool?",
+        None,
+        "Groups",
+        "Group scoring",
+        "Only the members matching the most keys stay in the draw. Empty: off.",
+    ),
+    ActivationField(
+        "sticky",
+        "int",
+        0,
+        "Timing",
+        "Sticky (messages)",
+        "Stays active this many messages after it fired (a turn is two messages). 0 = off.",
+        0,
+        MAX_WINDOW,
+    ),
+    ActivationField(
+        "cooldown",
+        "int",
+        0,
+        "Timing",
+        "Cooldown (messages)",
+        "Cannot fire again for this many messages after it fired (or after its sticky window).",
+        0,
+        MAX_WINDOW,
+    ),
+    ActivationField(
+        "delay",
+        "int",
+        0,
+        "Timing",
+        "Delay (messages)",
+        "Cannot fire before the chat holds this many messages.",
+        0,
+        MAX_WINDOW,
+    ),
     ActivationField("exclude_recursion", "bool", False, "Recursion", "Not activated by other entries"),
     ActivationField("prevent_recursion", "bool", False, "Recursion", "Does not activate other entries"),
-    ActivationField("delay_until_recursion", "int", 0, "Recursion", "Delay until recursion (level)",
-                    "0 = off; N = fires only in a recursion pass, at level N or later.", 0, 1000),
-    ActivationField("insertion_order", "int", 100, "Budget & placement", "Insertion order",
-                    "Higher first when the budget is tight and in a prioritised group; "
-                    "lower earlier in the prompt.", -1_000_000, 1_000_000),
-    ActivationField("priority", "int?", None, "Budget & placement", "Budget priority",
-                    "Character Card priority: higher is kept first under the budget. Empty: the insertion order.",
-                    -1_000_000, 1_000_000),
-    ActivationField("position", "choice", LorePosition.BEFORE_CHAR, "Budget & placement", "Position",
-                    choices=tuple(LorePosition.choices)),
-    ActivationField("depth", "int", 4, "Budget & placement", "Depth", "For “in the history, at a depth”.",
-                    0, MAX_DEPTH),
-    ActivationField("role", "choice?", None, "Budget & placement", "Role", "For “at a depth”; empty: system.",
-                    choices=tuple(LoreRole.choices)),
-    ActivationField("ignore_budget", "bool", False, "Budget & placement", "Ignore the budget",
-                    "Always included once it fires."),
-    ActivationField("ignore_on_max_context", "bool", False, "Budget & placement",
-                    "Trim first when the budget is full (@@ignore_on_max_context)"),
-    ActivationField("vectorized", "bool", True, "Budget & placement", "Also found by meaning",
-                    "The entry may also be included because it is close in meaning to the scene."),
+    ActivationField(
+        "delay_until_recursion",
+        "int",
+        0,
+        "Recursion",
+        "Delay until recursion (level)",
+        "0 = off; N = fires only in a recursion pass, at level N or later.",
+        0,
+        1000,
+    ),
+    ActivationField(
+        "insertion_order",
+        "int",
+        100,
+        "Budget & placement",
+        "Insertion order",
+        "Higher first when the budget is tight and in a prioritised group; lower earlier in the prompt.",
+        -1_000_000,
+        1_000_000,
+    ),
+    ActivationField(
+        "priority",
+        "int?",
+        None,
+        "Budget & placement",
+        "Budget priority",
+        "Character Card priority: higher is kept first under the budget. Empty: the insertion order.",
+        -1_000_000,
+        1_000_000,
+    ),
+    ActivationField(
+        "position",
+        "choice",
+        LorePosition.BEFORE_CHAR,
+        "Budget & placement",
+        "Position",
+        choices=tuple(LorePosition.choices),
+    ),
+    ActivationField(
+        "depth", "int", 4, "Budget & placement", "Depth", "For “in the history, at a depth”.", 0, MAX_DEPTH
+    ),
+    ActivationField(
+        "role",
+        "choice?",
+        None,
+        "Budget & placement",
+        "Role",
+        "For “at a depth”; empty: system.",
+        choices=tuple(LoreRole.choices),
+    ),
+    ActivationField(
+        "ignore_budget", "bool", False, "Budget & placement", "Ignore the budget", "Always included once it fires."
+    ),
+    ActivationField(
+        "ignore_on_max_context",
+        "bool",
+        False,
+        "Budget & placement",
+        "Trim first when the budget is full (@@ignore_on_max_context)",
+    ),
+    ActivationField(
+        "vectorized",
+        "bool",
+        True,
+        "Budget & placement",
+        "Also found by meaning",
+        "The entry may also be included because it is close in meaning to the scene.",
+    ),
 )
 BY_NAME = {f.name: f for f in FIELDS}
 NAMES = tuple(f.name for f in FIELDS)
-STUDIO_DEFAULTS: dict[str, Any] = {f.name: (list(f.default) if isinstance(f.default, list) else f.default)
-                                   for f in FIELDS}
+STUDIO_DEFAULTS: dict[str, Any] = {
+    f.name: (list(f.default) if isinstance(f.default, list) else f.default) for f in FIELDS
+}
 # Where a new studio entry differs from a SillyTavern / Character Card one: written here, it
 # is also found by meaning (the issue's "on by default for entries written in the studio").
 
@@ -158,8 +325,9 @@ def _clean_key_list(value: Any, label: str, errors: dict, name: str) -> list[str
     return keys
 
 
-def activation_validate(values: dict[str, Any], *, strict_keys: bool = True,
-                        primary_keys: list[str] | None = None) -> dict[str, Any]:
+def activation_validate(
+    values: dict[str, Any], *, strict_keys: bool = True, primary_keys: list[str] | None = None
+) -> dict[str, Any]:
     """Return the cleaned activation values; raise ValidationError naming each bad field.
 
     Missing fields are left out (the caller keeps the current or default value). With
@@ -221,17 +389,23 @@ def activation_validate(values: dict[str, Any], *, strict_keys: bool = True,
                 clean[name] = ", ".join(part.strip() for part in value.split(",") if part.strip())
     if primary_keys is not None:
         _clean_key_list(list(primary_keys), "Keys", errors, "keys")
-    for name, keys in (("keys", primary_keys or []), ("secondary_keys", clean.get("secondary_keys", [])),
-                       ("exclude_keys", clean.get("exclude_keys", [])),
-                       ("additional_keys", [k for g in clean.get("additional_keys", []) for k in g])):
+    for name, keys in (
+        ("keys", primary_keys or []),
+        ("secondary_keys", clean.get("secondary_keys", [])),
+        ("exclude_keys", clean.get("exclude_keys", [])),
+        ("additional_keys", [k for g in clean.get("additional_keys", []) for k in g]),
+    ):
         if name not in errors:
             problems = key_hazards(keys)
             if problems:
                 errors[name] = problems
     if strict_keys:
-        for name, keys in (("keys", primary_keys or []), ("secondary_keys", clean.get("secondary_keys", [])),
-                           ("exclude_keys", clean.get("exclude_keys", [])),
-                           ("additional_keys", [k for g in clean.get("additional_keys", []) for k in g])):
+        for name, keys in (
+            ("keys", primary_keys or []),
+            ("secondary_keys", clean.get("secondary_keys", [])),
+            ("exclude_keys", clean.get("exclude_keys", [])),
+            ("additional_keys", [k for g in clean.get("additional_keys", []) for k in g]),
+        ):
             problems = key_errors(keys)
             if problems and name not in errors:
                 errors[name] = problems
@@ -259,8 +433,11 @@ def hazardous_regex_keys(entry_or_values) -> list[str]:
 
 def bounded_regex_keys(entry_or_values) -> list[str]:
     """Return the entry's regex keys that run on the `regex` module with a time limit (not on RE2)."""
-    return [key for key in _all_keys(entry_or_values)
-            if (compiled := parse_regex_key(key)[0]) is not None and compiled.engine == ENGINE_REGEX]
+    return [
+        key
+        for key in _all_keys(entry_or_values)
+        if (compiled := parse_regex_key(key)[0]) is not None and compiled.engine == ENGINE_REGEX
+    ]
 
 
 def _display(f: ActivationField, value: Any) -> str:
@@ -288,5 +465,14 @@ def _display(f: ActivationField, value: Any) -> str:
 def activation_display(entry) -> list[tuple[str, list[tuple[str, str, bool]]]]:
     """Return [(section, [(label, shown value, differs from a new studio entry)])] for a detail page."""
     values = activation_values(entry)
-    return [(section, [(f.label, _display(f, values[f.name]), values[f.name] != STUDIO_DEFAULTS[f.name])
-                       for f in FIELDS if f.section == section]) for section in SECTIONS]
+    return [
+        (
+            section,
+            [
+                (f.label, _display(f, values[f.name]), values[f.name] != STUDIO_DEFAULTS[f.name])
+                for f in FIELDS
+                if f.section == section
+            ],
+        )
+        for section in SECTIONS
+    ]

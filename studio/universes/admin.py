@@ -1,4 +1,5 @@
 """Admin for universes: meta and lore edited inline under their universe."""
+
 from django.contrib import admin
 
 from studio.universes.models import LoreRevision, MemoryTest

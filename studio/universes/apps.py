@@ -10,5 +10,8 @@ class UniversesConfig(AppConfig):
         from studio.memory import timeline
         from studio.universes.models import MemoryTest
 
-        timeline.exempt_model(MemoryTest, reason="a universe's test definition: its turn says when the test "
-                                                 "applies; a save's results are the per-turn rows")
+        timeline.exempt_model(
+            MemoryTest,
+            reason="a universe's test definition: its turn says when the test "
+            "applies; a save's results are the per-turn rows",
+        )

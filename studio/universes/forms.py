@@ -1,4 +1,5 @@
 """Forms for the authoring pages. They parse and validate input; services do the writing."""
+
 from __future__ import annotations
 
 import re
@@ -17,7 +18,8 @@ from studio.universes.services import MAX_MISSION_CHARS, meta_validate
 class UniverseCreateForm(forms.Form):
     name = forms.CharField(max_length=200)
     slug = forms.SlugField(
-        max_length=80, required=False,
+        max_length=80,
+        required=False,
         help_text="Used in URLs and exports. Leave empty to derive it from the name.",
     )
     description = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False)
@@ -29,8 +31,11 @@ class UniverseRenameForm(forms.Form):
 
 
 class MetaForm(forms.Form):
-    key = forms.CharField(max_length=200, widget=forms.TextInput(attrs={"list": "meta-known-keys"}),
-                          help_text="A key the studio reads (offered as you type) or one of your own.")
+    key = forms.CharField(
+        max_length=200,
+        widget=forms.TextInput(attrs={"list": "meta-known-keys"}),
+        help_text="A key the studio reads (offered as you type) or one of your own.",
+    )
     value = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False, strip=False)
 
     def clean(self):
@@ -45,13 +50,24 @@ class PersonaForm(forms.Form):
     """The player's persona (validated again by `services.persona_set`)."""
 
     name = forms.CharField(
-        max_length=120, required=False, label="Name",
-        help_text="{{user}} in lore and prompts; who “you” is in facts, beliefs and mental models. Empty: no persona.")
+        max_length=120,
+        required=False,
+        label="Name",
+        help_text="{{user}} in lore and prompts; who “you” is in facts, beliefs and mental models. Empty: no persona.",
+    )
     description = forms.CharField(
-        widget=forms.Textarea(attrs={"rows": 4}), required=False, max_length=4000, label="Description",
-        help_text="Who the player character is, told to the narrator once per prompt; never part of a name or a fact.")
-    portrait = forms.FileField(required=False, label="Portrait (PNG)", help_text="Optional; up to 5 MB.",
-                               widget=forms.FileInput(attrs={"accept": "image/png"}))
+        widget=forms.Textarea(attrs={"rows": 4}),
+        required=False,
+        max_length=4000,
+        label="Description",
+        help_text="Who the player character is, told to the narrator once per prompt; never part of a name or a fact.",
+    )
+    portrait = forms.FileField(
+        required=False,
+        label="Portrait (PNG)",
+        help_text="Optional; up to 5 MB.",
+        widget=forms.FileInput(attrs={"accept": "image/png"}),
+    )
     remove_portrait = forms.BooleanField(required=False, label="Remove the portrait")
 
 
@@ -62,14 +78,23 @@ class OpeningForm(forms.Form):
     """The universe's opening (validated again by `services.opening_set`)."""
 
     first_message = forms.CharField(
-        widget=forms.Textarea(attrs={"rows": 5}), required=False, label="First message",
-        help_text="Turn 1 as the narrator tells it. {{user}} and {{char}} are filled when play reads it.")
+        widget=forms.Textarea(attrs={"rows": 5}),
+        required=False,
+        label="First message",
+        help_text="Turn 1 as the narrator tells it. {{user}} and {{char}} are filled when play reads it.",
+    )
     alternate_greetings = forms.CharField(
-        widget=forms.Textarea(attrs={"rows": 6}), required=False, label="Alternate greetings",
-        help_text=f"Other first messages to choose from, separated by a line holding only {GREETING_SEPARATOR}.")
+        widget=forms.Textarea(attrs={"rows": 6}),
+        required=False,
+        label="Alternate greetings",
+        help_text=f"Other first messages to choose from, separated by a line holding only {GREETING_SEPARATOR}.",
+    )
     scenario = forms.CharField(
-        widget=forms.Textarea(attrs={"rows": 3}), required=False, label="Scenario",
-        help_text="The situation when the story starts, for the narrator: {{scenario}} in its instructions.")
+        widget=forms.Textarea(attrs={"rows": 3}),
+        required=False,
+        label="Scenario",
+        help_text="The situation when the story starts, for the narrator: {{scenario}} in its instructions.",
+    )
 
     def clean_alternate_greetings(self) -> list[str]:
         return greetings_from_text(self.cleaned_data.get("alternate_greetings", ""))
@@ -159,8 +184,12 @@ def _link_names(entry) -> list[str]:
     links = list(entry.links.all())
     if not links:
         return []
-    titles = [t.casefold() for t in entry.universe.lore_entries.filter(
-        title__in={link.title for link in links}).values_list("title", flat=True)]
+    titles = [
+        t.casefold()
+        for t in entry.universe.lore_entries.filter(title__in={link.title for link in links}).values_list(
+            "title", flat=True
+        )
+    ]
     return [link.title if titles.count(link.title.casefold()) <= 1 else link.entry_id for link in links]
 
 
@@ -172,32 +201,41 @@ class LoreEntryForm(forms.Form):
     # what a character index reads, how it is filtered), never a silent Concept.
     kind = forms.ChoiceField(choices=[("", "Choose a kind…"), *LoreKind.choices])
     entry_id = forms.CharField(
-        max_length=120, required=False, validators=[validate_slug],
+        max_length=120,
+        required=False,
+        validators=[validate_slug],
         help_text="Stable id used by links, exports and the engine. Leave empty to derive it from the title.",
     )
     keys = forms.CharField(
-        required=False, help_text="Aliases and trigger keys, separated by commas.",
+        required=False,
+        help_text="Aliases and trigger keys, separated by commas.",
         widget=forms.TextInput(attrs={"placeholder": "alias, another alias"}),
     )
     text = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 5}), required=False, strip=False, max_length=MAX_TEXT_CHARS
     )
     links = forms.CharField(
-        widget=forms.Textarea(attrs={"rows": 3, "list": "lore-titles"}), required=False,
+        widget=forms.Textarea(attrs={"rows": 3, "list": "lore-titles"}),
+        required=False,
         help_text="Titles of entries this one links to, one per line (or an entry id). A title no entry has "
-                  "yet is kept as a pending link and becomes a link when that entry is written.",
+        "yet is kept as a pending link and becomes a link when that entry is written.",
     )
     secrecy = forms.ChoiceField(
-        required=False, label="Who knows this",
-        choices=[("everyone", "Everyone (common knowledge)"), ("some", "Only the characters or factions below"),
-                 ("narrator", "Nobody: a secret only the narrator holds")],
+        required=False,
+        label="Who knows this",
+        choices=[
+            ("everyone", "Everyone (common knowledge)"),
+            ("some", "Only the characters or factions below"),
+            ("narrator", "Nobody: a secret only the narrator holds"),
+        ],
         help_text="Characters on scene speak only from what they know; a secret reaches the narrator marked "
-                  "narrator-only until it is revealed to someone (Who knows what).",
+        "narrator-only until it is revealed to someone (Who knows what).",
     )
     known_by = forms.CharField(
-        required=False, label="Known by",
+        required=False,
+        label="Known by",
         help_text="Characters, factions or other entries, separated by commas; a faction stands for the "
-                  "characters linked to it.",
+        "characters linked to it.",
         widget=forms.TextInput(attrs={"placeholder": "Odile Sarn, The Brine Wardens"}),
     )
     # Present only where the form shows the activation fieldsets; without it (the inline
@@ -213,14 +251,18 @@ class LoreEntryForm(forms.Form):
         self.entry = entry
         initial = kwargs.setdefault("initial", {})
         initial.setdefault("activation_shown", True)
-        values = (activation_fields.activation_values(entry) if entry is not None
-                  else dict(activation_fields.STUDIO_DEFAULTS))
+        values = (
+            activation_fields.activation_values(entry) if entry is not None else dict(activation_fields.STUDIO_DEFAULTS)
+        )
         for name, value in values.items():
             initial.setdefault(name, _activation_initial(name, value))
         if entry is not None:
             initial.update(
-                title=entry.title, kind=entry.kind, entry_id=entry.entry_id,
-                keys=", ".join(entry.keys or []), text=entry.text,
+                title=entry.title,
+                kind=entry.kind,
+                entry_id=entry.entry_id,
+                keys=", ".join(entry.keys or []),
+                text=entry.text,
                 links="\n".join([*_link_names(entry), *entry.pending_links.values_list("name", flat=True)]),
                 base_version=entry.version,
                 secrecy="everyone" if entry.known_by is None else ("some" if entry.known_by else "narrator"),
@@ -231,7 +273,8 @@ class LoreEntryForm(forms.Form):
             self.fields[f.name] = _activation_form_field(f)
         self.fields["keys"].help_text = (
             "Aliases and trigger keys, separated by commas. A key written /pattern/flags is a regular "
-            "expression (flags g i m s u y), as in SillyTavern.")
+            "expression (flags g i m s u y), as in SillyTavern."
+        )
         if entry is not None:
             self.fields["entry_id"].disabled = True
             self.fields["entry_id"].help_text = "The id stays fixed so links and saves keep pointing here."
@@ -241,12 +284,15 @@ class LoreEntryForm(forms.Form):
 
     def activation_sections(self):
         """The activation fields grouped so the form explains itself: [(section, [bound fields])]."""
-        return [(section, [self[f.name] for f in activation_fields.FIELDS if f.section == section])
-                for section in activation_fields.SECTIONS]
+        return [
+            (section, [self[f.name] for f in activation_fields.FIELDS if f.section == section])
+            for section in activation_fields.SECTIONS
+        ]
 
     MISSING_BASE_VERSION = (
         "This edit does not say which version of the entry it started from (base_version), so it could "
-        "overwrite a newer one; nothing was saved. Reload the entry and make the edit again.")
+        "overwrite a newer one; nothing was saved. Reload the entry and make the edit again."
+    )
 
     def _clean_known_by(self, cleaned) -> None:
         """`known_by_value`: None (everyone), [] (narrator only), the names, or absent (not on this form)."""
@@ -288,7 +334,9 @@ class LoreEntryForm(forms.Form):
                 value = value or ""
             values[f.name] = value
         try:
-            cleaned["activation"] = activation_fields.activation_validate(values, primary_keys=cleaned.get("keys") or [])
+            cleaned["activation"] = activation_fields.activation_validate(
+                values, primary_keys=cleaned.get("keys") or []
+            )
         except ValidationError as exc:
             for name, messages in exc.message_dict.items():
                 self.add_error(name if name in self.fields else None, messages)
@@ -308,8 +356,7 @@ class LoreEntryForm(forms.Form):
             title_words = re.findall(r"\w+", title.casefold())
             if not title_words or (len(title_words) == 1 and len(title_words[0]) < 3):
                 continue
-            if (title_words[0] in word_set if len(title_words) == 1
-                    else f" {' '.join(title_words)} " in normalized):
+            if title_words[0] in word_set if len(title_words) == 1 else f" {' '.join(title_words)} " in normalized:
                 found.append(title)
                 if len(found) >= limit:
                     break
@@ -363,7 +410,9 @@ class LoreEntryForm(forms.Form):
 class LoreFilterForm(forms.Form):
     q = forms.CharField(required=False, label="Search")
     mode = forms.ChoiceField(
-        choices=[("text", "Text"), ("semantic", "Meaning")], required=False, initial="text",
+        choices=[("text", "Text"), ("semantic", "Meaning")],
+        required=False,
+        initial="text",
     )
     kind = forms.ChoiceField(choices=[("", "All kinds"), *LoreKind.choices], required=False)
     sort = forms.ChoiceField(choices=[(k, v[0]) for k, v in LORE_SORTS.items()], required=False, initial="title")
@@ -371,16 +420,23 @@ class LoreFilterForm(forms.Form):
 
 class BulkActionForm(forms.Form):
     ACTIONS = [
-        ("delete", "Delete"), ("kind", "Change kind"), ("export", "Export"),
-        ("enable", "Enable"), ("disable", "Disable"),
-        ("vectorize", "Found by meaning: on"), ("unvectorize", "Found by meaning: off"),
+        ("delete", "Delete"),
+        ("kind", "Change kind"),
+        ("export", "Export"),
+        ("enable", "Enable"),
+        ("disable", "Disable"),
+        ("vectorize", "Found by meaning: on"),
+        ("unvectorize", "Found by meaning: off"),
     ]
     ACTIVATION_ACTIONS = {
-        "enable": {"enabled": True}, "disable": {"enabled": False},
-        "vectorize": {"vectorized": True}, "unvectorize": {"vectorized": False},
+        "enable": {"enabled": True},
+        "disable": {"enabled": False},
+        "vectorize": {"vectorized": True},
+        "unvectorize": {"vectorized": False},
     }
     EXPORT_FORMATS = [
-        ("toml", "Universe-as-Code TOML"), ("sillytavern", "SillyTavern world info"),
+        ("toml", "Universe-as-Code TOML"),
+        ("sillytavern", "SillyTavern world info"),
         ("card", "Character Card V2 JSON"),
     ]
     entries = forms.Field(required=False, widget=forms.MultipleHiddenInput)
@@ -409,14 +465,16 @@ class BulkActionForm(forms.Form):
 class UniverseMissionForm(forms.Form):
     # Reads the field only: the length and every other rule are checked by `missions_set`.
     mission = forms.CharField(
-        widget=forms.Textarea(attrs={"rows": 3, "maxlength": MAX_MISSION_CHARS}), required=False,
+        widget=forms.Textarea(attrs={"rows": 3, "maxlength": MAX_MISSION_CHARS}),
+        required=False,
         help_text="What every character tends to remember, unless a character has its own mission.",
     )
 
 
 class MissionsTextForm(forms.Form):
     text = forms.CharField(
-        widget=forms.Textarea(attrs={"rows": 8}), required=False,
+        widget=forms.Textarea(attrs={"rows": 8}),
+        required=False,
         help_text="One “Name: mission” per line. Lines without a colon are ignored.",
     )
 
@@ -430,27 +488,35 @@ class LoreImportForm(forms.Form):
     file = forms.FileField(required=False)
     format = forms.ChoiceField(choices=FORMATS, initial="auto")
     default_kind = forms.ChoiceField(
-        choices=LoreKind.choices, initial=LoreKind.CONCEPT,
+        choices=LoreKind.choices,
+        initial=LoreKind.CONCEPT,
         help_text="Kind given to new entries the file does not classify.",
     )
     character = forms.ChoiceField(
         label="The card's character",
-        choices=[("create", "Create a new Character entry"),
-                 ("update", "Update the Character entry this card came from (same studio id, else same name)")],
-        initial="create", required=False,
+        choices=[
+            ("create", "Create a new Character entry"),
+            ("update", "Update the Character entry this card came from (same studio id, else same name)"),
+        ],
+        initial="create",
+        required=False,
         help_text="Character Cards only. Updating also updates the entries of the card's book, matched by "
-                  "the ids they had in the card.",
+        "the ids they had in the card.",
     )
     match_titles = forms.BooleanField(
-        label="Merge the card's book into existing entries with the same title", required=False,
+        label="Merge the card's book into existing entries with the same title",
+        required=False,
         help_text="Character Cards only. Off: the book stays its own set of entries, tagged with the card.",
     )
     # The second step of an import that would merge by title: the file kept since the preview
     # (interchange/pending.py), its name, and the author's answer.
     token = forms.CharField(widget=forms.HiddenInput, required=False, max_length=64)
     filename = forms.CharField(widget=forms.HiddenInput, required=False, max_length=300)
-    titles = forms.ChoiceField(widget=forms.HiddenInput, required=False,
-                               choices=[("", "ask"), ("merge", "merge by title"), ("new", "import as new entries")])
+    titles = forms.ChoiceField(
+        widget=forms.HiddenInput,
+        required=False,
+        choices=[("", "ask"), ("merge", "merge by title"), ("new", "import as new entries")],
+    )
 
     def clean(self):
         cleaned = super().clean()

@@ -22,6 +22,7 @@ once by the book's automaton and then come from its message cache as the scan wi
 on, so a replay is one `activate()` per turn, not one regex per entry per turn.
 `bench/lore_health.py` measures it beside the naive loop.
 """
+
 from __future__ import annotations
 
 import time
@@ -84,53 +85,92 @@ def _static_findings(report: HealthReport, universe, book) -> None:
         for key in spec.keys:
             if not (key.startswith("/") and key.count("/") >= 2):
                 by_key[key.strip().casefold()].append(spec)
-        for group_name, keys in (("key", spec.keys), ("secondary key", spec.secondary_keys),
-                                 ("exclude key", spec.exclude_keys),
-                                 ("additional key", [k for group in spec.additional_keys for k in group])):
+        for group_name, keys in (
+            ("key", spec.keys),
+            ("secondary key", spec.secondary_keys),
+            ("exclude key", spec.exclude_keys),
+            ("additional key", [k for group in spec.additional_keys for k in group]),
+        ):
             for key in keys:
                 for message in key_errors([key]):
-                    report.bad_regex.append({"entry_id": spec.entry_id, "title": spec.title, "key": key,
-                                             "where": group_name, "message": message})
+                    report.bad_regex.append(
+                        {
+                            "entry_id": spec.entry_id,
+                            "title": spec.title,
+                            "key": key,
+                            "where": group_name,
+                            "message": message,
+                        }
+                    )
                 for message in key_hazards([key]):
-                    report.slow_regex.append({"entry_id": spec.entry_id, "title": spec.title, "key": key,
-                                              "where": group_name, "message": message})
+                    report.slow_regex.append(
+                        {
+                            "entry_id": spec.entry_id,
+                            "title": spec.title,
+                            "key": key,
+                            "where": group_name,
+                            "message": message,
+                        }
+                    )
         if spec.token_count * 100 > report.budget * report.share and not spec.ignore_budget:
             report.oversized.append({"entry_id": spec.entry_id, "title": spec.title, "tokens": spec.token_count})
     report.shared_keys = sorted(
-        ({"key": key, "entries": [{"entry_id": s.entry_id, "title": s.title} for s in specs]}
-         for key, specs in by_key.items() if key and len({s.entry_id for s in specs}) > 1),
-        key=lambda row: (-len(row["entries"]), row["key"]))
+        (
+            {"key": key, "entries": [{"entry_id": s.entry_id, "title": s.title} for s in specs]}
+            for key, specs in by_key.items()
+            if key and len({s.entry_id for s in specs}) > 1
+        ),
+        key=lambda row: (-len(row["entries"]), row["key"]),
+    )
     report.oversized.sort(key=lambda row: -row["tokens"])
     report.disabled = sum(1 for spec in book.specs if not spec.enabled)
     _missing_links(report, universe, book)
     report.pending_links = [
         {"entry_id": entry_id, "title": title, "name": name}
-        for entry_id, title, name in universe.pending_lore_links.order_by("source__title", "name_key")
-        .values_list("source__entry_id", "source__title", "name")]
+        for entry_id, title, name in universe.pending_lore_links.order_by("source__title", "name_key").values_list(
+            "source__entry_id", "source__title", "name"
+        )
+    ]
 
 
 def _missing_links(report: HealthReport, universe, book) -> None:
     present = set(book.by_id)
     titles = {spec.entry_id: spec.title for spec in book.specs}
     seen = set()
-    deletions = (universe.lore_revisions.filter(action="delete").exclude(entry_id__in=present)
-                 .order_by("-created_at").values_list("entry_id", "before", "created_at"))
+    deletions = (
+        universe.lore_revisions.filter(action="delete")
+        .exclude(entry_id__in=present)
+        .order_by("-created_at")
+        .values_list("entry_id", "before", "created_at")
+    )
     for target, before, when in deletions:
         for source in (before or {}).get("backlinks") or []:
             if source in present and (source, target) not in seen:
                 seen.add((source, target))
-                report.missing_links.append({"entry_id": source, "title": titles[source], "target": target,
-                                             "why": f"deleted on {when:%Y-%m-%d}",
-                                             "target_title": (before or {}).get("title", target)})
+                report.missing_links.append(
+                    {
+                        "entry_id": source,
+                        "title": titles[source],
+                        "target": target,
+                        "why": f"deleted on {when:%Y-%m-%d}",
+                        "target_title": (before or {}).get("title", target),
+                    }
+                )
     for entry_id, extensions in universe.lore_entries.values_list("entry_id", "extensions"):
         axiom = (extensions or {}).get("axiom") if isinstance(extensions, dict) else None
         for target in (axiom or {}).get("links") or [] if isinstance(axiom, dict) else []:
             target = str(target)
             if target not in present and (entry_id, target) not in seen:
                 seen.add((entry_id, target))
-                report.missing_links.append({"entry_id": entry_id, "title": titles.get(entry_id, entry_id),
-                                             "target": target, "why": "named by the imported file, never in this book",
-                                             "target_title": target})
+                report.missing_links.append(
+                    {
+                        "entry_id": entry_id,
+                        "title": titles.get(entry_id, entry_id),
+                        "target": target,
+                        "why": "named by the imported file, never in this book",
+                        "target_title": target,
+                    }
+                )
 
 
 def _replay(report: HealthReport, book, saves, budget: RegexBudget) -> tuple[Counter, Counter, Counter]:
@@ -145,12 +185,18 @@ def _replay(report: HealthReport, book, saves, budget: RegexBudget) -> tuple[Cou
     for save in saves:
         history: deque = deque(maxlen=window)
         state = None
-        events = (Event.objects.filter(game_save=save).order_by("turn_id")
-                  .values_list("turn_id", "player_input", "narrative"))
+        events = (
+            Event.objects.filter(game_save=save).order_by("turn_id").values_list("turn_id", "player_input", "narrative")
+        )
         for turn_id, player_input, narrative in events.iterator(chunk_size=500):
-            result = activate(book=book, messages=scan_messages(pending_input=player_input, turns=list(history)),
-                              turn=turn_id, state=state, seed=lore_seed_for(save=save, turn_id=turn_id),
-                              regex_budget=budget)
+            result = activate(
+                book=book,
+                messages=scan_messages(pending_input=player_input, turns=list(history)),
+                turn=turn_id,
+                state=state,
+                seed=lore_seed_for(save=save, turn_id=turn_id),
+                regex_budget=budget,
+            )
             state = result.state
             explanations = result.explanations
             for spec in result.activated:
@@ -177,8 +223,7 @@ def lore_health(*, universe, saves=(), share: int = DEFAULT_SHARE) -> HealthRepo
     # {{user}} / {{char}} in keys as play fills them (studio.memory.recall.macros; the universe's meta).
     macros = macro_names(universe=universe, universe_meta=universe_meta).as_dict()
     book = universe_book(universe, defaults=defaults_from_meta(universe_meta), macros=macros)
-    report = HealthReport(entries=len(book.specs), saves=list(saves), share=share,
-                          regex_budget_s=REPLAY_REGEX_BUDGET)
+    report = HealthReport(entries=len(book.specs), saves=list(saves), share=share, regex_budget_s=REPLAY_REGEX_BUDGET)
     report.budget_from_meta = book.defaults.token_budget > 0
     # Without a lore budget, the narrator's memory context budget (the universe's `context_budget`, else 2,000).
     report.budget = book.defaults.token_budget if report.budget_from_meta else context_budget_from_meta(universe_meta)
@@ -189,19 +234,36 @@ def lore_health(*, universe, saves=(), share: int = DEFAULT_SHARE) -> HealthRepo
         report.regex_budget_spent = budget.remaining <= 0
         report.regex_timeouts = [
             {"entry_id": book.specs[index].entry_id, "title": book.specs[index].title, "key": key, "turns": count}
-            for (index, key), count in sorted(timeouts.items(), key=lambda item: (-item[1], item[0]))]
-        report.never_activated = [{"entry_id": s.entry_id, "title": s.title, "constant": s.constant}
-                                  for s in book.specs if s.enabled and not activations[s.entry_id]]
+            for (index, key), count in sorted(timeouts.items(), key=lambda item: (-item[1], item[0]))
+        ]
+        report.never_activated = [
+            {"entry_id": s.entry_id, "title": s.title, "constant": s.constant}
+            for s in book.specs
+            if s.enabled and not activations[s.entry_id]
+        ]
         report.busy_keys = [
-            {"entry_id": entry_id, "title": book.specs[book.by_id[entry_id]].title, "key": key, "turns": count,
-             "percent": round(100 * count / report.turns)}
-            for (entry_id, key), count in key_turns.most_common(TOP)]
+            {
+                "entry_id": entry_id,
+                "title": book.specs[book.by_id[entry_id]].title,
+                "key": key,
+                "turns": count,
+                "percent": round(100 * count / report.turns),
+            }
+            for (entry_id, key), count in key_turns.most_common(TOP)
+        ]
         costs = []
         for spec in book.specs:
             count = activations[spec.entry_id]
             if count:
-                costs.append({"entry_id": spec.entry_id, "title": spec.title, "tokens": spec.token_count,
-                              "activations": count, "cost": spec.token_count * count})
+                costs.append(
+                    {
+                        "entry_id": spec.entry_id,
+                        "title": spec.title,
+                        "tokens": spec.token_count,
+                        "activations": count,
+                        "cost": spec.token_count * count,
+                    }
+                )
         costs.sort(key=lambda row: (-row["cost"], row["entry_id"]))
         report.total_cost = sum(row["cost"] for row in costs)
         report.costs = costs

@@ -8,6 +8,7 @@ which side changed a block, every block where they differ is kept whole from bot
 between markers, theirs first, and the author deletes what they do not want. Nothing of
 either text is dropped.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -61,5 +62,8 @@ def _shown(value: Any) -> str:
 
 def field_differences(theirs: dict[str, Any], mine: dict[str, Any]) -> list[dict[str, str]]:
     """Every field other than the text whose saved value differs from the edit's."""
-    return [{"name": name, "theirs": _shown(theirs.get(name)), "mine": _shown(mine[name])}
-            for name in mine if name != "text" and mine[name] != theirs.get(name)]
+    return [
+        {"name": name, "theirs": _shown(theirs.get(name)), "mine": _shown(mine[name])}
+        for name in mine
+        if name != "text" and mine[name] != theirs.get(name)
+    ]

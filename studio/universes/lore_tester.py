@@ -10,6 +10,7 @@ Each entry's explanation comes from the engine (`studio.memory.lore_activation.a
 nothing here re-implements a rule. A regex key that ran past its time limit counts as not
 matching (as in play); the result lists the entries it happened to (`regex_timeouts`).
 """
+
 from __future__ import annotations
 
 import time
@@ -59,15 +60,22 @@ class TesterResult:
 
 def _row(explanation) -> TesterRow:
     return TesterRow(
-        entry_id=explanation.entry_id, title=explanation.title, included=explanation.included,
-        code=explanation.code, reasons=list(explanation.reasons), matched_key=explanation.matched_key,
-        via_entry=explanation.via_entry, group=explanation.group, rivals=list(explanation.rivals),
-        roll=explanation.roll, threshold=explanation.threshold, regex_timeouts=list(explanation.regex_timeouts),
+        entry_id=explanation.entry_id,
+        title=explanation.title,
+        included=explanation.included,
+        code=explanation.code,
+        reasons=list(explanation.reasons),
+        matched_key=explanation.matched_key,
+        via_entry=explanation.via_entry,
+        group=explanation.group,
+        rivals=list(explanation.rivals),
+        roll=explanation.roll,
+        threshold=explanation.threshold,
+        regex_timeouts=list(explanation.regex_timeouts),
     )
 
 
-def lore_key_test(*, universe, text: str, save=None, turn: int | None = None,
-                  show_all: bool = False) -> TesterResult:
+def lore_key_test(*, universe, text: str, save=None, turn: int | None = None, show_all: bool = False) -> TesterResult:
     """Evaluate the universe's book for `text` (as a new save's first turn, or turn `turn` of `save`)."""
     started = time.perf_counter()
     # {{user}} / {{char}} in keys: the names play fills them with (studio.memory.recall.macros).
@@ -78,12 +86,16 @@ def lore_key_test(*, universe, text: str, save=None, turn: int | None = None,
         seed = activation_seed(save_id=f"key-tester:{universe.pk}", generation=0, turn=1)
     else:
         turn = max(1, min(turn or save.current_turn + 1, save.current_turn + 1))
-        turns = list(Event.objects.filter(game_save=save, turn_id__lt=turn).order_by("-turn_id")
-                     .values_list("turn_id", "player_input", "narrative")[:history_turns(book)])
+        turns = list(
+            Event.objects.filter(game_save=save, turn_id__lt=turn)
+            .order_by("-turn_id")
+            .values_list("turn_id", "player_input", "narrative")[: history_turns(book)]
+        )
         state = activation_state_as_of(save=save, turn_id=turn - 1)
         seed = lore_seed_for(save=save, turn_id=turn)
-    result = activate(book=book, messages=scan_messages(pending_input=text, turns=turns), turn=turn,
-                      state=state, seed=seed)
+    result = activate(
+        book=book, messages=scan_messages(pending_input=text, turns=turns), turn=turn, state=state, seed=seed
+    )
     explanations = result.explanations
     included = [_row(explanations[spec.entry_id]) for spec in result.activated]
     considered, quiet = [], 0
@@ -96,7 +108,16 @@ def lore_key_test(*, universe, text: str, save=None, turn: int | None = None,
             continue
         considered.append(_row(record))
     timeouts = [row for row in included + considered if row.regex_timeouts]
-    return TesterResult(included=included, considered=considered, quiet=quiet, total=len(book.specs), turn=turn,
-                        save=save, passes=result.passes, history=len(turns),
-                        elapsed_ms=(time.perf_counter() - started) * 1000, regex_timeouts=timeouts,
-                        regex_timeout_ms=int(REGEX_TIMEOUT * 1000))
+    return TesterResult(
+        included=included,
+        considered=considered,
+        quiet=quiet,
+        total=len(book.specs),
+        turn=turn,
+        save=save,
+        passes=result.passes,
+        history=len(turns),
+        elapsed_ms=(time.perf_counter() - started) * 1000,
+        regex_timeouts=timeouts,
+        regex_timeout_ms=int(REGEX_TIMEOUT * 1000),
+    )

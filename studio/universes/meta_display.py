@@ -14,6 +14,7 @@ the meta key (imports before Character entries existed) is read from the key its
 Never raises: a value that is not a JSON object (hand-edited, truncated) gets no summary
 and the page shows the text as it is.
 """
+
 from __future__ import annotations
 
 import json
@@ -106,8 +107,13 @@ def readable_fields(data: dict[str, Any]) -> list[tuple[str, Any, bool]]:
     for name in sorted(data):
         if name not in known and name != "character_book" and not _is_empty(data[name]):
             value = data[name]
-            out.append((name, value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True),
-                        False))
+            out.append(
+                (
+                    name,
+                    value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True),
+                    False,
+                )
+            )
     return out
 
 
@@ -124,6 +130,5 @@ def _card_entry_summary(universe, document: dict[str, Any], summary: MetaSummary
     portrait = record.get("portrait")
     if isinstance(portrait, dict) and isinstance(portrait.get("bytes"), int):
         summary.portrait_bytes = portrait["bytes"]
-    summary.book_entries = universe.lore_entries.filter(
-        extensions__card=entry.entry_id).count()
+    summary.book_entries = universe.lore_entries.filter(extensions__card=entry.entry_id).count()
     return summary

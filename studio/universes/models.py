@@ -4,6 +4,7 @@ The rows themselves (Universe, UniverseMeta, LoreEntry and its enums) are the wo
 (`studio.world.models`, below the engine; referred to here by label, so this module does not
 re-export them); the authoring records around them stay here.
 """
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -28,9 +29,7 @@ class LoreRevision(models.Model):
     action = models.CharField(max_length=10, choices=Action.choices)
     before = models.JSONField(null=True, blank=True)
     after = models.JSONField(null=True, blank=True)
-    author = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
-    )
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -10,6 +10,7 @@ them as its `[opening]` table, and a Character Card export fills `first_mes`,
 `alternate_greetings` and `scenario` from them. A universe whose opening is empty opens with its
 imported card's greetings instead (`saves.narrator.play.opening_greetings`).
 """
+
 from __future__ import annotations
 
 import json
@@ -50,9 +51,11 @@ def greetings_from_json(raw: str | None) -> list[str]:
 
 def opening_from_meta(meta: Mapping[str, str]) -> Opening:
     """Return the opening a universe's meta values hold."""
-    return Opening(first_message=(meta.get(FIRST_MESSAGE_META) or "").strip(),
-                   alternate_greetings=greetings_from_json(meta.get(ALTERNATE_GREETINGS_META)),
-                   scenario=(meta.get(SCENARIO_META) or "").strip())
+    return Opening(
+        first_message=(meta.get(FIRST_MESSAGE_META) or "").strip(),
+        alternate_greetings=greetings_from_json(meta.get(ALTERNATE_GREETINGS_META)),
+        scenario=(meta.get(SCENARIO_META) or "").strip(),
+    )
 
 
 def opening_problems(*, first_message: str, alternate_greetings: list[str], scenario: str) -> dict[str, str]:
@@ -68,7 +71,11 @@ def opening_problems(*, first_message: str, alternate_greetings: list[str], scen
         problems["alternate_greetings"] = f"A greeting is longer than {MAX_GREETING_CHARS:,} characters."
     if len(scenario) > MAX_SCENARIO_CHARS:
         problems["scenario"] = f"The scenario is longer than {MAX_SCENARIO_CHARS:,} characters."
-    for name, value in (("first_message", first_message), ("scenario", scenario), *(("alternate_greetings", g) for g in alternate_greetings)):
+    for name, value in (
+        ("first_message", first_message),
+        ("scenario", scenario),
+        *(("alternate_greetings", g) for g in alternate_greetings),
+    ):
         if "\x00" in value:
             problems[name] = "The text holds a NUL character."
     return problems

@@ -17,6 +17,7 @@ only an unused file, never a wrong reference. A replaced persona portrait is rem
 `portrait_release` once no meta value, entry or lore revision names it any more (entries'
 portraits stay while their revisions may be restored).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -48,8 +49,10 @@ def portrait_clean(data: bytes) -> bytes:
         with Image.open(io.BytesIO(data), formats=["PNG"]) as image:
             width, height = image.size  # from the header: nothing decoded yet
             if width * height > MAX_PORTRAIT_PIXELS:
-                raise PortraitError(f"The portrait is {width} x {height} pixels; at most {MAX_PORTRAIT_PIXELS:,} pixels "
-                                    "(e.g. 4096 x 4096) are kept.")
+                raise PortraitError(
+                    f"The portrait is {width} x {height} pixels; at most {MAX_PORTRAIT_PIXELS:,} pixels "
+                    "(e.g. 4096 x 4096) are kept."
+                )
             image.load()
             if image.mode not in ("1", "L", "LA", "P", "RGB", "RGBA", "I;16"):
                 image = image.convert("RGBA")

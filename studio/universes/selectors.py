@@ -1,4 +1,5 @@
 """Reads for universes: what a user may see, with the rows a page needs."""
+
 from __future__ import annotations
 
 import logging
@@ -38,8 +39,10 @@ def universe_list_for_user(*, user) -> QuerySet[Universe]:
 
 
 def universe_list_with_counts(*, user) -> QuerySet[Universe]:
-    return universe_list_for_user(user=user).select_related("owner").annotate(
-        lore_count=Count("lore_entries", distinct=True), save_count=Count("saves", distinct=True)
+    return (
+        universe_list_for_user(user=user)
+        .select_related("owner")
+        .annotate(lore_count=Count("lore_entries", distinct=True), save_count=Count("saves", distinct=True))
     )
 
 
@@ -73,9 +76,7 @@ def lore_entry_search(*, universe: Universe, q: str = "", kind: str = "", sort: 
 
 def lore_rows(qs: QuerySet[LoreEntry]) -> QuerySet[LoreEntry]:
     """Add what a list row shows (link titles both ways) without one query per row."""
-    return qs.defer("extensions").prefetch_related(
-        _light("links"), _light("backlinks")
-    )
+    return qs.defer("extensions").prefetch_related(_light("links"), _light("backlinks"))
 
 
 def with_link_ids(qs: QuerySet[LoreEntry]) -> QuerySet[LoreEntry]:
@@ -130,7 +131,9 @@ def lore_semantic_search(*, universe: Universe, q: str, kind: str = "", k: int =
 def lore_book_totals(*, universe: Universe) -> dict[str, int]:
     """Return entry, word and token totals for the whole Lore Book in one or two queries."""
     totals = universe.lore_entries.aggregate(
-        entries=Count("id"), words=Sum("word_count"), tokens=Sum("token_count"),
+        entries=Count("id"),
+        words=Sum("word_count"),
+        tokens=Sum("token_count"),
         uncounted=Count("id", filter=Q(word_count__isnull=True) | Q(token_count__isnull=True)),
     )
     words, tokens = totals["words"] or 0, totals["tokens"] or 0
@@ -161,9 +164,7 @@ def lore_pending_count(*, universe: Universe) -> int:
 
 
 def lore_embedding_states(*, universe: Universe, pks: list[int]) -> list[dict]:
-    return list(
-        universe.lore_entries.filter(pk__in=pks).values("pk", "embedding_state", "embedding_error")
-    )
+    return list(universe.lore_entries.filter(pk__in=pks).values("pk", "embedding_state", "embedding_error"))
 
 
 def lore_entry_get(*, universe: Universe, entry_id: str) -> LoreEntry:
@@ -197,6 +198,4 @@ def lore_deleted_entries(*, universe: Universe, limit: int = 100) -> list[LoreRe
 
 
 def character_names(*, universe: Universe) -> list[str]:
-    return list(
-        universe.lore_entries.filter(kind="character").order_by("title").values_list("title", flat=True)
-    )
+    return list(universe.lore_entries.filter(kind="character").order_by("title").values_list("title", flat=True))

@@ -1,5 +1,6 @@
 """Fixtures for the API tests: a client for each role (`make_api` and `ApiClient` are in
 tests/plugins/api.py, shared with the memory tests)."""
+
 from __future__ import annotations
 
 

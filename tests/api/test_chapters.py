@@ -1,4 +1,5 @@
 """The chapter endpoints and the story so far in the API's context."""
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,12 @@ def test_close_edit_and_read_the_story_so_far(make_api, playtester, game_save, s
     chapter = closed.json()
     assert (chapter["first_turn"], chapter["last_turn"], chapter["summary_status"]) == (1, 3, "no_model")
     assert api.post(base + "/close", {}).status_code == 409  # the open chapter is empty
-    edited = api.client.patch(f"{base}/{chapter['id']}", json.dumps({"summary": "You spent three turns at sea."}),
-                              content_type="application/json", headers={"Authorization": f"Bearer {api.key}"})
+    edited = api.client.patch(
+        f"{base}/{chapter['id']}",
+        json.dumps({"summary": "You spent three turns at sea."}),
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {api.key}"},
+    )
     assert edited.status_code == 200 and edited.json()["edited"] is True
     assert api.post(f"{base}/{chapter['id']}/summarize").status_code == 409  # edited: the override stands
     context = api.post(f"/api/v1/saves/{game_save.save_id}/context", {"query_text": "sail on"}).json()
@@ -37,7 +42,9 @@ def test_close_edit_and_read_the_story_so_far(make_api, playtester, game_save, s
     UniverseMeta.objects.create(universe=game_save.universe, key="context_recent_turns", value="1")
     context = api.post(f"/api/v1/saves/{game_save.save_id}/context", {"query_text": "sail on"}).json()
     story = [i for i in context["items"] if i["layer"] == "story"]
-    assert story and story[0]["text"] == "(turns 1-3) You spent three turns at sea." and story[0]["why"]["edited"] is True
+    assert (
+        story and story[0]["text"] == "(turns 1-3) You spent three turns at sea." and story[0]["why"]["edited"] is True
+    )
     assert "edited by a playtester" in story[0]["reason"]
     assert context["shown_turns"] == [3]  # the window's turn bound: the summary tells what it does not show
     assert Chapter.objects.get(pk=chapter["id"]).summary == "You spent three turns at sea."

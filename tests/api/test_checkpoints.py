@@ -1,4 +1,5 @@
 """Rewind, rewind preview and fork through the API."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """The API's context response carries the explain for every lore entry, as the OpenAPI document says."""
+
 from __future__ import annotations
 
 import pytest
@@ -22,7 +23,11 @@ def test_context_response_explains_every_entry(demo, make_api, playtester):
     explain = {r["entry_id"]: r for r in body["lore_explain"]}
     assert set(explain) == set(demo.universe.lore_entries.values_list("entry_id", flat=True))
     hesper = explain["hesper-vale"]
-    assert hesper["included"] and hesper["activated"] and hesper["reasons"][0] == "matched key “Hesper” in the pending input"
+    assert (
+        hesper["included"]
+        and hesper["activated"]
+        and hesper["reasons"][0] == "matched key “Hesper” in the pending input"
+    )
     assert explain["copper-hood"]["included"] and explain["copper-hood"]["semantic_rank"] is not None
     assert body["token_budget"] == 2000 and body["shares"]["narrative"] == 100 and body["reserve_recall"] == 10
     assert body["cap_recall"] == 12 and body["policy"]["recent_turns"] == 10

@@ -1,4 +1,5 @@
 """`studio.api.disconnect`: telling that a request's client has gone, from its socket, without reading from it."""
+
 from __future__ import annotations
 
 import socket

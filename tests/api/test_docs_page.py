@@ -1,4 +1,5 @@
 """GET /api/v1/docs: Swagger UI on the generated document, from the studio's own static files, under the self-only CSP."""
+
 from __future__ import annotations
 
 import json

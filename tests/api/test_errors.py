@@ -1,4 +1,5 @@
 """The API's error contract: JSON bodies with the right status for every failure."""
+
 from __future__ import annotations
 
 import pytest
@@ -57,7 +58,9 @@ def test_non_utf8_body_is_400(api, game_save):
 
 
 def test_wrong_content_type_is_415(api, game_save):
-    response = api.post(f"/api/v1/saves/{game_save.save_id}/rewind", raw="turn_id=1", content_type="application/x-www-form-urlencoded")
+    response = api.post(
+        f"/api/v1/saves/{game_save.save_id}/rewind", raw="turn_id=1", content_type="application/x-www-form-urlencoded"
+    )
     assert response.status_code == 415
     assert error_code(response) == "unsupported_media_type"
 

@@ -1,4 +1,5 @@
 """The API when what it stands on fails: Redis, the Chroma server, a locked SQLite file."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -48,7 +49,8 @@ def chroma_server(tmp_path):
     port = free_port()
     proc = subprocess.Popen(
         [str(CHROMA), "run", "--path", str(tmp_path / "chroma"), "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     import httpx
 
@@ -68,7 +70,9 @@ def chroma_server(tmp_path):
 
 
 @pytest.mark.django_db
-def test_chroma_server_dying_mid_run_degrades_to_lexical_and_other_reads_still_work(api, game_save, chroma_server, monkeypatch):
+def test_chroma_server_dying_mid_run_degrades_to_lexical_and_other_reads_still_work(
+    api, game_save, chroma_server, monkeypatch
+):
     import chromadb
     from chromadb.config import Settings
 

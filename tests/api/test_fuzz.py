@@ -1,4 +1,5 @@
 """Arbitrary bodies and parameters never crash the API, and a refused write changes nothing."""
+
 from __future__ import annotations
 
 import json
@@ -12,12 +13,27 @@ from studio.world.models import Event, Save
 pytestmark = pytest.mark.django_db
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70) | st.floats(allow_nan=False) | st.text(max_size=30),
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=30),
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4),
     max_leaves=12,
 )
-FIELDS = ["narrative", "player_input", "state", "turn_id", "name", "universe", "memory_mode", "query_text", "k",
-          "expected_current_turn", "beliefs_enabled"]
+FIELDS = [
+    "narrative",
+    "player_input",
+    "state",
+    "turn_id",
+    "name",
+    "universe",
+    "memory_mode",
+    "query_text",
+    "k",
+    "expected_current_turn",
+    "beliefs_enabled",
+]
 bodies = st.dictionaries(st.sampled_from(FIELDS), json_values, max_size=6)
 
 
@@ -56,8 +72,13 @@ def test_any_bytes_as_a_body(api, game_save, raw):
     assert response["Content-Type"] == "application/json"
 
 
-@given(params=st.dictionaries(st.sampled_from(["limit", "offset", "max_turn_id", "entity", "subject", "trend", "stale", "status", "turn_id"]),
-                              st.text(max_size=12), max_size=5))
+@given(
+    params=st.dictionaries(
+        st.sampled_from(["limit", "offset", "max_turn_id", "entity", "subject", "trend", "stale", "status", "turn_id"]),
+        st.text(max_size=12),
+        max_size=5,
+    )
+)
 def test_any_query_string(api, game_save, params):
     for path in ("facts", "beliefs", "mental-models", "jobs", "turns"):
         response = api.get(f"/api/v1/saves/{game_save.save_id}/{path}", params)

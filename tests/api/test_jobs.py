@@ -1,4 +1,5 @@
 """Job status through the API: a save's jobs, one job, and retrying a failed one."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,7 +17,9 @@ def jobs(game_save, other_universe_save):
     failed = Job.objects.create(
         kind=JobKind.LIVING_TURN, game_save=game_save, turn_id=2, status=JobStatus.FAILED, error="LLM down", attempts=3
     )
-    hidden = Job.objects.create(kind=JobKind.EMBED_TURN, game_save=other_universe_save, turn_id=1, status=JobStatus.FAILED)
+    hidden = Job.objects.create(
+        kind=JobKind.EMBED_TURN, game_save=other_universe_save, turn_id=1, status=JobStatus.FAILED
+    )
     return {"done": done, "failed": failed, "hidden": hidden}
 
 
@@ -64,7 +67,9 @@ def test_retry_needs_the_playtester_role(make_api, member_without_role, game_sav
     assert jobs["failed"].status == JobStatus.FAILED
 
 
-def test_a_rewinds_vector_job_is_listed_and_retried_at_once(api, game_save, settings, fake_vectors, django_capture_on_commit_callbacks):
+def test_a_rewinds_vector_job_is_listed_and_retried_at_once(
+    api, game_save, settings, fake_vectors, django_capture_on_commit_callbacks
+):
     from studio.saves.checkpoints import CheckpointManager
 
     settings.AXIOM_JOB_MAX_ATTEMPTS = 1  # the first failure is final: the job shows FAILED

@@ -1,4 +1,5 @@
 """Facts, beliefs (with trends) and mental models through the API: filters and pagination."""
+
 from __future__ import annotations
 
 import pytest
@@ -24,17 +25,34 @@ def living(game_save):
     ids = {}
     for turn in (1, 2, 3, 30, 38):
         ids[turn] = F.insert_facts(
-            game_save.save_id, turn, [F.Fact(statement=f"Kael did thing {turn}.", entities=["Kael"]),
-                                      F.Fact(statement=f"Mira saw turn {turn}.", entities=["Mira"])]
+            game_save.save_id,
+            turn,
+            [
+                F.Fact(statement=f"Kael did thing {turn}.", entities=["Kael"]),
+                F.Fact(statement=f"Mira saw turn {turn}.", entities=["Mira"]),
+            ],
         )
     # new: every source recent; stale: no source in the last 15 turns.
-    O.insert_observation(game_save.save_id, O.Observation(
-        statement="Kael is busy lately.", subject="Kael", sources=[{"fact_id": ids[38][0], "turn_id": 38}],
-        created_turn_id=38, updated_turn_id=38))
-    O.insert_observation(game_save.save_id, O.Observation(
-        statement="Mira watched the early days.", subject="Mira",
-        sources=[{"fact_id": ids[1][1], "turn_id": 1}, {"fact_id": ids[2][1], "turn_id": 2}],
-        created_turn_id=2, updated_turn_id=2))
+    O.insert_observation(
+        game_save.save_id,
+        O.Observation(
+            statement="Kael is busy lately.",
+            subject="Kael",
+            sources=[{"fact_id": ids[38][0], "turn_id": 38}],
+            created_turn_id=38,
+            updated_turn_id=38,
+        ),
+    )
+    O.insert_observation(
+        game_save.save_id,
+        O.Observation(
+            statement="Mira watched the early days.",
+            subject="Mira",
+            sources=[{"fact_id": ids[1][1], "turn_id": 1}, {"fact_id": ids[2][1], "turn_id": 2}],
+            created_turn_id=2,
+            updated_turn_id=2,
+        ),
+    )
     MM.upsert_mental_model(game_save.save_id, "Kael", "Kael, a busy smuggler.", 38, [])
     MM.upsert_mental_model(game_save.save_id, "", "A harbour world.", 3, [])
     return game_save
@@ -115,8 +133,12 @@ def test_reads_never_pass_the_current_turn(api, living):
 
     # Rows past the current turn (40), as a rewind that failed half-way could leave them.
     FactRow.objects.create(game_save=living, turn_id=45, statement="Kael from the future.", entities=["Kael"])
-    ObservationRow.objects.create(game_save=living, statement="A future belief.", subject="Kael", created_turn_id=45, updated_turn_id=45)
-    MentalModelRow.objects.create(game_save=living, subject="Tomas", summary="A future model.", created_turn_id=45, updated_turn_id=45)
+    ObservationRow.objects.create(
+        game_save=living, statement="A future belief.", subject="Kael", created_turn_id=45, updated_turn_id=45
+    )
+    MentalModelRow.objects.create(
+        game_save=living, subject="Tomas", summary="A future model.", created_turn_id=45, updated_turn_id=45
+    )
     base = f"/api/v1/saves/{living.save_id}"
     for params in ({}, {"max_turn_id": 99}):
         facts = api.get(f"{base}/facts", params).json()["items"]
@@ -134,12 +156,24 @@ def test_belief_filters_page_through_the_matches(api, living):
 
     for i in range(5):
         ObservationRow.objects.create(
-            game_save=living, statement=f"Old news {i}.", subject="Mira", sources=[{"fact_id": 0, "turn_id": 3}],
-            created_turn_id=3, updated_turn_id=10 + i, stale=i % 2 == 0,
+            game_save=living,
+            statement=f"Old news {i}.",
+            subject="Mira",
+            sources=[{"fact_id": 0, "turn_id": 3}],
+            created_turn_id=3,
+            updated_turn_id=10 + i,
+            stale=i % 2 == 0,
         )
     url = f"/api/v1/saves/{living.save_id}/beliefs"
     stale_trend = [b["statement"] for b in api.get(url, {"trend": "stale", "limit": 50}).json()["items"]]
-    assert stale_trend == ["Old news 4.", "Old news 3.", "Old news 2.", "Old news 1.", "Old news 0.", "Mira watched the early days."]
+    assert stale_trend == [
+        "Old news 4.",
+        "Old news 3.",
+        "Old news 2.",
+        "Old news 1.",
+        "Old news 0.",
+        "Mira watched the early days.",
+    ]
     pages, offset = [], 0
     for _ in range(len(stale_trend)):  # bounded: a paging bug fails here instead of looping
         body = api.get(url, {"trend": "stale", "limit": 2, "offset": offset}).json()
@@ -153,4 +187,6 @@ def test_belief_filters_page_through_the_matches(api, living):
     assert [b["statement"] for b in flagged] == ["Old news 4.", "Old news 2.", "Old news 0."]
     assert all(b["stale"] for b in flagged)
     assert [b["statement"] for b in api.get(url, {"stale": "true", "trend": "new"}).json()["items"]] == []
-    assert [b["statement"] for b in api.get(url, {"stale": "false", "trend": "new"}).json()["items"]] == ["Kael is busy lately."]
+    assert [b["statement"] for b in api.get(url, {"stale": "false", "trend": "new"}).json()["items"]] == [
+        "Kael is busy lately."
+    ]

@@ -1,5 +1,6 @@
 """Memory tests in the API: written with the same checks as the page and the file, run for a game's CI
 (200 when every judged test passed, 422 when one failed), the results as they stood at a turn."""
+
 from __future__ import annotations
 
 import json
@@ -38,10 +39,18 @@ def author_api(make_api, author, cast):
 
 @pytest.fixture
 def played(living, no_runner):
-    turn_append(game_save=living, player_input="Hello.", narrative="Mira and Kael talk.",
-                state={"present": ["Mira", "Kael"], "location": "harbour"})
-    turn_append(game_save=living, player_input="Onwards.", narrative="Ivo joins.",
-                state={"present": ["Mira", "Kael", "Ivo"], "location": "harbour"})
+    turn_append(
+        game_save=living,
+        player_input="Hello.",
+        narrative="Mira and Kael talk.",
+        state={"present": ["Mira", "Kael"], "location": "harbour"},
+    )
+    turn_append(
+        game_save=living,
+        player_input="Onwards.",
+        narrative="Ivo joins.",
+        state={"present": ["Mira", "Kael", "Ivo"], "location": "harbour"},
+    )
     living.refresh_from_db()
     return living
 
@@ -62,18 +71,21 @@ def test_write_read_replace_delete(author_api):
     assert not MemoryTest.objects.exists()
 
 
-@pytest.mark.parametrize("body, field", [
-    ({"name": "x", "kind": "knows", "character": "Mira"}, "entry"),  # neither an entry nor a fact
-    ({"name": "x", "kind": "knows", "character": "Mira", "entry": "nope"}, "entry"),  # not in the book
-    ({"name": "x", "kind": "knows", "character": "Mira", "entry": "ledger", "action": "hi"}, "action"),
-    ({"name": "x", "kind": "context", "entry": "ledger"}, "action"),
-    ({"name": "x", "kind": "belief", "subject": "Ivo", "trend": "rising"}, "trend"),
-    ({"name": "x", "kind": "knows", "character": "Mira", "entry": "ledger", "knows": "yes"}, "knows"),
-    ({"name": "x", "kind": "knows", "character": "Mira", "entry": "ledger", "turn": 5, "until": 2}, "until"),
-    ({"name": "run", "kind": "knows", "character": "Mira", "entry": "ledger"}, "name"),
-    ({"name": "bad name", "kind": "knows", "character": "Mira", "entry": "ledger"}, "name"),
-    ({"name": "x", "kind": "knows", "character": "Mi\x00ra", "entry": "ledger"}, "character"),
-])
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ({"name": "x", "kind": "knows", "character": "Mira"}, "entry"),  # neither an entry nor a fact
+        ({"name": "x", "kind": "knows", "character": "Mira", "entry": "nope"}, "entry"),  # not in the book
+        ({"name": "x", "kind": "knows", "character": "Mira", "entry": "ledger", "action": "hi"}, "action"),
+        ({"name": "x", "kind": "context", "entry": "ledger"}, "action"),
+        ({"name": "x", "kind": "belief", "subject": "Ivo", "trend": "rising"}, "trend"),
+        ({"name": "x", "kind": "knows", "character": "Mira", "entry": "ledger", "knows": "yes"}, "knows"),
+        ({"name": "x", "kind": "knows", "character": "Mira", "entry": "ledger", "turn": 5, "until": 2}, "until"),
+        ({"name": "run", "kind": "knows", "character": "Mira", "entry": "ledger"}, "name"),
+        ({"name": "bad name", "kind": "knows", "character": "Mira", "entry": "ledger"}, "name"),
+        ({"name": "x", "kind": "knows", "character": "Mi\x00ra", "entry": "ledger"}, "character"),
+    ],
+)
 def test_a_refused_test_names_its_field_and_writes_nothing(author_api, body, field):
     answer = author_api.post(BASE, body)
     assert answer.status_code == 400, answer.content
@@ -105,7 +117,10 @@ def test_a_run_answers_422_when_a_test_fails_and_the_results_stand_as_they_were(
     assert ivo["verdict"] == "fail" and ivo["explain"][0]["why"] == "secret (known by Kael)"
 
     # The save's own run; then a rewind to 1: the results recorded at 2 went with the turn.
-    assert author_api.post(f"/api/v1/saves/{played.save_id}/memory-tests/run", {"tests": ["kael-knows"]}).status_code == 200
+    assert (
+        author_api.post(f"/api/v1/saves/{played.save_id}/memory-tests/run", {"tests": ["kael-knows"]}).status_code
+        == 200
+    )
     recorded = author_api.get(f"/api/v1/saves/{played.save_id}/memory-tests/results").json()
     schema("RecordedResults").validate(recorded)
     assert recorded["recorded_turn"] == 2 and {r["name"] for r in recorded["results"]} == {"kael-knows", "ivo-knows"}

@@ -1,4 +1,5 @@
 """POST /api/v1/saves/{save_id}/narrate: a proposal from the narrator, nothing appended."""
+
 from __future__ import annotations
 
 import pytest

@@ -5,6 +5,7 @@ The scripted server holds its answer back as a CPU model server reading a long p
 either before its headers (llama-cpp-python) or after them (llama.cpp's `llama-server`). The
 studio's read timeout is a minute, so a request that ends within seconds was ended by the watch.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,12 +34,18 @@ def slow_model(narrator, settings):
 
 def narrate(api, game_save, environ=None):
     body = json.dumps({"player_input": "I light a lamp", "stream": True})
-    return api.client.post(f"/api/v1/saves/{game_save.save_id}/narrate", body, content_type="application/json",
-                           headers=api._headers(), **(environ or {}))
+    return api.client.post(
+        f"/api/v1/saves/{game_save.save_id}/narrate",
+        body,
+        content_type="application/json",
+        headers=api._headers(),
+        **(environ or {}),
+    )
 
 
-def test_a_client_that_leaves_while_the_model_reads_the_prompt_ends_the_request(game_save, meta, api, slow_model,
-                                                                               gunicorn_client):
+def test_a_client_that_leaves_while_the_model_reads_the_prompt_ends_the_request(
+    game_save, meta, api, slow_model, gunicorn_client
+):
     slow_model.reply = Reply(content=STORY, hold=slow_model.release)  # no headers until the first token
     gunicorn_client.leave_when(lambda: bool(slow_model.server.requests_for("narrate")))
     response = narrate(api, game_save, gunicorn_client.environ)
@@ -55,8 +62,9 @@ def test_a_client_that_leaves_while_the_model_reads_the_prompt_ends_the_request(
     assert watch_threads() == []
 
 
-def test_a_client_that_leaves_before_the_first_delta_ends_the_stream_without_done(game_save, meta, api, slow_model,
-                                                                                  gunicorn_client):
+def test_a_client_that_leaves_before_the_first_delta_ends_the_stream_without_done(
+    game_save, meta, api, slow_model, gunicorn_client
+):
     slow_model.reply = Reply(content=STORY, chunk_delay=60)  # headers at once, the first word a minute later
     response = narrate(api, game_save, gunicorn_client.environ)
     assert response.status_code == 200

@@ -1,4 +1,5 @@
 """POST /api/v1/saves/{save_id}/narrate as server-sent events: start, delta*, then done or error; nothing written."""
+
 from __future__ import annotations
 
 import pytest
@@ -12,8 +13,11 @@ pytestmark = pytest.mark.django_db
 
 
 def narrate(api, game_save, body=None, headers=None):
-    return api.post(f"/api/v1/saves/{game_save.save_id}/narrate", body or {"player_input": "I light a lamp", "stream": True},
-                    headers=headers)
+    return api.post(
+        f"/api/v1/saves/{game_save.save_id}/narrate",
+        body or {"player_input": "I light a lamp", "stream": True},
+        headers=headers,
+    )
 
 
 @pytest.mark.parametrize("ask", [{"stream": True}, {"accept": "text/event-stream"}])
@@ -26,8 +30,12 @@ def test_narrate_streams_events_and_appends_nothing(game_save, meta, narrator, a
     events = parse_events(b"".join(response.streaming_content).decode())
     names = [name for name, _ in events]
     assert names[0] == "start" and names[-1] == "done" and set(names[1:-1]) == {"delta"} and len(names) > 3
-    assert events[0][1] == {"save_id": game_save.save_id, "turn_id": 4, "player_input": "I light a lamp",
-                            "model": events[0][1]["model"]}
+    assert events[0][1] == {
+        "save_id": game_save.save_id,
+        "turn_id": 4,
+        "player_input": "I light a lamp",
+        "model": events[0][1]["model"],
+    }
     streamed = "".join(data["text"] for name, data in events if name == "delta")
     assert streamed.strip() == STORY
     done = events[-1][1]
@@ -46,7 +54,11 @@ def test_a_model_that_breaks_off_ends_with_an_error_event_and_writes_nothing(gam
     events = parse_events(b"".join(response.streaming_content).decode())
     assert [n for n, _ in events][:4] == ["start", "delta", "delta", "delta"]
     name, data = events[-1]
-    assert name == "error" and data["error"]["code"] == "llm_failed" and set(data["error"]) == {"code", "message", "details"}
+    assert (
+        name == "error"
+        and data["error"]["code"] == "llm_failed"
+        and set(data["error"]) == {"code", "message", "details"}
+    )
     assert "done" not in [n for n, _ in events]
     assert nothing_written(game_save)
 

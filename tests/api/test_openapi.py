@@ -1,4 +1,5 @@
 """The OpenAPI document: valid 3.1, in step with the URL patterns, and true to real responses."""
+
 from __future__ import annotations
 
 import re
@@ -102,9 +103,16 @@ def test_memory_and_job_responses_match_their_schemas(api, game_save):
     from studio.memory.models import Job, JobKind
 
     ids = F.insert_facts(game_save.save_id, 2, [F.Fact(statement="Kael sold the compass.", entities=["Kael"])])
-    O.insert_observation(game_save.save_id, O.Observation(
-        statement="Kael sells what he finds.", subject="Kael", sources=[{"fact_id": ids[0], "turn_id": 2}],
-        created_turn_id=2, updated_turn_id=2))
+    O.insert_observation(
+        game_save.save_id,
+        O.Observation(
+            statement="Kael sells what he finds.",
+            subject="Kael",
+            sources=[{"fact_id": ids[0], "turn_id": 2}],
+            created_turn_id=2,
+            updated_turn_id=2,
+        ),
+    )
     MM.upsert_mental_model(game_save.save_id, "Kael", "Kael, a trader.", 2, [])
     Job.objects.create(kind=JobKind.EMBED_TURN, game_save=game_save, turn_id=2)
     base = f"/api/v1/saves/{game_save.save_id}"

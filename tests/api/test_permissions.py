@@ -5,6 +5,7 @@ written down (and then checked): anonymous 401 (also covered by tests/test_login
 a user outside the universe 404, a member without the playtester role 403 on writes and
 allowed on reads, staff allowed on reads without membership, a playtester allowed on both.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -61,20 +62,41 @@ RULES = {
     ("chapter_detail", "PATCH"): ("write", {"summary": "You wait."}, 200),
     ("chapter_summarize", "POST"): ("write", None, 409),  # no LLM configured in tests
     ("save_export", "GET"): ("write", None, 200),  # reads, but needs the playtester role like an import
-    ("save_import", "POST"): ("create", {
-        "format": "axiom-save", "format_version": 1,
-        "universe": {"slug": "test-world", "name": "Test World", "lore_hash": "sha256:0"},
-        "save": {"name": "Imported", "memory_mode": "classic", "beliefs_enabled": True, "meta": {}, "current_turn": 0,
-                 "timeline_generation": 0, "last_activity_at": "2025-01-01T00:00:00Z"},
-        "sections": {name: {"version": 1, "optional": False, "items": []} for name in
-                     ("turns", "facts", "beliefs", "mental_models", "jobs", "llm_calls", "recorded_queries")},
-    }, 201),
+    ("save_import", "POST"): (
+        "create",
+        {
+            "format": "axiom-save",
+            "format_version": 1,
+            "universe": {"slug": "test-world", "name": "Test World", "lore_hash": "sha256:0"},
+            "save": {
+                "name": "Imported",
+                "memory_mode": "classic",
+                "beliefs_enabled": True,
+                "meta": {},
+                "current_turn": 0,
+                "timeline_generation": 0,
+                "last_activity_at": "2025-01-01T00:00:00Z",
+            },
+            "sections": {
+                name: {"version": 1, "optional": False, "items": []}
+                for name in ("turns", "facts", "beliefs", "mental_models", "jobs", "llm_calls", "recorded_queries")
+            },
+        },
+        201,
+    ),
     # Memory tests: authors write them ("edit"), members read them, playtesters run them.
     ("memory_test_list", "GET"): ("read", None, 200),
-    ("memory_test_list", "POST"): ("edit", {"name": "new-test", "kind": "knows", "character": "Kaël", "entry": "kael"}, 201),
+    ("memory_test_list", "POST"): (
+        "edit",
+        {"name": "new-test", "kind": "knows", "character": "Kaël", "entry": "kael"},
+        201,
+    ),
     ("memory_test_detail", "GET"): ("read", None, 200),
-    ("memory_test_detail", "PUT"): ("edit", {"name": "kael-known", "kind": "knows", "character": "Kaël",
-                                             "entry": "port-vey"}, 200),
+    ("memory_test_detail", "PUT"): (
+        "edit",
+        {"name": "kael-known", "kind": "knows", "character": "Kaël", "entry": "port-vey"},
+        200,
+    ),
     ("memory_test_detail", "DELETE"): ("edit", None, 204),
     ("memory_tests_run", "POST"): ("write", {}, 200),
     ("save_memory_tests_run", "POST"): ("write", {}, 200),
@@ -107,14 +129,27 @@ def world(game_save, monkeypatch):
     job = Job.objects.create(kind=JobKind.EMBED_TURN, game_save=game_save, turn_id=1, status=JobStatus.FAILED)
     from studio.memory.chapters.models import Chapter
 
-    chapter = Chapter.objects.create(game_save=game_save, first_turn=1, last_turn=1, closed_turn=1, close_reason="playtester",
-                                     summary_status="no_model")
+    chapter = Chapter.objects.create(
+        game_save=game_save,
+        first_turn=1,
+        last_turn=1,
+        closed_turn=1,
+        close_reason="playtester",
+        summary_status="no_model",
+    )
     from studio.universes.memory_tests.services import memory_test_create
 
-    memory_test_create(universe=game_save.universe, data={"name": "kael-known", "kind": "knows", "character": "Kaël",
-                                                          "entry": "kael"})
-    return {"save_id": game_save.save_id, "turn_id": 1, "job_id": job.pk, "slug": game_save.universe.slug,
-            "chapter_id": chapter.pk, "name": "kael-known"}
+    memory_test_create(
+        universe=game_save.universe, data={"name": "kael-known", "kind": "knows", "character": "Kaël", "entry": "kael"}
+    )
+    return {
+        "save_id": game_save.save_id,
+        "turn_id": 1,
+        "job_id": job.pk,
+        "slug": game_save.universe.slug,
+        "chapter_id": chapter.pk,
+        "name": "kael-known",
+    }
 
 
 def url_for(pattern: URLPattern, world: dict) -> str:

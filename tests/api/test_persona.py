@@ -1,4 +1,5 @@
 """The API's universes say who the player persona is: the name ({{user}}) apart from its description."""
+
 from __future__ import annotations
 
 import io
@@ -22,11 +23,15 @@ def test_universes_carry_the_persona_with_an_old_value_split(make_api, playteste
     api = make_api(playtester)
     (item,) = api.get("/api/v1/universes").json()["items"]
     assert item["persona"] == {"name": "", "description": "", "has_portrait": False}
-    UniverseMeta.objects.create(universe=universe, key="player_character",
-                                value="Ilya Voss, a young lighthouse-keeper's apprentice")
+    UniverseMeta.objects.create(
+        universe=universe, key="player_character", value="Ilya Voss, a young lighthouse-keeper's apprentice"
+    )
     (item,) = api.get("/api/v1/universes").json()["items"]
-    assert item["persona"] == {"name": "Ilya Voss", "description": "a young lighthouse-keeper's apprentice",
-                               "has_portrait": False}
+    assert item["persona"] == {
+        "name": "Ilya Voss",
+        "description": "a young lighthouse-keeper's apprentice",
+        "has_portrait": False,
+    }
     services.persona_set(universe=universe, name="Ilya", description="", portrait=tiny_png())
     (item,) = api.get("/api/v1/universes").json()["items"]
     assert item["persona"] == {"name": "Ilya", "description": "", "has_portrait": True}

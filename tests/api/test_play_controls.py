@@ -1,6 +1,7 @@
 """The play controls over the API (studio/api/views_play.py): opening, continue, impersonate,
 undo, retry, play settings. Against the scripted model server; the responses are checked
 against the generated OpenAPI document."""
+
 from __future__ import annotations
 
 import json
@@ -31,9 +32,19 @@ def carded_save(universe, author):
     from studio.universes import services
     from studio.universes.interchange import character_card
 
-    card = {"spec": "chara_card_v2", "spec_version": "2.0", "data": {
-        "name": "Mira", "description": "A clerk.", "first_mes": "Mira looks up.", "alternate_greetings": ["Rain."]}}
-    services.card_import(universe=universe, user=author, book=character_card.parse_card(json.dumps(card).encode(), filename="m.json"))
+    card = {
+        "spec": "chara_card_v2",
+        "spec_version": "2.0",
+        "data": {
+            "name": "Mira",
+            "description": "A clerk.",
+            "first_mes": "Mira looks up.",
+            "alternate_greetings": ["Rain."],
+        },
+    }
+    services.card_import(
+        universe=universe, user=author, book=character_card.parse_card(json.dumps(card).encode(), filename="m.json")
+    )
     return save_create(universe=universe, name="Fresh")
 
 
@@ -52,8 +63,9 @@ def test_opening_lists_the_greetings_and_appends_the_chosen_one(api, carded_save
     assert api.get(f"{base(carded_save)}/opening").json()["available"] is False
 
 
-def test_the_opening_reads_the_greetings_once_and_answers_one_status(api, carded_save, eager_jobs, vector_memory,
-                                                                     monkeypatch):
+def test_the_opening_reads_the_greetings_once_and_answers_one_status(
+    api, carded_save, eager_jobs, vector_memory, monkeypatch
+):
     """The service's check is the only one (the view read and checked the greetings again)."""
     from studio.saves.narrator import play
 
@@ -73,7 +85,11 @@ def test_continue_extends_the_last_turn_and_appends_nothing(api, game_save, narr
     body = response.json()
     assert response.status_code == 200, body
     schema_validator("Continuation").validate(body)
-    assert (body["addition"], body["narrative"], body["appended"]) == ("The bell rings.", "Turn 3 text. The bell rings.", False)
+    assert (body["addition"], body["narrative"], body["appended"]) == (
+        "The bell rings.",
+        "Turn 3 text. The bell rings.",
+        False,
+    )
     given = api.post(f"{base(game_save)}/continue", {"narrative": "You wait."}).json()
     assert given["narrative"] == "You wait. The bell rings."
     assert Event.objects.get(game_save=game_save, turn_id=3).narrative == "Turn 3 text."
@@ -123,8 +139,11 @@ def test_play_settings_read_and_patch(api, game_save, narrator):
     body = api.get(f"{base(game_save)}/play-settings").json()
     schema_validator("PlaySettings").validate(body)
     assert body["authors_note"] == "" and body["overrides"]["temperature"] is None
-    response = patch(api, f"{base(game_save)}/play-settings", {"authors_note": "Rain.", "authors_note_depth": 0,
-                                                               "temperature": 0.2, "max_tokens": 50})
+    response = patch(
+        api,
+        f"{base(game_save)}/play-settings",
+        {"authors_note": "Rain.", "authors_note_depth": 0, "temperature": 0.2, "max_tokens": 50},
+    )
     body = response.json()
     assert response.status_code == 200, body
     schema_validator("PlaySettings").validate(body)

@@ -1,4 +1,5 @@
 """The API's answers to the probe of issue 31: strict types, the field named, no 500, no lost update."""
+
 from __future__ import annotations
 
 import threading
@@ -23,14 +24,21 @@ def settings_url(game_save):
 
 def patch(api, game_save, body=None, raw=None):
     data = raw if raw is not None else __import__("json").dumps(body)
-    return api.client.patch(settings_url(game_save), data, content_type="application/json",
-                            headers=api._headers())
+    return api.client.patch(settings_url(game_save), data, content_type="application/json", headers=api._headers())
 
 
-@pytest.mark.parametrize("body", [
-    {"temperature": True}, {"top_p": "1"}, {"max_tokens": 1.5}, {"authors_note_depth": True},
-    {"authors_note": "x" * 2001}, {"authors_note": "a\u0000b"}, {"temperature": 2.5},
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"temperature": True},
+        {"top_p": "1"},
+        {"max_tokens": 1.5},
+        {"authors_note_depth": True},
+        {"authors_note": "x" * 2001},
+        {"authors_note": "a\u0000b"},
+        {"temperature": 2.5},
+    ],
+)
 def test_play_settings_take_json_types_as_sent(api, game_save, body):
     """`{"temperature": true}` and `{"top_p": "1"}` were stored as 1.0."""
     response = patch(api, game_save, body)
@@ -59,8 +67,10 @@ def test_two_patches_of_different_settings_keep_both(game_save):
                 connections.close_all()
 
         temperature, top_p = 0.1 + round_number / 10, 0.05 + round_number / 10
-        threads = [threading.Thread(target=change, args=({"temperature": temperature},)),
-                   threading.Thread(target=change, args=({"top_p": top_p},))]
+        threads = [
+            threading.Thread(target=change, args=({"temperature": temperature},)),
+            threading.Thread(target=change, args=({"top_p": top_p},)),
+        ]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -69,10 +79,17 @@ def test_two_patches_of_different_settings_keep_both(game_save):
         assert (row.temperature, row.top_p) == (temperature, top_p), f"round {round_number}"
 
 
-@pytest.mark.parametrize("path, field", [
-    ("narrate", "pov"), ("narrate", "present"), ("context", "pov"), ("context", "focus_terms"), ("query", "pov"),
-    ("query", "focus_terms"),
-])
+@pytest.mark.parametrize(
+    "path, field",
+    [
+        ("narrate", "pov"),
+        ("narrate", "present"),
+        ("context", "pov"),
+        ("context", "focus_terms"),
+        ("query", "pov"),
+        ("query", "focus_terms"),
+    ],
+)
 def test_a_name_over_200_characters_is_a_400_everywhere(api, game_save, path, field):
     """`narrate` answered 500 (InvalidParameters in the prompt), `/query` accepted it."""
     body = {"narrate": {"player_input": "I look."}, "context": {"query_text": "x"}, "query": {"query_text": "x"}}[path]

@@ -1,4 +1,5 @@
 """Memory search and the assembled memory context through the API, on a real vector store."""
+
 from __future__ import annotations
 
 
@@ -33,8 +34,13 @@ def memory(monkeypatch, game_save):
     }
     for turn, text in texts.items():
         vm.embed_chunk(game_save.save_id, turn, text)
-    vm.embed_chunk(game_save.save_id, 0, "Port Vey is a harbour town of smugglers.", chunk_type="lore",
-                   metadata_extra={"entry_id": "port-vey"})
+    vm.embed_chunk(
+        game_save.save_id,
+        0,
+        "Port Vey is a harbour town of smugglers.",
+        chunk_type="lore",
+        metadata_extra={"entry_id": "port-vey"},
+    )
     monkeypatch.setattr("studio.memory.vector.get_vector_memory", lambda: vm)
     return vm
 
@@ -179,15 +185,21 @@ def test_context_validation_and_record_role(api, make_api, member_without_role, 
 
 
 def test_query_keeps_a_lower_horizon(api, game_save, memory):
-    body = api.post(f"/api/v1/saves/{game_save.save_id}/query", {"query_text": "Kael Mira harbour", "k": 10, "current_turn_id": 1}).json()
+    body = api.post(
+        f"/api/v1/saves/{game_save.save_id}/query", {"query_text": "Kael Mira harbour", "k": 10, "current_turn_id": 1}
+    ).json()
     assert body["current_turn_id"] == 1
     assert {r["turn_id"] for r in body["results"]} == {0, 1}  # the lore entry (turn 0) and turn 1
 
 
 def test_query_and_context_go_through_the_one_clamp(api, game_save, memory, stricter_clamp):
-    body = api.post(f"/api/v1/saves/{game_save.save_id}/query", {"query_text": "Kael repays Mira", "k": 10, "current_turn_id": 99}).json()
+    body = api.post(
+        f"/api/v1/saves/{game_save.save_id}/query", {"query_text": "Kael repays Mira", "k": 10, "current_turn_id": 99}
+    ).json()
     assert body["current_turn_id"] == 2
     assert body["results"] and max(r["turn_id"] for r in body["results"]) == 2
-    context = api.post(f"/api/v1/saves/{game_save.save_id}/context", {"query_text": "Kael repays Mira", "k_narrative": 10}).json()
+    context = api.post(
+        f"/api/v1/saves/{game_save.save_id}/context", {"query_text": "Kael repays Mira", "k_narrative": 10}
+    ).json()
     narrative = [i for i in context["items"] if i["layer"] == "narrative"]
     assert narrative and max(i["ref"]["turn_id"] for i in narrative) == 2

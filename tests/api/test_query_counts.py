@@ -1,4 +1,5 @@
 """Per-request database work of the list endpoints does not grow with the rows listed (no N+1)."""
+
 from __future__ import annotations
 
 import pytest
@@ -21,8 +22,12 @@ def queries(api, path, params=None) -> int:
 
 def test_list_endpoints_do_a_constant_number_of_queries(api, game_save, states):
     base = f"/api/v1/saves/{game_save.save_id}"
-    paths = [("/api/v1/saves", None), ("/api/v1/universes", None), (f"{base}/turns", {"include_state": "1"}),
-             (f"{base}/jobs", None)]
+    paths = [
+        ("/api/v1/saves", None),
+        ("/api/v1/universes", None),
+        (f"{base}/turns", {"include_state": "1"}),
+        (f"{base}/jobs", None),
+    ]
     before = {path: queries(api, path, params) for path, params in paths}
     for n in range(4):
         Save.objects.create(universe=game_save.universe, name=f"More {n}", save_id=f"more{n}")

@@ -5,6 +5,7 @@ store it and UTF-8 cannot encode it. JSON nested deeper than Python's recursion 
 parser raise RecursionError. Both are refused where every body is parsed (`json_body`), with
 the API's one error shape, before any view reads a field.
 """
+
 from __future__ import annotations
 
 import json
@@ -71,7 +72,9 @@ def test_the_error_names_where_the_surrogate_is(api, game_save):
     raw = f'{{"expected_current_turn": 3, "narrative": "ok", "state": {{"party": [{{"name": "{LONE}"}}]}}}}'
     response = api.post(f"/api/v1/saves/{game_save.save_id}/turns", raw=raw)
     assert response.status_code == 400
-    assert error_body(response)["details"] == {"state.party[0].name": ["Contains a lone UTF-16 surrogate, which is not valid Unicode."]}
+    assert error_body(response)["details"] == {
+        "state.party[0].name": ["Contains a lone UTF-16 surrogate, which is not valid Unicode."]
+    }
 
 
 def test_a_surrogate_pair_is_an_ordinary_character(api, game_save):

@@ -1,4 +1,5 @@
 """GET /saves/{id}/export and POST /universes/{slug}/saves/import."""
+
 from __future__ import annotations
 
 import gzip
@@ -75,11 +76,16 @@ def test_a_malformed_file_is_400_with_every_problem_and_nothing_written(api, uni
     assert response.status_code == 400 and error_code(response) == "invalid_save_file"
     problems = response.json()["error"]["details"]["problems"]
     assert {"location": "sections.facts.items[1].id", "message": "id 1 is used twice in facts"} in problems
-    assert {"location": "sections.beliefs.items[0].sources[0].fact_id",
-            "message": "points at fact 404, which is not in the file's facts"} in problems
+    assert {
+        "location": "sections.beliefs.items[0].sources[0].fact_id",
+        "message": "points at fact 404, which is not in the file's facts",
+    } in problems
     assert "nothing was imported" in response.json()["error"]["message"]
     response = api.post(IMPORT, raw=b"{not json")
-    assert error_code(response) == "invalid_save_file" and response.json()["error"]["details"]["problems"][0]["location"] == "line 1 column 2"
+    assert (
+        error_code(response) == "invalid_save_file"
+        and response.json()["error"]["details"]["problems"][0]["location"] == "line 1 column 2"
+    )
     assert table_counts() == before
 
 

@@ -1,4 +1,5 @@
 """Universes and saves through the API: listing, reading, access across universes."""
+
 from __future__ import annotations
 
 import pytest
@@ -10,7 +11,9 @@ from tests.support.api_errors import error_code
 pytestmark = pytest.mark.django_db
 
 
-def test_universes_lists_only_those_the_user_belongs_to(make_api, playtester, outsider, staff_user, universe, other_universe_save):
+def test_universes_lists_only_those_the_user_belongs_to(
+    make_api, playtester, outsider, staff_user, universe, other_universe_save
+):
     assert [u["slug"] for u in make_api(playtester).get("/api/v1/universes").json()["items"]] == ["test-world"]
     assert make_api(outsider).get("/api/v1/universes").json()["items"] == []
     staff_slugs = {u["slug"] for u in make_api(staff_user).get("/api/v1/universes").json()["items"]}

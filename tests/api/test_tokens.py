@@ -1,4 +1,5 @@
 """Tokens: created with a key shown once, stored as a hash, revocable in the studio and the admin."""
+
 from __future__ import annotations
 
 import hashlib
@@ -160,9 +161,7 @@ def test_token_pages_require_login(db):
 def test_admin_creates_a_token_and_shows_its_key_once(staff_user, playtester):
     client = Client()
     client.force_login(staff_user)
-    response = client.post(
-        "/admin/api/apitoken/add/", {"user": playtester.pk, "name": "from admin"}, follow=True
-    )
+    response = client.post("/admin/api/apitoken/add/", {"user": playtester.pk, "name": "from admin"}, follow=True)
     assert response.status_code == 200
     token = ApiToken.objects.get(name="from admin")
     messages = [str(m) for m in response.context["messages"]]
@@ -175,9 +174,7 @@ def test_admin_action_revokes_tokens(staff_user, playtester):
     token, key = api_token_create(user=playtester, name="engine")
     client = Client()
     client.force_login(staff_user)
-    response = client.post(
-        "/admin/api/apitoken/", {"action": "revoke", "_selected_action": [token.pk]}, follow=True
-    )
+    response = client.post("/admin/api/apitoken/", {"action": "revoke", "_selected_action": [token.pk]}, follow=True)
     assert response.status_code == 200
     token.refresh_from_db()
     assert token.revoked_at is not None

@@ -1,4 +1,5 @@
 """Creating saves, appending turns and editing a turn's narrative through the API."""
+
 from __future__ import annotations
 
 import pytest
@@ -44,7 +45,9 @@ def test_create_a_save_needs_the_playtester_role(make_api, member_without_role, 
 
 def test_append_a_turn(api, game_save):
     url = f"/api/v1/saves/{game_save.save_id}/turns"
-    response = api.post(url, {"player_input": "open the door", "narrative": "The door creaks.", "state": {"room": "hall"}})
+    response = api.post(
+        url, {"player_input": "open the door", "narrative": "The door creaks.", "state": {"room": "hall"}}
+    )
     assert response.status_code == 201
     body = response.json()
     assert body["turn"]["turn_id"] == 4 and body["turn"]["state"] == {"room": "hall"}
@@ -109,12 +112,16 @@ def test_edit_a_turns_narrative(api, game_save):
 def test_edit_needs_the_role_and_an_existing_turn(api, make_api, member_without_role, game_save):
     reader = make_api(member_without_role)
     response = reader.client.patch(
-        f"/api/v1/saves/{game_save.save_id}/turns/2", '{"narrative": "x"}', content_type="application/json",
+        f"/api/v1/saves/{game_save.save_id}/turns/2",
+        '{"narrative": "x"}',
+        content_type="application/json",
         headers={"Authorization": f"Bearer {reader.key}"},
     )
     assert response.status_code == 403
     response = api.client.patch(
-        f"/api/v1/saves/{game_save.save_id}/turns/7", '{"narrative": "x"}', content_type="application/json",
+        f"/api/v1/saves/{game_save.save_id}/turns/7",
+        '{"narrative": "x"}',
+        content_type="application/json",
         headers={"Authorization": f"Bearer {api.key}"},
     )
     assert response.status_code == 404

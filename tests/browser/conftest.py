@@ -24,6 +24,7 @@ Shared by every tests/browser/ module. Use:
 The live server runs in a thread of the test process, and Playwright's sync API keeps an
 event loop in the main thread, so Django's async-safety check is switched off here.
 """
+
 from __future__ import annotations
 
 import os
@@ -94,9 +95,16 @@ def _new_page(browser, live_server, **context_options):
     context.set_default_timeout(DEFAULT_TIMEOUT_MS)
     page = context.new_page()
     page.console_errors = []
-    page.on("console", lambda message: page.console_errors.append(
-        f"{message.text} @ {message.location.get('url', '')}:{message.location.get('lineNumber', '')}"
-    ) if message.type == "error" else None)
+    page.on(
+        "console",
+        lambda message: (
+            page.console_errors.append(
+                f"{message.text} @ {message.location.get('url', '')}:{message.location.get('lineNumber', '')}"
+            )
+            if message.type == "error"
+            else None
+        ),
+    )
     page.on("dialog", lambda dialog: dialog.accept())
     return context, page
 
@@ -111,7 +119,13 @@ def page(browser, live_server):
 @pytest.fixture
 def phone_page(browser, live_server):
     context, page = _new_page(
-        browser, live_server, viewport=PHONE, screen=PHONE, device_scale_factor=2, is_mobile=True, has_touch=True,
+        browser,
+        live_server,
+        viewport=PHONE,
+        screen=PHONE,
+        device_scale_factor=2,
+        is_mobile=True,
+        has_touch=True,
     )
     yield page
     context.close()
@@ -153,8 +167,9 @@ def axe(axe_script):
 
     def check(page, context: str | None = None) -> list[str]:
         if id(page.context) not in routed:
-            page.context.route(f"**{AXE_URL_PATH}", lambda route: route.fulfill(
-                path=str(axe_script), content_type="text/javascript"))
+            page.context.route(
+                f"**{AXE_URL_PATH}", lambda route: route.fulfill(path=str(axe_script), content_type="text/javascript")
+            )
             routed.add(id(page.context))
         if not page.evaluate("() => typeof window.axe === 'object'"):
             page.add_script_tag(url=AXE_URL_PATH)
@@ -173,7 +188,9 @@ def axe(axe_script):
                 check.lesser.append(f"{page.url} {violation['id']} ({violation['impact']}) x{len(violation['nodes'])}")
                 continue
             for node in violation["nodes"]:
-                lines.append(f"{violation['id']} ({violation['impact']}): {node['target']}: {violation['help']}. {node['summary']}")
+                lines.append(
+                    f"{violation['id']} ({violation['impact']}): {node['target']}: {violation['help']}. {node['summary']}"
+                )
         return lines
 
     check.lesser = []  # moderate and minor findings, for the record (they do not fail a test)
@@ -202,7 +219,10 @@ def logged_in_page(page, login):
     seen while the test ran fails it at teardown.
     """
     failures: list[str] = []
-    page.on("response", lambda r: r.status >= 400 and not r.url.endswith("/favicon.ico") and failures.append(f"{r.status} {r.url}"))
+    page.on(
+        "response",
+        lambda r: r.status >= 400 and not r.url.endswith("/favicon.ico") and failures.append(f"{r.status} {r.url}"),
+    )
     page.on("pageerror", lambda exc: failures.append(str(exc)))
 
     def as_user(user):

@@ -9,6 +9,7 @@ URL that answers GET with something other than a page and is not listed in `NOT_
 fails the test until it is taught here. `overflow` and `duplicate_ids` are the two checks
 every page test runs on a loaded page (no sideways scrolling, no id twice).
 """
+
 from __future__ import annotations
 
 import json
@@ -68,12 +69,29 @@ CARD = {
         "mes_example": "<START>\n{{user}}: Who are you?\n{{char}}: Seraphina.",
         "tags": ["fantasy", "guardian"],
         "extensions": {"talkativeness": "0.5"},
-        "character_book": {"name": "The glade", "entries": [
-            {"id": 0, "keys": ["glade"], "content": "A clearing ringed by old oaks.", "comment": "The Glade",
-             "enabled": True, "insertion_order": 100, "extensions": {}},
-            {"id": 1, "keys": ["Port Vey"], "content": "Seraphina has never seen the sea.", "comment": "Port Vey",
-             "enabled": True, "insertion_order": 100, "extensions": {}},
-        ]},
+        "character_book": {
+            "name": "The glade",
+            "entries": [
+                {
+                    "id": 0,
+                    "keys": ["glade"],
+                    "content": "A clearing ringed by old oaks.",
+                    "comment": "The Glade",
+                    "enabled": True,
+                    "insertion_order": 100,
+                    "extensions": {},
+                },
+                {
+                    "id": 1,
+                    "keys": ["Port Vey"],
+                    "content": "Seraphina has never seen the sea.",
+                    "comment": "Port Vey",
+                    "enabled": True,
+                    "insertion_order": 100,
+                    "extensions": {},
+                },
+            ],
+        },
     },
 }
 
@@ -105,40 +123,62 @@ def build_world(*, universe, game_save, author, vector_memory) -> World:
     kael = universe.lore_entries.get(entry_id="kael")
     port = universe.lore_entries.get(entry_id="port-vey")
     mira = services.lore_entry_create(
-        universe=universe, user=author, title="Mira", kind="character",
+        universe=universe,
+        user=author,
+        title="Mira",
+        kind="character",
         text="Mira lends silver crowns at Port Vey, " + "and remembers every debt owed to her " * 30,
-        keys=["Mira", "the moneylender", "silver"], links=[port, kael],
+        keys=["Mira", "the moneylender", "silver"],
+        links=[port, kael],
     )
     services.lore_entry_create(universe=universe, user=author, title="ash road", kind="place", text="A road of ash.")
-    services.lore_entry_update(entry=kael, user=author, text="Kaël is a smuggler of salt.", keys=["Kaël", "the smuggler"])
-    ghost = services.lore_entry_create(universe=universe, user=author, title="Old Lighthouse", kind="place", text="Gone.")
+    services.lore_entry_update(
+        entry=kael, user=author, text="Kaël is a smuggler of salt.", keys=["Kaël", "the smuggler"]
+    )
+    ghost = services.lore_entry_create(
+        universe=universe, user=author, title="Old Lighthouse", kind="place", text="Gone."
+    )
     services.lore_entry_delete(entry=ghost, user=author)
     from studio.universes.interchange import character_card
 
     # An imported PNG card: a Character entry, its portrait, its book apart from "Port Vey".
-    services.card_import(universe=universe, user=author,
-                         book=character_card.parse_card(card_png(), filename="seraphina.png"))
+    services.card_import(
+        universe=universe, user=author, book=character_card.parse_card(card_png(), filename="seraphina.png")
+    )
     LoreEntry.objects.filter(universe=universe).update(embedding_state="embedded")
     services.missions_set(
-        universe=universe, universe_mission="Everyone remembers who paid and who did not.",
+        universe=universe,
+        universe_mission="Everyone remembers who paid and who did not.",
         missions={"Kaël": "Remembers every debt: owed or owing, " * 6, "Mira": "Remembers prices."},
     )
 
     game_save.memory_mode = "living"
     game_save.save()
-    vector_memory.embed_chunks(game_save.save_id, [
-        {"turn_id": 1, "text": "Kaël docks at Port Vey with contraband."},
-        {"turn_id": 2, "text": "Mira lends Kaël ten silver crowns."},
-        {"turn_id": 3, "text": "A storm drowns the harbour lights."},
-    ])
-    vector_memory.sync_lore(game_save.save_id, [
-        {"entry_id": "mira", "title": "Mira", "text": mira.text},
-    ])
+    vector_memory.embed_chunks(
+        game_save.save_id,
+        [
+            {"turn_id": 1, "text": "Kaël docks at Port Vey with contraband."},
+            {"turn_id": 2, "text": "Mira lends Kaël ten silver crowns."},
+            {"turn_id": 3, "text": "A storm drowns the harbour lights."},
+        ],
+    )
+    vector_memory.sync_lore(
+        game_save.save_id,
+        [
+            {"entry_id": "mira", "title": "Mira", "text": mira.text},
+        ],
+    )
     chunk_id = vector_memory.get_chunks(game_save.save_id)[0]["id"]
     facts = [
         Fact.objects.create(
-            game_save=game_save, turn_id=turn, statement=text, fact_type="event",
-            who=who, what="a loan", where="Port Vey", entities=[who, "Port Vey"],
+            game_save=game_save,
+            turn_id=turn,
+            statement=text,
+            fact_type="event",
+            who=who,
+            what="a loan",
+            where="Port Vey",
+            entities=[who, "Port Vey"],
         )
         for turn, text, who in (
             (1, "Kaël docks at Port Vey.", "Kaël"),
@@ -147,66 +187,148 @@ def build_world(*, universe, game_save, author, vector_memory) -> World:
         )
     ]
     belief = Observation.objects.create(
-        game_save=game_save, statement="Kaël owes Mira ten silver crowns.", subject="Kaël", proof_count=2,
+        game_save=game_save,
+        statement="Kaël owes Mira ten silver crowns.",
+        subject="Kaël",
+        proof_count=2,
         sources=[{"fact_id": f.pk, "turn_id": f.turn_id} for f in facts[1:]],
-        history=[{"action": "CREATE", "turn_id": 2, "statement": "Kaël borrowed money.", "subject": "Kaël"},
-                 {"action": "UPDATE", "turn_id": 3, "statement": "Kaël owes Mira ten silver crowns.", "subject": "Kaël"}],
-        created_turn_id=2, updated_turn_id=3,
+        history=[
+            {"action": "CREATE", "turn_id": 2, "statement": "Kaël borrowed money.", "subject": "Kaël"},
+            {"action": "UPDATE", "turn_id": 3, "statement": "Kaël owes Mira ten silver crowns.", "subject": "Kaël"},
+        ],
+        created_turn_id=2,
+        updated_turn_id=3,
     )
     Observation.objects.create(
-        game_save=game_save, statement="Storms close the harbour.", subject="", proof_count=1,
-        sources=[{"fact_id": facts[2].pk, "turn_id": 3}], created_turn_id=3, updated_turn_id=3, stale=True,
+        game_save=game_save,
+        statement="Storms close the harbour.",
+        subject="",
+        proof_count=1,
+        sources=[{"fact_id": facts[2].pk, "turn_id": 3}],
+        created_turn_id=3,
+        updated_turn_id=3,
+        stale=True,
     )
     MentalModel.objects.create(
-        game_save=game_save, subject="Mira", summary="A patient moneylender who never forgets a debt.",
-        sources=[belief.pk], versions=[{"turn_id": 2, "summary": "A moneylender."}], created_turn_id=2, updated_turn_id=3,
+        game_save=game_save,
+        subject="Mira",
+        summary="A patient moneylender who never forgets a debt.",
+        sources=[belief.pk],
+        versions=[{"turn_id": 2, "summary": "A moneylender."}],
+        created_turn_id=2,
+        updated_turn_id=3,
     )
-    Job.objects.create(kind=JobKind.EMBED_TURN, game_save=game_save, turn_id=1, status=JobStatus.DONE, progress="3 chunks")
+    Job.objects.create(
+        kind=JobKind.EMBED_TURN, game_save=game_save, turn_id=1, status=JobStatus.DONE, progress="3 chunks"
+    )
     failed = Job.objects.create(
-        kind=JobKind.LIVING_TURN, game_save=game_save, turn_id=3, status=JobStatus.FAILED, attempts=2,
-        error="LLM server unreachable: connection refused " * 3, llm_calls=2, llm_tokens=512,
+        kind=JobKind.LIVING_TURN,
+        game_save=game_save,
+        turn_id=3,
+        status=JobStatus.FAILED,
+        attempts=2,
+        error="LLM server unreachable: connection refused " * 3,
+        llm_calls=2,
+        llm_tokens=512,
     )
     RecordedQuery.objects.create(
-        game_save=game_save, turn_id=3, query_text="What does Kaël owe?",
-        params={"k": 3, "source": "engine"}, result_ids=[chunk_id],
+        game_save=game_save,
+        turn_id=3,
+        query_text="What does Kaël owe?",
+        params={"k": 3, "source": "engine"},
+        result_ids=[chunk_id],
     )
     token, _key = api_token_create(user=author, name="engine on my laptop")
     # The narrator: what it saw at turns 1 and 2 (turn 2's page shows what the two prompts
     # share and marks where turn 2's new part begins), and an open draft on the Console.
     NarratorSnapshot.objects.create(
-        game_save=game_save, turn_id=1, player_input="I dock", proposed="You dock at Port Vey.", model="scripted",
-        system_prompt="You are the narrator of an interactive story.", user_prompt="## Memory\n- (nothing yet)",
+        game_save=game_save,
+        turn_id=1,
+        player_input="I dock",
+        proposed="You dock at Port Vey.",
+        model="scripted",
+        system_prompt="You are the narrator of an interactive story.",
+        user_prompt="## Memory\n- (nothing yet)",
     )
     NarratorSnapshot.objects.create(
-        game_save=game_save, turn_id=2, player_input="I ask Mira for a loan", proposed="Mira lends you ten silver crowns.",
-        model="scripted (tests/llm_server.py)", latency_ms=40, prompt_tokens=310, completion_tokens=12, prompt_chars=1300,
-        system_prompt="You are the narrator of an interactive story.", user_prompt="## Memory\n- Kaël docks at Port Vey.",
-        context={"token_budget": 200, "used_tokens": 9, "items": [
-            {"layer": "narrative", "text": "Kaël docks at Port Vey with contraband.", "tokens": 9, "reason": "rank 1", "included": True, "cut": ""},
-            {"layer": "lore", "text": mira.text, "tokens": 400, "reason": "rank 1", "included": False, "cut": "over budget: needs 400 tokens, 191 left"},
-        ]},
+        game_save=game_save,
+        turn_id=2,
+        player_input="I ask Mira for a loan",
+        proposed="Mira lends you ten silver crowns.",
+        model="scripted (tests/llm_server.py)",
+        latency_ms=40,
+        prompt_tokens=310,
+        completion_tokens=12,
+        prompt_chars=1300,
+        system_prompt="You are the narrator of an interactive story.",
+        user_prompt="## Memory\n- Kaël docks at Port Vey.",
+        context={
+            "token_budget": 200,
+            "used_tokens": 9,
+            "items": [
+                {
+                    "layer": "narrative",
+                    "text": "Kaël docks at Port Vey with contraband.",
+                    "tokens": 9,
+                    "reason": "rank 1",
+                    "included": True,
+                    "cut": "",
+                },
+                {
+                    "layer": "lore",
+                    "text": mira.text,
+                    "tokens": 400,
+                    "reason": "rank 1",
+                    "included": False,
+                    "cut": "over budget: needs 400 tokens, 191 left",
+                },
+            ],
+        },
     )
-    draft = NarratorDraft.objects.create(game_save=game_save, turn_id=game_save.current_turn + 1, player_input="I pay Mira back")
-    NarratorAlternative.objects.create(draft=draft, number=1, status="done", text="You count ten crowns into her palm.", model="scripted")
-    NarratorAlternative.objects.create(draft=draft, number=2, status="failed", text="You count", error="The narration broke off.")
+    draft = NarratorDraft.objects.create(
+        game_save=game_save, turn_id=game_save.current_turn + 1, player_input="I pay Mira back"
+    )
+    NarratorAlternative.objects.create(
+        draft=draft, number=1, status="done", text="You count ten crowns into her palm.", model="scripted"
+    )
+    NarratorAlternative.objects.create(
+        draft=draft, number=2, status="failed", text="You count", error="The narration broke off."
+    )
     from studio.memory.chapters.models import Chapter
     from studio.memory.knowledge.models import Reveal
 
-    chapter = Chapter.objects.create(game_save=game_save, first_turn=1, last_turn=2, closed_turn=2, close_reason="playtester")
+    chapter = Chapter.objects.create(
+        game_save=game_save, first_turn=1, last_turn=2, closed_turn=2, close_reason="playtester"
+    )
     reveal = Reveal.objects.create(game_save=game_save, turn_id=2, entry_id="mira", character="Kaël")
     from studio.saves.memory_tests.services import memory_tests_run
     from studio.universes.memory_tests.services import memory_test_create
 
-    memory_test_create(universe=universe, data={"name": "kael-knows-mira", "kind": "knows", "character": "Kaël",
-                                                "entry": "mira", "turn": 2})
+    memory_test_create(
+        universe=universe,
+        data={"name": "kael-knows-mira", "kind": "knows", "character": "Kaël", "entry": "mira", "turn": 2},
+    )
     memory_tests_run(game_save=game_save)  # the Tests page shows a verdict with its records
-    return World(universe=universe, game_save=game_save, ids={
-        "chapter_id": chapter.pk, "reveal_id": reveal.pk, "name": "Kaël",
-        "entry_id": "mira", "revision_id": mira.revisions.order_by("pk").first().pk,
-        "observation_id": belief.pk, "job_id": failed.pk, "token_id": token.pk,
-        "pk": universe.meta.get(key="character_card").pk, "turn_id": 2, "chunk_id": chunk_id,
-        "draft_id": draft.pk, "number": 1, "test_name": "kael-knows-mira",
-    })
+    return World(
+        universe=universe,
+        game_save=game_save,
+        ids={
+            "chapter_id": chapter.pk,
+            "reveal_id": reveal.pk,
+            "name": "Kaël",
+            "entry_id": "mira",
+            "revision_id": mira.revisions.order_by("pk").first().pk,
+            "observation_id": belief.pk,
+            "job_id": failed.pk,
+            "token_id": token.pk,
+            "pk": universe.meta.get(key="character_card").pk,
+            "turn_id": 2,
+            "chunk_id": chunk_id,
+            "draft_id": draft.pk,
+            "number": 1,
+            "test_name": "kael-knows-mira",
+        },
+    )
 
 
 def _walk(patterns, prefix="", namespace=""):

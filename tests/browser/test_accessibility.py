@@ -7,6 +7,7 @@
 - axe finds no serious or critical violation with an inline editor open, a search with
   results and its why-not report, a rewind preview, an import report, an assembled context.
 """
+
 from __future__ import annotations
 
 import json
@@ -243,11 +244,24 @@ def test_main_htmx_states_pass_axe(page, live_server, login, author, world, axe,
     check("turn narrative editor open")
 
     card = tmp_path / "nera.json"
-    card.write_text(json.dumps({"spec": "chara_card_v2", "spec_version": "2.0", "data": {
-        "name": "Nera", "character_book": {"entries": [
-            {"id": 1, "keys": ["Nera"], "content": "Nera guards the gate.", "name": "Nera"},
-            {"id": 2, "keys": [], "content": "", "name": "Blank"},
-        ]}}}), encoding="utf-8")
+    card.write_text(
+        json.dumps(
+            {
+                "spec": "chara_card_v2",
+                "spec_version": "2.0",
+                "data": {
+                    "name": "Nera",
+                    "character_book": {
+                        "entries": [
+                            {"id": 1, "keys": ["Nera"], "content": "Nera guards the gate.", "name": "Nera"},
+                            {"id": 2, "keys": [], "content": "", "name": "Blank"},
+                        ]
+                    },
+                },
+            }
+        ),
+        encoding="utf-8",
+    )
     page.goto(f"/universes/{slug}/exchange/")
     page.set_input_files("#import-panel input[name=file]", str(card))
     page.click("#import-panel button[type=submit]")

@@ -1,4 +1,5 @@
 """The authoring studio in a real browser: universes, Lore Book, missions, TOML and card import."""
+
 from __future__ import annotations
 
 import base64
@@ -30,7 +31,8 @@ def queued(monkeypatch):
 def no_console_errors(page, allow: tuple[str, ...] = ()):
     """No script error and no CSP violation on any page the test visited (a missing favicon aside)."""
     errors = [
-        e for e in page.console_errors
+        e
+        for e in page.console_errors
         if "favicon.ico" not in e
         # No CSP exception: base.html's htmx-config settles only class/width/height, so htmx
         # never copies a style attribute that the self-only policy would block.
@@ -106,7 +108,9 @@ def test_missions_table_and_text_stay_in_step(page, live_server, login, author, 
     login(page, author)
     page.goto(f"/universes/{universe.slug}/missions/")
     expect(page.locator("#character-names option[value='Kaël']")).to_have_count(1)
-    page.fill("form[action$='/missions/universe/'] textarea[name=mission]", "Everyone remembers who paid and who did not.")
+    page.fill(
+        "form[action$='/missions/universe/'] textarea[name=mission]", "Everyone remembers who paid and who did not."
+    )
     page.click("text=Save universe mission")
     expect(page.locator("#missions-panel .note")).to_contain_text("Saved the universe mission")
 
@@ -127,7 +131,9 @@ def test_missions_table_and_text_stay_in_step(page, live_server, login, author, 
     no_console_errors(page)
 
 
-def test_toml_export_edit_and_reimport_with_diff(page, live_server, login, author, universe, screenshot, tmp_path, queued):
+def test_toml_export_edit_and_reimport_with_diff(
+    page, live_server, login, author, universe, screenshot, tmp_path, queued
+):
     login(page, author)
     page.goto(f"/universes/{universe.slug}/exchange/")
     with page.expect_download() as download_info:
@@ -159,11 +165,27 @@ def test_toml_export_edit_and_reimport_with_diff(page, live_server, login, autho
 
 
 def test_import_character_book_png(page, live_server, login, author, universe, screenshot, tmp_path, queued):
-    card = {"spec": "chara_card_v2", "spec_version": "2.0", "data": {"name": "Mira", "character_book": {"entries": [
-        {"id": 1, "keys": ["Mira"], "content": "Mira trades spice in Port Vey.", "name": "Mira", "enabled": True,
-         "insertion_order": 5, "extensions": {}},
-        {"id": 2, "keys": [], "content": "", "name": "Blank"},
-    ]}}}
+    card = {
+        "spec": "chara_card_v2",
+        "spec_version": "2.0",
+        "data": {
+            "name": "Mira",
+            "character_book": {
+                "entries": [
+                    {
+                        "id": 1,
+                        "keys": ["Mira"],
+                        "content": "Mira trades spice in Port Vey.",
+                        "name": "Mira",
+                        "enabled": True,
+                        "insertion_order": 5,
+                        "extensions": {},
+                    },
+                    {"id": 2, "keys": [], "content": "", "name": "Blank"},
+                ]
+            },
+        },
+    }
     info = PngInfo()
     info.add_text("chara", base64.b64encode(json.dumps(card).encode()).decode())
     buffer = io.BytesIO()
@@ -188,7 +210,9 @@ def test_import_character_book_png(page, live_server, login, author, universe, s
     # The Metadata page shows the card's fields, not its JSON; the PNG export is the same portrait.
     page.goto(f"/universes/{universe.slug}/meta/")
     expect(page.locator("dl.card-fields")).to_contain_text("Name")
-    expect(page.get_by_role("link", name="Mira", exact=True)).to_have_attribute("href", re.compile(f"/lore/{character.entry_id}/$"))
+    expect(page.get_by_role("link", name="Mira", exact=True)).to_have_attribute(
+        "href", re.compile(f"/lore/{character.entry_id}/$")
+    )
     page.goto(f"/universes/{universe.slug}/exchange/")
     with page.expect_download() as download:
         page.get_by_role("link", name="PNG card").first.click()

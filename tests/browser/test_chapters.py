@@ -1,6 +1,7 @@
 """Chapters in a real browser: the Console's Close chapter button (its answer, its refusal when
 the save moved, no summary without a model) and the chapter bands on the Timeline, each a link
 to its chapter; axe on both pages. No model is connected here: nothing is summarised."""
+
 from __future__ import annotations
 
 import re
@@ -13,8 +14,9 @@ from studio.memory.chapters.models import Chapter
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_close_a_chapter_on_the_console_then_follow_its_band_on_the_timeline(logged_in_page, playtester, played, settings, axe,
-                                                                          screenshot):
+def test_close_a_chapter_on_the_console_then_follow_its_band_on_the_timeline(
+    logged_in_page, playtester, played, settings, axe, screenshot
+):
     from studio.saves.services import turn_append
 
     settings.AXIOM_LLM_BASE_URL = ""
@@ -28,14 +30,16 @@ def test_close_a_chapter_on_the_console_then_follow_its_band_on_the_timeline(log
     turn_append(game_save=played, player_input="wait", narrative="The storm passes over Port Vey.")
     page.click("#chapter-close")
     expect(page.locator("#chapter-close-result[role=alert]")).to_contain_text(
-        "The save is at turn 4 now, not turn 3 as this page showed: no chapter was closed.")
+        "The save is at turn 4 now, not turn 3 as this page showed: no chapter was closed."
+    )
     assert not Chapter.objects.filter(game_save=played).exists()
     expect(page.locator("#chapter-close")).to_have_text("Close chapter 1 at turn 4")
     assert axe(page, "#console-chapter") == []
 
     page.click("#chapter-close")
     expect(page.locator("#chapter-close-result[role=status]")).to_have_text(
-        "Chapter 1 (turns 1–4) closed at turn 4; no summary will be made: no model is connected (AXIOM_LLM_BASE_URL).")
+        "Chapter 1 (turns 1–4) closed at turn 4; no summary will be made: no model is connected (AXIOM_LLM_BASE_URL)."
+    )
     expect(card.get_by_role("heading")).to_have_text("Chapter 2")
     expect(page.locator("#chapter-close")).to_be_disabled()  # the open chapter has no turns yet
     assert axe(page) == []

@@ -1,6 +1,7 @@
 """The continuity guard in a real browser: a draft with a seeded leak shows its finding beside it, "regenerate"
 sends the finding to the model (the scripted server records the request), and "accept anyway" records it with the
 turn. The narratives come from the scripted OpenAI-compatible server (tests/llm_server.py); nothing here is a model."""
+
 from __future__ import annotations
 
 import pytest
@@ -21,7 +22,9 @@ CLEAN = "Mira shrugs and watches the rain on the quay."
 @pytest.fixture
 def narrator_server(settings, eager, vector_memory):
     script = {"reply": Reply(content=LEAK, chunk_delay=0.02)}
-    server = ScriptedLLMServer(lambda request: script["reply"] if operation_of(request) == "narrate" else Reply(status=400)).start()
+    server = ScriptedLLMServer(
+        lambda request: script["reply"] if operation_of(request) == "narrate" else Reply(status=400)
+    ).start()
     settings.AXIOM_LLM_BASE_URL = server.base_url
     settings.AXIOM_LLM_MODEL = "test-model"
     settings.AXIOM_LLM_MAX_RETRIES = 0
@@ -34,14 +37,19 @@ def narrator_server(settings, eager, vector_memory):
 @pytest.fixture
 def harbour(cast, narrator_server):
     save = Save.objects.create(universe=cast, name="Harbour run", save_id="harbourbrowser")
-    turn_append(game_save=save, player_input="I wait on the quay.", narrative="Mira waits with you.",
-                state={"present": ["Mira", "Ash"], "location": "harbour"})
+    turn_append(
+        game_save=save,
+        player_input="I wait on the quay.",
+        narrative="Mira waits with you.",
+        state={"present": ["Mira", "Ash"], "location": "harbour"},
+    )
     save.refresh_from_db()
     return save
 
 
-def test_a_seeded_leak_shows_regenerate_sends_it_accept_anyway_records_it(logged_in_page, playtester, harbour,
-                                                                           narrator_server):
+def test_a_seeded_leak_shows_regenerate_sends_it_accept_anyway_records_it(
+    logged_in_page, playtester, harbour, narrator_server
+):
     page = logged_in_page(playtester)
     page.goto(harbour.get_absolute_url())
     page.fill("#narrate-input", "Mira, what do you know about the ledger?")
@@ -68,6 +76,7 @@ def test_a_seeded_leak_shows_regenerate_sends_it_accept_anyway_records_it(logged
     expect(page.locator("#console-turns li[data-turn='2']")).to_contain_text("The ledger hides")
     assert Event.objects.get(game_save=harbour, turn_id=2).narrative == LEAK
     assert list(ContinuityFinding.objects.filter(game_save=harbour, turn_id=2).values_list("kind", "resolution")) == [
-        ("leak", "accepted")]
+        ("leak", "accepted")
+    ]
     page.goto(f"/saves/{harbour.save_id}/turns/2/")
     expect(page.locator("#turn-findings")).to_contain_text("Accepted anyway")

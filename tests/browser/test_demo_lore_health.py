@@ -4,6 +4,7 @@ The page walk (test_pages.py) checks every page with the small `world` fixture; 
 book has longer keys, titles and regex keys, and its replay fills every section, which is
 where the page used to scroll sideways (398 px wide at 390 px).
 """
+
 from __future__ import annotations
 
 import io

@@ -6,6 +6,7 @@ Each test marks the window before acting (`window.__noReload`): a reload or a fu
 would drop the mark, so an update that only a reload brought is caught. Actions that must
 navigate (fork, import) assert the new address instead.
 """
+
 from __future__ import annotations
 
 import re
@@ -114,7 +115,9 @@ def test_inline_delete_and_restore_keep_backlink_counts_and_totals_true(logged_i
     assert not_reloaded(page)
 
 
-def test_transcript_import_lands_on_the_new_save_with_its_turns(logged_in_page, playtester, universe, settings, tmp_path, vector_memory):
+def test_transcript_import_lands_on_the_new_save_with_its_turns(
+    logged_in_page, playtester, universe, settings, tmp_path, vector_memory
+):
     settings.AXIOM_JOBS_EAGER, settings.REDIS_URL = True, ""
     transcript = tmp_path / "run.jsonl"
     transcript.write_text('{"player_input": "look", "narrative": "Fog over Port Vey."}\n{"narrative": "Rain."}\n')
@@ -133,7 +136,9 @@ def test_transcript_import_lands_on_the_new_save_with_its_turns(logged_in_page, 
     expect(page.locator("#save-table")).to_contain_text("Imported run")
 
 
-def test_why_not_this_turn_from_the_timeline_explains_that_turns_chunk(logged_in_page, playtester, played, vector_memory):
+def test_why_not_this_turn_from_the_timeline_explains_that_turns_chunk(
+    logged_in_page, playtester, played, vector_memory
+):
     chunk_id = next(c["id"] for c in vector_memory.get_chunks(played.save_id) if c["turn_id"] == 1)
     page = logged_in_page(playtester)
     page.goto(f"/saves/{played.save_id}/timeline/")
@@ -193,8 +198,10 @@ def test_the_new_htmx_states_fit_a_phone_and_pass_axe(phone_page, login, author,
     expect(page.locator("#lore-deleted-mira")).to_have_count(0)
     check("lore row restored")
 
-    vector_memory.sync_lore(world.universe.lore_scope_id, [
-        {"entry_id": e.entry_id, "text": e.text, "title": e.title} for e in world.universe.lore_entries.all()])
+    vector_memory.sync_lore(
+        world.universe.lore_scope_id,
+        [{"entry_id": e.entry_id, "text": e.text, "title": e.title} for e in world.universe.lore_entries.all()],
+    )
     page.goto(f"/universes/{slug}/lore/?q=moneylender+silver&mode=semantic")
     expect(page.locator(".meaning-score").first).to_contain_text("meaning #1")
     check("meaning search with scores")

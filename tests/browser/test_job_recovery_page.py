@@ -1,6 +1,7 @@
 """Real-browser test of "Retry skipped memory jobs" on a save's Jobs page (issue 19 follow-up):
 a playtester on a phone recovers the embedding an old rewind skipped; the page fits the phone
 and passes axe before and after the htmx swap."""
+
 from __future__ import annotations
 
 import pytest
@@ -14,13 +15,21 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 OLD_SKIP = "skipped: timeline rewound (generation 0 -> 1); nothing written"
 
 
-def test_a_playtester_recovers_the_skipped_memory_jobs(phone_page, login, playtester, game_save, vector_memory, axe, settings):
+def test_a_playtester_recovers_the_skipped_memory_jobs(
+    phone_page, login, playtester, game_save, vector_memory, axe, settings
+):
     settings.AXIOM_JOBS_EAGER = True
     settings.REDIS_URL = ""
     # What the old rewind to 2 left: turn 2's embedding skipped on generation 0, turn 3 dropped.
     Save.objects.filter(pk=game_save.pk).update(current_turn=2, timeline_generation=1)
-    common = {"game_save": game_save, "universe": game_save.universe, "kind": JobKind.EMBED_TURN,
-              "status": JobStatus.SKIPPED, "timeline_generation": 0, "progress": OLD_SKIP}
+    common = {
+        "game_save": game_save,
+        "universe": game_save.universe,
+        "kind": JobKind.EMBED_TURN,
+        "status": JobStatus.SKIPPED,
+        "timeline_generation": 0,
+        "progress": OLD_SKIP,
+    }
     kept = Job.objects.create(turn_id=2, **common)
     dropped = Job.objects.create(turn_id=3, **common)
     page = phone_page

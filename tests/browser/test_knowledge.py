@@ -1,5 +1,6 @@
 """Real-browser tests of who knows what: the table at a turn (turn picker over htmx), presence
 set with the picker on the timeline, a reveal added, and the Context viewer's point of view."""
+
 from __future__ import annotations
 
 import pytest
@@ -13,10 +14,16 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 @pytest.fixture
 def scene(living, no_runner, vector_memory):
-    turn_append(game_save=living, player_input="a", narrative="Kael hides the ledger.",
-                state={"present": ["Mira", "Kael"], "location": "dock"})
+    turn_append(
+        game_save=living,
+        player_input="a",
+        narrative="Kael hides the ledger.",
+        state={"present": ["Mira", "Kael"], "location": "dock"},
+    )
     insert_facts(living.save_id, 1, [Fact("Kael hid the ledger in the chapel.", entities=["Kael"])])
-    turn_append(game_save=living, player_input="b", narrative="Ivo arrives.", state={"present": ["Ivo"], "location": "chapel"})
+    turn_append(
+        game_save=living, player_input="b", narrative="Ivo arrives.", state={"present": ["Ivo"], "location": "chapel"}
+    )
     return living
 
 
@@ -36,7 +43,9 @@ def test_who_knows_what_presence_and_reveals(logged_in_page, playtester, scene, 
     picker.locator("summary").click()
     picker.locator("input[value='Ivo']").check()
     picker.locator("button[type=submit]").click()
-    page.wait_for_selector("#presence-1 > p:has-text('Ivo')")  # the swapped line, not the picker's labels (no eval: the CSP)
+    page.wait_for_selector(
+        "#presence-1 > p:has-text('Ivo')"
+    )  # the swapped line, not the picker's labels (no eval: the CSP)
     assert "Ivo" in Presence.objects.get(game_save=scene, turn_id=1).characters
     # Add a reveal from the page's form.
     page.goto(f"/memory/{scene.save_id}/knowledge/")

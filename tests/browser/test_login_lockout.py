@@ -1,4 +1,5 @@
 """Login lockout in a real browser: the login form, the lockout page, unlocking in the admin."""
+
 from __future__ import annotations
 
 import pytest
@@ -32,8 +33,9 @@ def browser_at(browser, live_server, address: str):
 
 
 @pytest.mark.browser
-def test_lockout_page_then_an_administrator_unlocks_in_the_admin(browser, live_server, mira, admin_user, settings,
-                                                                 screenshot):
+def test_lockout_page_then_an_administrator_unlocks_in_the_admin(
+    browser, live_server, mira, admin_user, settings, screenshot
+):
     # The live server sees every browser as 127.0.0.1; one trusted proxy (AXIOM_PROXY_COUNT)
     # lets the player and the administrator come from different addresses, as they would.
     settings.AXIOM_PROXY_COUNT = 1

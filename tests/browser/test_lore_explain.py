@@ -1,4 +1,5 @@
 """Real-browser test of the Context viewer's explain panel: every Lore Book entry, in or out, and why."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """The key tester in a real browser: live results as the author types, on its page and the Lore Book's."""
+
 from __future__ import annotations
 
 import pytest
@@ -13,8 +14,14 @@ pytestmark = pytest.mark.browser
 def book(universe):
     LoreEntry.objects.filter(entry_id="kael").update(keys=["Kael", "the smuggler"])
     LoreEntry.objects.filter(entry_id="port-vey").update(keys=["Port Vey"], text="A harbour town where Kael hides.")
-    LoreEntry.objects.create(universe=universe, entry_id="hesper", title="Hesper Vale", keys=["Hesper"],
-                             secondary_keys=["Copper Hood"], text="An informant.")
+    LoreEntry.objects.create(
+        universe=universe,
+        entry_id="hesper",
+        title="Hesper Vale",
+        keys=["Hesper"],
+        secondary_keys=["Copper Hood"],
+        text="An informant.",
+    )
     LoreEntry.objects.create(universe=universe, entry_id="rules", title="House rules", constant=True, text="Be fair.")
     return universe
 

@@ -1,5 +1,6 @@
 """Real-browser test of the Tests page: an author writes a memory test (a refused one first: its error beside
 the field), changes the kind, then runs the tests on the save and reads why the test failed."""
+
 from __future__ import annotations
 
 import pytest
@@ -12,8 +13,12 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 @pytest.fixture
 def scene(living, no_runner, vector_memory):
-    turn_append(game_save=living, player_input="a", narrative="Kael hides the ledger.",
-                state={"present": ["Mira", "Kael"], "location": "dock"})
+    turn_append(
+        game_save=living,
+        player_input="a",
+        narrative="Kael hides the ledger.",
+        state={"present": ["Mira", "Kael"], "location": "dock"},
+    )
     return living
 
 

@@ -1,6 +1,7 @@
 """The narrator in a real browser: the narrative streams into the Console, then the
 playtester regenerates, chooses, edits and accepts, or discards. The narratives come from
 the scripted OpenAI-compatible server (tests/llm_server.py); nothing here is a model."""
+
 from __future__ import annotations
 
 import re
@@ -22,7 +23,9 @@ SECOND = "Fog hides the quay; somewhere a bell rings twice."
 @pytest.fixture
 def narrator_server(settings, eager, vector_memory):
     script = {"reply": Reply(content=FIRST, chunk_delay=0.15)}
-    server = ScriptedLLMServer(lambda request: script["reply"] if operation_of(request) == "narrate" else Reply(content="{}")).start()
+    server = ScriptedLLMServer(
+        lambda request: script["reply"] if operation_of(request) == "narrate" else Reply(content="{}")
+    ).start()
     settings.AXIOM_LLM_BASE_URL = server.base_url
     settings.AXIOM_LLM_MODEL = "test-model"
     settings.AXIOM_LLM_MAX_RETRIES = 0
@@ -32,7 +35,9 @@ def narrator_server(settings, eager, vector_memory):
     server.stop()
 
 
-def test_narrate_stream_regenerate_choose_edit_accept_then_discard(logged_in_page, playtester, game_save, narrator_server):
+def test_narrate_stream_regenerate_choose_edit_accept_then_discard(
+    logged_in_page, playtester, game_save, narrator_server
+):
     page = logged_in_page(playtester)
     page.goto(game_save.get_absolute_url())
     page.fill("#narrate-input", "I ask Mira what she knows")
@@ -87,7 +92,9 @@ def test_the_snapshot_page_marks_what_is_new_since_the_previous_prompt(logged_in
     shared = "## Recent turns\nTurn 1\n> look\nRain on the quay.\n\n"
     new = "Turn 2\n> wait\nFog.\n\n## The player's action\nwait"
     for turn_id, user in ((1, shared + "## The player's action\nlook"), (2, shared + new)):
-        NarratorSnapshot.objects.create(game_save=game_save, turn_id=turn_id, system_prompt="You narrate.", user_prompt=user)
+        NarratorSnapshot.objects.create(
+            game_save=game_save, turn_id=turn_id, system_prompt="You narrate.", user_prompt=user
+        )
     page = logged_in_page(playtester)
     page.goto(reverse("saves:narrator_snapshot", args=[game_save.save_id, 2]))
     expect(page.locator("#snapshot-prefix-share")).to_contain_text("Shared with turn 1's prompt:")

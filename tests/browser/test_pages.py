@@ -5,6 +5,7 @@ the moment it exists. On each page: no sideways scrolling (the document is no wi
 viewport), "Log out" can be reached, no console error (a CSP violation is one), and axe finds
 no serious or critical violation.
 """
+
 from __future__ import annotations
 
 import os
@@ -45,10 +46,15 @@ def test_every_studio_page_fits_a_phone_and_passes_axe(phone_page, live_server, 
         checked.append(name)
     REPORT.parent.mkdir(parents=True, exist_ok=True)
     REPORT.write_text(
-        f"{len(checked)} pages checked at 390x844:\n  " + "\n  ".join(url for _, url in pages)
-        + "\n\ntoo wide:\n  " + "\n  ".join(too_wide or ["none"])
-        + "\n\nserious/critical axe violations:\n  " + "\n  ".join(inaccessible or ["none"])
-        + "\n\nmoderate/minor axe findings (not failing):\n  " + "\n  ".join(axe.lesser or ["none"]) + "\n",
+        f"{len(checked)} pages checked at 390x844:\n  "
+        + "\n  ".join(url for _, url in pages)
+        + "\n\ntoo wide:\n  "
+        + "\n  ".join(too_wide or ["none"])
+        + "\n\nserious/critical axe violations:\n  "
+        + "\n  ".join(inaccessible or ["none"])
+        + "\n\nmoderate/minor axe findings (not failing):\n  "
+        + "\n  ".join(axe.lesser or ["none"])
+        + "\n",
         encoding="utf-8",
     )
     assert not too_wide, "pages wider than the phone:\n" + "\n".join(too_wide)

@@ -1,5 +1,6 @@
 """A universe to play in two clicks, the persona and the Metadata page's known keys, pending links,
 and an import that asks before merging by title, in a real browser (keyboard, phone width, axe)."""
+
 from __future__ import annotations
 
 import json
@@ -15,7 +16,9 @@ pytestmark = pytest.mark.browser
 LEGACY = "Ilya Voss, a young lighthouse-keeper's apprentice who can hear glass sing"
 
 
-def test_from_the_overview_to_the_console_in_two_clicks(page, live_server, login, playtester, universe, axe, screenshot):
+def test_from_the_overview_to_the_console_in_two_clicks(
+    page, live_server, login, playtester, universe, axe, screenshot
+):
     UniverseMeta.objects.create(universe=universe, key="player_character", value=LEGACY)
     login(page, playtester)
     page.goto(f"/universes/{universe.slug}/")
@@ -35,8 +38,9 @@ def test_from_the_overview_to_the_console_in_two_clicks(page, live_server, login
     assert page.console_errors == []
 
 
-def test_persona_and_known_keys_by_keyboard_and_on_a_phone(page, phone_page, live_server, login, author, universe, axe,
-                                                          screenshot):
+def test_persona_and_known_keys_by_keyboard_and_on_a_phone(
+    page, phone_page, live_server, login, author, universe, axe, screenshot
+):
     login(page, author)
     page.goto(f"/universes/{universe.slug}/meta/")
     assert axe(page) == []
@@ -69,8 +73,9 @@ def test_persona_and_known_keys_by_keyboard_and_on_a_phone(page, phone_page, liv
     screenshot("metadata-phone", of=phone_page)
 
 
-def test_pending_links_and_an_import_that_asks_before_merging(page, live_server, login, author, universe, axe, tmp_path,
-                                                             screenshot, monkeypatch):
+def test_pending_links_and_an_import_that_asks_before_merging(
+    page, live_server, login, author, universe, axe, tmp_path, screenshot, monkeypatch
+):
     from studio.universes import services
 
     monkeypatch.setattr(services.lore, "_sync_lore_now", lambda universe_pk: None)  # no embedding job here
@@ -93,8 +98,12 @@ def test_pending_links_and_an_import_that_asks_before_merging(page, live_server,
     expect(page.get_by_role("link", name="Ilya Voss")).to_be_visible()
 
     world = tmp_path / "world.json"
-    world.write_text(json.dumps({"entries": {"0": {"uid": 0, "key": ["Vey"], "comment": "Port Vey",
-                                                   "content": "Rebuilt after the flood."}}}), encoding="utf-8")
+    world.write_text(
+        json.dumps(
+            {"entries": {"0": {"uid": 0, "key": ["Vey"], "comment": "Port Vey", "content": "Rebuilt after the flood."}}}
+        ),
+        encoding="utf-8",
+    )
     page.goto(f"/universes/{universe.slug}/exchange/")
     page.set_input_files("#import-panel input[name=file]", str(world))
     page.click("#import-panel button[type=submit]")

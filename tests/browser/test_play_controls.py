@@ -2,6 +2,7 @@
 continue, an undo and an edit of a past turn; Stop with the feedback while the model writes;
 (the action box at phone width: test_story_view.py). The narratives come from the scripted OpenAI-compatible
 server (tests/llm_server.py); nothing here is a model."""
+
 from __future__ import annotations
 
 import json
@@ -42,11 +43,19 @@ def carded_save(universe, author, eager, vector_memory, monkeypatch):
     from studio.world.models import UniverseMeta
 
     monkeypatch.setattr(services.lore, "_sync_lore_now", lambda universe_pk: None)
-    card = {"spec": "chara_card_v2", "spec_version": "2.0", "data": {
-        "name": "Mira", "description": "A harbour clerk.", "first_mes": "Mira looks up at {{user}}.",
-        "alternate_greetings": ["The ledger slams shut as {{user}} comes in.", "Rain. Mira does not look up."]}}
-    services.card_import(universe=universe, user=author,
-                         book=character_card.parse_card(json.dumps(card).encode(), filename="mira.json"))
+    card = {
+        "spec": "chara_card_v2",
+        "spec_version": "2.0",
+        "data": {
+            "name": "Mira",
+            "description": "A harbour clerk.",
+            "first_mes": "Mira looks up at {{user}}.",
+            "alternate_greetings": ["The ledger slams shut as {{user}} comes in.", "Rain. Mira does not look up."],
+        },
+    }
+    services.card_import(
+        universe=universe, user=author, book=character_card.parse_card(json.dumps(card).encode(), filename="mira.json")
+    )
     UniverseMeta.objects.create(universe=universe, key="player_character", value="Wren")
     return save_create(universe=universe, name="Fresh")
 
@@ -76,7 +85,9 @@ def test_opening_two_swipes_continue_undo_and_an_edit(logged_in_page, playtester
     page.keyboard.press("Enter")
     expect(page.locator("#narration")).to_contain_text("does not look up.")
     wait_done(page)
-    assert NarratorDraft.objects.get(game_save=game_save, status="open").player_input == "You ask Mira about the ledger."
+    assert (
+        NarratorDraft.objects.get(game_save=game_save, status="open").player_input == "You ask Mira about the ledger."
+    )
 
     # Two swipes: each keeps the others.
     narrator_server.script["reply"] = Reply(content=SECOND, chunk_delay=0.02)

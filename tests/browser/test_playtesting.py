@@ -1,5 +1,6 @@
 """Real-browser tests of the playtesting pages: append a turn, rewind with its confirm step,
 fork, the search playground with explain and why-not, and a belief page with its chart."""
+
 from __future__ import annotations
 
 import re
@@ -90,13 +91,19 @@ def test_belief_page_with_its_chart(logged_in_page, playtester, played):
     played.memory_mode = "living"
     played.current_turn = 30
     played.save()
-    facts = [Fact.objects.create(game_save=played, turn_id=t, statement=f"Kaël pays at turn {t}.", entities=["Kaël"]) for t in (5, 20, 28)]
+    facts = [
+        Fact.objects.create(game_save=played, turn_id=t, statement=f"Kaël pays at turn {t}.", entities=["Kaël"])
+        for t in (5, 20, 28)
+    ]
     belief = Observation.objects.create(
         game_save=played,
         statement="Kaël pays his debts.",
         subject="Kaël",
         sources=[{"fact_id": f.pk, "turn_id": f.turn_id} for f in facts],
-        history=[{"action": "CREATE", "turn_id": 5, "statement": "Kaël might pay.", "subject": "Kaël"}, {"action": "UPDATE", "turn_id": 28, "statement": "Kaël pays his debts.", "subject": "Kaël"}],
+        history=[
+            {"action": "CREATE", "turn_id": 5, "statement": "Kaël might pay.", "subject": "Kaël"},
+            {"action": "UPDATE", "turn_id": 28, "statement": "Kaël pays his debts.", "subject": "Kaël"},
+        ],
         created_turn_id=5,
         updated_turn_id=28,
     )
@@ -119,8 +126,12 @@ def test_context_viewer_explains_each_item(logged_in_page, playtester, played, v
     played.memory_mode = "living"
     played.save()
     MentalModel.objects.create(game_save=played, subject="Mira", summary="A patient moneylender.")
-    Observation.objects.create(game_save=played, statement="Mira lent Kaël ten crowns.", subject="Mira", sources=[{"fact_id": 1, "turn_id": 2}])
-    vector_memory.sync_lore(played.save_id, [{"entry_id": "mira", "title": "Mira", "text": "Mira lends silver crowns at Port Vey."}])
+    Observation.objects.create(
+        game_save=played, statement="Mira lent Kaël ten crowns.", subject="Mira", sources=[{"fact_id": 1, "turn_id": 2}]
+    )
+    vector_memory.sync_lore(
+        played.save_id, [{"entry_id": "mira", "title": "Mira", "text": "Mira lends silver crowns at Port Vey."}]
+    )
     page = logged_in_page(playtester)
     page.goto(f"/memory/{played.save_id}/context/")
     page.fill("#id_q", "Mira asks about her silver crowns")

@@ -1,5 +1,6 @@
 """Real-browser test of "Record for lore replay": a POST button (htmx, CSRF) on the Context
 viewer and the search playground; assembling or searching (GETs) records nothing."""
+
 from __future__ import annotations
 
 import pytest
@@ -11,10 +12,13 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 @pytest.fixture
 def searchable(game_save, vector_memory):
-    vector_memory.embed_chunks(game_save.save_id, [
-        {"turn_id": 1, "text": "Kaël docks at Port Vey with contraband."},
-        {"turn_id": 2, "text": "Mira lends Kaël ten silver crowns."},
-    ])
+    vector_memory.embed_chunks(
+        game_save.save_id,
+        [
+            {"turn_id": 1, "text": "Kaël docks at Port Vey with contraband."},
+            {"turn_id": 2, "text": "Mira lends Kaël ten silver crowns."},
+        ],
+    )
     return game_save
 
 

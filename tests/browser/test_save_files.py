@@ -1,5 +1,6 @@
 """Real-browser test of save files: download the export from the save header, upload it on the
 import page (htmx, multipart), land on the new save, and get the same bytes back from it."""
+
 from __future__ import annotations
 
 import pytest
@@ -14,7 +15,10 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 def test_export_then_import_in_the_browser(page, login, playtester, universe, vector_memory, settings, tmp_path):
     settings.AXIOM_JOBS_EAGER, settings.REDIS_URL = True, ""
     failures: list[str] = []
-    page.on("response", lambda r: r.status >= 400 and not r.url.endswith("/favicon.ico") and failures.append(f"{r.status} {r.url}"))
+    page.on(
+        "response",
+        lambda r: r.status >= 400 and not r.url.endswith("/favicon.ico") and failures.append(f"{r.status} {r.url}"),
+    )
     page.on("pageerror", lambda exc: failures.append(str(exc)))
     save = rich_save(universe)
     login(page, playtester)
@@ -51,6 +55,9 @@ def test_export_then_import_in_the_browser(page, login, playtester, universe, ve
     # The embedding jobs ran at commit: the imported turns are in the vector store.
     narrative = vector_memory.get_chunks(imported.save_id, chunk_type="narrative")
     assert sorted({c["turn_id"] for c in narrative}) == [1, 2, 3, 4]
-    assert {c["entry_id"] for c in vector_memory.get_chunks(imported.save_id, chunk_type="lore")} == {"kael", "port-vey"}
+    assert {c["entry_id"] for c in vector_memory.get_chunks(imported.save_id, chunk_type="lore")} == {
+        "kael",
+        "port-vey",
+    }
     console = [e for e in page.console_errors if not e.startswith("Failed to load resource")]
     assert not failures and not console, f"browser errors: {failures + console}"

@@ -7,6 +7,7 @@ on a SQLite file of its own, and opens it in Chromium: the stylesheet, the studi
 htmx must load (200) and take effect, under the self-only CSP; the login lockout must hold
 across gunicorn's workers.
 """
+
 from __future__ import annotations
 
 import os
@@ -35,9 +36,27 @@ class ComposeServer:
     def __init__(self, tmp: Path):
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        keep = {k: v for k, v in os.environ.items()
-                if not k.startswith(("DJANGO_", "DATABASE_URL", "CHROMA_", "REDIS_URL", "AXIOM_", "SECRET_KEY", "DEBUG",
-                                     "ALLOWED_HOSTS", "SECURE_", "SESSION_COOKIE", "CSRF_", "STATIC_ROOT", "PYTEST"))}
+        keep = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(
+                (
+                    "DJANGO_",
+                    "DATABASE_URL",
+                    "CHROMA_",
+                    "REDIS_URL",
+                    "AXIOM_",
+                    "SECRET_KEY",
+                    "DEBUG",
+                    "ALLOWED_HOSTS",
+                    "SECURE_",
+                    "SESSION_COOKIE",
+                    "CSRF_",
+                    "STATIC_ROOT",
+                    "PYTEST",
+                )
+            )
+        }
         # What docker-compose.yml's x-studio-env sets for the web process (no proxy, no TLS).
         self.env = {
             **keep,
@@ -58,8 +77,15 @@ class ComposeServer:
         self.process: subprocess.Popen | None = None
 
     def manage(self, *args: str, input: str | None = None) -> str:
-        proc = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=self.env, input=input,
-                              capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=ROOT,
+            env=self.env,
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 0, f"manage.py {' '.join(args)}: {proc.stdout}{proc.stderr}"
         return proc.stdout
 
@@ -68,7 +94,10 @@ class ComposeServer:
         with open(self.log, "wb") as log:
             self.process = subprocess.Popen(
                 [gunicorn, "studio.wsgi", "--bind", f"127.0.0.1:{self.port}", "--workers", "2", "--timeout", "60"],
-                cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                cwd=ROOT,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
             )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -96,11 +125,15 @@ def compose_server(tmp_path_factory):
     server = ComposeServer(tmp_path_factory.mktemp("compose-server"))
     server.manage("collectstatic", "--noinput")
     server.manage("migrate", "--noinput")
-    server.manage("shell", "-c", (
-        "from django.contrib.auth.models import User; "
-        f"User.objects.create_user('mira', password='{PASSWORD}'); "
-        f"User.objects.create_user('kael', password='{PASSWORD}')"
-    ))
+    server.manage(
+        "shell",
+        "-c",
+        (
+            "from django.contrib.auth.models import User; "
+            f"User.objects.create_user('mira', password='{PASSWORD}'); "
+            f"User.objects.create_user('kael', password='{PASSWORD}')"
+        ),
+    )
     server.start()
     yield server
     server.stop()

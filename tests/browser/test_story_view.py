@@ -2,6 +2,7 @@
 browse alternatives without losing a turn, an undone turn put back, and the action box in the
 first screen of a phone on a long save. Narratives come from the scripted OpenAI-compatible server
 (tests/llm_server.py); nothing here is a model."""
+
 from __future__ import annotations
 
 import itertools
@@ -58,8 +59,9 @@ def wait_done(page, turn=None):
     expect(page.locator("#narration")).to_have_attribute("data-status", "done")
 
 
-def test_a_story_of_six_turns_played_with_the_keyboard_only(logged_in_page, playtester, fresh_save, narrator_server, axe,
-                                                          screenshot):
+def test_a_story_of_six_turns_played_with_the_keyboard_only(
+    logged_in_page, playtester, fresh_save, narrator_server, axe, screenshot
+):
     page = logged_in_page(playtester)
     page.goto(fresh_save.get_absolute_url())
     expect(page.locator("#narrate-input")).to_be_focused()  # the page opens in the action box
@@ -106,8 +108,9 @@ def test_a_story_of_six_turns_played_with_the_keyboard_only(logged_in_page, play
 def accepted_with_three(game_save) -> list[str]:
     """Turn 4 of the save, narrated three times and accepted with the first (made as the services leave it)."""
     texts = ["The tide is in.", "The tide is out.", "There is no tide tonight."]
-    draft = NarratorDraft.objects.create(game_save=game_save, turn_id=4, player_input="You wait.",
-                                         status=DraftStatus.ACCEPTED, chosen_number=1)
+    draft = NarratorDraft.objects.create(
+        game_save=game_save, turn_id=4, player_input="You wait.", status=DraftStatus.ACCEPTED, chosen_number=1
+    )
     for number, text in enumerate(texts, start=1):
         NarratorAlternative.objects.create(draft=draft, number=number, status=AlternativeStatus.DONE, text=text)
     Event.objects.create(game_save=game_save, turn_id=4, player_input="You wait.", narrative=texts[0])
@@ -116,8 +119,9 @@ def accepted_with_three(game_save) -> list[str]:
     return texts
 
 
-def test_swipe_arrows_browse_three_alternatives_and_back_without_losing_a_turn(logged_in_page, playtester, game_save,
-                                                                               narrator_server, axe):
+def test_swipe_arrows_browse_three_alternatives_and_back_without_losing_a_turn(
+    logged_in_page, playtester, game_save, narrator_server, axe
+):
     texts = accepted_with_three(game_save)
     page = logged_in_page(playtester)
     page.goto(game_save.get_absolute_url())
@@ -159,18 +163,25 @@ def test_an_undone_turn_is_put_back(logged_in_page, playtester, game_save, narra
     expect(page.locator("#save-current-turn")).to_have_text("4")
 
 
-def test_at_phone_width_the_action_box_is_in_the_first_screen_of_a_long_save(phone_page, login, playtester, game_save,
-                                                                           narrator_server, axe):
+def test_at_phone_width_the_action_box_is_in_the_first_screen_of_a_long_save(
+    phone_page, login, playtester, game_save, narrator_server, axe
+):
     for turn in range(4, 21):
-        Event.objects.create(game_save=game_save, turn_id=turn, player_input=f"input {turn}",
-                             narrative=("A long turn of rain and talk. " * 30).strip())
+        Event.objects.create(
+            game_save=game_save,
+            turn_id=turn,
+            player_input=f"input {turn}",
+            narrative=("A long turn of rain and talk. " * 30).strip(),
+        )
     game_save.current_turn = 20
     game_save.save()
     login(phone_page, playtester)
     phone_page.goto(game_save.get_absolute_url())
     expect(phone_page.locator("#narrate-input")).to_be_focused()
     assert phone_page.evaluate("window.scrollY") > 0  # it opens at the end of the story
-    phone_page.screenshot(path=str(ARTIFACTS / "story-view-phone-first-screen.png"))  # the first screen, as a player sees it
+    phone_page.screenshot(
+        path=str(ARTIFACTS / "story-view-phone-first-screen.png")
+    )  # the first screen, as a player sees it
     for scrolled in ("as it opens", "scrolled to the top"):
         box = phone_page.locator("#narrate-input").bounding_box()
         assert 0 <= box["y"] and box["y"] + box["height"] <= 844, (scrolled, box)
@@ -182,8 +193,9 @@ def test_at_phone_width_the_action_box_is_in_the_first_screen_of_a_long_save(pho
     assert axe(phone_page) == []
 
 
-def test_an_opening_chosen_from_alternate_greetings_on_a_universe_without_a_card(logged_in_page, author, universe, axe,
-                                                                                 settings):
+def test_an_opening_chosen_from_alternate_greetings_on_a_universe_without_a_card(
+    logged_in_page, author, universe, axe, settings
+):
     from django.contrib.auth.models import Group
 
     from studio.roles import PLAYTESTERS
@@ -195,7 +207,10 @@ def test_an_opening_chosen_from_alternate_greetings_on_a_universe_without_a_card
     page = logged_in_page(author)
     page.goto(f"/universes/{universe.slug}/meta/")
     page.fill("#opening-form textarea[name=first_message]", "Rain on the quay. {{user}} waits for the ferry.")
-    page.fill("#opening-form textarea[name=alternate_greetings]", "The ledger slams shut.\n---\nA bell rings twice across the water.")
+    page.fill(
+        "#opening-form textarea[name=alternate_greetings]",
+        "The ledger slams shut.\n---\nA bell rings twice across the water.",
+    )
     page.click("#opening-form button[type=submit]")
     expect(page.locator("#opening")).to_contain_text("Saved the opening: the first message and 2 alternate greetings.")
 
@@ -213,11 +228,13 @@ def test_an_opening_chosen_from_alternate_greetings_on_a_universe_without_a_card
     assert game_save.current_turn == 1
 
 
-def test_focus_is_never_left_on_the_page_after_presence_a_rewind_and_an_inline_lore_entry(logged_in_page, playtester,
-                                                                                          played, monkeypatch):
+def test_focus_is_never_left_on_the_page_after_presence_a_rewind_and_an_inline_lore_entry(
+    logged_in_page, playtester, played, monkeypatch
+):
     from studio.universes import services
 
     monkeypatch.setattr(services.lore, "_sync_lore_now", lambda universe_pk: None)
+
     def focused_tag(page) -> str:
         return page.evaluate("document.activeElement ? document.activeElement.tagName : ''")
 

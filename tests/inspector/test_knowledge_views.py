@@ -1,5 +1,6 @@
 """The Who-knows-what pages: the table at turn N (full page and htmx fragment), a character's
 timeline, presence and reveal edits (playtesters only), presence on the timeline."""
+
 from __future__ import annotations
 
 import pytest
@@ -14,7 +15,9 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def played(living, no_runner):
-    turn_append(game_save=living, player_input="a", narrative="a", state={"present": ["Mira", "Kael"], "location": "dock"})
+    turn_append(
+        game_save=living, player_input="a", narrative="a", state={"present": ["Mira", "Kael"], "location": "dock"}
+    )
     insert_facts(living.save_id, 1, [Fact("Kael owes Ivo forty crowns.", entities=["Kael"])])
     turn_append(game_save=living, player_input="b", narrative="b", state={"present": ["Ivo"]})
     return living
@@ -28,7 +31,9 @@ def test_table_at_turn_with_reasons(client, playtester, played):
     assert "Mira was present at turn 1" in page and "Ivo was not present at turn 1 and was not told it" in page
     assert "The Ledger" in page and "secret (known by Kael)" in page
     fragment = client.get(url + "?turn=2", HTTP_HX_REQUEST="true").content.decode()
-    assert fragment.startswith('\n<div id="knowledge-table"') or fragment.lstrip().startswith('<div id="knowledge-table"')
+    assert fragment.startswith('\n<div id="knowledge-table"') or fragment.lstrip().startswith(
+        '<div id="knowledge-table"'
+    )
     assert "<html" not in fragment
 
 
@@ -41,17 +46,25 @@ def test_character_timeline(client, playtester, played):
 
 def test_presence_edit_and_reveals(client, playtester, played):
     client.force_login(playtester)
-    response = client.post(reverse("memory:presence_edit", args=[played.save_id, 2]),
-                           {"present": ["Mira"], "others": "Stranger"}, HTTP_HX_REQUEST="true")
+    response = client.post(
+        reverse("memory:presence_edit", args=[played.save_id, 2]),
+        {"present": ["Mira"], "others": "Stranger"},
+        HTTP_HX_REQUEST="true",
+    )
     assert response.status_code == 200 and "Mira, Stranger" in response.content.decode()
     assert Presence.objects.get(game_save=played, turn_id=2).characters == ["Mira", "Stranger"]
-    response = client.post(reverse("memory:reveal_create", args=[played.save_id]),
-                           {"turn": "2", "target": "entry:ledger", "character": "Mira", "told_by": "Kael"})
+    response = client.post(
+        reverse("memory:reveal_create", args=[played.save_id]),
+        {"turn": "2", "target": "entry:ledger", "character": "Mira", "told_by": "Kael"},
+    )
     assert response.status_code == 302
     reveal = Reveal.objects.get(game_save=played)
     assert (reveal.entry_id, reveal.character, reveal.told_by) == ("ledger", "Mira", "Kael")
-    bad = client.post(reverse("memory:reveal_create", args=[played.save_id]),
-                      {"turn": "9", "target": "entry:ledger", "character": "Mira"}, follow=True)
+    bad = client.post(
+        reverse("memory:reveal_create", args=[played.save_id]),
+        {"turn": "9", "target": "entry:ledger", "character": "Mira"},
+        follow=True,
+    )
     assert "Reveal not added" in bad.content.decode() and Reveal.objects.count() == 1
     client.post(reverse("memory:reveal_delete", args=[played.save_id, reveal.pk]))
     assert not Reveal.objects.exists()
@@ -93,18 +106,24 @@ def test_lore_health_flags_public_secrets_and_unwitnessed_facts(client, author, 
     assert "Facts nobody witnessed" in page and "A bell rang somewhere." in page
 
 
-@pytest.mark.parametrize("target", ["foo", "https://evil.example/steal", "//evil.example/x", "/\\evil.example",
-                                    "javascript:alert(1)"])
+@pytest.mark.parametrize(
+    "target", ["foo", "https://evil.example/steal", "//evil.example/x", "/\\evil.example", "javascript:alert(1)"]
+)
 def test_presence_edit_follows_only_a_path_of_this_site(client, playtester, played, target):
     """`next=foo` was a 500 (NoReverseMatch, after the write); an address elsewhere was followed."""
     client.force_login(playtester)
-    response = client.post(reverse("memory:presence_edit", args=[played.save_id, 1]),
-                           {"present": ["Mira"], "next": target})
+    response = client.post(
+        reverse("memory:presence_edit", args=[played.save_id, 1]), {"present": ["Mira"], "next": target}
+    )
     assert response.status_code == 302
     assert response["Location"] == reverse("saves:turn_detail", args=[played.save_id, 1])
     own = reverse("memory:knowledge", args=[played.save_id]) + "?turn=1"
-    assert client.post(reverse("memory:presence_edit", args=[played.save_id, 1]),
-                       {"present": ["Mira"], "next": own})["Location"] == own
+    assert (
+        client.post(reverse("memory:presence_edit", args=[played.save_id, 1]), {"present": ["Mira"], "next": own})[
+            "Location"
+        ]
+        == own
+    )
 
 
 @pytest.mark.parametrize("name", ["Mi\x00ra", "M" * 5000, "Two\nlines"])
@@ -115,8 +134,11 @@ def test_presence_and_reveals_refuse_names_the_api_refuses(client, playtester, p
     client.post(reverse("memory:presence_edit", args=[played.save_id, 1]), {"present": [name]})
     client.post(reverse("memory:presence_edit", args=[played.save_id, 1]), {"others": name})
     assert list(Presence.objects.filter(game_save=played).values_list("turn_id", "characters")) == before
-    page = client.post(reverse("memory:reveal_create", args=[played.save_id]),
-                       {"target": "entry:ledger", "turn": "1", "character": name}, follow=True).content.decode()
+    page = client.post(
+        reverse("memory:reveal_create", args=[played.save_id]),
+        {"target": "entry:ledger", "turn": "1", "character": name},
+        follow=True,
+    ).content.decode()
     assert "Reveal not added" in page and "character.name" in page
     # Compared by rows, never looked up by the name: PostgreSQL refuses a NUL even in a lookup.
     assert list(Reveal.objects.filter(game_save=played).values_list("pk", flat=True)) == reveals_before

@@ -1,6 +1,7 @@
 """The universe's Tests page: write a test (errors beside their fields, nothing half-written), change its kind,
 edit and delete it, run the tests on a save or every save and read why each passed or failed (full page and
 htmx fragments; authors write, playtesters run)."""
+
 from __future__ import annotations
 
 import html
@@ -31,8 +32,12 @@ def page(cast):
 
 @pytest.fixture
 def played(living, no_runner):
-    turn_append(game_save=living, player_input="Hello.", narrative="Mira and Kael talk.",
-                state={"present": ["Mira", "Kael"], "location": "harbour"})
+    turn_append(
+        game_save=living,
+        player_input="Hello.",
+        narrative="Mira and Kael talk.",
+        state={"present": ["Mira", "Kael"], "location": "harbour"},
+    )
     living.refresh_from_db()
     return living
 
@@ -42,7 +47,9 @@ def save_url(universe) -> str:
 
 
 def test_the_page_and_its_fragment(author, cast, page):
-    memory_test_create(universe=cast, data={"name": "kael-knows", "kind": "knows", "character": "Kael", "entry": "ledger"})
+    memory_test_create(
+        universe=cast, data={"name": "kael-knows", "kind": "knows", "character": "Kael", "entry": "ledger"}
+    )
     client = logged_in(author)
     full = client.get(page).content.decode()
     assert "<h1>Memory tests</h1>" in full and 'aria-current="page">Tests</a>' in full
@@ -56,17 +63,37 @@ def test_the_page_and_its_fragment(author, cast, page):
 
 def test_write_a_test_then_edit_and_delete_it(author, cast, page):
     client = logged_in(author)
-    answer = client.post(save_url(cast), {"kind": "knows", "name": "mira-knows", "turn": "2", "character": "Mira",
-                                          "knows": "true", "entry": "ledger", "fact": ""}, **HTMX)
+    answer = client.post(
+        save_url(cast),
+        {
+            "kind": "knows",
+            "name": "mira-knows",
+            "turn": "2",
+            "character": "Mira",
+            "knows": "true",
+            "entry": "ledger",
+            "fact": "",
+        },
+        **HTMX,
+    )
     body = html.unescape(answer.content.decode())
-    assert answer.status_code == 200 and 'Added the test “mira-knows”.' in body
+    assert answer.status_code == 200 and "Added the test “mira-knows”." in body
     assert body.lstrip().startswith('<div id="tests-panel">')
     test = MemoryTest.objects.get(name="mira-knows")
     assert (test.turn, test.params["character"], test.params["knows"]) == (2, "Mira", True)
     edit = client.get(page, {"edit": "mira-knows"}).content.decode()
     assert 'name="original" value="mira-knows"' in edit and 'value="Mira"' in edit
-    answer = client.post(save_url(cast), {"kind": "knows", "original": "mira-knows", "name": "mira-ignores",
-                                          "character": "Mira", "knows": "false", "entry": "ledger"})
+    answer = client.post(
+        save_url(cast),
+        {
+            "kind": "knows",
+            "original": "mira-knows",
+            "name": "mira-ignores",
+            "character": "Mira",
+            "knows": "false",
+            "entry": "ledger",
+        },
+    )
     assert answer.status_code == 302  # without htmx: a redirect with the message
     assert list(MemoryTest.objects.values_list("name", flat=True)) == ["mira-ignores"]
     assert MemoryTest.objects.get().params["knows"] is False
@@ -77,8 +104,10 @@ def test_write_a_test_then_edit_and_delete_it(author, cast, page):
 
 def test_a_refused_test_shows_each_error_beside_its_field_and_writes_nothing(author, cast, page):
     client = logged_in(author)
-    answer = client.post(save_url(cast), {"kind": "knows", "name": "bad name", "turn": "x", "character": "",
-                                          "knows": "true", "entry": "nowhere"})
+    answer = client.post(
+        save_url(cast),
+        {"kind": "knows", "name": "bad name", "turn": "x", "character": "", "knows": "true", "entry": "nowhere"},
+    )
     body = html.unescape(answer.content.decode())
     assert answer.status_code == 400 and "Nothing was saved" in body
     assert 'id="test-name-errors"' in body and "must be a slug" in body
@@ -86,14 +115,20 @@ def test_a_refused_test_shows_each_error_beside_its_field_and_writes_nothing(aut
     assert 'id="test-character-errors"' in body and "is required" in body
     assert 'value="nowhere"' in body  # what was typed stays
     assert not MemoryTest.objects.exists()
-    unknown = client.post(save_url(cast), {"kind": "knows", "name": "ok", "character": "Mira", "entry": "nowhere"}, **HTMX)
+    unknown = client.post(
+        save_url(cast), {"kind": "knows", "name": "ok", "character": "Mira", "entry": "nowhere"}, **HTMX
+    )
     assert "“nowhere” is not an entry_id" in html.unescape(unknown.content.decode())
     assert not MemoryTest.objects.exists()
 
 
 def test_run_on_a_save_shows_each_verdict_with_the_records_behind_it(playtester, cast, played, page):
-    memory_test_create(universe=cast, data={"name": "kael-knows", "kind": "knows", "character": "Kael", "entry": "ledger"})
-    memory_test_create(universe=cast, data={"name": "mira-knows", "kind": "knows", "character": "Mira", "entry": "ledger"})
+    memory_test_create(
+        universe=cast, data={"name": "kael-knows", "kind": "knows", "character": "Kael", "entry": "ledger"}
+    )
+    memory_test_create(
+        universe=cast, data={"name": "mira-knows", "kind": "knows", "character": "Mira", "entry": "ledger"}
+    )
     client = logged_in(playtester)
     assert client.post(save_url(cast), {"kind": "knows", "name": "x"}).status_code == 403  # playtesters run, not write
     run = reverse("memory:universe_tests_run", kwargs={"slug": cast.slug})

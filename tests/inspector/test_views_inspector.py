@@ -1,4 +1,5 @@
 """Memory inspector pages: facts browser, beliefs with trends, belief page with chart, mental models."""
+
 from __future__ import annotations
 
 import re
@@ -21,35 +22,93 @@ def memory(game_save):
     game_save.current_turn = 60
     game_save.save()
     facts = [
-        Fact.objects.create(game_save=game_save, turn_id=1, statement="Kaël docks at Port Vey.", fact_type="world", entities=["Kaël", "Port Vey"]),
-        Fact.objects.create(game_save=game_save, turn_id=2, statement="Mira lends Kaël ten crowns.", fact_type="experience", entities=["Mira", "Kaël"]),
-        Fact.objects.create(game_save=game_save, turn_id=58, statement="Kaël repays Mira.", fact_type="experience", entities=["KAËL", "Mira"]),
+        Fact.objects.create(
+            game_save=game_save,
+            turn_id=1,
+            statement="Kaël docks at Port Vey.",
+            fact_type="world",
+            entities=["Kaël", "Port Vey"],
+        ),
+        Fact.objects.create(
+            game_save=game_save,
+            turn_id=2,
+            statement="Mira lends Kaël ten crowns.",
+            fact_type="experience",
+            entities=["Mira", "Kaël"],
+        ),
+        Fact.objects.create(
+            game_save=game_save,
+            turn_id=58,
+            statement="Kaël repays Mira.",
+            fact_type="experience",
+            entities=["KAËL", "Mira"],
+        ),
         Fact.objects.create(game_save=game_save, turn_id=61, statement="Beyond the horizon.", entities=["Kaël"]),
     ]
     beliefs = {
         "new": Observation.objects.create(
-            game_save=game_save, statement="Kaël keeps his word.", subject="Kaël",
+            game_save=game_save,
+            statement="Kaël keeps his word.",
+            subject="Kaël",
             sources=[{"fact_id": facts[2].pk, "turn_id": 58}],
-            history=[{"action": "CREATE", "turn_id": 58, "statement": "Kaël keeps his word.", "subject": "Kaël",
-                      "sources_added": []}],
-            created_turn_id=58, updated_turn_id=58),
+            history=[
+                {
+                    "action": "CREATE",
+                    "turn_id": 58,
+                    "statement": "Kaël keeps his word.",
+                    "subject": "Kaël",
+                    "sources_added": [],
+                }
+            ],
+            created_turn_id=58,
+            updated_turn_id=58,
+        ),
         "stale": Observation.objects.create(
-            game_save=game_save, statement="Kaël is broke.", subject="Kaël",
-            sources=[{"fact_id": facts[1].pk, "turn_id": 2}], created_turn_id=2, updated_turn_id=2, stale=True),
+            game_save=game_save,
+            statement="Kaël is broke.",
+            subject="Kaël",
+            sources=[{"fact_id": facts[1].pk, "turn_id": 2}],
+            created_turn_id=2,
+            updated_turn_id=2,
+            stale=True,
+        ),
         "mira": Observation.objects.create(
             game_save=game_save,
             statement="Mira trusts Kaël again.",
             subject="Mira",
-            sources=[{"fact_id": facts[0].pk, "turn_id": 20}, {"fact_id": facts[1].pk, "turn_id": 50}, {"fact_id": facts[2].pk, "turn_id": 58}, {"fact_id": 999999, "turn_id": 59}],
+            sources=[
+                {"fact_id": facts[0].pk, "turn_id": 20},
+                {"fact_id": facts[1].pk, "turn_id": 50},
+                {"fact_id": facts[2].pk, "turn_id": 58},
+                {"fact_id": 999999, "turn_id": 59},
+            ],
             history=[
-                {"action": "CREATE", "turn_id": 20, "statement": "Mira doubts Kaël.", "subject": "Mira", "sources_added": [{"fact_id": 1, "turn_id": 20}]},
-                {"action": "UPDATE", "turn_id": 58, "statement": "Mira trusts Kaël again.", "subject": "Mira", "sources_added": [{"fact_id": 3, "turn_id": 58}]},
+                {
+                    "action": "CREATE",
+                    "turn_id": 20,
+                    "statement": "Mira doubts Kaël.",
+                    "subject": "Mira",
+                    "sources_added": [{"fact_id": 1, "turn_id": 20}],
+                },
+                {
+                    "action": "UPDATE",
+                    "turn_id": 58,
+                    "statement": "Mira trusts Kaël again.",
+                    "subject": "Mira",
+                    "sources_added": [{"fact_id": 3, "turn_id": 58}],
+                },
             ],
             created_turn_id=20,
             updated_turn_id=58,
         ),
     }
-    model = MentalModel.objects.create(game_save=game_save, subject="Kaël", summary="A smuggler who pays his debts.", sources=[beliefs["new"].pk, beliefs["stale"].pk], stale=True)
+    model = MentalModel.objects.create(
+        game_save=game_save,
+        subject="Kaël",
+        summary="A smuggler who pays his debts.",
+        sources=[beliefs["new"].pk, beliefs["stale"].pk],
+        stale=True,
+    )
     return {"save": game_save, "facts": facts, "beliefs": beliefs, "model": model}
 
 
@@ -76,13 +135,15 @@ def test_beliefs_by_subject_with_trends_at_the_current_turn(client, playtester, 
     client.force_login(playtester)
     url = reverse("memory:beliefs", args=[game_save.save_id])
     html = client.get(url).content.decode()
+
     def trend_of(belief):
-        row = html[html.index(f'data-belief="{belief.pk}"'):]
+        row = html[html.index(f'data-belief="{belief.pk}"') :]
         return re.search(r'data-trend="(\w+)"', row).group(1)
+
     assert trend_of(memory["beliefs"]["new"]) == "new"  # its only source is recent
     assert trend_of(memory["beliefs"]["stale"]) == "stale"  # nothing in the last 15 turns
     assert trend_of(memory["beliefs"]["mira"]) == "strengthening"
-    assert "Kaël</a> <span class=\"muted\">2 · 1 stale" in html
+    assert 'Kaël</a> <span class="muted">2 · 1 stale' in html
     fragment = client.get(url, {"subject": "mira"}, HTTP_HX_REQUEST="true").content.decode()
     assert fragment.lstrip().startswith('<div id="belief-results">') and "<html" not in fragment
     assert "Mira trusts Kaël again." in fragment and "Kaël is broke." not in fragment
@@ -94,7 +155,7 @@ def test_trend_follows_the_save_current_turn(client, playtester, memory):
     game_save.save()
     client.force_login(playtester)
     html = client.get(reverse("memory:beliefs", args=[game_save.save_id])).content.decode()
-    row = html[html.index(f'data-belief="{memory["beliefs"]["new"].pk}"'):]
+    row = html[html.index(f'data-belief="{memory["beliefs"]["new"].pk}"') :]
     assert re.search(r'data-trend="(\w+)"', row).group(1) == "stale"
 
 
@@ -105,13 +166,22 @@ def test_belief_page_chart_and_history(client, playtester, memory):
     url = reverse("memory:belief_detail", args=[game_save.save_id, belief.pk])
     html = client.get(url).content.decode()
     assert "<svg" in html and 'class="chart evidence-chart"' in html
-    assert re.findall(r'class="bar" data-turn="(\d+)" data-count="(\d+)"', html) == [("20", "1"), ("50", "1"), ("58", "1"), ("59", "1")]
+    assert re.findall(r'class="bar" data-turn="(\d+)" data-count="(\d+)"', html) == [
+        ("20", "1"),
+        ("50", "1"),
+        ("58", "1"),
+        ("59", "1"),
+    ]
     assert 'data-action="CREATE" data-turn="20"' in html and 'data-action="UPDATE" data-turn="58"' in html
     assert "Mira doubts Kaël." in html  # the history trail keeps the old statement
     assert "fact 999999 (no longer stored)" in html
     assert 'id="belief-trend">STRENGTHENING' in html
     fragment = client.get(url, HTTP_HX_REQUEST="true").content.decode()
-    assert fragment.lstrip().startswith('<section class="card" id="evidence"') and "<svg" in fragment and "<html" not in fragment
+    assert (
+        fragment.lstrip().startswith('<section class="card" id="evidence"')
+        and "<svg" in fragment
+        and "<html" not in fragment
+    )
 
 
 def test_belief_page_escapes_statements_in_the_svg(client, playtester, memory):
@@ -188,7 +258,12 @@ def test_list_pages_have_constant_query_counts(client, playtester, memory, name)
         client.get(url)
     for i in range(30):
         f = Fact.objects.create(game_save=game_save, turn_id=5, statement=f"extra {i}", entities=["Kaël"])
-        b = Observation.objects.create(game_save=game_save, statement=f"extra belief {i}", subject=f"S{i % 3}", sources=[{"fact_id": f.pk, "turn_id": 5}])
+        b = Observation.objects.create(
+            game_save=game_save,
+            statement=f"extra belief {i}",
+            subject=f"S{i % 3}",
+            sources=[{"fact_id": f.pk, "turn_id": 5}],
+        )
         MentalModel.objects.create(game_save=game_save, subject=f"Subject {i}", summary="x", sources=[b.pk])
     with CaptureQueriesContext(connection) as many:
         client.get(url)

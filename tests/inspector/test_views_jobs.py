@@ -1,4 +1,5 @@
 """The save's jobs page, its polling fragment, retry, and the admin lists."""
+
 from __future__ import annotations
 
 import pytest
@@ -14,8 +15,13 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def failed_job(game_save):
     return Job.objects.create(
-        kind=JobKind.LIVING_TURN, game_save=game_save, universe=game_save.universe, turn_id=3,
-        status=JobStatus.FAILED, error="LLMUnavailable: HTTP 500", attempts=3,
+        kind=JobKind.LIVING_TURN,
+        game_save=game_save,
+        universe=game_save.universe,
+        turn_id=3,
+        status=JobStatus.FAILED,
+        error="LLMUnavailable: HTTP 500",
+        attempts=3,
     )
 
 
@@ -38,14 +44,18 @@ def test_fragment_stops_polling_when_idle(client, playtester, game_save, failed_
 
 
 def test_fragment_polls_while_active(client, playtester, game_save):
-    Job.objects.create(kind=JobKind.EMBED_TURN, game_save=game_save, turn_id=3, status=JobStatus.RUNNING, progress="embedding")
+    Job.objects.create(
+        kind=JobKind.EMBED_TURN, game_save=game_save, turn_id=3, status=JobStatus.RUNNING, progress="embedding"
+    )
     client.force_login(playtester)
     response = client.get(reverse("memory:jobs", args=[game_save.save_id]), HTTP_HX_REQUEST="true")
     assert response.status_code == 200
     assert 'hx-trigger="every 2s"' in response.content.decode() and "embedding" in response.content.decode()
 
 
-def test_retry_requeues_the_job(client, playtester, game_save, failed_job, settings, django_capture_on_commit_callbacks):
+def test_retry_requeues_the_job(
+    client, playtester, game_save, failed_job, settings, django_capture_on_commit_callbacks
+):
     settings.AXIOM_JOBS_EAGER = False
     settings.REDIS_URL = ""
     client.force_login(playtester)
@@ -89,19 +99,31 @@ def test_admin_lists_jobs_and_llm_calls(client, staff_user, game_save, failed_jo
     assert Job in admin.site._registry and LLMCall in admin.site._registry
     client.force_login(staff_user)
     jobs_page = client.get(reverse("admin:memory_job_changelist"))
-    assert jobs_page.status_code == 200 and "Living memory (extract, consolidate, reflect)" in jobs_page.content.decode()
+    assert (
+        jobs_page.status_code == 200 and "Living memory (extract, consolidate, reflect)" in jobs_page.content.decode()
+    )
     calls_page = client.get(reverse("admin:memory_llmcall_changelist"))
     assert calls_page.status_code == 200 and "HTTP 500" in calls_page.content.decode()
 
 
-def test_after_a_rewind_the_jobs_of_dropped_turns_show_as_abandoned_not_done(client, playtester, game_save, fake_vectors):
+def test_after_a_rewind_the_jobs_of_dropped_turns_show_as_abandoned_not_done(
+    client, playtester, game_save, fake_vectors
+):
     from studio.saves.checkpoints import CheckpointManager
     from studio.world.models import Event
 
     events = {e.turn_id: e.pk for e in Event.objects.filter(game_save=game_save)}
-    jobs = {turn: Job.objects.create(kind=JobKind.EMBED_TURN, game_save=game_save, turn_id=turn, status=JobStatus.DONE,
-                                     payload={"event": events[turn]}, timeline_generation=game_save.timeline_generation)
-            for turn in (1, 2, 3)}
+    jobs = {
+        turn: Job.objects.create(
+            kind=JobKind.EMBED_TURN,
+            game_save=game_save,
+            turn_id=turn,
+            status=JobStatus.DONE,
+            payload={"event": events[turn]},
+            timeline_generation=game_save.timeline_generation,
+        )
+        for turn in (1, 2, 3)
+    }
     CheckpointManager(vector_memory=fake_vectors).rewind(game_save, 1)
     # Turn 2 is played again: its new job is live, the old one stays abandoned.
     from studio.saves.services import turn_append
@@ -116,4 +138,4 @@ def test_after_a_rewind_the_jobs_of_dropped_turns_show_as_abandoned_not_done(cli
         assert "dropped by a rewind" in row
     assert "played again since" in html.split(f'id="job-{jobs[2].pk}"')[1].split("</tr>")[0]
     new_job = Job.objects.filter(game_save=game_save, turn_id=2).exclude(pk=jobs[2].pk).first()
-    assert new_job is not None and 'data-abandoned' not in html.split(f'id="job-{new_job.pk}"')[1].split("</tr>")[0]
+    assert new_job is not None and "data-abandoned" not in html.split(f'id="job-{new_job.pk}"')[1].split("</tr>")[0]

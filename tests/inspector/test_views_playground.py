@@ -1,4 +1,5 @@
 """Search playground (results with explain records and stage timings) and "why not"."""
+
 from __future__ import annotations
 
 import pytest
@@ -18,7 +19,12 @@ def chunks(vector_memory, game_save):
             {"turn_id": 2, "text": "Mira lends Kaël ten silver crowns."},
             {"turn_id": 3, "text": "A storm drowns the harbour lights."},
             {"turn_id": 4, "text": "Kaël repays the silver crowns."},  # after the save's turn 3
-            {"turn_id": 0, "text": "Port Vey is a harbour town.", "chunk_type": "lore", "metadata_extra": {"entry_id": "port-vey"}},
+            {
+                "turn_id": 0,
+                "text": "Port Vey is a harbour town.",
+                "chunk_type": "lore",
+                "metadata_extra": {"entry_id": "port-vey"},
+            },
         ],
     )
     return dict(zip(["docks", "loan", "storm", "future", "lore"], ids))
@@ -34,7 +40,7 @@ def test_playground_full_page_shows_results_with_explain_and_timings(client, pla
     assert "<html" in html and 'id="playground-form"' in html
     assert "Mira lends Kaël ten silver crowns." in html
     assert "Kaël repays" not in html  # turn 4 lies after the save's current turn
-    first = html[html.index(f'data-chunk="{chunks["loan"]}"'):]
+    first = html[html.index(f'data-chunk="{chunks["loan"]}"') :]
     assert 'data-final-rank="1"' in first[:200]
     assert 'data-explain="semantic">#1' in first and 'data-explain="lexical">#1' in first
     assert 'data-stage="total"' in html and 'data-stage="semantic"' in html
@@ -49,10 +55,12 @@ def test_playground_fragment(client, playtester, game_save, chunks):
 
 def test_playground_horizon_focus_and_exclude_lore(client, playtester, game_save, chunks):
     client.force_login(playtester)
-    html = client.get(url(game_save), {"q": "harbour Port Vey", "chunk": "narrative_only", "horizon": 1, "k": 5}).content.decode()
+    html = client.get(
+        url(game_save), {"q": "harbour Port Vey", "chunk": "narrative_only", "horizon": 1, "k": 5}
+    ).content.decode()
     assert "Kaël docks at Port Vey" in html and "harbour town" not in html and "storm" not in html
     boosted = client.get(url(game_save), {"q": "harbour", "focus": "Mira", "k": 5}).content.decode()
-    row = boosted[boosted.index(f'data-chunk="{chunks["loan"]}"'):]
+    row = boosted[boosted.index(f'data-chunk="{chunks["loan"]}"') :]
     assert 'data-explain="focus">+' in row[: row.index("</tr>")]
 
 
@@ -91,17 +99,19 @@ def test_playground_horizon_beyond_the_current_turn_is_clamped(client, playteste
     client.force_login(playtester)
     html = client.get(url(game_save), {"q": "silver crowns", "horizon": 99, "k": 10}).content.decode()
     assert "Mira lends Kaël ten silver crowns." in html and "Kaël repays" not in html
-    why = client.get(url(game_save, "memory:why_not"), {"q": "crowns", "horizon": 99, "chunk_id": chunks["future"]}).content.decode()
+    why = client.get(
+        url(game_save, "memory:why_not"), {"q": "crowns", "horizon": 99, "chunk_id": chunks["future"]}
+    ).content.decode()
     assert "after the horizon (turn 3)" in why
 
 
 def _row(html: str, chunk_id: str) -> str:
-    row = html[html.index(f'data-chunk="{chunk_id}"'):]
+    row = html[html.index(f'data-chunk="{chunk_id}"') :]
     return row[: row.index("</tr>")]
 
 
 def _cell(row: str, name: str) -> str:
-    cell = row[row.index(f'data-explain="{name}">') + len(f'data-explain="{name}">'):]
+    cell = row[row.index(f'data-explain="{name}">') + len(f'data-explain="{name}">') :]
     return cell[: cell.index("</td>")]
 
 
@@ -138,16 +148,24 @@ def test_why_not_gives_the_fused_rank_and_score_of_a_chunk_outside_the_results(c
 
     client.force_login(playtester)
     wide = client.get(url(game_save), {"q": "silver crowns", "k": 5}).content.decode()
-    rank, score = re.match(r"#(\d+)<br><span class=\"muted small\">RRF ([0-9.]+)</span>", _cell(_row(wide, chunks["docks"]), "fused")).groups()
+    rank, score = re.match(
+        r"#(\d+)<br><span class=\"muted small\">RRF ([0-9.]+)</span>", _cell(_row(wide, chunks["docks"]), "fused")
+    ).groups()
     assert int(rank) > 1
     for headers in ({}, {"HTTP_HX_REQUEST": "true"}):
-        html = client.get(url(game_save, "memory:why_not"), {"q": "silver crowns", "k": 1, "chunk_id": chunks["docks"]}, **headers).content.decode()
-        fused = html[html.index('<tr data-arm="fused">'):]
+        html = client.get(
+            url(game_save, "memory:why_not"), {"q": "silver crowns", "k": 1, "chunk_id": chunks["docks"]}, **headers
+        ).content.decode()
+        fused = html[html.index('<tr data-arm="fused">') :]
         fused = fused[: fused.index("</tr>")]
         assert f'<td class="num">#{rank}</td><td class="num">{score}</td>' in fused and "outside the top 1" in fused
         assert f"(fused rank {rank})" in html
-    top = client.get(url(game_save, "memory:why_not"), {"q": "silver crowns", "k": 1, "chunk_id": chunks["loan"]}).content.decode()
-    assert '<tr data-arm="fused"><th scope="row">fused (RRF)</th><td class="num">#1</td>' in top and "final rank 1" in top
+    top = client.get(
+        url(game_save, "memory:why_not"), {"q": "silver crowns", "k": 1, "chunk_id": chunks["loan"]}
+    ).content.decode()
+    assert (
+        '<tr data-arm="fused"><th scope="row">fused (RRF)</th><td class="num">#1</td>' in top and "final rank 1" in top
+    )
 
 
 def test_a_why_not_link_prefills_the_chunk_and_a_search_then_explains_it(client, playtester, game_save, chunks):
@@ -162,16 +180,20 @@ def test_a_why_not_link_prefills_the_chunk_and_a_search_then_explains_it(client,
     params = {"q": "silver crowns", "k": 1, "chunk_id": chunks["docks"]}
     for headers in ({}, {"HTTP_HX_REQUEST": "true"}):
         html = client.get(url(game_save), params, **headers).content.decode()
-        assert f'<div class="card why-not-report" data-chunk="{chunks["docks"]}">' in html and "Not in the top 1" in html
+        assert (
+            f'<div class="card why-not-report" data-chunk="{chunks["docks"]}">' in html and "Not in the top 1" in html
+        )
         # The rows' own why-not links ask about their chunk only, not the asked one as well.
-        link = html[html.index("ranks in every arm") - 400: html.index("ranks in every arm")]
+        link = html[html.index("ranks in every arm") - 400 : html.index("ranks in every arm")]
         assert link.count("chunk_id=") == 2 and chunks["docks"] not in link  # href and hx-get of the loan row
     assert "why-not-report" not in client.get(url(game_save), {"q": "silver crowns", "k": 1}).content.decode()
+
+
 def test_playground_says_which_arms_ran_and_why_the_turn_arm_was_skipped(client, playtester, game_save, chunks):
     client.force_login(playtester)
     for headers in ({}, {"HTTP_HX_REQUEST": "true"}):
         html = client.get(url(game_save), {"q": "silver crowns", "k": 3}, **headers).content.decode()
-        notes = html[html.index('id="arm-notes"'):]
+        notes = html[html.index('id="arm-notes"') :]
         notes = notes[: notes.index("</p>")]
         assert "Arms that ran: semantic, lexical, context" in notes
         # One narrative chunk per turn: the turn arm would repeat the lexical arm.

@@ -1,4 +1,5 @@
 """Reads of living memory (studio/memory/selectors.py): what each returns, and in how many queries."""
+
 from __future__ import annotations
 
 import pytest
@@ -52,7 +53,9 @@ def test_belief_page_sets_trends_at_the_current_turn_in_two_queries(save60):
 
 
 def test_belief_page_skips_malformed_sources(save60):
-    broken = Observation.objects.create(game_save=save60, statement="Odd sources.", subject="Kaël", sources=[{"turn_id": 58}])
+    broken = Observation.objects.create(
+        game_save=save60, statement="Odd sources.", subject="Kaël", sources=[{"turn_id": 58}]
+    )
     Observation.objects.filter(pk=broken.pk).update(sources=["junk", {"turn_id": "x"}, {"turn_id": 59}])
     (row,) = selectors.belief_page(game_save=save60).object_list
     assert selectors.source_turns(row) == [59] and row.trend == "new"
@@ -61,7 +64,9 @@ def test_belief_page_skips_malformed_sources(save60):
 def test_belief_sources_join_their_facts_in_one_query(save60):
     kept = Fact.objects.create(game_save=save60, turn_id=5, statement="Kaël docks.")
     b = Observation.objects.create(
-        game_save=save60, statement="Kaël trades.", subject="Kaël",
+        game_save=save60,
+        statement="Kaël trades.",
+        subject="Kaël",
         sources=[{"fact_id": 999999, "turn_id": 9}, {"fact_id": kept.pk, "turn_id": 5}],
     )
     with CaptureQueriesContext(connection) as queries:
@@ -104,10 +109,16 @@ def test_belief_list_at_turn_filters_in_one_query(save60):
         at_20 = selectors.belief_list_at_turn(game_save=save60, horizon=20)
     assert len(queries) == 1
     assert [b.observation_id for b in at_20] == [flagged.pk, plain.pk]  # most recently updated first
-    assert [b.statement for b in selectors.belief_list_at_turn(game_save=save60, horizon=20, stale=True)] == ["Flagged."]
+    assert [b.statement for b in selectors.belief_list_at_turn(game_save=save60, horizon=20, stale=True)] == [
+        "Flagged."
+    ]
     assert [b.statement for b in selectors.belief_list_at_turn(game_save=save60, horizon=20, stale=False)] == ["Plain."]
-    assert [b.statement for b in selectors.belief_list_at_turn(game_save=save60, horizon=60, subject="MIRA")] == ["Plain."]
-    assert [b.statement for b in selectors.belief_list_at_turn(game_save=save60, horizon=60, offset=1, limit=1)] == ["Flagged."]
+    assert [b.statement for b in selectors.belief_list_at_turn(game_save=save60, horizon=60, subject="MIRA")] == [
+        "Plain."
+    ]
+    assert [b.statement for b in selectors.belief_list_at_turn(game_save=save60, horizon=60, offset=1, limit=1)] == [
+        "Flagged."
+    ]
 
 
 def test_belief_list_at_turn_trend_is_read_at_the_horizon_and_paged_after_filtering(save60):
@@ -124,13 +135,17 @@ def test_belief_list_at_turn_trend_is_read_at_the_horizon_and_paged_after_filter
     assert [b.statement for b in first] == expected_stale[:4]
     paged = []
     for offset in range(0, 20, 4):
-        paged += [b.statement for b in selectors.belief_list_at_turn(game_save=save60, horizon=60, trend="stale", offset=offset, limit=4)]
+        paged += [
+            b.statement
+            for b in selectors.belief_list_at_turn(game_save=save60, horizon=60, trend="stale", offset=offset, limit=4)
+        ]
     assert paged == expected_stale
     at_10 = selectors.belief_list_at_turn(game_save=save60, horizon=10, trend="new")
     assert [b.statement for b in at_10] == expected_stale  # the same beliefs were new back then
-    assert selectors.belief_list_at_turn(game_save=save60, horizon=60, trend="new", limit=3) == [
-        b for b in everything if b.trend(60) == "new"
-    ][:3]
+    assert (
+        selectors.belief_list_at_turn(game_save=save60, horizon=60, trend="new", limit=3)
+        == [b for b in everything if b.trend(60) == "new"][:3]
+    )
 
 
 def test_fact_list_at_turn_pages_at_the_horizon(save60):
@@ -153,7 +168,9 @@ def test_mental_model_list_at_turn(save60):
     assert [m.summary for m in selectors.mental_model_list_at_turn(game_save=save60, horizon=60)] == ["l", "w", "k"]
     assert [m.summary for m in selectors.mental_model_list_at_turn(game_save=save60, horizon=10)] == ["w", "k"]
     assert [m.summary for m in selectors.mental_model_list_at_turn(game_save=save60, horizon=60, subject="")] == ["w"]
-    assert [m.summary for m in selectors.mental_model_list_at_turn(game_save=save60, horizon=60, offset=1, limit=1)] == ["w"]
+    assert [
+        m.summary for m in selectors.mental_model_list_at_turn(game_save=save60, horizon=60, offset=1, limit=1)
+    ] == ["w"]
 
 
 def test_job_list_filters_and_joins_the_save(game_save, universe):

@@ -1,4 +1,5 @@
 """Memory writes the inspector asks for (studio/memory/services.py)."""
+
 from __future__ import annotations
 
 import pytest
@@ -10,7 +11,9 @@ from studio.world.models import Save
 pytestmark = pytest.mark.django_db
 
 
-def test_refresh_request_flags_the_named_model_and_queues_one_job_on_commit(game_save, django_capture_on_commit_callbacks):
+def test_refresh_request_flags_the_named_model_and_queues_one_job_on_commit(
+    game_save, django_capture_on_commit_callbacks
+):
     named = MentalModel.objects.create(game_save=game_save, subject="Kaël", summary="x")
     untouched = MentalModel.objects.create(game_save=game_save, subject="Mira", summary="y")
     with django_capture_on_commit_callbacks() as callbacks:

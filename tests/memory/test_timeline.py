@@ -1,4 +1,5 @@
 """The timeline registry: every per-turn model is registered (or declared exempt), once."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -64,8 +65,19 @@ def test_the_check_sees_turn_ranges_and_links_to_per_turn_rows():
 def test_registered_tables_run_in_one_order_and_name_their_save_file_section():
     names = [t.name for t in timeline.registered_tables()]
     assert names == [
-        "events", "states", "presence", "facts", "reveals", "beliefs", "mental_models", "recorded_queries",
-        "lore_activations", "chapters", "narrator_snapshots", "continuity_findings", "narrator_drafts",
+        "events",
+        "states",
+        "presence",
+        "facts",
+        "reveals",
+        "beliefs",
+        "mental_models",
+        "recorded_queries",
+        "lore_activations",
+        "chapters",
+        "narrator_snapshots",
+        "continuity_findings",
+        "narrator_drafts",
         "memory_test_results",
     ]
     sections = {s.name for s in registered_sections()}
@@ -95,8 +107,12 @@ def test_a_model_or_name_registers_once():
 
 def test_exempt_models_say_why():
     exempt = timeline.exempt_models()
-    assert {m._meta.label for m in exempt} == {"world.Save", "saves.NarratorAlternative", "memory.Job",
-                                                  "universes.MemoryTest"}
+    assert {m._meta.label for m in exempt} == {
+        "world.Save",
+        "saves.NarratorAlternative",
+        "memory.Job",
+        "universes.MemoryTest",
+    }
     assert all(reason.strip() for reason in exempt.values())
     with pytest.raises(ValueError, match="say why"):
         timeline.exempt_model(Fact, reason=" ")
@@ -119,8 +135,12 @@ def test_every_registry_is_an_extension_point_of_the_hooks_module():
     from studio.memory.jobs import registry as job_registry
     from studio.saves.portable import registry as section_registry
 
-    used = {"turn_tables": timeline._TABLES, "exempt_models": timeline._EXEMPT,
-            "job_kinds": job_registry._handlers, "save_file_sections": section_registry._SECTIONS}
+    used = {
+        "turn_tables": timeline._TABLES,
+        "exempt_models": timeline._EXEMPT,
+        "job_kinds": job_registry._handlers,
+        "save_file_sections": section_registry._SECTIONS,
+    }
     assert set(used) == {point.name for point in hooks.EXTENSION_POINTS}
     for name, registry in used.items():
         assert registry is hooks.extension_point(name) and isinstance(registry, hooks.Registry), name
@@ -155,10 +175,24 @@ def test_the_save_file_runs_on_the_tables_order_scale():
     orders = {s.name: s.order for s in registered_sections()}
     for entry in timeline.registered_tables():
         if entry.section is not None:
-            assert orders[entry.section] == min(t.order for t in timeline.registered_tables() if t.section == entry.section)
+            assert orders[entry.section] == min(
+                t.order for t in timeline.registered_tables() if t.section == entry.section
+            )
     assert [s.name for s in registered_sections()] == [
-        "turns", "presence", "facts", "reveals", "beliefs", "mental_models", "jobs", "llm_calls", "recorded_queries",
-        "lore_activation", "chapters", "narrator_snapshots", "play_settings", "continuity_findings",
+        "turns",
+        "presence",
+        "facts",
+        "reveals",
+        "beliefs",
+        "mental_models",
+        "jobs",
+        "llm_calls",
+        "recorded_queries",
+        "lore_activation",
+        "chapters",
+        "narrator_snapshots",
+        "play_settings",
+        "continuity_findings",
         "memory_test_results",
     ]
 

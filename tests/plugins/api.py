@@ -1,5 +1,6 @@
 """An API client that sends a bearer key and JSON bodies, and `make_api` (a client for a user),
 registered for the whole suite by tests/conftest.py (`pytest_plugins`): the API and memory tests use it."""
+
 from __future__ import annotations
 
 import json

@@ -5,6 +5,7 @@ tests/conftest.py (`pytest_plugins`): the API's and the proxy's tests of a clien
 client's connection (put in the request's environ as `gunicorn.socket`, `environ`); closing the
 other end (`leave()`) is the client going away: its Stop, a closed tab.
 """
+
 from __future__ import annotations
 
 import socket

@@ -5,6 +5,7 @@
 `eager_jobs` runs each job inline when its transaction commits. The vector store these
 tests stand on is the shared `fake_vectors` (tests/fakes.py, a global fixture).
 """
+
 from __future__ import annotations
 
 import pytest

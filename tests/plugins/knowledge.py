@@ -1,6 +1,7 @@
 """Who-knows-what fixtures (shared by the memory, inspector and browser tests): a universe with four
 characters, a faction and secrets (`cast`), a living save of it (`living`), `no_runner`, and a
 universe whose characters share name parts (`reeds`: the names rule and the memory context's focus)."""
+
 from __future__ import annotations
 
 import pytest
@@ -29,7 +30,8 @@ def cast(db, author, playtester):
         ("tunnel", "The Tunnel", "place", ["tunnel"]),
     ]:
         entries[entry_id] = LoreEntry.objects.create(
-            universe=u, entry_id=entry_id, title=title, kind=kind, keys=keys, text=f"{title} text.")
+            universe=u, entry_id=entry_id, title=title, kind=kind, keys=keys, text=f"{title} text."
+        )
     entries["mira"].links.add(entries["watch"])
     entries["ledger"].known_by = ["Kael"]
     entries["ledger"].text = "The ledger hides the smugglers' debts under the chapel floor."
@@ -66,5 +68,7 @@ def reeds(db, author, playtester):
     u.members.add(playtester)
     UniverseMeta.objects.create(universe=u, key="player_character", value="Ash Vey")
     for entry_id, title, kind, keys in REEDS:
-        LoreEntry.objects.create(universe=u, entry_id=entry_id, title=title, kind=kind, keys=keys, text=f"{title} text.")
+        LoreEntry.objects.create(
+            universe=u, entry_id=entry_id, title=title, kind=kind, keys=keys, text=f"{title} text."
+        )
     return u

@@ -1,5 +1,6 @@
 """The scripted narrator and a universe with narrator meta, registered for the whole suite by
 tests/conftest.py (`pytest_plugins`): the saves, API and memory tests narrate with them."""
+
 from __future__ import annotations
 
 import pytest
@@ -34,8 +35,11 @@ def narrator(settings, eager_jobs, vector_memory):
 @pytest.fixture
 def meta(universe):
     for key, value in {
-        "player_character": "Wren Halloway", "narrator_style": "terse, present tense", "tone": "melancholy",
-        "era": "forty-one years after the Long Tide", "season": "late autumn",
+        "player_character": "Wren Halloway",
+        "narrator_style": "terse, present tense",
+        "tone": "melancholy",
+        "era": "forty-one years after the Long Tide",
+        "season": "late autumn",
     }.items():
         UniverseMeta.objects.create(universe=universe, key=key, value=value)
     return universe

@@ -1,6 +1,7 @@
 """The regex-key fixture (registered for the whole suite by tests/conftest.py): `limit_hits`
 counts the regex searches that reached their time limit. The engine, universe and API tests
 of catastrophic keys use it; the keys themselves are in tests/support/regex_bombs.py."""
+
 from __future__ import annotations
 
 import pytest

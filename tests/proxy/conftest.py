@@ -5,6 +5,7 @@ studio's model: the living pipeline's operations get the pipeline's fixed answer
 other request (the proxy's relays) a narration that names the player's last message and a
 running number, so two answers to the same message (a swipe) differ.
 """
+
 from __future__ import annotations
 
 import pytest

@@ -20,6 +20,7 @@ Built from the front ends' public request code, not recorded from a running copy
 - **the `openai` Python client**: exactly the keyword arguments given to
   `client.chat.completions.create(...)` (tests/proxy/test_openai_client.py uses the real one).
 """
+
 from __future__ import annotations
 
 ST_MAIN = "Write Mira's next reply in a fictional chat between Mira and Alex. {{axiom_memory}}"
@@ -28,18 +29,26 @@ ST_IMPERSONATE = (
     "[Write your next reply from the point of view of Alex, using the chat history so far as a guideline for the "
     "writing style of Alex. Don't write as Mira or system. Don't describe actions of Mira.]"
 )
-GREETING = "*Mira looks up from her ledger.* \"Another wet one, Alex. What brings you to the harbour?\""
+GREETING = '*Mira looks up from her ledger.* "Another wet one, Alex. What brings you to the harbour?"'
 
 
-def sillytavern(model: str, chat, pending: str | None, *, kind: str = "normal", marker: bool = True,
-                partial: str = "", stream: bool = True) -> dict:
+def sillytavern(
+    model: str,
+    chat,
+    pending: str | None,
+    *,
+    kind: str = "normal",
+    marker: bool = True,
+    partial: str = "",
+    stream: bool = True,
+) -> dict:
     """A SillyTavern Custom (OpenAI-compatible) request: kind is normal, continue or impersonate."""
     messages = [
         {"role": "system", "content": ST_MAIN if marker else ST_MAIN.replace(" {{axiom_memory}}", "")},
         {"role": "system", "content": "Mira is the harbour master's clerk: shrewd, warm, owed money by half the town."},
         {"role": "system", "content": "[Start a new Chat]"},
         {"role": "system", "name": "example_user", "content": "Any work for me today?"},
-        {"role": "system", "name": "example_assistant", "content": "\"Always, for a price.\""},
+        {"role": "system", "name": "example_assistant", "content": '"Always, for a price."'},
         {"role": "system", "content": "[Start a new Chat]"},
         {"role": "assistant", "content": GREETING},
     ]
@@ -54,8 +63,17 @@ def sillytavern(model: str, chat, pending: str | None, *, kind: str = "normal", 
     else:
         messages.append({"role": "system", "content": "[System note: stay in character; never speak for Alex.]"})
     return {
-        "messages": messages, "model": model, "temperature": 1, "max_tokens": 300, "stream": stream,
-        "presence_penalty": 0, "frequency_penalty": 0, "top_p": 1, "top_k": 0, "stop": ["\nAlex:"], "logit_bias": {},
+        "messages": messages,
+        "model": model,
+        "temperature": 1,
+        "max_tokens": 300,
+        "stream": stream,
+        "presence_penalty": 0,
+        "frequency_penalty": 0,
+        "top_p": 1,
+        "top_k": 0,
+        "stop": ["\nAlex:"],
+        "logit_bias": {},
     }
 
 
@@ -70,14 +88,25 @@ def risuai(model: str, chat, pending: str, *, image: bool = False, developer: bo
     for player_input, answer in chat:
         messages += [{"role": "user", "content": player_input}, {"role": "assistant", "content": answer}]
     if image:
-        messages.append({"role": "user", "content": [
-            {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo=", "detail": "auto"}},
-            {"type": "text", "text": pending},
-        ]})
+        messages.append(
+            {
+                "role": "user",
+                "content": [
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo=", "detail": "auto"}},
+                    {"type": "text", "text": pending},
+                ],
+            }
+        )
     else:
         messages.append({"role": "user", "content": pending})
     messages.append({"role": system, "content": "[Global note] Keep replies under 120 words."})
     return {
-        "model": model, "messages": messages, "max_tokens": 500, "stream": False, "temperature": 0.8,
-        "presence_penalty": 0, "frequency_penalty": 0, "top_p": 1,
+        "model": model,
+        "messages": messages,
+        "max_tokens": 500,
+        "stream": False,
+        "temperature": 0.8,
+        "presence_penalty": 0,
+        "frequency_penalty": 0,
+        "top_p": 1,
     }

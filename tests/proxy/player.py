@@ -10,6 +10,7 @@ living memory (facts, beliefs, mental models, via tests/saves/scenario.snapshot)
 chunks, and the narrator snapshots (what the narrator saw: input, prompt, memory text).
 `play_straight(...)` plays a new save straight to a given chat, one request per turn.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,8 +36,17 @@ def sse_text(raw: bytes) -> str:
 
 
 class Player:
-    def __init__(self, api, game_save, *, stream: bool = False, model: str = "test-model",
-                 system: str = SYSTEM, greeting: str = GREETING, memory_tokens: int | None = None):
+    def __init__(
+        self,
+        api,
+        game_save,
+        *,
+        stream: bool = False,
+        model: str = "test-model",
+        system: str = SYSTEM,
+        greeting: str = GREETING,
+        memory_tokens: int | None = None,
+    ):
         self.api = api
         self.save = game_save
         self.stream = stream
@@ -54,8 +64,12 @@ class Player:
         return messages
 
     def request(self, turns, pending: str, **extra):
-        body = {"model": f"axiom/{self.save.save_id}/{self.model}", "messages": self.messages(turns, pending),
-                "stream": self.stream, **extra}
+        body = {
+            "model": f"axiom/{self.save.save_id}/{self.model}",
+            "messages": self.messages(turns, pending),
+            "stream": self.stream,
+            **extra,
+        }
         if self.memory_tokens is not None:
             body["axiom_memory_tokens"] = self.memory_tokens
         response = self.api.post("/v1/chat/completions", body)
@@ -92,8 +106,9 @@ class Player:
         return self.chat[-1][0]
 
 
-def play_straight(api, universe, settled, pending: str, *, name: str = "straight", memory_mode=MemoryMode.LIVING,
-                  **front_end):
+def play_straight(
+    api, universe, settled, pending: str, *, name: str = "straight", memory_mode=MemoryMode.LIVING, **front_end
+):
     """Return a new save played through the proxy straight to `settled` + `pending`, one request a turn.
 
     `front_end`: the Player's system prompt and greeting, when not the tests' own."""

@@ -1,6 +1,7 @@
 """A save per chat, without set-up: under `axiom/u/<universe>/<model>` a chat that continues none of
 the user's saves of that universe gets a new save (opening from its greeting), and the chat's later
 requests find it. Before, every new chat needed a new save and a new model id made by hand."""
+
 from __future__ import annotations
 
 import pytest
@@ -20,12 +21,17 @@ MODEL = "axiom/u/test-world/test-model"
 def send(api, chat, pending, **kind):
     response = api.post(URL, sillytavern(MODEL, chat, pending, stream=False, **kind))
     assert response.status_code == 200, response.content
-    return (response["X-Axiom-Save"], response["X-Axiom-Save-Created"] == "true",
-            response.json()["choices"][0]["message"]["content"])
+    return (
+        response["X-Axiom-Save"],
+        response["X-Axiom-Save-Created"] == "true",
+        response.json()["choices"][0]["message"]["content"],
+    )
 
 
 def history(save_id):
-    return list(Event.objects.filter(game_save__save_id=save_id).order_by("turn_id").values_list("player_input", "narrative"))
+    return list(
+        Event.objects.filter(game_save__save_id=save_id).order_by("turn_id").values_list("player_input", "narrative")
+    )
 
 
 def test_a_new_chat_gets_a_save_and_its_next_requests_find_it(proxy, upstream, universe, playtester):

@@ -1,6 +1,7 @@
 """A save played through the proxy in the studio's pages: its console (with the answer still
 waiting as a narrator draft), timeline, "what the narrator saw", and a rewind that the next
 request's chat then replays."""
+
 from __future__ import annotations
 
 import pytest
@@ -48,6 +49,8 @@ def test_the_pending_exchange_is_a_draft_on_the_console_and_in_the_api(client, p
     assert body["current_turn"] == 1 and body["draft"]["turn_id"] == 2
     assert body["draft"]["player_input"] == "I wait at the pier."
     assert [(a["text"], a["status"], a["chosen"]) for a in body["draft"]["alternatives"]] == [
-        (first, "done", False), (second, "done", True)]
+        (first, "done", False),
+        (second, "done", True),
+    ]
     player.say("I leave.")  # the chat moves on: the answer becomes turn 2, and the next one waits
     assert proxy.get(f"/api/v1/saves/{play_save.save_id}/draft").json()["draft"]["turn_id"] == 3

@@ -1,5 +1,6 @@
 """CORS on the memory proxy, for front ends that call it from the browser: off by default, then
 only for the origins AXIOM_PROXY_CORS_ORIGINS lists."""
+
 from __future__ import annotations
 
 import pytest
@@ -14,8 +15,10 @@ RISU = "https://risu.example"
 
 
 def preflight(path: str, origin: str, asked: str = "authorization,content-type"):
-    return Client().options(path, headers={"Origin": origin, "Access-Control-Request-Method": "POST",
-                                           "Access-Control-Request-Headers": asked})
+    return Client().options(
+        path,
+        headers={"Origin": origin, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": asked},
+    )
 
 
 def test_no_cors_headers_unless_configured(proxy):
@@ -36,8 +39,9 @@ def test_an_allowed_origin_gets_its_preflight_and_every_answer(proxy, make_api, 
     assert refused.status_code == 401 and refused["Access-Control-Allow-Origin"] == RISU
     assert "WWW-Authenticate" in refused["Access-Control-Expose-Headers"]
     upstream.reply = Reply(content="The tide is out.")
-    answer = proxy.post("/v1/chat/completions", sillytavern(f"axiom/{play_save.save_id}", [], "Look around."),
-                        headers={"Origin": RISU})
+    answer = proxy.post(
+        "/v1/chat/completions", sillytavern(f"axiom/{play_save.save_id}", [], "Look around."), headers={"Origin": RISU}
+    )
     assert answer.status_code == 200, answer.content
     assert answer["Access-Control-Allow-Origin"] == RISU and "X-Axiom-Memory" in answer["Access-Control-Expose-Headers"]
 

@@ -6,6 +6,7 @@ The scripted upstream holds its answer back, before its headers (llama-cpp-pytho
 relay blocks for the whole prompt read) or after them (llama.cpp's `llama-server`). The studio's
 read timeout is a minute, so a request that ends within seconds was ended by the watch.
 """
+
 from __future__ import annotations
 
 import time
@@ -44,8 +45,9 @@ def proposal(play_save) -> NarratorAlternative:
 
 
 @pytest.mark.parametrize("stream", [True, False])
-def test_a_front_end_that_leaves_while_the_relay_opens_ends_the_upstream_request(proxy, slow_upstream, play_save,
-                                                                                gunicorn_client, stream):
+def test_a_front_end_that_leaves_while_the_relay_opens_ends_the_upstream_request(
+    proxy, slow_upstream, play_save, gunicorn_client, stream
+):
     slow_upstream.reply = Reply(content="too late", hold=slow_upstream.release)  # no headers before the first token
     gunicorn_client.leave_when(lambda: bool(slow_upstream.relayed))
     response = post(proxy, play_save, gunicorn_client.environ, stream=stream)
@@ -60,7 +62,9 @@ def test_a_front_end_that_leaves_while_the_relay_opens_ends_the_upstream_request
     assert watch_threads() == []
 
 
-def test_a_front_end_that_leaves_before_the_first_delta_ends_the_relay(proxy, slow_upstream, play_save, gunicorn_client):
+def test_a_front_end_that_leaves_before_the_first_delta_ends_the_relay(
+    proxy, slow_upstream, play_save, gunicorn_client
+):
     slow_upstream.reply = Reply(content="one two three", chunk_delay=60)  # headers at once, the first word later
     response = post(proxy, play_save, gunicorn_client.environ)
     assert response.status_code == 200

@@ -3,6 +3,7 @@ messages edits those turns in place, as the Console does; the save is rewound on
 were added or removed in the middle, or the chat is another branch. Before, fixing a typo in
 answer 3 rewound the save and re-appended every later turn (on a living save, the memory jobs'
 model calls went from 32 to 63; the narrator snapshots from 39 to 2)."""
+
 from __future__ import annotations
 
 import pytest
@@ -22,18 +23,23 @@ def edited(turns, *indexes):
     return [(i, f"{o} (edited)") if index in indexes else (i, o) for index, (i, o) in enumerate(turns)]
 
 
-@pytest.mark.parametrize("chat, plan", [
-    (SAVE, SyncPlan(keep=10, edits=(), append_from=10)),  # the same chat
-    (SAVE + [("in 11", "out 11")], SyncPlan(keep=10, edits=(), append_from=10)),  # the next turn
-    (edited(SAVE, 2), SyncPlan(keep=10, edits=((3, "in 3", "out 3 (edited)"),), append_from=10)),  # answer 3 edited
-    (edited(SAVE, 2, 6) + [("in 11", "x")], SyncPlan(keep=10, edits=((3, "in 3", "out 3 (edited)"),
-                                                                     (7, "in 7", "out 7 (edited)")), append_from=10)),
-    (edited(SAVE[:6], 2), SyncPlan(keep=6, edits=((3, "in 3", "out 3 (edited)"),), append_from=6)),  # and cut at 6
-    (SAVE[:4], SyncPlan(keep=4, edits=(), append_from=4)),  # deleted back to turn 4
-    (SAVE[:4] + SAVE[5:], SyncPlan(keep=4, edits=(), append_from=4)),  # turn 5 removed in the middle
-    (SAVE[:4] + [("new", "x")] + SAVE[4:], SyncPlan(keep=4, edits=(), append_from=4)),  # one added in the middle
-    (edited(SAVE, 4, 5, 6), SyncPlan(keep=4, edits=(), append_from=4)),  # another branch from turn 5
-])
+@pytest.mark.parametrize(
+    "chat, plan",
+    [
+        (SAVE, SyncPlan(keep=10, edits=(), append_from=10)),  # the same chat
+        (SAVE + [("in 11", "out 11")], SyncPlan(keep=10, edits=(), append_from=10)),  # the next turn
+        (edited(SAVE, 2), SyncPlan(keep=10, edits=((3, "in 3", "out 3 (edited)"),), append_from=10)),  # answer 3 edited
+        (
+            edited(SAVE, 2, 6) + [("in 11", "x")],
+            SyncPlan(keep=10, edits=((3, "in 3", "out 3 (edited)"), (7, "in 7", "out 7 (edited)")), append_from=10),
+        ),
+        (edited(SAVE[:6], 2), SyncPlan(keep=6, edits=((3, "in 3", "out 3 (edited)"),), append_from=6)),  # and cut at 6
+        (SAVE[:4], SyncPlan(keep=4, edits=(), append_from=4)),  # deleted back to turn 4
+        (SAVE[:4] + SAVE[5:], SyncPlan(keep=4, edits=(), append_from=4)),  # turn 5 removed in the middle
+        (SAVE[:4] + [("new", "x")] + SAVE[4:], SyncPlan(keep=4, edits=(), append_from=4)),  # one added in the middle
+        (edited(SAVE, 4, 5, 6), SyncPlan(keep=4, edits=(), append_from=4)),  # another branch from turn 5
+    ],
+)
 def test_the_plan_is_the_least_work_that_follows_the_chat(chat, plan):
     assert MAX_IN_PLACE == 2
     run = next((index for index, (a, b) in enumerate(zip(SAVE, chat)) if a != b), min(len(SAVE), len(chat)))

@@ -1,5 +1,6 @@
 """What a front end is told when a proxy request cannot be served: the OpenAI error shape,
 and nothing written."""
+
 from __future__ import annotations
 
 import pytest
@@ -32,7 +33,11 @@ def test_a_key_is_required(make_api, upstream, play_save):
 def test_bad_requests_say_what_is_wrong(proxy, upstream, play_save):
     assert code(proxy.post(URL, raw="{not json")) == "invalid_json"
     response = proxy.post(URL, {"model": "gpt-4o", "messages": [{"role": "user", "content": "x"}]})
-    assert response.status_code == 400 and code(response) == "model_not_found" and "axiom/u/<universe>" in response.json()["error"]["message"]
+    assert (
+        response.status_code == 400
+        and code(response) == "model_not_found"
+        and "axiom/u/<universe>" in response.json()["error"]["message"]
+    )
     response = proxy.post(URL, {"model": f"axiom/{play_save.save_id}", "messages": "hello"})
     assert response.status_code == 400 and code(response) == "invalid_messages"
     assert proxy.get(URL).status_code == 405
@@ -52,7 +57,10 @@ def test_models_lists_a_model_name_per_universe_and_per_playable_save(proxy, ups
     """The ids read as what they play (SillyTavern shows only the ids): the universe, the save's name."""
     ids = [entry["id"] for entry in proxy.get("/v1/models").json()["data"]]
     assert ids[0] == "axiom/u/test-world/test-model"  # a save per chat
-    assert f"axiom/s/proxy-run--{play_save.save_id}/test-model" in ids and f"axiom/s/run-1--{game_save.save_id}/test-model" in ids
+    assert (
+        f"axiom/s/proxy-run--{play_save.save_id}/test-model" in ids
+        and f"axiom/s/run-1--{game_save.save_id}/test-model" in ids
+    )
 
 
 def test_another_chat_is_not_bound_to_a_save_with_turns(proxy, upstream, game_save):

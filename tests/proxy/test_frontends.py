@@ -1,6 +1,7 @@
 """The request shapes SillyTavern, RisuAI and an OpenAI client send, against the scripted upstream:
 what reaches the model (every field but `model` as sent, the memory where the player put the
 marker), what comes back (the upstream's bytes), and what the save keeps (turns, proposals)."""
+
 from __future__ import annotations
 
 import json
@@ -51,8 +52,17 @@ def test_sillytavern_fields_reach_the_model_and_memory_goes_at_the_marker(proxy,
     assert response["Content-Type"].startswith("text/event-stream")
     got = relayed(upstream)
     assert got["model"] == "story-model"
-    for key in ("temperature", "max_tokens", "stream", "presence_penalty", "frequency_penalty", "top_p", "top_k",
-                "stop", "logit_bias"):
+    for key in (
+        "temperature",
+        "max_tokens",
+        "stream",
+        "presence_penalty",
+        "frequency_penalty",
+        "top_p",
+        "top_k",
+        "stop",
+        "logit_bias",
+    ):
         assert got[key] == sent[key], key
     # The front end's messages, in order, with the memory block where the marker was.
     assert len(got["messages"]) == len(sent["messages"])
@@ -69,9 +79,11 @@ def test_sillytavern_fields_reach_the_model_and_memory_goes_at_the_marker(proxy,
 
 
 def test_without_a_marker_what_changes_goes_after_the_chat_and_the_rest_after_the_system_prompts(
-        proxy, upstream, play_save):
-    play_save.universe.lore_entries.create(entry_id="tide-law", title="The tide law", constant=True,
-                                           text="No boat leaves Port Vey against the tide.")
+    proxy, upstream, play_save
+):
+    play_save.universe.lore_entries.create(
+        entry_id="tide-law", title="The tide law", constant=True, text="No boat leaves Port Vey against the tide."
+    )
     model = f"axiom/{play_save.save_id}"
     chat = play(proxy, lambda m, c, p: sillytavern(m, c, p, marker=False, stream=False), model, ["I ask about Kaël."])
     sent = sillytavern(model, chat, "And Port Vey?", marker=False, stream=False)
@@ -85,7 +97,8 @@ def test_without_a_marker_what_changes_goes_after_the_chat_and_the_rest_after_th
     assert got["messages"][6]["content"].startswith("## Memory\n## Lore (always active)")
     assert got["messages"][7:-2] == sent["messages"][6:-1]
     assert got["messages"][-2]["role"] == "system" and got["messages"][-2]["content"].startswith(
-        "## Memory for this turn\n## Recalled for this action")
+        "## Memory for this turn\n## Recalled for this action"
+    )
     assert got["messages"][-1] == sent["messages"][-1]
     assert response["X-Axiom-Memory"] == "after_system+note"
     # The chat carries turn 1: the memory does not repeat it.
@@ -99,7 +112,9 @@ def test_without_a_marker_what_changes_goes_after_the_chat_and_the_rest_after_th
 
 
 def test_the_stream_is_the_upstream_stream_byte_for_byte(proxy, upstream, play_save):
-    upstream.reply = Reply(content="The bell rings twice; Mira counts coins.", chunks=["The bell ", "rings twice;", " Mira counts coins."])
+    upstream.reply = Reply(
+        content="The bell rings twice; Mira counts coins.", chunks=["The bell ", "rings twice;", " Mira counts coins."]
+    )
     model = f"axiom/{play_save.save_id}/test-model"
     through_proxy = b"".join(proxy.post(URL, sillytavern(model, [], "I wait.")).streaming_content)
     direct = httpx.post(upstream.server.base_url + "/chat/completions", json=relayed(upstream)).content
@@ -155,11 +170,16 @@ def test_impersonate_is_relayed_and_its_answer_is_never_narration(proxy, upstrea
 
 
 def test_risuai_developer_roles_images_and_no_stream(proxy, upstream, play_save):
-    play_save.universe.lore_entries.create(entry_id="tide-law", title="The tide law", constant=True,
-                                           text="No boat leaves Port Vey against the tide.")
+    play_save.universe.lore_entries.create(
+        entry_id="tide-law", title="The tide law", constant=True, text="No boat leaves Port Vey against the tide."
+    )
     model = f"axiom/{play_save.save_id}/test-model"
-    chat = play(proxy, lambda m, c, p: risuai(m, c, p, image=len(c) == 2), model,
-                ["I hand Mira a letter.", "I show her the map.", "I point at the reef."])
+    chat = play(
+        proxy,
+        lambda m, c, p: risuai(m, c, p, image=len(c) == 2),
+        model,
+        ["I hand Mira a letter.", "I show her the map.", "I point at the reef."],
+    )
     got = relayed(upstream)
     assert got["stream"] is False and "stop" not in got
     assert [m["role"] for m in got["messages"][:3]] == ["developer", "developer", "system"]
@@ -225,7 +245,10 @@ def test_a_stopped_answer_the_chat_keeps_is_accepted_with_its_snapshot(proxy, up
     snapshot = NarratorSnapshot.objects.get(game_save=play_save, turn_id=1)
     assert (snapshot.proposed, snapshot.edited, snapshot.player_input) == (alternative.text, False, "I wait.")
     assert (snapshot.system_prompt, snapshot.user_prompt, snapshot.context) == (
-        alternative.system_prompt, alternative.user_prompt, alternative.context)
+        alternative.system_prompt,
+        alternative.user_prompt,
+        alternative.context,
+    )
     assert snapshot.finish_reason == "cancelled"
 
 

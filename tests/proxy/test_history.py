@@ -1,4 +1,5 @@
 """Reading a front end's messages as turns, and placing the memory block (no database)."""
+
 from __future__ import annotations
 
 import pytest
@@ -14,21 +15,34 @@ def m(role, content, **extra):
 
 
 def test_system_messages_greeting_and_examples_are_not_turns():
-    chat = read_chat([
-        m("system", "card"), m("system", "ex", name="example_user"), m("assistant", "Hello, traveller."),
-        m("user", " I sit. "), m("system", "[author's note]"), m("assistant", "She nods."),
-        m("user", "I pay."), m("system", "[post-history]"),
-    ])
+    chat = read_chat(
+        [
+            m("system", "card"),
+            m("system", "ex", name="example_user"),
+            m("assistant", "Hello, traveller."),
+            m("user", " I sit. "),
+            m("system", "[author's note]"),
+            m("assistant", "She nods."),
+            m("user", "I pay."),
+            m("system", "[post-history]"),
+        ]
+    )
     assert chat.greeting == "Hello, traveller."
     assert chat.turns == [("I sit.", "She nods.")]
     assert chat.pending_input == "I pay." and chat.records_answer
 
 
 def test_consecutive_messages_of_one_role_are_one_and_parts_count_by_text():
-    chat = read_chat([
-        m("user", "I sit."), m("user", [{"type": "image_url", "image_url": {"url": "x"}}, {"type": "text", "text": "Look."}]),
-        m("assistant", "A"), m("tool", "ignored"), m("assistant", "B"), m("user", "Go."),
-    ])
+    chat = read_chat(
+        [
+            m("user", "I sit."),
+            m("user", [{"type": "image_url", "image_url": {"url": "x"}}, {"type": "text", "text": "Look."}]),
+            m("assistant", "A"),
+            m("tool", "ignored"),
+            m("assistant", "B"),
+            m("user", "Go."),
+        ]
+    )
     assert chat.turns == [("I sit.\n\nLook.", "A\n\nB")]
 
 
@@ -60,8 +74,14 @@ def test_without_a_marker_the_block_follows_the_leading_system_messages():
 
 
 def test_the_note_follows_the_chats_last_message_and_the_block_stays_put():
-    chat = [m("system", "main"), m("assistant", "hello"), m("user", "u1"), m("assistant", "a1"), m("user", "u2"),
-            m("system", "post-history")]
+    chat = [
+        m("system", "main"),
+        m("assistant", "hello"),
+        m("user", "u1"),
+        m("assistant", "a1"),
+        m("user", "u2"),
+        m("system", "post-history"),
+    ]
     out, placed = inject(chat, "STABLE", note="NOW")
     assert placed == "after_system+note"
     assert [x["content"] for x in out] == ["main", "STABLE", "hello", "u1", "a1", "u2", "NOW", "post-history"]

@@ -9,6 +9,7 @@ The turns are embedded as they are played (the jobs run after each commit: a tra
 test), so from the seventh exchange on every context holds about a hundred candidates (the
 narrative search asks for as many as the budget could hold), each with its ranks, scores,
 reason and cut, as a long chat's contexts do."""
+
 from __future__ import annotations
 
 import json
@@ -29,6 +30,8 @@ from tests.proxy.texts import prose
 pytestmark = pytest.mark.django_db(transaction=True)
 
 EXCHANGES = 16  # long exchanges: 64k tokens in few requests
+
+
 def test_a_64k_token_chat_round_trips_in_at_most_twice_its_text(proxy, upstream, universe, settings):
     settings.AXIOM_SAVE_FILE_MAX_BYTES = 64 * 1024 * 1024
     game_save = save_create(universe=universe, name="Long chat", memory_mode=MemoryMode.CLASSIC)
@@ -46,9 +49,12 @@ def test_a_64k_token_chat_round_trips_in_at_most_twice_its_text(proxy, upstream,
     started = time.perf_counter()
     data = portable.save_export(game_save=game_save).read()
     print(f"\nexport {time.perf_counter() - started:.2f} s")
-    sections = {name: len(json.dumps(body["items"], ensure_ascii=False))
-                for name, body in json.loads(data)["sections"].items()}
-    print(f"\nchat {chat_text:,} chars, {tokens:,} tokens; file {len(data):,} bytes ({len(data) / chat_text:.2f}x): {sections}")
+    sections = {
+        name: len(json.dumps(body["items"], ensure_ascii=False)) for name, body in json.loads(data)["sections"].items()
+    }
+    print(
+        f"\nchat {chat_text:,} chars, {tokens:,} tokens; file {len(data):,} bytes ({len(data) / chat_text:.2f}x): {sections}"
+    )
     assert len(data) <= 2 * chat_text, sections
     started = time.perf_counter()
     copy = portable.save_import(universe=universe, data=data).game_save
@@ -61,7 +67,12 @@ def test_a_64k_token_chat_round_trips_in_at_most_twice_its_text(proxy, upstream,
     assert player.settled[-2][1] in last[1] and len(last[1]) > chat_text * 0.9
     assert NarratorSnapshot.objects.filter(game_save=copy).count() == EXCHANGES
     # Full contexts, exactly as recorded: the snapshot page shows every candidate, included or cut, with its reason.
-    contexts = list(NarratorSnapshot.objects.filter(game_save=game_save).order_by("turn_id").values_list("context", flat=True))
+    contexts = list(
+        NarratorSnapshot.objects.filter(game_save=game_save).order_by("turn_id").values_list("context", flat=True)
+    )
     assert min(len(context["items"]) for context in contexts[6:]) >= 90, [len(c["items"]) for c in contexts]
     assert sum(not item["included"] for item in contexts[-1]["items"]) >= 80
-    assert list(NarratorSnapshot.objects.filter(game_save=copy).order_by("turn_id").values_list("context", flat=True)) == contexts
+    assert (
+        list(NarratorSnapshot.objects.filter(game_save=copy).order_by("turn_id").values_list("context", flat=True))
+        == contexts
+    )

@@ -1,6 +1,7 @@
 """The real `openai` Python client against the studio's live test server, the scripted
 server as the studio's model: models, a streamed and a plain completion, stop strings,
 an error the client raises, and the save the requests played."""
+
 from __future__ import annotations
 
 import openai
@@ -20,7 +21,10 @@ def test_the_openai_client_plays_a_save(live_server, upstream, play_save, playte
 
     system = {"role": "system", "content": "You narrate a harbour story. {{axiom_memory}}"}
     first = client.chat.completions.create(
-        model=model, messages=[system, {"role": "user", "content": "I ask about Kaël."}], stop=["\nYou:"], max_tokens=200,
+        model=model,
+        messages=[system, {"role": "user", "content": "I ask about Kaël."}],
+        stop=["\nYou:"],
+        max_tokens=200,
     )
     answer = first.choices[0].message.content
     assert answer.startswith("Answer ") and first.choices[0].finish_reason == "stop"
@@ -28,9 +32,14 @@ def test_the_openai_client_plays_a_save(live_server, upstream, play_save, playte
     assert sent["stop"] == ["\nYou:"] and sent["max_tokens"] == 200 and sent["model"] == "test-model"
 
     stream = client.chat.completions.create(
-        model=model, stream=True,
-        messages=[system, {"role": "user", "content": "I ask about Kaël."}, {"role": "assistant", "content": answer},
-                  {"role": "user", "content": "I walk to Port Vey."}],
+        model=model,
+        stream=True,
+        messages=[
+            system,
+            {"role": "user", "content": "I ask about Kaël."},
+            {"role": "assistant", "content": answer},
+            {"role": "user", "content": "I walk to Port Vey."},
+        ],
     )
     streamed = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
     assert streamed.startswith("Answer ")

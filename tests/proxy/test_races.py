@@ -4,6 +4,7 @@ pending answer of turn 4), tab B resends the chat with an earlier answer edited.
 no 500, one request wins and the other gets 409 (or both went through one after the other),
 and the save equals one of the two chats; a retried request never re-applies its chat over
 the winner's."""
+
 from __future__ import annotations
 
 import threading
@@ -45,8 +46,12 @@ def test_a_new_message_and_an_earlier_edit_at_once(live_server, upstream, play_s
 
     def client():
         hooks = {"response": [lambda response: seen.append(response.status_code)]}
-        return openai.OpenAI(base_url=f"{live_server.url}/v1", api_key=key, timeout=30,  # default retries
-                             http_client=openai.DefaultHttpxClient(event_hooks=hooks))
+        return openai.OpenAI(
+            base_url=f"{live_server.url}/v1",
+            api_key=key,
+            timeout=30,  # default retries
+            http_client=openai.DefaultHttpxClient(event_hooks=hooks),
+        )
 
     setup = client()
     for index, (player_input, _) in enumerate(BASE):
@@ -54,7 +59,11 @@ def test_a_new_message_and_an_earlier_edit_at_once(live_server, upstream, play_s
     outcomes = []
     for round_number in range(ROUNDS):
         # The base: turns 1-3 settled, turn 4 asked for (its answer is the pending proposal).
-        answer = setup.chat.completions.create(model=model, messages=messages(BASE, "I ask about the ledger.")).choices[0].message.content
+        answer = (
+            setup.chat.completions.create(model=model, messages=messages(BASE, "I ask about the ledger."))
+            .choices[0]
+            .message.content
+        )
         edited = BASE[:1] + [(BASE[1][0], f"Round {round_number}: the harbour master laughs instead.")] + BASE[2:]
         chats = {
             "A": (BASE + [("I ask about the ledger.", answer)], "I pay the toll."),  # the next message
@@ -127,7 +136,9 @@ def test_an_idempotency_key_names_the_request(proxy, upstream, play_save):
     assert proxy.post(URL, body, headers=key).status_code == 200
     assert proxy.post(URL, body, headers=key).status_code == 200  # the same key, nothing changed since
     answer = upstream.answer_for("I do thing 1.", 2)
-    assert proxy.post(URL, {"model": model, "messages": messages([("I do thing 1.", answer)], "On.")}).status_code == 200
+    assert (
+        proxy.post(URL, {"model": model, "messages": messages([("I do thing 1.", answer)], "On.")}).status_code == 200
+    )
     response = proxy.post(URL, body, headers=key)  # would rewind the turn the other request wrote
     assert response.status_code == 409
     assert save_chat(play_save) == ([("I do thing 1.", answer)], "On.")

@@ -2,6 +2,7 @@
 delete back to turn 4, then 3 more turns. After each step the save equals a save played straight to the
 same chat: its turns, facts, beliefs, mental models, vector chunks, and the narrator snapshots
 it still has (what the narrator saw, each equal to the straight save's at that turn)."""
+
 from __future__ import annotations
 
 import pytest
@@ -23,11 +24,13 @@ def check_same(proxy, universe, vector_memory, player, game_save, snapshot_turns
     assert ours_state == state(straight, vector_memory)
     # Not vacuous: the living memory ran (facts, beliefs) and every turn was embedded.
     assert ours_state["facts"] and ours_state["beliefs"]
-    assert {turn for turn, kind, _ in ours_state["chunks"] if kind == "narrative"} == set(range(1, len(player.settled) + 1))
+    assert {turn for turn, kind, _ in ours_state["chunks"] if kind == "narrative"} == set(
+        range(1, len(player.settled) + 1)
+    )
     ours, theirs = narrator_snapshots(game_save), narrator_snapshots(straight)
     assert sorted(ours) == snapshot_turns
     assert sorted(theirs) == list(range(1, len(player.settled) + 1))
-    for turn in (snapshot_turns if equal_turns is None else equal_turns):
+    for turn in snapshot_turns if equal_turns is None else equal_turns:
         assert ours[turn] == theirs[turn], f"narrator snapshot of turn {turn}"
     if len(ours) > 2:
         assert ours[max(ours)][3], "the narrator saw a memory context"

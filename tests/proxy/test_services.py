@@ -1,4 +1,5 @@
 """How a relayed answer ends on its proposal (`proposal_finish`)."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -14,8 +15,16 @@ pytestmark = pytest.mark.django_db
 
 
 def _relay(*, cancelled=False, error=None, **response):
-    answer = LLMResponse(text="The tide turns.", model="local", prompt_tokens=120, completion_tokens=9,
-                         latency_ms=850, finish_reason="stop", first_token_ms=42, **response)
+    answer = LLMResponse(
+        text="The tide turns.",
+        model="local",
+        prompt_tokens=120,
+        completion_tokens=9,
+        latency_ms=850,
+        finish_reason="stop",
+        first_token_ms=42,
+        **response,
+    )
     return SimpleNamespace(response=answer, error=error, cancelled=cancelled)
 
 
@@ -25,7 +34,11 @@ def test_a_finished_answer_fills_the_alternative_as_the_console_does(game_save):
     proposal_finish(alternative_id=alternative.pk, relay=_relay())
     alternative = NarratorAlternative.objects.get(pk=alternative.pk)
     assert (alternative.status, alternative.text, alternative.model, alternative.finish_reason) == (
-        AlternativeStatus.DONE, "The tide turns.", "local", "stop")
+        AlternativeStatus.DONE,
+        "The tide turns.",
+        "local",
+        "stop",
+    )
     assert (alternative.latency_ms, alternative.prompt_tokens, alternative.completion_tokens) == (850, 120, 9)
     assert alternative.first_token_ms == 42  # the proxy dropped it before
 

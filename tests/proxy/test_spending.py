@@ -3,6 +3,7 @@
 request is refused before anything is written and before any upstream call. Before, the client
 picked the model (`axiom/<id>/gpt-4-32k-expensive` reached the upstream), `max_tokens: 100000`
 and `n: 8` passed through, and a key holder making saves had no per-user limit."""
+
 from __future__ import annotations
 
 import pytest
@@ -24,12 +25,15 @@ def nothing_happened(upstream, relayed_before: int):
     assert not NarratorDraft.objects.exists() and not Event.objects.filter(game_save__proxy_chat__isnull=False).exists()
 
 
-@pytest.mark.parametrize("fields, code, param", [
-    ({"model": "MODEL/gpt-4-32k-expensive"}, "model_not_allowed", "model"),
-    ({"max_tokens": 100_000}, "over_limit", "max_tokens"),
-    ({"max_completion_tokens": 5000}, "over_limit", "max_completion_tokens"),
-    ({"n": 8}, "over_limit", "n"),
-])
+@pytest.mark.parametrize(
+    "fields, code, param",
+    [
+        ({"model": "MODEL/gpt-4-32k-expensive"}, "model_not_allowed", "model"),
+        ({"max_tokens": 100_000}, "over_limit", "max_tokens"),
+        ({"max_completion_tokens": 5000}, "over_limit", "max_completion_tokens"),
+        ({"n": 8}, "over_limit", "n"),
+    ],
+)
 def test_over_the_operators_limits_is_refused_before_anything(proxy, upstream, play_save, fields, code, param):
     body = {**sillytavern(f"axiom/{play_save.save_id}/test-model", [], "Hi.", stream=False), **fields}
     body["model"] = body["model"].replace("MODEL", f"axiom/{play_save.save_id}")
@@ -62,7 +66,10 @@ def test_a_users_daily_spend_is_guarded_across_saves(proxy, make_api, upstream, 
     settings.AXIOM_LLM_CALLS_PER_USER_DAY = 2
     saves = [save_create(universe=universe, name=f"Save {n}") for n in range(3)]
     for game_save in saves[:2]:
-        assert proxy.post(URL, sillytavern(f"axiom/{game_save.save_id}/test-model", [], "Hi.", stream=False)).status_code == 200
+        assert (
+            proxy.post(URL, sillytavern(f"axiom/{game_save.save_id}/test-model", [], "Hi.", stream=False)).status_code
+            == 200
+        )
     relayed = len(upstream.relayed)
     response = proxy.post(URL, sillytavern(f"axiom/{saves[2].save_id}/test-model", [], "Hi.", stream=False))
     assert response.status_code == 429 and response.json()["error"]["code"] == "spend_limit"
@@ -87,8 +94,12 @@ def test_a_users_daily_spend_is_guarded_across_saves(proxy, make_api, upstream, 
     other = User.objects.create_user("other", password="pw")
     other.groups.add(Group.objects.get(name="Playtesters"))
     universe.members.add(other)
-    assert make_api(other).post(URL, sillytavern(f"axiom/{saves[2].save_id}/test-model", [], "Hi.",
-                                                 stream=False)).status_code == 200
+    assert (
+        make_api(other)
+        .post(URL, sillytavern(f"axiom/{saves[2].save_id}/test-model", [], "Hi.", stream=False))
+        .status_code
+        == 200
+    )
 
 
 def test_the_tokens_cap_per_day(proxy, upstream, play_save, settings):

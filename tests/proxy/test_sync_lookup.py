@@ -1,4 +1,5 @@
 """Where a chat's window starts in a long save: found through the narrative digest index, not by reading every turn."""
+
 from __future__ import annotations
 
 import pytest
@@ -13,8 +14,12 @@ pytestmark = pytest.mark.django_db
 
 def test_the_window_start_is_found_by_its_narrative_digest(universe):
     game_save = Save.objects.create(universe=universe, name="long")
-    Event.objects.bulk_create([Event(game_save=game_save, turn_id=n, player_input=f"act {n % 7}",
-                                     narrative=f"Turn {n % 50}: the tide.") for n in range(1, 401)])
+    Event.objects.bulk_create(
+        [
+            Event(game_save=game_save, turn_id=n, player_input=f"act {n % 7}", narrative=f"Turn {n % 50}: the tide.")
+            for n in range(1, 401)
+        ]
+    )
     Save.objects.filter(pk=game_save.pk).update(current_turn=400)
     game_save.refresh_from_db()
     # "Turn 10" is the narration of turns 10, 60, ..., 360; with "act 3" only 10 and 360 (n % 7 == 3).

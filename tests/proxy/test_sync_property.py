@@ -2,6 +2,7 @@
 or answers, deletes), after the next request the save's Event_Log is exactly the chat's
 settled turns, its pending turn is one open narrator draft holding the chat's last message,
 and only answers the chat still holds were ever written."""
+
 from __future__ import annotations
 
 import pytest
@@ -68,7 +69,9 @@ def test_the_save_is_the_chat(proxy, light_upstream, universe, actions):
                 player.delete_after(1 + step[1] % (len(player.chat) - 1))
             say()
         game_save.refresh_from_db()
-        events = list(Event.objects.filter(game_save=game_save).order_by("turn_id").values_list("player_input", "narrative"))
+        events = list(
+            Event.objects.filter(game_save=game_save).order_by("turn_id").values_list("player_input", "narrative")
+        )
         assert events == player.settled
         assert game_save.current_turn == len(player.settled)
         drafts = NarratorDraft.objects.filter(game_save=game_save, status=DraftStatus.OPEN)

@@ -1,14 +1,17 @@
 """Seeded varied prose for long chats (tests/proxy/test_long_chat.py, bench/proxy_save_file.py): the
 same text every run, about six characters a word, not so repetitive that any text copies itself."""
+
 from __future__ import annotations
 
 import random
 
-WORDS = ("tide harbour lantern ledger smuggler rope gull fog pier salt crate bell dock oar net storm coin debt map "
-         "candle mast hull keel anchor sail chart compass beacon reef shoal current wave spray brine kelp cliff cove "
-         "quay wharf tavern ale bread cheese knife cloak boot hat scarf glove letter seal wax ink quill key lock door "
-         "window stair cellar attic roof chimney smoke ash ember flame spark river bridge road cart horse mule dog cat "
-         "rat owl crow heron gull tern crab eel cod herring mackerel oyster whelk mussel clam shell pearl silver gold").split()
+WORDS = (
+    "tide harbour lantern ledger smuggler rope gull fog pier salt crate bell dock oar net storm coin debt map "
+    "candle mast hull keel anchor sail chart compass beacon reef shoal current wave spray brine kelp cliff cove "
+    "quay wharf tavern ale bread cheese knife cloak boot hat scarf glove letter seal wax ink quill key lock door "
+    "window stair cellar attic roof chimney smoke ash ember flame spark river bridge road cart horse mule dog cat "
+    "rat owl crow heron gull tern crab eel cod herring mackerel oyster whelk mussel clam shell pearl silver gold"
+).split()
 
 
 def prose(seed: int, words: int) -> str:

@@ -9,6 +9,7 @@ time (FAILED after a failed delete, then each explicit retry), as the memory tes
 both start from. `tester` is the test client logged in as the playtester, for the view tests of the play
 controls (their `saves:` URLs come from tests/support/save_urls.py).
 """
+
 from __future__ import annotations
 
 import pytest
@@ -53,7 +54,12 @@ def story(world, vector):
         save,
         facts=[("Kael owes Mira ten crowns.", ["Kael", "Mira"]), ("The harbour is closed.", [])],
         actions=[
-            {"kind": "CREATE", "statement": "Kael is in debt to Mira.", "subject": "Kael", "source_fact_ids": [("new", 0)]},
+            {
+                "kind": "CREATE",
+                "statement": "Kael is in debt to Mira.",
+                "subject": "Kael",
+                "source_fact_ids": [("new", 0)],
+            },
             {"kind": "CREATE", "statement": "The harbour is closed.", "subject": "", "source_fact_ids": [("new", 1)]},
         ],
         vector=vector,
@@ -64,8 +70,15 @@ def story(world, vector):
     play_turn(
         save,
         facts=[("Kael repaid Mira.", ["Kael", "Mira"])],
-        actions=[{"kind": "UPDATE", "observation_id": b1, "statement": "Kael repaid Mira.", "subject": "Kael",
-                  "source_fact_ids": [("new", 0)]}],
+        actions=[
+            {
+                "kind": "UPDATE",
+                "observation_id": b1,
+                "statement": "Kael repaid Mira.",
+                "subject": "Kael",
+                "source_fact_ids": [("new", 0)],
+            }
+        ],
         refresh=[("Kael", "Kael, a smuggler who pays his debts.", [b1])],
         vector=vector,
     )
@@ -85,8 +98,15 @@ def story(world, vector):
         save,
         facts=[("Kael bought a ship.", ["Kael"])],
         # Cites a turn-1 fact too: after a rewind to 2 that source must not survive.
-        actions=[{"kind": "UPDATE", "observation_id": b1, "statement": "Captain Kael owns a ship.",
-                  "subject": "Captain Kael", "source_fact_ids": [("new", 0), t1["fact_ids"][1]]}],
+        actions=[
+            {
+                "kind": "UPDATE",
+                "observation_id": b1,
+                "statement": "Captain Kael owns a ship.",
+                "subject": "Captain Kael",
+                "source_fact_ids": [("new", 0), t1["fact_ids"][1]],
+            }
+        ],
         refresh=[("Kael", "Captain Kael, shipowner.", [b1])],
         vector=vector,
     )

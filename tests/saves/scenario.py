@@ -6,6 +6,7 @@ A snapshot is the whole memory state of a save with database ids replaced by cre
 recorded earlier compare equal when they hold the same content. Stale flags and
 `updated_turn_id` are left out: the seed prescribes that a rewind flags and clamps them.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -61,8 +62,10 @@ def snapshot(save: Save) -> dict:
 
     def sources(items):
         # A fact an edit deleted is still named in the trail: ranked after the stored ones, by its id.
-        return sorted(((0, fact_rank[s["fact_id"]]) if s["fact_id"] in fact_rank else (1, s["fact_id"]), s["turn_id"])
-                      for s in items or [])
+        return sorted(
+            ((0, fact_rank[s["fact_id"]]) if s["fact_id"] in fact_rank else (1, s["fact_id"]), s["turn_id"])
+            for s in items or []
+        )
 
     def trail(entries):
         return [
@@ -73,7 +76,9 @@ def snapshot(save: Save) -> dict:
     return {
         "turn": Save.objects.get(pk=pk).current_turn,
         "events": list(
-            Event.objects.filter(game_save_id=pk).order_by("turn_id").values_list("turn_id", "player_input", "narrative")
+            Event.objects.filter(game_save_id=pk)
+            .order_by("turn_id")
+            .values_list("turn_id", "player_input", "narrative")
         ),
         "states": list(StateCache.objects.filter(game_save_id=pk).order_by("turn_id").values_list("turn_id", "state")),
         "facts": [
@@ -100,7 +105,10 @@ def snapshot(save: Save) -> dict:
                 m.subject,
                 m.summary,
                 [belief_rank.get(i, ("missing", i)) for i in m.sources],
-                [(v["turn_id"], v["summary"], [belief_rank.get(i, ("missing", i)) for i in v["sources"]]) for v in m.versions],
+                [
+                    (v["turn_id"], v["summary"], [belief_rank.get(i, ("missing", i)) for i in v["sources"]])
+                    for v in m.versions
+                ],
                 m.created_turn_id,
             )
             for m in MentalModelRow.objects.filter(game_save_id=pk)
@@ -134,8 +142,15 @@ def draw_turn(data, save, fact_counter):
         if kind == "CREATE":
             actions.append({"kind": kind, "statement": statement, "subject": subject, "source_fact_ids": refs})
         elif kind == "UPDATE":
-            actions.append({"kind": kind, "statement": statement, "subject": subject,
-                            "observation_id": data.draw(st.sampled_from(held)), "source_fact_ids": refs})
+            actions.append(
+                {
+                    "kind": kind,
+                    "statement": statement,
+                    "subject": subject,
+                    "observation_id": data.draw(st.sampled_from(held)),
+                    "source_fact_ids": refs,
+                }
+            )
         else:
             actions.append({"kind": kind, "observation_id": data.draw(st.sampled_from(held))})
     refresh = []

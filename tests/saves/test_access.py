@@ -4,6 +4,7 @@ The rule raises domain errors; a page answers them with 404 / 403, the API with 
 shape (`not_found` 404 naming what was asked for, `permission_denied` 403). Both front ends
 call the same function, so a change of the rule reaches both.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -99,9 +100,16 @@ def test_not_found_is_a_404_page_and_an_api_not_found_naming_the_object(client, 
     api = api_client(client, outsider)
     response = api.get(f"/api/v1/saves/{game_save.save_id}")
     assert response.status_code == 404
-    assert response.json()["error"] == {"code": "not_found", "message": "No such save, or you may not see it.", "details": {}}
+    assert response.json()["error"] == {
+        "code": "not_found",
+        "message": "No such save, or you may not see it.",
+        "details": {},
+    }
     response = api.post("/api/v1/saves", {"universe": universe.slug, "name": "x"}, content_type="application/json")
-    assert response.status_code == 404 and response.json()["error"]["message"] == "No such universe, or you may not see it."
+    assert (
+        response.status_code == 404
+        and response.json()["error"]["message"] == "No such universe, or you may not see it."
+    )
 
 
 def test_role_required_is_a_403_page_and_an_api_permission_denied(client, reader, game_save, universe):

@@ -1,4 +1,5 @@
 """A turn appended after a rewind whose vector delete failed never revives the old timeline."""
+
 from __future__ import annotations
 
 import pytest

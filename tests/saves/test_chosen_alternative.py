@@ -1,4 +1,5 @@
 """The chosen alternative of a draft is named by the arrows' count (← 1/2 →), in text and for assistive technology."""
+
 from __future__ import annotations
 
 import re
@@ -20,8 +21,9 @@ def test_the_chosen_alternative_is_marked(client, playtester, game_save, narrato
     b"".join(client.post(stream).streaming_content)
     narrator.reply = Reply(content="Fog hides the quay.")
     client.post(reverse("saves:narrator_regenerate", args=[game_save.save_id, draft.pk]), **HX)
-    html = client.post(reverse("saves:narrator_choose", args=[game_save.save_id, draft.pk]), {"number": 1},
-                       **HX).content.decode()
+    html = client.post(
+        reverse("saves:narrator_choose", args=[game_save.save_id, draft.pk]), {"number": 1}, **HX
+    ).content.decode()
     count = re.search(r'id="draft-swipe-count" aria-live="polite">(\d)/(\d)', html)
     assert count and count.groups() == ("1", "2")
     assert re.search(r'id="draft-previous"[^>]*disabled', html)  # nothing before the first

@@ -1,5 +1,6 @@
 """The Console's lore line (issue 30): what the Lore Book brought into the last turn, and what
 recursion pulled in ("recursion from entry Y"), as the key tester and Lore health say it."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,6 +1,7 @@
 """The continuity guard in play: findings beside the draft, regenerate with them as instructions, accept anyway,
 "regenerate once", the API's narrate and the guard turned off. The narratives are scripted (tests/llm_server.py):
 these tests are about what the studio records and sends, not about a model."""
+
 from __future__ import annotations
 
 import pytest
@@ -23,8 +24,12 @@ CLEAN = "Mira shrugs and looks at the rain."
 @pytest.fixture
 def harbour(cast, narrator):
     save = Save.objects.create(universe=cast, name="Harbour run", save_id="harbourrun")
-    turn_append(game_save=save, player_input="I wait on the quay.", narrative="Mira waits with you.",
-                state={"present": ["Mira", "Ash"], "location": "harbour"})
+    turn_append(
+        game_save=save,
+        player_input="I wait on the quay.",
+        narrative="Mira waits with you.",
+        state={"present": ["Mira", "Ash"], "location": "harbour"},
+    )
     save.refresh_from_db()
     return save
 
@@ -104,8 +109,11 @@ def test_regenerate_once_narrates_again_with_the_findings_and_only_once(tester, 
     stream(tester, harbour, draft, 2)
     assert REGENERATE_HEADING in user_prompt(narrate_requests(narrator)[-1])
     assert NarratorDraft.objects.get(pk=draft.pk).alternatives.count() == 2
-    assert list(ContinuityFinding.objects.filter(game_save=harbour).order_by("alternative")
-                .values_list("alternative", "resolution")) == [(1, "regenerated"), (2, "")]
+    assert list(
+        ContinuityFinding.objects.filter(game_save=harbour)
+        .order_by("alternative")
+        .values_list("alternative", "resolution")
+    ) == [(1, "regenerated"), (2, "")]
 
 
 def test_the_guard_off_checks_nothing(tester, harbour, narrator):
@@ -123,7 +131,8 @@ def test_the_api_narrate_returns_the_findings_and_regenerates_once(harbour, narr
     body = api.post(f"/api/v1/saves/{harbour.save_id}/narrate", {"player_input": "Mira?"}).json()
     assert body["continuity"]["mode"] == "warn" and body["continuity"]["regenerated_from"] is None
     assert [(f["kind"], f["character"], f["item"]["label"]) for f in body["continuity"]["findings"]] == [
-        ("leak", "Mira", "lore ledger")]
+        ("leak", "Mira", "lore ledger")
+    ]
     UniverseMeta.objects.create(universe=harbour.universe, key="continuity_guard", value="regenerate")
     body = api.post(f"/api/v1/saves/{harbour.save_id}/narrate", {"player_input": "Mira?"}).json()
     assert body["continuity"]["regenerated_from"]["narrative"] == LEAK

@@ -3,6 +3,7 @@
 The leak share — items in a character's point-of-view section that the character cannot
 know, judged against the scenario's own truth — must be 0 (bench/knowledge.py reports it).
 """
+
 from __future__ import annotations
 
 import io
@@ -28,7 +29,10 @@ def test_a_probe_scores_only_the_secret_terms_its_question_does_not_hold():
     assert probe_terms(["blue coat"], "What coat was blue?") == []  # every word of the term is asked
     echo = "Dace frowns. 'False notches? Forged tallies? I know nothing of that, and no order.'"
     assert says_terms(echo, probe_terms(terms, question)) == []  # an echo of the question is no leak
-    assert says_terms("Corvin files them down by night, on her order.", ["files", "her order"]) == ["files", "her order"]
+    assert says_terms("Corvin files them down by night, on her order.", ["files", "her order"]) == [
+        "files",
+        "her order",
+    ]
     assert says_terms("His profiles were on file.", ["files"]) == []  # whole words only
     assert says_terms("A mold of the Bellwright\u2019s Key.", ["bellwright's key"]) == ["bellwright's key"]
 
@@ -47,12 +51,16 @@ def test_load_demo_adds_the_knowledge_save_once(fake_vectors):
     assert Presence.objects.filter(game_save=save).count() == 32
     assert Reveal.objects.filter(game_save=save).count() == 9
     assert LoreEntry.objects.get(entry_id="secret-tide-code").known_by == []
-    secrets = list(LoreEntry.objects.filter(entry_id__startswith="secret-").order_by("pk").values_list("pk", "updated_at"))
+    secrets = list(
+        LoreEntry.objects.filter(entry_id__startswith="secret-").order_by("pk").values_list("pk", "updated_at")
+    )
     assert len(secrets) == 9
     again = io.StringIO()
     call_command("load_demo", "--no-embed", stdout=again)
-    assert list(LoreEntry.objects.filter(entry_id__startswith="secret-").order_by("pk")
-                .values_list("pk", "updated_at")) == secrets  # a second load writes nothing
+    assert (
+        list(LoreEntry.objects.filter(entry_id__startswith="secret-").order_by("pk").values_list("pk", "updated_at"))
+        == secrets
+    )  # a second load writes nothing
     assert "up to date" in again.getvalue()
     assert Save.objects.get(save_id="drowned-reach-knowledge").pk == save.pk
 
@@ -77,10 +85,12 @@ def test_secrets_load_through_the_lore_services_and_keep_links_to_later_secrets(
     """Each secret gets an import revision, counts and a pending embedding; a link to a secret
     written later in the file is made when that secret is created (it used to be dropped)."""
     secret = {"kind": "concept", "keys": ["code"], "known_by": ["Wren"]}
-    data = {"secrets": [
-        {**secret, "entry_id": "secret-a", "title": "Secret A", "text": "Alpha tide code.", "links": ["secret-b"]},
-        {**secret, "entry_id": "secret-b", "title": "Secret B", "text": "Beta.", "links": ["secret-a"]},
-    ]}
+    data = {
+        "secrets": [
+            {**secret, "entry_id": "secret-a", "title": "Secret A", "text": "Alpha tide code.", "links": ["secret-b"]},
+            {**secret, "entry_id": "secret-b", "title": "Secret B", "text": "Beta.", "links": ["secret-a"]},
+        ]
+    }
     scenario_secrets_load(universe=universe, data=data)
     a, b = LoreEntry.objects.get(entry_id="secret-a"), LoreEntry.objects.get(entry_id="secret-b")
     assert [e.entry_id for e in a.links.all()] == ["secret-b"]

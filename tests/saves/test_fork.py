@@ -1,4 +1,5 @@
 """CheckpointManager.fork: a copy of a save at turn N, independent of the original."""
+
 from __future__ import annotations
 
 import pytest
@@ -48,7 +49,8 @@ def test_fork_gets_new_ids_and_remapped_sources(story, vector):
         assert all(set(v["sources"]) <= fork_beliefs for v in m.versions)
     # Event timestamps are the original ones (the fork is a copy, not a replay).
     assert list(Event.objects.filter(game_save=fork).order_by("turn_id").values_list("created_at", flat=True)) == list(
-        Event.objects.filter(game_save=save).order_by("turn_id").values_list("created_at", flat=True))
+        Event.objects.filter(game_save=save).order_by("turn_id").values_list("created_at", flat=True)
+    )
     # Forking at the current turn copies the stale flags as they are (nothing to roll back).
     assert not ObservationRow.objects.filter(game_save=fork, stale=True).exists()
 
@@ -58,7 +60,9 @@ def test_fork_at_earlier_turn_flags_rolled_back_rows_stale(story, vector):
     kael = MM.get_mental_models(fork.save_id, subject="Kael")[0]
     assert kael.stale and kael.summary == "Kael, a smuggler who pays his debts."
     assert {o.statement: o.stale for o in O.get_observations(fork.save_id)} == {
-        "Kael repaid Mira.": True, "The harbour is closed.": True}
+        "Kael repaid Mira.": True,
+        "The harbour is closed.": True,
+    }
 
 
 def test_a_living_fork_with_stale_mental_models_queues_their_refresh_as_a_rewind_would(story, vector):
@@ -78,10 +82,20 @@ def test_later_changes_do_not_cross(story, vector):
     # Play on the fork: the original does not move.
     original = snapshot(save)
     b1_fork = O.get_observations(fork.save_id, subject="Kael")[0].observation_id
-    play_turn(fork, facts=[("Kael sinks the ship.", ["Kael"])],
-              actions=[{"kind": "UPDATE", "observation_id": b1_fork, "statement": "Kael is reckless.",
-                        "subject": "Kael", "source_fact_ids": [("new", 0)]}],
-              refresh=[("Kael", "Kael the reckless.", [b1_fork])])
+    play_turn(
+        fork,
+        facts=[("Kael sinks the ship.", ["Kael"])],
+        actions=[
+            {
+                "kind": "UPDATE",
+                "observation_id": b1_fork,
+                "statement": "Kael is reckless.",
+                "subject": "Kael",
+                "source_fact_ids": [("new", 0)],
+            }
+        ],
+        refresh=[("Kael", "Kael the reckless.", [b1_fork])],
+    )
     assert snapshot(save) == original
     # Rewind and replay the original: the fork does not move.
     fork_now = snapshot(fork)
@@ -136,8 +150,9 @@ def test_one_registration_puts_a_table_in_rewind_preview_and_fork(story, vector,
     without any change to the checkpoint code."""
     original = timeline.table("recorded_queries")
     timeline.register_table(
-        timeline.TurnTable.plain("recorded_queries", RecordedQuery, order=60, section="recorded_queries",
-                                 label="Recorded queries"),
+        timeline.TurnTable.plain(
+            "recorded_queries", RecordedQuery, order=60, section="recorded_queries", label="Recorded queries"
+        ),
         replace=True,
     )
     request.addfinalizer(lambda: timeline.register_table(original, replace=True))

@@ -1,5 +1,6 @@
 """History visible (issue 30): a turn page lists the model calls of earlier versions of the turn,
 labelled; the rewind preview shows the first lines of each turn it removes."""
+
 from __future__ import annotations
 
 import pytest
@@ -17,10 +18,18 @@ def call_for_turn(game_save, turn_id: int, answer: str) -> LLMCall:
     from studio.memory.jobs.timeline import EVENT_KEY
 
     event = game_save.events.get(turn_id=turn_id)
-    job = Job.objects.create(kind=JobKind.LIVING_TURN, universe_id=game_save.universe_id, game_save=game_save,
-                             turn_id=turn_id, timeline_generation=game_save.timeline_generation,
-                             status=JobStatus.DONE, payload={EVENT_KEY: event.pk})
-    return LLMCall.objects.create(game_save=game_save, job=job, operation="extract", model="m", request="{}", answer=answer)
+    job = Job.objects.create(
+        kind=JobKind.LIVING_TURN,
+        universe_id=game_save.universe_id,
+        game_save=game_save,
+        turn_id=turn_id,
+        timeline_generation=game_save.timeline_generation,
+        status=JobStatus.DONE,
+        payload={EVENT_KEY: event.pk},
+    )
+    return LLMCall.objects.create(
+        game_save=game_save, job=job, operation="extract", model="m", request="{}", answer=answer
+    )
 
 
 def test_a_turn_page_lists_the_calls_of_earlier_versions_labelled(tester, game_save, eager_jobs, vector_memory):
@@ -40,8 +49,9 @@ def test_a_turn_page_lists_the_calls_of_earlier_versions_labelled(tester, game_s
 
 
 def test_the_rewind_preview_shows_the_start_of_each_turn_it_removes(tester, game_save):
-    html = tester.get(reverse("saves:rewind_preview", args=[game_save.save_id]), {"turn": 1},
-                      HTTP_HX_REQUEST="true").content.decode()
+    html = tester.get(
+        reverse("saves:rewind_preview", args=[game_save.save_id]), {"turn": 1}, HTTP_HX_REQUEST="true"
+    ).content.decode()
     assert "Turns that go: 2 to 3" in html
     assert html.index("Turn 3 text.") < html.index("Turn 2 text.")  # newest first
     assert 'data-turn="1"' not in html.split('id="rewind-removed-turns"')[1].split("</ol>")[0]

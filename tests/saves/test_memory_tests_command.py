@@ -1,4 +1,5 @@
 """`manage.py memory_tests`: a game's CI runs the universe's tests; the exit status says whether they held."""
+
 from __future__ import annotations
 
 import io
@@ -17,11 +18,16 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def played(living, no_runner):
-    turn_append(game_save=living, player_input="Hello.", narrative="Mira and Kael talk.",
-                state={"present": ["Mira", "Kael"], "location": "harbour"})
+    turn_append(
+        game_save=living,
+        player_input="Hello.",
+        narrative="Mira and Kael talk.",
+        state={"present": ["Mira", "Kael"], "location": "harbour"},
+    )
     living.refresh_from_db()
-    memory_test_create(universe=living.universe, data={"name": "kael-knows", "kind": "knows", "character": "Kael",
-                                                       "entry": "ledger"})
+    memory_test_create(
+        universe=living.universe, data={"name": "kael-knows", "kind": "knows", "character": "Kael", "entry": "ledger"}
+    )
     return living
 
 
@@ -43,8 +49,9 @@ def test_passing_tests_exit_0_and_are_recorded(played):
 
 
 def test_a_failing_test_exits_1_with_the_records_behind_it(played):
-    memory_test_create(universe=played.universe, data={"name": "mira-knows", "kind": "knows", "character": "Mira",
-                                                       "entry": "ledger"})
+    memory_test_create(
+        universe=played.universe, data={"name": "mira-knows", "kind": "knows", "character": "Mira", "entry": "ledger"}
+    )
     status, out = run("harbour", "--save", played.save_id, "--no-record")
     assert status == 1
     assert "FAIL  mira-knows: Mira does not know the entry “ledger” at turn 1: secret (known by Kael)." in out
@@ -55,8 +62,9 @@ def test_a_failing_test_exits_1_with_the_records_behind_it(played):
 
 
 def test_a_test_that_cannot_be_judged_fails_the_run(played):
-    memory_test_create(universe=played.universe, data={"name": "gone", "kind": "knows", "character": "Mira",
-                                                       "entry": "tunnel"})
+    memory_test_create(
+        universe=played.universe, data={"name": "gone", "kind": "knows", "character": "Mira", "entry": "tunnel"}
+    )
     played.universe.lore_entries.filter(entry_id="tunnel").delete()
     status, out = run("harbour")
     assert status == 1 and "ERROR gone: The Lore Book has no entry “tunnel”." in out

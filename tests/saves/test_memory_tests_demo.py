@@ -2,6 +2,7 @@
 knows each secret after turn N, bench/data/knowledge/scenario.json) is a `knows` test for turn N exactly, run
 on a fork at N (how docs/authoring.md says to judge an earlier turn). Every one passes, and its explain record
 gives the reason the knowledge machinery holds."""
+
 from __future__ import annotations
 
 import io
@@ -25,9 +26,18 @@ def test_the_scenarios_probes_pass_as_memory_tests_on_forks_at_their_turns(fake_
     save = Save.objects.get(save_id="drowned-reach-knowledge")
     probes = json.loads(SCENARIO_FILE.read_text())["probes"]
     for index, probe in enumerate(probes):
-        memory_test_create(universe=save.universe, data={
-            "name": f"probe-{index}", "kind": "knows", "turn": probe["after_turn"], "until": probe["after_turn"],
-            "character": probe["character"], "entry": probe["secret"], "knows": probe["knows"]})
+        memory_test_create(
+            universe=save.universe,
+            data={
+                "name": f"probe-{index}",
+                "kind": "knows",
+                "turn": probe["after_turn"],
+                "until": probe["after_turn"],
+                "character": probe["character"],
+                "entry": probe["secret"],
+                "knows": probe["knows"],
+            },
+        )
     manager = CheckpointManager(vector_memory=FakeVectorMemory())
     judged = {}
     for turn in sorted({p["after_turn"] for p in probes}):

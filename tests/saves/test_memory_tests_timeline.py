@@ -1,5 +1,6 @@
 """Memory-test results are rows of the turn: a rewind to N shows them as they stood at N, a fork at N starts
 with exactly those, and the save file carries them (property over random play, runs and test edits)."""
+
 from __future__ import annotations
 
 import itertools
@@ -30,8 +31,10 @@ COLUMNS = ("turn_id", "name", "kind", "definition", "verdict", "summary", "expla
 
 
 def rows(save: Save) -> list[tuple]:
-    return [tuple(json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v for v in row)
-            for row in MemoryTestResult.objects.filter(game_save=save).order_by("turn_id", "name").values_list(*COLUMNS)]
+    return [
+        tuple(json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v for v in row)
+        for row in MemoryTestResult.objects.filter(game_save=save).order_by("turn_id", "name").values_list(*COLUMNS)
+    ]
 
 
 def shown(save: Save) -> tuple:
@@ -43,10 +46,14 @@ def shown(save: Save) -> tuple:
 @pytest.fixture
 def tests(cast):
     return [
-        memory_test_create(universe=cast, data={"name": "mira-ledger", "kind": "knows", "character": "Mira",
-                                                "entry": "ledger", "turn": 1}),
-        memory_test_create(universe=cast, data={"name": "ivo-crowns", "kind": "knows", "character": "Ivo",
-                                                "fact": "crowns", "knows": False}),
+        memory_test_create(
+            universe=cast,
+            data={"name": "mira-ledger", "kind": "knows", "character": "Mira", "entry": "ledger", "turn": 1},
+        ),
+        memory_test_create(
+            universe=cast,
+            data={"name": "ivo-crowns", "kind": "knows", "character": "Ivo", "fact": "crowns", "knows": False},
+        ),
         memory_test_create(universe=cast, data={"name": "no-leaks", "kind": "no_findings", "turn": 2}),
     ]
 
@@ -103,8 +110,11 @@ def test_results_as_of_an_earlier_turn_and_the_turns_with_results(cast, tests, n
     memory_tests_run(game_save=save)
     assert [(t["turn_id"], t["tests"], t["failed"]) for t in result_turns(game_save=save)] == [(3, 3, 1), (1, 3, 1)]
     turn, at_two = results_as_of(game_save=save, turn=2)
-    assert turn == 1 and {r.name: r.verdict for r in at_two} == {"mira-ledger": "fail", "ivo-crowns": "pass",
-                                                                  "no-leaks": "skipped"}
+    assert turn == 1 and {r.name: r.verdict for r in at_two} == {
+        "mira-ledger": "fail",
+        "ivo-crowns": "pass",
+        "no-leaks": "skipped",
+    }
     _, now = results_as_of(game_save=save)
     # Mira learned it at turn 2, after the test's turn 1: "at or after turn 1" fails
     assert {r.name: r.verdict for r in now} == {"mira-ledger": "fail", "ivo-crowns": "pass", "no-leaks": "pass"}

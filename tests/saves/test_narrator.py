@@ -4,6 +4,7 @@ The narratives here are whatever the test scripted; the tests are about what the
 sends (the prompt), what it keeps (drafts, alternatives, snapshots) and that nothing is
 appended before the playtester accepts.
 """
+
 from __future__ import annotations
 
 import json
@@ -41,7 +42,12 @@ def url(name, game_save, *args):
 
 
 def test_instructions_fill_meta_drop_empty_lines_and_keep_unknown_placeholders():
-    meta = {"player_character": "Wren", "tone": "grim", "season": "autumn", "character_card": "{\"data\": {\"name\": \"Mira\"}}"}
+    meta = {
+        "player_character": "Wren",
+        "tone": "grim",
+        "season": "autumn",
+        "character_card": '{"data": {"name": "Mira"}}',
+    }
     text = render_instructions(DEFAULT_INSTRUCTIONS, meta)
     assert 'The player character ("you") is Wren.' in text and "Tone: grim" in text
     assert "Narration style:" not in text and "Era:" not in text  # unset: the line is left out
@@ -57,7 +63,11 @@ def test_prompt_has_meta_recent_turns_memory_and_the_action(game_save, meta, vec
     vector_memory.embed_chunk(game_save.save_id, 2, "Mira lends you ten silver crowns.")
     vector_memory.embed_chunk(game_save.save_id, 3, "Turn 3 text.")
     prompt = build_narrator_prompt(game_save=game_save, player_input="I ask Mira about the silver crowns")
-    assert "terse, present tense" in prompt.system and "Wren Halloway" in prompt.system and "season: late autumn" in prompt.system
+    assert (
+        "terse, present tense" in prompt.system
+        and "Wren Halloway" in prompt.system
+        and "season: late autumn" in prompt.system
+    )
     assert prompt.template_is_default and prompt.turn_id == 4
     assert "Turn 3\n> input 3\nTurn 3 text." in prompt.user and "I ask Mira about the silver crowns" in prompt.user
     assert "Mira lends you ten silver crowns." in prompt.user  # the memory context (build_memory_context)
@@ -68,7 +78,9 @@ def test_prompt_has_meta_recent_turns_memory_and_the_action(game_save, meta, vec
     assert not cut.included and cut.cut.startswith("already in the prompt: turn 3")
     # From what changes least to what changes most: recent turns, then what the action recalled, then the action.
     user = prompt.user
-    assert user.index("## Recent turns") < user.index("## Recalled for this action") < user.index("## The player's action")
+    assert (
+        user.index("## Recent turns") < user.index("## Recalled for this action") < user.index("## The player's action")
+    )
 
 
 def test_consecutive_prompts_share_their_beginning(game_save, meta, vector_memory):
@@ -85,7 +97,9 @@ def test_consecutive_prompts_share_their_beginning(game_save, meta, vector_memor
 
 
 def test_the_author_template_replaces_the_default(game_save, meta):
-    UniverseMeta.objects.create(universe=meta, key="narrator_instructions", value="You narrate for {{user}}. Style: {{narrator_style}}.")
+    UniverseMeta.objects.create(
+        universe=meta, key="narrator_instructions", value="You narrate for {{user}}. Style: {{narrator_style}}."
+    )
     prompt = build_narrator_prompt(game_save=game_save, player_input="look")
     assert prompt.system == "You narrate for Wren Halloway. Style: terse, present tense."
     assert not prompt.template_is_default
@@ -137,7 +151,9 @@ def test_narrate_streams_and_appends_nothing_until_accepted(tester, game_save, m
 def test_edit_before_accepting_keeps_what_the_model_wrote(tester, game_save, narrator):
     draft = services.narrator_draft_create(game_save=game_save, player_input="I wait")
     stream_all(tester, game_save, draft)
-    tester.post(url("narrator_accept", game_save, draft.pk), {"number": 1, "narrative": "You wait. Nothing comes."}, **HX)
+    tester.post(
+        url("narrator_accept", game_save, draft.pk), {"number": 1, "narrative": "You wait. Nothing comes."}, **HX
+    )
     assert Event.objects.get(game_save=game_save, turn_id=4).narrative == "You wait. Nothing comes."
     snapshot = NarratorSnapshot.objects.get(game_save=game_save, turn_id=4)
     assert snapshot.edited and snapshot.proposed == STORY
@@ -152,7 +168,10 @@ def test_regenerate_keeps_alternatives_and_one_is_chosen(tester, game_save, narr
     stream_all(tester, game_save, draft)
     narrator.reply = Reply(content="Fog hides the quay.")
     html = tester.post(url("narrator_regenerate", game_save, draft.pk), **HX).content.decode()
-    assert url("narrator_stream", game_save, draft.pk, 2) in html and 'id="draft-swipe-count" aria-live="polite">2/2' in html
+    assert (
+        url("narrator_stream", game_save, draft.pk, 2) in html
+        and 'id="draft-swipe-count" aria-live="polite">2/2' in html
+    )
     assert stream_all(tester, game_save, draft, 2) == "Fog hides the quay."
     html = tester.post(url("narrator_choose", game_save, draft.pk), {"number": 1}, **HX).content.decode()
     assert "Rain drums on the harbour roofs." in html and "Fog hides the quay." not in html
@@ -188,7 +207,10 @@ def test_accept_after_the_save_moved_on_appends_nothing(tester, game_save, narra
     turn_append(game_save=game_save, player_input="by hand", narrative="Written by hand.")
     with pytest.raises(services.TurnConflict):
         services.narrator_accept(draft=NarratorDraft.objects.get(pk=draft.pk))
-    assert list(Event.objects.filter(game_save=game_save).values_list("turn_id", "narrative"))[-1] == (4, "Written by hand.")
+    assert list(Event.objects.filter(game_save=game_save).values_list("turn_id", "narrative"))[-1] == (
+        4,
+        "Written by hand.",
+    )
     assert not NarratorSnapshot.objects.exists()
 
 
@@ -202,7 +224,11 @@ def test_a_cut_stream_leaves_no_half_turn(tester, game_save, narrator, cut):
     text = stream_all(tester, game_save, draft)
     assert text and text != STORY  # some words arrived
     alternative = draft.alternatives.get()
-    assert alternative.status == AlternativeStatus.FAILED and alternative.text == text and "nothing was appended" in alternative.error
+    assert (
+        alternative.status == AlternativeStatus.FAILED
+        and alternative.text == text
+        and "nothing was appended" in alternative.error
+    )
     with pytest.raises(services.NarratorError):
         services.narrator_accept(draft=draft)
     assert Event.objects.filter(game_save=game_save).count() == 3
@@ -267,8 +293,13 @@ def test_retry_of_a_job_skipped_for_no_model_says_what_it_needs(tester, game_sav
     from studio.memory.models import JobKind, JobStatus
 
     settings.AXIOM_LLM_BASE_URL = ""
-    Job.objects.create(kind=JobKind.LIVING_TURN, game_save=game_save, turn_id=3, status=JobStatus.SKIPPED,
-                       progress="skipped: no LLM configured")
+    Job.objects.create(
+        kind=JobKind.LIVING_TURN,
+        game_save=game_save,
+        turn_id=3,
+        status=JobStatus.SKIPPED,
+        progress="skipped: no LLM configured",
+    )
     html = tester.get(reverse("memory:jobs", args=[game_save.save_id])).content.decode()
     assert "needs a language model: set <code>AXIOM_LLM_BASE_URL</code>" in html and "disabled" in html
 
@@ -279,7 +310,12 @@ def test_retry_of_a_job_skipped_for_no_model_says_what_it_needs(tester, game_sav
 def test_prompt_preview_page_and_fragment(tester, game_save, meta):
     page = tester.get(url("narrator_prompt", game_save), {"input": "I ask about the tide"})
     html = page.content.decode()
-    assert "<html" in html and "terse, present tense" in html and "I ask about the tide" in html and "narrator_instructions" in html
+    assert (
+        "<html" in html
+        and "terse, present tense" in html
+        and "I ask about the tide" in html
+        and "narrator_instructions" in html
+    )
     fragment = tester.get(url("narrator_prompt", game_save), {"input": "I ask about the tide"}, **HX).content.decode()
     assert "<html" not in fragment and 'id="prompt-system"' in fragment
     assert "Type an action" in tester.get(url("narrator_prompt", game_save)).content.decode()
@@ -290,13 +326,31 @@ def test_prompt_preview_page_and_fragment(tester, game_save, meta):
 
 def _snapshot(game_save, turn_id: int) -> NarratorSnapshot:
     return NarratorSnapshot.objects.create(
-        game_save=game_save, turn_id=turn_id, player_input=f"input {turn_id}", proposed=f"Proposed {turn_id}.",
-        model="test-model", latency_ms=12, prompt_tokens=100 + turn_id, completion_tokens=20, prompt_chars=400,
-        system_prompt="You are the narrator.", user_prompt=f"## The player's action (turn {turn_id})",
-        context={"token_budget": 5, "items": [
-            {"layer": "lore", "text": "Port Vey", "tokens": 3, "reason": "rank 1", "included": True, "cut": ""},
-            {"layer": "fact", "text": "Kaël owes", "tokens": 9, "reason": "focus", "included": False, "cut": "over budget: needs 9 tokens, 2 left"},
-        ]},
+        game_save=game_save,
+        turn_id=turn_id,
+        player_input=f"input {turn_id}",
+        proposed=f"Proposed {turn_id}.",
+        model="test-model",
+        latency_ms=12,
+        prompt_tokens=100 + turn_id,
+        completion_tokens=20,
+        prompt_chars=400,
+        system_prompt="You are the narrator.",
+        user_prompt=f"## The player's action (turn {turn_id})",
+        context={
+            "token_budget": 5,
+            "items": [
+                {"layer": "lore", "text": "Port Vey", "tokens": 3, "reason": "rank 1", "included": True, "cut": ""},
+                {
+                    "layer": "fact",
+                    "text": "Kaël owes",
+                    "tokens": 9,
+                    "reason": "focus",
+                    "included": False,
+                    "cut": "over budget: needs 9 tokens, 2 left",
+                },
+            ],
+        },
     )
 
 

@@ -4,6 +4,7 @@ The page "What the narrator saw at turn N" compares the turn's prompt with the n
 turn's (the snapshot's system + user message, as the server reads them) and marks, in the
 whole prompt, where the part the two share ends.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -43,12 +44,12 @@ def test_a_prompt_that_appends_a_turn_shares_the_previous_one_up_to_its_new_part
     share = prefix_share(system=SYSTEM, user=user, previous_system=SYSTEM, previous_user=previous_user)
     text = prompt_text(SYSTEM, user)
     assert share.shared_chars == len(SYSTEM) + 2 + len(TURNS)
-    assert text[share.shared_chars:].startswith("Turn 2\n> wait")
+    assert text[share.shared_chars :].startswith("Turn 2\n> wait")
     assert share.total_chars == len(text) and share.new_tokens == (len(text) - share.shared_chars) // 4
     assert share.percent == share.shared_chars * 100 // len(text) and 0 < share.percent < 100
     system, user_split = split_messages(system=SYSTEM, user=user, shared_chars=share.shared_chars)
     assert (system.shared, system.new) == (SYSTEM, "")
-    assert (user_split.shared, user_split.new) == (TURNS, user[len(TURNS):])
+    assert (user_split.shared, user_split.new) == (TURNS, user[len(TURNS) :])
 
 
 def test_a_changed_system_message_leaves_the_whole_user_message_new():
@@ -89,18 +90,24 @@ def test_two_narrated_turns_show_the_share_and_where_the_new_part_begins(tester,
     assert second.prompt_delta is not None and not second.user_prompt  # stored as a delta of the first
     for snapshot in (first, second):  # their whole prompts (saves/narrator/snapshots.py)
         snapshot.system_prompt, snapshot.user_prompt = snapshot_prompt(snapshot)
-    share = prefix_share(system=second.system_prompt, user=second.user_prompt,
-                         previous_system=first.system_prompt, previous_user=first.user_prompt)
+    share = prefix_share(
+        system=second.system_prompt,
+        user=second.user_prompt,
+        previous_system=first.system_prompt,
+        previous_user=first.user_prompt,
+    )
     assert 0 < share.percent < 100 and second.system_prompt == first.system_prompt  # the real prompts share a beginning
 
     page = tester.get(snapshot_url(game_save, 5)).content.decode()
-    assert (f"Shared with turn 4's prompt: {share.percent}%</strong> ({share.shared_chars:,} of {share.total_chars:,} "
-            f"characters); a server with a prefix cache reads about {share.new_tokens:,} new tokens.") in page
+    assert (
+        f"Shared with turn 4's prompt: {share.percent}%</strong> ({share.shared_chars:,} of {share.total_chars:,} "
+        f"characters); a server with a prefix cache reads about {share.new_tokens:,} new tokens."
+    ) in page
     assert "nearest earlier turn" not in page  # turn 4 is the turn just before
     meta_link = reverse("universes:meta", args=[game_save.universe.slug]) + "?key=context_cap_recall#meta-add"
     assert f'href="{meta_link}"' in page
     # The whole prompt: the system message is all shared; the user message is marked where turn 4's ends.
-    new_part = second.user_prompt[share.shared_chars - len(second.system_prompt) - 2:]
+    new_part = second.user_prompt[share.shared_chars - len(second.system_prompt) - 2 :]
     assert new_part.startswith("Turn 4\n")  # the turn the previous prompt did not have
     assert '<mark class="prompt-new" id="prompt-new" data-label="new since turn 4">' in page
     assert page.count('<mark class="prompt-new"') == 1
@@ -126,14 +133,21 @@ def test_the_nearest_earlier_snapshot_is_the_one_compared_and_named(tester, game
     # A system message that changed: the mark is in the system message, and the user message is all new.
     NarratorSnapshot.objects.filter(game_save=game_save, turn_id=4).update(system_prompt="You narrate. Tone: warm.")
     page = tester.get(snapshot_url(game_save, 4)).content.decode()
-    assert '<pre class="wrap">You narrate. Tone: <mark class="prompt-new" id="prompt-new" data-label="new since turn 1">warm.</mark></pre>' in page
+    assert (
+        '<pre class="wrap">You narrate. Tone: <mark class="prompt-new" id="prompt-new" data-label="new since turn 1">warm.</mark></pre>'
+        in page
+    )
     assert '<pre class="wrap"><mark class="prompt-new">## Recent turns' in page
 
 
 def test_the_page_reads_one_previous_prompt_however_many_turns_came_before(tester, game_save):
     for turn_id in (1, 2, 3):
-        NarratorSnapshot.objects.create(game_save=game_save, turn_id=turn_id, system_prompt=SYSTEM,
-                                        user_prompt=TURNS + f"Turn {turn_id}\n" * turn_id)
+        NarratorSnapshot.objects.create(
+            game_save=game_save,
+            turn_id=turn_id,
+            system_prompt=SYSTEM,
+            user_prompt=TURNS + f"Turn {turn_id}\n" * turn_id,
+        )
     counts = {}
     for turn_id in (1, 2, 3):
         with CaptureQueriesContext(connection) as queries:
@@ -147,4 +161,6 @@ def test_the_page_reads_one_previous_prompt_however_many_turns_came_before(teste
 def test_a_turn_without_a_snapshot_compares_nothing(tester, game_save):
     NarratorSnapshot.objects.create(game_save=game_save, turn_id=1, system_prompt=SYSTEM, user_prompt=TURNS)
     page = tester.get(snapshot_url(game_save, 2)).content.decode()
-    assert "was not narrated in the studio" in page and "Shared with turn" not in page and "No earlier record" not in page
+    assert (
+        "was not narrated in the studio" in page and "Shared with turn" not in page and "No earlier record" not in page
+    )

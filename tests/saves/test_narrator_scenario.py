@@ -5,6 +5,7 @@ studio's opening carries one for every universe (the Metadata page's Opening for
 a `{{meta}}` line (those stop at 300 characters and one line): a long, several-paragraph
 scenario is the one an author writes.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -17,8 +18,10 @@ from studio.world.models import UniverseMeta
 pytestmark = pytest.mark.django_db
 
 # Longer than a {{meta}} line may be, in two paragraphs, with a macro.
-SCENARIO = ("The flood has taken the lower town. {{user}} wakes in the bell tower of Bellspire with the tide "
-            "still rising, a stranger's ledger in hand. " * 4).strip() + "\n\nNobody knows who rang the bell at midnight."
+SCENARIO = (
+    "The flood has taken the lower town. {{user}} wakes in the bell tower of Bellspire with the tide "
+    "still rising, a stranger's ledger in hand. " * 4
+).strip() + "\n\nNobody knows who rang the bell at midnight."
 assert len(SCENARIO) > CONFIG.max_meta_value_chars
 
 
@@ -46,7 +49,9 @@ def test_a_short_scenario_is_its_line_not_a_meta_line_and_no_scenario_no_line():
 
 def test_an_authors_template_places_it_with_its_placeholder_else_gets_it_after_the_instructions():
     meta = {"player_character": "Wren", "scenario": SCENARIO, "weather": "rain"}
-    placed = render_instructions("You narrate for {{user}}.\nSituation:\n{{scenario}}\nNotes: {{meta}}\nBe brief.", meta)
+    placed = render_instructions(
+        "You narrate for {{user}}.\nSituation:\n{{scenario}}\nNotes: {{meta}}\nBe brief.", meta
+    )
     assert placed.startswith("You narrate for Wren.\nSituation:\nThe flood")
     assert placed.endswith("Nobody knows who rang the bell at midnight.\nNotes: weather: rain\nBe brief.")
     assert placed.count("rang the bell") == 1
@@ -67,19 +72,22 @@ def test_the_scenario_stays_in_the_system_message_the_same_from_turn_to_turn(gam
     whole = SCENARIO.replace("{{user}}", "Wren Halloway")
     assert whole in first.system and "bell tower" not in first.user.split("## The player's action")[0]
     assert first.system == second.system  # what stays put: a prefix cache keeps it with the instructions
-    share = prefix_share(system=second.system, user=second.user, previous_system=first.system,
-                         previous_user=first.user)
+    share = prefix_share(system=second.system, user=second.user, previous_system=first.system, previous_user=first.user)
     assert share.shared_chars >= len(first.system)
 
 
 def test_the_opening_form_reaches_the_prompt_preview(client, author, playtester, game_save, meta):
     client.force_login(author)
-    response = client.post(reverse("universes:opening_save", args=[meta.slug]),
-                           {"first_message": "", "alternate_greetings": "", "scenario": SCENARIO})
+    response = client.post(
+        reverse("universes:opening_save", args=[meta.slug]),
+        {"first_message": "", "alternate_greetings": "", "scenario": SCENARIO},
+    )
     assert response.status_code == 302
     assert UniverseMeta.objects.get(universe=meta, key="scenario").value == SCENARIO
     client.force_login(playtester)
-    page = client.get(reverse("saves:narrator_prompt", args=[game_save.save_id]), {"input": "I listen"}).content.decode()
+    page = client.get(
+        reverse("saves:narrator_prompt", args=[game_save.save_id]), {"input": "I listen"}
+    ).content.decode()
     system = page.split('id="prompt-system">', 1)[1].split("</pre>", 1)[0]
     assert "Scenario: The flood has taken the lower town. Wren Halloway wakes" in system
     assert system.count("rang the bell") == 1

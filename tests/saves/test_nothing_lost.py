@@ -4,6 +4,7 @@ turns are marked.
 
 Against the scripted OpenAI-compatible server (tests/llm_server.py); the texts are the test's.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -80,16 +81,28 @@ def test_after_a_swipe_the_snapshot_describes_the_alternative_now_accepted(teste
     play.last_turn_swipe(game_save=game_save, expected_turn=4, number=2)
     now = snapshot()
     assert (now.proposed, now.edited, now.alternatives) == (SECOND, False, 2)
-    assert snapshot_prompt(now) == (second.system_prompt, second.user_prompt) and "rain falling" in snapshot_prompt(now)[1]
+    assert (
+        snapshot_prompt(now) == (second.system_prompt, second.user_prompt) and "rain falling" in snapshot_prompt(now)[1]
+    )
     assert now.context == second.context and now.play_settings["authors_note"] == "Keep the rain falling."
-    assert (now.model, now.completion_tokens, now.latency_ms) == (second.model, second.completion_tokens, second.latency_ms)
+    assert (now.model, now.completion_tokens, now.latency_ms) == (
+        second.model,
+        second.completion_tokens,
+        second.latency_ms,
+    )
     assert recorded.count() == 2  # the queries it was built with, in place of the first's
-    assert sorted(recorded.values_list("result_ids", flat=True)) == sorted(q["result_ids"] for q in second.context["queries"])
+    assert sorted(recorded.values_list("result_ids", flat=True)) == sorted(
+        q["result_ids"] for q in second.context["queries"]
+    )
     html = tester.get(url("narrator_snapshot", game_save, 4)).content.decode()
     assert "Keep the rain falling." in html
     play.last_turn_swipe(game_save=game_save, expected_turn=4, number=1)  # and back
     back = NarratorSnapshot.objects.get(game_save=game_save, turn_id=4)
-    assert (back.proposed, snapshot_prompt(back), back.context) == (STORY, (first.system_prompt, first.user_prompt), first.context)
+    assert (back.proposed, snapshot_prompt(back), back.context) == (
+        STORY,
+        (first.system_prompt, first.user_prompt),
+        first.context,
+    )
     assert "Keep the rain falling." not in tester.get(url("narrator_snapshot", game_save, 4)).content.decode()
     # An edited text kept as an alternative by a swipe: the snapshot keeps what the narrator read and says so.
     turn_update_narrative(game_save=game_save, turn_id=4, narrative="My own words.")

@@ -5,6 +5,7 @@ input modes, and the LLM call log's request and answer on the job and turn pages
 Against the scripted OpenAI-compatible server (tests/llm_server.py): the narratives are the
 test's; what is checked is what the studio sends, keeps and appends.
 """
+
 from __future__ import annotations
 
 import json
@@ -46,14 +47,17 @@ def narrate_requests(narrator):
 # -- input modes ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("text, mode, shaped", [
-    ("open the door", "do", "You open the door."),
-    ("I open the door!", "do", "You open the door!"),
-    ("hello there", "say", "You say: \u201chello there\u201d"),
-    ('"Hello."', "say", 'You say: "Hello."'),
-    ("The rain stops.", "story", "The rain stops."),
-    ("  ", "do", ""),
-])
+@pytest.mark.parametrize(
+    "text, mode, shaped",
+    [
+        ("open the door", "do", "You open the door."),
+        ("I open the door!", "do", "You open the door!"),
+        ("hello there", "say", "You say: \u201chello there\u201d"),
+        ('"Hello."', "say", 'You say: "Hello."'),
+        ("The rain stops.", "story", "The rain stops."),
+        ("  ", "do", ""),
+    ],
+)
 def test_input_modes_shape_the_action(text, mode, shaped):
     assert play.shape_action(text, mode) == shaped
 
@@ -76,7 +80,9 @@ def test_insert_at_depth_counts_sections_from_the_end():
 
 
 def test_authors_note_is_in_the_prompt_the_preview_and_the_snapshot(tester, game_save, meta, narrator):
-    PlaySettings.objects.create(game_save=game_save, authors_note="Keep {{user}} soaked by the rain.", authors_note_depth=2)
+    PlaySettings.objects.create(
+        game_save=game_save, authors_note="Keep {{user}} soaked by the rain.", authors_note_depth=2
+    )
     prompt = build_narrator_prompt(game_save=game_save, player_input="I wait")
     note_at = prompt.user.index("## Author's note\nKeep Wren Halloway soaked by the rain.")
     assert note_at < prompt.user.index("## The player's action") < prompt.user.index("Narrate turn 4.")
@@ -107,7 +113,6 @@ def test_a_narration_reads_the_play_settings_once(tester, game_save, narrator):
     assert narrate_requests(narrator)[-1]["temperature"] == 0.2
 
 
-
 def test_a_narration_reads_the_universes_meta_once(tester, game_save, narrator):
     """The instructions, the memory budget, the memory context and the sampler share one read of the
     universe's meta (the lore activation has its own); it was four."""
@@ -136,15 +141,27 @@ def test_sampler_save_over_universe_over_environment(game_save, settings):
     UniverseMeta.objects.create(universe=game_save.universe, key="sampler_repeat_penalty", value="lots")
     PlaySettings.objects.create(game_save=game_save, temperature=1.1)
     sampler = resolve_sampler(game_save=game_save)
-    assert sampler.values == {"temperature": 1.1, "top_p": 0.9, "max_tokens": 1024, "frequency_penalty": None,
-                              "repeat_penalty": None}
-    assert sampler.sources == {"temperature": "save", "top_p": "universe", "max_tokens": "environment",
-                               "frequency_penalty": "server default", "repeat_penalty": "server default"}
+    assert sampler.values == {
+        "temperature": 1.1,
+        "top_p": 0.9,
+        "max_tokens": 1024,
+        "frequency_penalty": None,
+        "repeat_penalty": None,
+    }
+    assert sampler.sources == {
+        "temperature": "save",
+        "top_p": "universe",
+        "max_tokens": "environment",
+        "frequency_penalty": "server default",
+        "repeat_penalty": "server default",
+    }
     assert any("sampler_repeat_penalty" in p for p in sampler.problems)
     assert sampler.request_options() == {"sampling": {"temperature": 1.1, "top_p": 0.9}, "max_tokens": 1024}
 
 
-@pytest.mark.parametrize("name, value", [("temperature", "3"), ("top_p", "-0.1"), ("max_tokens", "1.5"), ("temperature", "nan")])
+@pytest.mark.parametrize(
+    "name, value", [("temperature", "3"), ("top_p", "-0.1"), ("max_tokens", "1.5"), ("temperature", "nan")]
+)
 def test_sampler_values_out_of_range_are_refused(name, value):
     with pytest.raises(InvalidSampler):
         parse_value(name, value)
@@ -160,15 +177,35 @@ def test_the_narration_is_sent_with_the_sampler_settings(tester, game_save, narr
 
 
 def test_play_settings_form_saves_and_refuses_bad_values(tester, client, game_save):
-    response = tester.post(url("play_settings", game_save), {
-        "authors_note": "Storm coming.", "authors_note_depth": "3", "temperature": "0.6", "max_tokens": "200",
-        "top_p": "", "frequency_penalty": "", "repeat_penalty": ""}, **HX)
+    response = tester.post(
+        url("play_settings", game_save),
+        {
+            "authors_note": "Storm coming.",
+            "authors_note_depth": "3",
+            "temperature": "0.6",
+            "max_tokens": "200",
+            "top_p": "",
+            "frequency_penalty": "",
+            "repeat_penalty": "",
+        },
+        **HX,
+    )
     assert response.status_code == 200 and "Saved" in response.content.decode()
     row = PlaySettings.objects.get(game_save=game_save)
-    assert (row.authors_note, row.authors_note_depth, row.temperature, row.max_tokens, row.top_p) == ("Storm coming.", 3, 0.6, 200, None)
-    html = tester.post(url("play_settings", game_save), {"authors_note": "", "authors_note_depth": "1",
-                                                         "temperature": "9"}, **HX).content.decode()
-    assert "The temperature must be from 0 to 2." in html and PlaySettings.objects.get(game_save=game_save).temperature == 0.6
+    assert (row.authors_note, row.authors_note_depth, row.temperature, row.max_tokens, row.top_p) == (
+        "Storm coming.",
+        3,
+        0.6,
+        200,
+        None,
+    )
+    html = tester.post(
+        url("play_settings", game_save), {"authors_note": "", "authors_note_depth": "1", "temperature": "9"}, **HX
+    ).content.decode()
+    assert (
+        "The temperature must be from 0 to 2." in html
+        and PlaySettings.objects.get(game_save=game_save).temperature == 0.6
+    )
     page = tester.get(url("play_settings", game_save)).content.decode()
     assert 'data-setting="temperature"' in page and "0.6" in page
 
@@ -200,24 +237,36 @@ def carded_save(universe, author, playtester):
     from studio.universes import services as universe_services
     from studio.universes.interchange import character_card
 
-    card = {"spec": "chara_card_v2", "spec_version": "2.0", "data": {
-        "name": "Mira", "description": "A harbour clerk.", "first_mes": "Mira looks up at {{user}}. \u201cYou're late.\u201d",
-        "alternate_greetings": ["The ledger slams shut as {{user}} comes in.", "Rain. Mira does not look up."]}}
+    card = {
+        "spec": "chara_card_v2",
+        "spec_version": "2.0",
+        "data": {
+            "name": "Mira",
+            "description": "A harbour clerk.",
+            "first_mes": "Mira looks up at {{user}}. \u201cYou're late.\u201d",
+            "alternate_greetings": ["The ledger slams shut as {{user}} comes in.", "Rain. Mira does not look up."],
+        },
+    }
     book = character_card.parse_card(json.dumps(card).encode(), filename="mira.json")
     universe_services.card_import(universe=universe, user=author, book=book)
     UniverseMeta.objects.create(universe=universe, key="player_character", value="Wren")
     return save_create(universe=universe, name="Fresh")
 
 
-def test_the_opening_offers_the_cards_greetings_and_accepts_one(tester, carded_save, settings, eager_jobs, vector_memory):
+def test_the_opening_offers_the_cards_greetings_and_accepts_one(
+    tester, carded_save, settings, eager_jobs, vector_memory
+):
     settings.AXIOM_LLM_BASE_URL = ""  # no model is needed for the opening
     console = tester.get(url("detail", carded_save)).content.decode()
     assert 'id="opening-start"' in console and "3 greetings" in console
     html = tester.post(url("narrator_opening", carded_save), **HX).content.decode()
     draft = NarratorDraft.objects.get(game_save=carded_save)
     texts = list(draft.alternatives.values_list("text", flat=True))
-    assert texts == ["Mira looks up at Wren. \u201cYou're late.\u201d", "The ledger slams shut as Wren comes in.",
-                     "Rain. Mira does not look up."]
+    assert texts == [
+        "Mira looks up at Wren. \u201cYou're late.\u201d",
+        "The ledger slams shut as Wren comes in.",
+        "Rain. Mira does not look up.",
+    ]
     assert 'id="draft-swipe-count" aria-live="polite">1/3' in html and "Accept as turn 1" in html
     tester.post(url("narrator_choose", carded_save, draft.pk), {"number": 2}, **HX)
     tester.post(url("narrator_accept", carded_save, draft.pk), {"number": 2}, **HX)
@@ -316,7 +365,9 @@ def test_impersonate_reads_the_turns_the_narrator_shows(game_save, narrator):
     # Seven short turns of one open chapter: the narrator's window shows them all (not only
     # the last four), and the impersonation reads the same turns, as the narrator shows them.
     for turn in range(4, 8):
-        Event.objects.create(game_save=game_save, turn_id=turn, player_input=f"input {turn}", narrative=f"Turn {turn} text.")
+        Event.objects.create(
+            game_save=game_save, turn_id=turn, player_input=f"input {turn}", narrative=f"Turn {turn} text."
+        )
     game_save.current_turn = 7
     game_save.save()
     seen = []
@@ -334,8 +385,12 @@ def test_impersonate_reads_the_narrators_window_when_the_budget_bounds_it(game_s
     # recall) holds only the last few; the impersonation reads exactly those.
     Event.objects.filter(game_save=game_save).update(narrative=" ".join(["The tide rolls in."] * 30))
     for turn in range(4, 13):
-        Event.objects.create(game_save=game_save, turn_id=turn, player_input=f"input {turn}",
-                             narrative=" ".join([f"Turn {turn}: the tide rolls in."] * 30))
+        Event.objects.create(
+            game_save=game_save,
+            turn_id=turn,
+            player_input=f"input {turn}",
+            narrative=" ".join([f"Turn {turn}: the tide rolls in."] * 30),
+        )
     game_save.current_turn = 12
     game_save.save()
     seen = []
@@ -351,8 +406,12 @@ def test_impersonate_reads_the_narrators_window_at_the_universes_budget(game_sav
     # The universe's context_budget moves the narrator's window (fewer turns at 600, more at
     # 8,000 than at the built-in 2,000); the impersonation plans the same window with it.
     for turn in range(4, 21):
-        Event.objects.create(game_save=game_save, turn_id=turn, player_input=f"input {turn}",
-                             narrative=" ".join([f"Turn {turn}: the tide rolls in."] * 20))
+        Event.objects.create(
+            game_save=game_save,
+            turn_id=turn,
+            player_input=f"input {turn}",
+            narrative=" ".join([f"Turn {turn}: the tide rolls in."] * 20),
+        )
     game_save.current_turn = 20
     game_save.save()
     # The window's turn bound (context_recent_turns, 10 by default) would hold it at 8,000 as at 2,000.
@@ -420,7 +479,9 @@ def test_last_turn_controls_show_on_the_console(tester, game_save, narrator):
 def test_continue_of_the_last_turn(tester, game_save, narrator):
     narrate_and_accept(tester, game_save)
     narrator.reply = Reply(content="The bell rings.")
-    tester.post(url("turn_retry", game_save), {"expected_turn": 4, "then": "continue"})  # no JavaScript: runs to the end
+    tester.post(
+        url("turn_retry", game_save), {"expected_turn": 4, "then": "continue"}
+    )  # no JavaScript: runs to the end
     draft = NarratorDraft.objects.get(game_save=game_save, status=DraftStatus.OPEN)
     assert draft.alternatives.get(number=draft.chosen_number).text == f"{STORY} The bell rings."
 
@@ -442,7 +503,9 @@ def test_continue_of_the_last_turn_keeps_the_memory_context_of_the_narration_it_
 
 
 def test_edit_a_past_turn_from_the_console(tester, game_save, eager_jobs, vector_memory):
-    html = tester.post(url("turn_edit", game_save, 2), {"narrative": "Turn 2, rewritten.", "next": "console"}, **HX).content.decode()
+    html = tester.post(
+        url("turn_edit", game_save, 2), {"narrative": "Turn 2, rewritten.", "next": "console"}, **HX
+    ).content.decode()
     assert 'id="console"' in html and "Turn 2 updated" in html
     assert Event.objects.get(game_save=game_save, turn_id=2).narrative == "Turn 2, rewritten."
     assert Job.objects.filter(game_save=game_save, turn_id=2).exists()  # re-embedded (and re-extracted in living)
@@ -461,8 +524,14 @@ def test_each_call_keeps_its_request_and_answer(tester, game_save, narrator):
 
 def test_job_page_shows_the_step_and_each_calls_request_and_answer(tester, client, reader, game_save):
     job = Job.objects.create(kind=JobKind.LIVING_TURN, game_save=game_save, turn_id=3, status="done", progress="done")
-    LLMCall.objects.create(game_save=game_save, job=job, operation="extract", request="## user\nTurn 3 text.",
-                           answer="not json at all", latency_ms=1200)
+    LLMCall.objects.create(
+        game_save=game_save,
+        job=job,
+        operation="extract",
+        request="## user\nTurn 3 text.",
+        answer="not json at all",
+        latency_ms=1200,
+    )
     LLMCall.objects.create(game_save=game_save, job=job, operation="reflect", error="HTTP 500 from the server")
     page = tester.get(reverse("memory:job_detail", args=[game_save.save_id, job.pk])).content.decode()
     assert "not json at all" in page and "HTTP 500 from the server" in page and "at least 2 beliefs" in page
@@ -479,9 +548,15 @@ def test_a_running_job_says_how_long_its_step_runs(game_save):
     from django.utils import timezone
 
     now = timezone.now()
-    job = Job.objects.create(kind=JobKind.LIVING_TURN, game_save=game_save, turn_id=3, status="running",
-                             progress="extracting facts", started_at=now - timedelta(seconds=50),
-                             progress_at=now - timedelta(seconds=20))
+    job = Job.objects.create(
+        kind=JobKind.LIVING_TURN,
+        game_save=game_save,
+        turn_id=3,
+        status="running",
+        progress="extracting facts",
+        started_at=now - timedelta(seconds=50),
+        progress_at=now - timedelta(seconds=20),
+    )
     assert 19 <= job.step_seconds <= 25 and 49 <= job.running_seconds <= 55
     job.status = "done"
     assert job.step_seconds is None and job.running_seconds is None
@@ -490,7 +565,9 @@ def test_a_running_job_says_how_long_its_step_runs(game_save):
 # -- fork and save file ------------------------------------------------------------------------------
 
 
-def test_a_fork_copies_the_play_settings_and_the_save_file_keeps_snapshot_settings(tester, game_save, universe, narrator):
+def test_a_fork_copies_the_play_settings_and_the_save_file_keeps_snapshot_settings(
+    tester, game_save, universe, narrator
+):
     from studio.saves import portable
     from studio.saves.checkpoints import CheckpointManager
 
@@ -518,17 +595,31 @@ def test_the_save_file_carries_the_saves_play_settings(game_save, universe):
     from studio.saves import portable
     from studio.world.models import Save
 
-    PlaySettings.objects.create(game_save=game_save, authors_note="Rain, always.", authors_note_depth=3,
-                                temperature=0.4, max_tokens=300)
+    PlaySettings.objects.create(
+        game_save=game_save, authors_note="Rain, always.", authors_note_depth=3, temperature=0.4, max_tokens=300
+    )
     data = portable.save_export(game_save=game_save).read()
     document = json.loads(data)
-    assert document["sections"]["play_settings"]["items"] == [{
-        "authors_note": "Rain, always.", "authors_note_depth": 3, "temperature": 0.4, "top_p": None,
-        "max_tokens": 300, "frequency_penalty": None, "repeat_penalty": None}]
+    assert document["sections"]["play_settings"]["items"] == [
+        {
+            "authors_note": "Rain, always.",
+            "authors_note_depth": 3,
+            "temperature": 0.4,
+            "top_p": None,
+            "max_tokens": 300,
+            "frequency_penalty": None,
+            "repeat_penalty": None,
+        }
+    ]
     result = portable.save_import(universe=universe, data=data)
     row = PlaySettings.objects.get(game_save=result.game_save)
     assert (row.authors_note, row.authors_note_depth, row.temperature, row.max_tokens, row.top_p) == (
-        "Rain, always.", 3, 0.4, 300, None)
+        "Rain, always.",
+        3,
+        0.4,
+        300,
+        None,
+    )
     assert result.counts["play_settings"] == 1 and result.warnings == []
     assert portable.save_export(game_save=result.game_save).read() == data
 
@@ -538,9 +629,14 @@ def test_the_save_file_carries_the_saves_play_settings(game_save, universe):
     with pytest.raises(portable.SaveFileError) as refused:
         portable.save_import(universe=universe, data=json.dumps(bad).encode())
     where = "sections.play_settings.items[0]"
-    assert {p.location for p in refused.value.problems} == {f"{where}.temperature", f"{where}.authors_note_depth",
-                                                            f"{where}.top_p"}
-    assert "temperature: must be from 0 to 2" in str(refused.value) and Save.objects.count() == saves  # nothing half-written
+    assert {p.location for p in refused.value.problems} == {
+        f"{where}.temperature",
+        f"{where}.authors_note_depth",
+        f"{where}.top_p",
+    }
+    assert (
+        "temperature: must be from 0 to 2" in str(refused.value) and Save.objects.count() == saves
+    )  # nothing half-written
     two = json.loads(data)
     two["sections"]["play_settings"]["items"] *= 2
     with pytest.raises(portable.SaveFileError, match="one set of play settings"):
@@ -559,11 +655,20 @@ def test_the_save_file_carries_the_saves_play_settings(game_save, universe):
 def test_play_settings_update_checks_every_value_and_saves_nothing_on_error(game_save):
     from studio.saves.narrator.play_settings import play_settings_read, play_settings_update
 
-    state = play_settings_update(game_save=game_save, changes={"authors_note": "Rain.", "temperature": 0.5, "max_tokens": 90})
+    state = play_settings_update(
+        game_save=game_save, changes={"authors_note": "Rain.", "temperature": 0.5, "max_tokens": 90}
+    )
     assert state["authors_note"] == "Rain." and state["overrides"]["temperature"] == 0.5
     assert state["effective"]["max_tokens"] == {"value": 90, "source": "save"}
-    for bad in ({"temperature": 5}, {"max_tokens": 1.5}, {"authors_note_depth": -1}, {"top_p": "0.5"},
-                {"authors_note": "x" * 3000}, {"seed": 1}, {"temperature": True}):
+    for bad in (
+        {"temperature": 5},
+        {"max_tokens": 1.5},
+        {"authors_note_depth": -1},
+        {"top_p": "0.5"},
+        {"authors_note": "x" * 3000},
+        {"seed": 1},
+        {"temperature": True},
+    ):
         with pytest.raises(ValueError):
             play_settings_update(game_save=game_save, changes={"authors_note": "changed", **bad})
     assert play_settings_read(game_save=game_save)["authors_note"] == "Rain."

@@ -1,5 +1,6 @@
 """Save files: export is deterministic, import is checked whole and all or nothing, and the
 export of an imported save is byte for byte the file it came from."""
+
 from __future__ import annotations
 
 import gzip
@@ -57,15 +58,21 @@ def test_export_is_deterministic_canonical_and_free_of_database_ids(universe):
     assert list(document) == ["format", "format_version", "universe", "save", "sections"]
     assert list(document["sections"]) == [s.name for s in portable.registered_sections()]
     assert document["save"] == {
-        "name": "Rich run", "memory_mode": "living", "beliefs_enabled": True,
-        "meta": {"belief_mission": "Remember debts.", "tone": "grim"}, "current_turn": 4, "timeline_generation": 1,
+        "name": "Rich run",
+        "memory_mode": "living",
+        "beliefs_enabled": True,
+        "meta": {"belief_mission": "Remember debts.", "tone": "grim"},
+        "current_turn": 4,
+        "timeline_generation": 1,
         "last_activity_at": "2025-03-14T10:26:53.589793Z",
     }
     assert document["universe"]["slug"] == "test-world"
     assert document["universe"]["lore_hash"] == portable.universe_lore_hash(universe=universe)
     items = {name: body["items"] for name, body in document["sections"].items()}
     assert [t["turn_id"] for t in items["turns"]] == [1, 2, 3, 4]
-    assert items["turns"][3]["narrative"] == "Ivo arrives — «bonjour» 🚢" and "«bonjour» 🚢" in text  # UTF-8, not escaped
+    assert (
+        items["turns"][3]["narrative"] == "Ivo arrives — «bonjour» 🚢" and "«bonjour» 🚢" in text
+    )  # UTF-8, not escaped
     assert items["turns"][0]["state"] == {"gold": 3, "turn": 1}
     # File-local ids 1..n, facts in turn order; the rewound turn 4's fact is gone.
     assert [(f["id"], f["turn_id"]) for f in items["facts"]] == [(1, 1), (2, 1), (3, 2), (4, 3), (5, 4)]
@@ -79,11 +86,16 @@ def test_export_is_deterministic_canonical_and_free_of_database_ids(universe):
     assert kael["sources"] == [1, 2] and [v["turn_id"] for v in kael["versions"]] == [2, 3]
     # Finished jobs only, none of the vector store's, renumbered; the in-flight ones stay home.
     assert [(j["id"], j["kind"], j["status"], j["timeline_generation"]) for j in items["jobs"]] == [
-        (1, "living_turn", "done", 1), (2, "living_turn", "done", 0), (3, "embed_turn", "failed", 0),
+        (1, "living_turn", "done", 1),
+        (2, "living_turn", "done", 0),
+        (3, "embed_turn", "failed", 0),
         (4, "refresh_models", "skipped", 1),
     ]
     assert Job.objects.filter(game_save=save, status__in=["queued", "running"]).exists()
-    assert [(c["job_id"], c["created_at"]) for c in items["llm_calls"]] == [(1, "2025-03-14T09:26:53.589793Z"), (None, "2025-03-14T09:26:53.589793Z")]
+    assert [(c["job_id"], c["created_at"]) for c in items["llm_calls"]] == [
+        (1, "2025-03-14T09:26:53.589793Z"),
+        (None, "2025-03-14T09:26:53.589793Z"),
+    ]
     assert items["recorded_queries"][0]["result_ids"] == ["lore:kael", "chunk:c3"]
 
 
@@ -119,11 +131,32 @@ def test_imported_save_equals_the_original_and_exports_the_same_bytes(universe):
     assert export_bytes(imported) == data
     assert snapshot(imported) == snapshot(save)
     assert result.warnings == []
-    assert result.counts == {"turns": 4, "facts": 5, "beliefs": 3, "mental_models": 2, "jobs": 4, "llm_calls": 2,
-                             "recorded_queries": 1, "lore_activation": 0, "chapters": 0, "narrator_snapshots": 0,
-                             "presence": 0, "reveals": 0, "play_settings": 0, "continuity_findings": 0,
-                             "memory_test_results": 0}
-    for field in ("name", "memory_mode", "beliefs_enabled", "meta", "current_turn", "timeline_generation", "last_activity_at"):
+    assert result.counts == {
+        "turns": 4,
+        "facts": 5,
+        "beliefs": 3,
+        "mental_models": 2,
+        "jobs": 4,
+        "llm_calls": 2,
+        "recorded_queries": 1,
+        "lore_activation": 0,
+        "chapters": 0,
+        "narrator_snapshots": 0,
+        "presence": 0,
+        "reveals": 0,
+        "play_settings": 0,
+        "continuity_findings": 0,
+        "memory_test_results": 0,
+    }
+    for field in (
+        "name",
+        "memory_mode",
+        "beliefs_enabled",
+        "meta",
+        "current_turn",
+        "timeline_generation",
+        "last_activity_at",
+    ):
         assert getattr(imported, field) == getattr(save, field), field
     assert list(imported.events.order_by("turn_id").values_list("created_at", flat=True)) == list(
         save.events.order_by("turn_id").values_list("created_at", flat=True)
@@ -169,7 +202,9 @@ def test_a_changed_lore_book_is_warned_about(universe):
     assert [w for w in result.warnings if "Lore Book" in w]
 
 
-def test_import_queues_the_embeddings_and_lore_sync_on_commit(universe, eager_jobs, fake_vectors, django_capture_on_commit_callbacks):
+def test_import_queues_the_embeddings_and_lore_sync_on_commit(
+    universe, eager_jobs, fake_vectors, django_capture_on_commit_callbacks
+):
     vectors = fake_vectors
     save = rich_save(universe)
     data = export_bytes(save)
@@ -233,15 +268,18 @@ def test_a_wrong_format_name_or_version_is_refused(universe, exported):
     assert error.problems[0].location == "format_version"
 
 
-@pytest.mark.parametrize("data, message", [
-    (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "not UTF-8"),
-    (b"player_input,narrative\nlook,fog\n", "not valid JSON"),
-    (b"", "empty"),
-    (b"[1, 2, 3]", "JSON object"),
-    (b'{"format": "axiom-save", "format": "axiom-save"}', "appears twice"),
-    (b'{"x": NaN}', "not a JSON number"),
-    (b"[" * 100_000 + b"]" * 100_000, "nested"),
-])
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "not UTF-8"),
+        (b"player_input,narrative\nlook,fog\n", "not valid JSON"),
+        (b"", "empty"),
+        (b"[1, 2, 3]", "JSON object"),
+        (b'{"format": "axiom-save", "format": "axiom-save"}', "appears twice"),
+        (b'{"x": NaN}', "not a JSON number"),
+        (b"[" * 100_000 + b"]" * 100_000, "nested"),
+    ],
+)
 def test_a_file_that_is_not_a_save_file_is_refused(universe, data, message):
     assert message in str(refused(data, universe))
 
@@ -272,7 +310,10 @@ def test_rows_at_turns_that_do_not_exist_are_refused(universe, exported):
     items(exported, "recorded_queries")[0]["turn_id"] = -1
     errors = refused(encoded(exported), universe).errors
     assert "sections.facts.items[0].turn_id: turn 9 does not exist: the save's turns are 0..4" in errors
-    assert "sections.mental_models.items[0].versions[0].turn_id: turn 5 does not exist: the save's turns are 0..4" in errors
+    assert (
+        "sections.mental_models.items[0].versions[0].turn_id: turn 5 does not exist: the save's turns are 0..4"
+        in errors
+    )
     assert any(e.startswith("sections.recorded_queries.items[0].turn_id: must be between 0") for e in errors)
 
 
@@ -282,7 +323,9 @@ def test_references_that_point_nowhere_are_refused(universe, exported):
     items(exported, "mental_models")[0]["sources"].append(77)
     items(exported, "llm_calls")[0]["job_id"] = 40
     errors = refused(encoded(exported), universe).errors
-    assert "sections.beliefs.items[0].sources[0].fact_id: points at fact 999, which is not in the file's facts" in errors
+    assert (
+        "sections.beliefs.items[0].sources[0].fact_id: points at fact 999, which is not in the file's facts" in errors
+    )
     assert "sections.beliefs.items[0].history[0].sources_added[0].turn_id: is 3, but fact 1 is from turn 1" in errors
     assert any(e.startswith("sections.mental_models.items[0].sources[2]: points at belief 77") for e in errors)
     assert "sections.llm_calls.items[0].job_id: points at job 40, which is not in the file's jobs" in errors
@@ -337,8 +380,10 @@ def test_every_problem_is_listed_up_to_a_cap(universe, exported):
     error = refused(encoded(exported), universe)
     assert len([e for e in error.errors if "turn 99 does not exist" in e]) == 5
     assert len([e for e in error.errors if e.endswith(".stale: must be true or false, not the string 'yes'")]) == 3
-    many = {**exported, "sections": {**exported["sections"], "facts": {**exported["sections"]["facts"],
-            "items": [{"id": 0}] * 200}}}
+    many = {
+        **exported,
+        "sections": {**exported["sections"], "facts": {**exported["sections"]["facts"], "items": [{"id": 0}] * 200}},
+    }
     error = refused(encoded(many), universe)
     assert len(error.problems) == portable.LIMITS.max_problems + 1 and "stopped after 50 problems" in error.errors[-1]
 
@@ -359,11 +404,15 @@ def _notes_section(optional: bool) -> SaveSection:
         out = []
         for index, raw in enumerate(items):
             loc = f"{where}[{index}]"
-            item = ctx.checker.record(raw, loc, {
-                "turn_id": lambda v, loc: ctx.turn(v, loc, first=1),
-                "text": lambda v, loc: ctx.checker.text(v, loc),
-                "fact_id": lambda v, loc: ctx.reference(v, loc, "facts", what="fact"),
-            })
+            item = ctx.checker.record(
+                raw,
+                loc,
+                {
+                    "turn_id": lambda v, loc: ctx.turn(v, loc, first=1),
+                    "text": lambda v, loc: ctx.checker.text(v, loc),
+                    "fact_id": lambda v, loc: ctx.reference(v, loc, "facts", what="fact"),
+                },
+            )
             if item is not None and len(item) == 3:
                 out.append(item)
         return out
@@ -394,8 +443,11 @@ def test_another_app_adds_a_section_without_editing_the_core(universe, notes_sec
     NOTES[save.pk] = [{"turn_id": 2, "text": "The narrator saw the payment.", "fact_pk": fact.pk}]
     data = export_bytes(save)
     section = json.loads(data)["sections"]["narrator_notes"]
-    assert section == {"version": 1, "optional": False,
-                       "items": [{"fact_id": 3, "text": "The narrator saw the payment.", "turn_id": 2}]}
+    assert section == {
+        "version": 1,
+        "optional": False,
+        "items": [{"fact_id": 3, "text": "The narrator saw the payment.", "turn_id": 2}],
+    }
     imported = portable.save_import(universe=universe, data=data).game_save
     assert NOTES[imported.pk][0]["fact_pk"] == imported.facts.get(statement=fact.statement).pk
     assert export_bytes(imported) == data
@@ -413,9 +465,13 @@ def test_an_unknown_section_is_refused_unless_marked_optional(universe, notes_se
     lenient = export_bytes(save)
     portable.unregister_section("narrator_notes")  # a studio without the app
     error = refused(strict, universe)
-    assert error.problems[0].location == "sections.narrator_notes" and "not marked optional" in error.problems[0].message
+    assert (
+        error.problems[0].location == "sections.narrator_notes" and "not marked optional" in error.problems[0].message
+    )
     result = portable.save_import(universe=universe, data=lenient)
-    assert result.warnings == ["The file's section “narrator_notes” is unknown to this studio and marked optional; it was left out."]
+    assert result.warnings == [
+        "The file's section “narrator_notes” is unknown to this studio and marked optional; it was left out."
+    ]
 
 
 def test_a_file_from_before_a_section_existed_imports_it_empty(universe, notes_section):
@@ -470,11 +526,26 @@ def test_a_save_played_through_the_living_pipeline_round_trips(
 
 
 def test_a_chapter_with_an_unknown_close_reason_is_refused_with_the_checkers_message(universe, exported):
-    chapter = {"level": 0, "first_turn": 1, "last_turn": 1, "closed_turn": 1, "close_reason": "boredom",
-               "close_note": "", "story_time_start": "", "story_time_end": "", "summary": "", "summary_status": "done",
-               "summary_error": "", "summary_model": "", "edited": False, "generated_summary": ""}
+    chapter = {
+        "level": 0,
+        "first_turn": 1,
+        "last_turn": 1,
+        "closed_turn": 1,
+        "close_reason": "boredom",
+        "close_note": "",
+        "story_time_start": "",
+        "story_time_end": "",
+        "summary": "",
+        "summary_status": "done",
+        "summary_error": "",
+        "summary_model": "",
+        "edited": False,
+        "generated_summary": "",
+    }
     exported["sections"].setdefault("chapters", {"version": 1, "optional": True, "items": []})
     items(exported, "chapters").append(chapter)
     error = refused(encoded(exported), universe)
-    assert any(p.location.endswith("close_reason") and p.message.startswith("must be one of playtester")
-               for p in error.problems), error.problems
+    assert any(
+        p.location.endswith("close_reason") and p.message.startswith("must be one of playtester")
+        for p in error.problems
+    ), error.problems

@@ -9,6 +9,7 @@
   of the imported save equals the original's byte for byte, and so does the export after
   the same further rewind of both.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -31,7 +32,11 @@ pytestmark = pytest.mark.django_db
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**40), 2**40)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20),
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=5),
     max_leaves=20,
 )
@@ -87,7 +92,9 @@ def test_a_mutated_file_imports_whole_or_not_at_all(universe, valid_file, data):
     document = json.loads(valid_file)
     where = data.draw(st.sampled_from(paths(document)), label="path")
     parent, key = parent_of(document, where), where[-1]
-    mutation = data.draw(st.sampled_from(["drop", "replace", "nudge", "duplicate", "swap", "truncate"]), label="mutation")
+    mutation = data.draw(
+        st.sampled_from(["drop", "replace", "nudge", "duplicate", "swap", "truncate"]), label="mutation"
+    )
     raw = None
     if mutation == "drop":
         del parent[key]
@@ -95,7 +102,11 @@ def test_a_mutated_file_imports_whole_or_not_at_all(universe, valid_file, data):
         parent[key] = data.draw(json_values, label="value")
     elif mutation == "nudge":
         value = parent[key]
-        parent[key] = value + data.draw(st.sampled_from([-1, 1])) if isinstance(value, int) and not isinstance(value, bool) else None
+        parent[key] = (
+            value + data.draw(st.sampled_from([-1, 1]))
+            if isinstance(value, int) and not isinstance(value, bool)
+            else None
+        )
     elif mutation in ("duplicate", "swap") and isinstance(parent, list):
         other = data.draw(st.integers(0, len(parent) - 1), label="other")
         if mutation == "duplicate":

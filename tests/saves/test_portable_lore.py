@@ -1,4 +1,5 @@
 """The save file's lore_activation section: the activation state travels with the save."""
+
 from __future__ import annotations
 
 import json
@@ -16,10 +17,22 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def lore_save(universe, author, fake_vectors):
-    services.lore_entry_create(universe=universe, user=author, title="Bell", text="The bell tolls.",
-                               keys=["bell"], activation={"sticky": 3, "cooldown": 4, "scan_depth": 1})
-    services.lore_entry_create(universe=universe, user=author, title="Coin", text="A coin spins.",
-                               keys=["coin"], activation={"probability": 50, "scan_depth": 1})
+    services.lore_entry_create(
+        universe=universe,
+        user=author,
+        title="Bell",
+        text="The bell tolls.",
+        keys=["bell"],
+        activation={"sticky": 3, "cooldown": 4, "scan_depth": 1},
+    )
+    services.lore_entry_create(
+        universe=universe,
+        user=author,
+        title="Coin",
+        text="A coin spins.",
+        keys=["coin"],
+        activation={"probability": 50, "scan_depth": 1},
+    )
     save = Save.objects.create(universe=universe, name="Played")
     for text in ["ring the bell", "flip a coin", "wait", "coin bell"]:
         turn_append(game_save=save, player_input=text, narrative="The tide turns.")
@@ -27,8 +40,11 @@ def lore_save(universe, author, fake_vectors):
 
 
 def rows(save):
-    return list(LoreActivation.objects.filter(game_save=save).order_by("turn_id")
-                .values_list("turn_id", "state", "activated", "sequence"))
+    return list(
+        LoreActivation.objects.filter(game_save=save)
+        .order_by("turn_id")
+        .values_list("turn_id", "state", "activated", "sequence")
+    )
 
 
 def test_the_state_round_trips_and_the_file_names_no_save(lore_save):
@@ -70,5 +86,7 @@ def test_two_records_of_one_turn_and_a_blank_entry_id_are_refused(lore_save):
     with pytest.raises(portable.SaveFileError) as caught:
         portable.save_import(universe=lore_save.universe, data=json.dumps(document).encode())
     errors = caught.value.errors
-    assert any(e.startswith("sections.lore_activation.items[2].turn_id: turn 2 has two activation records") for e in errors)
+    assert any(
+        e.startswith("sections.lore_activation.items[2].turn_id: turn 2 has two activation records") for e in errors
+    )
     assert any(e.startswith("sections.lore_activation.items[3].activated[1]:") for e in errors)

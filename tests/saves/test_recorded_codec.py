@@ -1,6 +1,7 @@
 """The save file's codec of recorded contexts and queries (`saves/portable/recorded.py`): exact,
 and small when candidates only move: an unchanged item is its ref's number, a moved one a row
 of the numbers that changed, its text, reason and cut written once."""
+
 from __future__ import annotations
 
 import json
@@ -40,9 +41,16 @@ def round_trip(values: list, reference: str = "") -> list:
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-5, 300) | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=90) | st.sampled_from(["rank 3 (distance 0.125)", "turn 12 is shown", "$s", "$v"]),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.sampled_from(["a", "b", "ref", "$s", "why", "layer", "x.y"]), children, max_size=4),
+    st.none()
+    | st.booleans()
+    | st.integers(-5, 300)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=90)
+    | st.sampled_from(["rank 3 (distance 0.125)", "turn 12 is shown", "$s", "$v"]),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(st.sampled_from(["a", "b", "ref", "$s", "why", "layer", "x.y"]), children, max_size=4)
+    ),
     max_leaves=15,
 )
 
@@ -65,23 +73,47 @@ def contexts(draw):
             layer = draw(st.sampled_from(["narrative", "chapter"]))
             distance = draw(st.sampled_from([0.125, 0.1230391860008239, 0.2, 1 / 3])) + ref / 100
             key = f"chunk:{ref:08x}abcdef"
-            items.append({
-                "layer": layer, "ref": {"chunk_id": key[6:], "key": key, "turn_id": ref},
-                "text": draw(st.sampled_from([f"chunk {ref} text", f"(turn {ref}) chunk {ref} text"])),
-                "tokens": draw(st.sampled_from([ref, 20, 21])),
-                "included": draw(st.booleans()),
-                "cut": draw(st.sampled_from(["", f"already in the prompt: turn {ref} is shown", "over budget: needs 12 tokens"])),
-                "reason": draw(st.sampled_from([f"narrative chunk, rank {rank} (distance {distance:.3f})", "retrieved", f"turn {ref}"])),
-                "why": draw(st.sampled_from([
-                    {"final_rank": rank, "rrf_score": 1 / (60 + rank), "semantic_distance": distance},
-                    {"final_rank": rank, "turn_id": ref, "window_start": draw(st.integers(0, 3))},
-                    {"final_rank": True, "flag": 1.0},
-                    {},
-                ])),
-            })
-        snapshots.append({"items": items, "notes": draw(st.lists(st.sampled_from(["a note", "chunk:0000000cabcdef"]), max_size=2)),
-                          "queries": [{"result_ids": [item["ref"]["key"] for item in items],
-                                       "labels": {item["ref"]["key"]: item["text"] for item in items}}]})
+            items.append(
+                {
+                    "layer": layer,
+                    "ref": {"chunk_id": key[6:], "key": key, "turn_id": ref},
+                    "text": draw(st.sampled_from([f"chunk {ref} text", f"(turn {ref}) chunk {ref} text"])),
+                    "tokens": draw(st.sampled_from([ref, 20, 21])),
+                    "included": draw(st.booleans()),
+                    "cut": draw(
+                        st.sampled_from(
+                            ["", f"already in the prompt: turn {ref} is shown", "over budget: needs 12 tokens"]
+                        )
+                    ),
+                    "reason": draw(
+                        st.sampled_from(
+                            [f"narrative chunk, rank {rank} (distance {distance:.3f})", "retrieved", f"turn {ref}"]
+                        )
+                    ),
+                    "why": draw(
+                        st.sampled_from(
+                            [
+                                {"final_rank": rank, "rrf_score": 1 / (60 + rank), "semantic_distance": distance},
+                                {"final_rank": rank, "turn_id": ref, "window_start": draw(st.integers(0, 3))},
+                                {"final_rank": True, "flag": 1.0},
+                                {},
+                            ]
+                        )
+                    ),
+                }
+            )
+        snapshots.append(
+            {
+                "items": items,
+                "notes": draw(st.lists(st.sampled_from(["a note", "chunk:0000000cabcdef"]), max_size=2)),
+                "queries": [
+                    {
+                        "result_ids": [item["ref"]["key"] for item in items],
+                        "labels": {item["ref"]["key"]: item["text"] for item in items},
+                    }
+                ],
+            }
+        )
     return snapshots
 
 
@@ -95,11 +127,21 @@ def test_contexts_whose_candidates_come_go_move_and_change_rebuild_exactly(snaps
 def narrative(ref: int, rank: int, distance: float) -> dict:
     key = f"chunk:{ref:032x}"
     return {
-        "layer": "narrative", "ref": {"chunk_id": key[6:], "key": key, "turn_id": ref}, "text": f"(turn {ref}) " + "The tide. " * 30,
-        "tokens": 80, "included": False, "cut": f"already in the prompt: turn {ref} is shown in full under “Recent turns”",
+        "layer": "narrative",
+        "ref": {"chunk_id": key[6:], "key": key, "turn_id": ref},
+        "text": f"(turn {ref}) " + "The tide. " * 30,
+        "tokens": 80,
+        "included": False,
+        "cut": f"already in the prompt: turn {ref} is shown in full under “Recent turns”",
         "reason": f"narrative chunk, rank {rank} (semantic #{rank} (distance {distance:.3f}))",
-        "why": {"final_rank": rank, "fused_rank": rank, "semantic_rank": rank, "rrf_score": 1 / (60 + rank),
-                "semantic_distance": short_float32_value(distance), "bm25_score": None},
+        "why": {
+            "final_rank": rank,
+            "fused_rank": rank,
+            "semantic_rank": rank,
+            "rrf_score": 1 / (60 + rank),
+            "semantic_distance": short_float32_value(distance),
+            "bm25_score": None,
+        },
     }
 
 
@@ -136,7 +178,9 @@ def test_a_new_candidate_is_written_against_the_one_before_it_with_its_strings_m
     (_, _), (encoded, back) = round_trip([first, second])
     assert same(back, second)
     new = encoded["items"]["$items"][2:]
-    assert {"cut", "reason", "ref.key"} <= set(new[0]["$t"]) and "cut" not in new[0]["$n"] and "reason" not in new[0]["$n"]
+    assert (
+        {"cut", "reason", "ref.key"} <= set(new[0]["$t"]) and "cut" not in new[0]["$n"] and "reason" not in new[0]["$n"]
+    )
     assert all(isinstance(number, int) for number in new[1]["$t"].values())  # the same templates, by number
 
 
@@ -152,7 +196,10 @@ def test_labels_and_result_ids_already_written_are_numbers():
 
 
 def test_templates_and_32_bit_floats():
-    item = {"ref": {"key": "chunk:abcdef0123", "chunk_id": "abcdef0123"}, "why": {"final_rank": 7, "semantic_distance": 0.12303918600082397}}
+    item = {
+        "ref": {"key": "chunk:abcdef0123", "chunk_id": "abcdef0123"},
+        "why": {"final_rank": 7, "semantic_distance": 0.12303918600082397},
+    }
     template = make_template("rank 7 (distance 0.123)", item, "reason")
     assert template == ["rank ", ["why.final_rank"], " (distance ", ["why.semantic_distance", 3], ")"]
     assert render_template(template, item) == "rank 7 (distance 0.123)"
@@ -163,18 +210,21 @@ def test_templates_and_32_bit_floats():
     assert not same(1, True) and not same(1, 1.0) and not same(0.0, -0.0) and same({"a": [1]}, {"a": [1]})
 
 
-@pytest.mark.parametrize("encoded, problem", [
-    ({"items": {"$items": [7]}}, "table of items"),
-    ({"items": {"$items": [[0, 1.5]]}}, "row must follow its columns"),
-    ({"items": {"$items": [{"$h": 3}]}}, "columns 3"),
-    ({"items": {"$items": [{"$c": ["a"], "$f": ["b"]}]}}, "every \\$f path"),
-    ({"items": {"$items": [{"$c": [], "$t": {"reason": [["why.nothing"]]}}]}}, None),
-    ({"labels": {"$+": [[5]]}}, "string 5"),
-    ({"labels": {"$x": 1}}, "no marker"),
-    ({"labels": {"$-": ["absent"]}}, "removes the key"),
-    ({"notes": {"$s": 1}}, "previous"),
-    ({"text": {"$d": [[0, 99]]}}, "delta"),
-])
+@pytest.mark.parametrize(
+    "encoded, problem",
+    [
+        ({"items": {"$items": [7]}}, "table of items"),
+        ({"items": {"$items": [[0, 1.5]]}}, "row must follow its columns"),
+        ({"items": {"$items": [{"$h": 3}]}}, "columns 3"),
+        ({"items": {"$items": [{"$c": ["a"], "$f": ["b"]}]}}, "every \\$f path"),
+        ({"items": {"$items": [{"$c": [], "$t": {"reason": [["why.nothing"]]}}]}}, None),
+        ({"labels": {"$+": [[5]]}}, "string 5"),
+        ({"labels": {"$x": 1}}, "no marker"),
+        ({"labels": {"$-": ["absent"]}}, "removes the key"),
+        ({"notes": {"$s": 1}}, "previous"),
+        ({"text": {"$d": [[0, 99]]}}, "delta"),
+    ],
+)
 def test_a_marker_that_does_not_fit_is_refused(encoded, problem):
     reader = RecordCodec()
     previous = {"labels": {}, "notes": None, "items": [], "text": "earlier"}

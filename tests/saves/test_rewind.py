@@ -1,4 +1,5 @@
 """CheckpointManager.rewind and preview: one transaction, rollback rules, vector delete after commit."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -25,11 +26,22 @@ def test_rewind_deletes_later_rows_and_restores_beliefs_and_models(story, vector
         result = manager.rewind(save, 2)
     assert result.changed and (result.from_turn, result.target_turn) == (4, 2)
     assert result.counts == {
-        "events": 2, "states": 2, "facts": 2,
-        "beliefs_deleted": 1, "beliefs_updated": 2,
-        "mental_models_deleted": 1, "mental_models_updated": 1,
-        "recorded_queries": 1, "lore_activations": 0, "chapters": 0, "narrator_snapshots": 0, "vector_chunks": None,
-        "presence": 0, "reveals": 0, "continuity_findings": 0, "memory_test_results": 0,
+        "events": 2,
+        "states": 2,
+        "facts": 2,
+        "beliefs_deleted": 1,
+        "beliefs_updated": 2,
+        "mental_models_deleted": 1,
+        "mental_models_updated": 1,
+        "recorded_queries": 1,
+        "lore_activations": 0,
+        "chapters": 0,
+        "narrator_snapshots": 0,
+        "vector_chunks": None,
+        "presence": 0,
+        "reveals": 0,
+        "continuity_findings": 0,
+        "memory_test_results": 0,
     }
     save.refresh_from_db()
     assert save.current_turn == 2 and save.timeline_generation == 1
@@ -96,6 +108,7 @@ def test_rewind_rejects_bad_turns(story, vector, bad):
 @pytest.fixture
 def failing_table(request):
     """Make the rollback of one registered timeline table raise; restored after the test."""
+
     def fail(name: str, explode) -> None:
         original = timeline.table(name)
         timeline.register_table(dataclasses.replace(original, rollback=explode), replace=True)
@@ -129,9 +142,7 @@ def test_fault_mid_rewind_leaves_save_unchanged(story, vector, monkeypatch, fail
     assert vector.calls == [] and vector.turns("story") == [1, 2, 3, 4]
 
 
-def test_vector_failure_keeps_db_rewind_and_hides_chunks_until_retry(
-    story, vector, django_capture_on_commit_callbacks
-):
+def test_vector_failure_keeps_db_rewind_and_hides_chunks_until_retry(story, vector, django_capture_on_commit_callbacks):
     save = story["save"]
     vector.fail_rollback = 2
     manager = CheckpointManager(vector_memory=vector)
@@ -147,7 +158,11 @@ def test_vector_failure_keeps_db_rewind_and_hides_chunks_until_retry(
     assert vector.query("story", "turn of story.", k=10, max_turn_id=save.current_turn)
     assert all(hit["turn_id"] <= 1 for hit in vector.query("story", "turn story.", k=10, max_turn_id=save.current_turn))
     # First retry fails again and says so; the second completes.
-    assert manager.finish_vector_rollback(save) == {"done": 0, "failed": 1, "error": "VectorStoreDown: vector store unreachable"}
+    assert manager.finish_vector_rollback(save) == {
+        "done": 0,
+        "failed": 1,
+        "error": "VectorStoreDown: vector store unreachable",
+    }
     assert manager.finish_vector_rollback(save) == {"done": 1, "failed": 0, "error": ""}
     assert vector.turns("story") == [1]
     assert not manager.has_pending_vector_rollback(save)
@@ -185,7 +200,9 @@ def test_a_later_successful_rewind_covers_an_earlier_failed_one(story, vector, d
 def test_missing_vector_module_is_recorded_not_raised(story, monkeypatch, django_capture_on_commit_callbacks):
     save = story["save"]
     manager = CheckpointManager()
-    monkeypatch.setattr(CheckpointManager, "vector_memory", property(lambda self: (_ for _ in ()).throw(ImportError("no vector"))))
+    monkeypatch.setattr(
+        CheckpointManager, "vector_memory", property(lambda self: (_ for _ in ()).throw(ImportError("no vector")))
+    )
     with django_capture_on_commit_callbacks(execute=True):
         result = manager.rewind(save, 2)
     assert result.changed and Save.objects.get(pk=save.pk).current_turn == 2
@@ -207,9 +224,21 @@ def test_preview_lists_changes_without_changing_anything(story, vector):
     assert snapshot(save) == before and Save.objects.get(pk=save.pk).timeline_generation == 0
     assert preview.changed and (preview.from_turn, preview.target_turn) == (4, 2)
     assert preview.counts == {
-        "events": 2, "states": 2, "facts": 2, "beliefs_deleted": 1, "beliefs_updated": 2,
-        "mental_models_deleted": 1, "mental_models_updated": 1, "recorded_queries": 1, "lore_activations": 0, "chapters": 0, "narrator_snapshots": 0,
-        "presence": 0, "reveals": 0, "continuity_findings": 0, "memory_test_results": 0,
+        "events": 2,
+        "states": 2,
+        "facts": 2,
+        "beliefs_deleted": 1,
+        "beliefs_updated": 2,
+        "mental_models_deleted": 1,
+        "mental_models_updated": 1,
+        "recorded_queries": 1,
+        "lore_activations": 0,
+        "chapters": 0,
+        "narrator_snapshots": 0,
+        "presence": 0,
+        "reveals": 0,
+        "continuity_findings": 0,
+        "memory_test_results": 0,
     }
     assert [b.statement for b in preview.beliefs_deleted] == ["Mira trusts Kael."]
     changed = {c.before.observation_id: c for c in preview.beliefs_changed}
@@ -219,7 +248,10 @@ def test_preview_lists_changes_without_changing_anything(story, vector):
     assert changed[story["b2"]].restored and not changed[story["b1"]].restored
     assert [m.subject for m in preview.mental_models_deleted] == ["Mira"]
     (kael,) = preview.mental_models_changed
-    assert (kael.before.summary, kael.after.summary) == ("Captain Kael, shipowner.", "Kael, a smuggler who pays his debts.")
+    assert (kael.before.summary, kael.after.summary) == (
+        "Captain Kael, shipowner.",
+        "Kael, a smuggler who pays his debts.",
+    )
     assert "2 turns" in preview.message
     # The preview agrees with what the rewind then does.
     result = CheckpointManager(vector_memory=vector).rewind(save, 2)
@@ -242,6 +274,7 @@ def test_rewind_leaves_other_saves_alone(story, world, vector):
 
 
 # -- with the real VectorMemory on an embedded Chroma store --------------------------------
+
 
 @pytest.fixture
 def real_vector(db, tmp_path):
@@ -277,8 +310,9 @@ def test_real_store_failed_delete_hides_later_chunks_and_retry_completes(
     save.refresh_from_db()
     assert save.current_turn == 2 and Event.objects.filter(game_save=save).count() == 2
     assert real_vector.count("real") == 5  # the delete failed: later chunks still stored
-    hits = real_vector.query("real", "lighthouse keeper storm", k=10, current_turn_id=save.current_turn,
-                             max_turn_id=save.current_turn)
+    hits = real_vector.query(
+        "real", "lighthouse keeper storm", k=10, current_turn_id=save.current_turn, max_turn_id=save.current_turn
+    )
     assert hits and {h["turn_id"] for h in hits} <= {1, 2}
     assert manager.finish_vector_rollback(save)["done"] == 1
     assert real_vector.count("real") == 2
@@ -300,7 +334,9 @@ def test_real_store_fork_copies_chunks_up_to_the_turn(world, real_vector, django
     assert real_vector.count("real2") == 4  # the original's chunks are untouched
 
 
-def test_rewinding_a_living_save_queues_a_refresh_of_its_stale_models(story, vector, django_capture_on_commit_callbacks):
+def test_rewinding_a_living_save_queues_a_refresh_of_its_stale_models(
+    story, vector, django_capture_on_commit_callbacks
+):
     save = story["save"]
     with django_capture_on_commit_callbacks(execute=False):
         result = CheckpointManager(vector_memory=vector).rewind(save, 1)

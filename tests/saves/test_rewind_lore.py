@@ -4,6 +4,7 @@ Through the real services (`turn_append`, `CheckpointManager.rewind` / `fork`): 
 N leaves exactly the activation rows (state, activated entries, seeds) recorded at N, a fork
 at N continues with the source's rolls, and a replay of the Event_Log recomputes the rows.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -25,20 +26,46 @@ INPUTS = ["ring the bell", "flip a coin", "swear an oath", "coin and bell", "wai
 @pytest.fixture
 def timed_universe(universe, author):
     """Entries whose state carries across turns: sticky + cooldown, coin flips, a first match."""
-    services.lore_entry_create(universe=universe, user=author, title="Bell", text="The bell tolls.",
-                               keys=["bell"], activation={"sticky": 3, "cooldown": 4, "scan_depth": 1})
-    services.lore_entry_create(universe=universe, user=author, title="Coin", text="A coin spins.",
-                               keys=["coin"], activation={"probability": 50, "scan_depth": 1})
-    services.lore_entry_create(universe=universe, user=author, title="Gull", text="A gull cries.",
-                               keys=["coin", "bell"], activation={"probability": 30, "sticky": 2, "scan_depth": 1})
-    services.lore_entry_create(universe=universe, user=author, title="Oath", text="An oath binds.",
-                               keys=["oath"], activation={"after_first_match": "keep", "scan_depth": 1})
+    services.lore_entry_create(
+        universe=universe,
+        user=author,
+        title="Bell",
+        text="The bell tolls.",
+        keys=["bell"],
+        activation={"sticky": 3, "cooldown": 4, "scan_depth": 1},
+    )
+    services.lore_entry_create(
+        universe=universe,
+        user=author,
+        title="Coin",
+        text="A coin spins.",
+        keys=["coin"],
+        activation={"probability": 50, "scan_depth": 1},
+    )
+    services.lore_entry_create(
+        universe=universe,
+        user=author,
+        title="Gull",
+        text="A gull cries.",
+        keys=["coin", "bell"],
+        activation={"probability": 30, "sticky": 2, "scan_depth": 1},
+    )
+    services.lore_entry_create(
+        universe=universe,
+        user=author,
+        title="Oath",
+        text="An oath binds.",
+        keys=["oath"],
+        activation={"after_first_match": "keep", "scan_depth": 1},
+    )
     return universe
 
 
 def rows(save) -> dict[int, tuple]:
-    return {r.turn_id: (r.state, r.activated, r.sequence, r.seed)
-            for r in LoreActivation.objects.filter(game_save=save).order_by("turn_id")}
+    return {
+        r.turn_id: (r.state, r.activated, r.sequence, r.seed)
+        for r in LoreActivation.objects.filter(game_save=save).order_by("turn_id")
+    }
 
 
 def play(save, inputs) -> None:
@@ -66,8 +93,9 @@ def test_replay_recomputes_the_recorded_rows(timed_universe, fake_vectors):
 
 @settings(max_examples=10)
 @given(inputs=st.lists(st.sampled_from(INPUTS), min_size=2, max_size=7), data=st.data())
-def test_property_rewind_to_n_restores_the_state_recorded_at_n(timed_universe, fake_vectors,
-                                                               django_capture_on_commit_callbacks, inputs, data):
+def test_property_rewind_to_n_restores_the_state_recorded_at_n(
+    timed_universe, fake_vectors, django_capture_on_commit_callbacks, inputs, data
+):
     save = Save.objects.create(universe=timed_universe, name="P")
     play(save, inputs)
     recorded = rows(save)
@@ -86,8 +114,9 @@ def test_property_rewind_to_n_restores_the_state_recorded_at_n(timed_universe, f
 
 @settings(max_examples=10)
 @given(inputs=st.lists(st.sampled_from(INPUTS), min_size=2, max_size=7), data=st.data(), rewound=st.booleans())
-def test_property_a_fork_at_n_continues_identically(timed_universe, fake_vectors, django_capture_on_commit_callbacks,
-                                                     inputs, data, rewound):
+def test_property_a_fork_at_n_continues_identically(
+    timed_universe, fake_vectors, django_capture_on_commit_callbacks, inputs, data, rewound
+):
     save = Save.objects.create(universe=timed_universe, name="P")
     manager = CheckpointManager(vector_memory=fake_vectors)
     if rewound:  # a save on its second timeline: the fork must take its generation along

@@ -6,6 +6,7 @@ snapshot compares events, state, facts, each belief's statement, subject, source
 count, trail and whether it is held, and each mental model's summary, sources and versions.
 Stale flags and clamped `updated_turn_id` are excluded, as the seed prescribes them.
 """
+
 from __future__ import annotations
 
 import itertools

@@ -1,6 +1,7 @@
 """A save file written before version 2 of `narrator_snapshots` and `recorded_queries` (each
 context against the previous snapshot only) still imports, to exactly what it recorded; its
 export is version 2 and imports again to the same save."""
+
 from __future__ import annotations
 
 import hashlib
@@ -28,9 +29,18 @@ def digest(value) -> str:
 
 
 def recorded(game_save) -> tuple[str, str, str]:
-    contexts = [list(row) for row in NarratorSnapshot.objects.filter(game_save=game_save).order_by("turn_id").values_list("turn_id", "context")]
-    queries = [list(row) for row in RecordedQuery.objects.filter(game_save=game_save).order_by("id")
-               .values_list("turn_id", "query_text", "params", "result_ids")]
+    contexts = [
+        list(row)
+        for row in NarratorSnapshot.objects.filter(game_save=game_save)
+        .order_by("turn_id")
+        .values_list("turn_id", "context")
+    ]
+    queries = [
+        list(row)
+        for row in RecordedQuery.objects.filter(game_save=game_save)
+        .order_by("id")
+        .values_list("turn_id", "query_text", "params", "result_ids")
+    ]
     prompts = [[turn, list(prompt)] for turn, prompt in sorted(snapshot_prompts(game_save=game_save).items())]
     return digest(contexts), digest(queries), digest(prompts)
 

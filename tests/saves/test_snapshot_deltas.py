@@ -1,5 +1,6 @@
 """Narrator snapshots as deltas (`saves/narrator/snapshots.py`): exact, bounded, and small when
 the prompt extends the one before or a window of it slides along."""
+
 from __future__ import annotations
 
 import json
@@ -32,7 +33,7 @@ def edited(draw):
     for _ in range(draw(st.integers(0, 6))):
         if reference and draw(st.booleans()):
             start = draw(st.integers(0, len(reference) - 1))
-            parts.append(reference[start:start + draw(st.integers(1, 200))])
+            parts.append(reference[start : start + draw(st.integers(1, 200))])
         else:
             parts.append(draw(pieces))
     return reference, "".join(parts)
@@ -52,7 +53,7 @@ def test_the_common_run_is_the_common_prefix_at_any_length(shared, a_tail, b_tai
     """`_common` compares growing pieces: the same count as a plain common prefix, short runs and runs past 4,096."""
     run = "".join(chr(97 + (n * 7919) % 23) for n in range(shared))
     a, b = "x" * i + run + a_tail, "yy" * j + run + b_tail
-    expected = len(os.path.commonprefix([a[i:], b[2 * j:]]))
+    expected = len(os.path.commonprefix([a[i:], b[2 * j :]]))
     assert _common(a, i, b, 2 * j) == expected
 
 
@@ -74,8 +75,12 @@ def test_a_231k_character_system_prompt_exports_and_imports(game_save, universe)
     system = "The world: " + "harbour lore and its secrets. " * 7_700
     assert len(system) > 231_000
     snapshot_create(game_save_id=game_save.pk, turn_id=1, system_prompt=system, user_prompt="[user]\nHello.")
-    snapshot_create(game_save_id=game_save.pk, turn_id=2, system_prompt=system,
-                    user_prompt="[user]\nHello.\n\n[assistant]\nHi.\n\n[user]\nOn.")
+    snapshot_create(
+        game_save_id=game_save.pk,
+        turn_id=2,
+        system_prompt=system,
+        user_prompt="[user]\nHello.\n\n[assistant]\nHi.\n\n[user]\nOn.",
+    )
     second = NarratorSnapshot.objects.get(game_save=game_save, turn_id=2)
     assert second.prompt_delta["system"] == [[0, len(system)]] and second.prompt_chars == len(system) + 42
     data = portable.save_export(game_save=game_save).read()

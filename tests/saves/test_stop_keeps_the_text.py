@@ -4,6 +4,7 @@ Before, the view cut the shown text to 20,000 characters while a turn holds 200,
 narration stopped late lost its end, silently. Now the text is kept whole up to the turn's
 narrative limit (without NUL, which no turn may hold), so the stopped text can be accepted.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -30,8 +31,10 @@ def test_a_long_stopped_narration_is_kept_whole_and_can_be_accepted(client, play
     shown = "The tide turns. " * 3000  # 48,000 characters
     alternative = stop(client, game_save, shown)
     assert alternative.text == shown.strip()
-    client.post(reverse("saves:narrator_accept", args=[game_save.save_id, alternative.draft_id]),
-                {"number": "1", "narrative": alternative.text})
+    client.post(
+        reverse("saves:narrator_accept", args=[game_save.save_id, alternative.draft_id]),
+        {"number": "1", "narrative": alternative.text},
+    )
     assert Event.objects.get(game_save=game_save, turn_id=4).narrative == shown.strip()
 
 

@@ -1,4 +1,5 @@
 """The expected-turn checks of turn_append and rewind: in the service, under the save's lock."""
+
 from __future__ import annotations
 
 import threading

@@ -1,6 +1,7 @@
 """A turn's whole lifecycle from one registration (issue 34): a throwaway per-turn model registered
 with one line is appended with every turn, rolled back by a rewind, counted by its preview, forked
 (every column) and carried by the save file, with no other code."""
+
 from __future__ import annotations
 
 import pytest
@@ -24,6 +25,7 @@ MOODS = [("calm", "Calm"), ("grim", "Grim"), ("wild", "Wild")]
 def mood_model():
     """A model of no app's, its table made in the test's transaction (SQLite and PostgreSQL alike)."""
     with isolate_apps("studio.memory"):
+
         class MoodMark(models.Model):
             game_save = models.ForeignKey(Save, on_delete=models.CASCADE)
             turn_id = models.PositiveIntegerField()
@@ -51,9 +53,16 @@ def mood_model():
 
 def mark(MoodMark, turn: timeline.TurnAppend) -> None:
     state = turn.state or {}
-    MoodMark.objects.create(game_save=turn.save, turn_id=turn.turn_id, mood=state.get("mood", "calm"),
-                            note=turn.narrative[:20], weight=state.get("weight"), loud="!" in turn.player_input,
-                            data={"turn": turn.turn_id, "tags": ["a", "b"]}, fact_id=state.get("fact"))
+    MoodMark.objects.create(
+        game_save=turn.save,
+        turn_id=turn.turn_id,
+        mood=state.get("mood", "calm"),
+        note=turn.narrative[:20],
+        weight=state.get("weight"),
+        loud="!" in turn.player_input,
+        data={"turn": turn.turn_id, "tags": ["a", "b"]},
+        fact_id=state.get("fact"),
+    )
 
 
 def columns(MoodMark, save) -> list[dict]:
@@ -63,20 +72,38 @@ def columns(MoodMark, save) -> list[dict]:
 def test_one_registration_gives_append_rewind_preview_fork_and_save_file(mood_model, world, vector, request):
     MoodMark = mood_model
     # The one line:
-    timeline.register_table(timeline.TurnTable.plain("mood_marks", MoodMark, order=97, section="mood_marks", label="Mood marks", preview="mood mark", remaps={"fact_id": "facts"}, append=lambda turn: mark(MoodMark, turn)))  # noqa: E501
+    timeline.register_table(
+        timeline.TurnTable.plain(
+            "mood_marks",
+            MoodMark,
+            order=97,
+            section="mood_marks",
+            label="Mood marks",
+            preview="mood mark",
+            remaps={"fact_id": "facts"},
+            append=lambda turn: mark(MoodMark, turn),
+        )
+    )  # noqa: E501
     request.addfinalizer(lambda: timeline.unregister_table("mood_marks"))
 
     save = Save.objects.create(universe=world, name="Moods", save_id="moods")
     turn_append(game_save=save, player_input="hello", narrative="The fog lifts.", state={"mood": "calm"})
     fact_id = F.insert_facts(save, 1, [F.Fact("Mira owns a lamp", entities=["Mira"])])[0]
     for n, (mood, weight) in enumerate((("grim", 3), ("wild", None), ("grim", -2)), start=2):
-        turn_append(game_save=save, player_input="go!" if weight else "go", narrative=f"Turn {n} text.",
-                    state={"mood": mood, "weight": weight, "fact": fact_id})
+        turn_append(
+            game_save=save,
+            player_input="go!" if weight else "go",
+            narrative=f"Turn {n} text.",
+            state={"mood": mood, "weight": weight, "fact": fact_id},
+        )
     # Append: every path's turn writes the row (the Console, the API, the proxy and the importers call turn_append).
     rows = columns(MoodMark, save)
     assert [(r["turn_id"], r["mood"], r["weight"], r["loud"], r["fact_id"]) for r in rows] == [
-        (1, "calm", None, False, None), (2, "grim", 3, True, fact_id), (3, "wild", None, False, fact_id),
-        (4, "grim", -2, True, fact_id)]
+        (1, "calm", None, False, None),
+        (2, "grim", 3, True, fact_id),
+        (3, "wild", None, False, fact_id),
+        (4, "grim", -2, True, fact_id),
+    ]
 
     # Fork at 3: every column of the rows up to 3, the fact remapped to the fork's copy.
     fork = CheckpointManager(vector_memory=vector).fork(save, 3)

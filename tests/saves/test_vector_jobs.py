@@ -4,6 +4,7 @@ A failed vector delete (or copy) is a failed attempt of its Job: back to the que
 ledger's backoff, a runner woken for when it is due, run by the save's runner then, FAILED
 once out of attempts, and retryable from the Jobs page and the API, where it is listed.
 """
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -29,7 +30,9 @@ def vector(fake_vectors):
 def woken(monkeypatch):
     """Record the runner wake-ups the ledger asks for instead of starting runners."""
     calls: list[tuple[int, float]] = []
-    monkeypatch.setattr("studio.memory.jobs.dispatch.send", lambda job_id, countdown=0: calls.append((job_id, countdown)))
+    monkeypatch.setattr(
+        "studio.memory.jobs.dispatch.send", lambda job_id, countdown=0: calls.append((job_id, countdown))
+    )
     return calls
 
 

@@ -4,6 +4,7 @@ The test walks the `saves:` and `memory:` URL patterns that take a `save_id`, so
 added later is covered the moment it is routed. A logged-in member of the universe without
 the Playtester or Author role may read, but is refused every playtest action (403).
 """
+
 from __future__ import annotations
 
 import pytest
@@ -95,12 +96,14 @@ def url_for(name: str, converters: set[str], game_save: Save, belief: Observatio
         from studio.memory.knowledge.models import Reveal
 
         kwargs["reveal_id"] = Reveal.objects.get_or_create(
-            game_save=game_save, turn_id=1, entry_id="kael", character="Mira")[0].pk
+            game_save=game_save, turn_id=1, entry_id="kael", character="Mira"
+        )[0].pk
     if "chapter_id" in converters:
         from studio.memory.chapters.models import Chapter
 
         kwargs["chapter_id"] = Chapter.objects.get_or_create(
-            game_save=game_save, first_turn=1, last_turn=1, closed_turn=1, defaults={"close_reason": "playtester"})[0].pk
+            game_save=game_save, first_turn=1, last_turn=1, closed_turn=1, defaults={"close_reason": "playtester"}
+        )[0].pk
     return reverse(name, kwargs=kwargs)
 
 
@@ -130,7 +133,11 @@ def test_user_of_another_group_gets_404_for_every_save_url(client, game_save, be
     events_before = Event.objects.count()
     for name, url in all_save_urls(game_save, belief):
         for method in ("get", "post"):
-            data = {"turn": 1, "confirm": "yes", "from_turn": 3, "narrative": "x", "name": "f"} if method == "post" else None
+            data = (
+                {"turn": 1, "confirm": "yes", "from_turn": 3, "narrative": "x", "name": "f"}
+                if method == "post"
+                else None
+            )
             response = getattr(client, method)(url, data)
             assert response.status_code in (404, 405), f"{method} {name}: {response.status_code}"
             response = getattr(client, method)(url, data, HTTP_HX_REQUEST="true")

@@ -1,4 +1,5 @@
 """The Chapters page: bands, summaries, close / edit / summarise again, and who may do what."""
+
 from __future__ import annotations
 
 import pytest
@@ -58,27 +59,47 @@ def test_the_console_closes_the_open_chapter_and_says_what_happened(client, play
     assert 'hx-target="#console-chapter"' in page
     fragment = close_on_console(client, game_save, 3).content.decode()
     # The htmx answer is the chapter card only, with what happened and the next chapter's state.
-    assert fragment.lstrip().startswith('<section class="drawer-section card" id="console-chapter"') and "Memory jobs" not in fragment
-    assert ("Chapter 1 (turns 1–3) closed at turn 3; no summary will be made: no model is connected "
-            "(AXIOM_LLM_BASE_URL).") in fragment
+    assert (
+        fragment.lstrip().startswith('<section class="drawer-section card" id="console-chapter"')
+        and "Memory jobs" not in fragment
+    )
+    assert (
+        "Chapter 1 (turns 1–3) closed at turn 3; no summary will be made: no model is connected (AXIOM_LLM_BASE_URL)."
+    ) in fragment
     assert "Chapter 2</h3>" in fragment and "The open chapter has no turns yet: it starts with turn 4." in fragment
     assert 'id="chapter-close" disabled' in fragment
     chapter = Chapter.objects.get(game_save=game_save)
-    assert (chapter.first_turn, chapter.last_turn, chapter.summary_status, chapter.close_reason) == (1, 3, "no_model", "playtester")
+    assert (chapter.first_turn, chapter.last_turn, chapter.summary_status, chapter.close_reason) == (
+        1,
+        3,
+        "no_model",
+        "playtester",
+    )
     # Again on the now empty chapter: the error says why, nothing more is written.
     fragment = close_on_console(client, game_save, 3).content.decode()
-    assert 'role="alert"' in fragment and "The open chapter has no turns yet: play a turn before closing it." in fragment
+    assert (
+        'role="alert"' in fragment and "The open chapter has no turns yet: play a turn before closing it." in fragment
+    )
     assert Chapter.objects.filter(game_save=game_save).count() == 1
 
 
-def test_a_close_with_a_model_queues_the_summary_and_names_the_arc_it_completes(client, playtester, game_save, settings):
+def test_a_close_with_a_model_queues_the_summary_and_names_the_arc_it_completes(
+    client, playtester, game_save, settings
+):
     from studio.memory.models import Job, JobKind
     from studio.world.models import UniverseMeta
 
     settings.AXIOM_LLM_BASE_URL = "http://127.0.0.1:9/v1"  # configured; the queued job is not run here
     UniverseMeta.objects.create(universe=game_save.universe, key="chapters_per_arc", value="2")
-    Chapter.objects.create(game_save=game_save, first_turn=1, last_turn=2, closed_turn=2, close_reason="playtester",
-                           summary="You set out.", summary_status=SummaryStatus.DONE)
+    Chapter.objects.create(
+        game_save=game_save,
+        first_turn=1,
+        last_turn=2,
+        closed_turn=2,
+        close_reason="playtester",
+        summary="You set out.",
+        summary_status=SummaryStatus.DONE,
+    )
     client.force_login(playtester)
     fragment = close_on_console(client, game_save, 3).content.decode()
     assert "Chapter 2 (turns 3–3) closed at turn 3; its summary is queued. It completes arc 1 (turns 1–3)." in fragment
@@ -87,7 +108,9 @@ def test_a_close_with_a_model_queues_the_summary_and_names_the_arc_it_completes(
     assert Chapter.objects.filter(game_save=game_save, level=1, first_turn=1, last_turn=3).exists()
 
 
-def test_the_console_closes_nothing_when_the_save_moved_since_the_page_was_loaded(client, playtester, game_save, settings):
+def test_the_console_closes_nothing_when_the_save_moved_since_the_page_was_loaded(
+    client, playtester, game_save, settings
+):
     settings.AXIOM_LLM_BASE_URL = ""
     client.force_login(playtester)
     fragment = close_on_console(client, game_save, 2).content.decode()  # the page showed turn 2; the save is at 3
@@ -96,7 +119,9 @@ def test_the_console_closes_nothing_when_the_save_moved_since_the_page_was_loade
     assert not Chapter.objects.filter(game_save=game_save).exists()
 
 
-def test_without_htmx_the_console_close_redirects_to_the_console_with_the_message(client, playtester, game_save, settings):
+def test_without_htmx_the_console_close_redirects_to_the_console_with_the_message(
+    client, playtester, game_save, settings
+):
     settings.AXIOM_LLM_BASE_URL = ""
     client.force_login(playtester)
     response = close_on_console(client, game_save, 3, htmx=False)

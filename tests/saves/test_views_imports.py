@@ -1,4 +1,5 @@
 """Transcript (JSON Lines) and LoCoMo imports: all or nothing, parsed strictly."""
+
 from __future__ import annotations
 
 import json
@@ -21,7 +22,13 @@ LOCOMO = {
     "session_1_date_time": "1:56 pm on 8 May, 2023",
     "session_1": [
         {"speaker": "Caroline", "dia_id": "D1:1", "text": "Hey Mel!"},
-        {"speaker": "Melanie", "dia_id": "D1:2", "text": "Look at my pottery.", "img_url": ["x"], "blip_caption": "a photo of a bowl"},
+        {
+            "speaker": "Melanie",
+            "dia_id": "D1:2",
+            "text": "Look at my pottery.",
+            "img_url": ["x"],
+            "blip_caption": "a photo of a bowl",
+        },
     ],
     "session_2_date_time": "2:00 pm on 9 May, 2023",
     "session_2": [{"speaker": "Caroline", "dia_id": "D2:1", "text": "I joined a support group."}],
@@ -35,12 +42,16 @@ def jsonl(*records) -> bytes:
 
 def test_parse_transcript_reports_every_bad_line():
     with pytest.raises(ImportFormatError) as error:
-        parse_transcript([b'{"narrative": "ok"}', b"not json", b'{"player_input": "x"}', b'{"narrative": "y", "state": 3}', b"[1]"])
+        parse_transcript(
+            [b'{"narrative": "ok"}', b"not json", b'{"player_input": "x"}', b'{"narrative": "y", "state": 3}', b"[1]"]
+        )
     assert [e.split(":")[0] for e in error.value.errors] == ["line 2", "line 3", "line 4", "line 5"]
 
 
 def test_parse_transcript_checks_turn_ids_and_accepts_aliases():
-    turns = parse_transcript(['{"turn_id": 1, "input": "look", "text": "Fog."}', "", '{"turn_id": 2, "narrative": "Rain."}'])
+    turns = parse_transcript(
+        ['{"turn_id": 1, "input": "look", "text": "Fog."}', "", '{"turn_id": 2, "narrative": "Rain."}']
+    )
     assert [(t.player_input, t.narrative) for t in turns] == [("look", "Fog."), ("", "Rain.")]
     with pytest.raises(ImportFormatError, match="expected 2"):
         parse_transcript(['{"turn_id": 1, "narrative": "a"}', '{"turn_id": 5, "narrative": "b"}'])
@@ -51,7 +62,10 @@ def test_parse_transcript_checks_turn_ids_and_accepts_aliases():
 def test_parse_locomo_one_turn_per_session_one_chunk_per_utterance():
     name, turns = parse_locomo({"conversation": LOCOMO})
     assert name == "LoCoMo: Caroline & Melanie" and len(turns) == 2
-    assert [c["text"] for c in turns[0].chunks] == ["Caroline: Hey Mel!", "Melanie: Look at my pottery. [image: a photo of a bowl]"]
+    assert [c["text"] for c in turns[0].chunks] == [
+        "Caroline: Hey Mel!",
+        "Melanie: Look at my pottery. [image: a photo of a bowl]",
+    ]
     assert turns[0].chunks[1]["metadata"] == {"session": 1, "dia_id": "D1:2"}
     assert turns[0].state == {"session": 1, "date_time": "1:56 pm on 8 May, 2023"}
     assert turns[1].narrative == "Caroline: I joined a support group."
@@ -68,16 +82,22 @@ def test_import_transcript_page_and_upload(client, playtester, universe):
     page = client.get(url).content.decode()
     assert "<html" in page and 'name="memory_mode"' in page
     fragment = client.get(url, HTTP_HX_REQUEST="true").content.decode()
-    assert fragment.lstrip().startswith('<form') and "<html" not in fragment
-    upload = SimpleUploadedFile("night-run.jsonl", jsonl(
-        {"player_input": "I open the door.", "narrative": "The hinges scream.", "state": {"hp": 9}},
-        {"narrative": "Silence."},
-    ))
+    assert fragment.lstrip().startswith("<form") and "<html" not in fragment
+    upload = SimpleUploadedFile(
+        "night-run.jsonl",
+        jsonl(
+            {"player_input": "I open the door.", "narrative": "The hinges scream.", "state": {"hp": 9}},
+            {"narrative": "Silence."},
+        ),
+    )
     response = client.post(url, {"universe": universe.pk, "memory_mode": "living", "file": upload})
     save = Save.objects.get(name="night-run")
     assert response.status_code == 302 and response["Location"] == save.get_absolute_url()
     assert save.current_turn == 2 and save.memory_mode == "living"
-    assert list(Event.objects.filter(game_save=save).values_list("turn_id", "player_input")) == [(1, "I open the door."), (2, "")]
+    assert list(Event.objects.filter(game_save=save).values_list("turn_id", "player_input")) == [
+        (1, "I open the door."),
+        (2, ""),
+    ]
     assert StateCache.objects.get(game_save=save, turn_id=1).state == {"hp": 9}
     assert Job.objects.filter(game_save=save, kind=JobKind.LIVING_TURN).count() == 2
 
@@ -85,7 +105,9 @@ def test_import_transcript_page_and_upload(client, playtester, universe):
 def test_bad_transcript_imports_nothing(client, playtester, universe):
     client.force_login(playtester)
     upload = SimpleUploadedFile("bad.jsonl", jsonl({"narrative": "ok"}) + b"\n{broken")
-    response = client.post(reverse("saves:import_transcript"), {"universe": universe.pk, "memory_mode": "classic", "file": upload})
+    response = client.post(
+        reverse("saves:import_transcript"), {"universe": universe.pk, "memory_mode": "classic", "file": upload}
+    )
     html = response.content.decode()
     assert response.status_code == 200 and "Nothing was imported" in html and "line 2: not JSON" in html
     assert not Save.objects.exists()
@@ -142,7 +164,12 @@ def test_real_locomo_conversation_with_minilm(universe, tmp_path):
         questions = [q for q in data["qa"] if q.get("category") in (1, 2, 3, 4) and q.get("evidence")][:40]
         hits = 0
         for q in questions:
-            found = {r["metadata"].get("dia_id") for r in memory.query(result.game_save.save_id, q["question"], k=10, current_turn_id=result.game_save.current_turn)}
+            found = {
+                r["metadata"].get("dia_id")
+                for r in memory.query(
+                    result.game_save.save_id, q["question"], k=10, current_turn_id=result.game_save.current_turn
+                )
+            }
             hits += bool(found & set(q["evidence"]))
         assert hits / len(questions) >= 0.5, hits
     finally:

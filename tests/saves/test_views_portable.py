@@ -1,4 +1,5 @@
 """The save file pages: the Export link and download, and the import page (full and htmx)."""
+
 from __future__ import annotations
 
 import gzip
@@ -85,7 +86,8 @@ def test_import_page_with_htmx_redirects_the_browser_and_shows_warnings(client, 
     data = portable.save_export(game_save=rich_save(universe), compress=True).read()
     client.force_login(playtester)
     response = client.post(
-        reverse("saves:import_save"), {"file": upload(data, "run.json.gz"), "universe": other.pk, "name": "Moved"},
+        reverse("saves:import_save"),
+        {"file": upload(data, "run.json.gz"), "universe": other.pk, "name": "Moved"},
         HTTP_HX_REQUEST="true",
     )
     imported = Save.objects.get(name="Moved")
@@ -100,7 +102,9 @@ def test_a_malformed_file_lists_its_problems_and_writes_nothing(client, playtest
     data = portable.save_export(game_save=rich_save(universe)).read()
     before = table_counts()
     broken = data.replace(b'"turn_id":2}', b'"turn_id":7}', 1)
-    response = client.post(reverse("saves:import_save"), {"file": upload(broken), "universe": ""}, HTTP_HX_REQUEST="true")
+    response = client.post(
+        reverse("saves:import_save"), {"file": upload(broken), "universe": ""}, HTTP_HX_REQUEST="true"
+    )
     fragment = response.content.decode()
     assert response.status_code == 200 and "<html" not in fragment
     assert "Nothing was imported; the file has 1 problem:" in fragment

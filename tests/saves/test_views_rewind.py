@@ -1,4 +1,5 @@
 """Rewind from the web (pick -> preview -> confirm -> summary) and fork."""
+
 from __future__ import annotations
 
 import pytest
@@ -20,17 +21,33 @@ def living_save(game_save):
     """Turns 1-3 each with a fact; a belief created at 1 and updated at 3; a model at 3; one born at 3."""
     fact_ids = {}
     for turn in (1, 2, 3):
-        fact_ids[turn] = insert_facts(game_save.save_id, turn, [Fact(f"Kaël owes Mira {turn} crowns.", entities=["Kaël"])])[0]
+        fact_ids[turn] = insert_facts(
+            game_save.save_id, turn, [Fact(f"Kaël owes Mira {turn} crowns.", entities=["Kaël"])]
+        )[0]
     apply_consolidation(
-        game_save.save_id, 1, [{"kind": "CREATE", "statement": "Kaël owes Mira money.", "subject": "Kaël", "source_fact_ids": [fact_ids[1]]}], {fact_ids[1]: 1}
+        game_save.save_id,
+        1,
+        [{"kind": "CREATE", "statement": "Kaël owes Mira money.", "subject": "Kaël", "source_fact_ids": [fact_ids[1]]}],
+        {fact_ids[1]: 1},
     )
     belief = ObservationRow.objects.get(game_save=game_save)
     apply_consolidation(
         game_save.save_id,
         3,
         [
-            {"kind": "UPDATE", "observation_id": belief.pk, "statement": "Kaël owes Mira a fortune.", "subject": "Kaël", "source_fact_ids": [fact_ids[3]]},
-            {"kind": "CREATE", "statement": "Mira distrusts Kaël.", "subject": "Mira", "source_fact_ids": [fact_ids[3]]},
+            {
+                "kind": "UPDATE",
+                "observation_id": belief.pk,
+                "statement": "Kaël owes Mira a fortune.",
+                "subject": "Kaël",
+                "source_fact_ids": [fact_ids[3]],
+            },
+            {
+                "kind": "CREATE",
+                "statement": "Mira distrusts Kaël.",
+                "subject": "Mira",
+                "source_fact_ids": [fact_ids[3]],
+            },
         ],
         {fact_ids[3]: 3},
     )
@@ -54,7 +71,9 @@ def test_preview_lists_what_goes_and_what_changes(client, playtester, living_sav
     assert fragment.status_code == 200 and "<html" not in html and html.lstrip().startswith('<div id="rewind-preview">')
     assert 'data-kind="events">2<' in html and 'data-kind="facts">2<' in html
     assert "<del>Mira distrusts Kaël.</del>" in html  # created at 3: deleted
-    assert "Kaël owes Mira a fortune." in html and "Kaël owes Mira money." in html  # rolled back to its turn-1 statement
+    assert (
+        "Kaël owes Mira a fortune." in html and "Kaël owes Mira money." in html
+    )  # rolled back to its turn-1 statement
     assert "A debtor." in html  # the mental model's turn-1 version comes back
     assert 'id="rewind-confirm"' in html
     page = client.get(url, {"turn": 1})
@@ -66,7 +85,9 @@ def test_preview_lists_what_goes_and_what_changes(client, playtester, living_sav
 
 def test_preview_refuses_a_turn_at_or_after_the_current_one(client, playtester, game_save):
     client.force_login(playtester)
-    html = client.get(reverse("saves:rewind_preview", args=[game_save.save_id]), {"turn": 3}, HTTP_HX_REQUEST="true").content.decode()
+    html = client.get(
+        reverse("saves:rewind_preview", args=[game_save.save_id]), {"turn": 3}, HTTP_HX_REQUEST="true"
+    ).content.decode()
     assert "pick a turn before it" in html and 'id="rewind-confirm"' not in html
 
 
@@ -90,8 +111,12 @@ def test_confirm_rewinds_and_shows_the_summary(client, playtester, living_save):
 
 def test_confirm_without_htmx_redirects_to_the_summary(client, playtester, game_save):
     client.force_login(playtester)
-    response = client.post(reverse("saves:rewind_confirm", args=[game_save.save_id]), {"turn": 2, "from_turn": 3, "confirm": "yes"})
-    assert response.status_code == 302 and response["Location"] == reverse("saves:rewind_summary", args=[game_save.save_id])
+    response = client.post(
+        reverse("saves:rewind_confirm", args=[game_save.save_id]), {"turn": 2, "from_turn": 3, "confirm": "yes"}
+    )
+    assert response.status_code == 302 and response["Location"] == reverse(
+        "saves:rewind_summary", args=[game_save.save_id]
+    )
     game_save.refresh_from_db()
     assert game_save.current_turn == 2
 
@@ -112,7 +137,9 @@ def test_confirm_refuses_when_the_save_moved_on_since_the_preview(client, playte
     game_save.save()
     client.force_login(playtester)
     html = client.post(
-        reverse("saves:rewind_confirm", args=[game_save.save_id]), {"turn": 1, "from_turn": 3, "confirm": "yes"}, HTTP_HX_REQUEST="true"
+        reverse("saves:rewind_confirm", args=[game_save.save_id]),
+        {"turn": 1, "from_turn": 3, "confirm": "yes"},
+        HTTP_HX_REQUEST="true",
     ).content.decode()
     assert "changed since the preview" in html and 'id="rewind-confirm"' in html
     game_save.refresh_from_db()
@@ -137,8 +164,10 @@ def test_fork_creates_a_copy_at_turn_n_and_redirects(client, playtester, living_
 
 def test_fork_refuses_a_turn_after_the_current_one(client, playtester, game_save):
     client.force_login(playtester)
-    html = client.post(reverse("saves:fork", args=[game_save.save_id]), {"turn": 9}, HTTP_HX_REQUEST="true").content.decode()
-    assert html.lstrip().startswith('<form') and "only reaches turn 3" in html
+    html = client.post(
+        reverse("saves:fork", args=[game_save.save_id]), {"turn": 9}, HTTP_HX_REQUEST="true"
+    ).content.decode()
+    assert html.lstrip().startswith("<form") and "only reaches turn 3" in html
     assert Save.objects.count() == 1
 
 
@@ -149,10 +178,10 @@ def test_confirm_fragment_swaps_the_header_turn_and_the_pickers_out_of_band(clie
     url = reverse("saves:rewind_confirm", args=[living_save.save_id])
     html = client.post(url, {"turn": 1, "from_turn": 3, "confirm": "yes"}, HTTP_HX_REQUEST="true").content.decode()
     assert '<strong id="save-current-turn" hx-swap-oob="true">1</strong>' in html
-    pick = html[html.index('id="rewind-pick"'):]
+    pick = html[html.index('id="rewind-pick"') :]
     pick = pick[: pick.index("</form>")]
     assert 'hx-swap-oob="true"' in pick and "Rewind to turn (0 – 0)" in pick and 'max="0"' in pick
-    fork = html[html.index('id="fork-form"'):]
+    fork = html[html.index('id="fork-form"') :]
     fork = fork[: fork.index("</form>")]
     assert 'hx-swap-oob="true"' in fork and 'max="1"' in fork and 'value="1"' in fork
     # The full page (no htmx) has no out-of-band markup: it is fresh by construction.
@@ -166,7 +195,9 @@ def test_a_refused_confirm_also_refreshes_the_turn_shown(client, playtester, gam
     game_save.save()
     client.force_login(playtester)
     html = client.post(
-        reverse("saves:rewind_confirm", args=[game_save.save_id]), {"turn": 1, "from_turn": 3, "confirm": "yes"}, HTTP_HX_REQUEST="true"
+        reverse("saves:rewind_confirm", args=[game_save.save_id]),
+        {"turn": 1, "from_turn": 3, "confirm": "yes"},
+        HTTP_HX_REQUEST="true",
     ).content.decode()
     assert '<strong id="save-current-turn" hx-swap-oob="true">4</strong>' in html
     assert "Rewind to turn (0 – 3)" in html

@@ -1,4 +1,5 @@
 """Saves list, create, and the playtest console (append a turn): full pages and htmx fragments."""
+
 from __future__ import annotations
 
 import pytest
@@ -23,7 +24,7 @@ def test_list_shows_counts_per_save_grouped_by_universe(client, playtester, game
     assert response.status_code == 200
     html = response.content.decode()
     assert "<h2>Test World</h2>" in html
-    row = html[html.index(f'data-save="{game_save.save_id}"'):]
+    row = html[html.index(f'data-save="{game_save.save_id}"') :]
     row = row[: row.index("</tr>")]
     # turns 3, facts 2, live beliefs 1 (the retired one is not counted), models 1
     assert [c.split("<")[0] for c in row.split('class="num">')[1:]] == ["3", "2", "1", "1"]

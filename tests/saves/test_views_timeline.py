@@ -1,4 +1,5 @@
 """Timeline: turns with their facts and job state; editing a turn's narrative."""
+
 from __future__ import annotations
 
 import pytest
@@ -17,15 +18,19 @@ def timeline_url(game_save):
 
 
 def test_timeline_shows_facts_and_job_state_per_turn(client, playtester, game_save):
-    Fact.objects.create(game_save=game_save, turn_id=2, statement="Mira lends Kaël ten crowns.", entities=["Mira", "Kaël"])
+    Fact.objects.create(
+        game_save=game_save, turn_id=2, statement="Mira lends Kaël ten crowns.", entities=["Mira", "Kaël"]
+    )
     Job.objects.create(kind=JobKind.EMBED_TURN, game_save=game_save, turn_id=2, status=JobStatus.DONE)
-    Job.objects.create(kind=JobKind.LIVING_TURN, game_save=game_save, turn_id=2, status=JobStatus.FAILED, error="LLM down")
+    Job.objects.create(
+        kind=JobKind.LIVING_TURN, game_save=game_save, turn_id=2, status=JobStatus.FAILED, error="LLM down"
+    )
     Job.objects.create(kind=JobKind.EMBED_TURN, game_save=game_save, turn_id=3, status=JobStatus.RUNNING)
     client.force_login(playtester)
     html = client.get(timeline_url(game_save)).content.decode()
-    turn2 = html[html.index('id="turn-2"'):html.index('id="turn-1"')]
+    turn2 = html[html.index('id="turn-2"') : html.index('id="turn-1"')]
     assert "Mira lends Kaël ten crowns." in turn2 and "jobs failed" in turn2 and "LLM down" in turn2
-    turn3 = html[html.index('id="turn-3"'):html.index('id="turn-2"')]
+    turn3 = html[html.index('id="turn-3"') : html.index('id="turn-2"')]
     assert "jobs running" in turn3 and 'hx-trigger="every 2s"' in turn3  # polls while running
     assert 'hx-trigger="every 2s"' not in turn2
 
@@ -65,7 +70,9 @@ def test_timeline_query_count_does_not_grow_with_turns(client, playtester, game_
     with CaptureQueriesContext(connection) as few:
         client.get(timeline_url(game_save))
     for turn in range(4, 10):
-        Event.objects.create(game_save=game_save, turn_id=turn, player_input=f"input {turn}", narrative=f"Turn {turn} text.")
+        Event.objects.create(
+            game_save=game_save, turn_id=turn, player_input=f"input {turn}", narrative=f"Turn {turn} text."
+        )
     game_save.current_turn = 9
     game_save.save()
     with CaptureQueriesContext(connection) as many:
@@ -92,7 +99,11 @@ def test_edit_narrative_form_full_page_and_fragment(client, playtester, game_sav
     client.force_login(playtester)
     url = reverse("saves:turn_edit", args=[game_save.save_id, 2])
     page = client.get(url)
-    assert page.status_code == 200 and "<html" in page.content.decode() and "Turn 2 text.</textarea>" in page.content.decode()
+    assert (
+        page.status_code == 200
+        and "<html" in page.content.decode()
+        and "Turn 2 text.</textarea>" in page.content.decode()
+    )
     fragment = client.get(url, HTTP_HX_REQUEST="true").content.decode()
     assert fragment.lstrip().startswith('<li id="turn-2"') and "<textarea" in fragment
 
@@ -127,7 +138,9 @@ def test_unknown_turn_is_404(client, playtester, game_save):
     assert client.post(reverse("saves:turn_edit", args=[game_save.save_id, 99]), {"narrative": "x"}).status_code == 404
 
 
-def test_timeline_and_turn_pages_list_each_turns_chunk_ids_with_a_why_not_link(client, playtester, game_save, vector_memory):
+def test_timeline_and_turn_pages_list_each_turns_chunk_ids_with_a_why_not_link(
+    client, playtester, game_save, vector_memory
+):
     """Each turn shows the ids of its narrative chunks, each linked to the search page with the
     id prefilled (the "Why not?" form asks for one); lore chunks and other saves' are left out."""
     ids = vector_memory.embed_chunks(
@@ -135,7 +148,12 @@ def test_timeline_and_turn_pages_list_each_turns_chunk_ids_with_a_why_not_link(c
         [
             {"turn_id": 1, "text": "Kaël docks at Port Vey."},
             {"turn_id": 2, "text": "Mira lends Kaël ten crowns."},
-            {"turn_id": 0, "text": "Port Vey is a harbour town.", "chunk_type": "lore", "metadata_extra": {"entry_id": "port-vey"}},
+            {
+                "turn_id": 0,
+                "text": "Port Vey is a harbour town.",
+                "chunk_type": "lore",
+                "metadata_extra": {"entry_id": "port-vey"},
+            },
         ],
     )
     vector_memory.embed_chunks("othersave", [{"turn_id": 2, "text": "Elsewhere."}])
@@ -143,11 +161,11 @@ def test_timeline_and_turn_pages_list_each_turns_chunk_ids_with_a_why_not_link(c
     search = reverse("memory:playground", args=[game_save.save_id])
     for headers in ({}, {"HTTP_HX_REQUEST": "true"}):
         html = client.get(timeline_url(game_save), **headers).content.decode()
-        turn2 = html[html.index('id="turn-2"'):html.index('id="turn-1"')]
-        turn1 = html[html.index('id="turn-1"'):]
-        assert f"<code title=\"chunk id\">{ids[1]}</code>" in turn2 and f'href="{search}?chunk_id={ids[1]}"' in turn2
+        turn2 = html[html.index('id="turn-2"') : html.index('id="turn-1"')]
+        turn1 = html[html.index('id="turn-1"') :]
+        assert f'<code title="chunk id">{ids[1]}</code>' in turn2 and f'href="{search}?chunk_id={ids[1]}"' in turn2
         assert f'href="{search}?chunk_id={ids[0]}"' in turn1 and ids[2] not in html
-        turn3 = html[html.index('id="turn-3"'):html.index('id="turn-2"')]
+        turn3 = html[html.index('id="turn-3"') : html.index('id="turn-2"')]
         assert "No memory chunk for this turn yet" in turn3 and "chunk_id=" not in turn3
     turn_url = reverse("saves:turn_detail", args=[game_save.save_id, 2])
     for headers in ({}, {"HTTP_HX_REQUEST": "true"}):
@@ -166,7 +184,12 @@ def test_timeline_shows_without_chunk_ids_when_the_store_fails(client, playteste
     client.force_login(playtester)
     response = client.get(timeline_url(game_save))
     html = response.content.decode()
-    assert response.status_code == 200 and 'id="turn-3"' in html and "Memory chunk" not in html and "No memory chunk" not in html
+    assert (
+        response.status_code == 200
+        and 'id="turn-3"' in html
+        and "Memory chunk" not in html
+        and "No memory chunk" not in html
+    )
 
 
 def test_the_timeline_shows_the_chapters_and_arcs_as_bands_linking_to_them(client, game_save, django_user_model):
@@ -176,21 +199,35 @@ def test_the_timeline_shows_the_chapters_and_arcs_as_bands_linking_to_them(clien
         Event.objects.create(game_save=game_save, turn_id=turn, narrative=f"Turn {turn} text.")
     game_save.current_turn = 10
     game_save.save()
-    first = Chapter.objects.create(game_save=game_save, first_turn=1, last_turn=4, closed_turn=5, close_reason="scene",
-                                   summary="You reach the harbour.", summary_status=SummaryStatus.DONE)
-    second = Chapter.objects.create(game_save=game_save, first_turn=5, last_turn=8, closed_turn=8, close_reason="length")
-    arc = Chapter.objects.create(game_save=game_save, level=1, first_turn=1, last_turn=8, closed_turn=8, close_reason="rollup")
+    first = Chapter.objects.create(
+        game_save=game_save,
+        first_turn=1,
+        last_turn=4,
+        closed_turn=5,
+        close_reason="scene",
+        summary="You reach the harbour.",
+        summary_status=SummaryStatus.DONE,
+    )
+    second = Chapter.objects.create(
+        game_save=game_save, first_turn=5, last_turn=8, closed_turn=8, close_reason="length"
+    )
+    arc = Chapter.objects.create(
+        game_save=game_save, level=1, first_turn=1, last_turn=8, closed_turn=8, close_reason="rollup"
+    )
     reader = django_user_model.objects.create_user("reader", password="x")
     game_save.universe.members.add(reader)
     client.force_login(reader)  # reading the save is enough to see its chapters
     html = client.get(timeline_url(game_save)).content.decode()
     chapters_url = reverse("saves:chapters", args=[game_save.save_id])
     assert "Turns 1–10: 2 closed chapters in 1 arc;" in html and "the open chapter runs from turn 9." in html
-    bands = html[html.index('id="timeline-chapters-h"'):html.index('id="turns"')]
+    bands = html[html.index('id="timeline-chapters-h"') : html.index('id="turns"')]
     # The arc row first, then the chapters; each band a named link to its chapter on the Chapters page.
     assert bands.index('aria-label="Arcs (level 1)"') < bands.index('aria-label="Chapters"')
-    for row, label in ((first, "Chapter turns 1–4: Summarized"), (second, "Chapter turns 5–8: Summary pending"),
-                       (arc, "Arc turns 1–8: Summary pending")):
+    for row, label in (
+        (first, "Chapter turns 1–4: Summarized"),
+        (second, "Chapter turns 5–8: Summary pending"),
+        (arc, "Arc turns 1–8: Summary pending"),
+    ):
         assert f'<a href="{chapters_url}#chapter-{row.pk}" aria-label="{label}">' in bands
     # Drawn with SVG attributes (x and width in percent of the save's turns), never a style attribute.
     assert '<rect x="40.0%" y="1" width="40.0%"' in bands and "style=" not in bands

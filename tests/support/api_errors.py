@@ -1,4 +1,5 @@
 """The API's error envelope, as the API tests check it."""
+
 from __future__ import annotations
 
 

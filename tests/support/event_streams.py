@@ -1,4 +1,5 @@
 """Read the API's server-sent narration (`/narrate` with `stream`) and check that it wrote nothing."""
+
 from __future__ import annotations
 
 import json
@@ -20,5 +21,9 @@ def parse_events(raw: str) -> list[tuple[str, dict]]:
 
 def nothing_written(game_save) -> bool:
     """True when the save still has the `game_save` fixture's three turns and no narrator row exists."""
-    return (Event.objects.filter(game_save=game_save).count() == 3 and not NarratorDraft.objects.exists()
-            and not NarratorAlternative.objects.exists() and not NarratorSnapshot.objects.exists())
+    return (
+        Event.objects.filter(game_save=game_save).count() == 3
+        and not NarratorDraft.objects.exists()
+        and not NarratorAlternative.objects.exists()
+        and not NarratorSnapshot.objects.exists()
+    )

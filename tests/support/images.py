@@ -1,4 +1,5 @@
 """Images the tests upload (persona portraits)."""
+
 from __future__ import annotations
 
 import io

@@ -1,4 +1,5 @@
 """Play a turn through the Console's narrator, as the page does: stream an alternative, accept it."""
+
 from __future__ import annotations
 
 from django.urls import reverse

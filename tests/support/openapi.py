@@ -1,4 +1,5 @@
 """Check an API response against its schema in the studio's own OpenAPI document."""
+
 from __future__ import annotations
 
 from jsonschema import Draft202012Validator

@@ -4,6 +4,7 @@
 open (the file-based SQLite test database, or the PostgreSQL test database when DATABASE_URL
 points at PostgreSQL); an in-memory SQLite database cannot be shared, so the test is skipped.
 """
+
 from __future__ import annotations
 
 import os

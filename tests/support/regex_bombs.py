@@ -3,6 +3,7 @@
 The fixture that counts the searches reaching their limit (`limit_hits`) is in
 tests/plugins/regex.py.
 """
+
 from __future__ import annotations
 
 from django.utils import timezone

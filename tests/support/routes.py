@@ -4,6 +4,7 @@ Every URL pattern of the studio (not the admin, not the API, not the memory prox
 must appear in RULES with a rule for GET and for POST (tests/test_authorization.py fails until
 it does); tests/test_escaping.py fetches every pattern whose GET rule is not "-".
 """
+
 from __future__ import annotations
 
 from django.urls import URLPattern, URLResolver, get_resolver
@@ -172,6 +173,8 @@ def routes():
 def url_for(route: str, pattern: URLPattern, values: dict) -> str:
     path = "/" + route
     for name, converter in pattern.pattern.converters.items():
-        kind = {"SlugConverter": "slug", "IntConverter": "int", "StringConverter": "str", "PathConverter": "path"}[type(converter).__name__]
+        kind = {"SlugConverter": "slug", "IntConverter": "int", "StringConverter": "str", "PathConverter": "path"}[
+            type(converter).__name__
+        ]
         path = path.replace(f"<{kind}:{name}>", str(values[name]))
     return path

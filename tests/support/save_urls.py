@@ -1,4 +1,5 @@
 """URLs of a save's pages, as the save tests build them."""
+
 from __future__ import annotations
 
 from django.urls import reverse

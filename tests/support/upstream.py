@@ -5,6 +5,7 @@ proxy's relays) a narration that names the player's last message and a running n
 answers to the same message (a swipe) differ. tests/proxy/conftest.py's `upstream` fixture
 serves one.
 """
+
 from __future__ import annotations
 
 import itertools

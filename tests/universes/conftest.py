@@ -1,4 +1,5 @@
 """Fixtures for the authoring studio tests."""
+
 from __future__ import annotations
 
 import pytest

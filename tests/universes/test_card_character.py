@@ -3,6 +3,7 @@
 The cards are written here and in tests/support/cards.py in SillyTavern's formats (V2 with the V1 top-level mirror fields,
 V3, V1; JSON and PNG with `chara` / `ccv3` tEXt chunks), not downloaded.
 """
+
 from __future__ import annotations
 
 import base64
@@ -30,10 +31,18 @@ def no_embedding(monkeypatch):
 
 
 def v3_card():
-    card = v2_card({**copy.deepcopy(DATA), "nickname": "Lio", "group_only_greetings": ["We meet in company."],
-                    "assets": [{"type": "icon", "uri": "ccdefault:", "name": "main", "ext": "png"}],
-                    "creator_notes_multilingual": {"fr": "Pour les scènes lentes."},
-                    "source": ["tests"], "creation_date": 1764500000, "modification_date": 1764500001})
+    card = v2_card(
+        {
+            **copy.deepcopy(DATA),
+            "nickname": "Lio",
+            "group_only_greetings": ["We meet in company."],
+            "assets": [{"type": "icon", "uri": "ccdefault:", "name": "main", "ext": "png"}],
+            "creator_notes_multilingual": {"fr": "Pour les scènes lentes."},
+            "source": ["tests"],
+            "creation_date": 1764500000,
+            "modification_date": 1764500001,
+        }
+    )
     card.update({"spec": "chara_card_v3", "spec_version": "3.0"})
     return card
 
@@ -96,17 +105,31 @@ def test_card_import_creates_a_character_entry_with_every_field(reach, author):
     report = do_import(reach, author, json.dumps(v2_card()).encode())
     liora = character_of(reach, report)
     assert (liora.kind, liora.title, liora.keys) == ("character", "Liora", ["Liora"])
-    assert liora.text == (DATA["description"] + "\n\n## Personality\n" + DATA["personality"]
-                          + "\n\n## Scenario\n" + DATA["scenario"])
+    assert liora.text == (
+        DATA["description"] + "\n\n## Personality\n" + DATA["personality"] + "\n\n## Scenario\n" + DATA["scenario"]
+    )
     kept = liora.extensions["character_card"]
-    for name in ("first_mes", "alternate_greetings", "mes_example", "creator_notes", "system_prompt",
-                 "post_history_instructions", "tags", "creator", "character_version", "extensions"):
+    for name in (
+        "first_mes",
+        "alternate_greetings",
+        "mes_example",
+        "creator_notes",
+        "system_prompt",
+        "post_history_instructions",
+        "tags",
+        "creator",
+        "character_version",
+        "extensions",
+    ):
         assert kept["data"][name] == DATA[name], name
     assert kept["spec"] == "chara_card_v2" and kept["v1"]["create_date"] == "2026-11-30 @10h 01m 02s 345ms"
     assert kept["book"]["token_budget"] == 800 and "entries" not in kept["book"]
     assert [(line.label, line.outcome, line.title) for line in report.lines] == [
-        ("the card's character", "created", "Liora"), ("entry 1 (id 0)", "created", "The Veil Wood"),
-        ("entry 2 (id 1)", "created", "Port Vey"), ("entry 3 (id 2)", "created", "Wisps")]
+        ("the card's character", "created", "Liora"),
+        ("entry 1 (id 0)", "created", "The Veil Wood"),
+        ("entry 2 (id 1)", "created", "Port Vey"),
+        ("entry 3 (id 2)", "created", "Wisps"),
+    ]
     assert "description → text" in report.lines[0].acting and "first_mes" in report.lines[0].kept
     assert report.created == 4 and report.notes[0].startswith("“Liora” is a Character entry (liora)")
 
@@ -118,7 +141,10 @@ def test_v3_nickname_is_a_key_and_v1_card_is_read(reach, author):
     report = do_import(reach, author, json.dumps(v1).encode())
     assert report.source == "Character Card JSON (V1)" and report.created == 1
     other = character_of(reach, report)
-    assert other.entry_id != liora.entry_id and other.extensions["character_card"]["data"]["creator_notes"] == DATA["creator_notes"]
+    assert (
+        other.entry_id != liora.entry_id
+        and other.extensions["character_card"]["data"]["creator_notes"] == DATA["creator_notes"]
+    )
 
 
 def test_book_entries_are_never_merged_by_title_unless_asked(reach, author):
@@ -142,8 +168,11 @@ def test_two_cards_with_the_same_book_ids_stay_apart(reach, author):
     other["character_book"]["entries"][0]["content"] = "Brann's wood is darker."
     report = do_import(reach, author, json.dumps(v2_card(other)).encode(), mode="update")
     assert report.lines[0].outcome == "created"  # a new character, even when asked to update
-    assert report.created == 4 and reach.lore_entries.get(extensions__card="liora", title="The Veil Wood").text \
+    assert (
+        report.created == 4
+        and reach.lore_entries.get(extensions__card="liora", title="The Veil Wood").text
         == "An old forest where lanterns go out."
+    )
 
 
 def test_update_mode_updates_the_character_and_its_book_by_card_ids(reach, author):
@@ -258,7 +287,10 @@ def test_text_sections_split_back():
     data = {"description": "Desc\n\nmore", "personality": "p", "scenario": ""}
     assert card_fields.split_text(card_fields.compose_text(data)) == {**data}
     assert card_fields.split_text("only a description") == {
-        "description": "only a description", "personality": "", "scenario": ""}
+        "description": "only a description",
+        "personality": "",
+        "scenario": "",
+    }
 
 
 # --- pages ------------------------------------------------------------------------------------
@@ -273,12 +305,16 @@ def upload(name: str, data: bytes):
 def test_import_page_full_and_htmx_report_the_character(author_client, htmx, universe):
     url = f"/universes/{universe.slug}/exchange/import/"
     png = portrait(chara=v2_card())
-    html = author_client.post(url, {"file": upload("liora.png", png), "format": "auto",
-                                    "default_kind": "place", "character": "create"}).content.decode()
+    html = author_client.post(
+        url, {"file": upload("liora.png", png), "format": "auto", "default_kind": "place", "character": "create"}
+    ).content.decode()
     assert "<html" in html and "the card&#x27;s character" in html and "new Character entry" in html
     assert f'href="/universes/{universe.slug}/lore/liora/"' in html
-    fragment = author_client.post(url, {"file": upload("liora.png", png), "format": "auto",
-                                        "default_kind": "place", "character": "update"}, **htmx).content.decode()
+    fragment = author_client.post(
+        url,
+        {"file": upload("liora.png", png), "format": "auto", "default_kind": "place", "character": "update"},
+        **htmx,
+    ).content.decode()
     assert "<html" not in fragment and 'id="import-report"' in fragment
     assert "<strong>0</strong> created" in fragment and "identical to the Character entry" in fragment
     assert universe.lore_entries.filter(kind="character", title="Liora").count() == 1
@@ -312,7 +348,9 @@ def test_metadata_page_shows_the_card_as_readable_fields(author_client, htmx, au
         assert "A lantern-keeper of the Veil Wood.<br>She speaks softly." in fields["Description"]
         assert "Keep replies under 200 words." in fields["Post-history instructions"]
         assert re.findall(r'<li class="card-field">([^<]+)</li>', fields["Alternate greetings"]) == [
-            "*She sets the lantern down.* Sit.", "Again? The wood likes you."]
+            "*She sets the lantern down.* Sit.",
+            "Again? The wood likes you.",
+        ]
         assert "3 Lore Book entries from its book" in html and 'href="/universes/test-world/lore/liora/"' in html
         assert "portrait kept" in html
         assert "&quot;first_mes&quot;" not in html and '"first_mes"' not in html  # no JSON dump of the card

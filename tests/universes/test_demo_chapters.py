@@ -1,5 +1,6 @@
 """The 48-turn demo save's chapters (issue 30): load_demo gives it the chapters and summaries recorded
 on a real model (studio/universes/demo/chapters/), idempotently, without an LLM, and says so."""
+
 from __future__ import annotations
 
 import io
@@ -50,7 +51,8 @@ def test_load_demo_gives_the_48_turn_save_its_chapters_and_summaries(client, sta
     assert save.current_turn == 48 and "10 chapters and 2 arcs" in output
     rows = list(Chapter.objects.filter(game_save=save).order_by("level", "first_turn"))
     assert [(r.level, r.first_turn, r.last_turn, r.closed_turn, r.close_reason) for r in rows] == [
-        (x["level"], x["first_turn"], x["last_turn"], x["closed_turn"], x["close_reason"]) for x in data["rows"]]
+        (x["level"], x["first_turn"], x["last_turn"], x["closed_turn"], x["close_reason"]) for x in data["rows"]
+    ]
     chapters = [r for r in rows if r.level == 0]
     assert len(chapters) == data["counts"]["chapters"] == 10
     # By the save's own rules: scene changes (the state's location) after at least 4 turns, 4 chapters an arc.
@@ -66,7 +68,9 @@ def test_load_demo_gives_the_48_turn_save_its_chapters_and_summaries(client, sta
     client.force_login(staff_user)
     page = client.get(reverse("saves:chapters", args=[DEMO_SAVE_ID])).content.decode()
     assert all(escape(r.summary) in page for r in rows)
-    line = f"The summaries of its 10 chapters and 2 arcs were recorded with {data['model']} on {data['recorded_to'][:10]}."
+    line = (
+        f"The summaries of its 10 chapters and 2 arcs were recorded with {data['model']} on {data['recorded_to'][:10]}."
+    )
     assert line in page
     console = client.get(reverse("saves:detail", args=[DEMO_SAVE_ID])).content.decode()
     assert "Chapter 11" in console and "The open chapter runs from turn 48 to turn 48." in console

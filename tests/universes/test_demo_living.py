@@ -1,4 +1,5 @@
 """The demo's living save: recorded memory imported by load_demo, idempotently and without an LLM."""
+
 from __future__ import annotations
 
 import io
@@ -34,9 +35,13 @@ def living_rows() -> dict[str, list]:
     save = Save.objects.get(save_id=living.DEMO_LIVING_SAVE_ID)
     rows = {"Save": serializers.serialize("python", Save.objects.filter(pk=save.pk))}
     for model, manager in (
-        (Event, Event.objects), (StateCache, StateCache.objects), (Fact, Fact.objects),
-        (Observation, Observation.all_objects), (MentalModel, MentalModel.objects),
-        (Job, Job.objects), (LLMCall, LLMCall.objects),
+        (Event, Event.objects),
+        (StateCache, StateCache.objects),
+        (Fact, Fact.objects),
+        (Observation, Observation.all_objects),
+        (MentalModel, MentalModel.objects),
+        (Job, Job.objects),
+        (LLMCall, LLMCall.objects),
     ):
         rows[model.__name__] = serializers.serialize("python", manager.filter(game_save=save).order_by("pk"))
     return rows
@@ -98,8 +103,9 @@ def test_a_played_on_living_save_is_restored_to_the_recording():
 def test_loading_calls_no_llm(fake_vectors):
     """With an endpoint configured and jobs run inline, the load (and the embedding jobs the
     import queues) sends nothing to it: the memory comes from the file."""
-    with ScriptedLLMServer(lambda request: Reply(status=500)) as server, override_settings(
-        AXIOM_LLM_BASE_URL=server.base_url, AXIOM_LLM_MODEL="test", AXIOM_JOBS_EAGER=True
+    with (
+        ScriptedLLMServer(lambda request: Reply(status=500)) as server,
+        override_settings(AXIOM_LLM_BASE_URL=server.base_url, AXIOM_LLM_MODEL="test", AXIOM_JOBS_EAGER=True),
     ):
         load()
         save = Save.objects.get(save_id=living.DEMO_LIVING_SAVE_ID)
@@ -145,7 +151,9 @@ def test_partial_recordings_say_how_many_turns():
         {"model": "M", "recorded_to": "2026-12-01T14:20:00+00:00", "turns_recorded": 12, "turns_requested": 20}
     )
     assert summary["text"] == "recorded with M on 2026-12-01 over the first 12 turns"
-    full = living.recording_summary({"model": "M", "recorded_to": "2026-12-01T14:20:00+00:00", "turns_recorded": 20, "turns_requested": 20})
+    full = living.recording_summary(
+        {"model": "M", "recorded_to": "2026-12-01T14:20:00+00:00", "turns_recorded": 20, "turns_requested": 20}
+    )
     assert full["text"] == "recorded with M on 2026-12-01 over 20 turns"
     assert living.recording_summary({"recorded_to": "2026-12-01"}) is None  # no model, no claim
 
@@ -183,7 +191,8 @@ def test_load_demo_gives_the_living_save_its_chapters_summarised_on_the_recorded
     save = Save.objects.get(save_id=living.DEMO_LIVING_SAVE_ID)
     rows = list(Chapter.objects.filter(game_save=save).order_by("level", "first_turn"))
     assert [(r.level, r.first_turn, r.last_turn, r.closed_turn, r.close_reason) for r in rows] == [
-        (x["level"], x["first_turn"], x["last_turn"], x["closed_turn"], x["close_reason"]) for x in recorded["rows"]]
+        (x["level"], x["first_turn"], x["last_turn"], x["closed_turn"], x["close_reason"]) for x in recorded["rows"]
+    ]
     chapters = [r for r in rows if r.level == 0]
     assert len(chapters) == recorded["counts"]["chapters"] >= 2
     # Closed by the studio's own rules (a scene change, the turn limit), arcs rolled up from them.
@@ -194,7 +203,11 @@ def test_load_demo_gives_the_living_save_its_chapters_summarised_on_the_recorded
     assert all(r.summary_model == recorded["served_model_id"] for r in rows)
     answers = {" ".join(str(parse_json_payload(e["content"])["summary"]).split()) for e in summarize_exchanges()}
     assert {r.summary for r in rows} <= answers
-    assert LLMCall.objects.filter(game_save=save, operation="summarize").count() == recorded["counts"]["llm_calls"] == len(rows)
+    assert (
+        LLMCall.objects.filter(game_save=save, operation="summarize").count()
+        == recorded["counts"]["llm_calls"]
+        == len(rows)
+    )
     # The Chapters page shows them, and says which model summarised them and when.
     client.force_login(staff_user)
     html = client.get(reverse("saves:chapters", args=[save.save_id])).content.decode()
@@ -207,5 +220,6 @@ def test_the_chapters_line_names_the_summaries_model_only_when_the_recording_has
     assert living.recording_summary(base)["chapters_text"] == ""
     chapters = {"model": "S", "recorded_to": "2026-12-02T05:40:00+00:00", "counts": {"chapters": 4, "arcs": 1}}
     assert living.recording_summary({**base, "chapters": chapters})["chapters_text"] == (
-        "The summaries of its 4 chapters and 1 arc were recorded with S on 2026-12-02.")
+        "The summaries of its 4 chapters and 1 arc were recorded with S on 2026-12-02."
+    )
     assert living.recording_summary({**base, "chapters": {**chapters, "model": ""}})["chapters_text"] == ""

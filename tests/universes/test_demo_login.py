@@ -1,4 +1,5 @@
 """`manage.py ensure_demo_login`: a printed demo login, only in DEBUG on an empty database."""
+
 from __future__ import annotations
 
 import io

@@ -4,6 +4,7 @@ A revision keeps the whole entry (`lore_entry_snapshot`: known_by and every acti
 included); the demo loader once kept a copy of an older snapshot without them, so restoring a
 demo revision left an author's later secrecy and activation settings in place.
 """
+
 from __future__ import annotations
 
 import io
@@ -41,8 +42,9 @@ def test_a_reload_records_the_author_s_known_by_and_activation_and_a_restore_bri
     load()
     entry = LoreEntry.objects.get(universe__slug=SLUG, entry_id="hesper-vale")
     imported = LoreRevision.objects.get(lore_entry=entry)
-    services.lore_entry_update(entry=entry, user=author, text="Someone rewrote this.", known_by=["Mira"],
-                               activation={"sticky": 3})
+    services.lore_entry_update(
+        entry=entry, user=author, text="Someone rewrote this.", known_by=["Mira"], activation={"sticky": 3}
+    )
 
     load()  # the files' text comes back; who knows the entry and its timing are the author's
 

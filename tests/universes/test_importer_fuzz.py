@@ -1,5 +1,6 @@
 """The importers, fuzzed: any input either imports or is refused with ImportFormatError,
 never another exception, and a refused or failed import writes nothing."""
+
 from __future__ import annotations
 
 import base64
@@ -22,24 +23,91 @@ from studio.world.models import LoreEntry, Universe, UniverseMeta
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=40),
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**6), 10**6)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=40),
     lambda children: st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=12), children, max_size=6),
     max_leaves=30,
 )
 # Shapes close to the real formats, so the fuzzer gets past the first type check.
-world_info = st.fixed_dictionaries({"entries": st.dictionaries(st.text(max_size=4), st.dictionaries(
-    st.sampled_from(["uid", "key", "keysecondary", "comment", "content", "constant", "selective", "order", "position", "disable", "extensions"]),
-    json_values, max_size=8), max_size=4)})
-card = st.fixed_dictionaries({
-    "spec": st.sampled_from(["chara_card_v2", "chara_card_v3", "other"]),
-    "data": st.fixed_dictionaries({"name": json_values, "character_book": st.fixed_dictionaries({"entries": st.lists(st.dictionaries(
-        st.sampled_from(["keys", "content", "name", "comment", "id", "enabled", "insertion_order", "extensions", "secondary_keys"]),
-        json_values, max_size=8), max_size=4)})}),
-})
+world_info = st.fixed_dictionaries(
+    {
+        "entries": st.dictionaries(
+            st.text(max_size=4),
+            st.dictionaries(
+                st.sampled_from(
+                    [
+                        "uid",
+                        "key",
+                        "keysecondary",
+                        "comment",
+                        "content",
+                        "constant",
+                        "selective",
+                        "order",
+                        "position",
+                        "disable",
+                        "extensions",
+                    ]
+                ),
+                json_values,
+                max_size=8,
+            ),
+            max_size=4,
+        )
+    }
+)
+card = st.fixed_dictionaries(
+    {
+        "spec": st.sampled_from(["chara_card_v2", "chara_card_v3", "other"]),
+        "data": st.fixed_dictionaries(
+            {
+                "name": json_values,
+                "character_book": st.fixed_dictionaries(
+                    {
+                        "entries": st.lists(
+                            st.dictionaries(
+                                st.sampled_from(
+                                    [
+                                        "keys",
+                                        "content",
+                                        "name",
+                                        "comment",
+                                        "id",
+                                        "enabled",
+                                        "insertion_order",
+                                        "extensions",
+                                        "secondary_keys",
+                                    ]
+                                ),
+                                json_values,
+                                max_size=8,
+                            ),
+                            max_size=4,
+                        )
+                    }
+                ),
+            }
+        ),
+    }
+)
 toml_docs = st.dictionaries(
     st.sampled_from(["universe", "meta", "missions", "lore", "extra", "format"]),
-    st.dictionaries(st.text(min_size=1, max_size=10), st.text(max_size=20) | st.integers(0, 99) | st.lists(st.text(max_size=8), max_size=3), max_size=4)
-    | st.lists(st.dictionaries(st.sampled_from(["id", "title", "kind", "text", "keys", "links"]), st.text(max_size=20) | st.lists(st.text(max_size=8), max_size=3), max_size=6), max_size=3),
+    st.dictionaries(
+        st.text(min_size=1, max_size=10),
+        st.text(max_size=20) | st.integers(0, 99) | st.lists(st.text(max_size=8), max_size=3),
+        max_size=4,
+    )
+    | st.lists(
+        st.dictionaries(
+            st.sampled_from(["id", "title", "kind", "text", "keys", "links"]),
+            st.text(max_size=20) | st.lists(st.text(max_size=8), max_size=3),
+            max_size=6,
+        ),
+        max_size=3,
+    ),
     max_size=6,
 )
 
@@ -47,8 +115,11 @@ toml_docs = st.dictionaries(
 def png_with_text(keyword: bytes, text: bytes) -> bytes:
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
     header = struct.pack(">IIBBBBB", 1, 1, 8, 0, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"tEXt", keyword + b"\x00" + text) + chunk(b"IEND", b"")
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"tEXt", keyword + b"\x00" + text) + chunk(b"IEND", b"")
+    )
 
 
 def parse_or_refuse(parser, data):

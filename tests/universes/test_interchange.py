@@ -1,4 +1,5 @@
 """Character Card V2/V3 and SillyTavern world info: import, lossless re-export, reports, bad files."""
+
 from __future__ import annotations
 
 import base64
@@ -22,31 +23,90 @@ pytestmark = pytest.mark.django_db
 ST_WORLD = {
     "name": "Harbour lore",
     "entries": {
-        "0": {"uid": 0, "key": ["Vey", "harbour"], "keysecondary": ["salt"], "comment": "Port Vey",
-              "content": "A harbour town that smells of salt.", "constant": False, "selective": True,
-              "selectiveLogic": 0, "order": 100, "position": 0, "disable": False, "probability": 100,
-              "depth": 4, "group": "", "scanDepth": None, "displayIndex": 0},
-        "5": {"uid": 5, "key": ["Mira"], "keysecondary": [], "comment": "", "content": "Mira trades spice.",
-              "constant": True, "selective": False, "order": 50, "position": 1, "disable": True,
-              "futureField": {"nested": [1, 2, None]}},
+        "0": {
+            "uid": 0,
+            "key": ["Vey", "harbour"],
+            "keysecondary": ["salt"],
+            "comment": "Port Vey",
+            "content": "A harbour town that smells of salt.",
+            "constant": False,
+            "selective": True,
+            "selectiveLogic": 0,
+            "order": 100,
+            "position": 0,
+            "disable": False,
+            "probability": 100,
+            "depth": 4,
+            "group": "",
+            "scanDepth": None,
+            "displayIndex": 0,
+        },
+        "5": {
+            "uid": 5,
+            "key": ["Mira"],
+            "keysecondary": [],
+            "comment": "",
+            "content": "Mira trades spice.",
+            "constant": True,
+            "selective": False,
+            "order": 50,
+            "position": 1,
+            "disable": True,
+            "futureField": {"nested": [1, 2, None]},
+        },
         "6": {"uid": 6, "key": [], "comment": "Empty", "content": "   "},
     },
 }
 
 CARD_V2 = {
-    "spec": "chara_card_v2", "spec_version": "2.0",
+    "spec": "chara_card_v2",
+    "spec_version": "2.0",
     "data": {
-        "name": "Kaël", "description": "A smuggler.", "personality": "wry", "scenario": "", "first_mes": "Hi.",
-        "mes_example": "", "creator_notes": "", "system_prompt": "", "post_history_instructions": "",
-        "alternate_greetings": [], "tags": ["rogue"], "creator": "me", "character_version": "1", "extensions": {"x": 1},
+        "name": "Kaël",
+        "description": "A smuggler.",
+        "personality": "wry",
+        "scenario": "",
+        "first_mes": "Hi.",
+        "mes_example": "",
+        "creator_notes": "",
+        "system_prompt": "",
+        "post_history_instructions": "",
+        "alternate_greetings": [],
+        "tags": ["rogue"],
+        "creator": "me",
+        "character_version": "1",
+        "extensions": {"x": 1},
         "character_book": {
-            "name": "Kaël's book", "scan_depth": 3, "token_budget": 500, "recursive_scanning": False, "extensions": {},
+            "name": "Kaël's book",
+            "scan_depth": 3,
+            "token_budget": 500,
+            "recursive_scanning": False,
+            "extensions": {},
             "entries": [
-                {"id": 1, "keys": ["Guild"], "content": "The thieves' guild.", "name": "The Guild", "enabled": True,
-                 "insertion_order": 10, "case_sensitive": False, "priority": 5, "secondary_keys": [],
-                 "selective": False, "constant": False, "position": "before_char", "extensions": {"depth": 4}},
-                {"id": 2, "keys": ["Port Vey"], "content": "Kaël's home port.", "comment": "Port Vey",
-                 "enabled": False, "insertion_order": 20, "extensions": {}},
+                {
+                    "id": 1,
+                    "keys": ["Guild"],
+                    "content": "The thieves' guild.",
+                    "name": "The Guild",
+                    "enabled": True,
+                    "insertion_order": 10,
+                    "case_sensitive": False,
+                    "priority": 5,
+                    "secondary_keys": [],
+                    "selective": False,
+                    "constant": False,
+                    "position": "before_char",
+                    "extensions": {"depth": 4},
+                },
+                {
+                    "id": 2,
+                    "keys": ["Port Vey"],
+                    "content": "Kaël's home port.",
+                    "comment": "Port Vey",
+                    "enabled": False,
+                    "insertion_order": 20,
+                    "extensions": {},
+                },
             ],
         },
     },
@@ -72,7 +132,9 @@ def test_sillytavern_import_maps_fields_and_reports(universe, author):
     report = services.lore_import(universe=universe, user=author, book=book, default_kind="place")
     outcomes = {line.label: (line.outcome, line.reason) for line in report.lines}
     assert outcomes["entry uid 0"] == (
-        "updated", "changed text, keys, extensions, secondary_keys, use_probability, vectorized; matched by same title")
+        "updated",
+        "changed text, keys, extensions, secondary_keys, use_probability, vectorized; matched by same title",
+    )
     assert outcomes["entry uid 5"] == ("created", "new entry")
     assert outcomes["entry uid 6"] == ("skipped", "no content and no keys")
     mira = universe.lore_entries.get(title="Mira")
@@ -114,17 +176,20 @@ def test_sillytavern_reimport_of_export_is_all_unchanged(universe, author):
     assert all("identical" in line.reason and "same id" in line.reason for line in report.lines)
 
 
-@pytest.mark.parametrize("payload, message", [
-    (b"{not json", "Not valid JSON"),
-    (b"[]", "expected an object with \"entries\""),
-    (json.dumps({"entries": 3}).encode(), "expected an object keyed by uid"),
-    (json.dumps({"entries": {"1": {"content": 5}}}).encode(), 'entries["1"].content: expected text'),
-    (json.dumps({"entries": {"1": {"key": "notalist"}}}).encode(), "expected a list of strings"),
-    (json.dumps({"entries": {"1": {"disable": "yes"}}}).encode(), "expected true or false"),
-    (json.dumps({"entries": {"1": {"content": "x" * 200_001}}}).encode(), "limit is 200,000"),
-    (b"", "empty"),
-    (json.dumps({"entries": {"1": {"content": "a\u0000b"}}}).encode(), "NUL character"),
-])
+@pytest.mark.parametrize(
+    "payload, message",
+    [
+        (b"{not json", "Not valid JSON"),
+        (b"[]", 'expected an object with "entries"'),
+        (json.dumps({"entries": 3}).encode(), "expected an object keyed by uid"),
+        (json.dumps({"entries": {"1": {"content": 5}}}).encode(), 'entries["1"].content: expected text'),
+        (json.dumps({"entries": {"1": {"key": "notalist"}}}).encode(), "expected a list of strings"),
+        (json.dumps({"entries": {"1": {"disable": "yes"}}}).encode(), "expected true or false"),
+        (json.dumps({"entries": {"1": {"content": "x" * 200_001}}}).encode(), "limit is 200,000"),
+        (b"", "empty"),
+        (json.dumps({"entries": {"1": {"content": "a\u0000b"}}}).encode(), "NUL character"),
+    ],
+)
 def test_sillytavern_malformed_files(payload, message):
     with pytest.raises(ImportFormatError, match=message.replace("[", r"\[").replace("(", r"\(")):
         sillytavern.parse_world_info(payload)
@@ -139,7 +204,10 @@ def test_card_json_import_makes_a_character_and_keeps_its_book_apart(universe, a
     assert report.source == "Character Card JSON (V2)"
     # The universe already has a "Port Vey" entry: the card's Port Vey is created beside it, not merged.
     assert [(line.outcome, line.title) for line in report.lines] == [
-        ("created", "Kaël"), ("created", "The Guild"), ("created", "Port Vey")]
+        ("created", "Kaël"),
+        ("created", "The Guild"),
+        ("created", "Port Vey"),
+    ]
     assert universe.lore_entries.get(entry_id="port-vey").text == "A harbour town."
     character = universe.lore_entries.get(entry_id=report.lines[0].entry_id)
     assert character.kind == "character" and character.entry_id != "kael"  # the universe's own Kaël stays
@@ -158,7 +226,9 @@ def test_card_reexport_loses_nothing(universe, author):
     character = services.card_characters(universe=universe)[0]
     entries = list(universe.lore_entries.prefetch_related("links"))
     card = character_card.export_card(universe, entries, version=2, character=character)
-    assert card["spec"] == "chara_card_v2" and card["data"]["personality"] == "wry" and card["data"]["tags"] == ["rogue"]
+    assert (
+        card["spec"] == "chara_card_v2" and card["data"]["personality"] == "wry" and card["data"]["tags"] == ["rogue"]
+    )
     book = card["data"]["character_book"]
     assert book["scan_depth"] == 3 and book["token_budget"] == 500
     by_id = {e.get("id"): e for e in book["entries"]}
@@ -219,20 +289,37 @@ def test_png_decompression_bomb_in_text_chunk_is_refused():
         character_card.parse_card(data, filename="bomb.png")
 
 
-@pytest.mark.parametrize("payload, message", [
-    (b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR", "truncated"),
-    (b"{bad", "Not valid JSON"),
-    (json.dumps({"spec": "chara_card_v2", "data": {"name": "x", "alternate_greetings": "Hi"}}).encode(),
-     "alternate_greetings: expected a list of strings"),
-    (json.dumps({"spec": "chara_card_v2", "data": {"name": "x", "first_mes": 3}}).encode(), "data.first_mes: expected text"),
-    (json.dumps({"spec": "chara_card_v9", "data": {}}).encode(), "Unsupported card spec"),
-    (json.dumps({"spec": "chara_card_v2", "data": {"character_book": {"entries": {}}}}).encode(), "entries: expected a list"),
-    (json.dumps({"spec": "chara_card_v2", "data": {"character_book": {"entries": [{"content": ["x"]}]}}}).encode(),
-     r"entries\[0\].content: expected text"),
-    (json.dumps({"spec": "chara_card_v2", "data": {"character_book": {"entries": [{"keys": [1]}]}}}).encode(),
-     r"keys\[0\]: expected a string"),
-    (json.dumps([1, 2]).encode(), "Expected a JSON object"),
-])
+@pytest.mark.parametrize(
+    "payload, message",
+    [
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR", "truncated"),
+        (b"{bad", "Not valid JSON"),
+        (
+            json.dumps({"spec": "chara_card_v2", "data": {"name": "x", "alternate_greetings": "Hi"}}).encode(),
+            "alternate_greetings: expected a list of strings",
+        ),
+        (
+            json.dumps({"spec": "chara_card_v2", "data": {"name": "x", "first_mes": 3}}).encode(),
+            "data.first_mes: expected text",
+        ),
+        (json.dumps({"spec": "chara_card_v9", "data": {}}).encode(), "Unsupported card spec"),
+        (
+            json.dumps({"spec": "chara_card_v2", "data": {"character_book": {"entries": {}}}}).encode(),
+            "entries: expected a list",
+        ),
+        (
+            json.dumps(
+                {"spec": "chara_card_v2", "data": {"character_book": {"entries": [{"content": ["x"]}]}}}
+            ).encode(),
+            r"entries\[0\].content: expected text",
+        ),
+        (
+            json.dumps({"spec": "chara_card_v2", "data": {"character_book": {"entries": [{"keys": [1]}]}}}).encode(),
+            r"keys\[0\]: expected a string",
+        ),
+        (json.dumps([1, 2]).encode(), "Expected a JSON object"),
+    ],
+)
 def test_card_malformed_files(payload, message):
     with pytest.raises(ImportFormatError, match=message):
         character_card.parse_card(payload)
@@ -258,25 +345,42 @@ def upload(name: str, data: bytes):
 
 
 def test_import_view_full_page_report(author_client, universe):
-    response = author_client.post(f"/universes/{universe.slug}/exchange/import/", {
-        "file": upload("world.json", json.dumps(ST_WORLD).encode()), "format": "auto", "default_kind": "concept",
-    })
+    response = author_client.post(
+        f"/universes/{universe.slug}/exchange/import/",
+        {
+            "file": upload("world.json", json.dumps(ST_WORLD).encode()),
+            "format": "auto",
+            "default_kind": "concept",
+        },
+    )
     html = response.content.decode()
     # “Port Vey” would merge by title alone: the page says so and asks first, writing nothing.
     assert response.status_code == 200 and "would merge 1 entry by title" in html and "“Port Vey”" in html
     assert not LoreRevision.objects.exists()
     token = re.search(r'name="token" value="([^"]+)"', html).group(1)
-    response = author_client.post(f"/universes/{universe.slug}/exchange/import/", {
-        "token": token, "filename": "world.json", "format": "auto", "default_kind": "concept", "titles": "merge"})
+    response = author_client.post(
+        f"/universes/{universe.slug}/exchange/import/",
+        {"token": token, "filename": "world.json", "format": "auto", "default_kind": "concept", "titles": "merge"},
+    )
     html = response.content.decode()
     assert response.status_code == 200 and "<html" in html and 'id="import-report"' in html
-    assert "<strong>1</strong> created" in html and "<strong>1</strong> updated" in html and "no content and no keys" in html
+    assert (
+        "<strong>1</strong> created" in html
+        and "<strong>1</strong> updated" in html
+        and "no content and no keys" in html
+    )
 
 
 def test_import_view_htmx_fragment_and_png(author_client, htmx, universe):
-    response = author_client.post(f"/universes/{universe.slug}/exchange/import/", {
-        "file": upload("kael.png", png_card(CARD_V2)), "format": "auto", "default_kind": "character",
-    }, **htmx)
+    response = author_client.post(
+        f"/universes/{universe.slug}/exchange/import/",
+        {
+            "file": upload("kael.png", png_card(CARD_V2)),
+            "format": "auto",
+            "default_kind": "character",
+        },
+        **htmx,
+    )
     html = response.content.decode()
     assert "<html" not in html and 'id="import-panel"' in html and "The Guild" in html
     assert universe.lore_entries.get(title="The Guild").kind == "character"
@@ -285,11 +389,16 @@ def test_import_view_htmx_fragment_and_png(author_client, htmx, universe):
 def test_import_view_bad_file_writes_nothing(author_client, htmx, universe):
     before = (LoreEntry.objects.count(), LoreRevision.objects.count(), universe.meta.count())
     for name, data in [("plain.png", png_card(None)), ("bad.json", b"{oops"), ("big.json", b" " * (9 * 1024 * 1024))]:
-        response = author_client.post(f"/universes/{universe.slug}/exchange/import/", {
-            "file": upload(name, data), "format": "auto", "default_kind": "concept"})
+        response = author_client.post(
+            f"/universes/{universe.slug}/exchange/import/",
+            {"file": upload(name, data), "format": "auto", "default_kind": "concept"},
+        )
         assert response.status_code == 400 and "Nothing was imported." in response.content.decode()
-    response = author_client.post(f"/universes/{universe.slug}/exchange/import/", {
-        "file": upload("bad.json", b"{oops"), "format": "auto", "default_kind": "concept"}, **htmx)
+    response = author_client.post(
+        f"/universes/{universe.slug}/exchange/import/",
+        {"file": upload("bad.json", b"{oops"), "format": "auto", "default_kind": "concept"},
+        **htmx,
+    )
     assert "Nothing was imported." in response.content.decode() and "<html" not in response.content.decode()
     assert (LoreEntry.objects.count(), LoreRevision.objects.count(), universe.meta.count()) == before
 
@@ -325,6 +434,8 @@ def test_exports_download(author_client, universe):
 
 def test_playtester_cannot_import(client, playtester, universe):
     client.force_login(playtester)
-    response = client.post(f"/universes/{universe.slug}/exchange/import/", {
-        "file": upload("world.json", json.dumps(ST_WORLD).encode()), "format": "auto", "default_kind": "concept"})
+    response = client.post(
+        f"/universes/{universe.slug}/exchange/import/",
+        {"file": upload("world.json", json.dumps(ST_WORLD).encode()), "format": "auto", "default_kind": "concept"},
+    )
     assert response.status_code == 403 and universe.lore_entries.count() == 2

@@ -5,6 +5,7 @@ set every entry field (and decorators, fallbacks, unknown fields). Import must m
 studio acts on onto the activation columns, keep the rest, report which is which, and
 export must give back the same value for every field of every entry.
 """
+
 from __future__ import annotations
 
 import copy
@@ -63,7 +64,9 @@ def test_sillytavern_round_trip_keeps_every_field_of_every_entry(empty_universe,
     assert set(exported["entries"]) == set(original["entries"])
     for uid, entry in original["entries"].items():
         assert without_axiom(exported["entries"][uid], entry) == entry, uid
-    assert {k: v for k, v in exported.items() if k != "entries"} == {k: v for k, v in original.items() if k != "entries"}
+    assert {k: v for k, v in exported.items() if k != "entries"} == {
+        k: v for k, v in original.items() if k != "entries"
+    }
     # and once more: an export re-imported is identical
     report = st_import(empty_universe, author, exported)
     assert {line.outcome for line in report.lines} == {"skipped"}
@@ -75,12 +78,34 @@ def test_sillytavern_fields_act_on_the_columns(empty_universe, author):
     hood = by_uid[1]
     assert hood.text == "A tavern with a copper-hooded chimney."  # the decorator line is not narrated
     assert activation_values(hood) | {} == {
-        **STUDIO_DEFAULTS, "secondary_keys": ["ale", "smoke"], "selective": True, "selective_logic": 3,
-        "constant": False, "enabled": True, "insertion_order": 90, "position": 4, "depth": 2, "role": 1,
-        "probability": 37, "use_probability": True, "inclusion_group": "taverns, places", "group_prioritize": True,
-        "group_weight": 40, "group_scoring": True, "scan_depth": 5, "case_sensitive": True, "match_whole_words": True,
-        "sticky": 3, "cooldown": 2, "delay": 4, "exclude_recursion": True, "prevent_recursion": True,
-        "delay_until_recursion": 1, "ignore_budget": True, "vectorized": False, "forced": "activate",
+        **STUDIO_DEFAULTS,
+        "secondary_keys": ["ale", "smoke"],
+        "selective": True,
+        "selective_logic": 3,
+        "constant": False,
+        "enabled": True,
+        "insertion_order": 90,
+        "position": 4,
+        "depth": 2,
+        "role": 1,
+        "probability": 37,
+        "use_probability": True,
+        "inclusion_group": "taverns, places",
+        "group_prioritize": True,
+        "group_weight": 40,
+        "group_scoring": True,
+        "scan_depth": 5,
+        "case_sensitive": True,
+        "match_whole_words": True,
+        "sticky": 3,
+        "cooldown": 2,
+        "delay": 4,
+        "exclude_recursion": True,
+        "prevent_recursion": True,
+        "delay_until_recursion": 1,
+        "ignore_budget": True,
+        "vectorized": False,
+        "forced": "activate",
     }
     salt = by_uid[2]
     assert salt.text == "Salt crusts every rope." and salt.title == "salt"
@@ -116,21 +141,38 @@ def test_sillytavern_export_writes_studio_edits_into_the_files_fields(empty_univ
     original = load("sillytavern_all_fields.json")
     st_import(empty_universe, author, original)
     hood = next(e for e in empty_universe.lore_entries.all() if e.extensions["sillytavern"]["uid"] == 1)
-    services.lore_entry_update(entry=hood, user=author, activation={
-        "probability": 80, "sticky": 0, "forced": "", "enabled": False, "delay_until_recursion": 3})
+    services.lore_entry_update(
+        entry=hood,
+        user=author,
+        activation={"probability": 80, "sticky": 0, "forced": "", "enabled": False, "delay_until_recursion": 3},
+    )
     item = without_axiom(sillytavern.export_world_info(empty_universe, entries_of(empty_universe))["entries"]["1"])
-    expected = {**original["entries"]["1"], "probability": 80, "sticky": 0, "disable": True, "delayUntilRecursion": 3,
-                "content": "A tavern with a copper-hooded chimney."}
+    expected = {
+        **original["entries"]["1"],
+        "probability": 80,
+        "sticky": 0,
+        "disable": True,
+        "delayUntilRecursion": 3,
+        "content": "A tavern with a copper-hooded chimney.",
+    }
     assert item == expected
 
 
 def test_sillytavern_export_of_a_studio_entry_writes_its_fields(universe, author):
-    services.lore_entry_update(entry=universe.lore_entries.get(entry_id="kael"), user=author,
-                               activation={"constant": True, "sticky": 4, "inclusion_group": "crew", "forced": "activate"})
+    services.lore_entry_update(
+        entry=universe.lore_entries.get(entry_id="kael"),
+        user=author,
+        activation={"constant": True, "sticky": 4, "inclusion_group": "crew", "forced": "activate"},
+    )
     world = sillytavern.export_world_info(universe, entries_of(universe))
     kael = next(e for e in world["entries"].values() if e["comment"] == "Kaël")
     assert (kael["constant"], kael["sticky"], kael["group"], kael["disable"], kael["vectorized"]) == (
-        True, 4, "crew", False, True)
+        True,
+        4,
+        "crew",
+        False,
+        True,
+    )
     assert kael["content"] == "@@activate\nKaël is a smuggler."
     reimported = Universe.objects.create(name="Copy", slug="copy", owner=author)
     st_import(reimported, author, world)
@@ -170,7 +212,12 @@ def test_ccv3_decorators_and_fields_act(empty_universe, author):
     assert values["activate_only_after"] == 2 and values["after_first_match"] == "keep"
     assert values["additional_keys"] == [["ale", "smoke"], ["night"]] and values["exclude_keys"] == ["dawn"]
     assert values["ignore_on_max_context"] is True and values["case_sensitive"] is True  # top-level field first
-    assert (values["priority"], values["insertion_order"], values["probability"], values["selective_logic"]) == (7, 120, 60, 3)
+    assert (values["priority"], values["insertion_order"], values["probability"], values["selective_logic"]) == (
+        7,
+        120,
+        60,
+        3,
+    )
     assert (values["sticky"], values["cooldown"], values["delay"], values["delay_until_recursion"]) == (4, 1, 2, 2)
     assert values["ignore_budget"] and values["vectorized"] and values["group_prioritize"]
     line = next(li for li in report.lines if li.title == "The Copper Hood")
@@ -197,7 +244,8 @@ def test_ccv3_export_rewrites_a_changed_decorator(empty_universe, author):
     again = Universe.objects.create(name="Again", slug="again", owner=author)
     cc_import(again, author, {"spec": "chara_card_v2", "spec_version": "2.0", "data": {"character_book": exported}})
     assert activation_values(again.lore_entries.get(title="The Copper Hood")) == activation_values(
-        empty_universe.lore_entries.get(title="The Copper Hood"))
+        empty_universe.lore_entries.get(title="The Copper Hood")
+    )
 
 
 # --- the engine on an imported book -----------------------------------------------------------
@@ -206,8 +254,13 @@ def test_ccv3_export_rewrites_a_changed_decorator(empty_universe, author):
 def test_imported_book_activates_as_sillytavern_would(empty_universe, author):
     st_import(empty_universe, author, load("sillytavern_all_fields.json"))
     specs = [spec_from_entry(e) for e in empty_universe.lore_entries.all()]
-    result = activate(book=CompiledBook(specs, LoreDefaults()), turn=1, state=None, seed="s",
-                      messages=scan_messages(pending_input="ask Hesper Vale about the Copper Hood", turns=[]))
+    result = activate(
+        book=CompiledBook(specs, LoreDefaults()),
+        turn=1,
+        state=None,
+        seed="s",
+        messages=scan_messages(pending_input="ask Hesper Vale about the Copper Hood", turns=[]),
+    )
     explanations = {e.title: e for e in result.explanations.values()}
     assert explanations["Hesper Vale"].included and explanations["Hesper Vale"].matched_key == "Hesper Vale"
     assert explanations["salt"].code == "disabled" and not explanations["salt"].included
@@ -219,33 +272,50 @@ def test_imported_book_activates_as_sillytavern_would(empty_universe, author):
 
 def test_toml_round_trip_carries_activation_fields(universe, author):
     kael = universe.lore_entries.get(entry_id="kael")
-    services.lore_entry_update(entry=kael, user=author, activation={
-        "secondary_keys": ["salt", "/sea+/i"], "selective_logic": 2, "case_sensitive": False, "scan_depth": 6,
-        "sticky": 3, "inclusion_group": "crew", "additional_keys": [["a", "b"]], "vectorized": False, "role": 2,
-        "forced": "dont_activate", "priority": -4})
+    services.lore_entry_update(
+        entry=kael,
+        user=author,
+        activation={
+            "secondary_keys": ["salt", "/sea+/i"],
+            "selective_logic": 2,
+            "case_sensitive": False,
+            "scan_depth": 6,
+            "sticky": 3,
+            "inclusion_group": "crew",
+            "additional_keys": [["a", "b"]],
+            "vectorized": False,
+            "role": 2,
+            "forced": "dont_activate",
+            "priority": -4,
+        },
+    )
     text = toml_io.export_universe(universe)
     assert "selective_logic = 2" in text and "vectorized = false" in text and "probability" not in text
     document = toml_io.parse_document(text)
     copy_universe, counts = services.universe_import_document(
-        user=author, document=toml_io.parse_document(text.replace('slug = "test-world"', 'slug = "copy"')))
+        user=author, document=toml_io.parse_document(text.replace('slug = "test-world"', 'slug = "copy"'))
+    )
     assert counts["created"] == 2
     assert activation_values(copy_universe.lore_entries.get(entry_id="kael")) == activation_values(
-        universe.lore_entries.get(entry_id="kael"))
+        universe.lore_entries.get(entry_id="kael")
+    )
     assert toml_io.diff_document(universe, document).is_empty
     assert toml_io.export_universe(copy_universe).replace('"copy"', '"test-world"') == text
 
 
-@pytest.mark.parametrize("line, fragment", [
-    ('secondary_keys = ["/sea(/"]', "“/sea(/” looks like a regular expression but does not compile"),
-    ("probability = 140", "outside 0..100"),
-    ('keys = ["/a/b/"]', "must be escaped"),
-    ("selective_logic = 9", "is not one of"),
-])
+@pytest.mark.parametrize(
+    "line, fragment",
+    [
+        ('secondary_keys = ["/sea(/"]', "“/sea(/” looks like a regular expression but does not compile"),
+        ("probability = 140", "outside 0..100"),
+        ('keys = ["/a/b/"]', "must be escaped"),
+        ("selective_logic = 9", "is not one of"),
+    ],
+)
 def test_toml_activation_errors_name_the_line_and_field(universe, line, fragment):
     text = toml_io.export_universe(universe).replace('entry_id = "kael"\n', f'entry_id = "kael"\n{line}\n', 1)
     if line.startswith("keys"):
-        text = text.replace('entry_id = "kael"\n' + line + "\n", 'entry_id = "kael"\n').replace(
-            'keys = []', line, 1)
+        text = text.replace('entry_id = "kael"\n' + line + "\n", 'entry_id = "kael"\n').replace("keys = []", line, 1)
     with pytest.raises(ImportFormatError) as info:
         toml_io.parse_document(text)
     assert fragment in str(info.value) and str(info.value).startswith("line ")

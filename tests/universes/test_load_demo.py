@@ -1,4 +1,5 @@
 """`manage.py load_demo`: the demo universe and save load completely and idempotently."""
+
 from __future__ import annotations
 
 import io
@@ -26,7 +27,9 @@ MAIN_KINDS = ("character", "place", "faction", "item")
 
 def load(*args: str) -> str:
     out = io.StringIO()
-    call_command("load_demo", "--no-knowledge", *args, stdout=out)  # the knowledge save: tests/saves/test_demo_knowledge.py
+    call_command(
+        "load_demo", "--no-knowledge", *args, stdout=out
+    )  # the knowledge save: tests/saves/test_demo_knowledge.py
     return out.getvalue()
 
 
@@ -34,9 +37,7 @@ def snapshot() -> dict[str, list]:
     """Every row the loader writes, serialized with pks, timestamps and m2m links."""
     rows = {}
     for model in (Universe, UniverseMeta, LoreEntry, LoreRevision, Save, Event, StateCache):
-        rows[model.__name__] = serializers.serialize(
-            "python", model._default_manager.order_by("pk")
-        )
+        rows[model.__name__] = serializers.serialize("python", model._default_manager.order_by("pk"))
     return rows
 
 
@@ -203,8 +204,16 @@ def test_the_trim_is_the_registrys_rewind_and_carries_the_jobs_of_the_kept_turns
     game_save = demo_save()
     last, generation = game_save.current_turn, game_save.timeline_generation
     Event.objects.create(game_save=game_save, turn_id=last + 1, player_input="x", narrative="y")
-    kept, dropped = (Job.objects.create(kind=JobKind.EMBED_TURN, universe_id=game_save.universe_id, game_save=game_save,
-                                        turn_id=turn, timeline_generation=generation) for turn in (last, last + 1))
+    kept, dropped = (
+        Job.objects.create(
+            kind=JobKind.EMBED_TURN,
+            universe_id=game_save.universe_id,
+            game_save=game_save,
+            turn_id=turn,
+            timeline_generation=generation,
+        )
+        for turn in (last, last + 1)
+    )
     load("--no-embed")
     game_save.refresh_from_db()
     assert (game_save.current_turn, game_save.timeline_generation) == (last, generation + 1)
@@ -256,7 +265,11 @@ def fake_vector(monkeypatch, request):
     monkeypatch.setitem(sys.modules, "studio.memory.vector", module)
     yield memory
     # Lore goes to the store with what link expansion and the Lore Book search need.
-    assert all({"entry_id", "text", "title", "links"} <= set(e) for _n, _scope, entries in memory.named("sync_lore") for e in entries)
+    assert all(
+        {"entry_id", "text", "title", "links"} <= set(e)
+        for _n, _scope, entries in memory.named("sync_lore")
+        for e in entries
+    )
 
 
 @pytest.mark.django_db

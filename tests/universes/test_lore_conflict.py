@@ -1,4 +1,5 @@
 """Concurrent lore edits lose nothing: the version check runs in the service, under the row lock."""
+
 from __future__ import annotations
 
 import threading
@@ -31,12 +32,14 @@ def test_every_write_raises_the_version(universe, author, sync_calls):
 
 def test_saving_over_a_newer_version_raises_and_writes_nothing(universe, author, sync_calls):
     mine = fresh()  # the author opened the editor at version 1
-    services.lore_entry_update(entry=fresh(), user=author, text="Theirs: Kaël owes the harbour master.",
-                               keys=["Kael"], base_version=1)
+    services.lore_entry_update(
+        entry=fresh(), user=author, text="Theirs: Kaël owes the harbour master.", keys=["Kael"], base_version=1
+    )
     revisions = LoreRevision.objects.count()
     with pytest.raises(services.LoreEditConflict) as info:
-        services.lore_entry_update(entry=mine, user=author, text="Mine: Kaël is a smuggler and a liar.",
-                                   title="Kaël the Liar", base_version=1)
+        services.lore_entry_update(
+            entry=mine, user=author, text="Mine: Kaël is a smuggler and a liar.", title="Kaël the Liar", base_version=1
+        )
     conflict = info.value
     assert (conflict.base_version, conflict.current_version) == (1, 2)
     assert conflict.theirs["text"] == "Theirs: Kaël owes the harbour master."
@@ -113,8 +116,14 @@ def test_merge_keeps_both_sides_of_every_difference():
     theirs = "Kaël is a smuggler.\nHe owes the harbour master.\nHe sails at dawn."
     mine = "Kaël is a smuggler.\nHe fears the Copper Hood.\nHe sails at dawn."
     merged = lore_merge.merge_texts(theirs, mine)
-    assert merged.splitlines() == ["Kaël is a smuggler.", lore_merge.THEIRS_MARK, "He owes the harbour master.",
-                                   lore_merge.SPLIT_MARK, "He fears the Copper Hood.", lore_merge.MINE_MARK,
-                                   "He sails at dawn."]
+    assert merged.splitlines() == [
+        "Kaël is a smuggler.",
+        lore_merge.THEIRS_MARK,
+        "He owes the harbour master.",
+        lore_merge.SPLIT_MARK,
+        "He fears the Copper Hood.",
+        lore_merge.MINE_MARK,
+        "He sails at dawn.",
+    ]
     assert [row["tag"] for row in lore_merge.diff_lines(theirs, mine)] == ["same", "theirs", "mine", "same"]
     assert lore_merge.merge_texts("Same.", "Same.") == "Same."

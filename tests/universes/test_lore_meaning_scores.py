@@ -1,5 +1,6 @@
 """Meaning search in the Lore Book shows each entry's rank, fused score and cosine distance
 (issue 15: meaning-search scores), full page and htmx fragment, as the engine gave them."""
+
 from __future__ import annotations
 
 import re
@@ -16,11 +17,19 @@ def test_meaning_search_rows_show_the_engines_scores(author_client, universe, ve
     query = "harbour town smuggler"
     expected: dict[str, dict] = {}
     for hit in vector_memory.query(universe.lore_scope_id, query, k=20, chunk_type="lore"):
-        expected.setdefault(hit["entry_id"], {"rank": len(expected) + 1, "score": hit["score"], "distance": hit["distance"]})
+        expected.setdefault(
+            hit["entry_id"], {"rank": len(expected) + 1, "score": hit["score"], "distance": hit["distance"]}
+        )
     assert len(expected) == 2
     for headers in ({}, {"HTTP_HX_REQUEST": "true"}):
-        html = author_client.get(f"/universes/{universe.slug}/lore/", {"q": query, "mode": "semantic"}, **headers).content.decode()
-        rows = re.findall(r'name="entries" value="([^"]+)".*?<div class="muted small meaning-score" data-rank="(\d+)">(.*?)</div>', html, re.S)
+        html = author_client.get(
+            f"/universes/{universe.slug}/lore/", {"q": query, "mode": "semantic"}, **headers
+        ).content.decode()
+        rows = re.findall(
+            r'name="entries" value="([^"]+)".*?<div class="muted small meaning-score" data-rank="(\d+)">(.*?)</div>',
+            html,
+            re.S,
+        )
         assert [entry_id for entry_id, _, _ in rows] == list(expected)
         for entry_id, rank, text in rows:
             want = expected[entry_id]

@@ -1,4 +1,5 @@
 """The key tester, the health tab and the edit-conflict view: full pages and htmx fragments."""
+
 from __future__ import annotations
 
 import re
@@ -30,18 +31,34 @@ def excluded(html: str) -> dict[str, str]:
 def book(universe):
     LoreEntry.objects.filter(entry_id="kael").update(keys=["Kael", "the Fox"])
     LoreEntry.objects.filter(entry_id="port-vey").update(keys=["Port Vey"], text="A harbour town where Kael hides.")
-    LoreEntry.objects.create(universe=universe, entry_id="hesper", title="Hesper Vale", keys=["Hesper"],
-                             secondary_keys=["Copper Hood"], selective_logic=0, text="An informant.")
+    LoreEntry.objects.create(
+        universe=universe,
+        entry_id="hesper",
+        title="Hesper Vale",
+        keys=["Hesper"],
+        secondary_keys=["Copper Hood"],
+        selective_logic=0,
+        text="An informant.",
+    )
     LoreEntry.objects.create(universe=universe, entry_id="rules", title="House rules", constant=True, text="Be fair.")
-    LoreEntry.objects.create(universe=universe, entry_id="rumour", title="Rumour", keys=["/copper\\s+hood/i"],
-                             probability=0, text="A rumour.")
-    LoreEntry.objects.create(universe=universe, entry_id="harbour", title="Harbour", keys=["harbour"],
-                             text="Ships and gulls.")
+    LoreEntry.objects.create(
+        universe=universe,
+        entry_id="rumour",
+        title="Rumour",
+        keys=["/copper\\s+hood/i"],
+        probability=0,
+        text="A rumour.",
+    )
+    LoreEntry.objects.create(
+        universe=universe, entry_id="harbour", title="Harbour", keys=["harbour"], text="Ships and gulls."
+    )
     return universe
 
 
 def test_tester_full_page_explains_each_rule(author_client, book):
-    html = author_client.get(url(book, "tester/"), {"text": "ask Hesper about the Copper Hood and Port Vey"}).content.decode()
+    html = author_client.get(
+        url(book, "tester/"), {"text": "ask Hesper about the Copper Hood and Port Vey"}
+    ).content.decode()
     assert "<html" in html and 'hx-trigger="input delay:300ms' in html and 'id="tester-text"' in html
     assert set(included(html)) == {"hesper", "rules", "port-vey", "kael", "harbour"}
     assert "constant" in html and "secondary logic AND ANY holds" in html
@@ -129,7 +146,9 @@ def test_health_full_page_and_fragment(author_client, htmx, book, game_save, aut
     # Every narration of the fixture save says "Turn N text.": the "Turn" key activates the
     # entry on turns 2 and 3 (turn 1's buffer holds only its own input, "input 1").
     busy = html.split('id="health-busy"', 1)[1].split("</section>", 1)[0]
-    assert re.search(r'<code>Turn</code></td><td><a [^>]+>Harbour</a></td><td class="num">2</td><td class="num">67%', busy)
+    assert re.search(
+        r'<code>Turn</code></td><td><a [^>]+>Harbour</a></td><td class="num">2</td><td class="num">67%', busy
+    )
     never = html.split('id="health-never"', 1)[1].split("</section>", 1)[0]
     assert "Hesper Vale" in never and "House rules" not in never and "Harbour" not in never
     cost = html.split('id="health-cost"', 1)[1].split("</section>", 1)[0]
@@ -151,9 +170,16 @@ def test_health_reports_links_to_deleted_entries(author_client, book, author):
 
 # --- the conflict view -----------------------------------------------------------------------
 
+
 def edit_post(entry, **changes):
-    data = {"title": entry.title, "kind": entry.kind, "keys": ", ".join(entry.keys), "text": entry.text,
-            "links": "", "base_version": entry.version}
+    data = {
+        "title": entry.title,
+        "kind": entry.kind,
+        "keys": ", ".join(entry.keys),
+        "text": entry.text,
+        "links": "",
+        "base_version": entry.version,
+    }
     data.update(changes)
     return data
 
@@ -184,8 +210,9 @@ def test_full_form_conflict_shows_both_texts_and_the_choices(author_client, auth
     data = full_form_post(universe, entry, text="Kaël fears the Hood.")
     form_page = author_client.get(url(universe, "kael/edit/")).content.decode()
     assert 'name="base_version" value="1"' in form_page
-    services.lore_entry_update(entry=LoreEntry.objects.get(pk=entry.pk), user=author,
-                               text="Kaël owes the harbour master.", base_version=1)
+    services.lore_entry_update(
+        entry=LoreEntry.objects.get(pk=entry.pk), user=author, text="Kaël owes the harbour master.", base_version=1
+    )
     response = author_client.post(url(universe, "kael/edit/"), data)
     assert response.status_code == 409
     html = response.content.decode()
@@ -209,19 +236,26 @@ def test_full_form_conflict_shows_both_texts_and_the_choices(author_client, auth
 
 def test_inline_conflict_fragment_and_merged_save(author_client, htmx, author, universe, sync_calls):
     entry = LoreEntry.objects.get(entry_id="kael")
-    services.lore_entry_update(entry=LoreEntry.objects.get(pk=entry.pk), user=author,
-                               text="Kaël is a smuggler.\nHe owes the harbour master.", base_version=1)
-    response = author_client.post(url(universe, "kael/edit/"),
-                                  edit_post(entry, text="Kaël is a smuggler.\nHe fears the Hood."), **htmx)
+    services.lore_entry_update(
+        entry=LoreEntry.objects.get(pk=entry.pk),
+        user=author,
+        text="Kaël is a smuggler.\nHe owes the harbour master.",
+        base_version=1,
+    )
+    response = author_client.post(
+        url(universe, "kael/edit/"), edit_post(entry, text="Kaël is a smuggler.\nHe fears the Hood."), **htmx
+    )
     assert response.status_code == 200
     html = response.content.decode()
     assert html.strip().startswith(f'<tr id="lore-row-{entry.pk}" class="editing conflict-row">')
     assert "<html" not in html and 'hx-target="closest tr"' in html
     merged = re.search(r'<textarea id="merged-\d+" name="text" rows="10">(.*?)</textarea>', html, re.S).group(1)
     assert "He owes the harbour master." in merged and "He fears the Hood." in merged
-    response = author_client.post(url(universe, "kael/edit/"),
-                                  edit_post(entry, text="Kaël is a smuggler.\nHe owes and fears.", base_version=2),
-                                  **htmx)
+    response = author_client.post(
+        url(universe, "kael/edit/"),
+        edit_post(entry, text="Kaël is a smuggler.\nHe owes and fears.", base_version=2),
+        **htmx,
+    )
     assert f'id="lore-row-{entry.pk}"' in response.content.decode() and "conflict" not in response.content.decode()
     assert LoreEntry.objects.get(pk=entry.pk).text == "Kaël is a smuggler.\nHe owes and fears."
 

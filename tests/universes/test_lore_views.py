@@ -1,4 +1,5 @@
 """Lore Book pages: list/search/sort/paginate, inline create/edit/delete, bulk, status, history."""
+
 from __future__ import annotations
 
 import re
@@ -65,7 +66,9 @@ def test_semantic_search_degrades_with_visible_note(author_client, universe, mon
 
 def test_semantic_search_orders_by_engine_rank(author_client, universe, fake_vectors):
     # The store ranks port-vey (two shared words) before kael (none): not the title order.
-    fake_vectors.sync_lore(universe.lore_scope_id, [{"entry_id": e.entry_id, "text": e.text} for e in universe.lore_entries.all()])
+    fake_vectors.sync_lore(
+        universe.lore_scope_id, [{"entry_id": e.entry_id, "text": e.text} for e in universe.lore_entries.all()]
+    )
     # A closer chunk of another type naming kael: only a search for lore chunks skips it.
     fake_vectors.embed_chunk(universe.lore_scope_id, 1, "A town by the sea.", metadata_extra={"entry_id": "kael"})
     html = author_client.get(url(universe), {"q": "a town by the sea", "mode": "semantic"}).content.decode()
@@ -73,10 +76,16 @@ def test_semantic_search_orders_by_engine_rank(author_client, universe, fake_vec
 
 
 def test_create_without_js_redirects_and_records_revision(author_client, author, universe):
-    response = author_client.post(url(universe, "new/"), {
-        "new-title": "The Guild", "new-kind": "faction", "new-keys": "guild, thieves",
-        "new-text": "A guild of thieves.", "new-links": "Kaël\nport-vey",
-    })
+    response = author_client.post(
+        url(universe, "new/"),
+        {
+            "new-title": "The Guild",
+            "new-kind": "faction",
+            "new-keys": "guild, thieves",
+            "new-text": "A guild of thieves.",
+            "new-links": "Kaël\nport-vey",
+        },
+    )
     entry = universe.lore_entries.get(entry_id="the-guild")
     assert response.status_code == 302 and response["Location"] == entry.get_absolute_url()
     assert entry.keys == ["guild", "thieves"] and entry.word_count == 4 and entry.token_count >= 4
@@ -87,7 +96,9 @@ def test_create_without_js_redirects_and_records_revision(author_client, author,
 
 
 def test_create_with_htmx_returns_row_and_oob_updates(author_client, htmx, universe):
-    response = author_client.post(url(universe, "new/"), {"new-title": "Moonwell", "new-kind": "place", "new-text": "A well."}, **htmx)
+    response = author_client.post(
+        url(universe, "new/"), {"new-title": "Moonwell", "new-kind": "place", "new-text": "A well."}, **htmx
+    )
     html = response.content.decode()
     assert response.status_code == 200 and "<html" not in html
     assert 'id="lore-row-' in html and "Moonwell" in html
@@ -96,7 +107,9 @@ def test_create_with_htmx_returns_row_and_oob_updates(author_client, htmx, unive
 
 
 def test_create_htmx_invalid_retargets_form(author_client, htmx, universe):
-    response = author_client.post(url(universe, "new/"), {"new-title": "", "new-kind": "place", "new-links": "Nowhere"}, **htmx)
+    response = author_client.post(
+        url(universe, "new/"), {"new-title": "", "new-kind": "place", "new-links": "Nowhere"}, **htmx
+    )
     html = response.content.decode()
     assert response["HX-Retarget"] == "#lore-create" and response["HX-Reswap"] == "outerHTML"
     assert "This field is required" in html and "No entry is titled" not in html  # Nowhere would be pending
@@ -119,10 +132,18 @@ def test_edit_row_fragment_and_full_page(author_client, htmx, universe):
 def test_inline_edit_saves_and_marks_pending(author_client, htmx, universe, author):
     kael = universe.lore_entries.get(entry_id="kael")
     LoreEntry.objects.filter(pk=kael.pk).update(embedding_state=EmbeddingState.EMBEDDED)
-    response = author_client.post(url(universe, "kael/edit/"), {
-        "title": "Kaël the Smuggler", "kind": "character", "keys": "Kael", "text": "Kaël smuggles salt.", "links": "",
-        "base_version": kael.version,
-    }, **htmx)
+    response = author_client.post(
+        url(universe, "kael/edit/"),
+        {
+            "title": "Kaël the Smuggler",
+            "kind": "character",
+            "keys": "Kael",
+            "text": "Kaël smuggles salt.",
+            "links": "",
+            "base_version": kael.version,
+        },
+        **htmx,
+    )
     html = response.content.decode()
     assert "Kaël the Smuggler" in html and 'class="badge pending"' in html and "<html" not in html
     kael.refresh_from_db()
@@ -134,20 +155,31 @@ def test_inline_edit_saves_and_marks_pending(author_client, htmx, universe, auth
 
 def test_edit_without_js_redirects(author_client, universe):
     version = universe.lore_entries.get(entry_id="kael").version
-    response = author_client.post(url(universe, "kael/edit/"), {"title": "K", "kind": "character", "text": "t",
-                                                                "base_version": version})
+    response = author_client.post(
+        url(universe, "kael/edit/"), {"title": "K", "kind": "character", "text": "t", "base_version": version}
+    )
     assert response.status_code == 302 and response["Location"].endswith("/lore/kael/")
 
 
 def test_edit_invalid_link_is_an_error_and_nothing_changes(author_client, htmx, universe):
-    response = author_client.post(url(universe, "kael/edit/"), {"title": "K", "kind": "character", "links": "Kaël"}, **htmx)
+    response = author_client.post(
+        url(universe, "kael/edit/"), {"title": "K", "kind": "character", "links": "Kaël"}, **htmx
+    )
     assert "cannot link to itself" in response.content.decode()
     assert universe.lore_entries.get(entry_id="kael").title == "Kaël"
 
 
 def test_edit_unchanged_records_no_revision(author_client, universe):
-    author_client.post(url(universe, "kael/edit/"), {"title": "Kaël", "kind": "character", "text": "Kaël is a smuggler.", "links": "Port Vey",
-                                                     "base_version": universe.lore_entries.get(entry_id="kael").version})
+    author_client.post(
+        url(universe, "kael/edit/"),
+        {
+            "title": "Kaël",
+            "kind": "character",
+            "text": "Kaël is a smuggler.",
+            "links": "Port Vey",
+            "base_version": universe.lore_entries.get(entry_id="kael").version,
+        },
+    )
     assert not LoreRevision.objects.filter(entry_id="kael").exists()
 
 
@@ -176,7 +208,9 @@ def test_detail_shows_links_backlinks_and_counts(author_client, universe):
 
 
 def test_bulk_kind_change_htmx_and_no_js(author_client, htmx, universe):
-    response = author_client.post(url(universe, "bulk/"), {"entries": ["kael", "port-vey"], "action": "kind", "new_kind": "faction"}, **htmx)
+    response = author_client.post(
+        url(universe, "bulk/"), {"entries": ["kael", "port-vey"], "action": "kind", "new_kind": "faction"}, **htmx
+    )
     html = response.content.decode()
     assert "Changed 2 entries to Faction" in html and 'id="lore-results"' in html and "<html" not in html
     assert set(universe.lore_entries.values_list("kind", flat=True)) == {"faction"}
@@ -192,10 +226,18 @@ def test_bulk_delete_keeps_revisions_and_backlinks(author_client, htmx, universe
 
 
 def test_bulk_export_selection(author_client, universe):
-    response = author_client.post(url(universe, "bulk/"), {"entries": ["kael"], "action": "export", "export_format": "toml"})
+    response = author_client.post(
+        url(universe, "bulk/"), {"entries": ["kael"], "action": "export", "export_format": "toml"}
+    )
     text = response.content.decode()
-    assert response["Content-Disposition"].endswith('selection.toml"') and 'entry_id = "kael"' in text and "port-vey\"\ntitle" not in text
-    response = author_client.post(url(universe, "bulk/"), {"entries": ["kael", "port-vey"], "action": "export", "export_format": "sillytavern"})
+    assert (
+        response["Content-Disposition"].endswith('selection.toml"')
+        and 'entry_id = "kael"' in text
+        and 'port-vey"\ntitle' not in text
+    )
+    response = author_client.post(
+        url(universe, "bulk/"), {"entries": ["kael", "port-vey"], "action": "export", "export_format": "sillytavern"}
+    )
     assert len(response.json()["entries"]) == 2
 
 
@@ -272,8 +314,13 @@ def test_restore_brings_back_who_knows_the_entry(author_client, author, universe
     author_client.post(url(universe, f"port-vey/history/{deleted.pk}/restore/"))
     assert universe.lore_entries.get(entry_id="port-vey").known_by == []
     # a revision recorded before `known_by` existed leaves the entry's secrecy as it is
-    old = LoreRevision.objects.create(universe=universe, entry_id="port-vey", action="update", before=None,
-                                      after={"title": "Port Vey", "kind": "place", "text": "Old text."})
+    old = LoreRevision.objects.create(
+        universe=universe,
+        entry_id="port-vey",
+        action="update",
+        before=None,
+        after={"title": "Port Vey", "kind": "place", "text": "Old text."},
+    )
     author_client.post(url(universe, f"port-vey/history/{old.pk}/restore/"))
     restored = universe.lore_entries.get(entry_id="port-vey")
     assert restored.text == "Old text." and restored.known_by == []
@@ -290,14 +337,21 @@ def test_playtester_reads_but_cannot_write(client, playtester, universe):
     assert client.post(url(universe, "kael/edit/"), {"title": "X", "kind": "place"}).status_code == 403
     assert client.post(url(universe, "kael/delete/")).status_code == 403
     assert client.post(url(universe, "bulk/"), {"entries": ["kael"], "action": "delete"}).status_code == 403
-    rev = LoreRevision.objects.create(universe=universe, entry_id="kael", action="update", before={}, after={"title": "x"})
+    rev = LoreRevision.objects.create(
+        universe=universe, entry_id="kael", action="update", before={}, after={"title": "x"}
+    )
     assert client.post(url(universe, f"kael/history/{rev.pk}/restore/")).status_code == 403
     assert universe.lore_entries.get(entry_id="kael").title == "Kaël"
 
 
 def test_user_text_is_escaped(author_client, universe, author):
-    services.lore_entry_create(universe=universe, user=author, title="<script>alert(1)</script>", kind="item",
-                               text="<img src=x onerror=alert(2)>")
+    services.lore_entry_create(
+        universe=universe,
+        user=author,
+        title="<script>alert(1)</script>",
+        kind="item",
+        text="<img src=x onerror=alert(2)>",
+    )
     html = author_client.get(url(universe)).content.decode()
     assert "<script>alert(1)</script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     entry = universe.lore_entries.get(kind="item")
@@ -362,7 +416,14 @@ def test_inline_edit_and_create_refresh_the_rows_whose_backlinks_they_change(aut
     fields["base_version"] = universe.lore_entries.get(entry_id="kael").version
     html = author_client.post(url(universe, "kael/edit/"), {**fields, "links": ""}, **htmx).content.decode()
     assert oob_row(html, port) and "backlink" not in oob_row(html, port)
-    created = author_client.post(url(universe, "new/"), {
-        "new-title": "Harbour Master", "new-kind": "character", "new-text": "Keeps the docks.", "new-links": "port-vey",
-    }, **htmx).content.decode()
+    created = author_client.post(
+        url(universe, "new/"),
+        {
+            "new-title": "Harbour Master",
+            "new-kind": "character",
+            "new-text": "Keeps the docks.",
+            "new-links": "port-vey",
+        },
+        **htmx,
+    ).content.decode()
     assert "← 1 backlink" in oob_row(created, port)

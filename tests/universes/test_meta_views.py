@@ -1,4 +1,5 @@
 """Universe_Meta page: inline editing and validation of known keys."""
+
 from __future__ import annotations
 
 import json
@@ -35,7 +36,7 @@ def test_the_page_reads_the_meta_rows_once(author_client, universe):
 
 def test_add_key_htmx_and_no_js(author_client, htmx, universe):
     response = author_client.post(meta_url(universe, "save/"), {"key": "tone", "value": "grim"}, **htmx)
-    assert 'Saved “tone”' in response.content.decode() and "<html" not in response.content.decode()
+    assert "Saved “tone”" in response.content.decode() and "<html" not in response.content.decode()
     response = author_client.post(meta_url(universe, "save/"), {"key": "era", "value": "1800s"})
     assert response.status_code == 302
     assert dict(universe.meta.values_list("key", "value"))["era"] == "1800s"
@@ -52,7 +53,9 @@ def test_belief_missions_must_be_a_json_object(author_client, htmx, universe):
     response = author_client.post(meta_url(universe, "save/"), {"key": "belief_missions", "value": '{"A:B": "x"}'})
     assert "may not contain a colon" in response.content.decode()
     assert not universe.meta.filter(key="belief_missions").exists()
-    author_client.post(meta_url(universe, "save/"), {"key": "belief_missions", "value": '{"Kaël":  "Remembers   debts."}'})
+    author_client.post(
+        meta_url(universe, "save/"), {"key": "belief_missions", "value": '{"Kaël":  "Remembers   debts."}'}
+    )
     assert json.loads(universe.meta.get(key="belief_missions").value) == {"Kaël": "Remembers debts."}
 
 
@@ -73,14 +76,18 @@ def test_inline_edit_row_and_rename_key(author_client, htmx, universe):
     assert fragment.strip().startswith(f'<tr id="meta-row-{row.pk}"') and "Remember debts." in fragment
     page = author_client.get(meta_url(universe, f"{row.pk}/edit/")).content.decode()
     assert "<html" in page and "Edit “belief_mission”" in page
-    response = author_client.post(meta_url(universe, "save/"), {"row_id": row.pk, "key": "old_mission", "value": "v"}, **htmx)
+    response = author_client.post(
+        meta_url(universe, "save/"), {"row_id": row.pk, "key": "old_mission", "value": "v"}, **htmx
+    )
     assert "old_mission" in response.content.decode()
     assert list(universe.meta.values_list("key", flat=True)) == ["old_mission"]
 
 
 def test_inline_edit_error_retargets_row(author_client, htmx, universe):
     row = universe.meta.get(key="belief_mission")
-    response = author_client.post(meta_url(universe, "save/"), {"row_id": row.pk, "key": "belief_missions", "value": "nope"}, **htmx)
+    response = author_client.post(
+        meta_url(universe, "save/"), {"row_id": row.pk, "key": "belief_missions", "value": "nope"}, **htmx
+    )
     assert response["HX-Retarget"] == f"#meta-row-{row.pk}" and "must be JSON" in response.content.decode()
     assert universe.meta.get(pk=row.pk).key == "belief_mission"
 
@@ -107,8 +114,10 @@ def test_the_context_budget_is_offered_and_a_bad_value_is_refused_with_nothing_w
     known = page.split('id="meta-key-context_budget"', 1)[1].split("</tr>", 1)[0]
     assert "Tokens of memory the narrator reads" in known and "play uses 2000" in known
     assert ">Memory context budget</th>" in page
-    for bad, message in (("20", "context_budget must be between 200 and 100000"),
-                         ("lots", "context_budget is a whole number")):
+    for bad, message in (
+        ("20", "context_budget must be between 200 and 100000"),
+        ("lots", "context_budget is a whole number"),
+    ):
         response = author_client.post(meta_url(universe, "save/"), {"key": "context_budget", "value": bad}, **htmx)
         assert message in response.content.decode() and response["HX-Retarget"] == "#meta-add"
         response = author_client.post(meta_url(universe, "save/"), {"key": "context_budget", "value": bad})
@@ -118,7 +127,8 @@ def test_the_context_budget_is_offered_and_a_bad_value_is_refused_with_nothing_w
     author_client.post(meta_url(universe, "save/"), {"key": "context_budget", "value": " 8000 "})
     row = universe.meta.get(key="context_budget")
     assert row.value == "8000"
-    response = author_client.post(meta_url(universe, "save/"), {"row_id": row.pk, "key": "context_budget", "value": "100001"},
-                                  **htmx)
+    response = author_client.post(
+        meta_url(universe, "save/"), {"row_id": row.pk, "key": "context_budget", "value": "100001"}, **htmx
+    )
     assert "between 200 and 100000" in response.content.decode()
     assert universe.meta.get(key="context_budget").value == "8000"

@@ -1,4 +1,5 @@
 """Missions are checked once, by the service (`missions_set` → `missions_validate`); the page shows its errors."""
+
 from __future__ import annotations
 
 import pytest
@@ -20,12 +21,14 @@ def messages_of(error: ValidationError) -> list[str]:
 def test_the_service_reports_every_problem_of_table_rows_at_once(universe):
     with pytest.raises(ValidationError) as refused:
         services.missions_set(universe=universe, missions=BAD_ROWS)
-    assert messages_of(refused.value) == sorted([
-        "“Kaël” appears twice.",
-        "A mission has no character name: “orphan mission”.",
-        "“Bad:Name”: a name may not contain a colon or a line break.",
-        f"“Mira”: the mission is longer than {services.MAX_MISSION_CHARS} characters.",
-    ])
+    assert messages_of(refused.value) == sorted(
+        [
+            "“Kaël” appears twice.",
+            "A mission has no character name: “orphan mission”.",
+            "“Bad:Name”: a name may not contain a colon or a line break.",
+            f"“Mira”: the mission is longer than {services.MAX_MISSION_CHARS} characters.",
+        ]
+    )
     assert get_belief_missions(universe) == {}
 
 

@@ -1,4 +1,5 @@
 """The Lore Book list counts tokens without importing torch (checked in a fresh process)."""
+
 from __future__ import annotations
 
 import os
@@ -41,6 +42,8 @@ def test_list_page_does_not_import_torch():
         "AXIOM_VAR_DIR": workdir,
         "DATABASE_URL": f"sqlite:///{workdir}/db.sqlite3",
     }
-    proc = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "TORCH_NOT_LOADED" in proc.stdout

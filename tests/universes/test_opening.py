@@ -1,6 +1,7 @@
 """Openings for every universe (issue 30): first message, alternate greetings and scenario on the
 universe, edited on the Metadata page, carried by Universe-as-Code and the Character Card export,
 and what a save opens with; a SillyTavern import starts with recursion on."""
+
 from __future__ import annotations
 
 import json
@@ -22,28 +23,42 @@ ALTERNATES = ["The ledger slams shut.", "A bell rings twice across the water."]
 
 
 def set_opening(universe, **kw):
-    values = {"first_message": FIRST, "alternate_greetings": ALTERNATES, "scenario": "Port Vey, the night of the storm."}
+    values = {
+        "first_message": FIRST,
+        "alternate_greetings": ALTERNATES,
+        "scenario": "Port Vey, the night of the storm.",
+    }
     return services.opening_set(universe=universe, **{**values, **kw})
 
 
 def test_the_opening_form_saves_and_refuses_what_cannot_be_played(author_client, htmx, universe):
     url = f"/universes/{universe.slug}/meta/opening/"
-    html = author_client.post(url, {"first_message": FIRST, "scenario": "Port Vey.",
-                                    "alternate_greetings": f"{ALTERNATES[0]}\n---\n{ALTERNATES[1]}\n---\n"},
-                              **htmx).content.decode()
+    html = author_client.post(
+        url,
+        {
+            "first_message": FIRST,
+            "scenario": "Port Vey.",
+            "alternate_greetings": f"{ALTERNATES[0]}\n---\n{ALTERNATES[1]}\n---\n",
+        },
+        **htmx,
+    ).content.decode()
     assert "Saved the opening: the first message and 2 alternate greetings." in html and 'id="opening"' in html
     meta = universe.meta_values()
     assert opening_from_meta(meta).greetings == [FIRST, *ALTERNATES]
     assert json.loads(meta["alternate_greetings"]) == ALTERNATES and meta["scenario"] == "Port Vey."
 
-    html = author_client.post(url, {"first_message": "", "alternate_greetings": "Only an alternate."}, **htmx).content.decode()
+    html = author_client.post(
+        url, {"first_message": "", "alternate_greetings": "Only an alternate."}, **htmx
+    ).content.decode()
     assert "Write the first message too" in html
     assert opening_from_meta(universe.meta_values()).first_message == FIRST  # nothing written
     page = author_client.get(f"/universes/{universe.slug}/meta/").content.decode()
     assert FIRST in page  # the form shows the stored first message
 
     author_client.post(url, {"first_message": "", "alternate_greetings": "", "scenario": ""})
-    assert not UniverseMeta.objects.filter(universe=universe, key__in=["first_message", "alternate_greetings", "scenario"]).exists()
+    assert not UniverseMeta.objects.filter(
+        universe=universe, key__in=["first_message", "alternate_greetings", "scenario"]
+    ).exists()
 
 
 def test_meta_refuses_alternate_greetings_that_are_not_a_list_of_strings(universe):
@@ -85,7 +100,10 @@ def test_the_character_card_export_carries_the_opening(universe):
     card = character_card.export_card(universe, list(universe.lore_entries.all()))
     data = card["data"]
     assert (data["first_mes"], data["alternate_greetings"], data["scenario"]) == (
-        FIRST, ALTERNATES, "Port Vey, the night of the storm.")
+        FIRST,
+        ALTERNATES,
+        "Port Vey, the night of the storm.",
+    )
 
 
 def test_a_sillytavern_import_starts_with_recursion_on(author, universe):

@@ -1,4 +1,5 @@
 """Links to entries not written yet are kept as pending and resolve when the entry appears."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,8 +17,15 @@ def links_of(universe, entry_id):
 
 
 def test_two_entries_that_link_to_each_other_need_no_second_pass(author_client, author, universe):
-    response = author_client.post(f"/universes/{universe.slug}/lore/new/", {
-        "new-title": "The Glass Bell", "new-kind": "item", "new-text": "It sings.", "new-links": "Ilya Voss\nPort Vey"})
+    response = author_client.post(
+        f"/universes/{universe.slug}/lore/new/",
+        {
+            "new-title": "The Glass Bell",
+            "new-kind": "item",
+            "new-text": "It sings.",
+            "new-links": "Ilya Voss\nPort Vey",
+        },
+    )
     assert response.status_code == 302
     assert links_of(universe, "the-glass-bell") == ["port-vey"]
     assert list(universe.pending_lore_links.values_list("name", flat=True)) == ["Ilya Voss"]
@@ -31,8 +39,15 @@ def test_two_entries_that_link_to_each_other_need_no_second_pass(author_client, 
     # Writing the other entry (any case) resolves the link, with a revision of the entry that wrote it.
     bell = universe.lore_entries.get(entry_id="the-glass-bell")
     version = bell.version
-    author_client.post(f"/universes/{universe.slug}/lore/new/", {
-        "new-title": "ilya voss", "new-kind": "character", "new-text": "An apprentice.", "new-links": "The Glass Bell"})
+    author_client.post(
+        f"/universes/{universe.slug}/lore/new/",
+        {
+            "new-title": "ilya voss",
+            "new-kind": "character",
+            "new-text": "An apprentice.",
+            "new-links": "The Glass Bell",
+        },
+    )
     assert links_of(universe, "the-glass-bell") == ["ilya-voss", "port-vey"]
     assert links_of(universe, "ilya-voss") == ["the-glass-bell"]
     assert not universe.pending_lore_links.exists() and lore_health(universe=universe).pending_links == []
@@ -52,17 +67,25 @@ def test_the_edit_form_keeps_pending_names_and_a_rename_resolves_them(author, un
     services.lore_entry_update(entry=port, user=author, title="The Copper Hood")
     assert links_of(universe, "kael") == ["port-vey"]  # already linked: the pending name is simply gone
     services.lore_entry_update(entry=kael, user=author, pending_links=["Moonwell"])
-    services.lore_import(universe=universe, user=author, book=IncomingBook(source="test", entries=[
-        IncomingEntry(label="entry 1", title="Moonwell", text="A well.", keys=["well"])]))
+    services.lore_import(
+        universe=universe,
+        user=author,
+        book=IncomingBook(
+            source="test", entries=[IncomingEntry(label="entry 1", title="Moonwell", text="A well.", keys=["well"])]
+        ),
+    )
     assert links_of(universe, "kael") == ["moonwell", "port-vey"] and not PendingLoreLink.objects.exists()
 
 
 def test_self_links_and_duplicates_are_refused_or_folded(author_client, universe):
-    response = author_client.post(f"/universes/{universe.slug}/lore/new/", {
-        "new-title": "Moonwell", "new-kind": "place", "new-links": "Moonwell"})
+    response = author_client.post(
+        f"/universes/{universe.slug}/lore/new/", {"new-title": "Moonwell", "new-kind": "place", "new-links": "Moonwell"}
+    )
     assert response.status_code == 400 and "cannot link to itself" in response.content.decode()
-    author_client.post(f"/universes/{universe.slug}/lore/new/", {
-        "new-title": "Moonwell", "new-kind": "place", "new-links": "Tide Gate\ntide gate"})
+    author_client.post(
+        f"/universes/{universe.slug}/lore/new/",
+        {"new-title": "Moonwell", "new-kind": "place", "new-links": "Tide Gate\ntide gate"},
+    )
     assert list(universe.pending_lore_links.values_list("name", flat=True)) == ["Tide Gate"]
 
 
@@ -72,16 +95,25 @@ def _import_resolving(universe, author, count: int, tag: str) -> int:
     from django.test.utils import CaptureQueriesContext
 
     for i in range(count):
-        services.lore_entry_create(universe=universe, user=author, title=f"{tag} source {i}",
-                                   pending_links=[f"{tag} target {i}", f"{tag} target {(i + 1) % count}"])
-    book = IncomingBook(source="test", entries=[
-        IncomingEntry(label=f"entry {i}", title=f"{tag} target {i}", text="A place.", keys=[f"{tag}{i}"])
-        for i in range(count)])
+        services.lore_entry_create(
+            universe=universe,
+            user=author,
+            title=f"{tag} source {i}",
+            pending_links=[f"{tag} target {i}", f"{tag} target {(i + 1) % count}"],
+        )
+    book = IncomingBook(
+        source="test",
+        entries=[
+            IncomingEntry(label=f"entry {i}", title=f"{tag} target {i}", text="A place.", keys=[f"{tag}{i}"])
+            for i in range(count)
+        ],
+    )
     with CaptureQueriesContext(connection) as queries:
         services.lore_import(universe=universe, user=author, book=book)
     for i in range(count):
         assert links_of(universe, f"{tag.lower()}-source-{i}") == sorted(
-            {f"{tag.lower()}-target-{i}", f"{tag.lower()}-target-{(i + 1) % count}"})
+            {f"{tag.lower()}-target-{i}", f"{tag.lower()}-target-{(i + 1) % count}"}
+        )
     # The entries' INSERT is split by the database's parameter limit (SQLite: 999), not per entry.
     return len([q for q in queries if not q["sql"].startswith('INSERT INTO "universes_loreentry" ')])
 

@@ -1,4 +1,5 @@
 """The player's persona: stored apart as a name and a description, split from old values on first use."""
+
 from __future__ import annotations
 
 import pytest
@@ -51,11 +52,14 @@ def test_the_narrator_gets_the_name_and_the_description_once():
     assert 'The player character ("you") is Ilya Voss.' in text
     assert text.count("hear glass sing") == 1 and "player_description" not in text
     # A template written before personas: the description still reaches the narrator, once.
-    text = render_instructions("You are {{player_character}}. Greet {{user}}. {{meta}}",
-                               {"player_character": "Ilya", "player_description": "Hears glass sing."})
+    text = render_instructions(
+        "You are {{player_character}}. Greet {{user}}. {{meta}}",
+        {"player_character": "Ilya", "player_description": "Hears glass sing."},
+    )
     assert text.startswith("You are Ilya. Greet Ilya.") and text.count("Hears glass sing.") == 1
-    text = render_instructions("{{user}} is {{player_description}}",
-                               {"player_character": "Ilya", "player_description": "an apprentice"})
+    text = render_instructions(
+        "{{user}} is {{player_description}}", {"player_character": "Ilya", "player_description": "an apprentice"}
+    )
     assert text == "Ilya is an apprentice"
 
 
@@ -73,7 +77,9 @@ def test_persona_set_validates_and_writes_nothing_on_error(universe):
     assert (persona.name, persona.description) == ("Ilya Voss", "Hears glass.")
     assert len(persona.portrait["sha256"]) == 64
     persona = services.persona_set(universe=universe, name="", description="", remove_portrait=True)
-    assert persona.name == "" and not {"player_character", "player_description", "player_portrait"} & set(meta_of(universe))
+    assert persona.name == "" and not {"player_character", "player_description", "player_portrait"} & set(
+        meta_of(universe)
+    )
 
 
 def test_persona_form_page_fragment_and_portrait(client, author, playtester, universe):
@@ -81,9 +87,11 @@ def test_persona_form_page_fragment_and_portrait(client, author, playtester, uni
     UniverseMeta.objects.create(universe=universe, key="player_character", value=LEGACY)
     page = client.get(f"/universes/{universe.slug}/meta/").content.decode()
     assert 'id="persona-split"' in page and 'value="Ilya Voss"' in page  # the split, offered to correct
-    response = client.post(f"/universes/{universe.slug}/meta/persona/",
-                           {"name": "Ilya", "description": "An apprentice.", "portrait": _upload()},
-                           HTTP_HX_REQUEST="true")
+    response = client.post(
+        f"/universes/{universe.slug}/meta/persona/",
+        {"name": "Ilya", "description": "An apprentice.", "portrait": _upload()},
+        HTTP_HX_REQUEST="true",
+    )
     html = response.content.decode()
     assert html.strip().startswith('<section class="card" id="persona">') and "Saved the persona “Ilya”" in html
     assert 'id="persona-split"' not in html

@@ -1,4 +1,5 @@
 """From a universe to play in two clicks: New save on the Overview, a ready form, the Metadata page's keys."""
+
 from __future__ import annotations
 
 import re
@@ -20,8 +21,15 @@ def test_overview_offers_new_save_and_the_form_is_ready_to_submit(client, playte
     form = client.get(link.group(1)).content.decode()
     assert f'value="{universe.name} — play 1"' in form
     assert re.search(rf'<option value="{universe.pk}" selected>', form)
-    response = client.post("/saves/new/", {"universe": universe.pk, "name": f"{universe.name} — play 1",
-                                           "memory_mode": "classic", "beliefs_enabled": "on"})
+    response = client.post(
+        "/saves/new/",
+        {
+            "universe": universe.pk,
+            "name": f"{universe.name} — play 1",
+            "memory_mode": "classic",
+            "beliefs_enabled": "on",
+        },
+    )
     game_save = Save.objects.get(universe=universe)
     assert response.status_code == 302 and response["Location"] == f"/saves/{game_save.save_id}/"
     assert f'value="{universe.name} — play 2"' in client.get(link.group(1)).content.decode()
@@ -46,9 +54,21 @@ def test_metadata_offers_the_known_keys_with_help_and_keeps_free_keys_below(auth
     services.meta_set(universe=universe, key="weather", value="rain")
     html = author_client.get(f"/universes/{universe.slug}/meta/").content.decode()
     known, free = html.split('id="free-keys-heading"')
-    for key in ("narrator_style", "tone", "era", "narrator_instructions", "sampler_temperature", "sampler_top_p",
-                "sampler_max_tokens", "sampler_repetition_penalty", "lore_scan_depth", "lore_recursion_depth",
-                "context_share_narrative", "player_character", "player_description"):
+    for key in (
+        "narrator_style",
+        "tone",
+        "era",
+        "narrator_instructions",
+        "sampler_temperature",
+        "sampler_top_p",
+        "sampler_max_tokens",
+        "sampler_repetition_penalty",
+        "lore_scan_depth",
+        "lore_recursion_depth",
+        "context_share_narrative",
+        "player_character",
+        "player_description",
+    ):
         assert f"<code>{key}</code>" in known, key
     assert "play uses 2" in known  # the scan depth's default, shown while unset
     assert "<code>weather</code>" in free and "<code>weather</code>" not in known

@@ -1,6 +1,7 @@
 """Portraits are decoded with a pixel limit and re-encoded; a replaced one is removed; an oversized
 upload is refused before Django reads it. Before, only the PNG signature was checked: a 20000 x
 20000 decompression bomb and a 2^31 x 2^31 header were kept and every member's browser decoded them."""
+
 from __future__ import annotations
 
 import io
@@ -60,13 +61,18 @@ def test_a_portrait_is_re_encoded_without_its_other_chunks(universe):
     original = real_png(text=b"Comment\x00<script>alert(1)</script>")
     kept = portrait_clean(original)
     assert b"<script>" not in kept and b"tEXt" not in kept
-    assert Image.open(io.BytesIO(kept)).convert("RGBA").tobytes() == Image.open(io.BytesIO(original)).convert("RGBA").tobytes()
+    assert (
+        Image.open(io.BytesIO(kept)).convert("RGBA").tobytes()
+        == Image.open(io.BytesIO(original)).convert("RGBA").tobytes()
+    )
     with pytest.raises(PortraitError, match="PNG"):
         portrait_clean(b"\x89PNG\r\n\x1a\n" + b"\x00" * 40)  # the signature alone was enough before
     assert MAX_PORTRAIT_PIXELS == 4096 * 4096
 
 
-def test_a_replaced_portrait_is_removed_unless_something_else_names_it(universe, settings, django_capture_on_commit_callbacks):
+def test_a_replaced_portrait_is_removed_unless_something_else_names_it(
+    universe, settings, django_capture_on_commit_callbacks
+):
     directory = Path(settings.VAR_DIR) / "portraits"
     with django_capture_on_commit_callbacks(execute=True):
         first = services.persona_set(universe=universe, name="Ilya", description="", portrait=real_png(3, 2))
@@ -110,13 +116,16 @@ def test_an_upload_larger_than_the_cap_is_refused_unread(client, author, univers
     assert not UniverseMeta.objects.filter(universe=universe, key__startswith="player_").exists()
 
 
-@pytest.mark.parametrize("key, value, words", [
-    ("player_character", "{{char}}", "braces"),
-    ("player_character", "A" * 121, "at most 120"),
-    ("player_character", "Ilya\u0000", "ull"),  # the form's own "Null characters are not allowed", or the limit's
-    ("player_description", "x" * 4001, "4,000"),
-    ("player_portrait", '{"sha256": "' + "0" * 64 + '"}', "persona form"),
-])
+@pytest.mark.parametrize(
+    "key, value, words",
+    [
+        ("player_character", "{{char}}", "braces"),
+        ("player_character", "A" * 121, "at most 120"),
+        ("player_character", "Ilya\u0000", "ull"),  # the form's own "Null characters are not allowed", or the limit's
+        ("player_description", "x" * 4001, "4,000"),
+        ("player_portrait", '{"sha256": "' + "0" * 64 + '"}', "persona form"),
+    ],
+)
 def test_the_meta_editor_keeps_the_persona_rules(author_client, universe, key, value, words):
     """The generic meta editor stored a `player_character` the persona form forbids."""
     response = author_client.post(f"/universes/{universe.slug}/meta/save/", {"key": key, "value": value})

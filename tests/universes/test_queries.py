@@ -1,4 +1,5 @@
 """The Lore Book list costs a fixed number of queries, whatever the size of the book."""
+
 from __future__ import annotations
 
 import pytest
@@ -20,8 +21,16 @@ def grow(universe, n: int) -> None:
     # give them counts so every size runs the same path (uncounted rows cost one more query).
     universe.lore_entries.update(word_count=4, token_count=7)
     entries = LoreEntry.objects.bulk_create(
-        LoreEntry(universe=universe, entry_id=f"e{i:05d}", title=f"Entry {i:05d}", kind="place",
-                  text="word " * 20, word_count=20, token_count=20, embedding_state=EmbeddingState.EMBEDDED)
+        LoreEntry(
+            universe=universe,
+            entry_id=f"e{i:05d}",
+            title=f"Entry {i:05d}",
+            kind="place",
+            text="word " * 20,
+            word_count=20,
+            token_count=20,
+            embedding_state=EmbeddingState.EMBEDDED,
+        )
         for i in range(n)
     )
     through = LoreEntry.links.through
@@ -42,8 +51,9 @@ def test_list_page_query_count_is_constant(author_client, universe, size, django
 def test_fragment_and_filtered_pages_also_constant(author_client, universe, django_assert_num_queries):
     grow(universe, 120)
     with django_assert_num_queries(LIST_QUERIES):
-        author_client.get(f"/universes/{universe.slug}/lore/", {"q": "Entry", "page": 2, "sort": "-title"},
-                          HTTP_HX_REQUEST="true")
+        author_client.get(
+            f"/universes/{universe.slug}/lore/", {"q": "Entry", "page": 2, "sort": "-title"}, HTTP_HX_REQUEST="true"
+        )
 
 
 def test_status_poll_is_cheap(author_client, universe):

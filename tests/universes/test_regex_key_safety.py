@@ -5,6 +5,7 @@ The key tester and the API's `/context` answer with a catastrophic key stored in
 form, the bulk edit and every import refuse such a key with a message naming it. No timing
 is asserted: before the fix these requests did not come back at all.
 """
+
 from __future__ import annotations
 
 import copy
@@ -73,7 +74,8 @@ def test_lore_health_tries_a_timed_out_key_once_over_the_replay(author_client, u
 
 
 def test_lore_health_replay_stops_running_slow_keys_when_its_budget_is_spent(
-        author_client, universe, game_save, limit_hits, monkeypatch):
+    author_client, universe, game_save, limit_hits, monkeypatch
+):
     monkeypatch.setattr("studio.universes.lore_health.REPLAY_REGEX_BUDGET", 0.3)
     keys = bomb_keys(12)
     for n, key in enumerate(keys):
@@ -108,18 +110,25 @@ def test_form_refuses_a_catastrophic_key_naming_it(author_client, universe):
 
 def test_bulk_activation_edit_refuses_a_catastrophic_key(universe, author):
     with pytest.raises(ValidationError) as info:
-        services.lore_bulk_set_activation(universe=universe, user=author, entry_ids=["kael"],
-                                          values={"secondary_keys": [BOMB]})
+        services.lore_bulk_set_activation(
+            universe=universe, user=author, entry_ids=["kael"], values={"secondary_keys": [BOMB]}
+        )
     assert f"“{BOMB}” is refused" in info.value.message_dict["secondary_keys"][0]
     assert universe.lore_entries.get(entry_id="kael").secondary_keys == []
 
 
 def test_sillytavern_import_is_refused_with_a_message(author_client, universe):
-    doc = {"entries": {"0": {"uid": 0, "key": ["dock"], "content": "ok"},
-                       "1": {"uid": 1, "key": [REFUSED], "comment": "Clerk", "content": "x"}}}
+    doc = {
+        "entries": {
+            "0": {"uid": 0, "key": ["dock"], "content": "ok"},
+            "1": {"uid": 1, "key": [REFUSED], "comment": "Clerk", "content": "x"},
+        }
+    }
     upload = SimpleUploadedFile("world.json", json.dumps(doc).encode(), content_type="application/json")
-    response = author_client.post(f"/universes/{universe.slug}/exchange/import/",
-                                  {"file": upload, "format": "sillytavern", "default_kind": "concept"})
+    response = author_client.post(
+        f"/universes/{universe.slug}/exchange/import/",
+        {"file": upload, "format": "sillytavern", "default_kind": "concept"},
+    )
     html = response.content.decode()
     assert response.status_code == 400 and "Nothing was imported." in html
     assert "entry uid 1 (“Clerk”)" in html and f"“{REFUSED}” is refused" in html
@@ -146,15 +155,19 @@ def test_toml_import_is_refused_with_a_message(author_client, universe):
     response = author_client.post("/universes/import/", {"file": upload})
     html = response.content.decode()
     assert response.status_code == 400 and "Nothing was imported." in html
-    assert "(kael).keys: Key “/(a|aa)+\\b$/” is refused" in html and not LoreEntry.objects.filter(universe__slug="fresh").exists()
+    assert (
+        "(kael).keys: Key “/(a|aa)+\\b$/” is refused" in html
+        and not LoreEntry.objects.filter(universe__slug="fresh").exists()
+    )
 
 
 def test_import_report_says_which_regex_keys_run_with_a_time_limit(universe, author):
     from studio.universes.interchange import sillytavern
 
     doc = {"entries": {"0": {"uid": 0, "key": ["/\\bking\\b/i", "/drag(on|ons)/i"], "content": "x"}}}
-    report = services.lore_import(universe=universe, user=author,
-                                  book=sillytavern.parse_world_info(json.dumps(doc).encode()))
+    report = services.lore_import(
+        universe=universe, user=author, book=sillytavern.parse_world_info(json.dumps(doc).encode())
+    )
     note = next(note for note in report.notes if "100 ms limit" in note)
     assert note.startswith("1 regex key uses a feature RE2 lacks")
 
@@ -171,8 +184,9 @@ def test_form_applies_the_key_limits_the_import_applies(author_client, universe)
     response = author_client.post(url(universe, "new/"), form_data("new-", keys=many))
     assert response.status_code == 400 and f"5000 keys; the limit is {MAX_KEYS}" in response.content.decode()
     kael = universe.lore_entries.get(entry_id="kael")
-    response = author_client.post(url(universe, "kael/edit/"), {"title": "Kaël", "kind": "character", "keys": many,
-                                                                "base_version": kael.version})
+    response = author_client.post(
+        url(universe, "kael/edit/"), {"title": "Kaël", "kind": "character", "keys": many, "base_version": kael.version}
+    )
     assert response.status_code == 400 and not LoreEntry.objects.filter(title="Hesper Vale").exists()
     assert universe.lore_entries.get(entry_id="kael").keys == []
 
@@ -201,8 +215,9 @@ def test_a_lore_edit_without_base_version_is_refused(author_client, htmx, univer
     kael = universe.lore_entries.get(entry_id="kael")
     services.lore_entry_update(entry=kael, user=author, text="A newer version.", base_version=kael.version)
     for extra in ({}, htmx):
-        response = author_client.post(url(universe, "kael/edit/"), {"title": "Kaël", "kind": "character",
-                                                                    "text": "Overwritten?"}, **extra)
+        response = author_client.post(
+            url(universe, "kael/edit/"), {"title": "Kaël", "kind": "character", "text": "Overwritten?"}, **extra
+        )
         assert "which version of the entry it started from (base_version)" in response.content.decode()
     kael.refresh_from_db()
     assert kael.text == "A newer version." and kael.version == 2

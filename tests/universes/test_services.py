@@ -1,11 +1,18 @@
 """Lore services: revisions, counts, embedding queue on commit, atomic bulk operations."""
+
 from __future__ import annotations
 
 import pytest
 from django.core.exceptions import ValidationError
 
 from studio.universes import services
-from studio.memory.embeddings.counting import TOKENIZER_METHOD, count_tokens, count_words, text_counts_many, token_method
+from studio.memory.embeddings.counting import (
+    TOKENIZER_METHOD,
+    count_tokens,
+    count_words,
+    text_counts_many,
+    token_method,
+)
 from studio.universes.models import LoreRevision
 from studio.world.models import EmbeddingState, LoreEntry
 
@@ -37,7 +44,9 @@ def test_bulk_delete_queues_one_sync(universe, author, sync_calls, django_captur
     assert sync_calls == [universe.pk]
 
 
-def test_nothing_is_queued_when_the_transaction_rolls_back(universe, author, sync_calls, django_capture_on_commit_callbacks):
+def test_nothing_is_queued_when_the_transaction_rolls_back(
+    universe, author, sync_calls, django_capture_on_commit_callbacks
+):
     from django.db import transaction
 
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
@@ -49,7 +58,9 @@ def test_nothing_is_queued_when_the_transaction_rolls_back(universe, author, syn
     assert not universe.lore_entries.filter(title="A").exists()
 
 
-def test_enqueue_failure_marks_pending_entries_failed(universe, author, monkeypatch, django_capture_on_commit_callbacks):
+def test_enqueue_failure_marks_pending_entries_failed(
+    universe, author, monkeypatch, django_capture_on_commit_callbacks
+):
     import studio.memory.jobs as jobs
 
     def boom(**kwargs):
@@ -113,7 +124,9 @@ def test_bulk_kind_change_is_one_revision_per_changed_entry(universe, author):
     assert revision.entry_id == "kael" and revision.before["kind"] == "character" and revision.after["kind"] == "place"
 
 
-def test_universe_delete_drops_vectors_after_commit(universe, game_save, fake_vectors, django_capture_on_commit_callbacks):
+def test_universe_delete_drops_vectors_after_commit(
+    universe, game_save, fake_vectors, django_capture_on_commit_callbacks
+):
     scope = universe.lore_scope_id
     with django_capture_on_commit_callbacks(execute=True):
         services.universe_delete(universe=universe)

@@ -1,4 +1,5 @@
 """The Universe-as-Code import page: create, diff preview, confirm, refusals."""
+
 from __future__ import annotations
 
 import re

@@ -1,4 +1,5 @@
 """Universe-as-Code: deterministic export, byte-identical round trip, precise errors, diff."""
+
 from __future__ import annotations
 
 import json
@@ -17,17 +18,27 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def rich_universe(universe, author):
-    UniverseMeta.objects.create(universe=universe, key="belief_missions", value=json.dumps({"Kaël": "Remembers debts."}))
+    UniverseMeta.objects.create(
+        universe=universe, key="belief_missions", value=json.dumps({"Kaël": "Remembers debts."})
+    )
     UniverseMeta.objects.create(universe=universe, key="zeta.custom", value="line one\nline two")
     UniverseMeta.objects.create(universe=universe, key="character_book", value='{"scan_depth": 4}')
     services.lore_entry_create(
-        universe=universe, user=author, title="The Guild", kind="faction",
+        universe=universe,
+        user=author,
+        title="The Guild",
+        kind="faction",
         text='Multi-line\n"quoted" text with \\ backslash and """ triple quotes.\n\ttab',
-        keys=["guild", "thieves"], links=list(universe.lore_entries.all()),
+        keys=["guild", "thieves"],
+        links=list(universe.lore_entries.all()),
         extensions={"sillytavern": {"uid": 7, "probability": None, "group": ""}},
     )
     services.lore_entry_create(
-        universe=universe, user=author, title="Relic", kind="item", text="Ünïcödé ✓",
+        universe=universe,
+        user=author,
+        title="Relic",
+        kind="item",
+        text="Ünïcödé ✓",
         extensions={"character_book": {"id": 3, "enabled": True, "insertion_order": 10}},
     )
     return universe
@@ -63,8 +74,16 @@ def test_reimport_into_same_universe_changes_nothing(rich_universe, author):
     first = export_universe(rich_universe)
     revisions = LoreRevision.objects.count()
     _, counts = services.universe_import_document(user=author, document=parse_document(first), universe=rich_universe)
-    assert counts == {"created": 0, "updated": 0, "unchanged": 4, "deleted": 0,
-                      "tests_created": 0, "tests_updated": 0, "tests_deleted": 0, "tests_unchanged": 0}
+    assert counts == {
+        "created": 0,
+        "updated": 0,
+        "unchanged": 4,
+        "deleted": 0,
+        "tests_created": 0,
+        "tests_updated": 0,
+        "tests_deleted": 0,
+        "tests_unchanged": 0,
+    }
     assert LoreRevision.objects.count() == revisions
     assert export_universe(rich_universe) == first
 
@@ -85,18 +104,21 @@ def test_import_overwrites_to_match_file(rich_universe, author):
     assert LoreRevision.objects.filter(entry_id="relic", action="delete").exists()
 
 
-@pytest.mark.parametrize("mutation, message", [
-    (lambda t: t.replace('kind = "place"', 'kind = "planet"'), "line 2"),
-    (lambda t: t.replace('text = "A harbour town."', "text = 42"), "text: expected a string"),
-    (lambda t: t.replace('format = "axiom-universe"', 'format = "other"'), "format"),
-    (lambda t: t.replace("version = 1", "version = 9"), "version"),
-    (lambda t: t + "\n[[lore]]\ntitle = \"No id\"\nkind = \"item\"\n", "entry_id: missing"),
-    (lambda t: t.replace('links = []', 'links = ["ghost"]', 1), "“ghost” is not an entry_id"),
-    (lambda t: t.replace('title = "Port Vey"', 'title = "Port Vey"\ncolour = "red"'), "unknown field"),
-    (lambda t: t.replace('name = "Test World"', 'name = "Test World'), "Not valid TOML"),
-    (lambda t: t.replace('entry_id = "port-vey"', 'entry_id = "kael"'), "used twice"),
-    (lambda t: t.replace('keys = []', 'keys = [1]', 1), "keys[0]: expected a string"),
-])
+@pytest.mark.parametrize(
+    "mutation, message",
+    [
+        (lambda t: t.replace('kind = "place"', 'kind = "planet"'), "line 2"),
+        (lambda t: t.replace('text = "A harbour town."', "text = 42"), "text: expected a string"),
+        (lambda t: t.replace('format = "axiom-universe"', 'format = "other"'), "format"),
+        (lambda t: t.replace("version = 1", "version = 9"), "version"),
+        (lambda t: t + '\n[[lore]]\ntitle = "No id"\nkind = "item"\n', "entry_id: missing"),
+        (lambda t: t.replace("links = []", 'links = ["ghost"]', 1), "“ghost” is not an entry_id"),
+        (lambda t: t.replace('title = "Port Vey"', 'title = "Port Vey"\ncolour = "red"'), "unknown field"),
+        (lambda t: t.replace('name = "Test World"', 'name = "Test World'), "Not valid TOML"),
+        (lambda t: t.replace('entry_id = "port-vey"', 'entry_id = "kael"'), "used twice"),
+        (lambda t: t.replace("keys = []", "keys = [1]", 1), "keys[0]: expected a string"),
+    ],
+)
 def test_errors_name_line_and_field_and_change_nothing(universe, mutation, message):
     text = export_universe(universe)
     bad = mutation(text)
@@ -137,8 +159,12 @@ _text = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_c
 
 
 @settings(max_examples=30)
-@given(title=_text.filter(lambda t: t.strip() == t and t), text=_text, key=_text.filter(lambda k: k.strip() == k and k),
-       extra=_text)
+@given(
+    title=_text.filter(lambda t: t.strip() == t and t),
+    text=_text,
+    key=_text.filter(lambda k: k.strip() == k and k),
+    extra=_text,
+)
 def test_round_trip_property(author, title, text, key, extra):
     universe = Universe.objects.create(name="P", slug="prop-world", owner=author)
     try:

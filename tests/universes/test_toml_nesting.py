@@ -1,4 +1,5 @@
 """Universe-as-Code files nested too deeply: the import's error message, never a RecursionError (500)."""
+
 from __future__ import annotations
 
 import json
@@ -41,7 +42,7 @@ def test_nesting_within_the_limit_reaches_the_usual_checks(universe):
 def test_deep_extensions_json_names_its_line(universe):
     text = fresh_copy(universe)
     deep = "[" * 50_000 + "]" * 50_000  # within the field's 200,000 characters
-    text = text.replace('entry_id = "port-vey"', f"entry_id = \"port-vey\"\nextensions_json = '{{\"x\": {deep}}}'", 1)
+    text = text.replace('entry_id = "port-vey"', f'entry_id = "port-vey"\nextensions_json = \'{{"x": {deep}}}\'', 1)
     with pytest.raises(ImportFormatError) as caught:
         parse_document(text)
     message = str(caught.value)
@@ -72,19 +73,25 @@ def test_the_import_page_answers_400_with_the_message_and_imports_nothing(client
 DEEP_JSON = "[" * 200_000 + "]" * 200_000
 
 
-@pytest.mark.parametrize(("chosen", "text"), [
-    ("sillytavern", '{"entries": {"0": {"key": ["x"], "content": "y", "extensions": {"deep": %s}}}}' % DEEP_JSON),
-    ("card", '{"spec": "chara_card_v2", "data": {"name": "Kael", "extensions": {"deep": %s}}}' % DEEP_JSON),
-    ("auto", '{"entries": {"0": {"key": ["x"], "content": "y", "extensions": {"deep": %s}}}}' % DEEP_JSON),
-    ("sillytavern", '{"entries": {"0": {"key": ["x"], "content": "y", "extensions": {"deep": %s}}}}'
-     % ("[" * 70 + "]" * 70)),  # parses, but deeper than the limit
-])
+@pytest.mark.parametrize(
+    ("chosen", "text"),
+    [
+        ("sillytavern", '{"entries": {"0": {"key": ["x"], "content": "y", "extensions": {"deep": %s}}}}' % DEEP_JSON),
+        ("card", '{"spec": "chara_card_v2", "data": {"name": "Kael", "extensions": {"deep": %s}}}' % DEEP_JSON),
+        ("auto", '{"entries": {"0": {"key": ["x"], "content": "y", "extensions": {"deep": %s}}}}' % DEEP_JSON),
+        (
+            "sillytavern",
+            '{"entries": {"0": {"key": ["x"], "content": "y", "extensions": {"deep": %s}}}}' % ("[" * 70 + "]" * 70),
+        ),  # parses, but deeper than the limit
+    ],
+)
 def test_a_deeply_nested_lore_file_is_the_import_error(client, author, universe, chosen, text):
     client.force_login(author)
     before = universe.lore_entries.count()
     upload = SimpleUploadedFile("deep.json", text.encode("utf-8"), content_type="application/json")
-    response = client.post(f"/universes/{universe.slug}/exchange/import/",
-                           {"file": upload, "format": chosen, "default_kind": "concept"})
+    response = client.post(
+        f"/universes/{universe.slug}/exchange/import/", {"file": upload, "format": chosen, "default_kind": "concept"}
+    )
     assert response.status_code == 400
     assert NESTING_MESSAGE in response.content.decode()
     assert universe.lore_entries.count() == before

@@ -1,4 +1,5 @@
 """Universe pages: list, create, rename, delete; access rules."""
+
 from __future__ import annotations
 
 import pytest
@@ -55,8 +56,12 @@ def test_playtester_cannot_create_or_edit(client, playtester, universe):
 
 def test_outsider_gets_404_not_403(client, outsider, universe):
     client.force_login(outsider)
-    for url in [f"/universes/{universe.slug}/", f"/universes/{universe.slug}/lore/",
-                f"/universes/{universe.slug}/lore/kael/", f"/universes/{universe.slug}/missions/"]:
+    for url in [
+        f"/universes/{universe.slug}/",
+        f"/universes/{universe.slug}/lore/",
+        f"/universes/{universe.slug}/lore/kael/",
+        f"/universes/{universe.slug}/missions/",
+    ]:
         assert client.get(url).status_code == 404
 
 
@@ -66,7 +71,9 @@ def test_non_member_author_gets_404_on_writes(client, db, universe):
     other = User.objects.create_user("other-author", password="pw")
     other.groups.add(Group.objects.get_or_create(name="Authors")[0])
     client.force_login(other)
-    assert client.post(f"/universes/{universe.slug}/lore/new/", {"new-title": "X", "new-kind": "place"}).status_code == 404
+    assert (
+        client.post(f"/universes/{universe.slug}/lore/new/", {"new-title": "X", "new-kind": "place"}).status_code == 404
+    )
     assert not universe.lore_entries.filter(title="X").exists()
 
 

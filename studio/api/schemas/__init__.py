@@ -15,6 +15,7 @@ validates real responses against the generated document, so the two cannot drift
 One package, three modules: `fields` (the shared field types), `requests` (query strings and
 request bodies) and `responses`. Callers import from here (`from studio.api import schemas as S`).
 """
+
 from __future__ import annotations
 
 from studio.api.schemas.fields import (

@@ -1,5 +1,6 @@
 """Field types the API's requests and responses share: strict JSON values, text without NUL, the
 enumerations (memory modes, job kinds and statuses, trends)."""
+
 from __future__ import annotations
 
 import json
@@ -40,11 +41,14 @@ Bool = Annotated[bool, Strict()]
 JsonObject = Annotated[dict[str, Any], Strict(), AfterValidator(_object_without_nul)]
 QueryText = Annotated[str, AfterValidator(_no_nul)]
 QueryInt = Optional[int]
-TermList = Annotated[list[Annotated[Text, Field(max_length=LIMITS.focus_term_chars)]], Field(max_length=LIMITS.focus_terms)]
+TermList = Annotated[
+    list[Annotated[Text, Field(max_length=LIMITS.focus_term_chars)]], Field(max_length=LIMITS.focus_terms)
+]
 QueryTermList = Optional[list[QueryText]]
 
 MemoryModeName = Literal["classic", "living"]
 JobStatusName = Literal["queued", "running", "done", "failed", "skipped", "paused"]
-JobKindName = Literal["sync_lore", "embed_turn", "living_turn", "refresh_models", "vector_rollback", "fork_vectors",
-                      "summarize_chapter"]
+JobKindName = Literal[
+    "sync_lore", "embed_turn", "living_turn", "refresh_models", "vector_rollback", "fork_vectors", "summarize_chapter"
+]
 TrendName = Literal["new", "strengthening", "weakening", "stale", "stable"]

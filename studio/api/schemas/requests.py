@@ -1,4 +1,5 @@
 """The API's query strings and request bodies (validated by django-ninja before a view runs)."""
+
 from __future__ import annotations
 
 from typing import Any, Literal, Optional
@@ -109,9 +110,11 @@ class TurnAppend(Schema):
     player_input: limited("turn.player_input") = ""
     narrative: limited("turn.narrative")
     state: Optional[JsonObject] = Field(
-        None, description="The game state after the turn (State_Cache). Who knows what (docs/knowledge.md): "
-                          "`present` (names on scene; else carried from the previous turn until `location` changes) "
-                          "and `reveals` ([{to, entry | fact, from}]) are recorded with the turn.")
+        None,
+        description="The game state after the turn (State_Cache). Who knows what (docs/knowledge.md): "
+        "`present` (names on scene; else carried from the previous turn until `location` changes) "
+        "and `reveals` ([{to, entry | fact, from}]) are recorded with the turn.",
+    )
     turn_id: Optional[Int] = Field(
         None, ge=1, description="Optional: the turn this should become; 409 unless it is current_turn + 1."
     )
@@ -135,11 +138,14 @@ class QueryRequest(_Recordable):
     focus_terms: Optional[TermList] = Field(
         None, description="Here-and-now terms (location, characters on scene) that boost chunks naming them."
     )
-    chunk_type: Optional[Text] = Field(None, max_length=LIMITS.chunk_type_chars, description="Only chunks of this type, e.g. lore.")
+    chunk_type: Optional[Text] = Field(
+        None, max_length=LIMITS.chunk_type_chars, description="Only chunks of this type, e.g. lore."
+    )
     exclude_chunk_type: Optional[Text] = Field(None, max_length=LIMITS.chunk_type_chars)
     expand_links: Bool = Field(False, description="Also return the lore entries each lore hit links to (one hop).")
     pov: Optional[TermList] = Field(
-        None, description="Only hits these characters know (docs/knowledge.md); `pov_left_out` says why for the rest.")
+        None, description="Only hits these characters know (docs/knowledge.md); `pov_left_out` says why for the rest."
+    )
 
 
 class QueryQuery(QuerySchema):
@@ -157,9 +163,13 @@ class QueryQuery(QuerySchema):
     record: bool = False
 
 
-BUDGET_HELP = "Tokens of memory; absent: the narrator's (the universe's context_budget, else 2,000), as the narrator reads it."
-POV_HELP = ("Characters whose point of view the context adds (what each knows; secrets marked narrator-only); "
-            "[] (or `none` in a query string) for none; absent: the characters on scene. docs/knowledge.md.")
+BUDGET_HELP = (
+    "Tokens of memory; absent: the narrator's (the universe's context_budget, else 2,000), as the narrator reads it."
+)
+POV_HELP = (
+    "Characters whose point of view the context adds (what each knows; secrets marked narrator-only); "
+    "[] (or `none` in a query string) for none; absent: the characters on scene. docs/knowledge.md."
+)
 
 
 def pov_names(names) -> tuple[str, ...] | None:
@@ -175,7 +185,9 @@ class ContextRequest(_Recordable):
     query_text: Text = Field("", max_length=LIMITS.query_text_chars, description="Usually the player's input.")
     focus_terms: Optional[TermList] = None
     pov: Optional[TermList] = Field(None, description=POV_HELP)
-    token_budget: Optional[Int] = Field(None, ge=LIMITS.token_budget_min, le=LIMITS.token_budget_max, description=BUDGET_HELP)
+    token_budget: Optional[Int] = Field(
+        None, ge=LIMITS.token_budget_min, le=LIMITS.token_budget_max, description=BUDGET_HELP
+    )
     k_narrative: Int = Field(DEFAULT_K_NARRATIVE, ge=LIMITS.k_min, le=LIMITS.k_max)
     k_lore: Int = Field(DEFAULT_K_LORE, ge=LIMITS.k_min, le=LIMITS.k_max)
 
@@ -184,7 +196,9 @@ class ContextQuery(QuerySchema):
     query_text: QueryText = Field("", max_length=LIMITS.query_text_chars)
     focus_terms: QueryTermList = Field(None, max_length=LIMITS.focus_terms)
     pov: QueryTermList = Field(None, max_length=LIMITS.focus_terms, description=POV_HELP)
-    token_budget: QueryInt = Field(None, ge=LIMITS.token_budget_min, le=LIMITS.token_budget_max, description=BUDGET_HELP)
+    token_budget: QueryInt = Field(
+        None, ge=LIMITS.token_budget_min, le=LIMITS.token_budget_max, description=BUDGET_HELP
+    )
     k_narrative: QueryInt = Field(DEFAULT_K_NARRATIVE, ge=LIMITS.k_min, le=LIMITS.k_max)
     k_lore: QueryInt = Field(DEFAULT_K_LORE, ge=LIMITS.k_min, le=LIMITS.k_max)
     record: bool = False
@@ -205,11 +219,15 @@ class ForkRequest(Schema):
 class NarrateRequest(Schema):
     player_input: Text = Field(..., max_length=4000, description="The player's action.")
     pov: Optional[TermList] = Field(
-        None, description="Characters whose point of view the memory carries (docs/knowledge.md); [] for none; "
-                          "absent: those on scene.")
+        None,
+        description="Characters whose point of view the memory carries (docs/knowledge.md); [] for none; "
+        "absent: those on scene.",
+    )
     present: Optional[TermList] = Field(
-        None, description="Who is on scene for this turn (names or Lore Book keys); used as the point of view when "
-                          "`pov` is absent. Send it again in the state (`present`) when the turn is appended.")
+        None,
+        description="Who is on scene for this turn (names or Lore Book keys); used as the point of view when "
+        "`pov` is absent. Send it again in the state (`present`) when the turn is appended.",
+    )
     stream: Bool = Field(
         False, description="Answer as server-sent events (as does `Accept: text/event-stream`); see docs/api.md."
     )

@@ -1,5 +1,6 @@
 """The API's response schemas: what the views' plain dicts (`studio.api.serializers`) hold, for the
 OpenAPI document; tests/api/test_openapi.py validates real responses against them."""
+
 from __future__ import annotations
 
 from typing import Any, Literal, Optional
@@ -18,7 +19,9 @@ Time = Optional[str]
 class ErrorBody(Schema):
     code: str = Field(..., description="Stable machine-readable code, e.g. validation_error.")
     message: str = Field(..., description="What went wrong, for a person.")
-    details: dict[str, Any] = Field(..., description="For validation errors: {field: [messages]}; otherwise extra context.")
+    details: dict[str, Any] = Field(
+        ..., description="For validation errors: {field: [messages]}; otherwise extra context."
+    )
 
 
 class Error(Schema):
@@ -55,8 +58,11 @@ class Universe(Schema):
     slug: str
     name: str
     description: str = ""
-    persona: Persona = Field(default_factory=Persona, description="The player persona play reads (universe meta "
-                             "player_character / player_description; an old one-value name is split).")
+    persona: Persona = Field(
+        default_factory=Persona,
+        description="The player persona play reads (universe meta "
+        "player_character / player_description; an old one-value name is split).",
+    )
     created_at: Time = None
     updated_at: Time = None
 
@@ -211,44 +217,63 @@ class QueryResult(Schema):
     current_turn_id: int
     results: list[Chunk]
     warnings: list[str] = Field(..., description="Degradations, e.g. a retrieval arm was down.")
-    stats: dict[str, Any] = Field(..., description=(
-        "What the search did: stage timings (ms), corpus and arm sizes, arm availability, the arms skipped and why, "
-        'the time the query names and the turns preferred for it (named_time, docs/retrieval.md "Named time").'))
+    stats: dict[str, Any] = Field(
+        ...,
+        description=(
+            "What the search did: stage timings (ms), corpus and arm sizes, arm availability, the arms skipped and why, "
+            'the time the query names and the turns preferred for it (named_time, docs/retrieval.md "Named time").'
+        ),
+    )
 
 
 class ContextItem(Schema):
     model_config = ConfigDict(extra="allow")
     layer: Literal["story", "chapter", "mental_model", "belief", "fact", "narrative", "lore"] = Field(
-        ..., description="The memory layer (studio.memory.recall.layout.LAYERS); items come in the order the "
-                         "prompt prints them (the layout's sections).")
+        ...,
+        description="The memory layer (studio.memory.recall.layout.LAYERS); items come in the order the "
+        "prompt prints them (the layout's sections).",
+    )
     text: str
     tokens: int
     reason: str = ""
     why: dict[str, Any] = {}
     ref: dict[str, Any] = {}
     included: bool
-    cut: str = Field("", description="Why an item was left out whole (over budget or its layer's share); empty when included.")
-    policy: dict[str, Any] = Field({}, description="Its budget policy: section, share class, offer tier and rank, recall, "
-                                                   "refill, protected, outside_budget, per_action (docs/architecture.md).")
+    cut: str = Field(
+        "", description="Why an item was left out whole (over budget or its layer's share); empty when included."
+    )
+    policy: dict[str, Any] = Field(
+        {},
+        description="Its budget policy: section, share class, offer tier and rank, recall, "
+        "refill, protected, outside_budget, per_action (docs/architecture.md).",
+    )
 
 
 class LoreExplanation(Schema):
     model_config = ConfigDict(extra="allow")
     entry_id: str
     title: str
-    included: bool = Field(..., description="In the assembled context (activated or found by meaning, and within the budget).")
+    included: bool = Field(
+        ..., description="In the assembled context (activated or found by meaning, and within the budget)."
+    )
     activated: bool = Field(..., description="Activated by the Lore Book's rules for the next turn.")
-    code: str = Field(..., description="The activation decision: constant, key, recursion, sticky, cooldown, ... (docs/lore.md).")
+    code: str = Field(
+        ..., description="The activation decision: constant, key, recursion, sticky, cooldown, ... (docs/lore.md)."
+    )
     reasons: list[str] = Field(..., description="The activation decision in sentences.")
     matched_key: str = ""
-    matched_in: str = Field("", description="Where the key matched: the pending input, turn N, or an entry's text (recursion).")
+    matched_in: str = Field(
+        "", description="Where the key matched: the pending input, turn N, or an entry's text (recursion)."
+    )
     via_entry: str = Field("", description="The entry whose text activated this one (recursion).")
     pass_index: Optional[int] = None
     roll: Optional[float] = Field(None, description="Probability roll (0-100) when one was drawn.")
     threshold: Optional[float] = Field(None, description="The entry's probability.")
     group: str = ""
     rivals: list[str] = Field([], description="Entry ids it won its inclusion group against, or lost to.")
-    regex_timeouts: list[str] = Field([], description="Regex keys whose search ran past its time limit (counted as not matching).")
+    regex_timeouts: list[str] = Field(
+        [], description="Regex keys whose search ran past its time limit (counted as not matching)."
+    )
     semantic_rank: Optional[int] = Field(None, description="Rank among the lore found by meaning, when it was found.")
     context: list[str] = Field(..., description="What the context did: semantic rank, budget decision.")
 
@@ -261,35 +286,59 @@ class MemoryContext(Schema):
     focus_terms: list[str] = []
     subjects: list[str] = Field([], description="The subject keys the living memory's layers read (lower-cased).")
     focus: list[dict[str, Any]] = Field(
-        [], description="Who is in focus, each once: `name` (a character's Lore Book title), `key`, `why`, the `term` "
-                        "that named it, the `entry_id` it resolved to and `by` what (its title, one of its keys, a part "
-                        "of its title), and every subject `keys` it answers to (docs/playtesting.md).")
+        [],
+        description="Who is in focus, each once: `name` (a character's Lore Book title), `key`, `why`, the `term` "
+        "that named it, the `entry_id` it resolved to and `by` what (its title, one of its keys, a part "
+        "of its title), and every subject `keys` it answers to (docs/playtesting.md).",
+    )
     token_budget: int
     used_tokens: int
     cut_tokens: int = 0
     items: list[ContextItem]
-    text: str = Field(..., description="The memory as the narrator's prompt carries it, byte for byte (the one renderer: "
-                                       "sections, marks, story-time headings).")
+    text: str = Field(
+        ...,
+        description="The memory as the narrator's prompt carries it, byte for byte (the one renderer: "
+        "sections, marks, story-time headings).",
+    )
     text_tokens: int = Field(0, description="The tokens of `text` (the budget's counter).")
     parts: list[dict[str, Any]] = Field([], description="`text`'s sections in order: section, tokens, per_action.")
-    policy: Optional[dict[str, Any]] = Field(None, description="Every knob the context was built with (studio.memory.recall.policy).")
+    policy: Optional[dict[str, Any]] = Field(
+        None, description="Every knob the context was built with (studio.memory.recall.policy)."
+    )
     timings: dict[str, float] = {}
     notes: list[str] = []
-    shares: dict[str, int] = Field({}, description="Budget share per class (percent of token_budget; Universe_Meta context_share_*).")
-    reserve_recall: int = Field(0, description="Percent of token_budget kept for what the action recalls until it has been "
-                                               "offered (Universe_Meta context_reserve_recall; docs/long-play.md).")
-    cap_recall: int | None = Field(None, description="Percent of token_budget that what changes with each action (what it "
-                                                     "recalled, lore its turn activated) may use in all, or null: no cap "
-                                                     "(Universe_Meta context_cap_recall; docs/long-play.md).")
+    shares: dict[str, int] = Field(
+        {}, description="Budget share per class (percent of token_budget; Universe_Meta context_share_*)."
+    )
+    reserve_recall: int = Field(
+        0,
+        description="Percent of token_budget kept for what the action recalls until it has been "
+        "offered (Universe_Meta context_reserve_recall; docs/long-play.md).",
+    )
+    cap_recall: int | None = Field(
+        None,
+        description="Percent of token_budget that what changes with each action (what it "
+        "recalled, lore its turn activated) may use in all, or null: no cap "
+        "(Universe_Meta context_cap_recall; docs/long-play.md).",
+    )
     macros: dict[str, str] = Field({}, description="Who {{user}} and {{char}} are in the item texts.")
-    queries: list[dict[str, Any]] = Field([], description="The two vector queries (narrative, lore) as Lore replay records them.")
-    lore_explain: list[LoreExplanation] = Field(..., description="One record per entry of the save's Lore Book, in book order.")
-    shown_turns: list[int] = Field([], description="The turns the story so far shows in full (layer `chapter`: the open "
-                                                   "chapter's window), oldest first (docs/long-play.md).")
+    queries: list[dict[str, Any]] = Field(
+        [], description="The two vector queries (narrative, lore) as Lore replay records them."
+    )
+    lore_explain: list[LoreExplanation] = Field(
+        ..., description="One record per entry of the save's Lore Book, in book order."
+    )
+    shown_turns: list[int] = Field(
+        [],
+        description="The turns the story so far shows in full (layer `chapter`: the open "
+        "chapter's window), oldest first (docs/long-play.md).",
+    )
     chapter_start: int = Field(1, description="The open chapter's first turn.")
     pov: Optional[dict[str, Any]] = Field(
-        None, description="Who knows what: the characters on scene, their sections, the narrator-only items and "
-                          "one explain record per (item, character) (docs/knowledge.md).")
+        None,
+        description="Who knows what: the characters on scene, their sections, the narrator-only items and "
+        "one explain record per (item, character) (docs/knowledge.md).",
+    )
 
 
 class PromptOut(Schema):

@@ -1,4 +1,5 @@
 """Beliefs by subject with trend badges, and one belief's page (evidence chart, history)."""
+
 from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
@@ -19,7 +20,9 @@ def beliefs(request: HttpRequest, save_id: str) -> HttpResponse:
     subject = request.GET.get("subject")
     subject_key = subject_key_for(subject) if subject is not None else None
     search = request.GET.get("q", "").strip()[:200]
-    page = belief_page(game_save=game_save, subject_key=subject_key, search=search, page_number=request.GET.get("page", 1))
+    page = belief_page(
+        game_save=game_save, subject_key=subject_key, search=search, page_number=request.GET.get("page", 1)
+    )
     context = save_page_context(request, game_save, "beliefs")
     context.update(
         {
@@ -38,7 +41,9 @@ def belief_detail(request: HttpRequest, save_id: str, observation_id: int) -> Ht
     """One belief: its trend, its evidence over turns (SVG) and its history trail."""
     game_save = save_for(user=request.user, save_id=save_id)
     belief = belief_get(game_save=game_save, observation_id=observation_id)
-    chart = evidence_chart(source_turns=source_turns(belief), history=belief.history or [], now_turn=game_save.current_turn)
+    chart = evidence_chart(
+        source_turns=source_turns(belief), history=belief.history or [], now_turn=game_save.current_turn
+    )
     context = save_page_context(request, game_save, "beliefs")
     context.update(
         {

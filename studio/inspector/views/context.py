@@ -7,6 +7,7 @@ known characters named (the API answers the same 400). "Record for lore replay" 
 playtester role) that assembles the same context and stores its two queries; htmx gets the
 result fragment back, a plain form a redirect to the GET of the same parameters.
 """
+
 from __future__ import annotations
 
 from urllib.parse import urlencode
@@ -34,25 +35,53 @@ from studio.saves.views.saves import save_page_context
 
 PARAMS = ("q", "focus", "budget", "k_narrative", "k_lore", "pov")
 # The form's fields and the ContextParams fields they fill.
-FIELD_FOR = {"query_text": "q", "focus_terms": "focus", "token_budget": "budget", "k_narrative": "k_narrative",
-             "k_lore": "k_lore", "pov": "pov"}
+FIELD_FOR = {
+    "query_text": "q",
+    "focus_terms": "focus",
+    "token_budget": "budget",
+    "k_narrative": "k_narrative",
+    "k_lore": "k_lore",
+    "pov": "pov",
+}
 NO_POV = {"none", "off", "-"}
 
 
 class ContextForm(forms.Form):
-    q = forms.CharField(required=False, max_length=LIMITS.query_text_chars, label="Next player input",
-                        widget=forms.Textarea(attrs={"rows": 2}))
-    focus = forms.CharField(required=False, label="Focus terms",
-                            help_text="On-scene names and the place, comma separated. Empty: the narrator's focus, the player character.")
-    budget = forms.IntegerField(required=False, min_value=LIMITS.token_budget_min, max_value=LIMITS.token_budget_max,
-                                initial=DEFAULT_TOKEN_BUDGET, label="Token budget")
-    k_narrative = forms.IntegerField(required=False, min_value=LIMITS.k_min, max_value=LIMITS.k_max,
-                                     initial=DEFAULT_K_NARRATIVE, label="Narrative chunks")
-    k_lore = forms.IntegerField(required=False, min_value=LIMITS.k_min, max_value=LIMITS.k_max,
-                                initial=DEFAULT_K_LORE, label="Lore entries")
-    pov = forms.CharField(required=False, max_length=2000, label="Point of view",
-                          help_text="Characters whose knowledge the narrator is given, comma separated. Empty: "
-                                    "those on scene (present, named in the input, in focus); “none”: no point of view.")
+    q = forms.CharField(
+        required=False,
+        max_length=LIMITS.query_text_chars,
+        label="Next player input",
+        widget=forms.Textarea(attrs={"rows": 2}),
+    )
+    focus = forms.CharField(
+        required=False,
+        label="Focus terms",
+        help_text="On-scene names and the place, comma separated. Empty: the narrator's focus, the player character.",
+    )
+    budget = forms.IntegerField(
+        required=False,
+        min_value=LIMITS.token_budget_min,
+        max_value=LIMITS.token_budget_max,
+        initial=DEFAULT_TOKEN_BUDGET,
+        label="Token budget",
+    )
+    k_narrative = forms.IntegerField(
+        required=False,
+        min_value=LIMITS.k_min,
+        max_value=LIMITS.k_max,
+        initial=DEFAULT_K_NARRATIVE,
+        label="Narrative chunks",
+    )
+    k_lore = forms.IntegerField(
+        required=False, min_value=LIMITS.k_min, max_value=LIMITS.k_max, initial=DEFAULT_K_LORE, label="Lore entries"
+    )
+    pov = forms.CharField(
+        required=False,
+        max_length=2000,
+        label="Point of view",
+        help_text="Characters whose knowledge the narrator is given, comma separated. Empty: "
+        "those on scene (present, named in the input, in focus); “none”: no point of view.",
+    )
 
     def __init__(self, *args, default_budget: int = DEFAULT_TOKEN_BUDGET, **kwargs):
         """`default_budget`: the budget when the field is left empty (the views give the narrator's)."""
@@ -98,9 +127,15 @@ def _default_query(game_save) -> str:
 
 def _page(request: HttpRequest, game_save, form: ContextForm, memory_context=None, recorded: int = 0) -> HttpResponse:
     context = save_page_context(request, game_save, "context")
-    context.update({"form": form, "memory_context": memory_context, "recorded": recorded,
-                    "default_focus": default_focus(game_save),
-                    "pov_choices": character_index(game_save.universe, save=game_save).all_characters()})
+    context.update(
+        {
+            "form": form,
+            "memory_context": memory_context,
+            "recorded": recorded,
+            "default_focus": default_focus(game_save),
+            "pov_choices": character_index(game_save.universe, save=game_save).all_characters(),
+        }
+    )
     template = "memory/context.html#context-result" if request.htmx else "memory/context.html"
     return render(request, template, context)
 
@@ -123,8 +158,12 @@ def context_viewer(request: HttpRequest, save_id: str) -> HttpResponse:
 def _assembled(form: ContextForm, *, game_save, universe_meta, record_source: str | None = None):
     """The context for the form's parameters, or None with the form's errors (a point of view no character answers to)."""
     try:
-        return next_turn_context(game_save=game_save, params=form.cleaned_data["params"], universe_meta=universe_meta,
-                                 record_source=record_source)
+        return next_turn_context(
+            game_save=game_save,
+            params=form.cleaned_data["params"],
+            universe_meta=universe_meta,
+            record_source=record_source,
+        )
     except InvalidParameters as exc:
         for name, message in exc.errors.items():
             form.add_error(FIELD_FOR.get(name), message)

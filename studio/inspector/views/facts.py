@@ -1,4 +1,5 @@
 """Facts browser: filter by turn range, entity and type, search statements."""
+
 from __future__ import annotations
 
 from django.core.paginator import Paginator

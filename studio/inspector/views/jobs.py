@@ -1,4 +1,5 @@
 """A save's background jobs: live status (htmx polling that stops when idle) and retry; what the spend guards count."""
+
 from __future__ import annotations
 
 from django.contrib import messages
@@ -68,8 +69,11 @@ def _spending(request: HttpRequest, game_save) -> dict:
     return {
         "save_spend": spend_status(game_save_id=game_save.pk),
         "user_spend": user_spend_status(user_id=request.user.pk),
-        "request_calls": list(LLMCall.objects.filter(game_save=game_save, job__isnull=True)
-                              .select_related("user").order_by("-created_at", "-id")[:CALLS_SHOWN]),
+        "request_calls": list(
+            LLMCall.objects.filter(game_save=game_save, job__isnull=True)
+            .select_related("user")
+            .order_by("-created_at", "-id")[:CALLS_SHOWN]
+        ),
     }
 
 
@@ -89,11 +93,13 @@ def save_job_detail(request: HttpRequest, save_id: str, job_id: int) -> HttpResp
     if job is None:
         raise Http404("No such job.")
     context = save_page_context(request, game_save, "jobs")
-    context.update({
-        "job": job,
-        "llm_calls": list(LLMCall.objects.filter(job=job).order_by("created_at", "id")),
-        "layer_hint": LAYER_HINTS.get(job.kind, ""),
-    })
+    context.update(
+        {
+            "job": job,
+            "llm_calls": list(LLMCall.objects.filter(job=job).order_by("created_at", "id")),
+            "layer_hint": LAYER_HINTS.get(job.kind, ""),
+        }
+    )
     return render(request, "memory/job.html", context)
 
 

@@ -6,6 +6,7 @@ so the page at N after a rewind shows what it showed at N before); every write t
 knowledge services, which check the turn and the names. Reading needs the save; editing
 needs the Playtester role (`Access.PLAY`).
 """
+
 from __future__ import annotations
 
 from django.contrib import messages
@@ -33,7 +34,9 @@ def _with_titles(game_save, reveals) -> list:
     """The reveals with `entry_title`: a lore reveal is shown by its entry's title (one query for the page)."""
     reveals = list(reveals)
     ids = {r.entry_id for r in reveals if r.entry_id}
-    titles = dict(game_save.universe.lore_entries.filter(entry_id__in=ids).values_list("entry_id", "title")) if ids else {}
+    titles = (
+        dict(game_save.universe.lore_entries.filter(entry_id__in=ids).values_list("entry_id", "title")) if ids else {}
+    )
     for reveal in reveals:
         reveal.entry_title = titles.get(reveal.entry_id, "")
     return reveals
@@ -46,15 +49,23 @@ def knowledge(request: HttpRequest, save_id: str) -> HttpResponse:
     table = knowledge_at(game_save, turn=turn)
     counts = table.counts()  # one pass over the table's cells, not one per character
     context = save_page_context(request, game_save, "knowledge")
-    context.update({
-        "turn": turn,
-        "table": table,
-        "summary": [{"name": name, "present": name in table.presence.get(turn, []), **counts[name]}
-                    for name in table.characters],
-        "reveals": _with_titles(game_save, Reveal.objects.filter(game_save=game_save, turn_id__lte=turn)
-                                .select_related("fact").order_by("turn_id", "id")),
-        "entries": [(s["entry_id"], s["title"]) for s in table.secrets],
-    })
+    context.update(
+        {
+            "turn": turn,
+            "table": table,
+            "summary": [
+                {"name": name, "present": name in table.presence.get(turn, []), **counts[name]}
+                for name in table.characters
+            ],
+            "reveals": _with_titles(
+                game_save,
+                Reveal.objects.filter(game_save=game_save, turn_id__lte=turn)
+                .select_related("fact")
+                .order_by("turn_id", "id"),
+            ),
+            "entries": [(s["entry_id"], s["title"]) for s in table.secrets],
+        }
+    )
     template = "memory/knowledge.html#knowledge-table" if request.htmx else "memory/knowledge.html"
     return render(request, template, context)
 
@@ -79,8 +90,9 @@ def presence_edit(request: HttpRequest, save_id: str, turn_id: int) -> HttpRespo
     except ValueError as exc:
         error = str(exc)
     if request.htmx:
-        response = render(request, "memory/presence_fragment.html",
-                          {"save": game_save, "turn_id": turn_id, "error": error})
+        response = render(
+            request, "memory/presence_fragment.html", {"save": game_save, "turn_id": turn_id, "error": error}
+        )
         return response
     if error:
         messages.error(request, error)
@@ -113,8 +125,14 @@ def reveal_create(request: HttpRequest, save_id: str) -> HttpResponse:
             fact_id, entry_id = None, ident
         else:
             raise ValueError("choose a fact or a lore entry to reveal")
-        reveal_add(game_save=game_save, turn_id=int(turn), character=request.POST.get("character", ""),
-                   fact_id=fact_id, entry_id=entry_id, told_by=request.POST.get("told_by", "").strip())
+        reveal_add(
+            game_save=game_save,
+            turn_id=int(turn),
+            character=request.POST.get("character", ""),
+            fact_id=fact_id,
+            entry_id=entry_id,
+            told_by=request.POST.get("told_by", "").strip(),
+        )
         messages.success(request, "Reveal added.")
     except ValueError as exc:
         messages.error(request, f"Reveal not added: {exc}")

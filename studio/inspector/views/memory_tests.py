@@ -11,6 +11,7 @@ without JavaScript):
   each verdict with the explain records behind it; "Run" judges the tests on one save or on
   every save at their current turns and records the results there (playtesters may run).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -37,11 +38,20 @@ from studio.universes.memory_tests.spec import (
 )
 
 COMMON_FIELDS = [
-    {"name": "name", "label": "Name", "type": "name", "help": "A slug, unique in the universe (letters, digits, - and _).",
-     "required": True},
+    {
+        "name": "name",
+        "label": "Name",
+        "type": "name",
+        "help": "A slug, unique in the universe (letters, digits, - and _).",
+        "required": True,
+    },
     {"name": "turn", "label": "From turn", "type": "int", "help": "The test holds at or after this turn (0: always)."},
-    {"name": "until", "label": "Up to turn", "type": "int",
-     "help": "Optional: a save past this turn is not judged (no finding: the last turn of the range)."},
+    {
+        "name": "until",
+        "label": "Up to turn",
+        "type": "int",
+        "help": "Optional: a save past this turn is not judged (no finding: the last turn of the range).",
+    },
     {"name": "description", "label": "Description", "type": "text", "help": "Optional: why the test matters."},
 ]
 
@@ -60,17 +70,32 @@ def _form(kind: str, values: dict[str, Any], errors: dict[str, list[str]], origi
     """The form's state: the kind, its fields with their values (as typed) and errors, the test it edits."""
     fields = [dict(f, carry=True) for f in COMMON_FIELDS]  # kept when the kind changes
     for spec_field in KIND_FIELDS[kind]:
-        fields.append({"name": spec_field.name, "label": spec_field.label, "type": spec_field.type,
-                       "help": spec_field.help, "required": spec_field.required,
-                       "choices": spec_field.choices or (("true", "false") if spec_field.type == "bool" else ()),
-                       "default": _text(spec_field.default)})
+        fields.append(
+            {
+                "name": spec_field.name,
+                "label": spec_field.label,
+                "type": spec_field.type,
+                "help": spec_field.help,
+                "required": spec_field.required,
+                "choices": spec_field.choices or (("true", "false") if spec_field.type == "bool" else ()),
+                "default": _text(spec_field.default),
+            }
+        )
     for f in fields:
         f["value"] = _text(values.get(f["name"], f.get("default", "")))
         f["errors"] = errors.get(f["name"], [])
     known = {f["name"] for f in fields} | {"kind"}
     others = [f"{name}: {' '.join(messages)}" for name, messages in errors.items() if name not in known]
-    return {"kind": kind, "kind_label": KIND_LABELS[kind], "fields": fields, "errors": errors, "other_errors": others,
-            "original": original, "kinds": [(k, KIND_LABELS[k]) for k in KINDS], "trends": TRENDS}
+    return {
+        "kind": kind,
+        "kind_label": KIND_LABELS[kind],
+        "fields": fields,
+        "errors": errors,
+        "other_errors": others,
+        "original": original,
+        "kinds": [(k, KIND_LABELS[k]) for k in KINDS],
+        "trends": TRENDS,
+    }
 
 
 def _results(universe, *, save_id: str = "", turn: int | None = None) -> list[dict]:
@@ -85,14 +110,32 @@ def _results(universe, *, save_id: str = "", turn: int | None = None) -> list[di
                 sentence = parse_spec(row.definition).sentence()
             except SpecError:
                 sentence = ""
-            results.append({"name": row.name, "verdict": row.verdict, "summary": row.summary, "sentence": sentence,
-                            "explain": [{"record": r.get("record", ""), "fields": [(k, _text(v)) for k, v in r.items()
-                                                                                   if k != "record"]}
-                                        for r in row.explain],
-                            "badge": {"pass": "ok", "fail": "bad", "error": "bad"}.get(row.verdict, "skipped")})
-        out.append({"save": game_save, "turn": recorded_turn, "asked": asked, "results": results,
-                    "failed": sum(1 for r in results if r["verdict"] in ("fail", "error")),
-                    "history": result_turns(game_save=game_save)})
+            results.append(
+                {
+                    "name": row.name,
+                    "verdict": row.verdict,
+                    "summary": row.summary,
+                    "sentence": sentence,
+                    "explain": [
+                        {
+                            "record": r.get("record", ""),
+                            "fields": [(k, _text(v)) for k, v in r.items() if k != "record"],
+                        }
+                        for r in row.explain
+                    ],
+                    "badge": {"pass": "ok", "fail": "bad", "error": "bad"}.get(row.verdict, "skipped"),
+                }
+            )
+        out.append(
+            {
+                "save": game_save,
+                "turn": recorded_turn,
+                "asked": asked,
+                "results": results,
+                "failed": sum(1 for r in results if r["verdict"] in ("fail", "error")),
+                "history": result_turns(game_save=game_save),
+            }
+        )
     return out
 
 
@@ -102,10 +145,14 @@ def _context(request, universe, *, form: dict | None = None, note: str = "", err
     turn_param = request.GET.get("turn", "")
     turn = int(turn_param) if turn_param.isdigit() else None
     return {
-        "universe": universe, "section": "tests", "can_edit": may(request.user, Access.EDIT),
+        "universe": universe,
+        "section": "tests",
+        "can_edit": may(request.user, Access.EDIT),
         "can_run": may(request.user, Access.PLAY),
         "tests": [{"test": t, "sentence": t.spec.sentence()} for t in tests],
-        "form": form or _form("knows", {}, {}), "note": note, "error": error,
+        "form": form or _form("knows", {}, {}),
+        "note": note,
+        "error": error,
         "saves": _results(universe, save_id=save_id, turn=turn),
     }
 
@@ -131,11 +178,15 @@ def universe_tests(request: HttpRequest, slug: str) -> HttpResponse:
 
 def _answer(request, universe, *, note: str = "", error: str = "", form: dict | None = None, status: int = 200):
     if request.htmx:
-        return render(request, "memory/universe_tests.html#tests-panel",
-                      _context(request, universe, form=form, note=note, error=error))
+        return render(
+            request,
+            "memory/universe_tests.html#tests-panel",
+            _context(request, universe, form=form, note=note, error=error),
+        )
     if error or form is not None and form["errors"]:
-        return render(request, "memory/universe_tests.html", _context(request, universe, form=form, error=error),
-                      status=status)
+        return render(
+            request, "memory/universe_tests.html", _context(request, universe, form=form, error=error), status=status
+        )
     messages.success(request, note)
     return redirect("memory:universe_tests", slug=universe.slug)
 
@@ -161,7 +212,9 @@ def universe_test_save(request: HttpRequest, slug: str) -> HttpResponse:
             note = f"Added the test “{test.name}”."
     except SpecError as exc:
         form = _form(kind, {k: v for k, v in request.POST.items()}, exc.errors, original=original)
-        return _answer(request, universe, form=form, error="Nothing was saved: fix the fields marked below.", status=400)
+        return _answer(
+            request, universe, form=form, error="Nothing was saved: fix the fields marked below.", status=400
+        )
     return _answer(request, universe, note=note)
 
 
@@ -194,6 +247,7 @@ def universe_tests_run(request: HttpRequest, slug: str) -> HttpResponse:
         return _answer(request, universe, error=exc.message, status=409)
     failed = sum(1 for run in runs for outcome in run.outcomes if outcome.failed)
     judged = sum(1 for run in runs for outcome in run.outcomes if outcome.verdict != "skipped")
-    note = (f"Ran {universe.memory_tests.count()} test(s) on {len(runs)} save(s): {judged} judged, "
-            + (f"{failed} failed." if failed else "all passed."))
+    note = f"Ran {universe.memory_tests.count()} test(s) on {len(runs)} save(s): {judged} judged, " + (
+        f"{failed} failed." if failed else "all passed."
+    )
     return _answer(request, universe, note=note)

@@ -1,4 +1,5 @@
 """Mental models per subject with their source beliefs, stale flags and "refresh now"."""
+
 from __future__ import annotations
 
 from django.contrib import messages

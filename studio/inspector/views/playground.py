@@ -4,6 +4,7 @@ A GET searches and writes nothing. "Record for lore replay" is a POST (CSRF, pla
 role) that runs the same search and stores it as a RecordedQuery; htmx gets the results
 fragment back, a plain form a redirect to the GET of the same parameters.
 """
+
 from __future__ import annotations
 
 from urllib.parse import urlencode
@@ -38,8 +39,15 @@ FIELD_FOR = {"query_text": "q", "k": "k", "max_turn_id": "horizon", "focus_terms
 class PlaygroundForm(forms.Form):
     q = forms.CharField(max_length=LIMITS.query_text_chars, label="Query")
     k = forms.IntegerField(min_value=LIMITS.k_min, max_value=LIMITS.k_max, initial=DEFAULT_K, required=False)
-    horizon = forms.IntegerField(min_value=0, required=False, label="Turn horizon", help_text="Only chunks from turns up to this one (blank: the save's current turn).")
-    focus = forms.CharField(required=False, label="Focus terms", help_text="Comma separated: on-scene names, the current place.")
+    horizon = forms.IntegerField(
+        min_value=0,
+        required=False,
+        label="Turn horizon",
+        help_text="Only chunks from turns up to this one (blank: the save's current turn).",
+    )
+    focus = forms.CharField(
+        required=False, label="Focus terms", help_text="Comma separated: on-scene names, the current place."
+    )
     chunk = forms.ChoiceField(choices=CHUNK_FILTERS, required=False, label="Chunks")
 
     def clean(self):
@@ -109,8 +117,14 @@ def _results_page(request: HttpRequest, game_save, form: PlaygroundForm, outcome
     context = save_page_context(request, game_save, "playground")
     context.update({"form": form, "results": None, "stats": {}, "elapsed_ms": None, "recorded": None})
     if outcome is not None:
-        context.update({"results": outcome.results, "stats": outcome.stats.as_dict(), "elapsed_ms": outcome.elapsed_ms,
-                        "recorded": outcome.recorded})
+        context.update(
+            {
+                "results": outcome.results,
+                "stats": outcome.stats.as_dict(),
+                "elapsed_ms": outcome.elapsed_ms,
+                "recorded": outcome.recorded,
+            }
+        )
     context.update({"chunk_id": chunk_id, "query_string": _query_string(request)})
     if chunk_id and outcome is not None:  # asked from a turn, then searched: its ranks show with the results
         context.update(_why_not_context(game_save, form, chunk_id))

@@ -1,4 +1,5 @@
 """Replay after a lore change: recorded queries of recent turns run again, before vs after."""
+
 from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
@@ -21,7 +22,9 @@ def replay(request: HttpRequest, save_id: str) -> HttpResponse:
     turns = max(1, min(int(turns_param), 1000)) if turns_param.isdigit() else DEFAULT_TURNS
     report = replay_recorded_queries(game_save=game_save, turns=turns) if request.GET.get("run") else None
     # A run has read the recorded queries and the sync flag already (same order, same filter).
-    recorded = [q.recorded for q in report.queries] if report else list(recorded_queries_for(game_save=game_save, turns=turns))
+    recorded = (
+        [q.recorded for q in report.queries] if report else list(recorded_queries_for(game_save=game_save, turns=turns))
+    )
     sync_pending = report.lore_sync_pending if report else lore_sync_pending(game_save=game_save)
     oldest = min((r.created_at for r in recorded), default=None)
     revisions = LoreRevision.objects.filter(universe_id=game_save.universe_id).select_related("author")
@@ -51,4 +54,6 @@ def universe_replay(request: HttpRequest, slug: str) -> HttpResponse:
         .order_by("-last_activity_at", "-id")
     )
     revisions = LoreRevision.objects.filter(universe=universe).select_related("author")[:20]
-    return render(request, "memory/universe_replay.html", {"universe": universe, "saves": saves, "revisions": revisions})
+    return render(
+        request, "memory/universe_replay.html", {"universe": universe, "saves": saves, "revisions": revisions}
+    )

@@ -16,6 +16,7 @@ the model's text, `no_model` when no LLM is configured, failed with `summary_err
 playtester's edit is an override: `edited` is set, the text is theirs, and no job writes
 over it (`generated_summary` keeps the model's text beside it when there was one).
 """
+
 from __future__ import annotations
 
 from django.db import models
@@ -39,7 +40,9 @@ class SummaryStatus(models.TextChoices):
 
 class Chapter(models.Model):
     game_save = models.ForeignKey("world.Save", on_delete=models.CASCADE, related_name="chapters")
-    level = models.PositiveSmallIntegerField(default=0, help_text="0: a chapter; 1: an arc of chapters; 2: an arc of arcs ...")
+    level = models.PositiveSmallIntegerField(
+        default=0, help_text="0: a chapter; 1: an arc of chapters; 2: an arc of arcs ..."
+    )
     first_turn = models.PositiveIntegerField()
     last_turn = models.PositiveIntegerField()
     # The turn whose append (or the current turn of a playtester's close) closed it: a scene

@@ -39,6 +39,7 @@ future), numeric dates ("8/5/2023": day-month or month-day?), weekday names alon
 
 Pure (no Django); the save's turns are read by `studio.memory.recall.temporal`.
 """
+
 from __future__ import annotations
 
 import calendar
@@ -65,15 +66,52 @@ from studio.memory.chapters.story_points import (
 WEEKDAYS = {name.lower(): number for number, name in enumerate(calendar.day_name)}
 # Season -> (first month, months long); winter starts in December of the year before its January.
 SEASONS = {"winter": (12, 3), "spring": (3, 3), "summer": (6, 3), "autumn": (9, 3), "fall": (9, 3)}
-NUMBER_WORDS = {"a": (1, 1), "an": (1, 1), "one": (1, 1), "two": (2, 2), "three": (3, 3), "four": (4, 4),
-                "five": (5, 5), "six": (6, 6), "seven": (7, 7), "eight": (8, 8), "nine": (9, 9), "ten": (10, 10),
-                "eleven": (11, 11), "twelve": (12, 12), "a couple of": (2, 2), "a few": (2, 4), "several": (3, 6)}
+NUMBER_WORDS = {
+    "a": (1, 1),
+    "an": (1, 1),
+    "one": (1, 1),
+    "two": (2, 2),
+    "three": (3, 3),
+    "four": (4, 4),
+    "five": (5, 5),
+    "six": (6, 6),
+    "seven": (7, 7),
+    "eight": (8, 8),
+    "nine": (9, 9),
+    "ten": (10, 10),
+    "eleven": (11, 11),
+    "twelve": (12, 12),
+    "a couple of": (2, 2),
+    "a few": (2, 4),
+    "several": (3, 6),
+}
 # Words before a bare month, season or year that make it a time ("in May", not "May I").
-TIME_PREPOSITIONS = {"in", "during", "of", "since", "before", "after", "until", "till", "by", "through",
-                     "throughout", "from", "between", "and", "to", "on", "early", "mid", "late"}
+TIME_PREPOSITIONS = {
+    "in",
+    "during",
+    "of",
+    "since",
+    "before",
+    "after",
+    "until",
+    "till",
+    "by",
+    "through",
+    "throughout",
+    "from",
+    "between",
+    "and",
+    "to",
+    "on",
+    "early",
+    "mid",
+    "late",
+}
 BOUNDS = {"before", "after", "since", "until", "till", "by"}
 
-_COUNT = r"(?P<count>\d{1,3}|a couple of|a few|several|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
+_COUNT = (
+    r"(?P<count>\d{1,3}|a couple of|a few|several|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
+)
 _SEASON = r"(?P<season>winter|spring|summer|autumn|fall)"
 _WEEKDAY = r"(?P<weekday>monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
 
@@ -220,8 +258,16 @@ def _a_season(match: re.Match) -> Callable:
     return resolve
 
 
-_FIXED_DAYS = {"today": 0, "tonight": 0, "this morning": 0, "this afternoon": 0, "this evening": 0,
-               "earlier today": 0, "yesterday": 1, "the day before yesterday": 2}
+_FIXED_DAYS = {
+    "today": 0,
+    "tonight": 0,
+    "this morning": 0,
+    "this afternoon": 0,
+    "this evening": 0,
+    "earlier today": 0,
+    "yesterday": 1,
+    "the day before yesterday": 2,
+}
 
 
 def _fixed_day(match: re.Match) -> Callable:
@@ -262,7 +308,9 @@ def _ago(match: re.Match) -> Callable:
             first = _add_months(today.year, today.month, -high)
             last = _add_months(today.year, today.month, -low)
             return Span(CALENDAR, _month_span(*first).start, _month_span(*last).end)
-        return Span(CALENDAR, dt.date(today.year - high, 1, 1).toordinal(), dt.date(today.year - low, 12, 31).toordinal())
+        return Span(
+            CALENDAR, dt.date(today.year - high, 1, 1).toordinal(), dt.date(today.year - low, 12, 31).toordinal()
+        )
 
     return resolve
 
@@ -287,14 +335,19 @@ def _relative_unit(match: re.Match) -> Callable:
             return Span(DAY_COUNT, first, min(first + 6, now.day))
         if unit in ("week", "weekend"):
             monday = _week_start(today) - dt.timedelta(days=7 * back)
-            first, last = (monday, monday + dt.timedelta(days=6)) if unit == "week" else (
-                monday + dt.timedelta(days=5), monday + dt.timedelta(days=6))
+            first, last = (
+                (monday, monday + dt.timedelta(days=6))
+                if unit == "week"
+                else (monday + dt.timedelta(days=5), monday + dt.timedelta(days=6))
+            )
             if first > today:
                 return None  # this weekend, asked on a Wednesday: not yet happened
             return Span(CALENDAR, first.toordinal(), min(last, today).toordinal())
         if unit == "month":
             return _month_span(*_add_months(today.year, today.month, -back))
-        return Span(CALENDAR, dt.date(today.year - back, 1, 1).toordinal(), dt.date(today.year - back, 12, 31).toordinal())
+        return Span(
+            CALENDAR, dt.date(today.year - back, 1, 1).toordinal(), dt.date(today.year - back, 12, 31).toordinal()
+        )
 
     return resolve
 
@@ -325,19 +378,46 @@ _RULES: tuple[tuple[re.Pattern, Callable[[re.Match], Callable], bool], ...] = (
     (_ISO, _iso_day, False),
     (re.compile(rf"\b(?:the\s+)?{_DAY}(?:\s+of)?\s+{_MONTH_NAME}(?:,?\s+{_YEAR})?\b", re.I), _a_day, False),
     (re.compile(rf"\b{_MONTH_NAME}\s+{_DAY}\b(?!:)(?:,?\s*{_YEAR}\b)?", re.I), _a_day, False),
-    (re.compile(rf"\b(?:(?P<relation>last|this|early|mid|late)[\s-]+)?{_MONTH_NAME},?\s+(?:of\s+)?{_YEAR}\b", re.I), _a_month, False),
-    (re.compile(rf"\b(?:(?P<relation>last|this|early|mid|late)[\s-]+)?(?:the\s+)?{_SEASON}(?:\s+of)?,?\s+{_YEAR}\b", re.I), _a_season, False),
+    (
+        re.compile(rf"\b(?:(?P<relation>last|this|early|mid|late)[\s-]+)?{_MONTH_NAME},?\s+(?:of\s+)?{_YEAR}\b", re.I),
+        _a_month,
+        False,
+    ),
+    (
+        re.compile(
+            rf"\b(?:(?P<relation>last|this|early|mid|late)[\s-]+)?(?:the\s+)?{_SEASON}(?:\s+of)?,?\s+{_YEAR}\b", re.I
+        ),
+        _a_season,
+        False,
+    ),
     (re.compile(rf"\b(?:the\s+year\s+)?{_YEAR}\b"), _a_year, True),
     (re.compile(rf"\b(?P<relation>last|this|past)\s+{_MONTH_NAME}\b(?!\s+\d)", re.I), _a_month, False),
     (re.compile(rf"\b(?:(?P<relation>early|mid|late)[\s-]+)?{_MONTH_NAME}\b(?!\s+\d)", re.I), _a_month, True),
     (re.compile(rf"\b(?P<relation>last|this|past)\s+{_SEASON}\b", re.I), _a_season, False),
     (re.compile(rf"\b(?:the\s+)?{_SEASON}\b", re.I), _a_season, True),
-    (re.compile(r"\b(?:the\s+day\s+before\s+yesterday|yesterday|today|tonight|last\s+night|earlier\s+today"
-                r"|this\s+(?:morning|afternoon|evening))\b", re.I), _fixed_day, False),
+    (
+        re.compile(
+            r"\b(?:the\s+day\s+before\s+yesterday|yesterday|today|tonight|last\s+night|earlier\s+today"
+            r"|this\s+(?:morning|afternoon|evening))\b",
+            re.I,
+        ),
+        _fixed_day,
+        False,
+    ),
     (re.compile(rf"\b{_COUNT}\s+(?P<unit>day|week|month|year)s?\s+ago\b", re.I), _ago, False),
-    (re.compile(r"\b(?:the\s+)?(?P<relation>last|this|past)\s+(?P<unit>week|month|year|weekend)\b", re.I), _relative_unit, False),
+    (
+        re.compile(r"\b(?:the\s+)?(?P<relation>last|this|past)\s+(?P<unit>week|month|year|weekend)\b", re.I),
+        _relative_unit,
+        False,
+    ),
     (re.compile(rf"\b(?P<relation>last|this|on)\s+{_WEEKDAY}\b", re.I), _weekday, False),
-    (re.compile(r"\bdays?\s+(?P<first>\d{1,6})(?:\s*(?:to|-|–|and|through)\s*(?:day\s+)?(?P<last>\d{1,6}))?\b", re.I), _day_count, False),
+    (
+        re.compile(
+            r"\bdays?\s+(?P<first>\d{1,6})(?:\s*(?:to|-|–|and|through)\s*(?:day\s+)?(?P<last>\d{1,6}))?\b", re.I
+        ),
+        _day_count,
+        False,
+    ),
 )
 
 # The expressions that name a recurring time, resolved to its latest occurrence (`_joined` may take an earlier one).
@@ -377,8 +457,16 @@ def _find(query: str) -> tuple[_Found, ...]:
     for index, (pattern, factory, _needs_word) in enumerate(_RULES):
         for match in pattern.finditer(query):
             if _acceptable(index, match, query):
-                found.append(_Found(match.start(), match.end(), match[0].strip(), factory(match),
-                                    has_year=bool(match.groupdict().get("year")), recurs=factory in _RECURRING))
+                found.append(
+                    _Found(
+                        match.start(),
+                        match.end(),
+                        match[0].strip(),
+                        factory(match),
+                        has_year=bool(match.groupdict().get("year")),
+                        recurs=factory in _RECURRING,
+                    )
+                )
     found.sort(key=lambda f: (f.start, -(f.end - f.start)))
     kept: list[_Found] = []
     for item in found:
@@ -408,8 +496,11 @@ def _resolved(item: _Found, now: StoryPoint | None, default_year: int | None) ->
         span = item.resolve(now, default_year)
     except (ValueError, OverflowError):
         return None
-    if span is not None and span.clock == CALENDAR and any(
-            value is not None and not _FIRST_DAY <= value <= _LAST_DAY for value in (span.start, span.end)):
+    if (
+        span is not None
+        and span.clock == CALENDAR
+        and any(value is not None and not _FIRST_DAY <= value <= _LAST_DAY for value in (span.start, span.end))
+    ):
         return None
     return span
 
@@ -426,8 +517,11 @@ def named_time(query: str, now: StoryPoint | None) -> NamedTime | None:
         item = found[index]
         before = _word_before(query, item.start)
         following = found[index + 1] if index + 1 < len(found) else None
-        joined = following is not None and before in ("between", "from") and \
-            query[item.end:following.start].strip().lower() in ("and", "to", "until", "till", "-", "–", "through")
+        joined = (
+            following is not None
+            and before in ("between", "from")
+            and query[item.end : following.start].strip().lower() in ("and", "to", "until", "till", "-", "–", "through")
+        )
         if joined:
             second = _resolved(following, now, None)
             default_year = None
@@ -436,14 +530,14 @@ def named_time(query: str, now: StoryPoint | None) -> NamedTime | None:
             first = _resolved(item, now, default_year)
             if first is not None and second is not None and first.clock == second.clock:
                 spans.append(_joined(item, first, second, now))
-                phrases.append(query[_phrase_start(query, item.start):following.end].strip())
+                phrases.append(query[_phrase_start(query, item.start) : following.end].strip())
             index += 2
             continue
         span = _resolved(item, now, None)
         if span is not None:
             if before in BOUNDS:
                 span = _bounded(span, before)
-                phrases.append(query[_phrase_start(query, item.start):item.end].strip())
+                phrases.append(query[_phrase_start(query, item.start) : item.end].strip())
             else:
                 phrases.append(item.text)
             spans.append(span)
@@ -461,8 +555,14 @@ def _joined(item: _Found, first: Span, second: Span, now: StoryPoint | None) -> 
     year of its own then means its occurrence before the second (the winter before last May); ends that still run
     backwards ("from 3 days ago to 8 days ago", "between 2023 and 2021") span both, earliest first.
     """
-    if first.start is not None and second.end is not None and first.start > second.end and \
-            first.clock == CALENDAR and item.recurs and not item.has_year:
+    if (
+        first.start is not None
+        and second.end is not None
+        and first.start > second.end
+        and first.clock == CALENDAR
+        and item.recurs
+        and not item.has_year
+    ):
         earlier = _resolved(item, StoryPoint(date=dt.date.fromordinal(second.end), day=now.day if now else None), None)
         if earlier is not None and earlier.start is not None and earlier.start <= second.end:
             first = earlier

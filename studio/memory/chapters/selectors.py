@@ -1,4 +1,5 @@
 """Reads of chapters: the open chapter, the closed ones, the settings that close them."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -54,7 +55,12 @@ def chapter_settings(*, universe_meta: dict[str, str]) -> ChapterSettings:
 
 def open_chapter_start(game_save) -> int:
     """Return the first turn of the open chapter: the turn after the last closed chapter."""
-    last = Chapter.objects.filter(game_save_id=game_save.pk, level=0).order_by("-last_turn").values_list("last_turn", flat=True).first()
+    last = (
+        Chapter.objects.filter(game_save_id=game_save.pk, level=0)
+        .order_by("-last_turn")
+        .values_list("last_turn", flat=True)
+        .first()
+    )
     return (last or 0) + 1
 
 
@@ -63,7 +69,9 @@ def open_chapter(game_save) -> tuple[int, int]:
     (`open_chapter_start`), in one query."""
     from django.db.models import Count, Max
 
-    found = Chapter.objects.filter(game_save_id=game_save.pk, level=0).aggregate(closed=Count("pk"), last=Max("last_turn"))
+    found = Chapter.objects.filter(game_save_id=game_save.pk, level=0).aggregate(
+        closed=Count("pk"), last=Max("last_turn")
+    )
     return found["closed"] + 1, (found["last"] or 0) + 1
 
 
@@ -74,14 +82,23 @@ def open_start_of(rows) -> int:
 
 def chapter_number(chapter: Chapter) -> int:
     """Return the chapter's number among the rows of its level (chapter 3, arc 1), counted from the save's start."""
-    return Chapter.objects.filter(game_save_id=chapter.game_save_id, level=chapter.level,
-                                  first_turn__lte=chapter.first_turn).count()
+    return Chapter.objects.filter(
+        game_save_id=chapter.game_save_id, level=chapter.level, first_turn__lte=chapter.first_turn
+    ).count()
 
 
 def arc_closed_with(chapter: Chapter) -> Chapter | None:
     """Return the arc (the highest level) that closing `chapter` completed, or None."""
-    return Chapter.objects.filter(game_save_id=chapter.game_save_id, level__gt=chapter.level, last_turn=chapter.last_turn,
-                                  closed_turn=chapter.closed_turn).order_by("-level").first()
+    return (
+        Chapter.objects.filter(
+            game_save_id=chapter.game_save_id,
+            level__gt=chapter.level,
+            last_turn=chapter.last_turn,
+            closed_turn=chapter.closed_turn,
+        )
+        .order_by("-level")
+        .first()
+    )
 
 
 def chapters_for(game_save, *, max_turn: int | None = None):
@@ -131,8 +148,9 @@ def top_summaries(game_save, *, before_turn: int) -> list[Chapter]:
             found = found.filter(first_turn__gte=gaps[0][0], first_turn__lte=gaps[-1][1])
         chosen_here = []
         for row in found.order_by("first_turn"):
-            if (level and not row.has_summary) or any(first <= row.first_turn and row.last_turn <= last
-                                                      for first, last in covered):
+            if (level and not row.has_summary) or any(
+                first <= row.first_turn and row.last_turn <= last for first, last in covered
+            ):
                 continue  # an arc without a summary gives way to its parts: its range stays a gap
             chosen_here.append(row)
         chosen += chosen_here

@@ -16,6 +16,7 @@ Everything runs in the caller's transaction under the save's row lock (`turn_app
 the one `chapter_close` takes), so two closes never interleave; jobs are created in it and
 woken on commit (`ledger.job_create`).
 """
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -27,7 +28,6 @@ from studio.memory.chapters.selectors import SCENE_KEYS, chapter_settings, open_
 from studio.memory.chapters.story_time import story_time_of
 from studio.memory.jobs import ledger
 from studio.memory.models import JobKind
-
 
 
 class ChapterError(ValueError):
@@ -52,7 +52,9 @@ def _checked(field: limits.Limit, value: str) -> str:
 def _states(game_save, turn_ids) -> dict[int, dict]:
     from studio.world.models import StateCache
 
-    return dict(StateCache.objects.filter(game_save_id=game_save.pk, turn_id__in=list(turn_ids)).values_list("turn_id", "state"))
+    return dict(
+        StateCache.objects.filter(game_save_id=game_save.pk, turn_id__in=list(turn_ids)).values_list("turn_id", "state")
+    )
 
 
 def _model_configured() -> bool:
@@ -91,15 +93,31 @@ def summaries_requeue(*, game_save, chapters) -> None:
             maybe_summarize_arc(arc=row, game_save=game_save)
 
 
-def _close(game_save, *, first: int, last: int, level: int, reason: str, note: str, closed: int,
-           story_time: tuple[str, str] | None = None, summarize: bool = True) -> Chapter:
+def _close(
+    game_save,
+    *,
+    first: int,
+    last: int,
+    level: int,
+    reason: str,
+    note: str,
+    closed: int,
+    story_time: tuple[str, str] | None = None,
+    summarize: bool = True,
+) -> Chapter:
     if story_time is None:
         states = _states(game_save, {first, last})
         story_time = (story_time_of(states.get(first)), story_time_of(states.get(last)))
     chapter = Chapter.objects.create(
-        game_save_id=game_save.pk, level=level, first_turn=first, last_turn=last, closed_turn=closed,
-        close_reason=reason, close_note=note[:300],
-        story_time_start=story_time[0], story_time_end=story_time[1],
+        game_save_id=game_save.pk,
+        level=level,
+        first_turn=first,
+        last_turn=last,
+        closed_turn=closed,
+        close_reason=reason,
+        close_note=note[:300],
+        story_time_start=story_time[0],
+        story_time_end=story_time[1],
         summary_status=SummaryStatus.PENDING if summarize and _model_configured() else SummaryStatus.NO_MODEL,
     )
     if level == 0 and chapter.summary_status == SummaryStatus.PENDING:
@@ -111,23 +129,44 @@ def _roll_up(game_save, *, chapters_per_arc: int, closed: int, level: int = 0, s
     """Roll every `chapters_per_arc` rows of `level` not yet inside an arc into an arc (recursively)."""
     if chapters_per_arc <= 0:
         return
-    covered = Chapter.objects.filter(game_save_id=game_save.pk, level=level + 1).order_by("-last_turn").values_list("last_turn", flat=True).first() or 0
-    loose = list(Chapter.objects.filter(game_save_id=game_save.pk, level=level, first_turn__gt=covered).order_by("first_turn"))
+    covered = (
+        Chapter.objects.filter(game_save_id=game_save.pk, level=level + 1)
+        .order_by("-last_turn")
+        .values_list("last_turn", flat=True)
+        .first()
+        or 0
+    )
+    loose = list(
+        Chapter.objects.filter(game_save_id=game_save.pk, level=level, first_turn__gt=covered).order_by("first_turn")
+    )
     if len(loose) < chapters_per_arc:
         return
     group = loose[:chapters_per_arc]
-    arc = _close(game_save, first=group[0].first_turn, last=group[-1].last_turn, level=level + 1,
-                 reason=ChapterCloseReason.ROLLUP, closed=closed,
-                 note=f"{len(group)} {'chapters' if level == 0 else 'arcs'}: turns {group[0].first_turn}-{group[-1].last_turn}",
-                 story_time=(group[0].story_time_start, group[-1].story_time_end), summarize=summarize)
+    arc = _close(
+        game_save,
+        first=group[0].first_turn,
+        last=group[-1].last_turn,
+        level=level + 1,
+        reason=ChapterCloseReason.ROLLUP,
+        closed=closed,
+        note=f"{len(group)} {'chapters' if level == 0 else 'arcs'}: turns {group[0].first_turn}-{group[-1].last_turn}",
+        story_time=(group[0].story_time_start, group[-1].story_time_end),
+        summarize=summarize,
+    )
     maybe_summarize_arc(arc=arc, game_save=game_save)
     _roll_up(game_save, chapters_per_arc=chapters_per_arc, closed=closed, level=level + 1, summarize=summarize)
 
 
 def children_of(arc: Chapter) -> list[Chapter]:
     """Return the rows one level down that an arc covers, in turn order."""
-    return list(Chapter.objects.filter(game_save_id=arc.game_save_id, level=arc.level - 1,
-                                       first_turn__gte=arc.first_turn, last_turn__lte=arc.last_turn).order_by("first_turn"))
+    return list(
+        Chapter.objects.filter(
+            game_save_id=arc.game_save_id,
+            level=arc.level - 1,
+            first_turn__gte=arc.first_turn,
+            last_turn__lte=arc.last_turn,
+        ).order_by("first_turn")
+    )
 
 
 def maybe_summarize_arc(*, arc: Chapter, game_save) -> None:
@@ -140,18 +179,25 @@ def maybe_summarize_arc(*, arc: Chapter, game_save) -> None:
 
 
 def parent_arc(chapter: Chapter) -> Chapter | None:
-    return Chapter.objects.filter(game_save_id=chapter.game_save_id, level=chapter.level + 1,
-                                  first_turn__lte=chapter.first_turn, last_turn__gte=chapter.last_turn).first()
+    return Chapter.objects.filter(
+        game_save_id=chapter.game_save_id,
+        level=chapter.level + 1,
+        first_turn__lte=chapter.first_turn,
+        last_turn__gte=chapter.last_turn,
+    ).first()
 
 
-def chapter_after_turn(*, game_save, turn_id: int, state: dict | None, universe_meta: dict[str, str] | None = None,
-                       summarize: bool = True) -> Chapter | None:
+def chapter_after_turn(
+    *, game_save, turn_id: int, state: dict | None, universe_meta: dict[str, str] | None = None, summarize: bool = True
+) -> Chapter | None:
     """Close the open chapter if turn `turn_id` (just appended) ends it; return the closed chapter.
 
     Call inside the append's transaction, with the save's row locked. `summarize=False` queues no
     summary (the rows say no model made one): the demo's loader, whose summaries are recorded.
     """
-    config = chapter_settings(universe_meta=universe_meta if universe_meta is not None else game_save.universe.meta_values())
+    config = chapter_settings(
+        universe_meta=universe_meta if universe_meta is not None else game_save.universe.meta_values()
+    )
     first = open_chapter_start(game_save)
     closed = None
     if config.on_scene_change and turn_id - first >= max(config.min_turns, 1):
@@ -159,21 +205,43 @@ def chapter_after_turn(*, game_save, turn_id: int, state: dict | None, universe_
         for key in SCENE_KEYS:
             before, now = previous.get(key) if isinstance(previous, dict) else None, (state or {}).get(key)
             if before and now and str(before).strip() != str(now).strip():
-                closed = _close(game_save, first=first, last=turn_id - 1, level=0, reason=ChapterCloseReason.SCENE,
-                                note=f"{key}: {before} → {now}", closed=turn_id, summarize=summarize)
+                closed = _close(
+                    game_save,
+                    first=first,
+                    last=turn_id - 1,
+                    level=0,
+                    reason=ChapterCloseReason.SCENE,
+                    note=f"{key}: {before} → {now}",
+                    closed=turn_id,
+                    summarize=summarize,
+                )
                 first = turn_id
                 break
     if config.turns_per_chapter and turn_id - first + 1 >= config.turns_per_chapter:
-        closed = _close(game_save, first=first, last=turn_id, level=0, reason=ChapterCloseReason.LENGTH,
-                        note=f"{turn_id - first + 1} turns (chapter_turns = {config.turns_per_chapter})", closed=turn_id,
-                        summarize=summarize)
+        closed = _close(
+            game_save,
+            first=first,
+            last=turn_id,
+            level=0,
+            reason=ChapterCloseReason.LENGTH,
+            note=f"{turn_id - first + 1} turns (chapter_turns = {config.turns_per_chapter})",
+            closed=turn_id,
+            summarize=summarize,
+        )
     if closed is not None:
         _roll_up(game_save, chapters_per_arc=config.chapters_per_arc, closed=turn_id, summarize=summarize)
     return closed
 
 
-def chapters_close_at(*, game_save, last_turn: int, reason: str = ChapterCloseReason.PLAYTESTER, note: str = "",
-                      story_time: str | None = None, expected_turn: int | None = None) -> Chapter | None:
+def chapters_close_at(
+    *,
+    game_save,
+    last_turn: int,
+    reason: str = ChapterCloseReason.PLAYTESTER,
+    note: str = "",
+    story_time: str | None = None,
+    expected_turn: int | None = None,
+) -> Chapter | None:
     """Close the open chapter at `last_turn` (<= the current turn); return it, or None when it would be empty.
 
     `expected_turn`: the save's current turn as the caller's page showed it; when the save has
@@ -185,18 +253,31 @@ def chapters_close_at(*, game_save, last_turn: int, reason: str = ChapterCloseRe
     with transaction.atomic():
         locked = Save.objects.select_for_update().select_related("universe").get(pk=game_save.pk)
         if expected_turn is not None and expected_turn != locked.current_turn:
-            raise ChapterError(f"The save is at turn {locked.current_turn} now, not turn {expected_turn} as this page "
-                               "showed: no chapter was closed. Read the latest turns, then close it again.")
+            raise ChapterError(
+                f"The save is at turn {locked.current_turn} now, not turn {expected_turn} as this page "
+                "showed: no chapter was closed. Read the latest turns, then close it again."
+            )
         if last_turn > locked.current_turn:
             raise ChapterError(f"turn {last_turn} is after the save's current turn ({locked.current_turn})")
         first = open_chapter_start(locked)
         if last_turn < first:
             return None
         times = (story_time, story_time) if story_time is not None else None
-        chapter = _close(locked, first=first, last=last_turn, level=0, reason=reason, note=note, story_time=times,
-                         closed=locked.current_turn)
-        _roll_up(locked, chapters_per_arc=chapter_settings(universe_meta=locked.universe.meta_values()).chapters_per_arc,
-                 closed=locked.current_turn)
+        chapter = _close(
+            locked,
+            first=first,
+            last=last_turn,
+            level=0,
+            reason=reason,
+            note=note,
+            story_time=times,
+            closed=locked.current_turn,
+        )
+        _roll_up(
+            locked,
+            chapters_per_arc=chapter_settings(universe_meta=locked.universe.meta_values()).chapters_per_arc,
+            closed=locked.current_turn,
+        )
     return chapter
 
 
@@ -207,8 +288,9 @@ def chapter_close(*, game_save, note: str = "", expected_turn: int | None = None
     closed at that turn only if the save still stands there.
     """
     last_turn = game_save.current_turn if expected_turn is None else expected_turn
-    chapter = chapters_close_at(game_save=game_save, last_turn=last_turn, note=note or "closed by the playtester",
-                                expected_turn=expected_turn)
+    chapter = chapters_close_at(
+        game_save=game_save, last_turn=last_turn, note=note or "closed by the playtester", expected_turn=expected_turn
+    )
     if chapter is None:
         raise ChapterError("The open chapter has no turns yet: play a turn before closing it.")
     return chapter

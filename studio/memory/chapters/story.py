@@ -31,6 +31,7 @@ rest of memory:
 `max_lookback`) are the `ContextPolicy`'s (`studio.memory.recall.policy`); the items' budget
 policy is their layer's (`studio.memory.recall.layout`: summaries newest first, never refilled).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -114,7 +115,7 @@ def _tail(text: str, tokens: int) -> str:
     for mark in (". ", "! ", "? "):
         index = body.find(mark)
         if 0 <= index < len(body) // 2:
-            body = body[index + 2:]
+            body = body[index + 2 :]
             break
     return "[… the start of this turn is cut …] " + body
 
@@ -126,19 +127,36 @@ def _summary_items(game_save, *, before_turn: int, make_item, fill) -> list:
         kind = "arc" if row.level else "chapter"
         when = f", {row.story_time}" if row.story_time else ""
         covers = f"turns {row.first_turn}-{row.last_turn}"
-        why = {"chapter_id": row.pk, "level": row.level, "first_turn": row.first_turn,
-               "last_turn": row.last_turn, "edited": row.edited, "close_reason": row.close_reason,
-               "story_time": row.story_time, "covers": covers}
+        why = {
+            "chapter_id": row.pk,
+            "level": row.level,
+            "first_turn": row.first_turn,
+            "last_turn": row.last_turn,
+            "edited": row.edited,
+            "close_reason": row.close_reason,
+            "story_time": row.story_time,
+            "covers": covers,
+        }
         if row.has_summary:
-            item = make_item(layer="story", text=f"({covers}{when}) {fill(row.summary.strip())}",
-                             reason=f"{kind} summary of {covers}{when} (closed: {row.get_close_reason_display().lower()}"
-                                    + ("; edited by a playtester" if row.edited else "") + ")",
-                             why=why, ref={"chapter_id": row.pk, "first_turn": row.first_turn, "last_turn": row.last_turn},
-                             rank=-row.first_turn)  # offered newest first: the share keeps the nearest past
+            item = make_item(
+                layer="story",
+                text=f"({covers}{when}) {fill(row.summary.strip())}",
+                reason=f"{kind} summary of {covers}{when} (closed: {row.get_close_reason_display().lower()}"
+                + ("; edited by a playtester" if row.edited else "")
+                + ")",
+                why=why,
+                ref={"chapter_id": row.pk, "first_turn": row.first_turn, "last_turn": row.last_turn},
+                rank=-row.first_turn,
+            )  # offered newest first: the share keeps the nearest past
         else:
-            item = make_item(layer="story", text="", reason=f"{kind} of {covers}: {row.get_summary_status_display().lower()}",
-                             why=why, ref={"chapter_id": row.pk, "first_turn": row.first_turn, "last_turn": row.last_turn},
-                             rank=-row.first_turn)
+            item = make_item(
+                layer="story",
+                text="",
+                reason=f"{kind} of {covers}: {row.get_summary_status_display().lower()}",
+                why=why,
+                ref={"chapter_id": row.pk, "first_turn": row.first_turn, "last_turn": row.last_turn},
+                rank=-row.first_turn,
+            )
             item.included, item.cut = False, f"no summary: {row.get_summary_status_display().lower()}"
             why["no_summary"] = True
         items.append(item)
@@ -150,8 +168,11 @@ def _spans_from(game_save, turn: int) -> list[tuple[int, int]]:
     the window starting after it, and the one holding it."""
     from studio.memory.chapters.models import Chapter
 
-    return list(Chapter.objects.filter(game_save_id=game_save.pk, level=0, last_turn__gte=turn)
-                .values_list("first_turn", "last_turn"))
+    return list(
+        Chapter.objects.filter(game_save_id=game_save.pk, level=0, last_turn__gte=turn).values_list(
+            "first_turn", "last_turn"
+        )
+    )
 
 
 def _told_before(spans: list[tuple[int, int]], *, window_start: int, chapter_start: int) -> int:
@@ -163,9 +184,20 @@ def _told_before(spans: list[tuple[int, int]], *, window_start: int, chapter_sta
     return min(chapter_start, (last + 1) if last else window_start)
 
 
-def story_items(game_save, *, horizon: int, token_budget: int, shares: dict[str, int], make_item, fill,
-                reach_back: bool = False, window_step: int = DEFAULT_POLICY.window_step, min_recent: int = DEFAULT_POLICY.min_recent,
-                max_lookback: int = DEFAULT_POLICY.max_lookback, max_turns: int | None = None) -> Story:
+def story_items(
+    game_save,
+    *,
+    horizon: int,
+    token_budget: int,
+    shares: dict[str, int],
+    make_item,
+    fill,
+    reach_back: bool = False,
+    window_step: int = DEFAULT_POLICY.window_step,
+    min_recent: int = DEFAULT_POLICY.min_recent,
+    max_lookback: int = DEFAULT_POLICY.max_lookback,
+    max_turns: int | None = None,
+) -> Story:
     """Return the story-so-far candidates for the save's next turn (see the module docstring).
 
     `make_item(layer=, text=, reason=, why=, ref=, **policy changes)` makes an item (`ContextItem.of`).
@@ -188,10 +220,16 @@ def story_items(game_save, *, horizon: int, token_budget: int, shares: dict[str,
     if horizon < 1:
         return summaries(min(start, horizon + 1))
     lookback = max(1, horizon - max_lookback + 1)
-    events = list(Event.objects.filter(game_save_id=game_save.pk, turn_id__gte=lookback, turn_id__lte=horizon)
-                  .order_by("turn_id").values_list("turn_id", "player_input", "narrative"))
-    states = dict(StateCache.objects.filter(game_save_id=game_save.pk, turn_id__gte=lookback, turn_id__lte=horizon)
-                  .values_list("turn_id", "state"))
+    events = list(
+        Event.objects.filter(game_save_id=game_save.pk, turn_id__gte=lookback, turn_id__lte=horizon)
+        .order_by("turn_id")
+        .values_list("turn_id", "player_input", "narrative")
+    )
+    states = dict(
+        StateCache.objects.filter(game_save_id=game_save.pk, turn_id__gte=lookback, turn_id__lte=horizon).values_list(
+            "turn_id", "state"
+        )
+    )
     # A turn is dated when its story time differs from the turn before it (a session of LoCoMo's
     # shape shares one date over dozens of turns); the window's first turn is always dated.
     dated: dict[int, str] = {}
@@ -199,7 +237,9 @@ def story_items(game_save, *, horizon: int, token_budget: int, shares: dict[str,
     for turn_id, player_input, narrative in events:
         when = story_time_of(states.get(turn_id))
         dated[turn_id] = fill(_turn_text(turn_id, player_input, narrative, when))
-        texts.append((turn_id, dated[turn_id] if when != previous else fill(_turn_text(turn_id, player_input, narrative, ""))))
+        texts.append(
+            (turn_id, dated[turn_id] if when != previous else fill(_turn_text(turn_id, player_input, narrative, "")))
+        )
         previous = when
     if not texts:
         return summaries(min(start, horizon + 1))
@@ -210,15 +250,22 @@ def story_items(game_save, *, horizon: int, token_budget: int, shares: dict[str,
     # still reads as a story): earlier chapters are told by their summaries.
     floor = lookback if reach_back else min(start, max(horizon - min_recent + 1, 1))
     floor = ((floor - 1) // window_step) * window_step + 1  # anchored, so it moves a step at a time
-    window_start = window_start_for({t: n for t, n in sizes.items() if t >= floor}, horizon=horizon, cap=cap,
-                                    first_sizes=dated_sizes, step=window_step)
+    window_start = window_start_for(
+        {t: n for t, n in sizes.items() if t >= floor},
+        horizon=horizon,
+        cap=cap,
+        first_sizes=dated_sizes,
+        step=window_step,
+    )
     if max_turns and horizon - window_start + 1 > max_turns:  # the share holds more turns than the window shows
         # The first step inside the bound (the last turn at least, for a bound shorter than a step).
         window_start = min(-(-(horizon - max_turns) // window_step) * window_step + 1, horizon)
         shown = sum(size for turn_id, size in sizes.items() if turn_id > window_start)
         story.spare = max(cap - shown - dated_sizes.get(window_start, sizes.get(window_start, 0)), 0)
     spans = _spans_from(game_save, window_start - 1)
-    summaries(_told_before(spans, window_start=window_start, chapter_start=start) if reach_back else min(start, horizon + 1))
+    summaries(
+        _told_before(spans, window_start=window_start, chapter_start=start) if reach_back else min(start, horizon + 1)
+    )
     # Every chapter that begins inside the window is marked on its first turn, not only the open one: a mark
     # that moved when the next chapter opened would change the prompt's middle (and a prefix cache's reuse).
     begins = {first for first, _last in spans if window_start <= first <= horizon} | {start}
@@ -227,29 +274,43 @@ def story_items(game_save, *, horizon: int, token_budget: int, shares: dict[str,
             text = dated[turn_id]
         if turn_id < min(start, window_start):
             continue  # an earlier chapter's turn the window does not reach: its summary tells it
-        why = {"turn_id": turn_id, "chapter_start": start, "window_start": window_start,
-               "before_chapter": turn_id < start, "begins_chapter": turn_id in begins and turn_id != 1}
+        why = {
+            "turn_id": turn_id,
+            "chapter_start": start,
+            "window_start": window_start,
+            "before_chapter": turn_id < start,
+            "begins_chapter": turn_id in begins and turn_id != 1,
+        }
         ref = {"turn_id": turn_id}
         if turn_id < window_start:
             item = make_item(layer="chapter", text=text, reason=f"turn {turn_id} of the open chapter", why=why, ref=ref)
             item.included = False
-            item.cut = (f"before the window: turns {window_start}-{horizon} fill the share of the recent turns "
-                        f"({shares.get('chapter', 100)}% = {cap} tokens); the window moves {window_step} turns at a time")
+            item.cut = (
+                f"before the window: turns {window_start}-{horizon} fill the share of the recent turns "
+                f"({shares.get('chapter', 100)}% = {cap} tokens); the window moves {window_step} turns at a time"
+            )
             why["outside_window"] = True
         else:
             if turn_id == horizon and sizes[turn_id] > cap:
                 text = _tail(text, cap)
                 why["cut_marked"] = True
             where = "of the open chapter" if turn_id >= start else f"before the open chapter (it began at turn {start})"
-            item = make_item(layer="chapter", text=text, reason=f"turn {turn_id}, {where}: a recent turn, in full",
-                             why=why, ref=ref)
+            item = make_item(
+                layer="chapter", text=text, reason=f"turn {turn_id}, {where}: a recent turn, in full", why=why, ref=ref
+            )
             story.shown_turns.append(turn_id)
         story.turns.append(item)
     return story
 
 
-def window_start_for(sizes: dict[int, int], *, horizon: int, cap: int, first_sizes: dict[int, int] | None = None,
-                     step: int = DEFAULT_POLICY.window_step) -> int:
+def window_start_for(
+    sizes: dict[int, int],
+    *,
+    horizon: int,
+    cap: int,
+    first_sizes: dict[int, int] | None = None,
+    step: int = DEFAULT_POLICY.window_step,
+) -> int:
     """Return the first turn shown in full: the earliest turn 1 + k * `step` whose window fits `cap`.
 
     Anchored on fixed turn numbers, so the window's start stays put while turns are appended
@@ -260,7 +321,9 @@ def window_start_for(sizes: dict[int, int], *, horizon: int, cap: int, first_siz
     anchor = ((min(sizes) - 1) // step) * step + 1
     while anchor <= horizon:
         first = max(anchor, min(sizes))
-        total = sum(size for turn_id, size in sizes.items() if turn_id > first) + first_sizes.get(first, sizes.get(first, 0))
+        total = sum(size for turn_id, size in sizes.items() if turn_id > first) + first_sizes.get(
+            first, sizes.get(first, 0)
+        )
         if total <= cap:
             return first
         anchor += step

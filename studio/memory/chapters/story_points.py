@@ -6,6 +6,7 @@
 A `Span` is a closed range on one clock. `named_time.py` resolves what a query names into spans;
 `story_time.py` says how games keep story time. Pure (no Django).
 """
+
 from __future__ import annotations
 
 import calendar
@@ -18,11 +19,25 @@ CALENDAR = "calendar"
 DAY_COUNT = "day"
 
 MONTHS = {name: number for number, name in enumerate(calendar.month_name) if name}
-MONTH_ABBREVIATIONS = {"jan": 1, "feb": 2, "mar": 3, "apr": 4, "jun": 6, "jul": 7, "aug": 8, "sep": 9,
-                       "sept": 9, "oct": 10, "nov": 11, "dec": 12}
+MONTH_ABBREVIATIONS = {
+    "jan": 1,
+    "feb": 2,
+    "mar": 3,
+    "apr": 4,
+    "jun": 6,
+    "jul": 7,
+    "aug": 8,
+    "sep": 9,
+    "sept": 9,
+    "oct": 10,
+    "nov": 11,
+    "dec": 12,
+}
 
-_MONTH_NAME = (r"(?P<month>january|february|march|april|may|june|july|august|september|october|november|december"
-               r"|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)\.?")
+_MONTH_NAME = (
+    r"(?P<month>january|february|march|april|may|june|july|august|september|october|november|december"
+    r"|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)\.?"
+)
 _DAY = r"(?P<day>\d{1,2})(?:st|nd|rd|th)?"
 _YEAR = r"(?P<year>\d{4})"
 
@@ -51,7 +66,11 @@ class Span:
 
     def holds(self, point: StoryPoint) -> bool:
         value = point.value(self.clock)
-        return value is not None and (self.start is None or value >= self.start) and (self.end is None or value <= self.end)
+        return (
+            value is not None
+            and (self.start is None or value >= self.start)
+            and (self.end is None or value <= self.end)
+        )
 
     def describe(self) -> str:
         def one(value: int | None) -> str:
@@ -67,8 +86,6 @@ class Span:
         if self.end is None:
             return f"from {one(self.start)}"
         return one(self.start) if self.start == self.end else f"{one(self.start)} – {one(self.end)}"
-
-
 
 
 _ISO = re.compile(r"\b(?P<year>\d{4})-(?P<month>\d{1,2})-(?P<day>\d{1,2})(?!\d)")

@@ -8,6 +8,7 @@ of Frostmoot"), `day` (a day count: 3, or "Day 3"), `time` (a time of day: "dusk
 facts and narrative chunks are dated by their turn; chapters record the story time of
 their first and last turns. The memory context prints it beside what it dates.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -40,7 +41,9 @@ def story_times(game_save, turn_ids) -> dict[int, str]:
     if not turn_ids:
         return {}
     out = {}
-    for turn_id, state in StateCache.objects.filter(game_save_id=game_save.pk, turn_id__in=turn_ids).values_list("turn_id", "state"):
+    for turn_id, state in StateCache.objects.filter(game_save_id=game_save.pk, turn_id__in=turn_ids).values_list(
+        "turn_id", "state"
+    ):
         label = story_time_of(state)
         if label:
             out[turn_id] = label

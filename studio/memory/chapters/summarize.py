@@ -13,6 +13,7 @@ it ran stands (the model's text is kept beside it as `generated_summary`). Witho
 the chapter says so (`no_model`) and the job ends skipped. Writing a chapter's summary may
 queue its arc's (`maybe_summarize_arc`).
 """
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -25,9 +26,9 @@ from studio.memory.llm.parsing import parse_json_payload
 
 SYSTEM_PROMPT = (
     "You summarize a part of an interactive story for the narrator who continues it. Write in the past tense, "
-    "in the second person for the player character (\"you\"), in at most {sentences} sentences: who did what, "
+    'in the second person for the player character ("you"), in at most {sentences} sentences: who did what, '
     "where, what changed, what is still unresolved. Keep names, places, objects and numbers exactly as written; "
-    "invent nothing. Answer with JSON: {{\"summary\": \"...\"}}."
+    'invent nothing. Answer with JSON: {{"summary": "..."}}.'
 )
 MAX_TURN_CHARS = 1_500  # of one turn's narrative in the prompt (a long turn's start tells most of it)
 MAX_SOURCE_CHARS = 12_000  # of the whole prompt's story text (a small model's window)
@@ -36,8 +37,12 @@ SUMMARIZE = Operation(name="summarize", system=SYSTEM_PROMPT, item="summary", ac
 
 
 def schema() -> dict:
-    return {"type": "object", "properties": {"summary": {"type": "string"}}, "required": ["summary"],
-            "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": {"summary": {"type": "string"}},
+        "required": ["summary"],
+        "additionalProperties": False,
+    }
 
 
 def chapter_source(chapter: Chapter) -> str:
@@ -47,8 +52,9 @@ def chapter_source(chapter: Chapter) -> str:
 
     blocks = []
     if chapter.level == 0:
-        events = Event.objects.filter(game_save_id=chapter.game_save_id, turn_id__gte=chapter.first_turn,
-                                      turn_id__lte=chapter.last_turn).order_by("turn_id")
+        events = Event.objects.filter(
+            game_save_id=chapter.game_save_id, turn_id__gte=chapter.first_turn, turn_id__lte=chapter.last_turn
+        ).order_by("turn_id")
         for event in events:
             narrative = event.narrative.strip()
             if len(narrative) > MAX_TURN_CHARS:
@@ -72,8 +78,12 @@ def chapter_source(chapter: Chapter) -> str:
 def summarize_detailed(llm, chapter: Chapter, source: str) -> tuple[str, Exception | None]:
     """Return (summary, failure) for `source`, the text of `chapter` (never raises)."""
     sentences = SENTENCES.get(chapter.level, SENTENCES[1])
-    operation = Operation(name=SUMMARIZE.name, system=SYSTEM_PROMPT.format(sentences=sentences),
-                          item=SUMMARIZE.item, activity=SUMMARIZE.activity)
+    operation = Operation(
+        name=SUMMARIZE.name,
+        system=SYSTEM_PROMPT.format(sentences=sentences),
+        item=SUMMARIZE.item,
+        activity=SUMMARIZE.activity,
+    )
 
     def parse(response) -> str:
         text = (response.text or "").strip()

@@ -11,6 +11,7 @@ summaries and edits as they are); a copied row whose summary was still pending g
 summary job in the fork (`requeue_pending`; without a configured model it is marked so). The
 save file carries them in its `chapters` section (`studio.saves.portable.sections.chapters`).
 """
+
 from __future__ import annotations
 
 from studio.memory import timeline
@@ -24,22 +25,32 @@ COPIED_FIELDS = tuple(timeline.row_columns(Chapter, timestamps=False))
 def append_chapter(turn: timeline.TurnAppend) -> None:
     from studio.memory.chapters.services import chapter_after_turn
 
-    chapter_after_turn(game_save=turn.save, turn_id=turn.turn_id, state=turn.state,
-                       summarize=turn.options.get("summarize", True))
+    chapter_after_turn(
+        game_save=turn.save, turn_id=turn.turn_id, state=turn.state, summarize=turn.options.get("summarize", True)
+    )
 
 
 def requeue_pending(ctx: timeline.ForkContext) -> None:
     """Queue the fork's own summary job for each copied chapter whose summary was pending at N."""
     from studio.memory.chapters.services import summaries_requeue
 
-    summaries_requeue(game_save=ctx.fork, chapters=Chapter.objects.filter(
-        game_save_id=ctx.fork.pk, summary_status=SummaryStatus.PENDING).order_by("level", "first_turn"))
+    summaries_requeue(
+        game_save=ctx.fork,
+        chapters=Chapter.objects.filter(game_save_id=ctx.fork.pk, summary_status=SummaryStatus.PENDING).order_by(
+            "level", "first_turn"
+        ),
+    )
 
 
 TABLE = timeline.TurnTable.plain(
-    "chapters", Chapter, order=75, section="chapters", turn_field="closed_turn",
+    "chapters",
+    Chapter,
+    order=75,
+    section="chapters",
+    turn_field="closed_turn",
     label="Chapters and arcs (re-opened or dropped, with their summaries)",
-    append=append_chapter, forked=requeue_pending,
+    append=append_chapter,
+    forked=requeue_pending,
 )
 
 

@@ -25,6 +25,7 @@ characters present at N (the presence row), the player character when they act, 
 player's input names, and whoever arrives in the narration ("Kael steps in"); a save that
 records no presence at N is not checked.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -90,8 +91,11 @@ class GuardContext:
         self.index = self.view.index
         self.embedder = embedder
         self.entries = book_entries(game_save.universe_id)
-        self.facts = list(Fact.objects.filter(game_save_id=game_save.pk, turn_id__lte=horizon)
-                          .order_by("turn_id", "id").values("id", "turn_id", "statement", "entities"))
+        self.facts = list(
+            Fact.objects.filter(game_save_id=game_save.pk, turn_id__lte=horizon)
+            .order_by("turn_id", "id")
+            .values("id", "turn_id", "statement", "entities")
+        )
         self.turns = turn_texts(game_save, range(max(1, horizon - MAX_TURNS_READ + 1), horizon + 1))
         self.input_terms = terms_of(self.player_input)
         self.name_terms: set[str] = set()
@@ -125,22 +129,33 @@ class GuardContext:
             if knowing.known:
                 knows.terms |= terms_of(text)
             else:
-                knows.unknown.append((Item("lore", {"entry_id": entry_id, "title": entry["title"]}, text, 0),
-                                      knowing.why, terms_of(text)))
+                knows.unknown.append(
+                    (
+                        Item("lore", {"entry_id": entry_id, "title": entry["title"]}, text, 0),
+                        knowing.why,
+                        terms_of(text),
+                    )
+                )
         for fact in self.facts:
             knowing = view.fact(character, fact["id"], fact["turn_id"])
             if knowing.known or not self.recorded(fact["turn_id"]):
                 knows.terms |= terms_of(fact["statement"])
             else:
-                knows.unknown.append((Item("fact", {"fact_id": fact["id"]}, fact["statement"], fact["turn_id"]),
-                                      knowing.why, terms_of(fact["statement"])))
+                knows.unknown.append(
+                    (
+                        Item("fact", {"fact_id": fact["id"]}, fact["statement"], fact["turn_id"]),
+                        knowing.why,
+                        terms_of(fact["statement"]),
+                    )
+                )
         for turn, narrative in self.turns.items():
             knowing = view.narrative(character, turn)
             if knowing.known or not self.recorded(turn):
                 knows.terms |= terms_of(narrative)
             else:
-                knows.unknown.append((Item("turn", {"turn_id": turn}, narrative, turn), knowing.why,
-                                      terms_of(narrative)))
+                knows.unknown.append(
+                    (Item("turn", {"turn_id": turn}, narrative, turn), knowing.why, terms_of(narrative))
+                )
         known_terms = knows.terms | self.name_terms
         knows.unknown = [(item, why, item_terms - known_terms, item_terms) for item, why, item_terms in knows.unknown]
         self._knows[key] = knows
@@ -169,8 +184,11 @@ class GuardContext:
 
     def places_named(self, text: str) -> set[str]:
         """The places `text` names (titles, keys; whole words)."""
-        return {title for name, title in self.places().items()
-                if re.search(rf"(?<!\w){re.escape(name)}(?!\w)", text or "", re.IGNORECASE)}
+        return {
+            title
+            for name, title in self.places().items()
+            if re.search(rf"(?<!\w){re.escape(name)}(?!\w)", text or "", re.IGNORECASE)
+        }
 
     def scene_moves(self, sentences: list[Sentence]) -> bool:
         """Whether the input or the narration goes to another place than the scene's (a verb of going and a place of
@@ -229,8 +247,9 @@ def _audience(ctx: GuardContext, sentence: Sentence) -> tuple[str, str]:
     return "", ""
 
 
-def _carries(ctx: GuardContext, sentence: Sentence, said_terms: set[str], item: Item, distinctive: set[str],
-             item_terms: set[str]) -> tuple[tuple, set[str], float | None] | None:
+def _carries(
+    ctx: GuardContext, sentence: Sentence, said_terms: set[str], item: Item, distinctive: set[str], item_terms: set[str]
+) -> tuple[tuple, set[str], float | None] | None:
     """Whether the sentence carries the item (the module's rule): (rank, the distinctive terms said, cosine) or None."""
     hits = said_terms & distinctive
     needed = RULE.strong_hits_turn if item.layer == "turn" else RULE.strong_hits
@@ -269,13 +288,23 @@ def check_leaks(ctx: GuardContext, sentences: list[Sentence]) -> list[Finding]:
             _rank, item, why_unknown, hits, similarity = best
             if (fold(who), item.label()) not in reported:
                 reported.add((fold(who), item.label()))
-                findings.append(Finding(
-                    kind="leak", sentence=sentence.text, character=sentence.speaker, item=item,
-                    why=f"{how}, but {who} does not know {item.label()} ({why_unknown}); it says "
+                findings.append(
+                    Finding(
+                        kind="leak",
+                        sentence=sentence.text,
+                        character=sentence.speaker,
+                        item=item,
+                        why=f"{how}, but {who} does not know {item.label()} ({why_unknown}); it says "
                         + ", ".join(f"“{t}”" for t in sorted(hits))
                         + (f" (meaning {similarity:.2f} alike)" if similarity is not None else ""),
-                    score={"hits": sorted(hits), "similarity": None if similarity is None else round(similarity, 3),
-                           "audience": who, "how": sentence.how}))
+                        score={
+                            "hits": sorted(hits),
+                            "similarity": None if similarity is None else round(similarity, 3),
+                            "audience": who,
+                            "how": sentence.how,
+                        },
+                    )
+                )
             continue
         heard |= terms_of(sentence.said)
     return findings
@@ -293,8 +322,12 @@ def check_presence(ctx: GuardContext, sentences: list[Sentence]) -> list[Finding
         on.add(fold(ctx.index.player))  # the player character acts in the turn being narrated
     row = ctx.view.row(ctx.horizon)
     listed = ", ".join(row.characters) if row and row.characters else "nobody"
-    item = Item("presence", {"turn_id": ctx.horizon, "scene": getattr(row, "scene", "")},
-                f"Present at turn {ctx.horizon}: {listed}.", ctx.horizon)
+    item = Item(
+        "presence",
+        {"turn_id": ctx.horizon, "scene": getattr(row, "scene", "")},
+        f"Present at turn {ctx.horizon}: {listed}.",
+        ctx.horizon,
+    )
     findings, reported = [], set()
     for sentence in sentences:
         who = sentence.speaker
@@ -306,9 +339,15 @@ def check_presence(ctx: GuardContext, sentences: list[Sentence]) -> list[Finding
         if fold(who) in on or fold(who) in reported:
             continue
         reported.add(fold(who))
-        findings.append(Finding(
-            kind="presence", sentence=sentence.text, character=who, item=item,
-            why=f"{who} {'speaks' if sentence.role == 'says' else 'acts'} but is not on scene (present at turn "
+        findings.append(
+            Finding(
+                kind="presence",
+                sentence=sentence.text,
+                character=who,
+                item=item,
+                why=f"{who} {'speaks' if sentence.role == 'says' else 'acts'} but is not on scene (present at turn "
                 f"{ctx.horizon}: {listed}) and does not arrive in the narration",
-            score={"how": sentence.how}))
+                score={"how": sentence.how},
+            )
+        )
     return findings

@@ -18,6 +18,7 @@ the strongest candidates (`GuardSettings.max_candidates`), a JSON schema whose e
 cite the candidate's item and turn exactly as given. A verdict that cites another item or turn
 is not a verdict: the candidate stays possible ("candidate"), as it does without a model.
 """
+
 from __future__ import annotations
 
 import math
@@ -33,22 +34,86 @@ from studio.memory.retrieval.lexical import index_terms
 __all__ = ["JUDGE_SCHEMA", "JUDGE_SYSTEM", "contradiction_candidates", "judge"]
 
 DEATH = re.compile(r"\b(dead|died|dies|killed|drowned|slain|murdered|perished|hanged|buried|corpse)\b", re.IGNORECASE)
-HEDGE = re.compile(r"\b(believed|thought|presumed|feared|said to be|rumou?red|nearly|almost|not|never|if|whether|"
-                   r"may|might|could|would|claims?)\b", re.IGNORECASE)
+HEDGE = re.compile(
+    r"\b(believed|thought|presumed|feared|said to be|rumou?red|nearly|almost|not|never|if|whether|"
+    r"may|might|could|would|claims?)\b",
+    re.IGNORECASE,
+)
 LOCATIVE = r"(?:in|at|on|inside|aboard|within|atop|beneath|under)\s+"
-NEGATIONS = frozenset({"not", "no", "never", "nobody", "nothing", "none", "neither", "nor", "cannot", "without",
-                       "n't", "isn't", "wasn't", "aren't", "doesn't", "didn't", "don't", "won't", "can't", "hasn't",
-                       "hadn't", "haven't", "nowhere", "noone"})
-ANTONYMS = (("alive", "dead"), ("alive", "drowned"), ("living", "dead"), ("open", "closed"), ("open", "shut"),
-            ("open", "sealed"), ("locked", "unlocked"), ("full", "empty"), ("friend", "enemy"), ("trust", "distrust"),
-            ("loyal", "traitor"), ("young", "old"), ("true", "false"), ("guilty", "innocent"), ("rich", "poor"),
-            ("love", "hate"), ("hidden", "found"), ("lost", "found"), ("whole", "broken"), ("safe", "dead"),
-            ("married", "widowed"), ("sober", "drunk"), ("healthy", "sick"), ("awake", "asleep"))
-NUMBERS = {w: n for n, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen "
-    "eighteen nineteen twenty".split())}
-NUMBERS.update({"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90,
-                "hundred": 100, "thousand": 1000})
+NEGATIONS = frozenset(
+    {
+        "not",
+        "no",
+        "never",
+        "nobody",
+        "nothing",
+        "none",
+        "neither",
+        "nor",
+        "cannot",
+        "without",
+        "n't",
+        "isn't",
+        "wasn't",
+        "aren't",
+        "doesn't",
+        "didn't",
+        "don't",
+        "won't",
+        "can't",
+        "hasn't",
+        "hadn't",
+        "haven't",
+        "nowhere",
+        "noone",
+    }
+)
+ANTONYMS = (
+    ("alive", "dead"),
+    ("alive", "drowned"),
+    ("living", "dead"),
+    ("open", "closed"),
+    ("open", "shut"),
+    ("open", "sealed"),
+    ("locked", "unlocked"),
+    ("full", "empty"),
+    ("friend", "enemy"),
+    ("trust", "distrust"),
+    ("loyal", "traitor"),
+    ("young", "old"),
+    ("true", "false"),
+    ("guilty", "innocent"),
+    ("rich", "poor"),
+    ("love", "hate"),
+    ("hidden", "found"),
+    ("lost", "found"),
+    ("whole", "broken"),
+    ("safe", "dead"),
+    ("married", "widowed"),
+    ("sober", "drunk"),
+    ("healthy", "sick"),
+    ("awake", "asleep"),
+)
+NUMBERS = {
+    w: n
+    for n, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen "
+        "eighteen nineteen twenty".split()
+    )
+}
+NUMBERS.update(
+    {
+        "thirty": 30,
+        "forty": 40,
+        "fifty": 50,
+        "sixty": 60,
+        "seventy": 70,
+        "eighty": 80,
+        "ninety": 90,
+        "hundred": 100,
+        "thousand": 1000,
+    }
+)
 SEARCH_TOP = 5  # items the search offers per sentence
 MIN_WEIGHT = 2.0  # the shared terms' rarity weight an item needs to be offered
 # A flip needs the sentence and the item to be about the same thing: cosine of their vectors at least this
@@ -74,7 +139,7 @@ def _numbers(text: str) -> dict[str, int]:
         value = int(word) if word.isdigit() else NUMBERS.get(word)
         if value is None or i + 1 >= len(words):
             continue
-        after = [t for t in index_terms(" ".join(words[i + 1:i + 3])) if len(t) >= 3]  # in order: the next noun
+        after = [t for t in index_terms(" ".join(words[i + 1 : i + 3])) if len(t) >= 3]  # in order: the next noun
         if after:
             out[after[0]] = value
     return out
@@ -87,9 +152,9 @@ def _antonym(a: set[str], b: set[str]) -> tuple[str, str] | None:
             return (x, y)
     for term in a ^ b:  # "distrust" against "trust", "unlocked" against "locked"
         for prefix in ("dis", "un", "in", "im"):
-            if term.startswith(prefix) and term[len(prefix):] in (a | b) - {term} and len(term) > len(prefix) + 3:
-                if (term in a) != (term[len(prefix):] in a):
-                    return (term[len(prefix):], term)
+            if term.startswith(prefix) and term[len(prefix) :] in (a | b) - {term} and len(term) > len(prefix) + 3:
+                if (term in a) != (term[len(prefix) :] in a):
+                    return (term[len(prefix) :], term)
     return None
 
 
@@ -102,16 +167,25 @@ class _Corpus:
         self.items: list[tuple[Item, set[str]]] = []
         for entry_id, entry in ctx.entries.items():
             for sentence in split_sentences(entry["text"]):
-                self.items.append((Item("lore", {"entry_id": entry_id, "title": entry["title"]}, sentence, 0),
-                                   terms_of(sentence)))
+                self.items.append(
+                    (Item("lore", {"entry_id": entry_id, "title": entry["title"]}, sentence, 0), terms_of(sentence))
+                )
         for fact in ctx.facts:
-            self.items.append((Item("fact", {"fact_id": fact["id"]}, fact["statement"], fact["turn_id"]),
-                               terms_of(fact["statement"])))
+            self.items.append(
+                (Item("fact", {"fact_id": fact["id"]}, fact["statement"], fact["turn_id"]), terms_of(fact["statement"]))
+            )
         for belief in Observation.objects.filter(game_save_id=ctx.save.pk, created_turn_id__lte=ctx.horizon).values(
-                "id", "statement", "subject", "updated_turn_id", "created_turn_id"):
+            "id", "statement", "subject", "updated_turn_id", "created_turn_id"
+        ):
             turn = belief["updated_turn_id"] if belief["updated_turn_id"] <= ctx.horizon else belief["created_turn_id"]
-            self.items.append((Item("belief", {"belief_id": belief["id"], "subject": belief["subject"]},
-                                    belief["statement"], turn), terms_of(belief["statement"])))
+            self.items.append(
+                (
+                    Item(
+                        "belief", {"belief_id": belief["id"], "subject": belief["subject"]}, belief["statement"], turn
+                    ),
+                    terms_of(belief["statement"]),
+                )
+            )
         df = Counter(t for _item, terms in self.items for t in terms)
         n = max(1, len(self.items))
         self.weight = {t: math.log(1 + n / c) for t, c in df.items()}
@@ -155,7 +229,9 @@ def _flip(sentence: str, terms: set[str], item: Item, item_terms: set[str]) -> s
 DEAD_PREDICATE = re.compile(
     r"^[\s,]*(?:(?!(?:the|a|an|of|in|to|his|her|their|its|what|who|that|believes?|thinks?|says?)\b)[\w'’-]+\s+){0,2}?(?:(?:is|was|has been|had been|lies|lay|were|are|has|had|now)\s+)*"
     r"(?:dead|died|killed|slain|murdered|drowned|perished|hanged|buried)\b(?!\s+(?:streets?|city|quarter|bells?|"
-    r"deeds?|men|town|houses?|lanes?))", re.IGNORECASE)
+    r"deeds?|men|town|houses?|lanes?))",
+    re.IGNORECASE,
+)
 
 
 def _dead(ctx: GuardContext, corpus: _Corpus) -> dict[str, Item]:
@@ -180,7 +256,7 @@ def _dead(ctx: GuardContext, corpus: _Corpus) -> dict[str, Item]:
 
 
 def _possessive_before(text: str, end: int) -> bool:
-    return text[end:end + 2] in ("'s", "’s")
+    return text[end : end + 2] in ("'s", "’s")
 
 
 def _place_names(ctx: GuardContext) -> dict[str, str]:
@@ -207,7 +283,7 @@ def _after_subject(text: str, who: str, ctx: GuardContext, words: int = 5) -> st
     """The few words after the sentence's subject `who` (where "stands in the bell-loft" says where they are)."""
     for span in names_in(ctx.index, text):
         if span.title == who:
-            return " ".join(text[span.end:].split()[:words + 3])
+            return " ".join(text[span.end :].split()[: words + 3])
     return ""
 
 
@@ -225,21 +301,51 @@ def contradiction_candidates(ctx: GuardContext, sentences: list[Sentence]) -> li
         who = sentence.speaker
         if who and sentence.role != "narration" and fold(who) in dead:
             item = dead[fold(who)]
-            candidates.append((10.0, Finding(
-                kind="contradiction", sentence=sentence.text, character=who, item=item, verdict="candidate",
-                why=f"{who} {'speaks' if sentence.role == 'says' else 'acts'}, but {item.label()} says {who} is dead",
-                score={"search": "dead acts"})))
+            candidates.append(
+                (
+                    10.0,
+                    Finding(
+                        kind="contradiction",
+                        sentence=sentence.text,
+                        character=who,
+                        item=item,
+                        verdict="candidate",
+                        why=f"{who} {'speaks' if sentence.role == 'says' else 'acts'}, but {item.label()} says {who} is dead",
+                        score={"search": "dead acts"},
+                    ),
+                )
+            )
             continue
-        if who and scene_place and fold(who) in present and sentence.role == "acts" and not sentence.arrives \
-                and not moved:
+        if (
+            who
+            and scene_place
+            and fold(who) in present
+            and sentence.role == "acts"
+            and not sentence.arrives
+            and not moved
+        ):
             place = _place_of(_after_subject(sentence.text, who, ctx), places)
             if place and place != scene_place and not MOVES.search(sentence.text):
-                item = Item("presence", {"turn_id": ctx.horizon, "scene": row.scene},
-                            f"At turn {ctx.horizon}, {who} is present at {row.scene}.", ctx.horizon)
-                candidates.append((8.0, Finding(
-                    kind="contradiction", sentence=sentence.text, character=who, item=item, verdict="candidate",
-                    why=f"the narration puts {who} in {place}, but at turn {ctx.horizon} {who} is at {row.scene}",
-                    score={"search": "two places"})))
+                item = Item(
+                    "presence",
+                    {"turn_id": ctx.horizon, "scene": row.scene},
+                    f"At turn {ctx.horizon}, {who} is present at {row.scene}.",
+                    ctx.horizon,
+                )
+                candidates.append(
+                    (
+                        8.0,
+                        Finding(
+                            kind="contradiction",
+                            sentence=sentence.text,
+                            character=who,
+                            item=item,
+                            verdict="candidate",
+                            why=f"the narration puts {who} in {place}, but at turn {ctx.horizon} {who} is at {row.scene}",
+                            score={"search": "two places"},
+                        ),
+                    )
+                )
                 continue
         if sentence.said.rstrip("”\"' ").endswith("?"):
             continue  # a question asserts nothing
@@ -249,10 +355,20 @@ def contradiction_candidates(ctx: GuardContext, sentences: list[Sentence]) -> li
             if opposed and not _same_thing(ctx, sentence.text, terms, item, item_terms):
                 continue
             if opposed:
-                candidates.append((weight, Finding(
-                    kind="contradiction", sentence=sentence.text, character=who, item=item, verdict="candidate",
-                    why=f"it may say the opposite of {item.label()} (turn {item.turn}): {opposed}",
-                    score={"search": "flip", "weight": round(weight, 2), "shared": sorted(terms & item_terms)})))
+                candidates.append(
+                    (
+                        weight,
+                        Finding(
+                            kind="contradiction",
+                            sentence=sentence.text,
+                            character=who,
+                            item=item,
+                            verdict="candidate",
+                            why=f"it may say the opposite of {item.label()} (turn {item.turn}): {opposed}",
+                            score={"search": "flip", "weight": round(weight, 2), "shared": sorted(terms & item_terms)},
+                        ),
+                    )
+                )
                 break
     candidates.sort(key=lambda c: -c[0])
     return [finding for _weight, finding in candidates]
@@ -270,38 +386,53 @@ JUDGE_SYSTEM = (
     "established item: the Lore Book's canon (turn 0), a fact or a belief, with its id and turn. Decide whether the "
     "sentence contradicts the item, that is, both cannot be true: a dead character acting, someone in two places at "
     "once, a fact reversed. A character lying, guessing or remembering, or a change the sentence itself explains, is "
-    "not a contradiction. Answer only JSON: {\"verdicts\": [{\"candidate\": 1, \"contradiction\": true, "
-    "\"item\": \"<the item's id exactly as given>\", \"turn\": <the item's turn as given>, \"why\": \"<one short "
-    "sentence>\"}]}, one verdict per candidate.")
+    'not a contradiction. Answer only JSON: {"verdicts": [{"candidate": 1, "contradiction": true, '
+    '"item": "<the item\'s id exactly as given>", "turn": <the item\'s turn as given>, "why": "<one short '
+    'sentence>"}]}, one verdict per candidate.'
+)
 JUDGE_SCHEMA = {
     "type": "object",
-    "properties": {"verdicts": {"type": "array", "items": {
-        "type": "object",
-        "properties": {"candidate": {"type": "integer"}, "contradiction": {"type": "boolean"},
-                       "item": {"type": "string"}, "turn": {"type": "integer"}, "why": {"type": "string"}},
-        "required": ["candidate", "contradiction", "item", "turn", "why"]}}},
+    "properties": {
+        "verdicts": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "candidate": {"type": "integer"},
+                    "contradiction": {"type": "boolean"},
+                    "item": {"type": "string"},
+                    "turn": {"type": "integer"},
+                    "why": {"type": "string"},
+                },
+                "required": ["candidate", "contradiction", "item", "turn", "why"],
+            },
+        }
+    },
     "required": ["verdicts"],
 }
 LEAK_SYSTEM = (
     "You check a story for leaks. Each numbered candidate sets a sentence of the story beside a secret (with its id "
     "and turn) and names the character who says or does it, who does not know that secret. Decide whether the "
-    "sentence reveals or hints at the secret. Answer only JSON: {\"verdicts\": [{\"candidate\": 1, \"contradiction\": "
-    "true, \"item\": \"<the id exactly as given>\", \"turn\": <the turn as given>, \"why\": \"<one short sentence>\"}]}"
-    " (\"contradiction\": true when it leaks).")
+    'sentence reveals or hints at the secret. Answer only JSON: {"verdicts": [{"candidate": 1, "contradiction": '
+    'true, "item": "<the id exactly as given>", "turn": <the turn as given>, "why": "<one short sentence>"}]}'
+    ' ("contradiction": true when it leaks).'
+)
 
 
 def judge_prompt(findings: list[Finding]) -> str:
     lines = []
     for number, finding in enumerate(findings, start=1):
         who = f" ({finding.character})" if finding.character else ""
-        lines.append(f"{number}. Sentence{who}: “{finding.sentence}”\n   Item {finding.item.label()} (turn "
-                     f"{finding.item.turn}): “{_clip(finding.item.text)}”")
+        lines.append(
+            f"{number}. Sentence{who}: “{finding.sentence}”\n   Item {finding.item.label()} (turn "
+            f"{finding.item.turn}): “{_clip(finding.item.text)}”"
+        )
     return "\n".join(lines)
 
 
 def _clip(text: str, limit: int = 400) -> str:
     text = " ".join(text.split())
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def judge(llm, findings: list[Finding], *, system: str = JUDGE_SYSTEM, confirmed: str = "confirmed") -> int:

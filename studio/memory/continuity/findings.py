@@ -5,6 +5,7 @@ A finding always names the sentence, who says or does it ("" for the narration),
 "found" for the deterministic checks (leaks, presence), "candidate" for a possible contradiction
 the model has not judged, "confirmed" or "rejected" once it has.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -12,8 +13,10 @@ from typing import Any
 
 __all__ = ["CheckResult", "Finding", "Item", "REGENERATE_HEADING", "instructions_text"]
 
-REGENERATE_HEADING = ("Continuity notes: a check of an earlier draft of this turn found these problems. Write the "
-                      "turn again and avoid every one of them:")
+REGENERATE_HEADING = (
+    "Continuity notes: a check of an earlier draft of this turn found these problems. Write the "
+    "turn again and avoid every one of them:"
+)
 
 
 def instructions_text(instructions: list[str]) -> str:
@@ -65,9 +68,16 @@ class Finding:
         return self.verdict != "rejected"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "sentence": self.sentence, "character": self.character,
-                "item": {**asdict(self.item), "label": self.item.label()}, "why": self.why, "verdict": self.verdict,
-                "judge": self.judge, "score": self.score}
+        return {
+            "kind": self.kind,
+            "sentence": self.sentence,
+            "character": self.character,
+            "item": {**asdict(self.item), "label": self.item.label()},
+            "why": self.why,
+            "verdict": self.verdict,
+            "judge": self.judge,
+            "score": self.score,
+        }
 
     def instruction(self) -> str:
         """The finding as an instruction to the narrator (regenerate with the findings). A leak's instruction names
@@ -75,13 +85,19 @@ class Finding:
         say it (bench/continuity_llm.py)."""
         if self.kind == "leak":
             who = self.character or (self.score.get("audience") or "the player character")
-            return (f"{who} does not know {self.item.title()}. In this turn {who} knows nothing about it: asked, "
-                    f"{who} says they do not know, and neither {who} nor the narration reveals or guesses it.")
+            return (
+                f"{who} does not know {self.item.title()}. In this turn {who} knows nothing about it: asked, "
+                f"{who} says they do not know, and neither {who} nor the narration reveals or guesses it."
+            )
         if self.kind == "presence":
-            return (f"{self.character} is not on scene: {self.character} does not speak or act in this turn unless the "
-                    "narration first brings them in.")
-        return (f"Keep to what is established: {self.item.label()} (turn {self.item.turn}) says “{_short(self.item.text)}”; "
-                f"the earlier draft said “{_short(self.sentence)}” ({self.judge or self.why}).")
+            return (
+                f"{self.character} is not on scene: {self.character} does not speak or act in this turn unless the "
+                "narration first brings them in."
+            )
+        return (
+            f"Keep to what is established: {self.item.label()} (turn {self.item.turn}) says “{_short(self.item.text)}”; "
+            f"the earlier draft said “{_short(self.sentence)}” ({self.judge or self.why})."
+        )
 
 
 def _short(text: str, limit: int = 220) -> str:
@@ -109,5 +125,10 @@ class CheckResult:
         return [f for f in self.standing if f.kind == kind]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"turn_id": self.turn_id, "findings": [f.as_dict() for f in self.findings], "notes": self.notes,
-                "judged": self.judged, "calls": self.calls}
+        return {
+            "turn_id": self.turn_id,
+            "findings": [f.as_dict() for f in self.findings],
+            "notes": self.notes,
+            "judged": self.judged,
+            "calls": self.calls,
+        }

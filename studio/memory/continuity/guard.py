@@ -9,6 +9,7 @@ is spend-guarded twice: the save's guard (`TrackedLLM`) and the guard's own cap 
 hour (`continuity_guard_calls_per_hour`, LLM calls of operation "guard"). A judge that fails or
 is refused leaves the candidates possible and says why in `notes`; nothing here raises for it.
 """
+
 from __future__ import annotations
 
 import logging
@@ -36,8 +37,9 @@ def guard_calls_last_hour(game_save) -> int:
 
     from studio.memory.models import LLMCall
 
-    return LLMCall.objects.filter(game_save_id=game_save.pk, operation="guard", refused=False,
-                                  created_at__gt=timezone.now() - timedelta(hours=1)).count()
+    return LLMCall.objects.filter(
+        game_save_id=game_save.pk, operation="guard", refused=False, created_at__gt=timezone.now() - timedelta(hours=1)
+    ).count()
 
 
 def _embedder():
@@ -52,9 +54,20 @@ def _embedder():
 VECTOR_MEMORY_EMBEDDER = object()  # the default: the vector memory's embedder, when it has one
 
 
-def continuity_check(game_save, *, text: str, player_input: str = "", settings: GuardSettings | None = None,
-                     llm=None, use_model: bool = True, embedder=VECTOR_MEMORY_EMBEDDER, index=None, user_id: int | None = None,
-                     horizon: int | None = None, universe_meta: dict | None = None) -> CheckResult:
+def continuity_check(
+    game_save,
+    *,
+    text: str,
+    player_input: str = "",
+    settings: GuardSettings | None = None,
+    llm=None,
+    use_model: bool = True,
+    embedder=VECTOR_MEMORY_EMBEDDER,
+    index=None,
+    user_id: int | None = None,
+    horizon: int | None = None,
+    universe_meta: dict | None = None,
+) -> CheckResult:
     """Check `text`, proposed as the save's next turn after `player_input`; return what it found.
 
     `llm`: a backend (default: the configured one; None and no endpoint: deterministic only);
@@ -71,20 +84,27 @@ def continuity_check(game_save, *, text: str, player_input: str = "", settings: 
         from studio.memory.knowledge.names import character_index
 
         index = character_index(game_save.universe, save=game_save, universe_meta=universe_meta)
-    ctx = GuardContext(game_save, horizon=horizon, player_input=player_input, index=index,
-                       embedder=_embedder() if embedder is VECTOR_MEMORY_EMBEDDER else embedder)
+    ctx = GuardContext(
+        game_save,
+        horizon=horizon,
+        player_input=player_input,
+        index=index,
+        embedder=_embedder() if embedder is VECTOR_MEMORY_EMBEDDER else embedder,
+    )
     sentences = read_narration(text, ctx.index, addressed=addressed_in(player_input, ctx.index))
     result.sentences = [s.as_dict() for s in sentences]
     result.findings = check_leaks(ctx, sentences) + check_presence(ctx, sentences)
     leaked = {f.sentence for f in result.findings if f.kind == "leak"}
     candidates = [c for c in contradiction_candidates(ctx, sentences) if c.sentence not in leaked]
-    candidates = candidates[:settings.max_candidates]
+    candidates = candidates[: settings.max_candidates]
     result.findings += candidates
     if use_model and settings.judge and (candidates or (settings.confirm_leaks and result.of_kind("leak"))):
         _judge(game_save, result, candidates, settings, llm=llm, user_id=user_id)
     elif candidates:
-        result.notes.append("Possible contradictions are shown unjudged: " + (
-            "the guard's judge is off (continuity_guard_judge)." if not settings.judge else "no model was asked."))
+        result.notes.append(
+            "Possible contradictions are shown unjudged: "
+            + ("the guard's judge is off (continuity_guard_judge)." if not settings.judge else "no model was asked.")
+        )
     return result
 
 
@@ -101,8 +121,10 @@ def _judge(game_save, result: CheckResult, candidates, settings: GuardSettings, 
     tracked = TrackedLLM(backend, game_save_id=game_save.pk, user_id=user_id)
     for group in calls:
         if settings.calls_per_hour <= 0 or guard_calls_last_hour(game_save) >= settings.calls_per_hour:
-            result.notes.append(f"The guard's judge is paused: {settings.calls_per_hour} calls in the last hour for "
-                                "this save (continuity_guard_calls_per_hour); shown unjudged.")
+            result.notes.append(
+                f"The guard's judge is paused: {settings.calls_per_hour} calls in the last hour for "
+                "this save (continuity_guard_calls_per_hour); shown unjudged."
+            )
             return
         try:
             tracked.check_budget()
@@ -113,4 +135,3 @@ def _judge(game_save, result: CheckResult, candidates, settings: GuardSettings, 
             result.notes.append(f"The guard's judge could not answer ({exc}); shown unjudged.")
             logger.info("continuity judge failed for save %s: %s", game_save.pk, exc)
             return
-

@@ -11,6 +11,7 @@ a draft is not part of the timeline, so a fork or a save file keeps the numbers 
 `resolution` says what the playtester did about it (regenerated with it as an instruction,
 accepted anyway, fixed by an edit), "" while the proposal is still open.
 """
+
 from __future__ import annotations
 
 from django.db import models
@@ -45,8 +46,9 @@ class ContinuityFinding(models.Model):
     kind = models.CharField(max_length=16, choices=FindingKind.choices)
     verdict = models.CharField(max_length=12, choices=FindingVerdict.choices, default=FindingVerdict.FOUND)
     resolution = models.CharField(max_length=12, choices=FindingResolution.choices, default="", blank=True)
-    regenerated_as = models.PositiveIntegerField(null=True, blank=True,
-                                                 help_text="The alternative regenerated with this finding as an instruction.")
+    regenerated_as = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The alternative regenerated with this finding as an instruction."
+    )
     sentence = models.TextField()
     character = models.CharField(max_length=200, blank=True, help_text="Who says or does it ('' : the narration).")
     item_layer = models.CharField(max_length=16, help_text="lore, fact, belief, turn or presence.")

@@ -11,6 +11,7 @@
   also when it had been regenerated and the playtester went back to it; the draft's other
   alternatives' open findings are superseded.
 """
+
 from __future__ import annotations
 
 from studio.memory.continuity.findings import CheckResult, Finding
@@ -22,31 +23,46 @@ __all__ = ["findings_at_accept", "findings_record", "findings_resolve"]
 def _row(game_save, finding: Finding, *, turn_id: int, draft_id: int | None, alternative: int) -> ContinuityFinding:
     item = finding.item
     return ContinuityFinding(
-        game_save_id=game_save.pk, turn_id=turn_id, draft_id=draft_id, alternative=alternative, kind=finding.kind,
-        verdict=finding.verdict, sentence=finding.sentence[:20_000], character=finding.character[:200],
-        item_layer=item.layer, item_ref=item.ref, item_text=item.text[:20_000], item_turn=item.turn,
-        why=finding.why[:20_000], judge=finding.judge[:20_000])
+        game_save_id=game_save.pk,
+        turn_id=turn_id,
+        draft_id=draft_id,
+        alternative=alternative,
+        kind=finding.kind,
+        verdict=finding.verdict,
+        sentence=finding.sentence[:20_000],
+        character=finding.character[:200],
+        item_layer=item.layer,
+        item_ref=item.ref,
+        item_text=item.text[:20_000],
+        item_turn=item.turn,
+        why=finding.why[:20_000],
+        judge=finding.judge[:20_000],
+    )
 
 
-def findings_record(*, game_save, result: CheckResult, draft_id: int | None, alternative: int = 1,
-                    turn_id: int | None = None) -> list[ContinuityFinding]:
+def findings_record(
+    *, game_save, result: CheckResult, draft_id: int | None, alternative: int = 1, turn_id: int | None = None
+) -> list[ContinuityFinding]:
     """Store `result`'s findings for the proposal (`draft_id`, `alternative`) of turn `turn_id` (default the
     result's); an earlier record of the same proposal is replaced. Return the rows."""
     turn_id = result.turn_id if turn_id is None else turn_id
-    ContinuityFinding.objects.filter(game_save_id=game_save.pk, turn_id=turn_id, draft_id=draft_id,
-                                     alternative=alternative).delete()
+    ContinuityFinding.objects.filter(
+        game_save_id=game_save.pk, turn_id=turn_id, draft_id=draft_id, alternative=alternative
+    ).delete()
     rows = [_row(game_save, f, turn_id=turn_id, draft_id=draft_id, alternative=alternative) for f in result.findings]
     return ContinuityFinding.objects.bulk_create(rows)
 
 
-def findings_resolve(*, game_save, draft_id: int, alternative: int, resolution: str,
-                     regenerated_as: int | None = None) -> int:
+def findings_resolve(
+    *, game_save, draft_id: int, alternative: int, resolution: str, regenerated_as: int | None = None
+) -> int:
     """Mark the proposal's open findings `resolution`; return how many."""
     updates = {"resolution": resolution}
     if regenerated_as is not None:
         updates["regenerated_as"] = regenerated_as
-    return ContinuityFinding.objects.filter(game_save_id=game_save.pk, draft_id=draft_id, alternative=alternative,
-                                            resolution=FindingResolution.OPEN).update(**updates)
+    return ContinuityFinding.objects.filter(
+        game_save_id=game_save.pk, draft_id=draft_id, alternative=alternative, resolution=FindingResolution.OPEN
+    ).update(**updates)
 
 
 def findings_at_accept(*, game_save, draft_id: int, alternative: int, edited_result: CheckResult | None = None) -> None:
@@ -54,10 +70,12 @@ def findings_at_accept(*, game_save, draft_id: int, alternative: int, edited_res
     of the edited text, when the playtester edited it."""
     rows = ContinuityFinding.objects.filter(game_save_id=game_save.pk, draft_id=draft_id)
     rows.exclude(alternative=alternative).filter(resolution=FindingResolution.OPEN).update(
-        resolution=FindingResolution.SUPERSEDED)
+        resolution=FindingResolution.SUPERSEDED
+    )
     # The accepted proposal's findings, even those it was regenerated for: the playtester went back and took it.
-    mine = list(rows.filter(alternative=alternative,
-                            resolution__in=(FindingResolution.OPEN, FindingResolution.REGENERATED)))
+    mine = list(
+        rows.filter(alternative=alternative, resolution__in=(FindingResolution.OPEN, FindingResolution.REGENERATED))
+    )
     if edited_result is None:
         ContinuityFinding.objects.filter(pk__in=[r.pk for r in mine]).update(resolution=FindingResolution.ACCEPTED)
         return

@@ -24,6 +24,7 @@ exactly one character (a unique part of a title: "Mirela", "Tull"); a name two c
 share names neither. `arrives` marks a sentence in which its speaker comes on scene ("Kael
 steps in", "Dace climbs aboard"). Pure: no database.
 """
+
 from __future__ import annotations
 
 import re
@@ -42,26 +43,35 @@ SPEECH_VERBS = frozenset(
     "admit admits admitted insist insists insisted explain explains explained confess confesses confessed warn "
     "warns warned hiss hisses hissed snap snaps snapped laugh laughs laughed sigh sighs sighed cry cries cried "
     "breathe breathes breathed growl growls growled agree agrees agreed begin begins began continue continues "
-    "continued reveal reveals revealed mention mentions mentioned claim claims claimed".split())
+    "continued reveal reveals revealed mention mentions mentioned claim claims claimed".split()
+)
 # Verbs that carry words without quotes ("Corvin says Hesper has not…"); "laughs" or "sighs" do only beside a quote.
-INDIRECT_SPEECH = frozenset("say says said tell tells told whisper whispers whispered reply replies replied answer "
-                            "answers answered admit admits admitted confess confesses confessed reveal reveals revealed "
-                            "mention mentions mentioned claim claims claimed insist insists insisted explain explains "
-                            "explained warn warns warned ask asks asked".split())
+INDIRECT_SPEECH = frozenset(
+    "say says said tell tells told whisper whispers whispered reply replies replied answer "
+    "answers answered admit admits admitted confess confesses confessed reveal reveals revealed "
+    "mention mentions mentioned claim claims claimed insist insists insisted explain explains "
+    "explained warn warns warned ask asks asked".split()
+)
 ARRIVAL = re.compile(
     r"\b(enter|enters|entered|arrive|arrives|arrived|appear|appears|appeared|join|joins|joined|return|returns|returned"
     r"|(?:walk|walks|walked|step|steps|stepped|come|comes|came|climb|climbs|climbed|duck|ducks|ducked|push|pushes|"
     r"pushed|stride|strides|strode|slip|slips|slipped|burst|bursts|hurry|hurries|hurried|run|runs|ran|wade|wades|"
     r"waded|swim|swims|swam|row|rows|rowed)\s+(?:in|into|inside|aboard|up|over|through|back|out of|from))\b"
     r"|\b(?:is|are|was|were|stands|sits|waits|lies|crouches)\s+(?:there|here|inside|waiting)\b",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 # Verbs of going somewhere, remembering or imagining: a place named beside one is not where the speaker is.
-MOVES = re.compile(r"\b(go|goes|went|walk|walks|walked|head|heads|headed|sail|sails|sailed|row|rows|rowed|return|returns|"
-                   r"returned|leave|leaves|left|arrive|arrives|arrived|climb|climbs|climbed|swim|swims|swam|run|runs|ran|"
-                   r"travel|travels|come|comes|came|reach|reaches|reached|enter|enters|entered|remember|remembers|"
-                   r"remembered|dream|dreams|dreamed|think|thinks|thought|imagine|imagines|imagined)\b", re.IGNORECASE)
-_LEAD_WORDS = frozenset("then now suddenly at last finally slowly quietly still and but so when as meanwhile later "
-                        "outside inside here there once again soon behind him her them across the room".split())
+MOVES = re.compile(
+    r"\b(go|goes|went|walk|walks|walked|head|heads|headed|sail|sails|sailed|row|rows|rowed|return|returns|"
+    r"returned|leave|leaves|left|arrive|arrives|arrived|climb|climbs|climbed|swim|swims|swam|run|runs|ran|"
+    r"travel|travels|come|comes|came|reach|reaches|reached|enter|enters|entered|remember|remembers|"
+    r"remembered|dream|dreams|dreamed|think|thinks|thought|imagine|imagines|imagined)\b",
+    re.IGNORECASE,
+)
+_LEAD_WORDS = frozenset(
+    "then now suddenly at last finally slowly quietly still and but so when as meanwhile later "
+    "outside inside here there once again soon behind him her them across the room".split()
+)
 _PRONOUNS = frozenset({"he", "she", "they", "his", "her", "their"})
 _SUBJECT_WINDOW = 4  # a subject is named within the sentence's first words (after leading words)
 _CAPITALISED = re.compile(r"\b[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*){0,2}")
@@ -79,8 +89,15 @@ class Sentence:
     arrives: bool = False
 
     def as_dict(self) -> dict:
-        return {"index": self.index, "text": self.text, "speaker": self.speaker, "role": self.role, "how": self.how,
-                "named": list(self.named), "arrives": self.arrives}
+        return {
+            "index": self.index,
+            "text": self.text,
+            "speaker": self.speaker,
+            "role": self.role,
+            "how": self.how,
+            "named": list(self.named),
+            "arrives": self.arrives,
+        }
 
 
 def split_sentences(text: str) -> list[str]:
@@ -125,18 +142,21 @@ def _outside_quotes(text: str) -> tuple[str, str]:
     """Return (the text with its quotes blanked, the quoted words joined)."""
     quoted = [m.group(0) for m in _QUOTE.finditer(text)]
     outside = _QUOTE.sub(lambda m: " " * len(m.group(0)), text)
-    return outside, " ".join(q.strip("“”\"") for q in quoted)
+    return outside, " ".join(q.strip('“”"') for q in quoted)
 
 
 def _words_around(text: str, span: _Name) -> tuple[list[str], list[str]]:
-    before = re.findall(r"[\w'’]+", text[:span.start].lower())
-    after = re.findall(r"[\w'’]+", text[span.end:].lower())
+    before = re.findall(r"[\w'’]+", text[: span.start].lower())
+    after = re.findall(r"[\w'’]+", text[span.end :].lower())
     return before, after
 
 
 def _is_possessive(text: str, span: _Name) -> bool:
-    return text[span.end:span.end + 2] in ("'s", "’s") or text[span.end:span.end + 1] in ("'", "’") and \
-        text[span.end - 1:span.end] == "s"
+    return (
+        text[span.end : span.end + 2] in ("'s", "’s")
+        or text[span.end : span.end + 1] in ("'", "’")
+        and text[span.end - 1 : span.end] == "s"
+    )
 
 
 def _subject(text: str, names: list[_Name]) -> _Name | None:
@@ -180,7 +200,7 @@ def addressed_in(player_input: str, index: CharacterIndex) -> str:
     the one character it names other than the player character; "" when it names none or several."""
     text = (player_input or "").strip()
     spans = names_in(index, text)
-    if spans and spans[0].start == 0 and text[spans[0].end:spans[0].end + 1] == ",":
+    if spans and spans[0].start == 0 and text[spans[0].end : spans[0].end + 1] == ",":
         return spans[0].title
     named = {n.title for n in spans} - {index.player}
     return next(iter(named)) if len(named) == 1 else ""
@@ -236,13 +256,21 @@ def _read_one(number: int, sentence: str, index: CharacterIndex, state: _Reading
             if rest and rest[0] in INDIRECT_SPEECH:
                 role = "says"
         elif addressed and _FIRST_PERSON.search(sentence):
-            speaker, role, how = addressed, "says", "in the first person, answering for the character the player addressed"
+            speaker, role, how = (
+                addressed,
+                "says",
+                "in the first person, answering for the character the player addressed",
+            )
         elif addressed and not state.sentences and _ANSWER.search(sentence):
             speaker, role, how = addressed, "says", "answers the player's question (“yes”, “no”)"
         elif state.voice:
             speaker, role, how = state.voice, "says", "goes on in the voice of the sentence before"
-    if not has_quote and addressed and speaker == addressed and (_FIRST_PERSON.search(sentence)
-                                                                 or (not state.sentences and _ANSWER.search(sentence))):
+    if (
+        not has_quote
+        and addressed
+        and speaker == addressed
+        and (_FIRST_PERSON.search(sentence) or (not state.sentences and _ANSWER.search(sentence)))
+    ):
         state.voice = speaker
     elif has_quote or (speaker and speaker != state.voice):
         state.voice = ""
@@ -255,5 +283,13 @@ def _read_one(number: int, sentence: str, index: CharacterIndex, state: _Reading
     elif named:
         state.last = named[0]
     arrives = bool(speaker) and bool(ARRIVAL.search(outside)) and fold(speaker) in {fold(n) for n in named}
-    return Sentence(index=number, text=sentence, speaker=speaker, role=role, how=how, said=said.strip() or sentence,
-                    named=named, arrives=arrives)
+    return Sentence(
+        index=number,
+        text=sentence,
+        speaker=speaker,
+        role=role,
+        how=how,
+        said=said.strip() or sentence,
+        named=named,
+        arrives=arrives,
+    )

@@ -6,6 +6,7 @@ fork copies those up to N (every column), the save file's `continuity_findings` 
 that cites a fact or a belief is copied citing the fork's copy of it (`ForkContext.ids`; order 85
 runs after facts and beliefs), so the fork's findings name the fork's own rows.
 """
+
 from __future__ import annotations
 
 from studio.memory import timeline, turn_rows
@@ -35,8 +36,11 @@ def remap_item_ref(value, row: dict, ctx: timeline.ForkContext) -> dict:
 def count_findings(save, n: int) -> dict[str, int]:
     """The findings of the turns a rewind to N drops; a draft's (the turn after the current one) are not counted,
     as its draft is not."""
-    return {"continuity_findings": ContinuityFinding.objects.filter(
-        game_save_id=save.pk, turn_id__gt=n, turn_id__lte=save.current_turn).count()}
+    return {
+        "continuity_findings": ContinuityFinding.objects.filter(
+            game_save_id=save.pk, turn_id__gt=n, turn_id__lte=save.current_turn
+        ).count()
+    }
 
 
 def roll_back_findings(save, n: int) -> dict[str, int]:

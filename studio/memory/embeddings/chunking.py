@@ -7,6 +7,7 @@ word pieces exceed `window` is cut into windows of `window` pieces that overlap 
 words. Every chunk of a turn carries the turn's id, so rollback and the turn horizon treat
 them exactly like a single chunk.
 """
+
 from __future__ import annotations
 
 # 240 content pieces leave room for [CLS]/[SEP] and for widening a window to whole words.

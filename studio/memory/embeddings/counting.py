@@ -4,6 +4,7 @@ Tokens are the engine's one count (`studio.memory.embeddings.tokens`: the embedd
 tokens, or its documented approximation; `token_method()` says which); words are
 whitespace-separated runs.
 """
+
 from __future__ import annotations
 
 import re

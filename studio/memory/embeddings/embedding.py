@@ -26,6 +26,7 @@ thread-safe LRU keyed by (runtime, exact text): the context viewer and the narra
 the same input cost one embedding; concurrent misses for one key compute it once.
 `query_cache_stats()` reports hits and misses. Bulk `encode` calls are never cached.
 """
+
 from __future__ import annotations
 
 import logging

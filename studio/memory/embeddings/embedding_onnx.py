@@ -43,6 +43,7 @@ one inter-op thread; with more than one intra-op thread its workers do not spin-
 (spinning burns the other processes' share of two cores). Sessions and the tokenizers
 are only read after set-up, so concurrent encodes need no lock.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -288,7 +289,9 @@ def _check_export(data: bytes, st_model, model_dir: str) -> float:
         st_model.encode(_PROBE_TEXTS, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False),
         dtype=np.float32,
     )
-    got = np.vstack([embedder.encode(_PROBE_TEXTS, batch_size=len(_PROBE_TEXTS)), embedder.encode(_PROBE_TEXTS, batch_size=1)])
+    got = np.vstack(
+        [embedder.encode(_PROBE_TEXTS, batch_size=len(_PROBE_TEXTS)), embedder.encode(_PROBE_TEXTS, batch_size=1)]
+    )
     error = float(np.abs(got - np.vstack([expected, expected])).max())
     if not error <= EXPORT_TOLERANCE:
         raise OnnxUnavailable(f"exported graph differs from torch by {error:.2e} (> {EXPORT_TOLERANCE})")

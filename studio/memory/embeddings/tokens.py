@@ -13,6 +13,7 @@ Not counted here: what an LLM server spends. Its tokenizer is not this one, so w
 server reports no usage the LLM client estimates it (`llm.base.estimate_tokens`).
 No Django: the lore activation core counts with it too.
 """
+
 from __future__ import annotations
 
 import functools

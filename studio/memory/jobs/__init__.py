@@ -19,6 +19,7 @@ never an app's services, views or checkpoints: the saves app registers the vecto
 rewind and fork, the memory app the embedding and living-pipeline ones (see their
 `apps.py`). Import from this package (`from studio.memory import jobs`).
 """
+
 from studio.memory.jobs.dispatch import QUEUE_DOWN_PREFIX, send, shutdown_inprocess_runner
 from studio.memory.jobs.ledger import (
     ORDERED_KINDS,

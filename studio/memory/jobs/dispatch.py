@@ -13,6 +13,7 @@ leaves no job behind. Importing this module installs `send` as the ledger's wake
 If the broker cannot be reached, the job is marked FAILED with an error starting with
 `QUEUE_DOWN_PREFIX`: nothing is lost (its rows are committed) and a retry sends it again.
 """
+
 from __future__ import annotations
 
 import logging

@@ -32,6 +32,7 @@ and no such process or thread, or a claim older than the hard time limit) and re
 them. A holder only writes while the row is still RUNNING under its name (`owned_row`), so
 a runner presumed dead that wakes up writes nothing (`JobLost`).
 """
+
 from __future__ import annotations
 
 import logging
@@ -390,7 +391,7 @@ def claim_batch(seed: Job, worker: str, *, limit: int = 1, rules: ClaimRules = C
         batch = [chosen]
         ordered = chosen.kind in ORDERED_KINDS
         if limit > 1 and chosen.kind in rules.batched and chosen.timeline_generation == generation:
-            for job in candidates[chosen_index + 1:]:
+            for job in candidates[chosen_index + 1 :]:
                 if len(batch) >= limit:
                     break
                 fits = (

@@ -22,6 +22,7 @@ A handler declares at registration whether its kind is claimed in batches (`run_
 once (`immediate`), and what to do when one of its jobs could not be queued
 (`on_not_queued`: the lore sync marks its entries failed, so no page shows them pending).
 """
+
 from __future__ import annotations
 
 import time
@@ -32,7 +33,16 @@ from django.db import transaction
 from django.utils import timezone
 
 from studio.memory import hooks
-from studio.memory.jobs.ledger import REDO_KEY, TURN_KINDS, ClaimRules, JobLost, JobRedo, JobSkipped, mark_finished, owned_row
+from studio.memory.jobs.ledger import (
+    REDO_KEY,
+    TURN_KINDS,
+    ClaimRules,
+    JobLost,
+    JobRedo,
+    JobSkipped,
+    mark_finished,
+    owned_row,
+)
 from studio.memory.models import Job, JobKind, JobStatus
 
 # Seconds between two progress writes of one job (the Jobs page polls every 2 s).
@@ -120,7 +130,9 @@ class JobContext:
         if not force and now - self.progress_written < PROGRESS_INTERVAL:
             return
         self.progress_written = now
-        Job.objects.filter(pk=self.job.pk, status=JobStatus.RUNNING).update(progress=text[:200], progress_at=timezone.now())
+        Job.objects.filter(pk=self.job.pk, status=JobStatus.RUNNING).update(
+            progress=text[:200], progress_at=timezone.now()
+        )
 
     def check_timeline(self, save) -> None:
         """Raise JobSkipped unless the job's turn is on the save's live timeline (see `timeline`).
@@ -206,7 +218,11 @@ def register(
     if run_batch is not None and batches_in_order:
         raise ValueError("a kind takes batches through run_batch or in order, not both")
     handler = JobHandler(
-        kind=kind, run=run, run_batch=run_batch, batches_in_order=batches_in_order, immediate=immediate,
+        kind=kind,
+        run=run,
+        run_batch=run_batch,
+        batches_in_order=batches_in_order,
+        immediate=immediate,
         on_not_queued=on_not_queued,
     )
     return _handlers.register(handler, replace=True)
@@ -221,9 +237,7 @@ def handler_for(kind: str) -> JobHandler:
     """Return the handler registered for `kind`; LookupError if none is."""
     handler = _handlers.find(kind)
     if handler is None:
-        raise LookupError(
-            f"no handler is registered for job kind {kind!r} (its app registers it in AppConfig.ready())"
-        )
+        raise LookupError(f"no handler is registered for job kind {kind!r} (its app registers it in AppConfig.ready())")
     return handler
 
 

@@ -20,6 +20,7 @@ one by one, so one bad turn costs only its own job an attempt. A kind registered
 `batches_in_order` has its batch run job by job in turn order, sharing per-save lookups; a
 job that does not end done or skipped releases the rest of the batch unrun.
 """
+
 from __future__ import annotations
 
 import logging
@@ -143,7 +144,9 @@ def _execute(job: Job, worker: str, *, shared: dict | None = None, vectors=None)
         ledger.requeue_for_redo(job, worker, str(exc))
         return Outcome(status=JobStatus.QUEUED, error=str(exc))
     except JobPaused as exc:
-        ledger.defer(job, worker, exc.resume_at, status=JobStatus.PAUSED, progress=f"paused: {exc.reason}", error=exc.reason)
+        ledger.defer(
+            job, worker, exc.resume_at, status=JobStatus.PAUSED, progress=f"paused: {exc.reason}", error=exc.reason
+        )
         return Outcome(status=JobStatus.PAUSED, error=exc.reason)
     except Exception as exc:  # noqa: BLE001 - every failure is recorded on the job
         status = ledger.record_failure(job, worker, exc)
@@ -170,7 +173,7 @@ def _execute_in_order(batch: list[Job], worker: str) -> None:
             return
         outcome = _execute(job, worker, shared=shared)
         if outcome.status not in (JobStatus.DONE, JobStatus.SKIPPED):
-            ledger.release(batch[index + 1:], worker)
+            ledger.release(batch[index + 1 :], worker)
             return
 
 
@@ -189,7 +192,10 @@ def _execute_batch(handler: registry.JobHandler, batch: list[Job], worker: str) 
     except Exception as exc:  # noqa: BLE001 - fall back to one job at a time
         logger.warning(
             "batch of %s %s jobs failed (%s: %s); running them one by one",
-            len(batch), handler.kind, exc.__class__.__name__, exc,
+            len(batch),
+            handler.kind,
+            exc.__class__.__name__,
+            exc,
         )
         for job in batch:
             if ledger.touch_claim(job, worker):

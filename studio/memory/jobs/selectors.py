@@ -1,4 +1,5 @@
 """Reads of the job ledger for pages and the API."""
+
 from __future__ import annotations
 
 from django.db.models import QuerySet

@@ -8,6 +8,7 @@ shows its outcome. Whether a job can be retried is decided here, under the row's
 nowhere else: any other job raises `JobNotRetryable`, which the Jobs page turns into a note
 and the API into 409 `conflict`.
 """
+
 from __future__ import annotations
 
 from django.db import transaction
@@ -114,7 +115,9 @@ def enqueue_turn(*, game_save, turn_id: int, reextract: bool = False, event_id: 
                 kind=JobKind.LIVING_TURN,
                 turn_id=turn_id,
                 status__in=(JobStatus.QUEUED, JobStatus.PAUSED, JobStatus.FAILED),
-            ).update(status=JobStatus.SKIPPED, progress="superseded by a newer edit of this turn", finished_at=timezone.now())
+            ).update(
+                status=JobStatus.SKIPPED, progress="superseded by a newer edit of this turn", finished_at=timezone.now()
+            )
         jobs.append(enqueue_living_turn(game_save=game_save, turn_id=turn_id, event_id=event_id, reextract=reextract))
     return jobs
 
@@ -161,7 +164,6 @@ def job_retry(*, job: Job, strict: bool = False) -> Job:
     return row
 
 
-
 def jobs_retry_skipped(*, game_save) -> dict:
     """Retry every skipped per-turn job of the save whose turn is still live; return counts.
 
@@ -172,10 +174,9 @@ def jobs_retry_skipped(*, game_save) -> dict:
     their turn (an edit's), are left as they are. Return
     {"recovered": n, "left": m, "reasons": [up to 5 of why jobs were left]}.
     """
-    candidates = (
-        Job.objects.filter(game_save_id=game_save.pk, kind__in=timeline.TIMELINE_KINDS, status=JobStatus.SKIPPED)
-        .order_by("turn_id", "pk")
-    )
+    candidates = Job.objects.filter(
+        game_save_id=game_save.pk, kind__in=timeline.TIMELINE_KINDS, status=JobStatus.SKIPPED
+    ).order_by("turn_id", "pk")
     recovered, left, reasons = 0, 0, []
     for job in candidates:
         try:

@@ -46,6 +46,7 @@ job has not ended done (`jobs_unfinished_up_to`) are worked again for the fork
 summaries pending at N, `memory/chapters/timeline.py`; a refresh of the mental models the
 fork holds stale, `memory/timeline_tables.py`).
 """
+
 from __future__ import annotations
 
 from django.db.models import Max, Q
@@ -225,8 +226,16 @@ def jobs_dropped_by_rewind(jobs, save) -> dict[int, str]:
     from studio.world.models import Event
 
     live = {job.turn_id for job in turn_jobs if job.turn_id <= save.current_turn}
-    events = {row["turn_id"]: row for row in Event.objects.filter(game_save_id=save.pk, turn_id__in=live)
-              .values("turn_id", "pk", "created_at")} if live else {}
+    events = (
+        {
+            row["turn_id"]: row
+            for row in Event.objects.filter(game_save_id=save.pk, turn_id__in=live).values(
+                "turn_id", "pk", "created_at"
+            )
+        }
+        if live
+        else {}
+    )
     gone = {}
     for job in turn_jobs:
         if job.turn_id > save.current_turn:

@@ -25,6 +25,7 @@ the mission's. The bench measures the same thing with MiniLM cosine >= 0.9
 (bench/knowledge.py, `--beliefs`); the pipeline uses the lexical test so a living turn needs
 no embedding model.
 """
+
 from __future__ import annotations
 
 from studio.memory.knowledge.derive import KnowledgeView
@@ -91,9 +92,11 @@ def assign_holders(save, turn: int, *, missions: dict[str, str]) -> int:
     from studio.memory.models import Observation
 
     with_mission = {fold(name) for name in missions}
-    written = [b for b in Observation.objects.filter(game_save_id=save.pk, updated_turn_id=turn)
-               if any(int(h.get("turn_id") or 0) == turn and h.get("action") in ("CREATE", "UPDATE")
-                      for h in b.history or [])]
+    written = [
+        b
+        for b in Observation.objects.filter(game_save_id=save.pk, updated_turn_id=turn)
+        if any(int(h.get("turn_id") or 0) == turn and h.get("action") in ("CREATE", "UPDATE") for h in b.history or [])
+    ]
     if not written or (not with_mission and not any(b.holder for b in written)):
         return 0  # nothing is or can be held: nothing to write
     view = KnowledgeView(save, horizon=turn) if any(fold(b.subject) in with_mission for b in written) else None

@@ -21,6 +21,7 @@ the character knows it and why (a `Knowing`). The rules:
 A rewind to N deletes the rows after N and a fork copies those up to N, so the view at N is
 the same before and after either: there is nothing else to keep in step.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -99,7 +100,9 @@ class KnowledgeView:
     def _read_whole(self) -> None:
         if self._whole:
             return
-        self._rows = {r.turn_id: r for r in Presence.objects.filter(game_save_id=self.save.pk, turn_id__lte=self.horizon)}
+        self._rows = {
+            r.turn_id: r for r in Presence.objects.filter(game_save_id=self.save.pk, turn_id__lte=self.horizon)
+        }
         self._acting = acting_turns(self.save, horizon=self.horizon) if self.player else set()
         self._names.clear()
         self._whole = True
@@ -159,7 +162,9 @@ class KnowledgeView:
             return True
         if self._whole:
             return bool(self._rows)
-        return bool(self._rows) or Presence.objects.filter(game_save_id=self.save.pk, turn_id__lte=self.horizon).exists()
+        return (
+            bool(self._rows) or Presence.objects.filter(game_save_id=self.save.pk, turn_id__lte=self.horizon).exists()
+        )
 
     # -- items ------------------------------------------------------------------------------
 
@@ -175,8 +180,11 @@ class KnowledgeView:
         present = self._present(turn) if 0 < turn <= self.horizon else set()
         if fold(character) in present:
             row = self._rows.get(turn)
-            if turn in self._acting and fold(character) == fold(self.player) and not (
-                    row and fold(character) in {fold(c) for c in row.characters}):
+            if (
+                turn in self._acting
+                and fold(character) == fold(self.player)
+                and not (row and fold(character) in {fold(c) for c in row.characters})
+            ):
                 return Knowing(True, f"{character} acted in turn {turn} (the player character)", turn)
             return Knowing(True, f"{character} was present at turn {turn}", turn)
         if turn not in self._rows and turn not in self._acting:
@@ -205,8 +213,10 @@ class KnowledgeView:
         for item in known_by:
             members, group = self.index.members(item)
             if fold(character) in members:
-                return Knowing(True, f"known_by names {group} ({character} is linked to it)" if group
-                               else f"known_by names {character}")
+                return Knowing(
+                    True,
+                    f"known_by names {group} ({character} is linked to it)" if group else f"known_by names {character}",
+                )
         reveal = self._revealed(self.entry_reveals.get(entry_id, []), character)
         if reveal is not None:
             return Knowing(True, "secret; " + self._told(reveal, character), reveal.turn_id)

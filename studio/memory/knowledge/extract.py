@@ -14,6 +14,7 @@ dropped: a presence of invented names is worse than none), `told_to` without the
 The pipeline then records presence (source `extractor`, never over the state's or the
 playtester's) and one reveal per listener of each told fact.
 """
+
 from __future__ import annotations
 
 import json
@@ -67,7 +68,7 @@ def _document(text: str):
     except ValueError:
         start, end = cleaned.find("{"), cleaned.rfind("}")
         try:
-            return json.loads(cleaned[start:end + 1]) if start >= 0 < end else None
+            return json.loads(cleaned[start : end + 1]) if start >= 0 < end else None
         except ValueError:
             return None
 

@@ -12,6 +12,7 @@ after N) and a fork (copy up to N) keep knowledge exact with no extra code.
 - `Reveal`: at turn N, a fact (`fact`) or a Lore Book entry (`entry_id`) becomes known to
   `character`, told by `told_by` (may be empty), from a source (playtester, API, extractor).
 """
+
 from __future__ import annotations
 
 from django.db import models
@@ -65,8 +66,9 @@ class Reveal(models.Model):
     # No cascade: a rewind deletes the facts after N (order 30) and then the reveals after N
     # (order 35), so the preview's count and the rewind's agree; a reveal whose fact a
     # re-extraction replaced names nothing and is skipped by every reader, fork and export.
-    fact = models.ForeignKey("memory.Fact", null=True, blank=True, on_delete=models.DO_NOTHING,
-                             db_constraint=False, related_name="reveals")
+    fact = models.ForeignKey(
+        "memory.Fact", null=True, blank=True, on_delete=models.DO_NOTHING, db_constraint=False, related_name="reveals"
+    )
     entry_id = models.CharField(max_length=120, blank=True, help_text="A Lore Book entry's id (when not a fact).")
     character = models.CharField(max_length=200)
     told_by = models.CharField(max_length=200, blank=True)

@@ -23,6 +23,7 @@ faction, a place, a group) stands for the characters linked to it or linking to 
 Lore Book ("Mira" links to "The Night Watch": Mira is in the Night Watch); a name that
 resolves to no entry matches a character of that name.
 """
+
 from __future__ import annotations
 
 import functools
@@ -58,8 +59,11 @@ def title_parts(title: str) -> list[str]:
     words = [w.strip(_PART_EDGES) for w in str(title or "").split()]
     if len(words) < 2:
         return []
-    return [word for word in words
-            if len(word) > 1 and word[0].isalpha() and not word[0].islower() and word.casefold() not in NOT_NAME_PARTS]
+    return [
+        word
+        for word in words
+        if len(word) > 1 and word[0].isalpha() and not word[0].islower() and word.casefold() not in NOT_NAME_PARTS
+    ]
 
 
 @dataclass(frozen=True)
@@ -77,8 +81,13 @@ class NameMatch:
         return len(self.candidates) > 1
 
     def as_dict(self) -> dict:
-        return {"name": self.name, "title": self.title, "entry_id": self.entry_id, "by": self.by,
-                "candidates": list(self.candidates)}
+        return {
+            "name": self.name,
+            "title": self.title,
+            "entry_id": self.entry_id,
+            "by": self.by,
+            "candidates": list(self.candidates),
+        }
 
 
 BY_TITLE, BY_KEY, BY_PART, BY_PLAYER = "its title", "one of its keys", "a part of its title", "the player character"

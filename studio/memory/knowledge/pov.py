@@ -34,6 +34,7 @@ present at turn 12"; "secret; revealed to Kael at turn 20").
 Automatic mode does nothing for a save with no presence, no reveals and no `known_by` in its
 book, so a save that does not use the feature gets the context it always had.
 """
+
 from __future__ import annotations
 
 import re
@@ -145,10 +146,19 @@ def resolve_pov(index: CharacterIndex, names, *, known: list[str]) -> tuple[str,
     known_folded = {fold(name) for name in known}
     unknown = [name for name in names if not index.is_known(name) and fold(name) not in known_folded]
     if unknown:
-        listed = ", ".join(known) if known else "none (the Lore Book has no Character entry and no player character is set)"
-        shared = [f" “{n}” could be {' or '.join(index.match(n).candidates)}." for n in unknown if index.match(n).ambiguous]
-        raise InvalidParameters({"pov": f"No character is called {', '.join(f'“{n}”' for n in unknown)}."
-                                        + "".join(shared) + f" The known characters: {listed}."})
+        listed = (
+            ", ".join(known) if known else "none (the Lore Book has no Character entry and no player character is set)"
+        )
+        shared = [
+            f" “{n}” could be {' or '.join(index.match(n).candidates)}." for n in unknown if index.match(n).ambiguous
+        ]
+        raise InvalidParameters(
+            {
+                "pov": f"No character is called {', '.join(f'“{n}”' for n in unknown)}."
+                + "".join(shared)
+                + f" The known characters: {listed}."
+            }
+        )
     return tuple(index.resolve(name) for name in names)
 
 
@@ -203,10 +213,12 @@ def _view(assembly) -> KnowledgeView:
     if view is None:
         from studio.memory.knowledge.names import character_index
 
-        index = assembly.characters or character_index(assembly.game_save.universe, save=assembly.game_save,
-                                                       universe_meta=assembly.universe_meta)
-        view = assembly.scratch["knowledge_view"] = KnowledgeView(assembly.game_save, horizon=assembly.context.turn,
-                                                                  index=index)
+        index = assembly.characters or character_index(
+            assembly.game_save.universe, save=assembly.game_save, universe_meta=assembly.universe_meta
+        )
+        view = assembly.scratch["knowledge_view"] = KnowledgeView(
+            assembly.game_save, horizon=assembly.context.turn, index=index
+        )
     return view
 
 
@@ -237,8 +249,9 @@ def pov_complete(assembly) -> None:
         result.notes.append("No character on scene: nobody present, acting, named in the input or in focus.")
         return
     _sections(view, result, [i for i in context.items if i.included])
-    _recall_known_facts(view, result, assembly.query_text, [i for i in context.items if i.included],
-                        limit=policy.max_recalled)
+    _recall_known_facts(
+        view, result, assembly.query_text, [i for i in context.items if i.included], limit=policy.max_recalled
+    )
     context.section_texts["pov_rules"] = result.rules_text()
     context.section_texts["on_scene"] = result.scene_text()
 
@@ -247,32 +260,56 @@ def _sections(view: KnowledgeView, result: PovContext, included: list) -> None:
     """Fill each character's section, the explain record and the narrator-only marks from the included items."""
     from studio.memory.models import Observation
 
-    belief_ids = [int(i.ref.get("observation_id")) for i in included if i.layer == "belief" and i.ref.get("observation_id")]
+    belief_ids = [
+        int(i.ref.get("observation_id")) for i in included if i.layer == "belief" and i.ref.get("observation_id")
+    ]
     beliefs = {b.pk: b for b in Observation.all_objects.filter(pk__in=belief_ids)}
     names = [c["name"] for c in result.characters]
     # The presence of the turns these items tell of, in one read (not the save's whole history).
-    view.prefetch([int(i.ref.get("turn_id") or 0) for i in included if (i.ref or {}).get("turn_id")]
-                  + [int(source.get("turn_id") or 0) for b in beliefs.values() for source in b.sources or []])
+    view.prefetch(
+        [int(i.ref.get("turn_id") or 0) for i in included if (i.ref or {}).get("turn_id")]
+        + [int(source.get("turn_id") or 0) for b in beliefs.values() for source in b.sources or []]
+    )
     for position, item in enumerate(included):
         knowers = []
         for name in names:
             knowing = item_knowing(view, item, name, beliefs)
             reason = knowing.why if knowing else "a mental model is the narrator's synthesis, not a character's"
             known = bool(knowing and knowing.known)
-            result.explain.append({"item": position, "layer": item.layer, "ref": item.ref, "character": name,
-                                   "in_section": known, "why": reason})
+            result.explain.append(
+                {
+                    "item": position,
+                    "layer": item.layer,
+                    "ref": item.ref,
+                    "character": name,
+                    "in_section": known,
+                    "why": reason,
+                }
+            )
             if known:
                 knowers.append(name)
                 result.sections.setdefault(name, []).append(
-                    {"text": item.text, "layer": item.layer, "ref": item.ref, "why": reason,
-                     "title": item.why.get("title") or ""})
+                    {
+                        "text": item.text,
+                        "layer": item.layer,
+                        "ref": item.ref,
+                        "why": reason,
+                        "title": item.why.get("title") or "",
+                    }
+                )
         if len(knowers) == len(names):
             for name in names:  # known to everyone on scene: common knowledge, listed nowhere
                 result.sections[name][-1]["shared"] = True
         if not knowers:
             item.why["narrator_only"] = True
-            result.narrator_only.append({"text": item.text, "layer": item.layer, "ref": item.ref,
-                                         "why": "; ".join(e["why"] for e in result.explain[-len(names):])})
+            result.narrator_only.append(
+                {
+                    "text": item.text,
+                    "layer": item.layer,
+                    "ref": item.ref,
+                    "why": "; ".join(e["why"] for e in result.explain[-len(names) :]),
+                }
+            )
 
 
 def _recall_known_facts(view: KnowledgeView, result: PovContext, query_text: str, included, *, limit: int) -> None:
@@ -283,8 +320,11 @@ def _recall_known_facts(view: KnowledgeView, result: PovContext, query_text: str
     if not terms:
         return
     held = {int(i.ref["fact_id"]) for i in included if i.layer == "fact" and i.ref.get("fact_id")}
-    facts = list(Fact.objects.filter(game_save_id=view.save.pk, turn_id__lte=view.horizon)
-                 .exclude(pk__in=held).order_by("-turn_id", "-id")[:2000])
+    facts = list(
+        Fact.objects.filter(game_save_id=view.save.pk, turn_id__lte=view.horizon)
+        .exclude(pk__in=held)
+        .order_by("-turn_id", "-id")[:2000]
+    )
     scored = []
     for fact in facts:
         overlap = len(terms & set(index_terms(fact.statement + " " + " ".join(fact.entities or []))))
@@ -304,10 +344,17 @@ def _recall_known_facts(view: KnowledgeView, result: PovContext, query_text: str
             added += 1
             why = f"recalled: shares {overlap} term{'s' if overlap != 1 else ''} with the input; {knowing.why}"
             result.sections.setdefault(name, []).append(
-                {"text": f"(turn {fact.turn_id}) {fact.statement}", "layer": "fact", "ref": ref, "why": why,
-                 "recalled": True})
-            result.explain.append({"item": None, "layer": "fact", "ref": ref, "character": name,
-                                   "in_section": True, "why": why})
+                {
+                    "text": f"(turn {fact.turn_id}) {fact.statement}",
+                    "layer": "fact",
+                    "ref": ref,
+                    "why": why,
+                    "recalled": True,
+                }
+            )
+            result.explain.append(
+                {"item": None, "layer": "fact", "ref": ref, "character": name, "in_section": True, "why": why}
+            )
 
 
 def pov_filter_results(*, game_save, results: list[dict], pov, horizon: int) -> tuple[list[dict], list[dict]]:
@@ -322,11 +369,13 @@ def pov_filter_results(*, game_save, results: list[dict], pov, horizon: int) -> 
     kept, left_out = [], []
     for result in results:
         entry_id = result.get("entry_id") or (result.get("metadata") or {}).get("entry_id")
-        verdicts = [view.entry(n, entry_id) if entry_id else view.narrative(n, int(result.get("turn_id") or 0))
-                    for n in names]
+        verdicts = [
+            view.entry(n, entry_id) if entry_id else view.narrative(n, int(result.get("turn_id") or 0)) for n in names
+        ]
         if any(v.known for v in verdicts):
-            kept.append({**result, "pov": [{"character": n, "known": v.known, "why": v.why}
-                                            for n, v in zip(names, verdicts)]})
+            kept.append(
+                {**result, "pov": [{"character": n, "known": v.known, "why": v.why} for n, v in zip(names, verdicts)]}
+            )
         else:
             left_out.append({"id": result.get("id"), "why": "; ".join(v.why for v in verdicts)})
     return kept, left_out

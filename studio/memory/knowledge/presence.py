@@ -17,6 +17,7 @@ take T's characters until the first row of another source or another scene.
 Every write here runs inside the caller's transaction (`turn_append`'s, or one taken with
 the save's row locked), so the rows and the turn they describe commit together.
 """
+
 from __future__ import annotations
 
 from django.db import transaction
@@ -26,8 +27,15 @@ from studio.memory.knowledge.models import PRESENCE_AUTHORITY, Presence, Presenc
 from studio.memory.knowledge.names import CharacterIndex, character_index
 
 __all__ = [
-    "PRESENT_KEY", "SCENE_KEYS", "presence_state_errors", "presence_record_turn", "presence_set",
-    "presence_from_extractor", "presence_at", "presence_by_turn", "scene_of",
+    "PRESENT_KEY",
+    "SCENE_KEYS",
+    "presence_state_errors",
+    "presence_record_turn",
+    "presence_set",
+    "presence_from_extractor",
+    "presence_at",
+    "presence_by_turn",
+    "scene_of",
 ]
 
 PRESENT_KEY = "present"
@@ -90,7 +98,10 @@ def presence_record_turn(*, save, turn_id: int, state, index: CharacterIndex | N
 
 def _recarry(save_pk: int, start: Presence, last_turn: int) -> int:
     """Carry `start`'s characters into the `carried` rows after it, up to another source or scene."""
-    rows = {r.turn_id: r for r in Presence.objects.filter(game_save_id=save_pk, turn_id__gt=start.turn_id, turn_id__lte=last_turn)}
+    rows = {
+        r.turn_id: r
+        for r in Presence.objects.filter(game_save_id=save_pk, turn_id__gt=start.turn_id, turn_id__lte=last_turn)
+    }
     changed = 0
     for turn in range(start.turn_id + 1, last_turn + 1):
         row = rows.get(turn)
@@ -105,8 +116,14 @@ def _recarry(save_pk: int, start: Presence, last_turn: int) -> int:
     return changed
 
 
-def presence_set(*, game_save, turn_id: int, characters: list[str], source: str = PresenceSource.PLAYTESTER,
-                 index: CharacterIndex | None = None) -> Presence:
+def presence_set(
+    *,
+    game_save,
+    turn_id: int,
+    characters: list[str],
+    source: str = PresenceSource.PLAYTESTER,
+    index: CharacterIndex | None = None,
+) -> Presence:
     """Set who is present at `turn_id` (names resolved), then re-carry it forward; one transaction.
 
     Raise ValueError for a turn the save does not hold or a malformed list.
@@ -133,7 +150,8 @@ def presence_set(*, game_save, turn_id: int, characters: list[str], source: str 
             before = Presence.objects.filter(game_save_id=locked.pk, turn_id__lt=turn_id).order_by("-turn_id").first()
             scene = before.scene if before else ""
         row, _ = Presence.objects.update_or_create(
-            game_save_id=locked.pk, turn_id=turn_id,
+            game_save_id=locked.pk,
+            turn_id=turn_id,
             defaults={"characters": index.resolve_all(characters), "source": source, "scene": scene},
         )
         _recarry(locked.pk, row, locked.current_turn)

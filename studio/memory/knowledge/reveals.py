@@ -9,6 +9,7 @@ Checks (ValueError, nothing written): the turn exists (1..current); the fact is 
 and was extracted at or before the reveal's turn; the entry is in the save's Lore Book; the
 character is named.
 """
+
 from __future__ import annotations
 
 from django.db import transaction
@@ -22,9 +23,18 @@ __all__ = ["REVEALS_KEY", "reveal_add", "reveal_delete", "reveals_up_to", "revea
 REVEALS_KEY = "reveals"
 
 
-def reveal_add(*, game_save, turn_id: int, character: str, fact_id: int | None = None, entry_id: str = "",
-               told_by: str = "", source: str = RevealSource.PLAYTESTER,
-               index: CharacterIndex | None = None, locked: bool = False) -> Reveal:
+def reveal_add(
+    *,
+    game_save,
+    turn_id: int,
+    character: str,
+    fact_id: int | None = None,
+    entry_id: str = "",
+    told_by: str = "",
+    source: str = RevealSource.PLAYTESTER,
+    index: CharacterIndex | None = None,
+    locked: bool = False,
+) -> Reveal:
     """Record that `character` learns fact `fact_id` or entry `entry_id` at `turn_id`; return the row."""
     from studio.memory.models import Fact
     from studio.world.models import LoreEntry, Save
@@ -53,8 +63,12 @@ def reveal_add(*, game_save, turn_id: int, character: str, fact_id: int | None =
         elif not LoreEntry.objects.filter(universe_id=save.universe_id, entry_id=entry_id).exists():
             raise ValueError(f"no lore entry {entry_id!r} in this universe's Lore Book")
         return Reveal.objects.create(
-            game_save_id=save.pk, turn_id=int(turn_id), fact_id=fact_id or None, entry_id=entry_id or "",
-            character=index.resolve(character)[:200], told_by=index.resolve(told_by)[:200] if told_by else "",
+            game_save_id=save.pk,
+            turn_id=int(turn_id),
+            fact_id=fact_id or None,
+            entry_id=entry_id or "",
+            character=index.resolve(character)[:200],
+            told_by=index.resolve(told_by)[:200] if told_by else "",
             source=source,
         )
 
@@ -105,8 +119,16 @@ def reveals_from_state(*, save, turn_id: int, state, index: CharacterIndex | Non
         return []
     index = index or character_index(save.universe, save=save)
     return [
-        reveal_add(game_save=save, turn_id=turn_id, character=item["to"], fact_id=item.get("fact"),
-                   entry_id=item.get("entry") or "", told_by=item.get("from") or "", source=RevealSource.STATE,
-                   index=index, locked=True)
+        reveal_add(
+            game_save=save,
+            turn_id=turn_id,
+            character=item["to"],
+            fact_id=item.get("fact"),
+            entry_id=item.get("entry") or "",
+            told_by=item.get("from") or "",
+            source=RevealSource.STATE,
+            index=index,
+            locked=True,
+        )
         for item in state[REVEALS_KEY]
     ]

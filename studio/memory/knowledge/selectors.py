@@ -7,6 +7,7 @@
 - `knowledge_flags(save, turn)`: lore health's checks: secrets every character knows by N
   (no longer secrets), and facts nobody witnessed (no presence at their turn, no reveal).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -29,8 +30,10 @@ class KnowledgeTable:
         """Per character: facts and secrets known."""
         out = {}
         for index, name in enumerate(self.characters):
-            out[name] = {"facts": sum(1 for f in self.facts if f["cells"][index].known),
-                         "secrets": sum(1 for s in self.secrets if s["cells"][index].known)}
+            out[name] = {
+                "facts": sum(1 for f in self.facts if f["cells"][index].known),
+                "secrets": sum(1 for s in self.secrets if s["cells"][index].known),
+            }
         return out
 
 
@@ -41,17 +44,27 @@ def knowledge_at(save, *, turn: int, characters: list[str] | None = None, fact_l
 
     view = KnowledgeView(save, horizon=turn)
     names = characters or view.characters()
-    table = KnowledgeTable(turn=turn, characters=names,
-                           presence={t: r.characters for t, r in sorted(view.presence.items())})
+    table = KnowledgeTable(
+        turn=turn, characters=names, presence={t: r.characters for t, r in sorted(view.presence.items())}
+    )
     for fact in Fact.objects.filter(game_save_id=save.pk, turn_id__lte=turn).order_by("-turn_id", "-id")[:fact_limit]:
         table.facts.append({"fact": fact, "cells": [view.fact(n, fact.pk, fact.turn_id) for n in names]})
-    for entry_id, title, known_by in LoreEntry.objects.filter(
-        universe_id=save.universe_id, known_by__isnull=False
-    ).order_by("title").values_list("entry_id", "title", "known_by"):
+    for entry_id, title, known_by in (
+        LoreEntry.objects.filter(universe_id=save.universe_id, known_by__isnull=False)
+        .order_by("title")
+        .values_list("entry_id", "title", "known_by")
+    ):
         if known_by is None:
             continue
-        table.secrets.append({"entry_id": entry_id, "title": title, "known_by": known_by,
-                              "note": view.secret_note(entry_id), "cells": [view.entry(n, entry_id) for n in names]})
+        table.secrets.append(
+            {
+                "entry_id": entry_id,
+                "title": title,
+                "known_by": known_by,
+                "note": view.secret_note(entry_id),
+                "cells": [view.entry(n, entry_id) for n in names],
+            }
+        )
     return table
 
 
@@ -65,18 +78,43 @@ def character_timeline(save, *, character: str, turn: int) -> list[dict]:
     for fact in Fact.objects.filter(game_save_id=save.pk, turn_id__lte=turn).order_by("turn_id", "id"):
         knowing = view.fact(name, fact.pk, fact.turn_id)
         if knowing.known:
-            events.append({"turn": knowing.learned_turn or fact.turn_id, "kind": "fact", "text": fact.statement,
-                           "how": knowing.why, "fact_id": fact.pk})
+            events.append(
+                {
+                    "turn": knowing.learned_turn or fact.turn_id,
+                    "kind": "fact",
+                    "text": fact.statement,
+                    "how": knowing.why,
+                    "fact_id": fact.pk,
+                }
+            )
     for reveal in view.reveals:
         if reveal.entry_id and fold(reveal.character) == fold(name):
             title = view.index.entry_titles.get(reveal.entry_id, reveal.entry_id)
             by = f" from {reveal.told_by}" if reveal.told_by else ""
-            events.append({"turn": reveal.turn_id, "kind": "lore", "text": title,
-                           "how": f"learned at turn {reveal.turn_id}{by}", "entry_id": reveal.entry_id})
+            events.append(
+                {
+                    "turn": reveal.turn_id,
+                    "kind": "lore",
+                    "text": title,
+                    "how": f"learned at turn {reveal.turn_id}{by}",
+                    "entry_id": reveal.entry_id,
+                }
+            )
     for entry_id, known_by in view.known_by.items():
-        if known_by is not None and view.entry(name, entry_id).known and view.entry(name, entry_id).learned_turn is None:
-            events.append({"turn": 0, "kind": "lore", "text": view.index.entry_titles.get(entry_id, entry_id),
-                           "how": view.entry(name, entry_id).why + " (from the start)", "entry_id": entry_id})
+        if (
+            known_by is not None
+            and view.entry(name, entry_id).known
+            and view.entry(name, entry_id).learned_turn is None
+        ):
+            events.append(
+                {
+                    "turn": 0,
+                    "kind": "lore",
+                    "text": view.index.entry_titles.get(entry_id, entry_id),
+                    "how": view.entry(name, entry_id).why + " (from the start)",
+                    "entry_id": entry_id,
+                }
+            )
     events.sort(key=lambda e: (e["turn"], e["kind"], e["text"]))
     return events
 
@@ -93,8 +131,13 @@ def knowledge_flags(save, *, turn: int) -> dict[str, list[dict]]:
             continue
         cells = [view.entry(n, entry_id) for n in names]
         if all(c.known for c in cells):
-            public_secrets.append({"entry_id": entry_id, "title": view.index.entry_titles.get(entry_id, entry_id),
-                                   "note": view.secret_note(entry_id)})
+            public_secrets.append(
+                {
+                    "entry_id": entry_id,
+                    "title": view.index.entry_titles.get(entry_id, entry_id),
+                    "note": view.secret_note(entry_id),
+                }
+            )
     unwitnessed = []
     for fact in Fact.objects.filter(game_save_id=save.pk, turn_id__lte=turn).order_by("turn_id", "id"):
         if not view.present.get(fact.turn_id) and not view.fact_reveals.get(fact.pk):
@@ -107,8 +150,11 @@ def book_entries(universe_id: int) -> dict[str, dict]:
     canon and secrets for the continuity guard."""
     from studio.world.models import LoreEntry
 
-    rows = LoreEntry.objects.filter(universe_id=universe_id).order_by("pk").values(
-        "entry_id", "title", "text", "kind", "keys", "known_by")
+    rows = (
+        LoreEntry.objects.filter(universe_id=universe_id)
+        .order_by("pk")
+        .values("entry_id", "title", "text", "kind", "keys", "known_by")
+    )
     return {row["entry_id"]: row for row in rows}
 
 

@@ -9,6 +9,7 @@ facts, so they run after the facts (order 35): a fork remaps each reveal's fact 
 copy (`remaps`); a reveal of a fact the fork does not have cannot exist (a fact is never
 newer than a reveal of it).
 """
+
 from __future__ import annotations
 
 from studio.memory import timeline
@@ -26,10 +27,18 @@ def append_reveals(turn: timeline.TurnAppend) -> None:
 
 
 TABLES = [
-    timeline.TurnTable.plain("presence", Presence, order=25, section="presence", label="Presence records",
-                             append=append_presence),
-    timeline.TurnTable.plain("reveals", Reveal, order=35, section="reveals", label="Reveals",
-                             remaps={"fact_id": "facts"}, append=append_reveals),
+    timeline.TurnTable.plain(
+        "presence", Presence, order=25, section="presence", label="Presence records", append=append_presence
+    ),
+    timeline.TurnTable.plain(
+        "reveals",
+        Reveal,
+        order=35,
+        section="reveals",
+        label="Reveals",
+        remaps={"fact_id": "facts"},
+        append=append_reveals,
+    ),
 ]
 
 

@@ -22,6 +22,7 @@
 `get_llm_backend()` builds the backend from settings, or returns None when no endpoint is
 configured (living-mode jobs then end as "skipped: no LLM configured").
 """
+
 from __future__ import annotations
 
 import os

@@ -21,6 +21,7 @@ does: the blocked read fails at once and the server sees the reader leave.
   ends it (idempotent; the body's end or its close). `api/disconnect.py` watches the HTTP
   client of a request this way.
 """
+
 from __future__ import annotations
 
 import logging

@@ -12,6 +12,7 @@
 - `OperationOptions` are the per-operation request settings (model, temperature, penalties,
   token and time limits), read from settings by `get_llm_backend`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
@@ -162,7 +163,9 @@ def estimate_tokens(text: str) -> int:
     return max(1, len(text or "") // 4) if text else 0
 
 
-def ask(llm, *, system: str, prompt: str, operation: str, schema: dict | None = None, json_mode: bool = True) -> LLMResponse:
+def ask(
+    llm, *, system: str, prompt: str, operation: str, schema: dict | None = None, json_mode: bool = True
+) -> LLMResponse:
     """Ask `llm` for one answer; return it as an LLMResponse whatever the backend offers.
 
     A backend with `chat` (the HTTP client, `TrackedLLM`) gets the JSON schema and reports

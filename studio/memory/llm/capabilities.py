@@ -19,6 +19,7 @@ server refused is no longer sent. Each of these facts expires after `ttl` second
 may be upgraded or swapped behind the same URL) and a later refusal overrides a confirmation.
 All methods are thread-safe.
 """
+
 from __future__ import annotations
 
 import threading

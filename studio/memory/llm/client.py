@@ -25,6 +25,7 @@ One request loop serves `chat` (one JSON answer) and `stream` (server-sent event
   connection of its own, whose socket `abort()` shuts down (`abort.py`): before the answer
   began `stream()` raises `LLMCancelled`, after it the stream ends "cancelled".
 """
+
 from __future__ import annotations
 
 import json
@@ -114,8 +115,12 @@ class OpenAICompatibleBackend:
         """The client of abortable streams: a connection each, never kept (its socket is the abort's)."""
         with self._own_lock:
             if self._own_client is None:
-                self._own_client = httpx.Client(timeout=self._timeout(self.timeout), headers=self._client.headers,
-                                                transport=self._transport, limits=httpx.Limits(max_keepalive_connections=0))
+                self._own_client = httpx.Client(
+                    timeout=self._timeout(self.timeout),
+                    headers=self._client.headers,
+                    transport=self._transport,
+                    limits=httpx.Limits(max_keepalive_connections=0),
+                )
             return self._own_client
 
     def _send_streamed(self, request: httpx.Request, *, abort: StreamAbort | None = None) -> httpx.Response:
@@ -174,8 +179,15 @@ class OpenAICompatibleBackend:
         """
         if self.stream_all if stream is None else stream:
             with self.stream(
-                system=system, prompt=prompt, operation=operation, json_mode=json_mode, schema=schema,
-                schema_name=schema_name, messages=messages, max_tokens=max_tokens, temperature=temperature,
+                system=system,
+                prompt=prompt,
+                operation=operation,
+                json_mode=json_mode,
+                schema=schema,
+                schema_name=schema_name,
+                messages=messages,
+                max_tokens=max_tokens,
+                temperature=temperature,
                 sampling=sampling,
             ) as chat_stream:
                 for _ in chat_stream:
@@ -183,9 +195,17 @@ class OpenAICompatibleBackend:
             return chat_stream.response
         started = time.monotonic()
         response, sent = self._open(
-            operation=operation, system=system, prompt=prompt, messages=messages, json_mode=json_mode,
-            schema=schema, schema_name=schema_name or operation, max_tokens=max_tokens, temperature=temperature,
-            stream=False, sampling=sampling,
+            operation=operation,
+            system=system,
+            prompt=prompt,
+            messages=messages,
+            json_mode=json_mode,
+            schema=schema,
+            schema_name=schema_name or operation,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            stream=False,
+            sampling=sampling,
         )
         try:
             return self._parse(response, sent, started)
@@ -216,17 +236,38 @@ class OpenAICompatibleBackend:
         """
         started = time.monotonic()
         response, sent = self._open(
-            operation=operation, system=system, prompt=prompt, messages=messages, json_mode=json_mode,
-            schema=schema, schema_name=schema_name or operation, max_tokens=max_tokens, temperature=temperature,
-            stream=True, sampling=sampling, abort=abort,
+            operation=operation,
+            system=system,
+            prompt=prompt,
+            messages=messages,
+            json_mode=json_mode,
+            schema=schema,
+            schema_name=schema_name or operation,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            stream=True,
+            sampling=sampling,
+            abort=abort,
         )
         return ChatStream(response, sent=sent, started=started, abort=abort)
 
     # -- the request loop -----------------------------------------------------------------
 
     def _open(
-        self, *, operation, system, prompt, messages, json_mode, schema, schema_name, max_tokens, temperature, stream,
-        sampling=None, abort: StreamAbort | None = None,
+        self,
+        *,
+        operation,
+        system,
+        prompt,
+        messages,
+        json_mode,
+        schema,
+        schema_name,
+        max_tokens,
+        temperature,
+        stream,
+        sampling=None,
+        abort: StreamAbort | None = None,
     ) -> tuple[httpx.Response, dict]:
         model = self.model_for(operation)
         options = self.options_for(operation)
@@ -252,8 +293,16 @@ class OpenAICompatibleBackend:
             mode = modes[index]
             extras = {k: v for k, v in optional.items() if k not in dropped}
             payload = self._payload(
-                model=model, system=system, prompt=prompt, messages=messages, mode=mode, schema=schema,
-                schema_name=schema_name, limit=limit, extras=extras, stream=stream,
+                model=model,
+                system=system,
+                prompt=prompt,
+                messages=messages,
+                mode=mode,
+                schema=schema,
+                schema_name=schema_name,
+                limit=limit,
+                extras=extras,
+                stream=stream,
             )
             delay = None
             try:
@@ -277,11 +326,20 @@ class OpenAICompatibleBackend:
                         caps.confirm_mode(key, mode)
                     if probe_from is not None and index > probe_from:
                         caps.refuse_mode(key, modes[probe_from])
-                        logger.info("LLM %s %s: HTTP 5xx on %s was a refusal; %s works", self.url, model, modes[probe_from], mode)
+                        logger.info(
+                            "LLM %s %s: HTTP 5xx on %s was a refusal; %s works",
+                            self.url,
+                            model,
+                            modes[probe_from],
+                            mode,
+                        )
                     if stripped_all:
                         caps.refuse_fields(key, set(optional) - dropped_before_strip)
                     sent = {
-                        "model": model, "mode": mode, "max_tokens": limit, "operation": operation,
+                        "model": model,
+                        "mode": mode,
+                        "max_tokens": limit,
+                        "operation": operation,
                         "dropped": sorted(set(optional) - set(extras)),
                     }
                     return response, sent
@@ -301,7 +359,9 @@ class OpenAICompatibleBackend:
                     raise LLMRequestRejected(f"HTTP {status} from {self.url}: {detail[:300]}")
                 if mode != "text" and (status in (400, 415, 422) or (status >= 500 and format_named)):
                     caps.refuse_mode(key, mode)
-                    logger.info("LLM %s %s refused %s (HTTP %s); trying %s", self.url, model, mode, status, modes[index + 1])
+                    logger.info(
+                        "LLM %s %s refused %s (HTTP %s); trying %s", self.url, model, mode, status, modes[index + 1]
+                    )
                     index += 1
                     continue
                 if mode != "text" and status >= 500 and not probed and not caps.is_confirmed(key, mode):
@@ -369,12 +429,18 @@ class OpenAICompatibleBackend:
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
             raise LLMUnavailable(f"malformed chat-completions response: {response.text[:200]!r}") from exc
         return _response(
-            text=str(text), data=data, finish_reason=choice.get("finish_reason"), usage=data.get("usage"),
-            sent=sent, latency_ms=latency_ms,
+            text=str(text),
+            data=data,
+            finish_reason=choice.get("finish_reason"),
+            usage=data.get("usage"),
+            sent=sent,
+            latency_ms=latency_ms,
         )
 
 
-def _response(*, text: str, data: dict, finish_reason, usage, sent: dict, latency_ms: int, first_token_ms=None) -> LLMResponse:
+def _response(
+    *, text: str, data: dict, finish_reason, usage, sent: dict, latency_ms: int, first_token_ms=None
+) -> LLMResponse:
     usage = usage if isinstance(usage, dict) else {}
     completion_tokens = _int(usage.get("completion_tokens"))
     estimated = not usage
@@ -416,8 +482,13 @@ class ChatStream(AnswerStream):
 
     def _response(self, finish_reason: str) -> LLMResponse:
         return _response(
-            text=self.text, data={"model": self.model}, finish_reason=finish_reason, usage=self._usage or None,
-            sent=self.sent, latency_ms=int((time.monotonic() - self.started) * 1000), first_token_ms=self._first_ms,
+            text=self.text,
+            data={"model": self.model},
+            finish_reason=finish_reason,
+            usage=self._usage or None,
+            sent=self.sent,
+            latency_ms=int((time.monotonic() - self.started) * 1000),
+            first_token_ms=self._first_ms,
         )
 
 

@@ -12,41 +12,184 @@ Shared by extraction, consolidation and reflection:
 - `looks_temporal` / `looks_like_place` keep a place out of `when` and a time out of `where`;
 - `statement_key` is the normalised form used to drop repeated facts and beliefs.
 """
+
 from __future__ import annotations
 
 import re
 import unicodedata
 
 _EMPTY = {
-    "", "none", "null", "nil", "n/a", "na", "unknown", "unspecified", "not specified", "not stated",
-    "not mentioned", "not given", "not applicable", "-", "--", "?", "...", "tbd", "empty", "nothing", "no",
+    "",
+    "none",
+    "null",
+    "nil",
+    "n/a",
+    "na",
+    "unknown",
+    "unspecified",
+    "not specified",
+    "not stated",
+    "not mentioned",
+    "not given",
+    "not applicable",
+    "-",
+    "--",
+    "?",
+    "...",
+    "tbd",
+    "empty",
+    "nothing",
+    "no",
 }
 # Who / entities / subject: the reader, the narrator and vague people are nobody in particular.
 _PERSON = {
-    "you", "your", "yours", "yourself", "you (the player)", "the player", "player", "the player character",
-    "player character", "the protagonist", "protagonist", "the main character", "main character", "the narrator",
-    "narrator", "the user", "user", "the reader", "reader", "i", "me", "myself", "we", "us", "someone",
-    "somebody", "anyone", "anybody", "everyone", "everybody", "no one", "nobody", "noone", "people", "a person",
-    "person", "the character", "character", "characters", "a character", "he", "she", "they", "it", "him",
-    "her", "them", "his", "hers", "their", "its", "the environment", "environment", "the world", "world",
-    "the scene", "scene", "the story", "story", "the narrative", "narrative", "the passage", "passage",
-    "the text", "text", "the game", "game", "an unknown person", "unknown person", "a stranger", "stranger",
+    "you",
+    "your",
+    "yours",
+    "yourself",
+    "you (the player)",
+    "the player",
+    "player",
+    "the player character",
+    "player character",
+    "the protagonist",
+    "protagonist",
+    "the main character",
+    "main character",
+    "the narrator",
+    "narrator",
+    "the user",
+    "user",
+    "the reader",
+    "reader",
+    "i",
+    "me",
+    "myself",
+    "we",
+    "us",
+    "someone",
+    "somebody",
+    "anyone",
+    "anybody",
+    "everyone",
+    "everybody",
+    "no one",
+    "nobody",
+    "noone",
+    "people",
+    "a person",
+    "person",
+    "the character",
+    "character",
+    "characters",
+    "a character",
+    "he",
+    "she",
+    "they",
+    "it",
+    "him",
+    "her",
+    "them",
+    "his",
+    "hers",
+    "their",
+    "its",
+    "the environment",
+    "environment",
+    "the world",
+    "world",
+    "the scene",
+    "scene",
+    "the story",
+    "story",
+    "the narrative",
+    "narrative",
+    "the passage",
+    "passage",
+    "the text",
+    "text",
+    "the game",
+    "game",
+    "an unknown person",
+    "unknown person",
+    "a stranger",
+    "stranger",
 }
 # Where: the reader's position and the scene are not places.
 _PLACE = {
-    "your location", "your current location", "your position", "you", "the location", "location",
-    "current location", "the current location", "here", "there", "somewhere", "anywhere", "everywhere",
-    "nowhere", "the environment", "environment", "the scene", "scene", "the area", "area", "nearby",
-    "the surroundings", "surroundings", "the setting", "setting", "the place", "place", "the story",
-    "the world", "world", "inside", "outside", "the player's location", "player's location", "unknown location",
+    "your location",
+    "your current location",
+    "your position",
+    "you",
+    "the location",
+    "location",
+    "current location",
+    "the current location",
+    "here",
+    "there",
+    "somewhere",
+    "anywhere",
+    "everywhere",
+    "nowhere",
+    "the environment",
+    "environment",
+    "the scene",
+    "scene",
+    "the area",
+    "area",
+    "nearby",
+    "the surroundings",
+    "surroundings",
+    "the setting",
+    "setting",
+    "the place",
+    "place",
+    "the story",
+    "the world",
+    "world",
+    "inside",
+    "outside",
+    "the player's location",
+    "player's location",
+    "unknown location",
 }
 # When: "now" is every turn; only a stated story time is a time.
 _TIME = {
-    "now", "right now", "just now", "currently", "current", "present", "the present", "at present",
-    "at this moment", "this moment", "the moment", "at the moment", "today", "recently", "at the time",
-    "at that time", "then", "the current time", "current time", "soon", "later", "always", "sometime",
-    "at some point", "in the story", "during the story", "the environment", "the scene", "in the passage",
-    "during the passage", "present time", "this turn", "the current turn", "current turn", "ongoing",
+    "now",
+    "right now",
+    "just now",
+    "currently",
+    "current",
+    "present",
+    "the present",
+    "at present",
+    "at this moment",
+    "this moment",
+    "the moment",
+    "at the moment",
+    "today",
+    "recently",
+    "at the time",
+    "at that time",
+    "then",
+    "the current time",
+    "current time",
+    "soon",
+    "later",
+    "always",
+    "sometime",
+    "at some point",
+    "in the story",
+    "during the story",
+    "the environment",
+    "the scene",
+    "in the passage",
+    "during the passage",
+    "present time",
+    "this turn",
+    "the current turn",
+    "current turn",
+    "ongoing",
 }
 _FIELD_PLACEHOLDERS = {"who": _PERSON, "entity": _PERSON, "where": _PLACE, "when": _TIME}
 
@@ -59,7 +202,9 @@ _TEMPORAL_WORDS = re.compile(
     r"july|august|september|october|november|december|\d+)\b",
     re.IGNORECASE,
 )
-_LOCATIVE_START = re.compile(r"^(in|at|on|inside|outside|near|by|under|beneath|behind|beside|within|across)\s+(the\s+)?\S", re.I)
+_LOCATIVE_START = re.compile(
+    r"^(in|at|on|inside|outside|near|by|under|beneath|behind|beside|within|across)\s+(the\s+)?\S", re.I
+)
 
 
 def fold(text) -> str:
@@ -108,7 +253,9 @@ def is_placeholder(value: str, kind: str = "") -> bool:
         return False
     if key in table:
         return True
-    if kind == "where" and re.match(r"^(your|the player'?s?)\s+(current\s+)?(location|position|surroundings|place)$", key):
+    if kind == "where" and re.match(
+        r"^(your|the player'?s?)\s+(current\s+)?(location|position|surroundings|place)$", key
+    ):
         return True
     return False
 
@@ -148,12 +295,68 @@ def statement_key(statement: str) -> str:
 
 # -- second person -> the player character -------------------------------------------------
 
-_MODALS = {"can", "could", "will", "would", "shall", "should", "may", "might", "must", "cannot", "can't", "won't", "had"}
-_ADVERBS = {"also", "still", "just", "never", "always", "then", "now", "already", "finally", "quickly", "slowly",
-            "carefully", "only", "even", "often", "again", "barely", "nearly", "almost", "soon", "once", "first"}
+_MODALS = {
+    "can",
+    "could",
+    "will",
+    "would",
+    "shall",
+    "should",
+    "may",
+    "might",
+    "must",
+    "cannot",
+    "can't",
+    "won't",
+    "had",
+}
+_ADVERBS = {
+    "also",
+    "still",
+    "just",
+    "never",
+    "always",
+    "then",
+    "now",
+    "already",
+    "finally",
+    "quickly",
+    "slowly",
+    "carefully",
+    "only",
+    "even",
+    "often",
+    "again",
+    "barely",
+    "nearly",
+    "almost",
+    "soon",
+    "once",
+    "first",
+}
 _IRREGULAR = {"are": "is", "were": "was", "have": "has", "do": "does", "go": "goes", "'re": " is", "'ve": " has"}
-_SUBJECT_BEFORE = {"and", "but", "or", "then", "when", "as", "if", "because", "that", "while", "so", "until",
-                   "after", "before", "once", "since", "where", "though", "although", "unless"}
+_SUBJECT_BEFORE = {
+    "and",
+    "but",
+    "or",
+    "then",
+    "when",
+    "as",
+    "if",
+    "because",
+    "that",
+    "while",
+    "so",
+    "until",
+    "after",
+    "before",
+    "once",
+    "since",
+    "where",
+    "though",
+    "although",
+    "unless",
+}
 
 
 def _third_person(verb: str) -> str:
@@ -202,7 +405,7 @@ def second_person_to_name(text: str, name: str) -> str:
                 out.append(f"{name} would")
             else:
                 out.append(name)
-                subject = previous_word == "" or previous_word in _SUBJECT_BEFORE or previous_word in ".!?;:,\""
+                subject = previous_word == "" or previous_word in _SUBJECT_BEFORE or previous_word in '.!?;:,"'
                 if subject:
                     # find the verb: skip whitespace and up to one adverb
                     j = i + 1

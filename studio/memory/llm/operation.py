@@ -13,6 +13,7 @@ once (`run_operation`):
    result and the exception, so a job can record why nothing came out while the engine's
    functions (`extract_facts`, `consolidate`, `reflect`) keep their never-raising contract.
 """
+
 from __future__ import annotations
 
 import logging

@@ -17,6 +17,7 @@ each as far as it goes:
 (or a bare list, or a single item object), without unfinished items; None when the text
 holds no JSON at all.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,7 +25,15 @@ import re
 from dataclasses import dataclass, field
 from json.decoder import scanstring
 
-__all__ = ["JSONScan", "scan_json", "parse_items", "scan_items", "parse_json_payload", "salvage_json_objects", "strip_code_fences"]
+__all__ = [
+    "JSONScan",
+    "scan_json",
+    "parse_items",
+    "scan_items",
+    "parse_json_payload",
+    "salvage_json_objects",
+    "strip_code_fences",
+]
 
 _FENCE = "```"
 _NUMBER = re.compile(r"-?(?:\d+)(?:\.\d+)?(?:[eE][+-]?\d+)?")

@@ -25,6 +25,7 @@ timeout) and, through `TrackedLLM.relay`, the same spend guard and call log.
   connection (the endpoint stops generating) and ends the relay "cancelled".
   `on_finish(relay)` callbacks run once, at the end, on error or on close.
 """
+
 from __future__ import annotations
 
 import time
@@ -60,7 +61,9 @@ def relay_open(backend, body: dict, *, stream: bool, abort: StreamAbort | None =
         delay = None
         try:
             response = backend._send_streamed(
-                backend._client.build_request("POST", backend.url, json=body, timeout=backend._timeout(backend.timeout)),
+                backend._client.build_request(
+                    "POST", backend.url, json=body, timeout=backend._timeout(backend.timeout)
+                ),
                 abort=abort,
             )
         except httpx.TimeoutException as exc:
@@ -94,8 +97,9 @@ class Relay(AnswerStream):
     yields_bytes = True
     stops_at_done = False
 
-    def __init__(self, http: httpx.Response, *, model: str, started: float, stream: bool,
-                 abort: StreamAbort | None = None):
+    def __init__(
+        self, http: httpx.Response, *, model: str, started: float, stream: bool, abort: StreamAbort | None = None
+    ):
         self.stream = stream
         super().__init__(http, model=model, started=started, abort=abort)
         self.content_type = self.content_type or "application/json"

@@ -24,6 +24,7 @@ A subclass says what its iterator yields (`yields_bytes`: the raw body, errors l
 `error`; or text deltas, an error raised at the end), whether reading stops at `[DONE]`
 (`stops_at_done`) and how it builds its response.
 """
+
 from __future__ import annotations
 
 import json
@@ -206,7 +207,9 @@ class AnswerStream:
                     # proxy) gave up mid-answer; the text so far may be half a sentence.
                     raise LLMUnavailable(f"the stream ended unfinished after {len(self.text)} characters")
         except httpx.TimeoutException as exc:
-            self.error = LLMUnavailable(f"the stream stalled ({exc.__class__.__name__}) after {len(self.text)} characters")
+            self.error = LLMUnavailable(
+                f"the stream stalled ({exc.__class__.__name__}) after {len(self.text)} characters"
+            )
         except httpx.HTTPError as exc:
             self.error = LLMUnavailable(f"the stream broke after {len(self.text)} characters: {exc}")
         except LLMError as exc:

@@ -16,6 +16,7 @@
   (or what arrived of it), each cut at `LOGGED_TEXT_CHARS`, so a playtester can read on the
   job and turn pages what the model was asked and said.
 """
+
 from __future__ import annotations
 
 import time
@@ -26,7 +27,14 @@ from django.conf import settings
 from django.db.models import Count, F, Min, Sum
 from django.utils import timezone
 
-from studio.memory.llm.base import LLMBackend, LLMError, LLMResponse, LLMUnavailable, SpendLimitExceeded, estimate_tokens
+from studio.memory.llm.base import (
+    LLMBackend,
+    LLMError,
+    LLMResponse,
+    LLMUnavailable,
+    SpendLimitExceeded,
+    estimate_tokens,
+)
 from studio.memory.llm.relay import relay_open
 
 LOGGED_TEXT_CHARS = 40_000  # per request and per answer: enough for a narrator prompt
@@ -62,8 +70,13 @@ def _status(calls, *, since: datetime, calls_cap: int, tokens_cap: int) -> Spend
     agg = calls.filter(created_at__gt=since, refused=False).aggregate(
         n=Count("id"), p=Sum("prompt_tokens"), c=Sum("completion_tokens"), oldest=Min("created_at")
     )
-    return SpendStatus(calls=agg["n"] or 0, tokens=(agg["p"] or 0) + (agg["c"] or 0), calls_cap=calls_cap,
-                       tokens_cap=tokens_cap, oldest=agg["oldest"])
+    return SpendStatus(
+        calls=agg["n"] or 0,
+        tokens=(agg["p"] or 0) + (agg["c"] or 0),
+        calls_cap=calls_cap,
+        tokens_cap=tokens_cap,
+        oldest=agg["oldest"],
+    )
 
 
 def spend_status(*, game_save_id: int, now: datetime | None = None) -> SpendStatus:
@@ -71,8 +84,12 @@ def spend_status(*, game_save_id: int, now: datetime | None = None) -> SpendStat
     from studio.memory.models import LLMCall
 
     now = now or timezone.now()
-    return _status(LLMCall.objects.filter(game_save_id=game_save_id), since=now - SAVE_WINDOW,
-                   calls_cap=settings.AXIOM_LLM_CALLS_PER_HOUR, tokens_cap=settings.AXIOM_LLM_TOKENS_PER_HOUR)
+    return _status(
+        LLMCall.objects.filter(game_save_id=game_save_id),
+        since=now - SAVE_WINDOW,
+        calls_cap=settings.AXIOM_LLM_CALLS_PER_HOUR,
+        tokens_cap=settings.AXIOM_LLM_TOKENS_PER_HOUR,
+    )
 
 
 def user_spend_status(*, user_id: int, now: datetime | None = None) -> SpendStatus:
@@ -81,8 +98,12 @@ def user_spend_status(*, user_id: int, now: datetime | None = None) -> SpendStat
     from studio.memory.models import LLMCall
 
     now = now or timezone.now()
-    return _status(LLMCall.objects.filter(user_id=user_id), since=now - USER_WINDOW,
-                   calls_cap=settings.AXIOM_LLM_CALLS_PER_USER_DAY, tokens_cap=settings.AXIOM_LLM_TOKENS_PER_USER_DAY)
+    return _status(
+        LLMCall.objects.filter(user_id=user_id),
+        since=now - USER_WINDOW,
+        calls_cap=settings.AXIOM_LLM_CALLS_PER_USER_DAY,
+        tokens_cap=settings.AXIOM_LLM_TOKENS_PER_USER_DAY,
+    )
 
 
 def _exceeded(status: SpendStatus, *, whose: str, window: timedelta, span: str) -> SpendLimitExceeded | None:
@@ -93,7 +114,9 @@ def _exceeded(status: SpendStatus, *, whose: str, window: timedelta, span: str) 
         what = f"{status.calls} LLM calls in the last {span} (cap {status.calls_cap})"
     else:
         what = f"{status.tokens} LLM tokens in the last {span} (cap {status.tokens_cap})"
-    return SpendLimitExceeded(f"spend guard: {whose} used {what}; paused until {resume_at:%Y-%m-%d %H:%M} UTC", resume_at)
+    return SpendLimitExceeded(
+        f"spend guard: {whose} used {what}; paused until {resume_at:%Y-%m-%d %H:%M} UTC", resume_at
+    )
 
 
 class TrackedLLM:
@@ -103,8 +126,14 @@ class TrackedLLM:
     from "the call failed" even though the seed operations swallow exceptions.
     """
 
-    def __init__(self, backend: LLMBackend, *, game_save_id: int | None = None, job_id: int | None = None,
-                 user_id: int | None = None):
+    def __init__(
+        self,
+        backend: LLMBackend,
+        *,
+        game_save_id: int | None = None,
+        job_id: int | None = None,
+        user_id: int | None = None,
+    ):
         self.backend = backend
         self.game_save_id = game_save_id
         self.job_id = job_id
@@ -116,15 +145,20 @@ class TrackedLLM:
 
     def check_budget(self) -> None:
         """Raise SpendLimitExceeded when the save's hourly or the user's daily use is over its cap."""
-        if self.game_save_id is not None and (settings.AXIOM_LLM_CALLS_PER_HOUR > 0 or settings.AXIOM_LLM_TOKENS_PER_HOUR > 0):
-            refusal = _exceeded(spend_status(game_save_id=self.game_save_id), whose="this save", window=SAVE_WINDOW,
-                                span="hour")
+        if self.game_save_id is not None and (
+            settings.AXIOM_LLM_CALLS_PER_HOUR > 0 or settings.AXIOM_LLM_TOKENS_PER_HOUR > 0
+        ):
+            refusal = _exceeded(
+                spend_status(game_save_id=self.game_save_id), whose="this save", window=SAVE_WINDOW, span="hour"
+            )
             if refusal is not None:
                 raise refusal
-        if self.user_id is not None and (settings.AXIOM_LLM_CALLS_PER_USER_DAY > 0
-                                         or settings.AXIOM_LLM_TOKENS_PER_USER_DAY > 0):
-            refusal = _exceeded(user_spend_status(user_id=self.user_id), whose="your key's user", window=USER_WINDOW,
-                                span="24 hours")
+        if self.user_id is not None and (
+            settings.AXIOM_LLM_CALLS_PER_USER_DAY > 0 or settings.AXIOM_LLM_TOKENS_PER_USER_DAY > 0
+        ):
+            refusal = _exceeded(
+                user_spend_status(user_id=self.user_id), whose="your key's user", window=USER_WINDOW, span="24 hours"
+            )
             if refusal is not None:
                 raise refusal
 
@@ -147,14 +181,18 @@ class TrackedLLM:
     def complete(self, *, system: str, prompt: str, operation: str = "", json_mode: bool = False) -> str:
         return self.chat(system=system, prompt=prompt, operation=operation, json_mode=json_mode).text
 
-    def chat(self, *, system: str = "", prompt: str = "", operation: str = "", json_mode: bool = False, **options) -> LLMResponse:
+    def chat(
+        self, *, system: str = "", prompt: str = "", operation: str = "", json_mode: bool = False, **options
+    ) -> LLMResponse:
         """Call the backend once (guarded and logged); return its LLMResponse."""
         self._guard(operation)
         model = self.model_for(operation)
         started = time.monotonic()
         try:
             if hasattr(self.backend, "chat"):
-                response = self.backend.chat(system=system, prompt=prompt, operation=operation, json_mode=json_mode, **options)
+                response = self.backend.chat(
+                    system=system, prompt=prompt, operation=operation, json_mode=json_mode, **options
+                )
             else:
                 text = self.backend.complete(system=system, prompt=prompt, operation=operation, json_mode=json_mode)
                 response = LLMResponse(
@@ -165,9 +203,15 @@ class TrackedLLM:
                     estimated_tokens=True,
                 )
         except Exception as exc:
-            raise self._failed(operation, model, started, exc, request_text(system, prompt, options.get("messages"))) from exc
-        self._record(operation, response, prompt_text=system + prompt + _messages_text(options.get("messages")),
-                     request=request_text(system, prompt, options.get("messages")))
+            raise self._failed(
+                operation, model, started, exc, request_text(system, prompt, options.get("messages"))
+            ) from exc
+        self._record(
+            operation,
+            response,
+            prompt_text=system + prompt + _messages_text(options.get("messages")),
+            request=request_text(system, prompt, options.get("messages")),
+        )
         return response
 
     def stream(self, *, system: str = "", prompt: str = "", operation: str = "narrate", **options):
@@ -180,8 +224,9 @@ class TrackedLLM:
             stream = self.backend.stream(system=system, prompt=prompt, operation=operation, **options)
         except Exception as exc:
             raise self._failed(operation, model, started, exc, request) from exc
-        return self._logged_at_end(stream, operation, prompt_text=system + prompt + _messages_text(options.get("messages")),
-                                   request=request)
+        return self._logged_at_end(
+            stream, operation, prompt_text=system + prompt + _messages_text(options.get("messages")), request=request
+        )
 
     def relay(self, body: dict, *, stream: bool, operation: str = "proxy", abort=None):
         """Relay a caller's chat-completions `body` (guarded); logged when the answer ends.
@@ -221,7 +266,9 @@ class TrackedLLM:
         answer.on_finish.append(finished)
         return answer
 
-    def _record(self, operation: str, response: LLMResponse, *, prompt_text: str, error: str = "", request: str = "") -> None:
+    def _record(
+        self, operation: str, response: LLMResponse, *, prompt_text: str, error: str = "", request: str = ""
+    ) -> None:
         if response.estimated_tokens and not response.prompt_tokens:
             response.prompt_tokens = estimate_tokens(prompt_text)
         if response.truncated:
@@ -233,12 +280,29 @@ class TrackedLLM:
                 }
             )
         self._log(
-            operation, response.model, response.prompt_tokens, response.completion_tokens, response.latency_ms, error,
-            request=request, answer=response.text or "",
+            operation,
+            response.model,
+            response.prompt_tokens,
+            response.completion_tokens,
+            response.latency_ms,
+            error,
+            request=request,
+            answer=response.text or "",
         )
 
-    def _log(self, operation: str, model: str, prompt_tokens: int, completion_tokens: int, latency_ms: int, error: str,
-             *, request: str = "", answer: str = "", refused: bool = False):
+    def _log(
+        self,
+        operation: str,
+        model: str,
+        prompt_tokens: int,
+        completion_tokens: int,
+        latency_ms: int,
+        error: str,
+        *,
+        request: str = "",
+        answer: str = "",
+        refused: bool = False,
+    ):
         from studio.memory.models import Job, LLMCall
 
         LLMCall.objects.create(

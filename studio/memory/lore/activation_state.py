@@ -31,6 +31,7 @@ rule of `studio.memory.recall.macros.macro_names` (the player character; the imp
 character), the same values for the recording, the Context viewer and the key tester, so
 all see the same activations.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -67,19 +68,25 @@ def lore_seed_for(*, save, turn_id: int) -> str:
 
 def activation_state_as_of(*, save, turn_id: int) -> LoreState:
     """Return the lore state after turn `turn_id` (a fresh state before the first record)."""
-    row = (LoreActivation.objects.filter(game_save=save, turn_id__lte=turn_id)
-           .order_by("-turn_id").only("state").first())
+    row = LoreActivation.objects.filter(game_save=save, turn_id__lte=turn_id).order_by("-turn_id").only("state").first()
     return LoreState.from_dict(row.state if row else None)
 
 
 @transaction.atomic
-def record_activation(*, save, turn_id: int, result: ActivationResult, seed: str,
-                      book_version: str = "") -> LoreActivation:
+def record_activation(
+    *, save, turn_id: int, result: ActivationResult, seed: str, book_version: str = ""
+) -> LoreActivation:
     """Store a turn's activation (replacing an earlier record of the same turn)."""
     row, _created = LoreActivation.objects.update_or_create(
-        game_save=save, turn_id=turn_id,
-        defaults={"state": result.state.to_dict(), "activated": result.activated_ids,
-                  "sequence": list(result.sequence), "seed": seed, "book_version": book_version},
+        game_save=save,
+        turn_id=turn_id,
+        defaults={
+            "state": result.state.to_dict(),
+            "activated": result.activated_ids,
+            "sequence": list(result.sequence),
+            "seed": seed,
+            "book_version": book_version,
+        },
     )
     return row
 
@@ -97,8 +104,9 @@ def book_version_for(universe) -> str:
     return f"universe-{universe.pk}:{stats['total']}:{stats['top']}:{newest}"
 
 
-def universe_book(universe, *, defaults: LoreDefaults | None = None, macros: dict[str, str] | None = None,
-                  version: str | None = None) -> CompiledBook:
+def universe_book(
+    universe, *, defaults: LoreDefaults | None = None, macros: dict[str, str] | None = None, version: str | None = None
+) -> CompiledBook:
     """The universe's compiled book, built on first use of this book version, then cached.
 
     Play, the key tester and the health page all come here, so they evaluate the same book
@@ -107,7 +115,9 @@ def universe_book(universe, *, defaults: LoreDefaults | None = None, macros: dic
     if defaults is None:
         defaults = defaults_from_meta(universe.meta_values())
     return compiled_book(
-        version=version or book_version_for(universe), defaults=defaults, macros=macros,
+        version=version or book_version_for(universe),
+        defaults=defaults,
+        macros=macros,
         loader=lambda: [spec_from_entry(e) for e in universe.lore_entries.defer("extensions").order_by("pk")],
     )
 
@@ -130,8 +140,9 @@ def lore_activation_record_turn(*, save, turn_id: int, player_input: str) -> Lor
     """
     if not save.universe.lore_entries.exists():
         return None
-    result, extra = lore_activation_for_turn(save=save, pending_input=player_input, turn_id=turn_id,
-                                             macros=lore_macros_for(save))
+    result, extra = lore_activation_for_turn(
+        save=save, pending_input=player_input, turn_id=turn_id, macros=lore_macros_for(save)
+    )
     return record_activation(save=save, turn_id=turn_id, result=result, **extra)
 
 
@@ -150,17 +161,20 @@ def lore_activation_replay(*, save, from_turn: int = 1) -> int:
         return 0
     macros = lore_macros_for(save)
     count = 0
-    for turn_id, player_input in (Event.objects.filter(game_save=save, turn_id__gte=from_turn)
-                                  .order_by("turn_id").values_list("turn_id", "player_input")):
-        result, extra = lore_activation_for_turn(save=save, pending_input=player_input, turn_id=turn_id,
-                                                 macros=macros)
+    for turn_id, player_input in (
+        Event.objects.filter(game_save=save, turn_id__gte=from_turn)
+        .order_by("turn_id")
+        .values_list("turn_id", "player_input")
+    ):
+        result, extra = lore_activation_for_turn(save=save, pending_input=player_input, turn_id=turn_id, macros=macros)
         record_activation(save=save, turn_id=turn_id, result=result, **extra)
         count += 1
     return count
 
 
-def lore_activation_for_turn(*, save, pending_input: str, turn_id: int | None = None,
-                             macros: dict[str, str] | None = None) -> tuple[ActivationResult, dict[str, Any]]:
+def lore_activation_for_turn(
+    *, save, pending_input: str, turn_id: int | None = None, macros: dict[str, str] | None = None
+) -> tuple[ActivationResult, dict[str, Any]]:
     """Evaluate the save's Lore Book for `turn_id` (default: the next turn); write nothing.
 
     Return the result and what `record_activation` needs (`seed`, `book_version`).
@@ -170,9 +184,17 @@ def lore_activation_for_turn(*, save, pending_input: str, turn_id: int | None = 
     turn_id = turn_id if turn_id is not None else save.current_turn + 1
     version = book_version_for(save.universe)
     book = universe_book(save.universe, macros=macros, version=version)
-    turns = list(Event.objects.filter(game_save=save, turn_id__lt=turn_id).order_by("-turn_id")
-                 .values_list("turn_id", "player_input", "narrative")[:history_turns(book)])
+    turns = list(
+        Event.objects.filter(game_save=save, turn_id__lt=turn_id)
+        .order_by("-turn_id")
+        .values_list("turn_id", "player_input", "narrative")[: history_turns(book)]
+    )
     seed = lore_seed_for(save=save, turn_id=turn_id)
-    result = activate(book=book, messages=scan_messages(pending_input=pending_input, turns=turns), turn=turn_id,
-                      state=activation_state_as_of(save=save, turn_id=turn_id - 1), seed=seed)
+    result = activate(
+        book=book,
+        messages=scan_messages(pending_input=pending_input, turns=turns),
+        turn=turn_id,
+        state=activation_state_as_of(save=save, turn_id=turn_id - 1),
+        seed=seed,
+    )
     return result, {"seed": seed, "book_version": version}

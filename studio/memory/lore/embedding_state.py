@@ -7,6 +7,7 @@ that sync failed or could not be queued. The lore services, the demo loader, the
 queue and the sync job all set it through `lore_embedding_state_set`, so the rule that an
 error goes with the failed state (and is cleared otherwise) lives here only.
 """
+
 from __future__ import annotations
 
 from django.db.models import QuerySet

@@ -35,6 +35,7 @@ The package, by subject: `spec` (inputs, state, output dataclasses), `regex_keys
 (inclusion groups), `engine` (`activate`), `explain` (the per-entry explanations). Callers
 import the public names from here.
 """
+
 from __future__ import annotations
 
 from studio.memory.lore_activation.engine import activate
@@ -87,12 +88,51 @@ from studio.memory.lore_activation.spec import (
 )
 
 __all__ = [
-    "ACTIVATION_ATTRIBUTES", "AND_ALL", "AND_ANY", "DEFAULT_GROUP_WEIGHT", "DEFAULT_META_KEYS", "ENGINE_RE2",
-    "ENGINE_REGEX", "JOINER", "OUT_OF_BUDGET", "REGEX_BUDGET", "REGEX_TIMEOUT", "RegexBudget", "RegexTimeout",
-    "TIMED_OUT", "TIMED_OUT_BEFORE", "key_hazards", "regex_key_hazard",
-    "LOGIC_NAMES", "MATCHER", "MAX_SCAN_DEPTH", "MESSAGES_PER_TURN", "META_CASE_SENSITIVE", "META_MATCH_WHOLE_WORDS",
-    "META_RECURSION_DEPTH", "META_SCAN_DEPTH", "META_TOKEN_BUDGET", "NOT_ALL", "NOT_ANY", "ActivationResult",
-    "CompiledBook", "Explanation", "Explanations", "LoreDefaults", "LoreSpec", "LoreState", "RegexKey",
-    "ScanMessage", "TimedEffect", "activate", "activation_seed", "compiled_book", "defaults_from_meta",
-    "key_errors", "message_clock", "parse_regex_key", "scan_messages", "spec_from_entry",
+    "ACTIVATION_ATTRIBUTES",
+    "AND_ALL",
+    "AND_ANY",
+    "DEFAULT_GROUP_WEIGHT",
+    "DEFAULT_META_KEYS",
+    "ENGINE_RE2",
+    "ENGINE_REGEX",
+    "JOINER",
+    "OUT_OF_BUDGET",
+    "REGEX_BUDGET",
+    "REGEX_TIMEOUT",
+    "RegexBudget",
+    "RegexTimeout",
+    "TIMED_OUT",
+    "TIMED_OUT_BEFORE",
+    "key_hazards",
+    "regex_key_hazard",
+    "LOGIC_NAMES",
+    "MATCHER",
+    "MAX_SCAN_DEPTH",
+    "MESSAGES_PER_TURN",
+    "META_CASE_SENSITIVE",
+    "META_MATCH_WHOLE_WORDS",
+    "META_RECURSION_DEPTH",
+    "META_SCAN_DEPTH",
+    "META_TOKEN_BUDGET",
+    "NOT_ALL",
+    "NOT_ANY",
+    "ActivationResult",
+    "CompiledBook",
+    "Explanation",
+    "Explanations",
+    "LoreDefaults",
+    "LoreSpec",
+    "LoreState",
+    "RegexKey",
+    "ScanMessage",
+    "TimedEffect",
+    "activate",
+    "activation_seed",
+    "compiled_book",
+    "defaults_from_meta",
+    "key_errors",
+    "message_clock",
+    "parse_regex_key",
+    "scan_messages",
+    "spec_from_entry",
 ]

@@ -11,6 +11,7 @@ Order of one evaluation, one method of `_Evaluation` each:
 3. `start_timed_effects`: new sticky / cooldown windows and first matches;
 4. `note_regex_timeouts`: regex keys that ran past their time limit, on their entries.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -47,8 +48,15 @@ from studio.memory.lore_activation.spec import (
 _NONE, _INITIAL, _RECURSION = 0, 1, 2
 
 
-def activate(*, book: CompiledBook, messages: Sequence[ScanMessage], turn: int, state: LoreState | None,
-             seed: str, regex_budget: RegexBudget | None = None) -> ActivationResult:
+def activate(
+    *,
+    book: CompiledBook,
+    messages: Sequence[ScanMessage],
+    turn: int,
+    state: LoreState | None,
+    seed: str,
+    regex_budget: RegexBudget | None = None,
+) -> ActivationResult:
     """Evaluate the book for `turn` (the turn being played) from the state left by the turn before.
 
     `messages` is the scan buffer newest first (see `scan_messages`); `state` is the state as
@@ -68,8 +76,15 @@ def activate(*, book: CompiledBook, messages: Sequence[ScanMessage], turn: int, 
 class _Evaluation:
     """The working state of one `activate` call."""
 
-    def __init__(self, book: CompiledBook, messages: Sequence[ScanMessage], turn: int, state: LoreState | None,
-                 seed: str, regex_budget: RegexBudget | None = None):
+    def __init__(
+        self,
+        book: CompiledBook,
+        messages: Sequence[ScanMessage],
+        turn: int,
+        state: LoreState | None,
+        seed: str,
+        regex_budget: RegexBudget | None = None,
+    ):
         self.book, self.specs, self.defaults = book, book.specs, book.defaults
         self.turn, self.seed = turn, seed
         self.clock = message_clock(turn)
@@ -106,8 +121,9 @@ class _Evaluation:
     def apply_timed_effects(self) -> None:
         book, clock, new_state = self.book, self.clock, self.new_state
         for kind, effects, target, active in (
-                ("sticky", self.previous.sticky, new_state.sticky, self.sticky_now),
-                ("cooldown", self.previous.cooldown, new_state.cooldown, self.cooldown_now)):
+            ("sticky", self.previous.sticky, new_state.sticky, self.sticky_now),
+            ("cooldown", self.previous.cooldown, new_state.cooldown, self.cooldown_now),
+        ):
             for entry_id, effect in effects.items():
                 index = book.by_id.get(entry_id)
                 if kind == "cooldown" and entry_id in new_state.cooldown:
@@ -124,8 +140,9 @@ class _Evaluation:
                 if clock >= effect.end:
                     if kind == "sticky" and spec.cooldown:
                         # Sticky ended: the cooldown starts now and already applies (onEnded.sticky).
-                        new_state.cooldown[entry_id] = TimedEffect(clock, clock + spec.cooldown, effect.entry_hash,
-                                                                   True)
+                        new_state.cooldown[entry_id] = TimedEffect(
+                            clock, clock + spec.cooldown, effect.entry_hash, True
+                        )
                         self.cooldown_now.add(index)
                     continue
                 target[entry_id] = effect
@@ -155,9 +172,14 @@ class _Evaluation:
             for needle in fresh_needles:
                 candidates.update(book.needle_entries.get(needle, ()))
             self.retry = set()
-            activated_now = [index for index in sorted(candidates, key=book.rank_of.__getitem__)
-                             if index not in self.activated and index not in self.failed
-                             and self.specs[index].enabled and self.decide(index, scan_state, recursive)]
+            activated_now = [
+                index
+                for index in sorted(candidates, key=book.rank_of.__getitem__)
+                if index not in self.activated
+                and index not in self.failed
+                and self.specs[index].enabled
+                and self.decide(index, scan_state, recursive)
+            ]
             accepted = self.accept(activated_now)
             for_recursion = [i for i in accepted if not self.specs[i].prevent_recursion]
             next_state = _NONE
@@ -174,8 +196,12 @@ class _Evaluation:
         spec, turn = self.specs[index], self.turn
         sticky = index in self.sticky_now
         if spec.delay and self.clock < spec.delay:
-            self.explain(index, "delay", f"delayed: the chat holds {self.clock} message(s) counting this turn's "
-                         f"input; the entry waits for {spec.delay}")
+            self.explain(
+                index,
+                "delay",
+                f"delayed: the chat holds {self.clock} message(s) counting this turn's "
+                f"input; the entry waits for {spec.delay}",
+            )
             return False
         if index in self.cooldown_now and not sticky:
             effect = self.new_state.cooldown.get(spec.entry_id)
@@ -187,8 +213,11 @@ class _Evaluation:
                 self.explain(index, "delay_until_recursion", "waits for recursion (delay until recursion)")
                 return False
             if spec.delay_until_recursion > self.current_level:
-                self.explain(index, "delay_until_recursion",
-                             f"waits for recursion level {spec.delay_until_recursion} (at level {self.current_level})")
+                self.explain(
+                    index,
+                    "delay_until_recursion",
+                    f"waits for recursion level {spec.delay_until_recursion} (at level {self.current_level})",
+                )
                 return False
         if scan_state == _RECURSION and recursive and spec.exclude_recursion and not sticky:
             self.explain(index, "exclude_recursion", "not activated by other entries (exclude recursion)")
@@ -201,29 +230,43 @@ class _Evaluation:
             return False
         matched_turn = self.previous.first_matched.get(spec.entry_id)
         if spec.after_first_match == "stop" and matched_turn is not None:
-            self.explain(index, "after_first_match",
-                         f"already matched at turn {matched_turn} (@@dont_activate_after_match)")
+            self.explain(
+                index, "after_first_match", f"already matched at turn {matched_turn} (@@dont_activate_after_match)"
+            )
             return False
         if spec.after_first_match == "keep" and matched_turn is not None:
-            self.explain(index, "after_first_match",
-                         f"matched at turn {matched_turn}; stays active (@@keep_activate_after_match)")
+            self.explain(
+                index,
+                "after_first_match",
+                f"matched at turn {matched_turn}; stays active (@@keep_activate_after_match)",
+            )
             return True
         narrations = self.assistant_messages
         if spec.activate_only_after and narrations < spec.activate_only_after:
-            self.explain(index, "activate_only_after", f"only after {spec.activate_only_after} narrations "
-                         f"(@@activate_only_after); {narrations} so far")
+            self.explain(
+                index,
+                "activate_only_after",
+                f"only after {spec.activate_only_after} narrations (@@activate_only_after); {narrations} so far",
+            )
             return False
         if spec.activate_only_every and narrations % spec.activate_only_every:
-            self.explain(index, "activate_only_every", f"only every {spec.activate_only_every} narrations "
-                         f"(@@activate_only_every); {narrations} so far")
+            self.explain(
+                index,
+                "activate_only_every",
+                f"only every {spec.activate_only_every} narrations (@@activate_only_every); {narrations} so far",
+            )
             return False
         if spec.constant:
             self.explain(index, "constant", "constant")
             return True
         if sticky:
             effect = self.new_state.sticky[spec.entry_id]
-            self.explain(index, "sticky", f"sticky since turn {turn_of_clock(effect.start)} "
-                         f"({turns_left(effect, turn)} more turn(s) after this one)")
+            self.explain(
+                index,
+                "sticky",
+                f"sticky since turn {turn_of_clock(effect.start)} "
+                f"({turns_left(effect, turn)} more turn(s) after this one)",
+            )
             return True
         return self.match_keys(index, spec)
 
@@ -246,8 +289,11 @@ class _Evaluation:
             if depth <= 0:
                 self.explain(index, "no_match", "scan depth 0: keys are not scanned")
             elif deeper:
-                self.explain(index, "beyond_scan_depth", f"key “{deeper[0].raw}” appears only in {deeper[1]}, "
-                             f"beyond the scan depth of {depth} message(s)")
+                self.explain(
+                    index,
+                    "beyond_scan_depth",
+                    f"key “{deeper[0].raw}” appears only in {deeper[1]}, beyond the scan depth of {depth} message(s)",
+                )
             else:
                 self.explain(index, "no_match", f"no key matched in the last {depth} message(s)")
             return False
@@ -260,28 +306,50 @@ class _Evaluation:
         if spec.selective and secondary:
             found = [k.raw for k in secondary if buffer.locate(k, depth) is not None]
             logic = spec.selective_logic
-            ok = {AND_ANY: bool(found), NOT_ALL: len(found) < len(secondary), NOT_ANY: not found,
-                  AND_ALL: len(found) == len(secondary)}.get(logic, bool(found))
+            ok = {
+                AND_ANY: bool(found),
+                NOT_ALL: len(found) < len(secondary),
+                NOT_ANY: not found,
+                AND_ALL: len(found) == len(secondary),
+            }.get(logic, bool(found))
             shown = ", ".join(f"“{k}”" for k in found) or "none"
             if not ok:
                 if logic in (AND_ANY, AND_ALL):
                     self.retry.add(index)  # more text may bring the secondary keys
-                self.explain(index, "secondary", f"matched key “{key.raw}” in {where}, but secondary logic "
-                             f"{LOGIC_NAMES.get(logic, logic)} failed (secondary keys present: {shown})",
-                             matched_key=key.raw, matched_in=where)
+                self.explain(
+                    index,
+                    "secondary",
+                    f"matched key “{key.raw}” in {where}, but secondary logic "
+                    f"{LOGIC_NAMES.get(logic, logic)} failed (secondary keys present: {shown})",
+                    matched_key=key.raw,
+                    matched_in=where,
+                )
                 return False
             reasons.append(f"secondary logic {LOGIC_NAMES.get(logic, logic)} holds (present: {shown})")
-        missing_group = next((group for group in book.additional[index]
-                              if group and not any(buffer.locate(k, depth) for k in group)), None)
+        missing_group = next(
+            (group for group in book.additional[index] if group and not any(buffer.locate(k, depth) for k in group)),
+            None,
+        )
         if missing_group is not None:
             self.retry.add(index)
-            self.explain(index, "additional_keys", f"matched key “{key.raw}”, but none of the @@additional_keys "
-                         f"{', '.join(k.raw for k in missing_group)} appears", matched_key=key.raw, matched_in=where)
+            self.explain(
+                index,
+                "additional_keys",
+                f"matched key “{key.raw}”, but none of the @@additional_keys "
+                f"{', '.join(k.raw for k in missing_group)} appears",
+                matched_key=key.raw,
+                matched_in=where,
+            )
             return False
         excluded = next((k for k in book.exclude[index] if buffer.locate(k, depth)), None)
         if excluded is not None:
-            self.explain(index, "exclude_keys", f"matched key “{key.raw}”, but @@exclude_keys “{excluded.raw}” "
-                         f"appears", matched_key=key.raw, matched_in=where)
+            self.explain(
+                index,
+                "exclude_keys",
+                f"matched key “{key.raw}”, but @@exclude_keys “{excluded.raw}” appears",
+                matched_key=key.raw,
+                matched_in=where,
+            )
             return False
         record = self.explanations[spec.entry_id]
         record.code = "recursion" if via else "key"
@@ -294,11 +362,25 @@ class _Evaluation:
         book, specs, sticky_now = self.book, self.specs, self.sticky_now
         # world-info.js: sticky first, then the book order.
         new_entries = sorted(activated_now, key=lambda i: (i not in sticky_now, book.rank_of[i]))
-        new_entries = filter_groups(book, new_entries, self.activated, sticky_now, self.buffer, self.depth_of,
-                                    self.seed, self.passes, self.explanations)
+        new_entries = filter_groups(
+            book,
+            new_entries,
+            self.activated,
+            sticky_now,
+            self.buffer,
+            self.depth_of,
+            self.seed,
+            self.passes,
+            self.explanations,
+        )
         if any(specs[i].priority is not None for i in new_entries):
-            new_entries.sort(key=lambda i: (i not in sticky_now, -(specs[i].priority if specs[i].priority is not None
-                                                                     else specs[i].insertion_order), book.rank_of[i]))
+            new_entries.sort(
+                key=lambda i: (
+                    i not in sticky_now,
+                    -(specs[i].priority if specs[i].priority is not None else specs[i].insertion_order),
+                    book.rank_of[i],
+                )
+            )
         new_entries.sort(key=lambda i: specs[i].ignore_on_max_context)  # trimmed first when over budget
         budget = self.defaults.token_budget
         accepted: list[int] = []
@@ -316,8 +398,13 @@ class _Evaluation:
             if budget > 0 and not spec.ignore_budget:
                 if self.overflowed or self.used_tokens + spec.token_count >= budget:
                     self.overflowed = True
-                    self.explain(index, "budget", f"left out: the lore budget of {budget} tokens is reached "
-                                 f"({self.used_tokens} used, this entry needs {spec.token_count})", keep=True)
+                    self.explain(
+                        index,
+                        "budget",
+                        f"left out: the lore budget of {budget} tokens is reached "
+                        f"({self.used_tokens} used, this entry needs {spec.token_count})",
+                        keep=True,
+                    )
                     continue
                 self.used_tokens += spec.token_count
             elif spec.ignore_budget and budget > 0:
@@ -353,8 +440,10 @@ class _Evaluation:
             if late:
                 record = self.explanations[self.specs[index].entry_id]
                 record.regex_timeouts = [ref.raw for ref in late]
-                record.reasons = [*record.reasons, *(_timeout_reason(ref.raw, timed_out[ref.regex.source], seconds)
-                                                     for ref in late)]
+                record.reasons = [
+                    *record.reasons,
+                    *(_timeout_reason(ref.raw, timed_out[ref.regex.source], seconds) for ref in late),
+                ]
 
     # --- the result ----------------------------------------------------------------------------
 
@@ -374,12 +463,19 @@ class _Evaluation:
         elif depth <= 0:
             record.reasons = ["scan depth 0: keys are not scanned"]
         else:
-            deeper = next(((k, w) for k in book.primary[index] if k.needle in self.seen_needles
-                           and (w := self.buffer.beyond_depth(k, depth))), None)
+            deeper = next(
+                (
+                    (k, w)
+                    for k in book.primary[index]
+                    if k.needle in self.seen_needles and (w := self.buffer.beyond_depth(k, depth))
+                ),
+                None,
+            )
             if deeper:
                 record.code = "beyond_scan_depth"
-                record.reasons = [(f"key “{deeper[0].raw}” appears only in {deeper[1]}, beyond the scan depth of "
-                                   f"{depth} message(s)")]
+                record.reasons = [
+                    (f"key “{deeper[0].raw}” appears only in {deeper[1]}, beyond the scan depth of {depth} message(s)")
+                ]
             else:
                 record.reasons = [f"no key matched in the last {depth} message(s)"]
         return record
@@ -390,18 +486,25 @@ class _Evaluation:
         self.seen_needles = set(self.buffer.first_seen)
         prompt_order = sorted(self.sequence, key=lambda i: (specs[i].insertion_order, specs[i].entry_id))
         return ActivationResult(
-            activated=[specs[i] for i in prompt_order], sequence=[specs[i].entry_id for i in self.sequence],
-            state=self.new_state, explanations=Explanations(self.book, self.explanations.records, self.untouched),
-            passes=self.passes, turn=self.turn,
+            activated=[specs[i] for i in prompt_order],
+            sequence=[specs[i].entry_id for i in self.sequence],
+            state=self.new_state,
+            explanations=Explanations(self.book, self.explanations.records, self.untouched),
+            passes=self.passes,
+            turn=self.turn,
             regex_timeouts=sorted(self.buffer.timed_out),
         )
 
 
 def _timeout_reason(raw: str, why: str, seconds: float) -> str:
     if why == OUT_OF_BUDGET:
-        return (f"regex key “{raw}” was not run to the end: the {seconds:g} s allowed to slow regex keys "
-                f"was spent; it counts as not matching")
+        return (
+            f"regex key “{raw}” was not run to the end: the {seconds:g} s allowed to slow regex keys "
+            f"was spent; it counts as not matching"
+        )
     if why == TIMED_OUT_BEFORE:
-        return (f"regex key “{raw}” ran past its {int(REGEX_TIMEOUT * 1000)} ms limit earlier in this replay "
-                f"and counts as not matching")
+        return (
+            f"regex key “{raw}” ran past its {int(REGEX_TIMEOUT * 1000)} ms limit earlier in this replay "
+            f"and counts as not matching"
+        )
     return f"regex key “{raw}” ran past its {int(REGEX_TIMEOUT * 1000)} ms limit and counts as not matching"

@@ -1,4 +1,5 @@
 """The explanations of one evaluation: a record per entry, built lazily for untouched ones."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping

@@ -4,6 +4,7 @@ A sticky member wins its group; with group scoring the members with the most mat
 stay; a group won in an earlier pass stays won; then the prioritised member with the
 highest order wins, else a weighted draw seeded like every other roll.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -12,9 +13,17 @@ from studio.memory.lore_activation.matcher import CompiledBook, ScanBuffer
 from studio.memory.lore_activation.spec import AND_ALL, AND_ANY, seeded_rng
 
 
-def filter_groups(book: CompiledBook, new_entries: list[int], activated: Mapping[int, int], sticky_now: set[int],
-                   buffer: ScanBuffer, depth_of, seed: str, pass_index: int,
-                   explanations) -> list[int]:
+def filter_groups(
+    book: CompiledBook,
+    new_entries: list[int],
+    activated: Mapping[int, int],
+    sticky_now: set[int],
+    buffer: ScanBuffer,
+    depth_of,
+    seed: str,
+    pass_index: int,
+    explanations,
+) -> list[int]:
     """Keep one entry per inclusion group (world-info.js filterByInclusionGroups)."""
     specs = book.specs
     grouped: dict[str, list[int]] = {}
@@ -84,8 +93,10 @@ def filter_groups(book: CompiledBook, new_entries: list[int], activated: Mapping
                     break
             if winner is None:
                 continue
-            how = (f"won inclusion group “{group}” by weighted draw ({roll:.1f} of {total}, "
-                   f"weight {specs[winner].group_weight})")
+            how = (
+                f"won inclusion group “{group}” by weighted draw ({roll:.1f} of {total}, "
+                f"weight {specs[winner].group_weight})"
+            )
         rivals = [m for m in live if m != winner]
         for m in rivals:
             lose(m, group, f"lost inclusion group “{group}” to “{specs[winner].title}”", [winner])

@@ -6,6 +6,7 @@ per-entry key references. `ScanBuffer` is one evaluation's view of the scan mess
 the recursion text: `locate(key, depth)` says where a key matches, in words an explanation
 can use ("turn 3 (narrative)", "the pending input", "the text of X (recursion)").
 """
+
 from __future__ import annotations
 
 import re
@@ -46,8 +47,9 @@ class KeyRef:
 def substitute_macros(text: str, macros: Mapping[str, str]) -> str:
     if not macros or "{{" not in text:
         return text
-    return re.sub(r"\{\{(char|user)\}\}", lambda m: macros.get(m.group(1).lower(), m.group(0)), text,
-                  flags=re.IGNORECASE)
+    return re.sub(
+        r"\{\{(char|user)\}\}", lambda m: macros.get(m.group(1).lower(), m.group(0)), text, flags=re.IGNORECASE
+    )
 
 
 class CompiledBook:
@@ -65,7 +67,9 @@ class CompiledBook:
         self.macros = dict(macros or {})
         self.by_id = {spec.entry_id: i for i, spec in enumerate(self.specs)}
         # world-info.js getSortedEntries: sortFn = b.order - a.order (ties keep the book's order).
-        self.rank = sorted(range(len(self.specs)), key=lambda i: (-self.specs[i].insertion_order, self.specs[i].entry_id))
+        self.rank = sorted(
+            range(len(self.specs)), key=lambda i: (-self.specs[i].insertion_order, self.specs[i].entry_id)
+        )
         self.rank_of = {index: position for position, index in enumerate(self.rank)}
         self.hashes = [spec.version_hash for spec in self.specs]
         self.groups = [spec.groups for spec in self.specs]
@@ -106,15 +110,23 @@ class CompiledBook:
                 else:
                     needle_entries.setdefault(r.needle, set()).add(index)
             self.secondary.append(tuple(r for r in (ref(index, spec, k) for k in spec.secondary_keys) if r is not None))
-            self.additional.append(tuple(
-                tuple(r for r in (ref(index, spec, k) for k in group) if r is not None) for group in spec.additional_keys))
+            self.additional.append(
+                tuple(
+                    tuple(r for r in (ref(index, spec, k) for k in group) if r is not None)
+                    for group in spec.additional_keys
+                )
+            )
             self.exclude.append(tuple(r for r in (ref(index, spec, k) for k in spec.exclude_keys) if r is not None))
         self.needle_entries = {n: tuple(sorted(e)) for n, e in needle_entries.items()}
         # Entry index -> its regex keys of every kind (for the regex keys that ran out of time).
         self.regex_refs: dict[int, tuple[KeyRef, ...]] = {}
         for index in range(len(self.specs)):
-            refs = (*self.primary[index], *self.secondary[index], *(r for g in self.additional[index] for r in g),
-                    *self.exclude[index])
+            refs = (
+                *self.primary[index],
+                *self.secondary[index],
+                *(r for g in self.additional[index] for r in g),
+                *self.exclude[index],
+            )
             regex_refs = tuple(r for r in refs if r.regex is not None)
             if regex_refs:
                 self.regex_refs[index] = regex_refs
@@ -131,11 +143,13 @@ class CompiledBook:
                 automaton.make_automaton()
                 self.automata[case] = automaton
         self.always = tuple(
-            i for i, spec in enumerate(self.specs)
+            i
+            for i, spec in enumerate(self.specs)
             if spec.enabled and (spec.constant or spec.forced or spec.after_first_match or i in self.regex_entries)
         )
-        self.delay_levels = sorted({spec.delay_until_recursion for spec in self.specs
-                                    if spec.enabled and spec.delay_until_recursion})
+        self.delay_levels = sorted(
+            {spec.delay_until_recursion for spec in self.specs if spec.enabled and spec.delay_until_recursion}
+        )
         self.delayed = tuple(i for i, spec in enumerate(self.specs) if spec.enabled and spec.delay_until_recursion)
         self._message_cache: OrderedDict[str, frozenset[int]] = OrderedDict()
         self._text_cache: dict[int, frozenset[int]] = {}
@@ -168,7 +182,8 @@ class CompiledBook:
                     if needles[n].whole_word:
                         start = end - length + 1
                         if (start > 0 and haystack[start - 1] in WORD_CHARS) or (
-                                end + 1 < size and haystack[end + 1] in WORD_CHARS):
+                            end + 1 < size and haystack[end + 1] in WORD_CHARS
+                        ):
                             continue
                     found.add(n)
         return frozenset(found)
@@ -186,8 +201,14 @@ _BOOK_CACHE_SIZE = 8
 _BOOK_CACHE_LOCK = threading.Lock()
 
 
-def compiled_book(*, version: str, specs: Sequence[LoreSpec] | None = None, loader=None,
-                  defaults: LoreDefaults, macros: Mapping[str, str] | None = None) -> CompiledBook:
+def compiled_book(
+    *,
+    version: str,
+    specs: Sequence[LoreSpec] | None = None,
+    loader=None,
+    defaults: LoreDefaults,
+    macros: Mapping[str, str] | None = None,
+) -> CompiledBook:
     """Return the compiled book for `version`, building it from `specs` (or `loader()`) once.
 
     `version` must change whenever an entry changes (e.g. the universe id with the newest
@@ -207,7 +228,6 @@ def compiled_book(*, version: str, specs: Sequence[LoreSpec] | None = None, load
         while len(_BOOK_CACHE) > _BOOK_CACHE_SIZE:
             _BOOK_CACHE.popitem(last=False)
     return book
-
 
 
 class ScanBuffer:

@@ -14,6 +14,7 @@ explanation says so. A `RegexBudget` bounds the `regex`-module time of a whole e
 not run and count as timed out; a key that ran past its limit is not searched again. A key RE2 cannot run whose shape is known to be catastrophic is named
 by `key_hazards`, and every save path refuses it.
 """
+
 from __future__ import annotations
 
 import functools
@@ -186,7 +187,7 @@ def _required_literal(pattern: str) -> str:
         if char not in _LITERAL_CHARS:
             break
         run.append(char)
-    rest = pattern[len(run):]
+    rest = pattern[len(run) :]
     if rest[:1] in ("?", "*", "{") and run:
         run.pop()  # the last character is optional
     literal = "".join(run)
@@ -280,8 +281,20 @@ def _analyse(key: str) -> tuple[RegexKey | None, str, str]:
     literal = _required_literal(pattern) if "m" not in flags and "x" not in flags else ""
     if "i" in flags:
         literal = literal.lower()
-    return (RegexKey(source=key, pattern=compiled, sticky="y" in flags, literal=literal, ignore_case="i" in flags,
-                     engine=engine, python_pattern=python_pattern, flags=compile_flags), "", hazard(tree))
+    return (
+        RegexKey(
+            source=key,
+            pattern=compiled,
+            sticky="y" in flags,
+            literal=literal,
+            ignore_case="i" in flags,
+            engine=engine,
+            python_pattern=python_pattern,
+            flags=compile_flags,
+        ),
+        "",
+        hazard(tree),
+    )
 
 
 def key_errors(keys: Iterable[str]) -> list[str]:
@@ -300,7 +313,9 @@ def key_hazards(keys: Iterable[str]) -> list[str]:
     for key in keys:
         why = regex_key_hazard(key)
         if why:
-            errors.append(f"Key “{key}” is refused: {why}. A backtracking engine (SillyTavern's, or this "
-                          f"studio's for keys RE2 cannot run) can take exponential time on it; rewrite it "
-                          f"without the nested or overlapping repeat (for example (a+)+ as a+, (a|aa)+ as a+).")
+            errors.append(
+                f"Key “{key}” is refused: {why}. A backtracking engine (SillyTavern's, or this "
+                f"studio's for keys RE2 cannot run) can take exponential time on it; rewrite it "
+                f"without the nested or overlapping repeat (for example (a+)+ as a+, (a|aa)+ as a+)."
+            )
     return errors

@@ -20,6 +20,7 @@ what the pattern means. From that tree:
   structural check (like the `safe-regex` family of linters): it may refuse a pattern that
   would in fact run fast, never runs anything, and is only asked about keys RE2 cannot run.
 """
+
 from __future__ import annotations
 
 from re import _constants as C  # type: ignore[attr-defined]  # Python's own parser (3.11+)
@@ -93,8 +94,11 @@ def _node(op, av, flags: int) -> str:
         if (add | delete) & _UNSUPPORTED_FLAGS:
             raise NotRE2("ascii / locale flag")
         inner = (flags | add) & ~delete
-        return _flag_group(add & (_FLAG_I | _FLAG_S | _FLAG_M), delete & (_FLAG_I | _FLAG_S | _FLAG_M)) \
-            + _seq(body, inner) + ")"
+        return (
+            _flag_group(add & (_FLAG_I | _FLAG_S | _FLAG_M), delete & (_FLAG_I | _FLAG_S | _FLAG_M))
+            + _seq(body, inner)
+            + ")"
+        )
     if op in _REPEATS:
         low, high, body = av
         if low > RE2_MAX_REPEAT or (high != MAXREPEAT and high > RE2_MAX_REPEAT):
@@ -126,8 +130,10 @@ def to_re2(tree) -> str:
 # --- catastrophic shapes -------------------------------------------------------------------------
 
 _CATEGORY_TESTS = {
-    C.CATEGORY_DIGIT: str.isdecimal, C.CATEGORY_NOT_DIGIT: lambda ch: not ch.isdecimal(),
-    C.CATEGORY_SPACE: str.isspace, C.CATEGORY_NOT_SPACE: lambda ch: not ch.isspace(),
+    C.CATEGORY_DIGIT: str.isdecimal,
+    C.CATEGORY_NOT_DIGIT: lambda ch: not ch.isdecimal(),
+    C.CATEGORY_SPACE: str.isspace,
+    C.CATEGORY_NOT_SPACE: lambda ch: not ch.isspace(),
     C.CATEGORY_WORD: lambda ch: ch.isalnum() or ch == "_",
     C.CATEGORY_NOT_WORD: lambda ch: not (ch.isalnum() or ch == "_"),
 }
@@ -223,10 +229,14 @@ def _overlap(a: list, b: list, ignore_case: bool) -> bool:
     return False
 
 
-_NESTED = ("a repeated group holds a repeat that can take the same characters as what follows it, as in "
-           "(a+)+ or (\\w+\\s?)*, so a text that almost matches is tried in exponentially many ways")
-_ALTERNATION = ("a repeated group holds alternatives or an optional part that can match the same text, as in "
-                "(a|aa)+, so a text that almost matches is tried in exponentially many ways")
+_NESTED = (
+    "a repeated group holds a repeat that can take the same characters as what follows it, as in "
+    "(a+)+ or (\\w+\\s?)*, so a text that almost matches is tried in exponentially many ways"
+)
+_ALTERNATION = (
+    "a repeated group holds alternatives or an optional part that can match the same text, as in "
+    "(a|aa)+, so a text that almost matches is tried in exponentially many ways"
+)
 
 
 def _scan_body(items, follow: list, ignore_case: bool) -> str:
@@ -236,7 +246,7 @@ def _scan_body(items, follow: list, ignore_case: bool) -> str:
     iteration). Such a part lets one text be split between iterations in many ways.
     """
     for index, (op, av) in enumerate(items):
-        rest, rest_empty = _first_items(items[index + 1:])
+        rest, rest_empty = _first_items(items[index + 1 :])
         after = rest + (follow if rest_empty else [])
         if op is C.SUBPATTERN:
             found = _scan_body(av[3], after, ignore_case or bool(av[1] & _FLAG_I))
@@ -287,8 +297,9 @@ def _walk_hazard(items, ignore_case: bool) -> str:
 
 def _branches_overlap(branches, ignore_case: bool) -> bool:
     firsts = [_first_items(branch)[0] for branch in branches]
-    return any(_overlap(firsts[i], firsts[j], ignore_case)
-               for i in range(len(firsts)) for j in range(i + 1, len(firsts)))
+    return any(
+        _overlap(firsts[i], firsts[j], ignore_case) for i in range(len(firsts)) for j in range(i + 1, len(firsts))
+    )
 
 
 def hazard(tree) -> str:

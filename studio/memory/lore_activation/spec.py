@@ -6,6 +6,7 @@ scan buffer, `LoreState` what carries from a turn to the next (sticky and cooldo
 first matches), `Explanation` / `ActivationResult` what an evaluation returns. Units are
 SillyTavern's: windows count messages, a turn is two messages (`message_clock`).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -32,8 +33,13 @@ META_TOKEN_BUDGET = "lore_token_budget"
 META_RECURSION_DEPTH = "lore_recursion_depth"
 META_CASE_SENSITIVE = "lore_case_sensitive"
 META_MATCH_WHOLE_WORDS = "lore_match_whole_words"
-DEFAULT_META_KEYS = (META_SCAN_DEPTH, META_TOKEN_BUDGET, META_RECURSION_DEPTH, META_CASE_SENSITIVE,
-                     META_MATCH_WHOLE_WORDS)
+DEFAULT_META_KEYS = (
+    META_SCAN_DEPTH,
+    META_TOKEN_BUDGET,
+    META_RECURSION_DEPTH,
+    META_CASE_SENSITIVE,
+    META_MATCH_WHOLE_WORDS,
+)
 
 
 # --- inputs --------------------------------------------------------------------------------
@@ -155,8 +161,14 @@ def spec_from_entry(entry: Any) -> LoreSpec:
     token_count = getattr(entry, "token_count", None)
     if token_count is None:  # not a stored LoreEntry: count as its token_count would be
         token_count = count_tokens(text)
-    return LoreSpec(entry_id=entry.entry_id, title=entry.title, text=text, keys=tuple(entry.keys or ()),
-                    token_count=int(token_count), **values)
+    return LoreSpec(
+        entry_id=entry.entry_id,
+        title=entry.title,
+        text=text,
+        keys=tuple(entry.keys or ()),
+        token_count=int(token_count),
+        **values,
+    )
 
 
 @dataclass(frozen=True)
@@ -235,8 +247,11 @@ class LoreState:
         def effects(raw) -> dict[str, TimedEffect]:
             return {k: TimedEffect(int(v[0]), int(v[1]), str(v[2]), bool(v[3])) for k, v in (raw or {}).items()}
 
-        return cls(sticky=effects(data.get("sticky")), cooldown=effects(data.get("cooldown")),
-                   first_matched={k: int(v) for k, v in (data.get("first_matched") or {}).items()})
+        return cls(
+            sticky=effects(data.get("sticky")),
+            cooldown=effects(data.get("cooldown")),
+            first_matched={k: int(v) for k, v in (data.get("first_matched") or {}).items()},
+        )
 
 
 # --- output --------------------------------------------------------------------------------
@@ -278,7 +293,6 @@ class ActivationResult:
     @property
     def activated_ids(self) -> list[str]:
         return [spec.entry_id for spec in self.activated]
-
 
 
 def turns_left(effect: TimedEffect, turn: int) -> int:

@@ -5,26 +5,34 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('memory', '0001_initial'),
+        ("memory", "0001_initial"),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name='observation',
-            options={'base_manager_name': 'all_objects', 'ordering': ['-updated_turn_id', '-id'], 'verbose_name': 'belief (observation)', 'verbose_name_plural': 'beliefs (observations)'},
+            name="observation",
+            options={
+                "base_manager_name": "all_objects",
+                "ordering": ["-updated_turn_id", "-id"],
+                "verbose_name": "belief (observation)",
+                "verbose_name_plural": "beliefs (observations)",
+            },
         ),
         migrations.AlterModelManagers(
-            name='observation',
+            name="observation",
             managers=[
-                ('objects', django.db.models.manager.Manager()),
-                ('all_objects', django.db.models.manager.Manager()),
+                ("objects", django.db.models.manager.Manager()),
+                ("all_objects", django.db.models.manager.Manager()),
             ],
         ),
         migrations.AddField(
-            model_name='observation',
-            name='deleted_turn_id',
-            field=models.PositiveIntegerField(blank=True, help_text='Set when a consolidation DELETE retired the belief; a rewind before it restores it.', null=True),
+            model_name="observation",
+            name="deleted_turn_id",
+            field=models.PositiveIntegerField(
+                blank=True,
+                help_text="Set when a consolidation DELETE retired the belief; a rewind before it restores it.",
+                null=True,
+            ),
         ),
     ]

@@ -5,6 +5,7 @@ ran them itself, without a runner's claim. A process that died between the commi
 run left such a row RUNNING with no holder, which the ledger (judging holders by their
 claim) would trust for ever: put those rows back in the queue, as never started.
 """
+
 from django.db import migrations
 
 VECTOR_KINDS = ("vector_rollback", "fork_vectors")
@@ -21,7 +22,6 @@ def requeue_unclaimed_vector_jobs(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
         ("memory", "0002_observation_tombstone"),
     ]

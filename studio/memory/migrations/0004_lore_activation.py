@@ -5,29 +5,35 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('memory', '0003_job_ledger'),
-        ('saves', '0001_initial'),
+        ("memory", "0003_job_ledger"),
+        ("saves", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='LoreActivation',
+            name="LoreActivation",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('turn_id', models.PositiveIntegerField()),
-                ('state', models.JSONField(blank=True, default=dict)),
-                ('activated', models.JSONField(blank=True, default=list)),
-                ('sequence', models.JSONField(blank=True, default=list)),
-                ('seed', models.CharField(blank=True, max_length=200)),
-                ('book_version', models.CharField(blank=True, max_length=200)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('game_save', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='lore_activations', to='saves.save')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("turn_id", models.PositiveIntegerField()),
+                ("state", models.JSONField(blank=True, default=dict)),
+                ("activated", models.JSONField(blank=True, default=list)),
+                ("sequence", models.JSONField(blank=True, default=list)),
+                ("seed", models.CharField(blank=True, max_length=200)),
+                ("book_version", models.CharField(blank=True, max_length=200)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "game_save",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="lore_activations", to="saves.save"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['game_save', 'turn_id'],
-                'constraints': [models.UniqueConstraint(fields=('game_save', 'turn_id'), name='lore_activation_unique_turn')],
+                "ordering": ["game_save", "turn_id"],
+                "constraints": [
+                    models.UniqueConstraint(fields=("game_save", "turn_id"), name="lore_activation_unique_turn")
+                ],
             },
         ),
     ]

@@ -4,14 +4,13 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('memory', '0004_lore_activation'),
+        ("memory", "0004_lore_activation"),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name='recordedquery',
-            options={'ordering': ['-turn_id', '-id'], 'verbose_name_plural': 'recorded queries'},
+            name="recordedquery",
+            options={"ordering": ["-turn_id", "-id"], "verbose_name_plural": "recorded queries"},
         ),
     ]

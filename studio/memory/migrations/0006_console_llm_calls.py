@@ -4,25 +4,24 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('memory', '0005_recorded_queries_plural'),
+        ("memory", "0005_recorded_queries_plural"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='job',
-            name='progress_at',
-            field=models.DateTimeField(blank=True, help_text='When the step in `progress` began.', null=True),
+            model_name="job",
+            name="progress_at",
+            field=models.DateTimeField(blank=True, help_text="When the step in `progress` began.", null=True),
         ),
         migrations.AddField(
-            model_name='llmcall',
-            name='answer',
+            model_name="llmcall",
+            name="answer",
             field=models.TextField(blank=True, help_text="The model's text (what arrived of it, for a broken stream)."),
         ),
         migrations.AddField(
-            model_name='llmcall',
-            name='request',
-            field=models.TextField(blank=True, help_text='The messages sent (system, then user), for playtesters.'),
+            model_name="llmcall",
+            name="request",
+            field=models.TextField(blank=True, help_text="The messages sent (system, then user), for playtesters."),
         ),
     ]

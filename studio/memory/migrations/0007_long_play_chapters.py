@@ -5,43 +5,90 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('memory', '0006_console_llm_calls'),
-        ('saves', '0002_narrator'),
+        ("memory", "0006_console_llm_calls"),
+        ("saves", "0002_narrator"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='job',
-            name='kind',
-            field=models.CharField(choices=[('sync_lore', 'Sync lore embeddings'), ('embed_turn', 'Embed turn'), ('living_turn', 'Living memory (extract, consolidate, reflect)'), ('refresh_models', 'Refresh stale mental models'), ('vector_rollback', 'Delete rewound vector chunks'), ('fork_vectors', 'Copy vector chunks to a fork'), ('summarize_chapter', 'Summarize a chapter or arc')], max_length=20),
+            model_name="job",
+            name="kind",
+            field=models.CharField(
+                choices=[
+                    ("sync_lore", "Sync lore embeddings"),
+                    ("embed_turn", "Embed turn"),
+                    ("living_turn", "Living memory (extract, consolidate, reflect)"),
+                    ("refresh_models", "Refresh stale mental models"),
+                    ("vector_rollback", "Delete rewound vector chunks"),
+                    ("fork_vectors", "Copy vector chunks to a fork"),
+                    ("summarize_chapter", "Summarize a chapter or arc"),
+                ],
+                max_length=20,
+            ),
         ),
         migrations.CreateModel(
-            name='Chapter',
+            name="Chapter",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('level', models.PositiveSmallIntegerField(default=0, help_text='0: a chapter; 1: an arc of chapters; 2: an arc of arcs ...')),
-                ('first_turn', models.PositiveIntegerField()),
-                ('last_turn', models.PositiveIntegerField()),
-                ('closed_turn', models.PositiveIntegerField()),
-                ('close_reason', models.CharField(choices=[('playtester', 'Closed by the playtester'), ('scene', 'Scene change'), ('length', 'Turn limit'), ('rollup', 'Arc of chapters'), ('import', 'Imported')], max_length=12)),
-                ('close_note', models.CharField(blank=True, max_length=300)),
-                ('story_time_start', models.CharField(blank=True, max_length=120)),
-                ('story_time_end', models.CharField(blank=True, max_length=120)),
-                ('summary', models.TextField(blank=True)),
-                ('summary_status', models.CharField(choices=[('pending', 'Summary pending'), ('done', 'Summarized'), ('no_model', 'No summary made: no model configured'), ('failed', 'Summary failed'), ('empty', 'Nothing to summarize')], default='pending', max_length=10)),
-                ('summary_error', models.TextField(blank=True)),
-                ('summary_model', models.CharField(blank=True, max_length=200)),
-                ('edited', models.BooleanField(default=False)),
-                ('generated_summary', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('game_save', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='chapters', to='saves.save')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "level",
+                    models.PositiveSmallIntegerField(
+                        default=0, help_text="0: a chapter; 1: an arc of chapters; 2: an arc of arcs ..."
+                    ),
+                ),
+                ("first_turn", models.PositiveIntegerField()),
+                ("last_turn", models.PositiveIntegerField()),
+                ("closed_turn", models.PositiveIntegerField()),
+                (
+                    "close_reason",
+                    models.CharField(
+                        choices=[
+                            ("playtester", "Closed by the playtester"),
+                            ("scene", "Scene change"),
+                            ("length", "Turn limit"),
+                            ("rollup", "Arc of chapters"),
+                            ("import", "Imported"),
+                        ],
+                        max_length=12,
+                    ),
+                ),
+                ("close_note", models.CharField(blank=True, max_length=300)),
+                ("story_time_start", models.CharField(blank=True, max_length=120)),
+                ("story_time_end", models.CharField(blank=True, max_length=120)),
+                ("summary", models.TextField(blank=True)),
+                (
+                    "summary_status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Summary pending"),
+                            ("done", "Summarized"),
+                            ("no_model", "No summary made: no model configured"),
+                            ("failed", "Summary failed"),
+                            ("empty", "Nothing to summarize"),
+                        ],
+                        default="pending",
+                        max_length=10,
+                    ),
+                ),
+                ("summary_error", models.TextField(blank=True)),
+                ("summary_model", models.CharField(blank=True, max_length=200)),
+                ("edited", models.BooleanField(default=False)),
+                ("generated_summary", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "game_save",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="chapters", to="saves.save"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['game_save', 'level', 'first_turn'],
-                'constraints': [models.UniqueConstraint(fields=('game_save', 'level', 'first_turn'), name='chapter_unique_start')],
+                "ordering": ["game_save", "level", "first_turn"],
+                "constraints": [
+                    models.UniqueConstraint(fields=("game_save", "level", "first_turn"), name="chapter_unique_start")
+                ],
             },
         ),
     ]

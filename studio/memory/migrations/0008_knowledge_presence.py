@@ -5,52 +5,117 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('memory', '0007_long_play_chapters'),
-        ('saves', '0002_narrator'),
+        ("memory", "0007_long_play_chapters"),
+        ("saves", "0002_narrator"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='observation',
-            name='holder',
-            field=models.CharField(blank=True, default='', max_length=200),
+            model_name="observation",
+            name="holder",
+            field=models.CharField(blank=True, default="", max_length=200),
         ),
         migrations.CreateModel(
-            name='Presence',
+            name="Presence",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('turn_id', models.PositiveIntegerField()),
-                ('characters', models.JSONField(blank=True, default=list, help_text='Canonical names of the characters in the scene.')),
-                ('source', models.CharField(choices=[('state', 'Game state (`present` key)'), ('playtester', 'Set by hand'), ('extractor', 'Living-mode extractor'), ('carried', 'Carried from the previous turn')], default='state', max_length=12)),
-                ('scene', models.CharField(blank=True, help_text="The state's location at this turn, if it had one.", max_length=300)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('game_save', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='presence_rows', to='saves.save')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("turn_id", models.PositiveIntegerField()),
+                (
+                    "characters",
+                    models.JSONField(
+                        blank=True, default=list, help_text="Canonical names of the characters in the scene."
+                    ),
+                ),
+                (
+                    "source",
+                    models.CharField(
+                        choices=[
+                            ("state", "Game state (`present` key)"),
+                            ("playtester", "Set by hand"),
+                            ("extractor", "Living-mode extractor"),
+                            ("carried", "Carried from the previous turn"),
+                        ],
+                        default="state",
+                        max_length=12,
+                    ),
+                ),
+                (
+                    "scene",
+                    models.CharField(
+                        blank=True, help_text="The state's location at this turn, if it had one.", max_length=300
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "game_save",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="presence_rows", to="saves.save"
+                    ),
+                ),
             ],
             options={
-                'verbose_name_plural': 'presence',
-                'ordering': ['game_save', 'turn_id'],
-                'constraints': [models.UniqueConstraint(fields=('game_save', 'turn_id'), name='presence_unique_turn')],
+                "verbose_name_plural": "presence",
+                "ordering": ["game_save", "turn_id"],
+                "constraints": [models.UniqueConstraint(fields=("game_save", "turn_id"), name="presence_unique_turn")],
             },
         ),
         migrations.CreateModel(
-            name='Reveal',
+            name="Reveal",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('turn_id', models.PositiveIntegerField()),
-                ('entry_id', models.CharField(blank=True, help_text="A Lore Book entry's id (when not a fact).", max_length=120)),
-                ('character', models.CharField(max_length=200)),
-                ('told_by', models.CharField(blank=True, max_length=200)),
-                ('source', models.CharField(choices=[('playtester', 'Added by hand'), ('api', 'Game engine (API)'), ('extractor', 'Living-mode extractor'), ('state', 'Game state (`reveals` key)')], default='playtester', max_length=12)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('fact', models.ForeignKey(blank=True, db_constraint=False, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='reveals', to='memory.fact')),
-                ('game_save', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='reveals', to='saves.save')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("turn_id", models.PositiveIntegerField()),
+                (
+                    "entry_id",
+                    models.CharField(blank=True, help_text="A Lore Book entry's id (when not a fact).", max_length=120),
+                ),
+                ("character", models.CharField(max_length=200)),
+                ("told_by", models.CharField(blank=True, max_length=200)),
+                (
+                    "source",
+                    models.CharField(
+                        choices=[
+                            ("playtester", "Added by hand"),
+                            ("api", "Game engine (API)"),
+                            ("extractor", "Living-mode extractor"),
+                            ("state", "Game state (`reveals` key)"),
+                        ],
+                        default="playtester",
+                        max_length=12,
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "fact",
+                    models.ForeignKey(
+                        blank=True,
+                        db_constraint=False,
+                        null=True,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="reveals",
+                        to="memory.fact",
+                    ),
+                ),
+                (
+                    "game_save",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="reveals", to="saves.save"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['game_save', 'turn_id', 'id'],
-                'indexes': [models.Index(fields=['game_save', 'turn_id'], name='memory_reve_game_sa_704d98_idx')],
-                'constraints': [models.CheckConstraint(condition=models.Q(models.Q(('fact__isnull', False), ('entry_id', '')), models.Q(('fact__isnull', True), models.Q(('entry_id', ''), _negated=True)), _connector='OR'), name='reveal_fact_xor_entry')],
+                "ordering": ["game_save", "turn_id", "id"],
+                "indexes": [models.Index(fields=["game_save", "turn_id"], name="memory_reve_game_sa_704d98_idx")],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            models.Q(("fact__isnull", False), ("entry_id", "")),
+                            models.Q(("fact__isnull", True), models.Q(("entry_id", ""), _negated=True)),
+                            _connector="OR",
+                        ),
+                        name="reveal_fact_xor_entry",
+                    )
+                ],
             },
         ),
     ]

@@ -6,26 +6,34 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('memory', '0008_knowledge_presence'),
-        ('saves', '0004_narrator_snapshot_prompt_delta'),
+        ("memory", "0008_knowledge_presence"),
+        ("saves", "0004_narrator_snapshot_prompt_delta"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='llmcall',
-            name='refused',
-            field=models.BooleanField(default=False, help_text='Refused by a spend guard before reaching the model (not counted as spent).'),
+            model_name="llmcall",
+            name="refused",
+            field=models.BooleanField(
+                default=False, help_text="Refused by a spend guard before reaching the model (not counted as spent)."
+            ),
         ),
         migrations.AddField(
-            model_name='llmcall',
-            name='user',
-            field=models.ForeignKey(blank=True, help_text="Whose request it was (the memory proxy's key holder): the per-user daily spend guard counts it.", null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='llm_calls', to=settings.AUTH_USER_MODEL),
+            model_name="llmcall",
+            name="user",
+            field=models.ForeignKey(
+                blank=True,
+                help_text="Whose request it was (the memory proxy's key holder): the per-user daily spend guard counts it.",
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="llm_calls",
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
         migrations.AddIndex(
-            model_name='llmcall',
-            index=models.Index(fields=['user', 'created_at'], name='memory_llmc_user_id_3cbca1_idx'),
+            model_name="llmcall",
+            index=models.Index(fields=["user", "created_at"], name="memory_llmc_user_id_3cbca1_idx"),
         ),
     ]

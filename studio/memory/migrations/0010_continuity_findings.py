@@ -5,38 +5,98 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('memory', '0009_llm_call_user_and_refusals'),
-        ('saves', '0005_play_nothing_lost'),
+        ("memory", "0009_llm_call_user_and_refusals"),
+        ("saves", "0005_play_nothing_lost"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ContinuityFinding',
+            name="ContinuityFinding",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('turn_id', models.PositiveIntegerField(help_text='The turn the narration was proposed for.')),
-                ('draft_id', models.PositiveIntegerField(blank=True, help_text='The narrator draft (informational).', null=True)),
-                ('alternative', models.PositiveIntegerField(default=1, help_text="The draft's alternative it was found in.")),
-                ('kind', models.CharField(choices=[('leak', 'Leak'), ('presence', 'Off scene'), ('contradiction', 'Contradiction')], max_length=16)),
-                ('verdict', models.CharField(choices=[('found', 'Found (deterministic)'), ('candidate', 'Possible (not judged)'), ('confirmed', 'Confirmed by the model'), ('rejected', 'Rejected by the model')], default='found', max_length=12)),
-                ('resolution', models.CharField(blank=True, choices=[('', 'Open'), ('regenerated', 'Regenerated with it as an instruction'), ('accepted', 'Accepted anyway'), ('edited', 'Fixed by an edit'), ('superseded', 'Another alternative was accepted')], default='', max_length=12)),
-                ('regenerated_as', models.PositiveIntegerField(blank=True, help_text='The alternative regenerated with this finding as an instruction.', null=True)),
-                ('sentence', models.TextField()),
-                ('character', models.CharField(blank=True, help_text="Who says or does it ('' : the narration).", max_length=200)),
-                ('item_layer', models.CharField(help_text='lore, fact, belief, turn or presence.', max_length=16)),
-                ('item_ref', models.JSONField(blank=True, default=dict)),
-                ('item_text', models.TextField(blank=True)),
-                ('item_turn', models.PositiveIntegerField(blank=True, help_text='The turn of the memory item (0: canon).', null=True)),
-                ('why', models.TextField()),
-                ('judge', models.TextField(blank=True, help_text="The model's reason, when it judged the finding.")),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('game_save', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='continuity_findings', to='saves.save')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("turn_id", models.PositiveIntegerField(help_text="The turn the narration was proposed for.")),
+                (
+                    "draft_id",
+                    models.PositiveIntegerField(blank=True, help_text="The narrator draft (informational).", null=True),
+                ),
+                (
+                    "alternative",
+                    models.PositiveIntegerField(default=1, help_text="The draft's alternative it was found in."),
+                ),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[("leak", "Leak"), ("presence", "Off scene"), ("contradiction", "Contradiction")],
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "verdict",
+                    models.CharField(
+                        choices=[
+                            ("found", "Found (deterministic)"),
+                            ("candidate", "Possible (not judged)"),
+                            ("confirmed", "Confirmed by the model"),
+                            ("rejected", "Rejected by the model"),
+                        ],
+                        default="found",
+                        max_length=12,
+                    ),
+                ),
+                (
+                    "resolution",
+                    models.CharField(
+                        blank=True,
+                        choices=[
+                            ("", "Open"),
+                            ("regenerated", "Regenerated with it as an instruction"),
+                            ("accepted", "Accepted anyway"),
+                            ("edited", "Fixed by an edit"),
+                            ("superseded", "Another alternative was accepted"),
+                        ],
+                        default="",
+                        max_length=12,
+                    ),
+                ),
+                (
+                    "regenerated_as",
+                    models.PositiveIntegerField(
+                        blank=True,
+                        help_text="The alternative regenerated with this finding as an instruction.",
+                        null=True,
+                    ),
+                ),
+                ("sentence", models.TextField()),
+                (
+                    "character",
+                    models.CharField(blank=True, help_text="Who says or does it ('' : the narration).", max_length=200),
+                ),
+                ("item_layer", models.CharField(help_text="lore, fact, belief, turn or presence.", max_length=16)),
+                ("item_ref", models.JSONField(blank=True, default=dict)),
+                ("item_text", models.TextField(blank=True)),
+                (
+                    "item_turn",
+                    models.PositiveIntegerField(
+                        blank=True, help_text="The turn of the memory item (0: canon).", null=True
+                    ),
+                ),
+                ("why", models.TextField()),
+                ("judge", models.TextField(blank=True, help_text="The model's reason, when it judged the finding.")),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "game_save",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="continuity_findings", to="saves.save"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['game_save', 'turn_id', 'id'],
-                'indexes': [models.Index(fields=['game_save', 'turn_id'], name='memory_cont_game_sa_549b8e_idx'), models.Index(fields=['game_save', 'draft_id'], name='memory_cont_game_sa_fc5aff_idx')],
+                "ordering": ["game_save", "turn_id", "id"],
+                "indexes": [
+                    models.Index(fields=["game_save", "turn_id"], name="memory_cont_game_sa_549b8e_idx"),
+                    models.Index(fields=["game_save", "draft_id"], name="memory_cont_game_sa_fc5aff_idx"),
+                ],
             },
         ),
     ]

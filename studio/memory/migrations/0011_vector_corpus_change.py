@@ -4,24 +4,25 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('memory', '0010_continuity_findings'),
+        ("memory", "0010_continuity_findings"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='VectorCorpusChange',
+            name="VectorCorpusChange",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('scope_id', models.CharField(max_length=120)),
-                ('version', models.PositiveBigIntegerField()),
-                ('added', models.JSONField(blank=True, default=list)),
-                ('removed', models.JSONField(blank=True, default=list)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("scope_id", models.CharField(max_length=120)),
+                ("version", models.PositiveBigIntegerField()),
+                ("added", models.JSONField(blank=True, default=list)),
+                ("removed", models.JSONField(blank=True, default=list)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('scope_id', 'version'), name='vector_corpus_change_unique_version')],
+                "constraints": [
+                    models.UniqueConstraint(fields=("scope_id", "version"), name="vector_corpus_change_unique_version")
+                ],
             },
         ),
     ]

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('memory', '0011_vector_corpus_change'),
-        ('saves', '0005_play_nothing_lost'),
+        ("memory", "0011_vector_corpus_change"),
+        ("saves", "0005_play_nothing_lost"),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='chapter',
-            index=models.Index(fields=['game_save', 'level', 'last_turn'], name='chapter_level_last_turn'),
+            model_name="chapter",
+            index=models.Index(fields=["game_save", "level", "last_turn"], name="chapter_level_last_turn"),
         ),
     ]

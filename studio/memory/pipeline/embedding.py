@@ -12,6 +12,7 @@ turn with the same number was appended meanwhile (its chunks were just replaced 
 dropped turn's narrative) it embeds that live turn's narrative again, so the store ends
 holding only the live turn's chunks (a dropped turn is never written, `jobs.timeline`).
 """
+
 from __future__ import annotations
 
 import time
@@ -118,7 +119,10 @@ def run_embed_batch(contexts: list[JobContext]) -> dict[int, tuple[str, dict]]:
     )
     for ctx in list(live):
         if ctx.job.turn_id not in texts:
-            outcomes[ctx.job.pk] = (JobStatus.SKIPPED, {"progress": f"skipped: turn {ctx.job.turn_id} no longer exists"})
+            outcomes[ctx.job.pk] = (
+                JobStatus.SKIPPED,
+                {"progress": f"skipped: turn {ctx.job.turn_id} no longer exists"},
+            )
             live.remove(ctx)
     if not live:
         return outcomes
@@ -142,7 +146,10 @@ def run_embed_batch(contexts: list[JobContext]) -> dict[int, tuple[str, dict]]:
                     "turn_id": turn,
                     "chars": len(texts[turn]),
                     "batch": len(texts),
-                    "timings": {"embed_seconds": round(seconds / len(texts), 4), "batch_embed_seconds": round(seconds, 4)},
+                    "timings": {
+                        "embed_seconds": round(seconds / len(texts), 4),
+                        "batch_embed_seconds": round(seconds, 4),
+                    },
                 },
             },
         )

@@ -7,6 +7,7 @@ job's DONE status, after the ownership and timeline checks. A bad answer at any 
 leaves nothing written; the job is retried by the ledger. A spend guard over its cap
 pauses the job (`JobPaused`) until the window allows.
 """
+
 from __future__ import annotations
 
 import time
@@ -129,8 +130,12 @@ def forget_turn_outputs(save, turn_id: int) -> dict:
     FactRow.objects.filter(pk__in=fact_ids).delete()
     rows = ObservationRow.objects.select_for_update().filter(game_save_id=save.pk, last_source_turn__gte=turn_id)
     done = beliefs_drop_missing_sources(
-        save.pk, save.current_turn, rows=rows, gone=fact_ids,
-        reason=f"every fact it stood on is gone: turn {turn_id} was edited and extracted again")
+        save.pk,
+        save.current_turn,
+        rows=rows,
+        gone=fact_ids,
+        reason=f"every fact it stood on is gone: turn {turn_id} was edited and extracted again",
+    )
     return {"facts": len(fact_ids), "beliefs": {"updated": done["dropped"], "retired": done["retired"]}}
 
 
@@ -308,13 +313,10 @@ def write_turn(locked_save, job, plan: TurnPlan, llm) -> dict:
     for action in plan.actions:
         action.source_fact_ids = [real_id[i] for i in action.source_fact_ids if i in real_id]
     missions = missions_module.get_belief_missions(locked_save)
-    actions = drop_mission_restatements(plan.actions, mission=missions_module.get_universe_mission(locked_save),
-                                        missions=missions)
-    counts = (
-        apply_consolidation(locked_save, turn, actions, {fid: turn for fid in fact_ids})
-        if actions
-        else {}
+    actions = drop_mission_restatements(
+        plan.actions, mission=missions_module.get_universe_mission(locked_save), missions=missions
     )
+    counts = apply_consolidation(locked_save, turn, actions, {fid: turn for fid in fact_ids}) if actions else {}
     if len(actions) < len(plan.actions):
         counts = {**counts, "refused_mission_restatements": len(plan.actions) - len(actions)}
     if actions:
@@ -348,13 +350,24 @@ def record_scene(locked_save, turn: int, scene, fact_ids: list[int], *, reextrac
         return
     if scene.present:
         presence_from_extractor(game_save=locked_save, turn_id=turn, names=scene.present)
-    told = [(fact_ids[position], speaker, listeners) for position, (speaker, listeners) in scene.told.items()
-            if position < len(fact_ids)]
+    told = [
+        (fact_ids[position], speaker, listeners)
+        for position, (speaker, listeners) in scene.told.items()
+        if position < len(fact_ids)
+    ]
     index = character_index(locked_save.universe, save=locked_save) if told else None  # once, not per listener
     for fact_id, speaker, listeners in told:
         for listener in listeners:
-            reveal_add(game_save=locked_save, turn_id=turn, character=listener, fact_id=fact_id,
-                       told_by=speaker, source=RevealSource.EXTRACTOR, locked=True, index=index)
+            reveal_add(
+                game_save=locked_save,
+                turn_id=turn,
+                character=listener,
+                fact_id=fact_id,
+                told_by=speaker,
+                source=RevealSource.EXTRACTOR,
+                locked=True,
+                index=index,
+            )
 
 
 def run_living_turn(ctx: JobContext):

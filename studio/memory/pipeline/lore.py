@@ -5,6 +5,7 @@ embedded (or failed, with the error) - only those not edited since the job start
 own sync is queued - and queues one sync per save of the universe. A save's job embeds that
 save's lore. `VectorMemory.sync_lore` is idempotent, so a re-run changes nothing more.
 """
+
 from __future__ import annotations
 
 import time

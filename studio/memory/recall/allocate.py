@@ -33,6 +33,7 @@ dated group (`why["group"]`, e.g. narrative chunks of one story day) share one h
 layer, whose tokens (`why["group_tokens"]`) the group's first item taken in that layer pays.
 `spent`: tokens already taken from the budget outside the items (the point of view's text).
 """
+
 from __future__ import annotations
 
 import time
@@ -94,8 +95,14 @@ def allocate(candidates: list, *, policy, query_text: str, spent: int = 0, cap_e
         if item.included and item.policy.shortenable and not item.policy.outside_budget:
             fit_to_share(item, cap=item_cap(item, policy=policy, cap_extra=cap_extra))
     offered = offer_order([item for item in candidates if item.included or not item.cut])
-    budget = {"token_budget": policy.token_budget, "shares": policy.shares, "reserve": policy.reserve_recall,
-              "cap": policy.cap_recall, "spent": spent, "cap_extra": cap_extra}
+    budget = {
+        "token_budget": policy.token_budget,
+        "shares": policy.shares,
+        "reserve": policy.reserve_recall,
+        "cap": policy.cap_recall,
+        "spent": spent,
+        "cap_extra": cap_extra,
+    }
     assemble(offered, **budget)
     allocation = Allocation(offered=offered)
     # Whole chunks left a recalled memory out: the best k_narrative stay whole, those below are represented by
@@ -103,17 +110,29 @@ def allocate(candidates: list, *, policy, query_text: str, spent: int = 0, cap_e
     recalled = [item for item in offered if item.layer == "narrative" and item.policy.recall]
     if any(not item.included for item in recalled):
         started = time.perf_counter()
-        allocation.excerpted = excerpt_items(recalled, query_text=query_text, keep_whole=policy.k_narrative,
-                                             max_kept_fraction=policy.excerpt_max_kept_fraction,
-                                             following=policy.excerpt_following)
+        allocation.excerpted = excerpt_items(
+            recalled,
+            query_text=query_text,
+            keep_whole=policy.k_narrative,
+            max_kept_fraction=policy.excerpt_max_kept_fraction,
+            following=policy.excerpt_following,
+        )
         if allocation.excerpted:
             assemble(offered, **budget)
         allocation.excerpt_ms = round((time.perf_counter() - started) * 1000, 2)
     return allocation
 
 
-def assemble(candidates: list, *, token_budget: int, shares, reserve: int = 0, cap: int | None = None,
-             spent: int = 0, cap_extra: int = 0) -> None:
+def assemble(
+    candidates: list,
+    *,
+    token_budget: int,
+    shares,
+    reserve: int = 0,
+    cap: int | None = None,
+    spent: int = 0,
+    cap_extra: int = 0,
+) -> None:
     """Decide `included` / `cut` for every candidate (the module docstring's passes); nothing is truncated.
 
     `reserve`: the percent of the budget kept for what the action recalls until every candidate
@@ -126,7 +145,10 @@ def assemble(candidates: list, *, token_budget: int, shares, reserve: int = 0, c
         item.why.pop("budget", None)
     remaining = token_budget - spent
     used: dict[str, int] = {}
-    changing, changing_cap = 0, None if cap is None else token_budget * cap // 100 + cap_extra  # what changes each action
+    changing, changing_cap = (
+        0,
+        None if cap is None else token_budget * cap // 100 + cap_extra,
+    )  # what changes each action
     decided: set[int] = set()
     kept = token_budget * reserve // 100  # what recall may still draw on before the others may
     groups: set[tuple[str, str]] = set()  # (layer, dated group) whose heading is paid for: each layer prints its own
@@ -165,9 +187,11 @@ def assemble(candidates: list, *, token_budget: int, shares, reserve: int = 0, c
             return ""
         kept_note = f" beside the {keep} kept for what the action recalls" if keep and not item.policy.recall else ""
         extra = f" + the {cap_extra} the recent turns leave" if cap_extra else ""
-        return (f"over budget: needs {cost(item)} tokens; what changes with each action is capped at {cap}% of the "
-                f"budget{extra} = {changing_cap} tokens (context_cap_recall), {max(limit - changing, 0)} left"
-                f"{kept_note} (left out whole)")
+        return (
+            f"over budget: needs {cost(item)} tokens; what changes with each action is capped at {cap}% of the "
+            f"budget{extra} = {changing_cap} tokens (context_cap_recall), {max(limit - changing, 0)} left"
+            f"{kept_note} (left out whole)"
+        )
 
     for index, item in enumerate(candidates):  # 1: ignore budget
         if item.policy.outside_budget:
@@ -195,15 +219,19 @@ def assemble(candidates: list, *, token_budget: int, shares, reserve: int = 0, c
             continue
         elif used.get(share_class, 0) + cost(item) > share_cap:
             item.included = False
-            item.cut = (f"over budget: needs {cost(item)} tokens; the {share_class.replace('_', ' ')} share "
-                        f"({shares.get(share_class, 100)}% = {share_cap} tokens) has "
-                        f"{max(share_cap - used.get(share_class, 0), 0)} left (left out whole)")
+            item.cut = (
+                f"over budget: needs {cost(item)} tokens; the {share_class.replace('_', ' ')} share "
+                f"({shares.get(share_class, 100)}% = {share_cap} tokens) has "
+                f"{max(share_cap - used.get(share_class, 0), 0)} left (left out whole)"
+            )
             refill[index] = "over its share"
             continue
         elif cost(item) > available:
             item.included = False
-            item.cut = (f"over budget: needs {cost(item)} tokens, {max(available, 0)} left beside the {kept} "
-                        f"kept for what the action recalls ({reserve}% of the budget; left out whole)")
+            item.cut = (
+                f"over budget: needs {cost(item)} tokens, {max(available, 0)} left beside the {kept} "
+                f"kept for what the action recalls ({reserve}% of the budget; left out whole)"
+            )
             refill[index] = "held back by the budget kept for recall"
             continue
         else:

@@ -40,6 +40,7 @@ as `RecordedQuery` rows (`record_source`, `record=True`, or the narrator's accep
 context its narration was built with) is how a lore edit can later be replayed against what
 play actually asked.
 """
+
 from __future__ import annotations
 
 import time
@@ -62,8 +63,15 @@ from studio.memory.recall.search import memory_horizon, record_context_queries
 from studio.memory.recall.temporal import time_preference
 
 __all__ = [
-    "DEFAULT_K_LORE", "DEFAULT_K_NARRATIVE", "DEFAULT_TOKEN_BUDGET", "LAYERS", "ContextItem", "MemoryContext",
-    "build_memory_context", "default_focus", "next_turn_context",
+    "DEFAULT_K_LORE",
+    "DEFAULT_K_NARRATIVE",
+    "DEFAULT_TOKEN_BUDGET",
+    "LAYERS",
+    "ContextItem",
+    "MemoryContext",
+    "build_memory_context",
+    "default_focus",
+    "next_turn_context",
 ]
 
 STORY_LAYERS = ("recent_turns", "story_so_far")  # the providers `build_memory_context(story=False)` leaves out
@@ -121,7 +129,9 @@ class MemoryContext:
     def used_tokens(self) -> int:
         """What the budget paid: the included items' tokens (entries that ignore the budget too), the story-time
         headings they are listed under (one per layer and story time), and the point of view's text."""
-        headings = {(i.layer, i.why["group"]): i.why.get("group_tokens", 0) for i in self.included if i.why.get("group")}
+        headings = {
+            (i.layer, i.why["group"]): i.why.get("group_tokens", 0) for i in self.included if i.why.get("group")
+        }
         return sum(i.tokens for i in self.included) + sum(headings.values()) + self.section_tokens
 
     @property
@@ -134,8 +144,16 @@ class MemoryContext:
         for section in LAYOUT:
             for part in parts_of(section):
                 items = [i for i in self.items if i.section == section.name and i.layer == part.layer]
-                out.append({"section": section.name, "layer": part.layer, "title": part.title, "items": items,
-                            "per_action": section.per_action, "tokens": sum(i.tokens for i in items if i.included)})
+                out.append(
+                    {
+                        "section": section.name,
+                        "layer": part.layer,
+                        "title": part.title,
+                        "items": items,
+                        "per_action": section.per_action,
+                        "tokens": sum(i.tokens for i in items if i.included),
+                    }
+                )
         return out
 
     def render(self) -> RenderedMemory:
@@ -178,9 +196,15 @@ class MemoryContext:
         }
 
 
-def next_turn_context(*, game_save, params: ContextParams, record_source: str | None = None,
-                      vector_memory=None, universe_meta: dict[str, str] | None = None,
-                      carried_turns=frozenset()) -> MemoryContext:
+def next_turn_context(
+    *,
+    game_save,
+    params: ContextParams,
+    record_source: str | None = None,
+    vector_memory=None,
+    universe_meta: dict[str, str] | None = None,
+    carried_turns=frozenset(),
+) -> MemoryContext:
     """Return what the narrator reads for the save's next turn: the one path to it.
 
     The narrator's prompt, the Context viewer, `POST /api/v1/saves/<id>/context`, the memory
@@ -242,8 +266,14 @@ def build_memory_context(
     focus_terms = [t.strip() for t in focus_terms or [] if t and t.strip()]
     if universe_meta is None:
         universe_meta = game_save.universe.meta_values()
-    policy = context_policy(universe_meta, token_budget=token_budget, k_narrative=k_narrative, k_lore=k_lore,
-                            pov=None if pov is None else tuple(pov), carried_turns=frozenset(carried_turns or ()))
+    policy = context_policy(
+        universe_meta,
+        token_budget=token_budget,
+        k_narrative=k_narrative,
+        k_lore=k_lore,
+        pov=None if pov is None else tuple(pov),
+        carried_turns=frozenset(carried_turns or ()),
+    )
     turn = memory_horizon(game_save=game_save)
     # Who is in focus, every name resolved by the one rule of names (an alias or a part of a title folds into its
     # character); the living memory's layers read the subjects, the lore and the macros the names.
@@ -251,10 +281,19 @@ def build_memory_context(
     focus = focus_subjects(game_save, query_text, focus_terms, index=characters, living=game_save.is_living)
     subjects = focus.subjects if game_save.is_living else []
     subject_keys = [subject.key for subject in subjects]
-    context = MemoryContext(save_id=game_save.save_id, turn=turn, query_text=query_text, focus_terms=focus_terms,
-                            subjects=subject_keys, token_budget=token_budget, policy=policy,
-                            shares=dict(policy.shares), reserve_recall=policy.reserve_recall,
-                            cap_recall=policy.cap_recall, focus=[subject.as_dict() for subject in focus.subjects])
+    context = MemoryContext(
+        save_id=game_save.save_id,
+        turn=turn,
+        query_text=query_text,
+        focus_terms=focus_terms,
+        subjects=subject_keys,
+        token_budget=token_budget,
+        policy=policy,
+        shares=dict(policy.shares),
+        reserve_recall=policy.reserve_recall,
+        cap_recall=policy.cap_recall,
+        focus=[subject.as_dict() for subject in focus.subjects],
+    )
     meta = play_meta(universe=game_save.universe, save=game_save, universe_meta=universe_meta)
     t0 = time.perf_counter()
     # Lore keys are matched with nobody in focus (`lore_macros_for`'s rule).
@@ -274,15 +313,29 @@ def build_memory_context(
     if not game_save.is_living:
         context.notes.append("Classic memory mode: only narrative chunks and lore are recalled.")
     elif not subject_keys:
-        context.notes.append("No character in focus: name one in the query or give focus terms to bring in mental "
-                             "models, beliefs and facts.")
+        context.notes.append(
+            "No character in focus: name one in the query or give focus terms to bring in mental "
+            "models, beliefs and facts."
+        )
     if not query_text.strip():
         context.notes.append("No query text: narrative memory and lore found by meaning need one.")
-    assembly = Assembly(game_save=game_save, policy=policy, context=context, query_text=query_text,
-                        focus_terms=focus_terms, subject_keys=subject_keys,
-                        subject_why={subject.key: subject.why for subject in subjects}, focus_names=focus_names,
-                        macros=context.macros, universe_meta=universe_meta, lore_view=view, prefer=prefer,
-                        vector_memory=vector_memory, focus=focus, characters=characters)
+    assembly = Assembly(
+        game_save=game_save,
+        policy=policy,
+        context=context,
+        query_text=query_text,
+        focus_terms=focus_terms,
+        subject_keys=subject_keys,
+        subject_why={subject.key: subject.why for subject in subjects},
+        focus_names=focus_names,
+        macros=context.macros,
+        universe_meta=universe_meta,
+        lore_view=view,
+        prefer=prefer,
+        vector_memory=vector_memory,
+        focus=focus,
+        characters=characters,
+    )
     providers = [p for p in layer_providers() if story or p.name not in STORY_LAYERS]
     candidates: list[ContextItem] = []
     for provider in providers:
@@ -300,15 +353,20 @@ def build_memory_context(
         context.section_tokens = sum(count_tokens(text) for text in context.section_texts.values() if text)
         if not context.section_tokens or context.used_tokens <= token_budget + _outside(candidates):
             break
-        allocation = allocate(candidates, policy=policy, query_text=query_text, spent=context.section_tokens,
-                              cap_extra=spare)
+        allocation = allocate(
+            candidates, policy=policy, query_text=query_text, spent=context.section_tokens, cap_extra=spare
+        )
     if allocation.excerpted:
-        context.notes.append(f"{allocation.excerpted} narrative chunks ranked below the best {policy.k_narrative} are "
-                             "excerpted: the sentences that hold the action's words, the rest marked […].")
+        context.notes.append(
+            f"{allocation.excerpted} narrative chunks ranked below the best {policy.k_narrative} are "
+            "excerpted: the sentences that hold the action's words, the rest marked […]."
+        )
     if allocation.excerpt_ms is not None:
         context.timings["excerpt_ms"] = allocation.excerpt_ms
-    order = {(section.name, part.layer): index for index, (section, part)
-             in enumerate((s, p) for s in LAYOUT for p in parts_of(s))}
+    order = {
+        (section.name, part.layer): index
+        for index, (section, part) in enumerate((s, p) for s in LAYOUT for p in parts_of(s))
+    }
     context.items = sorted(candidates, key=lambda i: order.get((i.section, i.layer), len(order)))  # stable
     context.lore_explain = context_lore.lore_explain(view, candidates, assembly.refused)
     context.timings["total_ms"] = round((time.perf_counter() - started) * 1000, 2)

@@ -11,6 +11,7 @@ of the others is dropped. How the items are printed is the renderer's
 (`studio.memory.recall.render`); how the budget treats each is its `ItemPolicy`
 (`studio.memory.recall.layout`), given by the layer's provider.
 """
+
 from __future__ import annotations
 
 import copy
@@ -50,8 +51,17 @@ class ContextItem:
             self.policy = layer_policy(self.layer)
 
     @classmethod
-    def of(cls, *, layer: str, text: str, reason: str, why: dict[str, Any], ref: dict[str, Any],
-           policy: ItemPolicy | None = None, **changes) -> ContextItem:
+    def of(
+        cls,
+        *,
+        layer: str,
+        text: str,
+        reason: str,
+        why: dict[str, Any],
+        ref: dict[str, Any],
+        policy: ItemPolicy | None = None,
+        **changes,
+    ) -> ContextItem:
         """Return the item for `text`, its tokens counted (`count_tokens`, what the budget spends).
 
         `policy`: the item's budget policy (default: its layer's); `changes`: fields of it to change (`rank=`).
@@ -69,10 +79,21 @@ class ContextItem:
         # keys in the same order.
         policy = self.policy
         return {
-            "layer": self.layer, "text": self.text, "tokens": self.tokens, "reason": self.reason,
-            "why": {**self.why, "budget_class": policy.budget_class, "protected": policy.protected,
-                    "ignore_budget": policy.outside_budget, "no_refill": not policy.refill},
-            "ref": copy.deepcopy(self.ref), "included": self.included, "cut": self.cut, "policy": policy.as_dict(),
+            "layer": self.layer,
+            "text": self.text,
+            "tokens": self.tokens,
+            "reason": self.reason,
+            "why": {
+                **self.why,
+                "budget_class": policy.budget_class,
+                "protected": policy.protected,
+                "ignore_budget": policy.outside_budget,
+                "no_refill": not policy.refill,
+            },
+            "ref": copy.deepcopy(self.ref),
+            "included": self.included,
+            "cut": self.cut,
+            "policy": policy.as_dict(),
         }
 
 
@@ -84,10 +105,15 @@ def explain_reason(result: dict) -> tuple[str, dict]:
     bits = []
     if explain.get("semantic_rank") is not None:
         distance = explain.get("semantic_distance")
-        bits.append(f"semantic #{explain['semantic_rank']}" + (f" (distance {distance:.3f})" if isinstance(distance, (int, float)) else ""))
+        bits.append(
+            f"semantic #{explain['semantic_rank']}"
+            + (f" (distance {distance:.3f})" if isinstance(distance, (int, float)) else "")
+        )
     if explain.get("lexical_rank") is not None:
         score = explain.get("bm25_score")
-        bits.append(f"lexical #{explain['lexical_rank']}" + (f" (BM25 {score:.2f})" if isinstance(score, (int, float)) else ""))
+        bits.append(
+            f"lexical #{explain['lexical_rank']}" + (f" (BM25 {score:.2f})" if isinstance(score, (int, float)) else "")
+        )
     if explain.get("context_rank") is not None:
         bits.append(f"context #{explain['context_rank']}")
     if explain.get("turn_rank") is not None:
@@ -115,8 +141,13 @@ def subject_owners(subject_keys: list[str], aliases: Mapping[str, Sequence[str]]
     return owners
 
 
-def mental_model_items(game_save, subject_keys: list[str], subject_why: dict[str, str], *,
-                       aliases: Mapping[str, Sequence[str]] | None = None) -> list[ContextItem]:
+def mental_model_items(
+    game_save,
+    subject_keys: list[str],
+    subject_why: dict[str, str],
+    *,
+    aliases: Mapping[str, Sequence[str]] | None = None,
+) -> list[ContextItem]:
     """Mental models of the subjects in focus (a subject's own first, then those under its aliases), then the
     world model (the narrator's synthesis)."""
     owners = subject_owners(subject_keys, aliases)
@@ -136,18 +167,28 @@ def mental_model_items(game_save, subject_keys: list[str], subject_why: dict[str
                     layer="mental_model",
                     text=text,
                     reason=f"mental model of {model.subject or 'the world'}: {why}{stale}",
-                    why={"subject": model.subject, "focus": why, "stale": model.stale,
-                         "updated_turn_id": model.updated_turn_id},
+                    why={
+                        "subject": model.subject,
+                        "focus": why,
+                        "stale": model.stale,
+                        "updated_turn_id": model.updated_turn_id,
+                    },
                     ref={"model_id": model.pk},
                 )
             )
     return items
 
 
-def belief_items(game_save, subject_keys: list[str], subject_why: dict[str, str], turn: int,
-                 prefer: TimePreference | None = None, *,
-                 per_subject: int = DEFAULT_POLICY.max_beliefs_per_subject,
-                 aliases: Mapping[str, Sequence[str]] | None = None) -> list[ContextItem]:
+def belief_items(
+    game_save,
+    subject_keys: list[str],
+    subject_why: dict[str, str],
+    turn: int,
+    prefer: TimePreference | None = None,
+    *,
+    per_subject: int = DEFAULT_POLICY.max_beliefs_per_subject,
+    aliases: Mapping[str, Sequence[str]] | None = None,
+) -> list[ContextItem]:
     """Live beliefs about the subjects in focus, strongest first, at most `per_subject` each
     (`ContextPolicy.max_beliefs_per_subject`); a belief the living memory keyed under an alias of a subject
     (`aliases`, `subject_owners`) is that subject's.
@@ -170,20 +211,29 @@ def belief_items(game_save, subject_keys: list[str], subject_why: dict[str, str]
         return owners[belief.subject_key]
 
     chosen = _strongest_per_subject(every[:limit], per_subject, owner_of)
-    lifted = (_strongest_per_subject([belief for belief in every if dated_to(belief, prefer)], per_subject, owner_of)
-              if timed else [])
+    lifted = (
+        _strongest_per_subject([belief for belief in every if dated_to(belief, prefer)], per_subject, owner_of)
+        if timed
+        else []
+    )
     lifted_ids = {belief.pk for belief in lifted}
     items = []
     for belief in lifted + [belief for belief in chosen if belief.pk not in lifted_ids]:
         trend = compute_trend([s.get("turn_id") for s in belief.sources or []], turn)
         focus = subject_why[owner_of(belief)]
-        why = {"subject": belief.subject, "focus": focus, "proof_count": belief.proof_count, "trend": trend,
-               "stale": belief.stale}
+        why = {
+            "subject": belief.subject,
+            "focus": focus,
+            "proof_count": belief.proof_count,
+            "trend": trend,
+            "stale": belief.stale,
+        }
         lift = ""
         if belief.pk in lifted_ids:
             inside, total = source_turns_inside(belief, prefer)
-            why["named_time"] = lift = (f"lifted by the named time {prefer.label}: "
-                                        f"{inside} of its {total} source turns lie inside it")
+            why["named_time"] = lift = (
+                f"lifted by the named time {prefer.label}: {inside} of its {total} source turns lie inside it"
+            )
         items.append(
             ContextItem.of(
                 layer="belief",
@@ -191,7 +241,8 @@ def belief_items(game_save, subject_keys: list[str], subject_why: dict[str, str]
                 reason=(
                     f"belief about {belief.subject} ({focus}): "
                     f"{belief.proof_count} proof{'s' if belief.proof_count != 1 else ''}, {trend.upper()}"
-                    + (", stale" if belief.stale else "") + (f"; {lift}" if lift else "")
+                    + (", stale" if belief.stale else "")
+                    + (f"; {lift}" if lift else "")
                 ),
                 why=why,
                 ref={"observation_id": belief.pk},
@@ -219,7 +270,9 @@ def _strongest_per_subject(beliefs, limit: int, owner_of) -> list:
 
 def source_turns_inside(belief, prefer: TimePreference) -> tuple[int, int]:
     """(how many of the belief's distinct source turns lie inside the named time, how many it has)."""
-    turns = {s.get("turn_id") for s in belief.sources or [] if isinstance(s, dict) and isinstance(s.get("turn_id"), int)}
+    turns = {
+        s.get("turn_id") for s in belief.sources or [] if isinstance(s, dict) and isinstance(s.get("turn_id"), int)
+    }
     return len(turns & prefer.turns), len(turns)
 
 
@@ -234,10 +287,17 @@ def dated_to(belief, prefer: TimePreference) -> bool:
     return total > 0 and 2 * inside >= total
 
 
-def fact_items(game_save, subject_keys: list[str], subject_why: dict[str, str], turn: int,
-               prefer: TimePreference | None = None, *, limit: int = DEFAULT_POLICY.max_facts,
-               aliases: Mapping[str, Sequence[str]] | None = None,
-               shown: Mapping[str, str] | None = None) -> list[ContextItem]:
+def fact_items(
+    game_save,
+    subject_keys: list[str],
+    subject_why: dict[str, str],
+    turn: int,
+    prefer: TimePreference | None = None,
+    *,
+    limit: int = DEFAULT_POLICY.max_facts,
+    aliases: Mapping[str, Sequence[str]] | None = None,
+    shown: Mapping[str, str] | None = None,
+) -> list[ContextItem]:
     """Facts naming the subjects in focus, most recent first (`limit` each, `ContextPolicy.max_facts`), dated by
     their turn's story time. A subject's facts are those naming any of its names (`aliases`: its title, keys and
     the parts of its title, one query a subject); `shown` gives the name a reason prints (its title).
@@ -253,22 +313,39 @@ def fact_items(game_save, subject_keys: list[str], subject_why: dict[str, str], 
     def names(key: str):
         return tuple((aliases or {}).get(key, ())) or key
 
-    usual = _unique_facts([(key, fact) for key in subject_keys
-                           for fact in get_facts(game_save.save_id, max_turn_id=turn, entity=names(key), limit=limit)])
+    usual = _unique_facts(
+        [
+            (key, fact)
+            for key in subject_keys
+            for fact in get_facts(game_save.save_id, max_turn_id=turn, entity=names(key), limit=limit)
+        ]
+    )
     usual = usual[: limit * max(len(subject_keys), 1)]
     lifted = []
     if prefer is not None and prefer.turns:
-        lifted = _unique_facts([(key, fact) for key in subject_keys
-                                for fact in get_facts_in_turns(game_save.save_id, prefer.turns, max_turn_id=turn,
-                                                               entity=names(key), limit=limit)])
+        lifted = _unique_facts(
+            [
+                (key, fact)
+                for key in subject_keys
+                for fact in get_facts_in_turns(
+                    game_save.save_id, prefer.turns, max_turn_id=turn, entity=names(key), limit=limit
+                )
+            ]
+        )
     lifted_ids = {fact.fact_id for _key, fact in lifted}
     facts = lifted + [(key, fact) for key, fact in usual if fact.fact_id not in lifted_ids]
     times = story_times(game_save, {fact.turn_id for _key, fact in facts})  # a fact is dated by its turn
     items = []
     for key, fact in facts:
         when = times.get(fact.turn_id, "")
-        why = {"entity": key, "focus": subject_why[key], "turn_id": fact.turn_id, "fact_type": fact.fact_type,
-               "story_time": when, **dated_group(when)}
+        why = {
+            "entity": key,
+            "focus": subject_why[key],
+            "turn_id": fact.turn_id,
+            "fact_type": fact.fact_type,
+            "story_time": when,
+            **dated_group(when),
+        }
         lift = ""
         if fact.fact_id in lifted_ids:
             why["named_time"] = lift = f"lifted by the named time {prefer.label}: turn {fact.turn_id} lies inside it"
@@ -276,8 +353,11 @@ def fact_items(game_save, subject_keys: list[str], subject_why: dict[str, str], 
             ContextItem.of(
                 layer="fact",
                 text=f"(turn {fact.turn_id}) {fact.statement}",
-                reason=(f"fact naming {(shown or {}).get(key, key)} ({subject_why[key]}), from turn {fact.turn_id}"
-                        + (f" ({when})" if when else "") + (f"; {lift}" if lift else "")),
+                reason=(
+                    f"fact naming {(shown or {}).get(key, key)} ({subject_why[key]}), from turn {fact.turn_id}"
+                    + (f" ({when})" if when else "")
+                    + (f"; {lift}" if lift else "")
+                ),
                 why=why,
                 ref={"fact_id": fact.fact_id, "turn_id": fact.turn_id},
             )
@@ -305,14 +385,14 @@ def dated_group(story_time: str) -> dict[str, Any]:
 def narrative_items(game_save, results: list[dict], macros: dict[str, str], *, shown: set[int]) -> list[ContextItem]:
     """Narrative chunks, each whole ("[…]" marks where a long turn goes on), dated by story time.
 
-The prompt lists them in story order under one heading per story time (the renderer):
-LoCoMo's session dates ("1:56 pm on 8 May, 2023", ~10 tokens) printed on every ~25-token
-chunk took a third of the narrative layer. A chunk is dated once: under its story time's
-heading it carries no "(turn N)" label (4 tokens a chunk, ~130 of a LoCoMo context's
-narrative layer); a chunk of a turn without story time has only that label to say when.
-The item's `ref["turn_id"]` names its turn either way (the Context viewer links it).
+    The prompt lists them in story order under one heading per story time (the renderer):
+    LoCoMo's session dates ("1:56 pm on 8 May, 2023", ~10 tokens) printed on every ~25-token
+    chunk took a third of the narrative layer. A chunk is dated once: under its story time's
+    heading it carries no "(turn N)" label (4 tokens a chunk, ~130 of a LoCoMo context's
+    narrative layer); a chunk of a turn without story time has only that label to say when.
+    The item's `ref["turn_id"]` names its turn either way (the Context viewer links it).
 
-    A chunk of a turn the story-so-far layer shows in full is a cut item: it is in the prompt once.
+        A chunk of a turn the story-so-far layer shows in full is a cut item: it is in the prompt once.
     """
     turn_ids = {r.get("turn_id") for r in results}
     texts, times = turn_texts(game_save, turn_ids), story_times(game_save, turn_ids)
@@ -331,7 +411,11 @@ The item's `ref["turn_id"]` names its turn either way (the Context viewer links 
         )
         if turn_id in shown or (turn_id, body) in seen:
             item.included = False
-            item.cut = f"already in the prompt: turn {turn_id} is shown in full under “Recent turns”" if turn_id in shown else "a copy of a chunk already taken"
+            item.cut = (
+                f"already in the prompt: turn {turn_id} is shown in full under “Recent turns”"
+                if turn_id in shown
+                else "a copy of a chunk already taken"
+            )
         seen.add((turn_id, body))
         items.append(item)
     return items

@@ -24,6 +24,7 @@ only; stored text is unchanged.
 Explain: one record per entry of the book (`lore_explain`): the engine's decision and
 reasons, then what the context did with it (semantic rank, budget decision).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -34,8 +35,16 @@ from studio.memory.recall.macros import fill_macros
 from studio.memory.recall.policy import DEFAULT_POLICY, context_budget_from_meta, window_plan
 
 __all__ = [
-    "LoreActivationView", "activated_items", "activated_policy", "context_budget_from_meta", "evaluate_lore", "fill", "lore_explain",
-    "semantic_allowed", "whole_entry_text", "window_plan",
+    "LoreActivationView",
+    "activated_items",
+    "activated_policy",
+    "context_budget_from_meta",
+    "evaluate_lore",
+    "fill",
+    "lore_explain",
+    "semantic_allowed",
+    "whole_entry_text",
+    "window_plan",
 ]
 
 # Engine decisions after which lore found by meaning may still bring an entry in: the entry
@@ -77,17 +86,31 @@ def fill(text: str, macros: dict[str, str]) -> str:
     return fill_macros(text, user=macros.get("user"), char=macros.get("char"))
 
 
-def activated_policy(code: str, *, protected: bool = False, ignore_budget: bool = False, rank: int = 2,
-                     stays: bool = False) -> ItemPolicy:
+def activated_policy(
+    code: str, *, protected: bool = False, ignore_budget: bool = False, rank: int = 2, stays: bool = False
+) -> ItemPolicy:
     """Return the budget policy of an entry the book activated with decision `code` (see the module docstring).
     `stays`: printed with the lore that is always active (the player character's own entry)."""
-    return ItemPolicy("constant_lore" if code == "constant" or stays else "recalled", "lore_activated",
-                      Tier.PROTECTED if protected else Tier.ACTIVATED, rank=0 if protected else rank,
-                      protected=protected, outside_budget=ignore_budget, shortenable=not ignore_budget)
+    return ItemPolicy(
+        "constant_lore" if code == "constant" or stays else "recalled",
+        "lore_activated",
+        Tier.PROTECTED if protected else Tier.ACTIVATED,
+        rank=0 if protected else rank,
+        protected=protected,
+        outside_budget=ignore_budget,
+        shortenable=not ignore_budget,
+    )
 
 
-def activated_items(view: LoreActivationView, *, focus: list[str], macros: dict[str, str], make_item,
-                    activation_rank=DEFAULT_POLICY.activation_rank, player: str = ""):
+def activated_items(
+    view: LoreActivationView,
+    *,
+    focus: list[str],
+    macros: dict[str, str],
+    make_item,
+    activation_rank=DEFAULT_POLICY.activation_rank,
+    player: str = "",
+):
     """Return the context items of the activated entries, in prompt order, each with its `ItemPolicy`.
 
     `make_item(layer=, text=, reason=, why=, ref=, policy=)` makes one (`ContextItem.of`: it counts
@@ -108,8 +131,9 @@ def activated_items(view: LoreActivationView, *, focus: list[str], macros: dict[
         pending = "pending input" in (record.matched_in or "")
         names = _names([spec.title, *spec.keys])
         # The entry's own name in focus, as the entry writes it (its title before its keys).
-        in_focus = [n.strip() for n in [spec.title, *spec.keys]
-                    if isinstance(n, str) and n.strip().lower() in focus_names][:1]
+        in_focus = [
+            n.strip() for n in [spec.title, *spec.keys] if isinstance(n, str) and n.strip().lower() in focus_names
+        ][:1]
         stays = bool(player_names & names)
         protected = pending or bool(in_focus) or stays
         text = fill(f"{spec.title}: {spec.text}" if spec.title else spec.text, macros)
@@ -119,19 +143,31 @@ def activated_items(view: LoreActivationView, *, focus: list[str], macros: dict[
         elif in_focus and not pending:
             why += f"; names “{in_focus[0]}”, in focus"
         rank = 0 if protected else activation_rank.get(record.code, 2)
-        policy = activated_policy(record.code, protected=protected, ignore_budget=spec.ignore_budget, rank=rank,
-                                  stays=stays)
-        items.append(make_item(
-            layer="lore", text=text,
-            reason=f"lore activated: {why}",
-            why={"activation": record.code if record.included else "player", "activation_rank": rank,
-                 "matched_key": record.matched_key, "matched_in": record.matched_in,
-                 "via_entry": record.via_entry, "in_focus": in_focus[:1],
-                 # Where a narrator prompt places it (SillyTavern's position / depth / role).
-                 "position": spec.position, "depth": spec.depth, "role": spec.role,
-                 "insertion_order": spec.insertion_order},
-            ref={"entry_id": spec.entry_id}, policy=policy,
-        ))
+        policy = activated_policy(
+            record.code, protected=protected, ignore_budget=spec.ignore_budget, rank=rank, stays=stays
+        )
+        items.append(
+            make_item(
+                layer="lore",
+                text=text,
+                reason=f"lore activated: {why}",
+                why={
+                    "activation": record.code if record.included else "player",
+                    "activation_rank": rank,
+                    "matched_key": record.matched_key,
+                    "matched_in": record.matched_in,
+                    "via_entry": record.via_entry,
+                    "in_focus": in_focus[:1],
+                    # Where a narrator prompt places it (SillyTavern's position / depth / role).
+                    "position": spec.position,
+                    "depth": spec.depth,
+                    "role": spec.role,
+                    "insertion_order": spec.insertion_order,
+                },
+                ref={"entry_id": spec.entry_id},
+                policy=policy,
+            )
+        )
     return items
 
 
@@ -185,8 +221,17 @@ def lore_explain(view: LoreActivationView | None, items: list, refused: dict[str
                 decisions.append(item.cut or "left out")
         if entry_id in refused:
             decisions.append(f"found by meaning, not taken: {refused[entry_id]}")
-        data.update(included=included, context=decisions,
-                    semantic_rank=next((i.why.get("final_rank") for i in mine if i.why.get("final_rank") is not None
-                                        and not i.why.get("activation")), None))
+        data.update(
+            included=included,
+            context=decisions,
+            semantic_rank=next(
+                (
+                    i.why.get("final_rank")
+                    for i in mine
+                    if i.why.get("final_rank") is not None and not i.why.get("activation")
+                ),
+                None,
+            ),
+        )
         out.append(data)
     return out

@@ -42,6 +42,7 @@ such sentences, a context's worth, on this 2-core machine). Of the evidence utte
 reach the narrator as excerpts, 2 in 44 lost every word of the answer that the whole
 utterance held (with the best sentence alone, without the one after: 8 in 37).
 """
+
 from __future__ import annotations
 
 import functools
@@ -74,7 +75,7 @@ def segments_of(text: str) -> list[str]:
         head = text[: match.end()]
         if head.count("[") > head.count("]") or head.count("(") > head.count(")"):
             continue  # inside a bracket ("[shares a photo: a sign. It reads …]"): not a sentence end
-        piece = text[start: match.end()].strip()
+        piece = text[start : match.end()].strip()
         if piece:
             out.append(piece)
         start = match.end()
@@ -104,21 +105,25 @@ def term_weights(query_text: str, texts: list[str]) -> dict[str, float]:
     return weights
 
 
-def focus_excerpt(text: str, weights: dict[str, float], *,
-                  max_kept_fraction: float = DEFAULT_POLICY.excerpt_max_kept_fraction,
-                  following: int = DEFAULT_POLICY.excerpt_following) -> Excerpt | None:
+def focus_excerpt(
+    text: str,
+    weights: dict[str, float],
+    *,
+    max_kept_fraction: float = DEFAULT_POLICY.excerpt_max_kept_fraction,
+    following: int = DEFAULT_POLICY.excerpt_following,
+) -> Excerpt | None:
     """Return the excerpt of `text` that the action's terms choose, or None when it stays whole (module docstring)."""
     prefix = ""
     match = _TURN_PREFIX.match(text)
     if match:
-        prefix, text = match.group(1), text[match.end():]
+        prefix, text = match.group(1), text[match.end() :]
     head_cut = text.startswith(CUT_MARK + " ")
     tail_cut = text.endswith(" " + CUT_MARK)
-    body = text[len(CUT_MARK) + 1 if head_cut else 0: len(text) - (len(CUT_MARK) + 1) if tail_cut else len(text)]
+    body = text[len(CUT_MARK) + 1 if head_cut else 0 : len(text) - (len(CUT_MARK) + 1) if tail_cut else len(text)]
     speaker = ""
     match = None if head_cut else _SPEAKER.match(body)  # a window of a turn starts mid-text, not with a speaker
     if match:
-        speaker, body = match.group(0), body[match.end():]
+        speaker, body = match.group(0), body[match.end() :]
     parts = segments_of(body)
     if len(parts) < 2 or not weights:
         return None
@@ -154,9 +159,14 @@ def _joined(parts: list[str], kept: list[int], *, head_cut: bool, tail_cut: bool
     return " ".join(pieces)
 
 
-def excerpt_items(items: list, *, query_text: str, keep_whole: int,
-                  max_kept_fraction: float = DEFAULT_POLICY.excerpt_max_kept_fraction,
-                  following: int = DEFAULT_POLICY.excerpt_following) -> int:
+def excerpt_items(
+    items: list,
+    *,
+    query_text: str,
+    keep_whole: int,
+    max_kept_fraction: float = DEFAULT_POLICY.excerpt_max_kept_fraction,
+    following: int = DEFAULT_POLICY.excerpt_following,
+) -> int:
     """Represent every narrative chunk of `items` after the first `keep_whole` by its focus excerpt, in place.
 
     `items`: the recalled narrative chunks in the order the budget is offered them (best
@@ -173,10 +183,17 @@ def excerpt_items(items: list, *, query_text: str, keep_whole: int,
         whole = item.tokens
         item.text, item.tokens = excerpt.text, count_tokens(excerpt.text)
         which = ", ".join(str(i) for i in excerpt.kept)
-        item.why["excerpt"] = {"whole_tokens": whole, "tokens": item.tokens, "segments_kept": list(excerpt.kept),
-                               "segments": excerpt.segments, "terms": list(excerpt.terms),
-                               "rule": f"ranked below the {keep_whole} chunks kept whole"}
-        item.reason += (f" — excerpted for this action: sentence{'s' if len(excerpt.kept) > 1 else ''} {which} of "
-                        f"{excerpt.segments}, holding “{', '.join(excerpt.terms)}” ({whole} → {item.tokens} tokens)")
+        item.why["excerpt"] = {
+            "whole_tokens": whole,
+            "tokens": item.tokens,
+            "segments_kept": list(excerpt.kept),
+            "segments": excerpt.segments,
+            "terms": list(excerpt.terms),
+            "rule": f"ranked below the {keep_whole} chunks kept whole",
+        }
+        item.reason += (
+            f" — excerpted for this action: sentence{'s' if len(excerpt.kept) > 1 else ''} {which} of "
+            f"{excerpt.segments}, holding “{', '.join(excerpt.terms)}” ({whole} → {item.tokens} tokens)"
+        )
         done += 1
     return done

@@ -13,6 +13,7 @@
   how much was left out. Narrative chunks and story items are never shortened here: they fit
   whole or are left out.
 """
+
 from __future__ import annotations
 
 import re
@@ -51,7 +52,9 @@ def fit_to_share(item, *, cap: int) -> None:
     title = item.why.get("title")
     original = item.tokens
     if passage and count_tokens(passage) + 20 <= cap:
-        text = (f"{title}: " if title else "") + f"[passage found for this action] {passage.strip()} [… rest of the entry left out]"
+        text = (
+            f"{title}: " if title else ""
+        ) + f"[passage found for this action] {passage.strip()} [… rest of the entry left out]"
         how = "its passage found for this action"
     else:
         marker = " [… cut: the rest of this entry ({n} tokens) is left out]"

@@ -21,6 +21,7 @@ The explain record says, per subject, which term named it and which entry it res
 A Character entry whose character is neither in focus nor named is *absent*
 (`characters_absent`): its description is not brought in by meaning alone.
 """
+
 from __future__ import annotations
 
 import re
@@ -51,8 +52,15 @@ class FocusSubject:
     by: str = ""  # how the term resolved to it (`names.BY_*`), "" when it did not
 
     def as_dict(self) -> dict:
-        return {"name": self.name, "key": self.key, "why": self.why, "term": self.term, "entry_id": self.entry_id,
-                "by": self.by, "keys": list(self.keys)}
+        return {
+            "name": self.name,
+            "key": self.key,
+            "why": self.why,
+            "term": self.term,
+            "entry_id": self.entry_id,
+            "by": self.by,
+            "keys": list(self.keys),
+        }
 
 
 @dataclass
@@ -67,8 +75,9 @@ class Focus:
         return [subject.name for subject in self.subjects]
 
 
-def focus_subjects(game_save, query_text: str, focus_terms: list[str], *, index: CharacterIndex,
-                   living: bool = True) -> Focus:
+def focus_subjects(
+    game_save, query_text: str, focus_terms: list[str], *, index: CharacterIndex, living: bool = True
+) -> Focus:
     """Return the subjects in focus: the focus terms, then the characters the query names (the module's rule).
 
     `index`: the universe's `CharacterIndex` (`studio.memory.knowledge.names.character_index`). `living`: read
@@ -108,8 +117,16 @@ def _character(index: CharacterIndex, found: NameMatch, why: str) -> FocusSubjec
         why = f"{why} → {found.title} ({entry}{found.by})"
     names = index.names_of(found.title)
     keys = tuple(dict.fromkeys(subject_key_for(name) for name in names))
-    return FocusSubject(key=keys[0], name=found.title, why=why, keys=keys, names=tuple(names), term=found.name,
-                        entry_id=found.entry_id, by=found.by)
+    return FocusSubject(
+        key=keys[0],
+        name=found.title,
+        why=why,
+        keys=keys,
+        names=tuple(names),
+        term=found.name,
+        entry_id=found.entry_id,
+        by=found.by,
+    )
 
 
 def _plain(name: str, why: str, living_names: _LivingNames | None) -> FocusSubject:
@@ -123,8 +140,10 @@ def _ambiguous_note(found: NameMatch, why: str) -> str:
     """The context's note for a name two characters answer to: which they are, and that neither was chosen."""
     candidates = ", ".join(found.candidates[:-1]) + " or " + found.candidates[-1]
     named = why[:1].upper() + why[1:] if why.startswith("focus term") else f"“{found.name}”, {why},"
-    return (f"{named} could be {candidates}: none of them is brought into focus by it (their mental models, "
-            "beliefs and facts stay out); give a full name or a key.")
+    return (
+        f"{named} could be {candidates}: none of them is brought into focus by it (their mental models, "
+        "beliefs and facts stay out); give a full name or a key."
+    )
 
 
 class _LivingNames:
@@ -147,7 +166,9 @@ class _LivingNames:
 def _subject_names(model, game_save) -> dict[str, str]:
     """Return {subject key: name} of the save's mental models or live beliefs (one query; newest row's name)."""
     names: dict[str, str] = {}
-    for key, name in model.objects.filter(game_save=game_save).exclude(subject_key="").values_list("subject_key", "subject"):
+    for key, name in (
+        model.objects.filter(game_save=game_save).exclude(subject_key="").values_list("subject_key", "subject")
+    ):
         names.setdefault(key, name)  # the model's ordering: most recently updated first
     return names
 
@@ -156,8 +177,11 @@ def characters_absent(index: CharacterIndex, focus: Focus) -> dict[str, str]:
     """Return {entry id: title} of Character entries neither in focus (on scene) nor named in the query."""
     present = {subject.entry_id for subject in focus.subjects if subject.entry_id}
     titles = {subject_key_for(subject.name) for subject in focus.subjects}
-    return {entry_id: title for entry_id, title in index.character_entries.items()
-            if entry_id not in present and subject_key_for(title) not in titles}
+    return {
+        entry_id: title
+        for entry_id, title in index.character_entries.items()
+        if entry_id not in present and subject_key_for(title) not in titles
+    }
 
 
 def default_focus(game_save, *, universe_meta: dict[str, str] | None = None) -> list[str]:
@@ -165,5 +189,7 @@ def default_focus(game_save, *, universe_meta: dict[str, str] | None = None) -> 
 
     `universe_meta`: the universe's meta rows when the caller has read them already.
     """
-    player = macro_names_from_meta(play_meta(universe=game_save.universe, save=game_save, universe_meta=universe_meta)).user
+    player = macro_names_from_meta(
+        play_meta(universe=game_save.universe, save=game_save, universe_meta=universe_meta)
+    ).user
     return [player] if player else []

@@ -24,6 +24,7 @@ the order of the explain record; no provider decides `included` (only the alloca
 except for items its layer knows are already in the prompt or have no text, which arrive cut
 with the reason).
 """
+
 from __future__ import annotations
 
 import time
@@ -122,9 +123,14 @@ def _recent_turns(assembly: Assembly) -> list[ContextItem]:
     messages carry (`ContextPolicy.carried_turns`: the memory proxy's chat) is cut: it is in the prompt once."""
     started = time.perf_counter()
     policy = assembly.policy
-    story = assembly.story = story_items(assembly.game_save, horizon=assembly.context.turn,
-                                         token_budget=policy.token_budget, **policy.window_kwargs(),
-                                         make_item=ContextItem.of, fill=assembly.fill)
+    story = assembly.story = story_items(
+        assembly.game_save,
+        horizon=assembly.context.turn,
+        token_budget=policy.token_budget,
+        **policy.window_kwargs(),
+        make_item=ContextItem.of,
+        fill=assembly.fill,
+    )
     for item in story.turns:
         if item.included and item.ref["turn_id"] in policy.carried_turns:
             item.included = False
@@ -148,7 +154,8 @@ def _living(build) -> Callable[[Assembly], list[ContextItem]]:
         started = time.perf_counter()
         items = build(assembly)
         assembly.context.timings["structured_ms"] = round(
-            assembly.context.timings.get("structured_ms", 0.0) + (time.perf_counter() - started) * 1000, 2)
+            assembly.context.timings.get("structured_ms", 0.0) + (time.perf_counter() - started) * 1000, 2
+        )
         return items
 
     return provide
@@ -160,31 +167,48 @@ def _aliases(assembly: Assembly) -> dict[str, tuple[str, ...]]:
 
 
 def _mental_models(assembly: Assembly) -> list[ContextItem]:
-    return mental_model_items(assembly.game_save, assembly.subject_keys, assembly.subject_why,
-                              aliases=_aliases(assembly))
+    return mental_model_items(
+        assembly.game_save, assembly.subject_keys, assembly.subject_why, aliases=_aliases(assembly)
+    )
 
 
 def _beliefs(assembly: Assembly) -> list[ContextItem]:
     if not assembly.game_save.beliefs_enabled:
         return []
-    return belief_items(assembly.game_save, assembly.subject_keys, assembly.subject_why, assembly.context.turn,
-                        assembly.prefer, per_subject=assembly.policy.max_beliefs_per_subject,
-                        aliases=_aliases(assembly))
+    return belief_items(
+        assembly.game_save,
+        assembly.subject_keys,
+        assembly.subject_why,
+        assembly.context.turn,
+        assembly.prefer,
+        per_subject=assembly.policy.max_beliefs_per_subject,
+        aliases=_aliases(assembly),
+    )
 
 
 def _facts(assembly: Assembly) -> list[ContextItem]:
     shown = {subject.key: subject.name for subject in assembly.focus.subjects} if assembly.focus else {}
-    return fact_items(assembly.game_save, assembly.subject_keys, assembly.subject_why, assembly.context.turn,
-                      assembly.prefer, limit=assembly.policy.max_facts, aliases=_aliases(assembly), shown=shown)
+    return fact_items(
+        assembly.game_save,
+        assembly.subject_keys,
+        assembly.subject_why,
+        assembly.context.turn,
+        assembly.prefer,
+        limit=assembly.policy.max_facts,
+        aliases=_aliases(assembly),
+        shown=shown,
+    )
 
 
 def _search(assembly: Assembly, name: str, **params):
     """Run one of the context's two memory searches; keep its record for Lore replay and its time."""
-    outcome = memory_search(game_save=assembly.game_save, query_text=assembly.query_text,
-                            vector_memory=assembly.vector_memory, **params)
+    outcome = memory_search(
+        game_save=assembly.game_save, query_text=assembly.query_text, vector_memory=assembly.vector_memory, **params
+    )
     recorded = {key: value for key, value in params.items() if key not in ("prefer", "expand_links")}
-    assembly.context.queries.append(query_record(query_text=assembly.query_text, params=recorded,
-                                                 results=outcome.results))
+    assembly.context.queries.append(
+        query_record(query_text=assembly.query_text, params=recorded, results=outcome.results)
+    )
     assembly.context.timings[f"{name}_query_ms"] = round(outcome.stats.timings_ms.get("total", 0.0), 2)
     return outcome
 
@@ -197,14 +221,21 @@ def _narrative(assembly: Assembly) -> list[ContextItem]:
     # The turns shown in full come back from the search too and are left out of it; the refill pass may give
     # recall the whole budget.
     fill_k = min(policy.max_fill_k, policy.token_budget // policy.tokens_per_small_chunk)
-    outcome = _search(assembly, "narrative", k=max(policy.k_narrative, fill_k + len(shown)),
-                      focus_terms=assembly.focus_terms or None, chunk_type=None, exclude_chunk_type="lore",
-                      prefer=assembly.prefer)
+    outcome = _search(
+        assembly,
+        "narrative",
+        k=max(policy.k_narrative, fill_k + len(shown)),
+        focus_terms=assembly.focus_terms or None,
+        chunk_type=None,
+        exclude_chunk_type="lore",
+        prefer=assembly.prefer,
+    )
     named = outcome.stats.named_time  # the query named a time: memory from it is preferred
     if named:
         assembly.context.notes.append(named[:1].upper() + named[1:] + ".")
-    return narrative_items(assembly.game_save, outcome.results, assembly.macros,
-                           shown=set(shown) | set(policy.carried_turns))
+    return narrative_items(
+        assembly.game_save, outcome.results, assembly.macros, shown=set(shown) | set(policy.carried_turns)
+    )
 
 
 def _activated_lore(assembly: Assembly) -> list[ContextItem]:
@@ -212,9 +243,14 @@ def _activated_lore(assembly: Assembly) -> list[ContextItem]:
         return []
     player = assembly.macros.get("user") or ""
     in_focus = player and player.casefold() in {name.casefold() for name in assembly.focus_names}
-    items = context_lore.activated_items(assembly.lore_view, focus=assembly.focus_names, macros=assembly.macros,
-                                         make_item=ContextItem.of, activation_rank=assembly.policy.activation_rank,
-                                         player=player if in_focus else "")
+    items = context_lore.activated_items(
+        assembly.lore_view,
+        focus=assembly.focus_names,
+        macros=assembly.macros,
+        make_item=ContextItem.of,
+        activation_rank=assembly.policy.activation_rank,
+        player=player if in_focus else "",
+    )
     assembly.scratch["activated_entries"] = {item.ref["entry_id"] for item in items}
     return items
 
@@ -224,8 +260,16 @@ def _lore_by_meaning(assembly: Assembly) -> list[ContextItem]:
     if not assembly.query_text.strip():
         return []
 
-    outcome = _search(assembly, "lore", k=assembly.policy.k_lore, focus_terms=assembly.focus_terms or None,
-                      chunk_type="lore", exclude_chunk_type=None, expand_links=True, prefer=None)  # lore has no story time
+    outcome = _search(
+        assembly,
+        "lore",
+        k=assembly.policy.k_lore,
+        focus_terms=assembly.focus_terms or None,
+        chunk_type="lore",
+        exclude_chunk_type=None,
+        expand_links=True,
+        prefer=None,
+    )  # lore has no story time
     view = assembly.lore_view
     absent = characters_absent(assembly.characters, assembly.focus) if view and assembly.focus else {}
     items = []
@@ -235,8 +279,13 @@ def _lore_by_meaning(assembly: Assembly) -> list[ContextItem]:
         if allowed and entry_id in assembly.scratch.get("activated_entries", ()):
             allowed, why = False, "already in as the player character's entry"
         if allowed and entry_id in absent:
-            allowed, why = False, (f"a character's description enters when {absent[entry_id]} "
-                                   "is on scene (in focus) or named in the action")
+            allowed, why = (
+                False,
+                (
+                    f"a character's description enters when {absent[entry_id]} "
+                    "is on scene (in focus) or named in the action"
+                ),
+            )
         if allowed:
             items.append(item)
         else:

@@ -29,14 +29,26 @@ Invariants: every section name is unique; every item's section is declared here;
 action recalled is offered in rounds in the recall hierarchy's order (`RECALL_LAYERS`).
 Pure: no Django.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
 
 __all__ = [
-    "LAYOUT", "LAYERS", "ItemPolicy", "Part", "RECALL_LAYERS", "SECTIONS", "Section", "Tier",
-    "group_heading", "layer_policy", "parts_of", "register_part", "unregister_part",
+    "LAYOUT",
+    "LAYERS",
+    "ItemPolicy",
+    "Part",
+    "RECALL_LAYERS",
+    "SECTIONS",
+    "Section",
+    "Tier",
+    "group_heading",
+    "layer_policy",
+    "parts_of",
+    "register_part",
+    "unregister_part",
 ]
 
 
@@ -79,14 +91,26 @@ LAYOUT: tuple[Section, ...] = (
     Section("pov_rules", "## Point of view", False),
     Section("story", "## The story so far", False, (Part("story", "The story so far"),)),
     Section("mental_models", "## Mental models", False, (Part("mental_model", "Mental models", by_subject=True),)),
-    Section("recent_turns", "## Recent turns", False, (Part("chapter", "Recent turns", blocks=True),),
-            empty="(none yet: this is the first turn)", carried=True),
-    Section("recalled", "## Recalled for this action", True, (
-        Part("belief", "Beliefs", "### Beliefs"),
-        Part("fact", "Facts", "### Facts", story_ordered=True),
-        Part("narrative", "Narrative memory", "### Narrative memory", story_ordered=True),
-        Part("lore", "Lore", "### Lore"),
-    ), empty="(nothing recalled for this action)"),
+    Section(
+        "recent_turns",
+        "## Recent turns",
+        False,
+        (Part("chapter", "Recent turns", blocks=True),),
+        empty="(none yet: this is the first turn)",
+        carried=True,
+    ),
+    Section(
+        "recalled",
+        "## Recalled for this action",
+        True,
+        (
+            Part("belief", "Beliefs", "### Beliefs"),
+            Part("fact", "Facts", "### Facts", story_ordered=True),
+            Part("narrative", "Narrative memory", "### Narrative memory", story_ordered=True),
+            Part("lore", "Lore", "### Lore"),
+        ),
+        empty="(nothing recalled for this action)",
+    ),
     Section("on_scene", "## On scene", True),
 )
 SECTIONS: dict[str, Section] = {section.name: section for section in LAYOUT}
@@ -118,9 +142,17 @@ class ItemPolicy:
         return SECTIONS[self.section].per_action
 
     def as_dict(self) -> dict:
-        return {"section": self.section, "budget_class": self.budget_class, "tier": self.tier.name.lower(),
-                "rank": self.rank, "recall": self.recall, "refill": self.refill, "protected": self.protected,
-                "outside_budget": self.outside_budget, "per_action": self.per_action}
+        return {
+            "section": self.section,
+            "budget_class": self.budget_class,
+            "tier": self.tier.name.lower(),
+            "rank": self.rank,
+            "recall": self.recall,
+            "refill": self.refill,
+            "protected": self.protected,
+            "outside_budget": self.outside_budget,
+            "per_action": self.per_action,
+        }
 
 
 _LAYER_POLICY = {

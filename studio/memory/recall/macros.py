@@ -29,6 +29,7 @@ and the narrator all take from `macro_names`):
 An empty name leaves its macro as it is: a visible `{{char}}` in a prompt preview is a
 better hint than a silent blank.
 """
+
 from __future__ import annotations
 
 import json
@@ -87,8 +88,11 @@ _MIN_UNMARKED_WORDS = 7  # without a separator, only a long value is read as nam
 
 def _name_like(words: list[str]) -> bool:
     capitalised = [w for w in words if w[:1].isupper()]
-    return (0 < len(words) <= _MAX_NAME_WORDS and bool(capitalised)
-            and all(w[:1].isupper() or w.casefold() in _NAME_PARTICLES for w in words))
+    return (
+        0 < len(words) <= _MAX_NAME_WORDS
+        and bool(capitalised)
+        and all(w[:1].isupper() or w.casefold() in _NAME_PARTICLES for w in words)
+    )
 
 
 def split_player_character(value: str) -> tuple[str, str]:
@@ -105,7 +109,7 @@ def split_player_character(value: str) -> tuple[str, str]:
         return "", ""
     mark = _NAME_END.search(value)
     if mark is not None and mark.start() > 0:
-        head, rest = value[: mark.start()].strip(), value[mark.end():].strip()
+        head, rest = value[: mark.start()].strip(), value[mark.end() :].strip()
         if mark.group(0).strip() == "(" and rest.endswith(")") and "(" not in rest:
             rest = rest[:-1].strip()
         if rest and _name_like(head.split()):
@@ -176,8 +180,9 @@ def macro_names_from_meta(meta: Mapping[str, str], *, focus: Iterable[str] = ())
     user = persona_from_meta(meta).name
     char = card_character_name(meta)
     if not char:
-        char = next((name.strip() for name in focus
-                     if name and name.strip() and name.strip().casefold() != user.casefold()), "")
+        char = next(
+            (name.strip() for name in focus if name and name.strip() and name.strip().casefold() != user.casefold()), ""
+        )
     return MacroNames(user=user, char=char)
 
 
@@ -193,8 +198,9 @@ def play_meta(*, universe, save=None, universe_meta: Mapping[str, str] | None = 
     return meta
 
 
-def macro_names(*, universe, save=None, focus: Iterable[str] = (),
-                universe_meta: dict[str, str] | None = None) -> MacroNames:
+def macro_names(
+    *, universe, save=None, focus: Iterable[str] = (), universe_meta: dict[str, str] | None = None
+) -> MacroNames:
     """Return who `{{user}}` and `{{char}}` are in `universe` (as played in `save`), `focus` in scene.
 
     `universe_meta`: the universe's meta already read by the caller (then nothing is queried)."""

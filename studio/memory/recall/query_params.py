@@ -12,6 +12,7 @@ narrower (query text 2,000 characters, k up to 50, a token budget of 10-32,000, 
 lore entries) and now accept what the API accepts. The Context viewer's "0 lore entries"
 is gone with them: `k_lore` is at least 1 everywhere, as the API always had it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -115,9 +116,13 @@ class SearchParams:
     def search_kwargs(self) -> dict:
         """Return the keyword arguments of `memory_search` / `memory_explain_chunk` (not `expand_links`)."""
         return {
-            "query_text": self.query_text, "k": self.k, "current_turn_id": self.current_turn_id,
-            "max_turn_id": self.max_turn_id, "focus_terms": list(self.focus_terms) or None,
-            "chunk_type": self.chunk_type, "exclude_chunk_type": self.exclude_chunk_type,
+            "query_text": self.query_text,
+            "k": self.k,
+            "current_turn_id": self.current_turn_id,
+            "max_turn_id": self.max_turn_id,
+            "focus_terms": list(self.focus_terms) or None,
+            "chunk_type": self.chunk_type,
+            "exclude_chunk_type": self.exclude_chunk_type,
         }
 
 

@@ -26,6 +26,7 @@ already; filling twice changes nothing). Each part is counted with the budget's 
 (`count_tokens`), and `RenderedMemory.split()` gives the part that stays the same from turn to
 turn and the part that changes with each action (the memory proxy places them apart).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -119,6 +120,7 @@ def render_memory(context) -> RenderedMemory:
         if not body:
             continue
         text = fill(f"{section.heading}\n{body}")
-        rendered.append(RenderedPart(section=section.name, text=text, tokens=count_tokens(text),
-                                     per_action=section.per_action))
+        rendered.append(
+            RenderedPart(section=section.name, text=text, tokens=count_tokens(text), per_action=section.per_action)
+        )
     return RenderedMemory(parts=tuple(rendered))

@@ -25,6 +25,7 @@ How it works
 
 Nothing is written: a replay only reads.
 """
+
 from __future__ import annotations
 
 import time
@@ -135,7 +136,9 @@ def replay_recorded_queries(*, game_save, turns: int = DEFAULT_TURNS, vector_mem
         from studio.memory.vector import get_vector_memory
 
         vector_memory = get_vector_memory()
-    report = ReplayReport(save_id=game_save.save_id, turns=turns, lore_sync_pending=lore_sync_pending(game_save=game_save))
+    report = ReplayReport(
+        save_id=game_save.save_id, turns=turns, lore_sync_pending=lore_sync_pending(game_save=game_save)
+    )
     for recorded in recorded_queries_for(game_save=game_save, turns=turns):
         params = {key: recorded.params[key] for key in QUERY_PARAMS if recorded.params.get(key) is not None}
         t0 = time.perf_counter()

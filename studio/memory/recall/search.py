@@ -33,6 +33,7 @@ The stable result keys (`result_key`) and the recording (`query_record`, `record
 beside the search that produces what they store; `studio.memory.recall.context` and
 `studio.memory.recall.replay` use them from here.
 """
+
 from __future__ import annotations
 
 import time
@@ -209,8 +210,9 @@ def record_query(*, game_save: Save, query_text: str, params: dict, results: lis
     return RecordedQuery.objects.create(game_save=game_save, turn_id=game_save.current_turn, **record)
 
 
-def record_context_queries(*, game_save: Save, queries: list[dict], source: str,
-                           turn_id: int | None = None) -> list[RecordedQuery]:
+def record_context_queries(
+    *, game_save: Save, queries: list[dict], source: str, turn_id: int | None = None
+) -> list[RecordedQuery]:
     """Store the queries a memory context ran (`MemoryContext.queries`) as RecordedQuery rows.
 
     `turn_id` is the turn the queries were asked at (default: the save's current turn); the
@@ -226,7 +228,9 @@ def record_context_queries(*, game_save: Save, queries: list[dict], source: str,
             result_ids=list(query["result_ids"]),
         )
         for query in queries or []
-        if isinstance(query, dict) and isinstance(query.get("query_text"), str)
-        and isinstance(query.get("params"), dict) and isinstance(query.get("result_ids"), list)
+        if isinstance(query, dict)
+        and isinstance(query.get("query_text"), str)
+        and isinstance(query.get("params"), dict)
+        and isinstance(query.get("result_ids"), list)
     ]
     return RecordedQuery.objects.bulk_create(rows)

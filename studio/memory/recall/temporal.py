@@ -26,6 +26,7 @@ have to be dropped on every turn appended, rewind, fork and state edit. Measured
 search naming a time took a median 8.2 ms with the arm, 6.3 ms without it (the turns' story
 time read either way: ~4 ms), against 2.1 ms for a search naming none.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -47,7 +48,8 @@ def turn_story_points(*, game_save: Save, horizon: int) -> dict[int, StoryPoint]
     from studio.world.models import StateCache
 
     rows = StateCache.objects.filter(game_save_id=game_save.pk, turn_id__gte=1, turn_id__lte=horizon).values_list(
-        "turn_id", "state__date", "state__time", "state__day")
+        "turn_id", "state__date", "state__time", "state__day"
+    )
     points, parsed = {}, {}
     for turn_id, date, time_of_day, day in rows:
         key = (repr(date), repr(time_of_day), repr(day))  # turns share few distinct story times: parse each once
@@ -75,8 +77,9 @@ def turn_runs(turns: list[int]) -> str:
     return text
 
 
-def time_preference(*, game_save: Save, query_text: str, horizon: int,
-                    chunk_type: str | None = None) -> TimePreference | None:
+def time_preference(
+    *, game_save: Save, query_text: str, horizon: int, chunk_type: str | None = None
+) -> TimePreference | None:
     """Return the turns inside the time `query_text` names, or None when there is no temporal arm."""
     if chunk_type == LORE or not names_a_time(query_text):
         return None
@@ -88,7 +91,12 @@ def time_preference(*, game_save: Save, query_text: str, horizon: int,
         return None
     inside = sorted(turn for turn, point in points.items() if named.holds(point))
     if not inside:
-        return TimePreference(turns=frozenset(), note=f"named time: {named.label} → no turn inside it", label=named.label)
+        return TimePreference(
+            turns=frozenset(), note=f"named time: {named.label} → no turn inside it", label=named.label
+        )
     turns = "turn" if len(inside) == 1 else "turns"
-    return TimePreference(turns=frozenset(inside), note=f"named time: {named.label} → {turns} {turn_runs(inside)} preferred",
-                          label=named.label)
+    return TimePreference(
+        turns=frozenset(inside),
+        note=f"named time: {named.label} → {turns} {turn_runs(inside)} preferred",
+        label=named.label,
+    )

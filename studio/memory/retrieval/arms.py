@@ -40,6 +40,7 @@ returns an empty ranking, `stats.semantic_available` turns False and
 Any other exception propagates.
 
 """
+
 from __future__ import annotations
 
 import abc
@@ -187,8 +188,9 @@ class SemanticArm(Arm):
             elif len(view.positions) <= config.exact_search_max:
                 ids, distances = exact_nearest(arm_input, np.arange(len(view.positions)), depth)
             else:
-                ids, distances = arm_input.store.nearest(arm_input.scope_id, query_vector,
-                                                         arm_input.filters.chroma_where(), depth)
+                ids, distances = arm_input.store.nearest(
+                    arm_input.scope_id, query_vector, arm_input.filters.chroma_where(), depth
+                )
         except Exception as exc:
             if not is_store_failure(exc):
                 raise
@@ -198,10 +200,9 @@ class SemanticArm(Arm):
             logger.warning("vector store unreachable, semantic arm skipped for %s: %s", arm_input.scope_id, exc)
             ids, distances = [], {}
         # Keep chunks that pass the filter and were in the snapshot (not written since).
-        ids = [
-            chunk_id for chunk_id in ids
-            if chunk_id in corpus.position and view.member[corpus.position[chunk_id]]
-        ][:depth]
+        ids = [chunk_id for chunk_id in ids if chunk_id in corpus.position and view.member[corpus.position[chunk_id]]][
+            :depth
+        ]
         return ArmRanking(ids, distances)
 
 

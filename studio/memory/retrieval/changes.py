@@ -21,6 +21,7 @@ Invariants:
 - Chunk ids are never reused (a new chunk is a new UUID), so an id added and removed within
   one window cancels out.
 """
+
 from __future__ import annotations
 
 import threading

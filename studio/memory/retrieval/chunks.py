@@ -13,6 +13,7 @@ stores nothing; chunk_seq grows across calls in one process (microseconds at wri
 plus one per chunk), so write order survives a reload. Chunks are never modified in place:
 a change is a new id plus a deleted one, which the corpus cache relies on.
 """
+
 from __future__ import annotations
 
 import time

@@ -5,6 +5,7 @@ LoCoMo figures behind each. A VectorMemory reads its config at every query (the 
 it caches were built with the config current at the time; `VectorMemory.set_config` drops
 them).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

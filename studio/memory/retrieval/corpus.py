@@ -39,6 +39,7 @@ extended on first use. Either touches only the last segments of each index (segm
 existing ones, a removal in the middle: an old turn's narrative replaced, a lore sync) drops
 the views (the epoch is the corpus version); the next query builds only the view it needs.
 """
+
 from __future__ import annotations
 
 import logging
@@ -256,8 +257,11 @@ class CorpusCache:
         tail = removed == list(range(cut, len(cached.ids)))
         if not tail or (added and cut and row_key(added[0][2]) <= cached.sort_key(cut - 1)):
             gone = set(removed)
-            rows = [(cached.ids[p], cached.texts[p], cached.metadatas[p], cached.terms[p])
-                    for p in range(len(cached.ids)) if p not in gone]
+            rows = [
+                (cached.ids[p], cached.texts[p], cached.metadatas[p], cached.terms[p])
+                for p in range(len(cached.ids))
+                if p not in gone
+            ]
             return self._build(rows + added, [row[0] for row in added], cached, version, removed=len(removed))
         return self._extend(cached, cut, added, version)
 
@@ -271,19 +275,37 @@ class CorpusCache:
         type_index = dict(cached.type_index)
 
         def added_rows(vocab: dict[str, int]) -> dict[str, list]:
-            rows = {name: [] for name in ("ids", "texts", "metadatas", "terms", "term_ids", "term_counts", "turn_ids",
-                                          "chunk_types", "type_codes", "doc_lens", "chain_codes")}
+            rows = {
+                name: []
+                for name in (
+                    "ids",
+                    "texts",
+                    "metadatas",
+                    "terms",
+                    "term_ids",
+                    "term_counts",
+                    "turn_ids",
+                    "chunk_types",
+                    "type_codes",
+                    "doc_lens",
+                    "chain_codes",
+                )
+            }
             for chunk_id, text, metadata, terms in added:
                 ids_of, counts_of = term_vector(terms, vocab)
-                for name, value in (("ids", chunk_id), ("texts", text), ("metadatas", metadata), ("terms", terms),
-                                    ("term_ids", ids_of), ("term_counts", counts_of),
-                                    ("turn_ids", int(metadata.get("turn_id", 0))),
-                                    ("chunk_types", str(metadata.get("chunk_type", ""))),
-                                    ("type_codes", type_index.setdefault(str(metadata.get("chunk_type", "")),
-                                                                         len(type_index))),
-                                    ("doc_lens", len(terms)),
-                                    ("chain_codes", chain_index.setdefault(chain_key(metadata, chunk_id),
-                                                                           len(chain_index)))):
+                for name, value in (
+                    ("ids", chunk_id),
+                    ("texts", text),
+                    ("metadatas", metadata),
+                    ("terms", terms),
+                    ("term_ids", ids_of),
+                    ("term_counts", counts_of),
+                    ("turn_ids", int(metadata.get("turn_id", 0))),
+                    ("chunk_types", str(metadata.get("chunk_type", ""))),
+                    ("type_codes", type_index.setdefault(str(metadata.get("chunk_type", "")), len(type_index))),
+                    ("doc_lens", len(terms)),
+                    ("chain_codes", chain_index.setdefault(chain_key(metadata, chunk_id), len(chain_index))),
+                ):
                     rows[name].append(value)
             return rows
 
@@ -301,23 +323,36 @@ class CorpusCache:
             vocab = dict(cached.vocab)
             rows = added_rows(vocab)
             table = ChunkTable()
-            kept = {name: list(getattr(cached, name)[:cut]) for name in ("ids", "texts", "metadatas", "terms",
-                                                                         "term_ids", "term_counts")}
+            kept = {
+                name: list(getattr(cached, name)[:cut])
+                for name in ("ids", "texts", "metadatas", "terms", "term_ids", "term_counts")
+            }
             types = [str(t) for t in cached.chunk_types[:cut]]
-            kept.update(turn_ids=cached.turn_ids[:cut], chunk_types=types,
-                        type_codes=[type_index.setdefault(t, len(type_index)) for t in types],
-                        doc_lens=cached.doc_lens[:cut], chain_codes=chain_codes_of(cached)[:cut])
+            kept.update(
+                turn_ids=cached.turn_ids[:cut],
+                chunk_types=types,
+                type_codes=[type_index.setdefault(t, len(type_index)) for t in types],
+                doc_lens=cached.doc_lens[:cut],
+                chain_codes=chain_codes_of(cached)[:cut],
+            )
             table.append(kept)
             size = table.append(rows)
-        corpus = Corpus(version=version, vocab=vocab, chain_index=chain_index, type_index=type_index, table=table,
-                        delta=CorpusDelta(cached.version, tuple(rows["ids"]), len(cached.ids) - cut),
-                        **table.fields(size))
+        corpus = Corpus(
+            version=version,
+            vocab=vocab,
+            chain_index=chain_index,
+            type_index=type_index,
+            table=table,
+            delta=CorpusDelta(cached.version, tuple(rows["ids"]), len(cached.ids) - cut),
+            **table.fields(size),
+        )
         corpus.earlier_views = carried_views(cached, cut if cut < len(cached.ids) else None)
         corpus.vectors = kept_vectors(cached, corpus.position)
         return corpus
 
-    def _build(self, rows: list[Row], added: list[str], cached: Corpus | None, version: int, *,
-               removed: int | None = None) -> Corpus:
+    def _build(
+        self, rows: list[Row], added: list[str], cached: Corpus | None, version: int, *, removed: int | None = None
+    ) -> Corpus:
         """Return the corpus of `rows` (sorted here), reusing the cached chunks' term vectors."""
         rows.sort(key=lambda row: row_key(row[2]))
         ids = [row[0] for row in rows]
@@ -340,16 +375,30 @@ class CorpusCache:
         table = ChunkTable()
         types = [str(m.get("chunk_type", "")) for m in metadatas]
         type_index = {} if cached is None else dict(cached.type_index)
-        size = table.append({
-            "ids": ids, "texts": [row[1] or "" for row in rows], "metadatas": metadatas, "terms": [row[3] for row in rows],
-            "term_ids": term_ids, "term_counts": term_counts,
-            "turn_ids": [int(m.get("turn_id", 0)) for m in metadatas], "chunk_types": types,
-            "type_codes": [type_index.setdefault(t, len(type_index)) for t in types],
-            "doc_lens": [len(row[3]) for row in rows], "chain_codes": codes,
-        })
-        corpus = Corpus(version=version, vocab=vocab, chain_index=chain_index, type_index=type_index, table=table,
-                        delta=None if cached is None else CorpusDelta(cached.version, tuple(added), removed),
-                        **table.fields(size))
+        size = table.append(
+            {
+                "ids": ids,
+                "texts": [row[1] or "" for row in rows],
+                "metadatas": metadatas,
+                "terms": [row[3] for row in rows],
+                "term_ids": term_ids,
+                "term_counts": term_counts,
+                "turn_ids": [int(m.get("turn_id", 0)) for m in metadatas],
+                "chunk_types": types,
+                "type_codes": [type_index.setdefault(t, len(type_index)) for t in types],
+                "doc_lens": [len(row[3]) for row in rows],
+                "chain_codes": codes,
+            }
+        )
+        corpus = Corpus(
+            version=version,
+            vocab=vocab,
+            chain_index=chain_index,
+            type_index=type_index,
+            table=table,
+            delta=None if cached is None else CorpusDelta(cached.version, tuple(added), removed),
+            **table.fields(size),
+        )
         if cached is not None and corpus.delta.removed == 0 and ids[: len(cached.ids)] == cached.ids:
             corpus.earlier_views = carried_views(cached)
         if cached is not None:
@@ -431,7 +480,9 @@ def term_vector(terms: list[str], vocab: dict[str, int]) -> tuple[np.ndarray, np
     for term in terms:
         term_id = vocab.setdefault(term, len(vocab))
         counts[term_id] = counts.get(term_id, 0) + 1
-    return np.fromiter(counts, dtype=np.int64, count=len(counts)), np.fromiter(counts.values(), dtype=np.int64, count=len(counts))
+    return np.fromiter(counts, dtype=np.int64, count=len(counts)), np.fromiter(
+        counts.values(), dtype=np.int64, count=len(counts)
+    )
 
 
 def kept_vectors(cached: Corpus, position: dict[str, int]) -> dict:

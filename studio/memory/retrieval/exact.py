@@ -8,6 +8,7 @@ the store by id once per chunk and kept on the corpus (`Corpus.vectors`, carried
 corpus for the chunks it keeps; chunks never change in place). `RetrievalConfig.exact_search_max`
 says how many chunks are "a few".
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -17,6 +17,7 @@ fusion gives it over the arms cut at their depth (none when no arm reaches it); 
 every scope collection of the store when the chunk is not in the asked scope: a diagnostic
 path, never the hot one.
 """
+
 from __future__ import annotations
 
 import time
@@ -203,16 +204,25 @@ def why_not(
         return report
     stats = QueryStats()
     _corpus, view, rankings = search.rank(
-        str(scope_id), query_text, filters, 0, stats, StageTimer(stats), full=True,
-        config=config, embedder=knobs["embedder"], prefer=prefer,
+        str(scope_id),
+        query_text,
+        filters,
+        0,
+        stats,
+        StageTimer(stats),
+        full=True,
+        config=config,
+        embedder=knobs["embedder"],
+        prefer=prefer,
     )
     report["filtered_size"] = len(view.positions)
     for name, ranking in rankings.items():
         if chunk_id in ranking.scores:
             report["ranks"][name] = ranking.ids.index(chunk_id) + 1
             report["scores"][name] = ranking.scores[chunk_id]
-    outcome = search.query(scope_id, query_text, k=max(k, 1), filters=filters, focus_terms=focus_terms, prefer=prefer,
-                           **knobs)
+    outcome = search.query(
+        scope_id, query_text, k=max(k, 1), filters=filters, focus_terms=focus_terms, prefer=prefer, **knobs
+    )
     for row in outcome.results:
         if row["id"] == chunk_id:
             report["final_rank"] = row["explain"]["final_rank"]

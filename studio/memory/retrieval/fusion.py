@@ -9,6 +9,7 @@ scale (cosine distance versus BM25), so adding raw scores would let one arm's sc
 dominate. RRF only looks at where a document ranks within each arm, which makes the arms
 commensurable.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence

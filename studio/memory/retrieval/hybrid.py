@@ -25,6 +25,7 @@ reload; nothing cached: the error propagates) and arms.py (the semantic arm degr
 the store fails during the query). A query with k <= 0 or a blank text returns nothing
 without touching the store.
 """
+
 from __future__ import annotations
 
 import threading

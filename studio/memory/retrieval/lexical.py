@@ -18,6 +18,7 @@ Indexing terms (`index_terms`) are `tokenize` minus stop words (English and the 
 common game languages), with a light English plural/verb-suffix folding on Latin words; see
 docs/retrieval.md for what each step bought on the LoCoMo benchmark.
 """
+
 from __future__ import annotations
 
 import functools
@@ -220,8 +221,16 @@ class AggregatedBM25:
     towards targets[indptr[d]:indptr[d + 1]].
     """
 
-    def __init__(self, base: "PostingsBM25", indptr: np.ndarray, targets: np.ndarray, n_targets: int,
-                 k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25):
+    def __init__(
+        self,
+        base: "PostingsBM25",
+        indptr: np.ndarray,
+        targets: np.ndarray,
+        n_targets: int,
+        k1: float = 1.5,
+        b: float = 0.75,
+        epsilon: float = 0.25,
+    ):
         self.k1, self.b, self.epsilon = k1, b, epsilon
         self.corpus_size = int(n_targets)
         fanout = np.diff(indptr)
@@ -245,7 +254,9 @@ class AggregatedBM25:
         expanded_counts = np.repeat(counts, lengths)
         order = np.lexsort((expanded_targets, expanded_terms))
         expanded_terms, expanded_targets, expanded_counts = (
-            expanded_terms[order], expanded_targets[order], expanded_counts[order]
+            expanded_terms[order],
+            expanded_targets[order],
+            expanded_counts[order],
         )
         new_pair = np.ones(len(order), dtype=bool)
         new_pair[1:] = (expanded_terms[1:] != expanded_terms[:-1]) | (expanded_targets[1:] != expanded_targets[:-1])

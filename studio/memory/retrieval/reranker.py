@@ -14,6 +14,7 @@ Algorithm reference: Hindsight (MIT, engine/search/reranking.py). Local
 sentence-transformers cross-encoders return logits, squashed to [0, 1] with a sigmoid;
 already calibrated [0, 1] scores are passed through.
 """
+
 from __future__ import annotations
 
 import logging

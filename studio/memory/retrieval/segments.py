@@ -19,6 +19,7 @@ Invariants: segments are immutable and shared between an index and the index upd
 documents before the first changed one keep their ids and postings; a rebuild covers whole
 segments, from the first one holding a changed document to the end.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -53,7 +54,7 @@ class Segment:
         """Return (docs, counts) of `term_id` in this segment, or None."""
         i = int(np.searchsorted(self.terms, term_id))
         if i < len(self.terms) and self.terms[i] == term_id:
-            return self.docs[self.indptr[i]:self.indptr[i + 1]], self.counts[self.indptr[i]:self.indptr[i + 1]]
+            return self.docs[self.indptr[i] : self.indptr[i + 1]], self.counts[self.indptr[i] : self.indptr[i + 1]]
         return None
 
 
@@ -103,7 +104,7 @@ def _sizes(start: int, end: int) -> list[tuple[int, int, int]]:
     while `KEEP_OPEN` documents stay open, then the open tail."""
     out, position = [], start
     for level in range(MAX_LEVEL, -1, -1):
-        size = SEAL * MERGE ** level
+        size = SEAL * MERGE**level
         while end - position >= size + KEEP_OPEN:
             out.append((position, position + size, level))
             position += size
@@ -140,9 +141,19 @@ def _merge_runs(segments: list[Segment]) -> None:
 class ViewIndex:
     """BM25 over documents given as postings per term id, in segments (BM25Okapi's formula and IDF)."""
 
-    def __init__(self, vocab: dict[str, int], doc_len: np.ndarray, segments: list[Segment], df: np.ndarray, *,
-                 k1: float, b: float, epsilon: float = 0.25, df_counts: np.ndarray | None = None,
-                 length_sum: int | None = None):
+    def __init__(
+        self,
+        vocab: dict[str, int],
+        doc_len: np.ndarray,
+        segments: list[Segment],
+        df: np.ndarray,
+        *,
+        k1: float,
+        b: float,
+        epsilon: float = 0.25,
+        df_counts: np.ndarray | None = None,
+        length_sum: int | None = None,
+    ):
         self.vocab, self.doc_len_array, self.segments, self.df = vocab, doc_len, segments, df
         self.k1, self.b, self.epsilon = k1, b, epsilon
         self.corpus_size = len(doc_len)
@@ -167,8 +178,9 @@ class ViewIndex:
             frequencies = np.flatnonzero(self.df_counts[1:]) + 1
             terms = self.df_counts[frequencies]
             total = int(terms.sum())
-            self._average_idf = (float((self._raw_idf(frequencies.astype(np.float64)) * terms).sum()) / total
-                                 if total else 0.0)
+            self._average_idf = (
+                float((self._raw_idf(frequencies.astype(np.float64)) * terms).sum()) / total if total else 0.0
+            )
         return self._average_idf
 
     def term_idf(self, term_id: int) -> float:
@@ -221,8 +233,17 @@ class ViewIndex:
         np.add.at(df_counts, df[touched], 1)
         doc_len = np.concatenate([self.doc_len_array[:start], lengths]).astype(np.int64)
         length_sum = self.length_sum - int(self.doc_len_array[start:].sum()) + int(lengths.sum())
-        return ViewIndex(vocab, doc_len, segments, df, k1=self.k1, b=self.b, epsilon=self.epsilon,
-                         df_counts=df_counts, length_sum=length_sum)
+        return ViewIndex(
+            vocab,
+            doc_len,
+            segments,
+            df,
+            k1=self.k1,
+            b=self.b,
+            epsilon=self.epsilon,
+            df_counts=df_counts,
+            length_sum=length_sum,
+        )
 
     def get_scores(self, query) -> np.ndarray:
         score = np.zeros(self.corpus_size)

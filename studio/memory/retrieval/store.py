@@ -30,6 +30,7 @@ NotFoundError: `ChunkStore.call` forgets the handle and retries once. Writes her
 bump corpus versions themselves: the caller does, after the write (see corpus.py); only the
 legacy move reports its writes through `on_change`.
 """
+
 from __future__ import annotations
 
 import errno
@@ -338,7 +339,9 @@ class ChunkStore:
         for start in range(0, len(ids), GET_PAGE_SIZE):
             page = self.call(
                 scope_id,
-                lambda collection, part=ids[start : start + GET_PAGE_SIZE]: collection.get(ids=part, include=["embeddings"]),
+                lambda collection, part=ids[start : start + GET_PAGE_SIZE]: collection.get(
+                    ids=part, include=["embeddings"]
+                ),
                 create=False,
                 default={"ids": [], "embeddings": []},
             )

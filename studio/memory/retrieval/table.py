@@ -11,6 +11,7 @@ Invariants: the table only grows, and only the corpus at its tip appends to it (
 its lock: a corpus that is no longer the tip, or one that removed chunks, is copied into a new
 table); rows below a corpus's length never change.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -20,8 +21,13 @@ from collections.abc import Sequence
 import numpy as np
 
 LISTS = ("ids", "texts", "metadatas", "terms", "term_ids", "term_counts")
-ARRAYS = {"turn_ids": np.int64, "chunk_types": object, "type_codes": np.int64, "doc_lens": np.int64,
-          "chain_codes": np.int64}
+ARRAYS = {
+    "turn_ids": np.int64,
+    "chunk_types": object,
+    "type_codes": np.int64,
+    "doc_lens": np.int64,
+    "chain_codes": np.int64,
+}
 
 
 class Prefix(Sequence):

@@ -24,6 +24,7 @@ covering most of the story says little about which memory is meant, and the arm 
 mostly repeat the semantic and lexical arms (evidence counted twice). Failure modes: the store failing during its nearest query leaves the BM25 half
 (as the semantic arm degrades); no embedder or no BM25 backend leaves the other half.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -51,6 +52,7 @@ class TimePreference:
 def in_range_positions(arm_input) -> np.ndarray:
     """Return the view indices of the chunks whose turn is preferred (computed once per search:
     `skip_reason` and `rank` both ask, kept as the arm's `story_time` evidence)."""
+
     def positions() -> np.ndarray:
         turns = np.fromiter(arm_input.prefer.turns, dtype=np.int64, count=len(arm_input.prefer.turns))
         return np.flatnonzero(np.isin(arm_input.corpus.turn_ids[arm_input.view.positions], turns))
@@ -65,8 +67,10 @@ def skip_reason(arm_input) -> str | None:
         return "no chunk searched lies inside the named time"
     searched = len(arm_input.view.positions)
     if len(inside) > arm_input.config.temporal_max_share * searched:
-        return (f"the named time holds {len(inside)} of the {searched} chunks searched: too wide to say which "
-                "memory is meant (RetrievalConfig.temporal_max_share)")
+        return (
+            f"the named time holds {len(inside)} of the {searched} chunks searched: too wide to say which "
+            "memory is meant (RetrievalConfig.temporal_max_share)"
+        )
     return None
 
 
@@ -97,8 +101,9 @@ def _nearest_inside(arm_input, inside: np.ndarray) -> list[str]:
         if len(inside) <= arm_input.config.exact_search_max:  # a few turns: exact, no metadata scan in Chroma
             ids, _distances = exact_nearest(arm_input, inside, depth)
         else:
-            ids, _distances = arm_input.store.nearest(arm_input.scope_id, arm_input.query_vector(),
-                                                      where_clause(conditions), depth)
+            ids, _distances = arm_input.store.nearest(
+                arm_input.scope_id, arm_input.query_vector(), where_clause(conditions), depth
+            )
     except Exception as exc:
         if not is_store_failure(exc):
             raise

@@ -36,6 +36,7 @@ the corpus), numbered in the view with numpy.
 
 Views are immutable once built: extending returns a new view and shares unchanged arrays.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -51,7 +52,6 @@ from studio.memory.retrieval.table import raw
 
 if TYPE_CHECKING:  # pragma: no cover
     from studio.memory.retrieval.corpus import Corpus
-
 
 
 @dataclass
@@ -114,8 +114,12 @@ def chain_codes_of(corpus: Corpus) -> np.ndarray:
     """Return the corpus's chain code per chunk (computed once for a corpus built without them)."""
     if corpus.chain_codes is None:
         corpus.chain_codes = np.asarray(
-            [corpus.chain_index.setdefault(chain_key(m, i), len(corpus.chain_index))
-             for i, m in zip(corpus.ids, corpus.metadatas)], dtype=np.int64)
+            [
+                corpus.chain_index.setdefault(chain_key(m, i), len(corpus.chain_index))
+                for i, m in zip(corpus.ids, corpus.metadatas)
+            ],
+            dtype=np.int64,
+        )
     return corpus.chain_codes
 
 
@@ -161,8 +165,16 @@ def build_structure(corpus: Corpus, positions: np.ndarray, config: RetrievalConf
     window = config.context_window
     count = len(positions)
     if not count:
-        return Structure(EMPTY, EMPTY, EMPTY, np.zeros(1, dtype=np.int64), EMPTY, np.zeros((0, 3), dtype=np.int64),
-                         np.zeros(0, dtype=bool), np.zeros(0, dtype=bool))
+        return Structure(
+            EMPTY,
+            EMPTY,
+            EMPTY,
+            np.zeros(1, dtype=np.int64),
+            EMPTY,
+            np.zeros((0, 3), dtype=np.int64),
+            np.zeros(0, dtype=bool),
+            np.zeros(0, dtype=bool),
+        )
     chain_of, group_of = _chain_and_group(corpus, positions, config)
     # Chain order: chains one after another, each in view (= write) order (the view's own order when its
     # chains already follow one another: no sort).
@@ -208,7 +220,9 @@ def build_structure(corpus: Corpus, positions: np.ndarray, config: RetrievalConf
     )
 
 
-def structure_after(old: Structure, corpus: Corpus, positions: np.ndarray, same: int, config: RetrievalConfig) -> Structure:
+def structure_after(
+    old: Structure, corpus: Corpus, positions: np.ndarray, same: int, config: RetrievalConfig
+) -> Structure:
     """The structure of `positions`, whose first `same` chunks are those of the view `old` describes (an append
     after them, or a cut to them): equal to `build_structure`, computed only from the last groups on.
 
@@ -234,15 +248,25 @@ def structure_after(old: Structure, corpus: Corpus, positions: np.ndarray, same:
     group = int(old.group_of[start])
     sub_group = group - base_group
     return Structure(
-        context_indptr=np.concatenate([old.context_indptr[: start + 1],
-                                       old.context_indptr[start] + sub.context_indptr[k + 1:] - sub.context_indptr[k]]),
-        context_members=np.concatenate([old.context_members[: old.context_indptr[start]],
-                                        sub.context_members[sub.context_indptr[k]:] + offset]),
+        context_indptr=np.concatenate(
+            [
+                old.context_indptr[: start + 1],
+                old.context_indptr[start] + sub.context_indptr[k + 1 :] - sub.context_indptr[k],
+            ]
+        ),
+        context_members=np.concatenate(
+            [old.context_members[: old.context_indptr[start]], sub.context_members[sub.context_indptr[k] :] + offset]
+        ),
         group_of=np.concatenate([old.group_of[:start], sub.group_of[k:] + base_group]),
-        group_indptr=np.concatenate([old.group_indptr[: group + 1],
-                                     old.group_indptr[group] + sub.group_indptr[sub_group + 1:] - sub.group_indptr[sub_group]]),
-        group_members=np.concatenate([old.group_members[: old.group_indptr[group]],
-                                      sub.group_members[sub.group_indptr[sub_group]:] + offset]),
+        group_indptr=np.concatenate(
+            [
+                old.group_indptr[: group + 1],
+                old.group_indptr[group] + sub.group_indptr[sub_group + 1 :] - sub.group_indptr[sub_group],
+            ]
+        ),
+        group_members=np.concatenate(
+            [old.group_members[: old.group_indptr[group]], sub.group_members[sub.group_indptr[sub_group] :] + offset]
+        ),
         context_span=np.concatenate([old.context_span[:start], sub.context_span[k:] + np.array([offset, offset, 0])]),
         context_adds=np.concatenate([old.context_adds[:start], sub.context_adds[k:]]),
         turn_adds=np.concatenate([old.turn_adds[:start], sub.turn_adds[k:]]),
@@ -285,8 +309,16 @@ class _Base:
         return sizes, (np.concatenate(terms) if terms else EMPTY), (np.concatenate(counts) if counts else EMPTY)
 
 
-def _index(corpus: Corpus, base: _Base, indptr, members, n_targets: int, config: RetrievalConfig,
-           old: ViewIndex | None = None, first_changed: int = 0) -> ViewIndex:
+def _index(
+    corpus: Corpus,
+    base: _Base,
+    indptr,
+    members,
+    n_targets: int,
+    config: RetrievalConfig,
+    old: ViewIndex | None = None,
+    first_changed: int = 0,
+) -> ViewIndex:
     """Build the index of `n_targets` documents, or update `old` from its first changed document on (segments.py)."""
     if old is None:
         return ViewIndex.build(corpus.vocab, base, indptr, members, n_targets, k1=config.bm25_k1, b=config.bm25_b)
@@ -300,8 +332,15 @@ def _first(changed: np.ndarray, otherwise: int) -> int:
 def _view(corpus, positions, structure, own, context, turn) -> View:
     member = np.zeros(len(corpus.ids), dtype=bool)
     member[positions] = True
-    return View(positions=positions, own_index=own, context_index=context, turn_index=turn,
-                turn_of_position=structure.group_of, member=member, structure=structure)
+    return View(
+        positions=positions,
+        own_index=own,
+        context_index=context,
+        turn_index=turn,
+        turn_of_position=structure.group_of,
+        member=member,
+        structure=structure,
+    )
 
 
 def build_view(corpus: Corpus, positions: np.ndarray, config: RetrievalConfig) -> View:
@@ -315,8 +354,9 @@ def build_view(corpus: Corpus, positions: np.ndarray, config: RetrievalConfig) -
         identity = np.arange(count + 1, dtype=np.int64)
         own = _index(corpus, base, identity, identity[:-1], count, config)
         context = _index(corpus, base, structure.context_indptr, structure.context_members, count, config)
-        turn = _index(corpus, base, structure.group_indptr, structure.group_members,
-                      len(structure.group_indptr) - 1, config)
+        turn = _index(
+            corpus, base, structure.group_indptr, structure.group_members, len(structure.group_indptr) - 1, config
+        )
     return _view(corpus, positions, structure, own, context, turn)
 
 
@@ -338,14 +378,33 @@ def truncate_view(old: View, corpus: Corpus, count: int, config: RetrievalConfig
     identity = np.arange(count + 1, dtype=np.int64)
     own = _index(corpus, base, identity, identity[:-1], count, config, old.own_index, count)
     kept = structure.kept  # the documents before it are the old ones (`structure_after`): only the rest compared
-    changed = kept + np.flatnonzero((structure.context_span[kept:] != old.structure.context_span[kept:count]).any(axis=1))
-    context = _index(corpus, base, structure.context_indptr, structure.context_members, count, config,
-                     old.context_index, _first(changed, count))
+    changed = kept + np.flatnonzero(
+        (structure.context_span[kept:] != old.structure.context_span[kept:count]).any(axis=1)
+    )
+    context = _index(
+        corpus,
+        base,
+        structure.context_indptr,
+        structure.context_members,
+        count,
+        config,
+        old.context_index,
+        _first(changed, count),
+    )
     n_groups, kept_groups = len(structure.group_indptr) - 1, int(structure.group_of[kept]) if kept < count else 0
-    shrunk = kept_groups + np.flatnonzero(np.diff(structure.group_indptr[kept_groups:])
-                                          != np.diff(old.structure.group_indptr[kept_groups:n_groups + 1]))
-    turn = _index(corpus, base, structure.group_indptr, structure.group_members, n_groups, config,
-                  old.turn_index, _first(shrunk, n_groups))
+    shrunk = kept_groups + np.flatnonzero(
+        np.diff(structure.group_indptr[kept_groups:]) != np.diff(old.structure.group_indptr[kept_groups : n_groups + 1])
+    )
+    turn = _index(
+        corpus,
+        base,
+        structure.group_indptr,
+        structure.group_members,
+        n_groups,
+        config,
+        old.turn_index,
+        _first(shrunk, n_groups),
+    )
     return _view(corpus, positions, structure, own, context, turn)
 
 
@@ -364,13 +423,33 @@ def extend_view(old: View, corpus: Corpus, positions: np.ndarray, config: Retrie
     # A context changes when its neighbours do (the last of a chain; a small last turn that
     # grows to fill the window is read alone from then on, so it may also lose members).
     kept = min(structure.kept, n_old)  # the documents before it are the old ones: only the rest compared
-    changed = kept + np.flatnonzero((structure.context_span[kept:n_old] != old.structure.context_span[kept:]).any(axis=1))
-    context = _index(corpus, base, structure.context_indptr, structure.context_members, count, config,
-                     old.context_index, _first(changed, n_old))
+    changed = kept + np.flatnonzero(
+        (structure.context_span[kept:n_old] != old.structure.context_span[kept:]).any(axis=1)
+    )
+    context = _index(
+        corpus,
+        base,
+        structure.context_indptr,
+        structure.context_members,
+        count,
+        config,
+        old.context_index,
+        _first(changed, n_old),
+    )
     n_groups, n_old_groups = len(structure.group_indptr) - 1, len(old.structure.group_indptr) - 1
     kept_groups = min(int(structure.group_of[kept]), n_old_groups) if kept < count else n_old_groups
-    grown = kept_groups + np.flatnonzero(np.diff(structure.group_indptr[kept_groups:n_old_groups + 1])
-                                         != np.diff(old.structure.group_indptr[kept_groups:]))
-    turn = _index(corpus, base, structure.group_indptr, structure.group_members, n_groups, config,
-                  old.turn_index, _first(grown, n_old_groups))
+    grown = kept_groups + np.flatnonzero(
+        np.diff(structure.group_indptr[kept_groups : n_old_groups + 1])
+        != np.diff(old.structure.group_indptr[kept_groups:])
+    )
+    turn = _index(
+        corpus,
+        base,
+        structure.group_indptr,
+        structure.group_members,
+        n_groups,
+        config,
+        old.turn_index,
+        _first(grown, n_old_groups),
+    )
     return _view(corpus, positions, structure, own, context, turn)

@@ -4,6 +4,7 @@ Shown on a living save's Console, Facts, Beliefs and Mental models pages (and, w
 `always=True`, wherever a model is needed whatever the memory mode) while
 `AXIOM_LLM_BASE_URL` is empty; renders nothing once a model is configured.
 """
+
 from __future__ import annotations
 
 from django import template

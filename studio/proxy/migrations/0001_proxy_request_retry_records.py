@@ -5,27 +5,36 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('saves', '0003_console_play'),
+        ("saves", "0003_console_play"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ProxyRequest',
+            name="ProxyRequest",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.CharField(help_text='sha256 of the Idempotency-Key, or of the body.', max_length=64)),
-                ('mark', models.CharField(help_text="The save's generation:turn:written-at after the last write.", max_length=80)),
-                ('lost', models.BooleanField(default=False, help_text='It lost a race: its retries are refused.')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('game_save', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='proxy_requests', to='saves.save')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("key", models.CharField(help_text="sha256 of the Idempotency-Key, or of the body.", max_length=64)),
+                (
+                    "mark",
+                    models.CharField(
+                        help_text="The save's generation:turn:written-at after the last write.", max_length=80
+                    ),
+                ),
+                ("lost", models.BooleanField(default=False, help_text="It lost a race: its retries are refused.")),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "game_save",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="proxy_requests", to="saves.save"
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['game_save', 'created_at'], name='proxy_proxy_game_sa_3af1fa_idx')],
-                'constraints': [models.UniqueConstraint(fields=('game_save', 'key'), name='proxy_request_unique_key')],
+                "indexes": [models.Index(fields=["game_save", "created_at"], name="proxy_proxy_game_sa_3af1fa_idx")],
+                "constraints": [models.UniqueConstraint(fields=("game_save", "key"), name="proxy_request_unique_key")],
             },
         ),
     ]

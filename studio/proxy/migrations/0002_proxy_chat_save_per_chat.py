@@ -6,26 +6,44 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('proxy', '0001_proxy_request_retry_records'),
-        ('saves', '0004_narrator_snapshot_prompt_delta'),
-        ('universes', '0007_knowledge_known_by'),
+        ("proxy", "0001_proxy_request_retry_records"),
+        ("saves", "0004_narrator_snapshot_prompt_delta"),
+        ("universes", "0007_knowledge_known_by"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ProxyChat',
+            name="ProxyChat",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('game_save', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='proxy_chat', to='saves.save')),
-                ('universe', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='proxy_chats', to='universes.universe')),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='proxy_chats', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "game_save",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="proxy_chat", to="saves.save"
+                    ),
+                ),
+                (
+                    "universe",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="proxy_chats", to="universes.universe"
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="proxy_chats",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['user', 'universe', '-created_at'], name='proxy_proxy_user_id_6e64a2_idx')],
+                "indexes": [
+                    models.Index(fields=["user", "universe", "-created_at"], name="proxy_proxy_user_id_6e64a2_idx")
+                ],
             },
         ),
     ]

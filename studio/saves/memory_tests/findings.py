@@ -13,6 +13,7 @@ at least `kind` and `turn_id` (and, when the guard has them, `sentence`, `item`,
 Until one is registered there are no findings: a `no_findings` test passes, and its explain
 record says that no guard is installed.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable

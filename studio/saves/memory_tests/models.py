@@ -8,6 +8,7 @@ The table is in the timeline registry (`saves/memory_tests/timeline_tables.py`):
 deletes the rows after N, so the results shown are those that stood at N; a fork copies the rows
 up to N; the save file carries them (section `memory_test_results`).
 """
+
 from __future__ import annotations
 
 from django.db import models

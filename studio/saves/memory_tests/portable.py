@@ -10,6 +10,7 @@ One item per recorded result, in turn then name order::
 The definition is checked as every test is (`spec.parse_spec`), so a file cannot carry a test
 the studio could not have run. Optional: a file without the section imports with no results.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -25,8 +26,16 @@ MAX_EXPLAIN_RECORDS = 100
 
 def export_results(ctx: ExportContext) -> Iterator[dict]:
     for row in MemoryTestResult.objects.filter(game_save_id=ctx.game_save.pk).order_by("turn_id", "name"):
-        yield {"turn_id": row.turn_id, "name": row.name, "kind": row.kind, "definition": row.definition,
-               "verdict": row.verdict, "summary": row.summary, "explain": row.explain, "ran_at": iso(row.ran_at)}
+        yield {
+            "turn_id": row.turn_id,
+            "name": row.name,
+            "kind": row.kind,
+            "definition": row.definition,
+            "verdict": row.verdict,
+            "summary": row.summary,
+            "explain": row.explain,
+            "ran_at": iso(row.ran_at),
+        }
 
 
 def check_results(items: list, ctx: CheckContext, where: str) -> list[dict]:
@@ -83,8 +92,9 @@ def check_results(items: list, ctx: CheckContext, where: str) -> list[dict]:
 
 
 def load_results(items: list[dict], ctx: ImportContext) -> int:
-    MemoryTestResult.objects.bulk_create([MemoryTestResult(game_save=ctx.game_save, **item) for item in items],
-                                         batch_size=1000)
+    MemoryTestResult.objects.bulk_create(
+        [MemoryTestResult(game_save=ctx.game_save, **item) for item in items], batch_size=1000
+    )
     return len(items)
 
 

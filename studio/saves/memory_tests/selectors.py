@@ -1,4 +1,5 @@
 """Reads of recorded memory-test results: as they stood at a turn, and the turns that have some."""
+
 from __future__ import annotations
 
 from django.db.models import Count, Max, Q
@@ -24,6 +25,7 @@ def result_turns(*, game_save) -> list[dict]:
     """Return the turns with recorded results, newest first: {turn_id, tests, failed}."""
     return list(
         MemoryTestResult.objects.filter(game_save=game_save, turn_id__lte=game_save.current_turn)
-        .values("turn_id").annotate(tests=Count("id"), failed=Count("id", filter=Q(verdict__in=FAILING)))
+        .values("turn_id")
+        .annotate(tests=Count("id"), failed=Count("id", filter=Q(verdict__in=FAILING)))
         .order_by("-turn_id")
     )

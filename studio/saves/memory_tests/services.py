@@ -11,6 +11,7 @@ A judge that raises gives its test the verdict `error` with the exception's mess
 store that is down, say); the other tests still run. `error` counts as a failure: a CI run
 must not pass on a test it could not judge.
 """
+
 from __future__ import annotations
 
 import logging
@@ -47,8 +48,15 @@ class Outcome:
         return self.verdict in FAILING
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "sentence": self.sentence, "verdict": self.verdict,
-                "summary": self.summary, "explain": self.explain, "definition": self.definition}
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "sentence": self.sentence,
+            "verdict": self.verdict,
+            "summary": self.summary,
+            "explain": self.explain,
+            "definition": self.definition,
+        }
 
 
 @dataclass
@@ -69,8 +77,15 @@ class SaveRun:
         return {verdict: sum(1 for o in self.outcomes if o.verdict == verdict) for verdict in Verdict.values}
 
     def as_dict(self) -> dict[str, Any]:
-        return {"save_id": self.save_id, "name": self.save_name, "turn": self.turn, "passed": self.passed,
-                "recorded": self.recorded, "counts": self.counts(), "results": [o.as_dict() for o in self.outcomes]}
+        return {
+            "save_id": self.save_id,
+            "name": self.save_name,
+            "turn": self.turn,
+            "passed": self.passed,
+            "recorded": self.recorded,
+            "counts": self.counts(),
+            "results": [o.as_dict() for o in self.outcomes],
+        }
 
 
 def _judged(spec, reader: SaveReader) -> Judged:
@@ -78,12 +93,16 @@ def _judged(spec, reader: SaveReader) -> Judged:
         return judge(spec, reader)
     except Exception as exc:  # one test that cannot be judged must not hide the others' verdicts
         logger.exception("memory test %s could not be judged on save %s", spec.name, reader.save.save_id)
-        return Judged(Verdict.ERROR, f"The test could not be judged: {type(exc).__name__}: {str(exc)[:300]}",
-                      [{"record": "note", "note": f"{type(exc).__name__}: {str(exc)[:300]}"}])
+        return Judged(
+            Verdict.ERROR,
+            f"The test could not be judged: {type(exc).__name__}: {str(exc)[:300]}",
+            [{"record": "note", "note": f"{type(exc).__name__}: {str(exc)[:300]}"}],
+        )
 
 
-def memory_tests_run(*, game_save: Save, tests: Iterable | None = None, record: bool = True,
-                     vector_memory=None) -> SaveRun:
+def memory_tests_run(
+    *, game_save: Save, tests: Iterable | None = None, record: bool = True, vector_memory=None
+) -> SaveRun:
     """Judge `tests` (MemoryTest rows; default: every test of the save's universe) on `game_save` at its
     current turn; with `record`, store the results at that turn. Raise TurnConflict when the save moved
     on while the tests ran (nothing recorded)."""
@@ -94,9 +113,17 @@ def memory_tests_run(*, game_save: Save, tests: Iterable | None = None, record: 
     for row in rows:
         spec = row.spec
         judged = _judged(spec, reader)
-        run.outcomes.append(Outcome(name=spec.name, kind=spec.kind, sentence=spec.sentence(),
-                                    definition=spec.as_dict(), verdict=str(judged.verdict), summary=judged.summary,
-                                    explain=judged.explain))
+        run.outcomes.append(
+            Outcome(
+                name=spec.name,
+                kind=spec.kind,
+                sentence=spec.sentence(),
+                definition=spec.as_dict(),
+                verdict=str(judged.verdict),
+                summary=judged.summary,
+                explain=judged.explain,
+            )
+        )
     if record and run.outcomes:
         _record(game_save, turn=turn, generation=generation, outcomes=run.outcomes)
         run.recorded = True
@@ -109,18 +136,33 @@ def _record(game_save: Save, *, turn: int, generation: int, outcomes: list[Outco
         if locked.current_turn != turn or locked.timeline_generation != generation:
             raise TurnConflict(
                 f"Save {locked.save_id} moved on while its memory tests ran (turn {turn} then, {locked.current_turn} "
-                "now): nothing was recorded; run them again.", save_id=locked.save_id, current_turn=locked.current_turn)
+                "now): nothing was recorded; run them again.",
+                save_id=locked.save_id,
+                current_turn=locked.current_turn,
+            )
         MemoryTestResult.objects.filter(game_save=locked, turn_id=turn, name__in=[o.name for o in outcomes]).delete()
         now = timezone.now()
-        MemoryTestResult.objects.bulk_create([
-            MemoryTestResult(game_save=locked, turn_id=turn, name=o.name, kind=o.kind, definition=o.definition,
-                             verdict=o.verdict, summary=o.summary, explain=o.explain, ran_at=now)
-            for o in outcomes
-        ])
+        MemoryTestResult.objects.bulk_create(
+            [
+                MemoryTestResult(
+                    game_save=locked,
+                    turn_id=turn,
+                    name=o.name,
+                    kind=o.kind,
+                    definition=o.definition,
+                    verdict=o.verdict,
+                    summary=o.summary,
+                    explain=o.explain,
+                    ran_at=now,
+                )
+                for o in outcomes
+            ]
+        )
 
 
-def memory_tests_run_many(*, saves: Iterable[Save], tests: Iterable | None = None, record: bool = True,
-                          vector_memory=None) -> list[SaveRun]:
+def memory_tests_run_many(
+    *, saves: Iterable[Save], tests: Iterable | None = None, record: bool = True, vector_memory=None
+) -> list[SaveRun]:
     """Run the tests on each save in turn (`memory_tests_run`); a save that moved on during its run is
     judged again once, then its conflict is raised."""
     tests = None if tests is None else list(tests)

@@ -5,13 +5,15 @@ so the table is plain: a rewind to N deletes the rows after N (the results that 
 recorded by N), a fork copies the rows up to N, the save file's `memory_test_results` section
 carries them.
 """
+
 from __future__ import annotations
 
 from studio.memory import timeline
 from studio.saves.memory_tests.models import MemoryTestResult
 
-TABLE = timeline.TurnTable.plain("memory_test_results", MemoryTestResult, order=95, section="memory_test_results",
-                                 label="Memory test results")
+TABLE = timeline.TurnTable.plain(
+    "memory_test_results", MemoryTestResult, order=95, section="memory_test_results", label="Memory test results"
+)
 
 
 def register() -> None:

@@ -6,74 +6,112 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('universes', '0001_initial'),
+        ("universes", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Save',
+            name="Save",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('save_id', models.CharField(default=studio.world.models.new_save_id, max_length=64, unique=True)),
-                ('name', models.CharField(max_length=200)),
-                ('memory_mode', models.CharField(choices=[('classic', 'Classic (hybrid search only)'), ('living', 'Living (facts, beliefs, mental models)')], default='classic', max_length=10)),
-                ('beliefs_enabled', models.BooleanField(default=True)),
-                ('current_turn', models.PositiveIntegerField(default=0)),
-                ('timeline_generation', models.PositiveIntegerField(default=0, help_text='Incremented by every rewind; jobs from an older generation write nothing.')),
-                ('meta', models.JSONField(blank=True, default=dict, help_text='Universe_Meta copied at creation.')),
-                ('fork_turn', models.PositiveIntegerField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('last_activity_at', models.DateTimeField(auto_now_add=True)),
-                ('forked_from', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='forks', to='saves.save')),
-                ('universe', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='saves', to='universes.universe')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("save_id", models.CharField(default=studio.world.models.new_save_id, max_length=64, unique=True)),
+                ("name", models.CharField(max_length=200)),
+                (
+                    "memory_mode",
+                    models.CharField(
+                        choices=[
+                            ("classic", "Classic (hybrid search only)"),
+                            ("living", "Living (facts, beliefs, mental models)"),
+                        ],
+                        default="classic",
+                        max_length=10,
+                    ),
+                ),
+                ("beliefs_enabled", models.BooleanField(default=True)),
+                ("current_turn", models.PositiveIntegerField(default=0)),
+                (
+                    "timeline_generation",
+                    models.PositiveIntegerField(
+                        default=0, help_text="Incremented by every rewind; jobs from an older generation write nothing."
+                    ),
+                ),
+                ("meta", models.JSONField(blank=True, default=dict, help_text="Universe_Meta copied at creation.")),
+                ("fork_turn", models.PositiveIntegerField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("last_activity_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "forked_from",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="forks",
+                        to="saves.save",
+                    ),
+                ),
+                (
+                    "universe",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="saves", to="universes.universe"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-last_activity_at', '-id'],
+                "ordering": ["-last_activity_at", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='Event',
+            name="Event",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('turn_id', models.PositiveIntegerField()),
-                ('player_input', models.TextField(blank=True)),
-                ('narrative', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('game_save', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='events', to='saves.save')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("turn_id", models.PositiveIntegerField()),
+                ("player_input", models.TextField(blank=True)),
+                ("narrative", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "game_save",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="events", to="saves.save"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['game_save', 'turn_id'],
+                "ordering": ["game_save", "turn_id"],
             },
         ),
         migrations.CreateModel(
-            name='StateCache',
+            name="StateCache",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('turn_id', models.PositiveIntegerField()),
-                ('state', models.JSONField(blank=True, default=dict)),
-                ('game_save', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='states', to='saves.save')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("turn_id", models.PositiveIntegerField()),
+                ("state", models.JSONField(blank=True, default=dict)),
+                (
+                    "game_save",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="states", to="saves.save"
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'state cache',
-                'verbose_name_plural': 'state cache',
-                'ordering': ['game_save', 'turn_id'],
+                "verbose_name": "state cache",
+                "verbose_name_plural": "state cache",
+                "ordering": ["game_save", "turn_id"],
             },
         ),
         migrations.AddIndex(
-            model_name='save',
-            index=models.Index(fields=['universe', '-last_activity_at'], name='saves_save_univers_f59a7e_idx'),
+            model_name="save",
+            index=models.Index(fields=["universe", "-last_activity_at"], name="saves_save_univers_f59a7e_idx"),
         ),
         migrations.AddConstraint(
-            model_name='event',
-            constraint=models.UniqueConstraint(fields=('game_save', 'turn_id'), name='event_unique_turn'),
+            model_name="event",
+            constraint=models.UniqueConstraint(fields=("game_save", "turn_id"), name="event_unique_turn"),
         ),
         migrations.AddConstraint(
-            model_name='statecache',
-            constraint=models.UniqueConstraint(fields=('game_save', 'turn_id'), name='state_unique_turn'),
+            model_name="statecache",
+            constraint=models.UniqueConstraint(fields=("game_save", "turn_id"), name="state_unique_turn"),
         ),
     ]

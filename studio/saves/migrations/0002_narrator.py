@@ -5,86 +5,136 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('saves', '0001_initial'),
+        ("saves", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='NarratorDraft',
+            name="NarratorDraft",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('turn_id', models.PositiveIntegerField()),
-                ('player_input', models.TextField(blank=True)),
-                ('status', models.CharField(choices=[('open', 'Open'), ('accepted', 'Accepted'), ('discarded', 'Discarded')], default='open', max_length=10)),
-                ('chosen_number', models.PositiveIntegerField(default=1, help_text='The alternative the playtester chose.')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('game_save', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='narrator_drafts', to='saves.save')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("turn_id", models.PositiveIntegerField()),
+                ("player_input", models.TextField(blank=True)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[("open", "Open"), ("accepted", "Accepted"), ("discarded", "Discarded")],
+                        default="open",
+                        max_length=10,
+                    ),
+                ),
+                (
+                    "chosen_number",
+                    models.PositiveIntegerField(default=1, help_text="The alternative the playtester chose."),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "game_save",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="narrator_drafts", to="saves.save"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['game_save', '-id'],
+                "ordering": ["game_save", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='NarratorAlternative',
+            name="NarratorAlternative",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('number', models.PositiveIntegerField()),
-                ('status', models.CharField(choices=[('pending', 'Waiting to stream'), ('streaming', 'Streaming'), ('done', 'Done'), ('failed', 'Failed'), ('cancelled', 'Cancelled')], default='pending', max_length=10)),
-                ('text', models.TextField(blank=True)),
-                ('error', models.TextField(blank=True)),
-                ('model', models.CharField(blank=True, max_length=200)),
-                ('finish_reason', models.CharField(blank=True, max_length=40)),
-                ('latency_ms', models.PositiveIntegerField(default=0)),
-                ('prompt_tokens', models.PositiveIntegerField(default=0)),
-                ('completion_tokens', models.PositiveIntegerField(default=0)),
-                ('system_prompt', models.TextField(blank=True)),
-                ('user_prompt', models.TextField(blank=True)),
-                ('context', models.JSONField(blank=True, default=dict, help_text='MemoryContext.as_dict() of the prompt.')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('draft', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='alternatives', to='saves.narratordraft')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("number", models.PositiveIntegerField()),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Waiting to stream"),
+                            ("streaming", "Streaming"),
+                            ("done", "Done"),
+                            ("failed", "Failed"),
+                            ("cancelled", "Cancelled"),
+                        ],
+                        default="pending",
+                        max_length=10,
+                    ),
+                ),
+                ("text", models.TextField(blank=True)),
+                ("error", models.TextField(blank=True)),
+                ("model", models.CharField(blank=True, max_length=200)),
+                ("finish_reason", models.CharField(blank=True, max_length=40)),
+                ("latency_ms", models.PositiveIntegerField(default=0)),
+                ("prompt_tokens", models.PositiveIntegerField(default=0)),
+                ("completion_tokens", models.PositiveIntegerField(default=0)),
+                ("system_prompt", models.TextField(blank=True)),
+                ("user_prompt", models.TextField(blank=True)),
+                (
+                    "context",
+                    models.JSONField(blank=True, default=dict, help_text="MemoryContext.as_dict() of the prompt."),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "draft",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="alternatives",
+                        to="saves.narratordraft",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['draft', 'number'],
+                "ordering": ["draft", "number"],
             },
         ),
         migrations.CreateModel(
-            name='NarratorSnapshot',
+            name="NarratorSnapshot",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('turn_id', models.PositiveIntegerField()),
-                ('player_input', models.TextField(blank=True)),
-                ('proposed', models.TextField(blank=True, help_text='The narrative as the model wrote it.')),
-                ('edited', models.BooleanField(default=False, help_text='The playtester changed the text before accepting.')),
-                ('alternatives', models.PositiveIntegerField(default=1)),
-                ('model', models.CharField(blank=True, max_length=200)),
-                ('finish_reason', models.CharField(blank=True, max_length=40)),
-                ('latency_ms', models.PositiveIntegerField(default=0)),
-                ('prompt_tokens', models.PositiveIntegerField(default=0)),
-                ('completion_tokens', models.PositiveIntegerField(default=0)),
-                ('prompt_chars', models.PositiveIntegerField(default=0)),
-                ('system_prompt', models.TextField(blank=True)),
-                ('user_prompt', models.TextField(blank=True)),
-                ('context', models.JSONField(blank=True, default=dict, help_text='MemoryContext.as_dict(): items, reasons, cuts.')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('game_save', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='narrator_snapshots', to='saves.save')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("turn_id", models.PositiveIntegerField()),
+                ("player_input", models.TextField(blank=True)),
+                ("proposed", models.TextField(blank=True, help_text="The narrative as the model wrote it.")),
+                (
+                    "edited",
+                    models.BooleanField(default=False, help_text="The playtester changed the text before accepting."),
+                ),
+                ("alternatives", models.PositiveIntegerField(default=1)),
+                ("model", models.CharField(blank=True, max_length=200)),
+                ("finish_reason", models.CharField(blank=True, max_length=40)),
+                ("latency_ms", models.PositiveIntegerField(default=0)),
+                ("prompt_tokens", models.PositiveIntegerField(default=0)),
+                ("completion_tokens", models.PositiveIntegerField(default=0)),
+                ("prompt_chars", models.PositiveIntegerField(default=0)),
+                ("system_prompt", models.TextField(blank=True)),
+                ("user_prompt", models.TextField(blank=True)),
+                (
+                    "context",
+                    models.JSONField(
+                        blank=True, default=dict, help_text="MemoryContext.as_dict(): items, reasons, cuts."
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "game_save",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="narrator_snapshots", to="saves.save"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['game_save', 'turn_id'],
+                "ordering": ["game_save", "turn_id"],
             },
         ),
         migrations.AddIndex(
-            model_name='narratordraft',
-            index=models.Index(fields=['game_save', 'status', 'turn_id'], name='saves_narra_game_sa_8280de_idx'),
+            model_name="narratordraft",
+            index=models.Index(fields=["game_save", "status", "turn_id"], name="saves_narra_game_sa_8280de_idx"),
         ),
         migrations.AddConstraint(
-            model_name='narratoralternative',
-            constraint=models.UniqueConstraint(fields=('draft', 'number'), name='narrator_alternative_unique_number'),
+            model_name="narratoralternative",
+            constraint=models.UniqueConstraint(fields=("draft", "number"), name="narrator_alternative_unique_number"),
         ),
         migrations.AddConstraint(
-            model_name='narratorsnapshot',
-            constraint=models.UniqueConstraint(fields=('game_save', 'turn_id'), name='narrator_snapshot_unique_turn'),
+            model_name="narratorsnapshot",
+            constraint=models.UniqueConstraint(fields=("game_save", "turn_id"), name="narrator_snapshot_unique_turn"),
         ),
     ]

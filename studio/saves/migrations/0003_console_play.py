@@ -5,45 +5,68 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('saves', '0002_narrator'),
+        ("saves", "0002_narrator"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='narratoralternative',
-            name='first_token_ms',
-            field=models.PositiveIntegerField(blank=True, help_text='Time to the first streamed text.', null=True),
+            model_name="narratoralternative",
+            name="first_token_ms",
+            field=models.PositiveIntegerField(blank=True, help_text="Time to the first streamed text.", null=True),
         ),
         migrations.AddField(
-            model_name='narratoralternative',
-            name='play_settings',
-            field=models.JSONField(blank=True, default=dict, help_text="The author's note and sampler settings the narration was made with."),
+            model_name="narratoralternative",
+            name="play_settings",
+            field=models.JSONField(
+                blank=True,
+                default=dict,
+                help_text="The author's note and sampler settings the narration was made with.",
+            ),
         ),
         migrations.AddField(
-            model_name='narratoralternative',
-            name='prefix',
-            field=models.TextField(blank=True, help_text='Continue: the narration this alternative extends (its text starts with it).'),
+            model_name="narratoralternative",
+            name="prefix",
+            field=models.TextField(
+                blank=True, help_text="Continue: the narration this alternative extends (its text starts with it)."
+            ),
         ),
         migrations.AddField(
-            model_name='narratorsnapshot',
-            name='play_settings',
-            field=models.JSONField(blank=True, default=dict, help_text="The author's note (text, depth) and sampler settings of the narration."),
+            model_name="narratorsnapshot",
+            name="play_settings",
+            field=models.JSONField(
+                blank=True,
+                default=dict,
+                help_text="The author's note (text, depth) and sampler settings of the narration.",
+            ),
         ),
         migrations.CreateModel(
-            name='PlaySettings',
+            name="PlaySettings",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('authors_note', models.TextField(blank=True, help_text="Text put into the narrator's prompt at the depth below.")),
-                ('authors_note_depth', models.PositiveSmallIntegerField(default=1, help_text='Where in the prompt: 0 after the last instruction, 1 just before it, higher earlier.')),
-                ('temperature', models.FloatField(blank=True, null=True)),
-                ('top_p', models.FloatField(blank=True, null=True)),
-                ('max_tokens', models.PositiveIntegerField(blank=True, null=True)),
-                ('frequency_penalty', models.FloatField(blank=True, null=True)),
-                ('repeat_penalty', models.FloatField(blank=True, null=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('game_save', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='play_settings', to='saves.save')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "authors_note",
+                    models.TextField(blank=True, help_text="Text put into the narrator's prompt at the depth below."),
+                ),
+                (
+                    "authors_note_depth",
+                    models.PositiveSmallIntegerField(
+                        default=1,
+                        help_text="Where in the prompt: 0 after the last instruction, 1 just before it, higher earlier.",
+                    ),
+                ),
+                ("temperature", models.FloatField(blank=True, null=True)),
+                ("top_p", models.FloatField(blank=True, null=True)),
+                ("max_tokens", models.PositiveIntegerField(blank=True, null=True)),
+                ("frequency_penalty", models.FloatField(blank=True, null=True)),
+                ("repeat_penalty", models.FloatField(blank=True, null=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "game_save",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="play_settings", to="saves.save"
+                    ),
+                ),
             ],
         ),
     ]

@@ -4,25 +4,32 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('saves', '0003_console_play'),
+        ("saves", "0003_console_play"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='narratorsnapshot',
-            name='prompt_delta',
-            field=models.JSONField(blank=True, help_text="The prompt as a delta of the save's nearest earlier snapshot: {system, user} operations (saves/narrator/snapshots.py); read it with snapshot_prompt().", null=True),
+            model_name="narratorsnapshot",
+            name="prompt_delta",
+            field=models.JSONField(
+                blank=True,
+                help_text="The prompt as a delta of the save's nearest earlier snapshot: {system, user} operations (saves/narrator/snapshots.py); read it with snapshot_prompt().",
+                null=True,
+            ),
         ),
         migrations.AlterField(
-            model_name='narratorsnapshot',
-            name='system_prompt',
-            field=models.TextField(blank=True, help_text='The whole system message, or empty when prompt_delta holds it.'),
+            model_name="narratorsnapshot",
+            name="system_prompt",
+            field=models.TextField(
+                blank=True, help_text="The whole system message, or empty when prompt_delta holds it."
+            ),
         ),
         migrations.AlterField(
-            model_name='narratorsnapshot',
-            name='user_prompt',
-            field=models.TextField(blank=True, help_text='The whole user message, or empty when prompt_delta holds it.'),
+            model_name="narratorsnapshot",
+            name="user_prompt",
+            field=models.TextField(
+                blank=True, help_text="The whole user message, or empty when prompt_delta holds it."
+            ),
         ),
     ]

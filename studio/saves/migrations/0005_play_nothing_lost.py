@@ -4,20 +4,27 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('saves', '0004_narrator_snapshot_prompt_delta'),
+        ("saves", "0004_narrator_snapshot_prompt_delta"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='event',
-            name='edited_at',
-            field=models.DateTimeField(blank=True, help_text='When the narrative was last edited by hand (before accepting, or afterwards); none: as narrated or written.', null=True),
+            model_name="event",
+            name="edited_at",
+            field=models.DateTimeField(
+                blank=True,
+                help_text="When the narrative was last edited by hand (before accepting, or afterwards); none: as narrated or written.",
+                null=True,
+            ),
         ),
         migrations.AlterField(
-            model_name='narratordraft',
-            name='status',
-            field=models.CharField(choices=[('open', 'Open'), ('accepted', 'Accepted'), ('discarded', 'Discarded'), ('undone', 'Undone')], default='open', max_length=10),
+            model_name="narratordraft",
+            name="status",
+            field=models.CharField(
+                choices=[("open", "Open"), ("accepted", "Accepted"), ("discarded", "Discarded"), ("undone", "Undone")],
+                default="open",
+                max_length=10,
+            ),
         ),
     ]

@@ -5,29 +5,51 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('saves', '0005_play_nothing_lost'),
+        ("saves", "0005_play_nothing_lost"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='MemoryTestResult',
+            name="MemoryTestResult",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('turn_id', models.PositiveIntegerField(help_text='The turn the save stood at when the test ran.')),
-                ('name', models.SlugField(max_length=80)),
-                ('kind', models.CharField(max_length=20)),
-                ('definition', models.JSONField(default=dict, help_text='The test as it ran (the flat record).')),
-                ('verdict', models.CharField(choices=[('pass', 'Passed'), ('fail', 'Failed'), ('error', 'Could not be judged'), ('skipped', 'Not judged at this turn')], max_length=10)),
-                ('summary', models.TextField(blank=True)),
-                ('explain', models.JSONField(blank=True, default=list, help_text='The explain records behind the verdict.')),
-                ('ran_at', models.DateTimeField()),
-                ('game_save', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='memory_test_results', to='saves.save')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("turn_id", models.PositiveIntegerField(help_text="The turn the save stood at when the test ran.")),
+                ("name", models.SlugField(max_length=80)),
+                ("kind", models.CharField(max_length=20)),
+                ("definition", models.JSONField(default=dict, help_text="The test as it ran (the flat record).")),
+                (
+                    "verdict",
+                    models.CharField(
+                        choices=[
+                            ("pass", "Passed"),
+                            ("fail", "Failed"),
+                            ("error", "Could not be judged"),
+                            ("skipped", "Not judged at this turn"),
+                        ],
+                        max_length=10,
+                    ),
+                ),
+                ("summary", models.TextField(blank=True)),
+                (
+                    "explain",
+                    models.JSONField(blank=True, default=list, help_text="The explain records behind the verdict."),
+                ),
+                ("ran_at", models.DateTimeField()),
+                (
+                    "game_save",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="memory_test_results", to="saves.save"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['turn_id', 'name'],
-                'constraints': [models.UniqueConstraint(fields=('game_save', 'turn_id', 'name'), name='memory_test_result_once_per_turn')],
+                "ordering": ["turn_id", "name"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("game_save", "turn_id", "name"), name="memory_test_result_once_per_turn"
+                    )
+                ],
             },
         ),
     ]

@@ -5,14 +5,15 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('saves', '0006_memory_tests'),
+        ("saves", "0006_memory_tests"),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='event',
-            index=models.Index(models.F('game_save'), django.db.models.functions.text.MD5('narrative'), name='event_narrative_md5'),
+            model_name="event",
+            index=models.Index(
+                models.F("game_save"), django.db.models.functions.text.MD5("narrative"), name="event_narrative_md5"
+            ),
         ),
     ]

@@ -9,6 +9,7 @@ default), 2 before the player's action, 3 or more before the memory (never insid
 The note is filled with the `{{user}}` / `{{char}}` macros like the rest of the message.
 What a narration used is kept on its alternative and its turn's snapshot (`play_settings`).
 """
+
 from __future__ import annotations
 
 from studio import limits

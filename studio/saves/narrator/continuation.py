@@ -3,6 +3,7 @@
 Used by the Console's Continue (`services.narration_stream` for an alternative with a
 `prefix`) and by the API's `continue_once` (`play.py`).
 """
+
 from __future__ import annotations
 
 CONTINUE_INSTRUCTION = (

@@ -23,6 +23,7 @@ storing them (`check_narration`); the memory proxy checks the answer when its ne
 settles it (`check_settled`, deterministic), or when it ends if the front end asks
 (`X-Axiom-Continuity: check`); it never regenerates what it has relayed.
 """
+
 from __future__ import annotations
 
 import logging
@@ -34,23 +35,48 @@ from studio.memory.continuity.settings import guard_settings
 from studio.memory.continuity.selectors import findings_for_proposal, instructions_for
 from studio.memory.continuity.services import findings_at_accept, findings_record, findings_resolve
 
-__all__ = ["instructions_text", "settings_for", "triggers_regeneration", "wants_regeneration", "accept_check",
-           "check_settled", "regenerated_pending", "accept_findings", "check_alternative", "check_narration", "regenerate_with_findings",
-           "with_instructions"]
+__all__ = [
+    "instructions_text",
+    "settings_for",
+    "triggers_regeneration",
+    "wants_regeneration",
+    "accept_check",
+    "check_settled",
+    "regenerated_pending",
+    "accept_findings",
+    "check_alternative",
+    "check_narration",
+    "regenerate_with_findings",
+    "with_instructions",
+]
 
 logger = logging.getLogger(__name__)
 
 
-def check_narration(*, game_save, text: str, player_input: str, user_id: int | None = None,
-                    use_model: bool = True, meta: dict | None = None) -> CheckResult | None:
+def check_narration(
+    *,
+    game_save,
+    text: str,
+    player_input: str,
+    user_id: int | None = None,
+    use_model: bool = True,
+    meta: dict | None = None,
+) -> CheckResult | None:
     """Check a proposed narration for the save's next turn (None when the guard is off); never raises.
     `meta`: the meta the narration's prompt read (then the guard reads none)."""
     settings = settings_for(game_save) if meta is None else guard_settings(meta)
     if not settings.on:
         return None
     try:
-        return continuity_check(game_save, text=text, player_input=player_input, settings=settings, user_id=user_id,
-                                use_model=use_model, universe_meta=meta)
+        return continuity_check(
+            game_save,
+            text=text,
+            player_input=player_input,
+            settings=settings,
+            user_id=user_id,
+            use_model=use_model,
+            universe_meta=meta,
+        )
     except Exception:  # noqa: BLE001 - a check that breaks must never lose the narration
         logger.exception("continuity check of save %s failed", game_save.pk)
         return None
@@ -67,11 +93,21 @@ def check_alternative(*, alternative, use_model: bool = True, meta: dict | None 
     draft = alternative.draft
     if not (alternative.text or "").strip():
         return None
-    result = check_narration(game_save=draft.game_save, text=alternative.text, player_input=draft.player_input,
-                             use_model=use_model, meta=meta)
+    result = check_narration(
+        game_save=draft.game_save,
+        text=alternative.text,
+        player_input=draft.player_input,
+        use_model=use_model,
+        meta=meta,
+    )
     if result is not None:
-        findings_record(game_save=draft.game_save, result=result, draft_id=draft.pk, alternative=alternative.number,
-                        turn_id=draft.turn_id)
+        findings_record(
+            game_save=draft.game_save,
+            result=result,
+            draft_id=draft.pk,
+            alternative=alternative.number,
+            turn_id=draft.turn_id,
+        )
     return result
 
 
@@ -81,15 +117,21 @@ def wants_regeneration(*, alternative, result: CheckResult | None, meta: dict | 
         return False
     settings = settings_for(alternative.draft.game_save) if meta is None else guard_settings(meta)
     return settings.regenerates and not instructions_for(
-        game_save=alternative.draft.game_save, draft_id=alternative.draft_id, alternative=alternative.number)
+        game_save=alternative.draft.game_save, draft_id=alternative.draft_id, alternative=alternative.number
+    )
 
 
 def regenerate_with_findings(*, draft, number: int, regenerate):
     """Add an alternative to the draft (`regenerate`: the narrator's `narrator_regenerate`) that is asked to avoid
     alternative `number`'s findings; return it."""
     new = regenerate(draft=draft)
-    findings_resolve(game_save=draft.game_save, draft_id=draft.pk, alternative=number,
-                     resolution=FindingResolution.REGENERATED, regenerated_as=new.number)
+    findings_resolve(
+        game_save=draft.game_save,
+        draft_id=draft.pk,
+        alternative=number,
+        resolution=FindingResolution.REGENERATED,
+        regenerated_as=new.number,
+    )
     return new
 
 
@@ -97,8 +139,13 @@ def regenerated_pending(*, alternative):
     """The pending alternative the guard regenerated `alternative` as, if any (the page without JavaScript writes it)."""
     from studio.saves.models import AlternativeStatus
 
-    numbers = {row for row in alternative.draft.game_save.continuity_findings.filter(
-        draft_id=alternative.draft_id, alternative=alternative.number).values_list("regenerated_as", flat=True) if row}
+    numbers = {
+        row
+        for row in alternative.draft.game_save.continuity_findings.filter(
+            draft_id=alternative.draft_id, alternative=alternative.number
+        ).values_list("regenerated_as", flat=True)
+        if row
+    }
     return alternative.draft.alternatives.filter(number__in=numbers, status=AlternativeStatus.PENDING).first()
 
 

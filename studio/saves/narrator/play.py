@@ -29,6 +29,7 @@
   an accepted turn moves the next turn on); restoring it reopens it, and the view accepts
   an undone turn's text at once ("Put turn N back").
 """
+
 from __future__ import annotations
 
 import re
@@ -46,15 +47,15 @@ from studio.world.models import Save
 MODES = (("do", "Do"), ("say", "Say"), ("story", "Story"))
 MODE_HELP = {
     "do": "An action: “open the door” becomes “You open the door.”",
-    "say": "Words the player character says: “hello” becomes “You say: \"hello\"”.",
+    "say": 'Words the player character says: “hello” becomes “You say: "hello"”.',
     "story": "A line of story, as written; the narrator continues from it.",
 }
 CARD_SOURCE = "character card"
 OPENING_SOURCE = "the universe's opening"
 HAND_SOURCE = "as the turn was"
 IMPERSONATE_INSTRUCTIONS = (
-    "You write the player's next action in an interactive story. The player character (\"you\") is {name}. "
-    "Answer with one or two short sentences in the second person (\"You ...\"): what the player character does or "
+    'You write the player\'s next action in an interactive story. The player character ("you") is {name}. '
+    'Answer with one or two short sentences in the second person ("You ..."): what the player character does or '
     "says next, consistent with the story so far. Do not narrate what happens as a result."
 )
 
@@ -78,7 +79,7 @@ def shape_action(text: str, mode: str) -> str:
         return f"You say: \u201c{text}\u201d"
     body = re.sub(r"^(you|i)\s+", "", text, flags=re.IGNORECASE)
     body = body[:1].lower() + body[1:] if body[:2] != body[:2].upper() else body
-    if body and body[-1] not in ".!?\u2026\"\u201d":
+    if body and body[-1] not in '.!?\u2026"\u201d':
         body += "."
     return f"You {body}"
 
@@ -155,18 +156,22 @@ def opening_draft_create(*, game_save: Save) -> NarratorDraft:
 
     source, greetings = universe_greetings(universe=game_save.universe, meta=narrator_meta(game_save))
     if not greetings:
-        raise PlayError("This universe has no opening (a first message on its Metadata page, or an imported Character "
-                        "Card's): narrate or write turn 1 instead.")
+        raise PlayError(
+            "This universe has no opening (a first message on its Metadata page, or an imported Character "
+            "Card's): narrate or write turn 1 instead."
+        )
     with transaction.atomic():
         locked = Save.objects.select_for_update().get(pk=game_save.pk)
         if locked.current_turn != 0:
             raise PlayError(f"The opening is turn 1; this save is already at turn {locked.current_turn}.")
         NarratorDraft.objects.filter(game_save=locked, status=DraftStatus.OPEN).update(status=DraftStatus.DISCARDED)
         draft = NarratorDraft.objects.create(game_save=locked, turn_id=1, player_input="")
-        NarratorAlternative.objects.bulk_create([
-            NarratorAlternative(draft=draft, number=n, status=AlternativeStatus.DONE, text=text, model=source)
-            for n, text in enumerate(greetings, start=1)
-        ])
+        NarratorAlternative.objects.bulk_create(
+            [
+                NarratorAlternative(draft=draft, number=n, status=AlternativeStatus.DONE, text=text, model=source)
+                for n, text in enumerate(greetings, start=1)
+            ]
+        )
     return draft
 
 
@@ -182,20 +187,27 @@ def narrator_continue(*, draft: NarratorDraft) -> NarratorAlternative:
         base = locked.alternatives.filter(number=locked.chosen_number).first()
         if base is None or not (base.acceptable or base.stopped_with_text):
             raise PlayError("Only a narration with text can be continued: regenerate, or wait for it to end.")
-        alternative = _continuation_add(locked, text=base.text, system_prompt=base.system_prompt,
-                                        user_prompt=base.user_prompt, context=base.context)
+        alternative = _continuation_add(
+            locked, text=base.text, system_prompt=base.system_prompt, user_prompt=base.user_prompt, context=base.context
+        )
     draft.chosen_number = locked.chosen_number
     return alternative
 
 
-def _continuation_add(draft: NarratorDraft, *, text: str, system_prompt: str, user_prompt: str,
-                      context) -> NarratorAlternative:
+def _continuation_add(
+    draft: NarratorDraft, *, text: str, system_prompt: str, user_prompt: str, context
+) -> NarratorAlternative:
     """Add (and choose) a pending alternative that extends `text` with the prompt (and its memory
     context record) of the narration it continues: the stream asks with that prompt again."""
     from studio.saves.narrator.services import narrator_alternative_add
 
-    return narrator_alternative_add(draft=draft, prefix=text.strip(), system_prompt=system_prompt or "",
-                                    user_prompt=user_prompt or "", context=context or {})
+    return narrator_alternative_add(
+        draft=draft,
+        prefix=text.strip(),
+        system_prompt=system_prompt or "",
+        user_prompt=user_prompt or "",
+        context=context or {},
+    )
 
 
 # -- impersonate ---------------------------------------------------------------------------------
@@ -212,8 +224,14 @@ def _recent_turns_text(game_save: Save, *, universe_meta: dict[str, str], fill) 
     from studio.saves.narrator.prompt import narrator_budget
 
     # As build_memory_context plans the window (context_lore.window_plan; the test compares the two windows).
-    story = story_items(game_save, horizon=game_save.current_turn, token_budget=narrator_budget(universe_meta),
-                        **window_plan(universe_meta), make_item=ContextItem.of, fill=fill)
+    story = story_items(
+        game_save,
+        horizon=game_save.current_turn,
+        token_budget=narrator_budget(universe_meta),
+        **window_plan(universe_meta),
+        make_item=ContextItem.of,
+        fill=fill,
+    )
     return "\n\n".join(item.text for item in story.turns if item.included)
 
 
@@ -241,13 +259,15 @@ def impersonate(*, game_save: Save, mode: str = "do") -> Impersonation:
     names = macro_names_from_meta(meta)
     recent = _recent_turns_text(game_save, universe_meta=universe_meta, fill=names.fill) or "(the story has not begun)"
     kind = {"say": "what the player character says next", "story": "the next line of the story"}.get(
-        mode, "what the player character does next")
+        mode, "what the player character does next"
+    )
     prompt = names.fill(f"## Recent turns\n{recent}\n\nWrite {kind}, as the player would type it.")
     system = IMPERSONATE_INSTRUCTIONS.format(name=names.user or "the player character")
     options = resolve_sampler(game_save=game_save, meta=meta).request_options()
     options["max_tokens"] = min(int(options.get("max_tokens") or 120), 120)
     response = TrackedLLM(backend, game_save_id=game_save.pk).chat(
-        system=system, prompt=prompt, operation="impersonate", **options)
+        system=system, prompt=prompt, operation="impersonate", **options
+    )
     text = response.text.strip().strip('"').strip()
     return Impersonation(text=text[:4000], model=response.model or "", latency_ms=response.latency_ms or 0)
 
@@ -269,8 +289,11 @@ def _turn_alternatives(locked: Save, event) -> tuple[list[dict], int]:
     The turn's own text is an alternative too ("as the turn was", first) when it is none of
     them: written by hand, or edited before accepting or afterwards.
     """
-    accepted = (NarratorDraft.objects.filter(game_save=locked, turn_id=event.turn_id, status=DraftStatus.ACCEPTED)
-                .order_by("-id").first())
+    accepted = (
+        NarratorDraft.objects.filter(game_save=locked, turn_id=event.turn_id, status=DraftStatus.ACCEPTED)
+        .order_by("-id")
+        .first()
+    )
     kept = list(accepted.alternatives.order_by("number").values(*KEPT_FIELDS)) if accepted is not None else []
     for values in kept:  # one never finished (accepted while another streamed) is not resumed
         if values["status"] in (AlternativeStatus.PENDING, AlternativeStatus.STREAMING):
@@ -282,15 +305,30 @@ def _turn_alternatives(locked: Save, event) -> tuple[list[dict], int]:
     return kept, texts.index(event.narrative.strip()) + 1
 
 
-KEPT_FIELDS = ("status", "text", "error", "model", "finish_reason", "latency_ms", "prompt_tokens", "completion_tokens",
-               "system_prompt", "user_prompt", "context", "prefix", "first_token_ms", "play_settings")
+KEPT_FIELDS = (
+    "status",
+    "text",
+    "error",
+    "model",
+    "finish_reason",
+    "latency_ms",
+    "prompt_tokens",
+    "completion_tokens",
+    "system_prompt",
+    "user_prompt",
+    "context",
+    "prefix",
+    "first_token_ms",
+    "play_settings",
+)
 
 
 def _draft_of(locked: Save, event, *, kept: list[dict], chosen: int, status: str = DraftStatus.OPEN) -> NarratorDraft:
     """Create the draft of `event`'s turn holding `kept` alternatives (call after the rewind that removed it)."""
     NarratorDraft.objects.filter(game_save=locked, status=DraftStatus.OPEN).update(status=DraftStatus.DISCARDED)
-    draft = NarratorDraft.objects.create(game_save=locked, turn_id=event.turn_id, player_input=event.player_input,
-                                         chosen_number=chosen, status=status)
+    draft = NarratorDraft.objects.create(
+        game_save=locked, turn_id=event.turn_id, player_input=event.player_input, chosen_number=chosen, status=status
+    )
     NarratorAlternative.objects.bulk_create(
         [NarratorAlternative(draft=draft, number=n, **values) for n, values in enumerate(kept, start=1)]
     )
@@ -322,9 +360,13 @@ def last_turn_undo(*, game_save: Save, expected_turn: int) -> tuple[str, object]
 def set_aside_drafts(*, game_save: Save, limit: int = 3) -> list[NarratorDraft]:
     """Return the drafts that can still be put back (discarded or undone, for the next turn), newest first."""
     return list(
-        NarratorDraft.objects.filter(game_save=game_save, turn_id=game_save.current_turn + 1,
-                                     status__in=(DraftStatus.DISCARDED, DraftStatus.UNDONE))
-        .prefetch_related("alternatives").order_by("-id")[:limit]
+        NarratorDraft.objects.filter(
+            game_save=game_save,
+            turn_id=game_save.current_turn + 1,
+            status__in=(DraftStatus.DISCARDED, DraftStatus.UNDONE),
+        )
+        .prefetch_related("alternatives")
+        .order_by("-id")[:limit]
     )
 
 
@@ -340,8 +382,10 @@ def draft_restore(*, game_save: Save, draft_id: int) -> NarratorDraft:
         if draft is None or draft.status not in (DraftStatus.DISCARDED, DraftStatus.UNDONE):
             raise PlayError("That draft is not set aside (it is open, accepted, or gone).")
         if draft.turn_id != locked.current_turn + 1:
-            raise PlayError(f"Turn {draft.turn_id} was accepted since (the save is at turn {locked.current_turn}); "
-                            "what was set aside for it can no longer be put back.")
+            raise PlayError(
+                f"Turn {draft.turn_id} was accepted since (the save is at turn {locked.current_turn}); "
+                "what was set aside for it can no longer be put back."
+            )
         NarratorDraft.objects.filter(game_save=locked, status=DraftStatus.OPEN).update(status=DraftStatus.DISCARDED)
         NarratorDraft.objects.filter(pk=draft.pk).update(status=DraftStatus.OPEN)
         draft.status = DraftStatus.OPEN
@@ -384,8 +428,11 @@ def last_turn_swipes(*, game_save: Save, event=None) -> Swipes | None:
         return None
     if event is None:
         event = game_save.events.filter(turn_id=game_save.current_turn).first()
-    draft = (NarratorDraft.objects.filter(game_save=game_save, turn_id=game_save.current_turn, status=DraftStatus.ACCEPTED)
-             .order_by("-id").first())
+    draft = (
+        NarratorDraft.objects.filter(game_save=game_save, turn_id=game_save.current_turn, status=DraftStatus.ACCEPTED)
+        .order_by("-id")
+        .first()
+    )
     if event is None or draft is None:
         return None
     complete = [(a.number, a.text.strip()) for a in draft.alternatives.order_by("number") if a.acceptable]
@@ -410,21 +457,35 @@ def last_turn_swipe(*, game_save: Save, expected_turn: int, number: int):
     with transaction.atomic():
         locked = Save.objects.select_for_update().get(pk=game_save.pk)
         if locked.current_turn != expected_turn:
-            raise TurnConflict(f"Save {locked.save_id} is at turn {locked.current_turn}, not {expected_turn}.",
-                               save_id=locked.save_id, current_turn=locked.current_turn)
+            raise TurnConflict(
+                f"Save {locked.save_id} is at turn {locked.current_turn}, not {expected_turn}.",
+                save_id=locked.save_id,
+                current_turn=locked.current_turn,
+            )
         event = locked.events.filter(turn_id=locked.current_turn).first()
-        draft = (NarratorDraft.objects.select_for_update()
-                 .filter(game_save=locked, turn_id=locked.current_turn, status=DraftStatus.ACCEPTED).order_by("-id").first())
+        draft = (
+            NarratorDraft.objects.select_for_update()
+            .filter(game_save=locked, turn_id=locked.current_turn, status=DraftStatus.ACCEPTED)
+            .order_by("-id")
+            .first()
+        )
         target = draft.alternatives.filter(number=number).first() if draft is not None and event is not None else None
         if target is None or not target.acceptable:
             raise PlayError(f"Turn {expected_turn} has no complete alternative {number} to swipe to.")
         if event.narrative.strip() not in {a.text.strip() for a in draft.alternatives.all()}:
             # The turn's text was edited: kept as an alternative before it is replaced.
-            narrator_alternative_add(draft=draft, status=AlternativeStatus.DONE, text=event.narrative, model=HAND_SOURCE)
+            narrator_alternative_add(
+                draft=draft, status=AlternativeStatus.DONE, text=event.narrative, model=HAND_SOURCE
+            )
         NarratorDraft.objects.filter(pk=draft.pk).update(chosen_number=number)
         # What the narrator saw at this turn is now what it read for the chosen alternative.
-        snapshot_choose(game_save=locked, turn_id=event.turn_id, alternative=target, alternatives=draft.alternatives.count(),
-                        by_hand=target.model == HAND_SOURCE)
+        snapshot_choose(
+            game_save=locked,
+            turn_id=event.turn_id,
+            alternative=target,
+            alternatives=draft.alternatives.count(),
+            by_hand=target.model == HAND_SOURCE,
+        )
         return turn_update_narrative(game_save=locked, turn_id=event.turn_id, narrative=target.text, edited=False)
 
 
@@ -453,8 +514,13 @@ def last_turn_reopen(*, game_save: Save, expected_turn: int, then: str = "") -> 
             narrator_alternative_add(draft=draft)
         elif then == "continue":
             base = kept[chosen - 1]
-            _continuation_add(draft, text=base["text"], system_prompt=base.get("system_prompt", ""),
-                              user_prompt=base.get("user_prompt", ""), context=base.get("context"))
+            _continuation_add(
+                draft,
+                text=base["text"],
+                system_prompt=base.get("system_prompt", ""),
+                user_prompt=base.get("user_prompt", ""),
+                context=base.get("context"),
+            )
     game_save.refresh_from_db()
     return draft
 
@@ -513,7 +579,10 @@ def continue_once(*, game_save: Save, narrative: str | None = None) -> Continuat
     prompt = build_narrator_prompt(game_save=game_save, player_input=event.player_input if event else "")
     user = continue_prompt(prompt.user, prefix=narrative, turn_id=max(1, game_save.current_turn))
     response = TrackedLLM(backend, game_save_id=game_save.pk).chat(
-        system=prompt.system, prompt=user, operation="narrate",
-        **resolve_sampler(game_save=game_save, meta=prompt.meta).request_options())
+        system=prompt.system,
+        prompt=user,
+        operation="narrate",
+        **resolve_sampler(game_save=game_save, meta=prompt.meta).request_options(),
+    )
     addition = response.text.strip()
     return Continuation(addition=addition, narrative=join_continuation(narrative, addition), response=response)

@@ -4,6 +4,7 @@ The Console's page uses `PlaySettingsForm`; both check the same declared limits
 (`studio/limits.py`: the author's note, its depth, the sampler ranges), and a value refused
 leaves every setting as it was.
 """
+
 from __future__ import annotations
 
 from django.db import transaction
@@ -15,8 +16,11 @@ from studio.saves.narrator.authors_note import play_settings_of
 from studio.saves.narrator.sampler import FIELDS, resolve_sampler
 
 # Each play setting and the declared limit it is checked with (studio/limits.py).
-PLAY_FIELDS = {"authors_note": limits.AUTHORS_NOTE.field, "authors_note_depth": limits.AUTHORS_NOTE_DEPTH.field,
-               **{name: limits.SAMPLER[name].field for name in FIELDS}}
+PLAY_FIELDS = {
+    "authors_note": limits.AUTHORS_NOTE.field,
+    "authors_note_depth": limits.AUTHORS_NOTE_DEPTH.field,
+    **{name: limits.SAMPLER[name].field for name in FIELDS},
+}
 
 
 def play_settings_read(*, game_save: Save) -> dict:
@@ -43,7 +47,9 @@ def play_settings_update(*, game_save: Save, changes: dict) -> dict:
         if key == "authors_note" and value is None:
             continue
         if key not in PLAY_FIELDS:
-            raise ValueError(f"{key}: not a play setting (expected authors_note, authors_note_depth, {', '.join(FIELDS)}).")
+            raise ValueError(
+                f"{key}: not a play setting (expected authors_note, authors_note_depth, {', '.join(FIELDS)})."
+            )
         limits.check(PLAY_FIELDS[key], value)  # Refused is a ValueError naming the field
     with transaction.atomic():
         Save.objects.select_for_update().only("pk").get(pk=game_save.pk)  # one writer of the row at a time

@@ -23,6 +23,7 @@ when the save has no settings. Checked with the play settings' own limits, each 
 location; optional, and a file without it (exported before it existed) imports with none.
 Every setting is read with its declared limit (`studio/limits.py`), as the API and the page do.
 """
+
 from __future__ import annotations
 
 from typing import Iterator
@@ -112,7 +113,10 @@ def check_snapshots(items: list, ctx: CheckContext, where: str) -> list[dict]:
             c.add(loc, f"turn {value} has two narrator snapshots")
             return INVALID
         if value is not INVALID and seen and value < max(seen):
-            c.add(loc, f"turn {value} comes after turn {max(seen)}: snapshots are in turn order (each copies from the one before)")
+            c.add(
+                loc,
+                f"turn {value} comes after turn {max(seen)}: snapshots are in turn order (each copies from the one before)",
+            )
             return INVALID
         if value is not INVALID:
             seen.add(value)
@@ -120,10 +124,15 @@ def check_snapshots(items: list, ctx: CheckContext, where: str) -> list[dict]:
 
     spec = {
         "turn_id": turn,
-        **{name: r["text"](max_length=200 if name in ("model", "finish_reason") else None)
-           for name in (*TEXT_FIELDS, "system_prompt", "user_prompt")},
+        **{
+            name: r["text"](max_length=200 if name in ("model", "finish_reason") else None)
+            for name in (*TEXT_FIELDS, "system_prompt", "user_prompt")
+        },
         "prompt_delta": lambda value, loc: value if value is None else c.mapping(value, loc),
-        **{name: (lambda value, loc: value if value is None else c.text(value, loc)) for name in ("player_input", "proposed")},
+        **{
+            name: (lambda value, loc: value if value is None else c.text(value, loc))
+            for name in ("player_input", "proposed")
+        },
         "edited": r["bool"](),
         **{name: r["int"]() for name in COUNT_FIELDS},
         "context": r["object"](),
@@ -140,8 +149,10 @@ def check_snapshots(items: list, ctx: CheckContext, where: str) -> list[dict]:
         for name, which in (("player_input", INPUT), ("proposed", NARRATIVE)):
             item[name] = from_turn_text(ctx, item[name], f"{loc}.{name}", item["turn_id"], which)
         own = ctx.ids.get("turns", {})
-        extra = _turns_text({turn: own[turn] for turn in (item["turn_id"] - 1, item["turn_id"])
-                             if isinstance(own.get(turn), tuple)}, item["turn_id"])
+        extra = _turns_text(
+            {turn: own[turn] for turn in (item["turn_id"] - 1, item["turn_id"]) if isinstance(own.get(turn), tuple)},
+            item["turn_id"],
+        )
         prompts = _read_prompts(c, loc, item, previous_prompts, extra)
         if prompts is None or INVALID in (item["player_input"], item["proposed"]):
             continue
@@ -189,8 +200,13 @@ def load_snapshots(items: list[dict], ctx: ImportContext) -> int:
 
 
 SECTION = SaveSection(
-    name=NAME, version=2, reads=(1,), optional=True,
-    export=export_snapshots, check=check_snapshots, load=load_snapshots,
+    name=NAME,
+    version=2,
+    reads=(1,),
+    optional=True,
+    export=export_snapshots,
+    check=check_snapshots,
+    load=load_snapshots,
 )
 
 
@@ -202,8 +218,11 @@ PLAY_SETTINGS = "play_settings"
 def export_play_settings(ctx: ExportContext) -> Iterator[dict]:
     row = play_settings_of(ctx.game_save)  # the one read of the row (authors_note.play_settings_of)
     if row is not None:
-        yield {"authors_note": row.authors_note, "authors_note_depth": row.authors_note_depth,
-               **{name: getattr(row, name) for name in SAMPLER_FIELDS}}
+        yield {
+            "authors_note": row.authors_note,
+            "authors_note_depth": row.authors_note_depth,
+            **{name: getattr(row, name) for name in SAMPLER_FIELDS},
+        }
 
 
 def check_play_settings(items: list, ctx: CheckContext, where: str) -> list[dict]:
@@ -212,14 +231,20 @@ def check_play_settings(items: list, ctx: CheckContext, where: str) -> list[dict
         c.add(where, f"holds {len(items)} items; a save has one set of play settings")
         return []
 
-    spec = {"authors_note": lambda value, loc: c.limited(value, loc, "play.authors_note"),
-            "authors_note_depth": lambda value, loc: c.limited(value, loc, "play.authors_note_depth"),
-            **{name: (lambda field: lambda value, loc: c.limited(value, loc, field))(f"play.{name}")
-               for name in SAMPLER_FIELDS}}
+    spec = {
+        "authors_note": lambda value, loc: c.limited(value, loc, "play.authors_note"),
+        "authors_note_depth": lambda value, loc: c.limited(value, loc, "play.authors_note_depth"),
+        **{
+            name: (lambda field: lambda value, loc: c.limited(value, loc, field))(f"play.{name}")
+            for name in SAMPLER_FIELDS
+        },
+    }
     # A sampler setting missing from the item (a file from before it existed) is not overridden.
-    return [{**dict.fromkeys(SAMPLER_FIELDS), **item}
-            for _loc, item in _items(ctx, items, where, spec, optional=SAMPLER_FIELDS)
-            if all(key in item for key in spec if key not in SAMPLER_FIELDS)]
+    return [
+        {**dict.fromkeys(SAMPLER_FIELDS), **item}
+        for _loc, item in _items(ctx, items, where, spec, optional=SAMPLER_FIELDS)
+        if all(key in item for key in spec if key not in SAMPLER_FIELDS)
+    ]
 
 
 def load_play_settings(items: list[dict], ctx: ImportContext) -> int:
@@ -229,6 +254,11 @@ def load_play_settings(items: list[dict], ctx: ImportContext) -> int:
 
 
 PLAY_SETTINGS_SECTION = SaveSection(
-    name=PLAY_SETTINGS, version=1, order=82, optional=True,
-    export=export_play_settings, check=check_play_settings, load=load_play_settings,
+    name=PLAY_SETTINGS,
+    version=1,
+    order=82,
+    optional=True,
+    export=export_play_settings,
+    check=check_play_settings,
+    load=load_play_settings,
 )

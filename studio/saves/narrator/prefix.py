@@ -19,6 +19,7 @@ where the server's tokens break (it reuses whole tokens, so a few characters few
 part's tokens are an estimate (`llm.estimate_tokens`, four characters a token), not the
 server's count. Pure: no database, no settings.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -84,5 +85,7 @@ def split_messages(*, system: str, user: str, shared_chars: int) -> tuple[Messag
     """
     system_shared = min(shared_chars, len(system))
     user_shared = max(0, min(shared_chars - len(system) - len(SEPARATOR), len(user)))
-    return (MessageSplit(shared=system[:system_shared], new=system[system_shared:]),
-            MessageSplit(shared=user[:user_shared], new=user[user_shared:]))
+    return (
+        MessageSplit(shared=system[:system_shared], new=system[system_shared:]),
+        MessageSplit(shared=user[:user_shared], new=user[user_shared:]),
+    )

@@ -37,6 +37,7 @@ one part of the message, printed as the Context viewer and the API show it, byte
 the author's note goes between the parts (`authors_note.with_authors_note`), never inside the
 memory.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -67,9 +68,14 @@ KNOWN_KEYS = ("narrator_style", "tone", PLAYER_CHARACTER_META, PLAYER_DESCRIPTIO
 # Meta that is structured data or a setting for other parts of the studio, never prose for {{meta}}: every known
 # key of a settings group (samplers, lore activation, the memory budget and its shares, chapters, missions,
 # imports), and a few more.
-NOT_PROSE = {TEMPLATE_KEY, CHARACTER_CARD_META, "lore_activation", PLAYER_PORTRAIT_META,
-             *(f"sampler_{n}" for n in ("frequency_penalty", "repeat_penalty")),
-             *(k.key for k in KNOWN_META_KEYS if k.group in SETTINGS_GROUPS)}
+NOT_PROSE = {
+    TEMPLATE_KEY,
+    CHARACTER_CARD_META,
+    "lore_activation",
+    PLAYER_PORTRAIT_META,
+    *(f"sampler_{n}" for n in ("frequency_penalty", "repeat_penalty")),
+    *(k.key for k in KNOWN_META_KEYS if k.group in SETTINGS_GROUPS),
+}
 
 DEFAULT_INSTRUCTIONS = """You are the narrator of an interactive story. Continue the story from the player's action.
 The player character ("you") is {{player_character}}.
@@ -141,8 +147,9 @@ def narrator_budget(universe_meta: dict[str, str], config: NarratorConfig = CONF
     return context_budget_from_meta(universe_meta, default=config.token_budget)
 
 
-def render_instructions(template: str, meta: dict[str, str], *, config: NarratorConfig = CONFIG,
-                        macros: MacroNames | None = None) -> str:
+def render_instructions(
+    template: str, meta: dict[str, str], *, config: NarratorConfig = CONFIG, macros: MacroNames | None = None
+) -> str:
     """Return the instructions `template` with its placeholders filled from `meta`, its macros with `macros`.
 
     Without `macros`, who `{{user}}` / `{{char}}` are is read from `meta` (nobody in focus).
@@ -151,8 +158,12 @@ def render_instructions(template: str, meta: dict[str, str], *, config: Narrator
     others = [
         f"{key}: {value.strip()}"
         for key, value in sorted(meta.items())
-        if key not in used and key not in KNOWN_KEYS and key not in NOT_PROSE
-        and value.strip() and len(value) <= config.max_meta_value_chars and "\n" not in value.strip()
+        if key not in used
+        and key not in KNOWN_KEYS
+        and key not in NOT_PROSE
+        and value.strip()
+        and len(value) <= config.max_meta_value_chars
+        and "\n" not in value.strip()
     ]
     values = {key: meta.get(key, "").strip() for key in KNOWN_KEYS}
     values.update({key: value.strip() for key, value in meta.items()})
@@ -166,7 +177,11 @@ def render_instructions(template: str, meta: dict[str, str], *, config: Narrator
         known = [n for n in names if n in values]
         if names and known and len(known) == len(names) and not any(values[n] for n in known):
             continue  # every placeholder of the line is empty
-        lines.append(_PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)) if m.group(1) not in _MACROS else m.group(0), line))
+        lines.append(
+            _PLACEHOLDER.sub(
+                lambda m: values.get(m.group(1), m.group(0)) if m.group(1) not in _MACROS else m.group(0), line
+            )
+        )
     text = "\n".join(lines).strip()
     if scenario and SCENARIO_META not in used:  # a template without {{scenario}} still gets it, as its own part
         text += f"\n\nScenario: {scenario}"
@@ -179,8 +194,9 @@ class InvalidPlayerInput(ValueError):
     """The player's action cannot be used as the memory query (e.g. it holds a NUL character)."""
 
 
-def check_player_input(player_input: str, config: NarratorConfig = CONFIG, *,
-                       universe_meta: dict[str, str] | None = None) -> ContextParams:
+def check_player_input(
+    player_input: str, config: NarratorConfig = CONFIG, *, universe_meta: dict[str, str] | None = None
+) -> ContextParams:
     """Return the memory query for `player_input` at the narrator's budget (`narrator_budget` of
     `universe_meta`; without it, the built-in one: enough to check the input); raise InvalidPlayerInput
     (a clear message) if unusable."""
@@ -192,8 +208,9 @@ def check_player_input(player_input: str, config: NarratorConfig = CONFIG, *,
         raise InvalidPlayerInput(f"The player's action cannot be used: {reason}") from exc
 
 
-def build_narrator_prompt(*, game_save, player_input: str, config: NarratorConfig = CONFIG, vector_memory=None,
-                          pov=None) -> NarratorPrompt:
+def build_narrator_prompt(
+    *, game_save, player_input: str, config: NarratorConfig = CONFIG, vector_memory=None, pov=None
+) -> NarratorPrompt:
     """Return the whole prompt the narrator gets for `player_input` as the save's next turn.
 
     `pov`: the characters whose point of view the memory carries (None: those on scene;
@@ -214,11 +231,14 @@ def build_narrator_prompt(*, game_save, player_input: str, config: NarratorConfi
     system = render_instructions(template or DEFAULT_INSTRUCTIONS, meta, config=config, macros=macros)
     turn_id = game_save.current_turn + 1
     parts = [
-        macros.fill(f"## The player's action (turn {turn_id})\n" + (player_input.strip() or "(no action: continue the scene)")),
+        macros.fill(
+            f"## The player's action (turn {turn_id})\n" + (player_input.strip() or "(no action: continue the scene)")
+        ),
         f"Narrate turn {turn_id}.",
     ]
     # The memory as the renderer prints it (its macros filled), then the action; the note between parts.
     parts = [macros.fill(part) for part in with_authors_note([memory.text, *parts], game_save)]
     user = "\n\n".join(parts)
-    return NarratorPrompt(system=system, user=user, turn_id=turn_id, template_is_default=not template, memory=memory,
-                          meta=meta)
+    return NarratorPrompt(
+        system=system, user=user, turn_id=turn_id, template_is_default=not template, memory=memory, meta=meta
+    )

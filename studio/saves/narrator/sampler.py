@@ -11,6 +11,7 @@ A universe meta value that is not a number in range is ignored (and `resolve_sam
 in `problems`, shown on the Console), never sent. `SamplerSettings.request_options()` is what
 the LLM client takes (`max_tokens` and `sampling`, see `OpenAICompatibleBackend.stream`).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -52,7 +53,9 @@ def parse_value(name: str, value) -> float | int | None:
     try:
         number = int(str(value).strip()) if name == "max_tokens" else float(str(value).strip())
     except ValueError:
-        raise InvalidSampler(f"{LABELS[name]}: “{value}” is not a {'whole ' if name == 'max_tokens' else ''}number.") from None
+        raise InvalidSampler(
+            f"{LABELS[name]}: “{value}” is not a {'whole ' if name == 'max_tokens' else ''}number."
+        ) from None
     if number != number or not low <= number <= high:  # NaN, or out of range
         raise InvalidSampler(f"{LABELS[name]}: {value} is out of range ({low} to {high}).")
     return number
@@ -80,8 +83,13 @@ class SamplerSettings:
 
     def rows(self) -> list[dict]:
         return [
-            {"name": name, "label": LABELS[name], "value": self.values.get(name), "source": self.sources.get(name),
-             "help": HELP[name]}
+            {
+                "name": name,
+                "label": LABELS[name],
+                "value": self.values.get(name),
+                "source": self.sources.get(name),
+                "help": HELP[name],
+            }
             for name in FIELDS
         ]
 

@@ -1,4 +1,5 @@
 """Reads of the narrator: the Console panel's state, snapshots, whether a model is connected."""
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -36,7 +37,9 @@ def narrator_panel_context(*, game_save: Save, draft=None) -> dict:
     if draft is None:
         draft = open_draft(game_save=game_save)
     alternatives = list(draft.alternatives.all()) if draft is not None else []
-    chosen = next((a for a in alternatives if a.number == draft.chosen_number), alternatives[-1] if alternatives else None)
+    chosen = next(
+        (a for a in alternatives if a.number == draft.chosen_number), alternatives[-1] if alternatives else None
+    )
     from studio.saves.narrator.authors_note import note_of
     from studio.saves.narrator.play import MODE_HELP, MODES, opening_greetings, set_aside_drafts
 
@@ -66,9 +69,12 @@ def _guard_context(game_save: Save, draft, chosen) -> dict:
     if draft is None or chosen is None:
         return {"findings": [], "guard_instructions": [], "guard_mode": ""}
     findings = findings_for_proposal(game_save=game_save, draft_id=draft.pk, alternative=chosen.number)
-    return {"findings": findings, "findings_standing": [f for f in findings if f.counts],
-            "guard_instructions": instructions_for(game_save=game_save, draft_id=draft.pk, alternative=chosen.number),
-            "guard_mode": settings_for(game_save).mode}
+    return {
+        "findings": findings,
+        "findings_standing": [f for f in findings if f.counts],
+        "guard_instructions": instructions_for(game_save=game_save, draft_id=draft.pk, alternative=chosen.number),
+        "guard_mode": settings_for(game_save).mode,
+    }
 
 
 def _draft_swipes(alternatives, chosen) -> dict:
@@ -77,11 +83,21 @@ def _draft_swipes(alternatives, chosen) -> dict:
     if chosen is None or chosen.number not in numbers:
         return {"arrows": [("previous", None, "←"), ("next", None, "→")], "count": ""}
     index = numbers.index(chosen.number)
-    notes = [note for note, on in (("continued", bool(chosen.prefix)),
-                                   (chosen.get_status_display().lower(), chosen.status != "done")) if on]
-    return {"arrows": [("previous", numbers[index - 1] if index else None, "←"),
-                       ("next", numbers[index + 1] if index + 1 < len(numbers) else None, "→")],
-            "count": f"{index + 1}/{len(numbers)}" + "".join(f" ({note})" for note in notes)}
+    notes = [
+        note
+        for note, on in (
+            ("continued", bool(chosen.prefix)),
+            (chosen.get_status_display().lower(), chosen.status != "done"),
+        )
+        if on
+    ]
+    return {
+        "arrows": [
+            ("previous", numbers[index - 1] if index else None, "←"),
+            ("next", numbers[index + 1] if index + 1 < len(numbers) else None, "→"),
+        ],
+        "count": f"{index + 1}/{len(numbers)}" + "".join(f" ({note})" for note in notes),
+    }
 
 
 def last_turn_alternatives(*, game_save: Save) -> int:
@@ -98,7 +114,9 @@ def last_turn_alternatives(*, game_save: Save) -> int:
 def snapshot_turn_ids(*, game_save: Save, turn_ids) -> set[int]:
     """Return which of `turn_ids` have a narrator snapshot (one query, for a timeline page)."""
     return set(
-        NarratorSnapshot.objects.filter(game_save=game_save, turn_id__in=list(turn_ids)).values_list("turn_id", flat=True)
+        NarratorSnapshot.objects.filter(game_save=game_save, turn_id__in=list(turn_ids)).values_list(
+            "turn_id", flat=True
+        )
     )
 
 
@@ -134,15 +152,24 @@ def snapshot_prefix_context(*, snapshot: NarratorSnapshot) -> dict:
     previous = previous_snapshot_prompt(snapshot=snapshot)
     if previous is None:
         return {"previous": None}
-    share = prefix_share(system=snapshot.system_prompt, user=snapshot.user_prompt,
-                         previous_system=previous.system_prompt, previous_user=previous.user_prompt)
-    system, user = split_messages(system=snapshot.system_prompt, user=snapshot.user_prompt, shared_chars=share.shared_chars)
+    share = prefix_share(
+        system=snapshot.system_prompt,
+        user=snapshot.user_prompt,
+        previous_system=previous.system_prompt,
+        previous_user=previous.user_prompt,
+    )
+    system, user = split_messages(
+        system=snapshot.system_prompt, user=snapshot.user_prompt, shared_chars=share.shared_chars
+    )
     return {
         "previous": previous,
         "previous_adjacent": previous.turn_id == snapshot.turn_id - 1,
         "prefix": share,
-        "prefix_figures": {"shared": f"{share.shared_chars:,}", "total": f"{share.total_chars:,}",
-                           "new_tokens": f"{share.new_tokens:,}"},
+        "prefix_figures": {
+            "shared": f"{share.shared_chars:,}",
+            "total": f"{share.total_chars:,}",
+            "new_tokens": f"{share.new_tokens:,}",
+        },
         "system_split": system,
         "user_split": user,
     }

@@ -23,6 +23,7 @@
 - A stream stopped (or broken) after some text leaves that text on the alternative: it is
   accepted only as an edited narrative (the form's text), never by itself.
 """
+
 from __future__ import annotations
 
 import logging
@@ -94,7 +95,9 @@ def narrator_draft_create(*, game_save: Save, player_input: str) -> NarratorDraf
     with transaction.atomic():
         locked = Save.objects.select_for_update().get(pk=game_save.pk)
         NarratorDraft.objects.filter(game_save=locked, status=DraftStatus.OPEN).update(status=DraftStatus.DISCARDED)
-        draft = NarratorDraft.objects.create(game_save=locked, turn_id=locked.current_turn + 1, player_input=player_input)
+        draft = NarratorDraft.objects.create(
+            game_save=locked, turn_id=locked.current_turn + 1, player_input=player_input
+        )
         NarratorAlternative.objects.create(draft=draft, number=1)
     return draft
 
@@ -155,14 +158,25 @@ def answer_values(response: LLMResponse) -> dict:
     (`proxy.services.proposal_finish`); the text is the caller's (a Stop keeps what was shown).
     """
     return {
-        "model": (response.model or "")[:200], "finish_reason": (response.finish_reason or "")[:40],
-        "latency_ms": max(0, int(response.latency_ms or 0)), "prompt_tokens": max(0, int(response.prompt_tokens or 0)),
-        "completion_tokens": max(0, int(response.completion_tokens or 0)), "first_token_ms": response.first_token_ms,
+        "model": (response.model or "")[:200],
+        "finish_reason": (response.finish_reason or "")[:40],
+        "latency_ms": max(0, int(response.latency_ms or 0)),
+        "prompt_tokens": max(0, int(response.prompt_tokens or 0)),
+        "completion_tokens": max(0, int(response.completion_tokens or 0)),
+        "first_token_ms": response.first_token_ms,
     }
 
 
-def _finish(alternative_id: int, status: str, *, text: str = "", error: str = "", response=None, prompt=None,
-            settings: dict | None = None) -> None:
+def _finish(
+    alternative_id: int,
+    status: str,
+    *,
+    text: str = "",
+    error: str = "",
+    response=None,
+    prompt=None,
+    settings: dict | None = None,
+) -> None:
     """Record how a stream ended. A Stop (the row already cancelled) keeps the stopped text and
     message the player saw; only the usage and the prompt are added."""
     values = {"status": status, "text": text, "error": error[:2000]}
@@ -195,9 +209,11 @@ def narration_stop(*, alternative: NarratorAlternative, shown_text: str = "") ->
     text = (alternative.prefix + " " if alternative.prefix else "") + (shown_text or "").strip()
     # Kept up to what a turn may hold (the text is accepted as a turn's narrative, once edited).
     text = text.replace(limits.NUL, "")[: limits.TURN_NARRATIVE.max_chars]
-    return bool(NarratorAlternative.objects.filter(
-        pk=alternative.pk, status__in=(AlternativeStatus.PENDING, AlternativeStatus.STREAMING)
-    ).update(status=AlternativeStatus.CANCELLED, text=text.strip(), error=STOPPED))
+    return bool(
+        NarratorAlternative.objects.filter(
+            pk=alternative.pk, status__in=(AlternativeStatus.PENDING, AlternativeStatus.STREAMING)
+        ).update(status=AlternativeStatus.CANCELLED, text=text.strip(), error=STOPPED)
+    )
 
 
 def _stopped(alternative_id: int) -> bool:
@@ -214,11 +230,17 @@ def _prompt_for(alternative: NarratorAlternative, *, vector_memory=None) -> Narr
     """The prompt of a pending alternative: built now, or (Continue) the base's with the text to extend."""
     draft = alternative.draft
     if alternative.prefix and alternative.system_prompt:
-        prompt = NarratorPrompt(system=alternative.system_prompt, user=alternative.user_prompt, turn_id=draft.turn_id,
-                                template_is_default=False, memory=None)
+        prompt = NarratorPrompt(
+            system=alternative.system_prompt,
+            user=alternative.user_prompt,
+            turn_id=draft.turn_id,
+            template_is_default=False,
+            memory=None,
+        )
     else:
-        prompt = build_narrator_prompt(game_save=draft.game_save, player_input=draft.player_input,
-                                       vector_memory=vector_memory)
+        prompt = build_narrator_prompt(
+            game_save=draft.game_save, player_input=draft.player_input, vector_memory=vector_memory
+        )
         # A regenerated alternative avoids the findings it was regenerated for (saves/narrator/guard.py).
         prompt.user = guard.with_instructions(prompt.user, draft=draft, number=alternative.number)
     if alternative.prefix:
@@ -238,8 +260,9 @@ def narration_stream(*, alternative_id: int, vector_memory=None) -> Iterator[str
     if not _claim(alternative_id):
         return
     # The save's play settings come in this query: the prompt, the sampler and the record share the row.
-    alternative = (NarratorAlternative.objects.select_related("draft__game_save__universe", "draft__game_save__play_settings")
-                   .get(pk=alternative_id))
+    alternative = NarratorAlternative.objects.select_related(
+        "draft__game_save__universe", "draft__game_save__play_settings"
+    ).get(pk=alternative_id)
     draft = alternative.draft
     game_save = draft.game_save
     backend = get_llm_backend()
@@ -252,7 +275,11 @@ def narration_stream(*, alternative_id: int, vector_memory=None) -> Iterator[str
         settings = play_settings_record(game_save=game_save, sampler=sampler)
     except Exception as exc:  # noqa: BLE001 - the alternative must never stay "streaming"
         logger.exception("narrator prompt for alternative %s failed", alternative_id)
-        _finish(alternative_id, AlternativeStatus.FAILED, error=f"The prompt could not be built: {exc.__class__.__name__}: {exc}")
+        _finish(
+            alternative_id,
+            AlternativeStatus.FAILED,
+            error=f"The prompt could not be built: {exc.__class__.__name__}: {exc}",
+        )
         return
     prefix = alternative.prefix
 
@@ -265,19 +292,38 @@ def narration_stream(*, alternative_id: int, vector_memory=None) -> Iterator[str
     # cannot see a Stop that this thread's open transaction holds.
     with abort_when(lambda: _stopped(alternative_id), every=STOP_CHECK_SECONDS) as abort:
         try:
-            stream = tracked.stream(system=prompt.system, prompt=prompt.user, operation="narrate", abort=abort,
-                                    **sampler.request_options())
+            stream = tracked.stream(
+                system=prompt.system, prompt=prompt.user, operation="narrate", abort=abort, **sampler.request_options()
+            )
         except LLMCancelled:
-            _finish(alternative_id, AlternativeStatus.CANCELLED, error=STOPPED, prompt=prompt, settings=settings,
-                    text=prefix)
+            _finish(
+                alternative_id,
+                AlternativeStatus.CANCELLED,
+                error=STOPPED,
+                prompt=prompt,
+                settings=settings,
+                text=prefix,
+            )
             return
         except SpendLimitExceeded as exc:
-            _finish(alternative_id, AlternativeStatus.FAILED, error=f"Paused by the {exc.reason}", prompt=prompt,
-                    settings=settings, text=prefix)
+            _finish(
+                alternative_id,
+                AlternativeStatus.FAILED,
+                error=f"Paused by the {exc.reason}",
+                prompt=prompt,
+                settings=settings,
+                text=prefix,
+            )
             return
         except LLMError as exc:
-            _finish(alternative_id, AlternativeStatus.FAILED, error=f"The model could not be reached: {exc}",
-                    prompt=prompt, settings=settings, text=prefix)
+            _finish(
+                alternative_id,
+                AlternativeStatus.FAILED,
+                error=f"The model could not be reached: {exc}",
+                prompt=prompt,
+                settings=settings,
+                text=prefix,
+            )
             return
         ended = False
         checked = time.monotonic()
@@ -294,25 +340,45 @@ def narration_stream(*, alternative_id: int, vector_memory=None) -> Iterator[str
         except LLMError as exc:
             ended = True
             _finish(
-                alternative_id, AlternativeStatus.FAILED, text=whole(stream.text),
+                alternative_id,
+                AlternativeStatus.FAILED,
+                text=whole(stream.text),
                 error=f"The narration broke off ({exc}); nothing was appended. Edit it, continue it or regenerate.",
-                response=stream.response, prompt=prompt, settings=settings,
+                response=stream.response,
+                prompt=prompt,
+                settings=settings,
             )
             return
         finally:
             if not ended:
                 # The reader went away mid-narration (GeneratorExit) or a Stop: close the model's stream.
                 stream.close()
-                _finish(alternative_id, AlternativeStatus.CANCELLED, text=whole(stream.text), error=STOPPED,
-                        response=stream.response, prompt=prompt, settings=settings)
+                _finish(
+                    alternative_id,
+                    AlternativeStatus.CANCELLED,
+                    text=whole(stream.text),
+                    error=STOPPED,
+                    response=stream.response,
+                    prompt=prompt,
+                    settings=settings,
+                )
     response = stream.response
     status = AlternativeStatus.DONE if response.text.strip() else AlternativeStatus.FAILED
     error = "" if response.text.strip() else "The model answered with no text."
     if response.truncated:
-        error = (f"Cut at the token limit ({response.max_tokens} tokens): raise Max tokens in the play settings "
-                 "(or AXIOM_LLM_MAX_TOKENS_NARRATE), continue it, or edit before accepting.")
-    _finish(alternative_id, status, text=whole(response.text.strip()), error=error, response=response, prompt=prompt,
-            settings=settings)
+        error = (
+            f"Cut at the token limit ({response.max_tokens} tokens): raise Max tokens in the play settings "
+            "(or AXIOM_LLM_MAX_TOKENS_NARRATE), continue it, or edit before accepting."
+        )
+    _finish(
+        alternative_id,
+        status,
+        text=whole(response.text.strip()),
+        error=error,
+        response=response,
+        prompt=prompt,
+        settings=settings,
+    )
     if status == AlternativeStatus.DONE:
         # The continuity guard reads the finished narration (its findings show beside the draft; "regenerate once"
         # adds the next alternative, which the page streams next).
@@ -320,7 +386,9 @@ def narration_stream(*, alternative_id: int, vector_memory=None) -> Iterator[str
         check = guard.check_alternative(alternative=finished, meta=prompt.meta)
         if guard.wants_regeneration(alternative=finished, result=check, meta=prompt.meta):
             try:
-                guard.regenerate_with_findings(draft=finished.draft, number=finished.number, regenerate=narrator_regenerate)
+                guard.regenerate_with_findings(
+                    draft=finished.draft, number=finished.number, regenerate=narrator_regenerate
+                )
             except NarratorError:
                 pass  # the draft was closed meanwhile: the findings stay with it
 
@@ -363,7 +431,11 @@ def narrate_once(*, game_save: Save, player_input: str, vector_memory=None, pov=
         narration = Narration(text=response.text.strip(), response=response, prompt=prompt)
         check = guard.check_narration(game_save=game_save, text=narration.text, player_input=player_input)
     if check is not None:
-        narration.continuity = {**check.as_dict(), "mode": guard.settings_for(game_save).mode, "regenerated_from": first}
+        narration.continuity = {
+            **check.as_dict(),
+            "mode": guard.settings_for(game_save).mode,
+            "regenerated_from": first,
+        }
     return narration
 
 
@@ -401,18 +473,30 @@ def narrator_accept(*, draft: NarratorDraft, number: int | None = None, narrativ
             event.edited_at = timezone.now()
             Event.objects.filter(pk=event.pk).update(edited_at=event.edited_at)
         snapshot_create(  # the prompt as a delta of the save's previous snapshot (saves/narrator/snapshots.py)
-            game_save_id=locked.game_save_id, turn_id=event.turn_id, player_input=locked.player_input,
-            proposed=alternative.text, edited=text != alternative.text.strip(),
-            alternatives=locked.alternatives.count(), model=alternative.model, finish_reason=alternative.finish_reason,
-            latency_ms=alternative.latency_ms, prompt_tokens=alternative.prompt_tokens,
+            game_save_id=locked.game_save_id,
+            turn_id=event.turn_id,
+            player_input=locked.player_input,
+            proposed=alternative.text,
+            edited=text != alternative.text.strip(),
+            alternatives=locked.alternatives.count(),
+            model=alternative.model,
+            finish_reason=alternative.finish_reason,
+            latency_ms=alternative.latency_ms,
+            prompt_tokens=alternative.prompt_tokens,
             completion_tokens=alternative.completion_tokens,
-            system_prompt=alternative.system_prompt, user_prompt=alternative.user_prompt, context=alternative.context,
+            system_prompt=alternative.system_prompt,
+            user_prompt=alternative.user_prompt,
+            context=alternative.context,
             play_settings=alternative.play_settings or {},
         )
         # The memory queries the narration was built with, for Lore replay: asked at the
         # turn before this one, as any next-turn context is.
-        record_context_queries(game_save=draft.game_save, queries=(alternative.context or {}).get("queries"),
-                               source="narrator", turn_id=locked.turn_id - 1)
+        record_context_queries(
+            game_save=draft.game_save,
+            queries=(alternative.context or {}).get("queries"),
+            source="narrator",
+            turn_id=locked.turn_id - 1,
+        )
         guard.accept_findings(draft=locked, number=number, edited_result=edited_check)
         NarratorDraft.objects.filter(pk=locked.pk).update(status=DraftStatus.ACCEPTED, chosen_number=number)
     draft.status = DraftStatus.ACCEPTED

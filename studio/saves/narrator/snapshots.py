@@ -34,6 +34,7 @@ of each item by its ref, long strings as deltas of the prompts, whose quotes the
 file grows with the chat, not with its square. `context_decode` reads the contexts of files
 written before that (version 1 of the section).
 """
+
 from __future__ import annotations
 
 import os
@@ -67,7 +68,7 @@ class Reference:
             index: dict[str, int] = {}
             text = self.text
             for position in range(0, len(text) - GRAM + 1, GRAM):
-                index.setdefault(text[position:position + GRAM], position)
+                index.setdefault(text[position : position + GRAM], position)
             self._index = index
         return self._index
 
@@ -79,7 +80,7 @@ def _common(a: str, i: int, b: str, j: int) -> int:
     characters, and slicing 4,096 of both texts at each such position made the encode O(new text x 8 KB)."""
     count, step = 0, 64
     while True:
-        x, y = a[i + count:i + count + step], b[j + count:j + count + step]
+        x, y = a[i + count : i + count + step], b[j + count : j + count + step]
         if x == y:
             if len(x) < step:
                 return count + len(x)
@@ -110,14 +111,14 @@ def delta_encode(text: str, reference: Reference | str) -> list:
         while i <= size - GRAM:
             # The next copy most often goes on where the last one ended (tried when its first MIN_COPY characters
             # match: a shorter run is no copy, and most positions of new text share none).
-            if expected >= 0 and text[i:i + MIN_COPY] == source[expected:expected + MIN_COPY]:
+            if expected >= 0 and text[i : i + MIN_COPY] == source[expected : expected + MIN_COPY]:
                 length = _common(text, i, source, expected)
                 if length >= MIN_COPY:
                     copy(i, expected, length)
                     i += length
                     literal, expected = i, expected + length
                     continue
-            position = index.get(text[i:i + GRAM])
+            position = index.get(text[i : i + GRAM])
             if position is None:
                 i += 1
                 continue
@@ -137,12 +138,12 @@ def delta_encode(text: str, reference: Reference | str) -> list:
 
 
 def _literals(text: str) -> list[str]:
-    return [text[start:start + MAX_LITERAL] for start in range(0, len(text), MAX_LITERAL)]
+    return [text[start : start + MAX_LITERAL] for start in range(0, len(text), MAX_LITERAL)]
 
 
 def delta_decode(ops: list, reference: str) -> str:
     """Return the text `ops` rebuild from `reference`."""
-    return "".join(op if isinstance(op, str) else reference[op[0]:op[0] + op[1]] for op in ops)
+    return "".join(op if isinstance(op, str) else reference[op[0] : op[0] + op[1]] for op in ops)
 
 
 def delta_problem(ops: Any, reference_size: int) -> str:
@@ -152,8 +153,14 @@ def delta_problem(ops: Any, reference_size: int) -> str:
     for index, op in enumerate(ops):
         if isinstance(op, str):
             continue
-        if (not isinstance(op, list) or len(op) != 2 or not all(isinstance(n, int) and not isinstance(n, bool) for n in op)
-                or op[0] < 0 or op[1] < 1 or op[0] + op[1] > reference_size):
+        if (
+            not isinstance(op, list)
+            or len(op) != 2
+            or not all(isinstance(n, int) and not isinstance(n, bool) for n in op)
+            or op[0] < 0
+            or op[1] < 1
+            or op[0] + op[1] > reference_size
+        ):
             return f"[{index}] must be a string or a [start, length] copy within the {reference_size:,} characters before it"
     return ""
 
@@ -247,25 +254,37 @@ def snapshot_prompt(snapshot: NarratorSnapshot) -> tuple[str, str]:
     cached = _cached(snapshot.pk)
     if cached is None:
         since = chain_start(game_save_id=snapshot.game_save_id, turn_id=snapshot.turn_id)
-        cached = snapshot_prompts(game_save=snapshot.game_save_id, up_to=snapshot.turn_id, since=since)[snapshot.turn_id]
+        cached = snapshot_prompts(game_save=snapshot.game_save_id, up_to=snapshot.turn_id, since=since)[
+            snapshot.turn_id
+        ]
         _remember(snapshot.pk, cached)
     return cached
 
 
 def chain_start(*, game_save_id: int, turn_id: int) -> int | None:
     """Return the turn of the nearest snapshot at or before `turn_id` stored whole (None: none is)."""
-    return (NarratorSnapshot.objects.filter(game_save_id=game_save_id, turn_id__lte=turn_id, prompt_delta__isnull=True)
-            .order_by("-turn_id").values_list("turn_id", flat=True).first())
+    return (
+        NarratorSnapshot.objects.filter(game_save_id=game_save_id, turn_id__lte=turn_id, prompt_delta__isnull=True)
+        .order_by("-turn_id")
+        .values_list("turn_id", flat=True)
+        .first()
+    )
 
 
 def previous_prompt(*, game_save_id: int, turn_id: int) -> tuple[str, str] | None:
     """Return the whole prompt of the save's nearest snapshot before `turn_id`, or None (one query when cached)."""
-    previous = (NarratorSnapshot.objects.filter(game_save_id=game_save_id, turn_id__lt=turn_id).order_by("-turn_id")
-                .only("pk", "turn_id", "game_save_id", "system_prompt", "user_prompt", "prompt_delta").first())
+    previous = (
+        NarratorSnapshot.objects.filter(game_save_id=game_save_id, turn_id__lt=turn_id)
+        .order_by("-turn_id")
+        .only("pk", "turn_id", "game_save_id", "system_prompt", "user_prompt", "prompt_delta")
+        .first()
+    )
     return None if previous is None else snapshot_prompt(previous)
 
 
-def snapshot_create(*, game_save_id: int, turn_id: int, system_prompt: str, user_prompt: str, **fields) -> NarratorSnapshot:
+def snapshot_create(
+    *, game_save_id: int, turn_id: int, system_prompt: str, user_prompt: str, **fields
+) -> NarratorSnapshot:
     """Write the turn's snapshot with its prompt as a delta of the nearest earlier one (`prompt_chars` the whole).
 
     Run in the caller's transaction (`narrator_accept`'s), under the save's lock, as before.
@@ -275,8 +294,12 @@ def snapshot_create(*, game_save_id: int, turn_id: int, system_prompt: str, user
     keyframe = previous is None or start is None or turn_id - start >= KEYFRAME_EVERY
     delta = None if keyframe else prompt_delta(system_prompt, user_prompt, previous)
     snapshot = NarratorSnapshot.objects.create(
-        game_save_id=game_save_id, turn_id=turn_id, prompt_chars=len(system_prompt) + len(user_prompt),
-        system_prompt="" if delta else system_prompt, user_prompt="" if delta else user_prompt, prompt_delta=delta,
+        game_save_id=game_save_id,
+        turn_id=turn_id,
+        prompt_chars=len(system_prompt) + len(user_prompt),
+        system_prompt="" if delta else system_prompt,
+        user_prompt="" if delta else user_prompt,
+        prompt_delta=delta,
         **fields,
     )
     if delta:
@@ -284,7 +307,9 @@ def snapshot_create(*, game_save_id: int, turn_id: int, system_prompt: str, user
     return snapshot
 
 
-def snapshot_choose(*, game_save, turn_id: int, alternative, alternatives: int, by_hand: bool = False) -> NarratorSnapshot | None:
+def snapshot_choose(
+    *, game_save, turn_id: int, alternative, alternatives: int, by_hand: bool = False
+) -> NarratorSnapshot | None:
     """Make turn `turn_id`'s snapshot describe `alternative`, the turn's text now (a swipe of the last turn).
 
     What the narrator read for that alternative (its prompt, as a delta of the previous snapshot,
@@ -302,28 +327,48 @@ def snapshot_choose(*, game_save, turn_id: int, alternative, alternatives: int, 
         return None
     fields: dict[str, Any] = {"alternatives": alternatives, "edited": by_hand}
     if not by_hand:
-        fields.update(proposed=alternative.text, model=alternative.model, finish_reason=alternative.finish_reason,
-                      latency_ms=alternative.latency_ms, prompt_tokens=alternative.prompt_tokens,
-                      completion_tokens=alternative.completion_tokens)
+        fields.update(
+            proposed=alternative.text,
+            model=alternative.model,
+            finish_reason=alternative.finish_reason,
+            latency_ms=alternative.latency_ms,
+            prompt_tokens=alternative.prompt_tokens,
+            completion_tokens=alternative.completion_tokens,
+        )
         if alternative.play_settings:
             fields["play_settings"] = alternative.play_settings
         if alternative.system_prompt or alternative.user_prompt:  # the memory proxy keeps one prompt: the snapshot's
             prompts = (alternative.system_prompt, alternative.user_prompt)
             delta = prompt_delta(*prompts, previous_prompt(game_save_id=game_save.pk, turn_id=turn_id))
-            fields.update(prompt_delta=delta, prompt_chars=len(prompts[0]) + len(prompts[1]),
-                          system_prompt="" if delta else prompts[0], user_prompt="" if delta else prompts[1])
+            fields.update(
+                prompt_delta=delta,
+                prompt_chars=len(prompts[0]) + len(prompts[1]),
+                system_prompt="" if delta else prompts[0],
+                user_prompt="" if delta else prompts[1],
+            )
             _remember(snapshot.pk, prompts)
         if alternative.context and alternative.context != snapshot.context:
             old = (snapshot.context or {}).get("queries") or []
-            recorded = RecordedQuery.objects.filter(game_save_id=game_save.pk, turn_id=turn_id - 1, params__source="narrator")
+            recorded = RecordedQuery.objects.filter(
+                game_save_id=game_save.pk, turn_id=turn_id - 1, params__source="narrator"
+            )
             for query in old:  # the rows the accept wrote from the first alternative's context
-                row = next((r for r in recorded if isinstance(query, dict) and r.query_text == query.get("query_text")
-                            and r.result_ids == query.get("result_ids")
-                            and r.params == {**(query.get("params") or {}), "source": "narrator"}), None)
+                row = next(
+                    (
+                        r
+                        for r in recorded
+                        if isinstance(query, dict)
+                        and r.query_text == query.get("query_text")
+                        and r.result_ids == query.get("result_ids")
+                        and r.params == {**(query.get("params") or {}), "source": "narrator"}
+                    ),
+                    None,
+                )
                 if row is not None:
                     row.delete()
-            record_context_queries(game_save=game_save, queries=alternative.context.get("queries"), source="narrator",
-                                   turn_id=turn_id - 1)
+            record_context_queries(
+                game_save=game_save, queries=alternative.context.get("queries"), source="narrator", turn_id=turn_id - 1
+            )
             fields["context"] = alternative.context
     NarratorSnapshot.objects.filter(pk=snapshot.pk).update(**fields)
     snapshot.refresh_from_db()
@@ -353,7 +398,12 @@ def context_decode(value: Any, previous: Any, reference: str) -> Any:
             return value[VERBATIM]
         if set(value) in ({EQUAL}, {AT, VALUE}):
             at = value.get(EQUAL, value.get(AT))
-            if not isinstance(previous, list) or not isinstance(at, int) or isinstance(at, bool) or not 0 <= at < len(previous):
+            if (
+                not isinstance(previous, list)
+                or not isinstance(at, int)
+                or isinstance(at, bool)
+                or not 0 <= at < len(previous)
+            ):
                 raise ValueError(f"refers to item {at!r} of the previous snapshot's list, which does not exist")
             return previous[at] if EQUAL in value else context_decode(value[VALUE], previous[at], reference)
         if set(value) == {DELTA}:
@@ -365,7 +415,10 @@ def context_decode(value: Any, previous: Any, reference: str) -> Any:
         return {key: context_decode(item, before.get(key), reference) for key, item in value.items()}
     if isinstance(value, list):
         before = previous if isinstance(previous, list) else []
-        return [context_decode(item, before, reference) if isinstance(item, dict) and set(item) in ({EQUAL}, {AT, VALUE})
-                else context_decode(item, before[index] if index < len(before) else None, reference)
-                for index, item in enumerate(value)]
+        return [
+            context_decode(item, before, reference)
+            if isinstance(item, dict) and set(item) in ({EQUAL}, {AT, VALUE})
+            else context_decode(item, before[index] if index < len(before) else None, reference)
+            for index, item in enumerate(value)
+        ]
     return value

@@ -21,6 +21,7 @@ The file is one JSON document (optionally gzip, recognised by its magic bytes)::
 
 Services: `save_export`, `save_import`; readers: `save_file_read`, `save_file_check`.
 """
+
 from studio.saves.portable import sections as _sections  # noqa: F401  (registers the core sections)
 from studio.saves.portable.codec import FORMAT, FORMAT_VERSION
 from studio.saves.portable.registry import (

@@ -15,6 +15,7 @@ registry order, one item per line, every item's keys sorted (so nested JSON writ
 either database comes out the same), UTF-8 without escapes, no timestamp of the export.
 The same save therefore always gives the same bytes. Gzip output has no name and mtime 0.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -47,7 +48,9 @@ def _refuse(location: str, message: str) -> SaveFileError:
 def decompress(data: bytes, *, max_bytes: int) -> bytes:
     """Return `data` itself, or its gunzipped content when it starts with the gzip magic."""
     if len(data) > max_bytes:
-        raise SaveFileTooLarge([Problem("", f"the file is {len(data)} bytes; the limit is {max_bytes} bytes (AXIOM_SAVE_FILE_MAX_BYTES)")])
+        raise SaveFileTooLarge(
+            [Problem("", f"the file is {len(data)} bytes; the limit is {max_bytes} bytes (AXIOM_SAVE_FILE_MAX_BYTES)")]
+        )
     if not data.startswith(GZIP_MAGIC):
         return data
     try:
@@ -58,9 +61,14 @@ def decompress(data: bytes, *, max_bytes: int) -> bytes:
     except (OSError, zlib.error) as exc:
         raise _refuse("", f"the gzip data is damaged ({exc})") from None
     if len(raw) > max_bytes:
-        raise SaveFileTooLarge([Problem(
-            "", f"the gzip file decompresses to more than {max_bytes} bytes (AXIOM_SAVE_FILE_MAX_BYTES); nothing was read past that"
-        )])
+        raise SaveFileTooLarge(
+            [
+                Problem(
+                    "",
+                    f"the gzip file decompresses to more than {max_bytes} bytes (AXIOM_SAVE_FILE_MAX_BYTES); nothing was read past that",
+                )
+            ]
+        )
     return raw
 
 
@@ -175,9 +183,7 @@ def encode(universe: dict, save: dict, sections: Iterable[tuple[str, int, bool, 
 
 def encode_document(document: dict) -> str:
     """Return the canonical text of a parsed save document (the inverse of `parse`)."""
-    sections = [
-        (name, body["version"], body["optional"], body["items"]) for name, body in document["sections"].items()
-    ]
+    sections = [(name, body["version"], body["optional"], body["items"]) for name, body in document["sections"].items()]
     return "".join(encode(document["universe"], document["save"], sections))
 
 

@@ -39,6 +39,7 @@ every value back with a second codec as an import will; a value that would not c
 exactly is written whole (`{"$v": ...}`) and both start again with empty tables.
 `decode` raises ValueError for a marker that does not fit.
 """
+
 from __future__ import annotations
 
 import json
@@ -48,8 +49,24 @@ from typing import Any
 
 from studio.saves.narrator.snapshots import MIN_DELTA_STRING, Reference, delta_decode, delta_encode, delta_problem
 from studio.saves.portable.recorded_items import (
-    apply, as_list, canonical, check_template, float32, get_path, has_path, item_leaves, items_by_layer, make_template,
-    positions, predicted, refuse, render_template, renders, same, set_path, short_float32,
+    apply,
+    as_list,
+    canonical,
+    check_template,
+    float32,
+    get_path,
+    has_path,
+    item_leaves,
+    items_by_layer,
+    make_template,
+    positions,
+    predicted,
+    refuse,
+    render_template,
+    renders,
+    same,
+    set_path,
+    short_float32,
 )
 
 SAME, DELTA, VERBATIM, STRINGS, REMOVED, ADDED = "$s", "$d", "$v", "$I", "$-", "$+"
@@ -125,7 +142,9 @@ class RecordCodec:
         if self.ref_numbers[key] == len(self.refs):
             self.refs.append(key)
         ref = item["ref"]
-        for value in ([ref[name] for name in sorted(ref)] if isinstance(ref, dict) else [ref]):  # not the database's key order
+        for value in (
+            [ref[name] for name in sorted(ref)] if isinstance(ref, dict) else [ref]
+        ):  # not the database's key order
             if isinstance(value, str) and value not in self.string_numbers:
                 self.string_numbers[value] = len(self.strings)
                 self.strings.append(value)
@@ -150,8 +169,12 @@ class RecordCodec:
         if isinstance(value, (list, str)) and previous is not None and same(value, previous):
             return {SAME: 1}
         if isinstance(value, list):
-            if value and all(isinstance(x, dict) and "ref" in x and not any(k.startswith("$") for k in x) for x in value):
-                return {ITEMS: self._encode_items(value, previous if isinstance(previous, list) else [], reference, place)}
+            if value and all(
+                isinstance(x, dict) and "ref" in x and not any(k.startswith("$") for k in x) for x in value
+            ):
+                return {
+                    ITEMS: self._encode_items(value, previous if isinstance(previous, list) else [], reference, place)
+                }
             if value and all(isinstance(x, str) for x in value):
                 if any(x in self.string_numbers for x in value):
                     return {STRINGS: [self._string_out(x) for x in value]}
@@ -159,7 +182,9 @@ class RecordCodec:
                     self._string_out(x)
                 return list(value)
             before = previous if isinstance(previous, list) else []
-            return [self.encode(x, before[i] if i < len(before) else None, reference, place) for i, x in enumerate(value)]
+            return [
+                self.encode(x, before[i] if i < len(before) else None, reference, place) for i, x in enumerate(value)
+            ]
         if isinstance(value, str) and len(value) >= MIN_DELTA_STRING:
             ops = delta_encode(value, reference)
             if sum(len(op) + 4 if isinstance(op, str) else 14 for op in ops) < len(value):
@@ -168,8 +193,10 @@ class RecordCodec:
 
     def _encode_dict(self, value: dict, before: dict | None, reference: Reference, place: tuple) -> dict:
         if before is None:
-            out = {key: self.encode(item, self.memory.get((place, key)), reference, place + (key,))
-                   for key, item in sorted(value.items())}
+            out = {
+                key: self.encode(item, self.memory.get((place, key)), reference, place + (key,))
+                for key, item in sorted(value.items())
+            }
         else:
             out = {}
             removed = [self._string_out(key) for key in sorted(before) if key not in value]
@@ -179,7 +206,9 @@ class RecordCodec:
                 if (place, key) in self.memory and same(value[key], remembered):
                     added.append([self._string_out(key)])
                 else:
-                    added.append([self._string_out(key), self.encode(value[key], remembered, reference, place + (key,))])
+                    added.append(
+                        [self._string_out(key), self.encode(value[key], remembered, reference, place + (key,))]
+                    )
             for key in sorted(value):
                 if key in before and not same(value[key], before[key]):
                     out[key] = self.encode(value[key], before[key], reference, place + (key,))
@@ -214,22 +243,36 @@ class RecordCodec:
                 if not fits:
                     # New columns when the next changed item fits them too; a lone change is written against its last version.
                     shape = self._shape(item, last, position, header)
-                    later = next(((i, p) for i, k, p in plans[index + 1:]
-                                  if k in self.last and k != key and not same(i, self.last[k])), None)
-                    if (shape is not None and self._fits(item, last, position, shape) and later is not None
-                            and self._fits(later[0], self.last[canonical(later[0]["ref"])], later[1], shape)):
+                    later = next(
+                        (
+                            (i, p)
+                            for i, k, p in plans[index + 1 :]
+                            if k in self.last and k != key and not same(i, self.last[k])
+                        ),
+                        None,
+                    )
+                    if (
+                        shape is not None
+                        and self._fits(item, last, position, shape)
+                        and later is not None
+                        and self._fits(later[0], self.last[canonical(later[0]["ref"])], later[1], shape)
+                    ):
                         entries.append(self._header_out(shape))
                         header, fits = shape, True
                 if fits:
                     entries.append(self._row(item, last, header, reference, place))
                 else:
-                    entries.append({REF: self.ref_numbers[key], UPDATE: self.encode(item, last, reference, place + (ITEM_PLACE,))})
+                    entries.append(
+                        {REF: self.ref_numbers[key], UPDATE: self.encode(item, last, reference, place + (ITEM_PLACE,))}
+                    )
                 self.last[key] = item
             previous = item
             counters[canonical(item.get("layer"))] = counters.get(canonical(item.get("layer")), -1) + 1
         return entries
 
-    def _new_entry(self, item: dict, previous: dict | None, position, header, reference: Reference, place: tuple) -> dict:
+    def _new_entry(
+        self, item: dict, previous: dict | None, position, header, reference: Reference, place: tuple
+    ) -> dict:
         """A new ref's item against the entry before it, with its header's positional values, and templates."""
         base = predicted(previous, position, header)
         made: dict[str, list] = {}
@@ -273,7 +316,9 @@ class RecordCodec:
             if isinstance(value, dict) and isinstance(last.get(key), dict):
                 if any(sub not in value for sub in last[key]) or any("." in sub for sub in value):
                     return None
-                paths.extend(f"{key}.{sub}" for sub in value if sub not in last[key] or not same(value[sub], last[key][sub]))
+                paths.extend(
+                    f"{key}.{sub}" for sub in value if sub not in last[key] or not same(value[sub], last[key][sub])
+                )
             else:
                 paths.append(key)
         shape: dict = {"columns": [], "float32": [], "positional": [], "templates": {}}
@@ -316,8 +361,11 @@ class RecordCodec:
         row: list = [self.ref_numbers[canonical(item["ref"])]]
         for path in header["columns"]:
             value = get_path(item, path)
-            row.append(short_float32(value) if path in header["float32"] else
-                       self.encode(value, get_path(last, path), reference, place + (ITEM_PLACE, *path.split("."))))
+            row.append(
+                short_float32(value)
+                if path in header["float32"]
+                else self.encode(value, get_path(last, path), reference, place + (ITEM_PLACE, *path.split(".")))
+            )
         return row
 
     def _header_out(self, header: dict) -> dict:
@@ -331,7 +379,9 @@ class RecordCodec:
             if header[field]:
                 entry[name] = header[field]
         if header["templates"]:
-            entry[TEMPLATES] = {path: self._template_out(header["templates"][path]) for path in sorted(header["templates"])}
+            entry[TEMPLATES] = {
+                path: self._template_out(header["templates"][path]) for path in sorted(header["templates"])
+            }
         return entry
 
     # -- reading ----------------------------------------------------------------------------
@@ -353,13 +403,19 @@ class RecordCodec:
             if keys == {STRINGS}:
                 return [self._string_in(x) for x in as_list(value[STRINGS], STRINGS)]
             if keys == {ITEMS}:
-                return self._decode_items(value[ITEMS], previous if isinstance(previous, list) else [], reference, place)
+                return self._decode_items(
+                    value[ITEMS], previous if isinstance(previous, list) else [], reference, place
+                )
             return self._decode_dict(value, previous if isinstance(previous, dict) else None, reference, place)
         if isinstance(value, list):
-            if value and all(isinstance(x, str) for x in value):  # a list of strings, none known before: each joins the table
+            if value and all(
+                isinstance(x, str) for x in value
+            ):  # a list of strings, none known before: each joins the table
                 return [self._string_in(x) for x in value]
             before = previous if isinstance(previous, list) else []
-            return [self.decode(x, before[i] if i < len(before) else None, reference, place) for i, x in enumerate(value)]
+            return [
+                self.decode(x, before[i] if i < len(before) else None, reference, place) for i, x in enumerate(value)
+            ]
         return value
 
     def _decode_dict(self, value: dict, before: dict | None, reference: str, place: tuple) -> dict:
@@ -368,8 +424,10 @@ class RecordCodec:
         if unknown:
             raise ValueError(f"has keys {unknown} that are no marker here")
         if before is None:
-            out = {key: self.decode(item, self.memory.get((place, key)), reference, place + (key,))
-                   for key, item in sorted(value.items())}
+            out = {
+                key: self.decode(item, self.memory.get((place, key)), reference, place + (key,))
+                for key, item in sorted(value.items())
+            }
         else:
             out = dict(before)
             for name in as_list(value.get(REMOVED, []), REMOVED):
@@ -385,8 +443,11 @@ class RecordCodec:
                     raise ValueError(f"adds the key {key!r}, which the previous value has (or a marker)")
                 if len(entry) == 1 and (place, key) not in self.memory:
                     raise ValueError(f"adds the key {key!r} with its last value, and it has none")
-                out[key] = (self.memory[(place, key)] if len(entry) == 1 else
-                            self.decode(entry[1], self.memory.get((place, key)), reference, place + (key,)))
+                out[key] = (
+                    self.memory[(place, key)]
+                    if len(entry) == 1
+                    else self.decode(entry[1], self.memory.get((place, key)), reference, place + (key,))
+                )
             for key in sorted(k for k in value if not k.startswith("$")):
                 if key not in before:
                     raise ValueError(f"changes the key {key!r}, which the previous value does not have")
@@ -417,7 +478,9 @@ class RecordCodec:
             out.append(item)
         return out
 
-    def _decode_entry(self, entry, out: list, by_layer: dict, counters: dict, header, reference: str, place: tuple) -> dict:
+    def _decode_entry(
+        self, entry, out: list, by_layer: dict, counters: dict, header, reference: str, place: tuple
+    ) -> dict:
         def position(layer) -> dict | None:
             neighbours = by_layer.get(canonical(layer), [])
             index = counters.get(canonical(layer), -1) + 1
@@ -453,7 +516,9 @@ class RecordCodec:
                     except OverflowError:
                         raise ValueError(f"{path} ($f) is too large for a 32-bit float") from None
                 else:
-                    values.append(self.decode(value, get_path(last, path), reference, place + (ITEM_PLACE, *path.split("."))))
+                    values.append(
+                        self.decode(value, get_path(last, path), reference, place + (ITEM_PLACE, *path.split(".")))
+                    )
             item = apply(last, position(last.get("layer")), header, values)
             self.last[key] = item
             return item
@@ -461,8 +526,11 @@ class RecordCodec:
 
     def _header_in(self, entry: dict) -> dict:
         if set(entry) == {HEADER}:
-            return self._in(entry[HEADER], self.headers, self.header_numbers, "columns", key=canonical) \
-                if type(entry[HEADER]) is int else refuse("columns ($h) must name columns given before")
+            return (
+                self._in(entry[HEADER], self.headers, self.header_numbers, "columns", key=canonical)
+                if type(entry[HEADER]) is int
+                else refuse("columns ($h) must name columns given before")
+            )
         if set(entry) - {COLUMNS, FLOAT32, POSITIONAL, TEMPLATES}:
             raise ValueError("columns ($c) take only $c, $f, $p and $t")
         columns, floats = as_list(entry[COLUMNS], COLUMNS), as_list(entry.get(FLOAT32, []), FLOAT32)
@@ -470,12 +538,22 @@ class RecordCodec:
         if not isinstance(made, dict):
             raise ValueError("templates ($t) must be an object")
         for path in [*columns, *floats, *positional, *made]:
-            if not isinstance(path, str) or not path or path.count(".") > 1 or path.startswith(("$", ".")) or path.endswith("."):
+            if (
+                not isinstance(path, str)
+                or not path
+                or path.count(".") > 1
+                or path.startswith(("$", "."))
+                or path.endswith(".")
+            ):
                 raise ValueError(f"{path!r} is not a path (key or key.subkey)")
         if not set(floats) <= set(columns):
             raise ValueError("every $f path must be one of the columns ($c)")
-        header = {"columns": columns, "float32": floats, "positional": positional,
-                  "templates": {path: self._template_in(made[path]) for path in sorted(made)}}
+        header = {
+            "columns": columns,
+            "float32": floats,
+            "positional": positional,
+            "templates": {path: self._template_in(made[path]) for path in sorted(made)},
+        }
         self.header_numbers.setdefault(canonical(header), len(self.headers))
         self.headers.append(header)
         return header
@@ -495,8 +573,10 @@ class VerifiedWriter:
         if not (isinstance(values[0], dict) and any(key.startswith("$") for key in values[0])):
             encoded = [self.writer.encode(value, before, reference) for value, before in zip(values, previous)]
             try:
-                back = [self.reader.decode(json.loads(canonical(value)), before, reference_text)
-                        for value, before in zip(encoded, previous)]
+                back = [
+                    self.reader.decode(json.loads(canonical(value)), before, reference_text)
+                    for value, before in zip(encoded, previous)
+                ]
             except ValueError:
                 back = None
             if back is not None and all(same(x, y) for x, y in zip(back, values)):

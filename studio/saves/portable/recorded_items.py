@@ -4,6 +4,7 @@ and writes: equality of JSON values, paths (`key` or `key.subkey`), 32-bit float
 written against. Pure functions: the codec's writer and reader call the same ones, so what one
 predicts the other rebuilds.
 """
+
 from __future__ import annotations
 
 import json
@@ -95,8 +96,11 @@ def item_leaves(item: dict) -> list[tuple[str, Any]]:
         if "." in key:
             continue
         if isinstance(value, dict):
-            out.extend((f"{key}.{sub}", inner) for sub, inner in value.items()
-                       if "." not in sub and (isinstance(inner, str) or type(inner) in (int, float)))
+            out.extend(
+                (f"{key}.{sub}", inner)
+                for sub, inner in value.items()
+                if "." not in sub and (isinstance(inner, str) or type(inner) in (int, float))
+            )
         elif isinstance(value, str) or type(value) in (int, float):
             out.append((key, value))
     return sorted(out)
@@ -140,8 +144,12 @@ def check_template(parts: Any) -> list:
     for part in parts:
         if isinstance(part, str):
             continue
-        if (not isinstance(part, list) or not 1 <= len(part) <= 2 or not isinstance(part[0], str)
-                or (len(part) == 2 and (type(part[1]) is not int or not 0 <= part[1] <= MAX_DECIMALS))):
+        if (
+            not isinstance(part, list)
+            or not 1 <= len(part) <= 2
+            or not isinstance(part[0], str)
+            or (len(part) == 2 and (type(part[1]) is not int or not 0 <= part[1] <= MAX_DECIMALS))
+        ):
             raise ValueError(f"a template part must be a string, [path] or [path, decimals 0-{MAX_DECIMALS}]")
     return parts
 
@@ -174,10 +182,16 @@ def make_template(text: str, item: dict, path: str) -> list | None:
             decimals = len(token) - token.index(".") - 1 if "." in token else None
             found = next(([name] for name, value in numbers if render_value(value, None) == token), None)
             if found is None and decimals is not None:
-                found = next(([name, decimals] for name, value in numbers
-                              if type(value) is float and f"{value:.{decimals}f}" == token), None)
+                found = next(
+                    (
+                        [name, decimals]
+                        for name, value in numbers
+                        if type(value) is float and f"{value:.{decimals}f}" == token
+                    ),
+                    None,
+                )
             if found:
-                parts.extend([piece[start:match.start()], found])
+                parts.extend([piece[start : match.start()], found])
                 start = match.end()
         parts.append(piece[start:])
     parts = [part for part in parts if part != ""]
@@ -219,7 +233,9 @@ def predicted(previous: dict | None, position: dict | None, header: dict | None)
         return previous
     base, copied = dict(previous), set()
     for path in header["positional"]:
-        if has_path(position, path) and (path.count(".") == 0 or isinstance(previous.get(path.partition(".")[0]), dict)):
+        if has_path(position, path) and (
+            path.count(".") == 0 or isinstance(previous.get(path.partition(".")[0]), dict)
+        ):
             set_path(base, path, get_path(position, path), copied)
     return base
 

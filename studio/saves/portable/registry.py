@@ -41,6 +41,7 @@ marked optional is refused, because importing it would silently lose that state.
 `required=True` refuses a file that lacks the section; other sections missing from a file
 (say, one exported before the section existed) import as empty.
 """
+
 from __future__ import annotations
 
 import re
@@ -204,7 +205,11 @@ class Checker:
             return value
         for index, name in enumerate(value):
             where = f"{loc}[{index}]"
-            read = self.limited(name, where, field) if field else self.text(name, where, max_length=max_length, blank=False)
+            read = (
+                self.limited(name, where, field)
+                if field
+                else self.text(name, where, max_length=max_length, blank=False)
+            )
             if read is INVALID:
                 return INVALID
         return value
@@ -216,7 +221,9 @@ class Checker:
             return INVALID
         return value
 
-    def record(self, value: Any, loc: str, spec: dict[str, Callable[[Any, str], Any]], *, optional: Iterable[str] = ()) -> dict | None:
+    def record(
+        self, value: Any, loc: str, spec: dict[str, Callable[[Any, str], Any]], *, optional: Iterable[str] = ()
+    ) -> dict | None:
         """Check an object against `spec` ({key: reader}); return its valid fields, or None.
 
         Missing required keys and unknown keys are problems; a field whose reader recorded a
@@ -286,9 +293,7 @@ class CheckContext:
         if value is INVALID or value is None:
             return value
         if not first <= value <= self.current_turn:
-            self.checker.add(
-                loc, f"turn {value} does not exist: the save's turns are {first}..{self.current_turn}"
-            )
+            self.checker.add(loc, f"turn {value} does not exist: the save's turns are {first}..{self.current_turn}")
             return INVALID
         return value
 
@@ -301,7 +306,9 @@ class CheckContext:
             if item is not None:
                 yield loc, item
 
-    def complete_records(self, items: list, where: str, spec: dict, *, one_per_turn: str = "") -> Iterator[tuple[str, dict]]:
+    def complete_records(
+        self, items: list, where: str, spec: dict, *, one_per_turn: str = ""
+    ) -> Iterator[tuple[str, dict]]:
         """Yield (location, item) for each of `items` whose every field passed `spec`'s readers.
 
         `one_per_turn` (what an item records, e.g. "presence"): a section of per-turn rows

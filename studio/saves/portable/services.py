@@ -11,6 +11,7 @@ commit. Vector chunks are never in the file: the import re-derives them.
 The round trip is exact: importing a file and exporting the new save gives the same bytes
 (the save's name aside, when the import renames it), on SQLite and PostgreSQL alike.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -62,8 +63,15 @@ def universe_lore_hash(*, universe: Universe) -> str:
     entries = []
     for entry in LoreEntry.objects.filter(universe=universe).prefetch_related("links").order_by("entry_id"):
         entries.append(
-            [entry.entry_id, entry.title, entry.kind, entry.text, list(entry.keys or []),
-             sorted(link.entry_id for link in entry.links.all()), entry.extensions or {}]
+            [
+                entry.entry_id,
+                entry.title,
+                entry.kind,
+                entry.text,
+                list(entry.keys or []),
+                sorted(link.entry_id for link in entry.links.all()),
+                entry.extensions or {},
+            ]
         )
     return "sha256:" + hashlib.sha256(codec.dumps(entries).encode("utf-8")).hexdigest()
 
@@ -117,8 +125,7 @@ def save_export(*, game_save: Save, compress: bool = False) -> SaveExport:
         }
         ctx = ExportContext(game_save=locked)
         parts = (
-            (section.name, section.version, section.optional, section.export(ctx))
-            for section in registered_sections()
+            (section.name, section.version, section.optional, section.export(ctx)) for section in registered_sections()
         )
         chunks = (text.encode("utf-8") for text in codec.encode(universe, header, parts))
         if compress:
@@ -155,19 +162,25 @@ class CheckedSave:
 
 def _check_header(document: Any, c: Checker) -> tuple[dict, dict] | None:
     if not isinstance(document, dict):
-        c.add("", "a save file is a JSON object with format \"axiom-save\"; this is a JSON " + type(document).__name__)
+        c.add("", 'a save file is a JSON object with format "axiom-save"; this is a JSON ' + type(document).__name__)
         return None
     file_format = document.get("format")
     if file_format != codec.FORMAT:
-        c.add("format", f"is {repr(file_format)[:40]}, not \"axiom-save\": this is not an Axiom save file")
+        c.add("format", f'is {repr(file_format)[:40]}, not "axiom-save": this is not an Axiom save file')
         return None
     version = document.get("format_version")
     if isinstance(version, bool) or not isinstance(version, int):
-        c.add("format_version", f"must be a whole number (this studio reads version {codec.FORMAT_VERSION}), not {repr(version)[:40]}")
+        c.add(
+            "format_version",
+            f"must be a whole number (this studio reads version {codec.FORMAT_VERSION}), not {repr(version)[:40]}",
+        )
         return None
     if version != codec.FORMAT_VERSION:
         newer = "a newer" if version > codec.FORMAT_VERSION else "an older"
-        c.add("format_version", f"is {version}: the file comes from {newer} studio; this one reads version {codec.FORMAT_VERSION} only")
+        c.add(
+            "format_version",
+            f"is {version}: the file comes from {newer} studio; this one reads version {codec.FORMAT_VERSION} only",
+        )
         return None
     for key in document:
         if key not in TOP_LEVEL_KEYS:
@@ -232,7 +245,9 @@ def _check(document: Any, c: Checker) -> CheckedSave:
         if name in known:
             continue
         if isinstance(body, dict) and body.get("optional") is True:
-            warnings.append(f"The file's section “{name}” is unknown to this studio and marked optional; it was left out.")
+            warnings.append(
+                f"The file's section “{name}” is unknown to this studio and marked optional; it was left out."
+            )
         else:
             c.add(
                 f"sections.{name[:60]}",
@@ -260,7 +275,10 @@ def _check(document: Any, c: Checker) -> CheckedSave:
             continue
         if envelope["version"] != section.version and envelope["version"] not in section.reads:
             readable = ", ".join(str(v) for v in sorted({section.version, *section.reads}))
-            c.add(f"{where}.version", f"is {envelope['version']}; this studio reads version{'s' if section.reads else ''} {readable} of this section")
+            c.add(
+                f"{where}.version",
+                f"is {envelope['version']}; this studio reads version{'s' if section.reads else ''} {readable} of this section",
+            )
             continue
         ctx.version = envelope["version"]
         checked.append((section, section.check(envelope["items"], ctx, f"{where}.items")))
@@ -347,13 +365,19 @@ def _queue_rederivation(game_save: Save) -> int:
     turns is enough; the rest wait in the queue as rows.
     """
     marker = {rows.REDERIVE_MARKER: "save_import"}
-    common = {"universe_id": game_save.universe_id, "game_save_id": game_save.pk,
-              "timeline_generation": game_save.timeline_generation, "progress": "queued"}
+    common = {
+        "universe_id": game_save.universe_id,
+        "game_save_id": game_save.pk,
+        "timeline_generation": game_save.timeline_generation,
+        "progress": "queued",
+    }
     jobs.job_create(kind=JobKind.SYNC_LORE, payload=dict(marker), **common)
     rows.insert_rows(
         Job,
-        ({"kind": JobKind.EMBED_TURN, "turn_id": turn, "payload": marker, **common}
-         for turn in range(1, game_save.current_turn + 1)),
+        (
+            {"kind": JobKind.EMBED_TURN, "turn_id": turn, "payload": marker, **common}
+            for turn in range(1, game_save.current_turn + 1)
+        ),
     )
     # The imported jobs are all finished, so the save's queued jobs are the ones just made.
     embeds = list(

@@ -1,4 +1,5 @@
 """`{% demo_recording_of save as recording %}`: which model recorded the demo living save, and when."""
+
 from __future__ import annotations
 
 from django import template

@@ -9,6 +9,7 @@ as `presence_rows` ({turn: row}, `studio.memory.knowledge.presence.presence_by_t
 characters are read once per page render. Without `presence_rows` the tag reads its turn's
 row itself.
 """
+
 from __future__ import annotations
 
 from django import template

@@ -1,4 +1,5 @@
 """`{% save_tabs %}`: the save header's tabs, grouped (`studio/saves/tabs.py`)."""
+
 from __future__ import annotations
 
 from django import template
@@ -14,7 +15,10 @@ def save_tabs(context):
     """Render the four groups (each linking to its first page) and the active group's pages."""
     game_save, key = context["save"], context.get("tab", "")
     active = group_of(key)
-    tabs = [(tab, reverse(tab.url_name, args=[game_save.save_id])) for tab in tabs_for(can_playtest=context.get("can_playtest", False))]
+    tabs = [
+        (tab, reverse(tab.url_name, args=[game_save.save_id]))
+        for tab in tabs_for(can_playtest=context.get("can_playtest", False))
+    ]
     groups = []
     for group in GROUPS:
         pages = [{"label": tab.label, "url": url, "current": tab.key == key} for tab, url in tabs if tab.group == group]

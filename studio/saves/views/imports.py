@@ -1,4 +1,5 @@
 """Import a save from a transcript (JSON Lines) or a LoCoMo conversation file."""
+
 from __future__ import annotations
 
 import json
@@ -64,7 +65,9 @@ def _import(request: HttpRequest, kind: str) -> HttpResponse:
             else:
                 try:
                     result = importers.import_locomo(
-                        universe=form.cleaned_data["universe"], name=form.cleaned_data["name"] or default_name, turns=turns
+                        universe=form.cleaned_data["universe"],
+                        name=form.cleaned_data["name"] or default_name,
+                        turns=turns,
                     )
                 except importers.ImportFormatError as exc:
                     errors = exc.errors

@@ -6,6 +6,7 @@ to the Console without it. Without JavaScript the narration runs to its end insi
 POST (no streaming), then the Console shows it; with it, the panel carries the stream's URL
 and `static/js/narrator.js` reads the streamed text into the page, then asks for the panel.
 """
+
 from __future__ import annotations
 
 from django.contrib import messages
@@ -70,14 +71,17 @@ def narrate(request: HttpRequest, save_id: str) -> HttpResponse:
         # Sending the next action accepts the narration above it (as a chat front end does).
         draft = _draft(game_save, int(accept_id))
         try:
-            accepted = services.narrator_accept(draft=draft, number=_number(request), narrative=request.POST.get("narrative"))
+            accepted = services.narrator_accept(
+                draft=draft, number=_number(request), narrative=request.POST.get("narrative")
+            )
         except services.TurnConflict as exc:
             return _console_answer(request, game_save, error=f"{exc.message} Nothing was appended.", action_text=typed)
         except services.NarratorError as exc:
             return _console_answer(request, game_save, error=str(exc), action_text=typed)
         except limits.Refused as exc:
-            return _console_answer(request, game_save, error=f"Nothing was appended: the narrative {exc.message}",
-                                   action_text=typed)
+            return _console_answer(
+                request, game_save, error=f"Nothing was appended: the narrative {exc.message}", action_text=typed
+            )
         game_save.refresh_from_db()
     if not player_input:
         if accepted is not None:
@@ -95,8 +99,9 @@ def narrate(request: HttpRequest, save_id: str) -> HttpResponse:
     return _console_answer(request, game_save, appended=accepted)
 
 
-def _console_answer(request: HttpRequest, game_save: Save, *, error: str = "", action_text: str = "",
-                    appended=None) -> HttpResponse:
+def _console_answer(
+    request: HttpRequest, game_save: Save, *, error: str = "", action_text: str = "", appended=None
+) -> HttpResponse:
     """Answer the whole Console (htmx: the story, the draft, the action box and the header's turn) or redirect."""
     if not request.htmx:
         if error:
@@ -142,8 +147,9 @@ def narrator_regenerate(request: HttpRequest, save_id: str, draft_id: int) -> Ht
     draft = _draft(game_save, draft_id)
     try:
         if request.POST.get("with_findings"):  # the continuity guard's findings as instructions (docs/continuity.md)
-            alternative = guard.regenerate_with_findings(draft=draft, number=_number(request) or draft.chosen_number,
-                                                         regenerate=services.narrator_regenerate)
+            alternative = guard.regenerate_with_findings(
+                draft=draft, number=_number(request) or draft.chosen_number, regenerate=services.narrator_regenerate
+            )
         else:
             alternative = services.narrator_regenerate(draft=draft)
     except services.NarratorError as exc:
@@ -169,8 +175,12 @@ def narrator_discard(request: HttpRequest, save_id: str, draft_id: int) -> HttpR
     game_save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
     draft = _draft(game_save, draft_id)
     services.narrator_discard(draft=draft)
-    return _panel(request, game_save, note=f"Draft for turn {draft.turn_id} discarded; nothing was appended. "
-                                           "It stays below (Bring it back) until the next turn is accepted.")
+    return _panel(
+        request,
+        game_save,
+        note=f"Draft for turn {draft.turn_id} discarded; nothing was appended. "
+        "It stays below (Bring it back) until the next turn is accepted.",
+    )
 
 
 @require_POST
@@ -182,7 +192,12 @@ def narrator_accept(request: HttpRequest, save_id: str, draft_id: int) -> HttpRe
     try:
         event = services.narrator_accept(draft=draft, number=_number(request), narrative=narrative)
     except services.TurnConflict as exc:
-        return _panel(request, game_save, draft=draft, error=f"{exc.message} Nothing was appended: narrate again for the current turn.")
+        return _panel(
+            request,
+            game_save,
+            draft=draft,
+            error=f"{exc.message} Nothing was appended: narrate again for the current turn.",
+        )
     except services.NarratorError as exc:
         return _panel(request, game_save, draft=draft, error=str(exc))
     except limits.Refused as exc:
@@ -203,15 +218,17 @@ def narrator_prompt(request: HttpRequest, save_id: str) -> HttpResponse:
             prompt = build_narrator_prompt(game_save=game_save, player_input=player_input)
         except InvalidPlayerInput as exc:
             error = str(exc)
-    context.update({
-        "player_input": player_input.replace("\x00", ""),
-        "prompt": prompt,
-        "prompt_error": error,
-        "template_key": TEMPLATE_KEY,
-        "default_instructions": DEFAULT_INSTRUCTIONS,
-        "llm_connected": llm_connected(),
-        "sampler": resolve_sampler(game_save=game_save),
-    })
+    context.update(
+        {
+            "player_input": player_input.replace("\x00", ""),
+            "prompt": prompt,
+            "prompt_error": error,
+            "template_key": TEMPLATE_KEY,
+            "default_instructions": DEFAULT_INSTRUCTIONS,
+            "llm_connected": llm_connected(),
+            "sampler": resolve_sampler(game_save=game_save),
+        }
+    )
     context["authors_note"], context["authors_note_depth"] = note_of(game_save)
     template = "saves/narrator/prompt.html#prompt" if request.htmx else "saves/narrator/prompt.html"
     # htmx swaps only 2xx answers: the fragment shows the error in place

@@ -5,6 +5,7 @@ Each is a form POST that works without JavaScript (then it redirects to the Cons
 narration runs to its end inside the POST) and answers htmx with the narrator panel or the
 whole console. The services are in `studio/saves/narrator/play.py`.
 """
+
 from __future__ import annotations
 
 import copy
@@ -29,8 +30,9 @@ from studio.saves.views.narrator import _draft, _panel
 from studio.saves.views.saves import console_context, save_page_context
 
 
-def _console(request: HttpRequest, game_save: Save, *, note: str = "", error: str = "", action_text: str = "",
-             **extra) -> HttpResponse:
+def _console(
+    request: HttpRequest, game_save: Save, *, note: str = "", error: str = "", action_text: str = "", **extra
+) -> HttpResponse:
     """Answer the whole console (htmx) or redirect to it with the note as a message."""
     if action_text:
         request.session["console_action_text"] = action_text  # the Console puts it in the action box
@@ -122,8 +124,10 @@ def turn_undo(request: HttpRequest, save_id: str) -> HttpResponse:
         return _console(request, game_save, error="The save changed since this page was loaded; nothing was undone.")
     except play.PlayError as exc:
         return _console(request, game_save, error=str(exc))
-    note = (f"Turn {expected} undone (rewound to turn {result.target_turn}); its action is back in the box. "
-            f"Put turn {expected} back until the next turn is accepted.")
+    note = (
+        f"Turn {expected} undone (rewound to turn {result.target_turn}); its action is back in the box. "
+        f"Put turn {expected} back until the next turn is accepted."
+    )
     return _console(request, game_save, note=note, action_text=player_input)
 
 
@@ -160,8 +164,12 @@ def draft_restore(request: HttpRequest, save_id: str, draft_id: int) -> HttpResp
     try:
         services.narrator_accept(draft=_draft(game_save, draft.pk), number=draft.chosen_number)
     except (TurnConflict, services.NarratorError) as exc:
-        return _console(request, game_save, error=f"{getattr(exc, 'message', exc)} The turn is a draft again: accept it from there.")
-    return _console(request, game_save, note=f"Turn {draft.turn_id} is back, as it was; its memory jobs are queued again.")
+        return _console(
+            request, game_save, error=f"{getattr(exc, 'message', exc)} The turn is a draft again: accept it from there."
+        )
+    return _console(
+        request, game_save, note=f"Turn {draft.turn_id} is back, as it was; its memory jobs are queued again."
+    )
 
 
 @require_POST
@@ -185,23 +193,35 @@ def turn_retry(request: HttpRequest, save_id: str) -> HttpResponse:
         return _console(request, game_save, error=str(exc))
     if then and not request.htmx:
         services.narration_run(alternative_id=draft.alternatives.get(number=draft.chosen_number).pk)
-    what = {"retry": "a new alternative is being written", "continue": "its continuation is being written",
-            "": "choose an alternative, then accept it"}[then]
-    return _console(request, game_save, note=(
-        f"Turn {expected} is a draft again (rewound by one: its memory is rebuilt when you accept): {what}. "
-        "Its accepted text is kept among the alternatives (← →), and a discarded draft can be brought back "
-        "until the next turn is accepted."))
+    what = {
+        "retry": "a new alternative is being written",
+        "continue": "its continuation is being written",
+        "": "choose an alternative, then accept it",
+    }[then]
+    return _console(
+        request,
+        game_save,
+        note=(
+            f"Turn {expected} is a draft again (rewound by one: its memory is rebuilt when you accept): {what}. "
+            "Its accepted text is kept among the alternatives (← →), and a discarded draft can be brought back "
+            "until the next turn is accepted."
+        ),
+    )
 
 
 @require_http_methods(["GET", "POST"])
 def play_settings(request: HttpRequest, save_id: str) -> HttpResponse:
     """The save's author's note and sampler overrides (GET shows the form, POST saves it)."""
-    game_save = save_for(user=request.user, save_id=save_id, access=Access.PLAY if request.method == "POST" else Access.READ)
+    game_save = save_for(
+        user=request.user, save_id=save_id, access=Access.PLAY if request.method == "POST" else Access.READ
+    )
     row = play_settings_of(game_save)  # one read: the page and the sampler below use the same row
     saved = False
     if request.method == "POST":
         # The form edits a copy: a refused form leaves the row the page shows as it is saved.
-        form = PlaySettingsForm(request.POST, instance=copy.copy(row) if row else PlaySettings(game_save_id=game_save.pk))
+        form = PlaySettingsForm(
+            request.POST, instance=copy.copy(row) if row else PlaySettings(game_save_id=game_save.pk)
+        )
         if form.is_valid():
             # Only what this page changed, under the save's lock: a change made meanwhile elsewhere stays.
             play_settings_update(game_save=game_save, changes=form.changes())

@@ -4,6 +4,7 @@ Both need the playtester role and membership of the universe: an export answers 
 save the user may not see, an import offers only the universes the user belongs to. The
 work is in `studio.saves.portable`; these views check access and render.
 """
+
 from __future__ import annotations
 
 from django.contrib import messages
@@ -37,7 +38,9 @@ def save_import(request: HttpRequest) -> HttpResponse:
     if slug:
         initial["universe"] = universes.filter(slug=slug).first()
     max_bytes = portable.max_file_bytes()
-    form = SaveImportForm(request.POST or None, request.FILES or None, universes=universes, initial=initial, max_bytes=max_bytes)
+    form = SaveImportForm(
+        request.POST or None, request.FILES or None, universes=universes, initial=initial, max_bytes=max_bytes
+    )
     problems: list[portable.Problem] = []
     if request.method == "POST" and form.is_valid():
         try:

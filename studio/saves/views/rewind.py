@@ -1,4 +1,5 @@
 """Rewind from the web (pick N -> preview -> confirm -> summary) and "fork from here"."""
+
 from __future__ import annotations
 
 from django.contrib import messages
@@ -24,7 +25,10 @@ def count_rows(counts: dict) -> list[dict]:
     """Return a rewind's counts as labelled rows, in a stable order (the labels are the
     timeline tables' own, `studio.memory.timeline.count_labels`)."""
     labels = {**timeline.count_labels(), **VECTOR_LABELS}
-    return [{"kind": kind, "label": labels.get(kind, kind.replace("_", " ").capitalize()), "n": n} for kind, n in counts.items()]
+    return [
+        {"kind": kind, "label": labels.get(kind, kind.replace("_", " ").capitalize()), "n": n}
+        for kind, n in counts.items()
+    ]
 
 
 def _rewind_context(request: HttpRequest, game_save: Save, **extra) -> dict:
@@ -34,7 +38,9 @@ def _rewind_context(request: HttpRequest, game_save: Save, **extra) -> dict:
     context.update(
         {
             "rewind_form": RewindForm(initial=initial, current_turn=game_save.current_turn),
-            "fork_form": ForkForm(initial=initial or {"turn": game_save.current_turn}, current_turn=game_save.current_turn),
+            "fork_form": ForkForm(
+                initial=initial or {"turn": game_save.current_turn}, current_turn=game_save.current_turn
+            ),
         }
     )
     context.update(extra)
@@ -67,8 +73,12 @@ def _preview_context(game_save: Save, preview) -> dict:
     if preview is None:
         return {"preview": None, "preview_rows": []}
     removed = turns_removed_by(game_save=game_save, target_turn=preview.target_turn)
-    return {"preview": preview, "preview_rows": count_rows(preview.counts), "removed_turns": removed,
-            "removed_more": max(0, preview.from_turn - preview.target_turn - len(removed))}
+    return {
+        "preview": preview,
+        "preview_rows": count_rows(preview.counts),
+        "removed_turns": removed,
+        "removed_more": max(0, preview.from_turn - preview.target_turn - len(removed)),
+    }
 
 
 def _fresh(context: dict, game_save: Save) -> dict:
@@ -162,9 +172,7 @@ def fork(request: HttpRequest, save_id: str) -> HttpResponse:
         except RewindError as exc:
             form.add_error("turn", str(exc))
         else:
-            messages.success(
-                request, f"Forked “{game_save.name}” at turn {new_save.fork_turn} into “{new_save.name}”."
-            )
+            messages.success(request, f"Forked “{game_save.name}” at turn {new_save.fork_turn} into “{new_save.name}”.")
             url = reverse("saves:detail", kwargs={"save_id": new_save.save_id})
             if request.htmx:
                 response = HttpResponse(status=204)

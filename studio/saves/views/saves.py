@@ -1,4 +1,5 @@
 """Saves list, create, and the playtest console (append a turn)."""
+
 from __future__ import annotations
 
 from django.contrib import messages
@@ -65,14 +66,26 @@ def _create_form(request: HttpRequest, universes, universe, data=None, files=Non
     from studio.universes.services import persona_of
 
     greetings = universe_greetings(universe=universe)[1] if universe is not None else []
-    form = SaveCreateForm(data, files, universes=universes, llm_connected=llm_connected(), greetings=greetings,
-                          persona=persona_of(universe=universe) if universe is not None else None,
-                          edit_persona=universe is not None and may(request.user, Access.EDIT),
-                          initial=initial or {})
+    form = SaveCreateForm(
+        data,
+        files,
+        universes=universes,
+        llm_connected=llm_connected(),
+        greetings=greetings,
+        persona=persona_of(universe=universe) if universe is not None else None,
+        edit_persona=universe is not None and may(request.user, Access.EDIT),
+        initial=initial or {},
+    )
     # Choosing another universe shows its persona and opening (htmx); without JavaScript, the Show button.
-    form.fields["universe"].widget.attrs.update({
-        "hx-get": reverse("saves:create"), "hx-trigger": "change", "hx-target": "#create-form",
-        "hx-swap": "outerHTML", "hx-include": "#create-form [name=name]"})
+    form.fields["universe"].widget.attrs.update(
+        {
+            "hx-get": reverse("saves:create"),
+            "hx-trigger": "change",
+            "hx-target": "#create-form",
+            "hx-swap": "outerHTML",
+            "hx-include": "#create-form [name=name]",
+        }
+    )
     return form
 
 
@@ -102,8 +115,7 @@ def save_create(request: HttpRequest) -> HttpResponse:
             initial.update(universe=universe, name=values.get("name") or default_save_name(universe))
         form = _create_form(request, universes, universe, initial=initial)
     template = "saves/create.html#create-form" if request.htmx else "saves/create.html"
-    return render(request, template, {"form": form, "universe": universe,
-                                      "persona": _persona_shown(universe)})
+    return render(request, template, {"form": form, "universe": universe, "persona": _persona_shown(universe)})
 
 
 def _persona_shown(universe):
@@ -125,17 +137,25 @@ def _create_from(request: HttpRequest, form: SaveCreateForm):
     if "persona_name" in form.fields:
         current = persona_of(universe=universe)
         portrait = data.get("persona_portrait")
-        changed = (data["persona_name"].strip(), data["persona_description"].strip()) != (current.name, current.description)
+        changed = (data["persona_name"].strip(), data["persona_description"].strip()) != (
+            current.name,
+            current.description,
+        )
         if changed or portrait is not None:
             try:
-                persona_set(universe=universe, name=data["persona_name"], description=data["persona_description"],
-                            portrait=portrait.read() if portrait is not None else None)
+                persona_set(
+                    universe=universe,
+                    name=data["persona_name"],
+                    description=data["persona_description"],
+                    portrait=portrait.read() if portrait is not None else None,
+                )
             except ValidationError as exc:
                 for name, problems in exc.message_dict.items():
                     form.add_error(f"persona_{name}" if f"persona_{name}" in form.fields else None, problems)
                 return None
-    game_save = create(universe=universe, name=data["name"], memory_mode=data["memory_mode"],
-                       beliefs_enabled=data["beliefs_enabled"])
+    game_save = create(
+        universe=universe, name=data["name"], memory_mode=data["memory_mode"], beliefs_enabled=data["beliefs_enabled"]
+    )
     messages.success(request, f"Save “{game_save.name}” created.")
     if data.get("opening"):
         try:

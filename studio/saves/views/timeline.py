@@ -1,5 +1,6 @@
 """The timeline: the chapters as bands over the turns, the turns with the facts they produced
 and their jobs; editing a turn's narrative."""
+
 from __future__ import annotations
 
 from django.contrib import messages
@@ -34,12 +35,14 @@ def timeline(request: HttpRequest, save_id: str) -> HttpResponse:
     if request.htmx:  # a page of turns; the chapter bands above them stay as they are
         return render(request, "saves/timeline.html#turns", context)
     rows = list(chapters_for(game_save))
-    context.update({
-        "band_levels": chapter_band_levels(game_save, rows),
-        "chapter_count": sum(1 for row in rows if row.level == 0),
-        "arc_count": sum(1 for row in rows if row.level == 1),
-        "open_start": open_start_of(rows),
-    })
+    context.update(
+        {
+            "band_levels": chapter_band_levels(game_save, rows),
+            "chapter_count": sum(1 for row in rows if row.level == 0),
+            "arc_count": sum(1 for row in rows if row.level == 1),
+            "open_start": open_start_of(rows),
+        }
+    )
     return render(request, "saves/timeline.html", context)
 
 

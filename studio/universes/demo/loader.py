@@ -6,6 +6,7 @@ transaction (every row matched by a stable key: universe slug, meta key, lore `e
 changed; `demo_embed()` runs after the commit and puts the save's narrative and Lore Book
 (and the universe's own Lore Book) into the vector store, skipping work already done.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -115,9 +116,7 @@ def demo_read(*, universe_path: Path = UNIVERSE_FILE, save_path: Path = SAVE_FIL
             raise DemoDataError(f"{save_path} line {number}: missing {', '.join(missing)}")
         expected = len(turns) + 1
         if turn["turn_id"] != expected:
-            raise DemoDataError(
-                f"{save_path} line {number}: turn_id {turn['turn_id']!r}, expected {expected}"
-            )
+            raise DemoDataError(f"{save_path} line {number}: turn_id {turn['turn_id']!r}, expected {expected}")
         if not isinstance(turn["state"], dict):
             raise DemoDataError(f"{save_path} line {number}: state must be a JSON object")
         turns.append(turn)
@@ -229,8 +228,7 @@ def _load_meta(universe: Universe, data: DemoData, result: DemoLoadResult) -> di
 
 def _load_lore(universe: Universe, data: DemoData, result: DemoLoadResult) -> None:
     existing = {
-        entry.entry_id: entry
-        for entry in LoreEntry.objects.filter(universe=universe).prefetch_related("links")
+        entry.entry_id: entry for entry in LoreEntry.objects.filter(universe=universe).prefetch_related("links")
     }
     # What a revision keeps, as every Lore Book writer records it (lore_rows.py): known_by and
     # the activation fields included, though the demo files set neither.
@@ -287,8 +285,13 @@ def _load_lore(universe: Universe, data: DemoData, result: DemoLoadResult) -> No
                 continue
         revisions.append(
             lore_revision(
-                universe=universe, entry=entry, entry_id=entry.entry_id, user=None,
-                action=LoreRevision.Action.IMPORT, before=old, after=after,
+                universe=universe,
+                entry=entry,
+                entry_id=entry.entry_id,
+                user=None,
+                action=LoreRevision.Action.IMPORT,
+                before=old,
+                after=after,
             )
         )
     LoreRevision.objects.bulk_create(revisions)
@@ -318,14 +321,19 @@ def _append(game_save: Save, turn: dict) -> None:
     the chapters it closes get no summary job (the demo's summaries are recorded)."""
     from studio.memory import timeline
 
-    timeline.append_turn(timeline.TurnAppend(
-        save=game_save, turn_id=turn["turn_id"], player_input=turn["player_input"], narrative=turn["narrative"],
-        state=turn["state"], options={"summarize": False}))
+    timeline.append_turn(
+        timeline.TurnAppend(
+            save=game_save,
+            turn_id=turn["turn_id"],
+            player_input=turn["player_input"],
+            narrative=turn["narrative"],
+            state=turn["state"],
+            options={"summarize": False},
+        )
+    )
 
 
-def _load_save(
-    universe: Universe, data: DemoData, meta: dict[str, str], living: bool, result: DemoLoadResult
-) -> Save:
+def _load_save(universe: Universe, data: DemoData, meta: dict[str, str], living: bool, result: DemoLoadResult) -> Save:
     game_save = Save.objects.filter(save_id=data.save_id).first()
     values = {
         "name": data.save_name,
@@ -338,9 +346,7 @@ def _load_save(
         result.tally("save", "created")
         game_save = Save.objects.create(universe=universe, save_id=data.save_id, **values)
     elif game_save.universe_id != universe.pk:
-        raise DemoDataError(
-            f"save {data.save_id!r} already exists in another universe ({game_save.universe})"
-        )
+        raise DemoDataError(f"save {data.save_id!r} already exists in another universe ({game_save.universe})")
 
     played_past = any(
         model.objects.filter(game_save=game_save, turn_id__gt=data.last_turn).exists() for model in (Event, StateCache)
@@ -469,9 +475,7 @@ def _embed_narrative(memory, save_id: str, events: list[Event]) -> int:
     return stored
 
 
-def demo_embed(
-    *, game_save: Save, universe: Universe, memory=None, force: bool = False
-) -> DemoEmbedResult:
+def demo_embed(*, game_save: Save, universe: Universe, memory=None, force: bool = False) -> DemoEmbedResult:
     """Embed the demo save's turns and lore, and the universe's own Lore Book.
 
     Run after the load has committed. A scope that already holds every lore entry and
@@ -492,9 +496,7 @@ def demo_embed(
     lore = _lore_payload(universe)
     lore_ids = {entry["entry_id"] for entry in lore}
     events = [
-        event
-        for event in Event.objects.filter(game_save=game_save).order_by("turn_id")
-        if event.narrative.strip()
+        event for event in Event.objects.filter(game_save=game_save).order_by("turn_id") if event.narrative.strip()
     ]
     turn_ids = {event.turn_id for event in events}
     save_id = game_save.save_id

@@ -10,6 +10,7 @@ Parsers only read: they turn bytes into `IncomingEntry` lists (or a `UniverseDoc
 raise `ImportFormatError` with a message naming where the problem is. Writing happens in
 `studio.universes.services`, in one transaction, so a bad file changes nothing.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -45,6 +46,8 @@ def known_by_from_extension(axiom: dict) -> Any:
     if isinstance(value, list) and all(isinstance(v, str) for v in value) and len(value) <= 100:
         return [v for v in value if v.strip()]
     return KNOWN_BY_ABSENT
+
+
 # The decorator lines (`@@...`) that stood before an imported entry's content.
 DECORATOR_EXTENSION = "decorators"
 
@@ -94,9 +97,7 @@ class IncomingBook:
 
 def check_size(data: bytes, *, what: str = "file") -> None:
     if len(data) > MAX_IMPORT_BYTES:
-        raise ImportFormatError(
-            f"The {what} is {len(data):,} bytes; the limit is {MAX_IMPORT_BYTES:,} bytes."
-        )
+        raise ImportFormatError(f"The {what} is {len(data):,} bytes; the limit is {MAX_IMPORT_BYTES:,} bytes.")
     if not data:
         raise ImportFormatError(f"The {what} is empty.")
 
@@ -123,9 +124,7 @@ def require_string_list(value: Any, where: str) -> list[str]:
     result = []
     for index, item in enumerate(value):
         if not isinstance(item, str):
-            raise ImportFormatError(
-                f"{where}[{index}]: expected a string, got {type(item).__name__}."
-            )
+            raise ImportFormatError(f"{where}[{index}]: expected a string, got {type(item).__name__}.")
         if len(item) > MAX_KEY_CHARS:
             raise ImportFormatError(f"{where}[{index}]: longer than {MAX_KEY_CHARS} characters.")
         result.append(item)

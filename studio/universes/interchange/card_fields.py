@@ -26,6 +26,7 @@ The portrait: a PNG card's file is kept byte for byte (`portraits.py`); the PNG 
 takes those bytes, drops the old `chara` / `ccv3` text chunks and inserts the new ones just
 before `IEND`, so every other chunk (the image itself) is unchanged.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -37,20 +38,34 @@ SECTIONS = (("personality", "## Personality"), ("scenario", "## Scenario"))
 TEXT_FIELDS = ("description", "personality", "scenario")
 # V1 top-level field -> the `data` field it mirrors (SillyTavern's charaFormatData).
 V1_MIRROR = (
-    ("name", "name"), ("description", "description"), ("personality", "personality"),
-    ("scenario", "scenario"), ("first_mes", "first_mes"), ("mes_example", "mes_example"),
-    ("creatorcomment", "creator_notes"), ("tags", "tags"),
+    ("name", "name"),
+    ("description", "description"),
+    ("personality", "personality"),
+    ("scenario", "scenario"),
+    ("first_mes", "first_mes"),
+    ("mes_example", "mes_example"),
+    ("creatorcomment", "creator_notes"),
+    ("tags", "tags"),
 )
 # V1 fields without a `data` twin (SillyTavern keeps talkativeness / fav also in data.extensions).
 V1_DEFAULTS: dict[str, Any] = {"avatar": "none", "chat": "", "talkativeness": "0.5", "fav": False}
 # How the Metadata page and the import report name the fields, in display order.
 FIELD_LABELS = (
-    ("name", "Name"), ("nickname", "Nickname"), ("description", "Description"),
-    ("personality", "Personality"), ("scenario", "Scenario"), ("first_mes", "First message"),
-    ("alternate_greetings", "Alternate greetings"), ("group_only_greetings", "Group-only greetings"),
-    ("mes_example", "Example dialogue"), ("creator_notes", "Creator notes"),
-    ("system_prompt", "System prompt"), ("post_history_instructions", "Post-history instructions"),
-    ("tags", "Tags"), ("creator", "Creator"), ("character_version", "Character version"),
+    ("name", "Name"),
+    ("nickname", "Nickname"),
+    ("description", "Description"),
+    ("personality", "Personality"),
+    ("scenario", "Scenario"),
+    ("first_mes", "First message"),
+    ("alternate_greetings", "Alternate greetings"),
+    ("group_only_greetings", "Group-only greetings"),
+    ("mes_example", "Example dialogue"),
+    ("creator_notes", "Creator notes"),
+    ("system_prompt", "System prompt"),
+    ("post_history_instructions", "Post-history instructions"),
+    ("tags", "Tags"),
+    ("creator", "Creator"),
+    ("character_version", "Character version"),
 )
 
 
@@ -92,7 +107,8 @@ def _text(value: Any) -> str:
 def card_record(doc: dict[str, Any], data: dict[str, Any], book_fields: dict[str, Any] | None) -> dict[str, Any]:
     """Return what a Character entry keeps of a card (`extensions["character_card"]`)."""
     record: dict[str, Any] = {
-        "spec": doc.get("spec"), "spec_version": doc.get("spec_version"),
+        "spec": doc.get("spec"),
+        "spec_version": doc.get("spec_version"),
         "data": {k: v for k, v in data.items() if k != "character_book"},
         "v1": {k: v for k, v in doc.items() if k not in ("spec", "spec_version", "data")},
     }
@@ -153,5 +169,7 @@ def v1_fields(data: dict[str, Any], record: dict[str, Any], *, create_date: str)
 
 def st_date(moment) -> str:
     """SillyTavern's create_date format, e.g. "2026-12-1 @13h 05m 09s 123ms"."""
-    return (f"{moment.year}-{moment.month}-{moment.day} @{moment.hour:02d}h {moment.minute:02d}m "
-            f"{moment.second:02d}s {moment.microsecond // 1000:03d}ms")
+    return (
+        f"{moment.year}-{moment.month}-{moment.day} @{moment.hour:02d}h {moment.minute:02d}m "
+        f"{moment.second:02d}s {moment.microsecond // 1000:03d}ms"
+    )

@@ -18,6 +18,7 @@ are often lowercase for matching, so the title takes the key's spelling in the e
 own content when it appears there ("glass bell" -> "Glass Bell"), else the key with its
 first letter raised; a key that is a pattern ("drag(on|ons)") is kept as written.
 """
+
 from __future__ import annotations
 
 import re
@@ -27,18 +28,26 @@ from studio.world.models import LoreKind
 
 # Words cards use for each kind (casefolded), the studio's kind names included.
 KIND_WORDS: dict[str, str] = {
-    **{word: LoreKind.CHARACTER for word in ("character", "characters", "char", "person", "people", "npc", "npcs",
-                                             "persona", "creature")},
-    **{word: LoreKind.PLACE for word in ("place", "places", "location", "locations", "area", "region", "city",
-                                         "town", "setting")},
-    **{word: LoreKind.FACTION for word in ("faction", "factions", "group", "organization", "organisation",
-                                           "guild", "clan", "house")},
+    **{
+        word: LoreKind.CHARACTER
+        for word in ("character", "characters", "char", "person", "people", "npc", "npcs", "persona", "creature")
+    },
+    **{
+        word: LoreKind.PLACE
+        for word in ("place", "places", "location", "locations", "area", "region", "city", "town", "setting")
+    },
+    **{
+        word: LoreKind.FACTION
+        for word in ("faction", "factions", "group", "organization", "organisation", "guild", "clan", "house")
+    },
     **{word: LoreKind.ITEM for word in ("item", "items", "object", "objects", "artifact", "artefact", "weapon")},
     **{word: LoreKind.EVENT for word in ("event", "events", "history")},
     **{word: LoreKind.CONCEPT for word in ("concept", "concepts", "lore", "rule", "rules", "magic")},
 }
 EXTENSION_KIND_FIELDS = ("kind", "category", "type", "entry_type")
-_LABEL = re.compile(r"^\s*(?:\[(?P<bracket>[^\]]{1,30})\]|(?P<word>[A-Za-z][A-Za-z ]{0,29}?)\s*(?::|\s[-\u2013\u2014]\s))\s*\S")
+_LABEL = re.compile(
+    r"^\s*(?:\[(?P<bracket>[^\]]{1,30})\]|(?P<word>[A-Za-z][A-Za-z ]{0,29}?)\s*(?::|\s[-\u2013\u2014]\s))\s*\S"
+)
 
 
 _PATTERN_MARKS = re.compile(r"[()\[\]|\\*+?^$/{}]")

@@ -6,6 +6,7 @@ inflated past the import limit); the card JSON is the base64 text of `ccv3` (pre
 `chara`. Writing (`with_card_chunks`, `without_card_chunks`): the card chunks are replaced just
 before IEND and every other byte is kept as it was, so an exported portrait is the imported one.
 """
+
 from __future__ import annotations
 
 import base64
@@ -104,13 +105,13 @@ def _chunks(png: bytes) -> list[tuple[bytes, int, int, str]]:
         raise ImportFormatError("The stored portrait is not a PNG file.")
     out, position = [], len(PNG_SIGNATURE)
     while position + 8 <= len(png):
-        length, kind = struct.unpack(">I4s", png[position:position + 8])
+        length, kind = struct.unpack(">I4s", png[position : position + 8])
         end = position + 12 + length
         if end > len(png):
             raise ImportFormatError("The stored portrait is a truncated PNG.")
         keyword = ""
         if kind in (b"tEXt", b"zTXt", b"iTXt"):
-            keyword = png[position + 8:position + 8 + length].partition(b"\x00")[0].decode("latin-1")
+            keyword = png[position + 8 : position + 8 + length].partition(b"\x00")[0].decode("latin-1")
         out.append((kind, position, end, keyword))
         position = end
         if kind == b"IEND":
@@ -128,7 +129,7 @@ def text_chunk(keyword: str, text: bytes) -> bytes:
 def without_card_chunks(png: bytes) -> bytes:
     """Return `png` with its `chara` / `ccv3` text chunks removed, every other byte unchanged."""
     return b"".join(
-        [png[:len(PNG_SIGNATURE)]]
+        [png[: len(PNG_SIGNATURE)]]
         + [png[start:end] for kind, start, end, keyword in _chunks(png) if keyword not in CARD_CHUNK_KEYWORDS]
     )
 

@@ -22,6 +22,7 @@ import -> export loses nothing. A card's own fields and its book's fields other 
 says where each goes); a bare book's fields go to the `character_book` meta key. The
 studio's entry_id, kind and links travel in each entry's `extensions.axiom`.
 """
+
 from __future__ import annotations
 
 import base64
@@ -102,7 +103,9 @@ CC_MAPS: tuple[FieldMap, ...] = (
     FieldMap("secondary_keys", (("secondary_keys",),), as_key_list, list, []),
     FieldMap("insertion_order", (("insertion_order",),), as_int(100), int, 100),
     FieldMap("priority", (("priority",),), as_optional_int(), identity, None),
-    FieldMap("case_sensitive", (("case_sensitive",), ("extensions", "case_sensitive")), as_optional_bool, identity, None),
+    FieldMap(
+        "case_sensitive", (("case_sensitive",), ("extensions", "case_sensitive")), as_optional_bool, identity, None
+    ),
     FieldMap("position", (("extensions", "position"), ("position",)), _position, int, 1),
     FieldMap("depth", (("extensions", "depth"),), as_int(4, 0, 10000), int, 4),
     FieldMap("role", (("extensions", "role"),), as_optional_int(0, 2), identity, None),
@@ -138,7 +141,9 @@ def _plain_pattern(key: str) -> str | None:
     return None
 
 
-def decode_entry(raw: dict[str, Any], content: str, keys: list[str]) -> tuple[str, list[str], dict[str, Any], list[str], list[str], list[str]]:
+def decode_entry(
+    raw: dict[str, Any], content: str, keys: list[str]
+) -> tuple[str, list[str], dict[str, Any], list[str], list[str], list[str]]:
     """Return (text, keys, activation columns, acting, kept, warnings) for one book entry."""
     lines, text = split_decorators(content)
     acting_decorators, kept_lines = effective_decorators(lines, CCV3_SUPPORTED)
@@ -151,16 +156,22 @@ def decode_entry(raw: dict[str, Any], content: str, keys: list[str]) -> tuple[st
             warnings.append("use_regex is on: secondary_keys and constant are ignored (CCv3)")
         columns["secondary_keys"], columns["constant"] = [], False
     columns.update(decorator_columns(acting_decorators))
-    acting = ["keys", "content", *read, *(["use_regex"] if "use_regex" in raw else []),
-              *(f"@@{name}" for name, _v, _i in acting_decorators)]
+    acting = [
+        "keys",
+        "content",
+        *read,
+        *(["use_regex"] if "use_regex" in raw else []),
+        *(f"@@{name}" for name, _v, _i in acting_decorators),
+    ]
     kept = [k for k in raw if k not in ACTING_TOP and k != "extensions"]
     kept += [f"extensions.{k}" for k in (raw.get("extensions") or {}) if k not in ACTING_EXTENSIONS]
     kept += [f"{line} (not supported)" for line in kept_lines]
     return text, keys, columns, acting, kept, warnings
 
 
-def encode_entry(kept: dict[str, Any], lines: list[str], columns: dict[str, Any], keys: list[str],
-                 text: str) -> dict[str, Any]:
+def encode_entry(
+    kept: dict[str, Any], lines: list[str], columns: dict[str, Any], keys: list[str], text: str
+) -> dict[str, Any]:
     """Return the book entry for the studio's current columns (kept representation where unchanged)."""
     kept_keys = list(kept.get("keys") or []) if "keys" in kept else None
     _t, kept_decoded_keys, kept_columns, *_ = decode_entry(kept, join_decorators(lines, ""), kept_keys or [])
@@ -173,11 +184,21 @@ def encode_entry(kept: dict[str, Any], lines: list[str], columns: dict[str, Any]
         if "position" in item and columns["position"] in (0, 1):
             item["position"] = "before_char" if columns["position"] == 0 else "after_char"
     use_regex = item.get("use_regex") is True
-    if use_regex and kept_keys is not None and kept_decoded_keys == keys and not columns["secondary_keys"] \
-            and not columns["constant"]:
+    if (
+        use_regex
+        and kept_keys is not None
+        and kept_decoded_keys == keys
+        and not columns["secondary_keys"]
+        and not columns["constant"]
+    ):
         item["keys"] = kept_keys
-    elif use_regex and keys and all(_plain_pattern(k) is not None for k in keys) \
-            and not columns["secondary_keys"] and not columns["constant"]:
+    elif (
+        use_regex
+        and keys
+        and all(_plain_pattern(k) is not None for k in keys)
+        and not columns["secondary_keys"]
+        and not columns["constant"]
+    ):
         item["keys"] = [_plain_pattern(k) for k in keys]
     else:
         if use_regex:
@@ -228,16 +249,27 @@ def parse_card(data: bytes, *, filename: str = "") -> IncomingBook:
 def _v1_data(doc: dict[str, Any]) -> dict[str, Any]:
     """Return the `data` object of a V1 card (its fields at the top level, no spec)."""
     data = {inner: doc[top] for top, inner in card_fields.V1_MIRROR if top in doc}
-    for name in ("alternate_greetings", "character_book", "creator", "character_version", "system_prompt",
-                 "post_history_instructions", "extensions", "creator_notes"):
+    for name in (
+        "alternate_greetings",
+        "character_book",
+        "creator",
+        "character_version",
+        "system_prompt",
+        "post_history_instructions",
+        "extensions",
+        "creator_notes",
+    ):
         if name in doc:
             data[name] = doc[name]
     return data
 
 
 def _is_v1_card(doc: dict[str, Any]) -> bool:
-    return "spec" not in doc and isinstance(doc.get("name"), str) and any(
-        k in doc for k in ("first_mes", "personality", "mes_example", "scenario", "description"))
+    return (
+        "spec" not in doc
+        and isinstance(doc.get("name"), str)
+        and any(k in doc for k in ("first_mes", "personality", "mes_example", "scenario", "description"))
+    )
 
 
 def book_from_card(doc: Any, *, source: str) -> IncomingBook:
@@ -250,12 +282,23 @@ def book_from_card(doc: Any, *, source: str) -> IncomingBook:
         card_data = doc.get("data") if "spec" in doc else _v1_data(doc)
         if not isinstance(card_data, dict):
             raise ImportFormatError(f'{doc["spec"]}: "data" must be an object.')
-        for name in ("name", "description", "personality", "scenario", "first_mes", "mes_example",
-                     "creator_notes", "system_prompt", "post_history_instructions", "nickname"):
+        for name in (
+            "name",
+            "description",
+            "personality",
+            "scenario",
+            "first_mes",
+            "mes_example",
+            "creator_notes",
+            "system_prompt",
+            "post_history_instructions",
+            "nickname",
+        ):
             require_text(card_data.get(name, ""), f"data.{name}")
         for name in ("alternate_greetings", "tags", "group_only_greetings"):
-            if card_data.get(name) is not None and (not isinstance(card_data[name], list) or not all(
-                    isinstance(x, str) for x in card_data[name])):
+            if card_data.get(name) is not None and (
+                not isinstance(card_data[name], list) or not all(isinstance(x, str) for x in card_data[name])
+            ):
                 raise ImportFormatError(f"data.{name}: expected a list of strings.")
         book = card_data.get("character_book")
         if book is None:
@@ -271,7 +314,9 @@ def book_from_card(doc: Any, *, source: str) -> IncomingBook:
     elif "spec" in doc:
         raise ImportFormatError(f"Unsupported card spec {doc.get('spec')!r}; expected chara_card_v2 or chara_card_v3.")
     else:
-        raise ImportFormatError("Not a Character Card: expected spec chara_card_v2/v3 or a character_book with entries.")
+        raise ImportFormatError(
+            "Not a Character Card: expected spec chara_card_v2/v3 or a character_book with entries."
+        )
     if not isinstance(book, dict):
         raise ImportFormatError(f"{where}: expected an object, got {type(book).__name__}.")
     raw_entries = book.get("entries")
@@ -309,8 +354,9 @@ def book_from_card(doc: Any, *, source: str) -> IncomingBook:
         title = derived_title(raw, entry_number)
         kind = axiom.get("kind") if axiom.get("kind") in LoreKind.values else ""
         if not kind:  # where the card says it (interchange/card_kinds.py)
-            kind, said_by = card_kinds.card_entry_kind(raw, title=title, keys=keys,
-                                                       card_name=str((card_data or {}).get("name") or ""))
+            kind, said_by = card_kinds.card_entry_kind(
+                raw, title=title, keys=keys, card_name=str((card_data or {}).get("name") or "")
+            )
             if kind:
                 acting = [*acting, f"{said_by} → kind {kind}"]
         decorator_lines = split_decorators(raw.get("content") or "")[0]
@@ -348,9 +394,17 @@ def book_from_card(doc: Any, *, source: str) -> IncomingBook:
         has_book = card_data.get("character_book") is not None
         record = card_fields.card_record(doc, card_data, book_fields if has_book else None)
     defaults = {}
-    if isinstance(book.get("scan_depth"), int) and not isinstance(book["scan_depth"], bool) and 0 <= book["scan_depth"] <= MAX_SCAN_DEPTH:
+    if (
+        isinstance(book.get("scan_depth"), int)
+        and not isinstance(book["scan_depth"], bool)
+        and 0 <= book["scan_depth"] <= MAX_SCAN_DEPTH
+    ):
         defaults[META_SCAN_DEPTH] = str(book["scan_depth"])
-    if isinstance(book.get("token_budget"), int) and not isinstance(book["token_budget"], bool) and 0 <= book["token_budget"] <= 1_000_000:
+    if (
+        isinstance(book.get("token_budget"), int)
+        and not isinstance(book["token_budget"], bool)
+        and 0 <= book["token_budget"] <= 1_000_000
+    ):
         defaults[META_TOKEN_BUDGET] = str(book["token_budget"])
     if book.get("recursive_scanning") is False:
         defaults[META_RECURSION_DEPTH] = "0"  # CCv3: MUST NOT recurse
@@ -360,9 +414,20 @@ def book_from_card(doc: Any, *, source: str) -> IncomingBook:
 # --- export ------------------------------------------------------------------------------
 
 _V2_REQUIRED = {
-    "name": "", "description": "", "personality": "", "scenario": "", "first_mes": "",
-    "mes_example": "", "creator_notes": "", "system_prompt": "", "post_history_instructions": "",
-    "alternate_greetings": [], "tags": [], "creator": "", "character_version": "", "extensions": {},
+    "name": "",
+    "description": "",
+    "personality": "",
+    "scenario": "",
+    "first_mes": "",
+    "mes_example": "",
+    "creator_notes": "",
+    "system_prompt": "",
+    "post_history_instructions": "",
+    "alternate_greetings": [],
+    "tags": [],
+    "creator": "",
+    "character_version": "",
+    "extensions": {},
 }
 _V3_EXTRA = {"group_only_greetings": [], "assets": [], "nickname": "", "creator_notes_multilingual": {}}
 
@@ -377,8 +442,9 @@ def meta_json(universe, key: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def export_book(universe, entries, *, book_fields: dict[str, Any] | None = None,
-                in_file_order: bool = False) -> dict[str, Any]:
+def export_book(
+    universe, entries, *, book_fields: dict[str, Any] | None = None, in_file_order: bool = False
+) -> dict[str, Any]:
     """Return a character_book object for `entries` (its own fields from a card, or the meta key).
 
     Entries go by entry id; `in_file_order` (a card's own book) keeps them in the order the
@@ -390,8 +456,11 @@ def export_book(universe, entries, *, book_fields: dict[str, Any] | None = None,
     book.update(meta_json(universe, BOOK_META_KEY) if book_fields is None else book_fields)
     out = []
     entries = sorted(entries, key=(lambda e: e.pk) if in_file_order else (lambda e: e.entry_id))
-    used = {(e.extensions or {}).get(EXTENSION, {}).get("id") for e in entries
-            if isinstance((e.extensions or {}).get(EXTENSION), dict)}
+    used = {
+        (e.extensions or {}).get(EXTENSION, {}).get("id")
+        for e in entries
+        if isinstance((e.extensions or {}).get(EXTENSION), dict)
+    }
     free = (n for n in range(len(entries) + len(used) + 1) if n not in used)  # ids for entries made here
     for position, entry in enumerate(entries):
         kept = (entry.extensions or {}).get(EXTENSION)
@@ -405,9 +474,18 @@ def export_book(universe, entries, *, book_fields: dict[str, Any] | None = None,
                     item["comment"] = entry.title
         else:
             template = {
-                "id": next(free), "name": entry.title, "comment": entry.title, "secondary_keys": [],
-                "enabled": True, "insertion_order": 100, "case_sensitive": False, "priority": 10,
-                "selective": False, "constant": False, "position": "before_char", "use_regex": False,
+                "id": next(free),
+                "name": entry.title,
+                "comment": entry.title,
+                "secondary_keys": [],
+                "enabled": True,
+                "insertion_order": 100,
+                "case_sensitive": False,
+                "priority": 10,
+                "selective": False,
+                "constant": False,
+                "position": "before_char",
+                "use_regex": False,
                 "extensions": {},
             }
             item = encode_entry({}, [], columns, list(entry.keys or []), entry.text)
@@ -463,8 +541,9 @@ def export_card(universe, entries, *, version: int | None = None, character=None
         for name, default in _V3_EXTRA.items():
             if name in data and data[name] == default:
                 del data[name]
-    data["character_book"] = export_book(universe, entries, book_fields=book_fields,
-                                         in_file_order=character is not None)
+    data["character_book"] = export_book(
+        universe, entries, book_fields=book_fields, in_file_order=character is not None
+    )
     if version == 3:
         return {**v1, "spec": "chara_card_v3", "spec_version": "3.0", "data": data}
     return {**v1, "spec": "chara_card_v2", "spec_version": "2.0", "data": data}

@@ -12,6 +12,7 @@ file has none of the paths. Two rules make export lossless:
 Decorators (CCv3 `@@name value` lines at the start of `content`, with `@@@` fallbacks) are
 parsed by `split_decorators` / `effective_decorators` and rebuilt by `rebuild_decorators`.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
@@ -76,8 +77,13 @@ def decode_fields(raw: dict, maps: Iterable[FieldMap]) -> tuple[dict[str, Any], 
     return columns, read
 
 
-def encode_fields(kept: dict, columns: dict[str, Any], maps: Iterable[FieldMap], kept_columns: dict[str, Any],
-                  skip: set[str] = frozenset()) -> dict:
+def encode_fields(
+    kept: dict,
+    columns: dict[str, Any],
+    maps: Iterable[FieldMap],
+    kept_columns: dict[str, Any],
+    skip: set[str] = frozenset(),
+) -> dict:
     """Return `kept` with every changed column written back (see the module docstring)."""
     out = dict(kept)
     for field in maps:
@@ -113,6 +119,7 @@ def as_int(default: int, low: int | None = None, high: int | None = None) -> Cal
         if high is not None:
             number = min(high, number)
         return number
+
     return convert
 
 
@@ -123,6 +130,7 @@ def as_optional_int(low: int | None = None, high: int | None = None) -> Callable
         if value is None or value == "" or isinstance(value, bool):
             return None
         return convert(value)
+
     return optional
 
 
@@ -153,9 +161,19 @@ def identity(value: Any) -> Any:
 # used multiple times"; @@additional_keys may repeat).
 REPEATABLE = {"additional_keys"}
 CCV3_SUPPORTED = {
-    "activate", "dont_activate", "depth", "scan_depth", "role", "position", "activate_only_after",
-    "activate_only_every", "keep_activate_after_match", "dont_activate_after_match", "additional_keys",
-    "exclude_keys", "ignore_on_max_context",
+    "activate",
+    "dont_activate",
+    "depth",
+    "scan_depth",
+    "role",
+    "position",
+    "activate_only_after",
+    "activate_only_every",
+    "keep_activate_after_match",
+    "dont_activate_after_match",
+    "additional_keys",
+    "exclude_keys",
+    "ignore_on_max_context",
 }
 SILLYTAVERN_SUPPORTED = {"activate", "dont_activate"}  # world-info.js KNOWN_DECORATORS
 ROLE_NUMBERS = {"system": 0, "user": 1, "assistant": 2}
@@ -264,8 +282,13 @@ def decorator_columns(acting: list[tuple[str, str, int]]) -> dict[str, Any]:
 
 
 DECORATOR_ONLY_DEFAULTS = {
-    "forced": "", "activate_only_after": 0, "activate_only_every": 0, "after_first_match": "",
-    "additional_keys": [], "exclude_keys": [], "ignore_on_max_context": False,
+    "forced": "",
+    "activate_only_after": 0,
+    "activate_only_every": 0,
+    "after_first_match": "",
+    "additional_keys": [],
+    "exclude_keys": [],
+    "ignore_on_max_context": False,
 }
 
 
@@ -291,8 +314,9 @@ def canonical_lines(columns: dict[str, Any], names: Iterable[str], supported: se
         if name in names and columns.get(name):
             lines.append(f"@@{name} {columns[name]}")
     if "after_first_match" in names and columns.get("after_first_match"):
-        lines.append("@@keep_activate_after_match" if columns["after_first_match"] == "keep"
-                     else "@@dont_activate_after_match")
+        lines.append(
+            "@@keep_activate_after_match" if columns["after_first_match"] == "keep" else "@@dont_activate_after_match"
+        )
     if "additional_keys" in names:
         lines.extend("@@additional_keys " + ",".join(group) for group in columns.get("additional_keys") or [] if group)
     if "exclude_keys" in names and columns.get("exclude_keys"):
@@ -303,17 +327,25 @@ def canonical_lines(columns: dict[str, Any], names: Iterable[str], supported: se
 
 
 DECORATOR_COLUMN_OF = {
-    "activate": ("forced",), "dont_activate": ("forced",), "depth": ("position", "depth"),
-    "position": ("position",), "scan_depth": ("scan_depth",), "role": ("role",),
-    "activate_only_after": ("activate_only_after",), "activate_only_every": ("activate_only_every",),
-    "keep_activate_after_match": ("after_first_match",), "dont_activate_after_match": ("after_first_match",),
-    "additional_keys": ("additional_keys",), "exclude_keys": ("exclude_keys",),
+    "activate": ("forced",),
+    "dont_activate": ("forced",),
+    "depth": ("position", "depth"),
+    "position": ("position",),
+    "scan_depth": ("scan_depth",),
+    "role": ("role",),
+    "activate_only_after": ("activate_only_after",),
+    "activate_only_every": ("activate_only_every",),
+    "keep_activate_after_match": ("after_first_match",),
+    "dont_activate_after_match": ("after_first_match",),
+    "additional_keys": ("additional_keys",),
+    "exclude_keys": ("exclude_keys",),
     "ignore_on_max_context": ("ignore_on_max_context",),
 }
 
 
-def rebuild_decorators(kept_lines: list[str], columns: dict[str, Any], supported: set[str],
-                       extra_names: Iterable[str] = ()) -> list[str]:
+def rebuild_decorators(
+    kept_lines: list[str], columns: dict[str, Any], supported: set[str], extra_names: Iterable[str] = ()
+) -> list[str]:
     """Return decorator lines for `columns`: the kept lines when they still say the same.
 
     `extra_names` are columns with no field in the format (they can only travel as

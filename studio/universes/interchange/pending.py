@@ -6,6 +6,7 @@ unchanged (a form field would hit the request-size limit and have its line break
 normalised). A token is bound to the user who uploaded the file; files older than a day
 are removed whenever a new one is stored.
 """
+
 from __future__ import annotations
 
 import re

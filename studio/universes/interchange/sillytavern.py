@@ -12,6 +12,7 @@ representation when the value is unchanged, see codec.py), so import -> export g
 same value for every field of every entry. The studio's own fields (entry_id, kind, links)
 travel in the entry's `extensions.axiom` object.
 """
+
 from __future__ import annotations
 
 import json
@@ -213,8 +214,10 @@ def book_from_world_info(doc: Any) -> IncomingBook:
             if flag in raw and raw[flag] is not None and not isinstance(raw[flag], bool):
                 raise ImportFormatError(f"{where}.{flag}: expected true or false, got {raw[flag]!r}.")
         for number in ("order", "position", "depth", "probability"):
-            if number in raw and raw[number] is not None and (
-                isinstance(raw[number], bool) or not isinstance(raw[number], (int, float))
+            if (
+                number in raw
+                and raw[number] is not None
+                and (isinstance(raw[number], bool) or not isinstance(raw[number], (int, float)))
             ):
                 raise ImportFormatError(f"{where}.{number}: expected a number, got {raw[number]!r}.")
         kept = {k: v for k, v in raw.items() if k not in ("content", "key")}
@@ -261,11 +264,19 @@ def book_from_world_info(doc: Any) -> IncomingBook:
     # world_info_recursive: true; the file does not say): a universe without its own setting gets
     # the engine's default passes, the way the book was tuned.
     recursion = str(LoreDefaults().recursion_depth)
-    return IncomingBook(source="SillyTavern world info", entries=entries, meta=meta,
-                        defaults={META_RECURSION_DEPTH: recursion},
-                        notes=[("SillyTavern scans entries recursively by default (world_info_recursive: true in its "
-                                f"settings.json); lore recursion is {recursion} passes unless the universe set its own "
-                                "(Metadata page, lore_recursion_depth).")])
+    return IncomingBook(
+        source="SillyTavern world info",
+        entries=entries,
+        meta=meta,
+        defaults={META_RECURSION_DEPTH: recursion},
+        notes=[
+            (
+                "SillyTavern scans entries recursively by default (world_info_recursive: true in its "
+                f"settings.json); lore recursion is {recursion} passes unless the universe set its own "
+                "(Metadata page, lore_recursion_depth)."
+            )
+        ],
+    )
 
 
 def export_world_info(universe, entries) -> dict[str, Any]:
@@ -300,8 +311,12 @@ def export_world_info(universe, entries) -> dict[str, Any]:
             if entry.title != derived_title({**kept, "key": entry.keys}, kept["uid"]):
                 item["comment"] = entry.title
         else:
-            item = encode_fields({"uid": next_uid, **DEFAULT_ENTRY, "comment": entry.title,
-                                  "displayIndex": display_index}, columns, ST_MAPS, {})
+            item = encode_fields(
+                {"uid": next_uid, **DEFAULT_ENTRY, "comment": entry.title, "displayIndex": display_index},
+                columns,
+                ST_MAPS,
+                {},
+            )
             next_uid += 1
         lines = rebuild_decorators(lines, columns, SILLYTAVERN_SUPPORTED, extra_names=("forced",))
         item["key"] = list(entry.keys or [])

@@ -21,6 +21,7 @@ extension objects sorted by key. Extensions TOML cannot hold (null, or integers 
 64 bits) are written as one JSON string, `extensions_json`, so nothing is lost.
 Reading uses `tomllib`; writing uses `tomli_w`. Errors name the line and the field.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -65,8 +66,18 @@ VERSION = 1
 BELIEF_MISSION = "belief_mission"
 BELIEF_MISSIONS = "belief_missions"
 ACTIVATION_NAMES = tuple(f.name for f in ACTIVATION_FIELDS)
-LORE_FIELDS = ("entry_id", "title", "kind", "keys", "links", "text", "known_by", *ACTIVATION_NAMES, "extensions",
-               "extensions_json")
+LORE_FIELDS = (
+    "entry_id",
+    "title",
+    "kind",
+    "keys",
+    "links",
+    "text",
+    "known_by",
+    *ACTIVATION_NAMES,
+    "extensions",
+    "extensions_json",
+)
 
 
 @dataclass
@@ -84,10 +95,16 @@ class LoreDocument:
 
     def snapshot(self) -> dict[str, Any]:
         return {
-            "entry_id": self.entry_id, "title": self.title, "kind": self.kind, "text": self.text,
-            "keys": self.keys, "links": sorted(self.links), "extensions": self.extensions,
+            "entry_id": self.entry_id,
+            "title": self.title,
+            "kind": self.kind,
+            "text": self.text,
+            "keys": self.keys,
+            "links": sorted(self.links),
+            "extensions": self.extensions,
             "known_by": self.known_by,
-            **STUDIO_DEFAULTS, **self.activation,
+            **STUDIO_DEFAULTS,
+            **self.activation,
         }
 
 
@@ -175,7 +192,9 @@ def export_universe(universe: Universe, *, entries=None) -> str:
     meta = {row.key: row.value for row in universe.meta.all()}
     document: dict[str, Any] = {"format": FORMAT, "version": VERSION}
     document["universe"] = {
-        "slug": universe.slug, "name": universe.name, "description": universe.description,
+        "slug": universe.slug,
+        "name": universe.name,
+        "description": universe.description,
     }
     missions: dict[str, Any] = {}
     if BELIEF_MISSION in meta:
@@ -189,8 +208,11 @@ def export_universe(universe: Universe, *, entries=None) -> str:
         document["missions"] = missions
     opening = opening_from_meta(meta)
     if any(key in meta for key in OPENING_META_KEYS):
-        table = {"first_message": opening.first_message, "alternate_greetings": opening.alternate_greetings,
-                 "scenario": opening.scenario}
+        table = {
+            "first_message": opening.first_message,
+            "alternate_greetings": opening.alternate_greetings,
+            "scenario": opening.scenario,
+        }
         document["opening"] = {name: value for name, value in table.items() if value}
         for key in OPENING_META_KEYS:  # meta_validate keeps alternate_greetings a JSON array of strings
             meta.pop(key, None)
@@ -198,8 +220,9 @@ def export_universe(universe: Universe, *, entries=None) -> str:
         document["extra"] = {key: meta[key] for key in sorted(meta)}
     if entries is None:
         entries = universe.lore_entries.all()
-    entries = sorted(with_link_ids(entries) if hasattr(entries, "prefetch_related") else entries,
-                     key=lambda e: e.entry_id)
+    entries = sorted(
+        with_link_ids(entries) if hasattr(entries, "prefetch_related") else entries, key=lambda e: e.entry_id
+    )
     document["lore"] = [_lore_table(e, [link.entry_id for link in e.links.all()]) for e in entries]
     tests = tests_tables(universe)
     if tests:
@@ -242,8 +265,18 @@ class _Reader:
         where = f"line {line}: " if line else ""
         raise ImportFormatError(f"{where}{message}")
 
-    def text(self, data: dict, key: str, label: str, *, table: str = "", index: int | None = None,
-             required: bool = True, limit: int = MAX_TEXT_CHARS, allow_empty: bool = True) -> str | None:
+    def text(
+        self,
+        data: dict,
+        key: str,
+        label: str,
+        *,
+        table: str = "",
+        index: int | None = None,
+        required: bool = True,
+        limit: int = MAX_TEXT_CHARS,
+        allow_empty: bool = True,
+    ) -> str | None:
         if key not in data:
             if required:
                 self.fail(f"{label}: missing (it is required).", table=table, index=index)
@@ -286,7 +319,7 @@ def parse_document(data: bytes | str) -> UniverseDocument:
     if unknown:
         reader.fail(f"unknown top-level field “{unknown[0]}”.", key=unknown[0], table="")
     if doc.get("format") != FORMAT:
-        reader.fail(f"format: expected \"{FORMAT}\", got {doc.get('format')!r}.", key="format")
+        reader.fail(f'format: expected "{FORMAT}", got {doc.get("format")!r}.', key="format")
     if doc.get("version") != VERSION:
         reader.fail(f"version: this studio reads version {VERSION}, got {doc.get('version')!r}.", key="version")
 
@@ -307,28 +340,39 @@ def parse_document(data: bytes | str) -> UniverseDocument:
     if not isinstance(missions, dict):
         reader.fail("missions: expected a table.", key="missions")
     for key in sorted(set(missions) - {"universe", "characters"}):
-        reader.fail(f"missions.{key}: unknown field (use universe or [missions.characters]).", table="missions", key=key)
-    universe_mission = reader.text(missions, "universe", "missions.universe", table="missions", required=False, limit=4000)
+        reader.fail(
+            f"missions.{key}: unknown field (use universe or [missions.characters]).", table="missions", key=key
+        )
+    universe_mission = reader.text(
+        missions, "universe", "missions.universe", table="missions", required=False, limit=4000
+    )
     characters = missions.get("characters")
     if characters is not None:
         if not isinstance(characters, dict):
-            reader.fail("missions.characters: expected a table of \"Name\" = \"mission\".", table="missions", key="characters")
+            reader.fail(
+                'missions.characters: expected a table of "Name" = "mission".', table="missions", key="characters"
+            )
         for character, mission in characters.items():
             label = f"missions.characters.{character}"
             if not character.strip() or ":" in character or "\n" in character:
-                reader.fail(f"{label}: a name must be non-empty, without colon or line break.",
-                            table="missions.characters", key=character)
+                reader.fail(
+                    f"{label}: a name must be non-empty, without colon or line break.",
+                    table="missions.characters",
+                    key=character,
+                )
             if not isinstance(mission, str) or not mission.strip():
                 reader.fail(f"{label}: the mission must be non-empty text.", table="missions.characters", key=character)
 
     extra = doc.get("extra", {})
     if not isinstance(extra, dict):
-        reader.fail("extra: expected a table of meta key = \"value\".", key="extra")
+        reader.fail('extra: expected a table of meta key = "value".', key="extra")
     for key, value in extra.items():
         if key in (BELIEF_MISSION, BELIEF_MISSIONS) and not (key == BELIEF_MISSIONS and characters is None):
             reader.fail(f"extra.{key}: belongs in [missions].", table="extra", key=key)
         if not re.match(r"^[A-Za-z0-9_.\-]{1,200}$", key):
-            reader.fail(f"extra.{key}: a meta key uses letters, digits, dots, dashes, underscores.", table="extra", key=key)
+            reader.fail(
+                f"extra.{key}: a meta key uses letters, digits, dots, dashes, underscores.", table="extra", key=key
+            )
         if not isinstance(value, str):
             reader.fail(f"extra.{key}: expected a string, got {type(value).__name__}.", table="extra", key=key)
 
@@ -401,12 +445,22 @@ def parse_document(data: bytes | str) -> UniverseDocument:
     for index, entry in enumerate(lore):
         for link in entry.links:
             if link not in ids:
-                reader.fail(f"lore[{index}] ({entry.entry_id}).links: “{link}” is not an entry_id in this file.",
-                            table="lore", index=index, key="links")
+                reader.fail(
+                    f"lore[{index}] ({entry.entry_id}).links: “{link}” is not an entry_id in this file.",
+                    table="lore",
+                    index=index,
+                    key="links",
+                )
     return UniverseDocument(
-        slug=slug, name=name, description=description, universe_mission=universe_mission,
+        slug=slug,
+        name=name,
+        description=description,
+        universe_mission=universe_mission,
         character_missions=dict(characters) if characters is not None else None,
-        extra=dict(extra), lore=lore, source=source, opening=opening,
+        extra=dict(extra),
+        lore=lore,
+        source=source,
+        opening=opening,
         memory_tests=parse_tests(doc, reader, ids),
     )
 
@@ -432,8 +486,11 @@ def _opening_table(doc: dict, reader, extra: dict) -> dict[str, str]:
     problems = opening_problems(first_message=first.strip(), alternate_greetings=greetings, scenario=scenario.strip())
     for name, problem in problems.items():
         reader.fail(f"opening.{name}: {problem}", table="opening", key=name)
-    values = {FIRST_MESSAGE_META: first.strip(), SCENARIO_META: scenario.strip(),
-              ALTERNATE_GREETINGS_META: json.dumps(greetings, ensure_ascii=False) if greetings else ""}
+    values = {
+        FIRST_MESSAGE_META: first.strip(),
+        SCENARIO_META: scenario.strip(),
+        ALTERNATE_GREETINGS_META: json.dumps(greetings, ensure_ascii=False) if greetings else "",
+    }
     return {key: value for key, value in values.items() if value}
 
 
@@ -457,14 +514,30 @@ class UniverseDiff:
 
     @property
     def is_empty(self) -> bool:
-        return not (self.universe_changes or self.meta_added or self.meta_changed or self.meta_removed
-                    or self.lore_created or self.lore_changed or self.lore_deleted
-                    or self.tests_created or self.tests_changed or self.tests_deleted)
+        return not (
+            self.universe_changes
+            or self.meta_added
+            or self.meta_changed
+            or self.meta_removed
+            or self.lore_created
+            or self.lore_changed
+            or self.lore_deleted
+            or self.tests_created
+            or self.tests_changed
+            or self.tests_deleted
+        )
 
     @property
     def overwrites(self) -> bool:
-        return bool(self.universe_changes or self.meta_changed or self.meta_removed
-                    or self.lore_changed or self.lore_deleted or self.tests_changed or self.tests_deleted)
+        return bool(
+            self.universe_changes
+            or self.meta_changed
+            or self.meta_removed
+            or self.lore_changed
+            or self.lore_deleted
+            or self.tests_changed
+            or self.tests_deleted
+        )
 
 
 def diff_document(universe: Universe, document: UniverseDocument) -> UniverseDiff:
@@ -504,5 +577,6 @@ def diff_document(universe: Universe, document: UniverseDocument) -> UniverseDif
     for entry_id in sorted(set(existing) - wanted_ids):
         diff.lore_deleted.append((entry_id, existing[entry_id].title))
     diff.tests_created, diff.tests_changed, diff.tests_deleted, diff.tests_unchanged = tests_diff(
-        universe, document.memory_tests)
+        universe, document.memory_tests
+    )
     return diff

@@ -6,6 +6,7 @@ kind's fields as `params`. Its `turn` and `until_turn` say when the test applies
 not a position on a save's timeline (the results are: `studio.saves.memory_tests`), so the
 model is exempt from the timeline registry (`UniversesConfig.ready()`).
 """
+
 from __future__ import annotations
 
 from django.db import models
@@ -18,8 +19,9 @@ class MemoryTest(models.Model):
     name = models.SlugField(max_length=80)
     kind = models.CharField(max_length=20, choices=list(KIND_LABELS.items()))
     turn = models.PositiveIntegerField(default=0, help_text="The test holds at or after this turn.")
-    until_turn = models.PositiveIntegerField(null=True, blank=True,
-                                             help_text="... and up to this turn (no_findings: the range's end).")
+    until_turn = models.PositiveIntegerField(
+        null=True, blank=True, help_text="... and up to this turn (no_findings: the range's end)."
+    )
     description = models.TextField(blank=True)
     params = models.JSONField(default=dict, blank=True, help_text="The kind's fields (spec.KIND_FIELDS).")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -38,5 +40,11 @@ class MemoryTest(models.Model):
         params = dict(self.params or {})
         if isinstance(params.get("pov"), list):
             params["pov"] = tuple(params["pov"])
-        return MemoryTestSpec(name=self.name, kind=self.kind, turn=self.turn, until=self.until_turn,
-                              description=self.description, params=params)
+        return MemoryTestSpec(
+            name=self.name,
+            kind=self.kind,
+            turn=self.turn,
+            until=self.until_turn,
+            description=self.description,
+            params=params,
+        )

@@ -5,6 +5,7 @@ the file) and then against the universe: the entries a test names must be in its
 and a name is used once. A refused write raises `SpecError` ({field: [messages]}) and writes
 nothing; a replace runs in the caller's transaction, all or nothing.
 """
+
 from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
@@ -14,8 +15,13 @@ from django.db import IntegrityError, transaction
 from studio.universes.memory_tests.models import MemoryTest
 from studio.universes.memory_tests.spec import MemoryTestSpec, SpecError, parse_spec
 
-__all__ = ["memory_test_create", "memory_test_update", "memory_test_delete", "memory_tests_replace",
-           "memory_test_reference_errors"]
+__all__ = [
+    "memory_test_create",
+    "memory_test_update",
+    "memory_test_delete",
+    "memory_tests_replace",
+    "memory_test_reference_errors",
+]
 
 
 def memory_test_reference_errors(spec: MemoryTestSpec, entry_ids: Iterable[str]) -> dict[str, list[str]]:
@@ -36,8 +42,14 @@ def _checked(universe, data: Mapping[str, Any]) -> MemoryTestSpec:
 
 def _columns(spec: MemoryTestSpec) -> dict[str, Any]:
     params = {name: list(value) if isinstance(value, tuple) else value for name, value in spec.params.items()}
-    return {"name": spec.name, "kind": spec.kind, "turn": spec.turn, "until_turn": spec.until,
-            "description": spec.description, "params": params}
+    return {
+        "name": spec.name,
+        "kind": spec.kind,
+        "turn": spec.turn,
+        "until_turn": spec.until,
+        "description": spec.description,
+        "params": params,
+    }
 
 
 def _taken(universe, name: str, *, other_than: int | None = None) -> bool:

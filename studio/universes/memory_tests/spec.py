@@ -28,6 +28,7 @@ and the fields of its kind (`KIND_FIELDS`):
 Nothing here imports Django: the universes app stores the record, the saves app judges it.
 Errors are collected for every field at once (`SpecError.errors`: {field: [messages]}).
 """
+
 from __future__ import annotations
 
 import re
@@ -76,35 +77,85 @@ class Field:
 
 KIND_FIELDS: dict[str, tuple[Field, ...]] = {
     KNOWS: (
-        Field("character", "name", "Character", "A character's name (a title, key or unique part of a title).",
-              required=True, limit=NAME),
+        Field(
+            "character",
+            "name",
+            "Character",
+            "A character's name (a title, key or unique part of a title).",
+            required=True,
+            limit=NAME,
+        ),
         Field("knows", "bool", "Knows", "true: the character knows it; false: does not.", default=True),
         Field("entry", "entry", "Lore Book entry", "The entry_id of a Lore Book entry (or give a fact).", limit=ENTRY),
-        Field("fact", "text", "Fact", "A phrase a fact's statement holds (case-insensitive; or give an entry).",
-              limit=PHRASE),
+        Field(
+            "fact",
+            "text",
+            "Fact",
+            "A phrase a fact's statement holds (case-insensitive; or give an entry).",
+            limit=PHRASE,
+        ),
     ),
     CONTEXT: (
-        Field("action", "text", "Player's action", "The action the narrator's prompt is built for.", required=True,
-              limit=ACTION),
-        Field("entry", "entry", "Lore Book entry", "The entry_id the prompt must include or exclude.", required=True,
-              limit=ENTRY),
+        Field(
+            "action",
+            "text",
+            "Player's action",
+            "The action the narrator's prompt is built for.",
+            required=True,
+            limit=ACTION,
+        ),
+        Field(
+            "entry",
+            "entry",
+            "Lore Book entry",
+            "The entry_id the prompt must include or exclude.",
+            required=True,
+            limit=ENTRY,
+        ),
         Field("includes", "bool", "Includes", "true: the prompt holds the entry; false: it does not.", default=True),
-        Field("pov", "names", "Point of view", "Characters whose point of view the memory carries (empty: those on "
-              "scene).", default=()),
+        Field(
+            "pov",
+            "names",
+            "Point of view",
+            "Characters whose point of view the memory carries (empty: those on scene).",
+            default=(),
+        ),
     ),
     BELIEF: (
         Field("subject", "name", "Subject", "Who or what the belief is about.", required=True, limit=NAME),
-        Field("statement", "text", "Statement holds", "A phrase the belief's statement holds (empty: any belief "
-              "about the subject).", limit=PHRASE),
-        Field("trend", "choice", "Trend", "The belief's trend at the save's turn (any: whatever it is).",
-              default="any", choices=TRENDS),
-        Field("holder", "name", "Held by", "Only beliefs this character holds (empty: any holder, the world's "
-              "too).", limit=NAME),
+        Field(
+            "statement",
+            "text",
+            "Statement holds",
+            "A phrase the belief's statement holds (empty: any belief about the subject).",
+            limit=PHRASE,
+        ),
+        Field(
+            "trend",
+            "choice",
+            "Trend",
+            "The belief's trend at the save's turn (any: whatever it is).",
+            default="any",
+            choices=TRENDS,
+        ),
+        Field(
+            "holder",
+            "name",
+            "Held by",
+            "Only beliefs this character holds (empty: any holder, the world's too).",
+            limit=NAME,
+        ),
         Field("exists", "bool", "Exists", "true: such a belief exists; false: none does.", default=True),
     ),
     NO_FINDINGS: (
-        Field("finding", "choice", "Finding kind", "The kind of continuity finding that must not be recorded.",
-              default="any", choices=FINDING_KINDS),
+        Field(
+            "finding",
+            "choice",
+            "Finding kind",
+            "The kind of continuity finding that must not be recorded.",
+            default="any",
+            choices=FINDING_KINDS,
+        ),
     ),
 }
 
@@ -151,22 +202,29 @@ class MemoryTestSpec:
     def sentence(self) -> str:
         """The test in words ("At or after turn 4, Mira knows the entry ledger")."""
         p = self.params
-        when = (f"at turn {self.turn}" if self.until == self.turn else
-                f"from turn {self.turn} to turn {self.until}" if self.until is not None else f"at or after turn {self.turn}")
+        when = (
+            f"at turn {self.turn}"
+            if self.until == self.turn
+            else f"from turn {self.turn} to turn {self.until}"
+            if self.until is not None
+            else f"at or after turn {self.turn}"
+        )
         if self.kind == KNOWS:
             what = f"the entry “{p['entry']}”" if p.get("entry") else f"a fact holding “{p['fact']}”"
             return f"{when.capitalize()}, {p['character']} {'knows' if p['knows'] else 'does not know'} {what}."
         if self.kind == CONTEXT:
             pov = f" (point of view: {', '.join(p['pov'])})" if p.get("pov") else ""
             verb = "includes" if p["includes"] else "excludes"
-            return f"{when.capitalize()}, the narrator's prompt for “{p['action']}”{pov} {verb} the entry “{p['entry']}”."
+            return (
+                f"{when.capitalize()}, the narrator's prompt for “{p['action']}”{pov} {verb} the entry “{p['entry']}”."
+            )
         if self.kind == BELIEF:
             holding = f" holding “{p['statement']}”" if p.get("statement") else ""
             held = f", held by {p['holder']}," if p.get("holder") else ""
             trend = "" if p["trend"] == "any" else f" with the trend {p['trend']}"
             verb = "exists" if p["exists"] else "does not exist"
             return f"{when.capitalize()}, a belief about {p['subject']}{holding}{held}{trend} {verb}."
-        span = (f"turns {self.turn} to {self.until}" if self.until is not None else f"turns {self.turn} on")
+        span = f"turns {self.turn} to {self.until}" if self.until is not None else f"turns {self.turn} on"
         kind = "" if p["finding"] == "any" else f" of kind {p['finding']}"
         return f"No continuity finding{kind} in {span}."
 
@@ -249,7 +307,9 @@ def parse_spec(data: Mapping[str, Any]) -> MemoryTestSpec:
     params: dict[str, Any] = {}
     for spec_field in fields:
         value = data.get(spec_field.name)
-        if value is None or (spec_field.type in ("text", "name", "entry") and isinstance(value, str) and not value.strip()):
+        if value is None or (
+            spec_field.type in ("text", "name", "entry") and isinstance(value, str) and not value.strip()
+        ):
             if spec_field.required:
                 errors.setdefault(spec_field.name, []).append("is required.")
             params[spec_field.name] = spec_field.default if spec_field.default is not None else ""
@@ -260,8 +320,9 @@ def parse_spec(data: Mapping[str, Any]) -> MemoryTestSpec:
             errors.setdefault("entry", []).append("give an entry or a fact, one of the two.")
     if errors:
         raise SpecError(errors)
-    return MemoryTestSpec(name=name, kind=kind, turn=turn, until=until, description=(description or "").strip(),
-                          params=params)
+    return MemoryTestSpec(
+        name=name, kind=kind, turn=turn, until=until, description=(description or "").strip(), params=params
+    )
 
 
 def spec_from_form(data: Mapping[str, str], *, kind: str) -> dict[str, Any]:

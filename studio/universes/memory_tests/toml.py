@@ -14,6 +14,7 @@ name; optional values that are empty are left out (TOML has no null: no `until` 
 Reading checks each table with `spec.parse_spec` and the entries it names against the file's
 own `[[lore]]` entry ids (the universe will match the file), and names the line of a bad field.
 """
+
 from __future__ import annotations
 
 from typing import Any, Iterable

@@ -6,7 +6,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -15,89 +14,176 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Universe',
+            name="Universe",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=200)),
-                ('slug', models.SlugField(max_length=80, unique=True)),
-                ('description', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('members', models.ManyToManyField(blank=True, related_name='member_universes', to=settings.AUTH_USER_MODEL)),
-                ('owner', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='owned_universes', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=200)),
+                ("slug", models.SlugField(max_length=80, unique=True)),
+                ("description", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "members",
+                    models.ManyToManyField(blank=True, related_name="member_universes", to=settings.AUTH_USER_MODEL),
+                ),
+                (
+                    "owner",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="owned_universes",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='LoreEntry',
+            name="LoreEntry",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('entry_id', models.SlugField(max_length=120)),
-                ('title', models.CharField(max_length=300)),
-                ('kind', models.CharField(choices=[('character', 'Character'), ('place', 'Place'), ('faction', 'Faction'), ('item', 'Item'), ('concept', 'Concept'), ('event', 'Event')], default='concept', max_length=20)),
-                ('text', models.TextField(blank=True)),
-                ('keys', models.JSONField(blank=True, default=list, help_text='Aliases and trigger keys.')),
-                ('extensions', models.JSONField(blank=True, default=dict, help_text='Imported fields the studio does not use, kept for re-export.')),
-                ('embedding_state', models.CharField(choices=[('pending', 'Pending'), ('embedded', 'Embedded'), ('failed', 'Failed')], default='pending', max_length=10)),
-                ('embedding_error', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('links', models.ManyToManyField(blank=True, related_name='backlinks', to='universes.loreentry')),
-                ('universe', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='lore_entries', to='universes.universe')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("entry_id", models.SlugField(max_length=120)),
+                ("title", models.CharField(max_length=300)),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("character", "Character"),
+                            ("place", "Place"),
+                            ("faction", "Faction"),
+                            ("item", "Item"),
+                            ("concept", "Concept"),
+                            ("event", "Event"),
+                        ],
+                        default="concept",
+                        max_length=20,
+                    ),
+                ),
+                ("text", models.TextField(blank=True)),
+                ("keys", models.JSONField(blank=True, default=list, help_text="Aliases and trigger keys.")),
+                (
+                    "extensions",
+                    models.JSONField(
+                        blank=True,
+                        default=dict,
+                        help_text="Imported fields the studio does not use, kept for re-export.",
+                    ),
+                ),
+                (
+                    "embedding_state",
+                    models.CharField(
+                        choices=[("pending", "Pending"), ("embedded", "Embedded"), ("failed", "Failed")],
+                        default="pending",
+                        max_length=10,
+                    ),
+                ),
+                ("embedding_error", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("links", models.ManyToManyField(blank=True, related_name="backlinks", to="universes.loreentry")),
+                (
+                    "universe",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="lore_entries",
+                        to="universes.universe",
+                    ),
+                ),
             ],
             options={
-                'verbose_name_plural': 'lore entries',
-                'ordering': ['title'],
+                "verbose_name_plural": "lore entries",
+                "ordering": ["title"],
             },
         ),
         migrations.CreateModel(
-            name='UniverseMeta',
+            name="UniverseMeta",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.CharField(max_length=200)),
-                ('value', models.TextField(blank=True)),
-                ('universe', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='meta', to='universes.universe')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("key", models.CharField(max_length=200)),
+                ("value", models.TextField(blank=True)),
+                (
+                    "universe",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="meta", to="universes.universe"
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'universe meta',
-                'verbose_name_plural': 'universe meta',
-                'ordering': ['key'],
+                "verbose_name": "universe meta",
+                "verbose_name_plural": "universe meta",
+                "ordering": ["key"],
             },
         ),
         migrations.CreateModel(
-            name='LoreRevision',
+            name="LoreRevision",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('entry_id', models.SlugField(help_text='Kept when the entry is deleted.', max_length=120)),
-                ('action', models.CharField(choices=[('create', 'Created'), ('update', 'Updated'), ('delete', 'Deleted'), ('restore', 'Restored'), ('import', 'Imported')], max_length=10)),
-                ('before', models.JSONField(blank=True, null=True)),
-                ('after', models.JSONField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('author', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
-                ('lore_entry', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='revisions', to='universes.loreentry')),
-                ('universe', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='lore_revisions', to='universes.universe')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("entry_id", models.SlugField(help_text="Kept when the entry is deleted.", max_length=120)),
+                (
+                    "action",
+                    models.CharField(
+                        choices=[
+                            ("create", "Created"),
+                            ("update", "Updated"),
+                            ("delete", "Deleted"),
+                            ("restore", "Restored"),
+                            ("import", "Imported"),
+                        ],
+                        max_length=10,
+                    ),
+                ),
+                ("before", models.JSONField(blank=True, null=True)),
+                ("after", models.JSONField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "author",
+                    models.ForeignKey(
+                        blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL
+                    ),
+                ),
+                (
+                    "lore_entry",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="revisions",
+                        to="universes.loreentry",
+                    ),
+                ),
+                (
+                    "universe",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="lore_revisions",
+                        to="universes.universe",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
-                'indexes': [models.Index(fields=['universe', 'entry_id', '-created_at'], name='universes_l_univers_9ddeab_idx')],
+                "ordering": ["-created_at", "-id"],
+                "indexes": [
+                    models.Index(fields=["universe", "entry_id", "-created_at"], name="universes_l_univers_9ddeab_idx")
+                ],
             },
         ),
         migrations.AddIndex(
-            model_name='loreentry',
-            index=models.Index(fields=['universe', 'kind'], name='universes_l_univers_8d1235_idx'),
+            model_name="loreentry",
+            index=models.Index(fields=["universe", "kind"], name="universes_l_univers_8d1235_idx"),
         ),
         migrations.AddIndex(
-            model_name='loreentry',
-            index=models.Index(fields=['universe', 'title'], name='universes_l_univers_cc2197_idx'),
+            model_name="loreentry",
+            index=models.Index(fields=["universe", "title"], name="universes_l_univers_cc2197_idx"),
         ),
         migrations.AddConstraint(
-            model_name='loreentry',
-            constraint=models.UniqueConstraint(fields=('universe', 'entry_id'), name='lore_entry_unique_id'),
+            model_name="loreentry",
+            constraint=models.UniqueConstraint(fields=("universe", "entry_id"), name="lore_entry_unique_id"),
         ),
         migrations.AddConstraint(
-            model_name='universemeta',
-            constraint=models.UniqueConstraint(fields=('universe', 'key'), name='universe_meta_unique_key'),
+            model_name="universemeta",
+            constraint=models.UniqueConstraint(fields=("universe", "key"), name="universe_meta_unique_key"),
         ),
     ]

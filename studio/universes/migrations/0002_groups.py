@@ -1,4 +1,5 @@
 """Create the studio's groups: Authors edit universes; Playtesters view saves and rewind."""
+
 from django.db import migrations
 
 GROUPS = ("Authors", "Playtesters")

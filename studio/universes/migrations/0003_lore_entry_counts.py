@@ -4,20 +4,26 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('universes', '0002_groups'),
+        ("universes", "0002_groups"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='loreentry',
-            name='token_count',
-            field=models.PositiveIntegerField(blank=True, editable=False, help_text='Embedding-model tokens in the text; set by the lore services.', null=True),
+            model_name="loreentry",
+            name="token_count",
+            field=models.PositiveIntegerField(
+                blank=True,
+                editable=False,
+                help_text="Embedding-model tokens in the text; set by the lore services.",
+                null=True,
+            ),
         ),
         migrations.AddField(
-            model_name='loreentry',
-            name='word_count',
-            field=models.PositiveIntegerField(blank=True, editable=False, help_text='Words in the text; set by the lore services.', null=True),
+            model_name="loreentry",
+            name="word_count",
+            field=models.PositiveIntegerField(
+                blank=True, editable=False, help_text="Words in the text; set by the lore services.", null=True
+            ),
         ),
     ]

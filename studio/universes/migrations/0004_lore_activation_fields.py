@@ -4,196 +4,248 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('universes', '0003_lore_entry_counts'),
+        ("universes", "0003_lore_entry_counts"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='loreentry',
-            name='activate_only_after',
+            model_name="loreentry",
+            name="activate_only_after",
             field=models.PositiveIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name='loreentry',
-            name='activate_only_every',
+            model_name="loreentry",
+            name="activate_only_every",
             field=models.PositiveIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name='loreentry',
-            name='additional_keys',
-            field=models.JSONField(blank=True, default=list, help_text='Groups of keys; one of each group must appear.'),
+            model_name="loreentry",
+            name="additional_keys",
+            field=models.JSONField(
+                blank=True, default=list, help_text="Groups of keys; one of each group must appear."
+            ),
         ),
         migrations.AddField(
-            model_name='loreentry',
-            name='after_first_match',
-            field=models.CharField(blank=True, choices=[('', 'No change'), ('keep', 'Stay active for good (@@keep_activate_after_match)'), ('stop', 'Never again (@@dont_activate_after_match)')], default='', max_length=8),
+            model_name="loreentry",
+            name="after_first_match",
+            field=models.CharField(
+                blank=True,
+                choices=[
+                    ("", "No change"),
+                    ("keep", "Stay active for good (@@keep_activate_after_match)"),
+                    ("stop", "Never again (@@dont_activate_after_match)"),
+                ],
+                default="",
+                max_length=8,
+            ),
         ),
         migrations.AddField(
-            model_name='loreentry',
-            name='case_sensitive',
-            field=models.BooleanField(blank=True, help_text='Empty: the universe default.', null=True),
+            model_name="loreentry",
+            name="case_sensitive",
+            field=models.BooleanField(blank=True, help_text="Empty: the universe default.", null=True),
         ),
         migrations.AddField(
-            model_name='loreentry',
-            name='constant',
-            field=models.BooleanField(default=False, help_text='Always active while enabled.'),
+            model_name="loreentry",
+            name="constant",
+            field=models.BooleanField(default=False, help_text="Always active while enabled."),
         ),
         migrations.AddField(
-            model_name='loreentry',
-            name='cooldown',
+            model_name="loreentry",
+            name="cooldown",
             field=models.PositiveIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name='loreentry',
-            name='delay',
+            model_name="loreentry",
+            name="delay",
             field=models.PositiveIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name='loreentry',
-            name='delay_until_recursion',
-            field=models.PositiveSmallIntegerField(default=0, help_text='0 = off; N = recursion level N.'),
+            model_name="loreentry",
+            name="delay_until_recursion",
+            field=models.PositiveSmallIntegerField(default=0, help_text="0 = off; N = recursion level N."),
         ),
         migrations.AddField(
-            model_name='loreentry',
-            name='depth',
+            model_name="loreentry",
+            name="depth",
             field=models.PositiveSmallIntegerField(default=4),
         ),
         migrations.AddField(
-            model_name='loreentry',
-            name='enabled',
+            model_name="loreentry",
+            name="enabled",
             field=models.BooleanField(default=True),
         ),
         migrations.AddField(
-            model_name='loreentry',
-            name='exclude_keys',
+            model_name="loreentry",
+            name="exclude_keys",
             field=models.JSONField(blank=True, default=list),
         ),
         migrations.AddField(
-            model_name='loreentry',
-            name='exclude_recursion',
+            model_name="loreentry",
+            name="exclude_recursion",
             field=models.BooleanField(default=False),
         ),
         migrations.AddField(
-            model_name='loreentry',
-            name='forced',
-            field=models.CharField(blank=True, choices=[('', 'Keys decide'), ('activate', 'Always activate (@@activate)'), ('dont_activate', 'Never activate (@@dont_activate)')], default='', max_length=16),
+            model_name="loreentry",
+            name="forced",
+            field=models.CharField(
+                blank=True,
+                choices=[
+                    ("", "Keys decide"),
+                    ("activate", "Always activate (@@activate)"),
+                    ("dont_activate", "Never activate (@@dont_activate)"),
+                ],
+                default="",
+                max_length=16,
+            ),
         ),
         migrations.AddField(
-            model_name='loreentry',
-            name='group_prioritize',
+            model_name="loreentry",
+            name="group_prioritize",
             field=models.BooleanField(default=False),
         ),
         migrations.AddField(
-            model_name='loreentry',
-            name='group_scoring',
-            field=models.BooleanField(blank=True, help_text='Empty: the universe default.', null=True),
+            model_name="loreentry",
+            name="group_scoring",
+            field=models.BooleanField(blank=True, help_text="Empty: the universe default.", null=True),
         ),
         migrations.AddField(
-            model_name='loreentry',
-            name='group_weight',
+            model_name="loreentry",
+            name="group_weight",
             field=models.PositiveIntegerField(default=100),
         ),
         migrations.AddField(
-            model_name='loreentry',
-            name='ignore_budget',
+            model_name="loreentry",
+            name="ignore_budget",
             field=models.BooleanField(default=False),
         ),
         migrations.AddField(
-            model_name='loreentry',
-            name='ignore_on_max_context',
+            model_name="loreentry",
+            name="ignore_on_max_context",
             field=models.BooleanField(default=False),
         ),
         migrations.AddField(
-            model_name='loreentry',
-            name='inclusion_group',
-            field=models.CharField(blank=True, help_text='Comma-separated group names.', max_length=300),
+            model_name="loreentry",
+            name="inclusion_group",
+            field=models.CharField(blank=True, help_text="Comma-separated group names.", max_length=300),
         ),
         migrations.AddField(
-            model_name='loreentry',
-            name='insertion_order',
+            model_name="loreentry",
+            name="insertion_order",
             field=models.IntegerField(default=100),
         ),
         migrations.AddField(
-            model_name='loreentry',
-            name='match_whole_words',
-            field=models.BooleanField(blank=True, help_text='Empty: the universe default.', null=True),
+            model_name="loreentry",
+            name="match_whole_words",
+            field=models.BooleanField(blank=True, help_text="Empty: the universe default.", null=True),
         ),
         migrations.AddField(
-            model_name='loreentry',
-            name='position',
-            field=models.PositiveSmallIntegerField(choices=[(0, 'Before the character / world definitions'), (1, 'After the character / world definitions'), (2, "Top of the author's note"), (3, "Bottom of the author's note"), (4, 'In the history, at a depth'), (5, 'Before the example messages'), (6, 'After the example messages'), (7, 'Outlet (placed by name)')], default=0),
+            model_name="loreentry",
+            name="position",
+            field=models.PositiveSmallIntegerField(
+                choices=[
+                    (0, "Before the character / world definitions"),
+                    (1, "After the character / world definitions"),
+                    (2, "Top of the author's note"),
+                    (3, "Bottom of the author's note"),
+                    (4, "In the history, at a depth"),
+                    (5, "Before the example messages"),
+                    (6, "After the example messages"),
+                    (7, "Outlet (placed by name)"),
+                ],
+                default=0,
+            ),
         ),
         migrations.AddField(
-            model_name='loreentry',
-            name='prevent_recursion',
+            model_name="loreentry",
+            name="prevent_recursion",
             field=models.BooleanField(default=False),
         ),
         migrations.AddField(
-            model_name='loreentry',
-            name='priority',
-            field=models.IntegerField(blank=True, help_text='Budget priority; empty: the insertion order.', null=True),
+            model_name="loreentry",
+            name="priority",
+            field=models.IntegerField(blank=True, help_text="Budget priority; empty: the insertion order.", null=True),
         ),
         migrations.AddField(
-            model_name='loreentry',
-            name='probability',
+            model_name="loreentry",
+            name="probability",
             field=models.PositiveSmallIntegerField(default=100),
         ),
         migrations.AddField(
-            model_name='loreentry',
-            name='role',
-            field=models.PositiveSmallIntegerField(blank=True, choices=[(0, 'System'), (1, 'User'), (2, 'Assistant')], null=True),
+            model_name="loreentry",
+            name="role",
+            field=models.PositiveSmallIntegerField(
+                blank=True, choices=[(0, "System"), (1, "User"), (2, "Assistant")], null=True
+            ),
         ),
         migrations.AddField(
-            model_name='loreentry',
-            name='scan_depth',
-            field=models.PositiveSmallIntegerField(blank=True, help_text='Messages scanned; empty: the universe default.', null=True),
+            model_name="loreentry",
+            name="scan_depth",
+            field=models.PositiveSmallIntegerField(
+                blank=True, help_text="Messages scanned; empty: the universe default.", null=True
+            ),
         ),
         migrations.AddField(
-            model_name='loreentry',
-            name='secondary_keys',
+            model_name="loreentry",
+            name="secondary_keys",
             field=models.JSONField(blank=True, default=list),
         ),
         migrations.AddField(
-            model_name='loreentry',
-            name='selective',
-            field=models.BooleanField(default=True, help_text='Apply the secondary keys.'),
+            model_name="loreentry",
+            name="selective",
+            field=models.BooleanField(default=True, help_text="Apply the secondary keys."),
         ),
         migrations.AddField(
-            model_name='loreentry',
-            name='selective_logic',
-            field=models.PositiveSmallIntegerField(choices=[(0, 'AND ANY (one secondary key also appears)'), (1, 'NOT ALL (at least one secondary key is missing)'), (2, 'NOT ANY (no secondary key appears)'), (3, 'AND ALL (every secondary key also appears)')], default=0),
+            model_name="loreentry",
+            name="selective_logic",
+            field=models.PositiveSmallIntegerField(
+                choices=[
+                    (0, "AND ANY (one secondary key also appears)"),
+                    (1, "NOT ALL (at least one secondary key is missing)"),
+                    (2, "NOT ANY (no secondary key appears)"),
+                    (3, "AND ALL (every secondary key also appears)"),
+                ],
+                default=0,
+            ),
         ),
         migrations.AddField(
-            model_name='loreentry',
-            name='sticky',
+            model_name="loreentry",
+            name="sticky",
             field=models.PositiveIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name='loreentry',
-            name='use_probability',
+            model_name="loreentry",
+            name="use_probability",
             field=models.BooleanField(default=True),
         ),
         migrations.AddField(
-            model_name='loreentry',
-            name='vectorized',
-            field=models.BooleanField(default=True, help_text='Also found by meaning.'),
+            model_name="loreentry",
+            name="vectorized",
+            field=models.BooleanField(default=True, help_text="Also found by meaning."),
         ),
         migrations.AddConstraint(
-            model_name='loreentry',
-            constraint=models.CheckConstraint(condition=models.Q(('probability__lte', 100)), name='lore_entry_probability_range'),
+            model_name="loreentry",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("probability__lte", 100)), name="lore_entry_probability_range"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='loreentry',
-            constraint=models.CheckConstraint(condition=models.Q(('selective_logic__lte', 3)), name='lore_entry_selective_logic_range'),
+            model_name="loreentry",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("selective_logic__lte", 3)), name="lore_entry_selective_logic_range"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='loreentry',
-            constraint=models.CheckConstraint(condition=models.Q(('position__lte', 7)), name='lore_entry_position_range'),
+            model_name="loreentry",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("position__lte", 7)), name="lore_entry_position_range"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='loreentry',
-            constraint=models.CheckConstraint(condition=models.Q(('scan_depth__isnull', True), ('scan_depth__lte', 1000), _connector='OR'), name='lore_entry_scan_depth_range'),
+            model_name="loreentry",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("scan_depth__isnull", True), ("scan_depth__lte", 1000), _connector="OR"),
+                name="lore_entry_scan_depth_range",
+            ),
         ),
     ]

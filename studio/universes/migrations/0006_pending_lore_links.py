@@ -5,26 +5,41 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('universes', '0005_lore_entry_version'),
+        ("universes", "0005_lore_entry_version"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='PendingLoreLink',
+            name="PendingLoreLink",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=300)),
-                ('name_key', models.CharField(max_length=300)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('source', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='pending_links', to='universes.loreentry')),
-                ('universe', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='pending_lore_links', to='universes.universe')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=300)),
+                ("name_key", models.CharField(max_length=300)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "source",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="pending_links",
+                        to="universes.loreentry",
+                    ),
+                ),
+                (
+                    "universe",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="pending_lore_links",
+                        to="universes.universe",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['name_key', 'id'],
-                'indexes': [models.Index(fields=['universe', 'name_key'], name='universes_p_univers_42cfc8_idx')],
-                'constraints': [models.UniqueConstraint(fields=('source', 'name_key'), name='pending_lore_link_unique')],
+                "ordering": ["name_key", "id"],
+                "indexes": [models.Index(fields=["universe", "name_key"], name="universes_p_univers_42cfc8_idx")],
+                "constraints": [
+                    models.UniqueConstraint(fields=("source", "name_key"), name="pending_lore_link_unique")
+                ],
             },
         ),
     ]

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('universes', '0006_pending_lore_links'),
+        ("universes", "0006_pending_lore_links"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='loreentry',
-            name='known_by',
+            model_name="loreentry",
+            name="known_by",
             field=models.JSONField(blank=True, default=None, null=True),
         ),
     ]

@@ -5,29 +5,54 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('universes', '0007_knowledge_known_by'),
+        ("universes", "0007_knowledge_known_by"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='MemoryTest',
+            name="MemoryTest",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.SlugField(max_length=80)),
-                ('kind', models.CharField(choices=[('knows', 'A character knows / does not know'), ('context', "The narrator's context includes / excludes"), ('belief', 'A belief exists with a trend'), ('no_findings', 'No continuity finding')], max_length=20)),
-                ('turn', models.PositiveIntegerField(default=0, help_text='The test holds at or after this turn.')),
-                ('until_turn', models.PositiveIntegerField(blank=True, help_text="... and up to this turn (no_findings: the range's end).", null=True)),
-                ('description', models.TextField(blank=True)),
-                ('params', models.JSONField(blank=True, default=dict, help_text="The kind's fields (spec.KIND_FIELDS).")),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('universe', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='memory_tests', to='universes.universe')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.SlugField(max_length=80)),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("knows", "A character knows / does not know"),
+                            ("context", "The narrator's context includes / excludes"),
+                            ("belief", "A belief exists with a trend"),
+                            ("no_findings", "No continuity finding"),
+                        ],
+                        max_length=20,
+                    ),
+                ),
+                ("turn", models.PositiveIntegerField(default=0, help_text="The test holds at or after this turn.")),
+                (
+                    "until_turn",
+                    models.PositiveIntegerField(
+                        blank=True, help_text="... and up to this turn (no_findings: the range's end).", null=True
+                    ),
+                ),
+                ("description", models.TextField(blank=True)),
+                (
+                    "params",
+                    models.JSONField(blank=True, default=dict, help_text="The kind's fields (spec.KIND_FIELDS)."),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "universe",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="memory_tests",
+                        to="universes.universe",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['name'],
-                'constraints': [models.UniqueConstraint(fields=('universe', 'name'), name='memory_test_unique_name')],
+                "ordering": ["name"],
+                "constraints": [models.UniqueConstraint(fields=("universe", "name"), name="memory_test_unique_name")],
             },
         ),
     ]

@@ -12,6 +12,7 @@ Every function that touches more than one row runs in one `transaction.atomic()`
 Work outside the database (queueing the lore embedding job, deleting vector chunks) is
 scheduled with `transaction.on_commit`, so a rolled-back write leaves nothing behind.
 """
+
 from __future__ import annotations
 
 from studio.universes.services.universes import (  # noqa: F401

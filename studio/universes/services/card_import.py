@@ -7,6 +7,7 @@ updates the one the card came from; keeps the PNG portrait; then imports the car
 entries are matched only by the ids they had in the card (among the entries of the same
 card) and by studio ids, never by title unless the author ticks that choice.
 """
+
 from __future__ import annotations
 
 import json
@@ -41,13 +42,23 @@ def card_character_for(*, universe: Universe, card: dict) -> LoreEntry | None:
 
 def card_characters(*, universe: Universe) -> list[LoreEntry]:
     """The universe's Character entries that came from a card, by title."""
-    return [e for e in universe.lore_entries.filter(kind=LoreKind.CHARACTER).order_by("title", "entry_id")
-            if isinstance((e.extensions or {}).get(CHARACTER_EXTENSION), dict)]
+    return [
+        e
+        for e in universe.lore_entries.filter(kind=LoreKind.CHARACTER).order_by("title", "entry_id")
+        if isinstance((e.extensions or {}).get(CHARACTER_EXTENSION), dict)
+    ]
 
 
 @transaction.atomic
-def card_import(*, universe: Universe, user, book: IncomingBook, mode: str = CREATE,
-                match_titles: bool = False, default_kind: str = LoreKind.CONCEPT) -> ImportReport:
+def card_import(
+    *,
+    universe: Universe,
+    user,
+    book: IncomingBook,
+    mode: str = CREATE,
+    match_titles: bool = False,
+    default_kind: str = LoreKind.CONCEPT,
+) -> ImportReport:
     """Import a Character Card: its Character entry, portrait and book; return the report."""
     card = dict(book.card or {})
     report = ImportReport(source=book.source)
@@ -62,58 +73,115 @@ def card_import(*, universe: Universe, user, book: IncomingBook, mode: str = CRE
     if target is None:
         entry_id = lore_entry_id_for(universe=universe, title=fields["title"])
         created = _lore_bulk_create(
-            universe=universe, user=user, known={}, links={}, action=LoreRevision.Action.IMPORT,
-            items=[{"entry_id": entry_id, "title": fields["title"], "kind": LoreKind.CHARACTER,
-                    "text": fields["text"], "keys": fields["keys"], "extensions": {CHARACTER_EXTENSION: card}}],
+            universe=universe,
+            user=user,
+            known={},
+            links={},
+            action=LoreRevision.Action.IMPORT,
+            items=[
+                {
+                    "entry_id": entry_id,
+                    "title": fields["title"],
+                    "kind": LoreKind.CHARACTER,
+                    "text": fields["text"],
+                    "keys": fields["keys"],
+                    "extensions": {CHARACTER_EXTENSION: card},
+                }
+            ],
         )
         target = created[entry_id]
         reason = "new Character entry" + (" (no earlier entry of this character to update)" if mode == UPDATE else "")
-        report.lines.append(ImportLine(label, "created", reason, entry_id, target.title,
-                                       acting=_filled(card), kept=_kept(card)))
+        report.lines.append(
+            ImportLine(label, "created", reason, entry_id, target.title, acting=_filled(card), kept=_kept(card))
+        )
     else:
         changed = lore_entry_update(
-            entry=target, user=user, title=fields["title"], kind=LoreKind.CHARACTER, text=fields["text"],
-            keys=fields["keys"], extensions={**(target.extensions or {}), CHARACTER_EXTENSION: card},
-            strict_keys=False, action=LoreRevision.Action.IMPORT,
+            entry=target,
+            user=user,
+            title=fields["title"],
+            kind=LoreKind.CHARACTER,
+            text=fields["text"],
+            keys=fields["keys"],
+            extensions={**(target.extensions or {}), CHARACTER_EXTENSION: card},
+            strict_keys=False,
+            action=LoreRevision.Action.IMPORT,
         )
-        report.lines.append(ImportLine(
-            label, "updated" if changed else "skipped",
-            f"changed {', '.join(changed)} of the Character entry" if changed else "identical to the Character entry",
-            target.entry_id, target.title, acting=_filled(card), kept=_kept(card)))
+        report.lines.append(
+            ImportLine(
+                label,
+                "updated" if changed else "skipped",
+                f"changed {', '.join(changed)} of the Character entry"
+                if changed
+                else "identical to the Character entry",
+                target.entry_id,
+                target.title,
+                acting=_filled(card),
+                kept=_kept(card),
+            )
+        )
     if book.portrait is not None:
-        report.notes.append(f"The portrait ({len(book.portrait):,} bytes of PNG) is kept with “{target.title}”; "
-                            "the PNG export writes the card back into it.")
-    lore_import(universe=universe, user=user, book=book, default_kind=default_kind, match_titles=match_titles,
-                match_ids=mode == UPDATE, card=target.entry_id, report=report)
+        report.notes.append(
+            f"The portrait ({len(book.portrait):,} bytes of PNG) is kept with “{target.title}”; "
+            "the PNG export writes the card back into it."
+        )
+    lore_import(
+        universe=universe,
+        user=user,
+        book=book,
+        default_kind=default_kind,
+        match_titles=match_titles,
+        match_ids=mode == UPDATE,
+        card=target.entry_id,
+        report=report,
+    )
     book_lines = len(report.lines) - 1
-    report.notes.insert(0, f"“{target.title}” is a Character entry ({target.entry_id}); "
-                           f"its book's {book_lines} entr{'y' if book_lines == 1 else 'ies'} "
-                           f"{'is' if book_lines == 1 else 'are'} tagged with it.")
-    meta_set(universe=universe, key=CHARACTER_CARD_META, value=json.dumps(
-        {"entry_id": target.entry_id, "name": target.title, "spec": card.get("spec") or "chara_card_v1"},
-        ensure_ascii=False, sort_keys=True))
+    report.notes.insert(
+        0,
+        f"“{target.title}” is a Character entry ({target.entry_id}); "
+        f"its book's {book_lines} entr{'y' if book_lines == 1 else 'ies'} "
+        f"{'is' if book_lines == 1 else 'are'} tagged with it.",
+    )
+    meta_set(
+        universe=universe,
+        key=CHARACTER_CARD_META,
+        value=json.dumps(
+            {"entry_id": target.entry_id, "name": target.title, "spec": card.get("spec") or "chara_card_v1"},
+            ensure_ascii=False,
+            sort_keys=True,
+        ),
+    )
     return report
 
 
 def _filled(card: dict) -> list[str]:
     data = card.get("data") or {}
-    placed = {"name": "title", "description": "text", "personality": "text (## Personality)",
-              "scenario": "text (## Scenario)", "nickname": "keys"}
+    placed = {
+        "name": "title",
+        "description": "text",
+        "personality": "text (## Personality)",
+        "scenario": "text (## Scenario)",
+        "nickname": "keys",
+    }
     return [f"{k} → {placed[k]}" for k in placed if data.get(k)]
 
 
 def _kept(card: dict) -> list[str]:
     data = card.get("data") or {}
-    kept = [k for k in data if k not in ("name", "description", "personality", "scenario", "nickname")
-            and data[k] not in ("", [], {}, None)]
+    kept = [
+        k
+        for k in data
+        if k not in ("name", "description", "personality", "scenario", "nickname") and data[k] not in ("", [], {}, None)
+    ]
     return kept + [f"{k} (V1 top level)" for k in card.get("v1") or {}]
 
 
-def card_import_title_merges(*, universe: Universe, book: IncomingBook, mode: str = CREATE,
-                             match_titles: bool = False) -> list[dict[str, str]]:
+def card_import_title_merges(
+    *, universe: Universe, book: IncomingBook, mode: str = CREATE, match_titles: bool = False
+) -> list[dict[str, str]]:
     """Return the card's book entries `card_import` would merge into existing entries by title; write nothing."""
     target = card_character_for(universe=universe, card=dict(book.card or {})) if mode == UPDATE else None
     # A new Character entry has no id yet: a tag no entry carries keeps the card's ids matching nothing.
     card = target.entry_id if target is not None else "\x00new-card"
-    return lore_import_title_merges(universe=universe, book=book, match_titles=match_titles,
-                                    match_ids=mode == UPDATE, card=card)
+    return lore_import_title_merges(
+        universe=universe, book=book, match_titles=match_titles, match_ids=mode == UPDATE, card=card
+    )

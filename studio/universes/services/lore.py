@@ -6,6 +6,7 @@ outside the database (the embedding job) is queued with `transaction.on_commit`.
 What a revision keeps and the entry's counts are in lore_rows.py (the demo loader records
 its revisions with them too); links to entries not written yet in lore_links.py.
 """
+
 from __future__ import annotations
 
 import functools
@@ -40,8 +41,16 @@ class LoreEditConflict(Exception):
     new edit based on `current_version`).
     """
 
-    def __init__(self, *, entry: LoreEntry, base_version: int, theirs: dict[str, Any], mine: dict[str, Any],
-                 changed_by: str, changed_at):
+    def __init__(
+        self,
+        *,
+        entry: LoreEntry,
+        base_version: int,
+        theirs: dict[str, Any],
+        mine: dict[str, Any],
+        changed_by: str,
+        changed_at,
+    ):
         self.entry = entry
         self.base_version = base_version
         self.current_version = entry.version
@@ -50,8 +59,9 @@ class LoreEditConflict(Exception):
         self.fields = [name for name in mine if mine[name] != theirs.get(name)]
         self.changed_by = changed_by
         self.changed_at = changed_at
-        super().__init__(f"“{entry.title}” was saved as version {entry.version} while you edited version "
-                         f"{base_version}.")
+        super().__init__(
+            f"“{entry.title}” was saved as version {entry.version} while you edited version {base_version}."
+        )
 
 
 def _lock_current(entry: LoreEntry) -> LoreEntry:
@@ -68,8 +78,12 @@ def _lock_current(entry: LoreEntry) -> LoreEntry:
 
 
 def _last_author(entry: LoreEntry) -> tuple[str, Any]:
-    revision = (entry.universe.lore_revisions.filter(entry_id=entry.entry_id).select_related("author")
-                .order_by("-created_at", "-pk").first())
+    revision = (
+        entry.universe.lore_revisions.filter(entry_id=entry.entry_id)
+        .select_related("author")
+        .order_by("-created_at", "-pk")
+        .first()
+    )
     if revision is None:
         return "", entry.updated_at
     return (revision.author.get_username() if revision.author else ""), revision.created_at
@@ -132,9 +146,7 @@ def schedule_lore_sync(*, universe: Universe) -> None:
 def lore_entry_id_for(*, universe: Universe, title: str, taken: set[str] | None = None) -> str:
     base = slugify(title)[:120] or "entry"
     if taken is None:
-        taken = set(
-            universe.lore_entries.filter(entry_id__startswith=base).values_list("entry_id", flat=True)
-        )
+        taken = set(universe.lore_entries.filter(entry_id__startswith=base).values_list("entry_id", flat=True))
     return _unique_slug(base, set(taken) | RESERVED_ENTRY_IDS, max_length=120)
 
 
@@ -216,8 +228,13 @@ def lore_entry_create(
     if links:
         entry.links.set([link for link in links if link.universe_id == universe.pk and link.pk != entry.pk])
     lore_revision(
-        universe=universe, entry=entry, entry_id=entry.entry_id, user=user, action=action,
-        before=None, after=lore_entry_snapshot(entry),
+        universe=universe,
+        entry=entry,
+        entry_id=entry.entry_id,
+        user=user,
+        action=action,
+        before=None,
+        after=lore_entry_snapshot(entry),
     ).save()
     _set_pending_links(entry, pending_links)
     _resolve_pending_links(universe, [entry], user)
@@ -258,8 +275,9 @@ def lore_entry_update(
     clean_keys = _clean_keys(keys) if keys is not None else None
     if known_by is not UNCHANGED:
         known_by = known_by_validate(known_by)
-    activation = activation_validate(activation or {}, strict_keys=strict_keys,
-                                     primary_keys=clean_keys if clean_keys is not None else [])
+    activation = activation_validate(
+        activation or {}, strict_keys=strict_keys, primary_keys=clean_keys if clean_keys is not None else []
+    )
     _lock_current(entry)
     before = lore_entry_snapshot(entry)
     new_title = before["title"] if title is None else title.strip()
@@ -276,8 +294,14 @@ def lore_entry_update(
         if extensions is not None:
             mine["extensions"] = extensions
         changed_by, changed_at = _last_author(entry)
-        raise LoreEditConflict(entry=entry, base_version=base_version, theirs=before, mine=mine,
-                               changed_by=changed_by, changed_at=changed_at)
+        raise LoreEditConflict(
+            entry=entry,
+            base_version=base_version,
+            theirs=before,
+            mine=mine,
+            changed_by=changed_by,
+            changed_at=changed_at,
+        )
     entry.title, entry.kind = new_title, new_kind
     if text is not None:
         entry.text = text
@@ -309,8 +333,13 @@ def lore_entry_update(
     if links is not None and link_ids != before["links"]:
         entry.links.set(links)
     lore_revision(
-        universe=entry.universe, entry=entry, entry_id=entry.entry_id, user=user, action=action,
-        before=before, after=after,
+        universe=entry.universe,
+        entry=entry,
+        entry_id=entry.entry_id,
+        user=user,
+        action=action,
+        before=before,
+        after=after,
     ).save()
     if before["title"] != after["title"]:
         _resolve_pending_links(entry.universe, [entry], user)
@@ -326,8 +355,13 @@ def lore_entry_delete(*, entry: LoreEntry, user, action: str = LoreRevision.Acti
     before["backlinks"] = sorted(entry.backlinks.values_list("entry_id", flat=True))
     universe = entry.universe
     lore_revision(
-        universe=universe, entry=None, entry_id=entry.entry_id, user=user, action=action,
-        before=before, after=None,
+        universe=universe,
+        entry=None,
+        entry_id=entry.entry_id,
+        user=user,
+        action=action,
+        before=before,
+        after=None,
     ).save()
     entry.delete()
     schedule_lore_sync(universe=universe)
@@ -358,18 +392,33 @@ def lore_entry_restore(*, revision: LoreRevision, user) -> LoreEntry:
     entry = universe.lore_entries.filter(entry_id=revision.entry_id).first()
     if entry is None:
         entry = lore_entry_create(
-            universe=universe, user=user, title=state["title"], kind=state["kind"],
-            text=state.get("text", ""), keys=state.get("keys", []), links=links,
-            entry_id=revision.entry_id, extensions=state.get("extensions") or {},
-            activation=_restorable_activation(state), strict_keys=False,
-            action=LoreRevision.Action.RESTORE, known_by=state.get("known_by"),
+            universe=universe,
+            user=user,
+            title=state["title"],
+            kind=state["kind"],
+            text=state.get("text", ""),
+            keys=state.get("keys", []),
+            links=links,
+            entry_id=revision.entry_id,
+            extensions=state.get("extensions") or {},
+            activation=_restorable_activation(state),
+            strict_keys=False,
+            action=LoreRevision.Action.RESTORE,
+            known_by=state.get("known_by"),
         )
     else:
         lore_entry_update(
-            entry=entry, user=user, title=state["title"], kind=state["kind"],
-            text=state.get("text", ""), keys=state.get("keys", []), links=links,
-            extensions=state.get("extensions") or {}, activation=_restorable_activation(state),
-            strict_keys=False, action=LoreRevision.Action.RESTORE,
+            entry=entry,
+            user=user,
+            title=state["title"],
+            kind=state["kind"],
+            text=state.get("text", ""),
+            keys=state.get("keys", []),
+            links=links,
+            extensions=state.get("extensions") or {},
+            activation=_restorable_activation(state),
+            strict_keys=False,
+            action=LoreRevision.Action.RESTORE,
             known_by=state["known_by"] if "known_by" in state else UNCHANGED,
         )
     for source_id in state.get("backlinks", []):
@@ -381,16 +430,21 @@ def lore_entry_restore(*, revision: LoreRevision, user) -> LoreEntry:
 @transaction.atomic
 def lore_bulk_delete(*, universe: Universe, user, entry_ids: Sequence[str]) -> int:
     """Delete the chosen entries, each with a revision; return how many were deleted."""
-    entries = list(
-        universe.lore_entries.filter(entry_id__in=entry_ids).prefetch_related("links", "backlinks")
-    )
+    entries = list(universe.lore_entries.filter(entry_id__in=entry_ids).prefetch_related("links", "backlinks"))
     revisions = []
     for entry in entries:
         before = lore_entry_snapshot(entry)
         before["backlinks"] = sorted(e.entry_id for e in entry.backlinks.all())
         revisions.append(
-            lore_revision(universe=universe, entry=None, entry_id=entry.entry_id, user=user,
-                    action=LoreRevision.Action.DELETE, before=before, after=None)
+            lore_revision(
+                universe=universe,
+                entry=None,
+                entry_id=entry.entry_id,
+                user=user,
+                action=LoreRevision.Action.DELETE,
+                before=before,
+                after=None,
+            )
         )
     LoreRevision.objects.bulk_create(revisions)
     universe.lore_entries.filter(pk__in=[e.pk for e in entries]).delete()
@@ -412,9 +466,7 @@ def lore_bulk_set_kind(*, universe: Universe, user, entry_ids: Sequence[str], ki
     if kind not in LoreKind.values:
         raise ValidationError({"kind": f"Unknown kind “{kind}”."})
     _lock_rows(universe, entry_ids)
-    entries = list(
-        with_link_ids(universe.lore_entries.filter(entry_id__in=entry_ids).exclude(kind=kind))
-    )
+    entries = list(with_link_ids(universe.lore_entries.filter(entry_id__in=entry_ids).exclude(kind=kind)))
     revisions = []
     now = timezone.now()
     for entry in entries:
@@ -423,9 +475,15 @@ def lore_bulk_set_kind(*, universe: Universe, user, entry_ids: Sequence[str], ki
         entry.version += 1
         entry.updated_at = now  # bulk_update skips auto_now
         revisions.append(
-            lore_revision(universe=universe, entry=entry, entry_id=entry.entry_id, user=user,
-                    action=LoreRevision.Action.UPDATE, before=before,
-                    after={**before, "kind": kind})
+            lore_revision(
+                universe=universe,
+                entry=entry,
+                entry_id=entry.entry_id,
+                user=user,
+                action=LoreRevision.Action.UPDATE,
+                before=before,
+                after={**before, "kind": kind},
+            )
         )
     LoreEntry.objects.bulk_update(entries, ["kind", "version", "updated_at"])
     LoreRevision.objects.bulk_create(revisions)
@@ -451,16 +509,30 @@ def lore_bulk_set_activation(*, universe: Universe, user, entry_ids: Sequence[st
         entry.version += 1
         entry.updated_at = now  # bulk_update skips auto_now
         changed.append(entry)
-        revisions.append(lore_revision(universe=universe, entry=entry, entry_id=entry.entry_id, user=user,
-                                 action=LoreRevision.Action.UPDATE, before=before, after=after))
+        revisions.append(
+            lore_revision(
+                universe=universe,
+                entry=entry,
+                entry_id=entry.entry_id,
+                user=user,
+                action=LoreRevision.Action.UPDATE,
+                before=before,
+                after=after,
+            )
+        )
     LoreEntry.objects.bulk_update(changed, [*values, "version", "updated_at"])
     LoreRevision.objects.bulk_create(revisions)
     return len(changed)
 
 
 def _lore_bulk_create(
-    *, universe: Universe, user, items: list[dict[str, Any]], links: dict[str, list[str]],
-    known: dict[str, int], action: str,
+    *,
+    universe: Universe,
+    user,
+    items: list[dict[str, Any]],
+    links: dict[str, list[str]],
+    known: dict[str, int],
+    action: str,
 ) -> dict[str, LoreEntry]:
     """Create many entries at once (imports): batched INSERTs, links and revisions in bulk.
 
@@ -472,13 +544,19 @@ def _lore_bulk_create(
     for item in items:
         _validate_entry_fields(title=item["title"], kind=item["kind"])
         entry = LoreEntry(
-            universe=universe, entry_id=item["entry_id"], title=item["title"].strip(), kind=item["kind"],
-            text=item["text"], keys=_clean_keys(item["keys"]), extensions=item.get("extensions") or {},
+            universe=universe,
+            entry_id=item["entry_id"],
+            title=item["title"].strip(),
+            kind=item["kind"],
+            text=item["text"],
+            keys=_clean_keys(item["keys"]),
+            extensions=item.get("extensions") or {},
             known_by=known_by_validate(item.get("known_by")),
         )
         lore_embedding_state_set(entry, state=EmbeddingState.PENDING)
-        _apply_activation(entry, activation_validate(item.get("activation") or {}, strict_keys=False,
-                                                     primary_keys=entry.keys))
+        _apply_activation(
+            entry, activation_validate(item.get("activation") or {}, strict_keys=False, primary_keys=entry.keys)
+        )
         entries.append(entry)
     if not entries:
         return {}
@@ -493,8 +571,17 @@ def _lore_bulk_create(
         entry.pk = pks[entry.entry_id]
         targets = sorted({t for t in links.get(entry.entry_id) or [] if t in all_pks and t != entry.entry_id})
         link_rows.extend(through(from_loreentry_id=entry.pk, to_loreentry_id=all_pks[t]) for t in targets)
-        revisions.append(lore_revision(universe=universe, entry=entry, entry_id=entry.entry_id, user=user,
-                                 action=action, before=None, after=lore_entry_snapshot(entry, links=targets)))
+        revisions.append(
+            lore_revision(
+                universe=universe,
+                entry=entry,
+                entry_id=entry.entry_id,
+                user=user,
+                action=action,
+                before=None,
+                after=lore_entry_snapshot(entry, links=targets),
+            )
+        )
     through.objects.bulk_create(link_rows, batch_size=1000)
     LoreRevision.objects.bulk_create(revisions, batch_size=500)
     _resolve_pending_links(universe, entries, user)

@@ -1,5 +1,5 @@
-"""Lore imports: Character Card and SillyTavern books, and Universe-as-Code documents.
-"""
+"""Lore imports: Character Card and SillyTavern books, and Universe-as-Code documents."""
+
 from __future__ import annotations
 
 import copy
@@ -133,15 +133,18 @@ def _bounded_regex_note(book: IncomingBook) -> str:
     count = sum(len(bounded_regex_keys({"keys": i.keys, **i.activation})) for i in book.entries if not i.skip_reason)
     if not count:
         return ""
-    return (f"{count} regex key{'s' if count != 1 else ''} use{'' if count != 1 else 's'} a feature RE2 lacks "
-            f"(\\b, \\w, \\d, \\s, look-around or back-references): "
-            f"{'they run' if count != 1 else 'it runs'} on the backtracking `regex` module with a "
-            f"{int(REGEX_TIMEOUT * 1000)} ms limit per search; a search past the limit counts as not matching "
-            f"and Lore health lists it.")
+    return (
+        f"{count} regex key{'s' if count != 1 else ''} use{'' if count != 1 else 's'} a feature RE2 lacks "
+        f"(\\b, \\w, \\d, \\s, look-around or back-references): "
+        f"{'they run' if count != 1 else 'it runs'} on the backtracking `regex` module with a "
+        f"{int(REGEX_TIMEOUT * 1000)} ms limit per search; a search past the limit counts as not matching "
+        f"and Lore health lists it."
+    )
 
 
-def _plan_import(*, universe: Universe, book: IncomingBook, default_kind: str, match_titles: bool, match_ids: bool,
-                 card: str) -> _ImportPlan:
+def _plan_import(
+    *, universe: Universe, book: IncomingBook, default_kind: str, match_titles: bool, match_ids: bool, card: str
+) -> _ImportPlan:
     """Match every incoming entry and decide what happens to it; write nothing."""
     _refuse_catastrophic_keys((i.label, i.title, i.keys, i.activation) for i in book.entries if not i.skip_reason)
     existing = list(with_link_ids(universe.lore_entries.all()))
@@ -159,19 +162,29 @@ def _plan_import(*, universe: Universe, book: IncomingBook, default_kind: str, m
         if card:
             incoming.extensions = {**incoming.extensions, CARD_TAG_EXTENSION: card}
         if incoming.skip_reason:
-            plan.steps.append(_Step("skip", ImportLine(incoming.label, "skipped", incoming.skip_reason,
-                                                       title=incoming.title)))
+            plan.steps.append(
+                _Step("skip", ImportLine(incoming.label, "skipped", incoming.skip_reason, title=incoming.title))
+            )
             continue
         warnings = list(incoming.warnings) + [
             f"{problem} It is matched as plain text, as SillyTavern does; fix it in the entry."
-            for problem in invalid_regex_keys({"keys": incoming.keys, **incoming.activation})]
+            for problem in invalid_regex_keys({"keys": incoming.keys, **incoming.activation})
+        ]
         effect = {"acting": list(incoming.acting), "kept": list(incoming.kept), "warnings": warnings}
         target = _match(incoming, matchable, by_identity, by_title)
         if target is not None and target.pk in seen:
-            plan.steps.append(_Step("skip", ImportLine(
-                incoming.label, "skipped",
-                f"matches “{target.title}”, which an earlier entry of this file already imported",
-                target.entry_id, incoming.title)))
+            plan.steps.append(
+                _Step(
+                    "skip",
+                    ImportLine(
+                        incoming.label,
+                        "skipped",
+                        f"matches “{target.title}”, which an earlier entry of this file already imported",
+                        target.entry_id,
+                        incoming.title,
+                    ),
+                )
+            )
             continue
         if target is None:
             entry_id = incoming.entry_id
@@ -182,26 +195,49 @@ def _plan_import(*, universe: Universe, book: IncomingBook, default_kind: str, m
             taken.add(entry_id)
             if incoming.entry_id and incoming.entry_id != entry_id:
                 plan.renamed[incoming.entry_id] = entry_id
-            plan.to_create.append({
-                "entry_id": entry_id, "title": incoming.title, "kind": incoming.kind or default_kind,
-                "text": incoming.text, "keys": incoming.keys, "extensions": incoming.extensions,
-                "activation": incoming.activation,
-                "known_by": None if incoming.known_by == KNOWN_BY_ABSENT else incoming.known_by,
-            })
+            plan.to_create.append(
+                {
+                    "entry_id": entry_id,
+                    "title": incoming.title,
+                    "kind": incoming.kind or default_kind,
+                    "text": incoming.text,
+                    "keys": incoming.keys,
+                    "extensions": incoming.extensions,
+                    "activation": incoming.activation,
+                    "known_by": None if incoming.known_by == KNOWN_BY_ABSENT else incoming.known_by,
+                }
+            )
             if incoming.links is not None:
                 plan.new_links[entry_id] = incoming.links
                 missing = [i for i in incoming.links if i not in plan.by_id and i not in incoming_ids]
                 if missing:
                     plan.notes.append(f"{incoming.label}: links to unknown entries dropped: {', '.join(missing)}")
-            plan.steps.append(_Step("create", ImportLine(incoming.label, "created", "new entry", entry_id,
-                                                         incoming.title.strip(), **effect)))
+            plan.steps.append(
+                _Step(
+                    "create",
+                    ImportLine(incoming.label, "created", "new entry", entry_id, incoming.title.strip(), **effect),
+                )
+            )
             continue
         seen.add(target.pk)
-        how = "same id" if incoming.entry_id == target.entry_id else (
-            "same id in the source tool" if incoming.identity and by_identity.get(incoming.identity) is target
-            else "same title")
-        plan.steps.append(_Step("update", ImportLine(incoming.label, "", "", target.entry_id, target.title, **effect),
-                                incoming=incoming, target=target, how=how))
+        how = (
+            "same id"
+            if incoming.entry_id == target.entry_id
+            else (
+                "same id in the source tool"
+                if incoming.identity and by_identity.get(incoming.identity) is target
+                else "same title"
+            )
+        )
+        plan.steps.append(
+            _Step(
+                "update",
+                ImportLine(incoming.label, "", "", target.entry_id, target.title, **effect),
+                incoming=incoming,
+                target=target,
+                how=how,
+            )
+        )
     if plan.renamed:  # links between the file's entries follow them to their new ids
         plan.new_links = {k: [plan.renamed.get(i, i) for i in v] for k, v in plan.new_links.items()}
     return plan
@@ -215,23 +251,41 @@ def _apply_import(*, universe: Universe, user, book: IncomingBook, plan: _Import
             incoming, target = step.incoming, step.target
             extensions = {**(target.extensions or {}), **incoming.extensions}
             changed = lore_entry_update(
-                entry=target, user=user, title=incoming.title, kind=incoming.kind or None,
-                text=incoming.text, keys=incoming.keys, extensions=extensions,
-                activation=incoming.activation, strict_keys=False, action=LoreRevision.Action.IMPORT,
+                entry=target,
+                user=user,
+                title=incoming.title,
+                kind=incoming.kind or None,
+                text=incoming.text,
+                keys=incoming.keys,
+                extensions=extensions,
+                activation=incoming.activation,
+                strict_keys=False,
+                action=LoreRevision.Action.IMPORT,
                 **({} if incoming.known_by == KNOWN_BY_ABSENT else {"known_by": incoming.known_by}),
             )
             if incoming.links is not None:
                 pending_links.append((target, [plan.renamed.get(i, i) for i in incoming.links], incoming.label))
             step.line.outcome = "updated" if changed else "skipped"
-            step.line.reason = (f"changed {', '.join(changed)}; matched by {step.how}" if changed
-                                else f"identical to the existing entry (matched by {step.how})")
+            step.line.reason = (
+                f"changed {', '.join(changed)}; matched by {step.how}"
+                if changed
+                else f"identical to the existing entry (matched by {step.how})"
+            )
             step.line.title = target.title
         report.lines.append(step.line)
     report.notes.extend(plan.notes)
     by_id = plan.by_id
     known = {entry_id: entry.pk for entry_id, entry in by_id.items()}
-    by_id.update(_lore_bulk_create(universe=universe, user=user, items=plan.to_create, links=plan.new_links,
-                                   known=known, action=LoreRevision.Action.IMPORT))
+    by_id.update(
+        _lore_bulk_create(
+            universe=universe,
+            user=user,
+            items=plan.to_create,
+            links=plan.new_links,
+            known=known,
+            action=LoreRevision.Action.IMPORT,
+        )
+    )
     for entry, link_ids, label in pending_links:
         targets = [by_id[i] for i in link_ids if i in by_id and i != entry.entry_id]
         missing = [i for i in link_ids if i not in by_id]
@@ -242,7 +296,11 @@ def _apply_import(*, universe: Universe, user, book: IncomingBook, plan: _Import
             changed = lore_entry_update(entry=entry, user=user, links=targets, action=LoreRevision.Action.IMPORT)
             if changed:
                 for line in report.lines:
-                    if line.entry_id == entry.entry_id and line.outcome == "skipped" and line.reason.startswith("identical"):
+                    if (
+                        line.entry_id == entry.entry_id
+                        and line.outcome == "skipped"
+                        and line.reason.startswith("identical")
+                    ):
                         line.outcome, line.reason = "updated", "links changed"
     for key, value in book.meta.items():
         meta_set(universe=universe, key=key, value=value)
@@ -255,25 +313,47 @@ def _apply_import(*, universe: Universe, user, book: IncomingBook, plan: _Import
             report.notes.append(f"The book asks for {key} = {value}; the universe keeps its own {current[key]}.")
 
 
-def lore_import_title_merges(*, universe: Universe, book: IncomingBook, match_titles: bool = True,
-                             match_ids: bool = True, card: str = "") -> list[dict[str, str]]:
+def lore_import_title_merges(
+    *, universe: Universe, book: IncomingBook, match_titles: bool = True, match_ids: bool = True, card: str = ""
+) -> list[dict[str, str]]:
     """Return the file's entries an import would merge into existing entries by title alone; write nothing.
 
     Each is {"label", "title", "entry_id", "existing_title"}. The import page shows them and
     asks before merging (an entry matched by id, or by its id in the other tool, is the same
     entry and is not asked about). Raise ValidationError as `lore_import` would.
     """
-    plan = _plan_import(universe=universe, book=copy.deepcopy(book), default_kind=LoreKind.CONCEPT,
-                        match_titles=match_titles, match_ids=match_ids, card=card)
-    return [{"label": step.line.label, "title": step.incoming.title.strip(), "entry_id": step.target.entry_id,
-             "existing_title": step.target.title}
-            for step in plan.steps if step.action == "update" and step.how == "same title"]
+    plan = _plan_import(
+        universe=universe,
+        book=copy.deepcopy(book),
+        default_kind=LoreKind.CONCEPT,
+        match_titles=match_titles,
+        match_ids=match_ids,
+        card=card,
+    )
+    return [
+        {
+            "label": step.line.label,
+            "title": step.incoming.title.strip(),
+            "entry_id": step.target.entry_id,
+            "existing_title": step.target.title,
+        }
+        for step in plan.steps
+        if step.action == "update" and step.how == "same title"
+    ]
 
 
 @transaction.atomic
-def lore_import(*, universe: Universe, user, book: IncomingBook, default_kind: str = LoreKind.CONCEPT,
-                match_titles: bool = True, match_ids: bool = True, card: str = "",
-                report: ImportReport | None = None) -> ImportReport:
+def lore_import(
+    *,
+    universe: Universe,
+    user,
+    book: IncomingBook,
+    default_kind: str = LoreKind.CONCEPT,
+    match_titles: bool = True,
+    match_ids: bool = True,
+    card: str = "",
+    report: ImportReport | None = None,
+) -> ImportReport:
     """Create or update lore entries from an imported book; return what happened to each.
 
     An incoming entry matches an existing one by studio id (`match_ids`), then by the id it
@@ -289,8 +369,14 @@ def lore_import(*, universe: Universe, user, book: IncomingBook, default_kind: s
     if report is None:
         report = ImportReport(source=book.source)
     report.notes.extend(book.notes)
-    plan = _plan_import(universe=universe, book=book, default_kind=default_kind, match_titles=match_titles,
-                        match_ids=match_ids, card=card)
+    plan = _plan_import(
+        universe=universe,
+        book=book,
+        default_kind=default_kind,
+        match_titles=match_titles,
+        match_ids=match_ids,
+        card=card,
+    )
     _apply_import(universe=universe, user=user, book=book, plan=plan, report=report)
     note = _bounded_regex_note(book)
     if note:
@@ -309,12 +395,11 @@ def universe_import_document(*, user, document, universe: Universe | None = None
     are memory tests. Return the universe and counts of created / updated / deleted / unchanged
     entries (and `tests_created`, ... of its memory tests).
     """
-    _refuse_catastrophic_keys((f"entry “{lore.entry_id}”", lore.title, lore.keys, lore.activation)
-                              for lore in document.lore)
+    _refuse_catastrophic_keys(
+        (f"entry “{lore.entry_id}”", lore.title, lore.keys, lore.activation) for lore in document.lore
+    )
     if universe is None:
-        universe = universe_create(
-            user=user, name=document.name, slug=document.slug, description=document.description
-        )
+        universe = universe_create(user=user, name=document.name, slug=document.slug, description=document.description)
     else:
         if universe.name != document.name or universe.description != document.description:
             universe.name, universe.description = document.name, document.description
@@ -337,11 +422,21 @@ def universe_import_document(*, user, document, universe: Universe | None = None
     by_id = {k: v for k, v in existing.items() if k in doc_ids}
     new_docs = [lore for lore in document.lore if lore.entry_id not in by_id]
     created = _lore_bulk_create(
-        universe=universe, user=user,
-        items=[{"entry_id": lore.entry_id, "title": lore.title, "kind": lore.kind, "text": lore.text,
-                "keys": lore.keys, "extensions": lore.extensions, "activation": lore.activation,
-                "known_by": lore.known_by}
-               for lore in new_docs],
+        universe=universe,
+        user=user,
+        items=[
+            {
+                "entry_id": lore.entry_id,
+                "title": lore.title,
+                "kind": lore.kind,
+                "text": lore.text,
+                "keys": lore.keys,
+                "extensions": lore.extensions,
+                "activation": lore.activation,
+                "known_by": lore.known_by,
+            }
+            for lore in new_docs
+        ],
         links={lore.entry_id: lore.links for lore in new_docs},
         known={entry_id: entry.pk for entry_id, entry in by_id.items()},
         action=LoreRevision.Action.IMPORT,
@@ -352,9 +447,17 @@ def universe_import_document(*, user, document, universe: Universe | None = None
             outcome[lore.entry_id] = "created"
             continue
         changed = lore_entry_update(
-            entry=entry, user=user, title=lore.title, kind=lore.kind, text=lore.text,
-            keys=lore.keys, extensions=lore.extensions, activation=lore.activation, strict_keys=False,
-            action=LoreRevision.Action.IMPORT, known_by=lore.known_by,
+            entry=entry,
+            user=user,
+            title=lore.title,
+            kind=lore.kind,
+            text=lore.text,
+            keys=lore.keys,
+            extensions=lore.extensions,
+            activation=lore.activation,
+            strict_keys=False,
+            action=LoreRevision.Action.IMPORT,
+            known_by=lore.known_by,
         )
         outcome[lore.entry_id] = "updated" if changed else "unchanged"
     by_id.update(created)
@@ -365,7 +468,9 @@ def universe_import_document(*, user, document, universe: Universe | None = None
         current = sorted(link.entry_id for link in entry.links.all())
         if current != sorted(lore.links):
             changed = lore_entry_update(
-                entry=entry, user=user, links=[by_id[i] for i in lore.links],
+                entry=entry,
+                user=user,
+                links=[by_id[i] for i in lore.links],
                 action=LoreRevision.Action.IMPORT,
             )
             if changed and outcome[lore.entry_id] == "unchanged":

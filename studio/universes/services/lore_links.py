@@ -5,6 +5,7 @@ becomes a real link, with a revision of the entry that wrote it, when an entry w
 or id appears (created, renamed, imported or restored: `_resolve_pending_links`), so entries
 that link to each other need no create-then-edit pass.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -31,7 +32,9 @@ def _set_pending_links(entry: LoreEntry, names: Sequence[str]) -> bool:
     entry.pending_links.exclude(name_key__in=list(wanted)).delete()
     PendingLoreLink.objects.bulk_create(
         PendingLoreLink(universe_id=entry.universe_id, source=entry, name=name, name_key=key)
-        for key, name in wanted.items() if key not in current)
+        for key, name in wanted.items()
+        if key not in current
+    )
     return True
 
 
@@ -46,8 +49,11 @@ def _resolve_pending_links(universe: Universe, targets: Sequence[LoreEntry], use
     for target in targets:
         by_key.setdefault(target.title.casefold(), target)
         by_key.setdefault(target.entry_id.casefold(), target)
-    rows = list(PendingLoreLink.objects.filter(universe=universe, name_key__in=list(by_key))
-                .order_by("source_id", "id").values_list("pk", "source_id", "name_key"))
+    rows = list(
+        PendingLoreLink.objects.filter(universe=universe, name_key__in=list(by_key))
+        .order_by("source_id", "id")
+        .values_list("pk", "source_id", "name_key")
+    )
     if not rows:
         return 0
     PendingLoreLink.objects.filter(pk__in=[pk for pk, _source, _key in rows]).delete()
@@ -67,9 +73,17 @@ def _resolve_pending_links(universe: Universe, targets: Sequence[LoreEntry], use
         source.version += 1
         source.updated_at = now  # bulk_update skips auto_now
         changed.append(source)
-        revisions.append(lore_revision(universe=universe, entry=source, entry_id=source.entry_id, user=user,
-                                 action=LoreRevision.Action.UPDATE, before=before,
-                                 after={**before, "links": sorted([*before["links"], *(t.entry_id for t in new)])}))
+        revisions.append(
+            lore_revision(
+                universe=universe,
+                entry=source,
+                entry_id=source.entry_id,
+                user=user,
+                action=LoreRevision.Action.UPDATE,
+                before=before,
+                after={**before, "links": sorted([*before["links"], *(t.entry_id for t in new)])},
+            )
+        )
     through.objects.bulk_create(link_rows, batch_size=1000)
     LoreEntry.objects.bulk_update(changed, ["version", "updated_at"], batch_size=500)
     LoreRevision.objects.bulk_create(revisions, batch_size=500)

@@ -6,6 +6,7 @@ The Lore Book's services (lore.py, lore_links.py, the imports) and the demo load
 (known_by and every activation field included) whichever path wrote it, and a field added to
 the snapshot reaches every path at once.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -35,8 +36,14 @@ def lore_entry_snapshot(entry: LoreEntry, *, links: Sequence[str] | None = None)
 
 
 def lore_revision(
-    *, universe: Universe, entry: LoreEntry | None, entry_id: str, user, action: str,
-    before: dict | None, after: dict | None,
+    *,
+    universe: Universe,
+    entry: LoreEntry | None,
+    entry_id: str,
+    user,
+    action: str,
+    before: dict | None,
+    after: dict | None,
 ) -> LoreRevision:
     """Return an unsaved revision of `entry_id` (`before` / `after`: snapshots, None on a create /
     delete); `user` is its author when logged in (the demo loader and management commands have none)."""

@@ -1,4 +1,5 @@
 """Writes for a universe's opening: first message, alternate greetings, scenario (`universes/opening.py`)."""
+
 from __future__ import annotations
 
 import json
@@ -30,8 +31,11 @@ def opening_set(*, universe: Universe, first_message: str, alternate_greetings: 
     problems = opening_problems(first_message=first_message, alternate_greetings=alternate_greetings, scenario=scenario)
     if problems:
         raise ValidationError(problems)
-    values = {FIRST_MESSAGE_META: first_message, SCENARIO_META: scenario,
-              ALTERNATE_GREETINGS_META: json.dumps(alternate_greetings, ensure_ascii=False) if alternate_greetings else ""}
+    values = {
+        FIRST_MESSAGE_META: first_message,
+        SCENARIO_META: scenario,
+        ALTERNATE_GREETINGS_META: json.dumps(alternate_greetings, ensure_ascii=False) if alternate_greetings else "",
+    }
     with transaction.atomic():
         for key, value in values.items():
             if value:

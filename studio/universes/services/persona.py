@@ -9,6 +9,7 @@ split back the first time the universe is played (a new save), so the author see
 fields and can correct them. Writing `player_description`, even empty, marks the name as
 settled: an empty description keeps a long name whole.
 """
+
 from __future__ import annotations
 
 import json
@@ -52,8 +53,9 @@ def persona_validate(*, name: str, description: str, portrait: bytes | None = No
     errors: dict[str, str] = {}
     problem = limits.PERSONA_NAME.problem(name) if name else ""
     if problem and len(name) > limits.PERSONA_NAME.max_chars:
-        errors["name"] = (f"A name is at most {limits.PERSONA_NAME.max_chars} characters; put the rest in the "
-                          "description.")
+        errors["name"] = (
+            f"A name is at most {limits.PERSONA_NAME.max_chars} characters; put the rest in the description."
+        )
     elif problem:
         errors["name"] = f"The name {problem}"
     elif any(mark in name for mark in ("{", "}")):
@@ -92,14 +94,19 @@ def persona_meta_validate(*, key: str, value: str) -> str:
         except ValueError:
             reference = None
         if portrait_load(reference) is None:
-            raise ValidationError({"value": "player_portrait names a portrait this studio keeps; upload one with the "
-                                            "persona form instead."})
+            raise ValidationError(
+                {
+                    "value": "player_portrait names a portrait this studio keeps; upload one with the "
+                    "persona form instead."
+                }
+            )
     return value
 
 
 @transaction.atomic
-def persona_set(*, universe: Universe, name: str, description: str, portrait: bytes | None = None,
-                remove_portrait: bool = False) -> Persona:
+def persona_set(
+    *, universe: Universe, name: str, description: str, portrait: bytes | None = None, remove_portrait: bool = False
+) -> Persona:
     """Store the persona (the name, the description, and a new PNG portrait when given); return it.
 
     An empty name removes the persona (and its description). The portrait is decoded with a
@@ -115,7 +122,9 @@ def persona_set(*, universe: Universe, name: str, description: str, portrait: by
             raise ValidationError({"portrait": str(exc)}) from None
     old = persona_of(universe=universe).portrait
     if not name:
-        UniverseMeta.objects.filter(universe=universe, key__in=[PLAYER_CHARACTER_META, PLAYER_DESCRIPTION_META]).delete()
+        UniverseMeta.objects.filter(
+            universe=universe, key__in=[PLAYER_CHARACTER_META, PLAYER_DESCRIPTION_META]
+        ).delete()
     else:
         _put(universe, PLAYER_CHARACTER_META, name)
         _put(universe, PLAYER_DESCRIPTION_META, description)
@@ -135,8 +144,11 @@ def persona_settle(*, universe: Universe) -> Persona | None:
     description apart, as play has read them, and the author can correct either.
     """
     with transaction.atomic():
-        rows = dict(UniverseMeta.objects.select_for_update().filter(
-            universe=universe, key__in=[PLAYER_CHARACTER_META, PLAYER_DESCRIPTION_META]).values_list("key", "value"))
+        rows = dict(
+            UniverseMeta.objects.select_for_update()
+            .filter(universe=universe, key__in=[PLAYER_CHARACTER_META, PLAYER_DESCRIPTION_META])
+            .values_list("key", "value")
+        )
         persona = persona_from_meta(rows)
         if not persona.split_from:
             return None

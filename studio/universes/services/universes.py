@@ -1,5 +1,5 @@
-"""Writes for universes themselves: create, rename, delete, Universe_Meta and missions.
-"""
+"""Writes for universes themselves: create, rename, delete, Universe_Meta and missions."""
+
 from __future__ import annotations
 
 import json
@@ -12,7 +12,12 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils.text import slugify
 
-from studio.memory.chapters.selectors import CHAPTERS_PER_ARC_META, MIN_TURNS_META, SCENE_CHANGE_META, TURNS_PER_CHAPTER_META
+from studio.memory.chapters.selectors import (
+    CHAPTERS_PER_ARC_META,
+    MIN_TURNS_META,
+    SCENE_CHANGE_META,
+    TURNS_PER_CHAPTER_META,
+)
 from studio.memory.lore_activation import (
     MAX_SCAN_DEPTH,
     META_CASE_SENSITIVE,
@@ -59,11 +64,13 @@ LORE_BOOL_META = {META_CASE_SENSITIVE, META_MATCH_WHOLE_WORDS}
 # The memory context's knobs (budget, shares, reserve, cap, point of view, proxy placement) are checked by
 # their one declaration, `studio.memory.recall.policy.KNOBS` (`knob_validate` in `meta_validate`).
 # How chapters close (studio.memory.chapters.selectors.chapter_settings reads them).
-LORE_INT_META.update({
-    TURNS_PER_CHAPTER_META: (0, 10_000, "turns a chapter holds before it closes; 0 = no limit"),
-    CHAPTERS_PER_ARC_META: (0, 10_000, "chapters rolled up into an arc; 0 = no arcs"),
-    MIN_TURNS_META: (0, 10_000, "turns a chapter holds before a scene change may close it"),
-})
+LORE_INT_META.update(
+    {
+        TURNS_PER_CHAPTER_META: (0, 10_000, "turns a chapter holds before it closes; 0 = no limit"),
+        CHAPTERS_PER_ARC_META: (0, 10_000, "chapters rolled up into an arc; 0 = no arcs"),
+        MIN_TURNS_META: (0, 10_000, "turns a chapter holds before a scene change may close it"),
+    }
+)
 LORE_BOOL_META.add(SCENE_CHANGE_META)
 
 # Entry ids that would collide with the Lore Book's own URLs (/lore/new/, /lore/bulk/, ...).
@@ -106,8 +113,9 @@ def universe_create(*, user, name: str, slug: str = "", description: str = "") -
         slug = _unique_slug(base, taken | RESERVED_UNIVERSE_SLUGS, max_length=80)
     with transaction.atomic():
         universe = Universe.objects.create(name=name, slug=slug, description=description, owner=user)
-        UniverseMeta.objects.bulk_create(UniverseMeta(universe=universe, key=key, value=value)
-                                         for key, value in NEW_UNIVERSE_META.items())
+        UniverseMeta.objects.bulk_create(
+            UniverseMeta(universe=universe, key=key, value=value) for key, value in NEW_UNIVERSE_META.items()
+        )
     return universe
 
 
@@ -154,9 +162,7 @@ def meta_validate(*, key: str, value: str) -> str:
     JSON object of character name -> mission text; the interchange keys are JSON objects.
     """
     if not META_KEY_RE.match(key or ""):
-        raise ValidationError(
-            {"key": "Use 1-200 letters, digits, dots, dashes or underscores for the key."}
-        )
+        raise ValidationError({"key": "Use 1-200 letters, digits, dots, dashes or underscores for the key."})
     if not isinstance(value, str):
         raise ValidationError({"value": "The value must be text."})
     if len(value) > MAX_META_VALUE_CHARS:
@@ -179,9 +185,11 @@ def meta_validate(*, key: str, value: str) -> str:
         try:
             greetings = json.loads(value)
         except json.JSONDecodeError as exc:
-            raise ValidationError({"value": f"{key} is a JSON array of greetings: {exc.msg} (line {exc.lineno})."}) from None
+            raise ValidationError(
+                {"value": f"{key} is a JSON array of greetings: {exc.msg} (line {exc.lineno})."}
+            ) from None
         if not isinstance(greetings, list) or not all(isinstance(g, str) for g in greetings):
-            raise ValidationError({"value": f"{key} is a JSON array of strings, e.g. [\"The door opens.\", \"Rain.\"]."})
+            raise ValidationError({"value": f'{key} is a JSON array of strings, e.g. ["The door opens.", "Rain."].'})
     try:
         knob_value = knob_validate(key, value)
         if knob_value is None:
@@ -218,7 +226,7 @@ def _loads_json_object(value: str, key: str) -> dict:
         raise ValidationError({"value": f"{key} must be JSON: {exc}."}) from exc
     if not isinstance(data, dict):
         raise ValidationError(
-            {"value": f"{key} must be a JSON object like {{\"Name\": \"mission\"}}, not {type(data).__name__}."}
+            {"value": f'{key} must be a JSON object like {{"Name": "mission"}}, not {type(data).__name__}.'}
         )
     return data
 
@@ -285,9 +293,7 @@ def missions_from_text(text: str) -> tuple[dict[str, str], list[str]]:
 def meta_set(*, universe: Universe, key: str, value: str) -> UniverseMeta:
     """Create or update one Universe_Meta row after validating it."""
     value = meta_validate(key=key, value=value)
-    row, _ = UniverseMeta.objects.update_or_create(
-        universe=universe, key=key, defaults={"value": value}
-    )
+    row, _ = UniverseMeta.objects.update_or_create(universe=universe, key=key, defaults={"value": value})
     return row
 
 

@@ -1,4 +1,5 @@
 """Template filters for showing stored lore values to authors (not as Python reprs)."""
+
 from __future__ import annotations
 
 import json

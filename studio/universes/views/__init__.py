@@ -3,6 +3,7 @@
 Every view checks access itself: a universe the user cannot see is a 404, a write by a
 user who is not an author is a 403 (see `common.py`).
 """
+
 from studio.universes.views.interchange import (  # noqa: F401
     export_card,
     export_card_png,

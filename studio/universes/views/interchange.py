@@ -1,4 +1,5 @@
 """Import and export: Universe-as-Code TOML, Character Card character_book, SillyTavern."""
+
 from __future__ import annotations
 
 import hashlib
@@ -13,7 +14,15 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from studio.roles import is_author
 from studio.universes import services
 from studio.universes.forms import LoreImportForm, TomlImportForm
-from studio.universes.interchange import ImportFormatError, MAX_IMPORT_BYTES, card_png, character_card, pending, sillytavern, toml_io
+from studio.universes.interchange import (
+    ImportFormatError,
+    MAX_IMPORT_BYTES,
+    card_png,
+    character_card,
+    pending,
+    sillytavern,
+    toml_io,
+)
 from studio.world.models import Universe
 from studio.universes.selectors import universe_list_for_user, with_link_ids
 from studio.universes.access import Access, require, universe_for
@@ -36,21 +45,32 @@ def selection_export_response(universe: Universe, entries, export_format: str) -
     """Return a download of `entries` (a queryset) in the chosen format."""
     entries = list(with_link_ids(entries))
     if export_format == "sillytavern":
-        return _attachment(_json(sillytavern.export_world_info(universe, entries)),
-                           f"{universe.slug}-selection-world-info.json", "application/json")
+        return _attachment(
+            _json(sillytavern.export_world_info(universe, entries)),
+            f"{universe.slug}-selection-world-info.json",
+            "application/json",
+        )
     if export_format == "card":
-        return _attachment(_json(character_card.export_card(universe, entries, version=2)),
-                           f"{universe.slug}-selection-card.json", "application/json")
-    return _attachment(toml_io.export_universe(universe, entries=entries),
-                       f"{universe.slug}-selection.toml", "application/toml")
+        return _attachment(
+            _json(character_card.export_card(universe, entries, version=2)),
+            f"{universe.slug}-selection-card.json",
+            "application/json",
+        )
+    return _attachment(
+        toml_io.export_universe(universe, entries=entries), f"{universe.slug}-selection.toml", "application/toml"
+    )
 
 
 @require_GET
 def exchange_page(request: HttpRequest, slug: str) -> HttpResponse:
     universe = universe_for(user=request.user, slug=slug)
-    context = {**universe_context(request, universe, "exchange"), "import_form": LoreImportForm(),
-               "toml_form": TomlImportForm(), "max_bytes": MAX_IMPORT_BYTES,
-               "characters": services.card_characters(universe=universe)}
+    context = {
+        **universe_context(request, universe, "exchange"),
+        "import_form": LoreImportForm(),
+        "toml_form": TomlImportForm(),
+        "max_bytes": MAX_IMPORT_BYTES,
+        "characters": services.card_characters(universe=universe),
+    }
     template = "universes/exchange.html#import-panel" if request.htmx else "universes/exchange.html"
     return render(request, template, context)
 
@@ -65,8 +85,9 @@ def export_toml(request: HttpRequest, slug: str) -> HttpResponse:
 def export_sillytavern(request: HttpRequest, slug: str) -> HttpResponse:
     universe = universe_for(user=request.user, slug=slug)
     entries = list(with_link_ids(universe.lore_entries.all()))
-    return _attachment(_json(sillytavern.export_world_info(universe, entries)),
-                       f"{universe.slug}-world-info.json", "application/json")
+    return _attachment(
+        _json(sillytavern.export_world_info(universe, entries)), f"{universe.slug}-world-info.json", "application/json"
+    )
 
 
 def _card_export(request: HttpRequest, universe: Universe):
@@ -97,16 +118,20 @@ def export_card(request: HttpRequest, slug: str) -> HttpResponse:
     character, entries, stem = _card_export(request, universe)
     asked = request.GET.get("version")
     version = 3 if asked == "3" else 2 if asked == "2" else character_card.card_version(character)
-    return _attachment(_json(character_card.export_card(universe, entries, version=version, character=character)),
-                       f"{stem}-card-v{version}.json", "application/json")
+    return _attachment(
+        _json(character_card.export_card(universe, entries, version=version, character=character)),
+        f"{stem}-card-v{version}.json",
+        "application/json",
+    )
 
 
 @require_GET
 def export_card_png(request: HttpRequest, slug: str) -> HttpResponse:
     universe = universe_for(user=request.user, slug=slug)
     character, entries, stem = _card_export(request, universe)
-    return _attachment(character_card.export_png(universe, entries, character=character),
-                       f"{stem}-card.png", "image/png")
+    return _attachment(
+        character_card.export_png(universe, entries, character=character), f"{stem}-card.png", "image/png"
+    )
 
 
 def _parse_lore_file(data: bytes, name: str, chosen: str):
@@ -146,9 +171,13 @@ def lore_import(request: HttpRequest, slug: str) -> HttpResponse:
     """
     universe = universe_for(user=request.user, slug=slug, access=Access.EDIT)
     form = LoreImportForm(request.POST, request.FILES)
-    context = {**universe_context(request, universe, "exchange"), "import_form": form,
-               "toml_form": TomlImportForm(), "max_bytes": MAX_IMPORT_BYTES,
-               "characters": services.card_characters(universe=universe)}
+    context = {
+        **universe_context(request, universe, "exchange"),
+        "import_form": form,
+        "toml_form": TomlImportForm(),
+        "max_bytes": MAX_IMPORT_BYTES,
+        "characters": services.card_characters(universe=universe),
+    }
     if form.is_valid():
         data = form.cleaned_data
         try:
@@ -159,20 +188,39 @@ def lore_import(request: HttpRequest, slug: str) -> HttpResponse:
             answer = data["titles"]  # "" until the author answered the title-merge question
             match_titles = {"new": False, "merge": True}.get(answer, data["match_titles"] if is_card else True)
             if match_titles and not answer:
-                merges = (services.card_import_title_merges(universe=universe, book=book, mode=mode, match_titles=True)
-                          if is_card else services.lore_import_title_merges(universe=universe, book=book))
+                merges = (
+                    services.card_import_title_merges(universe=universe, book=book, mode=mode, match_titles=True)
+                    if is_card
+                    else services.lore_import_title_merges(universe=universe, book=book)
+                )
                 if merges:
-                    context.update(merges=merges, filename=filename, values=data,
-                                   token=data["token"] or pending.stash(user_pk=request.user.pk, data=raw))
-                    template = "universes/exchange.html#merge-preview" if request.htmx else "universes/import_merge.html"
+                    context.update(
+                        merges=merges,
+                        filename=filename,
+                        values=data,
+                        token=data["token"] or pending.stash(user_pk=request.user.pk, data=raw),
+                    )
+                    template = (
+                        "universes/exchange.html#merge-preview" if request.htmx else "universes/import_merge.html"
+                    )
                     return render(request, template, context)
             if is_card:
                 report = services.card_import(
-                    universe=universe, user=request.user, book=book, mode=mode,
-                    match_titles=match_titles, default_kind=data["default_kind"])
+                    universe=universe,
+                    user=request.user,
+                    book=book,
+                    mode=mode,
+                    match_titles=match_titles,
+                    default_kind=data["default_kind"],
+                )
             else:
-                report = services.lore_import(universe=universe, user=request.user, book=book,
-                                              default_kind=data["default_kind"], match_titles=match_titles)
+                report = services.lore_import(
+                    universe=universe,
+                    user=request.user,
+                    book=book,
+                    default_kind=data["default_kind"],
+                    match_titles=match_titles,
+                )
         except (ImportFormatError, ValidationError) as exc:
             message = str(exc) if isinstance(exc, ImportFormatError) else "; ".join(exc.messages)
             form.add_error("file", f"Nothing was imported. {message}")
@@ -214,19 +262,28 @@ def toml_import(request: HttpRequest) -> HttpResponse:
         return render(request, "universes/toml_import.html", context, status=400)
     existing = Universe.objects.filter(slug=document.slug).first()
     if existing is not None and not universe_list_for_user(user=request.user).filter(pk=existing.pk).exists():
-        context["error"] = (f"Nothing was imported. universe.slug: “{document.slug}” belongs to a universe you "
-                            "cannot edit; change the slug to import a copy.")
+        context["error"] = (
+            f"Nothing was imported. universe.slug: “{document.slug}” belongs to a universe you "
+            "cannot edit; change the slug to import a copy."
+        )
         return render(request, "universes/toml_import.html", context, status=400)
     if existing is not None:
         current = toml_io.export_universe(existing)
         current_digest = hashlib.sha256(current.encode("utf-8")).hexdigest()
-        confirmed = bool(token) and request.POST.get("confirm") == "1" and form.cleaned_data.get("digest") == current_digest
+        confirmed = (
+            bool(token) and request.POST.get("confirm") == "1" and form.cleaned_data.get("digest") == current_digest
+        )
         if not confirmed:
-            context.update({
-                "universe": existing, "document": document, "diff": toml_io.diff_document(existing, document),
-                "digest": current_digest, "changed_meanwhile": request.POST.get("confirm") == "1",
-                "token": token or pending.stash(user_pk=request.user.pk, data=raw),
-            })
+            context.update(
+                {
+                    "universe": existing,
+                    "document": document,
+                    "diff": toml_io.diff_document(existing, document),
+                    "digest": current_digest,
+                    "changed_meanwhile": request.POST.get("confirm") == "1",
+                    "token": token or pending.stash(user_pk=request.user.pk, data=raw),
+                }
+            )
             return render(request, "universes/toml_preview.html", context)
     try:
         universe, counts = services.universe_import_document(user=request.user, document=document, universe=existing)

@@ -1,4 +1,5 @@
 """The Lore Book: list and search, inline create/edit/delete, bulk actions, history."""
+
 from __future__ import annotations
 
 from urllib.parse import urlencode
@@ -60,8 +61,9 @@ def _list_context(request: HttpRequest, universe, filters: dict[str, str], page_
         else:
             entries = result.entries
             if not entries:
-                semantic_note = ("No entry is close in meaning yet; entries are searchable by meaning "
-                                 "once they show “embedded”.")
+                semantic_note = (
+                    "No entry is close in meaning yet; entries are searchable by meaning once they show “embedded”."
+                )
     if entries is None:
         qs = lore_entry_search(universe=universe, q=filters["q"], kind=filters["kind"], sort=filters["sort"])
         if filters["q"]:
@@ -74,7 +76,11 @@ def _list_context(request: HttpRequest, universe, filters: dict[str, str], page_
             page_obj = Paginator(lore_rows(qs), PAGE_SIZE).get_page(page_number)
             entries = list(page_obj.object_list)
     fill_missing_counts(entries)
-    query = {k: v for k, v in filters.items() if v and not (k == "mode" and v == "text") and not (k == "sort" and v == "title")}
+    query = {
+        k: v
+        for k, v in filters.items()
+        if v and not (k == "mode" and v == "text") and not (k == "sort" and v == "title")
+    }
     return {
         **universe_context(request, universe, "lore"),
         "entries": entries,
@@ -104,9 +110,14 @@ def lore_list(request: HttpRequest, slug: str) -> HttpResponse:
 
 def _row_context(request, universe, entry) -> dict:
     fill_missing_counts([entry])
-    return {**universe_context(request, universe, "lore"), "entry": entry, "max_tokens": EMBEDDING_MAX_TOKENS,
-            "totals": lore_book_totals(universe=universe), "pending": lore_pending_count(universe=universe),
-            "oob": True}
+    return {
+        **universe_context(request, universe, "lore"),
+        "entry": entry,
+        "max_tokens": EMBEDDING_MAX_TOKENS,
+        "totals": lore_book_totals(universe=universe),
+        "pending": lore_pending_count(universe=universe),
+        "oob": True,
+    }
 
 
 def _linked_pks(entry: LoreEntry) -> set[int]:
@@ -135,9 +146,16 @@ def lore_create(request: HttpRequest, slug: str) -> HttpResponse:
         data = form.cleaned_data
         try:
             entry = services.lore_entry_create(
-                universe=universe, user=request.user, title=data["title"], kind=data["kind"],
-                text=data["text"], keys=data["keys"], links=data["links"], entry_id=data["entry_id"],
-                activation=data.get("activation"), known_by=data.get("known_by_value"),
+                universe=universe,
+                user=request.user,
+                title=data["title"],
+                kind=data["kind"],
+                text=data["text"],
+                keys=data["keys"],
+                links=data["links"],
+                entry_id=data["entry_id"],
+                activation=data.get("activation"),
+                known_by=data.get("known_by_value"),
                 pending_links=data["pending_links"],
             )
         except ValidationError as exc:
@@ -165,9 +183,12 @@ def lore_detail(request: HttpRequest, slug: str, entry_id: str) -> HttpResponse:
     entry = lore_entry_get(universe=universe, entry_id=entry_id)
     fill_missing_counts([entry])
     context = {
-        **universe_context(request, universe, "lore"), "entry": entry,
-        "activation_sections": activation_display(entry), "invalid_keys": invalid_regex_keys(entry),
-        "max_tokens": EMBEDDING_MAX_TOKENS, "token_method": token_method(),
+        **universe_context(request, universe, "lore"),
+        "entry": entry,
+        "activation_sections": activation_display(entry),
+        "invalid_keys": invalid_regex_keys(entry),
+        "max_tokens": EMBEDDING_MAX_TOKENS,
+        "token_method": token_method(),
         "pending": lore_pending_count(universe=universe),
         "revision_count": universe.lore_revisions.filter(entry_id=entry.entry_id).count(),
     }
@@ -196,9 +217,16 @@ def lore_edit(request: HttpRequest, slug: str, entry_id: str) -> HttpResponse:
         linked_before = _linked_pks(entry)
         try:
             services.lore_entry_update(
-                entry=entry, user=request.user, title=data["title"], kind=data["kind"],
-                text=data["text"], keys=data["keys"], links=data["links"], activation=data.get("activation"),
-                base_version=data.get("base_version"), pending_links=data["pending_links"],
+                entry=entry,
+                user=request.user,
+                title=data["title"],
+                kind=data["kind"],
+                text=data["text"],
+                keys=data["keys"],
+                links=data["links"],
+                activation=data.get("activation"),
+                base_version=data.get("base_version"),
+                pending_links=data["pending_links"],
                 **({"known_by": data["known_by_value"]} if "known_by_value" in data else {}),
             )
         except services.LoreEditConflict as conflict:
@@ -226,20 +254,33 @@ def _conflict_response(request: HttpRequest, universe, conflict) -> HttpResponse
     an error response) and replaces the editor's row.
     """
     theirs, mine = conflict.theirs, conflict.mine
-    carried = [(name, value) for name, values in request.POST.lists() for value in values
-               if name not in ("csrfmiddlewaretoken", "base_version", "text")]
+    carried = [
+        (name, value)
+        for name, values in request.POST.lists()
+        for value in values
+        if name not in ("csrfmiddlewaretoken", "base_version", "text")
+    ]
     context = {
-        **universe_context(request, universe, "lore"), "entry": conflict.entry, "conflict": conflict,
-        "theirs_text": theirs.get("text", ""), "mine_text": mine.get("text", ""),
+        **universe_context(request, universe, "lore"),
+        "entry": conflict.entry,
+        "conflict": conflict,
+        "theirs_text": theirs.get("text", ""),
+        "mine_text": mine.get("text", ""),
         "diff": lore_merge.diff_lines(theirs.get("text", ""), mine.get("text", "")),
         "merged_text": lore_merge.merge_texts(theirs.get("text", ""), mine.get("text", "")),
         "differences": lore_merge.field_differences(theirs, mine),
-        "carried": carried, "carried_editable": {"title", "keys"},
+        "carried": carried,
+        "carried_editable": {"title", "keys"},
         "inline": bool(request.htmx) and "activation_shown" not in request.POST,
     }
     if request.htmx:
-        return render(request, "universes/lore_conflict.html#conflict-row" if context["inline"]
-                      else "universes/lore_conflict.html#conflict", context)
+        return render(
+            request,
+            "universes/lore_conflict.html#conflict-row"
+            if context["inline"]
+            else "universes/lore_conflict.html#conflict",
+            context,
+        )
     return render(request, "universes/lore_conflict.html", context, status=409)
 
 
@@ -252,12 +293,20 @@ def lore_delete(request: HttpRequest, slug: str, entry_id: str) -> HttpResponse:
         neighbour_pks = _linked_pks(entry)
         services.lore_entry_delete(entry=entry, user=request.user)
         if request.htmx:
-            revision = universe.lore_revisions.filter(
-                entry_id=entry_id, action=LoreRevision.Action.DELETE).order_by("-pk").first()
-            context = {**universe_context(request, universe, "lore"), "oob": True,
-                       "totals": lore_book_totals(universe=universe), "deleted_title": title,
-                       "deleted_revision": revision, "deleted_entry_id": entry_id,
-                       "neighbours": _neighbour_rows(universe, neighbour_pks)}
+            revision = (
+                universe.lore_revisions.filter(entry_id=entry_id, action=LoreRevision.Action.DELETE)
+                .order_by("-pk")
+                .first()
+            )
+            context = {
+                **universe_context(request, universe, "lore"),
+                "oob": True,
+                "totals": lore_book_totals(universe=universe),
+                "deleted_title": title,
+                "deleted_revision": revision,
+                "deleted_entry_id": entry_id,
+                "neighbours": _neighbour_rows(universe, neighbour_pks),
+            }
             return render(request, "universes/lore_list.html#deleted", context)
         messages.success(request, f"Deleted “{title}”. Its history keeps it: restore it from “Deleted entries”.")
         return redirect("universes:lore_list", slug=universe.slug)
@@ -286,8 +335,9 @@ def lore_bulk(request: HttpRequest, slug: str) -> HttpResponse:
         count = services.lore_bulk_delete(universe=universe, user=request.user, entry_ids=entry_ids)
         note = f"Deleted {count} entr{'y' if count == 1 else 'ies'}; each can be restored from “Deleted entries”."
     elif action in BulkActionForm.ACTIVATION_ACTIONS:
-        count = services.lore_bulk_set_activation(universe=universe, user=request.user, entry_ids=entry_ids,
-                                                  values=BulkActionForm.ACTIVATION_ACTIONS[action])
+        count = services.lore_bulk_set_activation(
+            universe=universe, user=request.user, entry_ids=entry_ids, values=BulkActionForm.ACTIVATION_ACTIONS[action]
+        )
         label = dict(BulkActionForm.ACTIONS)[action]
         note = f"{label}: {count} entr{'y' if count == 1 else 'ies'} changed."
     else:
@@ -315,13 +365,19 @@ def lore_status(request: HttpRequest, slug: str) -> HttpResponse:
     pending = lore_pending_count(universe=universe)
     if request.htmx:
         pks = [int(p) for p in request.GET.getlist("ids") if p.strip().isdigit()][:500]
-        context = {**universe_context(request, universe, "lore"), "pending": pending,
-                   "states": lore_embedding_states(universe=universe, pks=pks)}
+        context = {
+            **universe_context(request, universe, "lore"),
+            "pending": pending,
+            "states": lore_embedding_states(universe=universe, pks=pks),
+        }
         if not pending:
-            return HttpResponseStopPolling(render_to_string("universes/lore_list.html#status", context, request=request))
+            return HttpResponseStopPolling(
+                render_to_string("universes/lore_list.html#status", context, request=request)
+            )
         return render(request, "universes/lore_list.html#status", context)
     failed = universe.lore_entries.filter(embedding_state=EmbeddingState.FAILED).only(
-        "entry_id", "title", "embedding_error")
+        "entry_id", "title", "embedding_error"
+    )
     counts = {state: universe.lore_entries.filter(embedding_state=state).count() for state in EmbeddingState.values}
     context = {**universe_context(request, universe, "lore"), "pending": pending, "failed": failed, "counts": counts}
     return render(request, "universes/lore_status.html", context)
@@ -343,7 +399,11 @@ def _revision_changes(revision: LoreRevision) -> list[tuple[str, object, object]
     secrecy = ("known_by", _who_knows(before), _who_knows(after))
     if not before or not after:
         state = after or before
-        changes = [(name, before.get(name, ""), after.get(name, "")) for name in names if state.get(name) not in ("", [], {}, None)]
+        changes = [
+            (name, before.get(name, ""), after.get(name, ""))
+            for name in names
+            if state.get(name) not in ("", [], {}, None)
+        ]
         return changes + ([secrecy] if state.get("known_by") is not None else [])
     changes = [(name, before.get(name), after.get(name)) for name in names if before.get(name) != after.get(name)]
     return changes + ([secrecy] if before.get("known_by") != after.get("known_by") else [])
@@ -358,8 +418,13 @@ def lore_history(request: HttpRequest, slug: str, entry_id: str) -> HttpResponse
         raise Http404("No such lore entry.")
     for revision in revisions:
         revision.changes = _revision_changes(revision)
-    context = {**universe_context(request, universe, "lore"), "entry": entry, "entry_id": entry_id,
-               "revisions": revisions, "title": entry.title if entry else (revisions[0].before or {}).get("title", entry_id)}
+    context = {
+        **universe_context(request, universe, "lore"),
+        "entry": entry,
+        "entry_id": entry_id,
+        "revisions": revisions,
+        "title": entry.title if entry else (revisions[0].before or {}).get("title", entry_id),
+    }
     template = "universes/lore_history.html#revisions" if request.htmx else "universes/lore_history.html"
     return render(request, template, context)
 

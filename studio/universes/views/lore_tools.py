@@ -6,6 +6,7 @@ template's named fragment. The tester's form POSTs its text (up to 20,000 charac
 not fit in a URL); it writes nothing, so a POST answers with the page, not a redirect. A GET
 with `?text=` still works for a short text in a link.
 """
+
 from __future__ import annotations
 
 from django.http import Http404, HttpRequest, HttpResponse
@@ -21,8 +22,11 @@ MAX_REPLAY_SAVES = 50
 
 
 def _saves(universe):
-    return list(universe.saves.order_by("-last_activity_at").only(
-        "save_id", "name", "current_turn", "timeline_generation", "forked_from_id", "universe_id"))
+    return list(
+        universe.saves.order_by("-last_activity_at").only(
+            "save_id", "name", "current_turn", "timeline_generation", "forked_from_id", "universe_id"
+        )
+    )
 
 
 def _pick_save(saves, save_id: str):
@@ -55,9 +59,20 @@ def lore_tester(request: HttpRequest, slug: str) -> HttpResponse:
     save = _pick_save(saves, data.get("save", ""))
     turn = _int(data.get("turn"), low=1)
     show_all = data.get("all") == "1"
-    result = lore_key_test(universe=universe, text=text, save=save, turn=turn, show_all=show_all) if text.strip() else None
-    context = {**universe_context(request, universe, "lore"), "lore_tab": "tester", "saves": saves, "text": text,
-               "save": save, "turn": turn, "show_all": show_all, "result": result, "max_chars": MAX_TEXT_CHARS}
+    result = (
+        lore_key_test(universe=universe, text=text, save=save, turn=turn, show_all=show_all) if text.strip() else None
+    )
+    context = {
+        **universe_context(request, universe, "lore"),
+        "lore_tab": "tester",
+        "saves": saves,
+        "text": text,
+        "save": save,
+        "turn": turn,
+        "show_all": show_all,
+        "result": result,
+        "max_chars": MAX_TEXT_CHARS,
+    }
     template = "universes/lore_tester.html#result" if request.htmx else "universes/lore_tester.html"
     return render(request, template, context)
 
@@ -78,10 +93,20 @@ def lore_health_page(request: HttpRequest, slug: str) -> HttpResponse:
 
     from studio.memory.continuity.selectors import findings_standing
 
-    knowledge = [{"save": s, **knowledge_flags(s, turn=s.current_turn), "findings": list(findings_standing(game_save=s))}
-                 for s in chosen]
-    context = {**universe_context(request, universe, "lore"), "lore_tab": "health", "saves": saves, "knowledge": knowledge,
-               "scope": scope, "report": report, "share": share, "max_saves": MAX_REPLAY_SAVES,
-               "capped": scope == "all" and len(saves) > MAX_REPLAY_SAVES}
+    knowledge = [
+        {"save": s, **knowledge_flags(s, turn=s.current_turn), "findings": list(findings_standing(game_save=s))}
+        for s in chosen
+    ]
+    context = {
+        **universe_context(request, universe, "lore"),
+        "lore_tab": "health",
+        "saves": saves,
+        "knowledge": knowledge,
+        "scope": scope,
+        "report": report,
+        "share": share,
+        "max_saves": MAX_REPLAY_SAVES,
+        "capped": scope == "all" and len(saves) > MAX_REPLAY_SAVES,
+    }
     template = "universes/lore_health.html#report" if request.htmx else "universes/lore_health.html"
     return render(request, template, context)

@@ -1,4 +1,5 @@
 """Universe_Meta: the key/value table, edited inline."""
+
 from __future__ import annotations
 
 from django.contrib import messages
@@ -29,8 +30,10 @@ def _context(request, universe, open_key: str = "", **extra) -> dict:
         row.summary = meta_summary(universe=universe, key=row.key, value=row.value)
     stored = {row.key: row for row in rows}
     values = {row.key: row.value for row in rows}
-    known_groups = [(group, [{**item, "row": stored.get(item["meta"].key)} for item in items])
-                    for group, items in known_key_groups(values)]
+    known_groups = [
+        (group, [{**item, "row": stored.get(item["meta"].key)} for item in items])
+        for group, items in known_key_groups(values)
+    ]
     persona = services.persona_of(universe=universe, meta=values)
     opening = opening_from_meta(values)
     if open_key and "form" not in extra:
@@ -42,12 +45,17 @@ def _context(request, universe, open_key: str = "", **extra) -> dict:
         "known_groups": known_groups,
         "known_keys": KNOWN_KEYS,
         "persona": persona,
-        "persona_form": extra.pop("persona_form", None) or PersonaForm(
-            initial={"name": persona.name, "description": persona.description}),
+        "persona_form": extra.pop("persona_form", None)
+        or PersonaForm(initial={"name": persona.name, "description": persona.description}),
         "opening": opening,
-        "opening_form": extra.pop("opening_form", None) or OpeningForm(initial={
-            "first_message": opening.first_message, "scenario": opening.scenario,
-            "alternate_greetings": greetings_as_text(opening.alternate_greetings)}),
+        "opening_form": extra.pop("opening_form", None)
+        or OpeningForm(
+            initial={
+                "first_message": opening.first_message,
+                "scenario": opening.scenario,
+                "alternate_greetings": greetings_as_text(opening.alternate_greetings),
+            }
+        ),
         "form": extra.pop("form", None) or MetaForm(),
         **extra,
     }
@@ -81,8 +89,11 @@ def meta_save(request: HttpRequest, slug: str) -> HttpResponse:
     if request.htmx:
         if row_id:
             row = get_object_or_404(universe.meta, pk=row_id)
-            response = render(request, "universes/meta.html#edit-row",
-                              {**universe_context(request, universe, "meta"), "row": row, "edit_form": form})
+            response = render(
+                request,
+                "universes/meta.html#edit-row",
+                {**universe_context(request, universe, "meta"), "row": row, "edit_form": form},
+            )
             return reswap(retarget(response, f"#meta-row-{row.pk}"), "outerHTML")
         response = render(request, "universes/meta.html#add-form", _context(request, universe, form=form))
         return reswap(retarget(response, "#meta-add"), "outerHTML")
@@ -120,20 +131,27 @@ def persona_save(request: HttpRequest, slug: str) -> HttpResponse:
         upload = form.cleaned_data.get("portrait")
         try:
             persona = services.persona_set(
-                universe=universe, name=form.cleaned_data["name"], description=form.cleaned_data["description"],
+                universe=universe,
+                name=form.cleaned_data["name"],
+                description=form.cleaned_data["description"],
                 portrait=upload.read(services.MAX_PORTRAIT_BYTES + 1) if upload else None,
-                remove_portrait=form.cleaned_data["remove_portrait"])
+                remove_portrait=form.cleaned_data["remove_portrait"],
+            )
         except ValidationError as exc:
             for field, errors in exc.message_dict.items():
                 form.add_error(field if field in form.fields else None, errors)
         else:
             message = f"Saved the persona “{persona.name}”." if persona.name else "Removed the persona."
             if request.htmx:
-                return render(request, "universes/meta.html#persona", _context(request, universe, persona_saved=message))
+                return render(
+                    request, "universes/meta.html#persona", _context(request, universe, persona_saved=message)
+                )
             messages.success(request, message)
             return redirect("universes:meta", slug=universe.slug)
     template = "universes/meta.html#persona" if request.htmx else "universes/meta.html"
-    return render(request, template, _context(request, universe, persona_form=form), status=200 if request.htmx else 400)
+    return render(
+        request, template, _context(request, universe, persona_form=form), status=200 if request.htmx else 400
+    )
 
 
 @require_GET
@@ -161,12 +179,17 @@ def opening_save(request: HttpRequest, slug: str) -> HttpResponse:
                 form.add_error(name if name in form.fields else None, problems)
         else:
             count = len(form.cleaned_data["alternate_greetings"])
-            message = ("Saved the opening: the first message"
-                       + (f" and {count} alternate greeting{'s' if count != 1 else ''}." if count else ".")
-                       if form.cleaned_data["first_message"].strip() else "Saved: this universe has no opening of its own.")
+            message = (
+                "Saved the opening: the first message"
+                + (f" and {count} alternate greeting{'s' if count != 1 else ''}." if count else ".")
+                if form.cleaned_data["first_message"].strip()
+                else "Saved: this universe has no opening of its own."
+            )
             if not request.htmx:
                 messages.success(request, message)
                 return redirect(reverse("universes:meta", args=[universe.slug]) + "#opening")
             return render(request, "universes/meta.html#opening", _context(request, universe, opening_saved=message))
     template = "universes/meta.html#opening" if request.htmx else "universes/meta.html"
-    return render(request, template, _context(request, universe, opening_form=form), status=200 if request.htmx else 400)
+    return render(
+        request, template, _context(request, universe, opening_form=form), status=200 if request.htmx else 400
+    )

@@ -7,6 +7,7 @@ the same `belief_missions` meta value, converted with the engine's `parse_missio
 both. Every check is the service's (`missions_set` → `missions_validate`): the views only
 show its errors.
 """
+
 from __future__ import annotations
 
 from django.contrib import messages
@@ -26,10 +27,13 @@ EMPTY_TABLE_ROWS = 3
 
 
 def _current(universe) -> tuple[str, dict[str, str]]:
-    meta = dict(universe.meta.filter(key__in=[services.BELIEF_MISSION, services.BELIEF_MISSIONS])
-                .values_list("key", "value"))
-    return (meta.get(services.BELIEF_MISSION, ""),
-            get_belief_missions_from_value(meta.get(services.BELIEF_MISSIONS, "")))
+    meta = dict(
+        universe.meta.filter(key__in=[services.BELIEF_MISSION, services.BELIEF_MISSIONS]).values_list("key", "value")
+    )
+    return (
+        meta.get(services.BELIEF_MISSION, ""),
+        get_belief_missions_from_value(meta.get(services.BELIEF_MISSIONS, "")),
+    )
 
 
 def _context(request, universe, **extra) -> dict:

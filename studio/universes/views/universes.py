@@ -1,4 +1,5 @@
 """Universe pages: list, create, overview, rename, delete."""
+
 from __future__ import annotations
 
 from django.contrib import messages
@@ -100,9 +101,11 @@ def universe_delete(request: HttpRequest, slug: str) -> HttpResponse:
         raise PermissionDenied("Only the universe's owner can delete it.")
     if request.method == "POST":
         if request.POST.get("confirm_slug", "").strip() != universe.slug:
-            context = {**universe_context(request, universe, "overview"),
-                       "summary": universe_delete_summary(universe=universe),
-                       "error": "Type the universe's slug exactly to confirm."}
+            context = {
+                **universe_context(request, universe, "overview"),
+                "summary": universe_delete_summary(universe=universe),
+                "error": "Type the universe's slug exactly to confirm.",
+            }
             return render(request, "universes/delete.html", context, status=400)
         name = universe.name
         services.universe_delete(universe=universe)

@@ -4,6 +4,7 @@ Through the real services: `turn_append` (scene change, turn limit), `chapter_cl
 playtester), the `summarize_chapter` job on the scripted OpenAI-compatible server (nothing
 here is a model's quality), `CheckpointManager.rewind` / `fork`, and the save file.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,19 +34,40 @@ def meta(universe, **values):
 def play(save, places: list[str], *, start: int = 1) -> None:
     for offset, place in enumerate(places):
         turn = start + offset
-        turn_append(game_save=save, player_input=f"act {turn}", narrative=f"Turn {turn} happens in {place}.",
-                    state={"location": place, "day": turn})
+        turn_append(
+            game_save=save,
+            player_input=f"act {turn}",
+            narrative=f"Turn {turn} happens in {place}.",
+            state={"location": place, "day": turn},
+        )
 
 
 def spans(save) -> list[tuple]:
-    return list(Chapter.objects.filter(game_save=save).order_by("level", "first_turn")
-                .values_list("level", "first_turn", "last_turn", "close_reason"))
+    return list(
+        Chapter.objects.filter(game_save=save)
+        .order_by("level", "first_turn")
+        .values_list("level", "first_turn", "last_turn", "close_reason")
+    )
 
 
 def rows(save) -> list[tuple]:
-    return list(Chapter.objects.filter(game_save=save).order_by("level", "first_turn").values_list(
-        "level", "first_turn", "last_turn", "closed_turn", "close_reason", "close_note", "story_time_start", "story_time_end",
-        "summary", "summary_status", "edited"))
+    return list(
+        Chapter.objects.filter(game_save=save)
+        .order_by("level", "first_turn")
+        .values_list(
+            "level",
+            "first_turn",
+            "last_turn",
+            "closed_turn",
+            "close_reason",
+            "close_note",
+            "story_time_start",
+            "story_time_end",
+            "summary",
+            "summary_status",
+            "edited",
+        )
+    )
 
 
 @pytest.fixture
@@ -68,8 +90,9 @@ def test_a_scene_change_and_the_turn_limit_close_chapters(save, fake_vectors):
     assert (1, 1, 8, ChapterCloseReason.ROLLUP) in spans(save)
 
 
-def test_the_open_chapters_number_and_start_in_one_query_or_from_rows_already_read(save, fake_vectors,
-                                                                                  django_assert_num_queries):
+def test_the_open_chapters_number_and_start_in_one_query_or_from_rows_already_read(
+    save, fake_vectors, django_assert_num_queries
+):
     from studio.memory.chapters.selectors import chapters_for, open_chapter, open_start_of
 
     with django_assert_num_queries(1):
@@ -119,14 +142,17 @@ def model(settings):
     server.stop()
 
 
-def test_a_closed_chapter_is_summarized_by_a_job_and_arcs_from_their_chapters(save, fake_vectors, eager_jobs, model,
-                                                                              django_capture_on_commit_callbacks):
+def test_a_closed_chapter_is_summarized_by_a_job_and_arcs_from_their_chapters(
+    save, fake_vectors, eager_jobs, model, django_capture_on_commit_callbacks
+):
     with django_capture_on_commit_callbacks(execute=True):
         play(save, ["harbour"] * 3 + ["market"] * 3)
     with django_capture_on_commit_callbacks(execute=True):
         chapter_close(game_save=save)
     first, second = Chapter.objects.filter(game_save=save, level=0).order_by("first_turn")
-    assert first.summary == "SUMMARY OF Summarize this chapter, turns 1-3." and first.summary_status == SummaryStatus.DONE
+    assert (
+        first.summary == "SUMMARY OF Summarize this chapter, turns 1-3." and first.summary_status == SummaryStatus.DONE
+    )
     assert first.summary_model == "test-model" and second.has_summary
     sent = [r for r in model.requests if operation_of(r) == "summarize"]
     assert "Turn 2\n> act 2\nTurn 2 happens in harbour." in user_prompt(sent[0])
@@ -137,8 +163,9 @@ def test_a_closed_chapter_is_summarized_by_a_job_and_arcs_from_their_chapters(sa
     assert [r.pk for r in top_summaries(save, before_turn=99)] == [arc.pk]  # the arc covers its chapters
 
 
-def test_an_edited_summary_is_an_override_that_no_job_writes_over(save, fake_vectors, eager_jobs, model,
-                                                                  django_capture_on_commit_callbacks):
+def test_an_edited_summary_is_an_override_that_no_job_writes_over(
+    save, fake_vectors, eager_jobs, model, django_capture_on_commit_callbacks
+):
     with django_capture_on_commit_callbacks(execute=True):
         play(save, ["harbour"] * 3)
         chapter = chapter_close(game_save=save)
@@ -149,13 +176,16 @@ def test_an_edited_summary_is_an_override_that_no_job_writes_over(save, fake_vec
         chapter_summarize_again(chapter=chapter)
     # Clearing the edit brings the model's summary back.
     chapter = chapter_summary_edit(chapter=chapter, text="")
-    assert not chapter.edited and chapter.summary.startswith("SUMMARY OF") and chapter.summary_status == SummaryStatus.DONE
+    assert (
+        not chapter.edited and chapter.summary.startswith("SUMMARY OF") and chapter.summary_status == SummaryStatus.DONE
+    )
     with pytest.raises(ChapterError, match="at most"):
         chapter_summary_edit(chapter=chapter, text="x" * 20_001)
 
 
-def test_a_fork_at_n_makes_the_chapter_summaries_that_were_pending_at_n(save, fake_vectors, eager_jobs, model,
-                                                                         django_capture_on_commit_callbacks):
+def test_a_fork_at_n_makes_the_chapter_summaries_that_were_pending_at_n(
+    save, fake_vectors, eager_jobs, model, django_capture_on_commit_callbacks
+):
     play(save, ["harbour"] * 3 + ["market"] * 2)  # turns 1-3 closed at turn 4; its summary job never ran
     source = Chapter.objects.get(game_save=save)
     assert source.summary_status == SummaryStatus.PENDING
@@ -182,9 +212,14 @@ PLACES = ["harbour", "market", "bell"]
 
 
 @settings(max_examples=8, deadline=None)
-@given(places=st.lists(st.sampled_from(PLACES), min_size=3, max_size=10), closes=st.sets(st.integers(1, 10)), data=st.data())
+@given(
+    places=st.lists(st.sampled_from(PLACES), min_size=3, max_size=10),
+    closes=st.sets(st.integers(1, 10)),
+    data=st.data(),
+)
 def test_property_rewind_to_n_gives_the_chapters_recorded_at_n_and_a_fork_continues_identically(
-        universe, fake_vectors, django_capture_on_commit_callbacks, places, closes, data):
+    universe, fake_vectors, django_capture_on_commit_callbacks, places, closes, data
+):
     meta(universe, chapter_turns=4, chapters_per_arc=2, chapter_min_turns=2)
     save = Save.objects.create(universe=universe, name="P")
     recorded = {0: []}
@@ -196,7 +231,9 @@ def test_property_rewind_to_n_gives_the_chapters_recorded_at_n_and_a_fork_contin
             except ChapterError:
                 pass
             else:
-                chapter_summary_edit(chapter=Chapter.objects.get(game_save=save, level=0, last_turn=turn), text=f"edited {turn}")
+                chapter_summary_edit(
+                    chapter=Chapter.objects.get(game_save=save, level=0, last_turn=turn), text=f"edited {turn}"
+                )
         recorded[turn] = rows(save)
     n = data.draw(st.integers(min_value=0, max_value=len(places) - 1), label="rewind to")
     with django_capture_on_commit_callbacks(execute=True):
@@ -237,8 +274,14 @@ def test_recent_turns_are_dated_when_their_story_time_changes_and_the_window_ope
         turn_append(game_save=game_save, player_input="", narrative=f"Line {turn}.", state={"date": date})
 
     def shown(budget):
-        story = story_items(game_save, horizon=5, token_budget=budget, shares={"chapter": 100}, make_item=ContextItem.of,
-                            fill=lambda text: text)
+        story = story_items(
+            game_save,
+            horizon=5,
+            token_budget=budget,
+            shares={"chapter": 100},
+            make_item=ContextItem.of,
+            fill=lambda text: text,
+        )
         return [i.text.split("\n")[0] for i in story.turns if i.included]
 
     assert shown(10_000) == ["Turn 1 (8 May, 2023)", "Turn 2", "Turn 3", "Turn 4 (9 May, 2023)", "Turn 5"]

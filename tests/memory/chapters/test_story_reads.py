@@ -1,4 +1,5 @@
 """The story so far read level by level: the same summaries as reading every chapter, without reading them all."""
+
 from __future__ import annotations
 
 import pytest
@@ -15,7 +16,9 @@ pytestmark = pytest.mark.django_db
 
 def every_row_reference(game_save, *, before_turn: int) -> list[int]:
     """The rule as first written: every closed row read, the highest level with a summary wins."""
-    rows = list(Chapter.objects.filter(game_save_id=game_save.pk, last_turn__lt=before_turn).order_by("-level", "first_turn"))
+    rows = list(
+        Chapter.objects.filter(game_save_id=game_save.pk, last_turn__lt=before_turn).order_by("-level", "first_turn")
+    )
     chosen, covered = [], []
     for row in rows:
         if (row.level and not row.has_summary) or any(a <= row.first_turn and row.last_turn <= b for a, b in covered):
@@ -35,25 +38,38 @@ def build(game_save, lengths: list[int], summarised: list[bool]) -> int:
         first += length
     level = 0
     while level_rows:
-        Chapter.objects.bulk_create([
-            Chapter(game_save=game_save, level=level, first_turn=a, last_turn=b, closed_turn=b,
+        Chapter.objects.bulk_create(
+            [
+                Chapter(
+                    game_save=game_save,
+                    level=level,
+                    first_turn=a,
+                    last_turn=b,
+                    closed_turn=b,
                     close_reason=ChapterCloseReason.LENGTH if level == 0 else ChapterCloseReason.ROLLUP,
                     summary="told" if next(flags) else "",
-                    summary_status=SummaryStatus.DONE)
-            for a, b in level_rows])
+                    summary_status=SummaryStatus.DONE,
+                )
+                for a, b in level_rows
+            ]
+        )
         level_rows = [(level_rows[i][0], level_rows[i + 3][1]) for i in range(0, len(level_rows) - 3, 4)]
         level += 1
     return first - 1
 
 
 @settings(max_examples=40, deadline=None)
-@given(lengths=st.lists(st.integers(1, 6), min_size=0, max_size=40),
-       summarised=st.lists(st.booleans(), min_size=1, max_size=9), cut=st.integers(0, 260))
+@given(
+    lengths=st.lists(st.integers(1, 6), min_size=0, max_size=40),
+    summarised=st.lists(st.booleans(), min_size=1, max_size=9),
+    cut=st.integers(0, 260),
+)
 def test_level_by_level_gives_what_every_row_gives(game_save, lengths, summarised, cut):
     last = build(game_save, lengths, summarised)
     for before in {1, min(cut, last + 1), last + 1}:
         assert [r.pk for r in top_summaries(game_save, before_turn=before)] == every_row_reference(
-            game_save, before_turn=before)
+            game_save, before_turn=before
+        )
 
 
 def test_a_long_save_reads_the_arcs_not_its_chapters(game_save):
@@ -79,7 +95,8 @@ def test_turns_read_by_runs_are_the_turns_asked(game_save, turns):
         Event.objects.bulk_create([Event(game_save=game_save, turn_id=n, narrative=f"turn {n}") for n in range(1, 101)])
     rows = Event.objects.filter(game_save=game_save)
     assert sorted(rows.filter(turns_q(turns)).values_list("turn_id", flat=True)) == sorted(
-        rows.filter(turn_id__in=turns).values_list("turn_id", flat=True))
+        rows.filter(turn_id__in=turns).values_list("turn_id", flat=True)
+    )
     assert turn_texts(game_save, turns) == {n: f"turn {n}" for n in set(turns) if n <= 100}
 
 

@@ -1,4 +1,5 @@
 """The continuity guard's checks: who says what, leaks, presence, contradiction candidates and the judge."""
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,16 @@ def harbour(living, no_runner, fake_vectors):
     """Mira, Kael and Ash at the harbour (turn 1), Kael and Ivo in the chapel (turn 2), Mira and Ash back (turn 3).
     Kael knows the Ledger (known_by); the Night Watch (Mira) knows the Tunnel."""
     for state, text, facts in [
-        ({"present": ["Mira", "Kael", "Ash"], "location": "harbour"}, "Kael pays Mira.", ["Kael owes Ivo forty silver crowns."]),
-        ({"present": ["Kael", "Ivo"], "location": "chapel"}, "Ivo shows Kael a map.", ["Ivo hid the map behind the altar."]),
+        (
+            {"present": ["Mira", "Kael", "Ash"], "location": "harbour"},
+            "Kael pays Mira.",
+            ["Kael owes Ivo forty silver crowns."],
+        ),
+        (
+            {"present": ["Kael", "Ivo"], "location": "chapel"},
+            "Ivo shows Kael a map.",
+            ["Ivo hid the map behind the altar."],
+        ),
         ({"present": ["Mira", "Ash"], "location": "harbour"}, "Mira waits.", ["Mira waited on the quay."]),
     ]:
         event = turn_append(game_save=living, player_input="go", narrative=text, state=state)
@@ -45,7 +54,9 @@ def test_who_says_or_does_each_sentence(cast):
     index = character_index(cast)
     sentences = read_narration(
         'Kael\'s boat rocks. Then the captain steps in. "The tide," she says. "It turns."\n'
-        'Ivo mutters something. He leaves. "Wait," Kay tells Ivo.', index)
+        'Ivo mutters something. He leaves. "Wait," Kay tells Ivo.',
+        index,
+    )
     assert [(s.speaker, s.role) for s in sentences] == [
         ("", "narration"),  # a possessive is not the subject
         ("Mira", "acts"),  # "the captain" is Mira's key
@@ -64,13 +75,17 @@ def test_a_model_answering_in_the_addressed_characters_voice_speaks_for_them(cas
     index = character_index(cast)
     assert addressed_in("Captain, what do you know?", index) == "Mira"  # "Captain" for the key "the captain"
     assert addressed_in("Mira and Kael, come here.", index) == ""  # two: nobody in particular
-    sentences = read_narration("I have heard of it. It was hidden long ago. Kael laughs.", index,
-                               addressed=addressed_in("Captain, have you heard of the ledger?", index))
+    sentences = read_narration(
+        "I have heard of it. It was hidden long ago. Kael laughs.",
+        index,
+        addressed=addressed_in("Captain, have you heard of the ledger?", index),
+    )
     assert [(s.speaker, s.role) for s in sentences] == [("Mira", "says"), ("Mira", "says"), ("Kael", "acts")]
     assert [s.speaker for s in read_narration("I have heard of it.", index)] == [""]  # nobody addressed
     # "Kay, …" speaks to Kael though it names Ivo too; "Yes, …" is his answer, and it goes on in his voice.
-    answer = read_narration("Yes, Ivo is alive. She hides in the chapel.", index,
-                            addressed=addressed_in("Kay, is Ivo alive?", index))
+    answer = read_narration(
+        "Yes, Ivo is alive. She hides in the chapel.", index, addressed=addressed_in("Kay, is Ivo alive?", index)
+    )
     assert [(s.speaker, s.role) for s in answer] == [("Kael", "says"), ("Kael", "says")]
 
 
@@ -80,13 +95,16 @@ def test_a_character_who_does_not_know_a_secret_leaks_it_and_one_who_does_not(ha
     assert len(leaks) == 1 and leaks[0].character == "Mira" and leaks[0].item.label() == "lore ledger"
     assert leaks[0].sentence.startswith('"The ledger hides') and "Mira does not know lore ledger" in leaks[0].why
     # Kael is in known_by: the same words are his to say (he is not on scene at turn 3: that is presence, not a leak).
-    assert not check(harbour, 'Kael smiles. "The ledger hides the smugglers\' debts under the chapel floor."').of_kind("leak")
+    assert not check(harbour, 'Kael smiles. "The ledger hides the smugglers\' debts under the chapel floor."').of_kind(
+        "leak"
+    )
 
 
 def test_echoing_the_players_words_is_not_a_leak(harbour):
     question = "Mira, do the smugglers hide debts under the chapel floor?"
-    assert not check(harbour, 'Mira frowns. "Smugglers\' debts under the chapel floor? I would not know."',
-                     player_input=question).of_kind("leak")
+    assert not check(
+        harbour, 'Mira frowns. "Smugglers\' debts under the chapel floor? I would not know."', player_input=question
+    ).of_kind("leak")
 
 
 def test_a_turn_the_speaker_did_not_witness_leaks_and_one_they_did_does_not(harbour):
@@ -124,7 +142,9 @@ def test_contradiction_candidates_flips_numbers_the_dead_and_two_places(harbour)
     flipped = check(harbour, "Kael never owed Ivo forty silver crowns.", embedder=None).of_kind("contradiction")
     assert [(f.item.layer, f.item.turn, f.verdict) for f in flipped] == [("fact", 1, "candidate")]
     assert "“not”" in flipped[0].why
-    number = check(harbour, "Everyone knows Kael owes Ivo twelve silver crowns.", embedder=None).of_kind("contradiction")
+    number = check(harbour, "Everyone knows Kael owes Ivo twelve silver crowns.", embedder=None).of_kind(
+        "contradiction"
+    )
     assert number and "12 against 40 (silver)" in number[0].why
     dead = check(harbour, "Ivo walks in and waves.", embedder=None).of_kind("contradiction")
     assert [(f.character, f.item.text) for f in dead] == [("Ivo", "Ivo drowned off the quay at dawn.")]
@@ -163,13 +183,18 @@ def test_the_judge_confirms_only_a_verdict_that_cites_the_item_and_its_turn(harb
 def test_the_guards_own_cap_and_no_model_leave_the_candidates_possible(harbour, settings):
     text = "Everyone knows Kael never owed Ivo forty silver crowns."
     judge = Judge([])
-    capped = check(harbour, text, embedder=None, settings=guard_settings({"continuity_guard_calls_per_hour": "0"}),
-                   llm=judge)
+    capped = check(
+        harbour, text, embedder=None, settings=guard_settings({"continuity_guard_calls_per_hour": "0"}), llm=judge
+    )
     assert not judge.requests and capped.findings[0].verdict == "candidate"
     assert "continuity_guard_calls_per_hour" in capped.notes[0]
     settings.AXIOM_LLM_BASE_URL = ""
-    alone = check(harbour, 'Mira: "The ledger hides the smugglers\' debts under the chapel floor." ' + text,
-                  embedder=None, settings=guard_settings({}))
+    alone = check(
+        harbour,
+        'Mira: "The ledger hides the smugglers\' debts under the chapel floor." ' + text,
+        embedder=None,
+        settings=guard_settings({}),
+    )
     assert {f.kind for f in alone.findings} == {"leak", "contradiction"} and "no model is connected" in alone.notes[0]
     assert not LLMCall.objects.filter(operation="guard").exists()
 

@@ -5,6 +5,7 @@ Random play through the services play uses: each turn is proposed as one or two 
 recorded (citing earlier facts, lore entries, turns), one is regenerated with its findings as instructions or
 accepted anyway, the turn is appended, and sometimes a draft is left open for the next turn.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -27,14 +28,31 @@ from tests.fakes import FakeVectorMemory
 pytestmark = pytest.mark.django_db
 
 _ids = itertools.count()
-FIELDS = ("turn_id", "alternative", "kind", "verdict", "resolution", "regenerated_as", "sentence", "character",
-          "item_layer", "item_text", "item_turn", "why", "judge")
+FIELDS = (
+    "turn_id",
+    "alternative",
+    "kind",
+    "verdict",
+    "resolution",
+    "regenerated_as",
+    "sentence",
+    "character",
+    "item_layer",
+    "item_text",
+    "item_turn",
+    "why",
+    "judge",
+)
 
 
 def snapshot(save: Save, turn: int) -> list:
     """The findings of the turns up to `turn`, facts named by their rank (a fork's and a file's have new ids)."""
-    ranks = {pk: i for i, pk in enumerate(FactRow.objects.filter(game_save=save).order_by("turn_id", "id")
-                                          .values_list("pk", flat=True))}
+    ranks = {
+        pk: i
+        for i, pk in enumerate(
+            FactRow.objects.filter(game_save=save).order_by("turn_id", "id").values_list("pk", flat=True)
+        )
+    }
     rows = []
     for row in ContinuityFinding.objects.filter(game_save=save, turn_id__lte=turn):
         ref = dict(row.item_ref)
@@ -55,8 +73,16 @@ def findings(data, save) -> CheckResult:
         else:
             item = Item("lore", {"entry_id": "ledger", "title": "The Ledger"}, "The ledger hides debts.", 0)
         verdict = "candidate" if kind == "contradiction" else "found"
-        result.findings.append(Finding(kind=kind, sentence=f"sentence {next(_ids)}", character="Mira", item=item,
-                                       why=f"why {next(_ids)}", verdict=verdict))
+        result.findings.append(
+            Finding(
+                kind=kind,
+                sentence=f"sentence {next(_ids)}",
+                character="Mira",
+                item=item,
+                why=f"why {next(_ids)}",
+                verdict=verdict,
+            )
+        )
     return result
 
 
@@ -65,8 +91,9 @@ def propose_and_accept(data, save) -> None:
     findings_record(game_save=save, result=findings(data, save), draft_id=draft_id, alternative=1)
     number = 1
     if data.draw(st.booleans(), label="regenerate?"):
-        findings_resolve(game_save=save, draft_id=draft_id, alternative=1, resolution=FindingResolution.REGENERATED,
-                         regenerated_as=2)
+        findings_resolve(
+            game_save=save, draft_id=draft_id, alternative=1, resolution=FindingResolution.REGENERATED, regenerated_as=2
+        )
         findings_record(game_save=save, result=findings(data, save), draft_id=draft_id, alternative=2)
         number = 2
     findings_at_accept(game_save=save, draft_id=draft_id, alternative=number)

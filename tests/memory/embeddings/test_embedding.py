@@ -5,6 +5,7 @@ lock, atomic publish, corruption checks) on a small copy of the packaged model's
 with the torch export step replaced by one that writes known bytes: what is under test is
 the cache, not the exporter (tests/memory/embeddings/test_embedding_onnx.py exports the real model).
 """
+
 from __future__ import annotations
 
 import json
@@ -136,7 +137,9 @@ def test_a_failed_embedding_is_not_cached_and_waiters_compute_themselves(cache):
     thread.start()
     started.wait(5)
     got = []
-    waiter = threading.Thread(target=lambda: got.append(embedding._query_cache.get_or_compute("fake", "q", lambda: np.ones(3))))
+    waiter = threading.Thread(
+        target=lambda: got.append(embedding._query_cache.get_or_compute("fake", "q", lambda: np.ones(3)))
+    )
     waiter.start()
     time.sleep(0.1)
     release.set()
@@ -245,8 +248,16 @@ def test_the_setting_is_validated():
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "AXIOM_EMBEDDING"))}
     code = "import django; django.setup(); from django.conf import settings; print(settings.AXIOM_EMBEDDING_RUNTIME)"
     run = lambda value: subprocess.run(  # noqa: E731
-        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
-        env={**env, "DJANGO_SETTINGS_MODULE": "tests.settings", **({"AXIOM_EMBEDDING_RUNTIME": value} if value is not None else {})},
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={
+            **env,
+            "DJANGO_SETTINGS_MODULE": "tests.settings",
+            **({"AXIOM_EMBEDDING_RUNTIME": value} if value is not None else {}),
+        },
     )
     assert run(None).stdout.strip() == "auto"
     assert run(" ONNX ").stdout.strip() == "onnx"

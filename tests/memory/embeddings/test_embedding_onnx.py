@@ -4,6 +4,7 @@ The vectors must equal torch's to 1e-5 so chunks stored by either runtime never 
 re-embedding; inputs must be the very word pieces sentence-transformers feeds the model
 (truncated at max_seq_length); a process with a built export must not import torch.
 """
+
 from __future__ import annotations
 
 import os
@@ -33,7 +34,8 @@ TEXTS = [
     "風が強くて船は港に戻った。",
     "e\u0301te\u0301 ﬁn — “quotes” \t tabs\nnewlines 🙂 ½",
     "  leading and trailing spaces  ",
-    "A long narrative. " + " ".join(
+    "A long narrative. "
+    + " ".join(
         f"In chapter {i} the caravan crossed the salt flats toward Qal'at and rested by the well." for i in range(40)
     ),
     "word " * 300,
@@ -181,8 +183,15 @@ def test_two_processes_starting_at_once_export_once(tmp_path):
     root = str(tmp_path / "onnx")
     env = {**os.environ, "AXIOM_VAR_DIR": str(tmp_path)}
     procs = [
-        subprocess.Popen([sys.executable, "-c", EXPORTER, root], cwd=ROOT, env=env, stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", EXPORTER, root],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for _ in range(2)
     ]
     for proc in procs:
@@ -196,6 +205,9 @@ def test_two_processes_starting_at_once_export_once(tmp_path):
     assert built == ["False", "True"] and len(sizes) == 1
     # The preload of a process that will have to export loads torch too (the export runs it).
     fresh = tempfile.mkdtemp(dir=tmp_path)
-    proc = _run("from studio.memory.embeddings import embedding; import sys; print(embedding.preload_embedding_runtime(), 'torch' in sys.modules)",
-                AXIOM_VAR_DIR=fresh, AXIOM_EMBEDDING_RUNTIME="onnx")
+    proc = _run(
+        "from studio.memory.embeddings import embedding; import sys; print(embedding.preload_embedding_runtime(), 'torch' in sys.modules)",
+        AXIOM_VAR_DIR=fresh,
+        AXIOM_EMBEDDING_RUNTIME="onnx",
+    )
     assert proc.stdout.split() == ["True", "True"], proc.stderr[-2000:]

@@ -1,4 +1,5 @@
 """One token counter (`studio.memory.embeddings.tokens`) for lore counts, the context budget and activation."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace

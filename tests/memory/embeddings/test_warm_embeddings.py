@@ -1,4 +1,5 @@
 """AXIOM_WARM_EMBEDDINGS loads the model in the background when a process starts."""
+
 import os
 import subprocess
 import sys

@@ -7,6 +7,7 @@ fact extraction until the rewind is done, so turn 2's and 3's jobs are still que
 Celery worker). `assert_kept_turns_remembered` then checks what a user relies on: each kept
 turn's exact text is found by `/query`, its facts exist, and nothing of turn 3 was written.
 """
+
 from __future__ import annotations
 
 import re
@@ -142,8 +143,9 @@ def assert_kept_turns_remembered(api, save, vectors) -> None:
 
     statuses = {
         (kind, turn): status
-        for kind, turn, status in Job.objects.filter(game_save=save, kind__in=(JobKind.EMBED_TURN, JobKind.LIVING_TURN))
-        .values_list("kind", "turn_id", "status")
+        for kind, turn, status in Job.objects.filter(
+            game_save=save, kind__in=(JobKind.EMBED_TURN, JobKind.LIVING_TURN)
+        ).values_list("kind", "turn_id", "status")
     }
     for turn in KEPT:
         body = api.post(f"/api/v1/saves/{save.save_id}/query", {"query_text": TURNS[turn], "k": 3}).json()

@@ -8,6 +8,7 @@ check sees the rewind and must leave the store holding only the live turn's narr
 though the live turn's own embedding job has not run (or already ran). The rewind and append
 are done by a hook in the fake store between the job's encode and its write.
 """
+
 from __future__ import annotations
 
 import pytest

@@ -7,6 +7,7 @@ copying, and the fork queues its own living jobs for them in turn order. The for
 with the memory a source that had finished would have given it (compared with a fork made
 after the source finished), and the source is unaffected.
 """
+
 from __future__ import annotations
 
 import pytest

@@ -11,6 +11,7 @@ page and the API retry a whole save's skipped memory jobs at once.
 `old_bug_state` rebuilds what the old code left: turns 1-3 appended behind a busy worker,
 a rewind to 2, and every one of their jobs skipped on generation 0.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -161,7 +162,9 @@ def test_retrying_a_saves_skipped_jobs_leaves_an_edits_superseded_job(
 # -- the Jobs page and the API ----------------------------------------------------------------------
 
 
-def test_the_jobs_page_offers_and_runs_the_recovery(client, playtester, skipped_save, django_capture_on_commit_callbacks):
+def test_the_jobs_page_offers_and_runs_the_recovery(
+    client, playtester, skipped_save, django_capture_on_commit_callbacks
+):
     client.force_login(playtester)
     url = reverse("memory:jobs", args=[skipped_save.save_id])
     page = client.get(url).content.decode()
@@ -183,7 +186,10 @@ def test_the_recovery_needs_a_playtester_and_a_csrf_token(client, outsider, univ
     client.force_login(outsider)
     assert client.post(action).status_code == 404  # cannot even see the save
     universe.members.add(outsider)  # a member without a role may look, not act
-    assert "Retry skipped memory jobs" not in client.get(reverse("memory:jobs", args=[skipped_save.save_id])).content.decode()
+    assert (
+        "Retry skipped memory jobs"
+        not in client.get(reverse("memory:jobs", args=[skipped_save.save_id])).content.decode()
+    )
     assert client.post(action).status_code == 403
     strict = Client(enforce_csrf_checks=True)
     strict.force_login(playtester)

@@ -5,6 +5,7 @@ turns the error into a note, the API into 409 `conflict`, the admin action skips
 none of them checks the status itself, so a job that finished between their read and the
 retry is refused, not reported as retried.
 """
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """Job tracking, dispatch and the living pipeline, run in-process (no broker)."""
+
 from __future__ import annotations
 
 import os
@@ -84,8 +85,12 @@ def test_living_turn_writes_facts_beliefs_and_model(
     living_universe, eager_jobs, fake_vectors, llm_server, django_capture_on_commit_callbacks
 ):
     save = living_save(living_universe, django_capture_on_commit_callbacks)
-    append(django_capture_on_commit_callbacks, save, "Kaël pays the harbour master and spits at the Guild.",
-           state={"time": "Day 3, dusk"})
+    append(
+        django_capture_on_commit_callbacks,
+        save,
+        "Kaël pays the harbour master and spits at the Guild.",
+        state={"time": "Day 3, dusk"},
+    )
     job = Job.objects.get(game_save=save, kind=JobKind.LIVING_TURN)
     assert job.status == JobStatus.DONE, job.error
     facts = list(Fact.objects.filter(game_save=save).order_by("id"))
@@ -239,8 +244,9 @@ def test_spend_guard_pauses_with_a_visible_reason(
     assert later.progress == "waiting: turn 1 is paused and must be processed first"
 
 
-def test_token_cap_counts_the_hour(living_universe, eager_jobs, fake_vectors, llm_server, settings,
-                                   django_capture_on_commit_callbacks):
+def test_token_cap_counts_the_hour(
+    living_universe, eager_jobs, fake_vectors, llm_server, settings, django_capture_on_commit_callbacks
+):
     settings.AXIOM_LLM_TOKENS_PER_HOUR = 100
     save = living_save(living_universe, django_capture_on_commit_callbacks)
     LLMCall.objects.create(game_save=save, operation="extract", prompt_tokens=90, completion_tokens=20)
@@ -376,8 +382,9 @@ def test_a_job_of_a_dead_runner_is_reclaimed_and_run_once(
     assert Fact.objects.filter(game_save=save).count() == 2
 
 
-def test_a_live_runner_keeps_its_job(living_universe, eager_jobs, fake_vectors, llm_server,
-                                     django_capture_on_commit_callbacks):
+def test_a_live_runner_keeps_its_job(
+    living_universe, eager_jobs, fake_vectors, llm_server, django_capture_on_commit_callbacks
+):
     save = living_save(living_universe, django_capture_on_commit_callbacks)
     with django_capture_on_commit_callbacks(execute=False):
         turn_append(game_save=save, player_input="", narrative="Kaël pays.")
@@ -465,7 +472,9 @@ def test_inprocess_pool_runs_jobs_without_blocking_the_request(universe, setting
     settings.AXIOM_JOBS_EAGER = False
     hold = __import__("threading").Event()
     good = scripted_pipeline_responder()
-    llm_server.responder = lambda r: Reply(content=good(r).content, hold=hold) if operation_of(r) == "extract" else good(r)
+    llm_server.responder = lambda r: (
+        Reply(content=good(r).content, hold=hold) if operation_of(r) == "extract" else good(r)
+    )
     save = save_create(universe=universe, name="Threads", memory_mode=MemoryMode.LIVING)
     turn_append(game_save=save, player_input="", narrative="Kaël pays.")
     # turn_append returned while the extraction is still held by the server
@@ -494,8 +503,9 @@ def test_jobs_for_save_lists_newest_first(game_save, django_capture_on_commit_ca
     assert [j.turn_id for j in jobs.jobs_for_save(game_save=game_save)] == [5, 4]
 
 
-
-def test_redis_down_marks_a_universe_lore_sync_failed_on_its_entries(universe, settings, django_capture_on_commit_callbacks):
+def test_redis_down_marks_a_universe_lore_sync_failed_on_its_entries(
+    universe, settings, django_capture_on_commit_callbacks
+):
     settings.REDIS_URL = "redis://127.0.0.1:1/0"
     settings.AXIOM_JOBS_EAGER = False
     with django_capture_on_commit_callbacks(execute=True):
@@ -507,7 +517,9 @@ def test_redis_down_marks_a_universe_lore_sync_failed_on_its_entries(universe, s
     assert entry.embedding_error.startswith(jobs.QUEUE_DOWN_PREFIX)
 
 
-def test_jobs_resume_command_runs_what_was_left_queued(game_save, eager_jobs, fake_vectors, django_capture_on_commit_callbacks):
+def test_jobs_resume_command_runs_what_was_left_queued(
+    game_save, eager_jobs, fake_vectors, django_capture_on_commit_callbacks
+):
     from django.core.management import call_command
 
     with django_capture_on_commit_callbacks(execute=False):  # the process "died" before dispatch

@@ -3,6 +3,7 @@
 Turns are appended with their on-commit dispatch dropped (`execute=False`), so they wait
 in the queue as they do behind a busy worker; `run_job` then drains them in batches.
 """
+
 from __future__ import annotations
 
 import os
@@ -124,7 +125,11 @@ def test_an_edited_turn_in_a_batch_is_replaced_and_new_turns_are_embedded_togeth
     # the edit replaces turn 5's chunks in the same call that embeds the new turns
     assert fake_vectors.named("update_turn_narratives")[-1][2] == [(5, "Five, edited."), (7, "Seven."), (8, "Eight.")]
     assert fake_vectors.texts(game_save.save_id) == {
-        4: ["Four."], 5: ["Five, edited."], 6: ["Six."], 7: ["Seven."], 8: ["Eight."]
+        4: ["Four."],
+        5: ["Five, edited."],
+        6: ["Six."],
+        7: ["Seven."],
+        8: ["Eight."],
     }
 
 
@@ -161,7 +166,9 @@ def test_a_rewind_during_batch_embedding_skips_the_batch_and_removes_its_chunks(
     assert ("rollback", game_save.save_id, 4) in fake_vectors.calls
     assert set(fake_vectors.texts(game_save.save_id)) == {4}
     assert set(statuses(game_save, JobKind.EMBED_TURN).values()) == {JobStatus.SKIPPED}
-    assert all("timeline rewound" in j.progress for j in Job.objects.filter(game_save=game_save, kind=JobKind.EMBED_TURN))
+    assert all(
+        "timeline rewound" in j.progress for j in Job.objects.filter(game_save=game_save, kind=JobKind.EMBED_TURN)
+    )
 
 
 def test_a_failed_embedding_batch_falls_back_to_one_turn_at_a_time(
@@ -187,7 +194,9 @@ def test_a_failed_embedding_batch_falls_back_to_one_turn_at_a_time(
     assert fake_vectors.texts(game_save.save_id) == {4: ["Good four."], 6: ["Good six."]}
 
 
-def test_a_dead_runners_batch_is_reclaimed_whole(game_save, eager_jobs, fake_vectors, django_capture_on_commit_callbacks):
+def test_a_dead_runners_batch_is_reclaimed_whole(
+    game_save, eager_jobs, fake_vectors, django_capture_on_commit_callbacks
+):
     queue_turns(django_capture_on_commit_callbacks, game_save, ["X.", "Y."])
     Job.objects.filter(game_save=game_save, kind=JobKind.EMBED_TURN).update(
         status=JobStatus.RUNNING, attempts=1, payload={"worker": dead_worker(), "batch": 2}
@@ -214,8 +223,12 @@ def test_a_live_runner_with_a_fresh_claim_keeps_its_whole_batch(
     Job.objects.filter(pk=first.pk).update(status=JobStatus.DONE)
     Job.objects.filter(pk=second.pk).update(status=JobStatus.RUNNING, payload={"worker": live, "claimed_at": fresh})
     older = Job.objects.create(
-        kind=JobKind.EMBED_TURN, universe_id=game_save.universe_id, game_save=game_save, turn_id=4,
-        status=JobStatus.RUNNING, payload={"worker": live, "claimed_at": old},
+        kind=JobKind.EMBED_TURN,
+        universe_id=game_save.universe_id,
+        game_save=game_save,
+        turn_id=4,
+        status=JobStatus.RUNNING,
+        payload={"worker": live, "claimed_at": old},
     )
     assert jobs.claim_batch(second, "me", limit=4) == []
     older.refresh_from_db()
@@ -242,7 +255,14 @@ def test_living_batch_runs_turns_in_order_one_claim(
     prompts = extract_prompts(llm_server)
     assert [n for n in range(1, 5) for p in prompts if f"debt number {n}." in p] == [1, 2, 3, 4]
     assert list(Fact.objects.filter(game_save=save).order_by("id").values_list("turn_id", flat=True)) == [
-        1, 1, 2, 2, 3, 3, 4, 4
+        1,
+        1,
+        2,
+        2,
+        3,
+        3,
+        4,
+        4,
     ]
 
 
@@ -263,13 +283,18 @@ def test_a_failing_turn_in_a_living_batch_holds_back_later_turns_and_keeps_earli
     jobs.run_job(first_job(save, JobKind.EMBED_TURN).pk)
 
     assert statuses(save, JobKind.LIVING_TURN) == {
-        1: JobStatus.DONE, 2: JobStatus.DONE, 3: JobStatus.FAILED, 4: JobStatus.QUEUED
+        1: JobStatus.DONE,
+        2: JobStatus.DONE,
+        3: JobStatus.FAILED,
+        4: JobStatus.QUEUED,
     }
     fourth = Job.objects.get(game_save=save, kind=JobKind.LIVING_TURN, turn_id=4)
     assert fourth.attempts == 0 and fourth.started_at is None
     assert fourth.progress == "waiting: turn 3 failed and must be processed first (retry it)"
     assert "worker" not in fourth.payload
-    assert list(Fact.objects.filter(game_save=save).values_list("turn_id", flat=True).distinct().order_by("turn_id")) == [1, 2]
+    assert list(
+        Fact.objects.filter(game_save=save).values_list("turn_id", flat=True).distinct().order_by("turn_id")
+    ) == [1, 2]
     assert not any("The fourth." in p for p in extract_prompts(llm_server))
 
     state["broken"] = False
@@ -277,7 +302,14 @@ def test_a_failing_turn_in_a_living_batch_holds_back_later_turns_and_keeps_earli
         jobs.job_retry(job=Job.objects.get(game_save=save, kind=JobKind.LIVING_TURN, turn_id=3))
     assert set(statuses(save, JobKind.LIVING_TURN).values()) == {JobStatus.DONE}
     assert list(Fact.objects.filter(game_save=save).order_by("id").values_list("turn_id", flat=True)) == [
-        1, 1, 2, 2, 3, 3, 4, 4
+        1,
+        1,
+        2,
+        2,
+        3,
+        3,
+        4,
+        4,
     ]
 
 
@@ -302,7 +334,9 @@ def test_a_deferred_turn_in_a_living_batch_releases_the_rest(
     third = Job.objects.get(game_save=save, kind=JobKind.LIVING_TURN, turn_id=3)
     assert second.attempts == 1 and "not_before" in second.payload
     assert third.attempts == 0 and third.progress == "waiting: turn 2 is waiting to retry and must be processed first"
-    assert list(Fact.objects.filter(game_save=save).values_list("turn_id", flat=True).order_by("turn_id").distinct()) == [1]
+    assert list(
+        Fact.objects.filter(game_save=save).values_list("turn_id", flat=True).order_by("turn_id").distinct()
+    ) == [1]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -333,7 +367,9 @@ def test_a_rewind_in_the_middle_of_a_living_batch_writes_nothing_after_it(
     assert living[1] == JobStatus.DONE
     assert living[2] == JobStatus.SKIPPED and living[3] == JobStatus.SKIPPED
     assert "timeline rewound" in Job.objects.get(game_save=save, kind=JobKind.LIVING_TURN, turn_id=2).progress
-    assert list(Fact.objects.filter(game_save=save).values_list("turn_id", flat=True).order_by("turn_id").distinct()) == [1]
+    assert list(
+        Fact.objects.filter(game_save=save).values_list("turn_id", flat=True).order_by("turn_id").distinct()
+    ) == [1]
     assert not Observation.objects.filter(game_save=save, created_turn_id__gt=1).exists()
     assert not any("The third." in p for p in extract_prompts(llm_server))
 
@@ -362,7 +398,9 @@ def test_batched_embedding_on_the_real_store_then_replaced(
         jobs.run_job(Job.objects.get(game_save=game_save, status=JobStatus.QUEUED).pk)
         chunks = memory.get_chunks(game_save.save_id, chunk_type="narrative")
         assert [(c["turn_id"], c["text"]) for c in chunks] == [
-            (turns[0], texts[0]), (turns[1], "Mirela kept the jade ring."), (turns[2], texts[2])
+            (turns[0], texts[0]),
+            (turns[1], "Mirela kept the jade ring."),
+            (turns[2], texts[2]),
         ]
         hits = memory.query(game_save.save_id, "who kept the ring", current_turn_id=turns[2], k=1)
         assert hits and hits[0]["turn_id"] == turns[1]
@@ -380,10 +418,16 @@ def test_a_batch_checks_its_timeline_in_one_read_whatever_its_size(game_save):
 
     def contexts(count):
         return [
-            jobs.JobContext(job=Job.objects.create(kind=JobKind.EMBED_TURN, universe_id=game_save.universe_id,
-                                                   game_save=game_save, turn_id=1 + index % game_save.current_turn,
-                                                   timeline_generation=game_save.timeline_generation),
-                            worker="test")
+            jobs.JobContext(
+                job=Job.objects.create(
+                    kind=JobKind.EMBED_TURN,
+                    universe_id=game_save.universe_id,
+                    game_save=game_save,
+                    turn_id=1 + index % game_save.current_turn,
+                    timeline_generation=game_save.timeline_generation,
+                ),
+                worker="test",
+            )
             for index in range(count)
         ]
 

@@ -1,4 +1,5 @@
 """The handler registry: apps register their job handlers in ready(); the engine imports no app."""
+
 from __future__ import annotations
 
 import ast
@@ -135,7 +136,7 @@ def test_the_engine_imports_no_app_code(part):
 def _package_modules(path: Path) -> set[str]:
     """The modules of studio.memory.jobs that `path` imports ("ledger", "runner", ...)."""
     prefix = "studio.memory.jobs."
-    return {name[len(prefix):].split(".")[0] for name in _imports(path) if name.startswith(prefix)}
+    return {name[len(prefix) :].split(".")[0] for name in _imports(path) if name.startswith(prefix)}
 
 
 @pytest.mark.parametrize(
@@ -170,7 +171,9 @@ def test_a_job_that_could_not_be_queued_goes_to_its_kinds_hook(game_save, settin
     assert told == [(job.pk, job.error)] and job.error.startswith(jobs.QUEUE_DOWN_PREFIX)
 
 
-def test_the_lore_sync_registers_its_not_queued_hook_and_a_saves_sync_marks_no_entry(game_save, settings, django_capture_on_commit_callbacks):
+def test_the_lore_sync_registers_its_not_queued_hook_and_a_saves_sync_marks_no_entry(
+    game_save, settings, django_capture_on_commit_callbacks
+):
     from studio.memory.pipeline import lore
     from studio.world.models import EmbeddingState, LoreEntry
 
@@ -182,6 +185,6 @@ def test_the_lore_sync_registers_its_not_queued_hook_and_a_saves_sync_marks_no_e
         job = jobs.enqueue_sync_lore(game_save=game_save)
     job.refresh_from_db()
     assert job.status == JobStatus.FAILED
-    assert set(LoreEntry.objects.filter(universe_id=game_save.universe_id).values_list("embedding_state", flat=True)) == {
-        EmbeddingState.PENDING
-    }
+    assert set(
+        LoreEntry.objects.filter(universe_id=game_save.universe_id).values_list("embedding_state", flat=True)
+    ) == {EmbeddingState.PENDING}

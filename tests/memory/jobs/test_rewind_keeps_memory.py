@@ -6,6 +6,7 @@ Turns are queued with their on-commit dispatch dropped where a test needs jobs w
 they do behind a busy worker; a rewind "from elsewhere" runs in the model server's thread
 while a job waits for the model.
 """
+
 from __future__ import annotations
 
 import threading
@@ -48,7 +49,9 @@ def rewind(save, turn, vectors, capture=None, **kwargs):
 
 
 def statuses(save, kind):
-    return {turn: status for turn, status in Job.objects.filter(game_save=save, kind=kind).values_list("turn_id", "status")}
+    return {
+        turn: status for turn, status in Job.objects.filter(game_save=save, kind=kind).values_list("turn_id", "status")
+    }
 
 
 def extractions_of(server, text):
@@ -84,7 +87,9 @@ def test_a_rewind_keeps_the_queued_work_of_the_turns_it_keeps(
     assert extractions_of(llm_server, TURNS[3]) == []  # the dropped turn cost no model call
 
 
-def test_a_classic_save_keeps_the_embeddings_of_kept_turns(game_save, eager_jobs, fake_vectors, django_capture_on_commit_callbacks):
+def test_a_classic_save_keeps_the_embeddings_of_kept_turns(
+    game_save, eager_jobs, fake_vectors, django_capture_on_commit_callbacks
+):
     queue_turns(django_capture_on_commit_callbacks, game_save, ["Four.", "Five.", "Six."])
     rewind(game_save, 5, fake_vectors, django_capture_on_commit_callbacks)
     drain(game_save)
@@ -190,7 +195,11 @@ def test_a_refresh_of_the_models_is_moved_to_the_rewind_target(
     rewind(save, 1, fake_vectors, django_capture_on_commit_callbacks)
     refresh.refresh_from_db()
     save.refresh_from_db()
-    assert (refresh.turn_id, refresh.timeline_generation, refresh.status) == (1, save.timeline_generation, JobStatus.QUEUED)
+    assert (refresh.turn_id, refresh.timeline_generation, refresh.status) == (
+        1,
+        save.timeline_generation,
+        JobStatus.QUEUED,
+    )
     drain(save)
     refresh.refresh_from_db()
     assert refresh.status == JobStatus.DONE, refresh.progress
@@ -231,9 +240,16 @@ def test_a_running_job_of_a_kept_turn_is_redone_when_the_rewind_rolled_back_memo
     living_universe, eager_jobs, fake_vectors, llm_server
 ):
     calls = iter(range(1, 100))
-    good = scripted_pipeline_responder(actions=lambda request: [
-        {"action": "CREATE", "subject": "Kaël", "statement": f"Kaël keeps promise {next(calls)}.", "source_fact_ids": [1]}
-    ])
+    good = scripted_pipeline_responder(
+        actions=lambda request: [
+            {
+                "action": "CREATE",
+                "subject": "Kaël",
+                "statement": f"Kaël keeps promise {next(calls)}.",
+                "source_fact_ids": [1],
+            }
+        ]
+    )
     llm_server.responder = good
     save = save_create(universe=living_universe, name="Redo", memory_mode=MemoryMode.LIVING)
     for text in ("One.", "Two.", "Three."):
@@ -284,8 +300,9 @@ def test_lore_activations_and_narrator_snapshots_of_kept_turns_are_untouched(
     from studio.universes import services
     from studio.world.models import LoreEntry
 
-    services.lore_entry_update(entry=LoreEntry.objects.get(entry_id="kael"), user=author, keys=["Kaël"],
-                               activation={"probability": 50})
+    services.lore_entry_update(
+        entry=LoreEntry.objects.get(entry_id="kael"), user=author, keys=["Kaël"], activation={"probability": 50}
+    )
 
     def play(inputs):
         with django_capture_on_commit_callbacks(execute=False):
@@ -298,10 +315,16 @@ def test_lore_activations_and_narrator_snapshots_of_kept_turns_are_untouched(
 
     def rows():
         return {
-            "lore": list(LoreActivation.objects.filter(game_save=game_save).order_by("turn_id")
-                         .values_list("pk", "turn_id", "seed", "activated", "state")),
-            "snapshots": list(NarratorSnapshot.objects.filter(game_save=game_save).order_by("turn_id")
-                              .values_list("pk", "turn_id", "proposed")),
+            "lore": list(
+                LoreActivation.objects.filter(game_save=game_save)
+                .order_by("turn_id")
+                .values_list("pk", "turn_id", "seed", "activated", "state")
+            ),
+            "snapshots": list(
+                NarratorSnapshot.objects.filter(game_save=game_save)
+                .order_by("turn_id")
+                .values_list("pk", "turn_id", "proposed")
+            ),
         }
 
     before = rows()

@@ -1,4 +1,5 @@
 """What a character knows (derived from presence, reveals and known_by) and the context by point of view."""
+
 from __future__ import annotations
 
 import pytest
@@ -21,28 +22,49 @@ def append(save, state, text, facts=()):
 
 @pytest.fixture
 def played(living, no_runner, vector_memory):
-    t1, (f_debt,) = append(living, {"present": ["Mira", "Kael", "Ash"], "location": "harbour"},
-                           "Kael tells Mira about the debt.", [("Kael owes Ivo forty crowns.", ["Kael", "Ivo"])])
-    t2, (f_map,) = append(living, {"present": ["Kael", "Ivo"], "location": "chapel"},
-                          "Ivo shows Kael the map.", [("Ivo hid the map behind the altar.", ["Ivo", "map"])])
+    t1, (f_debt,) = append(
+        living,
+        {"present": ["Mira", "Kael", "Ash"], "location": "harbour"},
+        "Kael tells Mira about the debt.",
+        [("Kael owes Ivo forty crowns.", ["Kael", "Ivo"])],
+    )
+    t2, (f_map,) = append(
+        living,
+        {"present": ["Kael", "Ivo"], "location": "chapel"},
+        "Ivo shows Kael the map.",
+        [("Ivo hid the map behind the altar.", ["Ivo", "map"])],
+    )
     t3, _ = append(living, {}, "They whisper.")
     t4, _ = append(living, {"present": ["Mira", "Ash"], "location": "harbour"}, "Mira waits for Ash.")
-    vector_memory.embed_chunks(living.save_id, [
-        {"turn_id": 1, "text": "Kael tells Mira about the debt."},
-        {"turn_id": 2, "text": "Ivo shows Kael the map behind the altar."},
-        {"turn_id": 4, "text": "Mira waits for Ash at the harbour."},
-    ])
-    vector_memory.sync_lore(living.save_id, [
-        {"entry_id": "ledger", "title": "The Ledger", "text": "The ledger hides the smugglers' debts under the chapel floor."},
-        {"entry_id": "tunnel", "title": "The Tunnel", "text": "The Tunnel text."},
-    ])
+    vector_memory.embed_chunks(
+        living.save_id,
+        [
+            {"turn_id": 1, "text": "Kael tells Mira about the debt."},
+            {"turn_id": 2, "text": "Ivo shows Kael the map behind the altar."},
+            {"turn_id": 4, "text": "Mira waits for Ash at the harbour."},
+        ],
+    )
+    vector_memory.sync_lore(
+        living.save_id,
+        [
+            {
+                "entry_id": "ledger",
+                "title": "The Ledger",
+                "text": "The ledger hides the smugglers' debts under the chapel floor.",
+            },
+            {"entry_id": "tunnel", "title": "The Tunnel", "text": "The Tunnel text."},
+        ],
+    )
     return {"save": living, "facts": {"debt": f_debt, "map": f_map}, "turns": (t1, t2, t3, t4)}
 
 
 def test_witnesses_reveals_and_known_by(played):
     save, facts = played["save"], played["facts"]
     view = KnowledgeView(save, horizon=4)
-    assert view.fact("Mira", facts["debt"], 1).known and view.fact("Mira", facts["debt"], 1).why == "Mira was present at turn 1"
+    assert (
+        view.fact("Mira", facts["debt"], 1).known
+        and view.fact("Mira", facts["debt"], 1).why == "Mira was present at turn 1"
+    )
     not_seen = view.fact("Mira", facts["map"], 2)
     assert not not_seen.known and not_seen.why == "Mira was not present at turn 2 and was not told it"
     assert view.fact("Kael", facts["map"], 2).known  # carried into turn 3 too, but witnessed at 2
@@ -83,10 +105,15 @@ def test_belief_holders(played):
 
 def test_pov_sections_hold_only_what_each_character_knows(played):
     save = played["save"]
-    Observation.objects.create(game_save=save, statement="Ivo hid the map.", subject="Ivo",
-                               sources=[{"fact_id": played["facts"]["map"], "turn_id": 2}])
-    context = build_memory_context(game_save=save, query_text="Mira asks Ivo about the ledger and the map",
-                                   focus_terms=["Ivo"], token_budget=5000)
+    Observation.objects.create(
+        game_save=save,
+        statement="Ivo hid the map.",
+        subject="Ivo",
+        sources=[{"fact_id": played["facts"]["map"], "turn_id": 2}],
+    )
+    context = build_memory_context(
+        game_save=save, query_text="Mira asks Ivo about the ledger and the map", focus_terms=["Ivo"], token_budget=5000
+    )
     pov = context.pov
     assert [c["name"] for c in pov.characters] == ["Mira", "Ash", "Ivo"]
     assert pov.characters[0]["why"] == "present at turn 4"
@@ -146,8 +173,11 @@ def test_the_narrators_prompt_states_the_rules_at_its_head_and_who_is_on_scene_a
     save = played["save"]
     user = build_narrator_prompt(game_save=save, player_input="Kael asks Ivo about the ledger").user
     rules, recent = user.index("## Point of view\n" + POV_RULES), user.index("## Recent turns")
-    recalled, scene, action = (user.index("## Recalled for this action"), user.index("## On scene\nOn scene: "),
-                               user.index("## The player's action"))
+    recalled, scene, action = (
+        user.index("## Recalled for this action"),
+        user.index("## On scene\nOn scene: "),
+        user.index("## The player's action"),
+    )
     assert rules < recent < recalled < scene < action  # the rules before the memory they apply to, once
     assert user.count("## Point of view") == 1 and user.count(POV_RULES) == 1
     # The next turn's prompt starts with the same rules: they stay in what a prefix cache reuses.

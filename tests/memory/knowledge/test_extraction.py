@@ -1,4 +1,5 @@
 """Living mode: the extractor names who is present and who told whom, in the same call as the facts."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,9 +17,11 @@ pytestmark = pytest.mark.django_db
 
 def test_parse_scene_keeps_known_names_and_matches_told_facts_by_statement():
     scene = Scene(characters=["Mira", "Kael", "Ivo"])
-    answer = ('{"present": ["mira", "Kael", "a stranger"], "facts": ['
-              '{"statement": "The bell is cracked."},'
-              '{"statement": "Ivo hid the map.", "told_by": "Kael", "told_to": ["Mira", "Kael", "Bob"]}]}')
+    answer = (
+        '{"present": ["mira", "Kael", "a stranger"], "facts": ['
+        '{"statement": "The bell is cracked."},'
+        '{"statement": "Ivo hid the map.", "told_by": "Kael", "told_to": ["Mira", "Kael", "Bob"]}]}'
+    )
     parse_scene(answer, scene, ["Ivo hid the map.", "The bell is cracked."])
     assert scene.present == ["Mira", "Kael"]  # invented names are dropped
     assert scene.told == {0: ("Kael", ["Mira"])}  # the speaker is not a listener
@@ -27,13 +30,30 @@ def test_parse_scene_keeps_known_names_and_matches_told_facts_by_statement():
     assert "present" not in schema["required"]
 
 
-def test_the_living_turn_records_presence_and_reveals(living_universe, eager_jobs, fake_vectors, llm_server,
-                                                      django_capture_on_commit_callbacks):
+def test_the_living_turn_records_presence_and_reveals(
+    living_universe, eager_jobs, fake_vectors, llm_server, django_capture_on_commit_callbacks
+):
     LoreEntry.objects.create(universe=living_universe, entry_id="mira-k", title="Mira", kind="character")
     llm_server.responder = lambda request: {
-        "extract": json_reply({"present": ["Mira", "Kaël"], "facts": [
-            {"statement": "Kaël hid the ledger in the chapel.", "fact_type": "event", "who": "Kaël", "what": "hid",
-             "when": "", "where": "", "why": "", "entities": ["Kaël"], "told_by": "Kaël", "told_to": ["Mira"]}]}),
+        "extract": json_reply(
+            {
+                "present": ["Mira", "Kaël"],
+                "facts": [
+                    {
+                        "statement": "Kaël hid the ledger in the chapel.",
+                        "fact_type": "event",
+                        "who": "Kaël",
+                        "what": "hid",
+                        "when": "",
+                        "where": "",
+                        "why": "",
+                        "entities": ["Kaël"],
+                        "told_by": "Kaël",
+                        "told_to": ["Mira"],
+                    }
+                ],
+            }
+        ),
         "consolidate": json_reply({"actions": []}),
         "reflect": Reply(content="x"),
     }.get(operation_of(request), Reply(status=400))
@@ -49,11 +69,16 @@ def test_the_living_turn_records_presence_and_reveals(living_universe, eager_job
     assert (presence.turn_id, sorted(presence.characters), presence.source) == (1, ["Kaël", "Mira"], "extractor")
     reveal = Reveal.objects.get(game_save=save)
     assert (reveal.fact_id, reveal.character, reveal.told_by, reveal.source) == (
-        Fact.objects.get(game_save=save).pk, "Mira", "Kaël", "extractor")
+        Fact.objects.get(game_save=save).pk,
+        "Mira",
+        "Kaël",
+        "extractor",
+    )
 
 
-def test_a_told_fact_records_one_reveal_per_listener_reading_the_characters_once(living, no_runner, fake_vectors,
-                                                                                 monkeypatch):
+def test_a_told_fact_records_one_reveal_per_listener_reading_the_characters_once(
+    living, no_runner, fake_vectors, monkeypatch
+):
     from studio.memory.facts import Fact as FactRecord, insert_facts
     from studio.memory.knowledge import names
     from studio.memory.pipeline.living import record_scene
@@ -69,5 +94,8 @@ def test_a_told_fact_records_one_reveal_per_listener_reading_the_characters_once
     record_scene(living, 1, scene, [fact_id], reextract=False)
     rows = Reveal.objects.filter(game_save=living).order_by("id")
     assert [(r.character, r.told_by, r.fact_id) for r in rows] == [
-        ("Mira", "Kael", fact_id), ("Ivo", "Kael", fact_id), ("Mira", "Kael", fact_id)]
+        ("Mira", "Kael", fact_id),
+        ("Ivo", "Kael", fact_id),
+        ("Mira", "Kael", fact_id),
+    ]
     assert len(reads) == 1  # the universe's characters, once for the scene (not once per listener)

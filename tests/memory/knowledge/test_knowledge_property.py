@@ -5,6 +5,7 @@ reveals of earlier facts and of secret lore entries, and playtester presence edi
 snapshot is who knows what (every character against every fact, by creation rank, and every
 secret entry, with the reason), the presence rows and the reveals.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -31,17 +32,27 @@ _ids = itertools.count()
 
 
 def snapshot(save: Save, turn: int) -> dict:
-    ranks = {pk: i for i, pk in enumerate(FactRow.objects.filter(game_save=save).order_by("turn_id", "id")
-                                          .values_list("pk", flat=True))}
+    ranks = {
+        pk: i
+        for i, pk in enumerate(
+            FactRow.objects.filter(game_save=save).order_by("turn_id", "id").values_list("pk", flat=True)
+        )
+    }
     table = knowledge_at(save, turn=turn, characters=NAMES)
     return {
-        "facts": sorted((ranks[f["fact"].pk], f["fact"].statement, [(c.known, c.why) for c in f["cells"]])
-                        for f in table.facts),
+        "facts": sorted(
+            (ranks[f["fact"].pk], f["fact"].statement, [(c.known, c.why) for c in f["cells"]]) for f in table.facts
+        ),
         "secrets": [(s["entry_id"], s["note"], [(c.known, c.why) for c in s["cells"]]) for s in table.secrets],
-        "presence": list(Presence.objects.filter(game_save=save).order_by("turn_id")
-                         .values_list("turn_id", "characters", "source", "scene")),
-        "reveals": sorted((r.turn_id, ranks.get(r.fact_id, -1), r.entry_id, r.character, r.told_by)
-                          for r in Reveal.objects.filter(game_save=save)),
+        "presence": list(
+            Presence.objects.filter(game_save=save)
+            .order_by("turn_id")
+            .values_list("turn_id", "characters", "source", "scene")
+        ),
+        "reveals": sorted(
+            (r.turn_id, ranks.get(r.fact_id, -1), r.entry_id, r.character, r.told_by)
+            for r in Reveal.objects.filter(game_save=save)
+        ),
     }
 
 
@@ -60,15 +71,22 @@ def play(data, save):
         if earlier and data.draw(st.booleans()):
             reveal_add(game_save=save, turn_id=turn, character=who, fact_id=data.draw(st.sampled_from(earlier)))
         else:
-            reveal_add(game_save=save, turn_id=turn, character=who, entry_id=data.draw(st.sampled_from(["ledger", "tunnel"])))
+            reveal_add(
+                game_save=save, turn_id=turn, character=who, entry_id=data.draw(st.sampled_from(["ledger", "tunnel"]))
+            )
     # An edit of an earlier turn rewrites history (as a narrative edit does): a rewind keeps it.
     # So the playtester edits the turn just played, before its snapshot is taken.
     if data.draw(st.integers(0, 4), label="edit?") == 0:
-        presence_set(game_save=save, turn_id=turn,
-                     characters=data.draw(st.lists(st.sampled_from(NAMES), max_size=2, unique=True)))
+        presence_set(
+            game_save=save,
+            turn_id=turn,
+            characters=data.draw(st.lists(st.sampled_from(NAMES), max_size=2, unique=True)),
+        )
 
 
-@settings(max_examples=20, phases=[Phase.explicit, Phase.reuse, Phase.generate])  # each example plays turns: no slow shrink
+@settings(
+    max_examples=20, phases=[Phase.explicit, Phase.reuse, Phase.generate]
+)  # each example plays turns: no slow shrink
 @given(data=st.data())
 def test_rewind_gives_the_knowledge_recorded_at_n_and_a_fork_continues_identically(cast, no_runner, data):
     save = Save.objects.create(universe=cast, name="P", save_id=f"prop{next(_ids)}", memory_mode="living")
@@ -88,6 +106,11 @@ def test_rewind_gives_the_knowledge_recorded_at_n_and_a_fork_continues_identical
     seed = data.draw(st.integers(0, 10**6), label="seed")
     for branch in (save, fork):
         branch.refresh_from_db()
-        turn_append(game_save=branch, player_input="go", narrative="next", state={"present": [NAMES[seed % 4]]} if seed % 2 else {})
+        turn_append(
+            game_save=branch,
+            player_input="go",
+            narrative="next",
+            state={"present": [NAMES[seed % 4]]} if seed % 2 else {},
+        )
         insert_facts(branch.save_id, branch.current_turn, [Fact("the same fact")])
     assert snapshot(save, n + 1) == snapshot(fork, n + 1)

@@ -1,4 +1,5 @@
 """The one rule of names (`CharacterIndex.match`): titles, keys, unique parts of titles, and no guessing."""
+
 from __future__ import annotations
 
 import pytest
@@ -23,7 +24,9 @@ def test_a_unique_part_of_a_title_is_its_character_and_says_which_entry(reeds):
 def test_a_name_two_characters_answer_to_resolves_to_neither(reeds):
     index = character_index(reeds)
     reed = index.match("Reed")
-    assert reed.ambiguous and reed.title == "" and reed.candidates == ("Jory Reed", "Tamsin Reed")  # book order (by title)
+    assert (
+        reed.ambiguous and reed.title == "" and reed.candidates == ("Jory Reed", "Tamsin Reed")
+    )  # book order (by title)
     boy = index.match("the boy")  # a key two characters share
     assert boy.ambiguous and boy.candidates == ("Aldous Birch", "Pim")
     assert index.resolve("Reed") == "Reed" and not index.is_known("Reed")  # kept as given, never guessed

@@ -1,4 +1,5 @@
 """Presence per turn: from the state, carried, stopped by a scene change, set by hand, by the extractor."""
+
 from __future__ import annotations
 
 import pytest

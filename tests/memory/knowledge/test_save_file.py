@@ -1,4 +1,5 @@
 """Presence and reveals travel in the save file (optional sections) and come back exactly."""
+
 from __future__ import annotations
 
 import json
@@ -16,12 +17,16 @@ pytestmark = pytest.mark.django_db
 
 def cells(save):
     table = knowledge_at(save, turn=save.current_turn, characters=["Mira", "Kael", "Ivo"])
-    return ([(f["fact"].statement, [(c.known, c.why) for c in f["cells"]]) for f in table.facts],
-            [(s["entry_id"], [(c.known, c.why) for c in s["cells"]]) for s in table.secrets])
+    return (
+        [(f["fact"].statement, [(c.known, c.why) for c in f["cells"]]) for f in table.facts],
+        [(s["entry_id"], [(c.known, c.why) for c in s["cells"]]) for s in table.secrets],
+    )
 
 
 def test_round_trip_keeps_who_knows_what(living, no_runner, fake_vectors):
-    turn_append(game_save=living, player_input="a", narrative="a", state={"present": ["Mira", "Kael"], "location": "dock"})
+    turn_append(
+        game_save=living, player_input="a", narrative="a", state={"present": ["Mira", "Kael"], "location": "dock"}
+    )
     (fact,) = insert_facts(living.save_id, 1, [Fact("Kael owes Ivo.")])
     turn_append(game_save=living, player_input="b", narrative="b", state={"present": ["Ivo"]})
     reveal_add(game_save=living, turn_id=2, character="Ivo", fact_id=fact, told_by="Kael")
@@ -30,7 +35,13 @@ def test_round_trip_keeps_who_knows_what(living, no_runner, fake_vectors):
     document = json.loads(data)
     assert [i["characters"] for i in document["sections"]["presence"]["items"]] == [["Mira", "Kael"], ["Ivo"]]
     assert document["sections"]["reveals"]["items"][0] == {
-        "turn_id": 2, "fact": 1, "entry_id": "", "character": "Ivo", "told_by": "Kael", "source": "playtester"}
+        "turn_id": 2,
+        "fact": 1,
+        "entry_id": "",
+        "character": "Ivo",
+        "told_by": "Kael",
+        "source": "playtester",
+    }
     imported = portable.save_import(universe=living.universe, data=data).game_save
     assert cells(imported) == cells(living)
     again = json.loads(portable.save_export(game_save=imported).read())["sections"]
@@ -44,7 +55,8 @@ def test_a_reveal_of_a_later_fact_is_refused(living, no_runner, fake_vectors):
     insert_facts(living.save_id, 2, [Fact("Late fact.")])
     document = json.loads(portable.save_export(game_save=living).read())
     document["sections"]["reveals"]["items"] = [
-        {"turn_id": 1, "fact": 1, "entry_id": "", "character": "Mira", "told_by": "", "source": "api"}]
+        {"turn_id": 1, "fact": 1, "entry_id": "", "character": "Mira", "told_by": "", "source": "api"}
+    ]
     with pytest.raises(portable.SaveFileError, match="later turn"):
         portable.save_import(universe=living.universe, data=json.dumps(document).encode())
 

@@ -4,6 +4,7 @@ edit or a rewind is retired, in its trail, rewind-exactly; identical beliefs are
 The edit is what the living job of an edited turn does first (`forget_turn_outputs`: the
 turn's old facts go), then its new facts; rewinds go through `CheckpointManager.rewind`.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -48,15 +49,37 @@ def held(save) -> list[str]:
 
 def test_an_edit_that_removes_a_beliefs_only_sources_retires_it_in_its_trail(save):
     play_turn(save, facts=[("Mira keeps turning up", ["Mira"])])
-    two = play_turn(save, facts=[("Mira lends Wren a lamp", ["Mira"])],
-                    actions=[{"kind": "CREATE", "statement": "Mira keeps turning up.", "subject": "Mira",
-                              "source_fact_ids": [("new", 0)]},
-                             {"kind": "CREATE", "statement": "Wren owes Mira a lamp.", "subject": "Wren",
-                              "source_fact_ids": [("new", 0)]}])
-    play_turn(save, facts=[("Wren still owes the lamp", ["Wren"])],
-              actions=[{"kind": "UPDATE", "statement": "Wren owes Mira a lamp.", "subject": "Wren",
-                        "observation_id": ObservationRow.objects.get(subject="Wren").pk,
-                        "source_fact_ids": [("new", 0)]}])
+    two = play_turn(
+        save,
+        facts=[("Mira lends Wren a lamp", ["Mira"])],
+        actions=[
+            {
+                "kind": "CREATE",
+                "statement": "Mira keeps turning up.",
+                "subject": "Mira",
+                "source_fact_ids": [("new", 0)],
+            },
+            {
+                "kind": "CREATE",
+                "statement": "Wren owes Mira a lamp.",
+                "subject": "Wren",
+                "source_fact_ids": [("new", 0)],
+            },
+        ],
+    )
+    play_turn(
+        save,
+        facts=[("Wren still owes the lamp", ["Wren"])],
+        actions=[
+            {
+                "kind": "UPDATE",
+                "statement": "Wren owes Mira a lamp.",
+                "subject": "Wren",
+                "observation_id": ObservationRow.objects.get(subject="Wren").pk,
+                "source_fact_ids": [("new", 0)],
+            }
+        ],
+    )
     assert held(save) == ["Mira keeps turning up.", "Wren owes Mira a lamp."]
 
     done = edit_turn(save, 2)  # Mira is edited out of turn 2
@@ -73,12 +96,26 @@ def test_an_edit_that_removes_a_beliefs_only_sources_retires_it_in_its_trail(sav
 
 
 def test_a_rewind_never_brings_back_a_belief_whose_sources_an_edit_deleted(save):
-    play_turn(save, facts=[("Mira lends Wren a lamp", ["Mira"])],
-              actions=[{"kind": "CREATE", "statement": "Mira is generous.", "subject": "Mira",
-                        "source_fact_ids": [("new", 0)]}])
-    play_turn(save, facts=[("Mira lends Wren a coat", ["Mira"])],
-              actions=[{"kind": "UPDATE", "statement": "Mira is very generous.", "subject": "Mira",
-                        "observation_id": ObservationRow.objects.get().pk, "source_fact_ids": [("new", 0)]}])
+    play_turn(
+        save,
+        facts=[("Mira lends Wren a lamp", ["Mira"])],
+        actions=[
+            {"kind": "CREATE", "statement": "Mira is generous.", "subject": "Mira", "source_fact_ids": [("new", 0)]}
+        ],
+    )
+    play_turn(
+        save,
+        facts=[("Mira lends Wren a coat", ["Mira"])],
+        actions=[
+            {
+                "kind": "UPDATE",
+                "statement": "Mira is very generous.",
+                "subject": "Mira",
+                "observation_id": ObservationRow.objects.get().pk,
+                "source_fact_ids": [("new", 0)],
+            }
+        ],
+    )
     play_turn(save)
     edit_turn(save, 1)  # the lamp is gone: the belief keeps turn 2's coat
     assert held(save) == ["Mira is very generous."]
@@ -97,27 +134,61 @@ def test_a_rewind_never_brings_back_a_belief_whose_sources_an_edit_deleted(save)
 
 
 def test_identical_beliefs_are_one_belief(save):
-    play_turn(save, facts=[("Mira waves", ["Mira"])],
-              actions=[{"kind": "CREATE", "statement": "Mira keeps turning up.", "subject": "Mira",
-                        "source_fact_ids": [("new", 0)]}])
-    second = play_turn(save, facts=[("Mira is at the quay", ["Mira"])],
-                       actions=[{"kind": "CREATE", "statement": "mira keeps  turning up", "subject": "MIRA",
-                                 "source_fact_ids": [("new", 0)]},
-                                {"kind": "CREATE", "statement": "Mira keeps turning up.", "subject": "Wren",
-                                 "source_fact_ids": [("new", 0)]}])
+    play_turn(
+        save,
+        facts=[("Mira waves", ["Mira"])],
+        actions=[
+            {
+                "kind": "CREATE",
+                "statement": "Mira keeps turning up.",
+                "subject": "Mira",
+                "source_fact_ids": [("new", 0)],
+            }
+        ],
+    )
+    second = play_turn(
+        save,
+        facts=[("Mira is at the quay", ["Mira"])],
+        actions=[
+            {
+                "kind": "CREATE",
+                "statement": "mira keeps  turning up",
+                "subject": "MIRA",
+                "source_fact_ids": [("new", 0)],
+            },
+            {
+                "kind": "CREATE",
+                "statement": "Mira keeps turning up.",
+                "subject": "Wren",
+                "source_fact_ids": [("new", 0)],
+            },
+        ],
+    )
     assert second["counts"]["merged"] == 1 and second["counts"]["created"] == 1  # another subject is another belief
     mira = ObservationRow.objects.get(subject_key="mira")
     assert mira.proof_count == 2 and [h["action"] for h in mira.history] == ["CREATE", "UPDATE"]
     assert mira.statement == "Mira keeps turning up."
 
     # An update that makes one belief say what another says folds it into the other.
-    other = play_turn(save, facts=[("Mira hums", ["Mira"])],
-                      actions=[{"kind": "CREATE", "statement": "Mira hums.", "subject": "Mira",
-                                "source_fact_ids": [("new", 0)]}])
+    other = play_turn(
+        save,
+        facts=[("Mira hums", ["Mira"])],
+        actions=[{"kind": "CREATE", "statement": "Mira hums.", "subject": "Mira", "source_fact_ids": [("new", 0)]}],
+    )
     hums = ObservationRow.objects.get(statement="Mira hums.")
-    fold = play_turn(save, facts=[("Mira is at the quay again", ["Mira"])],
-                     actions=[{"kind": "UPDATE", "statement": "Mira keeps turning up", "subject": "Mira",
-                               "observation_id": hums.pk, "source_fact_ids": [("new", 0)]}])
+    fold = play_turn(
+        save,
+        facts=[("Mira is at the quay again", ["Mira"])],
+        actions=[
+            {
+                "kind": "UPDATE",
+                "statement": "Mira keeps turning up",
+                "subject": "Mira",
+                "observation_id": hums.pk,
+                "source_fact_ids": [("new", 0)],
+            }
+        ],
+    )
     assert fold["counts"]["merged"] == 1
     assert [b.statement for b in get_observations(save.save_id, subject="Mira")] == ["Mira keeps turning up."]
     mira.refresh_from_db()
@@ -128,7 +199,9 @@ def test_identical_beliefs_are_one_belief(save):
     # Rewind before the fold: two beliefs again, exactly as they were.
     CheckpointManager(vector_memory=FakeVectorMemory()).rewind(save, 3)
     assert sorted(b.statement for b in get_observations(save.save_id, subject="Mira")) == [
-        "Mira hums.", "Mira keeps turning up."]
+        "Mira hums.",
+        "Mira keeps turning up.",
+    ]
     mira.refresh_from_db()
     assert mira.proof_count == 2
 
@@ -149,8 +222,12 @@ def draw_turn(data, save, fact_counter):
         refs = [("new", j) for j in data.draw(st.sets(st.integers(0, len(facts) - 1), max_size=2))] if facts else []
         if old_facts:
             refs += data.draw(st.lists(st.sampled_from(old_facts), max_size=2))
-        action = {"kind": kind, "statement": data.draw(st.sampled_from(STATEMENTS)),
-                  "subject": data.draw(st.sampled_from(SUBJECTS)), "source_fact_ids": refs}
+        action = {
+            "kind": kind,
+            "statement": data.draw(st.sampled_from(STATEMENTS)),
+            "subject": data.draw(st.sampled_from(SUBJECTS)),
+            "source_fact_ids": refs,
+        }
         if kind != "CREATE":
             action["observation_id"] = data.draw(st.sampled_from(held_ids))
         actions.append(action)

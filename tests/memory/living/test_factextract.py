@@ -3,6 +3,7 @@
 The answers in tests/memory/fixtures/real_answers/ are the shapes real small models gave
 (issue 13): hand-written reproductions unless their `provenance` says "recorded".
 """
+
 from __future__ import annotations
 
 import json
@@ -28,13 +29,22 @@ def demo_names() -> list[str]:
                 names.append(name)
     return names[:60]
 
+
 TWO = json.dumps(
     {
         "facts": [
-            {"statement": "kael paid the harbour master.", "fact_type": "event", "who": "kael",
-             "entities": ["kael", "port vey"]},
-            {"statement": "The Guild controls the docks.", "fact_type": "world", "entities": ["The Guild"],
-             "when": "at dawn"},
+            {
+                "statement": "kael paid the harbour master.",
+                "fact_type": "event",
+                "who": "kael",
+                "entities": ["kael", "port vey"],
+            },
+            {
+                "statement": "The Guild controls the docks.",
+                "fact_type": "world",
+                "entities": ["The Guild"],
+                "when": "at dawn",
+            },
         ]
     }
 )
@@ -53,7 +63,9 @@ def test_extracts_structured_facts_and_canonical_names():
 
 def test_prompt_carries_entities_hint_cap_and_rules():
     llm = ScriptedBackend('{"facts": []}')
-    extract_facts(llm, "The rain falls on Port Vey.", known_entities=["Kaël", "Port Vey"], when_hint="Day 3", max_facts=5)
+    extract_facts(
+        llm, "The rain falls on Port Vey.", known_entities=["Kaël", "Port Vey"], when_hint="Day 3", max_facts=5
+    )
     call = llm.calls[0]
     assert call["operation"] == "extract" and call["json_mode"] is True
     assert call["schema"] == fact_schema(5)
@@ -106,8 +118,17 @@ def test_tolerates_fences_prose_and_shapes(answer):
 
 
 def test_partly_valid_list_keeps_valid_items():
-    answer = json.dumps({"facts": [{"statement": "A."}, "junk", {"who": "no statement"}, {"statement": " "},
-                                   {"statement": "B.", "fact_type": "nonsense", "entities": "X, Y"}]})
+    answer = json.dumps(
+        {
+            "facts": [
+                {"statement": "A."},
+                "junk",
+                {"who": "no statement"},
+                {"statement": " "},
+                {"statement": "B.", "fact_type": "nonsense", "entities": "X, Y"},
+            ]
+        }
+    )
     facts = extract_facts(ScriptedBackend(answer), "text")
     assert [f.statement for f in facts] == ["A.", "B."]
     assert facts[1].fact_type == "world" and facts[1].entities == ["X", "Y"]

@@ -1,4 +1,5 @@
 """axiom.facts on the Django models: insert, read filters, count, rollback."""
+
 from __future__ import annotations
 
 import pytest
@@ -68,12 +69,21 @@ def test_get_facts_accepts_save_instance_and_isolates_saves(game_save, universe)
 
 
 def test_structured_fields_round_trip(game_save):
-    f = Fact("Mira sold the map.", fact_type="event", who="Mira", what="sold the map",
-             when="dusk", where="Port Vey", why="debt", entities=["Mira"])
+    f = Fact(
+        "Mira sold the map.",
+        fact_type="event",
+        who="Mira",
+        what="sold the map",
+        when="dusk",
+        where="Port Vey",
+        why="debt",
+        entities=["Mira"],
+    )
     F.insert_facts("testsave01", 3, [f])
     got = F.get_facts("testsave01")[0]
-    assert got == Fact("Mira sold the map.", "event", "Mira", "sold the map", "dusk", "Port Vey",
-                       "debt", ["Mira"], 3, f.fact_id)
+    assert got == Fact(
+        "Mira sold the map.", "event", "Mira", "sold the map", "dusk", "Port Vey", "debt", ["Mira"], 3, f.fact_id
+    )
 
 
 def test_rollback_facts_deletes_later_turns_only(game_save):

@@ -1,4 +1,5 @@
 """axiom.mental_models: upsert, reads, stale subjects, rollback with versions."""
+
 from __future__ import annotations
 
 import pytest

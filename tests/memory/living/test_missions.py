@@ -1,4 +1,5 @@
 """axiom.missions: Universe_Meta keys, tolerant reading, text round trip."""
+
 from __future__ import annotations
 
 import json
@@ -27,11 +28,15 @@ def test_universe_mission_reads_meta_by_universe_pk_or_save(world):
 
 def test_belief_missions_from_db_and_save(world):
     assert M.get_belief_missions(world) == {}
-    UniverseMeta.objects.create(universe=world, key="belief_missions",
-                                value=json.dumps({"Kael": "Remembers betrayals.", "Mira": " ", "": "x", "N": 3}))
+    UniverseMeta.objects.create(
+        universe=world,
+        key="belief_missions",
+        value=json.dumps({"Kael": "Remembers betrayals.", "Mira": " ", "": "x", "N": 3}),
+    )
     assert M.get_belief_missions(world) == {"Kael": "Remembers betrayals."}
-    save = Save.objects.create(universe=world, name="s", save_id="s1",
-                               meta={"belief_missions": {"Mira": "Remembers trades."}})
+    save = Save.objects.create(
+        universe=world, name="s", save_id="s1", meta={"belief_missions": {"Mira": "Remembers trades."}}
+    )
     assert M.get_belief_missions(save) == {"Mira": "Remembers trades."}
     save.meta = {"belief_missions": json.dumps({"Mira": "Counts coins."})}
     assert M.get_belief_missions(save) == {"Mira": "Counts coins."}

@@ -1,4 +1,5 @@
 """axiom.observations: trends, belief storage, consolidation, rollback."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ def save(db):
 
 
 # -- compute_trend -------------------------------------------------------------------------
+
 
 def test_trend_constants():
     assert O.TRENDS == ("new", "strengthening", "weakening", "stale", "stable")
@@ -90,24 +92,39 @@ def test_observation_defaults_are_independent():
 
 # -- insert / get / count ------------------------------------------------------------------
 
+
 def test_insert_observation_derives_proof_count_and_records_create(save):
-    obs = Observation("Kael fears the sea.", subject="Kael", proof_count=99,
-                      sources=[{"fact_id": 1, "turn_id": 2}, {"fact_id": 3, "turn_id": 4}],
-                      created_turn_id=4, updated_turn_id=4)
+    obs = Observation(
+        "Kael fears the sea.",
+        subject="Kael",
+        proof_count=99,
+        sources=[{"fact_id": 1, "turn_id": 2}, {"fact_id": 3, "turn_id": 4}],
+        created_turn_id=4,
+        updated_turn_id=4,
+    )
     oid = O.insert_observation("s1", obs)
     assert oid == obs.observation_id and oid is not None
     row = ObservationRow.objects.get(pk=oid)
     assert row.proof_count == 2 and row.last_source_turn == 4 and row.subject_key == "kael"
-    assert row.history == [{"action": "CREATE", "turn_id": 4, "statement": "Kael fears the sea.",
-                            "subject": "Kael", "sources_added": [{"fact_id": 1, "turn_id": 2}, {"fact_id": 3, "turn_id": 4}]}]
+    assert row.history == [
+        {
+            "action": "CREATE",
+            "turn_id": 4,
+            "statement": "Kael fears the sea.",
+            "subject": "Kael",
+            "sources_added": [{"fact_id": 1, "turn_id": 2}, {"fact_id": 3, "turn_id": 4}],
+        }
+    ]
     assert O.insert_observation("s1", Observation("   ")) is None
     assert O.count_observations("s1") == 1
 
 
 def test_get_observations_order_filters_and_ties(save):
     def add(statement, subject, created, updated):
-        return O.insert_observation("s1", Observation(statement, subject=subject, created_turn_id=created,
-                                                      updated_turn_id=updated))
+        return O.insert_observation(
+            "s1", Observation(statement, subject=subject, created_turn_id=created, updated_turn_id=updated)
+        )
+
     a = add("a", "Kael", 1, 5)
     b = add("b", "", 2, 7)
     c = add("c", "KAEL", 3, 5)  # ties with a on updated_turn_id: newer id first
@@ -123,41 +140,60 @@ def test_get_observations_order_filters_and_ties(save):
 
 # -- apply_consolidation -------------------------------------------------------------------
 
+
 def test_apply_consolidation_create_update_delete(save):
     f1, f2 = insert_facts("s1", 3, [Fact("Kael lies."), Fact("Kael steals.")])
     (f3,) = insert_facts("s1", 5, [Fact("Kael confesses.")])
-    counts = O.apply_consolidation("s1", 3, [
-        Action("CREATE", "Kael is dishonest.", "Kael", source_fact_ids=[f1, f2, f2]),
-        Action("create", "   ", "Kael", source_fact_ids=[f1]),  # empty: skipped
-        {"kind": "CREATE", "statement": "The world is grey.", "subject": "", "source_fact_ids": []},
-    ], {f1: 3, f2: 3})
+    counts = O.apply_consolidation(
+        "s1",
+        3,
+        [
+            Action("CREATE", "Kael is dishonest.", "Kael", source_fact_ids=[f1, f2, f2]),
+            Action("create", "   ", "Kael", source_fact_ids=[f1]),  # empty: skipped
+            {"kind": "CREATE", "statement": "The world is grey.", "subject": "", "source_fact_ids": []},
+        ],
+        {f1: 3, f2: 3},
+    )
     assert counts == {"created": 2, "updated": 0, "deleted": 0, "skipped": 1, "merged": 0}
     kael, world = sorted(O.get_observations("s1"), key=lambda o: o.statement)
     assert kael.sources == [{"fact_id": f1, "turn_id": 3}, {"fact_id": f2, "turn_id": 3}]
     assert kael.proof_count == 2 and kael.created_turn_id == 3 and kael.updated_turn_id == 3
     assert world.proof_count == 0 and world.subject == ""
 
-    counts = O.apply_consolidation("s1", 5, [
-        Action("UPDATE", "Kael confessed his lies.", "", kael.observation_id, [f3, f1]),
-        Action("UPDATE", "x", "", 999999, [f3]),  # unknown belief
-        Action("UPDATE", "", "", kael.observation_id, [f3]),  # empty statement
-        Action("DELETE", observation_id=world.observation_id),
-        Action("DELETE", observation_id=424242),
-        Action("SHRUG", "x"),
-        {"kind": "UPDATE", "statement": "y", "observation_id": "not-an-id"},
-    ], {f3: 5})
+    counts = O.apply_consolidation(
+        "s1",
+        5,
+        [
+            Action("UPDATE", "Kael confessed his lies.", "", kael.observation_id, [f3, f1]),
+            Action("UPDATE", "x", "", 999999, [f3]),  # unknown belief
+            Action("UPDATE", "", "", kael.observation_id, [f3]),  # empty statement
+            Action("DELETE", observation_id=world.observation_id),
+            Action("DELETE", observation_id=424242),
+            Action("SHRUG", "x"),
+            {"kind": "UPDATE", "statement": "y", "observation_id": "not-an-id"},
+        ],
+        {f3: 5},
+    )
     assert counts == {"created": 0, "updated": 1, "deleted": 1, "skipped": 5, "merged": 0}
     (kael,) = O.get_observations("s1")
     assert kael.statement == "Kael confessed his lies." and kael.subject == "Kael"  # blank subject kept
     assert [s["fact_id"] for s in kael.sources] == [f1, f2, f3] and kael.proof_count == 3
     assert kael.updated_turn_id == 5 and kael.created_turn_id == 3
     assert [(h["action"], h["turn_id"], h["statement"]) for h in kael.history] == [
-        ("CREATE", 3, "Kael is dishonest."), ("UPDATE", 5, "Kael confessed his lies.")]
+        ("CREATE", 3, "Kael is dishonest."),
+        ("UPDATE", 5, "Kael confessed his lies."),
+    ]
     assert kael.history[1]["sources_added"] == [{"fact_id": f3, "turn_id": 5}]
     assert O.count_observations("s1") == 1  # the world belief is retired...
     tomb = ObservationRow.all_objects.get(pk=world.observation_id)
     assert tomb.deleted_turn_id == 5 and tomb.history[-1]["action"] == "DELETE"  # ...but kept for rewinds
-    assert O.apply_consolidation("s1", 6, [], {}) == {"created": 0, "updated": 0, "deleted": 0, "skipped": 0, "merged": 0}
+    assert O.apply_consolidation("s1", 6, [], {}) == {
+        "created": 0,
+        "updated": 0,
+        "deleted": 0,
+        "skipped": 0,
+        "merged": 0,
+    }
 
 
 def test_apply_consolidation_source_turns_come_from_map_or_facts(save, db):
@@ -182,6 +218,7 @@ def test_update_can_move_a_belief_to_another_subject(save):
 
 
 # -- rollback ------------------------------------------------------------------------------
+
 
 def test_rollback_restores_exact_state(save):
     (f1,) = insert_facts("s1", 1, [Fact("a")])
@@ -220,9 +257,16 @@ def test_rollback_drops_later_sources_cited_from_earlier_turns(save):
 
 def test_rollback_without_turn_stamped_trail_follows_the_seed_rule(save):
     # A belief written with a hand-made history (no sources_added): statement kept, sources filtered.
-    O.insert_observation("s1", Observation(
-        "legacy", sources=[{"fact_id": 1, "turn_id": 2}, {"fact_id": 2, "turn_id": 8}],
-        history=[{"action": "CREATE", "turn_id": 2}], created_turn_id=2, updated_turn_id=8))
+    O.insert_observation(
+        "s1",
+        Observation(
+            "legacy",
+            sources=[{"fact_id": 1, "turn_id": 2}, {"fact_id": 2, "turn_id": 8}],
+            history=[{"action": "CREATE", "turn_id": 2}],
+            created_turn_id=2,
+            updated_turn_id=8,
+        ),
+    )
     assert O.rollback_observations("s1", 5) == {"deleted": 0, "updated": 1}
     (obs,) = O.get_observations("s1")
     assert obs.statement == "legacy" and obs.sources == [{"fact_id": 1, "turn_id": 2}]
@@ -267,7 +311,10 @@ def _rollback_queries(save_id: str, beliefs: int) -> int:
 
     O.apply_consolidation(save_id, 1, [Action("CREATE", f"b{i}") for i in range(beliefs)], {})
     O.apply_consolidation(
-        save_id, 3, [Action("UPDATE", f"b{i}'", "", o.observation_id) for i, o in enumerate(O.get_observations(save_id))], {}
+        save_id,
+        3,
+        [Action("UPDATE", f"b{i}'", "", o.observation_id) for i, o in enumerate(O.get_observations(save_id))],
+        {},
     )
     with CaptureQueriesContext(connection) as queries:
         assert O.rollback_observations(save_id, 2) == {"deleted": 0, "updated": beliefs}

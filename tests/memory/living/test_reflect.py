@@ -1,4 +1,5 @@
 """Reflection: subjects to re-model, prompt contents, answer cleaning."""
+
 from __future__ import annotations
 
 import pytest
@@ -81,7 +82,7 @@ def test_a_profile_in_the_second_person_is_rewritten_about_the_player():
     [
         '{"summary": ["Kaël is a smuggler.", "He pays his debts."]}',
         '```json\n{"summary": "Kaël is a smuggler. He pays his debts."}\n```',
-        'Kaël is a smuggler. He pays his debts.',
+        "Kaël is a smuggler. He pays his debts.",
         '{"profile": "Kaël is a smuggler. He pays his debts."}',
     ],
 )

@@ -1,4 +1,5 @@
 """The LLM client tests: each starts with an empty table of what servers were found to support."""
+
 from __future__ import annotations
 
 import pytest

@@ -6,6 +6,7 @@ the schema is recorded) as well as the seed protocol's `complete`.
 `CompleteOnlyBackend` offers `complete` alone, like a third-party `LLMBackend`.
 Nothing here is a model; tests assert on the prompts sent and on the parsing.
 """
+
 from __future__ import annotations
 
 from studio.memory.llm.base import LLMResponse

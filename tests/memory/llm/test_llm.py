@@ -1,4 +1,5 @@
 """The OpenAI-compatible backend against the scripted HTTP server, and the call log / guard."""
+
 from __future__ import annotations
 
 import json
@@ -237,7 +238,11 @@ def test_tracked_calls_are_logged_with_job_counters(server, game_save):
     assert tracked.complete(system="", prompt="x", operation="extract") == "hello"
     call = LLMCall.objects.get()
     assert (call.operation, call.model, call.prompt_tokens, call.completion_tokens, call.error) == (
-        "extract", "m", 10, 5, ""
+        "extract",
+        "m",
+        10,
+        5,
+        "",
     )
     assert call.job_id == job.pk and call.game_save_id == game_save.pk
     job.refresh_from_db()

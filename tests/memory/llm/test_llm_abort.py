@@ -4,6 +4,7 @@ The scripted server holds its answer back (as a CPU model server reading a long 
 or pauses between deltas (a stall); the abort must end the request then, not at the next
 delta, and the server must see the client leave.
 """
+
 from __future__ import annotations
 
 import threading

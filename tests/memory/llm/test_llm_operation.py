@@ -3,6 +3,7 @@
 Ask, parse, name a truncation, never raise: written once, used by extract, consolidate and
 reflect (the engine functions around them keep their contract, see the seed check).
 """
+
 from __future__ import annotations
 
 import pytest
@@ -33,7 +34,10 @@ def test_the_answer_is_asked_under_the_operations_name_and_parsed():
     assert run_operation(llm, ECHO, request, empty=[]) == (["two", "words"], None)
     call = llm.calls[0]
     assert (call["system"], call["prompt"], call["operation"], call["schema"]) == (
-        "Answer.", "Say something.", "echo", {"type": "object"},
+        "Answer.",
+        "Say something.",
+        "echo",
+        {"type": "object"},
     )
 
 
@@ -74,8 +78,10 @@ def test_nothing_raises_not_the_backend_nor_building_the_request():
 
 
 def beliefs(n):
-    return [Observation(observation_id=i, subject="Kaël", statement=f"Kaël owes debt {i}.", proof_count=1)
-            for i in range(1, n + 1)]
+    return [
+        Observation(observation_id=i, subject="Kaël", statement=f"Kaël owes debt {i}.", proof_count=1)
+        for i in range(1, n + 1)
+    ]
 
 
 @pytest.mark.parametrize(

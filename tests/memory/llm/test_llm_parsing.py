@@ -1,4 +1,5 @@
 """The tolerant JSON reader and the field cleaners, on the shapes real models produce."""
+
 from __future__ import annotations
 
 import json
@@ -53,7 +54,9 @@ def test_a_cut_single_item_object_is_dropped_not_half_stored():
 
 
 def test_prose_around_and_between_json_is_skipped():
-    text = 'Sure! Here are the facts {as requested} [see below]:\n{"facts": [{"statement": "A."}]}\nHope that helps {:)}'
+    text = (
+        'Sure! Here are the facts {as requested} [see below]:\n{"facts": [{"statement": "A."}]}\nHope that helps {:)}'
+    )
     assert parse_items(text, "facts") == [{"statement": "A."}]
 
 
@@ -63,7 +66,7 @@ def test_a_repeated_answer_gives_all_its_items():
 
 
 def test_small_model_json_slips_are_accepted():
-    text = "{'facts': [{statement: 'A.', \"who\": \"X\",}, {\"statement\": \"B.\" \"why\": None,}  {\"statement\": \"C.\"},],}"
+    text = '{\'facts\': [{statement: \'A.\', "who": "X",}, {"statement": "B." "why": None,}  {"statement": "C."},],}'
     items = parse_items(text, "facts")
     assert items == [{"statement": "A.", "who": "X"}, {"statement": "B.", "why": None}, {"statement": "C."}]
 
@@ -119,9 +122,21 @@ def test_text_value_joins_lists_and_names_objects():
 @pytest.mark.parametrize(
     "value, kind",
     [
-        ("you", "who"), ("You", "entity"), ("the player", "who"), ("someone", "who"), ("the environment", "who"),
-        ("your location", "where"), ("Your current location", "where"), ("here", "where"), ("the environment", "where"),
-        ("now", "when"), ("Right now", "when"), ("the present", "when"), ("unknown", ""), ("N/A", "when"), ("", "who"),
+        ("you", "who"),
+        ("You", "entity"),
+        ("the player", "who"),
+        ("someone", "who"),
+        ("the environment", "who"),
+        ("your location", "where"),
+        ("Your current location", "where"),
+        ("here", "where"),
+        ("the environment", "where"),
+        ("now", "when"),
+        ("Right now", "when"),
+        ("the present", "when"),
+        ("unknown", ""),
+        ("N/A", "when"),
+        ("", "who"),
     ],
 )
 def test_placeholders(value, kind):
@@ -130,7 +145,13 @@ def test_placeholders(value, kind):
 
 @pytest.mark.parametrize(
     "value, kind",
-    [("Wren Halloway", "who"), ("Gullhaven", "where"), ("the second ebb", "when"), ("Youssef", "who"), ("Day 3", "when")],
+    [
+        ("Wren Halloway", "who"),
+        ("Gullhaven", "where"),
+        ("the second ebb", "when"),
+        ("Youssef", "who"),
+        ("Day 3", "when"),
+    ],
 )
 def test_real_values_are_not_placeholders(value, kind):
     assert not is_placeholder(value, kind)
@@ -169,7 +190,9 @@ def test_second_person_becomes_the_player_character(before, after):
 
 def test_a_leading_pronoun_is_named():
     assert name_leading_pronoun("Her kettle is cold.", "Hesper Vale") == "Hesper Vale's kettle is cold."
-    assert name_leading_pronoun("She is never gone three ebbs.", "Hesper Vale") == "Hesper Vale is never gone three ebbs."
+    assert (
+        name_leading_pronoun("She is never gone three ebbs.", "Hesper Vale") == "Hesper Vale is never gone three ebbs."
+    )
     assert name_leading_pronoun("Hesper left.", "Hesper Vale") == "Hesper left."
 
 

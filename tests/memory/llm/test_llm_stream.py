@@ -3,6 +3,7 @@
 Deltas, the final finish_reason and usage, a clean cancel that closes the HTTP stream, a
 cut stream, refusals before the first delta, and the call log of a tracked stream.
 """
+
 from __future__ import annotations
 
 import json
@@ -114,8 +115,11 @@ def test_a_server_that_refuses_stream_options_gets_them_dropped(server):
 
 
 def test_a_server_that_ignores_stream_true_is_read_whole(server):
-    body = {"model": "m", "choices": [{"message": {"content": STORY}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 3, "completion_tokens": 4}}
+    body = {
+        "model": "m",
+        "choices": [{"message": {"content": STORY}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 4},
+    }
     server.responder = lambda request: Reply(raw_body=json.dumps(body))
     stream = backend_for(server).stream(prompt="go", operation="narrate")
     assert list(stream) == [STORY] and stream.response.completion_tokens == 4
@@ -129,7 +133,9 @@ def test_retries_happen_before_the_first_delta(server):
 
 
 def test_structured_fallbacks_happen_before_the_first_delta():
-    srv = ScriptedLLMServer(lambda request: Reply(content='{"summary": "Brask waits."}'), refuse_json_schema=True).start()
+    srv = ScriptedLLMServer(
+        lambda request: Reply(content='{"summary": "Brask waits."}'), refuse_json_schema=True
+    ).start()
     try:
         schema = {"type": "object", "properties": {"summary": {"type": "string"}}, "required": ["summary"]}
         stream = backend_for(srv).stream(prompt="go", operation="reflect", schema=schema)

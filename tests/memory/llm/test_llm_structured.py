@@ -4,6 +4,7 @@ Against the project's OpenAI-compatible test server (tests/llm_server.py), confi
 refuse what real servers refuse. The answers are scripted; these tests are about the
 requests the client sends and how it reads the refusals.
 """
+
 from __future__ import annotations
 
 import json
@@ -89,7 +90,11 @@ def test_llama_cpp_python_500_on_json_schema_is_a_refusal_and_remembered(make_se
 def test_a_bare_500_on_an_unconfirmed_mode_is_checked_with_the_next_mode(make_server):
     # No body naming response_format: refusal or outage? The next mode decides.
     server = make_server(
-        lambda r: Reply(status=500) if (r.get("response_format") or {}).get("type") == "json_schema" else Reply(content=ANSWER)
+        lambda r: (
+            Reply(status=500)
+            if (r.get("response_format") or {}).get("type") == "json_schema"
+            else Reply(content=ANSWER)
+        )
     )
     backend = backend_for(server, max_retries=0)  # even without retries the check is made
     assert ask(backend).mode == "json_object_schema"
@@ -181,8 +186,9 @@ def test_a_later_refusal_overrides_a_confirmation(make_server):
 
 
 def test_context_length_errors_are_rejections_not_refusals(make_server):
-    body = json.dumps({"error": {"message": "This model's maximum context length is 4096 tokens.",
-                                 "code": "context_length_exceeded"}})
+    body = json.dumps(
+        {"error": {"message": "This model's maximum context length is 4096 tokens.", "code": "context_length_exceeded"}}
+    )
     server = make_server(lambda r: Reply(status=400, raw_body=body))
     with pytest.raises(LLMRequestRejected, match="maximum context length"):
         ask(backend_for(server))

@@ -1,4 +1,5 @@
 """The per-save lore activation state: recorded by turn, read as of N, rolled back, copied to a fork."""
+
 from __future__ import annotations
 
 import pytest
@@ -25,12 +26,30 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def timed_book(universe, author):
     """Entries whose state carries across turns: sticky, cooldown, a coin flip, a first match."""
-    services.lore_entry_create(universe=universe, user=author, title="Bell", text="The bell tolls.",
-                               keys=["bell"], activation={"sticky": 3, "cooldown": 4, "scan_depth": 1})
-    services.lore_entry_create(universe=universe, user=author, title="Coin", text="A coin spins.",
-                               keys=["coin"], activation={"probability": 50, "scan_depth": 1})
-    services.lore_entry_create(universe=universe, user=author, title="Oath", text="An oath binds.",
-                               keys=["oath"], activation={"after_first_match": "keep", "scan_depth": 1})
+    services.lore_entry_create(
+        universe=universe,
+        user=author,
+        title="Bell",
+        text="The bell tolls.",
+        keys=["bell"],
+        activation={"sticky": 3, "cooldown": 4, "scan_depth": 1},
+    )
+    services.lore_entry_create(
+        universe=universe,
+        user=author,
+        title="Coin",
+        text="A coin spins.",
+        keys=["coin"],
+        activation={"probability": 50, "scan_depth": 1},
+    )
+    services.lore_entry_create(
+        universe=universe,
+        user=author,
+        title="Oath",
+        text="An oath binds.",
+        keys=["oath"],
+        activation={"after_first_match": "keep", "scan_depth": 1},
+    )
     return universe
 
 
@@ -58,8 +77,11 @@ def test_state_as_of_reads_the_newest_row_at_or_before_n(fresh_save):
     assert LoreActivation.objects.filter(game_save=fresh_save).count() == 5
     for turn, state in states.items():
         assert activation_state_as_of(save=fresh_save, turn_id=turn) == state
-    assert activation_state_as_of(save=fresh_save, turn_id=0).to_dict() == {"sticky": {}, "cooldown": {},
-                                                                               "first_matched": {}}
+    assert activation_state_as_of(save=fresh_save, turn_id=0).to_dict() == {
+        "sticky": {},
+        "cooldown": {},
+        "first_matched": {},
+    }
     assert "bell" in states[1].sticky and "oath" in states[3].first_matched
     row = LoreActivation.objects.get(game_save=fresh_save, turn_id=2)
     assert row.activated == ["bell"] and row.seed == lore_seed_for(save=fresh_save, turn_id=2)
@@ -81,11 +103,18 @@ def test_rollback_restores_the_state_recorded_at_n(fresh_save):
 def test_fork_copies_rows_and_continues_identically(fresh_save):
     for text in ["ring the bell", "coin", "coin oath"]:
         play_turn(fresh_save, text)
-    fork = Save.objects.create(universe=fresh_save.universe, name="Fork", save_id="lorestate2",
-                               forked_from=fresh_save, fork_turn=2, current_turn=2)
+    fork = Save.objects.create(
+        universe=fresh_save.universe,
+        name="Fork",
+        save_id="lorestate2",
+        forked_from=fresh_save,
+        fork_turn=2,
+        current_turn=2,
+    )
     for event in Event.objects.filter(game_save=fresh_save, turn_id__lte=2):
-        Event.objects.create(game_save=fork, turn_id=event.turn_id, player_input=event.player_input,
-                             narrative=event.narrative)
+        Event.objects.create(
+            game_save=fork, turn_id=event.turn_id, player_input=event.player_input, narrative=event.narrative
+        )
     timeline.table("lore_activations").copy(timeline.ForkContext(source=fresh_save, fork=fork, target_turn=2))
     assert LoreActivation.objects.filter(game_save=fork).count() == 2
     assert activation_state_as_of(save=fork, turn_id=2) == activation_state_as_of(save=fresh_save, turn_id=2)
@@ -120,8 +149,9 @@ def test_book_version_changes_with_every_edit(timed_book, author):
 
 
 @settings(max_examples=12)
-@given(inputs=st.lists(st.sampled_from(["bell", "coin", "oath", "coin bell", ""]), min_size=2, max_size=7),
-       data=st.data())
+@given(
+    inputs=st.lists(st.sampled_from(["bell", "coin", "oath", "coin bell", ""]), min_size=2, max_size=7), data=st.data()
+)
 def test_property_rewind_to_n_gives_the_state_recorded_at_n(fresh_save, inputs, data):
     with transaction.atomic():
         sid = transaction.savepoint()
@@ -129,6 +159,7 @@ def test_property_rewind_to_n_gives_the_state_recorded_at_n(fresh_save, inputs, 
         recorded = {result.turn: result.state for result in (play_turn(save, text) for text in inputs)}
         n = data.draw(st.integers(min_value=0, max_value=len(inputs)))
         lore_activation_rollback(save=save, target_turn=n)
-        assert activation_state_as_of(save=save, turn_id=len(inputs)) == recorded.get(n, activation_state_as_of(
-            save=save, turn_id=0))
+        assert activation_state_as_of(save=save, turn_id=len(inputs)) == recorded.get(
+            n, activation_state_as_of(save=save, turn_id=0)
+        )
         transaction.savepoint_rollback(sid)

@@ -1,4 +1,5 @@
 """LoreEntry.embedding_state has one writer: studio.memory.lore.embedding_state.lore_embedding_state_set."""
+
 from __future__ import annotations
 
 import ast

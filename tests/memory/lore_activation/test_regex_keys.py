@@ -4,6 +4,7 @@ Also: the compiled-book cache follows every default, and the delay explanation c
 messages the rule counts. No timing is asserted: a catastrophic key must simply let the
 evaluation finish and say that the key ran out of time.
 """
+
 from __future__ import annotations
 
 import re
@@ -41,19 +42,82 @@ def E(entry_id, text="", **fields):  # noqa: N802 - a short constructor keeps th
 
 def evaluate(specs, pending, *, turns=(), turn=1, defaults=None):
     book = CompiledBook(specs, defaults or LoreDefaults())
-    return activate(book=book, messages=scan_messages(pending_input=pending, turns=list(turns)), turn=turn,
-                    state=None, seed="s")
+    return activate(
+        book=book, messages=scan_messages(pending_input=pending, turns=list(turns)), turn=turn, state=None, seed="s"
+    )
 
 
 # --- the same meaning on RE2 -----------------------------------------------------------------
 
-KEYS = ["/drag(on|ons)/i", "/Dragon/", "/\\x01hello/y", "/^salt$/m", "/salt.water/s", "/salt.water/", "/gull/gu",
-        "/G[ul]+S/i", "/a\\/b/gi", "/(a+)+$/", "/a{,3}b/", "/ſ/i", "/K/i", "/end$/", "/[^a-c]x/i", "/(?i:ab)C/",
-        "/(?s:a.)b./", "/x{2,5}?y/", "/\\u00e9t\\u00e9/i", "/(ab+c)+/", "/ÉTÉ/i", "/\\.\\*\\?/", "/a\\Z/", "/^a|b$/",
-        "/[a-m]|[h-z]/", "/(?m:^b)/", "/(?-i:a)b/i", "/\\x01\\S/"]
-TEXTS = ["", "Here be DRAGONS", "a dragon", "\x01hello there", "pepper\nsalt\nsugar", "salt\nwater", "a gull",
-         "aaaa!", "aaa\n", "b", "aab", "abc", "ſ", "s", "S", "k", "K", "K", "the end\n", "the end", "end\n\n", "dx", "Dx",
-         "ABC", "abC", "a\nbc", "xxxxxy", "été", "ÉTÉ", "a.*?", "a", "a\n", "abcabbc", "zz", "Ab", "AB", "\x01x"]
+KEYS = [
+    "/drag(on|ons)/i",
+    "/Dragon/",
+    "/\\x01hello/y",
+    "/^salt$/m",
+    "/salt.water/s",
+    "/salt.water/",
+    "/gull/gu",
+    "/G[ul]+S/i",
+    "/a\\/b/gi",
+    "/(a+)+$/",
+    "/a{,3}b/",
+    "/ſ/i",
+    "/K/i",
+    "/end$/",
+    "/[^a-c]x/i",
+    "/(?i:ab)C/",
+    "/(?s:a.)b./",
+    "/x{2,5}?y/",
+    "/\\u00e9t\\u00e9/i",
+    "/(ab+c)+/",
+    "/ÉTÉ/i",
+    "/\\.\\*\\?/",
+    "/a\\Z/",
+    "/^a|b$/",
+    "/[a-m]|[h-z]/",
+    "/(?m:^b)/",
+    "/(?-i:a)b/i",
+    "/\\x01\\S/",
+]
+TEXTS = [
+    "",
+    "Here be DRAGONS",
+    "a dragon",
+    "\x01hello there",
+    "pepper\nsalt\nsugar",
+    "salt\nwater",
+    "a gull",
+    "aaaa!",
+    "aaa\n",
+    "b",
+    "aab",
+    "abc",
+    "ſ",
+    "s",
+    "S",
+    "k",
+    "K",
+    "K",
+    "the end\n",
+    "the end",
+    "end\n\n",
+    "dx",
+    "Dx",
+    "ABC",
+    "abC",
+    "a\nbc",
+    "xxxxxy",
+    "été",
+    "ÉTÉ",
+    "a.*?",
+    "a",
+    "a\n",
+    "abcabbc",
+    "zz",
+    "Ab",
+    "AB",
+    "\x01x",
+]
 
 
 @pytest.mark.parametrize("key", KEYS)
@@ -68,14 +132,17 @@ def test_a_key_finds_the_same_matches_as_pythons_re(key):
         assert (found.start() if found else None) == (expected.start() if expected else None), (key, text)
 
 
-@pytest.mark.parametrize("key, engine", [
-    ("/(a+)+$/", ENGINE_RE2),  # the issue's key: linear on RE2
-    ("/drag(on|ons)/i", ENGINE_RE2),
-    ("/\\bking\\b/i", ENGINE_REGEX),  # RE2's \b is ASCII-only
-    ("/drowned\\s+bell/i", ENGINE_REGEX),
-    ("/(?<w>ha)\\k<w>/", ENGINE_REGEX),  # a back-reference
-    ("/a(?=b)/", ENGINE_REGEX),  # look-ahead
-])
+@pytest.mark.parametrize(
+    "key, engine",
+    [
+        ("/(a+)+$/", ENGINE_RE2),  # the issue's key: linear on RE2
+        ("/drag(on|ons)/i", ENGINE_RE2),
+        ("/\\bking\\b/i", ENGINE_REGEX),  # RE2's \b is ASCII-only
+        ("/drowned\\s+bell/i", ENGINE_REGEX),
+        ("/(?<w>ha)\\k<w>/", ENGINE_REGEX),  # a back-reference
+        ("/a(?=b)/", ENGINE_REGEX),  # look-ahead
+    ],
+)
 def test_what_runs_a_key(key, engine):
     assert parse_regex_key(key)[0].engine == engine
 
@@ -116,8 +183,10 @@ def test_a_secondary_key_past_its_limit_is_reported_on_its_entry():
 def test_many_keys_past_their_limit_share_one_budget_per_evaluation(limit_hits):
     # Before: every key paid the full limit (300 such keys = 30 s for one /context).
     keys = bomb_keys(25)
-    specs = [E(f"e{n}", keys=(key,)) for n, key in enumerate(keys)] + [E("plain", keys=("aaa",)),
-                                                                     E("re2", keys=("/a{3}/",))]
+    specs = [E(f"e{n}", keys=(key,)) for n, key in enumerate(keys)] + [
+        E("plain", keys=("aaa",)),
+        E("re2", keys=("/a{3}/",)),
+    ]
     result = evaluate(specs, BOMB_TEXT)
     assert 0 < len(limit_hits) <= int(REGEX_BUDGET / REGEX_TIMEOUT) + 1
     assert result.activated_ids == ["plain", "re2"]  # RE2 keys still run once the budget is spent
@@ -132,8 +201,14 @@ def test_a_shared_budget_tries_a_timed_out_key_once(limit_hits):
     book = CompiledBook([E("bomb", keys=(BOMB,)), E("plain", keys=("aaa",))], LoreDefaults())
     budget = RegexBudget(30)
     for turn in range(1, 6):
-        result = activate(book=book, messages=scan_messages(pending_input=BOMB_TEXT, turns=[]), turn=turn,
-                          state=None, seed="s", regex_budget=budget)
+        result = activate(
+            book=book,
+            messages=scan_messages(pending_input=BOMB_TEXT, turns=[]),
+            turn=turn,
+            state=None,
+            seed="s",
+            regex_budget=budget,
+        )
         assert result.activated_ids == ["plain"] and result.regex_timeouts == [BOMB]
     assert limit_hits == [BOMB] and budget.limit_hits == 1
     assert any("earlier in this replay" in reason for reason in result.explanations["bomb"].reasons)
@@ -147,26 +222,29 @@ def test_a_regex_budget_must_be_positive():
 # --- catastrophic shapes -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("key, refused", [
-    ("/^(\\w+\\s?)+$/", True),
-    ("/(a|aa)+\\b$/", True),
-    ("/(x+x+)+y\\b/", True),
-    ("/(\\d+)+\\b/", True),
-    ("/(a?a)+\\b/", True),
-    ("/([a-z]+\\s?)+\\bfoo/", True),
-    ("/(\\w+)*@\\b/", True),
-    ("/(\\w+\\s)+$/", False),  # each repeat ends at a space: one way to split
-    ("/\\b(dragon|wyrm)s?\\b/i", False),
-    ("/(a|ab)+c\\b/", False),
-    ("/(\\s*,\\s*\\w+)+/", False),
-    ("/(ba+)+\\b/", False),
-    ("/(\\w+\\s?){1,10}!/", True),  # bounded repeats take about n**k steps on a backtracking engine
-    ("/(a+){2,9}$/", True),
-    ("/(a+){1,2}$/", False),  # two iterations: at most quadratic
-    ("/(a+)+$/", True),  # the issue's key: linear on RE2 here, exponential where it is exported to
-    ("Port Vey", False),
-    ("/foo(/", False),  # does not compile: key_errors speaks for it
-])
+@pytest.mark.parametrize(
+    "key, refused",
+    [
+        ("/^(\\w+\\s?)+$/", True),
+        ("/(a|aa)+\\b$/", True),
+        ("/(x+x+)+y\\b/", True),
+        ("/(\\d+)+\\b/", True),
+        ("/(a?a)+\\b/", True),
+        ("/([a-z]+\\s?)+\\bfoo/", True),
+        ("/(\\w+)*@\\b/", True),
+        ("/(\\w+\\s)+$/", False),  # each repeat ends at a space: one way to split
+        ("/\\b(dragon|wyrm)s?\\b/i", False),
+        ("/(a|ab)+c\\b/", False),
+        ("/(\\s*,\\s*\\w+)+/", False),
+        ("/(ba+)+\\b/", False),
+        ("/(\\w+\\s?){1,10}!/", True),  # bounded repeats take about n**k steps on a backtracking engine
+        ("/(a+){2,9}$/", True),
+        ("/(a+){1,2}$/", False),  # two iterations: at most quadratic
+        ("/(a+)+$/", True),  # the issue's key: linear on RE2 here, exponential where it is exported to
+        ("Port Vey", False),
+        ("/foo(/", False),  # does not compile: key_errors speaks for it
+    ],
+)
 def test_catastrophic_keys_are_named(key, refused):
     assert bool(regex_key_hazard(key)) is refused
     messages = key_hazards(["plain", key])

@@ -9,6 +9,7 @@ process. Tests use `transactional_db` so the worker sees committed rows.
 
 The worker loads the real MiniLM model to embed turns, hence `slow` as well as `celery`.
 """
+
 from __future__ import annotations
 
 import os
@@ -44,8 +45,16 @@ class Stack:
 
     def start_chroma(self) -> None:
         self.chroma = subprocess.Popen(
-            [str(VENV_BIN / "chroma"), "run", "--path", str(self.tmp / "chroma"), "--host", "127.0.0.1",
-             "--port", str(self.chroma_port)],
+            [
+                str(VENV_BIN / "chroma"),
+                "run",
+                "--path",
+                str(self.tmp / "chroma"),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.chroma_port),
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
@@ -92,9 +101,25 @@ class Stack:
     def start_worker(self, db_url: str) -> None:
         (self.tmp / "var").mkdir(exist_ok=True)
         self.worker = subprocess.Popen(
-            [str(VENV_BIN / "celery"), "-A", "studio", "worker", "-P", "prefork", "-c", "1", "-Q", self.queue,
-             "-n", f"{self.queue}@%h", "--without-gossip", "--without-mingle", "--without-heartbeat",
-             "-l", "INFO"],
+            [
+                str(VENV_BIN / "celery"),
+                "-A",
+                "studio",
+                "worker",
+                "-P",
+                "prefork",
+                "-c",
+                "1",
+                "-Q",
+                self.queue,
+                "-n",
+                f"{self.queue}@%h",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "-l",
+                "INFO",
+            ],
             cwd=ROOT,
             env=self.worker_env(db_url),
             stdout=open(self.log, "wb"),
@@ -217,7 +242,9 @@ def test_rewind_while_the_job_is_in_flight_writes_nothing(worker, universe):
 
     hold = threading.Event()
     good = scripted_pipeline_responder()
-    worker.llm.responder = lambda r: Reply(content=good(r).content, hold=hold) if operation_of(r) == "consolidate" else good(r)
+    worker.llm.responder = lambda r: (
+        Reply(content=good(r).content, hold=hold) if operation_of(r) == "consolidate" else good(r)
+    )
     save = save_create(universe=universe, name="Rewound", memory_mode=MemoryMode.LIVING)
     turn_append(game_save=save, player_input="", narrative="Kaël pays.")
     try:

@@ -1,4 +1,5 @@
 """The living pipeline passes the player character to every operation and records truncation."""
+
 from __future__ import annotations
 
 import json
@@ -28,14 +29,38 @@ def test_player_character_reaches_every_operation_and_you_becomes_them(
 ):
     UniverseMeta.objects.create(universe=living_universe, key="player_character", value="Wren Halloway")
     llm_server.responder = lambda request: {
-        "extract": json_reply({"facts": [{"statement": "You find the note.", "fact_type": "event", "who": "you",
-                                          "what": "finds the note", "where": "your location", "entities": ["you"]}]}),
-        "consolidate": json_reply({"actions": [
-            {"action": "CREATE", "subject": "Wren Halloway", "statement": "Wren found Hesper's note.",
-             "source_fact_ids": [1]},
-            {"action": "CREATE", "subject": "you", "statement": "You keep the note to yourself.",
-             "source_fact_ids": [1]},
-        ]}),
+        "extract": json_reply(
+            {
+                "facts": [
+                    {
+                        "statement": "You find the note.",
+                        "fact_type": "event",
+                        "who": "you",
+                        "what": "finds the note",
+                        "where": "your location",
+                        "entities": ["you"],
+                    }
+                ]
+            }
+        ),
+        "consolidate": json_reply(
+            {
+                "actions": [
+                    {
+                        "action": "CREATE",
+                        "subject": "Wren Halloway",
+                        "statement": "Wren found Hesper's note.",
+                        "source_fact_ids": [1],
+                    },
+                    {
+                        "action": "CREATE",
+                        "subject": "you",
+                        "statement": "You keep the note to yourself.",
+                        "source_fact_ids": [1],
+                    },
+                ]
+            }
+        ),
         "reflect": Reply(content="Wren Halloway is looking for Hesper."),
     }.get(operation_of(request), Reply(status=400))
     save = _living_save(living_universe, django_capture_on_commit_callbacks)
@@ -59,8 +84,7 @@ def test_player_character_reaches_every_operation_and_you_becomes_them(
 def test_a_truncated_extraction_keeps_complete_facts_and_says_so_on_the_job(
     living_universe, eager_jobs, fake_vectors, llm_server, django_capture_on_commit_callbacks
 ):
-    complete = {"statement": "Kaël paid the harbour master.", "fact_type": "event", "who": "Kaël",
-                "entities": ["Kaël"]}
+    complete = {"statement": "Kaël paid the harbour master.", "fact_type": "event", "who": "Kaël", "entities": ["Kaël"]}
     cut = json.dumps({"facts": [complete, {"statement": "Kaël spat at the Gu"}]})
     cut = cut[: cut.index("Gu") + 2]  # the answer stops mid-string at the token limit
     llm_server.responder = lambda request: {
@@ -84,12 +108,26 @@ def test_consolidation_is_shown_only_beliefs_the_turn_can_bear_on(
     """Beliefs about the characters the turn's facts name and about the world; not the
     belief about a character the turn never mentions."""
     save = _living_save(living_universe, django_capture_on_commit_callbacks)
-    Observation.objects.create(game_save=save, subject="Hesper Vale", statement="Hesper Vale's kettle is cold.", created_turn_id=0)
-    Observation.objects.create(game_save=save, subject="Corvin Tull", statement="Corvin Tull keeps accounts.", created_turn_id=0)
+    Observation.objects.create(
+        game_save=save, subject="Hesper Vale", statement="Hesper Vale's kettle is cold.", created_turn_id=0
+    )
+    Observation.objects.create(
+        game_save=save, subject="Corvin Tull", statement="Corvin Tull keeps accounts.", created_turn_id=0
+    )
     Observation.objects.create(game_save=save, subject="", statement="The tide is low.", created_turn_id=0)
     llm_server.responder = lambda request: {
-        "extract": json_reply({"facts": [{"statement": "Corvin Tull lends a helm.", "fact_type": "event",
-                                          "who": "Corvin Tull", "entities": ["Corvin Tull"]}]}),
+        "extract": json_reply(
+            {
+                "facts": [
+                    {
+                        "statement": "Corvin Tull lends a helm.",
+                        "fact_type": "event",
+                        "who": "Corvin Tull",
+                        "entities": ["Corvin Tull"],
+                    }
+                ]
+            }
+        ),
         "consolidate": json_reply({"actions": []}),
     }.get(operation_of(request), Reply(content="A summary."))
     _append(django_capture_on_commit_callbacks, save, "Corvin Tull lends you a helm.")
@@ -104,10 +142,20 @@ def test_an_old_name_plus_description_persona_reaches_the_operations_as_the_name
 ):
     legacy = "Ilya Voss, a young lighthouse-keeper's apprentice who can hear glass sing"
     llm_server.responder = lambda request: {
-        "extract": json_reply({"facts": [{"statement": "You nod.", "fact_type": "event", "who": "you",
-                                          "what": "nods", "entities": ["you"]}]}),
-        "consolidate": json_reply({"actions": [{"action": "CREATE", "subject": "you",
-                                                "statement": "You agree to go.", "source_fact_ids": [1]}]}),
+        "extract": json_reply(
+            {
+                "facts": [
+                    {"statement": "You nod.", "fact_type": "event", "who": "you", "what": "nods", "entities": ["you"]}
+                ]
+            }
+        ),
+        "consolidate": json_reply(
+            {
+                "actions": [
+                    {"action": "CREATE", "subject": "you", "statement": "You agree to go.", "source_fact_ids": [1]}
+                ]
+            }
+        ),
     }.get(operation_of(request), Reply(status=400))
     save = _living_save(living_universe, django_capture_on_commit_callbacks)
     save.meta = {**save.meta, "player_character": legacy}  # a save copied before personas existed

@@ -1,12 +1,14 @@
 """Items for the allocator's tests, with the budget policy their layer's provider would give them."""
+
 from __future__ import annotations
 
 from studio.memory.recall.context_items import ContextItem
 from studio.memory.recall.context_lore import activated_policy
 
 
-def budget_item(layer: str, tokens: int, *, activation: str = "", protected: bool = False,
-                ignore_budget: bool = False, **why) -> ContextItem:
+def budget_item(
+    layer: str, tokens: int, *, activation: str = "", protected: bool = False, ignore_budget: bool = False, **why
+) -> ContextItem:
     """An item of `tokens` tokens: activated lore (`activation`, a decision code) gets activated lore's policy."""
     policy = None
     if activation or protected or ignore_budget:

@@ -5,6 +5,7 @@ the action recalled, lore its turn activated) to a share of the budget even when
 left; the recent turns' window then reaches back past the open chapter, and the summaries tell
 only what it does not show. Chapter marks stay on every chapter start inside the window.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -68,7 +69,9 @@ def test_the_cap_is_read_from_meta_and_the_reserve_never_exceeds_it():
     assert context_policy({"context_cap_recall": " 15 "}).cap_recall == 15
     assert context_policy({"context_cap_recall": "5"}).reserve_recall == 5  # a floor above the cap could not be kept
     assert context_policy({"context_cap_recall": "50", "context_reserve_recall": "30"}).reserve_recall == 30
-    assert context_policy({"context_cap_recall": "150"}).cap_recall == 12  # out of range: the default, as an invalid share
+    assert (
+        context_policy({"context_cap_recall": "150"}).cap_recall == 12
+    )  # out of range: the default, as an invalid share
     assert window_plan({})["reach_back"] is True and window_plan({})["max_turns"] == 10
     assert window_plan({})["shares"]["chapter"] == 80  # min(85, 100 - 10 - 10)
     assert window_plan({"context_cap_recall": "50", "context_reserve_recall": "30"})["shares"]["chapter"] == 60
@@ -88,20 +91,35 @@ def chaptered(universe, fake_vectors):
     game_save = Save.objects.create(universe=universe, name="Chapters")
     places = ["harbour"] * 3 + ["market"] * 3 + ["bell"] * 3 + ["mole"]
     for turn, place in enumerate(places, start=1):
-        turn_append(game_save=game_save, player_input=f"act {turn}", narrative=f"Turn {turn} happens in the {place}.",
-                    state={"location": place})
+        turn_append(
+            game_save=game_save,
+            player_input=f"act {turn}",
+            narrative=f"Turn {turn} happens in the {place}.",
+            state={"location": place},
+        )
     for chapter in Chapter.objects.filter(game_save=game_save):
         chapter_summary_edit(chapter=chapter, text=f"Summary of turns {chapter.first_turn}-{chapter.last_turn}.")
     return game_save
 
 
 def _story(game_save, *, budget, reach_back):
-    return story_items(game_save, horizon=10, token_budget=budget, shares={"chapter": 100, "summary": 100},
-                       make_item=ContextItem.of, fill=lambda text: text, reach_back=reach_back)
+    return story_items(
+        game_save,
+        horizon=10,
+        token_budget=budget,
+        shares={"chapter": 100, "summary": 100},
+        make_item=ContextItem.of,
+        fill=lambda text: text,
+        reach_back=reach_back,
+    )
 
 
 def test_with_reach_back_the_window_shows_earlier_chapters_and_the_summaries_tell_only_the_rest(chaptered):
-    assert [(c.first_turn, c.last_turn) for c in Chapter.objects.filter(game_save=chaptered, level=0)] == [(1, 3), (4, 6), (7, 9)]
+    assert [(c.first_turn, c.last_turn) for c in Chapter.objects.filter(game_save=chaptered, level=0)] == [
+        (1, 3),
+        (4, 6),
+        (7, 9),
+    ]
     # Held to the open chapter (and its last four turns, from an anchored start): turns 5-10 and every summary before 10.
     held = _story(chaptered, budget=10_000, reach_back=False)
     assert held.shown_turns == [5, 6, 7, 8, 9, 10]
@@ -125,14 +143,20 @@ def test_with_a_cap_consecutive_prompts_share_everything_up_to_what_the_action_r
     UniverseMeta.objects.create(universe=chaptered.universe, key="context_cap_recall", value="10")
     # The window's turn bound (context_recent_turns, 10) would move it at turn 11: this test is about the share.
     UniverseMeta.objects.create(universe=chaptered.universe, key="context_recent_turns", value="60")
-    before = build_narrator_prompt(game_save=chaptered, player_input="look at the mole", vector_memory=vector_memory).user
-    turn_append(game_save=chaptered, player_input="look at the mole", narrative="Turn 11: the mole is quiet.",
-                state={"location": "mole"})
+    before = build_narrator_prompt(
+        game_save=chaptered, player_input="look at the mole", vector_memory=vector_memory
+    ).user
+    turn_append(
+        game_save=chaptered,
+        player_input="look at the mole",
+        narrative="Turn 11: the mole is quiet.",
+        state={"location": "mole"},
+    )
     after = build_narrator_prompt(game_save=chaptered, player_input="walk on", vector_memory=vector_memory).user
     # The recent turns of the first prompt are a prefix of the second's, which appends turn 11 to them.
     head = before.split("## Recalled for this action")[0].rstrip()
     assert after.startswith(head) and "(A new chapter begins.)\nTurn 7" in head
-    assert after[len(head):].lstrip().startswith("Turn 11")
+    assert after[len(head) :].lstrip().startswith("Turn 11")
 
 
 def test_the_demo_context_with_a_cap_keeps_what_changes_each_action_under_it(demo):
@@ -148,9 +172,16 @@ def test_the_demo_context_with_a_cap_keeps_what_changes_each_action_under_it(dem
 
 
 def test_the_narrators_meta_lists_prose_never_settings():
-    meta = {"weather": "rain", "context_cap_recall": "10", "context_share_chapter": "85", "chapter_turns": "12",
-            "chapter_on_scene_change": "false", "sampler_repetition_penalty": "1.1", "lore_scan_depth": "3",
-            "belief_mission": "Remember debts."}
+    meta = {
+        "weather": "rain",
+        "context_cap_recall": "10",
+        "context_share_chapter": "85",
+        "chapter_turns": "12",
+        "chapter_on_scene_change": "false",
+        "sampler_repetition_penalty": "1.1",
+        "lore_scan_depth": "3",
+        "belief_mission": "Remember debts.",
+    }
     text = render_instructions("Notes:\n{{meta}}", meta)
     assert text == "Notes:\nweather: rain"
 

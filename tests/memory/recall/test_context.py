@@ -1,4 +1,5 @@
 """The memory context service (mental models -> beliefs -> facts -> chunks -> lore) and its viewer."""
+
 from __future__ import annotations
 
 import pytest
@@ -19,12 +20,23 @@ def living(game_save, vector_memory):
     MentalModel.objects.create(game_save=game_save, subject="Kaël", summary="A smuggler drowning in debt to Mira.")
     MentalModel.objects.create(game_save=game_save, subject="", summary="Port Vey is tense after the storm.")
     MentalModel.objects.create(game_save=game_save, subject="Tomas", summary="Not on scene.")
-    Observation.objects.create(game_save=game_save, statement="Kaël owes Mira ten crowns.", subject="Kaël", sources=[{"fact_id": 1, "turn_id": 2}, {"fact_id": 2, "turn_id": 3}])
-    Observation.objects.create(game_save=game_save, statement="Kaël hides contraband.", subject="Kaël", sources=[{"fact_id": 3, "turn_id": 1}])
-    Observation.objects.create(game_save=game_save, statement="Mira is patient.", subject="Mira", sources=[{"fact_id": 2, "turn_id": 2}])
+    Observation.objects.create(
+        game_save=game_save,
+        statement="Kaël owes Mira ten crowns.",
+        subject="Kaël",
+        sources=[{"fact_id": 1, "turn_id": 2}, {"fact_id": 2, "turn_id": 3}],
+    )
+    Observation.objects.create(
+        game_save=game_save, statement="Kaël hides contraband.", subject="Kaël", sources=[{"fact_id": 3, "turn_id": 1}]
+    )
+    Observation.objects.create(
+        game_save=game_save, statement="Mira is patient.", subject="Mira", sources=[{"fact_id": 2, "turn_id": 2}]
+    )
     Observation.objects.create(game_save=game_save, statement="Retired belief.", subject="Kaël", deleted_turn_id=3)
     Observation.objects.create(game_save=game_save, statement="Tomas sells fish.", subject="Tomas")
-    Fact.objects.create(game_save=game_save, turn_id=2, statement="Mira lends Kaël ten crowns.", entities=["Mira", "Kaël"])
+    Fact.objects.create(
+        game_save=game_save, turn_id=2, statement="Mira lends Kaël ten crowns.", entities=["Mira", "Kaël"]
+    )
     Fact.objects.create(game_save=game_save, turn_id=3, statement="Kaël curses the storm.", entities=["Kaël"])
     vector_memory.embed_chunks(
         game_save.save_id,
@@ -46,19 +58,32 @@ def living(game_save, vector_memory):
 
 
 def test_layers_in_recall_order_with_reasons(living):
-    context = build_memory_context(game_save=living, query_text="Kaël asks Mira about the loan", focus_terms=["Port Vey"], token_budget=5000)
+    context = build_memory_context(
+        game_save=living, query_text="Kaël asks Mira about the loan", focus_terms=["Port Vey"], token_budget=5000
+    )
     layers = [item.layer for item in context.items]
     # The layout's order (the order the model reads them): the recall hierarchy, most synthetic first.
     order = [(section.name, part.layer) for section in LAYOUT for part in parts_of(section)]
-    assert [(i.section, i.layer) for i in context.items] == sorted(((i.section, i.layer) for i in context.items),
-                                                                   key=order.index)
-    assert list(dict.fromkeys(layers)) == ["mental_model", "belief", "fact", "narrative", "lore"]  # no story: next_turn_context
+    assert [(i.section, i.layer) for i in context.items] == sorted(
+        ((i.section, i.layer) for i in context.items), key=order.index
+    )
+    assert list(dict.fromkeys(layers)) == [
+        "mental_model",
+        "belief",
+        "fact",
+        "narrative",
+        "lore",
+    ]  # no story: next_turn_context
     assert context.subjects == ["port vey", "kaël", "mira"]
     models = [i for i in context.items if i.layer == "mental_model"]
     assert [m.text.split(":")[0] for m in models] == ["Kaël", "The world"]  # Tomas is not in focus
     assert "named in the query" in models[0].reason
     beliefs = [i.text for i in context.items if i.layer == "belief"]
-    assert beliefs == ["Kaël owes Mira ten crowns.", "Kaël hides contraband.", "Mira is patient."]  # live only, strongest first
+    assert beliefs == [
+        "Kaël owes Mira ten crowns.",
+        "Kaël hides contraband.",
+        "Mira is patient.",
+    ]  # live only, strongest first
     facts = [i for i in context.items if i.layer == "fact"]
     assert {f.ref["fact_id"] for f in facts} == set(Fact.objects.values_list("pk", flat=True))
     narrative = [i for i in context.items if i.layer == "narrative"]
@@ -68,7 +93,11 @@ def test_layers_in_recall_order_with_reasons(living):
     assert [i.ref["entry_id"] for i in lore].count("port-vey") == 1
     hit_ids = [i.ref["entry_id"] for i in lore if not i.why.get("expanded_from")]
     if "kael" in hit_ids and "port-vey" not in hit_ids:
-        assert expanded and expanded[0].ref["entry_id"] == "port-vey" and "linked from lore entry kael" in expanded[0].reason
+        assert (
+            expanded
+            and expanded[0].ref["entry_id"] == "port-vey"
+            and "linked from lore entry kael" in expanded[0].reason
+        )
     assert all(i.included for i in context.items) and context.used_tokens <= 5000
     assert "## Mental models" in context.text
 
@@ -162,9 +191,27 @@ def test_record_query_keys_results_stably_and_skips_link_expansions(game_save):
         query_text="Kaël",
         params={"k": 2, "chunk_type": "lore", "focus_terms": None},
         results=[
-            {"id": "c1", "chunk_type": "lore", "entry_id": "kael", "text": "Kaël is a smuggler.", "explain": {"final_rank": 1}},
-            {"id": "c2", "chunk_type": "narrative", "entry_id": None, "text": "Turn text.", "explain": {"final_rank": 2}},
-            {"id": "c3", "chunk_type": "lore", "entry_id": "port-vey", "text": "Port.", "explain": {"expanded_from": "kael"}},
+            {
+                "id": "c1",
+                "chunk_type": "lore",
+                "entry_id": "kael",
+                "text": "Kaël is a smuggler.",
+                "explain": {"final_rank": 1},
+            },
+            {
+                "id": "c2",
+                "chunk_type": "narrative",
+                "entry_id": None,
+                "text": "Turn text.",
+                "explain": {"final_rank": 2},
+            },
+            {
+                "id": "c3",
+                "chunk_type": "lore",
+                "entry_id": "port-vey",
+                "text": "Port.",
+                "explain": {"expanded_from": "kael"},
+            },
         ],
     )
     assert recorded.result_ids == ["lore:kael", "chunk:c2"]
@@ -221,7 +268,11 @@ def test_context_viewer_reads_the_default_query_once(client, playtester, living)
     with CaptureQueriesContext(connection) as queries:
         page = client.get(reverse("memory:context", args=[living.save_id]), {"budget": 500}).content.decode()
     assert "Kaël counts the crowns" in page
-    last_turn_reads = [q["sql"] for q in queries.captured_queries
-                       if '"saves_event"."player_input"' in q["sql"] and '"saves_event"."narrative"' in q["sql"]
-                       and "LIMIT 1" in q["sql"]]
+    last_turn_reads = [
+        q["sql"]
+        for q in queries.captured_queries
+        if '"saves_event"."player_input"' in q["sql"]
+        and '"saves_event"."narrative"' in q["sql"]
+        and "LIMIT 1" in q["sql"]
+    ]
     assert len(last_turn_reads) == 1

@@ -5,6 +5,7 @@ context, impersonation's window (tests/saves/test_play_controls.py) and the memo
 default (tests/proxy/test_services.py) all use the universe's value. The meta page refuses a
 bad value (tests/universes/test_meta_views.py).
 """
+
 from __future__ import annotations
 
 import pytest
@@ -62,6 +63,7 @@ def test_the_metadata_table_explains_the_budget_in_the_budget_group():
 
 def test_the_narrators_prompt_plans_its_memory_at_the_universes_budget(demo):
     """The same action at three budgets: the memory context is planned at each, and what fits follows it."""
+
     def memory():
         return build_narrator_prompt(game_save=demo, player_input=QUESTION).memory
 
@@ -83,8 +85,11 @@ def test_a_narrators_prompt_reads_the_universes_meta_once(demo):
     _set_budget(demo.universe, "3000")
     with CaptureQueriesContext(connection) as queries:
         prompt = build_narrator_prompt(game_save=demo, player_input=QUESTION)
-    reads = [q["sql"] for q in queries.captured_queries
-             if q["sql"].startswith("SELECT") and 'FROM "universes_universemeta"' in q["sql"]]
+    reads = [
+        q["sql"]
+        for q in queries.captured_queries
+        if q["sql"].startswith("SELECT") and 'FROM "universes_universemeta"' in q["sql"]
+    ]
     assert prompt.memory.token_budget == 3000
     assert len(reads) == 2, reads  # it was three (the prompt's meta, the context's, the activation's)
 

@@ -4,6 +4,7 @@ What the context reuses from one request to the next is keyed by the text it was
 excerpt's term set, the guard's terms, a word's folding) or grows in place (a scope's vocabulary): the same inputs
 give the same prompt with the caches cold or warm, and a write, a rewind or a lore edit shows at once.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -36,9 +37,12 @@ def _text(game_save, action=ACTION):
 @pytest.fixture
 def played(living, no_runner, vector_memory):
     for number in range(1, 9):
-        turn_append(game_save=living, player_input=f"I walk to the chapel ({number}).",
-                    narrative=f"Turn {number}: Mira counts the ledger's debts while Kael watches the chapel door.",
-                    state={"present": ["Mira", "Kael"], "location": "chapel"})
+        turn_append(
+            game_save=living,
+            player_input=f"I walk to the chapel ({number}).",
+            narrative=f"Turn {number}: Mira counts the ledger's debts while Kael watches the chapel door.",
+            state={"present": ["Mira", "Kael"], "location": "chapel"},
+        )
     return living
 
 
@@ -57,8 +61,11 @@ def test_the_same_inputs_give_the_same_prompt_with_the_caches_cold_or_warm(playe
 def test_a_write_a_rewind_and_a_lore_edit_show_at_once_with_warm_caches(played, author):
     before = _text(played)
     _text(played)  # every cache warm
-    turn_append(game_save=played, player_input="I light a lantern.",
-                narrative="Turn 9: a lantern burns blue over the zephyr tower.")
+    turn_append(
+        game_save=played,
+        player_input="I light a lantern.",
+        narrative="Turn 9: a lantern burns blue over the zephyr tower.",
+    )
     after_write = _text(played)
     assert "zephyr tower" in after_write and after_write != before
     CheckpointManager().rewind(played, 8)

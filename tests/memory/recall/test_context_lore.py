@@ -1,4 +1,5 @@
 """The Lore Book in the memory context: activated entries first, the budget rules, macros, the explain."""
+
 from __future__ import annotations
 
 
@@ -42,8 +43,13 @@ def test_a_named_entry_beats_narrative_chunks(demo):
 
 def test_budget_passes_ignore_budget_protected_then_shares():
     item = budget_item
-    items = [item("narrative", 50), item("narrative", 50), item("lore", 30, protected=True, activation="key"),
-             item("lore", 500, ignore_budget=True, activation="constant"), item("lore", 40)]
+    items = [
+        item("narrative", 50),
+        item("narrative", 50),
+        item("lore", 30, protected=True, activation="key"),
+        item("lore", 500, ignore_budget=True, activation="constant"),
+        item("lore", 40),
+    ]
     assemble(items, token_budget=130, shares={"narrative": 50, "lore": 100})
     assert [i.included for i in items] == [True, False, True, True, True]
     assert "narrative share (50% = 65 tokens)" in items[1].cut and items[1].cut.startswith("over budget: needs 50")
@@ -74,7 +80,9 @@ def test_the_budget_kept_for_recall_holds_off_the_story_and_activated_lore():
     items = [_item("lore", 20, activation="recursion") for _ in range(4)] + [_item("narrative", 10)]
     assemble(items, token_budget=90, shares={"lore_activated": 100}, reserve=40)
     assert all(i.included for i in items[:4]) and items[4].included
-    assert items[3].why["budget"] == "held back by the budget kept for recall, taken from the budget the other layers left"
+    assert (
+        items[3].why["budget"] == "held back by the budget kept for recall, taken from the budget the other layers left"
+    )
     # A story-so-far item is never refilled (its window is planned): held back, it stays out.
     items = [_item("chapter", 80), _item("narrative", 5)]
     assemble(items, token_budget=100, shares={}, reserve=40)
@@ -82,13 +90,21 @@ def test_the_budget_kept_for_recall_holds_off_the_story_and_activated_lore():
 
 
 def test_a_dated_groups_heading_is_paid_once():
-    items = [_item("narrative", 10, group="8 May", group_tokens=4), _item("narrative", 10, group="8 May", group_tokens=4),
-             _item("narrative", 10, group="9 May", group_tokens=4)]
+    items = [
+        _item("narrative", 10, group="8 May", group_tokens=4),
+        _item("narrative", 10, group="8 May", group_tokens=4),
+        _item("narrative", 10, group="9 May", group_tokens=4),
+    ]
     assemble(items, token_budget=38, shares={})
     assert [i.included for i in items] == [True, True, True]  # 14 + 10 + 14
-    items = [_item("narrative", 10, group="8 May", group_tokens=4), _item("narrative", 10, group="9 May", group_tokens=4)]
+    items = [
+        _item("narrative", 10, group="8 May", group_tokens=4),
+        _item("narrative", 10, group="9 May", group_tokens=4),
+    ]
     assemble(items, token_budget=27, shares={})
-    assert [i.included for i in items] == [True, False] and items[1].cut.startswith("over budget: needs 14 tokens, 13 left")
+    assert [i.included for i in items] == [True, False] and items[1].cut.startswith(
+        "over budget: needs 14 tokens, 13 left"
+    )
 
 
 def test_recall_is_offered_in_rounds_so_the_top_lore_hit_is_not_behind_the_chunks(demo):
@@ -106,8 +122,13 @@ def test_recall_is_offered_in_rounds_so_the_top_lore_hit_is_not_behind_the_chunk
 
 def test_macros_are_filled_in_what_the_narrator_receives_only(demo, author):
     universe = demo.universe
-    services.lore_entry_create(universe=universe, user=author, title="Greeting", keys=["lantern"],
-                               text="{{char}} lifts a lantern for {{user}}.")
+    services.lore_entry_create(
+        universe=universe,
+        user=author,
+        title="Greeting",
+        keys=["lantern"],
+        text="{{char}} lifts a lantern for {{user}}.",
+    )
     context = build_memory_context(game_save=demo, query_text="light the lantern", focus_terms=["Hesper Vale"])
     greeting = next(i for i in context.items if i.ref.get("entry_id") == "greeting")
     assert greeting.included and "Hesper Vale lifts a lantern for Wren Halloway." in greeting.text
@@ -141,9 +162,11 @@ def test_share_meta_keys_are_validated_and_used(demo):
     assert context.shares["narrative"] == 0
     narrative = [i for i in context.items if i.layer == "narrative"]
     # A zero share: narrative only gets what every other layer left over.
-    assert narrative and all(i.why.get("budget") == "over its share, taken from the budget the other layers left"
-                             for i in narrative if i.included)
-
+    assert narrative and all(
+        i.why.get("budget") == "over its share, taken from the budget the other layers left"
+        for i in narrative
+        if i.included
+    )
 
 
 def test_context_viewer_shows_the_explain_panel_full_page_and_fragment(demo, client, playtester):
@@ -164,8 +187,9 @@ def test_an_entry_naming_a_character_in_focus_is_protected(demo):
     # Corvin Tull is activated by the last narration, not by the input; in focus, he is kept.
     # No point of view (the demo's turns record who is present): the budget is the lore's.
     plain = build_memory_context(game_save=demo, query_text="I wait by the door", token_budget=200, pov=())
-    focused = build_memory_context(game_save=demo, query_text="I wait by the door", token_budget=200,
-                                   focus_terms=["Corvin Tull"], pov=())
+    focused = build_memory_context(
+        game_save=demo, query_text="I wait by the door", token_budget=200, focus_terms=["Corvin Tull"], pov=()
+    )
     corvin = next(i for i in focused.items if i.ref.get("entry_id") == "corvin-tull")
     assert corvin.included and corvin.policy.protected and corvin.why["in_focus"] == ["Corvin Tull"]
     assert "in focus" in corvin.reason

@@ -7,6 +7,7 @@ same items and tokens; `{{user}}` is the player character and `{{char}}` the car
 character everywhere (the key tester included); turns played with the narrator record
 their memory queries for Lore replay.
 """
+
 from __future__ import annotations
 
 import json
@@ -50,12 +51,20 @@ def lighthouse(author, playtester, vector_memory):
     universe = services.universe_create(user=author, name="Lighthouse")
     universe.members.add(playtester)
     services.meta_set(universe=universe, key="player_character", value=PLAYER)
-    data = {**DATA, "name": CARD_NAME,
-            "description": "{{char}}, a young lighthouse-keeper's daughter, keeps the lamp for {{user}}."}
+    data = {
+        **DATA,
+        "name": CARD_NAME,
+        "description": "{{char}}, a young lighthouse-keeper's daughter, keeps the lamp for {{user}}.",
+    }
     book = character_card.parse_card(json.dumps(v2_card(data)).encode(), filename="mara.json")
     services.card_import(universe=universe, user=author, book=book)
-    services.lore_entry_create(universe=universe, user=author, title="Player's oath", keys=["{{user}}"],
-                               text="{{user}} swore to keep the light.")
+    services.lore_entry_create(
+        universe=universe,
+        user=author,
+        title="Player's oath",
+        keys=["{{user}}"],
+        text="{{user}} swore to keep the light.",
+    )
     game_save = save_create(universe=universe, name="Night watch", memory_mode="living")
     for turn_id, (player_input, narrative) in enumerate(TURNS, start=1):
         Event.objects.create(game_save=game_save, turn_id=turn_id, player_input=player_input, narrative=narrative)
@@ -69,8 +78,10 @@ def lighthouse(author, playtester, vector_memory):
         (2, "Ilya Voss asked about the storm.", PLAYER),
     ]:
         Fact.objects.create(game_save=game_save, turn_id=turn_id, statement=statement, entities=[entity])
-    vector_memory.sync_lore(game_save.save_id, [{"entry_id": e.entry_id, "title": e.title, "text": e.text}
-                                                for e in universe.lore_entries.all()])
+    vector_memory.sync_lore(
+        game_save.save_id,
+        [{"entry_id": e.entry_id, "title": e.title, "text": e.text} for e in universe.lore_entries.all()],
+    )
     return game_save
 
 

@@ -7,6 +7,7 @@ model, the recent turns, a belief, facts, narrative memory, activated lore) and 
 the API's context `text` and the memory proxy give the same memory text. And on every layer,
 every item no character on scene knows carries its `[narrator-only]` mark in that text.
 """
+
 from __future__ import annotations
 
 import html
@@ -44,24 +45,36 @@ TURNS = [  # (input, narrative, who the game says is present, place): Ash, the p
 def harbour(living, no_runner, vector_memory):
     """Six turns of the `cast` universe (Ash the player; the ledger known by Kael alone), every layer filled."""
     universe = living.universe
-    universe.lore_entries.create(entry_id="drowned-bell", title="The drowned bell", constant=True, known_by=[],
-                                 text="A bell rings under the harbour when the dead are restless.")
+    universe.lore_entries.create(
+        entry_id="drowned-bell",
+        title="The drowned bell",
+        constant=True,
+        known_by=[],
+        text="A bell rings under the harbour when the dead are restless.",
+    )
     universe.meta.create(key="context_share_chapter", value="4")  # the recent turns: the last two only
     universe.meta.create(key="chapter_on_scene_change", value="false")  # one chapter, closed by hand below
     for _number, (player_input, narrative, present, place) in enumerate(TURNS, start=1):
-        turn_append(game_save=living, player_input=player_input, narrative=narrative,
-                    state={"present": present, "location": place})
+        turn_append(
+            game_save=living,
+            player_input=player_input,
+            narrative=narrative,
+            state={"present": present, "location": place},
+        )
     chapter = chapters_close_at(game_save=living, last_turn=3, reason="playtester")
     chapter_summary_edit(chapter=chapter, text="Ash greets the harbour; Ivo and Kael hide a map in the chapel.")
-    map_fact, = insert_facts(living.save_id, 2, [Fact("Ivo hid the map behind the altar.", entities=["Ivo"])])
+    (map_fact,) = insert_facts(living.save_id, 2, [Fact("Ivo hid the map behind the altar.", entities=["Ivo"])])
     insert_facts(living.save_id, 1, [Fact("Kael owes Mira forty crowns.", entities=["Kael", "Mira"])])
     insert_facts(living.save_id, 5, [Fact("Mira was seen at the tower.", entities=["Mira"])])
-    Observation.objects.create(game_save=living, statement="Mira wants the map.", subject="Mira",
-                               sources=[{"fact_id": map_fact, "turn_id": 2}])
+    Observation.objects.create(
+        game_save=living, statement="Mira wants the map.", subject="Mira", sources=[{"fact_id": map_fact, "turn_id": 2}]
+    )
     MentalModel.objects.create(game_save=living, subject="Mira", summary="Mira keeps what she finds.")
     vector_memory.embed_chunks(living.save_id, [{"turn_id": n, "text": t[1]} for n, t in enumerate(TURNS, start=1)])
-    vector_memory.sync_lore(living.save_id, [{"entry_id": e.entry_id, "title": e.title, "text": e.text}
-                                             for e in universe.lore_entries.all()])
+    vector_memory.sync_lore(
+        living.save_id,
+        [{"entry_id": e.entry_id, "title": e.title, "text": e.text} for e in universe.lore_entries.all()],
+    )
     living.refresh_from_db()
     return living
 
@@ -86,10 +99,15 @@ def _proxy_memory(messages: list[dict]) -> str:
 def _chat(save) -> dict:
     """A front end's request for ACTION whose chat carries the save's last turn (it starts there)."""
     last = TURNS[-1]
-    return {"model": f"axiom/{save.save_id}/test-model", "messages": [
-        {"role": "system", "content": "You are the narrator of an interactive story in a harbour town."},
-        {"role": "user", "content": last[0]}, {"role": "assistant", "content": last[1]},
-        {"role": "user", "content": ACTION}]}
+    return {
+        "model": f"axiom/{save.save_id}/test-model",
+        "messages": [
+            {"role": "system", "content": "You are the narrator of an interactive story in a harbour town."},
+            {"role": "user", "content": last[0]},
+            {"role": "assistant", "content": last[1]},
+            {"role": "user", "content": ACTION},
+        ],
+    }
 
 
 def test_the_five_paths_give_byte_identical_memory_text(harbour, client, playtester, make_api, narrator):
@@ -105,11 +123,15 @@ def test_the_five_paths_give_byte_identical_memory_text(harbour, client, playtes
     console = user_prompt(narrator.server.requests_for("narrate")[-1])
     # ... the API's narrate, whole and streamed.
     narrated = api.post(f"/api/v1/saves/{save.save_id}/narrate", {"player_input": ACTION}).json()["prompt"]["user"]
-    b"".join(api.post(f"/api/v1/saves/{save.save_id}/narrate", {"player_input": ACTION, "stream": True}).streaming_content)
+    b"".join(
+        api.post(f"/api/v1/saves/{save.save_id}/narrate", {"player_input": ACTION, "stream": True}).streaming_content
+    )
     streamed = user_prompt(narrator.server.requests_for("narrate")[-1])
     # 2. The narrator's prompt preview.
-    preview = _pre(client.get(reverse("saves:narrator_prompt", args=[save.save_id]), {"input": ACTION}).content.decode(),
-                   "prompt-user")
+    preview = _pre(
+        client.get(reverse("saves:narrator_prompt", args=[save.save_id]), {"input": ACTION}).content.decode(),
+        "prompt-user",
+    )
     # 3. The Context viewer.
     viewer = _pre(client.get(reverse("memory:context", args=[save.save_id]), {"q": ACTION}).content.decode())
     # 4. The memory proxy, repeating the chat's recent turns (`proxy_repeat_chat`; by default it leaves them out,
@@ -125,14 +147,16 @@ def test_the_five_paths_give_byte_identical_memory_text(harbour, client, playtes
     assert viewer == text and proxied == text
 
 
-def test_the_proxy_by_default_prints_the_context_without_the_turns_its_chat_carries(harbour, playtester, make_api,
-                                                                                   narrator):
+def test_the_proxy_by_default_prints_the_context_without_the_turns_its_chat_carries(
+    harbour, playtester, make_api, narrator
+):
     save, api = harbour, make_api(playtester)
     body = _chat(save)
     assert api.post("/v1/chat/completions", body).status_code == 200
     messages = narrator.server.requests[-1]["messages"]
-    carried = next_turn_context(game_save=save, params=ContextParams(query_text=ACTION, token_budget=2000),
-                                carried_turns={6})
+    carried = next_turn_context(
+        game_save=save, params=ContextParams(query_text=ACTION, token_budget=2000), carried_turns={6}
+    )
     assert _proxy_memory(messages) == carried.text
     assert TURNS[-1][1] not in _proxy_memory(messages) and "Turn 5" in carried.text  # turn 6 is the chat's, 5 is not
     # What stays the same from one request to the next after the system prompt, what changes after the chat.
@@ -176,7 +200,9 @@ def test_the_player_acting_from_the_console_knows_their_own_turns(harbour):
     assert not seen["cells"][ash].known  # turn 5: no action, no presence
     assert debt["cells"][ash].known and debt["cells"][ash].why == "Ash acted in turn 1 (the player character)"
     assert table.counts()["Ash"]["facts"] == 1  # the debt (turn 1), not the map (turn 2, no action)
-    assert not any(f["statement"].startswith("Kael owes") for f in knowledge_flags(harbour, turn=6)["unwitnessed_facts"])
+    assert not any(
+        f["statement"].startswith("Kael owes") for f in knowledge_flags(harbour, turn=6)["unwitnessed_facts"]
+    )
     # A universe can turn it off: then only the presence rows count.
     harbour.universe.meta.create(key="pov_player_on_scene", value="false")
     table = knowledge_at(harbour, turn=6)
@@ -186,8 +212,9 @@ def test_the_player_acting_from_the_console_knows_their_own_turns(harbour):
 def test_the_point_of_view_is_paid_from_the_budget(harbour):
     context = _context(harbour)
     assert context.section_tokens > 0 and context.pov.tokens > 0
-    headings = sum({(i.layer, i.why["group"]): i.why["group_tokens"] for i in context.included
-                    if i.why.get("group")}.values())
+    headings = sum(
+        {(i.layer, i.why["group"]): i.why["group_tokens"] for i in context.included if i.why.get("group")}.values()
+    )
     assert context.used_tokens == sum(i.tokens for i in context.included) + headings + context.section_tokens
     assert context.used_tokens <= 2000
     tight = next_turn_context(game_save=harbour, params=ContextParams(query_text=ACTION, token_budget=400))
@@ -207,14 +234,16 @@ def test_a_characters_list_names_what_only_they_know_and_repeats_nothing_shown(h
 
 
 @pytest.mark.parametrize("where", ["api", "narrate", "viewer"])
-def test_an_unknown_point_of_view_is_refused_naming_the_known_characters(harbour, where, client, playtester, make_api,
-                                                                        narrator):
+def test_an_unknown_point_of_view_is_refused_naming_the_known_characters(
+    harbour, where, client, playtester, make_api, narrator
+):
     api = make_api(playtester)
     if where == "viewer":
         client.force_login(playtester)
         for headers in ({}, {"HTTP_HX_REQUEST": "true"}):
-            page = client.get(reverse("memory:context", args=[harbour.save_id]), {"q": ACTION, "pov": "Mria"},
-                              **headers).content.decode()
+            page = client.get(
+                reverse("memory:context", args=[harbour.save_id]), {"q": ACTION, "pov": "Mria"}, **headers
+            ).content.decode()
             assert "No character is called “Mria”" in html.unescape(page) and "Ash, Ivo, Kael, Mira" in page
             assert 'id="budget-line"' not in page
         return
@@ -241,11 +270,21 @@ def test_a_new_layer_is_one_registration(harbour):
     policy = ItemPolicy("recalled", "rumour", Tier.RECALL, recall=True)
 
     def rumours(assembly):
-        return [ContextItem.of(layer="rumour", text=f"Rumour {n}: the bell rang {n} times.", reason="a rumour",
-                               why={}, ref={}, policy=policy) for n in (1, 2)]
+        return [
+            ContextItem.of(
+                layer="rumour",
+                text=f"Rumour {n}: the bell rang {n} times.",
+                reason="a rumour",
+                why={},
+                ref={},
+                policy=policy,
+            )
+            for n in (1, 2)
+        ]
 
-    register_layer(LayerProvider("rumours", rumours, part=("recalled", Part("rumour", "Rumours", "### Rumours")),
-                                 policy=policy))
+    register_layer(
+        LayerProvider("rumours", rumours, part=("recalled", Part("rumour", "Rumours", "### Rumours")), policy=policy)
+    )
     try:
         with pytest.raises(ValueError, match="registered already"):
             register_layer(LayerProvider("rumours", rumours))

@@ -1,4 +1,5 @@
 """The player's persona in meta: a name for {{user}} and facts, a description for the narrator alone."""
+
 from __future__ import annotations
 
 import pytest
@@ -8,21 +9,29 @@ from studio.memory.recall.macros import macro_names_from_meta, persona_from_meta
 LEGACY = "Ilya Voss, a young lighthouse-keeper's apprentice who can hear glass sing"
 
 
-@pytest.mark.parametrize("value, name, description", [
-    (LEGACY, "Ilya Voss", "a young lighthouse-keeper's apprentice who can hear glass sing"),
-    ("Mara — a smuggler with a debt", "Mara", "a smuggler with a debt"),
-    ("Jean de Vries: the harbour's last pilot", "Jean de Vries", "the harbour's last pilot"),
-    ("Ilya Voss (the apprentice)", "Ilya Voss", "the apprentice"),
-    ("Kael Dunmore who was a sailor once and is a thief now", "Kael Dunmore",
-     "who was a sailor once and is a thief now"),
-    # A name alone, or a value that does not start with a name, stays whole.
-    ("Wren Halloway", "Wren Halloway", ""),
-    ("Kaël", "Kaël", ""),
-    ("the stranger, who has no name", "the stranger, who has no name", ""),
-    ("Captain of the Gull", "Captain of the Gull", ""),
-    ("", "", ""),
-])
-def test_an_old_one_value_player_character_is_split_only_when_it_reads_as_name_and_description(value, name, description):
+@pytest.mark.parametrize(
+    "value, name, description",
+    [
+        (LEGACY, "Ilya Voss", "a young lighthouse-keeper's apprentice who can hear glass sing"),
+        ("Mara — a smuggler with a debt", "Mara", "a smuggler with a debt"),
+        ("Jean de Vries: the harbour's last pilot", "Jean de Vries", "the harbour's last pilot"),
+        ("Ilya Voss (the apprentice)", "Ilya Voss", "the apprentice"),
+        (
+            "Kael Dunmore who was a sailor once and is a thief now",
+            "Kael Dunmore",
+            "who was a sailor once and is a thief now",
+        ),
+        # A name alone, or a value that does not start with a name, stays whole.
+        ("Wren Halloway", "Wren Halloway", ""),
+        ("Kaël", "Kaël", ""),
+        ("the stranger, who has no name", "the stranger, who has no name", ""),
+        ("Captain of the Gull", "Captain of the Gull", ""),
+        ("", "", ""),
+    ],
+)
+def test_an_old_one_value_player_character_is_split_only_when_it_reads_as_name_and_description(
+    value, name, description
+):
     assert split_player_character(value) == (name, description)
 
 
@@ -43,5 +52,8 @@ def test_a_settled_persona_is_never_split_again():
 
 
 def test_a_portrait_reference_is_read_and_a_broken_one_ignored():
-    assert persona_from_meta({"player_portrait": '{"sha256": "ab", "bytes": 3}'}).portrait == {"sha256": "ab", "bytes": 3}
+    assert persona_from_meta({"player_portrait": '{"sha256": "ab", "bytes": 3}'}).portrait == {
+        "sha256": "ab",
+        "bytes": 3,
+    }
     assert persona_from_meta({"player_portrait": "not json"}).portrait == {}

@@ -5,6 +5,7 @@ The API, the search playground and the Context viewer build a `SearchParams` /
 lore replay" is a POST with its CSRF token (and the playtester role) on the pages, and
 `record=true` on an API GET is a 400.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -20,10 +21,13 @@ HX = {"HTTP_HX_REQUEST": "true"}
 
 @pytest.fixture
 def chunks(vector_memory, game_save):
-    vector_memory.embed_chunks(game_save.save_id, [
-        {"turn_id": 1, "text": "Kaël docks at Port Vey with a hold of contraband."},
-        {"turn_id": 2, "text": "Mira lends Kaël ten silver crowns."},
-    ])
+    vector_memory.embed_chunks(
+        game_save.save_id,
+        [
+            {"turn_id": 1, "text": "Kaël docks at Port Vey with a hold of contraband."},
+            {"turn_id": 2, "text": "Mira lends Kaël ten silver crowns."},
+        ],
+    )
     return game_save
 
 
@@ -50,15 +54,23 @@ def test_pages_and_api_accept_and_refuse_the_same_values(client, playtester, chu
     assert api.post(f"/api/v1/saves/{chunks.save_id}/query", {"query_text": long_query, "k": 80}).status_code == 200
     context_form = client.get(page("context", chunks), {"q": "crowns", "budget": 5, "k_narrative": 80}).context["form"]
     assert context_form.is_valid(), context_form.errors  # the page's budget used to start at 10, k at 50
-    assert api.post(f"/api/v1/saves/{chunks.save_id}/context",
-                    {"query_text": "crowns", "token_budget": 5, "k_narrative": 80}).status_code == 200
+    assert (
+        api.post(
+            f"/api/v1/saves/{chunks.save_id}/context", {"query_text": "crowns", "token_budget": 5, "k_narrative": 80}
+        ).status_code
+        == 200
+    )
     too_long = "x" * (LIMITS.query_text_chars + 1)
     assert not client.get(page("playground", chunks), {"q": too_long}).context["form"].is_valid()
     assert api.post(f"/api/v1/saves/{chunks.save_id}/query", {"query_text": too_long}).status_code == 400
-    refused = client.get(page("context", chunks), {"q": "crowns", "budget": LIMITS.token_budget_max + 1}).context["form"]
+    refused = client.get(page("context", chunks), {"q": "crowns", "budget": LIMITS.token_budget_max + 1}).context[
+        "form"
+    ]
     assert "budget" in refused.errors
-    assert api.post(f"/api/v1/saves/{chunks.save_id}/context",
-                    {"token_budget": LIMITS.token_budget_max + 1}).status_code == 400
+    assert (
+        api.post(f"/api/v1/saves/{chunks.save_id}/context", {"token_budget": LIMITS.token_budget_max + 1}).status_code
+        == 400
+    )
 
 
 def test_a_get_never_records(client, playtester, chunks, make_api):
@@ -66,8 +78,10 @@ def test_a_get_never_records(client, playtester, chunks, make_api):
     client.get(page("playground", chunks), {"q": "silver crowns", "record": "on"})
     client.get(page("context", chunks), {"q": "silver crowns", "record": "on"})
     api = make_api(playtester)
-    for endpoint, body in (("query", {"query_text": "crowns", "record": "true"}),
-                           ("context", {"query_text": "crowns", "record": "true"})):
+    for endpoint, body in (
+        ("query", {"query_text": "crowns", "record": "true"}),
+        ("context", {"query_text": "crowns", "record": "true"}),
+    ):
         response = api.get(f"/api/v1/saves/{chunks.save_id}/{endpoint}", body)
         assert response.status_code == 400 and "record" in response.json()["error"]["details"]
     assert not RecordedQuery.objects.exists()

@@ -1,4 +1,5 @@
 """Replay after a lore change: recorded queries re-run at their horizon, before vs after."""
+
 from __future__ import annotations
 
 import pytest
@@ -57,13 +58,18 @@ def test_a_lore_edit_changes_the_lore_queries_it_touches(recorded_save, vector_m
     query = changed["who lends money"]
     assert query.before == ["lore:mira"] and query.after == ["lore:storm"] and query.top_changed
     assert query.added == ["lore:storm"] and query.removed == ["lore:mira"]
-    assert {m["entry_id"]: (m["entered"], m["left"]) for m in report.lore_movement()} == {"storm": (1, 0), "mira": (0, 1)}
+    assert {m["entry_id"]: (m["entered"], m["left"]) for m in report.lore_movement()} == {
+        "storm": (1, 0),
+        "mira": (0, 1),
+    }
     # Narrative queries keep their results: the horizon is the turn they were recorded at.
     assert all(not q.changed for q in report.queries if q.recorded.params.get("exclude_chunk_type") == "lore")
 
 
 def test_replay_keeps_later_narrative_out(recorded_save, vector_memory):
-    vector_memory.embed_chunks(recorded_save.save_id, [{"turn_id": 4, "text": "Mira lends Kaël money again, more money."}])
+    vector_memory.embed_chunks(
+        recorded_save.save_id, [{"turn_id": 4, "text": "Mira lends Kaël money again, more money."}]
+    )
     recorded_save.current_turn = 4
     recorded_save.save()
     report = replay_recorded_queries(game_save=recorded_save, turns=10)
@@ -78,7 +84,9 @@ def test_replay_window_and_rewind(recorded_save):
 
 
 def test_replay_page_full_and_fragment(client, author, recorded_save, vector_memory):
-    LoreRevision.objects.create(universe=recorded_save.universe, entry_id="mira", action=LoreRevision.Action.UPDATE, author=author)
+    LoreRevision.objects.create(
+        universe=recorded_save.universe, entry_id="mira", action=LoreRevision.Action.UPDATE, author=author
+    )
     edited = [dict(e) for e in LORE]
     edited[1]["text"] = "A quiet shop."
     edited[2]["text"] = "Money storms lend nothing to anyone."
@@ -105,13 +113,18 @@ def test_universe_replay_lists_saves_with_recorded_play(client, author, outsider
     url = reverse("memory:universe_replay", args=[recorded_save.universe.slug])
     client.force_login(author)
     html = client.get(url).content.decode()
-    row = html[html.index(f'data-save="{recorded_save.save_id}"'):]
-    assert reverse("memory:replay", args=[recorded_save.save_id]) in row and '<td class="num">4</td>' in row[: row.index("</tr>")]
+    row = html[html.index(f'data-save="{recorded_save.save_id}"') :]
+    assert (
+        reverse("memory:replay", args=[recorded_save.save_id]) in row
+        and '<td class="num">4</td>' in row[: row.index("</tr>")]
+    )
     client.force_login(outsider)
     assert client.get(url).status_code == 404
 
 
-def test_a_lore_edit_in_the_studio_reaches_the_replay(recorded_save, author, settings, django_capture_on_commit_callbacks):
+def test_a_lore_edit_in_the_studio_reaches_the_replay(
+    recorded_save, author, settings, django_capture_on_commit_callbacks
+):
     """Edit lore through the lore service; the sync jobs re-embed the save's lore; replay sees it."""
     from studio.world.models import LoreEntry
     from studio.universes.services import lore_entry_update

@@ -3,6 +3,7 @@
 The save is at turn 3; a chunk of turn 4 is what a failed rewind leaves behind, so no
 search may return it whatever horizon is asked for, while an earlier horizon is kept.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -74,7 +75,11 @@ def test_recording_stores_what_the_search_ran_with(game_save, chunks):
     recorded = RecordedQuery.objects.get()
     assert outcome.recorded == recorded
     assert recorded.turn_id == 3 and recorded.query_text == "silver crowns"
-    assert {k: v for k, v in recorded.params.items() if k != "labels"} == {"k": 2, "exclude_chunk_type": "lore", "source": "api"}
+    assert {k: v for k, v in recorded.params.items() if k != "labels"} == {
+        "k": 2,
+        "exclude_chunk_type": "lore",
+        "source": "api",
+    }
     assert recorded.result_ids == [f"chunk:{r['id']}" for r in outcome.results]
 
 
@@ -83,7 +88,9 @@ def test_recording_stores_what_the_search_ran_with(game_save, chunks):
 
 def test_the_playground_goes_through_the_clamp(client, playtester, game_save, chunks, stricter_clamp):
     client.force_login(playtester)
-    html = client.get(reverse("memory:playground", args=[game_save.save_id]), {"q": "silver crowns", "k": 10, "horizon": 99}).content.decode()
+    html = client.get(
+        reverse("memory:playground", args=[game_save.save_id]), {"q": "silver crowns", "k": 10, "horizon": 99}
+    ).content.decode()
     assert TEXTS[2] in html and TEXTS[3] not in html and TEXTS[4] not in html
     why_not = client.get(
         reverse("memory:why_not", args=[game_save.save_id]), {"q": "crowns", "chunk_id": chunks[3]}
@@ -95,4 +102,3 @@ def test_the_context_goes_through_the_clamp(game_save, chunks, stricter_clamp):
     context = build_memory_context(game_save=game_save, query_text="silver crowns", k_narrative=10)
     narrative = [i for i in context.items if i.layer == "narrative"]
     assert {i.ref["turn_id"] for i in narrative} == {1, 2}
-

@@ -5,6 +5,7 @@ LoCoMo's format). The April turns say "lantern" most, so without the arm they wi
 "in May 2023", the May turns come first, and the explain record says why. A query that
 names no time runs exactly as a search without the arm.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -32,8 +33,11 @@ def dated_save(universe, vector_memory):
     for turn in range(1, 13):
         Event.objects.create(game_save=game_save, turn_id=turn, player_input="", narrative=text_of(turn))
         month = MONTHS[(turn - 1) // 4 + 1]
-        StateCache.objects.create(game_save=game_save, turn_id=turn,
-                                  state={"date": f"7:00 pm on {(turn - 1) % 4 + 10} {month}, 2023", "location": "harbour"})
+        StateCache.objects.create(
+            game_save=game_save,
+            turn_id=turn,
+            state={"date": f"7:00 pm on {(turn - 1) % 4 + 10} {month}, 2023", "location": "harbour"},
+        )
     game_save.current_turn = 12
     game_save.save()
     vector_memory.embed_chunks(game_save.save_id, [{"turn_id": t, "text": text_of(t)} for t in range(1, 13)])
@@ -74,7 +78,9 @@ def test_a_query_naming_no_time_is_the_search_without_the_arm(dated_save, vector
         plain = memory_search(game_save=dated_save, query_text="Mira lights a lantern", k=6)
     finally:
         vector_memory.set_config(default)
-    assert [(r["id"], r["score"], r["explain"]) for r in asked.results] == [(r["id"], r["score"], r["explain"]) for r in plain.results]
+    assert [(r["id"], r["score"], r["explain"]) for r in asked.results] == [
+        (r["id"], r["score"], r["explain"]) for r in plain.results
+    ]
     assert asked.stats.named_time == "" and "temporal" not in asked.stats.skipped_arms
     assert all(row["explain"]["temporal_rank"] is None for row in asked.results)
 
@@ -153,11 +159,14 @@ def test_the_search_page_says_which_turns_the_named_time_prefers(client, playtes
     plain = client.get(url, {"q": "the lantern", "k": 4}).content.decode()
     assert 'id="named-time"' not in plain and 'data-explain="temporal"' not in plain
     chunk_id = next(c["id"] for c in vector_memory_chunks(dated_save) if c["turn_id"] == 6)
-    why = client.get(reverse("memory:why_not", args=[dated_save.save_id]),
-                     {"q": "the lantern in May 2023", "k": 4, "chunk_id": chunk_id}).content.decode()
+    why = client.get(
+        reverse("memory:why_not", args=[dated_save.save_id]),
+        {"q": "the lantern in May 2023", "k": 4, "chunk_id": chunk_id},
+    ).content.decode()
     assert '<tr data-arm="temporal">' in why
-    why_plain = client.get(reverse("memory:why_not", args=[dated_save.save_id]),
-                           {"q": "the lantern", "k": 4, "chunk_id": chunk_id}).content.decode()
+    why_plain = client.get(
+        reverse("memory:why_not", args=[dated_save.save_id]), {"q": "the lantern", "k": 4, "chunk_id": chunk_id}
+    ).content.decode()
     assert 'data-arm="temporal"' not in why_plain and '<tr data-arm="turn">' in why_plain
 
 
@@ -181,9 +190,13 @@ def test_the_api_query_says_which_turns_the_named_time_prefers(make_api, playtes
 def test_the_narrators_context_says_which_time_it_prefers(dated_save, vector_memory):
     from studio.memory.recall.context import build_memory_context
 
-    context = build_memory_context(game_save=dated_save, query_text="What happened in May 2023?", vector_memory=vector_memory)
+    context = build_memory_context(
+        game_save=dated_save, query_text="What happened in May 2023?", vector_memory=vector_memory
+    )
     assert "Named time: May 2023 (1 May 2023 – 31 May 2023) → turns 5-8 preferred." in context.notes
     preferred = [i for i in context.items if i.layer == "narrative" and i.why.get("temporal_rank") is not None]
     assert preferred and all("named time #" in i.reason for i in preferred)
-    plain = build_memory_context(game_save=dated_save, query_text="What happened at the market?", vector_memory=vector_memory)
+    plain = build_memory_context(
+        game_save=dated_save, query_text="What happened at the market?", vector_memory=vector_memory
+    )
     assert not any(n.startswith("Named time") for n in plain.notes)

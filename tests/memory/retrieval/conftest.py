@@ -5,6 +5,7 @@
 - `model_vm`: the real packaged MiniLM model (`model_embedder`, loaded once per module; the tests
   that use it are marked `slow`).
 """
+
 from __future__ import annotations
 
 import pytest

@@ -4,6 +4,7 @@ Two VectorMemory instances over one Chroma client and one database stand for two
 has its own corpus cache, and the versions and change log are the database's
 (`studio.memory.corpus_log.DatabaseCorpusVersions`).
 """
+
 from __future__ import annotations
 
 import pytest
@@ -61,7 +62,9 @@ def test_a_rewind_elsewhere_removes_exactly_the_rewound_chunks(pair, monkeypatch
     old = writer.get_chunks("s", max_turn_id=1)[0]["id"]
     writer.update_turn_narrative("s", 1, "Kaël sails into Port Vey at night.")
     assert {hit["text"] for hit in reader.query("s", "Kaël Port Vey night", k=5)} == {
-        "Kaël sails into Port Vey at night.", "Mira finds the key under the bell."}
+        "Kaël sails into Port Vey at night.",
+        "Mira finds the key under the bell.",
+    }
     assert old not in corpus_ids(reader)
     assert listed == []
 
@@ -71,8 +74,12 @@ def test_a_write_that_names_no_change_lists_the_ids_once(pair, monkeypatch):
     listed = no_listing(reader, monkeypatch)
     collection = writer.collection_for("s")
     vector = HashingEmbedder().encode(["The lantern of the zephyr tower burns blue."])[0]
-    collection.add(ids=["outside"], embeddings=[vector], documents=["The lantern of the zephyr tower burns blue."],
-                   metadatas=[{"save_id": "s", "turn_id": 4, "chunk_type": "narrative", "chunk_seq": 9}])
+    collection.add(
+        ids=["outside"],
+        embeddings=[vector],
+        documents=["The lantern of the zephyr tower burns blue."],
+        metadatas=[{"save_id": "s", "turn_id": 4, "chunk_type": "narrative", "chunk_seq": 9}],
+    )
     writer.note_external_write("s")  # no ids: a gap in the log
     assert reader.query("s", "zephyr lantern", k=1)[0]["id"] == "outside"
     assert len(listed) == 1

@@ -1,5 +1,6 @@
 """Exact search for a filter that keeps few chunks of a long save: the same hits as Chroma's filtered query,
 without asking Chroma to scan its metadata (`retrieval/exact.py`)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -11,21 +12,28 @@ from studio.memory.retrieval.config import RetrievalConfig
 
 LORE = [
     {"entry_id": f"e{n}", "title": title, "text": text}
-    for n, (title, text) in enumerate([
-        ("Port Vey", "Port Vey is a harbour town of smugglers and fog."),
-        ("Mira", "Mira keeps the ledger of debts at the chapel."),
-        ("The Bellwright", "The Bellwright rings the storm bell and keeps the old key."),
-        ("Kaël", "Kaël is a smuggler who owes Mira a debt."),
-        ("The reef", "The reef wrecks boats that sail without a lantern."),
-    ])
+    for n, (title, text) in enumerate(
+        [
+            ("Port Vey", "Port Vey is a harbour town of smugglers and fog."),
+            ("Mira", "Mira keeps the ledger of debts at the chapel."),
+            ("The Bellwright", "The Bellwright rings the storm bell and keeps the old key."),
+            ("Kaël", "Kaël is a smuggler who owes Mira a debt."),
+            ("The reef", "The reef wrecks boats that sail without a lantern."),
+        ]
+    )
 ]
 
 
 @pytest.fixture
 def long_save(local_vm):
     words = "tide rope salt gull cellar wax seal bridge mill market rain oar net eel".split()
-    local_vm.embed_chunks("s", [{"turn_id": n, "text": f"Turn {n}: the {words[n % 14]} and the {words[(n * 5) % 14]}."}
-                                for n in range(1, 301)])
+    local_vm.embed_chunks(
+        "s",
+        [
+            {"turn_id": n, "text": f"Turn {n}: the {words[n % 14]} and the {words[(n * 5) % 14]}."}
+            for n in range(1, 301)
+        ],
+    )
     local_vm.sync_lore("s", LORE)
     return local_vm
 
@@ -40,7 +48,9 @@ def reference(memory, query: str) -> dict[str, float]:
     out = {}
     for metadata, embedding in zip(stored["metadatas"], stored["embeddings"]):
         embedding = np.asarray(embedding, dtype=np.float64)
-        out[metadata["entry_id"]] = round(1 - float(embedding @ vector) / (np.linalg.norm(embedding) * np.linalg.norm(vector)), 4)
+        out[metadata["entry_id"]] = round(
+            1 - float(embedding @ vector) / (np.linalg.norm(embedding) * np.linalg.norm(vector)), 4
+        )
     return out
 
 

@@ -1,4 +1,5 @@
 """Reciprocal Rank Fusion and the per-arm cap."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """BM25 arm: tokenizer, index terms, the postings scorer and the ranking helpers."""
+
 from __future__ import annotations
 
 import random
@@ -166,14 +167,18 @@ def test_aggregated_bm25_equals_bm25okapi_on_concatenated_documents():
     targets_of = [list(range(max(0, d - window), min(len(base), d + window + 1))) for d in range(len(base))]
     indptr = np.concatenate([[0], np.cumsum([len(t) for t in targets_of])])
     targets = np.asarray([t for ts in targets_of for t in ts])
-    concatenated = [[term for d in range(len(base)) if i in targets_of[d] for term in base[d]] for i in range(len(base))]
+    concatenated = [
+        [term for d in range(len(base)) if i in targets_of[d] for term in base[d]] for i in range(len(base))
+    ]
     reference = BM25Okapi(concatenated, k1=1.5, b=0.5)
     aggregated = lexical.AggregatedBM25(lexical.PostingsBM25(base), indptr, targets, len(base), k1=1.5, b=0.5)
     for query in (["t1"], ["t2", "t3", "t2"], vocab, ["nope"]):
         assert np.allclose(aggregated.get_scores(query), reference.get_scores(query), rtol=1e-12, atol=1e-12)
     # Groups (e.g. whole turns): every base document feeds exactly one target.
     group_of = np.asarray([d // 7 for d in range(len(base))])
-    groups = [[term for d in range(len(base)) if group_of[d] == g for term in base[d]] for g in range(group_of.max() + 1)]
+    groups = [
+        [term for d in range(len(base)) if group_of[d] == g for term in base[d]] for g in range(group_of.max() + 1)
+    ]
     aggregated = lexical.AggregatedBM25(
         lexical.PostingsBM25(base), np.arange(len(base) + 1), group_of, len(groups), k1=1.5, b=0.5
     )

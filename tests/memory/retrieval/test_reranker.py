@@ -1,4 +1,5 @@
 """Cross-encoder reranker: score normalisation, failure handling, lazy loading."""
+
 from __future__ import annotations
 
 import math

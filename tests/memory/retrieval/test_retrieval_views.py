@@ -1,4 +1,5 @@
 """The arm rules for both save shapes and the BM25 views kept up to date by appends (views.py)."""
+
 from __future__ import annotations
 
 import random
@@ -66,12 +67,15 @@ def test_context_reads_the_turns_before_and_after_in_a_game_save(memory):
 
 
 def test_a_chunk_alone_is_left_out_of_the_context_arm(memory):
-    memory.sync_lore("one", [
-        {"entry_id": "bell", "text": "The Bellwright keeps the key."},
-        {"entry_id": "vey", "text": "Port Vey is a harbour town."},
-        {"entry_id": "mira", "text": "Mira is a smuggler."},
-        {"entry_id": "fog", "text": "Fog hides the cliffs."},
-    ])
+    memory.sync_lore(
+        "one",
+        [
+            {"entry_id": "bell", "text": "The Bellwright keeps the key."},
+            {"entry_id": "vey", "text": "Port Vey is a harbour town."},
+            {"entry_id": "mira", "text": "Mira is a smuggler."},
+            {"entry_id": "fog", "text": "Fog hides the cliffs."},
+        ],
+    )
     outcome = memory.query_explained("one", "Bellwright key", k=3, chunk_type="lore")  # entries never read each other
     assert outcome.stats.skipped_arms["context"].startswith("no chunk has a neighbour")
     assert outcome.results[0]["explain"]["lexical_rank"] == 1
@@ -113,13 +117,15 @@ def test_view_index_equals_bm25okapi_on_the_concatenated_documents(memory):
     terms = [corpus.terms[p] for p in view.positions]
     ctx = view.structure
     context_docs = [
-        [t for m in ctx.context_members[ctx.context_indptr[i]:ctx.context_indptr[i + 1]] for t in terms[m]]
+        [t for m in ctx.context_members[ctx.context_indptr[i] : ctx.context_indptr[i + 1]] for t in terms[m]]
         for i in range(len(terms))
     ]
     for query in (["key"], ["bellwright", "key", "storm"], ["kaël", "zephyr", "nothing"]):
         expected = BM25Okapi(terms, k1=1.5, b=0.5).get_scores(query)
         assert np.allclose(view.own_index.get_scores(query), expected)
-        assert np.allclose(view.context_index.get_scores(query), BM25Okapi(context_docs, k1=1.5, b=0.5).get_scores(query))
+        assert np.allclose(
+            view.context_index.get_scores(query), BM25Okapi(context_docs, k1=1.5, b=0.5).get_scores(query)
+        )
 
 
 def _assert_same_view(left, right, vocab):
@@ -128,7 +134,9 @@ def _assert_same_view(left, right, vocab):
     assert np.array_equal(left.context_adds, right.context_adds) and np.array_equal(left.turn_adds, right.turn_adds)
     for kind in ("own_index", "context_index", "turn_index"):  # the mean IDF's frequency counts, kept by updates
         left_index, right_index = getattr(left, kind), getattr(right, kind)
-        assert np.array_equal(np.trim_zeros(left_index.df_counts[1:], "b"), np.trim_zeros(right_index.df_counts[1:], "b"))
+        assert np.array_equal(
+            np.trim_zeros(left_index.df_counts[1:], "b"), np.trim_zeros(right_index.df_counts[1:], "b")
+        )
         assert left_index.average_idf == right_index.average_idf and left_index.avgdl == right_index.avgdl, kind
     rng = random.Random(7)
     words = list(vocab)
@@ -143,7 +151,8 @@ def _session(n_turns, per_turn, start=1, seed=0):
     vocabulary = "key lantern storm mira kaël harbour bell tower silver crown dock smuggler zephyr vey".split()
     return [
         {"turn_id": turn, "text": " ".join(rng.choices(vocabulary, k=rng.randint(2, 9)))}
-        for turn in range(start, start + n_turns) for _ in range(per_turn)
+        for turn in range(start, start + n_turns)
+        for _ in range(per_turn)
     ]
 
 
@@ -153,7 +162,12 @@ def test_appends_extend_the_views_to_what_a_cold_build_gives(memory, monkeypatch
     memory.sync_lore("a", [{"entry_id": "vey", "text": "Port Vey is a harbour town of smugglers"}])
     config = RetrievalConfig()
     cache = CorpusCache(memory.store, memory._versions)
-    filters = [SearchFilter(), SearchFilter(exclude_chunk_type="lore"), SearchFilter(horizon=3), SearchFilter(horizon=6)]
+    filters = [
+        SearchFilter(),
+        SearchFilter(exclude_chunk_type="lore"),
+        SearchFilter(horizon=3),
+        SearchFilter(horizon=6),
+    ]
     corpus = cache.read("a", config).corpus
     for f in filters:
         cache.view(corpus, f, config)
@@ -286,20 +300,40 @@ def test_the_sorted_fast_paths_build_the_structure_the_sorts_build(memory, monke
     """Chains and turns already in order skip the sorts; the structure is the same as with them, and a corpus
     whose chains interleave (two chunk types in one turn, lore written between turns) takes the sorts."""
     rng = random.Random(3)
-    items = [{"turn_id": t, "text": " ".join(rng.choices("key lantern storm mira bell tower".split(), k=4)),
-              "chunk_type": rng.choice(["narrative", "narrative", "aside"])} for t in range(1, 40) for _ in range(rng.randint(1, 3))]
+    items = [
+        {
+            "turn_id": t,
+            "text": " ".join(rng.choices("key lantern storm mira bell tower".split(), k=4)),
+            "chunk_type": rng.choice(["narrative", "narrative", "aside"]),
+        }
+        for t in range(1, 40)
+        for _ in range(rng.randint(1, 3))
+    ]
     memory.embed_chunks("f", items)
-    memory.sync_lore("f", [{"entry_id": f"e{n}", "text": "lore " * 300 if n == 1 else f"entry {n} lantern"} for n in range(3)])
+    memory.sync_lore(
+        "f", [{"entry_id": f"e{n}", "text": "lore " * 300 if n == 1 else f"entry {n} lantern"} for n in range(3)]
+    )
     config = RetrievalConfig()
     corpus = CorpusCache(memory.store, memory._versions).read("f", config).corpus
-    for positions in (np.arange(len(corpus.ids)), np.flatnonzero(corpus.chunk_types == "narrative"),
-                      np.flatnonzero(corpus.chunk_types != "aside")):
+    for positions in (
+        np.arange(len(corpus.ids)),
+        np.flatnonzero(corpus.chunk_types == "narrative"),
+        np.flatnonzero(corpus.chunk_types != "aside"),
+    ):
         fast = views.build_structure(corpus, positions, config)
         monkeypatch.setattr(views, "_sorted", lambda values: False)
         slow = views.build_structure(corpus, positions, config)
         monkeypatch.undo()
-        for name in ("context_indptr", "context_members", "group_of", "group_indptr", "group_members", "context_span",
-                     "context_adds", "turn_adds"):
+        for name in (
+            "context_indptr",
+            "context_members",
+            "group_of",
+            "group_indptr",
+            "group_members",
+            "context_span",
+            "context_adds",
+            "turn_adds",
+        ):
             assert np.array_equal(getattr(fast, name), getattr(slow, name)), name
 
 
@@ -313,12 +347,21 @@ def test_the_structure_after_an_append_or_a_cut_is_the_structure_built_whole(mem
     for positions in (np.arange(len(corpus.ids)), np.flatnonzero(corpus.chunk_types != "lore")):
         for same in range(max(1, len(positions) - 3 * per_turn - 4), len(positions)):
             for view_positions, kept in ((positions, same), (positions[:same], same)):  # an append; a cut
-                old = views.build_structure(corpus, positions[:same] if kept == same and len(view_positions) > same
-                                           else positions, config)
+                old = views.build_structure(
+                    corpus, positions[:same] if kept == same and len(view_positions) > same else positions, config
+                )
                 after = views.structure_after(old, corpus, view_positions, min(kept, len(view_positions)), config)
                 whole = views.build_structure(corpus, view_positions, config)
-                for name in ("context_indptr", "context_members", "group_of", "group_indptr", "group_members",
-                             "context_span", "context_adds", "turn_adds"):
+                for name in (
+                    "context_indptr",
+                    "context_members",
+                    "group_of",
+                    "group_indptr",
+                    "group_members",
+                    "context_span",
+                    "context_adds",
+                    "turn_adds",
+                ):
                     assert np.array_equal(getattr(after, name), getattr(whole, name)), (name, same, lore)
 
 

@@ -1,4 +1,5 @@
 """VectorMemory behaviour with a deterministic embedder (the real model: test_vector_model.py)."""
+
 from __future__ import annotations
 
 import pytest
@@ -10,8 +11,15 @@ from studio.memory.models import VectorCorpusVersion
 from tests.fakes import HashingEmbedder
 
 EXPLAIN_KEYS = {
-    "semantic_rank", "semantic_distance", "lexical_rank", "bm25_score", "rrf_score",
-    "focus_boost", "rerank_score", "final_rank", "expanded_from",
+    "semantic_rank",
+    "semantic_distance",
+    "lexical_rank",
+    "bm25_score",
+    "rrf_score",
+    "focus_boost",
+    "rerank_score",
+    "final_rank",
+    "expanded_from",
 }
 
 
@@ -27,7 +35,9 @@ def fill(vm, save_id="s1"):
 
 
 def test_embed_chunk_returns_id_and_stores_core_metadata(vm):
-    chunk_id = vm.embed_chunk("s1", 3, "Kaël sails.", metadata_extra={"entry_id": "kael", "turn_id": 99, "mood": "grim"})
+    chunk_id = vm.embed_chunk(
+        "s1", 3, "Kaël sails.", metadata_extra={"entry_id": "kael", "turn_id": 99, "mood": "grim"}
+    )
     assert chunk_id and isinstance(chunk_id, str)
     [row] = vm.get_chunks("s1")
     assert row["id"] == chunk_id
@@ -90,7 +100,9 @@ def test_turn_horizon_is_min_of_current_and_max(vm):
 
 def test_chunk_type_include_and_exclude(vm):
     fill(vm)
-    lore_id = vm.embed_chunk("s1", 0, "Kaël is a smuggler from Port Vey", chunk_type="lore", metadata_extra={"entry_id": "kael"})
+    lore_id = vm.embed_chunk(
+        "s1", 0, "Kaël is a smuggler from Port Vey", chunk_type="lore", metadata_extra={"entry_id": "kael"}
+    )
     only_lore = vm.query("s1", "Kaël smuggler", k=10, chunk_type="lore")
     assert [r["id"] for r in only_lore] == [lore_id]
     without_lore = vm.query("s1", "Kaël smuggler", k=10, exclude_chunk_type="lore")
@@ -109,7 +121,9 @@ def test_focus_terms_boost_chunks_mentioning_them(vm):
     assert plain[0]["explain"]["focus_boost"] == 0.0
     assert boosted[0]["text"].endswith("near the harbour")
     assert boosted[0]["explain"]["focus_boost"] > 0
-    assert boosted[0]["score"] == pytest.approx(boosted[0]["explain"]["rrf_score"] + boosted[0]["explain"]["focus_boost"])
+    assert boosted[0]["score"] == pytest.approx(
+        boosted[0]["explain"]["rrf_score"] + boosted[0]["explain"]["focus_boost"]
+    )
     # A multi-word focus term must match as a phrase, case-insensitively.
     again = vm.query("s1", "loud tavern night", k=2, focus_terms=["MIRA singing"])
     assert again[0]["text"].endswith("Mira singing")

@@ -1,4 +1,5 @@
 """The search's parts in studio/memory/retrieval/: arms, their evidence, the corpus cache's deltas."""
+
 from __future__ import annotations
 
 import pytest
@@ -57,14 +58,16 @@ def test_stats_say_which_arms_did_not_run_and_why(four_chunks_vm, monkeypatch):
 
     four_chunks_vm.set_config(RetrievalConfig(arms=("semantic", "lexical")))
     narrowed = four_chunks_vm.query_explained("s1", "Kaël smuggler", k=3)
-    assert narrowed.stats.skipped_arms == {"context": "not in RetrievalConfig.arms", "turn": "not in RetrievalConfig.arms"}
+    assert narrowed.stats.skipped_arms == {
+        "context": "not in RetrievalConfig.arms",
+        "turn": "not in RetrievalConfig.arms",
+    }
 
     monkeypatch.setattr(embedding, "get_embedder", lambda: None)  # no embedding runtime here
     blind = VectorMemory(None, client=four_chunks_vm._client, versions=four_chunks_vm._versions)
     lexical_only = blind.query_explained("s1", "Kaël smuggler", k=3)
     assert lexical_only.stats.skipped_arms == {"semantic": "no embedding runtime"}
     assert lexical_only.results[0]["explain"]["semantic_rank"] is None
-
 
 
 def test_shared_evidence_is_computed_once_per_query(four_chunks_vm, monkeypatch):

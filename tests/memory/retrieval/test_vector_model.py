@@ -1,4 +1,5 @@
 """End-to-end with the real packaged MiniLM model (loads torch: marked slow)."""
+
 from __future__ import annotations
 
 import threading

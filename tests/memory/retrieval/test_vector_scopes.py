@@ -1,4 +1,5 @@
 """One Chroma collection per scope: naming, isolation between saves, legacy migration."""
+
 from __future__ import annotations
 
 import re
@@ -173,7 +174,14 @@ def fill_legacy(client, embedder):
     ]
     metadatas = []
     for seq, (_chunk_id, save, turn, kind, _text) in enumerate(rows):
-        metadata = {"save_id": save, "turn_id": turn, "chunk_type": kind, "chunk_seq": seq, "chunk_part": 0, "chunk_parts": 1}
+        metadata = {
+            "save_id": save,
+            "turn_id": turn,
+            "chunk_type": kind,
+            "chunk_seq": seq,
+            "chunk_part": 0,
+            "chunk_parts": 1,
+        }
         if kind == "lore":
             metadata.update(entry_id="vey", links=["kael", "mira"])
         metadatas.append(metadata)
@@ -190,7 +198,9 @@ def test_legacy_shared_collection_is_migrated_on_first_access(tmp_path, embedder
     path = str(tmp_path / "chroma")
     local_vm = VectorMemory(path, embedder=embedder, versions=LocalCorpusVersions())
     legacy, metadatas = fill_legacy(local_vm._client, embedder)
-    vectors = {i: np.asarray(v) for i, v in zip(*[legacy.get(include=["embeddings"])[k] for k in ("ids", "embeddings")])}
+    vectors = {
+        i: np.asarray(v) for i, v in zip(*[legacy.get(include=["embeddings"])[k] for k in ("ids", "embeddings")])
+    }
     local_vm.close()
 
     local_vm = VectorMemory(path, embedder=embedder, versions=LocalCorpusVersions())
@@ -224,7 +234,16 @@ def test_legacy_migration_is_idempotent_across_instances(tmp_path, embedder):
     legacy.add(
         ids=["x1"],
         documents=["The storm rises"],
-        metadatas=[{"save_id": "s1", "turn_id": 1, "chunk_type": "narrative", "chunk_seq": 0, "chunk_part": 0, "chunk_parts": 1}],
+        metadatas=[
+            {
+                "save_id": "s1",
+                "turn_id": 1,
+                "chunk_type": "narrative",
+                "chunk_seq": 0,
+                "chunk_part": 0,
+                "chunk_parts": 1,
+            }
+        ],
         embeddings=np.asarray(embedder.encode(["The storm rises"]), dtype=np.float32),
     )
     second = VectorMemory(None, client=client, embedder=embedder, versions=first._versions, collection_name=prefix)
@@ -239,7 +258,9 @@ def test_update_turn_narratives_replaces_several_turns_at_once(local_vm, monkeyp
     lore = local_vm.embed_chunk("s1", 2, "a lore note of turn two", chunk_type="lore")
     encodes = []
     real_encode = local_vm._embedder.encode
-    monkeypatch.setattr(local_vm._embedder, "encode", lambda texts, **kw: encodes.append(list(texts)) or real_encode(texts, **kw))
+    monkeypatch.setattr(
+        local_vm._embedder, "encode", lambda texts, **kw: encodes.append(list(texts)) or real_encode(texts, **kw)
+    )
     local_vm.update_turn_narratives("s1", {2: "turn 2 rewritten", 3: "turn 3 rewritten"})
     local_vm.update_turn_narratives("s1", {2: "turn 2 rewritten", 3: "turn 3 rewritten"})  # a re-run
     assert len(encodes) == 2  # one encode call per batch

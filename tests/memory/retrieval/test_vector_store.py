@@ -1,4 +1,5 @@
 """The embedded store's process lock and the settings-driven factory."""
+
 from __future__ import annotations
 
 import multiprocessing
@@ -38,7 +39,11 @@ def open_in_other_process(path: str) -> subprocess.CompletedProcess:
         """
     )
     return subprocess.run(
-        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120,
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
 

@@ -1,4 +1,5 @@
 """The vector store going down degrades a query to the lexical arms; it does not fail it."""
+
 from __future__ import annotations
 
 import httpx

@@ -6,6 +6,7 @@ per scope with unfinished work, of every kind (a rewind's vector delete left que
 process that died before running it included); the runner's claim step re-queues jobs
 whose runner died and keeps the turn order. Safe to run at any time (a busy scope ignores the request).
 """
+
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand

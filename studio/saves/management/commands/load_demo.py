@@ -1,4 +1,5 @@
 """`manage.py load_demo`: load the demo universe "The Drowned Reach" and its playthrough."""
+
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError

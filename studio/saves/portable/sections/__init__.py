@@ -24,17 +24,32 @@ Every item is written with file-local ids and read back against them:
 Ordering is stable (facts by turn then creation, everything else by creation), and an
 import inserts items in file order, so the pks of an imported save sort as the file does.
 """
+
 from __future__ import annotations
 
 from studio.saves.portable.registry import SaveSection, derive_sections_with, register_section
 from studio.saves.portable.sections.derived import derived_section
 from studio.saves.portable.sections.logs import (
-    check_jobs, check_llm_calls, check_recorded_queries, export_jobs, export_llm_calls,
-    export_recorded_queries, load_jobs, load_llm_calls, load_recorded_queries,
+    check_jobs,
+    check_llm_calls,
+    check_recorded_queries,
+    export_jobs,
+    export_llm_calls,
+    export_recorded_queries,
+    load_jobs,
+    load_llm_calls,
+    load_recorded_queries,
 )
 from studio.saves.portable.sections.memory import (
-    check_beliefs, check_facts, check_mental_models, export_beliefs, export_facts,
-    export_mental_models, load_beliefs, load_facts, load_mental_models,
+    check_beliefs,
+    check_facts,
+    check_mental_models,
+    export_beliefs,
+    export_facts,
+    export_mental_models,
+    load_beliefs,
+    load_facts,
+    load_mental_models,
 )
 from studio.saves.portable.sections.turns import check_turns, export_turns, load_turns
 
@@ -45,8 +60,15 @@ CORE_SECTIONS = [
     SaveSection("mental_models", 1, export_mental_models, check_mental_models, load_mental_models, required=True),
     SaveSection("jobs", 1, export_jobs, check_jobs, load_jobs, order=52, required=True),
     SaveSection("llm_calls", 1, export_llm_calls, check_llm_calls, load_llm_calls, order=54, required=True),
-    SaveSection("recorded_queries", 2, export_recorded_queries, check_recorded_queries, load_recorded_queries,
-                required=True, reads=(1,)),
+    SaveSection(
+        "recorded_queries",
+        2,
+        export_recorded_queries,
+        check_recorded_queries,
+        load_recorded_queries,
+        required=True,
+        reads=(1,),
+    ),
 ]
 
 for _section in CORE_SECTIONS:

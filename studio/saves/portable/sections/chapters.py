@@ -6,6 +6,7 @@ the file without them (with a warning); its turns then form one open chapter. Ea
 turns must be turns of the file (1..current turn, first <= last), and two rows of one level
 may not overlap.
 """
+
 from __future__ import annotations
 
 from typing import Iterator
@@ -53,15 +54,23 @@ def check_chapters(items: list, ctx: CheckContext, where: str) -> list[dict]:
         if item["edited"] and c.limited(item["summary"], f"{loc}.summary", "chapter.summary") is INVALID:
             continue  # a playtester's summary has the edit's limit (a model's is only bounded by its tokens)
         if not item["first_turn"] <= item["last_turn"] <= item["closed_turn"]:
-            c.add(loc, f"turns must run first_turn <= last_turn <= closed_turn ({item['first_turn']}, "
-                       f"{item['last_turn']}, {item['closed_turn']})")
+            c.add(
+                loc,
+                f"turns must run first_turn <= last_turn <= closed_turn ({item['first_turn']}, "
+                f"{item['last_turn']}, {item['closed_turn']})",
+            )
             continue
         if item["level"] > 20:
             c.add(loc, f"level {item['level']} is deeper than 20")
             continue
-        overlap = next((o for o in spans.get(item["level"], []) if item["first_turn"] <= o[1] and o[0] <= item["last_turn"]), None)
+        overlap = next(
+            (o for o in spans.get(item["level"], []) if item["first_turn"] <= o[1] and o[0] <= item["last_turn"]), None
+        )
         if overlap:
-            c.add(loc, f"turns {item['first_turn']}-{item['last_turn']} overlap {overlap[2]} (turns {overlap[0]}-{overlap[1]}) of the same level")
+            c.add(
+                loc,
+                f"turns {item['first_turn']}-{item['last_turn']} overlap {overlap[2]} (turns {overlap[0]}-{overlap[1]}) of the same level",
+            )
             continue
         spans.setdefault(item["level"], []).append((item["first_turn"], item["last_turn"], loc))
         cleaned.append(item)
@@ -74,6 +83,10 @@ def load_chapters(items: list[dict], ctx: ImportContext) -> int:
 
 
 SECTION = SaveSection(
-    name=NAME, version=1, optional=True,
-    export=export_chapters, check=check_chapters, load=load_chapters,
+    name=NAME,
+    version=1,
+    optional=True,
+    export=export_chapters,
+    check=check_chapters,
+    load=load_chapters,
 )

@@ -11,6 +11,7 @@ A fact or a belief the finding cites is named by its file id in the `facts` / `b
 (one the file does not carry is dropped from the reference, the text stays). The draft a finding
 was found in is not carried (drafts never travel).
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -19,8 +20,22 @@ from studio.memory.continuity.models import ContinuityFinding, FindingKind, Find
 from studio.memory.continuity.timeline_tables import remap_ref
 from studio.saves.portable.registry import CheckContext, ExportContext, ImportContext, SaveSection
 
-FIELDS = ("turn_id", "alternative", "kind", "verdict", "resolution", "regenerated_as", "sentence", "character",
-          "item_layer", "item_ref", "item_text", "item_turn", "why", "judge")
+FIELDS = (
+    "turn_id",
+    "alternative",
+    "kind",
+    "verdict",
+    "resolution",
+    "regenerated_as",
+    "sentence",
+    "character",
+    "item_layer",
+    "item_ref",
+    "item_text",
+    "item_turn",
+    "why",
+    "judge",
+)
 LAYERS = ("lore", "fact", "belief", "turn", "presence")
 
 
@@ -65,10 +80,15 @@ def check_findings(items: list, ctx: CheckContext, where: str) -> list[dict]:
 
 def load_findings(items: list[dict], ctx: ImportContext) -> int:
     ids = {"facts": ctx.db_ids.get("facts", {}), "beliefs": ctx.db_ids.get("beliefs", {})}
-    ContinuityFinding.objects.bulk_create([
-        ContinuityFinding(game_save=ctx.game_save, **{**item, "item_ref": remap_ref(item["item_layer"], item["item_ref"], ids)})
-        for item in items
-    ], batch_size=1000)
+    ContinuityFinding.objects.bulk_create(
+        [
+            ContinuityFinding(
+                game_save=ctx.game_save, **{**item, "item_ref": remap_ref(item["item_layer"], item["item_ref"], ids)}
+            )
+            for item in items
+        ],
+        batch_size=1000,
+    )
     return len(items)
 
 

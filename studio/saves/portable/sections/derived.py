@@ -11,6 +11,7 @@ field is), the turn column as a turn of the file; `load` inserts the rows as the
 Optional: a studio without the table imports the file without it. A table whose remaps are
 functions needs a hand-written section (`register_section`).
 """
+
 from __future__ import annotations
 
 from typing import Iterator
@@ -62,8 +63,12 @@ def derived_section(entry: timeline.TurnTable, order: int | None = None) -> Save
         raise TypeError(f"timeline table {entry.name!r} remaps through a function: register a section for it")
     turn_field = _turn_field(entry)
     columns = timeline.row_columns(model)
-    fields = [model._meta.get_field(name) if name in {f.name for f in model._meta.concrete_fields}
-              else next(f for f in model._meta.concrete_fields if f.attname == name) for name in columns]
+    fields = [
+        model._meta.get_field(name)
+        if name in {f.name for f in model._meta.concrete_fields}
+        else next(f for f in model._meta.concrete_fields if f.attname == name)
+        for name in columns
+    ]
 
     def export(ctx: ExportContext) -> Iterator[dict]:
         rows = model._base_manager.filter(game_save_id=ctx.game_save.pk).order_by(turn_field, "pk")
@@ -94,5 +99,6 @@ def derived_section(entry: timeline.TurnTable, order: int | None = None) -> Save
         insert_rows(model, (row(item) for item in items))
         return len(items)
 
-    return SaveSection(entry.section, 1, export, check, load, order=entry.order if order is None else order,
-                       optional=True)
+    return SaveSection(
+        entry.section, 1, export, check, load, order=entry.order if order is None else order, optional=True
+    )

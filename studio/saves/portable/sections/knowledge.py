@@ -13,6 +13,7 @@ Both are optional: a studio without them imports the file without who-knows-what
 exported before they existed imports with none (knowledge is then derived from nothing:
 no character knows a fact, and lore keeps its `known_by`).
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -47,8 +48,14 @@ def export_reveals(ctx: ExportContext) -> Iterator[dict]:
     for row in Reveal.objects.filter(game_save_id=ctx.game_save.pk).order_by("turn_id", "id"):
         if row.fact_id and row.fact_id not in fact_ids:
             continue
-        yield {"turn_id": row.turn_id, "fact": fact_ids[row.fact_id] if row.fact_id else None,
-               "entry_id": row.entry_id, "character": row.character, "told_by": row.told_by, "source": row.source}
+        yield {
+            "turn_id": row.turn_id,
+            "fact": fact_ids[row.fact_id] if row.fact_id else None,
+            "entry_id": row.entry_id,
+            "character": row.character,
+            "told_by": row.told_by,
+            "source": row.source,
+        }
 
 
 def check_reveals(items: list, ctx: CheckContext, where: str) -> list[dict]:
@@ -75,11 +82,21 @@ def check_reveals(items: list, ctx: CheckContext, where: str) -> list[dict]:
 
 def load_reveals(items: list[dict], ctx: ImportContext) -> int:
     fact_pks = ctx.db_ids.get("facts", {})
-    Reveal.objects.bulk_create([
-        Reveal(game_save=ctx.game_save, turn_id=i["turn_id"], fact_id=fact_pks[i["fact"]] if i["fact"] else None,
-               entry_id=i["entry_id"] or "", character=i["character"], told_by=i["told_by"], source=i["source"])
-        for i in items
-    ], batch_size=1000)
+    Reveal.objects.bulk_create(
+        [
+            Reveal(
+                game_save=ctx.game_save,
+                turn_id=i["turn_id"],
+                fact_id=fact_pks[i["fact"]] if i["fact"] else None,
+                entry_id=i["entry_id"] or "",
+                character=i["character"],
+                told_by=i["told_by"],
+                source=i["source"],
+            )
+            for i in items
+        ],
+        batch_size=1000,
+    )
     return len(items)
 
 

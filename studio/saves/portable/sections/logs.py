@@ -1,5 +1,5 @@
-"""The log sections: finished `jobs`, the `llm_calls` log and `recorded_queries`.
-"""
+"""The log sections: finished `jobs`, the `llm_calls` log and `recorded_queries`."""
+
 from __future__ import annotations
 
 from typing import Any, Iterator
@@ -28,7 +28,18 @@ from studio.saves.portable.sections.rows import (
 )
 
 
-JOB_FIELDS = ("kind", "turn_id", "timeline_generation", "status", "attempts", "progress", "error", "result", "llm_calls", "llm_tokens")
+JOB_FIELDS = (
+    "kind",
+    "turn_id",
+    "timeline_generation",
+    "status",
+    "attempts",
+    "progress",
+    "error",
+    "result",
+    "llm_calls",
+    "llm_tokens",
+)
 
 
 def exported_jobs(game_save):
@@ -64,7 +75,9 @@ def check_jobs(items: list, ctx: CheckContext, where: str) -> list[dict]:
 
     def status(value, loc):
         if value in (JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.PAUSED):
-            c.add(loc, f"a {value} job is still in flight; a save file holds finished jobs only ({', '.join(statuses)})")
+            c.add(
+                loc, f"a {value} job is still in flight; a save file holds finished jobs only ({', '.join(statuses)})"
+            )
             return INVALID
         return c.choice(value, loc, statuses)
 
@@ -96,7 +109,10 @@ def load_jobs(items: list[dict], ctx: ImportContext) -> int:
     save = ctx.game_save
     insert_rows(
         Job,
-        ({"universe_id": save.universe_id, "game_save_id": save.pk, **{name: i[name] for name in JOB_FIELDS}} for i in items),
+        (
+            {"universe_id": save.universe_id, "game_save_id": save.pk, **{name: i[name] for name in JOB_FIELDS}}
+            for i in items
+        ),
     )
     ctx.db_ids["jobs"] = _new_pks(Job, save, [i["id"] for i in items])
     return len(items)
@@ -172,8 +188,10 @@ def _split(params) -> tuple[dict, Any]:
     """(the kind's keys, the rest): version 2 writes the kind as it is and the rest against the last query of that kind."""
     if not isinstance(params, dict):
         return {}, params
-    return ({key: params[key] for key in KIND_KEYS if key in params},
-            {key: value for key, value in params.items() if key not in KIND_KEYS})
+    return (
+        {key: params[key] for key in KIND_KEYS if key in params},
+        {key: value for key, value in params.items() if key not in KIND_KEYS},
+    )
 
 
 def _chat(texts: dict) -> str:
@@ -237,7 +255,9 @@ def check_recorded_queries(items: list, ctx: CheckContext, where: str) -> list[d
                 if type(kind) is int and 0 <= kind < len(kinds):
                     kind = kinds[kind]
                 elif not isinstance(kind, dict) or set(kind) - set(KIND_KEYS):
-                    raise ValueError(f"the kind is an object of {', '.join(KIND_KEYS)} or the number of one given before")
+                    raise ValueError(
+                        f"the kind is an object of {', '.join(KIND_KEYS)} or the number of one given before"
+                    )
                 elif all(canonical(kind) != canonical(k) for k in kinds):
                     kinds.append(kind)
                 before = previous.get(_kind(kind), {})
@@ -266,6 +286,9 @@ def check_recorded_queries(items: list, ctx: CheckContext, where: str) -> list[d
 def load_recorded_queries(items: list[dict], ctx: ImportContext) -> int:
     insert_rows(
         RecordedQuery,
-        ({"game_save_id": ctx.game_save.pk, **{k: i[k] for k in ("turn_id", "query_text", "params", "result_ids")}} for i in items),
+        (
+            {"game_save_id": ctx.game_save.pk, **{k: i[k] for k in ("turn_id", "query_text", "params", "result_ids")}}
+            for i in items
+        ),
     )
     return len(items)

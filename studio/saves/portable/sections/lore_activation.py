@@ -15,6 +15,7 @@ loses only this state. A file without the section (exported before it existed) i
 the rows recomputed from its turns (`lore_activation_replay`) against the universe's
 current Lore Book; a file whose section is present but empty imports no rows.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -52,7 +53,10 @@ def check_lore_activation(items: list, ctx: CheckContext, where: str) -> list[di
             return value
         unknown = set(value) - {"sticky", "cooldown", "first_matched"}
         if unknown:
-            c.add(loc, f"holds {', '.join(sorted(unknown))}; a lore activation state has sticky, cooldown and first_matched")
+            c.add(
+                loc,
+                f"holds {', '.join(sorted(unknown))}; a lore activation state has sticky, cooldown and first_matched",
+            )
             return INVALID
         try:
             parsed = LoreState.from_dict(value)
@@ -82,5 +86,10 @@ def load_lore_activation(items: list[dict], ctx: ImportContext) -> int:
 
 
 LORE_ACTIVATION_SECTION = SaveSection(
-    SECTION, 1, export_lore_activation, check_lore_activation, load_lore_activation, optional=True,
+    SECTION,
+    1,
+    export_lore_activation,
+    check_lore_activation,
+    load_lore_activation,
+    optional=True,
 )

@@ -1,5 +1,5 @@
-"""The living-memory sections: `facts`, `beliefs` (with their history and tombstones) and `mental_models`.
-"""
+"""The living-memory sections: `facts`, `beliefs` (with their history and tombstones) and `mental_models`."""
+
 from __future__ import annotations
 
 from typing import Iterator
@@ -78,7 +78,14 @@ def load_facts(items: list[dict], ctx: ImportContext) -> int:
 
 # -- beliefs ---------------------------------------------------------------------------------
 
-HISTORY_KEYS = ("action", "turn_id", "statement", "subject", "sources_added", "reason")  # reason: why a belief was retired
+HISTORY_KEYS = (
+    "action",
+    "turn_id",
+    "statement",
+    "subject",
+    "sources_added",
+    "reason",
+)  # reason: why a belief was retired
 
 
 def _export_sources(sources, fact_ids: dict[int, int]) -> list[dict]:

@@ -1,5 +1,5 @@
-"""Row helpers shared by the core sections: bulk inserts, file-id to pk maps, item readers.
-"""
+"""Row helpers shared by the core sections: bulk inserts, file-id to pk maps, item readers."""
+
 from __future__ import annotations
 
 from datetime import timezone as dt_timezone
@@ -109,8 +109,12 @@ def turn_texts(game_save) -> dict[int, tuple[str, str]]:
     """Return {turn: (player_input, narrative)} of the save's Event_Log (one query)."""
     from studio.world.models import Event
 
-    return {turn: (player_input, narrative) for turn, player_input, narrative in
-            Event.objects.filter(game_save_id=game_save.pk).values_list("turn_id", "player_input", "narrative")}
+    return {
+        turn: (player_input, narrative)
+        for turn, player_input, narrative in Event.objects.filter(game_save_id=game_save.pk).values_list(
+            "turn_id", "player_input", "narrative"
+        )
+    }
 
 
 def as_turn_text(text: str, texts: dict, turn_id: int, which: int) -> str | None:
@@ -133,13 +137,13 @@ def from_turn_text(ctx: CheckContext, value, loc: str, turn_id: int, which: int)
 def _readers(ctx: CheckContext):
     c = ctx.checker
     return {
-        "int": lambda **kw: (lambda v, loc: c.integer(v, loc, **kw)),
-        "text": lambda **kw: (lambda v, loc: c.text(v, loc, **kw)),
-        "limited": lambda field: (lambda v, loc: c.limited(v, loc, field)),
-        "bool": lambda: (lambda v, loc: c.boolean(v, loc)),
-        "time": lambda: (lambda v, loc: c.timestamp(v, loc)),
-        "object": lambda **kw: (lambda v, loc: c.mapping(v, loc, **kw)),
-        "turn": lambda **kw: (lambda v, loc: ctx.turn(v, loc, **kw)),
+        "int": lambda **kw: lambda v, loc: c.integer(v, loc, **kw),
+        "text": lambda **kw: lambda v, loc: c.text(v, loc, **kw),
+        "limited": lambda field: lambda v, loc: c.limited(v, loc, field),
+        "bool": lambda: lambda v, loc: c.boolean(v, loc),
+        "time": lambda: lambda v, loc: c.timestamp(v, loc),
+        "object": lambda **kw: lambda v, loc: c.mapping(v, loc, **kw),
+        "turn": lambda **kw: lambda v, loc: ctx.turn(v, loc, **kw),
     }
 
 

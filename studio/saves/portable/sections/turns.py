@@ -1,5 +1,5 @@
-"""The `turns` section: one item per turn, with its state and the time it was played.
-"""
+"""The `turns` section: one item per turn, with its state and the time it was played."""
+
 from __future__ import annotations
 
 from typing import Iterator
@@ -11,10 +11,17 @@ from studio.saves.portable.sections.rows import BATCH, iso, insert_rows, _reader
 
 def export_turns(ctx: ExportContext) -> Iterator[dict]:
     pk = ctx.game_save.pk
-    states = StateCache.objects.filter(game_save_id=pk).order_by("turn_id").values_list("turn_id", "state").iterator(chunk_size=BATCH)
+    states = (
+        StateCache.objects.filter(game_save_id=pk)
+        .order_by("turn_id")
+        .values_list("turn_id", "state")
+        .iterator(chunk_size=BATCH)
+    )
     pending = next(states, None)
     events = Event.objects.filter(game_save_id=pk).order_by("turn_id")
-    for event in events.values_list("turn_id", "player_input", "narrative", "created_at", "edited_at").iterator(chunk_size=BATCH):
+    for event in events.values_list("turn_id", "player_input", "narrative", "created_at", "edited_at").iterator(
+        chunk_size=BATCH
+    ):
         turn_id, player_input, narrative, created_at, edited_at = event
         while pending is not None and pending[0] < turn_id:
             pending = next(states, None)  # a state without its turn is not part of the save
@@ -71,9 +78,21 @@ def check_turns(items: list, ctx: CheckContext, where: str) -> list[dict]:
 
 def load_turns(items: list[dict], ctx: ImportContext) -> int:
     pk = ctx.game_save.pk
-    insert_rows(Event, ({"game_save_id": pk, "edited_at": i.get("edited_at"),
-                         **{k: i[k] for k in ("turn_id", "player_input", "narrative", "created_at")}} for i in items))
-    insert_rows(StateCache, ({"game_save_id": pk, "turn_id": i["turn_id"], "state": i["state"]} for i in items if i["state"] is not None))
+    insert_rows(
+        Event,
+        (
+            {
+                "game_save_id": pk,
+                "edited_at": i.get("edited_at"),
+                **{k: i[k] for k in ("turn_id", "player_input", "narrative", "created_at")},
+            }
+            for i in items
+        ),
+    )
+    insert_rows(
+        StateCache,
+        ({"game_save_id": pk, "turn_id": i["turn_id"], "state": i["state"]} for i in items if i["state"] is not None),
+    )
     return len(items)
 
 

@@ -1,4 +1,5 @@
 """`manage.py ensure_demo_login`: in DEBUG on a fresh database, create and print a demo login."""
+
 from __future__ import annotations
 
 import secrets
