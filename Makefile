@@ -3,7 +3,7 @@
 #               and the studio on http://127.0.0.1:8000
 #   make test   venv + installs, services (Redis, PostgreSQL) when not running, the suite
 #               on SQLite and (the tests that use the database) on PostgreSQL
-#   make test-fast  the import contracts, `ruff check` and the suite on SQLite without a browser, a Celery
+#   make test-fast  the import contracts, `ruff check`, `ruff format --check` and the suite on SQLite without a browser, a Celery
 #               worker or the real embedding model (markers browser, celery, slow), two workers
 #   make hooks  the commit hook: ruff check, ruff format --check and lint-imports before each commit
 PYTHON ?= python3
@@ -42,6 +42,7 @@ test-fast: install
 	mkdir -p var
 	PYTHONPATH="$(CURDIR)" $(VENV)/bin/lint-imports --no-cache --no-logo
 	$(VENV)/bin/ruff check --no-cache --quiet .
+	$(VENV)/bin/ruff format --no-cache --check --quiet .
 	DJANGO_ALLOW_ASYNC_UNSAFE=true DATABASE_URL="sqlite:///$(CURDIR)/var/test-fast.sqlite3" \
 		$(PY) -m pytest -p no:cacheprovider -q -n 2 --maxschedchunk 1 -m "not browser and not celery and not slow" $(ARGS)
 

@@ -31,6 +31,8 @@ PYTHONPATH="$(pwd)${PYTHONPATH:+:$PYTHONPATH}" "$(dirname "$PY")/lint-imports" -
 # Lint (pyproject.toml [tool.ruff]): static too.
 echo "=== ruff check ==="
 "$(dirname "$PY")/ruff" check --no-cache . || { echo "ruff check failed: SOME SUITES FAILED" >&2; exit 1; }
+echo "=== ruff format --check ==="
+"$(dirname "$PY")/ruff" format --no-cache --check . || { echo "ruff format --check failed (run ruff format .): SOME SUITES FAILED" >&2; exit 1; }
 
 services_start || exit 1
 trap services_stop EXIT

@@ -1,9 +1,10 @@
-"""`ruff check` passes on the tree (pyproject.toml [tool.ruff]).
+"""`ruff check` and `ruff format --check` pass on the tree (pyproject.toml [tool.ruff]).
 
 The same command runs in scripts/test.sh and `make test-fast`; this test makes a plain `pytest`
 catch a lint error too, as tests/test_import_contracts.py does for the import contracts. The
 rules are the ones that find mistakes (unused or undefined names, bugbear, a missing comma in a
-list), and no line may pass 200 characters outside the generated migrations.
+list), and no line may pass 200 characters outside the generated migrations. The code is kept
+as `ruff format` writes it (120 columns), so a diff shows only what changed.
 """
 
 from __future__ import annotations
@@ -30,6 +31,13 @@ def ruff_check(*args: str, stdin: str | None = None) -> subprocess.CompletedProc
 def test_ruff_check_passes():
     run = ruff_check(".")
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
+
+
+def test_ruff_format_check_passes():
+    run = subprocess.run(
+        [str(RUFF), "format", "--no-cache", "--check", "."], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, "run `ruff format .`:\n" + run.stdout[-6000:] + run.stderr[-2000:]
 
 
 def test_the_configuration_finds_what_it_is_for():
