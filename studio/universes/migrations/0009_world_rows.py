@@ -10,37 +10,7 @@ universes -> world so permissions and admin log entries follow.
 import django.db.models.deletion
 from django.db import migrations, models
 
-
-MOVED = ["universe", "universemeta", "loreentry"]  # the model names, as content types store them
-
-
-def _relabel(apps, schema_editor, old_label, new_label, model_names):
-    """Move the content types (and with them permissions and admin log entries) to the new app label.
-
-    A content type already made under the new label (a `migrate` stopped between the world app's
-    first migration and this one runs post_migrate, which creates it) is deleted first: it is
-    the newer, empty one; the old row carries the permissions and the log entries.
-    """
-    ContentType = apps.get_model("contenttypes", "ContentType")
-    types = ContentType.objects.using(schema_editor.connection.alias)
-    for name in model_names:
-        old = types.filter(app_label=old_label, model=name).first()
-        if old is None:
-            continue
-        types.filter(app_label=new_label, model=name).delete()
-        old.app_label = new_label
-        old.save(update_fields=["app_label"])
-    from django.contrib.contenttypes.models import ContentType as LiveContentType
-
-    LiveContentType.objects.clear_cache()
-
-
-def relabel_forwards(apps, schema_editor):
-    _relabel(apps, schema_editor, "universes", "world", MOVED)
-
-
-def relabel_backwards(apps, schema_editor):
-    _relabel(apps, schema_editor, "world", "universes", MOVED)
+from studio.world.relabel import relabel_content_types
 
 
 class Migration(migrations.Migration):
@@ -121,5 +91,5 @@ class Migration(migrations.Migration):
             ],
             database_operations=[],
         ),
-        migrations.RunPython(relabel_forwards, relabel_backwards, elidable=False),
+        relabel_content_types("universes", "world", ("universe", "universemeta", "loreentry")),
     ]
