@@ -12,7 +12,8 @@ For each size a save is bulk-loaded (below), then each operation is timed `--rep
 - **proxy swipe** and **proxy new message**: `POST /v1/chat/completions` through Django's test
   client (the view, the sync, the memory context, the proposal, the relay) to the scripted
   upstream of tests/llm_server.py, time to the first byte; a new message accepts the previous
-  answer (its embedding job run untimed before the next request);
+  answer (its embedding job run untimed before the next request); beside them, the same request
+  straight to the upstream (`direct_request`, httpx): what the proxy adds is the difference;
 - **rewind by one**: `CheckpointManager.rewind` to the turn before (one transaction, then the
   VECTOR_ROLLBACK job it runs itself).
 
@@ -471,6 +472,20 @@ class ProxyChat:
             name, _, ms = part.partition("=")
             self.timing[name] = float(ms) / 1000
 
+    def direct(self, messages) -> None:
+        """The same request straight to the model, as a front end without the proxy sends it: the floor
+        of a proxy request (the proxy adds what it takes beyond this)."""
+        import httpx
+
+        body = {"model": "bench-model", "messages": messages, "stream": True}
+        with httpx.stream("POST", f"{self.server.base_url}/chat/completions", json=body, timeout=60) as response:
+            if response.status_code != 200:
+                raise SystemExit(f"the model answered {response.status_code}")
+            chunks = response.iter_bytes()
+            next(chunks, None)  # the first byte, then the rest of the answer, as the proxy request reads it
+            for _ in chunks:
+                pass
+
     def measure(self, size, game_save, samples, timed, runner) -> None:
         if self.key is None:
             _, self.key = self._token(user=self.user, name="bench")
@@ -493,6 +508,8 @@ class ProxyChat:
             for name, seconds in self.timing.items():
                 samples.setdefault(f"{kind}:{name}", []).append(seconds)
 
+        for _ in range(self.args.repeats):
+            timed("direct_request", lambda: self.direct(messages(chat, pending)))
         for _ in range(self.args.repeats):
             timed("proxy_swipe", lambda: self.request(model, messages(chat, pending)))
             parts("proxy_swipe")
@@ -618,6 +635,16 @@ def print_table(results: list[dict]) -> None:
         print(
             f"  first memory query after a write at {large['turns']:,}: "
             f"{large['first_query']['p50_ms'] / floor_sum(large):.2f}x the floor's sum"
+        )
+    print("\nWhat the proxy adds: p50 of the request through the proxy minus p50 of the same request straight to")
+    print("the model (time to the first byte, the same run):")
+    for row in results:
+        if "direct_request" not in row:
+            continue
+        direct = row["direct_request"]["p50_ms"]
+        print(
+            f"- {row['stack']}, {row['turns']:,} turns: direct {direct:.1f} ms; a swipe adds "
+            f"{row['proxy_swipe']['p50_ms'] - direct:.1f} ms, a new message {row['proxy_new_message']['p50_ms'] - direct:.1f} ms"
         )
 
 
