@@ -14,7 +14,7 @@ import time
 import httpx
 import pytest
 
-from studio.memory.llm import get_llm_backend
+from studio.memory.llm.client import OpenAICompatibleBackend
 from studio.memory.models import LLMCall
 from studio.saves.models import NarratorAlternative
 from tests.llm_server import Reply
@@ -97,12 +97,19 @@ def test_a_front_end_that_stays_gets_the_upstream_bytes_unchanged(proxy, upstrea
     assert proposal(play_save).status == "done"
 
 
-def test_without_the_socket_nothing_is_watched(proxy, upstream, play_save):
+def test_without_the_socket_nothing_is_watched(proxy, upstream, play_save, monkeypatch):
+    # The backend is cached per configuration, so an earlier test on a reused port may have built
+    # its abortable client already: count this request's uses of it instead of looking at it.
+    abortable = []
+    original = OpenAICompatibleBackend._abortable_client
+    monkeypatch.setattr(
+        OpenAICompatibleBackend, "_abortable_client", lambda self: abortable.append(1) or original(self)
+    )
     upstream.reply = Reply(content="one two three", chunk_delay=0.1)
     response = post(proxy, play_save)
     chunks = iter(response.streaming_content)
     next(chunks)
     assert watch_threads() == []
     assert sse_text(b"".join(chunks)) == "one two three"
-    assert get_llm_backend()._own_client is None  # the pooled connection, as before
+    assert abortable == []  # the pooled connection, as before
     assert proposal(play_save).status == "done"
