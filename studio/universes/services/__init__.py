@@ -1,12 +1,13 @@
 """Writes for universes: universes, Universe_Meta, the Lore Book, missions and imports.
 
-One package, modules by subject: `universes` (universes, meta, missions), `lore` (entries,
-revisions, bulk edits, the embedding sync), `lore_rows` (what every writer of an entry records:
-the revision's snapshot, the revision, the counts), `lore_links` (links to entries not written
-yet), `lore_import` (lore books from Character Cards and SillyTavern, Universe-as-Code imports),
-`persona` (the player's persona in meta), `opening` (first message, alternate greetings,
-scenario) and `card_import` (a Character Card's Character entry, portrait and book). Callers
-import from here.
+One package, modules by subject: `universes` (universes, meta, missions), `lore` (entries
+one at a time, revisions, the embedding sync), `lore_bulk` (bulk edits, the imports' bulk
+create), `lore_rows` (what every writer of an entry records: the revision's snapshot, the
+revision, the counts), `lore_links` (links to entries not written yet), `lore_import` (lore
+books from Character Cards and SillyTavern, Universe-as-Code imports), `persona` (the
+player's persona in meta), `opening` (first message, alternate greetings, scenario) and
+`card_import` (a Character Card's Character entry, portrait and book). Callers import from
+here.
 
 Every function that touches more than one row runs in one `transaction.atomic()` block.
 Work outside the database (queueing the lore embedding job, deleting vector chunks) is
@@ -49,10 +50,12 @@ from studio.universes.services.lore import (  # noqa: F401
     lore_entry_update,
     lore_entry_delete,
     lore_entry_restore,
+    _sync_lore_now,
+)
+from studio.universes.services.lore_bulk import (  # noqa: F401
     lore_bulk_delete,
     lore_bulk_set_kind,
     lore_bulk_set_activation,
-    _sync_lore_now,
 )
 from studio.universes.services.lore_import import (  # noqa: F401
     ImportLine,

@@ -19,7 +19,8 @@ from studio.universes.interchange.card_fields import CHARACTER_EXTENSION, entry_
 from studio.universes.models import LoreRevision
 from studio.world.models import LoreEntry, LoreKind, Universe
 from studio.universes.portraits import PortraitError, portrait_clean, portrait_store
-from studio.universes.services.lore import _lore_bulk_create, lore_entry_id_for, lore_entry_update
+from studio.universes.services.lore import lore_entry_id_for, lore_entry_update
+from studio.universes.services.lore_bulk import _lore_bulk_create
 from studio.universes.services.lore_import import ImportLine, ImportReport, lore_import, lore_import_title_merges
 from studio.universes.services.universes import CHARACTER_CARD_META, meta_set
 

@@ -18,7 +18,8 @@ from studio.universes.memory_tests.services import memory_tests_replace
 from studio.universes.models import LoreRevision
 from studio.world.models import LoreEntry, LoreKind, Universe, UniverseMeta
 from studio.universes.selectors import with_link_ids
-from studio.universes.services.lore import _lore_bulk_create, lore_entry_delete, lore_entry_id_for, lore_entry_update
+from studio.universes.services.lore import lore_entry_delete, lore_entry_id_for, lore_entry_update
+from studio.universes.services.lore_bulk import _lore_bulk_create
 from studio.universes.services.universes import RESERVED_ENTRY_IDS, SLUG_RE, meta_set, universe_create
 
 logger = logging.getLogger(__name__)
