@@ -168,7 +168,7 @@ def _no_model():
     summary="The card's greetings the save can open with (turn 1).",
 )
 def opening(request: HttpRequest, save_id: str):
-    from studio.saves.narrator.play import opening_greetings
+    from studio.saves.narrator.opening import opening_greetings
 
     save = save_for(user=request.user, save_id=save_id)
     greetings = opening_greetings(game_save=save)
@@ -191,7 +191,8 @@ def opening(request: HttpRequest, save_id: str):
 )
 def opening_append(request: HttpRequest, save_id: str, payload: OpeningRequest):
     from studio.saves.errors import TurnConflict
-    from studio.saves.narrator.play import NoSuchGreeting, PlayError, opening_accept
+    from studio.saves.narrator.opening import NoSuchGreeting, opening_accept
+    from studio.saves.narrator.play import PlayError
 
     save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
     try:  # the service's check is the only one: 400 for a greeting the card lacks, 409 for the save's state
@@ -259,7 +260,7 @@ def continue_narration(request: HttpRequest, save_id: str, payload: ContinueRequ
 )
 def impersonate(request: HttpRequest, save_id: str, payload: ImpersonateRequest):
     from studio.memory.llm import LLMError
-    from studio.saves.narrator.play import impersonate as write_action
+    from studio.saves.narrator.impersonate import impersonate as write_action
 
     save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
     _no_model()

@@ -8,7 +8,7 @@ them: `saves.narrator.prompt.render_instructions`).
 The Metadata page's opening form writes them (`services.opening_set`), Universe-as-Code carries
 them as its `[opening]` table, and a Character Card export fills `first_mes`,
 `alternate_greetings` and `scenario` from them. A universe whose opening is empty opens with its
-imported card's greetings instead (`saves.narrator.play.opening_greetings`).
+imported card's greetings instead (`saves.narrator.opening.opening_greetings`).
 """
 
 from __future__ import annotations

@@ -67,11 +67,11 @@ def test_the_opening_reads_the_greetings_once_and_answers_one_status(
     api, carded_save, eager_jobs, vector_memory, monkeypatch
 ):
     """The service's check is the only one (the view read and checked the greetings again)."""
-    from studio.saves.narrator import play
+    from studio.saves.narrator import opening
 
     calls = []
-    real = play.universe_greetings
-    monkeypatch.setattr(play, "universe_greetings", lambda **kw: calls.append(1) or real(**kw))
+    real = opening.universe_greetings
+    monkeypatch.setattr(opening, "universe_greetings", lambda **kw: calls.append(1) or real(**kw))
     bad = api.post(f"{base(carded_save)}/opening", {"number": 3})
     assert bad.status_code == 400 and "2 greetings" in bad.json()["error"]["details"]["number"][0]
     assert len(calls) == 1

@@ -17,7 +17,7 @@ from django.urls import reverse
 from studio.memory.models import Job, JobKind, LLMCall
 from studio.saves.models import AlternativeStatus, DraftStatus, NarratorDraft, NarratorSnapshot, PlaySettings
 from studio.world.models import Event, UniverseMeta
-from studio.saves.narrator import play, services
+from studio.saves.narrator import impersonate, opening, play, services
 from studio.saves.narrator.authors_note import insert_at_depth
 from studio.saves.narrator.prompt import build_narrator_prompt
 from studio.saves.narrator.sampler import InvalidSampler, parse_value, resolve_sampler
@@ -273,7 +273,7 @@ def test_the_opening_offers_the_cards_greetings_and_accepts_one(
     event = Event.objects.get(game_save=carded_save, turn_id=1)
     assert (event.player_input, event.narrative) == ("", "The ledger slams shut as Wren comes in.")
     with pytest.raises(play.PlayError):
-        play.opening_draft_create(game_save=carded_save)  # only as turn 1
+        opening.opening_draft_create(game_save=carded_save)  # only as turn 1
 
 
 def test_without_an_opening_or_a_card_the_opening_is_refused(tester, universe):
@@ -373,7 +373,7 @@ def test_impersonate_reads_the_turns_the_narrator_shows(game_save, narrator):
     seen = []
     narrator.pipeline = lambda request: seen.append(request) or Reply(content="You wave.")
     shown = build_narrator_prompt(game_save=game_save, player_input="I wait").shown_turns
-    play.impersonate(game_save=game_save)
+    impersonate.impersonate(game_save=game_save)
     prompt = user_prompt(seen[-1])
     assert shown == [1, 2, 3, 4, 5, 6, 7]
     assert [int(n) for n in re.findall(r"^Turn (\d+)$", prompt, flags=re.M)] == shown
@@ -396,7 +396,7 @@ def test_impersonate_reads_the_narrators_window_when_the_budget_bounds_it(game_s
     seen = []
     narrator.pipeline = lambda request: seen.append(request) or Reply(content="You wave.")
     shown = build_narrator_prompt(game_save=game_save, player_input="I wait").shown_turns
-    play.impersonate(game_save=game_save)
+    impersonate.impersonate(game_save=game_save)
     assert 12 in shown and len(shown) < 12
     assert [int(n) for n in re.findall(r"^Turn (\d+)$", user_prompt(seen[-1]), flags=re.M)] == shown
 
@@ -421,7 +421,7 @@ def test_impersonate_reads_the_narrators_window_at_the_universes_budget(game_sav
     seen = []
     narrator.pipeline = lambda request: seen.append(request) or Reply(content="You wave.")
     shown = build_narrator_prompt(game_save=game_save, player_input="I wait").shown_turns
-    play.impersonate(game_save=game_save)
+    impersonate.impersonate(game_save=game_save)
     assert 20 in shown and shown != default
     assert (len(shown) < len(default)) if budget == "600" else (len(shown) > len(default))
     assert [int(n) for n in re.findall(r"^Turn (\d+)$", user_prompt(seen[-1]), flags=re.M)] == shown
@@ -677,11 +677,11 @@ def test_play_settings_update_checks_every_value_and_saves_nothing_on_error(game
 
 def test_opening_accept_appends_the_chosen_greeting(carded_save):
     with pytest.raises(play.PlayError):
-        play.opening_accept(game_save=carded_save, number=4)
-    event = play.opening_accept(game_save=carded_save, number=3)
+        opening.opening_accept(game_save=carded_save, number=4)
+    event = opening.opening_accept(game_save=carded_save, number=3)
     assert (event.turn_id, event.narrative) == (1, "Rain. Mira does not look up.")
     with pytest.raises(play.PlayError):
-        play.opening_accept(game_save=carded_save, number=1)
+        opening.opening_accept(game_save=carded_save, number=1)
 
 
 def test_continue_once_extends_the_last_turn_and_stores_nothing(game_save, narrator):

@@ -9,7 +9,7 @@ import json
 import pytest
 from django.core.exceptions import ValidationError
 
-from studio.saves.narrator import play
+from studio.saves.narrator import opening
 from studio.saves.services import save_create
 from studio.universes import services
 from studio.universes.interchange import character_card, sillytavern, toml_io
@@ -73,10 +73,10 @@ def test_a_universe_without_a_card_opens_with_its_own_greetings(universe):
     UniverseMeta.objects.create(universe=universe, key="player_character", value="Wren")
     set_opening(universe)
     game_save = save_create(universe=universe, name="Opens")
-    assert play.opening_greetings(game_save=game_save) == [FIRST.replace("{{user}}", "Wren"), *ALTERNATES]
-    draft = play.opening_draft_create(game_save=game_save)
-    assert [a.model for a in draft.alternatives.all()] == [play.OPENING_SOURCE] * 3
-    event = play.opening_accept(game_save=game_save, number=3)
+    assert opening.opening_greetings(game_save=game_save) == [FIRST.replace("{{user}}", "Wren"), *ALTERNATES]
+    draft = opening.opening_draft_create(game_save=game_save)
+    assert [a.model for a in draft.alternatives.all()] == [opening.OPENING_SOURCE] * 3
+    event = opening.opening_accept(game_save=game_save, number=3)
     assert (event.turn_id, event.narrative, event.player_input) == (1, ALTERNATES[1], "")
 
 

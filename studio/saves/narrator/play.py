@@ -3,13 +3,8 @@
 - `shape_action`: the Do / Say / Story input modes (AI Dungeon's): "Do" makes "open the
   door" the action "You open the door.", "Say" makes "hello" `You say: "hello"`, "Story"
   passes the text as written (a line of story the narrator continues from).
-- `opening_greetings` / `opening_draft_create`: the opening turn from the universe's opening
-  (`universes/opening.py`: its first message and alternate greetings), else from its imported
-  Character Card's: they become the alternatives of a draft for turn 1 (macros filled), with
-  no model call; the player chooses one and accepts it (or picks one on the new-save form).
 - `narrator_continue`: a new alternative that extends the chosen one (done, or stopped
   with text): streamed like any other, its text is the old text plus what the model adds.
-- `impersonate`: the model writes the player's next action (nothing is stored but the call log).
 - `last_turn_reopen` / `last_turn_undo`: Retry, Continue and Undo of the last turn. Each is
   a rewind by one (`CheckpointManager.rewind` with the expected current turn, so a page made
   for another turn changes nothing) in one transaction with what follows: reopen makes the
@@ -28,6 +23,10 @@
   save's next one (`set_aside_drafts` lists them; a rewind deletes drafts after its target,
   an accepted turn moves the next turn on); restoring it reopens it, and the view accepts
   an undone turn's text at once ("Put turn N back").
+- `continue_once`: the API's Continue, which stores nothing.
+
+The opening turn (the universe's or its card's greetings) is in opening.py; Impersonate (the
+model writes the player's next action) in impersonate.py.
 """
 
 from __future__ import annotations
@@ -39,7 +38,6 @@ from django.db import transaction
 
 from studio import limits
 from studio.memory.llm import TrackedLLM, get_llm_backend
-from studio.plural import counted
 from studio.saves.narrator.continuation import continue_prompt, join_continuation
 from studio.saves.models import AlternativeStatus, DraftStatus, NarratorAlternative, NarratorDraft
 from studio.world.models import Save
@@ -50,22 +48,11 @@ MODE_HELP = {
     "say": 'Words the player character says: “hello” becomes “You say: "hello"”.',
     "story": "A line of story, as written; the narrator continues from it.",
 }
-CARD_SOURCE = "character card"
-OPENING_SOURCE = "the universe's opening"
 HAND_SOURCE = "as the turn was"
-IMPERSONATE_INSTRUCTIONS = (
-    'You write the player\'s next action in an interactive story. The player character ("you") is {name}. '
-    'Answer with one or two short sentences in the second person ("You ..."): what the player character does or '
-    "says next, consistent with the story so far. Do not narrate what happens as a result."
-)
 
 
 class PlayError(Exception):
     """A play control that cannot be done as asked (nothing was changed)."""
-
-
-class NoSuchGreeting(PlayError):
-    """The opening asked for a greeting the card does not have (a bad request, not a conflict)."""
 
 
 def shape_action(text: str, mode: str) -> str:
@@ -82,97 +69,6 @@ def shape_action(text: str, mode: str) -> str:
     if body and body[-1] not in '.!?\u2026"\u201d':
         body += "."
     return f"You {body}"
-
-
-# -- the opening turn ----------------------------------------------------------------------------
-
-
-def opening_greetings(*, game_save: Save) -> list[str]:
-    """Return the greetings a save can open with, macros filled: the universe's own opening, else its card's."""
-    from studio.saves.narrator.prompt import narrator_meta
-
-    return universe_greetings(universe=game_save.universe, meta=narrator_meta(game_save))[1]
-
-
-def universe_greetings(*, universe, meta: dict[str, str] | None = None) -> tuple[str, list[str]]:
-    """Return (source, greetings) a story of `universe` opens with, macros filled as play fills them.
-
-    The universe's own opening (`universes/opening.py`) when it has a first message, else its
-    imported Character Card's first message and alternate greetings; ("", []) without either.
-    `meta`: what play reads (the save's `narrator_meta`; default: the universe's meta). The new-save
-    form numbers its choices with this, so greeting N there is greeting N of `opening_accept`.
-    """
-    from studio.memory.recall.macros import macro_names_from_meta
-    from studio.universes.opening import opening_from_meta
-
-    meta = universe.meta_values() if meta is None else meta
-    source, greetings = OPENING_SOURCE, opening_from_meta(meta).greetings
-    if not greetings:
-        source, greetings = CARD_SOURCE, _card_greetings(universe=universe, meta=meta)
-    if not greetings:
-        return "", []
-    names = macro_names_from_meta(meta)
-    return source, [names.fill(g.strip()) for g in greetings]
-
-
-def card_greetings(*, game_save: Save) -> list[str]:
-    """Return the universe's card's first message then its alternate greetings, macros filled ([] without a card)."""
-    from studio.memory.recall.macros import macro_names_from_meta
-    from studio.saves.narrator.prompt import narrator_meta
-
-    meta = narrator_meta(game_save)
-    names = macro_names_from_meta(meta)
-    return [names.fill(g.strip()) for g in _card_greetings(universe=game_save.universe, meta=meta)]
-
-
-def _card_greetings(*, universe, meta: dict[str, str]) -> list[str]:
-    """The card's first message then its alternate greetings, as written ([] without a card)."""
-    import json
-
-    from studio.memory.recall.macros import CHARACTER_CARD_META
-    from studio.world.models import LoreEntry
-
-    try:
-        card = json.loads(meta.get(CHARACTER_CARD_META) or "")
-    except (TypeError, ValueError):
-        return []
-    if not isinstance(card, dict):
-        return []
-    data = None
-    entry_id = card.get("entry_id")
-    if isinstance(entry_id, str):
-        entry = LoreEntry.objects.filter(universe=universe, entry_id=entry_id).first()
-        extension = (entry.extensions or {}).get("character_card") if entry is not None else None
-        data = extension.get("data") if isinstance(extension, dict) else None
-    if not isinstance(data, dict):
-        data = card.get("data") if isinstance(card.get("data"), dict) else card  # older universes: the whole card
-    greetings = [data.get("first_mes")] + list(data.get("alternate_greetings") or [])
-    return [g.strip() for g in greetings if isinstance(g, str) and g.strip()]
-
-
-def opening_draft_create(*, game_save: Save) -> NarratorDraft:
-    """Open a draft for turn 1 whose alternatives are the card's greetings (done, no model call)."""
-    from studio.saves.narrator.prompt import narrator_meta
-
-    source, greetings = universe_greetings(universe=game_save.universe, meta=narrator_meta(game_save))
-    if not greetings:
-        raise PlayError(
-            "This universe has no opening (a first message on its Metadata page, or an imported Character "
-            "Card's): narrate or write turn 1 instead."
-        )
-    with transaction.atomic():
-        locked = Save.objects.select_for_update().get(pk=game_save.pk)
-        if locked.current_turn != 0:
-            raise PlayError(f"The opening is turn 1; this save is already at turn {locked.current_turn}.")
-        NarratorDraft.objects.filter(game_save=locked, status=DraftStatus.OPEN).update(status=DraftStatus.DISCARDED)
-        draft = NarratorDraft.objects.create(game_save=locked, turn_id=1, player_input="")
-        NarratorAlternative.objects.bulk_create(
-            [
-                NarratorAlternative(draft=draft, number=n, status=AlternativeStatus.DONE, text=text, model=source)
-                for n, text in enumerate(greetings, start=1)
-            ]
-        )
-    return draft
 
 
 # -- continue ------------------------------------------------------------------------------------
@@ -208,68 +104,6 @@ def _continuation_add(
         user_prompt=user_prompt or "",
         context=context or {},
     )
-
-
-# -- impersonate ---------------------------------------------------------------------------------
-
-
-def _recent_turns_text(game_save: Save, *, universe_meta: dict[str, str], fill) -> str:
-    """The recent turns as the narrator's prompt shows them: the story-so-far window of
-    `studio.memory.chapters.story` (the open chapter's turns that fit its share of the
-    narrator's budget, the universe's `context_budget`, at least the last few), "Turn N (story
-    time)", the action, the narration."""
-    from studio.memory.chapters.story import story_items
-    from studio.memory.recall.context import ContextItem
-    from studio.memory.recall.context_lore import window_plan
-    from studio.saves.narrator.prompt import narrator_budget
-
-    # As build_memory_context plans the window (context_lore.window_plan; the test compares the two windows).
-    story = story_items(
-        game_save,
-        horizon=game_save.current_turn,
-        token_budget=narrator_budget(universe_meta),
-        **window_plan(universe_meta),
-        make_item=ContextItem.of,
-        fill=fill,
-    )
-    return "\n\n".join(item.text for item in story.turns if item.included)
-
-
-@dataclass
-class Impersonation:
-    text: str
-    model: str
-    latency_ms: int
-
-
-def impersonate(*, game_save: Save, mode: str = "do") -> Impersonation:
-    """Return the player's next action as the model writes it (for the action box); log the call.
-
-    Raise NoModelConnected without an endpoint, SpendLimitExceeded / LLMError when the call fails.
-    """
-    from studio.saves.narrator.sampler import resolve_sampler
-    from studio.saves.narrator.services import NO_MODEL, NoModelConnected
-    from studio.memory.recall.macros import macro_names_from_meta, play_meta
-
-    backend = get_llm_backend()
-    if backend is None:
-        raise NoModelConnected(NO_MODEL)
-    universe_meta = game_save.universe.meta_values()  # read once: the meta and the shares
-    meta = play_meta(universe=game_save.universe, save=game_save, universe_meta=universe_meta)
-    names = macro_names_from_meta(meta)
-    recent = _recent_turns_text(game_save, universe_meta=universe_meta, fill=names.fill) or "(the story has not begun)"
-    kind = {"say": "what the player character says next", "story": "the next line of the story"}.get(
-        mode, "what the player character does next"
-    )
-    prompt = names.fill(f"## Recent turns\n{recent}\n\nWrite {kind}, as the player would type it.")
-    system = IMPERSONATE_INSTRUCTIONS.format(name=names.user or "the player character")
-    options = resolve_sampler(game_save=game_save, meta=meta).request_options()
-    options["max_tokens"] = min(int(options.get("max_tokens") or 120), 120)
-    response = TrackedLLM(backend, game_save_id=game_save.pk).chat(
-        system=system, prompt=prompt, operation="impersonate", **options
-    )
-    text = response.text.strip().strip('"').strip()
-    return Impersonation(text=text[:4000], model=response.model or "", latency_ms=response.latency_ms or 0)
 
 
 # -- undo, retry, swipes of the last turn --------------------------------------------------------
@@ -526,25 +360,6 @@ def last_turn_reopen(*, game_save: Save, expected_turn: int, then: str = "") -> 
 
 
 # -- for the API: the same controls, nothing kept but what they append ---------------------------
-
-
-def opening_accept(*, game_save: Save, number: int = 1):
-    """Append the card's greeting `number` (1 = the first message) as turn 1; return the Event.
-
-    The one check of the opening (the API and the Console call only this): raise PlayError
-    without a card or when the save has turns already (TurnConflict from `turn_append` when
-    another request appended meanwhile), NoSuchGreeting for a greeting the card does not have.
-    """
-    from studio.saves.services import turn_append
-
-    greetings = opening_greetings(game_save=game_save)
-    if not greetings:
-        raise PlayError("This universe has no opening: no first message, and no Character Card with one.")
-    if not 1 <= number <= len(greetings):
-        raise NoSuchGreeting(f"The opening has {counted(len(greetings), 'greeting')}; there is no {number}.")
-    if game_save.current_turn != 0:
-        raise PlayError(f"The opening is turn 1; this save is already at turn {game_save.current_turn}.")
-    return turn_append(game_save=game_save, player_input="", narrative=greetings[number - 1], expected_turn_id=1)
 
 
 @dataclass

@@ -41,7 +41,8 @@ def narrator_panel_context(*, game_save: Save, draft=None) -> dict:
         (a for a in alternatives if a.number == draft.chosen_number), alternatives[-1] if alternatives else None
     )
     from studio.saves.narrator.authors_note import note_of
-    from studio.saves.narrator.play import MODE_HELP, MODES, opening_greetings, set_aside_drafts
+    from studio.saves.narrator.opening import opening_greetings
+    from studio.saves.narrator.play import MODE_HELP, MODES, set_aside_drafts
 
     note, depth = note_of(game_save)
     return {

@@ -3,7 +3,8 @@ the last turn, and the play settings (author's note, sampler).
 
 Each is a form POST that works without JavaScript (then it redirects to the Console, a
 narration runs to its end inside the POST) and answers htmx with the narrator panel or the
-whole console. The services are in `studio/saves/narrator/play.py`.
+whole console. The services are in `studio/saves/narrator/play.py` (the opening turn in
+`opening.py`, Impersonate in `impersonate.py`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from studio.saves.errors import TurnConflict
 from studio.saves.forms_play import PlaySettingsForm
 from studio.saves.models import NarratorDraft, PlaySettings
 from studio.world.models import Save
-from studio.saves.narrator import play, services
+from studio.saves.narrator import impersonate, opening, play, services
 from studio.saves.narrator.authors_note import play_settings_of
 from studio.saves.narrator.play_settings import play_settings_update
 from studio.saves.narrator.sampler import resolve_sampler
@@ -58,7 +59,7 @@ def narrator_opening(request: HttpRequest, save_id: str) -> HttpResponse:
     """Turn 1 from the card's first message: a draft whose alternatives are the card's greetings."""
     game_save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
     try:
-        draft = play.opening_draft_create(game_save=game_save)
+        draft = opening.opening_draft_create(game_save=game_save)
     except play.PlayError as exc:
         return _panel(request, game_save, error=str(exc))
     return _panel(request, game_save, draft=_draft(game_save, draft.pk))
@@ -99,7 +100,7 @@ def narrator_impersonate(request: HttpRequest, save_id: str) -> HttpResponse:
     game_save = save_for(user=request.user, save_id=save_id, access=Access.PLAY)
     mode = request.POST.get("mode", "do")
     try:
-        result = play.impersonate(game_save=game_save, mode=mode)
+        result = impersonate.impersonate(game_save=game_save, mode=mode)
     except services.NoModelConnected as exc:
         return _console(request, game_save, error=str(exc))
     except SpendLimitExceeded as exc:

@@ -62,7 +62,7 @@ def _chosen_universe(universes, value: str):
 
 def _create_form(request: HttpRequest, universes, universe, data=None, files=None, initial=None) -> SaveCreateForm:
     """The new-save form for `universe`: its persona (editable by its authors) and its opening's greetings."""
-    from studio.saves.narrator.play import universe_greetings
+    from studio.saves.narrator.opening import universe_greetings
     from studio.universes.services import persona_of
 
     greetings = universe_greetings(universe=universe)[1] if universe is not None else []
@@ -96,7 +96,7 @@ def save_create(request: HttpRequest) -> HttpResponse:
     A GET with `?universe=` (slug or pk) shows that universe's persona and greetings (the select
     asks for them again with htmx when it changes; without JavaScript, "Show its persona and
     opening"). Creating writes the persona when an author changed it, the save, and turn 1 from
-    the chosen greeting (`play.opening_accept`), then opens the Console.
+    the chosen greeting (`opening.opening_accept`), then opens the Console.
     """
     require(request.user, Access.PLAY)
     universes = universe_list_for_user(user=request.user).order_by("name")
@@ -128,7 +128,8 @@ def _create_from(request: HttpRequest, form: SaveCreateForm):
     """Write what a valid form asks for; return the save, or None with the problem added to the form."""
     from django.core.exceptions import ValidationError
 
-    from studio.saves.narrator.play import PlayError, opening_accept
+    from studio.saves.narrator.opening import opening_accept
+    from studio.saves.narrator.play import PlayError
     from studio.saves.services import save_create as create
     from studio.universes.services import persona_of, persona_set
 
