@@ -7,7 +7,8 @@ from typing import Any, Iterator
 from studio.memory.models import Job, JobStatus, LLMCall, RecordedQuery
 from studio.saves.portable.registry import INVALID, CheckContext, ExportContext, ImportContext
 from studio.saves.narrator.snapshots import SEPARATOR, Reference, context_decode
-from studio.saves.portable.recorded import RecordCodec, VerifiedWriter, canonical
+from studio.saves.portable.recorded import RecordCodec, VerifiedWriter
+from studio.saves.portable.recorded_items import canonical
 from studio.saves.portable.sections.memory import _string_list
 from studio.saves.portable.sections.rows import (
     BATCH,
