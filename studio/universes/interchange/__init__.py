@@ -1,6 +1,7 @@
 """Import and export of universes and Lore Books.
 
-- `toml_io`: Universe-as-Code, one TOML file per universe (the studio's own format).
+- `toml_io`: Universe-as-Code, one TOML file per universe (the studio's own format): export
+  and diff, the document in `toml_document`, the reading in `toml_parse`.
 - `character_card`: Character Card V1/V2/V3 (JSON, or PNG with a `chara` / `ccv3` text
   chunk): its `character_book`, and (`card_fields`) the card's own fields, its V1 mirror and
   its portrait.
