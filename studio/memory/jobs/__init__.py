@@ -2,8 +2,10 @@
 
 Layers, each importing only the ones above it in this list:
 
-- `ledger`     the Job rows: states, claims (`claim_batch`, `claim_one`), finish / defer /
-               fail, retry with backoff, the exceptions, `RETRYABLE_STATUSES`;
+- `ledger`     the Job rows: states, finish / defer / fail, retry with backoff, the
+               exceptions, `RETRYABLE_STATUSES`;
+- `claims`     which runner works on which jobs: claims (`claim_batch`, `claim_one`), one
+               runner per scope, the jobs of a runner that died queued again;
 - `timeline`   the rule of which per-turn jobs a rewind keeps: `job_timeline_rewind`, run
                in the rewind's transaction (a job checks it with
                `registry.job_timeline_check` before it writes);
@@ -20,6 +22,7 @@ rewind and fork, the memory app the embedding and living-pipeline ones (see thei
 `apps.py`). Import from this package (`from studio.memory import jobs`).
 """
 
+from studio.memory.jobs.claims import worker_identity
 from studio.memory.jobs.dispatch import QUEUE_DOWN_PREFIX, send, shutdown_inprocess_runner
 from studio.memory.jobs.ledger import (
     ORDERED_KINDS,
@@ -32,7 +35,6 @@ from studio.memory.jobs.ledger import (
     JobSkipped,
     PermanentJobError,
     job_create,
-    worker_identity,
 )
 from studio.memory.jobs.registry import JobContext, JobHandler, check_timelines, handler_for, register, registered_kinds
 from studio.memory.jobs.runner import LOST, Outcome, batch_size, claim_batch, run_job, run_now

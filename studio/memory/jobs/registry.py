@@ -33,10 +33,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from studio.memory import hooks
+from studio.memory.jobs.claims import ClaimRules
 from studio.memory.jobs.ledger import (
     REDO_KEY,
     TURN_KINDS,
-    ClaimRules,
     JobLost,
     JobRedo,
     JobSkipped,

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from studio.memory.jobs import ledger, registry
+from studio.memory.jobs import claims, ledger, registry
 from studio.memory.jobs.ledger import JobLost, JobPaused, JobRedo, JobSkipped, PermanentJobError
 from studio.memory.jobs.registry import JobContext
 from studio.memory.models import Job, JobStatus
@@ -63,7 +63,7 @@ def batch_size() -> int:
 
 def claim_batch(seed: Job, worker: str, *, limit: int = 1) -> list[Job]:
     """Claim the next eligible job (or batch) in `seed`'s scope under the registered rules."""
-    return ledger.claim_batch(seed, worker, limit=limit, rules=registry.claim_rules())
+    return claims.claim_batch(seed, worker, limit=limit, rules=registry.claim_rules())
 
 
 def run_job(job_id: int) -> None:
@@ -71,7 +71,7 @@ def run_job(job_id: int) -> None:
     seed = Job.objects.filter(pk=job_id).first()
     if seed is None or seed.status not in ledger.UNFINISHED:
         return
-    worker = ledger.worker_identity()
+    worker = claims.worker_identity()
     limit = batch_size()
     previous = inside_runner()
     _local.running = True
@@ -109,8 +109,8 @@ def run_now(job_id: int, *, vectors: Callable[[], object] | None = None, take_fa
     a FAILED job is run again too, its attempts counted on. A job another live runner holds
     or that is already finished is not run (`ran` False, `status` its current one).
     """
-    worker = ledger.worker_identity()
-    job = ledger.claim_one(job_id, worker, take_failed=take_failed)
+    worker = claims.worker_identity()
+    job = claims.claim_one(job_id, worker, take_failed=take_failed)
     if job is None:
         status = Job.objects.filter(pk=job_id).values_list("status", flat=True).first() or "missing"
         why = "another runner is running it now" if status == JobStatus.RUNNING else f"it is {status}"
@@ -168,12 +168,12 @@ def _execute_in_order(batch: list[Job], worker: str) -> None:
     """
     shared: dict = {"batch_turns": [job.turn_id for job in batch]}
     for index, job in enumerate(batch):
-        if index and not ledger.touch_claim(job, worker):
-            ledger.release(batch[index:], worker)
+        if index and not claims.touch_claim(job, worker):
+            claims.release(batch[index:], worker)
             return
         outcome = _execute(job, worker, shared=shared)
         if outcome.status not in (JobStatus.DONE, JobStatus.SKIPPED):
-            ledger.release(batch[index + 1 :], worker)
+            claims.release(batch[index + 1 :], worker)
             return
 
 
@@ -198,7 +198,7 @@ def _execute_batch(handler: registry.JobHandler, batch: list[Job], worker: str) 
             exc,
         )
         for job in batch:
-            if ledger.touch_claim(job, worker):
+            if claims.touch_claim(job, worker):
                 _execute(job, worker)
         return
     ledger.close_batch(batch, worker, outcomes)

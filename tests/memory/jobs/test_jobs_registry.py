@@ -143,9 +143,10 @@ def _package_modules(path: Path) -> set[str]:
     "module, allowed",
     [
         ("ledger", set()),
+        ("claims", {"ledger"}),
         ("timeline", {"ledger"}),
-        ("registry", {"ledger"}),
-        ("runner", {"ledger", "registry"}),
+        ("registry", {"ledger", "claims"}),
+        ("runner", {"ledger", "claims", "registry"}),
         ("dispatch", {"ledger", "runner"}),
         ("services", {"ledger", "timeline", "registry", "runner"}),
     ],
