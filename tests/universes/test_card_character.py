@@ -18,7 +18,7 @@ from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
 from studio.universes import services
-from studio.universes.interchange import card_fields, card_png, character_card
+from studio.universes.interchange import card_export, card_fields, card_png, character_card
 from studio.world.models import LoreEntry
 from studio.universes.selectors import with_link_ids
 
@@ -81,12 +81,12 @@ def character_of(universe, report) -> LoreEntry:
 
 def export(universe, character, version=None):
     entries = list(with_link_ids(universe.lore_entries.filter(extensions__card=character.entry_id)))
-    return character_card.export_card(universe, entries, version=version, character=character)
+    return card_export.export_card(universe, entries, version=version, character=character)
 
 
 def export_png(universe, character):
     entries = list(with_link_ids(universe.lore_entries.filter(extensions__card=character.entry_id)))
-    return character_card.export_png(universe, entries, character=character)
+    return card_export.export_png(universe, entries, character=character)
 
 
 def chunk_card(png: bytes, keyword: str):

@@ -14,7 +14,7 @@ from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
 from studio.universes import services
-from studio.universes.interchange import ImportFormatError, card_png, character_card, sillytavern
+from studio.universes.interchange import ImportFormatError, card_export, card_png, character_card, sillytavern
 from studio.universes.models import LoreRevision
 from studio.world.models import LoreEntry
 
@@ -225,7 +225,7 @@ def test_card_reexport_loses_nothing(universe, author):
     services.card_import(universe=universe, user=author, book=character_card.parse_card(json.dumps(CARD_V2).encode()))
     character = services.card_characters(universe=universe)[0]
     entries = list(universe.lore_entries.prefetch_related("links"))
-    card = character_card.export_card(universe, entries, version=2, character=character)
+    card = card_export.export_card(universe, entries, version=2, character=character)
     assert (
         card["spec"] == "chara_card_v2" and card["data"]["personality"] == "wry" and card["data"]["tags"] == ["rogue"]
     )
@@ -239,7 +239,7 @@ def test_card_reexport_loses_nothing(universe, author):
                 assert {k: v for k, v in again["extensions"].items() if k != "axiom"} == value
             else:
                 assert again[field] == value, field
-    v3 = character_card.export_card(universe, entries, version=3, character=character)
+    v3 = card_export.export_card(universe, entries, version=3, character=character)
     assert v3["spec"] == "chara_card_v3" and v3["spec_version"] == "3.0"
 
 
@@ -261,14 +261,14 @@ def test_png_card_import_v2_and_v3_preference(universe, author):
 
 def test_exported_png_reimports(universe, author):
     entries = list(universe.lore_entries.prefetch_related("links"))
-    png = character_card.export_png(universe, entries)
+    png = card_export.export_png(universe, entries)
     Image.open(io.BytesIO(png)).verify()  # a valid PNG
     book = character_card.parse_card(png, filename="x.png")
     assert sorted(e.entry_id for e in book.entries) == ["kael", "port-vey"]
     assert {e.kind for e in book.entries} == {"character", "place"}
     report = services.lore_import(universe=universe, user=author, book=book)
     assert report.created == 0 and report.updated == 2  # the card fields are now kept with each entry
-    again = character_card.parse_card(character_card.export_png(universe, list(universe.lore_entries.all())))
+    again = character_card.parse_card(card_export.export_png(universe, list(universe.lore_entries.all())))
     report = services.lore_import(universe=universe, user=author, book=again)
     assert report.created == 0 and report.updated == 0 and report.skipped == 2
 

@@ -17,7 +17,7 @@ import pytest
 from studio.memory.lore_activation import CompiledBook, LoreDefaults, activate, scan_messages, spec_from_entry
 from studio.universes import services
 from studio.universes.activation import STUDIO_DEFAULTS, activation_values
-from studio.universes.interchange import ImportFormatError, character_card, sillytavern, toml_io
+from studio.universes.interchange import ImportFormatError, card_export, character_card, sillytavern, toml_io
 from studio.world.models import Universe
 from studio.universes.selectors import with_link_ids
 
@@ -194,7 +194,7 @@ def test_ccv3_round_trip_keeps_every_field_of_every_entry(empty_universe, author
     original = load("ccv3_all_fields.json")
     cc_import(empty_universe, author, original)
     character = services.card_characters(universe=empty_universe)[0]
-    exported = character_card.export_card(empty_universe, entries_of(empty_universe), version=3, character=character)
+    exported = card_export.export_card(empty_universe, entries_of(empty_universe), version=3, character=character)
     by_name = {e.get("name") or e["keys"][0]: e for e in exported["data"]["character_book"]["entries"]}
     for entry in original["data"]["character_book"]["entries"]:
         assert without_axiom(by_name[entry.get("name") or entry["keys"][0]], entry) == entry
@@ -237,7 +237,7 @@ def test_ccv3_export_rewrites_a_changed_decorator(empty_universe, author):
     cc_import(empty_universe, author, load("ccv3_all_fields.json"))
     hood = empty_universe.lore_entries.get(title="The Copper Hood")
     services.lore_entry_update(entry=hood, user=author, activation={"depth": 2, "activate_only_after": 0})
-    exported = character_card.export_book(empty_universe, entries_of(empty_universe))
+    exported = card_export.export_book(empty_universe, entries_of(empty_universe))
     item = next(e for e in exported["entries"] if e.get("name") == "The Copper Hood")
     assert item["content"].startswith("@@depth 2\n") and "@@activate_only_after" not in item["content"]
     assert "@@is_greeting 1" in item["content"] and item["content"].endswith("The tavern of the Drowned Reach.")

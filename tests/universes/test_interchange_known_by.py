@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from studio.universes.interchange import character_card, sillytavern, toml_io
+from studio.universes.interchange import card_export, character_card, sillytavern, toml_io
 from studio.world.models import LoreEntry
 from studio.universes import services
 
@@ -43,7 +43,7 @@ def test_world_info_and_card_round_trip_under_extensions(cast, author):
     scramble(cast)
     services.lore_import(universe=cast, user=author, book=sillytavern.parse_world_info(json.dumps(world).encode()))
     assert secrets(cast) == before
-    card = character_card.export_book(cast, entries)
+    card = card_export.export_book(cast, entries)
     scramble(cast)
     services.lore_import(
         universe=cast,

@@ -12,7 +12,7 @@ from django.core.exceptions import ValidationError
 from studio.saves.narrator import opening
 from studio.saves.services import save_create
 from studio.universes import services
-from studio.universes.interchange import character_card, sillytavern, toml_io
+from studio.universes.interchange import card_export, sillytavern, toml_io
 from studio.world.models import UniverseMeta
 from studio.universes.opening import opening_from_meta
 
@@ -97,7 +97,7 @@ def test_universe_as_code_carries_the_opening(universe):
 
 def test_the_character_card_export_carries_the_opening(universe):
     set_opening(universe)
-    card = character_card.export_card(universe, list(universe.lore_entries.all()))
+    card = card_export.export_card(universe, list(universe.lore_entries.all()))
     data = card["data"]
     assert (data["first_mes"], data["alternate_greetings"], data["scenario"]) == (
         FIRST,

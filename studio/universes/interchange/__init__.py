@@ -4,7 +4,7 @@
   and diff, the document in `toml_document`, the reading in `toml_parse`.
 - `character_card`: Character Card V1/V2/V3 (JSON, or PNG with a `chara` / `ccv3` text
   chunk): its `character_book`, and (`card_fields`) the card's own fields, its V1 mirror and
-  its portrait.
+  its portrait; `card_export` writes them.
 - `sillytavern`: SillyTavern world-info JSON.
 
 Parsers only read: they turn bytes into `IncomingEntry` lists (or a `UniverseDocument`) and

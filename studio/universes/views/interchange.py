@@ -17,6 +17,7 @@ from studio.universes.forms import LoreImportForm, TomlImportForm
 from studio.universes.interchange import (
     ImportFormatError,
     MAX_IMPORT_BYTES,
+    card_export,
     card_png,
     character_card,
     pending,
@@ -52,7 +53,7 @@ def selection_export_response(universe: Universe, entries, export_format: str) -
         )
     if export_format == "card":
         return _attachment(
-            _json(character_card.export_card(universe, entries, version=2)),
+            _json(card_export.export_card(universe, entries, version=2)),
             f"{universe.slug}-selection-card.json",
             "application/json",
         )
@@ -99,7 +100,7 @@ def _card_export(request: HttpRequest, universe: Universe):
     """
     wanted = request.GET.get("character")
     if wanted is None:
-        pointer = character_card.meta_json(universe, services.CHARACTER_CARD_META)
+        pointer = card_export.meta_json(universe, services.CHARACTER_CARD_META)
         wanted = str(pointer.get("entry_id") or "")
     character = None
     if wanted:
@@ -117,9 +118,9 @@ def export_card(request: HttpRequest, slug: str) -> HttpResponse:
     universe = universe_for(user=request.user, slug=slug)
     character, entries, stem = _card_export(request, universe)
     asked = request.GET.get("version")
-    version = 3 if asked == "3" else 2 if asked == "2" else character_card.card_version(character)
+    version = 3 if asked == "3" else 2 if asked == "2" else card_export.card_version(character)
     return _attachment(
-        _json(character_card.export_card(universe, entries, version=version, character=character)),
+        _json(card_export.export_card(universe, entries, version=version, character=character)),
         f"{stem}-card-v{version}.json",
         "application/json",
     )
@@ -129,9 +130,7 @@ def export_card(request: HttpRequest, slug: str) -> HttpResponse:
 def export_card_png(request: HttpRequest, slug: str) -> HttpResponse:
     universe = universe_for(user=request.user, slug=slug)
     character, entries, stem = _card_export(request, universe)
-    return _attachment(
-        character_card.export_png(universe, entries, character=character), f"{stem}-card.png", "image/png"
-    )
+    return _attachment(card_export.export_png(universe, entries, character=character), f"{stem}-card.png", "image/png")
 
 
 def _parse_lore_file(data: bytes, name: str, chosen: str):
