@@ -44,6 +44,7 @@ real MiniLM on ONNX Runtime.
 from __future__ import annotations
 
 import argparse
+import collections
 import cProfile
 import io
 import itertools
@@ -348,8 +349,26 @@ def floors(vectors, game_save, connection_alias="default") -> dict[str, float]:
     return out
 
 
+def query_origin(counter):
+    """A database execute wrapper counting each query by the studio frames that ran it (profiled runs only)."""
+    import traceback
+
+    studio = str(ROOT / "studio")
+
+    def wrapper(execute, sql, params, many, context):
+        stack = traceback.StackSummary.extract(traceback.walk_stack(None), lookup_lines=False)
+        frames = [f for f in stack if f.filename.startswith(studio)]
+        where = " < ".join(f"{Path(f.filename).relative_to(ROOT)}:{f.lineno}" for f in frames[:3])
+        counter[where or "(outside studio/)"] += 1
+        return execute(sql, params, many, context)
+
+    return wrapper
+
+
 def measure(size: int, game_save, vectors, runner: Runner, args, rng: random.Random, api) -> dict:
     """Time every operation `args.repeats` times on `game_save`; return {operation: [seconds]}."""
+    from django.db import connection
+
     from studio.memory.recall.context import next_turn_context
     from studio.memory.recall.query_params import ContextParams
     from studio.memory.recall.search import memory_search
@@ -359,13 +378,19 @@ def measure(size: int, game_save, vectors, runner: Runner, args, rng: random.Ran
     samples: dict[str, list[float]] = {name: [] for name in (*OPERATIONS, *FLOORS)}
     profiles = {name: cProfile.Profile() for name in args.profile}
 
+    origins = {name: collections.Counter() for name in args.profile}
+
     def timed(name, call):
         profile = profiles.get(name)
         started = time.perf_counter()
         if profile is not None:
             profile.enable()
         try:
-            result = call()
+            if profile is None:
+                result = call()
+            else:
+                with connection.execute_wrapper(query_origin(origins[name])):
+                    result = call()
         finally:
             if profile is not None:
                 profile.disable()
@@ -419,7 +444,13 @@ def measure(size: int, game_save, vectors, runner: Runner, args, rng: random.Ran
         runner.drain()
     samples.pop("_accept_again", None)
     samples.pop("_warm_up", None)
+    for name, counter in origins.items():
+        lines = "\n".join(f"{count / args.repeats:6.1f}  {where}" for where, count in counter.most_common())
+        total = sum(counter.values()) / args.repeats
+        print(f"\n=== {total:.1f} SQL queries per {name} at {size:,} turns, by origin ===\n{lines}", file=sys.stderr)
     for name, profile in profiles.items():
+        if args.profile_dump:
+            profile.dump_stats(str(Path(args.profile_dump) / f"{name}-{size}.prof"))
         out = io.StringIO()
         pstats.Stats(profile, stream=out).sort_stats("cumulative").print_stats(args.profile_lines)
         print(f"\n=== profile of {name} at {size:,} turns ===\n{out.getvalue()}", file=sys.stderr, flush=True)
@@ -658,6 +689,7 @@ def main() -> int:
     parser.add_argument("--pg-db", default="axiom_turnpath_bench")
     parser.add_argument("--profile", default="", help="operations to profile with cProfile (comma-separated)")
     parser.add_argument("--profile-lines", type=int, default=35)
+    parser.add_argument("--profile-dump", default="", help="a directory to write each profile to (pstats files)")
     parser.add_argument("--json", default="")
     parser.add_argument("--stack", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -689,6 +721,8 @@ def main() -> int:
             ",".join(args.profile),
             "--profile-lines",
             str(args.profile_lines),
+            "--profile-dump",
+            args.profile_dump,
         ]
         code = subprocess.call(child)
         if code:

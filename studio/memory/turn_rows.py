@@ -12,6 +12,8 @@ The storage modules (`facts`, `observations`, `mental_models`) and the timeline 
   mental models from their versions.
 - `delete_after` / `count_after` / `copy_turn_rows`: the rows of a plain per-turn table
   after N (rewind, its preview) and up to N (fork).
+- `upsert_turn_row`: write a turn's one row of a kind, replacing the row already there, in one
+  statement (`update_or_create` takes six: two savepoints, a locking read, the write).
 
 Every function runs in the caller's transaction unless it says otherwise; none commits.
 """
@@ -35,6 +37,7 @@ __all__ = [
     "count_after",
     "copy_turn_rows",
     "insert_values",
+    "upsert_turn_row",
     "consecutive_runs",
 ]
 
@@ -241,6 +244,20 @@ def insert_values(model, rows: list[dict[str, Any]], *, batch: int = 1000) -> No
     with connection.cursor() as cursor:
         for start in range(0, len(params), batch):
             cursor.executemany(sql, params[start : start + batch])
+
+
+def upsert_turn_row(model, *, save_pk: int, turn_id: int, values: dict[str, Any]):
+    """Write the row of (`save_pk`, `turn_id`) with `values`, replacing the one there; return it.
+
+    One INSERT ... ON CONFLICT DO UPDATE on the model's unique (game_save, turn_id): the row keeps its
+    id and `created_at`, and is written whole otherwise. No signals are sent (none is connected to
+    the per-turn tables).
+    """
+    row = model(game_save_id=save_pk, turn_id=turn_id, **values)
+    (row,) = model.objects.bulk_create(
+        [row], update_conflicts=True, unique_fields=["game_save", "turn_id"], update_fields=list(values)
+    )
+    return row
 
 
 def consecutive_runs(turns) -> list[tuple[int, int]]:

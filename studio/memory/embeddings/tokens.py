@@ -56,6 +56,10 @@ def token_method() -> str:
 # A memory context counts the same texts request after request (the recent turns, the chunks and lore it
 # finds again, a swipe's whole context): the count of a text is kept, most recent texts first.
 COUNT_CACHE_SIZE = 8192
+# And new texts are mostly known words: a text's count is the sum of its space-separated pieces' counts
+# (`_count_pieces`), and a piece's count is kept here until the table holds this many pieces.
+PIECE_CACHE_SIZE = 200_000
+_piece_counts: dict[str, int] = {}
 
 
 def count_tokens(text: str) -> int:
@@ -70,7 +74,35 @@ def _count(text: str, approximate: bool) -> int:
     tokenizer = None if approximate else _tokenizer()
     if tokenizer is None:
         return len(_APPROX_TOKEN_RE.findall(text))
-    return len(tokenizer.encode(text, add_special_tokens=False).ids)
+    return _count_pieces([text], tokenizer)[0]
+
+
+def _count_pieces(texts: list[str], tokenizer) -> list[int]:
+    """The tokenizer's count of each text, as the sum of the counts of its pieces between spaces.
+
+    Exact, not an estimate: BERT's normalizer (clean text, CJK spacing, lowercase, accents) acts on each
+    character alone, its pre-tokenizer splits at every space, and WordPiece reads one pre-token at a time,
+    so no token spans a space and a piece's tokens do not depend on its neighbours (a property test holds
+    it to the tokenizer on arbitrary text). Only the pieces never seen before go to the tokenizer, in one
+    batch: the words of a new turn are mostly words of earlier ones.
+    """
+    counts = _piece_counts
+    split = [text.split(" ") for text in texts]
+    local: dict[str, int | None] = {}  # this call's pieces (another thread may clear the shared table)
+    for pieces in split:
+        for piece in pieces:
+            if piece and piece not in local:
+                local[piece] = counts.get(piece)
+    unseen = [piece for piece, count in local.items() if count is None]
+    if unseen:
+        encodings = tokenizer.encode_batch(unseen, add_special_tokens=False)
+        if len(counts) + len(unseen) > PIECE_CACHE_SIZE:
+            counts.clear()  # rare, and it only costs re-counting: cheaper than keeping an order on every read
+        for piece, encoding in zip(unseen, encodings):
+            local[piece] = len(encoding.ids)
+        if len(unseen) <= PIECE_CACHE_SIZE:
+            counts.update((piece, local[piece]) for piece in unseen)
+    return [sum(local[piece] for piece in pieces if piece) for pieces in split]
 
 
 def count_tokens_many(texts: list[str]) -> list[int]:
@@ -78,5 +110,4 @@ def count_tokens_many(texts: list[str]) -> list[int]:
     tokenizer = _tokenizer()
     if tokenizer is None:
         return [count_tokens(text) for text in texts]
-    encodings = tokenizer.encode_batch([text or "" for text in texts], add_special_tokens=False)
-    return [len(encoding.ids) if text else 0 for text, encoding in zip(texts, encodings)]
+    return _count_pieces([text or "" for text in texts], tokenizer)

@@ -25,6 +25,7 @@ from django.db import transaction
 from studio import limits
 from studio.memory.knowledge.models import PRESENCE_AUTHORITY, Presence, PresenceSource
 from studio.memory.knowledge.names import CharacterIndex, character_index
+from studio.memory.turn_rows import upsert_turn_row
 
 __all__ = [
     "PRESENT_KEY",
@@ -90,10 +91,8 @@ def presence_record_turn(*, save, turn_id: int, state, index: CharacterIndex | N
         characters, source = [], PresenceSource.CARRIED  # a new scene: nobody carries into it
     else:
         characters, source, scene = list(previous.characters), PresenceSource.CARRIED, scene or previous.scene
-    row, _ = Presence.objects.update_or_create(
-        game_save_id=save.pk, turn_id=turn_id, defaults={"characters": characters, "source": source, "scene": scene}
-    )
-    return row
+    values = {"characters": characters, "source": source, "scene": scene}
+    return upsert_turn_row(Presence, save_pk=save.pk, turn_id=turn_id, values=values)
 
 
 def _recarry(save_pk: int, start: Presence, last_turn: int) -> int:

@@ -53,6 +53,7 @@ from studio.memory.lore_activation import (
 )
 from studio.memory.recall.macros import macro_names
 from studio.memory.models import LoreActivation
+from studio.memory.turn_rows import upsert_turn_row
 
 HISTORY_TURNS_CAP = 500  # scan depth is at most 1000 messages = 500 turns
 
@@ -72,23 +73,18 @@ def activation_state_as_of(*, save, turn_id: int) -> LoreState:
     return LoreState.from_dict(row.state if row else None)
 
 
-@transaction.atomic
 def record_activation(
     *, save, turn_id: int, result: ActivationResult, seed: str, book_version: str = ""
 ) -> LoreActivation:
     """Store a turn's activation (replacing an earlier record of the same turn)."""
-    row, _created = LoreActivation.objects.update_or_create(
-        game_save=save,
-        turn_id=turn_id,
-        defaults={
-            "state": result.state.to_dict(),
-            "activated": result.activated_ids,
-            "sequence": list(result.sequence),
-            "seed": seed,
-            "book_version": book_version,
-        },
-    )
-    return row
+    values = {
+        "state": result.state.to_dict(),
+        "activated": result.activated_ids,
+        "sequence": list(result.sequence),
+        "seed": seed,
+        "book_version": book_version,
+    }
+    return upsert_turn_row(LoreActivation, save_pk=save.pk, turn_id=turn_id, values=values)
 
 
 def lore_activation_rollback(*, save, target_turn: int) -> int:

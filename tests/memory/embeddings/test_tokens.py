@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from studio.memory.embeddings import tokens
 from studio.memory.recall import context
 from studio.memory.lore_activation import spec_from_entry
@@ -28,3 +31,36 @@ def test_the_approximation_when_the_tokenizer_cannot_load(monkeypatch):
     assert tokens.count_tokens("Kaël owes Mira ten crowns.") == 6
     assert tokens.count_tokens_many(["a b", "", "c."]) == [2, 0, 2]
     assert counting.text_counts_many(["a b", ""]) == [(2, 2), (0, 0)]
+
+
+# Text with what could make pieces interact: spaces of every kind, control characters, combining marks, CJK,
+# case with context (final sigma, dotted I), punctuation, words past WordPiece's 100 characters.
+_PIECES = st.one_of(
+    st.text(max_size=12),
+    st.sampled_from(["Σ", "ΑΣ", "İ", "ß", "e\u0301", "\u0301", "中文", "\x00", "\x1c", "\u00a0", "\u3000", "\t", "\n"]),
+    st.sampled_from(["Kaël", "smuggler's", "ledger.", "—", "...", "[UNK]", "##ing", "x" * 101]),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_PIECES, max_size=12), st.lists(st.sampled_from([" ", "  ", "\u00a0", "\n", ""]), max_size=12))
+def test_a_text_counts_as_the_tokenizer_counts_it(pieces, gaps):
+    """The count adds up the pieces between spaces (`_count_pieces`): exact, against the tokenizer itself."""
+    tokenizer = tokens._tokenizer()
+    text = "".join(piece + (gaps[i] if i < len(gaps) else " ") for i, piece in enumerate(pieces))
+    expected = len(tokenizer.encode(text, add_special_tokens=False).ids)
+    assert tokens._count.__wrapped__(text, False) == expected
+    assert tokens.count_tokens_many([text, text + " " + text]) == [
+        expected,
+        len(tokenizer.encode(text + " " + text, add_special_tokens=False).ids),
+    ]
+
+
+def test_the_piece_table_is_bounded(monkeypatch):
+    monkeypatch.setattr(tokens, "PIECE_CACHE_SIZE", 4)
+    monkeypatch.setattr(tokens, "_piece_counts", {})
+    text = "one two three four five six"
+    assert tokens.count_tokens_many([text]) == [len(tokens._tokenizer().encode(text, add_special_tokens=False).ids)]
+    assert len(tokens._piece_counts) == 0  # six new pieces: counted, not kept
+    assert tokens.count_tokens_many(["one two", "three"]) == [2, 1]
+    assert tokens.count_tokens_many(["four five"]) == [2] and len(tokens._piece_counts) <= 4
