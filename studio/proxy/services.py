@@ -42,7 +42,7 @@ from studio.proxy.history import Chat, content_text, inject, read_chat
 from studio.proxy.sync import SyncResult, proxy_sync, with_opening
 from studio.saves.errors import TurnConflict
 from studio.saves.models import AlternativeStatus, DraftStatus, NarratorAlternative, NarratorDraft
-from studio.world.models import Save
+from studio.world.models import Save, meta_read_once
 from studio.saves.narrator.prompt import narrator_budget
 from studio.saves.narrator.services import answer_values, narrator_alternative_add
 
@@ -193,14 +193,15 @@ def proxy_prepare(
     or `key` is a retry of an outdated attempt: `guard.OutdatedRetry`).
     """
     try:
-        return _prepare(
-            game_save=game_save,
-            body=body,
-            upstream_model=upstream_model,
-            memory_tokens=memory_tokens,
-            vector_memory=vector_memory,
-            key=key,
-        )
+        with meta_read_once():  # the lore activation, the guard, the macros and the context read it once
+            return _prepare(
+                game_save=game_save,
+                body=body,
+                upstream_model=upstream_model,
+                memory_tokens=memory_tokens,
+                vector_memory=vector_memory,
+                key=key,
+            )
     except TurnConflict:
         if key is not None:
             lost(game_save=game_save, key=key)

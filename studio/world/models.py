@@ -13,6 +13,8 @@ to the world app").
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import uuid
 
 from django.conf import settings
@@ -53,8 +55,17 @@ class Universe(models.Model):
 
     def meta_values(self) -> dict[str, str]:
         """Return every Universe_Meta row as {key: value} (one query): read it once per request or job
-        and hand it on (`universe_meta=` parameters), as the narrator, the proxy and the viewers do."""
-        return dict(self.meta.values_list("key", "value"))
+        and hand it on (`universe_meta=` parameters), as the narrator, the proxy and the viewers do.
+
+        Inside `meta_read_once()` the rows are read once per universe and the copies handed out.
+        """
+        memo = _meta_memo.get()
+        if memo is None:
+            return dict(self.meta.values_list("key", "value"))
+        values = memo.get(self.pk)
+        if values is None:
+            values = memo[self.pk] = dict(self.meta.values_list("key", "value"))
+        return dict(values)
 
     @property
     def lore_scope_id(self) -> str:
@@ -78,6 +89,35 @@ class UniverseMeta(models.Model):
 
     def __str__(self) -> str:
         return f"{self.universe}: {self.key}"
+
+
+# The meta read in a `meta_read_once()` block, by universe pk (None: outside any block, every call reads).
+_meta_memo: contextvars.ContextVar[dict[int, dict[str, str]] | None] = contextvars.ContextVar(
+    "universe_meta_memo", default=None
+)
+
+
+@contextlib.contextmanager
+def meta_read_once():
+    """Within the block, `Universe.meta_values()` reads each universe's meta once (a memory proxy request reads it
+    in the lore activation, the guard, the macros, the chapters and the context: seven queries, one needed).
+    A meta row saved or deleted in the block clears what was read; a bulk `update()` of meta rows inside a
+    block is not seen (none is made where a block is open)."""
+    token = _meta_memo.set({})
+    try:
+        yield
+    finally:
+        _meta_memo.reset(token)
+
+
+def _forget_meta(sender, **kwargs) -> None:
+    memo = _meta_memo.get()
+    if memo:
+        memo.clear()
+
+
+models.signals.post_save.connect(_forget_meta, sender=UniverseMeta, dispatch_uid="world_meta_read_once_save")
+models.signals.post_delete.connect(_forget_meta, sender=UniverseMeta, dispatch_uid="world_meta_read_once_delete")
 
 
 class LoreKind(models.TextChoices):
