@@ -125,12 +125,19 @@ DATABASES = {
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets the studio read while a job writes; the timeout waits out short write locks
-    # instead of failing at once with "database is locked".
+    # instead of failing at once with "database is locked". A long save's file outgrows SQLite's
+    # default 2 MB page cache: each connection keeps `SQLITE_CACHE_MB` of pages and reads the file
+    # through a memory map of up to `SQLITE_MMAP_MB` (no read() call per page; the OS shares the pages
+    # between processes). Both are per connection; `SQLITE_MMAP_MB=0` turns the map off.
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {
             "timeout": env_int("SQLITE_TIMEOUT", 20),
             "transaction_mode": "IMMEDIATE",
-            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            "init_command": (
+                "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
+                f"PRAGMA cache_size=-{env_int('SQLITE_CACHE_MB', 64) * 1024}; "
+                f"PRAGMA mmap_size={env_int('SQLITE_MMAP_MB', 256) * 1024 * 1024};"
+            ),
         }
     )
 
