@@ -17,7 +17,7 @@ For each size a save is bulk-loaded (below), then each operation is timed `--rep
 - **rewind by one**: `CheckpointManager.rewind` to the turn before (one transaction, then the
   VECTOR_ROLLBACK job it runs itself).
 
-Every size starts with the process-wide text caches empty (`cold_text_caches`): the sizes run one after
+Every size starts with the process-wide text caches empty (`studio.memory.text_caches`): the sizes run one after
 another in one process, and a later size would otherwise find the words and texts of the earlier ones counted.
 
 Beside them, in the same run and on the same stack, the raw libraries' floors: one MiniLM
@@ -352,20 +352,6 @@ def floors(vectors, game_save, connection_alias="default") -> dict[str, float]:
     return out
 
 
-def cold_text_caches() -> None:
-    """Empty the process-wide caches keyed by text (token counts and word pieces, word folding, excerpt and guard
-    terms, query embeddings): a size measured after another would otherwise find them warm with its texts."""
-    from studio.memory.continuity import checks
-    from studio.memory.embeddings import embedding, tokens
-    from studio.memory.recall import excerpt
-    from studio.memory.retrieval import lexical
-
-    for cached in (tokens._count, lexical._fold_english_suffix, excerpt._term_set, checks.terms_of):
-        cached.cache_clear()
-    tokens._piece_counts.clear()
-    embedding.query_cache_clear()
-
-
 def query_origin(counter):
     """A database execute wrapper counting each query by the studio frames that ran it (profiled runs only)."""
     import traceback
@@ -586,6 +572,7 @@ def _run_stack(args, workdir: Path) -> int:
     from django.db import connection
 
     from studio.memory.embeddings.embedding import get_embedder
+    from studio.memory.text_caches import text_caches_clear
     from studio.memory.vector import get_vector_memory
     from studio.world.models import LoreEntry, Universe
     from tests.fakes import HashingEmbedder
@@ -620,7 +607,7 @@ def _run_stack(args, workdir: Path) -> int:
     proxy = ProxyChat(args, rng)
     results = []
     for size in [int(s) for s in args.sizes.split(",")]:
-        cold_text_caches()  # each size starts as cold as the first: no text counted or folded for an earlier one
+        text_caches_clear()  # each size starts as cold as the first: no text counted or folded for an earlier one
         started = time.perf_counter()
         game_save = bulk_load(universe, size, vectors, rng, bulk_embedder)
         runner.queued.clear()

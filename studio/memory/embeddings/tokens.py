@@ -95,12 +95,11 @@ def _count_pieces(texts: list[str], tokenizer) -> list[int]:
                 local[piece] = counts.get(piece)
     unseen = [piece for piece, count in local.items() if count is None]
     if unseen:
-        encodings = tokenizer.encode_batch(unseen, add_special_tokens=False)
-        if len(counts) + len(unseen) > PIECE_CACHE_SIZE:
-            counts.clear()  # rare, and it only costs re-counting: cheaper than keeping an order on every read
-        for piece, encoding in zip(unseen, encodings):
+        for piece, encoding in zip(unseen, tokenizer.encode_batch(unseen, add_special_tokens=False)):
             local[piece] = len(encoding.ids)
-        if len(unseen) <= PIECE_CACHE_SIZE:
+        if len(unseen) <= PIECE_CACHE_SIZE:  # (a text of more new pieces than the table holds is not kept)
+            if len(counts) + len(unseen) > PIECE_CACHE_SIZE:
+                counts.clear()  # rare, and it only costs re-counting: cheaper than keeping an order on every read
             counts.update((piece, local[piece]) for piece in unseen)
     return [sum(local[piece] for piece in pieces if piece) for pieces in split]
 

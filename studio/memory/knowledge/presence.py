@@ -148,11 +148,8 @@ def presence_set(
         if not scene:
             before = Presence.objects.filter(game_save_id=locked.pk, turn_id__lt=turn_id).order_by("-turn_id").first()
             scene = before.scene if before else ""
-        row, _ = Presence.objects.update_or_create(
-            game_save_id=locked.pk,
-            turn_id=turn_id,
-            defaults={"characters": index.resolve_all(characters), "source": source, "scene": scene},
-        )
+        values = {"characters": index.resolve_all(characters), "source": source, "scene": scene}
+        row = upsert_turn_row(Presence, save_pk=locked.pk, turn_id=turn_id, values=values)
         _recarry(locked.pk, row, locked.current_turn)
     return row
 

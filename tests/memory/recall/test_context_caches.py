@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from studio.memory.continuity import checks
 from studio.memory.embeddings import tokens
 from studio.memory.recall import excerpt
 from studio.memory.recall.context import next_turn_context
 from studio.memory.recall.query_params import ContextParams
+from studio.memory.text_caches import text_caches_clear
 from studio.memory.retrieval import lexical
 from studio.saves.checkpoints import CheckpointManager
 from studio.saves.services import turn_append
@@ -22,11 +22,6 @@ from studio.universes.services.lore import lore_entry_update
 pytestmark = pytest.mark.django_db
 
 ACTION = "I ask Mira about the ledger and the chapel."
-
-
-def _clear_caches():
-    for cached in (tokens._count, lexical._fold_english_suffix, excerpt._term_set, checks.terms_of):
-        cached.cache_clear()
 
 
 def _text(game_save, action=ACTION):
@@ -47,7 +42,7 @@ def played(living, no_runner, vector_memory):
 
 
 def test_the_same_inputs_give_the_same_prompt_with_the_caches_cold_or_warm(played, monkeypatch):
-    _clear_caches()
+    text_caches_clear()
     cold = _text(played)
     assert tokens._count.cache_info().currsize > 0  # the counts were kept
     warm = _text(played)
