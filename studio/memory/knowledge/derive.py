@@ -27,9 +27,10 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from studio.memory.chapters.story import acting_turns, turns_q
+from studio.memory.chapters.story import acting_turns
 from studio.memory.knowledge.models import Presence, Reveal
 from studio.memory.knowledge.names import CharacterIndex, character_index, fold
+from studio.memory.knowledge.presence import presence_by_turn
 
 __all__ = ["Knowing", "KnowledgeView"]
 
@@ -91,8 +92,7 @@ class KnowledgeView:
         wanted = sorted({int(t) for t in turns if 0 < int(t) <= self.horizon} - self._looked_up)
         if not wanted:
             return
-        for row in Presence.objects.filter(turns_q(wanted), game_save_id=self.save.pk):
-            self._rows[row.turn_id] = row
+        self._rows.update(presence_by_turn(self.save, turn_ids=wanted))
         if self.player:
             self._acting.update(acting_turns(self.save, horizon=self.horizon, among=wanted))
         self._looked_up.update(wanted)

@@ -23,6 +23,7 @@ from __future__ import annotations
 from django.db import transaction
 
 from studio import limits
+from studio.memory.chapters.story import turns_q
 from studio.memory.knowledge.models import PRESENCE_AUTHORITY, Presence, PresenceSource
 from studio.memory.knowledge.names import CharacterIndex, character_index
 from studio.memory.turn_rows import upsert_turn_row
@@ -173,5 +174,5 @@ def presence_by_turn(save, *, horizon: int | None = None, turn_ids=None) -> dict
     if horizon is not None:
         rows = rows.filter(turn_id__lte=horizon)
     if turn_ids is not None:
-        rows = rows.filter(turn_id__in=list(turn_ids))
+        rows = rows.filter(turns_q(turn_ids))  # runs of turns by their bounds, not a parameter each
     return {r.turn_id: r for r in rows}
