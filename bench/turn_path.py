@@ -130,7 +130,11 @@ def configure(stack: str, workdir: Path, pg_db: str) -> subprocess.Popen | None:
     """Set the environment of `stack`, start its Chroma server, configure Django; return the server."""
     os.environ.update(
         {
-            "DEBUG": "1",
+            # DEBUG off, as a deployment runs: with it on, Django logs every query (on SQLite with one more query
+            # per query, to quote its parameters), a cost no server pays.
+            "DEBUG": "0",
+            "ALLOWED_HOSTS": "testserver,127.0.0.1,localhost",
+            "SECURE_SSL_REDIRECT": "0",
             "SECRET_KEY": "bench-only",
             "AXIOM_VAR_DIR": str(workdir),
             "HF_HUB_OFFLINE": "1",
@@ -353,7 +357,7 @@ def floors(vectors, game_save, connection_alias="default") -> dict[str, float]:
 
 
 def query_origin(counter):
-    """A database execute wrapper counting each query by the studio frames that ran it (profiled runs only)."""
+    """A database execute wrapper counting each query by the studio frames that ran it (`--queries` only)."""
     import traceback
 
     studio = str(ROOT / "studio")
@@ -381,18 +385,18 @@ def measure(size: int, game_save, vectors, runner: Runner, args, rng: random.Ran
     samples: dict[str, list[float]] = {name: [] for name in (*OPERATIONS, *FLOORS)}
     profiles = {name: cProfile.Profile() for name in args.profile}
 
-    origins = {name: collections.Counter() for name in args.profile}
+    origins = {name: collections.Counter() for name in args.queries}
 
     def timed(name, call):
-        profile = profiles.get(name)
+        profile, counter = profiles.get(name), origins.get(name)
         started = time.perf_counter()
         if profile is not None:
             profile.enable()
         try:
-            if profile is None:
+            if counter is None:
                 result = call()
             else:
-                with connection.execute_wrapper(query_origin(origins[name])):
+                with connection.execute_wrapper(query_origin(counter)):
                     result = call()
         finally:
             if profile is not None:
@@ -693,6 +697,12 @@ def main() -> int:
     parser.add_argument("--bulk-embedder", choices=("hashing", "real"), default="hashing")
     parser.add_argument("--pg-db", default="axiom_turnpath_bench")
     parser.add_argument("--profile", default="", help="operations to profile with cProfile (comma-separated)")
+    parser.add_argument(
+        "--queries",
+        default="",
+        help="operations whose SQL queries to count by origin (comma-separated; in the same operation as --profile, "
+        "the counting shows in the profile)",
+    )
     parser.add_argument("--profile-lines", type=int, default=35)
     parser.add_argument("--profile-dump", default="", help="a directory to write each profile to (pstats files)")
     parser.add_argument("--json", default="")
@@ -700,6 +710,7 @@ def main() -> int:
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.profile = [p for p in args.profile.split(",") if p]
+    args.queries = [p for p in args.queries.split(",") if p]
     if args.stack:
         return run_stack(args)
     results = []
@@ -724,6 +735,8 @@ def main() -> int:
             args.pg_db,
             "--profile",
             ",".join(args.profile),
+            "--queries",
+            ",".join(args.queries),
             "--profile-lines",
             str(args.profile_lines),
             "--profile-dump",

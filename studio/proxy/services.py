@@ -66,6 +66,7 @@ class Prepared:
     memory: object | None  # the MemoryContext, or None when there was nothing to ask with
     alternative_id: int | None  # the proposal this answer fills (None: continue, impersonate)
     timings: dict[str, float] = field(default_factory=dict)  # ms: sync, memory, proposal
+    meta: dict[str, str] | None = None  # the universe's meta the prompt read (the check at the answer's end reads it)
 
 
 def memory_budget(value, *, universe_meta: dict[str, str]) -> int:
@@ -260,21 +261,32 @@ def _prepare(
         memory=memory,
         alternative_id=alternative_id,
         timings=timings,
+        meta=universe_meta,
     )
 
 
 def proxy_relay(
-    prepared: Prepared, *, backend, abort=None, user_id: int | None = None, check_now: bool = False
+    prepared: Prepared,
+    *,
+    backend,
+    abort=None,
+    user_id: int | None = None,
+    check_now: bool = False,
+    preflighted: bool = False,
 ) -> Relay:
-    """Relay the prepared body (guarded and logged); record the answer on its alternative when it ends
-    (`check_now`: and check it then with the continuity guard, its findings recorded with the proposal).
+    """Relay the prepared body (guarded and logged); record the answer on its alternative when it ends, and check it
+    then with the continuity guard, its findings recorded with the proposal (deterministic checks; `check_now`: the
+    model confirms possible contradictions too). `preflighted`: the request checked the save's and the user's spend
+    guards before it wrote anything (`TrackedLLM.preflight`): the relay does not check them again.
 
     Raise what `TrackedLLM.relay` raises (the alternative is then marked failed, or
     cancelled for `LLMCancelled`: `abort` flipped before the answer began).
     """
     tracked = TrackedLLM(backend, game_save_id=prepared.game_save.pk, user_id=user_id)  # the key's user's daily guard
     try:
-        relay = tracked.relay(prepared.body, stream=prepared.stream, operation=OPERATION, abort=abort)
+        relay = tracked.relay(
+            prepared.body, stream=prepared.stream, operation=OPERATION, abort=abort, preflighted=preflighted
+        )
     except LLMCancelled:
         if prepared.alternative_id is not None:
             proposal_finish(
@@ -291,18 +303,28 @@ def proxy_relay(
     if prepared.alternative_id is not None:
         alternative_id = prepared.alternative_id
         relay.on_finish.append(lambda done: proposal_finish(alternative_id=alternative_id, relay=done))
-        if check_now:
-            relay.on_finish.append(lambda done: proposal_check(alternative_id=alternative_id))
+        # Checked when it ends, after its last byte: the chat's next message, which settles it, need not wait for
+        # the check (`check_settled` then finds the text checked). Deterministic unless the front end asked.
+        meta = prepared.meta
+        relay.on_finish.append(
+            lambda done: proposal_check(alternative_id=alternative_id, use_model=check_now, meta=meta)
+        )
     return relay
 
 
-def proposal_check(*, alternative_id: int) -> None:
-    """Check a relayed answer that ended complete (the front end asked: `X-Axiom-Continuity: check`)."""
+def proposal_check(*, alternative_id: int, use_model: bool = True, meta: dict[str, str] | None = None) -> None:
+    """Check a relayed answer that ended complete; `use_model`: the model confirms possible contradictions (the
+    front end asked: `X-Axiom-Continuity: check`); `meta`: the universe's meta its prompt read (else read now)."""
     from studio.saves.narrator.guard import check_alternative
 
-    alternative = NarratorAlternative.objects.select_related("draft__game_save").filter(pk=alternative_id).first()
+    alternative = (
+        NarratorAlternative.objects.select_related("draft__game_save")
+        .defer("context", "system_prompt", "user_prompt")
+        .filter(pk=alternative_id)
+        .first()
+    )
     if alternative is not None and alternative.status == AlternativeStatus.DONE:
-        check_alternative(alternative=alternative)  # the proxy never narrates again what it relayed
+        check_alternative(alternative=alternative, use_model=use_model, meta=meta)  # the proxy never narrates again
 
 
 def proposal_findings(*, alternative_id: int) -> str:

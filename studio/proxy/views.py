@@ -319,6 +319,7 @@ def chat_completions(request: HttpRequest, user) -> HttpResponse:
             abort=watch.abort if watch else None,
             user_id=user.pk,
             check_now=request.headers.get(CONTINUITY_HEADER, "").strip().lower() == "check",
+            preflighted=True,  # the save's and the user's guards, above
         )
     except LLMCancelled:  # the front end left while the model read the prompt
         return client_left()

@@ -75,6 +75,12 @@ class NarratorAlternative(models.Model):
     play_settings = models.JSONField(
         default=dict, blank=True, help_text="The author's note and sampler settings the narration was made with."
     )
+    checked_digest = models.CharField(
+        max_length=64,
+        blank=True,
+        help_text="SHA-256 of the text the continuity guard last checked (empty: never checked): a text checked "
+        "once is not checked again when it is settled.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -1,11 +1,14 @@
-"""The continuity guard through the memory proxy: an answer is checked when the chat's next message settles it
-(its findings kept with the turn, accepted), or as soon as it ends when the front end asks (`X-Axiom-Continuity`)."""
+"""The continuity guard through the memory proxy: an answer is checked when it ends (deterministic checks; with the
+model too when the front end asks, `X-Axiom-Continuity`), and its findings are kept with the turn, accepted, when the
+chat's next message settles it; an answer that ended unchecked is checked then."""
 
 from __future__ import annotations
 
 import pytest
 
+from studio.memory.continuity import guard as continuity_guard
 from studio.memory.continuity.models import ContinuityFinding
+from studio.saves.models import NarratorAlternative
 from studio.world.models import LoreEntry
 from tests.llm_server import Reply
 from tests.proxy.player import Player
@@ -27,13 +30,32 @@ def secret(universe):
     )
 
 
-def test_an_answer_settled_by_the_next_message_is_checked_and_kept_with_its_turn(proxy, upstream, play_save, secret):
+@pytest.fixture
+def checks(monkeypatch):
+    """The texts the continuity guard checked, in order."""
+    seen = []
+    real = continuity_guard.continuity_check
+
+    def spy(game_save, *, text, **kwargs):
+        seen.append(text)
+        return real(game_save, text=text, **kwargs)
+
+    monkeypatch.setattr("studio.saves.narrator.guard.continuity_check", spy)
+    return seen
+
+
+def test_an_answer_is_checked_when_it_ends_and_kept_with_its_turn_when_settled(
+    proxy, upstream, play_save, secret, checks
+):
     player = Player(proxy, play_save)
     upstream.reply = Reply(content=LEAK)
     player.say("Kaël, how do we get in?")
-    assert not ContinuityFinding.objects.exists()  # still the pending answer
+    [pending] = ContinuityFinding.objects.filter(game_save=play_save)
+    assert (pending.kind, pending.resolution) == ("leak", "")  # open: the answer is still pending
+    assert checks == [LEAK]
     upstream.reply = None
     player.say("We go.")
+    assert checks[0] == LEAK and checks.count(LEAK) == 1  # the settled text was not checked again
     [finding] = ContinuityFinding.objects.filter(game_save=play_save)
     assert (finding.turn_id, finding.kind, finding.character, finding.item_label, finding.resolution) == (
         1,
@@ -57,3 +79,17 @@ def test_a_front_end_may_ask_for_the_check_as_soon_as_the_answer_ends(proxy, ups
     assert (finding.turn_id, finding.kind, finding.resolution) == (1, "leak", "")  # open: the chat has not moved on
     plain = proxy.post("/v1/chat/completions", body)
     assert "X-Axiom-Continuity" not in plain
+
+
+def test_an_answer_changed_since_its_check_is_checked_again_when_settled(proxy, upstream, play_save, secret, checks):
+    player = Player(proxy, play_save)
+    upstream.reply = Reply(content="Kaël shrugs.")
+    player.say("Kaël, how do we get in?")
+    assert checks == ["Kaël shrugs."] and not ContinuityFinding.objects.exists()
+    NarratorAlternative.objects.filter(draft__game_save=play_save).update(text=LEAK)  # not the text checked
+    player.chat[-1][1] = LEAK  # the chat shows it too
+    upstream.reply = None
+    player.say("We go.")
+    assert checks[:2] == ["Kaël shrugs.", LEAK]
+    [finding] = ContinuityFinding.objects.filter(game_save=play_save)
+    assert (finding.turn_id, finding.kind, finding.resolution) == (1, "leak", "accepted")

@@ -108,3 +108,16 @@ def test_the_tokens_cap_per_day(proxy, upstream, play_save, settings):
     assert proxy.post(URL, body).status_code == 200
     response = proxy.post(URL, body)
     assert response.status_code == 429 and "LLM tokens in the last 24 hours" in response.json()["error"]["message"]
+
+
+def test_a_request_checks_each_spend_guard_once(proxy, upstream, play_save, settings):
+    """The save's hour and the user's day are read before anything is written; the relay does not read them again."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    settings.AXIOM_LLM_CALLS_PER_HOUR = settings.AXIOM_LLM_CALLS_PER_USER_DAY = 50
+    body = sillytavern(f"axiom/{play_save.save_id}/test-model", [], "Hi.", stream=False)
+    with CaptureQueriesContext(connection) as queries:
+        assert proxy.post(URL, body).status_code == 200
+    guards = [q["sql"] for q in queries.captured_queries if "memory_llmcall" in q["sql"] and "COUNT(" in q["sql"]]
+    assert len(guards) == 2, guards

@@ -228,14 +228,17 @@ class TrackedLLM:
             stream, operation, prompt_text=system + prompt + _messages_text(options.get("messages")), request=request
         )
 
-    def relay(self, body: dict, *, stream: bool, operation: str = "proxy", abort=None):
+    def relay(self, body: dict, *, stream: bool, operation: str = "proxy", abort=None, preflighted: bool = False):
         """Relay a caller's chat-completions `body` (guarded); logged when the answer ends.
 
+        `preflighted`: this request's `preflight` already checked the same guards (the save's and
+        the user's), a moment ago and with nothing spent since by it: not checked again.
         Return the open `studio.memory.llm.relay.Relay`; raise SpendLimitExceeded (nothing
         sent), LLMUnavailable, RelayRefused or (`abort` flipped before the answer began)
         LLMCancelled, the last three logged as failed calls.
         """
-        self._guard(operation)
+        if not preflighted:
+            self._guard(operation)
         started = time.monotonic()
         request = request_text("", "", body.get("messages"))
         try:

@@ -19,13 +19,15 @@ after the action (`with_instructions`: the same text the bench measures). Accept
 what became of the draft's findings (`accept_findings`, in the accept's transaction): accepted
 anyway, fixed by the playtester's edit (the edited text is checked again), or left behind with
 an alternative that was not accepted. The API's narrate returns a check's findings without
-storing them (`check_narration`); the memory proxy checks the answer when its next message
-settles it (`check_settled`, deterministic), or when it ends if the front end asks
-(`X-Axiom-Continuity: check`); it never regenerates what it has relayed.
+storing them (`check_narration`); the memory proxy checks each answer when it ends (deterministic;
+with the model too if the front end asks, `X-Axiom-Continuity: check`), and when its next message
+settles it, checks it only if the text was not checked (`check_settled`: `checked_digest`); it
+never regenerates what it has relayed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 
 from studio.memory.continuity.findings import CheckResult, instructions_text
@@ -108,7 +110,14 @@ def check_alternative(*, alternative, use_model: bool = True, meta: dict | None 
             alternative=alternative.number,
             turn_id=draft.turn_id,
         )
+        alternative.checked_digest = text_digest(alternative.text)
+        type(alternative).objects.filter(pk=alternative.pk).update(checked_digest=alternative.checked_digest)
     return result
+
+
+def text_digest(text: str) -> str:
+    """What `NarratorAlternative.checked_digest` holds for a checked text."""
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def wants_regeneration(*, alternative, result: CheckResult | None, meta: dict | None = None) -> bool:
@@ -156,13 +165,18 @@ def with_instructions(user_prompt: str, *, draft, number: int) -> str:
 
 
 def check_settled(*, draft, number: int) -> None:
-    """The memory proxy's answer, settled by the chat's next message: check it now unless it was checked when it
-    ended (`X-Axiom-Continuity: check`). Deterministic only: the save is locked while the chat syncs."""
-    if findings_for_proposal(game_save=draft.game_save, draft_id=draft.pk, alternative=number):
+    """The memory proxy's answer, settled by the chat's next message: check it now unless its text was checked
+    when it ended (the proxy checks each answer when it ends; `X-Axiom-Continuity: check` with the model too).
+    Deterministic only: the save is locked while the chat syncs."""
+    alternative = draft.alternatives.filter(number=number).defer("context", "system_prompt", "user_prompt").first()
+    if alternative is None or (
+        alternative.checked_digest and alternative.checked_digest == text_digest(alternative.text)
+    ):
         return
-    alternative = draft.alternatives.filter(number=number).first()
-    if alternative is not None:
-        check_alternative(alternative=alternative, use_model=False)
+    if findings_for_proposal(game_save=draft.game_save, draft_id=draft.pk, alternative=number):
+        return  # checked before checks were marked: its findings are there
+    alternative.draft = draft
+    check_alternative(alternative=alternative, use_model=False)
 
 
 def accept_check(*, draft, text: str, edited: bool) -> CheckResult | None:
