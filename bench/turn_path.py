@@ -11,9 +11,11 @@ For each size a save is bulk-loaded (below), then each operation is timed `--rep
   another such write;
 - **proxy swipe** and **proxy new message**: `POST /v1/chat/completions` through Django's test
   client (the view, the sync, the memory context, the proposal, the relay) to the scripted
-  upstream of tests/llm_server.py, time to the first byte; a new message accepts the previous
-  answer (its embedding job run untimed before the next request); beside them, the same request
-  straight to the upstream (`direct_request`, httpx): what the proxy adds is the difference;
+  upstream of tests/llm_server.py, time to the first byte (and, as `...:whole`, to the last byte and
+  what the proxy does after it: the answer recorded and checked by the continuity guard); a new
+  message accepts the previous answer (its embedding job run untimed before the next request);
+  beside them, the same request straight to the upstream (`direct_request`, httpx): what the proxy
+  adds is the difference;
 - **rewind by one**: `CheckpointManager.rewind` to the turn before (one transaction, then the
   VECTOR_ROLLBACK job it runs itself).
 
@@ -502,6 +504,7 @@ class ProxyChat:
             raise SystemExit(f"proxy answered {response.status_code}: {response.content[:500]!r}")
         iterator = iter(response.streaming_content)
         next(iterator)
+        self.first_byte = time.perf_counter()
         for _ in iterator:
             pass
         response.close()
@@ -516,11 +519,14 @@ class ProxyChat:
         import httpx
 
         body = {"model": "bench-model", "messages": messages, "stream": True}
-        with httpx.stream("POST", f"{self.server.base_url}/chat/completions", json=body, timeout=60) as response:
+        if getattr(self, "direct_client", None) is None:  # kept, as the proxy keeps its connection to the model
+            self.direct_client = httpx.Client(timeout=60)
+        with self.direct_client.stream("POST", f"{self.server.base_url}/chat/completions", json=body) as response:
             if response.status_code != 200:
                 raise SystemExit(f"the model answered {response.status_code}")
             chunks = response.iter_bytes()
             next(chunks, None)  # the first byte, then the rest of the answer, as the proxy request reads it
+            self.first_byte = time.perf_counter()
             for _ in chunks:
                 pass
 
@@ -546,16 +552,25 @@ class ProxyChat:
             for name, seconds in self.timing.items():
                 samples.setdefault(f"{kind}:{name}", []).append(seconds)
 
+        def first_byte(name, call):
+            """Time `call` to its first byte (`name`) and whole (`name:whole`: the rest of the answer, and what the
+            proxy does after its last byte, such as the continuity guard's check of it)."""
+            started = time.perf_counter()
+            timed(name, call)
+            whole = samples[name][-1]
+            samples[name][-1] = self.first_byte - started
+            samples.setdefault(f"{name}:whole", []).append(whole)
+
         for _ in range(self.args.repeats):
-            timed("direct_request", lambda: self.direct(messages(chat, pending)))
+            first_byte("direct_request", lambda: self.direct(messages(chat, pending)))
         for _ in range(self.args.repeats):
-            timed("proxy_swipe", lambda: self.request(model, messages(chat, pending)))
+            first_byte("proxy_swipe", lambda: self.request(model, messages(chat, pending)))
             parts("proxy_swipe")
             runner.drain()
         for _ in range(self.args.repeats):
             chat = (chat + [(pending, self.answer)])[-self.args.window :]
             pending = f"I ask {self.rng.choice(NAMES)} about the {self.rng.choice(WORDS)}."
-            timed("proxy_new_message", lambda: self.request(model, messages(chat, pending)))
+            first_byte("proxy_new_message", lambda: self.request(model, messages(chat, pending)))
             parts("proxy_new_message")
             runner.drain()
 
@@ -686,6 +701,13 @@ def print_table(results: list[dict]) -> None:
             f"- {row['stack']}, {row['turns']:,} turns: direct {direct:.1f} ms; a swipe adds "
             f"{row['proxy_swipe']['p50_ms'] - direct:.1f} ms, a new message {row['proxy_new_message']['p50_ms'] - direct:.1f} ms"
         )
+        if "direct_request:whole" in row:
+            whole = row["direct_request:whole"]["p50_ms"]
+            print(
+                f"  to the last byte (and what the proxy does after it): direct {whole:.1f} ms; a swipe adds "
+                f"{row['proxy_swipe:whole']['p50_ms'] - whole:.1f} ms, a new message "
+                f"{row['proxy_new_message:whole']['p50_ms'] - whole:.1f} ms"
+            )
 
 
 def main() -> int:

@@ -130,6 +130,9 @@ class ScriptedLLMServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # TCP_NODELAY, as model servers set it: each small write of a stream leaves at once. Without it the
+            # first event waited for the headers' ACK (Nagle against delayed ACK): ~40 ms before the first byte.
+            disable_nagle_algorithm = True
 
             def log_message(self, *args):  # keep test output clean
                 pass
