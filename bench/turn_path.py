@@ -359,7 +359,8 @@ def floors(vectors, game_save, connection_alias="default") -> dict[str, float]:
 
 
 def query_origin(counter):
-    """A database execute wrapper counting each query by the studio frames that ran it (`--queries` only)."""
+    """A database execute wrapper counting each query, and the time its execute took (the database's answer and the
+    driver's), by the studio frames that ran it (`--queries` only)."""
     import traceback
 
     studio = str(ROOT / "studio")
@@ -368,10 +369,22 @@ def query_origin(counter):
         stack = traceback.StackSummary.extract(traceback.walk_stack(None), lookup_lines=False)
         frames = [f for f in stack if f.filename.startswith(studio)]
         where = " < ".join(f"{Path(f.filename).relative_to(ROOT)}:{f.lineno}" for f in frames[:3])
-        counter[where or "(outside studio/)"] += 1
-        return execute(sql, params, many, context)
+        started = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            counter[where or "(outside studio/)"] += 1
+            counter.times[where or "(outside studio/)"] += time.perf_counter() - started
 
     return wrapper
+
+
+class Origins(collections.Counter):
+    """Queries counted by origin, with `times`: the seconds their executes took."""
+
+    def __init__(self):
+        super().__init__()
+        self.times = collections.Counter()
 
 
 def measure(size: int, game_save, vectors, runner: Runner, args, rng: random.Random, api) -> dict:
@@ -387,7 +400,7 @@ def measure(size: int, game_save, vectors, runner: Runner, args, rng: random.Ran
     samples: dict[str, list[float]] = {name: [] for name in (*OPERATIONS, *FLOORS)}
     profiles = {name: cProfile.Profile() for name in args.profile}
 
-    origins = {name: collections.Counter() for name in args.queries}
+    origins = {name: Origins() for name in args.queries}
 
     def timed(name, call):
         profile, counter = profiles.get(name), origins.get(name)
@@ -454,9 +467,17 @@ def measure(size: int, game_save, vectors, runner: Runner, args, rng: random.Ran
     samples.pop("_accept_again", None)
     samples.pop("_warm_up", None)
     for name, counter in origins.items():
-        lines = "\n".join(f"{count / args.repeats:6.1f}  {where}" for where, count in counter.most_common())
+        lines = "\n".join(
+            f"{count / args.repeats:6.1f} {counter.times[where] * 1000 / args.repeats:7.2f} ms  {where}"
+            for where, count in counter.most_common()
+        )
         total = sum(counter.values()) / args.repeats
-        print(f"\n=== {total:.1f} SQL queries per {name} at {size:,} turns, by origin ===\n{lines}", file=sys.stderr)
+        spent = sum(counter.times.values()) * 1000 / args.repeats
+        print(
+            f"\n=== {total:.1f} SQL queries per {name} at {size:,} turns ({spent:.1f} ms in their executes), by origin "
+            f"===\n{lines}",
+            file=sys.stderr,
+        )
     for name, profile in profiles.items():
         if args.profile_dump:
             profile.dump_stats(str(Path(args.profile_dump) / f"{name}-{size}.prof"))

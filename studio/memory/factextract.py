@@ -197,11 +197,6 @@ def build_prompt(
     return "\n\n".join(parts)
 
 
-def fold_name(name) -> str:
-    """Return `name` casefolded without diacritics ("Kaël" and "kael" fold alike)."""
-    return fold(name)
-
-
 def _dedupe(names: list[str]) -> list[str]:
     seen: set[str] = set()
     out: list[str] = []

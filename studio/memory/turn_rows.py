@@ -14,6 +14,8 @@ The storage modules (`facts`, `observations`, `mental_models`) and the timeline 
   after N (rewind, its preview) and up to N (fork).
 - `upsert_turn_row`: write a turn's one row of a kind, replacing the row already there, in one
   statement (`update_or_create` takes six: two savepoints, a locking read, the write).
+- `turns_q`: a filter on a set of turns that reads runs of consecutive turns by their bounds (a
+  list of 2,000 turns compiled 2,000 parameters per query; the same rows either way).
 
 Every function runs in the caller's transaction unless it says otherwise; none commits.
 """
@@ -38,6 +40,7 @@ __all__ = [
     "copy_turn_rows",
     "insert_values",
     "upsert_turn_row",
+    "turns_q",
     "consecutive_runs",
 ]
 
@@ -269,3 +272,30 @@ def consecutive_runs(turns) -> list[tuple[int, int]]:
         else:
             runs.append([turn, turn])
     return [(first, last) for first, last in runs]
+
+
+RUN = 16  # a run of this many consecutive turns is read by its bounds, not as that many parameters
+
+
+def turns_q(turns, field: str = "turn_id") -> Q:
+    """A filter on `field` for these turn numbers: runs of at least `RUN` consecutive turns by their bounds, the
+    rest by one list (the same rows as `field__in=turns`; none for no turns)."""
+    numbers = sorted({int(t) for t in turns})
+    parts, single, start = [], [], 0
+    for index in range(1, len(numbers) + 1):
+        if index < len(numbers) and numbers[index] == numbers[index - 1] + 1:
+            continue
+        run = numbers[start:index]
+        if len(run) >= RUN:
+            parts.append(Q(**{f"{field}__gte": run[0], f"{field}__lte": run[-1]}))
+        else:
+            single += run
+        start = index
+    if single:
+        parts.append(Q(**{f"{field}__in": single}))
+    if not parts:
+        return Q(**{f"{field}__in": []})  # matches nothing: the query is not even sent
+    q = parts[0]
+    for part in parts[1:]:
+        q |= part
+    return q

@@ -17,8 +17,10 @@
 3. when the answer will be a proposal for the next turn's narration
    (`Chat.records_answer`: not a continue or an impersonation), opens the save's narrator
    draft for that turn (the same input: the draft it already has, so a swipe is one more
-   alternative of it) and a new alternative, "streaming", which holds the prompt and the
-   memory context as sent.
+   alternative of it) and a new alternative, "streaming", which will hold the prompt and the
+   memory context as sent (`ProposalRecord`: written once the answer's first chunk is on its
+   way, or when it ends, whichever comes first; its ~200 KB of explain record need not delay
+   the first byte).
 
 `proxy_relay(prepared, backend=, abort=)` sends the body through `TrackedLLM.relay` (the
 save's spend guard and call log, operation "proxy") and returns the `Relay`; when the answer
@@ -67,6 +69,28 @@ class Prepared:
     alternative_id: int | None  # the proposal this answer fills (None: continue, impersonate)
     timings: dict[str, float] = field(default_factory=dict)  # ms: sync, memory, proposal
     meta: dict[str, str] | None = None  # the universe's meta the prompt read (the check at the answer's end reads it)
+    record: ProposalRecord | None = None  # the proposal's prompt and memory, written once the answer began
+
+
+class ProposalRecord:
+    """What a proposal's alternative holds of its prompt (the messages as sent) and memory (the explain record),
+    written once (`write`): after the answer's first chunk, or when it ends, or when the relay fails."""
+
+    def __init__(self, *, alternative_id: int, messages: list, memory, proxy: dict):
+        self.alternative_id = alternative_id
+        self.messages, self.memory, self.proxy = messages, memory, proxy
+        self.written = False
+
+    def write(self, *_answer) -> None:
+        if self.written:
+            return
+        self.written = True
+        system_prompt, user_prompt = prompt_record(self.messages)
+        context = self.memory.as_dict() if self.memory is not None else {}
+        context["proxy"] = self.proxy
+        NarratorAlternative.objects.filter(pk=self.alternative_id).update(
+            system_prompt=system_prompt, user_prompt=user_prompt, context=context
+        )
 
 
 def memory_budget(value, *, universe_meta: dict[str, str]) -> int:
@@ -238,18 +262,16 @@ def _prepare(
     upstream = {key: value for key, value in body.items() if key not in OWN_FIELDS}
     upstream["model"] = upstream_model
     upstream["messages"] = messages
-    alternative_id = None
+    alternative_id = record = None
     if chat.records_answer:
-        system_prompt, user_prompt = prompt_record(messages)
-        context = memory.as_dict() if memory is not None else {}
-        context["proxy"] = {"placed": placed, "upstream_model": upstream_model, "stream": bool(body.get("stream"))}
-        alternative = proposal_open(
-            game_save=game_save,
-            player_input=chat.pending_input,
-            record={"system_prompt": system_prompt, "user_prompt": user_prompt, "context": context},
-            guard=guard,
-        )
+        alternative = proposal_open(game_save=game_save, player_input=chat.pending_input, record={}, guard=guard)
         alternative_id = alternative.pk
+        record = ProposalRecord(
+            alternative_id=alternative_id,
+            messages=messages,
+            memory=memory,
+            proxy={"placed": placed, "upstream_model": upstream_model, "stream": bool(body.get("stream"))},
+        )
     lap("proposal")
     return Prepared(
         game_save=game_save,
@@ -262,6 +284,7 @@ def _prepare(
         alternative_id=alternative_id,
         timings=timings,
         meta=universe_meta,
+        record=record,
     )
 
 
@@ -283,23 +306,28 @@ def proxy_relay(
     cancelled for `LLMCancelled`: `abort` flipped before the answer began).
     """
     tracked = TrackedLLM(backend, game_save_id=prepared.game_save.pk, user_id=user_id)  # the key's user's daily guard
+    record = prepared.record
     try:
         relay = tracked.relay(
             prepared.body, stream=prepared.stream, operation=OPERATION, abort=abort, preflighted=preflighted
         )
-    except LLMCancelled:
-        if prepared.alternative_id is not None:
+    except BaseException as exc:
+        if record is not None:
+            record.write()  # the proposal keeps what it asked with, whatever became of it
+        if prepared.alternative_id is not None and isinstance(exc, LLMCancelled):
             proposal_finish(
                 alternative_id=prepared.alternative_id,
                 relay=None,
                 cancelled=True,
                 error="Stopped: the front end left before the answer began.",
             )
-        raise
-    except LLMError as exc:
-        if prepared.alternative_id is not None:
+        elif prepared.alternative_id is not None and isinstance(exc, LLMError):
             proposal_finish(alternative_id=prepared.alternative_id, relay=None, error=str(exc))
         raise
+    if record is not None:
+        # The prompt and the memory are written once the first chunk is on its way (or when the answer ends first).
+        relay.on_first.append(record.write)
+        relay.on_finish.append(record.write)
     if prepared.alternative_id is not None:
         alternative_id = prepared.alternative_id
         relay.on_finish.append(lambda done: proposal_finish(alternative_id=alternative_id, relay=done))

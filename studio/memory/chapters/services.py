@@ -28,6 +28,7 @@ from studio.memory.chapters.selectors import SCENE_KEYS, chapter_settings, open_
 from studio.memory.chapters.story_time import story_time_of
 from studio.memory.jobs import ledger
 from studio.memory.models import JobKind
+from studio.memory.turn_rows import turns_q
 
 
 class ChapterError(ValueError):
@@ -52,9 +53,7 @@ def _checked(field: limits.Limit, value: str) -> str:
 def _states(game_save, turn_ids) -> dict[int, dict]:
     from studio.world.models import StateCache
 
-    return dict(
-        StateCache.objects.filter(game_save_id=game_save.pk, turn_id__in=list(turn_ids)).values_list("turn_id", "state")
-    )
+    return dict(StateCache.objects.filter(turns_q(turn_ids), game_save_id=game_save.pk).values_list("turn_id", "state"))
 
 
 def _model_configured() -> bool:

@@ -40,6 +40,7 @@ from studio.memory.chapters.selectors import open_chapter_start, top_summaries
 from studio.memory.chapters.story_time import story_time_of
 from studio.memory.embeddings.tokens import count_tokens
 from studio.memory.recall.policy import DEFAULT_POLICY
+from studio.memory.turn_rows import turns_q
 
 
 @dataclass
@@ -51,30 +52,6 @@ class Story:
     # The recent turns' share the window leaves because it already shows its most turns (`max_turns`) and they
     # are short: what the allocator adds to the cap on what changes with each action (recall may use it).
     spare: int = 0
-
-
-RUN = 16  # a run of this many consecutive turns is read by its bounds, not as that many parameters
-
-
-def turns_q(turns, field: str = "turn_id"):
-    """A filter on `field` for these turn numbers: runs of consecutive turns by their bounds, the rest by a list
-    (the guard's last 2,000 turns compiled 2,000 parameters per query; the same rows either way)."""
-    from django.db.models import Q
-
-    numbers = sorted({int(t) for t in turns})
-    q, single, start = Q(pk__in=[]), [], 0
-    for index in range(1, len(numbers) + 1):
-        if index < len(numbers) and numbers[index] == numbers[index - 1] + 1:
-            continue
-        run = numbers[start:index]
-        if len(run) >= RUN:
-            q |= Q(**{f"{field}__gte": run[0], f"{field}__lte": run[-1]})
-        else:
-            single += run
-        start = index
-    if single:
-        q |= Q(**{f"{field}__in": single})
-    return q
 
 
 def turn_texts(game_save, turn_ids) -> dict[int, str]:

@@ -35,13 +35,14 @@ def story_time_of(state: Any) -> str:
 
 def story_times(game_save, turn_ids) -> dict[int, str]:
     """Return {turn id: story time} for those of `turn_ids` whose state records one (one query)."""
+    from studio.memory.turn_rows import turns_q
     from studio.world.models import StateCache
 
     turn_ids = [t for t in set(turn_ids) if t is not None]
     if not turn_ids:
         return {}
     out = {}
-    for turn_id, state in StateCache.objects.filter(game_save_id=game_save.pk, turn_id__in=turn_ids).values_list(
+    for turn_id, state in StateCache.objects.filter(turns_q(turn_ids), game_save_id=game_save.pk).values_list(
         "turn_id", "state"
     ):
         label = story_time_of(state)

@@ -64,7 +64,7 @@ class KnowledgeView:
         self._rows: dict[int, Presence] = {}  # the presence rows of the turns looked up
         self._acting: set[int] = set()  # of the turns looked up, those the player acted in
         self._looked_up: set[int] = set()
-        self._names: dict[int, set[str]] = {}  # `_present` of the turns asked
+        self._names: dict[int, frozenset[str]] = {}  # `_present` of the turns asked
         self._whole = False
         self.fact_reveals: dict[int, list[Reveal]] = defaultdict(list)
         self.entry_reveals: dict[str, list[Reveal]] = defaultdict(list)
@@ -129,22 +129,22 @@ class KnowledgeView:
         return self._acting
 
     @property
-    def present(self) -> dict[int, set[str]]:
+    def present(self) -> dict[int, frozenset[str]]:
         """Every turn up to the horizon with someone present: the folded names (reads them all)."""
         self._read_whole()
-        return {turn: set(self._present(turn)) for turn in set(self._rows) | self._acting}
+        return {turn: self._present(turn) for turn in self._rows.keys() | self._acting}
 
-    def _present(self, turn: int) -> set[str]:
+    def _present(self, turn: int) -> frozenset[str]:
         """The folded names present at `turn` (the player if they acted in it); empty when nobody is recorded.
-        Kept per turn once looked up (a turn's rows do not change within a view): the caller must not change it."""
+        Kept per turn once looked up (a turn's rows do not change within a view)."""
         self._need(turn)
         names = self._names.get(turn)
         if names is None:
             row = self._rows.get(turn)
-            names = {fold(c) for c in row.characters} if row else set()
+            folded = [fold(c) for c in row.characters] if row else []
             if turn in self._acting:
-                names.add(fold(self.player))
-            self._names[turn] = names
+                folded.append(fold(self.player))
+            names = self._names[turn] = frozenset(folded)
         return names
 
     def present_at(self, turn: int) -> list[str]:
@@ -177,7 +177,7 @@ class KnowledgeView:
         return f"told to {character}{by} at turn {reveal.turn_id}"
 
     def witnessed(self, character: str, turn: int) -> Knowing:
-        present = self._present(turn) if 0 < turn <= self.horizon else set()
+        present = self._present(turn) if 0 < turn <= self.horizon else frozenset()
         if fold(character) in present:
             row = self._rows.get(turn)
             if (

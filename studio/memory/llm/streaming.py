@@ -15,7 +15,9 @@ what they share:
 - Ending: `close()` before the end closes the HTTP connection (how a server learns that the
   reader went away and stops generating) and ends the answer "cancelled". Leaving a `with`
   block closes it too. `on_finish(answer)` callbacks run exactly once, at the end, on error
-  or on close; a failing callback is logged and never breaks the reader.
+  or on close; a failing callback is logged and never breaks the reader. A relay's
+  `on_first(answer)` callbacks run once after its first chunk was handed on (work that need
+  not delay the first byte), unless the answer ended first.
 - Aborting: a read that fails because another thread flipped the answer's `abort`
   (`abort.StreamAbort`, which shuts the socket down) ends the answer "cancelled", as
   `close()` does, never with an error.
@@ -101,6 +103,10 @@ class AnswerStream:
         self.error: LLMError | None = None
         self.cancelled = False
         self.on_finish: list[Callable] = []
+        # A relay's: run once, after its first chunk was handed on (when the reader asks for the next one); a
+        # reader that leaves after one chunk ends the answer first (`on_finish` runs, these never do).
+        self.on_first: list[Callable] = []
+        self._first_handed = False
         self._parts: list[str] = []
         self._finish_reason = ""
         self._usage: dict = {}
@@ -184,6 +190,7 @@ class AnswerStream:
                     if self.yields_bytes:
                         self._mark_first()
                         yield chunk
+                        self._handed_first()
                     body += chunk
                     continue
                 if not self.yields_bytes:
@@ -196,6 +203,7 @@ class AnswerStream:
                         yield chunk  # the bytes that carried the error reach the caller too
                         raise
                     yield chunk
+                    self._handed_first()
                 if parser.done and self.stops_at_done:
                     break
             if parser is None:
@@ -259,6 +267,16 @@ class AnswerStream:
             if choice.get("finish_reason"):
                 self._finish_reason = str(choice["finish_reason"])
         return read
+
+    def _handed_first(self) -> None:
+        if self._first_handed:
+            return
+        self._first_handed = True
+        for callback in self.on_first:
+            try:
+                callback(self)
+            except Exception:  # noqa: BLE001 - a hook must not break the reader
+                logger.exception("%s on_first callback failed", type(self).__name__)
 
     def _mark_first(self) -> None:
         if self._first_ms is None:

@@ -40,6 +40,7 @@ from studio.memory.observations import (
     get_observations,
 )
 from studio.memory.reflect import affected_subjects, reflect_detailed
+from studio.memory.turn_rows import turns_q
 
 MAX_FACTS_PER_TURN = 8
 MAX_EXISTING_BELIEFS = 24
@@ -208,7 +209,7 @@ def turn_inputs(ctx: JobContext, save) -> tuple[str, object]:
     narratives = ctx.cached(
         "narratives",
         lambda: dict(
-            Event.objects.filter(game_save_id=save.pk, turn_id__in=batch_turns).values_list("turn_id", "narrative")
+            Event.objects.filter(turns_q(batch_turns), game_save_id=save.pk).values_list("turn_id", "narrative")
         ),
     )
     if turn not in narratives:
@@ -216,7 +217,7 @@ def turn_inputs(ctx: JobContext, save) -> tuple[str, object]:
     states = ctx.cached(
         "states",
         lambda: dict(
-            StateCache.objects.filter(game_save_id=save.pk, turn_id__in=batch_turns).values_list("turn_id", "state")
+            StateCache.objects.filter(turns_q(batch_turns), game_save_id=save.pk).values_list("turn_id", "state")
         ),
     )
     return narratives[turn], states.get(turn)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 
 from studio.memory.llm import spend_status
+from studio.memory.turn_rows import turns_q
 from studio.saves.models import NarratorSnapshot
 from studio.world.models import Save
 from studio.saves.narrator.snapshots import snapshot_prompt
@@ -115,9 +116,7 @@ def last_turn_alternatives(*, game_save: Save) -> int:
 def snapshot_turn_ids(*, game_save: Save, turn_ids) -> set[int]:
     """Return which of `turn_ids` have a narrator snapshot (one query, for a timeline page)."""
     return set(
-        NarratorSnapshot.objects.filter(game_save=game_save, turn_id__in=list(turn_ids)).values_list(
-            "turn_id", flat=True
-        )
+        NarratorSnapshot.objects.filter(turns_q(turn_ids), game_save=game_save).values_list("turn_id", flat=True)
     )
 
 

@@ -87,7 +87,8 @@ def test_a_long_save_reads_the_arcs_not_its_chapters(game_save):
 @given(turns=st.lists(st.integers(1, 120), max_size=90))
 def test_turns_read_by_runs_are_the_turns_asked(game_save, turns):
     """`turns_q` reads runs of consecutive turns by their bounds: the same rows as a list of every turn."""
-    from studio.memory.chapters.story import turn_texts, turns_q
+    from studio.memory.chapters.story import turn_texts
+    from studio.memory.turn_rows import turns_q
     from studio.world.models import Event
 
     if not Event.objects.filter(game_save=game_save, turn_id=100, narrative="turn 100").exists():
@@ -101,7 +102,7 @@ def test_turns_read_by_runs_are_the_turns_asked(game_save, turns):
 
 
 def test_the_guards_last_turns_are_two_bounds_not_two_thousand_parameters(game_save):
-    from studio.memory.chapters.story import turns_q
+    from studio.memory.turn_rows import turns_q
     from studio.world.models import Event
 
     _sql, params = Event.objects.filter(turns_q(range(1, 2001))).query.sql_with_params()
