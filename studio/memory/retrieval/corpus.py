@@ -233,6 +233,16 @@ class CorpusCache:
                 self._corpora.popitem(last=False)
         return CorpusRead(corpus, rebuilt=True)
 
+    def read_if_cached(self, scope_id: str, config: RetrievalConfig) -> Corpus | None:
+        """The scope's corpus at the store's current version when this process keeps one (brought up to date as
+        `read` does: through the change log); None when it keeps none, or the store failed while it caught up
+        (an older corpus may miss chunks: never an answer here)."""
+        with self._lock:
+            if scope_id not in self._corpora:
+                return None
+        answer = self.read(scope_id, config)
+        return None if answer.store_error else answer.corpus
+
     def _fetch(self, scope_id: str, ids: list[str], config: RetrievalConfig) -> list[Row]:
         """Fetch and tokenise the given chunks (those the store still holds), a page at a time."""
         rows = []
