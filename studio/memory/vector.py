@@ -220,13 +220,13 @@ class VectorMemory:
 
     def _ids_after(self, scope_id: str, target_turn_id: int) -> list[str]:
         """The ids of the scope's chunks after `target_turn_id`. From this process's corpus of the scope when it
-        keeps one, brought to the store's current version through the change log (every write of every process
-        logs its ids): the ids in hand, where a `turn_id > N` filter is a scan of the store's metadata (18 ms of a
-        rewind by one at 100,000 chunks on embedded Chroma). Else listed by the store."""
-        corpus = self._corpora.read_if_cached(scope_id, self.config)
-        if corpus is None:
+        keeps one, with the change log since it (every write of every process logs its ids): the ids in hand,
+        where a `turn_id > N` filter is a scan of the store's metadata (18 ms of a rewind by one at 100,000 chunks
+        on embedded Chroma). Else listed by the store."""
+        ids = self._corpora.ids_after(scope_id, target_turn_id)
+        if ids is None:
             return self._ids_where(scope_id, {"turn_id": {"$gt": target_turn_id}})
-        return [corpus.ids[int(p)] for p in np.flatnonzero(np.asarray(corpus.turn_ids) > target_turn_id)]
+        return ids
 
     # -- writes --
 

@@ -233,15 +233,37 @@ class CorpusCache:
                 self._corpora.popitem(last=False)
         return CorpusRead(corpus, rebuilt=True)
 
-    def read_if_cached(self, scope_id: str, config: RetrievalConfig) -> Corpus | None:
-        """The scope's corpus at the store's current version when this process keeps one (brought up to date as
-        `read` does: through the change log); None when it keeps none, or the store failed while it caught up
-        (an older corpus may miss chunks: never an answer here)."""
+    def ids_after(self, scope_id: str, turn: int) -> list[str] | None:
+        """The ids of the scope's chunks after `turn` at the store's current version, from the corpus this process
+        keeps and the change log since it (the chunks added since fetched by id for their turn); None when it
+        keeps none or the log does not cover the window. The cached corpus is not reloaded: a rewind after a
+        rewind would otherwise copy the corpus's lists to cut the first one's chunks (O(save))."""
         with self._lock:
-            if scope_id not in self._corpora:
+            cached = self._corpora.get(scope_id)
+        if cached is None:
+            return None
+        version = self.versions.current(scope_id)
+        changes: list | None = []
+        if version != cached.version:
+            if not change_log.supports_log(self.versions):
                 return None
-        answer = self.read(scope_id, config)
-        return None if answer.store_error else answer.corpus
+            changes = self.versions.changes_since(scope_id, cached.version, version)
+            if changes is None:
+                return None
+        added_ids, removed_ids = change_log.fold(changes, cached.position)
+        ids = [
+            chunk_id
+            for chunk_id in (cached.ids[int(p)] for p in np.flatnonzero(np.asarray(cached.turn_ids) > turn))
+            if chunk_id not in removed_ids
+        ]
+        for start in range(0, len(added_ids), store_module.GET_PAGE_SIZE):
+            page = self.store.get_by_ids(scope_id, added_ids[start : start + store_module.GET_PAGE_SIZE])
+            ids += [
+                chunk_id
+                for chunk_id, metadata in zip(page["ids"], page["metadatas"])
+                if int((metadata or {}).get("turn_id", 0)) > turn
+            ]
+        return ids
 
     def _fetch(self, scope_id: str, ids: list[str], config: RetrievalConfig) -> list[Row]:
         """Fetch and tokenise the given chunks (those the store still holds), a page at a time."""

@@ -1,6 +1,7 @@
-"""A rollback takes the ids after the target turn from the process's corpus of the save when it keeps one (brought
-to the store's current version through the change log), not from a `turn_id > N` scan of the store's metadata; the
-chunks another process wrote since are deleted too, and without a cached corpus the store lists them."""
+"""A rollback takes the ids after the target turn from the process's corpus of the save when it keeps one, with the
+change log since it, not from a `turn_id > N` scan of the store's metadata; the chunks another process wrote since
+are deleted too, a rollback after a rollback needs no query between them, and without a cached corpus the store
+lists them."""
 
 from __future__ import annotations
 
