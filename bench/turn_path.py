@@ -62,6 +62,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -147,6 +148,8 @@ def configure(stack: str, workdir: Path, pg_db: str) -> subprocess.Popen | None:
         }
     )
     os.environ.pop("REDIS_URL", None)
+    # With DEBUG off WhiteNoise warns that the unbuilt static directory is missing, naming this machine's path.
+    warnings.filterwarnings("ignore", message="No directory at")
     server = None
     if stack == "sqlite":
         os.environ["DATABASE_URL"] = f"sqlite:///{workdir}/bench.sqlite3"

@@ -278,19 +278,14 @@ RUN = 16  # a run of this many consecutive turns is read by its bounds, not as t
 
 
 def turns_q(turns, field: str = "turn_id") -> Q:
-    """A filter on `field` for these turn numbers: runs of at least `RUN` consecutive turns by their bounds, the
-    rest by one list (the same rows as `field__in=turns`; none for no turns)."""
-    numbers = sorted({int(t) for t in turns})
-    parts, single, start = [], [], 0
-    for index in range(1, len(numbers) + 1):
-        if index < len(numbers) and numbers[index] == numbers[index - 1] + 1:
-            continue
-        run = numbers[start:index]
-        if len(run) >= RUN:
-            parts.append(Q(**{f"{field}__gte": run[0], f"{field}__lte": run[-1]}))
+    """A filter on `field` for these turn numbers: runs of at least `RUN` consecutive turns by their bounds
+    (`consecutive_runs`), the rest by one list (the same rows as `field__in=turns`; none for no turns)."""
+    parts, single = [], []
+    for first, last in consecutive_runs(sorted({int(t) for t in turns})):
+        if last - first + 1 >= RUN:
+            parts.append(Q(**{f"{field}__gte": first, f"{field}__lte": last}))
         else:
-            single += run
-        start = index
+            single += range(first, last + 1)
     if single:
         parts.append(Q(**{f"{field}__in": single}))
     if not parts:

@@ -156,10 +156,9 @@ def prompt_record(messages: list[dict]) -> tuple[str, str]:
     return "\n\n".join(system), "\n\n".join(chat)
 
 
-def proposal_open(
-    *, game_save: Save, player_input: str, record: dict, guard: SaveGuard | None = None
-) -> NarratorAlternative:
-    """Add a "streaming" alternative to the save's open draft for its next turn with `player_input`.
+def proposal_open(*, game_save: Save, player_input: str, guard: SaveGuard | None = None) -> NarratorAlternative:
+    """Add a "streaming" alternative to the save's open draft for its next turn with `player_input` (its prompt and
+    memory come later: `ProposalRecord`).
 
     A draft for another input (or none) is replaced by a new one: older open drafts are
     discarded, as the console's narrator does when a new action is narrated. A step of the
@@ -177,7 +176,7 @@ def proposal_open(
         if draft is None:
             NarratorDraft.objects.filter(game_save=locked, status=DraftStatus.OPEN).update(status=DraftStatus.DISCARDED)
             draft = NarratorDraft.objects.create(game_save=locked, turn_id=turn_id, player_input=player_input)
-        alternative = narrator_alternative_add(draft=draft, status=AlternativeStatus.STREAMING, **record)
+        alternative = narrator_alternative_add(draft=draft, status=AlternativeStatus.STREAMING)
     return alternative
 
 
@@ -264,7 +263,7 @@ def _prepare(
     upstream["messages"] = messages
     alternative_id = record = None
     if chat.records_answer:
-        alternative = proposal_open(game_save=game_save, player_input=chat.pending_input, record={}, guard=guard)
+        alternative = proposal_open(game_save=game_save, player_input=chat.pending_input, guard=guard)
         alternative_id = alternative.pk
         record = ProposalRecord(
             alternative_id=alternative_id,

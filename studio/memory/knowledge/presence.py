@@ -23,10 +23,9 @@ from __future__ import annotations
 from django.db import transaction
 
 from studio import limits
-from studio.memory.turn_rows import turns_q
 from studio.memory.knowledge.models import PRESENCE_AUTHORITY, Presence, PresenceSource
 from studio.memory.knowledge.names import CharacterIndex, character_index
-from studio.memory.turn_rows import upsert_turn_row
+from studio.memory.turn_rows import turns_q, upsert_turn_row
 
 __all__ = [
     "PRESENT_KEY",

@@ -212,8 +212,8 @@ class CorpusCache:
                 return CorpusRead(cached)
         try:
             corpus = None
-            if cached is not None and change_log.supports_log(self.versions):
-                changes = self.versions.changes_since(scope_id, cached.version, version)
+            if cached is not None:
+                changes = self._log_since(scope_id, cached, version)
                 if changes is not None:
                     corpus = self._apply(scope_id, cached, changes, version, config)
             if corpus is None:
@@ -242,14 +242,9 @@ class CorpusCache:
             cached = self._corpora.get(scope_id)
         if cached is None:
             return None
-        version = self.versions.current(scope_id)
-        changes: list | None = []
-        if version != cached.version:
-            if not change_log.supports_log(self.versions):
-                return None
-            changes = self.versions.changes_since(scope_id, cached.version, version)
-            if changes is None:
-                return None
+        changes = self._log_since(scope_id, cached, self.versions.current(scope_id))
+        if changes is None:
+            return None
         added_ids, removed_ids = change_log.fold(changes, cached.position)
         ids = [
             chunk_id
@@ -264,6 +259,15 @@ class CorpusCache:
                 if int((metadata or {}).get("turn_id", 0)) > turn
             ]
         return ids
+
+    def _log_since(self, scope_id: str, cached: Corpus, version: int) -> list | None:
+        """The logged changes from `cached`'s version to `version` ([] when equal; None when the versions keep no
+        log or it does not cover the window)."""
+        if version == cached.version:
+            return []
+        if not change_log.supports_log(self.versions):
+            return None
+        return self.versions.changes_since(scope_id, cached.version, version)
 
     def _fetch(self, scope_id: str, ids: list[str], config: RetrievalConfig) -> list[Row]:
         """Fetch and tokenise the given chunks (those the store still holds), a page at a time."""

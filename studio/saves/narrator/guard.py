@@ -169,9 +169,7 @@ def check_settled(*, draft, number: int) -> None:
     when it ended (the proxy checks each answer when it ends; `X-Axiom-Continuity: check` with the model too).
     Deterministic only: the save is locked while the chat syncs."""
     alternative = draft.alternatives.filter(number=number).defer("context", "system_prompt", "user_prompt").first()
-    if alternative is None or (
-        alternative.checked_digest and alternative.checked_digest == text_digest(alternative.text)
-    ):
+    if alternative is None or alternative.checked_digest == text_digest(alternative.text):
         return
     if findings_for_proposal(game_save=draft.game_save, draft_id=draft.pk, alternative=number):
         return  # checked before checks were marked: its findings are there
