@@ -95,13 +95,42 @@ def _count_pieces(texts: list[str], tokenizer) -> list[int]:
                 local[piece] = counts.get(piece)
     unseen = [piece for piece, count in local.items() if count is None]
     if unseen:
-        for piece, encoding in zip(unseen, tokenizer.encode_batch(unseen, add_special_tokens=False)):
-            local[piece] = len(encoding.ids)
+        local.update(zip(unseen, _encode_pieces(unseen, tokenizer)))
         if len(unseen) <= PIECE_CACHE_SIZE:  # (a text of more new pieces than the table holds is not kept)
             if len(counts) + len(unseen) > PIECE_CACHE_SIZE:
                 counts.clear()  # rare, and it only costs re-counting: cheaper than keeping an order on every read
             counts.update((piece, local[piece]) for piece in unseen)
     return [sum(local[piece] for piece in pieces if piece) for pieces in split]
+
+
+# Below this many pieces, one `encode` each: `encode_batch` wakes the tokenizer's thread pool, which costs more
+# than a few pieces' tokenizing when the pool is asleep (measured: 3 pieces, 145 us batched, 70 us one by one).
+BATCH_FROM = 8
+
+
+def _encode_pieces(pieces: list[str], tokenizer) -> list[int]:
+    if len(pieces) < BATCH_FROM:
+        return [len(tokenizer.encode(piece, add_special_tokens=False).ids) for piece in pieces]
+    return [len(encoding.ids) for encoding in tokenizer.encode_batch(pieces, add_special_tokens=False)]
+
+
+def learn_pieces(texts) -> None:
+    """Count, in one batch, the pieces of `texts` the piece table does not hold yet (no text's count is kept).
+
+    For a caller about to `count_tokens` many texts, one by one, that are mostly new (a memory context's
+    chunks for a new query): each count then only adds known pieces, where it would have sent its own few
+    new pieces to the tokenizer, a hundred small batches where one does.
+    """
+    tokenizer = _tokenizer()
+    if tokenizer is None:
+        return
+    counts = _piece_counts
+    unseen = list({piece: None for text in texts if text for piece in text.split(" ") if piece and piece not in counts})
+    if unseen and len(unseen) <= PIECE_CACHE_SIZE:
+        found = _encode_pieces(unseen, tokenizer)
+        if len(counts) + len(unseen) > PIECE_CACHE_SIZE:
+            counts.clear()
+        counts.update(zip(unseen, found))
 
 
 def count_tokens_many(texts: list[str]) -> list[int]:

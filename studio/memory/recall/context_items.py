@@ -21,7 +21,7 @@ from typing import Any
 
 from studio.memory.chapters.story import turn_texts
 from studio.memory.chapters.story_time import story_times
-from studio.memory.embeddings.tokens import count_tokens
+from studio.memory.embeddings.tokens import count_tokens, learn_pieces
 from studio.memory.models import MentalModel, Observation, subject_key_for
 from studio.memory.observations import compute_trend
 from studio.memory.recall import context_lore
@@ -396,11 +396,12 @@ def narrative_items(game_save, results: list[dict], macros: dict[str, str], *, s
     """
     turn_ids = {r.get("turn_id") for r in results}
     texts, times = turn_texts(game_save, turn_ids), story_times(game_save, turn_ids)
+    bodies = [context_lore.fill(mark_piece(r.get("text", ""), texts.get(r.get("turn_id"))), macros) for r in results]
+    learn_pieces(bodies)  # a new query's chunks are mostly new texts: their new words tokenized in one batch
     items, seen = [], set()
-    for result in results:
+    for result, body in zip(results, bodies):
         reason, explain = explain_reason(result)
         turn_id = result.get("turn_id")
-        body = context_lore.fill(mark_piece(result.get("text", ""), texts.get(turn_id)), macros)
         when = times.get(turn_id, "")
         item = ContextItem.of(
             layer="narrative",

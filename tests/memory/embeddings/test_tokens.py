@@ -64,3 +64,42 @@ def test_the_piece_table_is_bounded(monkeypatch):
     assert len(tokens._piece_counts) == 0  # six new pieces: counted, not kept
     assert tokens.count_tokens_many(["one two", "three"]) == [2, 1]
     assert tokens.count_tokens_many(["four five"]) == [2] and len(tokens._piece_counts) <= 4
+
+
+def test_learned_pieces_are_counted_without_the_tokenizer(monkeypatch):
+    """`learn_pieces` tokenizes a batch of texts' new pieces once; counting the texts then asks the tokenizer
+    nothing, and gives the tokenizer's own counts."""
+    monkeypatch.setattr(tokens, "_piece_counts", {})
+    tokenizer = tokens._tokenizer()
+    texts = ["Kaël rowed past the quayside-lanterns, unhurried.", "(turn 12) Mira's ledger — seventeen débts."]
+    expected = [len(tokenizer.encode(text, add_special_tokens=False).ids) for text in texts]
+    tokens.learn_pieces(texts + ["", None])
+    assert set(tokens._piece_counts) == {piece for text in texts for piece in text.split(" ") if piece}
+
+    class NoTokenizer:
+        def __getattr__(self, name):
+            raise AssertionError(f"the tokenizer was asked ({name}) for a learned piece")
+
+    assert tokens._count_pieces(texts, NoTokenizer()) == expected
+
+
+def test_few_new_pieces_are_encoded_one_by_one_and_many_in_a_batch():
+    tokenizer = tokens._tokenizer()
+    calls = []
+
+    class Spy:
+        def encode(self, piece, **kwargs):
+            calls.append("encode")
+            return tokenizer.encode(piece, **kwargs)
+
+        def encode_batch(self, pieces, **kwargs):
+            calls.append("batch")
+            return tokenizer.encode_batch(pieces, **kwargs)
+
+    few = ["quayside", "unhurried,"]
+    many = [f"word{i}x" for i in range(tokens.BATCH_FROM)]
+    assert tokens._encode_pieces(few, Spy()) == [len(tokenizer.encode(p, add_special_tokens=False).ids) for p in few]
+    assert calls == ["encode", "encode"]
+    calls.clear()
+    assert tokens._encode_pieces(many, Spy()) == [len(tokenizer.encode(p, add_special_tokens=False).ids) for p in many]
+    assert calls == ["batch"]
