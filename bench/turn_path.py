@@ -483,6 +483,7 @@ def measure(size: int, game_save, vectors, runner: Runner, args, rng: random.Ran
         )
     for name, profile in profiles.items():
         if args.profile_dump:
+            Path(args.profile_dump).mkdir(parents=True, exist_ok=True)
             profile.dump_stats(str(Path(args.profile_dump) / f"{name}-{size}.prof"))
         out = io.StringIO()
         pstats.Stats(profile, stream=out).sort_stats("cumulative").print_stats(args.profile_lines)
