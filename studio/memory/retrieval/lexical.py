@@ -299,15 +299,42 @@ def build_bm25(corpus_texts: list[str]):
     return PostingsBM25([index_terms(text) for text in corpus_texts])
 
 
+# A long score array's n-th largest is looked for first among every SAMPLE_STEP-th score (`nth_largest`).
+SAMPLE_FROM = 4096
+SAMPLE_STEP = 16
+
+
+def nth_largest(values: np.ndarray, n: int) -> float:
+    """Return the n-th largest of `values` (finite; 0 < n < len(values)), as a partition of all of them gives it.
+
+    A story's common words (its characters' names) score most of a long save's documents, and selecting among
+    all of them grew with the save (0.8 ms at 100,000 scores, twice a search). For a long array and a small n,
+    a strided sample's (n / step + 4)-th largest is a guess below the n-th largest: the scores at or above the
+    guess, when at least n, hold the n largest, and the n-th largest among them is the answer, exactly
+    (~0.1 ms). When fewer are (a guess too high, by chance or an adversarial order), all scores are searched.
+    """
+    count = len(values)
+    if count >= SAMPLE_FROM and n * 4 * SAMPLE_STEP <= count:
+        sample = values[::SAMPLE_STEP]
+        k = n // SAMPLE_STEP + 4
+        guess = np.partition(sample, len(sample) - k)[len(sample) - k]
+        above = values[values >= guess]
+        if len(above) >= n:
+            return np.partition(above, len(above) - n)[len(above) - n]
+    return np.partition(values, count - n)[count - n]
+
+
 def ranked_indices(scores: np.ndarray, top_n: int | None) -> np.ndarray:
     """Return indices of non-zero scores, best first, ties in input order (`top_n`: the best n)."""
-    nonzero = np.flatnonzero(scores)
+    # `!= 0` first: numpy finds the set entries of a boolean array several times faster than of a float one
+    # (0.05 against 0.3 ms at 100,000 documents), the same indices.
+    nonzero = np.flatnonzero(scores != 0)
     if nonzero.size == 0:
         return nonzero
     values = scores[nonzero]
     if top_n is not None and 0 < top_n < nonzero.size:
         # Keep every document tied with the n-th score so the stable sort still decides ties.
-        threshold = np.partition(values, nonzero.size - top_n)[nonzero.size - top_n]
+        threshold = nth_largest(values, top_n)
         keep = values >= threshold
         nonzero, values = nonzero[keep], values[keep]
     order = np.argsort(-values, kind="stable")

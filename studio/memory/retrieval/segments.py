@@ -231,7 +231,7 @@ class ViewIndex:
         df_counts[0] += max(len(vocab) - len(self.df), 0)
         np.subtract.at(df_counts, old_df, 1)
         np.add.at(df_counts, df[touched], 1)
-        doc_len = np.concatenate([self.doc_len_array[:start], lengths]).astype(np.int64)
+        doc_len = np.concatenate([self.doc_len_array[:start], lengths]).astype(np.int64, copy=False)
         length_sum = self.length_sum - int(self.doc_len_array[start:].sum()) + int(lengths.sum())
         return ViewIndex(
             vocab,

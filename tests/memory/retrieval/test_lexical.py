@@ -184,3 +184,50 @@ def test_aggregated_bm25_equals_bm25okapi_on_concatenated_documents():
     )
     reference = BM25Okapi(groups, k1=1.5, b=0.5)
     assert np.allclose(aggregated.get_scores(vocab[:10]), reference.get_scores(vocab[:10]), rtol=1e-12, atol=1e-12)
+
+
+def _reference_ranking(scores: np.ndarray, top_n: int | None) -> list[int]:
+    """Non-zero scores, best first, ties in input order: a plain sort."""
+    ranked = sorted((i for i in range(len(scores)) if scores[i] != 0), key=lambda i: (-scores[i], i))
+    return ranked[:top_n] if top_n else ranked
+
+
+@pytest.mark.parametrize(
+    "shape", ["random", "ties", "ascending", "descending", "one_high_run", "sampled_high", "sampled_low"]
+)
+def test_the_top_n_of_a_long_score_array_equals_a_full_sort(shape):
+    """`nth_largest` guesses the n-th score from a sample first (long arrays): whatever the guess, the ranking is
+    the full sort's. `sampled_high` defeats the strided sample: the sampled scores are the best ones, so the
+    guess is too high (fewer than n scores reach it) and every score is searched; `sampled_low`: the sampled
+    scores are the worst, the guess far too low."""
+    rng = np.random.default_rng(7)
+    count = 20_000
+    sampled = np.arange(count) % lexical.SAMPLE_STEP == 0
+    scores = {
+        "random": rng.gamma(2.0, 1.0, count),
+        "ties": np.round(rng.gamma(2.0, 1.0, count), 1),
+        "ascending": np.sort(rng.random(count)),
+        "descending": np.sort(rng.random(count))[::-1].copy(),
+        "one_high_run": np.concatenate([rng.random(count - 300) * 0.1, 5.0 + rng.random(300)]),
+        "sampled_high": np.where(sampled, 10.0 + rng.random(count), rng.random(count)),
+        "sampled_low": np.where(sampled, 0.01, 1.0 + rng.random(count)),
+    }[shape]
+    if not shape.startswith("sampled"):  # documents no query term reaches (the sampled shapes keep their order)
+        scores[rng.choice(count, count // 4, replace=False)] = 0.0
+    for top_n in (1, 50, 150, 300, None):
+        assert lexical.ranked_indices(scores, top_n).tolist() == _reference_ranking(scores, top_n)
+
+
+@given(
+    st.lists(st.sampled_from([0.0, 0.0, 0.5, 1.0, 1.5, 2.0, 3.25]), min_size=1, max_size=400),
+    st.integers(min_value=1, max_value=40),
+)
+def test_nth_largest_with_a_small_sample_threshold(values, top_n):
+    """The sampled path on short arrays (its thresholds lowered): the same ranking as a full sort."""
+    scores = np.asarray(values)
+    saved = lexical.SAMPLE_FROM, lexical.SAMPLE_STEP
+    lexical.SAMPLE_FROM, lexical.SAMPLE_STEP = 8, 2
+    try:
+        assert lexical.ranked_indices(scores, top_n).tolist() == _reference_ranking(scores, top_n)
+    finally:
+        lexical.SAMPLE_FROM, lexical.SAMPLE_STEP = saved
