@@ -95,12 +95,18 @@ def _count_pieces(texts: list[str], tokenizer) -> list[int]:
                 local[piece] = counts.get(piece)
     unseen = [piece for piece, count in local.items() if count is None]
     if unseen:
-        local.update(zip(unseen, _encode_pieces(unseen, tokenizer)))
-        if len(unseen) <= PIECE_CACHE_SIZE:  # (a text of more new pieces than the table holds is not kept)
-            if len(counts) + len(unseen) > PIECE_CACHE_SIZE:
-                counts.clear()  # rare, and it only costs re-counting: cheaper than keeping an order on every read
-            counts.update((piece, local[piece]) for piece in unseen)
+        found = _encode_pieces(unseen, tokenizer)
+        local.update(zip(unseen, found))
+        _keep(unseen, found)
     return [sum(local[piece] for piece in pieces if piece) for pieces in split]
+
+
+def _keep(pieces: list[str], found: list[int]) -> None:
+    """Keep new pieces' counts in the piece table (not when there are more of them than the table holds)."""
+    if len(pieces) <= PIECE_CACHE_SIZE:
+        if len(_piece_counts) + len(pieces) > PIECE_CACHE_SIZE:
+            _piece_counts.clear()  # rare, and it only costs re-counting: cheaper than keeping an order on every read
+        _piece_counts.update(zip(pieces, found))
 
 
 # Below this many pieces, one `encode` each: `encode_batch` wakes the tokenizer's thread pool, which costs more
@@ -126,11 +132,8 @@ def learn_pieces(texts) -> None:
         return
     counts = _piece_counts
     unseen = list({piece: None for text in texts if text for piece in text.split(" ") if piece and piece not in counts})
-    if unseen and len(unseen) <= PIECE_CACHE_SIZE:
-        found = _encode_pieces(unseen, tokenizer)
-        if len(counts) + len(unseen) > PIECE_CACHE_SIZE:
-            counts.clear()
-        counts.update(zip(unseen, found))
+    if unseen and len(unseen) <= PIECE_CACHE_SIZE:  # (more than the table holds: each count tokenizes its own)
+        _keep(unseen, _encode_pieces(unseen, tokenizer))
 
 
 def count_tokens_many(texts: list[str]) -> list[int]:
