@@ -251,13 +251,11 @@ class CorpusCache:
             for chunk_id in (cached.ids[int(p)] for p in np.flatnonzero(np.asarray(cached.turn_ids) > turn))
             if chunk_id not in removed_ids
         ]
-        for start in range(0, len(added_ids), store_module.GET_PAGE_SIZE):
-            page = self.store.get_by_ids(scope_id, added_ids[start : start + store_module.GET_PAGE_SIZE])
-            ids += [
-                chunk_id
-                for chunk_id, metadata in zip(page["ids"], page["metadatas"])
-                if int((metadata or {}).get("turn_id", 0)) > turn
-            ]
+        ids += [
+            chunk_id
+            for chunk_id, _text, metadata in self._stored(scope_id, added_ids)
+            if int((metadata or {}).get("turn_id", 0)) > turn
+        ]
         return ids
 
     def _log_since(self, scope_id: str, cached: Corpus, version: int) -> list | None:
@@ -269,15 +267,19 @@ class CorpusCache:
             return None
         return self.versions.changes_since(scope_id, cached.version, version)
 
-    def _fetch(self, scope_id: str, ids: list[str], config: RetrievalConfig) -> list[Row]:
-        """Fetch and tokenise the given chunks (those the store still holds), a page at a time."""
-        rows = []
+    def _stored(self, scope_id: str, ids: list[str]):
+        """Yield (id, document, metadata) of the given chunks the store still holds, read a page at a time."""
         page_size = store_module.GET_PAGE_SIZE
         for start in range(0, len(ids), page_size):
             page = self.store.get_by_ids(scope_id, ids[start : start + page_size])
-            for chunk_id, text, metadata in zip(page["ids"], page["documents"], page["metadatas"]):
-                rows.append((chunk_id, text or "", metadata or {}, index_terms(text or "", config)))
-        return rows
+            yield from zip(page["ids"], page["documents"], page["metadatas"])
+
+    def _fetch(self, scope_id: str, ids: list[str], config: RetrievalConfig) -> list[Row]:
+        """Fetch and tokenise the given chunks (those the store still holds), a page at a time."""
+        return [
+            (chunk_id, text or "", metadata or {}, index_terms(text or "", config))
+            for chunk_id, text, metadata in self._stored(scope_id, ids)
+        ]
 
     def _apply(self, scope_id: str, cached: Corpus, changes: list, version: int, config: RetrievalConfig) -> Corpus:
         """Return the corpus at `version`: `cached` with the logged changes applied (O(change)).
